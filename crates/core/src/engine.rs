@@ -1,0 +1,457 @@
+//! The tool-calling loop of one specialist.
+//!
+//! Each step: ask the model, then run the tool calls it made, in order, feeding every result
+//! (or an exact error) back as a `tool` message. The loop ends when the model calls
+//! `finish_task` with a payload that fits the specialist's finish schema, when it keeps
+//! answering in plain text, when `max_steps` runs out, when the model server fails, or when
+//! the run is cancelled. It never branches on where a tool came from.
+
+use fabric_domain::{
+    EventKind, FINISH_TOOL, Message, RunStatus, SpecialistSpec, ToolCall, Usage, schema,
+};
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::ports::{ChatClient, ChatRequest, StoreError, Tool, ToolContext, ToolError};
+use crate::recorder::{Recorder, truncate};
+
+/// Most characters of a tool result sent to the model and written to the runlog.
+pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
+/// Most characters of model text written to the runlog per response.
+pub const MAX_LLM_CONTENT_IN_RUNLOG_CHARS: usize = 2_000;
+/// Plain-text replies in a row answered with a corrective message before giving up.
+pub const MAX_CORRECTIVE_REPROMPTS: u32 = 1;
+
+/// The model and how to sample it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelParams {
+    /// The model name on the server.
+    pub name: String,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Nucleus sampling.
+    pub top_p: Option<f32>,
+    /// Upper bound of generated tokens per call.
+    pub max_tokens: Option<u32>,
+    /// Stream responses.
+    pub stream: bool,
+}
+
+/// How one specialist's loop ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopOutcome {
+    /// The typed status.
+    pub status: RunStatus,
+    /// The finish payload (or the fallback payload); `null` when the loop failed.
+    pub payload: Value,
+    /// Model calls made.
+    pub steps: u32,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Why it failed, for statuses other than `completed`.
+    pub reason: Option<String>,
+}
+
+/// What the loop needs besides the model and the tools.
+pub struct LoopInput<'a> {
+    /// Who works.
+    pub specialist: &'a SpecialistSpec,
+    /// The tools it may call (without `finish_task`, which the loop adds).
+    pub tools: &'a [Arc<dyn Tool>],
+    /// The conversation to start from: system prompt, task, hand-over context.
+    pub messages: Vec<Message>,
+    /// The model.
+    pub model: &'a ModelParams,
+    /// Step limit.
+    pub max_steps: u32,
+    /// The run the tools work for.
+    pub ctx: &'a ToolContext,
+}
+
+/// The outcome of dispatching one tool call.
+enum Dispatch {
+    /// A tool returned a result.
+    Done(Value),
+    /// `finish_task` was accepted with this payload.
+    Finished(Value),
+}
+
+/// Runs one specialist's loop to its end, recording every step.
+///
+/// Returns `Err` only when the runlog itself cannot be written; every other failure is a
+/// [`LoopOutcome`] with a typed status.
+pub(crate) async fn run_loop(
+    chat: &dyn ChatClient,
+    input: LoopInput<'_>,
+    rec: &mut Recorder<'_>,
+) -> Result<LoopOutcome, StoreError> {
+    let LoopInput {
+        specialist,
+        tools,
+        mut messages,
+        model,
+        max_steps,
+        ctx,
+    } = input;
+
+    let finish_spec = match specialist.finish_tool() {
+        Ok(spec) => spec,
+        Err(e) => {
+            return Ok(failed(
+                RunStatus::Failed,
+                e.to_string(),
+                0,
+                Usage::default(),
+            ));
+        }
+    };
+    let by_name: HashMap<&str, &Arc<dyn Tool>> =
+        tools.iter().map(|t| (t.spec().name.as_str(), t)).collect();
+    // Generated once per run, not per step: the definitions never change inside a loop.
+    let mut definitions: Vec<Value> = tools.iter().map(|t| t.spec().openai_definition()).collect();
+    definitions.push(finish_spec.openai_definition());
+    let mut available: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
+    available.push(FINISH_TOOL);
+
+    let mut usage = Usage::default();
+    let mut attempted_work = false;
+    let mut plain_replies = 0u32;
+
+    for step in 0..max_steps {
+        rec.emit(
+            EventKind::LlmRequest,
+            Some(step),
+            json!({"model": model.name, "message_count": messages.len(), "tool_count": definitions.len()}),
+        )
+        .await?;
+
+        let request = ChatRequest {
+            model: &model.name,
+            messages: &messages,
+            tools: &definitions,
+            temperature: model.temperature,
+            top_p: model.top_p,
+            max_tokens: model.max_tokens,
+            stream: model.stream,
+        };
+        let started = Instant::now();
+        let answer = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => {
+                return Ok(failed(RunStatus::Cancelled, "the run was cancelled".into(), step, usage));
+            }
+            answer = chat.chat(request, rec.observer()) => answer,
+        };
+        let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let response = match answer {
+            Ok(response) => response,
+            Err(e) => {
+                let status = if e.is_model_unsupported() {
+                    RunStatus::ModelUnsupported
+                } else {
+                    RunStatus::LlmError
+                };
+                return Ok(failed(status, e.to_string(), step, usage));
+            }
+        };
+        if let Some(u) = response.usage {
+            usage.add(u);
+        }
+        rec.emit(
+            EventKind::LlmResponse,
+            Some(step),
+            json!({
+                "content": response.content.as_deref().map(|c| truncate(c, MAX_LLM_CONTENT_IN_RUNLOG_CHARS)),
+                "tool_calls": response.tool_calls.iter().map(|c| json!({
+                    "call_id": c.id,
+                    "name": c.name,
+                    "arguments": truncate(&c.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS),
+                })).collect::<Vec<_>>(),
+                "usage": response.usage,
+                "latency_ms": (latency_ms * 1000.0).round() / 1000.0,
+                "finish_reason": response.finish_reason,
+            }),
+        )
+        .await?;
+
+        if response.tool_calls.is_empty() {
+            let text = response.content.unwrap_or_default();
+            if plain_replies < MAX_CORRECTIVE_REPROMPTS {
+                plain_replies += 1;
+                rec.emit(
+                    EventKind::CorrectiveReprompt,
+                    Some(step),
+                    json!({"reason": "plain_text_response", "attempt": plain_replies, "max_retries": MAX_CORRECTIVE_REPROMPTS}),
+                )
+                .await?;
+                messages.push(Message::assistant(Some(text), Vec::new()));
+                messages.push(Message::user(corrective_message(
+                    &available,
+                    &finish_spec.input_schema,
+                )));
+                continue;
+            }
+            let payload = fallback_payload(&specialist.finish_schema, &text);
+            return Ok(LoopOutcome {
+                status: RunStatus::CompletedWithoutFinish,
+                payload,
+                steps: step + 1,
+                usage,
+                reason: Some("the model answered in plain text instead of calling finish_task; the payload was built from its reply".into()),
+            });
+        }
+        plain_replies = 0;
+
+        let calls = response.tool_calls;
+        messages.push(Message::assistant(response.content, calls.clone()));
+        for call in &calls {
+            let args = parse_arguments(&call.arguments);
+            rec.emit(
+                EventKind::ToolCall,
+                Some(step),
+                json!({"tool": call.name, "call_id": call.id, "args": args.as_ref().unwrap_or(&Value::String(truncate(&call.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS)))}),
+            )
+            .await?;
+            let outcome = tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => {
+                    return Ok(failed(RunStatus::Cancelled, "the run was cancelled".into(), step + 1, usage));
+                }
+                outcome = dispatch(call, args, &by_name, &available, &finish_spec.input_schema, attempted_work, ctx) => outcome,
+            };
+            if call.name != FINISH_TOOL && by_name.contains_key(call.name.as_str()) {
+                attempted_work = true;
+            }
+            match outcome {
+                Ok(Dispatch::Finished(payload)) => {
+                    rec.emit(
+                        EventKind::ToolResult,
+                        Some(step),
+                        json!({"tool": FINISH_TOOL, "call_id": call.id, "result": payload}),
+                    )
+                    .await?;
+                    return Ok(LoopOutcome {
+                        status: RunStatus::Completed,
+                        payload,
+                        steps: step + 1,
+                        usage,
+                        reason: None,
+                    });
+                }
+                Ok(Dispatch::Done(result)) => {
+                    let text = truncate(&render_result(&result), MAX_TOOL_RESULT_CHARS);
+                    rec.emit(
+                        EventKind::ToolResult,
+                        Some(step),
+                        json!({"tool": call.name, "call_id": call.id, "result": text}),
+                    )
+                    .await?;
+                    messages.push(Message::tool_result(&call.id, text));
+                }
+                Err(error) => {
+                    let message = error.to_string();
+                    rec.emit(
+                        EventKind::ToolError,
+                        Some(step),
+                        json!({"tool": call.name, "call_id": call.id, "error_type": error.error_type(), "error_message": message}),
+                    )
+                    .await?;
+                    if let ToolError::Denied {
+                        event_type,
+                        attempted,
+                        ..
+                    } = &error
+                    {
+                        rec.emit(
+                            EventKind::SecurityEvent,
+                            Some(step),
+                            json!({"event_type": event_type, "tool": call.name, "attempted": attempted, "error_message": message}),
+                        )
+                        .await?;
+                    }
+                    messages.push(Message::tool_result(
+                        &call.id,
+                        json!({"error": message}).to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(failed(
+        RunStatus::MaxStepsExceeded,
+        format!(
+            "reached max_steps ({max_steps}) without finish_task; raise it with `--max-steps` or `max_steps` in the config, or simplify the task"
+        ),
+        max_steps,
+        usage,
+    ))
+}
+
+fn failed(status: RunStatus, reason: String, steps: u32, usage: Usage) -> LoopOutcome {
+    LoopOutcome {
+        status,
+        payload: Value::Null,
+        steps,
+        usage,
+        reason: Some(reason),
+    }
+}
+
+/// Parses the raw argument text. An empty string means no arguments, as several servers send
+/// it for tools without parameters.
+fn parse_arguments(raw: &str) -> Result<Value, String> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    serde_json::from_str(raw).map_err(|e| e.to_string())
+}
+
+async fn dispatch(
+    call: &ToolCall,
+    args: Result<Value, String>,
+    tools: &HashMap<&str, &Arc<dyn Tool>>,
+    available: &[&str],
+    finish_schema: &Value,
+    attempted_work: bool,
+    ctx: &ToolContext,
+) -> Result<Dispatch, ToolError> {
+    let schema_of = |name: &str| -> Option<&Value> {
+        if name == FINISH_TOOL {
+            Some(finish_schema)
+        } else {
+            tools.get(name).map(|t| &t.spec().input_schema)
+        }
+    };
+    let Some(input_schema) = schema_of(&call.name) else {
+        return Err(ToolError::InvalidArguments(format!(
+            "unknown tool `{}`; the available tools are: {}",
+            call.name,
+            available.join(", ")
+        )));
+    };
+    let args = args.map_err(|parse_error| {
+        ToolError::InvalidArguments(format!(
+            "the arguments of `{}` are not valid JSON ({parse_error}): {}; send one JSON object, for example {}",
+            call.name,
+            truncate(&call.arguments, 200),
+            skeleton(input_schema)
+        ))
+    })?;
+    schema::validate(input_schema, &args).map_err(|violations| {
+        ToolError::InvalidArguments(format!(
+            "invalid arguments for `{}`: {violations}",
+            call.name
+        ))
+    })?;
+
+    if call.name == FINISH_TOOL {
+        if !attempted_work {
+            let others: Vec<&str> = available
+                .iter()
+                .copied()
+                .filter(|n| *n != FINISH_TOOL)
+                .collect();
+            return Err(ToolError::InvalidArguments(format!(
+                "finish_task refused: no other tool has been used yet. Do the task with the tools ({}) first, check the result, then call finish_task",
+                others.join(", ")
+            )));
+        }
+        return Ok(Dispatch::Finished(args));
+    }
+    match tools.get(call.name.as_str()) {
+        Some(tool) => tool.call(args, ctx).await.map(Dispatch::Done),
+        // schema_of found it above, so it is here; answer like an unknown tool regardless.
+        None => Err(ToolError::InvalidArguments(format!(
+            "unknown tool `{}`",
+            call.name
+        ))),
+    }
+}
+
+/// A tool result as the model reads it: strings as they are, anything else as JSON.
+fn render_result(result: &Value) -> String {
+    match result {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// An example object with the required fields of a schema, to show a model the shape.
+fn skeleton(schema: &Value) -> String {
+    let mut out = Map::new();
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let required = schema.get("required").and_then(Value::as_array);
+    for key in required.into_iter().flatten().filter_map(Value::as_str) {
+        let kind = properties
+            .and_then(|p| p.get(key))
+            .and_then(|p| p.get("type"))
+            .and_then(|t| {
+                t.as_str()
+                    .or_else(|| t.as_array().and_then(|a| a.first()).and_then(Value::as_str))
+            })
+            .unwrap_or("string");
+        let placeholder = match kind {
+            "array" => json!([]),
+            "object" => json!({}),
+            "integer" | "number" => json!(0),
+            "boolean" => json!(false),
+            _ => json!("..."),
+        };
+        out.insert(key.to_owned(), placeholder);
+    }
+    Value::Object(out).to_string()
+}
+
+fn corrective_message(available: &[&str], finish_schema: &Value) -> String {
+    format!(
+        "You answered in plain text, but this task is done only through tool calls. Use the tools ({}) to do the work, then call finish_task with arguments like {}. If the work is already done, call finish_task now.",
+        available.join(", "),
+        skeleton(finish_schema)
+    )
+}
+
+/// The payload of a run whose model never called `finish_task` (seed ADR-003 fallback): the
+/// text goes into the first required string field of the finish schema.
+fn fallback_payload(finish_schema: &Value, text: &str) -> Value {
+    let field = finish_schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|key| finish_schema["properties"][*key]["type"].as_str() == Some("string"))
+        .unwrap_or("summary");
+    let mut payload = Map::new();
+    payload.insert(field.to_owned(), Value::String(text.to_owned()));
+    payload.insert(
+        "notes".to_owned(),
+        Value::String("The model ended without calling finish_task; this payload was built from its last reply.".to_owned()),
+    );
+    Value::Object(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skeleton_shows_required_fields() {
+        let s = json!({"type": "object", "properties": {"summary": {"type": "string"}, "artifacts": {"type": "array"}}, "required": ["summary"]});
+        assert_eq!(skeleton(&s), r#"{"summary":"..."}"#);
+    }
+
+    #[test]
+    fn fallback_uses_first_required_string_field() {
+        let s = json!({"type": "object", "properties": {"executive_summary": {"type": "string"}}, "required": ["executive_summary"]});
+        let p = fallback_payload(&s, "hello");
+        assert_eq!(p["executive_summary"], "hello");
+    }
+
+    #[test]
+    fn empty_arguments_are_an_empty_object() {
+        assert_eq!(parse_arguments("  "), Ok(json!({})));
+        assert!(parse_arguments("{bad").is_err());
+    }
+}

@@ -1,0 +1,28 @@
+//! `fabric-core`: the engine of agent-fabric and the ports it drives.
+//!
+//! Layout:
+//! - [`ports`]: the traits adapters implement: [`ChatClient`] (a model server), [`Tool`]
+//!   (anything the model can call: built-in tools, MCP tools, other agents), [`RunStore`] and
+//!   [`RunLog`] (where runs and their events live), and [`RunObserver`] (who watches a run live:
+//!   the CLI renderer, an SSE stream).
+//! - [`engine`]: the tool-calling loop of one specialist. It checks every call against the
+//!   tool's contract before running it, turns every failure into an exact message for the
+//!   model, and records each step. It never asks where a tool came from.
+//! - [`execute`]: the use case behind `fabric run` and `POST /run`: create the run, record
+//!   who works on it, run the loop, close the runlog with exactly one terminal event.
+//!
+//! The core depends only on `fabric-domain`; the binary wires concrete adapters into it.
+#![deny(missing_docs)]
+
+pub mod engine;
+mod error;
+pub mod execute;
+pub mod ports;
+mod recorder;
+pub mod typed;
+
+pub use error::CoreError;
+pub use ports::{
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
+    RunObserver, RunStore, RunSummary, StoreError, Tool, ToolContext, ToolError,
+};

@@ -1,0 +1,174 @@
+use async_trait::async_trait;
+use fabric_domain::{Message, ToolCall, Usage};
+use serde_json::Value;
+use thiserror::Error;
+
+/// One call to a chat model. Borrowed, so the engine never clones the conversation to make
+/// a request.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatRequest<'a> {
+    /// The model name as the server knows it.
+    pub model: &'a str,
+    /// The conversation so far.
+    pub messages: &'a [Message],
+    /// OpenAI function definitions, generated once per run from the tool contracts.
+    pub tools: &'a [Value],
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Nucleus sampling.
+    pub top_p: Option<f32>,
+    /// Upper bound of generated tokens.
+    pub max_tokens: Option<u32>,
+    /// Ask the server to stream, and report text deltas to the observer as they come.
+    pub stream: bool,
+}
+
+/// The model's answer to one call, after the adapter has smoothed over server differences.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatResponse {
+    /// Text, if any.
+    pub content: Option<String>,
+    /// Tool calls, in the order the model made them.
+    pub tool_calls: Vec<ToolCall>,
+    /// Token usage, when the server reports it.
+    pub usage: Option<Usage>,
+    /// Why the model stopped (`stop`, `tool_calls`, `length`, ...), when reported.
+    pub finish_reason: Option<String>,
+}
+
+/// Receives text as a streaming model produces it.
+pub trait ChatObserver: Send + Sync {
+    /// A piece of the model's text.
+    fn on_text_delta(&self, delta: &str);
+}
+
+/// What can go wrong talking to a model server. Every message names the server or model and
+/// the next step, because it is shown to the user as is.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ChatError {
+    /// Nothing answered at the address.
+    #[error(
+        "no model server answers at {url} ({detail}); start it (for Ollama: `ollama serve`) or fix `base_url` in the config"
+    )]
+    Unreachable {
+        /// The endpoint.
+        url: String,
+        /// The transport's own words.
+        detail: String,
+    },
+    /// The server did not answer in time.
+    #[error(
+        "the model server at {url} did not answer within {seconds} s; raise `timeout_s` for this model or use a smaller model"
+    )]
+    Timeout {
+        /// The endpoint.
+        url: String,
+        /// The timeout that ran out.
+        seconds: u64,
+    },
+    /// The server answered with an error status.
+    #[error("the model server at {url} answered HTTP {status}: {body}")]
+    Status {
+        /// The endpoint.
+        url: String,
+        /// HTTP status code.
+        status: u16,
+        /// The start of the response body.
+        body: String,
+    },
+    /// The server does not know the model.
+    #[error(
+        "model `{model}` is not available at {url}; pull it (`ollama pull {model}`) or set `model` in the config to one that `ollama list` shows"
+    )]
+    ModelNotFound {
+        /// The model name.
+        model: String,
+        /// The endpoint.
+        url: String,
+    },
+    /// The model cannot call tools (seed ADR-007).
+    #[error(
+        "model `{model}` does not support tool calling, which agent-fabric requires; choose a tool-capable model (for example qwen2.5, llama3.1 or mistral-nemo) with `--model-key` or `models.<key>.model` in the config"
+    )]
+    ToolsUnsupported {
+        /// The model name.
+        model: String,
+    },
+    /// The server refused our credentials.
+    #[error(
+        "the model server at {url} refused the API key (HTTP {status}); set the environment variable named by `api_key_env`"
+    )]
+    Unauthorized {
+        /// The endpoint.
+        url: String,
+        /// 401 or 403.
+        status: u16,
+    },
+    /// The answer could not be understood.
+    #[error("could not understand the answer of the model server at {url}: {detail}")]
+    Decode {
+        /// The endpoint.
+        url: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// Retries ran out on a retryable error.
+    #[error("gave up after {attempts} attempts: {last}")]
+    RetriesExhausted {
+        /// How many calls were made.
+        attempts: u32,
+        /// The last error.
+        last: Box<ChatError>,
+    },
+}
+
+impl ChatError {
+    /// Whether the same request may succeed if sent again after a pause: connection
+    /// failures, timeouts, 429 and 5xx (Ollama answers 500 while it loads a model).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } | Self::Timeout { .. } => true,
+            Self::Status { status, .. } => *status == 429 || *status >= 500,
+            Self::ModelNotFound { .. }
+            | Self::ToolsUnsupported { .. }
+            | Self::Unauthorized { .. }
+            | Self::Decode { .. }
+            | Self::RetriesExhausted { .. } => false,
+        }
+    }
+
+    /// Whether the error means the model can never do this run (rather than a failure).
+    pub fn is_model_unsupported(&self) -> bool {
+        match self {
+            Self::ToolsUnsupported { .. } => true,
+            Self::RetriesExhausted { last, .. } => last.is_model_unsupported(),
+            _ => false,
+        }
+    }
+
+    /// A short stable tag for logs and runlogs.
+    pub fn kind_tag(&self) -> &'static str {
+        match self {
+            Self::Unreachable { .. } => "unreachable",
+            Self::Timeout { .. } => "timeout",
+            Self::Status { .. } => "http_status",
+            Self::ModelNotFound { .. } => "model_not_found",
+            Self::ToolsUnsupported { .. } => "tools_unsupported",
+            Self::Unauthorized { .. } => "unauthorized",
+            Self::Decode { .. } => "decode",
+            Self::RetriesExhausted { .. } => "retries_exhausted",
+        }
+    }
+}
+
+/// A chat model server. One required method; adapters handle transport, retries and the
+/// differences between servers, and hand back a normalised [`ChatResponse`].
+#[async_trait]
+pub trait ChatClient: Send + Sync {
+    /// Sends one request. With `request.stream`, text deltas go to `observer` as they arrive.
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        observer: &dyn ChatObserver,
+    ) -> Result<ChatResponse, ChatError>;
+}

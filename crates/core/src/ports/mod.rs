@@ -1,0 +1,11 @@
+//! The ports: traits the engine calls and adapters implement, held as `Arc<dyn Port>`.
+
+mod chat;
+mod observer;
+mod store;
+mod tool;
+
+pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
+pub use observer::{NoopObserver, RunObserver};
+pub use store::{NewRun, RunLog, RunStore, RunSummary, StoreError};
+pub use tool::{Tool, ToolContext, ToolError};

@@ -1,0 +1,69 @@
+use async_trait::async_trait;
+use fabric_domain::{RunId, ToolSpec};
+use serde_json::Value;
+use std::path::PathBuf;
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+/// What a tool knows about the run it works for.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The run.
+    pub run_id: RunId,
+    /// The run's workspace; file tools never leave it.
+    pub workspace: PathBuf,
+    /// Whether the run may use the network.
+    pub network_allowed: bool,
+    /// Cancelled when the run is cancelled; long tools stop and clean up.
+    pub cancel: CancellationToken,
+}
+
+/// Why a tool call failed. The message goes to the model as is, so it says exactly what was
+/// wrong and what to do instead.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ToolError {
+    /// The arguments are not what the tool takes.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// Refused for safety; also recorded as a `security_event`.
+    #[error("{message}")]
+    Denied {
+        /// A stable tag, e.g. `path_escape`, `command_not_allowed`.
+        event_type: String,
+        /// What was attempted (the path, the program).
+        attempted: String,
+        /// What was refused, why, and what is allowed instead.
+        message: String,
+    },
+    /// The tool ran and failed, or timed out.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ToolError {
+    /// The `error_type` written to the runlog.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            Self::InvalidArguments(_) => "invalid_args",
+            Self::Denied { .. } => "permission",
+            Self::Failed(_) => "failed",
+        }
+    }
+}
+
+/// Anything the model can call. Built-in tools, MCP tools and other agents all come through
+/// this one interface, so the loop never branches on where a tool came from.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The contract: name, description, input schema, examples, annotations.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Runs the tool. `args` has already been checked against `spec().input_schema`.
+    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<Value, ToolError>;
+
+    /// Checks that the contract's examples are accepted by the handler's input type; used by
+    /// the contract parity tests. Tools without a Rust input type have nothing to check.
+    fn check_contract(&self) -> Result<(), String> {
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The kind of a runlog event. The names are the public runlog contract (docs/RUNLOG.md);
+/// new kinds may be added, existing ones never change meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// The run started: prompt, model, limits and workspace.
+    RunStart,
+    /// Which specialist(s) will work on the task, and why.
+    Recruitment,
+    /// Parallel task force started.
+    TaskForceParallel,
+    /// One specialist starts its loop.
+    PackStart,
+    /// Before each model call.
+    LlmRequest,
+    /// After each model call: content, tool calls, usage, latency.
+    LlmResponse,
+    /// The model answered in plain text and was asked to call a tool.
+    CorrectiveReprompt,
+    /// Before a tool runs.
+    ToolCall,
+    /// A tool's successful result, or an accepted `finish_task`.
+    ToolResult,
+    /// A tool call that failed: bad arguments, unknown tool, refused or failed execution.
+    ToolError,
+    /// Something was refused for safety reasons.
+    SecurityEvent,
+    /// The same call was repeated.
+    LoopDetected,
+    /// The run ended with a result.
+    RunComplete,
+    /// The run ended without one; the payload names the status and the reason.
+    RunFailed,
+    /// A kind written by a newer fabric; kept readable, never written by this one.
+    #[serde(other)]
+    Unknown,
+}
+
+impl EventKind {
+    /// The kind as written in the runlog.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RunStart => "run_start",
+            Self::Recruitment => "recruitment",
+            Self::TaskForceParallel => "task_force_parallel",
+            Self::PackStart => "pack_start",
+            Self::LlmRequest => "llm_request",
+            Self::LlmResponse => "llm_response",
+            Self::CorrectiveReprompt => "corrective_reprompt",
+            Self::ToolCall => "tool_call",
+            Self::ToolResult => "tool_result",
+            Self::ToolError => "tool_error",
+            Self::SecurityEvent => "security_event",
+            Self::LoopDetected => "loop_detected",
+            Self::RunComplete => "run_complete",
+            Self::RunFailed => "run_failed",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// Whether this event ends a run (exactly one such event closes every runlog).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::RunComplete | Self::RunFailed)
+    }
+}
+
+/// One line of a runlog: `{"seq", "ts", "kind", "step", "payload"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEvent {
+    /// Position in the run, from 0, with no gaps; streaming clients resume after it.
+    pub seq: u64,
+    /// Wall-clock time in seconds since the Unix epoch.
+    pub ts: f64,
+    /// What happened.
+    pub kind: EventKind,
+    /// The loop step (from 0) the event belongs to, or `null` outside the loop.
+    pub step: Option<u32>,
+    /// Kind-specific fields, documented in docs/RUNLOG.md.
+    pub payload: Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn event_line_shape_is_the_public_contract() {
+        let event = RunEvent {
+            seq: 3,
+            ts: 1.5,
+            kind: EventKind::ToolCall,
+            step: Some(0),
+            payload: json!({"tool": "shell"}),
+        };
+        let line = serde_json::to_value(&event).unwrap_or_default();
+        assert_eq!(
+            line,
+            json!({"seq": 3, "ts": 1.5, "kind": "tool_call", "step": 0, "payload": {"tool": "shell"}})
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_from_newer_versions_still_parse() {
+        let event: RunEvent = serde_json::from_value(
+            json!({"seq": 0, "ts": 0.0, "kind": "from_the_future", "step": null, "payload": {}}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(event.kind, EventKind::Unknown);
+    }
+}

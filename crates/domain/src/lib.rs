@@ -1,0 +1,25 @@
+//! `fabric-domain`: the pure heart of agent-fabric.
+//!
+//! This crate sits at the centre of the hexagon. It holds the types every other crate speaks
+//! (chat messages, tool calls, tool contracts, specialists, runs and runlog events) and the
+//! rules that need no I/O: checking a value against a tool's JSON Schema with messages a small
+//! model can act on, and generating the OpenAI function definition from a tool contract.
+//!
+//! It depends on no other crate of ours, does no I/O and knows nothing of tokio, so every rule
+//! here is tested with plain values.
+#![deny(missing_docs)]
+
+mod error;
+mod event;
+mod message;
+mod run;
+pub mod schema;
+mod specialist;
+mod tool;
+
+pub use error::DomainError;
+pub use event::{EventKind, RunEvent};
+pub use message::{Message, Role, ToolCall, Usage};
+pub use run::{RunId, RunStatus};
+pub use specialist::{FINISH_TOOL, SpecialistSpec};
+pub use tool::{ToolAnnotations, ToolSpec, input_schema_for as schema_for};

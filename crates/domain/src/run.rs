@@ -1,0 +1,150 @@
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use crate::DomainError;
+
+/// The id of one run. Ids sort by the time the run started (see `fabric-store-fs`), and hold
+/// only characters that are safe as a directory name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RunId(String);
+
+impl RunId {
+    /// Checks an id given by a user or read from disk.
+    pub fn parse(text: &str) -> Result<Self, DomainError> {
+        let ok = !text.is_empty()
+            && text.len() <= 128
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if ok {
+            Ok(Self(text.to_owned()))
+        } else {
+            Err(DomainError::InvalidRunId(text.to_owned()))
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for RunId {
+    type Error = DomainError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(&value)
+    }
+}
+
+impl From<RunId> for String {
+    fn from(id: RunId) -> Self {
+        id.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How a run ended (or that it has not yet). A closed set: the CLI's exit code, the HTTP
+/// status and the runlog's last event all follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Still going.
+    Running,
+    /// The model called `finish_task` with a valid payload.
+    Completed,
+    /// The model kept answering in plain text; the payload was built from its last text.
+    CompletedWithoutFinish,
+    /// The step limit was reached before `finish_task`.
+    MaxStepsExceeded,
+    /// The model server failed (unreachable, error status, undecodable answer) after retries.
+    LlmError,
+    /// The model cannot call tools.
+    ModelUnsupported,
+    /// The user or the server cancelled the run.
+    Cancelled,
+    /// Something inside the fabric failed (for example the runlog could not be written).
+    Failed,
+}
+
+impl RunStatus {
+    /// The status as written in runlogs and APIs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::CompletedWithoutFinish => "completed_without_finish",
+            Self::MaxStepsExceeded => "max_steps_exceeded",
+            Self::LlmError => "llm_error",
+            Self::ModelUnsupported => "model_unsupported",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Whether the run produced a result the user asked for.
+    pub fn is_success(self) -> bool {
+        match self {
+            Self::Completed | Self::CompletedWithoutFinish => true,
+            Self::Running
+            | Self::MaxStepsExceeded
+            | Self::LlmError
+            | Self::ModelUnsupported
+            | Self::Cancelled
+            | Self::Failed => false,
+        }
+    }
+
+    /// The process exit code the CLI uses for this status (documented in docs/CLI.md).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Self::Completed | Self::CompletedWithoutFinish => 0,
+            Self::Failed | Self::Running => 1,
+            Self::LlmError => 3,
+            Self::ModelUnsupported => 4,
+            Self::MaxStepsExceeded => 5,
+            Self::Cancelled => 130,
+        }
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_refuse_path_characters() {
+        assert!(RunId::parse("20261122-101010-000-abcdef").is_ok());
+        for bad in ["", "..", "a/b", "a\\b", "a b", "../x"] {
+            assert!(RunId::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn status_names_round_trip() {
+        for status in [
+            RunStatus::Running,
+            RunStatus::Completed,
+            RunStatus::CompletedWithoutFinish,
+            RunStatus::MaxStepsExceeded,
+            RunStatus::LlmError,
+            RunStatus::ModelUnsupported,
+            RunStatus::Cancelled,
+            RunStatus::Failed,
+        ] {
+            let text = serde_json::to_string(&status).unwrap_or_default();
+            assert_eq!(text, format!("\"{}\"", status.as_str()));
+        }
+    }
+}
