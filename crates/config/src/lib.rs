@@ -1,1 +1,22 @@
-//! placeholder
+//! `fabric-config`: agent-fabric's settings, loaded once and validated up front.
+//!
+//! Precedence, lowest first: built-in defaults < the file named by `--config` or
+//! `FABRIC_CONFIG_PATH` (JSON or YAML, chosen by extension) < environment < command-line
+//! flags. This crate does the first two; the binary applies the last two, because it owns
+//! the CLI. The result is a plain [`Settings`] value passed explicitly (no global).
+//!
+//! Key decision: a mistake in the file is an error that names the key and what is allowed
+//! (`models.fast.temperature: must be between 0 and 2, got 7`), never a silent default. An
+//! unknown key is a mistake. Both formats are parsed to one JSON value first so the key path
+//! is reported the same way for both. It depends only on `fabric-domain` (specialists are
+//! domain data) and does file I/O only in [`Settings::load`].
+
+mod defaults;
+mod error;
+mod load;
+mod raw;
+mod settings;
+
+pub use defaults::{builtin_specialists, engineering_finish_schema};
+pub use error::ConfigError;
+pub use settings::{Backend, ModelConfig, Settings, ShellConfig, TaskForceMode};

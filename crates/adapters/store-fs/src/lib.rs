@@ -1,1 +1,131 @@
-//! placeholder
+//! `fabric-store-fs`: the run store on the file system.
+//!
+//! An adapter implementing fabric-core's [`RunStore`] and [`RunLog`] ports. Every run gets
+//! `<root>/runs/<run_id>/workspace/` (the only directory its tools may touch) and
+//! `<root>/runs/<run_id>/runlog.jsonl` (one JSON event per line, the public format in
+//! docs/RUNLOG.md).
+//!
+//! Key decision: each event is serialised first and written with a single `write` on a file
+//! opened for appending, so a process killed at any moment leaves whole lines behind; the
+//! write runs on tokio's blocking pool so the async runtime never waits on the disk.
+
+mod ids;
+mod log;
+mod summary;
+
+use async_trait::async_trait;
+use fabric_core::{NewRun, RunStore, RunSummary, StoreError};
+use fabric_domain::{RunEvent, RunId};
+use std::path::{Path, PathBuf};
+
+pub use ids::new_run_id;
+pub use log::FileRunLog;
+
+/// Name of the runlog file inside a run directory.
+pub const RUNLOG_FILE: &str = "runlog.jsonl";
+/// Name of the workspace directory inside a run directory.
+pub const WORKSPACE_DIR: &str = "workspace";
+
+/// Runs stored under one workspace root (`.fabric` by default).
+#[derive(Debug, Clone)]
+pub struct FsRunStore {
+    root: PathBuf,
+}
+
+impl FsRunStore {
+    /// A store rooted at `root`; directories are created when the first run is.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The directory holding all runs.
+    pub fn runs_dir(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+
+    /// The directory of one run.
+    pub fn run_dir(&self, id: &RunId) -> PathBuf {
+        self.runs_dir().join(id.as_str())
+    }
+}
+
+fn io_error(action: &'static str, path: &Path, error: &std::io::Error) -> StoreError {
+    StoreError::Io {
+        action,
+        path: path.to_path_buf(),
+        detail: error.to_string(),
+    }
+}
+
+#[async_trait]
+impl RunStore for FsRunStore {
+    async fn create_run(&self) -> Result<NewRun, StoreError> {
+        let id = new_run_id();
+        let dir = self.run_dir(&id);
+        let workspace = dir.join(WORKSPACE_DIR);
+        tokio::fs::create_dir_all(&workspace)
+            .await
+            .map_err(|e| io_error("cannot create", &workspace, &e))?;
+        // The workspace is handed to tools by its canonical path, so their own path checks
+        // compare like with like even when the root was given through a symlink.
+        let workspace = tokio::fs::canonicalize(&workspace)
+            .await
+            .map_err(|e| io_error("cannot resolve", &workspace, &e))?;
+        let log = FileRunLog::create(dir.join(RUNLOG_FILE)).await?;
+        Ok(NewRun {
+            id,
+            workspace,
+            log: Box::new(log),
+        })
+    }
+
+    async fn list_runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        let runs_dir = self.runs_dir();
+        let mut entries = match tokio::fs::read_dir(&runs_dir).await {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_error("cannot read", &runs_dir, &e)),
+        };
+        let mut ids = Vec::new();
+        while let Some(entry) = entries
+            .next_entry()
+            .await
+            .map_err(|e| io_error("cannot read", &runs_dir, &e))?
+        {
+            // Directories that are not run ids (a stray file, an editor's backup) are skipped.
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| RunId::parse(n).ok())
+            {
+                ids.push(id);
+            }
+        }
+        // Ids sort by start time, so the newest come last; list newest first.
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        let mut out = Vec::new();
+        for id in ids.into_iter().take(limit) {
+            match self.read_events(&id).await {
+                Ok(events) => out.push(summary::summarise(id, &events)),
+                Err(StoreError::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+        let path = self.run_dir(id).join(RUNLOG_FILE);
+        let text = match tokio::fs::read_to_string(&path).await {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound(id.clone()));
+            }
+            Err(e) => return Err(io_error("cannot read", &path, &e)),
+        };
+        log::parse_runlog(&path, &text)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,111 @@
+//! The append-only JSONL runlog of one run.
+
+use async_trait::async_trait;
+use fabric_core::{RunLog, StoreError};
+use fabric_domain::RunEvent;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::io_error;
+
+/// A runlog file opened for appending.
+#[derive(Debug, Clone)]
+pub struct FileRunLog {
+    path: PathBuf,
+    // One writer at a time: the mutex makes concurrent appends (parallel task forces) land
+    // as whole lines in some order, never interleaved.
+    file: Arc<Mutex<File>>,
+}
+
+impl FileRunLog {
+    /// Creates (or opens for appending) the runlog at `path`.
+    pub async fn create(path: PathBuf) -> Result<Self, StoreError> {
+        let opened = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || {
+                OpenOptions::new().create(true).append(true).open(&path)
+            })
+            .await
+        };
+        let file = match opened {
+            Ok(Ok(file)) => file,
+            Ok(Err(e)) => return Err(io_error("cannot create", &path, &e)),
+            Err(join) => {
+                return Err(io_error(
+                    "cannot create",
+                    &path,
+                    &std::io::Error::other(join),
+                ));
+            }
+        };
+        Ok(Self {
+            path,
+            file: Arc::new(Mutex::new(file)),
+        })
+    }
+
+    /// Where the runlog is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[async_trait]
+impl RunLog for FileRunLog {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        let mut line = serde_json::to_vec(event).map_err(|e| StoreError::Io {
+            action: "cannot encode an event for",
+            path: self.path.clone(),
+            detail: e.to_string(),
+        })?;
+        line.push(b'\n');
+        let file = Arc::clone(&self.file);
+        let written = tokio::task::spawn_blocking(move || {
+            // A poisoned lock only means another append panicked mid-way; the file handle
+            // itself is still usable, and every line is written whole by one call below.
+            let mut file = file
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            file.write_all(&line)
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(io_error("cannot write", &self.path, &e)),
+            Err(join) => Err(io_error(
+                "cannot write",
+                &self.path,
+                &std::io::Error::other(join),
+            )),
+        }
+    }
+}
+
+/// Parses a whole runlog. A last line without its newline that does not parse is what a
+/// process killed mid-write leaves; it is skipped with a warning instead of failing the read.
+pub(crate) fn parse_runlog(path: &Path, text: &str) -> Result<Vec<RunEvent>, StoreError> {
+    let complete = text.ends_with('\n');
+    let lines: Vec<&str> = text.lines().collect();
+    let mut events = Vec::with_capacity(lines.len());
+    for (index, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<RunEvent>(line) {
+            Ok(event) => events.push(event),
+            Err(e) if !complete && index + 1 == lines.len() => {
+                tracing::warn!(path = %path.display(), error = %e, "skipping a partial last runlog line");
+            }
+            Err(e) => {
+                return Err(StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    line: index + 1,
+                    detail: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(events)
+}

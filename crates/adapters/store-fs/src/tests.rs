@@ -1,0 +1,128 @@
+use super::*;
+use fabric_core::RunLog;
+use fabric_domain::{EventKind, RunStatus};
+use serde_json::json;
+
+fn event(seq: u64, kind: EventKind, payload: serde_json::Value) -> RunEvent {
+    RunEvent {
+        seq,
+        ts: 1_700_000_000.0 + seq as f64,
+        kind,
+        step: None,
+        payload,
+    }
+}
+
+#[tokio::test]
+async fn create_append_read_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsRunStore::new(dir.path().join(".fabric"));
+    let run = store.create_run().await.unwrap();
+    assert!(run.workspace.is_dir());
+    assert!(run.workspace.ends_with(format!("{}/workspace", run.id)));
+    run.log
+        .append(&event(
+            0,
+            EventKind::RunStart,
+            json!({"prompt": "make hello"}),
+        ))
+        .await
+        .unwrap();
+    run.log
+        .append(&event(
+            1,
+            EventKind::Recruitment,
+            json!({"specialist_ids": ["engineering"]}),
+        ))
+        .await
+        .unwrap();
+    run.log
+        .append(&event(
+            2,
+            EventKind::RunComplete,
+            json!({"status": "completed", "result": {"summary": "done"}}),
+        ))
+        .await
+        .unwrap();
+
+    let events = store.read_events(&run.id).await.unwrap();
+    assert_eq!(events.len(), 3);
+    let text = std::fs::read_to_string(store.run_dir(&run.id).join(RUNLOG_FILE)).unwrap();
+    for line in text.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+
+    let listed = store.list_runs(10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, RunStatus::Completed);
+    assert_eq!(listed[0].summary.as_deref(), Some("done"));
+    assert_eq!(listed[0].prompt, "make hello");
+    assert_eq!(listed[0].specialist_ids, vec!["engineering".to_owned()]);
+}
+
+#[tokio::test]
+async fn newest_first_and_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsRunStore::new(dir.path());
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(store.create_run().await.unwrap().id);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let listed = store.list_runs(2).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
+        vec![ids[2].clone(), ids[1].clone()]
+    );
+    assert_eq!(listed[0].status, RunStatus::Running);
+}
+
+#[tokio::test]
+async fn unknown_run_is_not_found_and_empty_root_lists_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsRunStore::new(dir.path().join("missing"));
+    assert!(store.list_runs(5).await.unwrap().is_empty());
+    let id = RunId::parse("nope").unwrap();
+    assert!(matches!(
+        store.read_events(&id).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+#[test]
+fn partial_last_line_is_skipped_but_corrupt_middle_is_reported() {
+    let path = Path::new("runlog.jsonl");
+    let good = r#"{"seq":0,"ts":1.0,"kind":"run_start","step":null,"payload":{}}"#;
+    let partial = format!("{good}\n{{\"seq\":1,\"ts\"");
+    assert_eq!(log::parse_runlog(path, &partial).unwrap().len(), 1);
+    let corrupt = format!("{good}\nnot json\n{good}\n");
+    let err = log::parse_runlog(path, &corrupt).unwrap_err();
+    assert!(err.to_string().contains("runlog.jsonl:2"), "{err}");
+}
+
+#[tokio::test]
+async fn concurrent_appends_stay_whole_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = FileRunLog::create(dir.path().join("log.jsonl"))
+        .await
+        .unwrap();
+    let big = "x".repeat(100_000);
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let log = log.clone();
+        let big = big.clone();
+        tasks.push(tokio::spawn(async move {
+            log.append(&event(i, EventKind::ToolResult, json!({"result": big})))
+                .await
+                .unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    assert_eq!(text.lines().count(), 20);
+    for line in text.lines() {
+        serde_json::from_str::<RunEvent>(line).unwrap();
+    }
+}

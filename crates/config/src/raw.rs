@@ -1,0 +1,64 @@
+//! The file's shape: every key optional, unknown keys refused.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    pub(crate) models: Option<BTreeMap<String, RawModel>>,
+    pub(crate) default_model_key: Option<String>,
+    // `packs` is the seed's older name for the same map.
+    #[serde(alias = "packs")]
+    pub(crate) specialists: Option<BTreeMap<String, RawSpecialist>>,
+    pub(crate) default_specialist: Option<String>,
+    pub(crate) routing_model_key: Option<String>,
+    pub(crate) task_force_mode: Option<String>,
+    pub(crate) local_llm_ensure_available: Option<bool>,
+    pub(crate) local_llm_start_cmd: Option<Vec<String>>,
+    pub(crate) local_llm_start_timeout_s: Option<u64>,
+    pub(crate) auto_pull_if_missing: Option<bool>,
+    pub(crate) auto_pull_model: Option<String>,
+    pub(crate) max_steps: Option<u32>,
+    pub(crate) network_allowed: Option<bool>,
+    pub(crate) shell: Option<RawShell>,
+    pub(crate) workspace: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawModel {
+    pub(crate) base_url: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) backend: Option<String>,
+    pub(crate) api_key_env: Option<String>,
+    pub(crate) temperature: Option<f32>,
+    pub(crate) top_p: Option<f32>,
+    pub(crate) max_tokens: Option<u32>,
+    pub(crate) timeout_s: Option<u64>,
+    pub(crate) num_ctx: Option<u32>,
+    pub(crate) max_retries: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSpecialist {
+    pub(crate) description: Option<String>,
+    pub(crate) keywords: Option<Vec<String>>,
+    pub(crate) capabilities: Option<Vec<String>>,
+    pub(crate) system_prompt: Option<String>,
+    pub(crate) tools: Option<Vec<String>>,
+    pub(crate) finish_schema: Option<Value>,
+    pub(crate) model_key: Option<String>,
+    pub(crate) may_write: Option<bool>,
+    pub(crate) needs_network: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawShell {
+    pub(crate) allowed_commands: Option<Vec<String>>,
+    pub(crate) timeout_s: Option<u64>,
+    pub(crate) pass_env: Option<Vec<String>>,
+}
