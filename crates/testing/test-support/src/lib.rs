@@ -1,1 +1,57 @@
-//! placeholder
+//! `fabric-test-support`: a scripted fake of an LLM model server, for tests.
+//!
+//! Tests of the `fabric` binary and of its LLM adapter need a real HTTP server that behaves
+//! like Ollama or an OpenAI-compatible server, but answers from a script instead of a model,
+//! so that runs are fast and deterministic. Users reuse the same server, through the
+//! `fabric-scripted-llm` binary, to test their own specialists against a scripted model.
+//!
+//! Where it sits: outside the hexagon. It fakes the outside world, so it depends on no fabric
+//! crate, and fabric crates take it only as a dev-dependency (`tests/layers.rs` checks both).
+//!
+//! Layout:
+//! - [`scenario`]: the script format ([`Scenario`], [`Turn`], [`ScriptedCall`], [`ModelInfo`]),
+//!   loaded from JSON or YAML.
+//! - `server`: binding, routing, the one turn counter both wires share, recording, shutdown.
+//! - `openai`: `POST /v1/chat/completions` (JSON or SSE) and `GET /v1/models`.
+//! - `ollama`: `POST /api/chat` (JSON or NDJSON), `/api/tags`, `/api/show`, `/api/version`.
+//!
+//! ```no_run
+//! use fabric_test_support::{Scenario, ScriptedServer, Turn};
+//! use serde_json::json;
+//!
+//! # async fn demo() -> anyhow::Result<()> {
+//! let server = ScriptedServer::start(Scenario::new(vec![
+//!     Turn::tool_call("read_file", json!({ "path": "notes.txt" })),
+//!     Turn::text("The notes say hello."),
+//! ]))
+//! .await?;
+//! // Point the client under test at server.base_url() (OpenAI) or server.root_url() (Ollama),
+//! // run it, then check what it sent:
+//! assert_eq!(server.chat_request_count(), 2);
+//! let first = &server.requests()[0].body;
+//! # let _ = first;
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The same script as a YAML file (see `scenarios/` in this crate for more):
+//!
+//! ```yaml
+//! models:
+//!   - { name: "qwen2.5:7b", parameter_size: "7.6B", family: qwen2, capabilities: [completion, tools] }
+//! turns:
+//!   - tool_calls:
+//!       - { name: read_file, arguments: { path: notes.txt } }
+//!   - content: The notes say hello.
+//! ```
+
+mod ollama;
+mod openai;
+pub mod scenario;
+mod server;
+
+pub use scenario::{
+    ModelInfo, OnExhausted, Scenario, ScenarioError, ScriptedCall, Turn, UsageSpec,
+};
+pub use server::{RecordedRequest, ScriptedServer, ServerError};

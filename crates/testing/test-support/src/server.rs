@@ -1,0 +1,454 @@
+//! The HTTP server: binding, routing, the shared turn counter and recording, shutdown.
+//!
+//! The two wires (`openai.rs`, `ollama.rs`) only shape replies; everything that must be the
+//! same for both (which turn comes next, what was recorded, delays, errors) lives here.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use serde::Serialize;
+use serde_json::{Value, json};
+use thiserror::Error;
+use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::scenario::{OnExhausted, Scenario, ScenarioError, Turn};
+use crate::{ollama, openai};
+
+/// One chat request the server received, as the client sent it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecordedRequest {
+    /// The request path, e.g. `/v1/chat/completions` or `/api/chat`.
+    pub path: String,
+    /// The JSON body. A body that is not JSON is recorded as a JSON string of its text.
+    pub body: Value,
+}
+
+/// Why the server could not start.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// The scenario contradicts itself.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// The address could not be bound.
+    #[error("cannot bind the scripted LLM server: {0}")]
+    Bind(#[source] std::io::Error),
+}
+
+/// A running scripted model server. Stops when dropped or on [`ScriptedServer::shutdown`].
+#[derive(Debug)]
+pub struct ScriptedServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl ScriptedServer {
+    /// Starts the server on `127.0.0.1` on a free port, serving from a background task of the
+    /// current tokio runtime.
+    pub async fn start(scenario: Scenario) -> Result<Self, ServerError> {
+        Self::start_on(scenario, ("127.0.0.1", 0)).await
+    }
+
+    /// Starts the server on the given address (port 0 picks a free one).
+    pub async fn start_on(
+        scenario: Scenario,
+        addr: impl ToSocketAddrs,
+    ) -> Result<Self, ServerError> {
+        scenario.validate()?;
+        let listener = TcpListener::bind(addr).await.map_err(ServerError::Bind)?;
+        let addr = listener.local_addr().map_err(ServerError::Bind)?;
+        // Without TCP_NODELAY a small reply can wait for the peer's delayed ACK (~40 ms), which
+        // would dominate every benchmark that uses this server.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(err) = tcp.set_nodelay(true) {
+                tracing::warn!("scripted LLM server: cannot set TCP_NODELAY: {err}");
+            }
+        });
+        let shared = Arc::new(Shared {
+            scenario,
+            state: Mutex::new(State::default()),
+        });
+        let (stop, stopped) = oneshot::channel::<()>();
+        let app = router(Arc::clone(&shared));
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+                // A dropped sender means the handle is gone: stop too.
+                let _ = stopped.await;
+            });
+            if let Err(err) = serve.await {
+                tracing::error!("scripted LLM server stopped with an error: {err}");
+            }
+        });
+        tracing::debug!("scripted LLM server listening on http://{addr}");
+        Ok(Self {
+            addr,
+            shared,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The OpenAI-style base URL, `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.root_url())
+    }
+
+    /// The server's root, `http://127.0.0.1:PORT` (Ollama-style base URL).
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every chat request body received so far, on either endpoint, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// How many chat requests arrived so far (answered, failed or exhausted alike).
+    pub fn chat_request_count(&self) -> usize {
+        self.shared.lock().requests.len()
+    }
+
+    /// How many scripted turns have been consumed (at most the number of turns).
+    pub fn turns_used(&self) -> usize {
+        self.shared.lock().next_turn
+    }
+
+    /// Stops accepting connections and waits (up to 5 s) for open ones to finish.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(Duration::from_secs(5), &mut task)
+                .await
+                .is_err()
+        {
+            // A client holding a stream open must not hang the caller's shutdown.
+            task.abort();
+        }
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        // Graceful: the task stops accepting and ends when open connections close. Drop cannot
+        // wait for that; `shutdown()` can.
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// What both wires share: the script and the mutable progress through it.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) scenario: Scenario,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next_turn: usize,
+    requests: Vec<RecordedRequest>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere while holding the lock leaves plain data behind; keep serving it.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The turn a chat request gets, with what is needed to shape the reply.
+#[derive(Debug)]
+pub(crate) struct Scripted {
+    /// 1-based number of the turn in the script (used in default call ids).
+    pub(crate) number: usize,
+    pub(crate) turn: Turn,
+    /// The request body, for streaming flags, the model name and the usage estimate.
+    pub(crate) request: Value,
+}
+
+/// Which wire asked: error bodies are shaped the way each wire does it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wire {
+    OpenAi,
+    Ollama,
+}
+
+/// Records the request, takes the next turn, waits the scripted delays, and answers errors.
+/// `Ok` means the caller must render a message turn.
+pub(crate) async fn next_turn(
+    shared: &Shared,
+    wire: Wire,
+    path: &str,
+    raw: &Bytes,
+) -> Result<Scripted, Response> {
+    let parsed = serde_json::from_slice::<Value>(raw);
+    let recorded = match &parsed {
+        Ok(body) => body.clone(),
+        Err(_) => Value::String(String::from_utf8_lossy(raw).into_owned()),
+    };
+    // Record and take the turn under one lock, so the recording order is the turn order.
+    let taken = {
+        let mut state = shared.lock();
+        state.requests.push(RecordedRequest {
+            path: path.to_owned(),
+            body: recorded,
+        });
+        match parsed {
+            // A malformed request is the client's bug: answer it without spending a turn.
+            Err(err) => {
+                return Err(error_json(
+                    StatusCode::BAD_REQUEST,
+                    json!({ "error": format!("invalid JSON body: {err}") }),
+                ));
+            }
+            Ok(request) => {
+                let turns = &shared.scenario.turns;
+                let index = state.next_turn;
+                if let Some(turn) = turns.get(index) {
+                    state.next_turn += 1;
+                    Some((index + 1, turn.clone(), request))
+                } else if let (OnExhausted::RepeatLast, Some(turn)) =
+                    (shared.scenario.on_exhausted, turns.last())
+                {
+                    Some((turns.len(), turn.clone(), request))
+                } else {
+                    None
+                }
+            }
+        }
+    };
+
+    let delay = shared.scenario.latency_ms
+        + taken
+            .as_ref()
+            .and_then(|(_, turn, _)| turn.delay_ms)
+            .unwrap_or(0);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+
+    let Some((number, turn, request)) = taken else {
+        let n = shared.scenario.turns.len();
+        tracing::warn!("scripted LLM server: scenario exhausted after {n} turns");
+        return Err(error_json(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({ "error": format!("scripted LLM server: scenario exhausted after {n} turns") }),
+        ));
+    };
+    if let Some(status) = turn.status {
+        return Err(error_turn(wire, status, turn.body.as_deref()));
+    }
+    Ok(Scripted {
+        number,
+        turn,
+        request,
+    })
+}
+
+fn error_turn(wire: Wire, status: u16, body: Option<&str>) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let message = body.unwrap_or("scripted error");
+    let value = match serde_json::from_str::<Value>(message) {
+        Ok(object @ Value::Object(_)) => object,
+        _ => match wire {
+            Wire::Ollama => json!({ "error": message }),
+            // The shape Ollama's and vLLM's OpenAI-compatible endpoints use.
+            Wire::OpenAi => json!({
+                "error": {
+                    "message": message,
+                    "type": if status.is_server_error() { "api_error" } else { "invalid_request_error" },
+                    "param": null,
+                    "code": null,
+                }
+            }),
+        },
+    };
+    error_json(status, value)
+}
+
+/// A JSON reply serialised up front, so it leaves in one write with a Content-Length.
+pub(crate) fn json_reply(status: StatusCode, value: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+fn error_json(status: StatusCode, value: Value) -> Response {
+    json_reply(status, &value)
+}
+
+/// A streaming reply: each event is its own body frame, and the stream pauses between events
+/// (at least a yield) so hyper flushes each one in its own write instead of batching them.
+pub(crate) fn streaming_reply(
+    content_type: &'static str,
+    events: Vec<String>,
+    pause_ms: u64,
+) -> Response {
+    let stream = futures_util::stream::unfold(
+        (events.into_iter(), true),
+        move |(mut events, first)| async move {
+            let event = events.next()?;
+            if !first {
+                if pause_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+                } else {
+                    tokio::task::yield_now().await;
+                }
+            }
+            Some((Ok::<_, Infallible>(Bytes::from(event)), (events, false)))
+        },
+    );
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// Splits `text` into at least two pieces (when it has two characters or more), so that a
+/// client that does not reassemble fragments fails. Long texts get more, bounded, pieces.
+pub(crate) fn fragments(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() < 2 {
+        return if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![text.to_owned()]
+        };
+    }
+    let pieces = (chars.len() / 12).clamp(2, 12);
+    let size = chars.len().div_ceil(pieces);
+    chars
+        .chunks(size)
+        .map(|chunk| chunk.iter().collect())
+        .collect()
+}
+
+/// The token counts of one reply: the turn's own numbers, else about four characters a token.
+pub(crate) fn usage(scripted: &Scripted, output_chars: usize) -> (u64, u64) {
+    let spec = scripted.turn.usage.unwrap_or_default();
+    let prompt = spec.prompt_tokens.unwrap_or_else(|| {
+        let chars = scripted
+            .request
+            .get("messages")
+            .map_or(0, |m| m.to_string().len());
+        (chars as u64 / 4).max(1)
+    });
+    let completion = spec
+        .completion_tokens
+        .unwrap_or_else(|| (output_chars as u64 / 4).max(1));
+    (prompt, completion)
+}
+
+/// The model name to echo: the request's, else the first scripted model's.
+pub(crate) fn model_name(shared: &Shared, request: &Value) -> String {
+    request
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| shared.scenario.models.first().map(|m| m.name.clone()))
+        .unwrap_or_else(|| "scripted".to_owned())
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The current time as RFC 3339 in UTC, as Ollama's `created_at` (no date crate needed).
+pub(crate) fn rfc3339_now() -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil-from-days (Howard Hinnant's algorithm), valid for any date after 1970.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60,
+        now.subsec_nanos()
+    )
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/", get(|| async { "Ollama is running" }))
+        .route("/api/version", get(ollama::version))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/show", post(ollama::show))
+        .route("/api/chat", post(ollama::chat))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/chat/completions", post(openai::chat))
+        .fallback(|uri: axum::http::Uri| async move {
+            error_json(
+                StatusCode::NOT_FOUND,
+                json!({ "error": format!("scripted LLM server: no route for {}", uri.path()) }),
+            )
+        })
+        .with_state(shared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragments_split_in_at_least_two() {
+        assert_eq!(fragments(""), Vec::<String>::new());
+        assert_eq!(fragments("a"), vec!["a"]);
+        assert_eq!(fragments("ab"), vec!["a", "b"]);
+        let long = "x".repeat(1000);
+        let parts = fragments(&long);
+        assert!(parts.len() >= 2 && parts.len() <= 12);
+        assert_eq!(parts.concat(), long);
+        assert_eq!(fragments("héllo wörld").concat(), "héllo wörld");
+    }
+
+    #[test]
+    fn rfc3339_looks_right() {
+        let t = rfc3339_now();
+        assert_eq!(t.len(), 30, "{t}");
+        assert!(t.starts_with("20") && t.ends_with('Z'), "{t}");
+    }
+}
