@@ -30,8 +30,8 @@ pub struct Task {
     pub specialist: SpecialistSpec,
     /// How the specialist was chosen.
     pub recruitment: Recruitment,
-    /// The tools the specialist may use; those needing the network are dropped when the run
-    /// does not allow it.
+    /// The tools the specialist may use. Those needing the network are dropped when the run
+    /// does not allow it, and all but read-only ones when the specialist may not write.
     pub tools: Vec<Arc<dyn Tool>>,
     /// The model key from the config (`fast`, `quality`, ...).
     pub model_key: String,
@@ -83,7 +83,11 @@ pub async fn execute_task(
     let tools: Vec<Arc<dyn Tool>> = task
         .tools
         .into_iter()
-        .filter(|t| task.network_allowed || !t.spec().annotations.needs_network)
+        .filter(|t| {
+            let a = t.spec().annotations;
+            // A specialist that may not write gets no tool that could: only read-only ones.
+            (task.network_allowed || !a.needs_network) && (task.specialist.may_write || a.read_only)
+        })
         .collect();
 
     rec.emit(
