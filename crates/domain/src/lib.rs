@@ -15,6 +15,7 @@ mod message;
 mod run;
 pub mod schema;
 mod specialist;
+mod time;
 mod tool;
 
 pub use error::DomainError;
@@ -22,4 +23,5 @@ pub use event::{EventKind, RunEvent};
 pub use message::{Message, Role, ToolCall, Usage};
 pub use run::{RunId, RunStatus};
 pub use specialist::{FINISH_TOOL, SpecialistSpec};
+pub use time::UtcTime;
 pub use tool::{ToolAnnotations, ToolSpec, input_schema_for as schema_for};

@@ -4,7 +4,7 @@
 //! `required`, `additionalProperties`, `items`, `enum`, `const`, `anyOf`/`oneOf`, and the
 //! numeric, length and size bounds) rather than pull in a full validator: the messages are
 //! the product here ("parameter `path` must be a string, got 3"), and keywords outside the
-//! subset are accepted without checking, never rejected. See ADR-006 in docs/DECISIONS.md.
+//! subset are accepted without checking, never rejected. See ADR-004 in docs/DECISIONS.md.
 
 use serde_json::Value;
 use std::fmt::Write as _;
