@@ -1,1 +1,71 @@
-//! placeholder
+//! `fabric-tools`: the built-in engineering tools of agent-fabric — `shell`, `read_file`,
+//! `write_file` and `list_files`.
+//!
+//! This is an adapter: it implements `fabric-core`'s [`Tool`] port (through
+//! [`fabric_core::typed::TypedTool`], so each tool's input schema is derived from its Rust
+//! input type) and depends on nothing but `fabric-core` and `fabric-domain`. The binary
+//! picks tools by name with [`builtin_tool`] or takes all of them with
+//! [`engineering_tools`], and hands them to the engine like any other tool.
+//!
+//! The key decision: everything a tool touches is confined to the run's workspace
+//! ([`ToolContext::workspace`](fabric_core::ToolContext)), and every refusal is a
+//! [`ToolError::Denied`](fabric_core::ToolError) with an exact, actionable message, which the
+//! engine also records as a `security_event`.
+//! - File paths are relative to the workspace; escapes (absolute paths, `..` above it,
+//!   symlinks out of it) are refused in one place, `paths::confine`.
+//! - `shell` runs argv, never `sh -c`: one allowlisted program ([`ToolPolicy`]), a scrubbed
+//!   environment, its own process group that dies with the call (timeout, cancellation,
+//!   drop), capped output.
+//! - The allowlist is advice, not the wall: arguments are not confined and compilers run
+//!   code. The wall is the OS sandbox plugged in behind [`ProcessSandbox`] (a later issue;
+//!   [`NoOsSandbox`] until then).
+#![deny(missing_docs)]
+
+mod files;
+mod paths;
+mod policy;
+mod sandbox;
+mod shell;
+mod text;
+
+use std::sync::Arc;
+
+use fabric_core::Tool;
+use fabric_core::typed::Typed;
+
+pub use policy::{DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
+pub use sandbox::{NoOsSandbox, ProcessSandbox};
+
+/// The names of the built-in tools, in the order [`engineering_tools`] returns them.
+pub const BUILTIN_TOOLS: &[&str] = &["shell", "read_file", "write_file", "list_files"];
+
+/// The built-in tool called `name`, or `None` if there is none. `sandbox` confines the
+/// processes `shell` starts; the file tools do not start processes.
+pub fn builtin_tool(
+    name: &str,
+    policy: &Arc<ToolPolicy>,
+    sandbox: &Arc<dyn ProcessSandbox>,
+) -> Option<Arc<dyn Tool>> {
+    let tool: Arc<dyn Tool> = match name {
+        "shell" => Arc::new(Typed::new(shell::ShellTool::new(
+            Arc::clone(policy),
+            Arc::clone(sandbox),
+        ))),
+        "read_file" => Arc::new(Typed::new(files::ReadFileTool::new(Arc::clone(policy)))),
+        "write_file" => Arc::new(Typed::new(files::WriteFileTool)),
+        "list_files" => Arc::new(Typed::new(files::ListFilesTool::new(Arc::clone(policy)))),
+        _ => return None,
+    };
+    Some(tool)
+}
+
+/// All built-in tools, in the order of [`BUILTIN_TOOLS`].
+pub fn engineering_tools(
+    policy: &Arc<ToolPolicy>,
+    sandbox: &Arc<dyn ProcessSandbox>,
+) -> Vec<Arc<dyn Tool>> {
+    BUILTIN_TOOLS
+        .iter()
+        .filter_map(|name| builtin_tool(name, policy, sandbox))
+        .collect()
+}

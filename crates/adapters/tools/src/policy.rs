@@ -1,0 +1,122 @@
+//! What the built-in tools may do: the shell allowlist and the size and time limits.
+
+/// The programs `shell` runs by default.
+///
+/// Why these and not others: the list is advice that keeps a model on the path of ordinary
+/// engineering work, not a security boundary. Arguments are not confined (`cat /etc/passwd`
+/// runs), and `cargo`/`rustc` execute code by design (build scripts, proc macros,
+/// `-C linker=`). The wall is the OS sandbox behind [`crate::ProcessSandbox`] (a later
+/// issue). Within that, the list leaves out every program whose ordinary flags run other
+/// programs or code passed as text, because those turn one allowed name into all of them:
+/// - shells and interpreters (`sh`, `bash`, `python3`, `node`, `perl`, `awk`): code via `-c`/`-e`;
+/// - `env`, `xargs`, `nice`, `timeout`, `nohup`, `stdbuf`: they run the program named next;
+/// - `find` (`-exec`), `git` (`-c core.pager=…`, hooks, aliases), `sed` (`e` runs a command,
+///   `w` writes any file), `sort` (`--compress-program`), `tar` (`--to-command`),
+///   `rg` (`--pre`), `make` (recipes are shell);
+/// - `rm`: deletion is irreversible and its arguments may be absolute paths outside the
+///   workspace; an operator who wants it adds it to `allowed_commands`.
+pub const DEFAULT_ALLOWED_COMMANDS: &[&str] = &[
+    // Looking around.
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "diff",
+    "cmp",
+    "cut",
+    "uniq",
+    "stat",
+    "du",
+    "file",
+    "pwd",
+    "basename",
+    "dirname",
+    "realpath",
+    "sha256sum",
+    "date",
+    // Output and tests.
+    "echo",
+    "printf",
+    "test",
+    "true",
+    "false",
+    // Changing files (the workspace is the place; see above for why `rm` is not here).
+    "mkdir",
+    "touch",
+    "cp",
+    "mv",
+    // The Rust toolchain.
+    "cargo",
+    "rustc",
+    "rustfmt",
+];
+
+/// Limits and allowlist of the built-in tools, shared by all of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolPolicy {
+    /// Programs `shell` may run, as bare names looked up on the fixed `PATH`.
+    pub allowed_commands: Vec<String>,
+    /// Seconds a shell command may run when the call gives no `timeout_s`.
+    pub shell_timeout_s: u64,
+    /// The largest `timeout_s` a call may ask for.
+    pub max_shell_timeout_s: u64,
+    /// Characters of stdout and of stderr kept per command (each stream separately); the rest
+    /// is drained and counted, not stored.
+    pub max_output_chars: usize,
+    /// Bytes `read_file` returns at most.
+    pub max_read_bytes: u64,
+    /// Entries `list_files` returns at most.
+    pub max_list_entries: usize,
+    /// Variables added to the otherwise empty environment of shell commands, e.g.
+    /// `("CARGO_HOME", "/opt/cargo")`. They override the defaults (`PATH`, `HOME`, `LANG`).
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl Default for ToolPolicy {
+    fn default() -> Self {
+        Self {
+            allowed_commands: DEFAULT_ALLOWED_COMMANDS
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+            shell_timeout_s: 120,
+            max_shell_timeout_s: 600,
+            max_output_chars: 16_000,
+            max_read_bytes: 256 * 1024,
+            max_list_entries: 500,
+            extra_env: Vec::new(),
+        }
+    }
+}
+
+impl ToolPolicy {
+    /// Whether `program` (a bare name) is on the allowlist.
+    pub fn allows(&self, program: &str) -> bool {
+        self.allowed_commands.iter().any(|c| c == program)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_allowlist_has_no_escape_hatches() {
+        let policy = ToolPolicy::default();
+        for banned in [
+            "sh", "bash", "zsh", "dash", "python3", "python", "perl", "node", "awk", "env",
+            "xargs", "find", "git", "sed", "sort", "tar", "rg", "make", "rm", "timeout",
+        ] {
+            assert!(
+                !policy.allows(banned),
+                "{banned} must not be allowed by default"
+            );
+        }
+        for needed in ["ls", "cat", "grep", "cargo", "mkdir"] {
+            assert!(policy.allows(needed), "{needed}");
+        }
+        assert!(policy.allowed_commands.iter().all(|c| !c.contains('/')));
+    }
+}

@@ -1,0 +1,430 @@
+//! `shell`: runs one allowlisted program in the workspace and returns its exit code and
+//! output.
+//!
+//! Decisions:
+//! - No implicit `sh -c`. The model passes argv; the program must be a bare name on the
+//!   allowlist, looked up on a fixed `PATH`. A shell would make the allowlist meaningless.
+//! - The environment is cleared and rebuilt from a short list plus the policy's
+//!   `extra_env`, so no secret of the fabric's own environment (API keys, tokens) reaches a
+//!   command. `TMPDIR` is left unset (programs use `/tmp`): pointing it into the workspace
+//!   would litter the model's file listings; the OS sandbox issue decides where temp goes.
+//! - Every command runs in its own process group. Timeout, cancellation, dropping the call
+//!   and even a normal exit kill the whole group, so nothing a command starts outlives it
+//!   (background processes would otherwise also hold the output pipes open).
+//! - Output is read concurrently from both pipes and only the first `max_output_chars`
+//!   bytes of each are stored; the rest is drained and counted, so a command printing
+//!   gigabytes cannot exhaust memory nor block on a full pipe.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fabric_core::typed::TypedTool;
+use fabric_core::{ToolContext, ToolError};
+use fabric_domain::{ToolAnnotations, ToolSpec};
+use rustix::process::{Pid, Signal, kill_process_group};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::policy::ToolPolicy;
+use crate::sandbox::ProcessSandbox;
+use crate::text::decode;
+
+/// The `event_type` of a refused program.
+pub(crate) const COMMAND_NOT_ALLOWED: &str = "command_not_allowed";
+
+/// The only directories programs are looked up in: system locations, never the workspace or
+/// the fabric's own `PATH`.
+pub(crate) const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// How long to wait for a killed command's pipes to close before giving up on its output.
+/// Only a process that left the group (e.g. with `setsid`) can keep them open.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// Characters of partial output quoted in a timeout message, per stream.
+const PARTIAL_OUTPUT_CHARS: usize = 2_000;
+
+// Arguments of `shell`. Field docs are what the model reads (the type's own doc would only
+// add noise to the schema), so each is one short line.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ShellInput {
+    /// The program and its arguments, one string each, e.g. ["ls", "-la", "src"]. There is no shell: `|`, `&&`, `>`, `*` and `$VAR` are passed to the program as plain text.
+    #[schemars(length(min = 1))]
+    cmd: Vec<String>,
+    /// Optional. Seconds before the command is killed. Default 120.
+    #[schemars(range(min = 1))]
+    timeout_s: Option<u64>,
+}
+
+/// The `shell` tool.
+pub(crate) struct ShellTool {
+    policy: Arc<ToolPolicy>,
+    sandbox: Arc<dyn ProcessSandbox>,
+}
+
+impl ShellTool {
+    pub(crate) fn new(policy: Arc<ToolPolicy>, sandbox: Arc<dyn ProcessSandbox>) -> Self {
+        Self { policy, sandbox }
+    }
+
+    fn allowed_list(&self) -> String {
+        self.policy.allowed_commands.join(", ")
+    }
+
+    fn refuse(&self, program: &str, why: &str) -> ToolError {
+        ToolError::Denied {
+            event_type: COMMAND_NOT_ALLOWED.to_owned(),
+            attempted: program.to_owned(),
+            message: format!(
+                "program `{program}` {why}; allowed programs: {}",
+                self.allowed_list()
+            ),
+        }
+    }
+
+    /// Checks argv and returns the program name.
+    fn check_program<'a>(&self, cmd: &'a [String]) -> Result<&'a str, ToolError> {
+        let Some(program) = cmd.first() else {
+            return Err(ToolError::InvalidArguments(
+                "`cmd` needs at least the program name, e.g. [\"ls\", \"-la\"]".to_owned(),
+            ));
+        };
+        if cmd.iter().any(|arg| arg.contains('\0')) {
+            return Err(ToolError::InvalidArguments(
+                "an item of `cmd` contains a NUL byte, which no program can receive".to_owned(),
+            ));
+        }
+        if program.trim().is_empty() {
+            return Err(ToolError::InvalidArguments(
+                "`cmd[0]` is empty; it must be the program name, e.g. \"ls\"".to_owned(),
+            ));
+        }
+        if program.contains('/') {
+            return Err(self.refuse(
+                program,
+                "must be a bare name without `/` (it is looked up on the system PATH)",
+            ));
+        }
+        if program.contains(char::is_whitespace) {
+            // A small model's favourite mistake: the whole command line in one string.
+            let words: Vec<&str> = program.split_whitespace().collect();
+            if words.first().is_some_and(|first| self.policy.allows(first)) {
+                return Err(ToolError::InvalidArguments(format!(
+                    "`cmd[0]` is `{program}`, but it must be the program name alone; put each argument in its own item: {}",
+                    json!(words)
+                )));
+            }
+            return Err(self.refuse(program, "is not allowed"));
+        }
+        if !self.policy.allows(program) {
+            return Err(self.refuse(
+                program,
+                "is not allowed (there is no shell; run one program per call)",
+            ));
+        }
+        Ok(program)
+    }
+
+    fn timeout(&self, asked: Option<u64>) -> Result<Duration, ToolError> {
+        let max = self.policy.max_shell_timeout_s;
+        let secs = asked.unwrap_or(self.policy.shell_timeout_s.min(max));
+        if secs == 0 || secs > max {
+            return Err(ToolError::InvalidArguments(format!(
+                "`timeout_s` must be between 1 and {max}, got {secs}"
+            )));
+        }
+        Ok(Duration::from_secs(secs))
+    }
+
+    fn command(
+        &self,
+        program: &str,
+        args: &[String],
+        ctx: &ToolContext,
+    ) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args)
+            .current_dir(&ctx.workspace)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            // Its own group (pgid = pid), so one signal reaches everything it starts.
+            .process_group(0)
+            .env_clear()
+            // std looks the program up on the child's PATH when it is set, so this also
+            // decides which binary runs.
+            .env("PATH", SAFE_PATH)
+            .env("HOME", &ctx.workspace)
+            .env("LANG", "C.UTF-8");
+        for (key, value) in &self.policy.extra_env {
+            command.env(key, value);
+        }
+        command
+    }
+}
+
+#[async_trait]
+impl TypedTool for ShellTool {
+    type Input = ShellInput;
+
+    fn spec(&self) -> ToolSpec {
+        let description = format!(
+            "Run one program in the workspace and get its exit code, stdout and stderr. `cmd` is the program and its arguments as separate strings. There is no shell: no pipes, `&&`, redirects, globs or variables. A non-zero exit code is a normal result. Allowed programs: {}.",
+            self.allowed_list()
+        );
+        ToolSpec::for_input::<ShellInput>("shell", &description)
+            .example(json!({"cmd": ["ls", "-la"]}))
+            .example(json!({"cmd": ["cargo", "test", "--quiet"], "timeout_s": 300}))
+            .annotate(ToolAnnotations {
+                read_only: false,
+                destructive: true,
+                needs_network: false,
+            })
+    }
+
+    async fn run(&self, input: ShellInput, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let program = self.check_program(&input.cmd)?;
+        let timeout = self.timeout(input.timeout_s)?;
+        if ctx.cancel.is_cancelled() {
+            return Err(ToolError::Failed(format!(
+                "command `{program}` was not started because the run was cancelled"
+            )));
+        }
+        let args = &input.cmd[1..];
+        let mut command = self.command(program, args, ctx);
+        self.sandbox.prepare(&mut command, ctx)?;
+        tracing::debug!(run_id = %ctx.run_id.as_str(), program, ?args, timeout_s = timeout.as_secs(), "shell command");
+
+        let mut child = command.spawn().map_err(|e| spawn_error(program, &e))?;
+        let group = GroupGuard::new(child.id());
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let cap = self.policy.max_output_chars;
+
+        let work = async {
+            tokio::join!(
+                async {
+                    let status = child.wait().await;
+                    // Whatever the command left running in the background dies with it; that
+                    // also closes the pipes so the readers below finish.
+                    group.kill();
+                    status
+                },
+                capture(stdout, cap),
+                capture(stderr, cap),
+            )
+        };
+        tokio::pin!(work);
+
+        let ended = tokio::select! {
+            done = &mut work => Ended::Exited(done),
+            () = tokio::time::sleep(timeout) => Ended::TimedOut,
+            () = ctx.cancel.cancelled() => Ended::Cancelled,
+        };
+        match ended {
+            Ended::Exited((status, out, err)) => {
+                group.disarm();
+                let status = status.map_err(|e| {
+                    ToolError::Failed(format!("waiting for `{program}` failed: {e}"))
+                })?;
+                tracing::debug!(program, ?status, "shell command finished");
+                let mut result = json!({
+                    "exit_code": status.code(),
+                    "stdout": out.render(),
+                    "stderr": err.render(),
+                    "timed_out": false,
+                });
+                if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
+                    result["signal"] = json!(signal);
+                }
+                Ok(result)
+            }
+            Ended::TimedOut => {
+                group.kill();
+                let secs = timeout.as_secs();
+                tracing::info!(
+                    program,
+                    secs,
+                    "shell command timed out; process group killed"
+                );
+                let partial = match tokio::time::timeout(KILL_GRACE, &mut work).await {
+                    Ok((_, out, err)) => partial_output(&out, &err),
+                    Err(_) => String::new(),
+                };
+                Err(ToolError::Failed(format!(
+                    "command `{}` timed out after {secs} s and was killed with everything it started; pass a larger `timeout_s` (at most {}) or run something shorter{partial}",
+                    input.cmd.join(" "),
+                    self.policy.max_shell_timeout_s
+                )))
+            }
+            Ended::Cancelled => {
+                group.kill();
+                tracing::info!(program, "run cancelled; shell process group killed");
+                // Reap the killed leader; bounded, in case something escaped the group.
+                let _ = tokio::time::timeout(KILL_GRACE, &mut work).await;
+                Err(ToolError::Failed(format!(
+                    "command `{program}` was stopped because the run was cancelled"
+                )))
+            }
+        }
+    }
+}
+
+/// How a command's wait ended.
+enum Ended<T> {
+    Exited(T),
+    TimedOut,
+    Cancelled,
+}
+
+fn spawn_error(program: &str, error: &std::io::Error) -> ToolError {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => ToolError::Failed(format!(
+            "program `{program}` is allowed but was not found on PATH ({SAFE_PATH}), or the workspace directory is missing"
+        )),
+        std::io::ErrorKind::PermissionDenied => ToolError::Failed(format!(
+            "program `{program}` could not be started: permission denied"
+        )),
+        _ => ToolError::Failed(format!("program `{program}` could not be started: {error}")),
+    }
+}
+
+fn partial_output(out: &Captured, err: &Captured) -> String {
+    let mut text = String::new();
+    for (name, captured) in [("stdout", out), ("stderr", err)] {
+        if captured.total == 0 {
+            continue;
+        }
+        let shown = captured.render();
+        let tail: String = if shown.chars().count() > PARTIAL_OUTPUT_CHARS {
+            let skip = shown.chars().count() - PARTIAL_OUTPUT_CHARS;
+            format!("…{}", shown.chars().skip(skip).collect::<String>())
+        } else {
+            shown
+        };
+        text.push_str(&format!("\n{name} so far:\n{tail}"));
+    }
+    text
+}
+
+/// Kills a command's process group when asked, and when dropped unless disarmed, so the
+/// group dies even if the call's future is dropped mid-run.
+struct GroupGuard {
+    group: Option<Pid>,
+    armed: AtomicBool,
+}
+
+impl GroupGuard {
+    fn new(pid: Option<u32>) -> Self {
+        // Never signal group 1 or 0: `kill(-1)` reaches every process we may signal.
+        let group = pid
+            .and_then(|p| i32::try_from(p).ok())
+            .and_then(Pid::from_raw)
+            .filter(|p| !p.is_init());
+        Self {
+            group,
+            armed: AtomicBool::new(true),
+        }
+    }
+
+    fn kill(&self) {
+        // ESRCH (nobody left) is the normal case after a clean exit.
+        if let Some(group) = self.group
+            && let Err(e) = kill_process_group(group, Signal::KILL)
+            && e != rustix::io::Errno::SRCH
+        {
+            tracing::warn!(pgid = group.as_raw_pid(), error = %e, "could not kill process group");
+        }
+    }
+
+    /// The group was killed and its pipes closed (so every member is gone): its id may be
+    /// reused, so it must not be signalled again.
+    fn disarm(&self) {
+        self.armed.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed.load(Ordering::Relaxed) {
+            self.kill();
+        }
+    }
+}
+
+/// The stored start of one output stream and how long it really was.
+#[derive(Debug, Default)]
+struct Captured {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+impl Captured {
+    fn render(&self) -> String {
+        let cut = self.total > self.kept.len() as u64;
+        let (mut text, _) = decode(&self.kept, cut);
+        if cut {
+            let more = self.total - self.kept.len() as u64;
+            text.push_str(&format!("\n[output truncated: {more} more bytes]"));
+        }
+        text
+    }
+}
+
+/// Reads a stream to its end, keeping at most `cap` bytes. Reading on after the cap keeps
+/// the pipe drained, so the command never blocks on a full pipe.
+async fn capture<R: AsyncRead + Unpin>(reader: Option<R>, cap: usize) -> Captured {
+    let mut captured = Captured::default();
+    let Some(mut reader) = reader else {
+        return captured;
+    };
+    let mut buf = vec![0u8; 8 * 1024];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => {
+                captured.total += n as u64;
+                let room = cap.saturating_sub(captured.kept.len());
+                captured.kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "reading command output failed");
+                break;
+            }
+        }
+    }
+    captured
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn capture_keeps_the_cap_and_counts_the_rest() {
+        let data = vec![b'x'; 100_000];
+        let captured = capture(Some(&data[..]), 1_000).await;
+        assert_eq!(captured.kept.len(), 1_000);
+        assert_eq!(captured.total, 100_000);
+        let text = captured.render();
+        assert!(
+            text.ends_with("\n[output truncated: 99000 more bytes]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn group_guard_never_targets_init_or_zero() {
+        assert!(GroupGuard::new(Some(1)).group.is_none());
+        assert!(GroupGuard::new(Some(0)).group.is_none());
+        assert!(GroupGuard::new(None).group.is_none());
+    }
+}
