@@ -1,1 +1,56 @@
-fn main() {}
+//! `fabric`: the agent-fabric command.
+//!
+//! The only crate that names concrete adapters together: it parses the command line, loads
+//! the settings, wires the LLM client, the built-in tools and the file-system run store into
+//! the core's `execute_task`, renders what happens for a person (or as JSON for a program),
+//! and maps how the run ended to an exit code (docs/CLI.md). All logic lives in the libraries.
+// The binary is the one place that talks to the terminal.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod cli;
+mod commands;
+mod errors;
+mod render;
+mod wiring;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    init_tracing(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(commands::dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(errors::exit_code(&error))
+        }
+    }
+}
+
+/// The fabric's own diagnostics go to stderr, off unless asked for (`-v`) or set with
+/// `RUST_LOG`, so they never mix with results on stdout.
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(console::colors_enabled_stderr())
+        .try_init();
+}

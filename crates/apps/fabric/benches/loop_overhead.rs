@@ -1,0 +1,179 @@
+//! What the tool-calling loop itself costs per step, against the floor of a bare HTTP loop.
+//!
+//! For N steps, the scripted server answers N-1 calls of a no-op tool, then `finish_task`.
+//! The engine path is the real one: `execute_task` with the OpenAI client (pooled
+//! keep-alive connection), schema checks, the no-op tool, and a real JSONL runlog on disk.
+//! The floor replays the very request bodies the engine sent, in order, over one pooled
+//! reqwest client to a fresh server with the same script, and decodes each answer: the same
+//! bytes, the same server, nothing of ours in between. Overhead = engine - floor.
+//!
+//! Run: `cargo bench -p fabric --bench loop_overhead` (figures in docs/BENCHMARKS.md).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    missing_docs
+)]
+
+use async_trait::async_trait;
+use fabric_core::engine::ModelParams;
+use fabric_core::execute::{Recruitment, Task, execute_task};
+use fabric_core::{NoopObserver, Tool, ToolContext, ToolError};
+use fabric_domain::{SpecialistSpec, ToolSpec};
+use fabric_test_support::{Scenario, ScriptedServer, Turn};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+struct Noop(ToolSpec);
+
+#[async_trait]
+impl Tool for Noop {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
+        Ok(json!("ok"))
+    }
+}
+
+fn noop_tool() -> Arc<dyn Tool> {
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false});
+    Arc::new(Noop(
+        ToolSpec::with_schema("noop", "Does nothing.", schema).unwrap(),
+    ))
+}
+
+fn scenario(steps: usize) -> Scenario {
+    let mut turns: Vec<Turn> = (0..steps - 1)
+        .map(|i| Turn::tool_call("noop", json!({"n": i})))
+        .collect();
+    turns.push(Turn::tool_call("finish_task", json!({"summary": "done"})));
+    Scenario::new(turns)
+}
+
+fn specialist() -> SpecialistSpec {
+    let mut spec = fabric_config::builtin_specialists().remove(0);
+    spec.tools = vec!["noop".into()];
+    spec
+}
+
+/// One engine run; returns its wall time and the request bodies it sent.
+async fn engine_run(steps: usize) -> (Duration, Vec<Value>) {
+    let server = ScriptedServer::start(scenario(steps)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = fabric_store_fs::FsRunStore::new(dir.path());
+    let chat = fabric_llm::build_client(
+        fabric_llm::Backend::OpenAi,
+        &fabric_llm::HttpSettings::new(server.base_url()),
+        None,
+    )
+    .unwrap();
+    let task = Task {
+        prompt: "benchmark".into(),
+        specialist: specialist(),
+        recruitment: Recruitment {
+            routing_method: "explicit".into(),
+            required_capabilities: vec![],
+            reason: String::new(),
+        },
+        tools: vec![noop_tool()],
+        model_key: "bench".into(),
+        model: ModelParams {
+            name: "qwen2.5:7b".into(),
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            stream: false,
+        },
+        max_steps: steps as u32 + 1,
+        network_allowed: false,
+    };
+    let started = Instant::now();
+    let outcome = execute_task(
+        &store,
+        chat.as_ref(),
+        task,
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(
+        outcome.status,
+        fabric_domain::RunStatus::Completed,
+        "{:?}",
+        outcome.reason
+    );
+    assert_eq!(outcome.steps as usize, steps);
+    let bodies = server.requests().into_iter().map(|r| r.body).collect();
+    server.shutdown().await;
+    (elapsed, bodies)
+}
+
+/// The floor: the same bodies, posted in order over one keep-alive client, answers decoded.
+async fn floor_run(steps: usize, bodies: &[Value]) -> Duration {
+    let server = ScriptedServer::start(scenario(steps)).await.unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("{}/chat/completions", server.base_url());
+    let started = Instant::now();
+    for body in bodies {
+        let answer: Value = client
+            .post(&url)
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(answer["choices"][0]["message"]["tool_calls"].is_array());
+    }
+    let elapsed = started.elapsed();
+    server.shutdown().await;
+    elapsed
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let reps: usize = std::env::var("BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(15);
+    println!("loop overhead per step (median of {reps} runs; ms)");
+    println!(
+        "{:>6} {:>12} {:>12} {:>14} {:>10}",
+        "steps", "engine/step", "floor/step", "overhead/step", "overhead"
+    );
+    for steps in [10usize, 100] {
+        // Warm-up: first connections, page cache, allocator.
+        let (_, bodies) = engine_run(steps).await;
+        floor_run(steps, &bodies).await;
+        let mut engine = Vec::new();
+        let mut floor = Vec::new();
+        let mut diff = Vec::new();
+        for _ in 0..reps {
+            let (e, bodies) = engine_run(steps).await;
+            let f = floor_run(steps, &bodies).await;
+            let (e, f) = (
+                e.as_secs_f64() * 1e3 / steps as f64,
+                f.as_secs_f64() * 1e3 / steps as f64,
+            );
+            engine.push(e);
+            floor.push(f);
+            diff.push(e - f);
+        }
+        let (e, f, d) = (median(engine), median(floor), median(diff));
+        println!(
+            "{steps:>6} {e:>12.3} {f:>12.3} {d:>14.3} {:>9.1}%",
+            d / f * 100.0
+        );
+    }
+}

@@ -1,0 +1,102 @@
+//! The command line: every flag here is a public contract (docs/CLI.md).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// agent-fabric: run tasks with specialist agents on local models.
+#[derive(Debug, Parser)]
+#[command(name = "fabric", version, about, long_about = None)]
+pub(crate) struct Cli {
+    /// Config file (JSON or YAML); built-in defaults when not given.
+    #[arg(long, global = true, env = "FABRIC_CONFIG_PATH", value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// Directory holding runs (default `.fabric`, or `workspace` in the config).
+    #[arg(long, global = true, env = "FABRIC_WORKSPACE", value_name = "DIR")]
+    pub(crate) workspace: Option<PathBuf>,
+
+    /// Print the fabric's own logs to stderr (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run a task with a specialist agent.
+    Run(RunArgs),
+    /// Inspect past runs.
+    #[command(subcommand)]
+    Logs(LogsCommand),
+    /// Show or check the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// What to do.
+    pub(crate) prompt: String,
+
+    /// The specialist to use (skips routing), e.g. `engineering`.
+    #[arg(long, value_name = "ID")]
+    pub(crate) pack: Option<String>,
+
+    /// The model key from the config, e.g. `fast` or `quality`.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) model_key: Option<String>,
+
+    /// Allow tools to use the network.
+    #[arg(long, overrides_with = "no_network_allowed")]
+    pub(crate) network_allowed: bool,
+
+    /// Forbid tools to use the network (the default).
+    #[arg(long, overrides_with = "network_allowed")]
+    pub(crate) no_network_allowed: bool,
+
+    /// Most model calls before the run stops (default 40).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) max_steps: Option<u32>,
+
+    /// Stream the model's text as it is generated (with --json: print every event as JSONL).
+    #[arg(long)]
+    pub(crate) stream: bool,
+
+    /// Print exactly one JSON object on stdout: the result plus `_meta`.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum LogsCommand {
+    /// List runs, newest first.
+    List {
+        /// How many runs to show.
+        #[arg(long, short = 'n', default_value_t = 20)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the events of one run.
+    Show {
+        /// The run id (from `fabric logs list`).
+        run_id: String,
+        /// Only these kinds, comma-separated (e.g. `tool_call,tool_error`).
+        #[arg(long, short = 'k', value_delimiter = ',')]
+        kinds: Vec<String>,
+        /// Print the raw JSONL lines.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Print the effective configuration as JSON.
+    Show,
+    /// Check the configuration and say what is wrong.
+    Validate,
+}

@@ -1,0 +1,132 @@
+//! `fabric logs list | show`.
+
+use anyhow::Context;
+use fabric_core::{RunStore, StoreError};
+use fabric_domain::{EventKind, RunEvent, RunId};
+use serde_json::{Value, json};
+
+use crate::cli::{Cli, LogsCommand};
+use crate::errors::UsageError;
+use crate::render::{one_line, timestamp};
+use crate::wiring;
+
+const ALL_KINDS: &[EventKind] = &[
+    EventKind::RunStart,
+    EventKind::Recruitment,
+    EventKind::TaskForceParallel,
+    EventKind::PackStart,
+    EventKind::LlmRequest,
+    EventKind::LlmResponse,
+    EventKind::CorrectiveReprompt,
+    EventKind::ToolCall,
+    EventKind::ToolResult,
+    EventKind::ToolError,
+    EventKind::SecurityEvent,
+    EventKind::LoopDetected,
+    EventKind::RunComplete,
+    EventKind::RunFailed,
+];
+
+pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8> {
+    let settings = wiring::load_settings(cli)?;
+    let store = wiring::store(&settings);
+    match command {
+        LogsCommand::List { limit, json } => {
+            let runs = store.list_runs(*limit).await?;
+            if *json {
+                let rows: Vec<Value> = runs
+                    .iter()
+                    .map(|r| {
+                        json!({"run_id": r.id, "started_at": r.started_at, "status": r.status,
+                               "specialist_ids": r.specialist_ids, "prompt": r.prompt,
+                               "summary": r.summary, "events": r.events})
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+                return Ok(0);
+            }
+            if runs.is_empty() {
+                eprintln!("no runs in {}", settings.workspace.display());
+                return Ok(0);
+            }
+            println!(
+                "{:<29} {:<20} {:<24} {:<12} SUMMARY",
+                "RUN ID", "STARTED (UTC)", "STATUS", "SPECIALISTS"
+            );
+            for run in runs {
+                let summary = run.summary.as_deref().unwrap_or(&run.prompt);
+                println!(
+                    "{:<29} {:<20} {:<24} {:<12} {}",
+                    run.id,
+                    timestamp(run.started_at),
+                    run.status,
+                    run.specialist_ids.join(","),
+                    one_line(summary, 60)
+                );
+            }
+            Ok(0)
+        }
+        LogsCommand::Show {
+            run_id,
+            kinds,
+            json,
+        } => {
+            let id = RunId::parse(run_id).map_err(|e| UsageError(e.to_string()))?;
+            let wanted = parse_kinds(kinds)?;
+            let events = match store.read_events(&id).await {
+                Err(StoreError::NotFound(_)) => {
+                    return Err(UsageError(format!(
+                        "no run `{id}` in {}; `fabric logs list` shows the runs that exist",
+                        settings.workspace.display()
+                    ))
+                    .into());
+                }
+                other => other.with_context(|| format!("reading run {id}"))?,
+            };
+            for event in events
+                .iter()
+                .filter(|e| wanted.is_empty() || wanted.contains(&e.kind))
+            {
+                if *json {
+                    println!("{}", serde_json::to_string(event)?);
+                } else {
+                    println!("{}", describe(event));
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn parse_kinds(kinds: &[String]) -> anyhow::Result<Vec<EventKind>> {
+    kinds
+        .iter()
+        .filter(|k| !k.trim().is_empty())
+        .map(|k| {
+            ALL_KINDS
+                .iter()
+                .copied()
+                .find(|kind| kind.as_str() == k.trim())
+                .ok_or_else(|| {
+                    let names: Vec<&str> = ALL_KINDS.iter().map(|k| k.as_str()).collect();
+                    UsageError(format!(
+                        "unknown event kind `{k}`; the kinds are: {}",
+                        names.join(", ")
+                    ))
+                    .into()
+                })
+        })
+        .collect()
+}
+
+fn describe(event: &RunEvent) -> String {
+    let step = event.step.map_or_else(|| "-".to_owned(), |s| s.to_string());
+    format!(
+        "{:>4} {} step {:>3} {:<20} {}",
+        event.seq,
+        timestamp(event.ts),
+        step,
+        event.kind.as_str(),
+        one_line(&event.payload.to_string(), 160)
+    )
+}

@@ -1,0 +1,16 @@
+//! One module per command.
+
+mod config;
+mod logs;
+mod run;
+
+use crate::cli::{Cli, Command};
+
+/// Runs the command and returns the process exit code.
+pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
+    match &cli.command {
+        Command::Run(args) => run::run(&cli, args).await,
+        Command::Logs(command) => logs::logs(&cli, command).await,
+        Command::Config(command) => config::config(&cli, command),
+    }
+}

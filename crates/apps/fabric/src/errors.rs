@@ -1,0 +1,31 @@
+//! Errors that stop a command before a run exists, and their exit codes.
+
+use fabric_config::ConfigError;
+use std::fmt;
+
+/// Exit code for a wrong command line or configuration (as clap uses).
+pub(crate) const EXIT_USAGE: u8 = 2;
+/// Exit code for any other failure.
+pub(crate) const EXIT_FAILURE: u8 = 1;
+
+/// A request the user can fix by changing the command line: an unknown pack, model key or
+/// run id.
+#[derive(Debug)]
+pub(crate) struct UsageError(pub(crate) String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
+    if error.downcast_ref::<ConfigError>().is_some() || error.downcast_ref::<UsageError>().is_some()
+    {
+        EXIT_USAGE
+    } else {
+        EXIT_FAILURE
+    }
+}

@@ -1,0 +1,215 @@
+//! How a run looks: step by step for a person on stderr, or JSON lines for a program.
+
+use async_trait::async_trait;
+use console::{Style, Term};
+use fabric_core::{ChatObserver, RunObserver};
+use fabric_domain::{EventKind, RunEvent, UtcTime};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::Value;
+use std::io::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// `2026-11-22 04:30:12` for a Unix time in seconds.
+pub(crate) fn timestamp(ts: f64) -> String {
+    UtcTime::from_unix(ts.max(0.0) as u64).to_string()
+}
+
+/// `text` on one line, cut to `max` characters.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match flat.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    }
+}
+
+/// Shows a person what the agent does, on stderr: each model call with a spinner while the
+/// model thinks, each tool call and its outcome, and the end.
+pub(crate) struct HumanRenderer {
+    term: Term,
+    spinner: Mutex<Option<ProgressBar>>,
+    /// Set once text was streamed for the current response, so it ends with a newline.
+    streaming_text: AtomicBool,
+    dim: Style,
+    ok: Style,
+    bad: Style,
+    accent: Style,
+}
+
+impl HumanRenderer {
+    pub(crate) fn new() -> Self {
+        let colors = console::colors_enabled_stderr() && std::env::var_os("NO_COLOR").is_none();
+        let style = |s: Style| s.force_styling(colors);
+        Self {
+            term: Term::stderr(),
+            spinner: Mutex::new(None),
+            streaming_text: AtomicBool::new(false),
+            dim: style(Style::new().dim()),
+            ok: style(Style::new().green()),
+            bad: style(Style::new().red()),
+            accent: style(Style::new().cyan().bold()),
+        }
+    }
+
+    fn line(&self, text: String) {
+        self.stop_spinner();
+        let _ = self.term.write_line(&text);
+    }
+
+    fn start_spinner(&self, message: String) {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_message(message);
+        bar.enable_steady_tick(Duration::from_millis(100));
+        if let Ok(mut slot) = self.spinner.lock() {
+            *slot = Some(bar);
+        }
+    }
+
+    fn stop_spinner(&self) {
+        if let Ok(mut slot) = self.spinner.lock()
+            && let Some(bar) = slot.take()
+        {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl ChatObserver for HumanRenderer {
+    fn on_text_delta(&self, delta: &str) {
+        if !self.streaming_text.swap(true, Ordering::Relaxed) {
+            self.stop_spinner();
+        }
+        let _ = (&self.term).write_all(delta.as_bytes());
+        let _ = self.term.flush();
+    }
+}
+
+#[async_trait]
+impl RunObserver for HumanRenderer {
+    async fn on_event(&self, event: &RunEvent) {
+        let p = &event.payload;
+        let step = event.step.map(|s| s + 1).unwrap_or_default();
+        match event.kind {
+            EventKind::RunStart => self.line(format!(
+                "{} run {} · model {} · workspace {}",
+                self.accent.apply_to("fabric"),
+                text(&p["run_id"]),
+                text(&p["model"]),
+                text(&p["workspace"])
+            )),
+            EventKind::Recruitment => self.line(format!(
+                "{} specialist {} ({})",
+                self.dim.apply_to("·"),
+                self.accent.apply_to(list(&p["specialist_ids"])),
+                text(&p["routing_method"])
+            )),
+            EventKind::LlmRequest => {
+                self.streaming_text.store(false, Ordering::Relaxed);
+                self.start_spinner(format!("step {step}: thinking"));
+            }
+            EventKind::LlmResponse => {
+                if self.streaming_text.swap(false, Ordering::Relaxed) {
+                    let _ = self.term.write_line("");
+                }
+                self.stop_spinner();
+                let content = text(&p["content"]);
+                let has_calls = p["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
+                if !content.trim().is_empty() && !has_calls {
+                    self.line(format!(
+                        "  {} {}",
+                        self.dim.apply_to("model:"),
+                        one_line(&content, 200)
+                    ));
+                }
+            }
+            EventKind::ToolCall => self.line(format!(
+                "{} {} {}",
+                self.accent.apply_to("→"),
+                text(&p["tool"]),
+                self.dim.apply_to(one_line(&p["args"].to_string(), 120))
+            )),
+            EventKind::ToolResult => {
+                if p["tool"] != "finish_task" {
+                    self.line(format!(
+                        "  {} {}",
+                        self.ok.apply_to("✓"),
+                        self.dim.apply_to(one_line(&text(&p["result"]), 120))
+                    ));
+                }
+            }
+            EventKind::ToolError => self.line(format!(
+                "  {} {}",
+                self.bad.apply_to("✗"),
+                one_line(&text(&p["error_message"]), 200)
+            )),
+            EventKind::SecurityEvent => self.line(format!(
+                "  {} refused ({}): {}",
+                self.bad.apply_to("⛔"),
+                text(&p["event_type"]),
+                one_line(&text(&p["attempted"]), 120)
+            )),
+            EventKind::CorrectiveReprompt => self.line(format!(
+                "  {} the model answered in text; asking it to use its tools",
+                self.dim.apply_to("↺")
+            )),
+            EventKind::RunComplete => self.line(format!(
+                "{} {} in {} steps",
+                self.ok.apply_to("✔"),
+                text(&p["status"]),
+                p["steps"]
+            )),
+            EventKind::RunFailed => self.line(format!(
+                "{} {}: {}",
+                self.bad.apply_to("✘"),
+                text(&p["status"]),
+                text(&p["reason"])
+            )),
+            EventKind::PackStart
+            | EventKind::TaskForceParallel
+            | EventKind::LoopDetected
+            | EventKind::Unknown => {}
+        }
+    }
+}
+
+/// Prints every event as one JSON line on stdout, as written to the runlog.
+pub(crate) struct JsonLinesRenderer;
+
+impl ChatObserver for JsonLinesRenderer {
+    fn on_text_delta(&self, _delta: &str) {}
+}
+
+#[async_trait]
+impl RunObserver for JsonLinesRenderer {
+    async fn on_event(&self, event: &RunEvent) {
+        if let Ok(line) = serde_json::to_string(event) {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn list(value: &Value) -> String {
+    value
+        .as_array()
+        .map(|items| items.iter().map(text).collect::<Vec<_>>().join(", "))
+        .unwrap_or_default()
+}

@@ -1,0 +1,71 @@
+//! Where concrete adapters meet: settings in, ports out.
+
+use anyhow::Context;
+use fabric_config::{Backend, ModelConfig, Settings};
+use fabric_core::{ChatClient, Tool};
+use fabric_domain::SpecialistSpec;
+use fabric_store_fs::FsRunStore;
+use fabric_tools::{BUILTIN_TOOLS, NoOsSandbox, ProcessSandbox, ToolPolicy};
+use std::sync::Arc;
+
+use crate::cli::Cli;
+
+/// Loads the settings: defaults < config file < `FABRIC_WORKSPACE` / `--workspace`.
+pub(crate) fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
+    let mut settings = Settings::load(cli.config.as_deref())?;
+    if let Some(workspace) = &cli.workspace {
+        settings.workspace = workspace.clone();
+    }
+    settings.check_tools(BUILTIN_TOOLS)?;
+    Ok(settings)
+}
+
+/// The run store under the settings' workspace root.
+pub(crate) fn store(settings: &Settings) -> FsRunStore {
+    FsRunStore::new(settings.workspace.clone())
+}
+
+/// A chat client for one configured model.
+pub(crate) fn chat_client(model: &ModelConfig) -> anyhow::Result<Arc<dyn ChatClient>> {
+    let mut http = fabric_llm::HttpSettings::new(model.base_url.clone());
+    http.api_key_env = model.api_key_env.clone();
+    http.timeout_s = model.timeout_s;
+    http.max_retries = model.max_retries;
+    let backend = match model.backend {
+        Backend::Ollama => fabric_llm::Backend::Ollama,
+        Backend::Openai => fabric_llm::Backend::OpenAi,
+    };
+    fabric_llm::build_client(backend, &http, Some(model.num_ctx))
+        .with_context(|| format!("setting up the client for {}", model.base_url))
+}
+
+/// The tools a specialist may use, built from the settings' tool policy.
+pub(crate) fn tools_for(
+    specialist: &SpecialistSpec,
+    settings: &Settings,
+) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
+    let mut policy = ToolPolicy::default();
+    if let Some(commands) = &settings.shell.allowed_commands {
+        policy.allowed_commands = commands.clone();
+    }
+    policy.shell_timeout_s = settings.shell.timeout_s;
+    policy.max_shell_timeout_s = policy.max_shell_timeout_s.max(settings.shell.timeout_s);
+    // Only variables the config names by name reach tools; everything else stays behind.
+    policy.extra_env = settings
+        .shell
+        .pass_env
+        .iter()
+        .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
+        .collect();
+    let policy = Arc::new(policy);
+    let sandbox: Arc<dyn ProcessSandbox> = Arc::new(NoOsSandbox);
+    specialist
+        .tools
+        .iter()
+        .map(|name| {
+            fabric_tools::builtin_tool(name, &policy, &sandbox).with_context(|| {
+                format!("specialist `{}` names unknown tool `{name}`", specialist.id)
+            })
+        })
+        .collect()
+}

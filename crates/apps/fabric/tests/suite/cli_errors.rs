@@ -1,0 +1,89 @@
+//! Mistakes on the command line or in the config: a clear message and exit code 2.
+
+use super::fixture::Fixture;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_config_key_is_named() {
+    let fx = Fixture::new(vec![]).await;
+    std::fs::write(&fx.config, "modles: {}\n").unwrap();
+    let run = fx.fabric(&["config", "validate"]).await;
+    assert_eq!(run.code(), 2);
+    assert!(
+        run.stderr.contains("unknown field `modles`"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("expected one of `models`"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_value_and_missing_file() {
+    let fx = Fixture::new(vec![]).await;
+    std::fs::write(&fx.config, "models:\n  fast:\n    temperature: 9\n").unwrap();
+    let run = fx.fabric(&["run", "x"]).await;
+    assert_eq!(run.code(), 2);
+    assert!(
+        run.stderr
+            .contains("`models.fast.temperature`: must be between 0 and 2, got 9"),
+        "{}",
+        run.stderr
+    );
+    std::fs::remove_file(&fx.config).unwrap();
+    let run = fx.fabric(&["config", "show"]).await;
+    assert_eq!(run.code(), 2);
+    assert!(run.stderr.contains("does not exist"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_pack_and_model_key_list_the_choices() {
+    let fx = Fixture::new(vec![]).await;
+    let run = fx.fabric(&["run", "x", "--pack", "nope"]).await;
+    assert_eq!(run.code(), 2);
+    assert!(
+        run.stderr
+            .contains("no specialist `nope`; the specialists are: engineering"),
+        "{}",
+        run.stderr
+    );
+    let run = fx.fabric(&["run", "x", "--model-key", "huge"]).await;
+    assert_eq!(run.code(), 2);
+    assert!(
+        run.stderr
+            .contains("no model key `huge`; the configured keys are: fast, quality, test"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(fx.server.chat_request_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_validate_and_show_report_the_effective_settings() {
+    let fx = Fixture::new(vec![]).await;
+    let run = fx.fabric(&["config", "validate"]).await;
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(run.stdout.contains("config OK"), "{}", run.stdout);
+    let run = fx.fabric(&["config", "show"]).await;
+    let shown: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(shown["models"]["test"]["model"], "qwen2.5:7b");
+    assert_eq!(shown["max_steps"], 40);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_specialist_naming_an_unknown_tool_is_a_config_error() {
+    let fx = Fixture::new(vec![]).await;
+    let mut yaml = std::fs::read_to_string(&fx.config).unwrap();
+    yaml.push_str("specialists:\n  engineering:\n    tools: [shell, teleport]\n");
+    std::fs::write(&fx.config, yaml).unwrap();
+    let run = fx.fabric(&["config", "validate"]).await;
+    assert_eq!(run.code(), 2);
+    assert!(
+        run.stderr.contains("specialists.engineering.tools[1]")
+            && run.stderr.contains("unknown tool `teleport`"),
+        "{}",
+        run.stderr
+    );
+}

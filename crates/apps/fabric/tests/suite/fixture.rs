@@ -1,0 +1,171 @@
+//! A scripted model server, a temporary workspace and a config file pointing at the server.
+
+use fabric_test_support::{Scenario, ScriptedServer, Turn};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+pub(crate) struct Fixture {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) server: ScriptedServer,
+    pub(crate) config: PathBuf,
+}
+
+pub(crate) struct Run {
+    pub(crate) output: Output,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Run {
+    pub(crate) fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or(-1)
+    }
+
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON object ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+impl Fixture {
+    pub(crate) async fn new(turns: Vec<Turn>) -> Self {
+        Self::with_backend(Scenario::new(turns), "openai").await
+    }
+
+    pub(crate) async fn with_backend(scenario: Scenario, backend: &str) -> Self {
+        let server = ScriptedServer::start(scenario)
+            .await
+            .expect("start scripted server");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("fabric.yaml");
+        let yaml = format!(
+            "models:\n  test:\n    base_url: {}\n    model: qwen2.5:7b\n    backend: {backend}\n    timeout_s: 20\n    max_retries: 2\ndefault_model_key: test\nrouting_model_key: test\n",
+            server.base_url()
+        );
+        std::fs::write(&config, yaml).expect("write config");
+        Self {
+            dir,
+            server,
+            config,
+        }
+    }
+
+    pub(crate) fn workspace_root(&self) -> PathBuf {
+        self.dir.path().join(".fabric")
+    }
+
+    pub(crate) async fn fabric(&self, args: &[&str]) -> Run {
+        self.fabric_with(args, &[]).await
+    }
+
+    pub(crate) async fn fabric_with(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_fabric"));
+        cmd.args(args)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--workspace")
+            .arg(self.workspace_root())
+            .current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .env_remove("FABRIC_CONFIG_PATH")
+            .env_remove("FABRIC_WORKSPACE")
+            .env_remove("RUST_LOG");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let output = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
+            .await
+            .expect("fabric finished within 60 s")
+            .expect("fabric ran");
+        Run {
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            output,
+        }
+    }
+
+    /// Runs a task with `--json` and returns the result object, checking the exit code.
+    pub(crate) async fn run_json(&self, prompt: &str, extra: &[&str], expected_code: i32) -> Value {
+        let mut args = vec!["run", prompt, "--pack", "engineering", "--json"];
+        args.extend_from_slice(extra);
+        let run = self.fabric(&args).await;
+        assert_eq!(
+            run.code(),
+            expected_code,
+            "stdout:\n{}\nstderr:\n{}",
+            run.stdout,
+            run.stderr
+        );
+        run.json()
+    }
+
+    /// Every line of a run's runlog, each checked to be a JSON object with the public shape.
+    pub(crate) fn runlog(&self, result: &Value) -> Vec<Value> {
+        let run_id = result["_meta"]["run_id"].as_str().expect("run_id");
+        read_runlog(
+            &self
+                .workspace_root()
+                .join("runs")
+                .join(run_id)
+                .join("runlog.jsonl"),
+        )
+    }
+
+    /// The chat request bodies the server received.
+    pub(crate) fn requests(&self) -> Vec<Value> {
+        self.server.requests().into_iter().map(|r| r.body).collect()
+    }
+}
+
+pub(crate) fn read_runlog(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(text.ends_with('\n'), "runlog ends with a newline");
+    let events: Vec<Value> = text
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let v: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("line {}: {e}: {line}", i + 1));
+            for key in ["seq", "ts", "kind", "step", "payload"] {
+                assert!(v.get(key).is_some(), "line {} lacks `{key}`: {line}", i + 1);
+            }
+            assert_eq!(v["seq"].as_u64(), Some(i as u64), "seq is gapless");
+            v
+        })
+        .collect();
+    let terminal = events
+        .iter()
+        .filter(|e| e["kind"] == "run_complete" || e["kind"] == "run_failed")
+        .count();
+    assert_eq!(terminal, 1, "exactly one terminal event");
+    let last = events.last().expect("non-empty runlog");
+    assert!(
+        last["kind"] == "run_complete" || last["kind"] == "run_failed",
+        "terminal event is last"
+    );
+    events
+}
+
+pub(crate) fn kinds(events: &[Value]) -> Vec<&str> {
+    events.iter().filter_map(|e| e["kind"].as_str()).collect()
+}
+
+pub(crate) fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// The content of the tool messages in the last request the model received.
+pub(crate) fn tool_messages(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}

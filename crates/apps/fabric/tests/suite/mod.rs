@@ -1,0 +1,7 @@
+mod fixture;
+
+mod cli_errors;
+mod llm_failures;
+mod logs;
+mod loop_errors;
+mod run_basic;
