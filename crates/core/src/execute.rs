@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::CoreError;
 use crate::engine::{LoopInput, LoopOutcome, ModelParams, run_loop};
-use crate::ports::{ChatClient, RunObserver, RunStore, Tool, ToolContext};
+use crate::ports::{ChatClient, NewRun, RunObserver, RunStore, Tool, ToolContext};
 use crate::recorder::Recorder;
 
 /// How the specialist was chosen, for the `recruitment` event.
@@ -78,6 +78,18 @@ pub async fn execute_task(
     cancel: CancellationToken,
 ) -> Result<RunOutcome, CoreError> {
     let run = store.create_run().await?;
+    run_task(run, chat, task, observer, cancel).await
+}
+
+/// Runs a task in a run that already exists, so a caller can learn its id first (the HTTP
+/// API answers `202 Accepted` with it before the run ends).
+pub async fn run_task(
+    run: NewRun,
+    chat: &dyn ChatClient,
+    task: Task,
+    observer: &dyn RunObserver,
+    cancel: CancellationToken,
+) -> Result<RunOutcome, CoreError> {
     let mut rec = Recorder::new(run.log.as_ref(), observer);
     let specialist_ids = vec![task.specialist.id.clone()];
     let tools: Vec<Arc<dyn Tool>> = task
