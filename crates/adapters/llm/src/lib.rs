@@ -1,1 +1,63 @@
-//! placeholder
+//! `fabric-llm`: the model server adapters of agent-fabric.
+//!
+//! This crate sits on the outside of the hexagon. It implements fabric-core's
+//! [`ChatClient`] port for two kinds of server and hands the engine one normalised
+//! [`ChatResponse`](fabric_core::ChatResponse) whatever the server sent:
+//!
+//! - [`OpenAiClient`]: any OpenAI-compatible Chat Completions server (`/chat/completions`),
+//!   whole or streamed as Server-Sent Events.
+//! - [`OllamaClient`]: Ollama's native API (`/api/chat`, streamed as NDJSON), which unlike
+//!   `/v1` lets us set `num_ctx`; it also lists models and reads their capabilities.
+//!
+//! Both share one transport: a pooled HTTP client, the API key read once from the
+//! environment variable the config names, retries with capped exponential backoff on the
+//! errors [`ChatError::is_retryable`](fabric_core::ChatError::is_retryable) allows, and the
+//! mapping of every failure onto [`ChatError`](fabric_core::ChatError). Servers differ in
+//! small ways (arguments as a string or an object, missing call ids, `null` content, missing
+//! usage); the adapters accept them all, and keep tool arguments as the raw text the model
+//! wrote so the engine can report invalid JSON exactly.
+//!
+//! The binary picks a client with [`build_client`] and hands it to the engine as
+//! `Arc<dyn ChatClient>`.
+#![deny(missing_docs)]
+
+mod error;
+mod lines;
+mod ollama;
+mod ollama_wire;
+mod openai;
+mod openai_wire;
+mod sse;
+mod toolcalls;
+mod transport;
+
+use std::sync::Arc;
+
+use fabric_core::ChatClient;
+
+pub use error::ClientBuildError;
+pub use ollama::{OllamaClient, OllamaModel};
+pub use openai::OpenAiClient;
+pub use transport::HttpSettings;
+
+/// Which API a model server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// Ollama's native API.
+    Ollama,
+    /// An OpenAI-compatible Chat Completions API.
+    OpenAi,
+}
+
+/// Builds the client for `backend`. `num_ctx` is the context window asked of Ollama on
+/// every chat; OpenAI-compatible servers have no such setting and ignore it.
+pub fn build_client(
+    backend: Backend,
+    settings: &HttpSettings,
+    num_ctx: Option<u32>,
+) -> Result<Arc<dyn ChatClient>, ClientBuildError> {
+    Ok(match backend {
+        Backend::Ollama => Arc::new(OllamaClient::new(settings, num_ctx)?),
+        Backend::OpenAi => Arc::new(OpenAiClient::new(settings)?),
+    })
+}

@@ -1,0 +1,121 @@
+//! The one error of this crate's own: building a client. Everything a call can hit is
+//! fabric-core's [`ChatError`], so the engine sees one vocabulary whatever the server.
+
+use fabric_core::ChatError;
+use thiserror::Error;
+
+/// Why a client could not be built from its settings.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ClientBuildError {
+    /// The base URL is not an `http://` or `https://` address.
+    #[error(
+        "`base_url` `{url}` is not an http:// or https:// address; set it to the model server, for example http://localhost:11434/v1"
+    )]
+    InvalidBaseUrl {
+        /// The configured value.
+        url: String,
+    },
+    /// The HTTP client could not be set up (for example the TLS backend failed to start).
+    #[error("could not set up the HTTP client: {detail}")]
+    HttpClient {
+        /// The HTTP library's own words.
+        detail: String,
+    },
+}
+
+/// How to read a 404 from this kind of server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotFound {
+    /// Ollama's native API answers 404 exactly when the model is missing.
+    MeansModel,
+    /// On an OpenAI-compatible server a 404 may also be a wrong path (a missing `/v1`), so
+    /// only a body that talks about the model counts.
+    OnlyIfBodySaysModel,
+}
+
+/// Turns the status errors that mean "wrong model" into the errors that say so, which carry
+/// the next step for the user.
+pub(crate) fn classify(error: ChatError, model: &str, not_found: NotFound) -> ChatError {
+    let ChatError::Status { url, status, body } = error else {
+        return error;
+    };
+    let lower = body.to_lowercase();
+    if lower.contains("does not support tools") || lower.contains("tools are not supported") {
+        return ChatError::ToolsUnsupported {
+            model: model.to_owned(),
+        };
+    }
+    let mentions_model = lower.contains("model");
+    let model_missing = (status == 404 && (not_found == NotFound::MeansModel || mentions_model))
+        || (mentions_model && (lower.contains("not found") || lower.contains("does not exist")));
+    if model_missing {
+        return ChatError::ModelNotFound {
+            model: model.to_owned(),
+            url,
+        };
+    }
+    ChatError::Status { url, status, body }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(status: u16, body: &str) -> ChatError {
+        ChatError::Status {
+            url: "http://x".into(),
+            status,
+            body: body.into(),
+        }
+    }
+
+    #[test]
+    fn tools_unsupported_is_recognised() {
+        let e = classify(
+            status(
+                400,
+                r#"{"error":"registry.ollama.ai/library/gemma:2b does not support tools"}"#,
+            ),
+            "gemma:2b",
+            NotFound::MeansModel,
+        );
+        assert_eq!(
+            e,
+            ChatError::ToolsUnsupported {
+                model: "gemma:2b".into()
+            }
+        );
+    }
+
+    #[test]
+    fn not_found_depends_on_the_server_kind() {
+        let e = classify(status(404, "404 page not found"), "m", NotFound::MeansModel);
+        assert!(matches!(e, ChatError::ModelNotFound { .. }));
+        let e = classify(
+            status(404, "404 page not found"),
+            "m",
+            NotFound::OnlyIfBodySaysModel,
+        );
+        assert!(matches!(e, ChatError::Status { status: 404, .. }));
+        let e = classify(
+            status(
+                404,
+                r#"{"error":{"message":"The model `m` does not exist"}}"#,
+            ),
+            "m",
+            NotFound::OnlyIfBodySaysModel,
+        );
+        assert!(matches!(e, ChatError::ModelNotFound { .. }));
+    }
+
+    #[test]
+    fn other_errors_pass_through() {
+        let e = classify(status(500, "boom"), "m", NotFound::MeansModel);
+        assert_eq!(e, status(500, "boom"));
+        let t = ChatError::Timeout {
+            url: "u".into(),
+            seconds: 1,
+        };
+        assert_eq!(classify(t.clone(), "m", NotFound::MeansModel), t);
+    }
+}

@@ -1,0 +1,283 @@
+//! [`OpenAiClient`]: any server that speaks OpenAI's Chat Completions API (OpenAI, vLLM,
+//! llama.cpp's server, LM Studio, Ollama's `/v1`, ...).
+
+use async_trait::async_trait;
+use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
+use fabric_domain::ToolCall;
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::error::{ClientBuildError, NotFound, classify};
+use crate::openai_wire::{self as wire, Chunk};
+use crate::sse::SseParser;
+use crate::toolcalls::{CallAssembler, arguments_text, call_id_or_generate};
+use crate::transport::{HttpSettings, Transport, cut, decode_json};
+
+/// A [`ChatClient`] for OpenAI-compatible Chat Completions servers:
+/// `POST {base_url}/chat/completions`, whole or streamed as Server-Sent Events.
+#[derive(Debug, Clone)]
+pub struct OpenAiClient {
+    transport: Transport,
+    url: String,
+}
+
+impl OpenAiClient {
+    /// Builds the client and its connection pool. `settings.base_url` is the API root, for
+    /// example `http://localhost:11434/v1` or `https://api.openai.com/v1`.
+    pub fn new(settings: &HttpSettings) -> Result<Self, ClientBuildError> {
+        let transport = Transport::new(settings)?;
+        let url = format!("{}/chat/completions", transport.base_url());
+        Ok(Self { transport, url })
+    }
+
+    /// The address chat requests go to.
+    pub fn endpoint(&self) -> &str {
+        &self.url
+    }
+
+    async fn whole(&self, body: &wire::Request<'_>) -> Result<ChatResponse, ChatError> {
+        let bytes = self
+            .transport
+            .fetch(Method::POST, &self.url, Some(body))
+            .await?;
+        whole_answer(&self.url, &bytes)
+    }
+
+    async fn streamed(
+        &self,
+        body: &wire::Request<'_>,
+        observer: &dyn ChatObserver,
+    ) -> Result<ChatResponse, ChatError> {
+        let url = self.url.as_str();
+        let mut response = self.transport.open_stream(url, body).await?;
+        // Some servers ignore `stream: true` and answer with one whole JSON body. Tell by the
+        // first byte that is not white space (Content-Type is not always right): `{` is
+        // JSON, anything else (`data:`, `:`, `event:`) is SSE.
+        let mut head = Vec::new();
+        let whole = loop {
+            let Some(chunk) = self.transport.next_chunk(url, &mut response).await? else {
+                break head.trim_ascii_start().first() == Some(&b'{');
+            };
+            head.extend_from_slice(&chunk);
+            if let Some(&first) = head.trim_ascii_start().first() {
+                break first == b'{';
+            }
+        };
+        if whole {
+            while let Some(chunk) = self.transport.next_chunk(url, &mut response).await? {
+                head.extend_from_slice(&chunk);
+            }
+            let answer = whole_answer(url, &head)?;
+            if let Some(text) = &answer.content {
+                observer.on_text_delta(text);
+            }
+            return Ok(answer);
+        }
+        let mut state = StreamState::default();
+        let mut parser = SseParser::default();
+        // Stop at `[DONE]` rather than waiting for the server to close the connection.
+        let mut done = state.events(url, parser.push(&head), observer)?;
+        while !done {
+            match self.transport.next_chunk(url, &mut response).await? {
+                Some(chunk) => done = state.events(url, parser.push(&chunk), observer)?,
+                None => {
+                    state.events(url, parser.finish(), observer)?;
+                    break;
+                }
+            }
+        }
+        Ok(state.finish())
+    }
+}
+
+/// Reads a whole (non-streamed) answer.
+fn whole_answer(url: &str, bytes: &[u8]) -> Result<ChatResponse, ChatError> {
+    let answer: wire::Response = decode_json(url, bytes)?;
+    if let Some(error) = answer.error {
+        return Err(reported_error(url, &error));
+    }
+    let Some(choice) = answer.choices.unwrap_or_default().into_iter().next() else {
+        return Err(ChatError::Decode {
+            url: url.to_owned(),
+            detail: format!(
+                "the answer has no choices: {}",
+                cut(&String::from_utf8_lossy(bytes))
+            ),
+        });
+    };
+    let message = choice.message.unwrap_or_default();
+    let tool_calls = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|call| {
+            let function = call.function.unwrap_or_default();
+            ToolCall {
+                id: call_id_or_generate(call.id),
+                name: function.name.unwrap_or_default(),
+                arguments: arguments_text(function.arguments),
+            }
+        })
+        .collect();
+    Ok(ChatResponse {
+        content: message.content.filter(|c| !c.is_empty()),
+        tool_calls,
+        usage: answer.usage.map(Into::into),
+        finish_reason: choice.finish_reason,
+    })
+}
+
+fn reported_error(url: &str, error: &Value) -> ChatError {
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| error.to_string());
+    // Servers that put an error in a 200 answer usually give its HTTP code too; keeping it
+    // lets `classify` and retries treat it like the status it stands for.
+    match error.get("code").and_then(Value::as_u64) {
+        Some(status @ 400..=599) => ChatError::Status {
+            url: url.to_owned(),
+            status: status as u16,
+            body: cut(&message),
+        },
+        _ => ChatError::Decode {
+            url: url.to_owned(),
+            detail: format!("the server reported an error: {}", cut(&message)),
+        },
+    }
+}
+
+#[async_trait]
+impl ChatClient for OpenAiClient {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        observer: &dyn ChatObserver,
+    ) -> Result<ChatResponse, ChatError> {
+        let body = wire::Request::new(&request);
+        tracing::debug!(
+            url = %self.url,
+            model = request.model,
+            messages = request.messages.len(),
+            tools = request.tools.len(),
+            stream = request.stream,
+            "chat completions request"
+        );
+        let result = if request.stream {
+            self.streamed(&body, observer).await
+        } else {
+            self.whole(&body).await
+        };
+        match &result {
+            Ok(response) => tracing::debug!(
+                tool_calls = response.tool_calls.len(),
+                finish_reason = ?response.finish_reason,
+                usage = ?response.usage,
+                "chat completions answer"
+            ),
+            Err(error) => tracing::debug!(error = %error, "chat completions failed"),
+        }
+        result.map_err(|e| classify(e, request.model, NotFound::OnlyIfBodySaysModel))
+    }
+}
+
+/// What a stream has said so far.
+#[derive(Debug, Default)]
+struct StreamState {
+    text: String,
+    calls: CallAssembler,
+    usage: Option<fabric_domain::Usage>,
+    finish_reason: Option<String>,
+}
+
+impl StreamState {
+    /// Takes the data of several events; returns whether the stream is over.
+    fn events(
+        &mut self,
+        url: &str,
+        events: Vec<String>,
+        observer: &dyn ChatObserver,
+    ) -> Result<bool, ChatError> {
+        for data in events {
+            if self.data(url, &data, observer)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Takes one event's data; returns whether the stream is over.
+    fn data(
+        &mut self,
+        url: &str,
+        data: &str,
+        observer: &dyn ChatObserver,
+    ) -> Result<bool, ChatError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        match serde_json::from_str::<Chunk>(data) {
+            Ok(chunk) => self.chunk(url, chunk, observer)?,
+            Err(error) => {
+                // A server that forgets the blank line between events makes one event of
+                // several `data:` lines; each line is then a chunk of its own.
+                let lines: Vec<&str> = data.lines().filter(|l| !l.trim().is_empty()).collect();
+                let chunks: Option<Vec<Chunk>> = (lines.len() > 1)
+                    .then(|| lines.iter().map(|l| serde_json::from_str(l).ok()).collect())
+                    .flatten();
+                let Some(chunks) = chunks else {
+                    return Err(ChatError::Decode {
+                        url: url.to_owned(),
+                        detail: format!("bad stream chunk ({error}): {}", cut(data)),
+                    });
+                };
+                for chunk in chunks {
+                    self.chunk(url, chunk, observer)?;
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    fn chunk(
+        &mut self,
+        url: &str,
+        chunk: Chunk,
+        observer: &dyn ChatObserver,
+    ) -> Result<(), ChatError> {
+        if let Some(error) = chunk.error {
+            return Err(reported_error(url, &error));
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage.into());
+        }
+        for choice in chunk.choices.unwrap_or_default() {
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(reason);
+            }
+            let Some(delta) = choice.delta else { continue };
+            if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                observer.on_text_delta(&text);
+                self.text.push_str(&text);
+            }
+            for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                self.calls.push(position, call.into_delta());
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> ChatResponse {
+        ChatResponse {
+            content: (!self.text.is_empty()).then_some(self.text),
+            tool_calls: self.calls.finish(),
+            usage: self.usage,
+            finish_reason: self.finish_reason,
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! The JSON of the Chat Completions API. Requests are borrowed views of the conversation;
+//! responses are lenient: every field may be missing or `null`, unknown fields are ignored.
+
+use fabric_core::ChatRequest;
+use fabric_domain::{Message, Role, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::toolcalls::CallDelta;
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Request<'a> {
+    model: &'a str,
+    messages: Vec<OutMessage<'a>>,
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    tools: &'a [Value],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct OutMessage<'a> {
+    role: Role,
+    /// Always present: `null` is how an assistant message that only calls tools looks.
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutToolCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: OutFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutFunction<'a> {
+    name: &'a str,
+    /// The raw text, as the API wants a string here.
+    arguments: &'a str,
+}
+
+impl<'a> Request<'a> {
+    pub(crate) fn new(request: &ChatRequest<'a>) -> Self {
+        let has_tools = !request.tools.is_empty();
+        Self {
+            model: request.model,
+            messages: request.messages.iter().map(out_message).collect(),
+            tools: request.tools,
+            tool_choice: has_tools.then_some("auto"),
+            temperature: request.temperature,
+            top_p: request.top_p,
+            max_tokens: request.max_tokens,
+            stream: request.stream,
+            stream_options: request.stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+        }
+    }
+}
+
+fn out_message(message: &Message) -> OutMessage<'_> {
+    // Only an assistant message may have `null` content; servers reject it elsewhere.
+    let content = match (message.content.as_deref(), message.role) {
+        (None, Role::Assistant) => None,
+        (content, _) => Some(content.unwrap_or("")),
+    };
+    OutMessage {
+        role: message.role,
+        content,
+        tool_calls: message
+            .tool_calls
+            .iter()
+            .map(|call| OutToolCall {
+                id: &call.id,
+                kind: "function",
+                function: OutFunction {
+                    name: &call.name,
+                    arguments: &call.arguments,
+                },
+            })
+            .collect(),
+        tool_call_id: message.tool_call_id.as_deref(),
+    }
+}
+
+/// A whole (non-streamed) answer.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Response {
+    #[serde(default)]
+    pub(crate) choices: Option<Vec<Choice>>,
+    #[serde(default)]
+    pub(crate) usage: Option<WireUsage>,
+    /// Some proxies answer 200 with an error object.
+    #[serde(default)]
+    pub(crate) error: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Choice {
+    #[serde(default)]
+    pub(crate) message: Option<AnswerMessage>,
+    #[serde(default)]
+    pub(crate) finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct AnswerMessage {
+    #[serde(default)]
+    pub(crate) content: Option<String>,
+    #[serde(default)]
+    pub(crate) tool_calls: Option<Vec<WireToolCall>>,
+}
+
+/// A tool call or a tool call delta; the same shape serves both.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WireToolCall {
+    #[serde(default)]
+    pub(crate) index: Option<u64>,
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    #[serde(default)]
+    pub(crate) function: Option<WireFunction>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WireFunction {
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    /// A string per the spec, an object from some servers.
+    #[serde(default)]
+    pub(crate) arguments: Option<Value>,
+}
+
+impl WireToolCall {
+    pub(crate) fn into_delta(self) -> CallDelta {
+        let function = self.function.unwrap_or_default();
+        CallDelta {
+            index: self.index,
+            id: self.id,
+            name: function.name,
+            arguments: function.arguments,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    total_tokens: Option<u64>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        let prompt_tokens = u.prompt_tokens.unwrap_or(0);
+        let completion_tokens = u.completion_tokens.unwrap_or(0);
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: u.total_tokens.unwrap_or(prompt_tokens + completion_tokens),
+        }
+    }
+}
+
+/// One streamed chunk.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Chunk {
+    #[serde(default)]
+    pub(crate) choices: Option<Vec<ChunkChoice>>,
+    #[serde(default)]
+    pub(crate) usage: Option<WireUsage>,
+    #[serde(default)]
+    pub(crate) error: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ChunkChoice {
+    #[serde(default)]
+    pub(crate) delta: Option<Delta>,
+    #[serde(default)]
+    pub(crate) finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Delta {
+    #[serde(default)]
+    pub(crate) content: Option<String>,
+    #[serde(default)]
+    pub(crate) tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric_domain::ToolCall;
+    use serde_json::json;
+
+    #[test]
+    fn request_shape() {
+        let messages = vec![
+            Message::system("s"),
+            Message::assistant(
+                None,
+                vec![ToolCall {
+                    id: "c1".into(),
+                    name: "read".into(),
+                    arguments: "{\"p\":1}".into(),
+                }],
+            ),
+            Message::tool_result("c1", "ok"),
+        ];
+        let tools = vec![json!({"type": "function", "function": {"name": "read"}})];
+        let request = ChatRequest {
+            model: "m",
+            messages: &messages,
+            tools: &tools,
+            temperature: Some(0.5),
+            top_p: None,
+            max_tokens: Some(10),
+            stream: true,
+        };
+        let body = serde_json::to_value(Request::new(&request)).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "s"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"p\":1}"}}
+                    ]},
+                    {"role": "tool", "content": "ok", "tool_call_id": "c1"}
+                ],
+                "tools": tools,
+                "tool_choice": "auto",
+                "temperature": 0.5,
+                "max_tokens": 10,
+                "stream": true,
+                "stream_options": {"include_usage": true}
+            })
+        );
+    }
+
+    #[test]
+    fn no_tools_no_tool_choice_no_stream_options() {
+        let messages = vec![Message::user("hi")];
+        let request = ChatRequest {
+            model: "m",
+            messages: &messages,
+            tools: &[],
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            stream: false,
+        };
+        let body = serde_json::to_value(Request::new(&request)).unwrap();
+        assert_eq!(
+            body,
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": false})
+        );
+    }
+
+    #[test]
+    fn nulls_everywhere_still_parse() {
+        let r: Response = serde_json::from_value(json!({
+            "choices": [{"message": {"content": null, "tool_calls": null}, "finish_reason": null}],
+            "usage": null, "extra": 1
+        }))
+        .unwrap();
+        assert_eq!(r.choices.unwrap().len(), 1);
+        let c: Chunk =
+            serde_json::from_value(json!({"choices": null, "usage": {"prompt_tokens": 3}}))
+                .unwrap();
+        assert_eq!(Usage::from(c.usage.unwrap()).total_tokens, 3);
+    }
+}

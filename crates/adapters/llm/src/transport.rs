@@ -1,0 +1,454 @@
+//! The HTTP transport both clients share: one pooled `reqwest::Client`, the API key, retries
+//! with backoff, and the mapping of transport failures onto [`ChatError`].
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fabric_core::ChatError;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use reqwest::{Method, Response, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::ClientBuildError;
+
+/// Backoff never waits longer than this between two attempts, whatever the attempt count.
+const MAX_BACKOFF: Duration = Duration::from_secs(20);
+/// A server's `Retry-After` is honoured up to this long; beyond it we would rather fail and tell
+/// the user than hang a run for minutes.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// How much of an error body is kept in [`ChatError::Status`]: enough to read the server's
+/// message, not a whole HTML page.
+const MAX_ERROR_BODY_CHARS: usize = 500;
+
+/// How to reach a model server and how patiently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// The server's base address, for example `http://localhost:11434/v1`. A trailing slash is
+    /// tolerated.
+    pub base_url: String,
+    /// The name of the environment variable that holds the API key, if the server needs one.
+    /// The variable is read once, when the client is built.
+    pub api_key_env: Option<String>,
+    /// How long to wait for the server to send anything (headers or the next piece of a
+    /// stream), in seconds. Local models can be slow to start answering, so this is generous.
+    pub timeout_s: u64,
+    /// How long to wait for a connection, in seconds.
+    pub connect_timeout_s: u64,
+    /// How many times a retryable failure is retried (0: one attempt only).
+    pub max_retries: u32,
+    /// The first backoff pause in milliseconds; it doubles with every retry.
+    pub backoff_base_ms: u64,
+}
+
+impl HttpSettings {
+    /// Settings for `base_url` with defaults suited to a local model server: no API key,
+    /// 300 s read timeout, 5 s connect timeout, 3 retries starting at 500 ms.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key_env: None,
+            timeout_s: 300,
+            connect_timeout_s: 5,
+            max_retries: 3,
+            backoff_base_ms: 500,
+        }
+    }
+}
+
+/// The API key, kept out of every `Debug` output and log line.
+#[derive(Clone)]
+struct ApiKey(String);
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// One failed attempt, with the pause the server asked for, if any.
+struct Failure {
+    error: ChatError,
+    retry_after: Option<Duration>,
+}
+
+impl From<ChatError> for Failure {
+    fn from(error: ChatError) -> Self {
+        Self {
+            error,
+            retry_after: None,
+        }
+    }
+}
+
+/// How much of a successful answer one attempt reads.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// The whole body.
+    Whole,
+    /// Only the headers; the caller streams the body.
+    Open,
+}
+
+/// What an attempt got, per [`Read`].
+enum Outcome {
+    Whole(Vec<u8>),
+    Open(Response),
+}
+
+/// A pooled HTTP client bound to one server.
+#[derive(Debug, Clone)]
+pub(crate) struct Transport {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<ApiKey>,
+    timeout_s: u64,
+    max_retries: u32,
+    backoff_base: Duration,
+}
+
+impl Transport {
+    /// Builds the client once; it pools connections for every later call.
+    pub(crate) fn new(settings: &HttpSettings) -> Result<Self, ClientBuildError> {
+        let base_url = settings.base_url.trim().trim_end_matches('/').to_owned();
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(ClientBuildError::InvalidBaseUrl {
+                url: settings.base_url.clone(),
+            });
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(settings.connect_timeout_s))
+            .read_timeout(Duration::from_secs(settings.timeout_s))
+            .user_agent(concat!("agent-fabric/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientBuildError::HttpClient {
+                detail: error_chain(&e),
+            })?;
+        let api_key = settings.api_key_env.as_deref().and_then(read_api_key);
+        Ok(Self {
+            client,
+            base_url,
+            api_key,
+            timeout_s: settings.timeout_s,
+            max_retries: settings.max_retries,
+            backoff_base: Duration::from_millis(settings.backoff_base_ms),
+        })
+    }
+
+    /// The base address without a trailing slash.
+    pub(crate) fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// Sends a request and reads the whole answer, retrying retryable failures. Reading the
+    /// body is part of the attempt: a non-streaming answer can be retried until it is complete.
+    pub(crate) async fn fetch(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<&impl Serialize>,
+    ) -> Result<Vec<u8>, ChatError> {
+        let body = encode_body(url, body)?;
+        match self.with_retries(method, url, body, Read::Whole).await? {
+            Outcome::Whole(bytes) => Ok(bytes),
+            // Not produced for `Read::Whole`; reading the rest keeps this total anyway.
+            Outcome::Open(response) => response
+                .bytes()
+                .await
+                .map(|b| b.to_vec())
+                .map_err(|e| self.map_reqwest(url, &e)),
+        }
+    }
+
+    /// Sends a request and returns the successful response for the caller to read as a
+    /// stream. Only getting the response is retried: once pieces reach the observer, sending
+    /// again would show them twice.
+    pub(crate) async fn open_stream(
+        &self,
+        url: &str,
+        body: &impl Serialize,
+    ) -> Result<Response, ChatError> {
+        let body = encode_body(url, Some(body))?;
+        match self
+            .with_retries(Method::POST, url, body, Read::Open)
+            .await?
+        {
+            Outcome::Open(response) => Ok(response),
+            Outcome::Whole(_) => Err(ChatError::Decode {
+                url: url.to_owned(),
+                detail: "internal: a streamed answer was read whole".to_owned(),
+            }),
+        }
+    }
+
+    /// The next piece of a streamed body, `None` at its end.
+    pub(crate) async fn next_chunk(
+        &self,
+        url: &str,
+        response: &mut Response,
+    ) -> Result<Option<Vec<u8>>, ChatError> {
+        match response.chunk().await {
+            Ok(chunk) => Ok(chunk.map(|c| c.to_vec())),
+            Err(e) => Err(self.map_reqwest(url, &e)),
+        }
+    }
+
+    // The retry loop takes what to do as data (`Read`) rather than as an async closure: the
+    // futures of generic async closures do not prove `Send` to `async_trait`.
+    async fn with_retries(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<Vec<u8>>,
+        read: Read,
+    ) -> Result<Outcome, ChatError> {
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let failure = match self.attempt(method.clone(), url, body.clone(), read).await {
+                Ok(value) => return Ok(value),
+                Err(failure) => failure,
+            };
+            if !failure.error.is_retryable() {
+                return Err(failure.error);
+            }
+            if attempt > self.max_retries {
+                // With retries switched off the caller wants the plain error, not a wrapper
+                // that claims something was retried.
+                if self.max_retries == 0 {
+                    return Err(failure.error);
+                }
+                return Err(ChatError::RetriesExhausted {
+                    attempts: attempt,
+                    last: Box::new(failure.error),
+                });
+            }
+            let pause = failure
+                .retry_after
+                .map(|d| d.min(MAX_RETRY_AFTER))
+                .unwrap_or_else(|| backoff(self.backoff_base, attempt));
+            tracing::debug!(
+                url,
+                attempt,
+                error = %failure.error.kind_tag(),
+                pause_ms = pause.as_millis() as u64,
+                "model server call failed, retrying"
+            );
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// One request: success is a 2xx response (read whole if asked); anything else becomes
+    /// a [`Failure`].
+    async fn attempt(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<Vec<u8>>,
+        read: Read,
+    ) -> Result<Outcome, Failure> {
+        let mut request = self.client.request(method, url).header(
+            ACCEPT,
+            "application/json, text/event-stream, application/x-ndjson",
+        );
+        if let Some(key) = &self.api_key {
+            // `bearer_auth` marks the header sensitive, so reqwest keeps it out of its own logs.
+            request = request.bearer_auth(&key.0);
+        }
+        if let Some(body) = body {
+            request = request.header(CONTENT_TYPE, "application/json").body(body);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Failure::from(self.map_reqwest(url, &e)))?;
+        let status = response.status();
+        if status.is_success() {
+            return match read {
+                Read::Open => Ok(Outcome::Open(response)),
+                Read::Whole => match response.bytes().await {
+                    Ok(bytes) => Ok(Outcome::Whole(bytes.to_vec())),
+                    Err(e) => Err(self.map_reqwest(url, &e).into()),
+                },
+            };
+        }
+        let retry_after = retry_after(response.headers());
+        let text = response.text().await.unwrap_or_default();
+        Err(Failure {
+            error: status_error(url, status, &text),
+            retry_after,
+        })
+    }
+
+    /// Maps a transport failure onto the port's error, naming the URL and the cause.
+    fn map_reqwest(&self, url: &str, error: &reqwest::Error) -> ChatError {
+        // Connect comes first: a connect timeout is a server that is not there, not a slow one.
+        if error.is_connect() {
+            ChatError::Unreachable {
+                url: url.to_owned(),
+                detail: error_chain(error),
+            }
+        } else if error.is_timeout() {
+            ChatError::Timeout {
+                url: url.to_owned(),
+                seconds: self.timeout_s,
+            }
+        } else if error.is_decode() {
+            ChatError::Decode {
+                url: url.to_owned(),
+                detail: error_chain(error),
+            }
+        } else {
+            // Connection reset, a body cut off mid-way: the server went away, which is worth a
+            // retry like any other unreachable server.
+            ChatError::Unreachable {
+                url: url.to_owned(),
+                detail: error_chain(error),
+            }
+        }
+    }
+}
+
+/// Parses a whole JSON answer, naming the URL and serde's reason when it does not fit.
+pub(crate) fn decode_json<T: DeserializeOwned>(url: &str, bytes: &[u8]) -> Result<T, ChatError> {
+    serde_json::from_slice(bytes).map_err(|e| ChatError::Decode {
+        url: url.to_owned(),
+        detail: format!(
+            "{e}; the answer starts with: {}",
+            cut(&String::from_utf8_lossy(bytes))
+        ),
+    })
+}
+
+/// Keeps the start of a server's text for an error message.
+pub(crate) fn cut(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(MAX_ERROR_BODY_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+fn encode_body(url: &str, body: Option<&impl Serialize>) -> Result<Option<Vec<u8>>, ChatError> {
+    body.map(serde_json::to_vec)
+        .transpose()
+        .map_err(|e| ChatError::Decode {
+            url: url.to_owned(),
+            detail: format!("could not encode the request: {e}"),
+        })
+}
+
+fn status_error(url: &str, status: StatusCode, body: &str) -> ChatError {
+    let code = status.as_u16();
+    match code {
+        401 | 403 => ChatError::Unauthorized {
+            url: url.to_owned(),
+            status: code,
+        },
+        _ => ChatError::Status {
+            url: url.to_owned(),
+            status: code,
+            body: cut(body),
+        },
+    }
+}
+
+/// `Retry-After` in seconds; the HTTP-date form is rare on model servers and falls back to
+/// our own backoff.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    let seconds: f64 = value.parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(3600.0)))
+}
+
+/// Exponential backoff for the given (1-based) attempt, capped, plus up to a quarter of
+/// jitter so that several agents hitting one busy server do not retry in lockstep.
+fn backoff(base: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
+    let capped = exp.min(MAX_BACKOFF);
+    let spread = capped.as_millis() as u64 / 4;
+    let jitter = if spread == 0 {
+        0
+    } else {
+        // Clock nanoseconds are random enough for jitter and spare us a dependency.
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::from(d.subsec_nanos()))
+            .unwrap_or(0);
+        nanos % (spread + 1)
+    };
+    capped + Duration::from_millis(jitter)
+}
+
+fn read_api_key(var: &str) -> Option<ApiKey> {
+    match std::env::var(var) {
+        Ok(key) if !key.trim().is_empty() => Some(ApiKey(key.trim().to_owned())),
+        _ => {
+            // The server will answer 401 if it needs the key; that error tells the user which
+            // setting to fix. The value is never logged, only the variable's name.
+            tracing::warn!(
+                variable = var,
+                "the API key variable is not set; sending no key"
+            );
+            None
+        }
+    }
+}
+
+/// The error and its causes, which is where reqwest puts the useful part
+/// ("connection refused", "dns error").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let base = Duration::from_millis(100);
+        let first = backoff(base, 1);
+        assert!(first >= base && first <= base + base / 4);
+        let third = backoff(base, 3);
+        assert!(third >= Duration::from_millis(400));
+        let huge = backoff(base, 40);
+        assert!(huge <= MAX_BACKOFF + MAX_BACKOFF / 4);
+    }
+
+    #[test]
+    fn cut_keeps_short_text_and_shortens_long_text() {
+        assert_eq!(cut("  short  "), "short");
+        let long = "é".repeat(2000);
+        let kept = cut(&long);
+        assert_eq!(kept.chars().count(), MAX_ERROR_BODY_CHARS + 1);
+    }
+
+    #[test]
+    fn retry_after_reads_seconds() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert(RETRY_AFTER, "2".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        headers.insert(
+            RETRY_AFTER,
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&headers), None);
+    }
+
+    #[test]
+    fn api_key_debug_is_redacted() {
+        assert_eq!(format!("{:?}", ApiKey("sk-secret".into())), "<redacted>");
+    }
+}
