@@ -7,6 +7,7 @@
 // The binary is the one place that talks to the terminal.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod app;
 mod cli;
 mod commands;
 mod errors;
