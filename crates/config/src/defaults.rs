@@ -1,11 +1,20 @@
 //! The built-in configuration: what a user gets with no config file at all.
 
-use fabric_domain::SpecialistSpec;
-use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::settings::{Backend, ModelConfig, Settings, ShellConfig, TaskForceMode};
+use crate::builtins::builtin_specialists;
+use crate::settings::{
+    Backend, FetchUrlConfig, ModelConfig, SearchProvider, Settings, ShellConfig, SpecialistOrigin,
+    SpecialistSource, TaskForceMode, WebSearchConfig,
+};
+
+/// SearXNG's address in its own container image's default setup.
+pub(crate) const SEARXNG_URL: &str = "http://localhost:8080";
+/// The Brave Search API.
+pub(crate) const BRAVE_URL: &str = "https://api.search.brave.com";
+/// The environment variable the Brave key is read from unless `api_key_env` says otherwise.
+pub(crate) const BRAVE_KEY_ENV: &str = "BRAVE_SEARCH_API_KEY";
 
 const OLLAMA_URL: &str = "http://localhost:11434/v1";
 
@@ -24,78 +33,27 @@ pub(crate) fn ollama_model(model: &str, max_tokens: u32) -> ModelConfig {
     }
 }
 
-/// The finish schema of the engineering specialist: what it hands back when done.
-pub fn engineering_finish_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "summary": {"type": "string", "description": "What was done and how it was checked, in a few sentences."},
-            "artifacts": {"type": "array", "items": {"type": "string"}, "description": "Paths of the files created or changed, relative to the workspace."},
-            "next_steps": {"type": "array", "items": {"type": "string"}, "description": "What a person should do next, if anything."},
-            "notes": {"type": "string", "description": "Caveats, assumptions, anything the user should know."}
-        },
-        "required": ["summary"],
-        "additionalProperties": false
-    })
-}
-
-const ENGINEERING_PROMPT: &str = "\
-You are the engineering specialist of agent-fabric: a careful software engineer.
-Work in small verified steps: plan briefly, make the change with the tools, then check it \
-(read the file back, list the workspace, run the program or its tests with `shell`).
-Rules:
-- Every action is a tool call. `shell` takes a program and its arguments as a list, \
-for example {\"cmd\": [\"ls\", \"-la\"]}; there is no shell syntax such as pipes or `&&`.
-- Paths are relative to the workspace.
-- Never deploy, publish or push anything; propose it in next_steps for a person to do.
-- Do not delete or overwrite work you did not create.
-When the task is done and checked, call finish_task with a short summary, the artifacts you \
-created or changed, and next steps.";
-
-/// The specialists every installation has.
-pub fn builtin_specialists() -> Vec<SpecialistSpec> {
-    vec![SpecialistSpec {
-        id: "engineering".to_owned(),
-        description: "Plans, implements, tests and reviews code and files in its workspace."
-            .to_owned(),
-        keywords: [
-            "code",
-            "implement",
-            "build",
-            "script",
-            "program",
-            "file",
-            "test",
-            "debug",
-            "refactor",
-            "function",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-        capabilities: ["code_execution", "file_io", "software_testing"]
-            .map(str::to_owned)
-            .to_vec(),
-        system_prompt: ENGINEERING_PROMPT.to_owned(),
-        tools: ["shell", "read_file", "write_file", "list_files"]
-            .map(str::to_owned)
-            .to_vec(),
-        finish_schema: engineering_finish_schema(),
-        model_key: None,
-        may_write: true,
-        needs_network: false,
-    }]
-}
-
 impl Settings {
     /// The built-in settings.
     pub fn defaults() -> Self {
         let mut models = BTreeMap::new();
         models.insert("fast".to_owned(), ollama_model("qwen2.5:7b", 1200));
         models.insert("quality".to_owned(), ollama_model("qwen2.5:14b", 2400));
+        let specialists = builtin_specialists();
         Self {
             models,
             default_model_key: "quality".to_owned(),
-            specialists: builtin_specialists(),
+            specialist_origins: specialists
+                .iter()
+                .map(|s| {
+                    let origin = SpecialistOrigin {
+                        sources: vec![SpecialistSource::BuiltIn],
+                        warnings: Vec::new(),
+                    };
+                    (s.id.clone(), origin)
+                })
+                .collect(),
+            specialists,
             default_specialist: "engineering".to_owned(),
             routing_model_key: "fast".to_owned(),
             task_force_mode: TaskForceMode::Sequential,
@@ -113,6 +71,21 @@ impl Settings {
             },
             workspace: PathBuf::from(".fabric"),
             source: None,
+            specialist_dirs: Vec::new(),
+            web_search: WebSearchConfig {
+                provider: SearchProvider::Searxng,
+                base_url: SEARXNG_URL.to_owned(),
+                api_key_env: None,
+                timeout_s: 20,
+                max_results: 8,
+            },
+            fetch_url: FetchUrlConfig {
+                timeout_s: 30,
+                max_download_bytes: 2 * 1024 * 1024,
+                // About 5 000 tokens: enough for an article, small enough for a 16k context.
+                max_text_chars: 20_000,
+                max_redirects: 5,
+            },
         }
     }
 }

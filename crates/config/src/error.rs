@@ -40,4 +40,30 @@ pub enum ConfigError {
         /// What is wrong and what is allowed.
         detail: String,
     },
+    /// A markdown specialist file that cannot be used.
+    #[error("{}: {detail}", file_location(.path, *.line))]
+    SpecialistFile {
+        /// The file.
+        path: PathBuf,
+        /// The line in the file, when the problem has one.
+        line: Option<u64>,
+        /// What is wrong and how to fix it.
+        detail: String,
+    },
+    /// A specialists directory that cannot be read.
+    #[error("cannot read specialists directory {path}: {detail}")]
+    SpecialistDir {
+        /// The directory.
+        path: PathBuf,
+        /// The system's words, and the fix.
+        detail: String,
+    },
+}
+
+/// `path:line`, the form editors jump to.
+fn file_location(path: &std::path::Path, line: Option<u64>) -> String {
+    match line {
+        Some(line) => format!("{}:{line}", path.display()),
+        None => path.display().to_string(),
+    }
 }

@@ -11,12 +11,19 @@
 //! is reported the same way for both. It depends only on `fabric-domain` (specialists are
 //! domain data) and does file I/O only in [`Settings::load`].
 
+mod builtins;
 mod defaults;
+mod dirs;
 mod error;
 mod load;
+mod markdown;
 mod raw;
 mod settings;
 
-pub use defaults::{builtin_specialists, engineering_finish_schema};
+pub use builtins::{builtin_specialists, engineering_finish_schema, research_finish_schema};
+pub use dirs::{LoadOptions, user_specialist_dir};
 pub use error::ConfigError;
-pub use settings::{Backend, ModelConfig, Settings, ShellConfig, TaskForceMode};
+pub use settings::{
+    Backend, FetchUrlConfig, ModelConfig, SearchProvider, Settings, ShellConfig, SpecialistOrigin,
+    SpecialistSource, TaskForceMode, WebSearchConfig,
+};

@@ -1,91 +1,134 @@
 //! Reading the file and merging it over the defaults, checking every value on the way.
 
-use fabric_domain::{SpecialistSpec, ToolSpec};
+use fabric_domain::{SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-use crate::defaults::engineering_finish_schema;
+use crate::builtins::engineering_finish_schema;
+use crate::defaults::{BRAVE_KEY_ENV, BRAVE_URL};
+use crate::dirs::{LoadOptions, expand_home, read_specialist_dir};
 use crate::error::ConfigError;
-use crate::raw::{RawConfig, RawModel, RawSpecialist};
-use crate::settings::{Backend, ModelConfig, Settings, TaskForceMode};
+use crate::markdown::parse_markdown;
+use crate::raw::{RawConfig, RawFetchUrl, RawModel, RawSpecialist, RawWebSearch};
+use crate::settings::{
+    Backend, ModelConfig, SearchProvider, Settings, SpecialistSource, TaskForceMode,
+};
 
 impl Settings {
-    /// The defaults, overlaid with the file at `path` when one is given.
+    /// The defaults, overlaid with the file at `path` when one is given. Markdown specialist
+    /// directories are not read; [`Settings::load_with`] reads them.
     ///
     /// A path that does not exist is an error: a user who names a file means it.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        let Some(path) = path else {
-            return Ok(Self::defaults());
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => ConfigError::NotFound {
-                path: path.to_path_buf(),
-            },
-            _ => ConfigError::Read {
-                path: path.to_path_buf(),
-                detail: e.to_string(),
-            },
-        })?;
-        Self::from_text(&text, path)
+        match path {
+            None => Ok(Self::defaults()),
+            Some(path) => Self::from_text(&read_config(path)?, path),
+        }
     }
 
-    /// Parses `text` as the file at `path` (the extension picks JSON or YAML).
+    /// Everything, in precedence order: built-in specialists < the user directory < the
+    /// project directory (`<workspace>/specialists`) < the config file's `specialists:`
+    /// (`specialist_dirs` in the file replaces the two directories). Other keys: defaults <
+    /// the file < `options.workspace`.
+    pub fn load_with(options: &LoadOptions) -> Result<Self, ConfigError> {
+        let raw = match &options.config {
+            Some(path) => parse_raw(&read_config(path)?, path)?,
+            None => RawConfig::default(),
+        };
+        Self::assemble(raw, options.config.as_deref(), Some(options))
+    }
+
+    /// Parses `text` as the file at `path` (the extension picks JSON or YAML), without
+    /// reading specialist directories.
     pub fn from_text(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let is_json = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-        let value: Value = if is_json {
-            serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
-                path: path.to_path_buf(),
-                format: "JSON",
-                detail: e.to_string(),
-            })?
-        } else {
-            serde_saphyr::from_str(text).map_err(|e| ConfigError::Syntax {
-                path: path.to_path_buf(),
-                format: "YAML",
-                detail: e.to_string(),
-            })?
-        };
-        // An empty YAML file is `null`: the same as no keys at all.
-        let value = if value.is_null() {
-            Value::Object(Default::default())
-        } else {
-            value
-        };
-        let source_name = path.display().to_string();
-        let raw: RawConfig = serde_path_to_error::deserialize(value).map_err(|e| {
-            let key = e.path().to_string();
-            ConfigError::Invalid {
-                source_name: source_name.clone(),
-                key: if key == "." {
-                    "(top level)".to_owned()
-                } else {
-                    key
-                },
-                detail: e.into_inner().to_string(),
-            }
-        })?;
+        Self::assemble(parse_raw(text, path)?, Some(path), None)
+    }
+
+    fn assemble(
+        mut raw: RawConfig,
+        source: Option<&Path>,
+        options: Option<&LoadOptions>,
+    ) -> Result<Self, ConfigError> {
         let mut settings = Self::defaults();
-        Merger { source_name }.apply(&mut settings, raw)?;
-        settings.source = Some(path.to_path_buf());
+        settings.source = source.map(Path::to_path_buf);
+        let merger = Merger {
+            source_name: settings.source_name(),
+        };
+        let file_specialists = raw.specialists.take();
+        let dirs = raw.specialist_dirs.take();
+        merger.apply(&mut settings, raw)?;
+        if let Some(options) = options {
+            if let Some(workspace) = &options.workspace {
+                settings.workspace = workspace.clone();
+            }
+            let (dirs, required) = match dirs {
+                Some(dirs) => (merger.dirs(&dirs)?, true),
+                None => {
+                    let project = settings.workspace.join("specialists");
+                    (
+                        options.user_dir.iter().cloned().chain([project]).collect(),
+                        false,
+                    )
+                }
+            };
+            for dir in &dirs {
+                load_dir(&mut settings, dir, required)?;
+            }
+            settings.specialist_dirs = dirs;
+        } else if let Some(dirs) = dirs {
+            merger.dirs(&dirs)?;
+        }
+        if let Some(specialists) = file_specialists {
+            for (id, raw_spec) in specialists {
+                merger.specialist(&mut settings, &id, raw_spec, &format!("specialists.{id}"))?;
+                if let Some(path) = &settings.source {
+                    let source = SpecialistSource::Config { path: path.clone() };
+                    settings
+                        .specialist_origins
+                        .entry(id)
+                        .or_default()
+                        .sources
+                        .push(source);
+                }
+            }
+        }
+        merger.cross_check(&settings)?;
         Ok(settings)
     }
 
-    /// Checks that every specialist's tools exist among `known_tools`. The binary calls this
-    /// with the names of the tools it can build.
+    /// Checks that every specialist's tools exist among `known_tools`, and that tool
+    /// patterns (`mcp__github__*`) have the MCP shape. The binary calls this with the names
+    /// of the tools it can build. The message names the file the specialist came from.
     pub fn check_tools(&self, known_tools: &[&str]) -> Result<(), ConfigError> {
         for specialist in &self.specialists {
+            let (source_name, prefix) = match self
+                .specialist_origin(&specialist.id)
+                .and_then(|o| o.sources.last())
+            {
+                Some(SpecialistSource::File { path }) => {
+                    (path.display().to_string(), String::new())
+                }
+                _ => (
+                    self.source_name(),
+                    format!("specialists.{}.", specialist.id),
+                ),
+            };
             for (i, tool) in specialist.tools.iter().enumerate() {
-                if !known_tools.contains(&tool.as_str()) {
+                let problem = if is_tool_pattern(tool) {
+                    check_tool_pattern(tool).err()
+                } else if known_tools.contains(&tool.as_str()) {
+                    None
+                } else {
+                    Some(format!(
+                        "unknown tool `{tool}`; the known tools are: {} (MCP tools are named by patterns such as `mcp__github__*`)",
+                        known_tools.join(", ")
+                    ))
+                };
+                if let Some(detail) = problem {
                     return Err(ConfigError::Invalid {
-                        source_name: self.source_name(),
-                        key: format!("specialists.{}.tools[{i}]", specialist.id),
-                        detail: format!(
-                            "unknown tool `{tool}`; the known tools are: {}",
-                            known_tools.join(", ")
-                        ),
+                        source_name,
+                        key: format!("{prefix}tools[{i}]"),
+                        detail,
                     });
                 }
             }
@@ -99,6 +142,100 @@ impl Settings {
             |p| p.display().to_string(),
         )
     }
+}
+
+fn read_config(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ConfigError::NotFound {
+            path: path.to_path_buf(),
+        },
+        _ => ConfigError::Read {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+    })
+}
+
+fn parse_raw(text: &str, path: &Path) -> Result<RawConfig, ConfigError> {
+    let is_json = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let value: Value = if is_json {
+        serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: path.to_path_buf(),
+            format: "JSON",
+            detail: e.to_string(),
+        })?
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: path.to_path_buf(),
+            format: "YAML",
+            detail: e.to_string(),
+        })?
+    };
+    // An empty YAML file is `null`: the same as no keys at all.
+    let value = if value.is_null() {
+        Value::Object(Default::default())
+    } else {
+        value
+    };
+    let source_name = path.display().to_string();
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let key = e.path().to_string();
+        ConfigError::Invalid {
+            source_name,
+            key: if key == "." {
+                "(top level)".to_owned()
+            } else {
+                key
+            },
+            detail: e.into_inner().to_string(),
+        }
+    })
+}
+
+/// Reads one directory's markdown specialists over `settings`. A file replaces a
+/// specialist of the same id from a lower layer entirely (a file is a whole definition);
+/// two files of one directory with the same id are an error.
+fn load_dir(settings: &mut Settings, dir: &Path, required: bool) -> Result<(), ConfigError> {
+    let mut seen: Vec<(String, PathBuf)> = Vec::new();
+    for (path, text) in read_specialist_dir(dir, required)? {
+        let parsed = parse_markdown(&text, &path)?;
+        if let Some((_, other)) = seen.iter().find(|(id, _)| *id == parsed.id) {
+            return Err(ConfigError::SpecialistFile {
+                path: path.clone(),
+                line: None,
+                detail: format!(
+                    "specialist `{}` is also defined in {}; rename one (`name:` in the front matter)",
+                    parsed.id,
+                    other.display()
+                ),
+            });
+        }
+        let merger = Merger {
+            source_name: path.display().to_string(),
+        };
+        // Replaced in place, so listings keep the built-in order.
+        let position = settings.specialists.iter().position(|s| s.id == parsed.id);
+        settings.specialists.retain(|s| s.id != parsed.id);
+        merger.specialist(settings, &parsed.id, parsed.raw, "")?;
+        if let Some(i) = position
+            && let Some(spec) = settings.specialists.pop()
+        {
+            settings.specialists.insert(i, spec);
+        }
+        let origin = settings
+            .specialist_origins
+            .entry(parsed.id.clone())
+            .or_default();
+        origin
+            .sources
+            .push(SpecialistSource::File { path: path.clone() });
+        origin.warnings = parsed.warnings;
+        seen.push((parsed.id, path));
+    }
+    Ok(())
 }
 
 struct Merger {
@@ -120,11 +257,6 @@ impl Merger {
                 let base = s.models.get(&key).cloned();
                 let merged = self.model(&key, base, model)?;
                 s.models.insert(key, merged);
-            }
-        }
-        if let Some(specialists) = raw.specialists {
-            for (id, raw_spec) in specialists {
-                self.specialist(s, id, raw_spec)?;
             }
         }
         if let Some(v) = raw.default_model_key {
@@ -197,7 +329,91 @@ impl Merger {
         if let Some(w) = raw.workspace {
             s.workspace = PathBuf::from(w);
         }
-        self.cross_check(s)
+        if let Some(web) = raw.web_search {
+            self.web_search(s, web)?;
+        }
+        if let Some(fetch) = raw.fetch_url {
+            self.fetch_url(s, fetch)?;
+        }
+        Ok(())
+    }
+
+    /// Checks `specialist_dirs` and expands `~/`.
+    fn dirs(&self, dirs: &[String]) -> Result<Vec<PathBuf>, ConfigError> {
+        dirs.iter()
+            .enumerate()
+            .map(|(i, d)| {
+                if d.trim().is_empty() {
+                    Err(self.invalid(format!("specialist_dirs[{i}]"), "must name a directory"))
+                } else {
+                    Ok(expand_home(d))
+                }
+            })
+            .collect()
+    }
+
+    fn web_search(&self, s: &mut Settings, raw: RawWebSearch) -> Result<(), ConfigError> {
+        let w = &mut s.web_search;
+        if let Some(p) = raw.provider {
+            w.provider = match p.as_str() {
+                "searxng" => SearchProvider::Searxng,
+                "brave" => SearchProvider::Brave,
+                other => {
+                    return Err(self.invalid(
+                        "web_search.provider",
+                        format!("must be `searxng` or `brave`, got `{other}`"),
+                    ));
+                }
+            };
+            // A provider's own address and key variable, unless the file names others.
+            if w.provider == SearchProvider::Brave {
+                w.base_url = BRAVE_URL.to_owned();
+                w.api_key_env = Some(BRAVE_KEY_ENV.to_owned());
+            }
+        }
+        if let Some(url) = raw.base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(self.invalid(
+                    "web_search.base_url",
+                    format!("must start with http:// or https://, got `{url}`"),
+                ));
+            }
+            w.base_url = url.trim_end_matches('/').to_owned();
+        }
+        if let Some(name) = raw.api_key_env {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(self.invalid(
+                    "web_search.api_key_env",
+                    "must be the name of an environment variable, e.g. BRAVE_SEARCH_API_KEY",
+                ));
+            }
+            w.api_key_env = Some(name);
+        }
+        if let Some(t) = raw.timeout_s {
+            w.timeout_s = self.range("web_search.timeout_s", t, 1, 300)?;
+        }
+        if let Some(n) = raw.max_results {
+            w.max_results = self.range("web_search.max_results", u64::from(n), 1, 50)? as u32;
+        }
+        Ok(())
+    }
+
+    fn fetch_url(&self, s: &mut Settings, raw: RawFetchUrl) -> Result<(), ConfigError> {
+        let f = &mut s.fetch_url;
+        if let Some(t) = raw.timeout_s {
+            f.timeout_s = self.range("fetch_url.timeout_s", t, 1, 300)?;
+        }
+        if let Some(b) = raw.max_download_bytes {
+            f.max_download_bytes =
+                self.range("fetch_url.max_download_bytes", b, 1024, 64 * 1024 * 1024)?;
+        }
+        if let Some(c) = raw.max_text_chars {
+            f.max_text_chars = self.range("fetch_url.max_text_chars", c, 1000, 1_000_000)?;
+        }
+        if let Some(r) = raw.max_redirects {
+            f.max_redirects = self.range("fetch_url.max_redirects", u64::from(r), 0, 20)? as u32;
+        }
+        Ok(())
     }
 
     fn range(&self, key: &str, v: u64, min: u64, max: u64) -> Result<u64, ConfigError> {
@@ -289,20 +505,33 @@ impl Merger {
         Ok(m)
     }
 
+    /// Merges one specialist over `s`; `prefix` is its key path in messages (`specialists.ID`
+    /// in the config file, empty in a markdown file).
     fn specialist(
         &self,
         s: &mut Settings,
-        id: String,
+        id: &str,
         raw: RawSpecialist,
+        prefix: &str,
     ) -> Result<(), ConfigError> {
-        let at = |field: &str| format!("specialists.{id}.{field}");
+        let at = |field: &str| {
+            if prefix.is_empty() {
+                field.to_owned()
+            } else {
+                format!("{prefix}.{field}")
+            }
+        };
         let valid_id = !id.is_empty()
             && id
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid_id {
             return Err(self.invalid(
-                format!("specialists.{id}"),
+                if prefix.is_empty() {
+                    format!("name: {id}")
+                } else {
+                    prefix.to_owned()
+                },
                 "ids hold only letters, digits, `_` and `-`",
             ));
         }
@@ -310,7 +539,7 @@ impl Merger {
         let mut spec = match existing {
             Some(i) => s.specialists[i].clone(),
             None => SpecialistSpec {
-                id: id.clone(),
+                id: id.to_owned(),
                 description: raw.description.clone().ok_or_else(|| {
                     self.invalid(
                         at("description"),
@@ -335,6 +564,7 @@ impl Merger {
                 model_key: None,
                 may_write: true,
                 needs_network: false,
+                limitations: Vec::new(),
             },
         };
         if let Some(v) = raw.description {
@@ -353,13 +583,11 @@ impl Merger {
             spec.tools = v;
         }
         if let Some(schema) = raw.finish_schema {
-            ToolSpec::with_schema("finish_task", "", schema.clone()).map_err(|_| {
-                self.invalid(
-                    at("finish_schema"),
-                    "must be a JSON Schema with `type: object`",
-                )
-            })?;
+            check_finish_schema(&schema).map_err(|e| self.invalid(at("finish_schema"), e))?;
             spec.finish_schema = schema;
+        }
+        if let Some(v) = raw.limitations {
+            spec.limitations = v;
         }
         if let Some(v) = raw.model_key {
             spec.model_key = Some(v);

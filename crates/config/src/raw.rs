@@ -24,6 +24,28 @@ pub(crate) struct RawConfig {
     pub(crate) network_allowed: Option<bool>,
     pub(crate) shell: Option<RawShell>,
     pub(crate) workspace: Option<String>,
+    pub(crate) specialist_dirs: Option<Vec<String>>,
+    pub(crate) web_search: Option<RawWebSearch>,
+    pub(crate) fetch_url: Option<RawFetchUrl>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawWebSearch {
+    pub(crate) provider: Option<String>,
+    pub(crate) base_url: Option<String>,
+    pub(crate) api_key_env: Option<String>,
+    pub(crate) timeout_s: Option<u64>,
+    pub(crate) max_results: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFetchUrl {
+    pub(crate) timeout_s: Option<u64>,
+    pub(crate) max_download_bytes: Option<u64>,
+    pub(crate) max_text_chars: Option<u64>,
+    pub(crate) max_redirects: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -53,6 +75,7 @@ pub(crate) struct RawSpecialist {
     pub(crate) model_key: Option<String>,
     pub(crate) may_write: Option<bool>,
     pub(crate) needs_network: Option<bool>,
+    pub(crate) limitations: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -59,6 +59,82 @@ pub struct ShellConfig {
     pub pass_env: Vec<String>,
 }
 
+/// Which web search service `web_search` asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchProvider {
+    /// A SearXNG instance's JSON API (`{base_url}/search?q=...&format=json`); no key.
+    Searxng,
+    /// The Brave Search API, with the key from the environment variable `api_key_env`.
+    Brave,
+}
+
+/// Settings of the `web_search` tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WebSearchConfig {
+    /// The service.
+    pub provider: SearchProvider,
+    /// Its base URL (SearXNG: the instance; Brave: `https://api.search.brave.com`).
+    pub base_url: String,
+    /// Name of the environment variable holding the API key (Brave).
+    pub api_key_env: Option<String>,
+    /// Seconds one search may take.
+    pub timeout_s: u64,
+    /// Results returned when the call does not say.
+    pub max_results: u32,
+}
+
+/// Settings of the `fetch_url` tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FetchUrlConfig {
+    /// Seconds one fetch may take, redirects and body included.
+    pub timeout_s: u64,
+    /// Bytes downloaded at most; the rest is not read.
+    pub max_download_bytes: u64,
+    /// Characters of text returned at most.
+    pub max_text_chars: u64,
+    /// Redirects followed at most.
+    pub max_redirects: u32,
+}
+
+/// Where a specialist's definition came from, lowest precedence first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SpecialistSource {
+    /// Compiled into the fabric.
+    BuiltIn,
+    /// A markdown file in a specialists directory.
+    File {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The `specialists:` map of the config file.
+    Config {
+        /// The config file.
+        path: PathBuf,
+    },
+}
+
+impl std::fmt::Display for SpecialistSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BuiltIn => f.write_str("built-in"),
+            Self::File { path } => write!(f, "{}", path.display()),
+            Self::Config { path } => write!(f, "config {}", path.display()),
+        }
+    }
+}
+
+/// How one specialist was assembled: every layer that defined or changed it, in order, and
+/// what was noticed on the way (foreign keys ignored, tools without an equivalent).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SpecialistOrigin {
+    /// The layers, lowest precedence first; the last one is where it now comes from.
+    pub sources: Vec<SpecialistSource>,
+    /// Things the user should know, e.g. "Claude Code tool `Grep` has no equivalent".
+    pub warnings: Vec<String>,
+}
+
 /// The validated configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Settings {
@@ -94,6 +170,15 @@ pub struct Settings {
     pub workspace: PathBuf,
     /// The file the settings came from, if any.
     pub source: Option<PathBuf>,
+    /// The directories markdown specialists were read from, lowest precedence first (empty
+    /// when loaded without them, see [`Settings::load`]).
+    pub specialist_dirs: Vec<PathBuf>,
+    /// Where each specialist came from, by id.
+    pub specialist_origins: BTreeMap<String, SpecialistOrigin>,
+    /// The `web_search` tool.
+    pub web_search: WebSearchConfig,
+    /// The `fetch_url` tool.
+    pub fetch_url: FetchUrlConfig,
 }
 
 impl Settings {
@@ -110,6 +195,11 @@ impl Settings {
     /// The keys of all models, for messages.
     pub fn model_keys(&self) -> Vec<&str> {
         self.models.keys().map(String::as_str).collect()
+    }
+
+    /// Where the specialist with this id came from.
+    pub fn specialist_origin(&self, id: &str) -> Option<&SpecialistOrigin> {
+        self.specialist_origins.get(id)
     }
 
     /// The ids of all specialists, for messages.

@@ -202,6 +202,7 @@ fn specialist(may_write: bool) -> SpecialistSpec {
         model_key: None,
         may_write,
         needs_network: false,
+        limitations: vec![],
     }
 }
 

@@ -22,6 +22,8 @@ pub use error::DomainError;
 pub use event::{EventKind, RunEvent};
 pub use message::{Message, Role, ToolCall, Usage};
 pub use run::{RunId, RunStatus};
-pub use specialist::{FINISH_TOOL, SpecialistSpec};
+pub use specialist::{
+    FINISH_TOOL, SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern,
+};
 pub use time::UtcTime;
 pub use tool::{ToolAnnotations, ToolSpec, input_schema_for as schema_for};

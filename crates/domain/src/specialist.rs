@@ -3,6 +3,11 @@ use serde_json::Value;
 
 use crate::{DomainError, ToolSpec};
 
+/// The JSON Schema types a finish schema may give its fields.
+const SCHEMA_TYPES: &[&str] = &[
+    "string", "number", "integer", "boolean", "array", "object", "null",
+];
+
 /// The name of the terminal tool every specialist has (seed ADR-003).
 pub const FINISH_TOOL: &str = "finish_task";
 
@@ -35,6 +40,10 @@ pub struct SpecialistSpec {
     /// Whether it needs the network to do its job.
     #[serde(default)]
     pub needs_network: bool,
+    /// What it cannot do yet, in words, so `fabric specialists show` is honest about it
+    /// (e.g. a capability that waits for a later feature).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limitations: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -54,5 +63,163 @@ impl SpecialistSpec {
             id: self.id.clone(),
             reason: format!("finish_schema: {e}"),
         })
+    }
+}
+
+/// Whether a tool name is a pattern (it holds `*`) rather than the name of one tool.
+pub fn is_tool_pattern(name: &str) -> bool {
+    name.contains('*')
+}
+
+/// Checks a tool pattern: it must have the shape `mcp__<server>__<tool>`, where `<tool>`
+/// holds at least one `*` (e.g. `mcp__github__*`, `mcp__github__get_*`). Patterns name MCP
+/// tools, which are resolved when the MCP servers are connected, so only the shape is checked
+/// here. The error says what is wrong and shows the expected shape.
+pub fn check_tool_pattern(pattern: &str) -> Result<(), String> {
+    const SHAPE: &str =
+        "expected `mcp__<server>__<tool>` with `*` in the tool part, e.g. `mcp__github__*`";
+    let Some(rest) = pattern.strip_prefix("mcp__") else {
+        return Err(format!(
+            "tool pattern `{pattern}` does not start with `mcp__`; {SHAPE}"
+        ));
+    };
+    let Some((server, tool)) = rest.split_once("__") else {
+        return Err(format!(
+            "tool pattern `{pattern}` has no `__` after the server name; {SHAPE}"
+        ));
+    };
+    let word = |s: &str, star: bool| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || (star && c == '*'))
+    };
+    if !word(server, false) {
+        return Err(format!(
+            "tool pattern `{pattern}`: the server name `{server}` must be non-empty letters, digits, `_` or `-` (no `*`); {SHAPE}"
+        ));
+    }
+    if !word(tool, true) || !tool.contains('*') {
+        return Err(format!(
+            "tool pattern `{pattern}`: the tool part `{tool}` must hold `*` and otherwise letters, digits, `_` or `-`; {SHAPE}"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that a finish schema is one a model can fill and `finish_task` can check: an
+/// object schema whose `properties` each name a JSON Schema type, and whose `required`
+/// names only declared properties. Returns what is wrong, naming the field.
+pub fn check_finish_schema(schema: &Value) -> Result<(), String> {
+    let Some(map) = schema.as_object() else {
+        return Err(
+            "must be a JSON Schema object such as {type: object, properties: {...}}".to_owned(),
+        );
+    };
+    if map.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("must have `type: object` (finish_task takes an object)".to_owned());
+    }
+    let empty = serde_json::Map::new();
+    let properties = match map.get("properties") {
+        None => &empty,
+        Some(Value::Object(p)) => p,
+        Some(_) => return Err("`properties` must be a map of field name to schema".to_owned()),
+    };
+    for (name, field) in properties {
+        check_field(&format!("properties.{name}"), field)?;
+    }
+    match map.get("required") {
+        None => {}
+        Some(Value::Array(required)) => {
+            for (i, r) in required.iter().enumerate() {
+                let Some(r) = r.as_str() else {
+                    return Err(format!("`required[{i}]` must be a field name, got {r}"));
+                };
+                if !properties.contains_key(r) {
+                    return Err(format!(
+                        "`required` names `{r}`, which is not in `properties`; declare it or remove it"
+                    ));
+                }
+            }
+        }
+        Some(_) => return Err("`required` must be a list of field names".to_owned()),
+    }
+    Ok(())
+}
+
+fn check_field(at: &str, field: &Value) -> Result<(), String> {
+    let Some(map) = field.as_object() else {
+        return Err(format!(
+            "`{at}` must be a schema such as {{type: string}}, got {field}"
+        ));
+    };
+    let known = |t: &Value| t.as_str().is_some_and(|t| SCHEMA_TYPES.contains(&t));
+    match map.get("type") {
+        // Without `type` (e.g. `anyOf`), the field is accepted: the validator checks what it can.
+        None => {}
+        Some(Value::Array(types)) if types.iter().all(known) => {}
+        Some(t) if known(t) => {}
+        Some(t) => {
+            return Err(format!(
+                "`{at}.type` is {t}; use one of {}",
+                SCHEMA_TYPES.join(", ")
+            ));
+        }
+    }
+    if let Some(items) = map.get("items") {
+        check_field(&format!("{at}.items"), items)?;
+    }
+    if let Some(Value::Object(props)) = map.get("properties") {
+        for (name, sub) in props {
+            check_field(&format!("{at}.properties.{name}"), sub)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn patterns_need_the_mcp_shape_and_a_star() {
+        assert!(check_tool_pattern("mcp__github__*").is_ok());
+        assert!(check_tool_pattern("mcp__git-hub__get_*").is_ok());
+        for bad in [
+            "github__*",
+            "mcp__*",
+            "mcp____*",
+            "mcp__github__create",
+            "mcp__gi*t__x*",
+            "mcp__g__a b*",
+        ] {
+            assert!(check_tool_pattern(bad).is_err(), "{bad}");
+        }
+        assert!(is_tool_pattern("mcp__x__*") && !is_tool_pattern("read_file"));
+    }
+
+    #[test]
+    fn finish_schemas_are_checked_field_by_field() {
+        let good = json!({"type": "object", "properties": {
+            "summary": {"type": "string"},
+            "citations": {"type": "array", "items": {"type": "object", "properties": {"url": {"type": "string"}}}}
+        }, "required": ["summary"]});
+        assert!(check_finish_schema(&good).is_ok());
+        let e = check_finish_schema(&json!({"type": "array"})).unwrap_err();
+        assert!(e.contains("type: object"), "{e}");
+        let e =
+            check_finish_schema(&json!({"type": "object", "properties": {"a": {"type": "text"}}}))
+                .unwrap_err();
+        assert!(
+            e.contains("`properties.a.type`") && e.contains("string"),
+            "{e}"
+        );
+        let e = check_finish_schema(
+            &json!({"type": "object", "properties": {}, "required": ["summary"]}),
+        )
+        .unwrap_err();
+        assert!(e.contains("`summary`"), "{e}");
+        let e = check_finish_schema(&json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "url"}}}})).unwrap_err();
+        assert!(e.contains("properties.l.items.type"), "{e}");
     }
 }

@@ -113,7 +113,13 @@ fn specialists_override_and_add_and_tools_are_checked() {
             .contains("engineering")
     );
     let e = s
-        .check_tools(&["read_file", "write_file"])
+        .check_tools(&[
+            "read_file",
+            "write_file",
+            "web_search",
+            "fetch_url",
+            "list_files",
+        ])
         .unwrap_err()
         .to_string();
     assert!(
@@ -133,4 +139,191 @@ fn specialists_override_and_add_and_tools_are_checked() {
 fn empty_yaml_file_is_defaults() {
     let s = load("c.yaml", "").unwrap();
     assert_eq!(s.max_steps, 40);
+}
+
+const TOOLS: &[&str] = &[
+    "shell",
+    "read_file",
+    "write_file",
+    "list_files",
+    "web_search",
+    "fetch_url",
+];
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+fn md(description: &str, prompt: &str) -> String {
+    format!("---\ndescription: {description}\ntools: Read, Glob\n---\n{prompt}\n")
+}
+
+#[test]
+fn precedence_builtin_user_project_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let workspace = tmp.path().join("ws");
+    write(&user, "reviewer.md", &md("from user", "user prompt"));
+    write(&user, "only_user.md", &md("only user", "p"));
+    write(&user, "engineering.md", &md("user engineering", "p"));
+    write(
+        &workspace.join("specialists"),
+        "reviewer.md",
+        &md("from project", "project prompt"),
+    );
+    let config = tmp.path().join("fabric.yaml");
+    std::fs::write(&config, "specialists:\n  reviewer:\n    model_key: fast\n").unwrap();
+    let s = Settings::load_with(&LoadOptions {
+        config: Some(config.clone()),
+        workspace: Some(workspace.clone()),
+        user_dir: Some(user.clone()),
+    })
+    .unwrap();
+    s.check_tools(TOOLS).unwrap();
+    let reviewer = s.specialist("reviewer").unwrap();
+    assert_eq!(reviewer.description, "from project", "project over user");
+    assert_eq!(reviewer.system_prompt, "project prompt");
+    assert_eq!(
+        reviewer.model_key.as_deref(),
+        Some("fast"),
+        "config over files"
+    );
+    assert_eq!(reviewer.tools, ["read_file", "list_files"]);
+    let sources = &s.specialist_origin("reviewer").unwrap().sources;
+    assert_eq!(
+        sources,
+        &[
+            SpecialistSource::File {
+                path: user.join("reviewer.md")
+            },
+            SpecialistSource::File {
+                path: workspace.join("specialists").join("reviewer.md")
+            },
+            SpecialistSource::Config { path: config },
+        ]
+    );
+    assert_eq!(s.specialist("only_user").unwrap().description, "only user");
+    assert_eq!(
+        s.specialist("engineering").unwrap().description,
+        "user engineering"
+    );
+    assert_eq!(
+        s.specialist_ids()[0],
+        "engineering",
+        "a replaced built-in keeps its place"
+    );
+    assert_eq!(s.specialist_dirs, [user, workspace.join("specialists")]);
+}
+
+#[test]
+fn specialist_dirs_replace_the_defaults_and_must_exist() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mine = tmp.path().join("mine");
+    write(&mine, "a.md", &md("a", "p"));
+    let config = tmp.path().join("fabric.yaml");
+    std::fs::write(&config, format!("specialist_dirs: [{}]\n", mine.display())).unwrap();
+    let options = LoadOptions {
+        config: Some(config.clone()),
+        workspace: None,
+        user_dir: Some(tmp.path().join("user")),
+    };
+    let s = Settings::load_with(&options).unwrap();
+    assert!(s.specialist("a").is_some());
+    assert_eq!(s.specialist_dirs, [mine]);
+    std::fs::write(&config, "specialist_dirs: [/nonexistent/specs]\n").unwrap();
+    let e = Settings::load_with(&options).unwrap_err().to_string();
+    assert!(
+        e.contains("/nonexistent/specs") && e.contains("does not exist"),
+        "{e}"
+    );
+}
+
+#[test]
+fn broken_files_and_duplicates_are_errors_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ws").join("specialists");
+    write(&dir, "a.md", "---\nname: same\ndescription: d\n---\np\n");
+    write(&dir, "b.md", "---\nname: same\ndescription: d\n---\np\n");
+    let options = LoadOptions {
+        config: None,
+        workspace: Some(tmp.path().join("ws")),
+        user_dir: None,
+    };
+    let e = Settings::load_with(&options).unwrap_err().to_string();
+    assert!(
+        e.contains("b.md") && e.contains("also defined in") && e.contains("a.md"),
+        "{e}"
+    );
+    std::fs::remove_file(dir.join("b.md")).unwrap();
+    write(
+        &dir,
+        "c.md",
+        "---\ndescription: d\nfinish_schema: {type: object, required: [x]}\n---\np\n",
+    );
+    let e = Settings::load_with(&options).unwrap_err().to_string();
+    assert!(
+        e.contains("c.md") && e.contains("`finish_schema`") && e.contains("`x`"),
+        "{e}"
+    );
+    std::fs::write(
+        dir.join("c.md"),
+        "---\ndescription: d\ntools: [read_file, mcp__*]\n---\np\n",
+    )
+    .unwrap();
+    let s = Settings::load_with(&options).unwrap();
+    let e = s.check_tools(TOOLS).unwrap_err().to_string();
+    assert!(
+        e.contains("c.md: `tools[1]`") && e.contains("mcp__<server>__<tool>"),
+        "{e}"
+    );
+}
+
+#[test]
+fn builtins_include_research_with_citations() {
+    let s = Settings::defaults();
+    s.check_tools(TOOLS).unwrap();
+    let research = s.specialist("research").unwrap();
+    assert_eq!(
+        research.finish_schema["required"],
+        serde_json::json!(["executive_summary"])
+    );
+    assert!(
+        research.finish_schema["properties"]["citations"]["items"]["properties"]["url"].is_object()
+    );
+    let enterprise = s.specialist("enterprise_research").unwrap();
+    assert!(
+        enterprise
+            .limitations
+            .iter()
+            .any(|l| l.contains("run index"))
+    );
+    for spec in &s.specialists {
+        fabric_domain::check_finish_schema(&spec.finish_schema).unwrap();
+    }
+}
+
+#[test]
+fn web_search_and_fetch_settings_are_validated() {
+    let s = load(
+        "c.yaml",
+        "web_search:\n  provider: brave\nfetch_url:\n  max_redirects: 2\n",
+    )
+    .unwrap();
+    assert_eq!(s.web_search.provider, SearchProvider::Brave);
+    assert_eq!(s.web_search.base_url, "https://api.search.brave.com");
+    assert_eq!(
+        s.web_search.api_key_env.as_deref(),
+        Some("BRAVE_SEARCH_API_KEY")
+    );
+    assert_eq!(s.fetch_url.max_redirects, 2);
+    let e = err("c.yaml", "web_search:\n  provider: google\n");
+    assert!(
+        e.contains("`web_search.provider`") && e.contains("`searxng` or `brave`"),
+        "{e}"
+    );
+    let e = err("c.yaml", "web_search:\n  base_url: localhost:8080\n");
+    assert!(e.contains("http://"), "{e}");
+    let e = err("c.yaml", "fetch_url:\n  max_download_bytes: 10\n");
+    assert!(e.contains("fetch_url.max_download_bytes"), "{e}");
 }

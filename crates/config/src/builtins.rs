@@ -1,0 +1,197 @@
+//! The specialists every installation has: `engineering`, `research` and
+//! `enterprise_research`. They are data like any other specialist; a file or the config can
+//! override them by id.
+
+use fabric_domain::SpecialistSpec;
+use serde_json::{Value, json};
+
+/// The finish schema of the engineering specialist: what it hands back when done.
+pub fn engineering_finish_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "description": "What was done and how it was checked, in a few sentences."},
+            "artifacts": {"type": "array", "items": {"type": "string"}, "description": "Paths of the files created or changed, relative to the workspace."},
+            "next_steps": {"type": "array", "items": {"type": "string"}, "description": "What a person should do next, if anything."},
+            "notes": {"type": "string", "description": "Caveats, assumptions, anything the user should know."}
+        },
+        "required": ["summary"],
+        "additionalProperties": false
+    })
+}
+
+/// The finish schema of the research specialists: a summary, findings, and the sources that
+/// back each claim.
+pub fn research_finish_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "executive_summary": {"type": "string", "description": "The answer to the question in a few sentences."},
+            "key_findings": {"type": "array", "items": {"type": "string"}, "description": "The findings, one per entry, each backed by a citation."},
+            "citations": {
+                "type": "array",
+                "description": "One entry per claim: the URL it comes from (only URLs you fetched), when it was fetched, and the claim.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "url": {"type": "string"},
+                        "fetched_at": {"type": "string", "description": "The `fetched_at` that fetch_url returned."},
+                        "claim": {"type": "string"}
+                    },
+                    "required": ["url", "claim"],
+                    "additionalProperties": false
+                }
+            },
+            "gaps_and_future_work": {"type": "array", "items": {"type": "string"}, "description": "What could not be answered or verified, and what to look at next."},
+            "notes": {"type": "string", "description": "Caveats: conflicting sources, stale pages, assumptions."}
+        },
+        "required": ["executive_summary"],
+        "additionalProperties": false
+    })
+}
+
+const ENGINEERING_PROMPT: &str = "\
+You are the engineering specialist of agent-fabric: a careful software engineer.
+Work in small verified steps:
+1. Plan: read what exists (list_files, read_file) and decide the smallest change that does the job.
+2. Implement: make the change with the tools.
+3. Test: check it (read the file back, run the program or its tests with `shell`).
+4. Review: read your change as a reviewer would; look for edge cases and mistakes.
+5. Iterate: fix what the test or the review found, and check again.
+Rules:
+- Every action is a tool call. `shell` takes a program and its arguments as a list, \
+for example {\"cmd\": [\"ls\", \"-la\"]}; there is no shell syntax such as pipes or `&&`.
+- Paths are relative to the workspace.
+- Never deploy, publish or push anything; propose it in next_steps for a person to do.
+- Do not delete or overwrite work you did not create.
+When the task is done and checked, call finish_task with a short summary, the artifacts you \
+created or changed, and next steps.";
+
+const RESEARCH_PROMPT: &str = "\
+You are the research specialist of agent-fabric: you answer questions from sources you have \
+actually read, and you say where every claim comes from.
+Work through these stages:
+1. Scope: restate the question, what would answer it, and what is out of scope.
+2. Search: call web_search with a few different, specific queries.
+3. Screen: pick the results that are relevant and trustworthy (primary sources, official \
+documentation, recent dates); say why you drop the others.
+4. Extract: call fetch_url on each source you keep and note the facts that bear on the question, \
+with the URL and the fetched_at time it returned.
+5. Synthesise: combine the facts into findings; where sources disagree, say so.
+6. Critique: check each finding against its source; remove anything no fetched page supports, \
+and list what is still unknown.
+Rules:
+- Cite only URLs you fetched with fetch_url, never a URL from memory or only a search snippet.
+- If the web tools are not available, the run has no network: say so in notes and answer \
+only from files in the workspace.
+- You may keep notes in the workspace with write_file (for example an evidence table).
+When done, call finish_task with executive_summary, key_findings, citations \
+({url, fetched_at, claim} for each claim), gaps_and_future_work and notes.";
+
+const ENTERPRISE_PROMPT_EXTRA: &str = "
+Enterprise research: prefer internal and primary sources over the open web, and tag how \
+confident you are in each finding (HIGH, MEDIUM, LOW) in notes. Never report that something \
+does not exist before you have searched at least three different ways.";
+
+fn words(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// The specialists every installation has.
+pub fn builtin_specialists() -> Vec<SpecialistSpec> {
+    let research_tools = words(&[
+        "web_search",
+        "fetch_url",
+        "read_file",
+        "write_file",
+        "list_files",
+    ]);
+    vec![
+        SpecialistSpec {
+            id: "engineering".to_owned(),
+            description: "Plans, implements, tests and reviews code and files in its workspace."
+                .to_owned(),
+            keywords: words(&[
+                "code",
+                "implement",
+                "build",
+                "script",
+                "program",
+                "file",
+                "test",
+                "debug",
+                "refactor",
+                "function",
+            ]),
+            capabilities: words(&["code_execution", "file_io", "software_testing"]),
+            system_prompt: ENGINEERING_PROMPT.to_owned(),
+            tools: words(&["shell", "read_file", "write_file", "list_files"]),
+            finish_schema: engineering_finish_schema(),
+            model_key: None,
+            may_write: true,
+            needs_network: false,
+            limitations: Vec::new(),
+        },
+        SpecialistSpec {
+            id: "research".to_owned(),
+            description: "Researches a question on the web and answers with cited sources."
+                .to_owned(),
+            keywords: words(&[
+                "research",
+                "find",
+                "search",
+                "sources",
+                "compare",
+                "survey",
+                "literature",
+                "cite",
+                "citations",
+                "evidence",
+            ]),
+            capabilities: words(&[
+                "systematic_review",
+                "web_search",
+                "citation_extraction",
+                "file_io",
+            ]),
+            system_prompt: RESEARCH_PROMPT.to_owned(),
+            tools: research_tools.clone(),
+            finish_schema: research_finish_schema(),
+            model_key: None,
+            may_write: true,
+            needs_network: true,
+            limitations: Vec::new(),
+        },
+        SpecialistSpec {
+            id: "enterprise_research".to_owned(),
+            description: "Research across internal and web sources, with confidence per finding."
+                .to_owned(),
+            keywords: words(&[
+                "enterprise",
+                "internal",
+                "confluence",
+                "jira",
+                "github",
+                "wiki",
+            ]),
+            capabilities: words(&[
+                "enterprise_search",
+                "systematic_review",
+                "web_search",
+                "file_io",
+            ]),
+            system_prompt: format!("{RESEARCH_PROMPT}\n{ENTERPRISE_PROMPT_EXTRA}"),
+            tools: research_tools,
+            finish_schema: research_finish_schema(),
+            model_key: None,
+            may_write: true,
+            needs_network: true,
+            limitations: words(&[
+                "Searching past runs needs the run index, which does not exist yet; until then \
+                 this specialist searches the web and the run's workspace only.",
+                "Internal sources (GitHub, wikis, trackers) come through MCP servers, which are \
+                 not connected yet; add tool patterns such as `mcp__github__*` once they are.",
+            ]),
+        },
+    ]
+}

@@ -1,0 +1,91 @@
+//! Where markdown specialists live, and reading them (the only I/O besides the config file).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::ConfigError;
+
+/// What to load: the config file, the workspace root (which holds the project's
+/// `specialists/` directory) and the user-level specialists directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The config file (`--config`, `FABRIC_CONFIG_PATH`); built-in defaults without one.
+    pub config: Option<PathBuf>,
+    /// The workspace root (`--workspace`, `FABRIC_WORKSPACE`), which overrides `workspace:`
+    /// from the file; the project's specialists are in `<workspace>/specialists`.
+    pub workspace: Option<PathBuf>,
+    /// The user's specialists directory; see [`user_specialist_dir`].
+    pub user_dir: Option<PathBuf>,
+}
+
+impl LoadOptions {
+    /// Options for `config`, with the user directory from the environment.
+    pub fn new(config: Option<PathBuf>) -> Self {
+        Self {
+            config,
+            workspace: None,
+            user_dir: user_specialist_dir(),
+        }
+    }
+}
+
+/// `$XDG_CONFIG_HOME/agent-fabric/specialists`, else `~/.config/agent-fabric/specialists`
+/// (`None` when neither variable is set).
+pub fn user_specialist_dir() -> Option<PathBuf> {
+    let from = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    from("XDG_CONFIG_HOME")
+        .or_else(|| from("HOME").map(|home| home.join(".config")))
+        .map(|base| base.join("agent-fabric").join("specialists"))
+}
+
+/// Expands a leading `~/` with `$HOME`, as users write directories in config files.
+pub(crate) fn expand_home(dir: &str) -> PathBuf {
+    match (dir.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(dir),
+    }
+}
+
+/// The `*.md` files of `dir`, sorted by name, with their text. A directory that does not
+/// exist is empty unless `required` (one the user named explicitly).
+pub(crate) fn read_specialist_dir(
+    dir: &Path,
+    required: bool,
+) -> Result<Vec<(PathBuf, String)>, ConfigError> {
+    let dir_error = |detail: String| ConfigError::SpecialistDir {
+        path: dir.to_path_buf(),
+        detail,
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(dir_error(
+                "it does not exist; create it or fix `specialist_dirs` in the config".to_owned(),
+            ));
+        }
+        Err(e) => return Err(dir_error(e.to_string())),
+    };
+    let mut paths = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| dir_error(e.to_string()))?.path();
+        if path.extension().is_some_and(|e| e == "md") && path.is_file() {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| match std::fs::read_to_string(&path) {
+            Ok(text) => Ok((path, text)),
+            Err(e) => Err(ConfigError::SpecialistFile {
+                path,
+                line: None,
+                detail: format!("cannot read it: {e}"),
+            }),
+        })
+        .collect()
+}
