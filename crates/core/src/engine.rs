@@ -85,7 +85,7 @@ enum Dispatch {
 pub(crate) async fn run_loop(
     chat: &dyn ChatClient,
     input: LoopInput<'_>,
-    rec: &mut Recorder<'_>,
+    rec: Recorder<'_>,
 ) -> Result<LoopOutcome, StoreError> {
     let LoopInput {
         specialist,

@@ -9,7 +9,11 @@
 //!   tool's contract before running it, turns every failure into an exact message for the
 //!   model, and records each step. It never asks where a tool came from.
 //! - [`execute`]: the use case behind `fabric run` and `POST /run`: create the run, record
-//!   who works on it, run the loop, close the runlog with exactly one terminal event.
+//!   who works on it, run the loop of one specialist or of a task force (sequential or
+//!   parallel), close the runlog with exactly one terminal event.
+//! - [`recruit`]: who works on a prompt: whole-word keyword routing with a greedy set
+//!   cover, or the routing model with a validated answer and keyword fallback.
+//! - [`models`]: choosing a model from what a server offers (pure).
 //!
 //! The core depends only on `fabric-domain`; the binary wires concrete adapters into it.
 #![deny(missing_docs)]
@@ -17,8 +21,10 @@
 pub mod engine;
 mod error;
 pub mod execute;
+pub mod models;
 pub mod ports;
 mod recorder;
+pub mod recruit;
 pub mod typed;
 
 pub use error::CoreError;

@@ -3,46 +3,82 @@
 use fabric_domain::{EventKind, RunEvent};
 use serde_json::Value;
 use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::Mutex;
 
 use crate::ports::{RunLog, RunObserver, StoreError};
 
-/// The single writer of one run's events. Holding `&mut` to it is what keeps `seq` gapless.
-pub(crate) struct Recorder<'a> {
+/// What every view of one run's recorder shares.
+pub(crate) struct Journal<'a> {
     log: &'a dyn RunLog,
     observer: &'a dyn RunObserver,
-    next_seq: u64,
+    /// The next `seq`. The async mutex is held while the event is written and shown, so
+    /// numbering, writing and showing are one step: concurrent task-force members can never
+    /// interleave inside an event, leave a gap, or show events out of `seq` order. (A writer
+    /// task with a bounded channel would do the same with more moving parts; writes are
+    /// short, so the lock is simply the queue.)
+    next_seq: Mutex<u64>,
 }
 
-impl<'a> Recorder<'a> {
+impl<'a> Journal<'a> {
     pub(crate) fn new(log: &'a dyn RunLog, observer: &'a dyn RunObserver) -> Self {
         Self {
             log,
             observer,
-            next_seq: 0,
+            next_seq: Mutex::new(0),
+        }
+    }
+
+    /// The recorder of the run as a whole.
+    pub(crate) fn recorder(&self) -> Recorder<'_> {
+        Recorder {
+            journal: self,
+            member: None,
+        }
+    }
+}
+
+/// A writer of one run's events: the run's own, or a task-force member's view that tags
+/// every payload with its `pack_index`. Cheap to copy; all views share one `seq`.
+#[derive(Clone, Copy)]
+pub(crate) struct Recorder<'a> {
+    journal: &'a Journal<'a>,
+    member: Option<u32>,
+}
+
+impl<'a> Recorder<'a> {
+    /// The view of task-force member `pack_index`.
+    pub(crate) fn member(self, pack_index: u32) -> Self {
+        Self {
+            journal: self.journal,
+            member: Some(pack_index),
         }
     }
 
     pub(crate) fn observer(&self) -> &'a dyn RunObserver {
-        self.observer
+        self.journal.observer
     }
 
     /// Records one event. The runlog comes first: what a watcher saw is always on disk.
     pub(crate) async fn emit(
-        &mut self,
+        &self,
         kind: EventKind,
         step: Option<u32>,
-        payload: Value,
+        mut payload: Value,
     ) -> Result<(), StoreError> {
+        if let (Some(index), Value::Object(map)) = (self.member, &mut payload) {
+            map.insert("pack_index".to_owned(), Value::from(index));
+        }
+        let mut next_seq = self.journal.next_seq.lock().await;
         let event = RunEvent {
-            seq: self.next_seq,
+            seq: *next_seq,
             ts: now(),
             kind,
             step,
             payload,
         };
-        self.log.append(&event).await?;
-        self.next_seq += 1;
-        self.observer.on_event(&event).await;
+        self.journal.log.append(&event).await?;
+        *next_seq += 1;
+        self.journal.observer.on_event(&event).await;
         Ok(())
     }
 }

@@ -60,6 +60,9 @@ pub enum RunStatus {
     Completed,
     /// The model kept answering in plain text; the payload was built from its last text.
     CompletedWithoutFinish,
+    /// A task force where some members produced results and others failed: the result holds
+    /// the results that exist and names the members that failed.
+    Partial,
     /// The step limit was reached before `finish_task`.
     MaxStepsExceeded,
     /// The model server failed (unreachable, error status, undecodable answer) after retries.
@@ -79,6 +82,7 @@ impl RunStatus {
             Self::Running => "running",
             Self::Completed => "completed",
             Self::CompletedWithoutFinish => "completed_without_finish",
+            Self::Partial => "partial",
             Self::MaxStepsExceeded => "max_steps_exceeded",
             Self::LlmError => "llm_error",
             Self::ModelUnsupported => "model_unsupported",
@@ -92,12 +96,18 @@ impl RunStatus {
         match self {
             Self::Completed | Self::CompletedWithoutFinish => true,
             Self::Running
+            | Self::Partial
             | Self::MaxStepsExceeded
             | Self::LlmError
             | Self::ModelUnsupported
             | Self::Cancelled
             | Self::Failed => false,
         }
+    }
+
+    /// Whether the run produced a result payload: every success, and a partial task force.
+    pub fn has_result(self) -> bool {
+        self.is_success() || self == Self::Partial
     }
 
     /// The process exit code the CLI uses for this status (documented in docs/CLI.md).
@@ -108,6 +118,8 @@ impl RunStatus {
             Self::LlmError => 3,
             Self::ModelUnsupported => 4,
             Self::MaxStepsExceeded => 5,
+            // Not 0: a script must notice that part of the work is missing.
+            Self::Partial => 6,
             Self::Cancelled => 130,
         }
     }
@@ -137,6 +149,7 @@ mod tests {
             RunStatus::Running,
             RunStatus::Completed,
             RunStatus::CompletedWithoutFinish,
+            RunStatus::Partial,
             RunStatus::MaxStepsExceeded,
             RunStatus::LlmError,
             RunStatus::ModelUnsupported,

@@ -1,20 +1,33 @@
 //! The use case behind `fabric run` and the HTTP API: one task, one run, one result.
+//!
+//! A task goes to one specialist or to a task force. [`execute_task`] runs a single
+//! specialist; [`execute_task_force`] runs several, one after another (`sequential`: each
+//! gets the previous one's finish payload as context) or at the same time (`parallel`, up to
+//! a limit: their payloads are merged into one result with a section per member, in
+//! recruitment order). Both share one workspace and one runlog. The engine loop knows
+//! nothing of this: each member runs the same [`run_loop`](crate::engine) with its own
+//! tools, model and a recorder view that tags its events with `pack_index`.
 
-use fabric_domain::{EventKind, Message, RunId, RunStatus, SpecialistSpec, Usage};
-use serde_json::{Value, json};
+mod merge;
+mod team;
+
+use fabric_domain::{RunId, RunStatus, SpecialistSpec, Usage};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::CoreError;
-use crate::engine::{LoopInput, LoopOutcome, ModelParams, run_loop};
-use crate::ports::{ChatClient, NewRun, RunObserver, RunStore, Tool, ToolContext};
-use crate::recorder::Recorder;
+use crate::engine::ModelParams;
+use crate::ports::{ChatClient, NewRun, RunObserver, RunStore, Tool};
+use crate::recruit::RoutingCall;
+
+pub use merge::HANDOFF_END;
 
 /// How the specialist was chosen, for the `recruitment` event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recruitment {
-    /// `explicit` (`--pack`), `default`, `keyword_routing`, `llm_routing`, ...
+    /// `explicit` (`--pack`), `keyword`, `llm`, `keyword_fallback`, `default`.
     pub routing_method: String,
     /// Capabilities inferred from the prompt.
     pub required_capabilities: Vec<String>,
@@ -22,7 +35,26 @@ pub struct Recruitment {
     pub reason: String,
 }
 
-/// One task to run.
+/// How the members of a task force work together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskForceMode {
+    /// One after another, each given the previous one's finish payload.
+    Sequential,
+    /// At the same time (up to `max_parallel`), results merged in recruitment order.
+    Parallel,
+}
+
+impl TaskForceMode {
+    /// The mode as written in runlogs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sequential => "sequential",
+            Self::Parallel => "parallel",
+        }
+    }
+}
+
+/// One task to run by one specialist.
 pub struct Task {
     /// What the user asked.
     pub prompt: String,
@@ -43,6 +75,43 @@ pub struct Task {
     pub network_allowed: bool,
 }
 
+/// One member of a task force: a specialist with its own tools and model.
+pub struct Member<'a> {
+    /// Who.
+    pub specialist: SpecialistSpec,
+    /// Its tools (filtered like [`Task::tools`]).
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// The client of its model.
+    pub chat: &'a dyn ChatClient,
+    /// Its model key.
+    pub model_key: String,
+    /// Its model.
+    pub model: ModelParams,
+    /// How the model was chosen (discovery), for `run_start` and `pack_start`.
+    pub model_reason: Option<String>,
+}
+
+/// A task for one or more specialists.
+pub struct TaskForce<'a> {
+    /// What the user asked.
+    pub prompt: String,
+    /// The members in recruitment order (at least one).
+    pub members: Vec<Member<'a>>,
+    /// How they were chosen.
+    pub recruitment: Recruitment,
+    /// The routing model call, recorded as `llm_request`/`llm_response` with
+    /// `purpose: routing`.
+    pub routing_call: Option<RoutingCall>,
+    /// How several members work together (ignored for one member).
+    pub mode: TaskForceMode,
+    /// Most members running at once in parallel mode (at least 1).
+    pub max_parallel: usize,
+    /// Step limit per member.
+    pub max_steps: u32,
+    /// Whether tools may use the network.
+    pub network_allowed: bool,
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOutcome {
@@ -50,7 +119,7 @@ pub struct RunOutcome {
     pub run_id: RunId,
     /// The typed status.
     pub status: RunStatus,
-    /// The finish payload; `null` when the run failed.
+    /// The finish payload (merged for task forces); `null` when the run failed.
     pub payload: Value,
     /// Why it failed, or how it completed when not through `finish_task`.
     pub reason: Option<String>,
@@ -58,13 +127,13 @@ pub struct RunOutcome {
     pub workspace: PathBuf,
     /// Who worked on it.
     pub specialist_ids: Vec<String>,
-    /// The model key and name.
+    /// The model key (of the first member).
     pub model_key: String,
-    /// The model name.
+    /// The model name (of the first member).
     pub model: String,
-    /// Model calls made.
+    /// Model calls made, all members together.
     pub steps: u32,
-    /// Tokens used.
+    /// Tokens used, all members together.
     pub usage: Usage,
 }
 
@@ -90,116 +159,48 @@ pub async fn run_task(
     observer: &dyn RunObserver,
     cancel: CancellationToken,
 ) -> Result<RunOutcome, CoreError> {
-    let mut rec = Recorder::new(run.log.as_ref(), observer);
-    let specialist_ids = vec![task.specialist.id.clone()];
-    let tools: Vec<Arc<dyn Tool>> = task
-        .tools
-        .into_iter()
-        .filter(|t| {
-            let a = t.spec().annotations;
-            // A specialist that may not write gets no tool that could: only read-only ones.
-            (task.network_allowed || !a.needs_network) && (task.specialist.may_write || a.read_only)
-        })
-        .collect();
-
-    rec.emit(
-        EventKind::RunStart,
-        None,
-        json!({
-            "run_id": run.id,
-            "prompt": task.prompt,
-            "model_key": task.model_key,
-            "model": task.model.name,
-            "max_steps": task.max_steps,
-            "network_allowed": task.network_allowed,
-            "workspace": run.workspace,
-        }),
-    )
-    .await?;
-    rec.emit(
-        EventKind::Recruitment,
-        None,
-        json!({
-            "specialist_id": task.specialist.id,
-            "specialist_ids": specialist_ids,
-            "required_capabilities": task.recruitment.required_capabilities,
-            "routing_method": task.recruitment.routing_method,
-            "reason": task.recruitment.reason,
-            "is_task_force": false,
-        }),
-    )
-    .await?;
-    rec.emit(
-        EventKind::PackStart,
-        None,
-        json!({
-            "specialist_id": task.specialist.id,
-            "pack_index": 0,
-            "tools": tools.iter().map(|t| t.spec().name.clone()).collect::<Vec<_>>(),
-        }),
-    )
-    .await?;
-
-    let ctx = ToolContext {
-        run_id: run.id.clone(),
-        workspace: run.workspace.clone(),
+    let force = TaskForce {
+        prompt: task.prompt,
+        members: vec![Member {
+            specialist: task.specialist,
+            tools: task.tools,
+            chat,
+            model_key: task.model_key,
+            model: task.model,
+            model_reason: None,
+        }],
+        recruitment: task.recruitment,
+        routing_call: None,
+        mode: TaskForceMode::Sequential,
+        max_parallel: 1,
+        max_steps: task.max_steps,
         network_allowed: task.network_allowed,
-        cancel,
     };
-    let messages = vec![
-        Message::system(system_prompt(&task.specialist)),
-        Message::user(task.prompt),
-    ];
-    let outcome: LoopOutcome = run_loop(
-        chat,
-        LoopInput {
-            specialist: &task.specialist,
-            tools: &tools,
-            messages,
-            model: &task.model,
-            max_steps: task.max_steps,
-            ctx: &ctx,
-        },
-        &mut rec,
-    )
-    .await?;
-
-    let summary = json!({
-        "run_id": run.id,
-        "status": outcome.status,
-        "specialist_ids": specialist_ids,
-        "task_force_mode": "single",
-        "steps": outcome.steps,
-        "usage": outcome.usage,
-        "reason": outcome.reason,
-    });
-    let (kind, payload) = if outcome.status.is_success() {
-        let mut payload = summary;
-        payload["result"] = outcome.payload.clone();
-        (EventKind::RunComplete, payload)
-    } else {
-        (EventKind::RunFailed, summary)
-    };
-    rec.emit(kind, None, payload).await?;
-
-    Ok(RunOutcome {
-        run_id: run.id,
-        status: outcome.status,
-        payload: outcome.payload,
-        reason: outcome.reason,
-        workspace: run.workspace,
-        specialist_ids,
-        model_key: task.model_key,
-        model: task.model.name,
-        steps: outcome.steps,
-        usage: outcome.usage,
-    })
+    run_task_force(run, force, observer, cancel).await
 }
 
-/// The specialist's prompt plus the rules of the workspace every specialist works under.
-fn system_prompt(specialist: &SpecialistSpec) -> String {
-    format!(
-        "{}\n\nYou work inside a private workspace directory. Use relative paths only; paths outside the workspace are refused. Act only through tool calls. When the task is done and checked, call finish_task exactly once with your final answer.",
-        specialist.system_prompt.trim_end()
-    )
+/// Runs a task force (or a single specialist) in a new run.
+pub async fn execute_task_force(
+    store: &dyn RunStore,
+    force: TaskForce<'_>,
+    observer: &dyn RunObserver,
+    cancel: CancellationToken,
+) -> Result<RunOutcome, CoreError> {
+    let run = store.create_run().await?;
+    run_task_force(run, force, observer, cancel).await
+}
+
+/// Runs a task force in a run that already exists.
+pub async fn run_task_force(
+    run: NewRun,
+    force: TaskForce<'_>,
+    observer: &dyn RunObserver,
+    cancel: CancellationToken,
+) -> Result<RunOutcome, CoreError> {
+    if force.members.is_empty() {
+        return Err(CoreError::InvalidTask(
+            "a task needs at least one specialist".to_owned(),
+        ));
+    }
+    team::run(run, force, observer, cancel).await
 }

@@ -1,0 +1,324 @@
+//! Running the members of a task: one, in sequence, or in parallel, into one runlog.
+
+use fabric_domain::{EventKind, Message, SpecialistSpec};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::merge::{
+    MemberResult, combined_reason, combined_status, handoff_message, merged_payload, totals,
+};
+use super::{Member, RunOutcome, TaskForce, TaskForceMode};
+use crate::CoreError;
+use crate::engine::{LoopInput, LoopOutcome, run_loop};
+use crate::ports::{NewRun, RunObserver, StoreError, Tool, ToolContext};
+use crate::recorder::{Journal, Recorder, truncate};
+
+pub(super) async fn run(
+    run: NewRun,
+    force: TaskForce<'_>,
+    observer: &dyn RunObserver,
+    cancel: CancellationToken,
+) -> Result<RunOutcome, CoreError> {
+    let journal = Journal::new(run.log.as_ref(), observer);
+    let rec = journal.recorder();
+    let network_allowed = force.network_allowed;
+    let members: Vec<Member<'_>> = force
+        .members
+        .into_iter()
+        .map(|mut m| {
+            m.tools = allowed_tools(m.tools, &m.specialist, network_allowed);
+            m
+        })
+        .collect();
+    let ids: Vec<String> = members.iter().map(|m| m.specialist.id.clone()).collect();
+    let is_task_force = members.len() > 1;
+    let mode = if is_task_force {
+        force.mode.as_str()
+    } else {
+        "single"
+    };
+    let first = &members[0];
+
+    rec.emit(
+        EventKind::RunStart,
+        None,
+        json!({
+            "run_id": run.id,
+            "prompt": force.prompt,
+            "model_key": first.model_key,
+            "model": first.model.name,
+            "model_reason": first.model_reason,
+            "max_steps": force.max_steps,
+            "network_allowed": network_allowed,
+            "workspace": run.workspace,
+        }),
+    )
+    .await?;
+    if let Some(call) = &force.routing_call {
+        record_routing_call(rec, call).await?;
+    }
+    rec.emit(
+        EventKind::Recruitment,
+        None,
+        json!({
+            "specialist_id": ids[0],
+            "specialist_ids": ids,
+            "required_capabilities": force.recruitment.required_capabilities,
+            "routing_method": force.recruitment.routing_method,
+            "reason": force.recruitment.reason,
+            "is_task_force": is_task_force,
+            "task_force_mode": mode,
+        }),
+    )
+    .await?;
+
+    let ctx = ToolContext {
+        run_id: run.id.clone(),
+        workspace: run.workspace.clone(),
+        network_allowed,
+        cancel,
+    };
+    let shared = Shared {
+        prompt: &force.prompt,
+        max_steps: force.max_steps,
+        ctx: &ctx,
+    };
+
+    let (status, payload, reason, steps, usage) = if !is_task_force {
+        // A single specialist: no `pack_index` on its events, the plain payload as result.
+        let outcome = shared.member(rec, None, first, None).await?;
+        (
+            outcome.status,
+            outcome.payload,
+            outcome.reason,
+            outcome.steps,
+            outcome.usage,
+        )
+    } else {
+        let results = match force.mode {
+            TaskForceMode::Sequential => shared.sequential(rec, &members).await?,
+            TaskForceMode::Parallel => {
+                let limit = force.max_parallel.max(1);
+                rec.emit(
+                    EventKind::TaskForceParallel,
+                    None,
+                    json!({"specialist_ids": ids, "max_parallel": limit}),
+                )
+                .await?;
+                shared.parallel(rec, &members, limit).await?
+            }
+        };
+        let status = combined_status(&results);
+        let (steps, usage) = totals(&results);
+        let payload = if status.has_result() {
+            merged_payload(mode, &results)
+        } else {
+            Value::Null
+        };
+        (status, payload, combined_reason(&results), steps, usage)
+    };
+
+    let mut summary = json!({
+        "run_id": run.id,
+        "status": status,
+        "specialist_ids": ids,
+        "task_force_mode": mode,
+        "steps": steps,
+        "usage": usage,
+        "reason": reason,
+    });
+    let kind = if status.has_result() {
+        summary["result"] = payload.clone();
+        EventKind::RunComplete
+    } else {
+        EventKind::RunFailed
+    };
+    rec.emit(kind, None, summary).await?;
+
+    Ok(RunOutcome {
+        run_id: run.id,
+        status,
+        payload,
+        reason,
+        workspace: run.workspace,
+        specialist_ids: ids,
+        model_key: first.model_key.clone(),
+        model: first.model.name.clone(),
+        steps,
+        usage,
+    })
+}
+
+/// What every member's loop shares.
+struct Shared<'a> {
+    prompt: &'a str,
+    max_steps: u32,
+    ctx: &'a ToolContext,
+}
+
+impl Shared<'_> {
+    /// One member's loop. `index` is its `pack_index` (`None` for a lone specialist, whose
+    /// events stay untagged); `handoff` the previous member's id and payload.
+    async fn member(
+        &self,
+        rec: Recorder<'_>,
+        index: Option<u32>,
+        member: &Member<'_>,
+        handoff: Option<(&str, &Value)>,
+    ) -> Result<LoopOutcome, StoreError> {
+        let rec = match index {
+            Some(i) => rec.member(i),
+            None => rec,
+        };
+        rec.emit(
+            EventKind::PackStart,
+            None,
+            json!({
+                "specialist_id": member.specialist.id,
+                "pack_index": index.unwrap_or(0),
+                "tools": member.tools.iter().map(|t| t.spec().name.clone()).collect::<Vec<_>>(),
+                "model_key": member.model_key,
+                "model": member.model.name,
+                "handoff_from": handoff.map(|(id, _)| id),
+            }),
+        )
+        .await?;
+        let mut messages = vec![
+            Message::system(system_prompt(&member.specialist)),
+            Message::user(self.prompt),
+        ];
+        if let Some((id, payload)) = handoff {
+            messages.push(Message::user(handoff_message(id, payload)));
+        }
+        run_loop(
+            member.chat,
+            LoopInput {
+                specialist: &member.specialist,
+                tools: &member.tools,
+                messages,
+                model: &member.model,
+                max_steps: self.max_steps,
+                ctx: self.ctx,
+            },
+            rec,
+        )
+        .await
+    }
+
+    /// Members in turn, each given the previous one's payload. A member without a result
+    /// stops the chain: the next one would build on nothing. Later members are `skipped`.
+    async fn sequential(
+        &self,
+        rec: Recorder<'_>,
+        members: &[Member<'_>],
+    ) -> Result<Vec<MemberResult>, StoreError> {
+        let mut results: Vec<MemberResult> = Vec::new();
+        let mut stopped = false;
+        for (i, member) in members.iter().enumerate() {
+            if stopped {
+                results.push(MemberResult {
+                    specialist_id: member.specialist.id.clone(),
+                    outcome: None,
+                });
+                continue;
+            }
+            let handoff = results.last().and_then(|r| {
+                r.outcome
+                    .as_ref()
+                    .map(|o| (r.specialist_id.as_str(), &o.payload))
+            });
+            let outcome = self.member(rec, Some(i as u32), member, handoff).await?;
+            stopped = !outcome.status.has_result();
+            results.push(MemberResult {
+                specialist_id: member.specialist.id.clone(),
+                outcome: Some(outcome),
+            });
+        }
+        Ok(results)
+    }
+
+    /// Members at the same time, at most `limit` at once. Results come back in recruitment
+    /// order whatever order they finish in (`join_all` keeps its input order).
+    async fn parallel(
+        &self,
+        rec: Recorder<'_>,
+        members: &[Member<'_>],
+        limit: usize,
+    ) -> Result<Vec<MemberResult>, StoreError> {
+        let permits = Semaphore::new(limit);
+        let runs = members.iter().enumerate().map(|(i, member)| {
+            let permits = &permits;
+            async move {
+                // The semaphore is never closed, so acquiring fails only if it were; running
+                // without a permit is then the safe degradation.
+                let _permit = permits.acquire().await.ok();
+                let outcome = self.member(rec, Some(i as u32), member, None).await?;
+                Ok::<_, StoreError>(MemberResult {
+                    specialist_id: member.specialist.id.clone(),
+                    outcome: Some(outcome),
+                })
+            }
+        });
+        futures_util::future::join_all(runs)
+            .await
+            .into_iter()
+            .collect()
+    }
+}
+
+/// The routing model call, as an `llm_request`/`llm_response` pair marked `purpose: routing`.
+async fn record_routing_call(
+    rec: Recorder<'_>,
+    call: &crate::recruit::RoutingCall,
+) -> Result<(), StoreError> {
+    rec.emit(
+        EventKind::LlmRequest,
+        None,
+        json!({"purpose": "routing", "model_key": call.model_key, "model": call.model, "message_count": 2, "tool_count": 1}),
+    )
+    .await?;
+    let tool_calls: Vec<Value> = call
+        .tool_arguments
+        .iter()
+        .map(|a| json!({"name": crate::recruit::ROUTE_TOOL, "arguments": truncate(a, 2_000)}))
+        .collect();
+    rec.emit(
+        EventKind::LlmResponse,
+        None,
+        json!({
+            "purpose": "routing",
+            "model": call.model,
+            "content": call.content.as_deref().map(|c| truncate(c, 2_000)),
+            "tool_calls": tool_calls,
+            "latency_ms": call.latency_ms,
+            "error": call.outcome.as_ref().err(),
+        }),
+    )
+    .await
+}
+
+/// Drops tools the run or the specialist may not use.
+fn allowed_tools(
+    tools: Vec<Arc<dyn Tool>>,
+    specialist: &SpecialistSpec,
+    network_allowed: bool,
+) -> Vec<Arc<dyn Tool>> {
+    tools
+        .into_iter()
+        .filter(|t| {
+            let a = t.spec().annotations;
+            // A specialist that may not write gets no tool that could: only read-only ones.
+            (network_allowed || !a.needs_network) && (specialist.may_write || a.read_only)
+        })
+        .collect()
+}
+
+/// The specialist's prompt plus the rules of the workspace every specialist works under.
+fn system_prompt(specialist: &SpecialistSpec) -> String {
+    format!(
+        "{}\n\nYou work inside a private workspace directory. Use relative paths only; paths outside the workspace are refused. Act only through tool calls. When the task is done and checked, call finish_task exactly once with your final answer.",
+        specialist.system_prompt.trim_end()
+    )
+}

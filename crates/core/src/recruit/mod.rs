@@ -1,0 +1,161 @@
+//! Recruitment: which specialist, or which task force, works on a prompt, and why.
+//!
+//! Three ways, recorded in the `recruitment` event as `routing_method`:
+//! - `explicit`: the caller named the specialists (`--pack a,b`); no routing at all.
+//! - `keyword`: capabilities inferred from the prompt by whole-word matching
+//!   ([`keywords`]), then a greedy set cover over the specialists' capabilities.
+//! - `llm`: the routing model is asked for `{specialist_ids, reason}`; its answer is
+//!   validated (known ids only). On any failure the keyword router decides, with
+//!   `routing_method: keyword_fallback` and the failure in the reason.
+//!
+//! Everything here is pure except [`route_with_llm`], which talks to the model only through
+//! the [`ChatClient`] port, so the whole module is tested with plain values and a fake model.
+
+pub mod keywords;
+mod llm;
+
+use fabric_domain::SpecialistSpec;
+
+pub use keywords::CapabilityMap;
+pub use llm::{LlmRouting, ROUTE_TOOL, RoutingCall, parse_answer, route_with_llm};
+
+use crate::ChatClient;
+
+/// The outcome of recruitment, as the `recruitment` event records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The chosen specialists, in the order they work (sequential task forces) or report
+    /// (parallel ones).
+    pub specialist_ids: Vec<String>,
+    /// `explicit`, `keyword`, `llm` or `keyword_fallback`.
+    pub routing_method: String,
+    /// Capabilities inferred from the prompt (by keywords, whatever the method).
+    pub required_capabilities: Vec<String>,
+    /// Why these specialists, in words.
+    pub reason: String,
+}
+
+/// Keyword routing over `specialists` (in configuration order). `default_id` works when the
+/// prompt names no capability and no specialist keyword.
+///
+/// The order of a task force is the order in which the prompt first mentions what each
+/// member was picked for ("research X, then implement it" puts research first); equal
+/// positions keep configuration order.
+pub fn route_by_keywords(
+    prompt: &str,
+    specialists: &[SpecialistSpec],
+    default_id: &str,
+) -> Decision {
+    let map = CapabilityMap::with_specialists(specialists);
+    let inferred = map.infer(prompt);
+    let required: Vec<String> = inferred.iter().map(|(c, _)| c.clone()).collect();
+    let words = keywords::words(prompt);
+    let cover = keywords::greedy_cover(specialists, &required, &words);
+
+    if cover.is_empty() {
+        // No capability anyone covers: the specialist whose own keywords fit best, else the
+        // default. Ties go to configuration order.
+        let best = specialists
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, keywords::keyword_score(s, &words)))
+            .filter(|(_, score)| *score > 0)
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)));
+        let (id, reason) = match best {
+            Some((i, score)) => (
+                specialists[i].id.clone(),
+                format!(
+                    "no capability keyword in the prompt; `{}` matched {score} of its own keywords",
+                    specialists[i].id
+                ),
+            ),
+            None => (
+                default_id.to_owned(),
+                format!(
+                    "no capability or specialist keyword in the prompt; using the default specialist `{default_id}`"
+                ),
+            ),
+        };
+        return Decision {
+            specialist_ids: vec![id],
+            routing_method: "keyword".to_owned(),
+            required_capabilities: required,
+            reason,
+        };
+    }
+
+    let position = |caps: &[String]| {
+        caps.iter()
+            .filter_map(|c| inferred.iter().find(|(x, _)| x == c).map(|(_, at)| *at))
+            .min()
+            .unwrap_or(usize::MAX)
+    };
+    let mut ordered: Vec<&(usize, Vec<String>)> = cover.iter().collect();
+    ordered.sort_by(|a, b| position(&a.1).cmp(&position(&b.1)).then(a.0.cmp(&b.0)));
+    let parts: Vec<String> = ordered
+        .iter()
+        .map(|(i, caps)| format!("`{}` covers {}", specialists[*i].id, caps.join(", ")))
+        .collect();
+    let uncovered: Vec<&String> = required
+        .iter()
+        .filter(|c| !cover.iter().any(|(_, caps)| caps.contains(c)))
+        .collect();
+    let mut reason = format!(
+        "prompt asks for {}; {}",
+        required.join(", "),
+        parts.join("; ")
+    );
+    if !uncovered.is_empty() {
+        let names: Vec<&str> = uncovered.iter().map(|c| c.as_str()).collect();
+        reason.push_str(&format!("; no specialist covers {}", names.join(", ")));
+    }
+    Decision {
+        specialist_ids: ordered
+            .iter()
+            .map(|(i, _)| specialists[*i].id.clone())
+            .collect(),
+        routing_method: "keyword".to_owned(),
+        required_capabilities: required,
+        reason,
+    }
+}
+
+/// LLM routing with keyword fallback: asks the routing model, and on any failure decides by
+/// keywords and says why. Returns the decision and the model call, for the runlog.
+pub async fn route(
+    prompt: &str,
+    specialists: &[SpecialistSpec],
+    default_id: &str,
+    llm: Option<(&dyn ChatClient, &LlmRouting)>,
+) -> (Decision, Option<RoutingCall>) {
+    let by_keywords = route_by_keywords(prompt, specialists, default_id);
+    let Some((chat, settings)) = llm else {
+        return (by_keywords, None);
+    };
+    let call = route_with_llm(chat, settings, prompt, specialists).await;
+    match &call.outcome {
+        Ok((ids, reason)) => (
+            Decision {
+                specialist_ids: ids.clone(),
+                routing_method: "llm".to_owned(),
+                required_capabilities: by_keywords.required_capabilities,
+                reason: format!("routing model `{}`: {reason}", settings.model),
+            },
+            Some(call),
+        ),
+        Err(failure) => (
+            Decision {
+                routing_method: "keyword_fallback".to_owned(),
+                reason: format!(
+                    "LLM routing failed ({failure}); keyword routing: {}",
+                    by_keywords.reason
+                ),
+                ..by_keywords
+            },
+            Some(call),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,452 @@
+//! Task forces through the ports: sequential hand-off, parallel overlap, partial results.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use async_trait::async_trait;
+use fabric_core::engine::ModelParams;
+use fabric_core::execute::{
+    HANDOFF_END, Member, Recruitment, TaskForce, TaskForceMode, execute_task_force,
+};
+use fabric_core::recruit::RoutingCall;
+use fabric_core::{
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
+    RunStore, RunSummary, StoreError, Tool, ToolContext, ToolError,
+};
+use fabric_domain::{
+    EventKind, Message, RunEvent, RunId, RunStatus, SpecialistSpec, ToolCall, ToolSpec,
+};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// A model that answers from its own script, after a delay, remembering every request.
+struct Chat {
+    answers: Mutex<VecDeque<Result<ChatResponse, ChatError>>>,
+    seen: Mutex<Vec<Vec<Message>>>,
+    delay: Duration,
+}
+
+impl Chat {
+    fn new(answers: Vec<Result<ChatResponse, ChatError>>, delay_ms: u64) -> Self {
+        Self {
+            answers: Mutex::new(answers.into()),
+            seen: Mutex::default(),
+            delay: Duration::from_millis(delay_ms),
+        }
+    }
+    /// Works once (`list_files`), then finishes with `summary`.
+    fn worker(summary: &str, delay_ms: u64) -> Self {
+        Self::new(
+            vec![
+                call("list_files", json!({})),
+                call("finish_task", json!({"summary": summary})),
+            ],
+            delay_ms,
+        )
+    }
+}
+
+#[async_trait]
+impl ChatClient for Chat {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        _observer: &dyn ChatObserver,
+    ) -> Result<ChatResponse, ChatError> {
+        self.seen.lock().unwrap().push(request.messages.to_vec());
+        tokio::time::sleep(self.delay).await;
+        self.answers.lock().unwrap().pop_front().unwrap_or_else(|| {
+            Err(ChatError::Decode {
+                url: "fake".into(),
+                detail: "script exhausted".into(),
+            })
+        })
+    }
+}
+
+fn call(name: &str, args: Value) -> Result<ChatResponse, ChatError> {
+    Ok(ChatResponse {
+        tool_calls: vec![ToolCall {
+            id: format!("c-{name}"),
+            name: name.into(),
+            arguments: args.to_string(),
+        }],
+        ..ChatResponse::default()
+    })
+}
+
+#[derive(Default)]
+struct Store {
+    events: Arc<Mutex<Vec<RunEvent>>>,
+}
+
+struct Log(Arc<Mutex<Vec<RunEvent>>>);
+
+#[async_trait]
+impl RunLog for Log {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        // Yield inside the write so concurrent members would interleave if the recorder let them.
+        tokio::task::yield_now().await;
+        self.0.lock().unwrap().push(event.clone());
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RunStore for Store {
+    async fn create_run(&self) -> Result<NewRun, StoreError> {
+        Ok(NewRun {
+            id: RunId::parse("tf-run").unwrap(),
+            workspace: std::env::temp_dir(),
+            log: Box::new(Log(Arc::clone(&self.events))),
+        })
+    }
+    async fn list_runs(&self, _limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+        Ok(self.events.lock().unwrap().clone())
+    }
+}
+
+impl Store {
+    fn events(&self) -> Vec<RunEvent> {
+        self.events.lock().unwrap().clone()
+    }
+    fn of(&self, kind: EventKind) -> Vec<RunEvent> {
+        self.events()
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .collect()
+    }
+}
+
+struct ListFiles(ToolSpec);
+
+#[async_trait]
+impl Tool for ListFiles {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
+        Ok(json!("a.txt"))
+    }
+}
+
+fn list_files() -> Arc<dyn Tool> {
+    Arc::new(ListFiles(
+        ToolSpec::with_schema("list_files", "fake", json!({"type": "object"})).unwrap(),
+    ))
+}
+
+fn specialist(id: &str) -> SpecialistSpec {
+    SpecialistSpec {
+        id: id.into(),
+        description: "d".into(),
+        keywords: vec![],
+        capabilities: vec![],
+        system_prompt: format!("You are {id}."),
+        tools: vec!["list_files".into()],
+        finish_schema: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
+        model_key: None,
+        may_write: true,
+        needs_network: false,
+        limitations: vec![],
+    }
+}
+
+fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
+    Member {
+        specialist: specialist(id),
+        tools: vec![list_files()],
+        chat,
+        model_key: format!("{id}-key"),
+        model: ModelParams {
+            name: format!("{id}-model"),
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            stream: false,
+        },
+        model_reason: None,
+    }
+}
+
+fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode, max_parallel: usize) -> TaskForce<'a> {
+    TaskForce {
+        prompt: "do the thing".into(),
+        members,
+        recruitment: Recruitment {
+            routing_method: "explicit".into(),
+            required_capabilities: vec![],
+            reason: "test".into(),
+        },
+        routing_call: None,
+        mode,
+        max_parallel,
+        max_steps: 5,
+        network_allowed: false,
+    }
+}
+
+fn assert_gapless(events: &[RunEvent]) {
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.seq, i as u64, "seq is gapless and in write order");
+    }
+    assert!(events.last().unwrap().kind.is_terminal());
+    assert_eq!(events.iter().filter(|e| e.kind.is_terminal()).count(), 1);
+}
+
+#[tokio::test]
+async fn sequential_hands_the_previous_payload_to_the_next_member() {
+    let store = Store::default();
+    let (a, b) = (
+        Chat::worker("found three papers", 0),
+        Chat::worker("built it", 0),
+    );
+    let outcome = execute_task_force(
+        &store,
+        force(
+            vec![member("research", &a), member("engineering", &b)],
+            TaskForceMode::Sequential,
+            1,
+        ),
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.specialist_ids, ["research", "engineering"]);
+    assert_eq!(outcome.steps, 4);
+
+    // The second member's first request holds the first member's payload, delimited.
+    let first_of_b = &b.seen.lock().unwrap()[0];
+    let handoff = first_of_b.last().unwrap().content.clone().unwrap();
+    assert!(handoff.contains("<<<HANDOFF from research>>>"), "{handoff}");
+    assert!(handoff.contains("found three papers") && handoff.ends_with(HANDOFF_END));
+    assert!(
+        first_of_b[0]
+            .content
+            .as_deref()
+            .unwrap()
+            .starts_with("You are engineering.")
+    );
+    // The first member saw no hand-off.
+    assert_eq!(a.seen.lock().unwrap()[0].len(), 2);
+
+    let merged = &outcome.payload;
+    assert_eq!(
+        merged["summary"],
+        "research: found three papers | engineering: built it"
+    );
+    assert_eq!(merged["sections"][1]["result"]["summary"], "built it");
+
+    let events = store.events();
+    assert_gapless(&events);
+    let packs = store.of(EventKind::PackStart);
+    assert_eq!(packs.len(), 2);
+    assert_eq!(packs[1].payload["pack_index"], 1);
+    assert_eq!(packs[1].payload["handoff_from"], "research");
+    assert_eq!(packs[1].payload["model"], "engineering-model");
+    // Steps count from 0 for each member; pack_index says whose they are.
+    let requests = store.of(EventKind::LlmRequest);
+    let tags: Vec<(Option<u32>, u64)> = requests
+        .iter()
+        .map(|e| (e.step, e.payload["pack_index"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        tags,
+        [(Some(0), 0), (Some(1), 0), (Some(0), 1), (Some(1), 1)]
+    );
+    let recruitment = &store.of(EventKind::Recruitment)[0].payload;
+    assert_eq!(recruitment["is_task_force"], true);
+    assert_eq!(recruitment["task_force_mode"], "sequential");
+}
+
+#[tokio::test]
+async fn a_failed_sequential_member_stops_the_chain_with_a_partial_result() {
+    let store = Store::default();
+    let a = Chat::worker("step one", 0);
+    let b = Chat::new(vec![], 0); // script exhausted: llm_error
+    let c = Chat::worker("never", 0);
+    let outcome = execute_task_force(
+        &store,
+        force(
+            vec![member("a", &a), member("b", &b), member("c", &c)],
+            TaskForceMode::Sequential,
+            1,
+        ),
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.status, RunStatus::Partial);
+    assert_eq!(outcome.status.exit_code(), 6);
+    assert_eq!(outcome.payload["sections"][2]["status"], "skipped");
+    assert!(c.seen.lock().unwrap().is_empty());
+    let reason = outcome.reason.unwrap();
+    assert!(
+        reason.contains("`b` ended llm_error") && reason.contains("`c` was skipped"),
+        "{reason}"
+    );
+    let last = store.events().pop().unwrap();
+    assert_eq!(last.kind, EventKind::RunComplete);
+    assert_eq!(last.payload["status"], "partial");
+}
+
+#[tokio::test]
+async fn parallel_members_overlap_in_time_and_merge_in_recruitment_order() {
+    let store = Store::default();
+    // Two model calls of 150 ms each per member: 300 ms alone, 900 ms one after another.
+    let (a, b, c) = (
+        Chat::worker("A", 150),
+        Chat::worker("B", 150),
+        Chat::worker("C", 150),
+    );
+    let started = Instant::now();
+    let outcome = execute_task_force(
+        &store,
+        force(
+            vec![member("a", &a), member("b", &b), member("c", &c)],
+            TaskForceMode::Parallel,
+            3,
+        ),
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(800),
+        "members did not overlap: {elapsed:?}"
+    );
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.payload["summary"], "a: A | b: B | c: C");
+    let events = store.events();
+    assert_gapless(&events);
+    let tf = store.of(EventKind::TaskForceParallel);
+    assert_eq!(tf[0].payload["max_parallel"], 3);
+    // Every loop event carries its member's pack_index.
+    for e in events.iter().filter(|e| e.step.is_some()) {
+        assert!(e.payload["pack_index"].is_u64(), "{e:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_parallel_limit_is_respected() {
+    let store = Store::default();
+    let (a, b) = (Chat::worker("A", 100), Chat::worker("B", 100));
+    let started = Instant::now();
+    execute_task_force(
+        &store,
+        force(
+            vec![member("a", &a), member("b", &b)],
+            TaskForceMode::Parallel,
+            1,
+        ),
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "limit 1 runs one at a time"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_parallel_member_keeps_the_others_results() {
+    let store = Store::default();
+    let a = Chat::worker("A done", 30);
+    let b = Chat::new(vec![call("list_files", json!({}))], 0); // then exhausted
+    let c = Chat::worker("C done", 10);
+    let outcome = execute_task_force(
+        &store,
+        force(
+            vec![member("a", &a), member("b", &b), member("c", &c)],
+            TaskForceMode::Parallel,
+            3,
+        ),
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.status, RunStatus::Partial);
+    let sections = outcome.payload["sections"].as_array().unwrap();
+    let ids: Vec<&str> = sections
+        .iter()
+        .map(|s| s["specialist_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["a", "b", "c"],
+        "recruitment order, not completion order"
+    );
+    assert_eq!(sections[0]["result"]["summary"], "A done");
+    assert_eq!(sections[1]["status"], "llm_error");
+    assert_eq!(sections[2]["result"]["summary"], "C done");
+    assert_gapless(&store.events());
+}
+
+#[tokio::test]
+async fn all_members_failing_is_a_failed_run() {
+    let store = Store::default();
+    let (a, b) = (Chat::new(vec![], 0), Chat::new(vec![], 0));
+    let outcome = execute_task_force(
+        &store,
+        force(
+            vec![member("a", &a), member("b", &b)],
+            TaskForceMode::Parallel,
+            2,
+        ),
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.status, RunStatus::LlmError);
+    assert_eq!(outcome.payload, Value::Null);
+    assert_eq!(store.events().pop().unwrap().kind, EventKind::RunFailed);
+}
+
+#[tokio::test]
+async fn the_routing_call_is_recorded_before_recruitment() {
+    let store = Store::default();
+    let a = Chat::worker("A", 0);
+    let mut f = force(vec![member("a", &a)], TaskForceMode::Sequential, 1);
+    f.routing_call = Some(RoutingCall {
+        model_key: "router".into(),
+        model: "tiny".into(),
+        content: Some("not json".into()),
+        tool_arguments: None,
+        latency_ms: 3.0,
+        outcome: Err("the routing model's answer is not a JSON object".into()),
+    });
+    execute_task_force(&store, f, &NoopObserver, CancellationToken::new())
+        .await
+        .unwrap();
+    let kinds: Vec<EventKind> = store.events().iter().take(4).map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::RunStart,
+            EventKind::LlmRequest,
+            EventKind::LlmResponse,
+            EventKind::Recruitment
+        ]
+    );
+    let response = &store.of(EventKind::LlmResponse)[0].payload;
+    assert_eq!(response["purpose"], "routing");
+    assert!(
+        response["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a JSON object")
+    );
+}
