@@ -17,10 +17,15 @@
 //! usage); the adapters accept them all, and keep tool arguments as the raw text the model
 //! wrote so the engine can report invalid JSON exactly.
 //!
+//! Discovery and bootstrap ([`probe`], [`OpenAiClient::list_models`],
+//! [`OllamaClient::list_models`], [`OllamaClient::pull`]) use the same transport; which model
+//! to pick is decided in `fabric_core::models`, not here.
+//!
 //! The binary picks a client with [`build_client`] and hands it to the engine as
 //! `Arc<dyn ChatClient>`.
 #![deny(missing_docs)]
 
+mod discover;
 mod error;
 mod lines;
 mod ollama;
@@ -35,6 +40,7 @@ use std::sync::Arc;
 
 use fabric_core::ChatClient;
 
+pub use discover::{PullProgress, probe};
 pub use error::ClientBuildError;
 pub use ollama::{OllamaClient, OllamaModel};
 pub use openai::OpenAiClient;

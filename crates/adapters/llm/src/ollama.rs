@@ -57,6 +57,10 @@ impl OllamaClient {
         &self.root
     }
 
+    pub(crate) fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
     /// The models installed on the server (`GET /api/tags`).
     pub async fn list_models(&self) -> Result<Vec<OllamaModel>, ChatError> {
         let url = format!("{}/api/tags", self.root);

@@ -35,6 +35,15 @@ impl OpenAiClient {
         &self.url
     }
 
+    /// The API root, e.g. `http://localhost:11434/v1`.
+    pub fn base_url(&self) -> &str {
+        self.transport.base_url()
+    }
+
+    pub(crate) fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
     async fn whole(&self, body: &wire::Request<'_>) -> Result<ChatResponse, ChatError> {
         let bytes = self
             .transport

@@ -13,7 +13,8 @@
 //!   loaded from JSON or YAML.
 //! - `server`: binding, routing, the one turn counter both wires share, recording, shutdown.
 //! - `openai`: `POST /v1/chat/completions` (JSON or SSE) and `GET /v1/models`.
-//! - `ollama`: `POST /api/chat` (JSON or NDJSON), `/api/tags`, `/api/show`, `/api/version`.
+//! - `ollama`: `POST /api/chat` (JSON or NDJSON), `/api/tags`, `/api/show`, `/api/version`,
+//!   `POST /api/pull` (NDJSON progress).
 //!
 //! ```no_run
 //! use fabric_test_support::{Scenario, ScriptedServer, Turn};

@@ -1,5 +1,5 @@
 //! Ollama's native wire: `POST /api/chat` (JSON or NDJSON), `/api/tags`, `/api/show`,
-//! `/api/version`.
+//! `/api/version`, `POST /api/pull`.
 
 use std::sync::Arc;
 
@@ -215,6 +215,44 @@ fn approximate_size(parameter_size: &str) -> u64 {
     };
     let params = number.trim().parse::<f64>().unwrap_or(0.0) * scale;
     (params * 0.6) as u64
+}
+
+/// `POST /api/pull {"model": ...}`: streams NDJSON progress lines as Ollama does
+/// (`pulling manifest`, a layer downloading in steps with `total`/`completed`, `verifying
+/// sha256 digest`, `success`), spaced by `stream_delay_ms`. Every pull succeeds.
+pub(crate) async fn pull(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let Some(name) = request
+        .get("model")
+        .or_else(|| request.get("name"))
+        .and_then(Value::as_str)
+    else {
+        return json_reply(
+            StatusCode::BAD_REQUEST,
+            &json!({ "error": "model is required" }),
+        );
+    };
+    tracing::debug!("scripted LLM server: pulling {name}");
+    const TOTAL: u64 = 4_000_000;
+    let digest = "sha256:0000000000000000000000000000000000000000000000000000000000000001";
+    let mut lines = vec![json!({"status": "pulling manifest"})];
+    for step in 1..=4u64 {
+        lines.push(json!({
+            "status": format!("pulling {}", &digest[7..19]),
+            "digest": digest,
+            "total": TOTAL,
+            "completed": TOTAL * step / 4,
+        }));
+    }
+    lines.push(json!({"status": "verifying sha256 digest"}));
+    lines.push(json!({"status": "writing manifest"}));
+    lines.push(json!({"status": "success"}));
+    let events = lines.iter().map(|l| format!("{l}\n")).collect();
+    streaming_reply(
+        "application/x-ndjson",
+        events,
+        shared.scenario.stream_delay_ms,
+    )
 }
 
 #[cfg(test)]

@@ -418,6 +418,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/api/tags", get(ollama::tags))
         .route("/api/show", post(ollama::show))
         .route("/api/chat", post(ollama::chat))
+        .route("/api/pull", post(ollama::pull))
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat))
         .fallback(|uri: axum::http::Uri| async move {
