@@ -1,5 +1,6 @@
-//! `fabric-tools`: the built-in engineering tools of agent-fabric — `shell`, `read_file`,
-//! `write_file` and `list_files`.
+//! `fabric-tools`: the built-in tools of agent-fabric — the engineering tools `shell`,
+//! `read_file`, `write_file` and `list_files`, and the research tools `web_search` and
+//! `fetch_url` (read-only, offered only to runs that allow the network).
 //!
 //! This is an adapter: it implements `fabric-core`'s [`Tool`] port (through
 //! [`fabric_core::typed::TypedTool`], so each tool's input schema is derived from its Rust
@@ -19,6 +20,8 @@
 //! - The allowlist is advice, not the wall: arguments are not confined and compilers run
 //!   code. The wall is the OS sandbox plugged in behind [`ProcessSandbox`] (a later issue;
 //!   [`NoOsSandbox`] until then).
+//! - The web tools speak HTTP with reqwest, follow redirects one checked hop at a time, and
+//!   bound every fetch in time, bytes and characters ([`FetchSettings`]).
 #![deny(missing_docs)]
 
 mod files;
@@ -27,6 +30,7 @@ mod policy;
 mod sandbox;
 mod shell;
 mod text;
+mod web;
 
 use std::sync::Arc;
 
@@ -35,9 +39,17 @@ use fabric_core::typed::Typed;
 
 pub use policy::{DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
 pub use sandbox::{NoOsSandbox, ProcessSandbox};
+pub use web::{FetchSettings, SearchProvider, WebSearchSettings};
 
 /// The names of the built-in tools, in the order [`engineering_tools`] returns them.
-pub const BUILTIN_TOOLS: &[&str] = &["shell", "read_file", "write_file", "list_files"];
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "shell",
+    "read_file",
+    "write_file",
+    "list_files",
+    "web_search",
+    "fetch_url",
+];
 
 /// The built-in tool called `name`, or `None` if there is none. `sandbox` confines the
 /// processes `shell` starts; the file tools do not start processes.
@@ -54,6 +66,10 @@ pub fn builtin_tool(
         "read_file" => Arc::new(Typed::new(files::ReadFileTool::new(Arc::clone(policy)))),
         "write_file" => Arc::new(Typed::new(files::WriteFileTool)),
         "list_files" => Arc::new(Typed::new(files::ListFilesTool::new(Arc::clone(policy)))),
+        "web_search" => Arc::new(Typed::new(web::WebSearchTool::new(
+            policy.web_search.clone(),
+        ))),
+        "fetch_url" => Arc::new(Typed::new(web::FetchUrlTool::new(policy.fetch.clone()))),
         _ => return None,
     };
     Some(tool)

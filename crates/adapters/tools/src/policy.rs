@@ -1,5 +1,7 @@
 //! What the built-in tools may do: the shell allowlist and the size and time limits.
 
+use crate::web::{FetchSettings, WebSearchSettings};
+
 /// The programs `shell` runs by default.
 ///
 /// Why these and not others: the list is advice that keeps a model on the path of ordinary
@@ -72,6 +74,10 @@ pub struct ToolPolicy {
     /// Variables added to the otherwise empty environment of shell commands, e.g.
     /// `("CARGO_HOME", "/opt/cargo")`. They override the defaults (`PATH`, `HOME`, `LANG`).
     pub extra_env: Vec<(String, String)>,
+    /// The `web_search` tool's service.
+    pub web_search: WebSearchSettings,
+    /// The `fetch_url` tool's limits.
+    pub fetch: FetchSettings,
 }
 
 impl Default for ToolPolicy {
@@ -87,6 +93,8 @@ impl Default for ToolPolicy {
             max_read_bytes: 256 * 1024,
             max_list_entries: 500,
             extra_env: Vec::new(),
+            web_search: WebSearchSettings::default(),
+            fetch: FetchSettings::default(),
         }
     }
 }

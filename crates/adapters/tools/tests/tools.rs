@@ -112,7 +112,8 @@ fn every_tool_keeps_its_contract() {
             "{}",
             spec.name
         );
-        assert!(!spec.annotations.needs_network, "{}", spec.name);
+        let web = ["web_search", "fetch_url"].contains(&spec.name.as_str());
+        assert_eq!(spec.annotations.needs_network, web, "{}", spec.name);
     }
     assert!(builtin_tool("nope", &Arc::new(ToolPolicy::default()), &sandbox()).is_none());
 }
@@ -124,6 +125,11 @@ fn annotations_say_what_each_tool_does() {
     assert!(tool("write_file").spec().annotations.destructive);
     assert!(tool("shell").spec().annotations.destructive);
     assert!(!tool("shell").spec().annotations.read_only);
+    assert!(!tool("write_file").spec().annotations.read_only);
+    for web in ["web_search", "fetch_url"] {
+        let a = tool(web).spec().annotations;
+        assert!(a.read_only && a.needs_network && !a.destructive, "{web}");
+    }
 }
 
 #[test]

@@ -1,0 +1,107 @@
+//! The research tools: `web_search` and `fetch_url`. Both are read-only and annotated
+//! `needs_network`, so the core offers them only to runs that allow the network.
+
+mod fetch;
+mod html;
+mod search;
+
+pub(crate) use fetch::FetchUrlTool;
+pub(crate) use search::WebSearchTool;
+
+use fabric_core::ToolError;
+use fabric_domain::ToolAnnotations;
+
+/// Which search service `web_search` asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchProvider {
+    /// SearXNG's JSON API: `{base_url}/search?q=...&format=json`.
+    Searxng,
+    /// The Brave Search API: `{base_url}/res/v1/web/search`, key in `X-Subscription-Token`.
+    Brave,
+}
+
+/// Settings of `web_search`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebSearchSettings {
+    /// The service.
+    pub provider: SearchProvider,
+    /// Its base URL, without a trailing `/`.
+    pub base_url: String,
+    /// The environment variable holding the API key (Brave).
+    pub api_key_env: Option<String>,
+    /// Seconds one search may take.
+    pub timeout_s: u64,
+    /// Results when the call does not say.
+    pub max_results: u32,
+}
+
+impl Default for WebSearchSettings {
+    fn default() -> Self {
+        Self {
+            provider: SearchProvider::Searxng,
+            base_url: "http://localhost:8080".to_owned(),
+            api_key_env: None,
+            timeout_s: 20,
+            max_results: 8,
+        }
+    }
+}
+
+/// Settings of `fetch_url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchSettings {
+    /// Seconds one fetch may take, all redirects and the body included.
+    pub timeout_s: u64,
+    /// Bytes read at most; the rest of the body is not downloaded.
+    pub max_download_bytes: u64,
+    /// Characters of text returned at most.
+    pub max_text_chars: u64,
+    /// Redirects followed at most.
+    pub max_redirects: u32,
+}
+
+impl Default for FetchSettings {
+    fn default() -> Self {
+        Self {
+            timeout_s: 30,
+            max_download_bytes: 2 * 1024 * 1024,
+            max_text_chars: 20_000,
+            max_redirects: 5,
+        }
+    }
+}
+
+/// Both web tools only read, and only with the network.
+const WEB: ToolAnnotations = ToolAnnotations {
+    read_only: true,
+    destructive: false,
+    needs_network: true,
+};
+
+/// The user agent web servers see.
+const USER_AGENT: &str = concat!("agent-fabric/", env!("CARGO_PKG_VERSION"));
+
+/// Refuses a run without the network, in case a tool is called although not offered.
+fn require_network(ctx: &fabric_core::ToolContext, tool: &str) -> Result<(), ToolError> {
+    if ctx.network_allowed {
+        Ok(())
+    } else {
+        Err(ToolError::Denied {
+            event_type: "network_denied".to_owned(),
+            attempted: tool.to_owned(),
+            message: format!(
+                "{tool} needs the network, and this run does not allow it; rerun with --network-allowed"
+            ),
+        })
+    }
+}
+
+/// An HTTP client that follows no redirects itself: `fetch_url` follows them one by one so
+/// each hop is checked. No client-wide timeout: callers bound the whole operation.
+fn http_client() -> Result<reqwest::Client, ToolError> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(USER_AGENT)
+        .build()
+        .map_err(|e| ToolError::Failed(format!("cannot set up the HTTP client: {e}")))
+}
