@@ -33,6 +33,9 @@ pub(crate) enum Command {
     /// Show or check the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// List the specialists or show one.
+    #[command(subcommand)]
+    Specialists(SpecialistsCommand),
 }
 
 #[derive(Debug, Args)]
@@ -99,4 +102,22 @@ pub(crate) enum ConfigCommand {
     Show,
     /// Check the configuration and say what is wrong.
     Validate,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SpecialistsCommand {
+    /// Every specialist: id, description, tools and where it comes from.
+    List {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Everything about one specialist, including its prompt and finish schema.
+    Show {
+        /// The specialist's id.
+        id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }

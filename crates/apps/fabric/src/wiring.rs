@@ -1,21 +1,23 @@
 //! Where concrete adapters meet: settings in, ports out.
 
 use anyhow::Context;
-use fabric_config::{Backend, ModelConfig, Settings};
+use fabric_config::{Backend, LoadOptions, ModelConfig, SearchProvider, Settings};
 use fabric_core::{ChatClient, Tool};
 use fabric_domain::SpecialistSpec;
 use fabric_store_fs::FsRunStore;
-use fabric_tools::{BUILTIN_TOOLS, NoOsSandbox, ProcessSandbox, ToolPolicy};
+use fabric_tools::{
+    BUILTIN_TOOLS, FetchSettings, NoOsSandbox, ProcessSandbox, ToolPolicy, WebSearchSettings,
+};
 use std::sync::Arc;
 
 use crate::cli::Cli;
 
-/// Loads the settings: defaults < config file < `FABRIC_WORKSPACE` / `--workspace`.
+/// Loads the settings: defaults < config file < `FABRIC_WORKSPACE` / `--workspace`, and
+/// the specialists: built-in < user directory < `<workspace>/specialists` < config file.
 pub(crate) fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
-    let mut settings = Settings::load(cli.config.as_deref())?;
-    if let Some(workspace) = &cli.workspace {
-        settings.workspace = workspace.clone();
-    }
+    let mut options = LoadOptions::new(cli.config.clone());
+    options.workspace = cli.workspace.clone();
+    let settings = Settings::load_with(&options)?;
     settings.check_tools(BUILTIN_TOOLS)?;
     Ok(settings)
 }
@@ -57,11 +59,40 @@ pub(crate) fn tools_for(
         .iter()
         .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
         .collect();
+    let web = &settings.web_search;
+    policy.web_search = WebSearchSettings {
+        provider: match web.provider {
+            SearchProvider::Searxng => fabric_tools::SearchProvider::Searxng,
+            SearchProvider::Brave => fabric_tools::SearchProvider::Brave,
+        },
+        base_url: web.base_url.clone(),
+        api_key_env: web.api_key_env.clone(),
+        timeout_s: web.timeout_s,
+        max_results: web.max_results,
+    };
+    let fetch = &settings.fetch_url;
+    policy.fetch = FetchSettings {
+        timeout_s: fetch.timeout_s,
+        max_download_bytes: fetch.max_download_bytes,
+        max_text_chars: fetch.max_text_chars,
+        max_redirects: fetch.max_redirects,
+    };
     let policy = Arc::new(policy);
     let sandbox: Arc<dyn ProcessSandbox> = Arc::new(NoOsSandbox);
-    specialist
+    let (patterns, names): (Vec<&String>, Vec<&String>) = specialist
         .tools
         .iter()
+        .partition(|name| fabric_domain::is_tool_pattern(name));
+    if !patterns.is_empty() {
+        // Patterns name MCP tools; until MCP servers are connected they match nothing.
+        tracing::warn!(
+            specialist = %specialist.id,
+            ?patterns,
+            "tool patterns match no tools yet: MCP servers are not connected in this version"
+        );
+    }
+    names
+        .into_iter()
         .map(|name| {
             fabric_tools::builtin_tool(name, &policy, &sandbox).with_context(|| {
                 format!("specialist `{}` names unknown tool `{name}`", specialist.id)

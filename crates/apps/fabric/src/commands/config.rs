@@ -19,6 +19,11 @@ pub(crate) fn config(cli: &Cli, command: &ConfigCommand) -> anyhow::Result<u8> {
                 settings.models.len(),
                 settings.specialists.len()
             );
+            for (id, origin) in &settings.specialist_origins {
+                for warning in &origin.warnings {
+                    eprintln!("warning: specialist `{id}`: {warning}");
+                }
+            }
             for key in settings.inert_keys() {
                 eprintln!(
                     "warning: `{key}` is set but has no effect yet: model bootstrap and task forces are not built"

@@ -1,8 +1,10 @@
 //! One module per command.
 
 mod config;
+mod doctor;
 mod logs;
 mod run;
+mod specialists;
 
 use crate::cli::{Cli, Command};
 
@@ -12,5 +14,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(&cli, args).await,
         Command::Logs(command) => logs::logs(&cli, command).await,
         Command::Config(command) => config::config(&cli, command),
+        Command::Specialists(command) => specialists::specialists(&cli, command),
+        Command::Doctor => doctor::doctor(&cli).await,
     }
 }

@@ -74,7 +74,9 @@ impl Fixture {
             .env("NO_COLOR", "1")
             .env_remove("FABRIC_CONFIG_PATH")
             .env_remove("FABRIC_WORKSPACE")
-            .env_remove("RUST_LOG");
+            .env_remove("RUST_LOG")
+            // The user-level specialists directory is under the test's own directory.
+            .env("XDG_CONFIG_HOME", self.dir.path().join("xdg"));
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -4,4 +4,6 @@ mod cli_errors;
 mod llm_failures;
 mod logs;
 mod loop_errors;
+mod recruit_and_models;
 mod run_basic;
+mod specialists;
