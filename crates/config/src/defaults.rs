@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use crate::builtins::builtin_specialists;
 use crate::settings::{
-    Backend, FetchUrlConfig, ModelConfig, SearchProvider, Settings, ShellConfig, SpecialistOrigin,
-    SpecialistSource, TaskForceMode, WebSearchConfig,
+    Backend, FetchUrlConfig, ModelConfig, Routing, SearchProvider, Settings, ShellConfig,
+    SpecialistOrigin, SpecialistSource, TaskForceMode, WebSearchConfig,
 };
 
 /// SearXNG's address in its own container image's default setup.
@@ -57,6 +57,8 @@ impl Settings {
             default_specialist: "engineering".to_owned(),
             routing_model_key: "fast".to_owned(),
             task_force_mode: TaskForceMode::Sequential,
+            task_force_max_parallel: 2,
+            routing: Routing::Keyword,
             local_llm_ensure_available: true,
             local_llm_start_cmd: vec!["ollama".to_owned(), "serve".to_owned()],
             local_llm_start_timeout_s: 90,

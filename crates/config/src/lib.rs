@@ -24,6 +24,6 @@ pub use builtins::{builtin_specialists, engineering_finish_schema, research_fini
 pub use dirs::{LoadOptions, user_specialist_dir};
 pub use error::ConfigError;
 pub use settings::{
-    Backend, FetchUrlConfig, ModelConfig, SearchProvider, Settings, ShellConfig, SpecialistOrigin,
-    SpecialistSource, TaskForceMode, WebSearchConfig,
+    Backend, FetchUrlConfig, ModelConfig, Routing, SearchProvider, Settings, ShellConfig,
+    SpecialistOrigin, SpecialistSource, TaskForceMode, WebSearchConfig,
 };

@@ -11,7 +11,7 @@ use crate::error::ConfigError;
 use crate::markdown::parse_markdown;
 use crate::raw::{RawConfig, RawFetchUrl, RawModel, RawSpecialist, RawWebSearch};
 use crate::settings::{
-    Backend, ModelConfig, SearchProvider, Settings, SpecialistSource, TaskForceMode,
+    Backend, ModelConfig, Routing, SearchProvider, Settings, SpecialistSource, TaskForceMode,
 };
 
 impl Settings {
@@ -267,6 +267,22 @@ impl Merger {
         }
         if let Some(v) = raw.routing_model_key {
             s.routing_model_key = v;
+        }
+        if let Some(v) = raw.task_force_max_parallel {
+            s.task_force_max_parallel =
+                self.range("task_force_max_parallel", u64::from(v), 1, 64)? as u32;
+        }
+        if let Some(v) = raw.routing {
+            s.routing = match v.as_str() {
+                "keyword" => Routing::Keyword,
+                "llm" => Routing::Llm,
+                other => {
+                    return Err(self.invalid(
+                        "routing",
+                        format!("must be `keyword` or `llm`, got `{other}`"),
+                    ));
+                }
+            };
         }
         if let Some(v) = raw.task_force_mode {
             s.task_force_mode = match v.as_str() {

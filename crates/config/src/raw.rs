@@ -15,6 +15,8 @@ pub(crate) struct RawConfig {
     pub(crate) default_specialist: Option<String>,
     pub(crate) routing_model_key: Option<String>,
     pub(crate) task_force_mode: Option<String>,
+    pub(crate) task_force_max_parallel: Option<u32>,
+    pub(crate) routing: Option<String>,
     pub(crate) local_llm_ensure_available: Option<bool>,
     pub(crate) local_llm_start_cmd: Option<Vec<String>>,
     pub(crate) local_llm_start_timeout_s: Option<u64>,

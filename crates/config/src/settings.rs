@@ -48,6 +48,16 @@ pub enum TaskForceMode {
     Parallel,
 }
 
+/// How a prompt is routed to specialists when the run names none (ADR in DECISIONS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Whole-word keywords and a greedy cover: instant and deterministic.
+    Keyword,
+    /// Ask the `routing_model_key` model; keywords decide when it fails.
+    Llm,
+}
+
 /// Settings of the `shell` tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShellConfig {
@@ -150,6 +160,10 @@ pub struct Settings {
     pub routing_model_key: String,
     /// How task forces run.
     pub task_force_mode: TaskForceMode,
+    /// Most members of a parallel task force running at once.
+    pub task_force_max_parallel: u32,
+    /// How prompts are routed to specialists when the run names none.
+    pub routing: Routing,
     /// Start the local model server when it does not answer.
     pub local_llm_ensure_available: bool,
     /// The command that starts it.
@@ -209,26 +223,9 @@ impl Settings {
 
     /// Keys that are set away from their defaults but take effect only with features not
     /// built yet; `fabric config validate` warns about them instead of ignoring them silently.
+    /// Empty since issue #3 made routing, task forces, bootstrap and auto-pull effective; kept
+    /// for the keys of features to come.
     pub fn inert_keys(&self) -> Vec<&'static str> {
-        let defaults = Self::defaults();
-        let mut out = Vec::new();
-        if self.routing_model_key != defaults.routing_model_key {
-            out.push("routing_model_key");
-        }
-        if self.task_force_mode != defaults.task_force_mode {
-            out.push("task_force_mode");
-        }
-        if self.local_llm_ensure_available != defaults.local_llm_ensure_available
-            || self.local_llm_start_cmd != defaults.local_llm_start_cmd
-            || self.local_llm_start_timeout_s != defaults.local_llm_start_timeout_s
-        {
-            out.push("local_llm_*");
-        }
-        if self.auto_pull_if_missing != defaults.auto_pull_if_missing
-            || self.auto_pull_model != defaults.auto_pull_model
-        {
-            out.push("auto_pull_*");
-        }
-        out
+        Vec::new()
     }
 }

@@ -36,6 +36,8 @@ pub(crate) enum Command {
     /// List the specialists or show one.
     #[command(subcommand)]
     Specialists(SpecialistsCommand),
+    /// Check that this machine can run tasks: config, model server, models, sandbox.
+    Doctor,
 }
 
 #[derive(Debug, Args)]
@@ -43,13 +45,18 @@ pub(crate) struct RunArgs {
     /// What to do.
     pub(crate) prompt: String,
 
-    /// The specialist to use (skips routing), e.g. `engineering`.
-    #[arg(long, value_name = "ID")]
-    pub(crate) pack: Option<String>,
+    /// The specialist(s) to use, skipping routing: `engineering`, or a task force in order,
+    /// `research,engineering`.
+    #[arg(long, value_name = "ID[,ID...]", value_delimiter = ',')]
+    pub(crate) pack: Vec<String>,
 
     /// The model key from the config, e.g. `fast` or `quality`.
     #[arg(long, value_name = "KEY")]
     pub(crate) model_key: Option<String>,
+
+    /// A model name on the key's server, used as given: skips model discovery.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) model: Option<String>,
 
     /// Allow tools to use the network.
     #[arg(long, overrides_with = "no_network_allowed")]

@@ -8,6 +8,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod app;
+mod bootstrap;
 mod cli;
 mod commands;
 mod errors;

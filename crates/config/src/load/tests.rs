@@ -327,3 +327,26 @@ fn web_search_and_fetch_settings_are_validated() {
     let e = err("c.yaml", "fetch_url:\n  max_download_bytes: 10\n");
     assert!(e.contains("fetch_url.max_download_bytes"), "{e}");
 }
+
+#[test]
+fn routing_and_parallel_limit_are_validated() {
+    let s = Settings::from_text(
+        "routing: llm\ntask_force_max_parallel: 4\ntask_force_mode: parallel\n",
+        std::path::Path::new("f.yaml"),
+    )
+    .unwrap();
+    assert_eq!(s.routing, crate::Routing::Llm);
+    assert_eq!(s.task_force_max_parallel, 4);
+    assert!(s.inert_keys().is_empty());
+    let err = Settings::from_text("routing: magic\n", std::path::Path::new("f.yaml")).unwrap_err();
+    assert!(
+        err.to_string().contains("must be `keyword` or `llm`"),
+        "{err}"
+    );
+    let err = Settings::from_text(
+        "task_force_max_parallel: 0\n",
+        std::path::Path::new("f.yaml"),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("between 1 and 64"), "{err}");
+}

@@ -1,6 +1,6 @@
 //! `fabric run`: one task, start to finish.
 
-use fabric_core::execute::execute_task;
+use fabric_core::execute::execute_task_force;
 use fabric_core::{NoopObserver, RunObserver};
 use fabric_domain::RunStatus;
 use tokio_util::sync::CancellationToken;
@@ -25,11 +25,19 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
             prompt: args.prompt.clone(),
             pack: args.pack.clone(),
             model_key: args.model_key.clone(),
+            model: args.model.clone(),
             network_allowed,
             max_steps: args.max_steps,
             stream: args.stream,
         },
-    )?;
+    )
+    .await?;
+    if !args.json {
+        eprintln!("{}", prepared.recruitment_note());
+        for note in prepared.model_notes() {
+            eprintln!("{note}");
+        }
+    }
 
     let store = wiring::store(&settings);
     let human;
@@ -43,14 +51,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
     };
     let cancel = CancellationToken::new();
     let watcher = tokio::spawn(cancel_on_signal(cancel.clone()));
-    let outcome = execute_task(
-        &store,
-        prepared.chat.as_ref(),
-        prepared.task,
-        observer,
-        cancel,
-    )
-    .await;
+    let outcome = execute_task_force(&store, prepared.task_force(), observer, cancel).await;
     watcher.abort();
     let outcome = outcome?;
 
@@ -59,8 +60,14 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
             "{}",
             serde_json::to_string(&app::result_object(&outcome, &settings))?
         );
-    } else if outcome.status.is_success() {
+    } else if outcome.status.has_result() {
         println!("{}", serde_json::to_string_pretty(&outcome.payload)?);
+        if outcome.status == RunStatus::Partial {
+            eprintln!(
+                "note: part of the task force failed: {}",
+                outcome.reason.as_deref().unwrap_or("no reason recorded")
+            );
+        }
         if outcome.status == RunStatus::CompletedWithoutFinish {
             eprintln!(
                 "note: the model never called finish_task; the result was built from its last reply"

@@ -1,0 +1,276 @@
+//! Recruitment, task forces, model discovery, bootstrap and `fabric doctor`, end to end.
+
+use fabric_test_support::{ModelInfo, Scenario, ScriptedServer, Turn};
+use serde_json::{Value, json};
+
+use super::fixture::{Fixture, of_kind};
+
+fn work(summary: &str) -> Vec<Turn> {
+    vec![
+        Turn::tool_call("list_files", json!({})),
+        Turn::tool_call("finish_task", json!({"summary": summary})),
+    ]
+}
+
+fn append_config(fx: &Fixture, extra: &str) {
+    let mut text = std::fs::read_to_string(&fx.config).unwrap();
+    text.push_str(extra);
+    std::fs::write(&fx.config, text).unwrap();
+}
+
+async fn run_json(fx: &Fixture, args: &[&str], code: i32) -> (Value, String) {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let run = fx.fabric(&all).await;
+    assert_eq!(
+        run.code(),
+        code,
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+    (run.json(), run.stderr)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keyword_routing_without_pack() {
+    let fx = Fixture::new(work("parser written")).await;
+    let (result, _) = run_json(&fx, &["Implement a CSV parser with unit tests"], 0).await;
+    let events = fx.runlog(&result);
+    let r = &of_kind(&events, "recruitment")[0]["payload"];
+    assert_eq!(r["routing_method"], "keyword");
+    assert_eq!(r["specialist_ids"], json!(["engineering"]));
+    let caps = r["required_capabilities"].as_array().unwrap();
+    assert!(caps.contains(&json!("software_testing")), "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("`engineering` covers"),
+        "{r}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn llm_routing_uses_the_routing_model_and_is_recorded() {
+    let mut turns = vec![Turn::tool_call(
+        "route",
+        json!({"specialist_ids": ["engineering"], "reason": "it is code"}),
+    )];
+    turns.extend(work("done"));
+    let fx = Fixture::new(turns).await;
+    append_config(&fx, "routing: llm\n");
+    let (result, _) = run_json(&fx, &["Tell me a story"], 0).await;
+    let events = fx.runlog(&result);
+    let r = &of_kind(&events, "recruitment")[0]["payload"];
+    assert_eq!(r["routing_method"], "llm", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("it is code"));
+    let routing = &of_kind(&events, "llm_response")[0]["payload"];
+    assert_eq!(routing["purpose"], "routing");
+    // The routing request offered exactly the `route` tool.
+    let first = &fx.requests()[0];
+    assert_eq!(first["tools"][0]["function"]["name"], "route");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn llm_routing_falls_back_to_keywords_on_garbage() {
+    let mut turns = vec![Turn::text("I would pick the best one!")];
+    turns.extend(work("done"));
+    let fx = Fixture::new(turns).await;
+    append_config(&fx, "routing: llm\n");
+    let (result, _) = run_json(&fx, &["Implement a parser"], 0).await;
+    let events = fx.runlog(&result);
+    let r = &of_kind(&events, "recruitment")[0]["payload"];
+    assert_eq!(r["routing_method"], "keyword_fallback");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("not a JSON object") && reason.contains("keyword routing"),
+        "{reason}"
+    );
+    assert!(of_kind(&events, "llm_response")[0]["payload"]["error"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sequential_task_force_hands_over() {
+    let mut turns = work("wrote hello.txt");
+    turns.extend(work("reviewed: fine"));
+    let fx = Fixture::new(turns).await;
+    append_config(
+        &fx,
+        "specialists:\n  reviewer:\n    description: Reviews.\n    system_prompt: You review.\n    tools: [read_file, list_files]\n    may_write: false\n",
+    );
+    let (result, _) = run_json(
+        &fx,
+        &["Write and review", "--pack", "engineering,reviewer"],
+        0,
+    )
+    .await;
+    assert_eq!(
+        result["_meta"]["specialist_ids"],
+        json!(["engineering", "reviewer"])
+    );
+    assert_eq!(
+        result["summary"],
+        "engineering: wrote hello.txt | reviewer: reviewed: fine"
+    );
+    let reviewer_first = fx.requests()[2].to_string();
+    assert!(
+        reviewer_first.contains("HANDOFF from engineering"),
+        "{reviewer_first}"
+    );
+    assert!(reviewer_first.contains("wrote hello.txt"));
+    let events = fx.runlog(&result);
+    let packs = of_kind(&events, "pack_start");
+    assert_eq!(packs.len(), 2);
+    assert_eq!(packs[1]["payload"]["pack_index"], 1);
+    assert_eq!(
+        of_kind(&events, "run_complete")[0]["payload"]["task_force_mode"],
+        "sequential"
+    );
+}
+
+fn models(list: &[(&str, &str, &[&str])]) -> Vec<ModelInfo> {
+    list.iter()
+        .map(|(name, size, caps)| {
+            let mut m = ModelInfo::new(*name);
+            m.parameter_size = (*size).to_owned();
+            m.capabilities = caps.iter().map(|c| (*c).to_owned()).collect();
+            m
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn discovery_picks_a_tool_capable_model_and_says_why() {
+    let mut scenario = Scenario::new(work("ok"));
+    scenario.models = models(&[
+        ("nomic-embed-text:latest", "137M", &["embedding"]),
+        ("gemma:2b", "2B", &["completion"]),
+        ("llama3.1:8b", "8.0B", &["completion", "tools"]),
+        ("qwen2.5:0.5b", "494.03M", &["completion", "tools"]),
+    ]);
+    let fx = Fixture::with_backend(scenario, "ollama").await;
+    let text = std::fs::read_to_string(&fx.config)
+        .unwrap()
+        .replace("qwen2.5:7b", "qwen2.5:14b");
+    std::fs::write(&fx.config, text + "auto_pull_if_missing: false\n").unwrap();
+    let run = fx
+        .fabric(&["run", "Implement it", "--pack", "engineering"])
+        .await;
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("`qwen2.5:14b` is not installed; using `llama3.1:8b`"),
+        "{}",
+        run.stderr
+    );
+    let chat = fx
+        .server
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/api/chat")
+        .unwrap();
+    assert_eq!(chat.body["model"], "llama3.1:8b");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_tool_capable_model_pulls_one_with_progress() {
+    let mut scenario = Scenario::new(work("ok"));
+    scenario.models = models(&[("gemma:2b", "2B", &["completion"])]);
+    let fx = Fixture::with_backend(scenario, "ollama").await;
+    let run = fx
+        .fabric(&["run", "Implement it", "--pack", "engineering", "--json"])
+        .await;
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("pulling `qwen2.5:7b`"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("pull qwen2.5:7b: success"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("100%"), "{}", run.stderr);
+    assert_eq!(run.json()["_meta"]["model"], "qwen2.5:7b");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_down_local_server_is_started_and_polled() {
+    let fx = Fixture::new(vec![]).await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    // The start command leaves a marker; the test then starts the server on the port, as a
+    // real `ollama serve` would come up a moment after being started.
+    let marker = fx.dir.path().join("started");
+    std::fs::write(
+        &fx.config,
+        format!(
+            "models:\n  test:\n    base_url: http://127.0.0.1:{port}\n    model: qwen2.5:7b\n    backend: ollama\n    max_retries: 0\ndefault_model_key: test\nrouting_model_key: test\nlocal_llm_start_cmd: [touch, {}]\nlocal_llm_start_timeout_s: 20\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let starter = tokio::spawn(async move {
+        while !marker.exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        ScriptedServer::start_on(Scenario::new(work("ok")), ("127.0.0.1", port))
+            .await
+            .unwrap()
+    });
+    let run = fx
+        .fabric(&["run", "Implement it", "--pack", "engineering"])
+        .await;
+    let _server = starter.await.unwrap();
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(run.stderr.contains("starting `touch"), "{}", run.stderr);
+    assert!(run.stderr.contains("model server is up"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_command_that_never_serves_fails_clearly() {
+    let fx = Fixture::new(vec![]).await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    std::fs::write(
+        &fx.config,
+        format!("models:\n  test:\n    base_url: http://127.0.0.1:{port}\n    model: m\n    backend: ollama\ndefault_model_key: test\nrouting_model_key: test\nlocal_llm_start_cmd: [\"true\"]\nlocal_llm_start_timeout_s: 1\n"),
+    )
+    .unwrap();
+    let run = fx.fabric(&["run", "x", "--pack", "engineering"]).await;
+    assert_eq!(run.code(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("nothing answered"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("local_llm_start_timeout_s"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_reports_each_check() {
+    let fx = Fixture::with_backend(Scenario::new(vec![]), "ollama").await;
+    let run = fx.fabric(&["doctor"]).await;
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    for line in [
+        "[ok  ] config: valid",
+        "[ok  ] model `test` server",
+        "[ok  ] model `test` present",
+        "[ok  ] model `test` tools: calls tools",
+        "embeddings model: not configured",
+        "sandbox: the OS sandbox is not built yet",
+    ] {
+        assert!(
+            run.stdout.contains(line),
+            "missing `{line}` in:\n{}",
+            run.stdout
+        );
+    }
+}
