@@ -10,6 +10,8 @@
 //!   model, and records each step. It never asks where a tool came from.
 //! - [`execute`]: the use case behind `fabric run` and `POST /run`: create the run, record
 //!   who works on it, run the loop, close the runlog with exactly one terminal event.
+//! - [`live`]: the runs in flight in this process, with their cancellation tokens and event
+//!   buffers, so the HTTP API can follow, resume and cancel runs by id.
 //!
 //! The core depends only on `fabric-domain`; the binary wires concrete adapters into it.
 #![deny(missing_docs)]
@@ -17,6 +19,7 @@
 pub mod engine;
 mod error;
 pub mod execute;
+pub mod live;
 pub mod ports;
 mod recorder;
 pub mod typed;
