@@ -112,6 +112,7 @@ impl Settings {
                 pass_env: Vec::new(),
             },
             workspace: PathBuf::from(".fabric"),
+            server: crate::ServerConfig::default(),
             source: None,
         }
     }

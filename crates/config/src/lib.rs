@@ -15,8 +15,10 @@ mod defaults;
 mod error;
 mod load;
 mod raw;
+mod server;
 mod settings;
 
 pub use defaults::{builtin_specialists, engineering_finish_schema};
 pub use error::ConfigError;
+pub use server::ServerConfig;
 pub use settings::{Backend, ModelConfig, Settings, ShellConfig, TaskForceMode};

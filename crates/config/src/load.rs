@@ -194,6 +194,9 @@ impl Merger {
                 s.shell.pass_env = names;
             }
         }
+        if let Some(server) = raw.server {
+            server.merge(&mut s.server, |key, detail| self.invalid(key, detail))?;
+        }
         if let Some(w) = raw.workspace {
             s.workspace = PathBuf::from(w);
         }

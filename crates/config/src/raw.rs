@@ -24,6 +24,7 @@ pub(crate) struct RawConfig {
     pub(crate) network_allowed: Option<bool>,
     pub(crate) shell: Option<RawShell>,
     pub(crate) workspace: Option<String>,
+    pub(crate) server: Option<crate::server::RawServer>,
 }
 
 #[derive(Debug, Default, Deserialize)]

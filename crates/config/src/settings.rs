@@ -92,6 +92,8 @@ pub struct Settings {
     pub shell: ShellConfig,
     /// Where runs are stored.
     pub workspace: PathBuf,
+    /// The HTTP API (`fabric serve`).
+    pub server: crate::ServerConfig,
     /// The file the settings came from, if any.
     pub source: Option<PathBuf>,
 }
