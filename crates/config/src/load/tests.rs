@@ -134,3 +134,12 @@ fn empty_yaml_file_is_defaults() {
     let s = load("c.yaml", "").unwrap();
     assert_eq!(s.max_steps, 40);
 }
+
+#[test]
+fn loader_variables_cannot_be_passed_to_tools() {
+    let e = err("c.yaml", "shell:\n  pass_env: [CARGO_HOME, LD_PRELOAD]\n");
+    assert!(
+        e.contains("`shell.pass_env[1]`") && e.contains("LD_PRELOAD"),
+        "{e}"
+    );
+}
