@@ -92,15 +92,25 @@ pub async fn run_task(
 ) -> Result<RunOutcome, CoreError> {
     let mut rec = Recorder::new(run.log.as_ref(), observer);
     let specialist_ids = vec![task.specialist.id.clone()];
-    let tools: Vec<Arc<dyn Tool>> = task
-        .tools
-        .into_iter()
-        .filter(|t| {
-            let a = t.spec().annotations;
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::with_capacity(task.tools.len());
+    let mut withheld: Vec<(String, &'static str)> = Vec::new();
+    for tool in task.tools {
+        let a = tool.spec().annotations;
+        if a.needs_network && !task.network_allowed {
+            withheld.push((
+                tool.spec().name.clone(),
+                "it needs the network, which this run does not allow (`--network-allowed`)",
+            ));
+        } else if !a.read_only && !task.specialist.may_write {
             // A specialist that may not write gets no tool that could: only read-only ones.
-            (task.network_allowed || !a.needs_network) && (task.specialist.may_write || a.read_only)
-        })
-        .collect();
+            withheld.push((
+                tool.spec().name.clone(),
+                "this specialist may not write, and the tool is not read-only",
+            ));
+        } else {
+            tools.push(tool);
+        }
+    }
 
     rec.emit(
         EventKind::RunStart,
@@ -159,6 +169,7 @@ pub async fn run_task(
             model: &task.model,
             max_steps: task.max_steps,
             ctx: &ctx,
+            withheld: &withheld,
         },
         &mut rec,
     )

@@ -69,6 +69,9 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_414), (2025, 11, 22));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(UtcTime::from_unix(1_763_785_812).to_string(), "2025-11-22 04:30:12");
+        assert_eq!(
+            UtcTime::from_unix(1_763_785_812).to_string(),
+            "2025-11-22 04:30:12"
+        );
     }
 }
