@@ -3,6 +3,7 @@
 mod config;
 mod logs;
 mod run;
+mod serve;
 
 use crate::cli::{Cli, Command};
 
@@ -12,5 +13,6 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(&cli, args).await,
         Command::Logs(command) => logs::logs(&cli, command).await,
         Command::Config(command) => config::config(&cli, command),
+        Command::Serve(args) => serve::serve(&cli, args).await,
     }
 }

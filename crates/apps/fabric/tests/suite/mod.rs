@@ -5,3 +5,5 @@ mod llm_failures;
 mod logs;
 mod loop_errors;
 mod run_basic;
+mod serve;
+mod serve_fixture;
