@@ -18,13 +18,19 @@ pub const MAX_STEPS_LIMIT: u32 = 1000;
 #[serde(deny_unknown_fields)]
 pub struct RunRequest {
     /// What the agent should do. Must not be blank.
-    #[schema(min_length = 1, example = "Create hello.txt containing Hello World")]
+    #[schema(
+        min_length = 1,
+        pattern = r"\S",
+        example = "Create hello.txt containing Hello World"
+    )]
     pub prompt: String,
     /// The specialist (`--pack`); default: the configured `default_specialist`.
     #[serde(default)]
+    #[schema(min_length = 1, pattern = r"\S")]
     pub pack: Option<String>,
     /// The model key from the config; default: the specialist's, else `default_model_key`.
     #[serde(default)]
+    #[schema(min_length = 1, pattern = r"\S")]
     pub model_key: Option<String>,
     /// Whether tools may use the network; default: `network_allowed` from the config.
     #[serde(default)]
@@ -292,8 +298,12 @@ pub struct ListQuery {
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<usize>,
     /// Only runs with this status (`running`, `completed`, `failed`, `cancelled`, ...).
+    #[param(
+        pattern = "^(running|completed|completed_without_finish|max_steps_exceeded|llm_error|model_unsupported|cancelled|failed)$"
+    )]
     pub status: Option<String>,
     /// Only runs older than this run id (the previous page's `next_before`).
+    #[param(pattern = r"^[A-Za-z0-9_-]{1,128}$")]
     pub before: Option<String>,
 }
 

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use crate::error::ErrorBody;
 use crate::extract::{QueryOf, RunIdPath};
 use crate::model::{
-    CancelAccepted, EventList, EventsQuery, ListQuery, RunListItem, RunPage, RunView, StatusView,
+    CancelAccepted, EventDoc, EventList, EventsQuery, ListQuery, RunListItem, RunPage, RunView,
+    StatusView,
 };
 use crate::sse::{self, Source};
 use crate::{ApiError, AppState};
@@ -136,7 +137,7 @@ pub(crate) async fn list_runs(
     get,
     path = "/runs/{id}",
     tag = "runs",
-    params(("id" = String, Path, description = "The run id")),
+    params(("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The run", body = RunView),
@@ -159,7 +160,7 @@ pub(crate) async fn get_run(
     get,
     path = "/runs/{id}/status",
     tag = "runs",
-    params(("id" = String, Path, description = "The run id")),
+    params(("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The status", body = StatusView),
@@ -188,15 +189,15 @@ pub(crate) async fn run_status(
     path = "/runs/{id}/events",
     tag = "runs",
     params(
-        ("id" = String, Path, description = "The run id"),
+        ("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$"),
         EventsQuery,
-        ("Last-Event-ID" = Option<String>, Header, description = "SSE resumption: only events with a greater `seq`"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "SSE resumption: only events with a greater `seq`", minimum = 0),
     ),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The events, as JSON or as an SSE stream", content(
             (EventList = "application/json"),
-            (String = "text/event-stream"),
+            (EventDoc = "text/event-stream"),
         )),
         (status = 400, description = "`invalid_run_id`, `invalid_parameter`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
@@ -262,7 +263,7 @@ fn wants_sse(headers: &HeaderMap) -> bool {
     post,
     path = "/runs/{id}/cancel",
     tag = "runs",
-    params(("id" = String, Path, description = "The run id")),
+    params(("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$")),
     security(("bearer" = [])),
     responses(
         (status = 202, description = "The run was asked to stop", body = CancelAccepted),

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::error::ErrorBody;
 use crate::extract::JsonBody;
-use crate::model::{RunAccepted, RunResultDoc};
+use crate::model::{EventDoc, RunAccepted, RunResultDoc};
 use crate::sse::{self, Source};
 use crate::{ApiError, AppState, RunRequest, launch};
 
@@ -53,7 +53,7 @@ pub(crate) async fn run_blocking(
     request_body = RunRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "An SSE stream: per event `id: <seq>`, `event: <kind>`, `data: <runlog line>`", content_type = "text/event-stream", body = String),
+        (status = 200, description = "An SSE stream: per event `id: <seq>`, `event: <kind>`, `data: <runlog line>`", content_type = "text/event-stream", body = EventDoc),
         (status = 400, description = "`invalid_json`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
