@@ -300,8 +300,51 @@ async fn in_flight(runs: usize, steps: usize, latency: Duration, live: bool) -> 
     (per_run, elapsed)
 }
 
+/// One memory case per process: memory freed by an earlier phase stays in the allocator and
+/// would hide the next phase's growth from RSS.
+const CASE_VAR: &str = "FABRIC_BENCH_MEMORY_CASE";
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
+    let latency = Duration::from_millis(2000);
+    let steps = 5;
+    let runs = 10_000usize;
+    if let Ok(case) = std::env::var(CASE_VAR) {
+        let live = case == "live";
+        let (kib, wall) = in_flight(runs, steps, latency, live).await;
+        println!(
+            "{runs:>7} {steps:>6} {:>8}ms {:>18} {kib:>10.1} {:>10.2} {:>10.2}",
+            latency.as_millis(),
+            if live {
+                "LiveRun (HTTP API)"
+            } else {
+                "none (CLI --json)"
+            },
+            wall.as_secs_f64(),
+            (latency * steps as u32).as_secs_f64(),
+        );
+        return;
+    }
+    println!("runs in flight in one process (in-process model, real run store and runlogs)");
+    println!(
+        "{:>7} {:>6} {:>9} {:>18} {:>10} {:>10} {:>10}",
+        "runs", "steps", "latency", "observer", "KiB/run", "wall s", "ideal s"
+    );
+    for case in ["none", "live"] {
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .env(CASE_VAR, case)
+            .output()
+            .unwrap();
+        print!("{}", String::from_utf8_lossy(&output.stdout));
+    }
+    if std::env::var_os("FABRIC_BENCH_SKIP_HTTP").is_some() {
+        return;
+    }
+    println!();
+    http_table().await;
+}
+
+async fn http_table() {
     let latency_ms = 50u64;
     println!(
         "concurrent runs over HTTP against the scripted server ({latency_ms} ms model latency)"
@@ -321,29 +364,6 @@ async fn main() {
             (runs * steps) as f64 / wall,
             (wall / ideal - 1.0) * 100.0,
             (wall / floor - 1.0) * 100.0,
-        );
-    }
-
-    println!();
-    println!("runs in flight in one process (in-process model, real run store and runlogs)");
-    println!(
-        "{:>7} {:>6} {:>9} {:>18} {:>10} {:>10} {:>10}",
-        "runs", "steps", "latency", "observer", "KiB/run", "wall s", "ideal s"
-    );
-    let latency = Duration::from_millis(2000);
-    for (runs, live) in [(10_000usize, false), (10_000, true)] {
-        let steps = 5;
-        let (kib, wall) = in_flight(runs, steps, latency, live).await;
-        println!(
-            "{runs:>7} {steps:>6} {:>8}ms {:>18} {kib:>10.1} {:>10.2} {:>10.2}",
-            latency.as_millis(),
-            if live {
-                "LiveRun (HTTP API)"
-            } else {
-                "none (CLI --json)"
-            },
-            wall.as_secs_f64(),
-            (latency * steps as u32).as_secs_f64(),
         );
     }
 }
