@@ -72,6 +72,7 @@ impl Settings {
                 pass_env: Vec::new(),
             },
             workspace: PathBuf::from(".fabric"),
+            server: crate::ServerConfig::default(),
             source: None,
             specialist_dirs: Vec::new(),
             web_search: WebSearchConfig {

@@ -18,11 +18,13 @@ mod error;
 mod load;
 mod markdown;
 mod raw;
+mod server;
 mod settings;
 
 pub use builtins::{builtin_specialists, engineering_finish_schema, research_finish_schema};
 pub use dirs::{LoadOptions, user_specialist_dir};
 pub use error::ConfigError;
+pub use server::ServerConfig;
 pub use settings::{
     Backend, FetchUrlConfig, ModelConfig, Routing, SearchProvider, Settings, ShellConfig,
     SpecialistOrigin, SpecialistSource, TaskForceMode, WebSearchConfig,

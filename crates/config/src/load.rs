@@ -339,8 +339,20 @@ impl Merger {
                 s.shell.timeout_s = self.range("shell.timeout_s", t, 1, 3600)?;
             }
             if let Some(names) = shell.pass_env {
+                for (i, name) in names.iter().enumerate() {
+                    // Loader variables inject code into every program a tool starts.
+                    if name.starts_with("LD_") || name.starts_with("DYLD_") || name.is_empty() {
+                        return Err(self.invalid(
+                            format!("shell.pass_env[{i}]"),
+                            format!("`{name}` may not be passed to tools: loader variables inject code into every program they start"),
+                        ));
+                    }
+                }
                 s.shell.pass_env = names;
             }
+        }
+        if let Some(server) = raw.server {
+            server.merge(&mut s.server, |key, detail| self.invalid(key, detail))?;
         }
         if let Some(w) = raw.workspace {
             s.workspace = PathBuf::from(w);

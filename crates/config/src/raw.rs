@@ -29,6 +29,7 @@ pub(crate) struct RawConfig {
     pub(crate) specialist_dirs: Option<Vec<String>>,
     pub(crate) web_search: Option<RawWebSearch>,
     pub(crate) fetch_url: Option<RawFetchUrl>,
+    pub(crate) server: Option<crate::server::RawServer>,
 }
 
 #[derive(Debug, Default, Deserialize)]

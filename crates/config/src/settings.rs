@@ -182,6 +182,8 @@ pub struct Settings {
     pub shell: ShellConfig,
     /// Where runs are stored.
     pub workspace: PathBuf,
+    /// The HTTP API (`fabric serve`).
+    pub server: crate::ServerConfig,
     /// The file the settings came from, if any.
     pub source: Option<PathBuf>,
     /// The directories markdown specialists were read from, lowest precedence first (empty

@@ -68,7 +68,13 @@ pub struct LoopInput<'a> {
     pub max_steps: u32,
     /// The run the tools work for.
     pub ctx: &'a ToolContext,
+    /// Tools of the specialist left out of this run, with the reason, so a call to one is
+    /// answered with why it is unavailable rather than "unknown tool".
+    pub withheld: &'a [Withheld],
 }
+
+/// A tool left out of a run, and why (e.g. it needs the network the run does not allow).
+pub type Withheld = (String, &'static str);
 
 /// The outcome of dispatching one tool call.
 enum Dispatch {
@@ -94,6 +100,7 @@ pub(crate) async fn run_loop(
         model,
         max_steps,
         ctx,
+        withheld,
     } = input;
 
     let finish_spec = match specialist.finish_tool() {
@@ -115,8 +122,15 @@ pub(crate) async fn run_loop(
     let mut available: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
     available.push(FINISH_TOOL);
 
+    let catalogue = Catalogue {
+        tools: &by_name,
+        available: &available,
+        withheld,
+        finish_schema: &finish_spec.input_schema,
+    };
     let mut usage = Usage::default();
-    let mut attempted_work = false;
+    // With no tool to work with, there is no work to require before finish_task.
+    let mut attempted_work = tools.is_empty();
     let mut plain_replies = 0u32;
 
     for step in 0..max_steps {
@@ -219,7 +233,7 @@ pub(crate) async fn run_loop(
                 () = ctx.cancel.cancelled() => {
                     return Ok(failed(RunStatus::Cancelled, "the run was cancelled".into(), step + 1, usage));
                 }
-                outcome = dispatch(call, args, &by_name, &available, &finish_spec.input_schema, attempted_work, ctx) => outcome,
+                outcome = dispatch(call, args, &catalogue, attempted_work, ctx) => outcome,
             };
             if call.name != FINISH_TOOL && by_name.contains_key(call.name.as_str()) {
                 attempted_work = true;
@@ -308,15 +322,27 @@ fn parse_arguments(raw: &str) -> Result<Value, String> {
     serde_json::from_str(raw).map_err(|e| e.to_string())
 }
 
+/// What the model may call in this run.
+struct Catalogue<'a> {
+    tools: &'a HashMap<&'a str, &'a Arc<dyn Tool>>,
+    available: &'a [&'a str],
+    withheld: &'a [Withheld],
+    finish_schema: &'a Value,
+}
+
 async fn dispatch(
     call: &ToolCall,
     args: Result<Value, String>,
-    tools: &HashMap<&str, &Arc<dyn Tool>>,
-    available: &[&str],
-    finish_schema: &Value,
+    catalogue: &Catalogue<'_>,
     attempted_work: bool,
     ctx: &ToolContext,
 ) -> Result<Dispatch, ToolError> {
+    let Catalogue {
+        tools,
+        available,
+        withheld,
+        finish_schema,
+    } = *catalogue;
     let schema_of = |name: &str| -> Option<&Value> {
         if name == FINISH_TOOL {
             Some(finish_schema)
@@ -325,11 +351,22 @@ async fn dispatch(
         }
     };
     let Some(input_schema) = schema_of(&call.name) else {
-        return Err(ToolError::InvalidArguments(format!(
-            "unknown tool `{}`; the available tools are: {}",
-            call.name,
-            available.join(", ")
-        )));
+        let why = withheld
+            .iter()
+            .find(|(name, _)| *name == call.name)
+            .map(|(_, why)| *why);
+        return Err(ToolError::InvalidArguments(match why {
+            Some(why) => format!(
+                "tool `{}` is not available in this run: {why}; the available tools are: {}",
+                call.name,
+                available.join(", ")
+            ),
+            None => format!(
+                "unknown tool `{}`; the available tools are: {}",
+                call.name,
+                available.join(", ")
+            ),
+        }));
     };
     let args = args.map_err(|parse_error| {
         ToolError::InvalidArguments(format!(
@@ -425,10 +462,10 @@ fn fallback_payload(finish_schema: &Value, text: &str) -> Value {
         .unwrap_or("summary");
     let mut payload = Map::new();
     payload.insert(field.to_owned(), Value::String(text.to_owned()));
-    payload.insert(
-        "notes".to_owned(),
-        Value::String("The model ended without calling finish_task; this payload was built from its last reply.".to_owned()),
-    );
+    // The note never replaces the model's text, should the text field itself be `notes`.
+    payload.entry("notes").or_insert_with(|| {
+        Value::String("The model ended without calling finish_task; this payload was built from its last reply.".to_owned())
+    });
     Value::Object(payload)
 }
 

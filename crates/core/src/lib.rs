@@ -14,6 +14,8 @@
 //! - [`recruit`]: who works on a prompt: whole-word keyword routing with a greedy set
 //!   cover, or the routing model with a validated answer and keyword fallback.
 //! - [`models`]: choosing a model from what a server offers (pure).
+//! - [`live`]: the runs in flight in this process, with their cancellation tokens and event
+//!   buffers, so the HTTP API can follow, resume and cancel runs by id.
 //!
 //! The core depends only on `fabric-domain`; the binary wires concrete adapters into it.
 #![deny(missing_docs)]
@@ -21,6 +23,7 @@
 pub mod engine;
 mod error;
 pub mod execute;
+pub mod live;
 pub mod models;
 pub mod ports;
 mod recorder;

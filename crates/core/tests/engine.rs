@@ -436,7 +436,7 @@ async fn read_only_specialists_and_offline_runs_get_fewer_tools() {
     let error = &store.of(EventKind::ToolError)[0].payload;
     assert_eq!(
         error["error_message"],
-        "unknown tool `writer`; the available tools are: reader, finish_task"
+        "tool `writer` is not available in this run: this specialist may not write, and the tool is not read-only; the available tools are: reader, finish_task"
     );
 }
 
@@ -463,4 +463,15 @@ async fn finish_schema_that_is_not_an_object_fails_the_run_clearly() {
     let outcome = run(&store, &chat, t).await.unwrap();
     assert_eq!(outcome.status, RunStatus::Failed);
     assert!(outcome.reason.unwrap().contains("finish_schema"));
+}
+
+#[tokio::test]
+async fn a_specialist_without_tools_may_finish_at_once() {
+    let store = MemStore::new();
+    let chat = ScriptedChat::new(vec![call(
+        "finish_task",
+        json!({"summary": "thought it through"}),
+    )]);
+    let outcome = run(&store, &chat, task(vec![], true, false)).await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
 }

@@ -98,10 +98,39 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Adds another call's usage to this one.
+    /// Usage from the counts a server reports; the total is their sum when not reported.
+    /// Sums saturate: the numbers come from outside and must not overflow.
+    pub fn from_counts(
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        total_tokens: Option<u64>,
+    ) -> Self {
+        Self {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: total_tokens.unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
+        }
+    }
+
+    /// Adds another call's usage to this one, saturating.
     pub fn add(&mut self, other: Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.total_tokens += other.total_tokens;
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Usage;
+
+    #[test]
+    fn usage_from_outside_never_overflows() {
+        let mut u = Usage::from_counts(u64::MAX, 5, None);
+        assert_eq!(u.total_tokens, u64::MAX);
+        u.add(Usage::from_counts(1, 1, Some(u64::MAX)));
+        assert_eq!((u.prompt_tokens, u.total_tokens), (u64::MAX, u64::MAX));
     }
 }

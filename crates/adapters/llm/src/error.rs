@@ -23,6 +23,27 @@ pub enum ClientBuildError {
     },
 }
 
+/// Logs how a call ended and turns "wrong model" status errors into the errors that say so;
+/// both clients end every call here.
+pub(crate) fn conclude(
+    result: Result<fabric_core::ChatResponse, ChatError>,
+    model: &str,
+    not_found: NotFound,
+    api: &'static str,
+) -> Result<fabric_core::ChatResponse, ChatError> {
+    match &result {
+        Ok(response) => tracing::debug!(
+            api,
+            tool_calls = response.tool_calls.len(),
+            finish_reason = ?response.finish_reason,
+            usage = ?response.usage,
+            "chat answer"
+        ),
+        Err(error) => tracing::debug!(api, error = %error, "chat call failed"),
+    }
+    result.map_err(|e| classify(e, model, not_found))
+}
+
 /// How to read a 404 from this kind of server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NotFound {

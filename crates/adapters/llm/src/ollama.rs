@@ -8,7 +8,7 @@ use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse
 use fabric_domain::{ToolCall, Usage};
 use reqwest::Method;
 
-use crate::error::{ClientBuildError, NotFound, classify};
+use crate::error::{ClientBuildError, NotFound, classify, conclude};
 use crate::lines::LineSplitter;
 use crate::ollama_wire::{ChatBody, ChatChunk, Show, ShowBody, Tags};
 use crate::toolcalls::{arguments_text, call_id_or_generate};
@@ -168,16 +168,7 @@ impl ChatClient for OllamaClient {
         } else {
             self.whole(&body).await
         };
-        match &result {
-            Ok(response) => tracing::debug!(
-                tool_calls = response.tool_calls.len(),
-                finish_reason = ?response.finish_reason,
-                usage = ?response.usage,
-                "ollama chat answer"
-            ),
-            Err(error) => tracing::debug!(error = %error, "ollama chat failed"),
-        }
-        result.map_err(|e| classify(e, request.model, NotFound::MeansModel))
+        conclude(result, request.model, NotFound::MeansModel, "ollama")
     }
 }
 

@@ -147,13 +147,11 @@ impl ChatChunk {
         if self.prompt_eval_count.is_none() && self.eval_count.is_none() {
             return None;
         }
-        let prompt_tokens = self.prompt_eval_count.unwrap_or(0);
-        let completion_tokens = self.eval_count.unwrap_or(0);
-        Some(Usage {
-            prompt_tokens,
-            completion_tokens,
-            total_tokens: prompt_tokens + completion_tokens,
-        })
+        Some(Usage::from_counts(
+            self.prompt_eval_count.unwrap_or(0),
+            self.eval_count.unwrap_or(0),
+            None,
+        ))
     }
 }
 

@@ -7,7 +7,7 @@ use fabric_domain::ToolCall;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::error::{ClientBuildError, NotFound, classify};
+use crate::error::{ClientBuildError, NotFound, conclude};
 use crate::openai_wire::{self as wire, Chunk};
 use crate::sse::SseParser;
 use crate::toolcalls::{CallAssembler, arguments_text, call_id_or_generate};
@@ -178,16 +178,12 @@ impl ChatClient for OpenAiClient {
         } else {
             self.whole(&body).await
         };
-        match &result {
-            Ok(response) => tracing::debug!(
-                tool_calls = response.tool_calls.len(),
-                finish_reason = ?response.finish_reason,
-                usage = ?response.usage,
-                "chat completions answer"
-            ),
-            Err(error) => tracing::debug!(error = %error, "chat completions failed"),
-        }
-        result.map_err(|e| classify(e, request.model, NotFound::OnlyIfBodySaysModel))
+        conclude(
+            result,
+            request.model,
+            NotFound::OnlyIfBodySaysModel,
+            "openai",
+        )
     }
 }
 

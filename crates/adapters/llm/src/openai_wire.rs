@@ -174,13 +174,11 @@ pub(crate) struct WireUsage {
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
-        let prompt_tokens = u.prompt_tokens.unwrap_or(0);
-        let completion_tokens = u.completion_tokens.unwrap_or(0);
-        Usage {
-            prompt_tokens,
-            completion_tokens,
-            total_tokens: u.total_tokens.unwrap_or(prompt_tokens + completion_tokens),
-        }
+        Usage::from_counts(
+            u.prompt_tokens.unwrap_or(0),
+            u.completion_tokens.unwrap_or(0),
+            u.total_tokens,
+        )
     }
 }
 

@@ -108,6 +108,12 @@ impl RunStore for FsRunStore {
             match self.read_events(&id).await {
                 Ok(events) => out.push(summary::summarise(id, &events)),
                 Err(StoreError::NotFound(_)) => continue,
+                // One damaged runlog must not hide every other run: list it as failed, with
+                // what is wrong, so the user can find and inspect it.
+                Err(e @ StoreError::Corrupt { .. }) => {
+                    tracing::warn!(run = %id, error = %e, "unreadable runlog");
+                    out.push(summary::unreadable(id, &e));
+                }
                 Err(e) => return Err(e),
             }
         }

@@ -61,25 +61,18 @@ impl RunLog for FileRunLog {
             detail: e.to_string(),
         })?;
         line.push(b'\n');
-        let file = Arc::clone(&self.file);
-        let written = tokio::task::spawn_blocking(move || {
-            // A poisoned lock only means another append panicked mid-way; the file handle
-            // itself is still usable, and every line is written whole by one call below.
-            let mut file = file
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            file.write_all(&line)
-        })
-        .await;
-        match written {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(io_error("cannot write", &self.path, &e)),
-            Err(join) => Err(io_error(
-                "cannot write",
-                &self.path,
-                &std::io::Error::other(join),
-            )),
-        }
+        // Written inline rather than on the blocking pool: one capped line (a few KiB at most)
+        // appended to the page cache takes microseconds, while a round trip through
+        // `spawn_blocking` costs two thread wake-ups per event, which was most of the loop's
+        // own cost per step (docs/BENCHMARKS.md, ADR-013). The lock is never held across an
+        // await. A poisoned lock only means another append panicked mid-way; the file handle
+        // is still usable, and every line is written whole by the one call below.
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        file.write_all(&line)
+            .map_err(|e| io_error("cannot write", &self.path, &e))
     }
 }
 

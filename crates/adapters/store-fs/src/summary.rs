@@ -40,6 +40,19 @@ pub(crate) fn summarise(id: RunId, events: &[RunEvent]) -> RunSummary {
     summary
 }
 
+/// The summary of a run whose runlog cannot be read.
+pub(crate) fn unreadable(id: RunId, error: &fabric_core::StoreError) -> RunSummary {
+    RunSummary {
+        id,
+        started_at: 0.0,
+        status: RunStatus::Failed,
+        specialist_ids: Vec::new(),
+        prompt: String::new(),
+        summary: Some(format!("unreadable runlog: {error}")),
+        events: 0,
+    }
+}
+
 fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()

@@ -126,3 +126,29 @@ async fn concurrent_appends_stay_whole_lines() {
         serde_json::from_str::<RunEvent>(line).unwrap();
     }
 }
+
+#[tokio::test]
+async fn a_corrupt_runlog_is_listed_as_unreadable_without_hiding_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsRunStore::new(dir.path());
+    let good = store.create_run().await.unwrap();
+    good.log
+        .append(&event(0, EventKind::RunStart, json!({"prompt": "ok"})))
+        .await
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let bad = store.create_run().await.unwrap();
+    std::fs::write(store.run_dir(&bad.id).join(RUNLOG_FILE), "garbage\n{}\n").unwrap();
+    let listed = store.list_runs(10).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].id, bad.id);
+    assert_eq!(listed[0].status, RunStatus::Failed);
+    assert!(
+        listed[0]
+            .summary
+            .as_deref()
+            .unwrap()
+            .starts_with("unreadable runlog")
+    );
+    assert_eq!(listed[1].prompt, "ok");
+}

@@ -170,6 +170,15 @@ fn resolve_beneath(root: &Path, relative: &Path) -> io::Result<PathBuf> {
     let mut missing = false;
     while let Some(name) = pending.pop_front() {
         if name == ".." {
+            // The kernel fails `missing/..` with ENOENT; resolving it as text would skip the
+            // on-disk checks of everything after it (a link `l -> nope/../evil` with `evil`
+            // pointing out of the workspace).
+            if missing {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "a symbolic link's `..` follows a directory that does not exist",
+                ));
+            }
             current.pop();
             continue;
         }
@@ -279,6 +288,23 @@ mod tests {
         }
         let err = confine(dir.path(), "a\0b").await.unwrap_err();
         assert!(matches!(err, ToolError::InvalidArguments(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn dotdot_after_a_missing_directory_is_not_resolved_as_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root.join("evil")).unwrap();
+        std::os::unix::fs::symlink("nope/../evil", root.join("l")).unwrap();
+        let err = confine(&root, "l").await.unwrap_err();
+        assert!(
+            matches!(err, ToolError::Failed(_) | ToolError::Denied { .. }),
+            "{err:?}"
+        );
+        // The direct route is refused as an escape.
+        let err = confine(&root, "evil").await.unwrap_err();
+        assert_eq!(denied_type(&err), Some(PATH_ESCAPE));
     }
 
     #[tokio::test]

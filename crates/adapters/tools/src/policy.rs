@@ -89,7 +89,9 @@ impl Default for ToolPolicy {
                 .collect(),
             shell_timeout_s: 120,
             max_shell_timeout_s: 600,
-            max_output_chars: 16_000,
+            // Two streams of 7 000 fit in the engine's 16 000-character cap on one tool
+            // result, so the model never gets JSON cut in the middle.
+            max_output_chars: 7_000,
             max_read_bytes: 256 * 1024,
             max_list_entries: 500,
             extra_env: Vec::new(),

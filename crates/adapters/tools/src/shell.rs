@@ -164,10 +164,24 @@ impl ShellTool {
             .env("HOME", &ctx.workspace)
             .env("LANG", "C.UTF-8");
         for (key, value) in &self.policy.extra_env {
-            command.env(key, value);
+            if key == "PATH" {
+                // A relative entry would let a program the model wrote into the workspace
+                // (`cp /bin/sh ./ls`) shadow an allowed name; only absolute entries pass.
+                command.env(key, absolute_entries(value));
+            } else {
+                command.env(key, value);
+            }
         }
         command
     }
+}
+
+/// The absolute entries of a `PATH` value, in order.
+fn absolute_entries(path: &str) -> String {
+    path.split(':')
+        .filter(|entry| entry.starts_with('/'))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 #[async_trait]
@@ -402,6 +416,17 @@ async fn capture<R: AsyncRead + Unpin>(reader: Option<R>, cap: usize) -> Capture
         }
     }
     captured
+}
+
+#[cfg(test)]
+mod path_tests {
+    #[test]
+    fn relative_path_entries_are_dropped() {
+        assert_eq!(
+            super::absolute_entries(".:/usr/bin::bin:/root/.cargo/bin"),
+            "/usr/bin:/root/.cargo/bin"
+        );
+    }
 }
 
 #[cfg(test)]

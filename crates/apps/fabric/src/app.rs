@@ -113,6 +113,18 @@ impl PreparedTask {
     }
 }
 
+#[async_trait::async_trait]
+impl fabric_api_http::Runnable for PreparedTask {
+    async fn run(
+        self: Box<Self>,
+        run: fabric_core::NewRun,
+        observer: &dyn fabric_core::RunObserver,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<fabric_core::execute::RunOutcome, fabric_core::CoreError> {
+        execute::run_task_force(run, self.task_force(), observer, cancel).await
+    }
+}
+
 /// Resolves the specialists, the models and the tools for a request. Anything the caller
 /// can fix (an unknown specialist or model key) is a [`UsageError`].
 pub(crate) async fn prepare(

@@ -38,6 +38,26 @@ pub(crate) enum Command {
     Specialists(SpecialistsCommand),
     /// Check that this machine can run tasks: config, model server, models, sandbox.
     Doctor,
+    /// Serve the HTTP API (docs/HTTP.md).
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on (default 127.0.0.1, or `server.host` in the config). Any
+    /// address but a loopback one needs a token.
+    #[arg(long, value_name = "HOST")]
+    pub(crate) host: Option<String>,
+
+    /// Port (default 8787, or `server.port`); 0 picks a free one. The first line on stdout
+    /// is `listening on http://ADDRESS`.
+    #[arg(long, value_name = "PORT")]
+    pub(crate) port: Option<u16>,
+
+    /// Environment variable holding the bearer token (default FABRIC_API_TOKEN, or
+    /// `server.api_token_env`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) token_env: Option<String>,
 }
 
 #[derive(Debug, Args)]

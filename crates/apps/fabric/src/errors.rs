@@ -29,3 +29,15 @@ pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
         EXIT_FAILURE
     }
 }
+
+/// The error as the one JSON object `--json` promises: `{"error": {"code", "message"}}`.
+pub(crate) fn json_error(error: &anyhow::Error) -> serde_json::Value {
+    let code = if error.downcast_ref::<ConfigError>().is_some() {
+        "config_error"
+    } else if error.downcast_ref::<UsageError>().is_some() {
+        "usage_error"
+    } else {
+        "failure"
+    };
+    serde_json::json!({"error": {"code": code, "message": format!("{error:#}")}})
+}

@@ -31,10 +31,15 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // `fabric run --json` promises one JSON object on stdout, also when nothing could run.
+    let json_errors = matches!(&cli.command, cli::Command::Run(args) if args.json);
     match runtime.block_on(commands::dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             eprintln!("error: {error:#}");
+            if json_errors {
+                println!("{}", errors::json_error(&error));
+            }
             ExitCode::from(errors::exit_code(&error))
         }
     }

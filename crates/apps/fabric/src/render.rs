@@ -88,7 +88,13 @@ impl ChatObserver for HumanRenderer {
         if !self.streaming_text.swap(true, Ordering::Relaxed) {
             self.stop_spinner();
         }
-        let _ = (&self.term).write_all(delta.as_bytes());
+        // Model text is untrusted: escape sequences could rewrite the terminal (OSC 52 can
+        // even reach the clipboard), so control characters other than newline and tab go.
+        let clean: String = delta
+            .chars()
+            .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+            .collect();
+        let _ = (&self.term).write_all(clean.as_bytes());
         let _ = self.term.flush();
     }
 }

@@ -350,3 +350,11 @@ fn routing_and_parallel_limit_are_validated() {
     .unwrap_err();
     assert!(err.to_string().contains("between 1 and 64"), "{err}");
 }
+#[test]
+fn loader_variables_cannot_be_passed_to_tools() {
+    let e = err("c.yaml", "shell:\n  pass_env: [CARGO_HOME, LD_PRELOAD]\n");
+    assert!(
+        e.contains("`shell.pass_env[1]`") && e.contains("LD_PRELOAD"),
+        "{e}"
+    );
+}

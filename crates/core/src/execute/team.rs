@@ -11,7 +11,7 @@ use super::merge::{
 };
 use super::{Member, RunOutcome, TaskForce, TaskForceMode};
 use crate::CoreError;
-use crate::engine::{LoopInput, LoopOutcome, run_loop};
+use crate::engine::{LoopInput, LoopOutcome, Withheld, run_loop};
 use crate::ports::{NewRun, RunObserver, StoreError, Tool, ToolContext};
 use crate::recorder::{Journal, Recorder, truncate};
 
@@ -24,11 +24,14 @@ pub(super) async fn run(
     let journal = Journal::new(run.log.as_ref(), observer);
     let rec = journal.recorder();
     let network_allowed = force.network_allowed;
+    let mut withheld: Vec<Vec<Withheld>> = Vec::new();
     let members: Vec<Member<'_>> = force
         .members
         .into_iter()
         .map(|mut m| {
-            m.tools = allowed_tools(m.tools, &m.specialist, network_allowed);
+            let (tools, left_out) = allowed_tools(m.tools, &m.specialist, network_allowed);
+            m.tools = tools;
+            withheld.push(left_out);
             m
         })
         .collect();
@@ -84,6 +87,7 @@ pub(super) async fn run(
         prompt: &force.prompt,
         max_steps: force.max_steps,
         ctx: &ctx,
+        withheld: &withheld,
     };
 
     let (status, payload, reason, steps, usage) = if !is_task_force {
@@ -156,6 +160,8 @@ struct Shared<'a> {
     prompt: &'a str,
     max_steps: u32,
     ctx: &'a ToolContext,
+    /// Per member, the tools left out of this run and why.
+    withheld: &'a [Vec<Withheld>],
 }
 
 impl Shared<'_> {
@@ -201,6 +207,10 @@ impl Shared<'_> {
                 model: &member.model,
                 max_steps: self.max_steps,
                 ctx: self.ctx,
+                withheld: self
+                    .withheld
+                    .get(index.unwrap_or(0) as usize)
+                    .map_or(&[], Vec::as_slice),
             },
             rec,
         )
@@ -299,20 +309,33 @@ async fn record_routing_call(
     .await
 }
 
-/// Drops tools the run or the specialist may not use.
+/// Splits tools into those the run and the specialist may use and those left out, with the
+/// reason, so a call to a left-out tool is answered with why.
 fn allowed_tools(
     tools: Vec<Arc<dyn Tool>>,
     specialist: &SpecialistSpec,
     network_allowed: bool,
-) -> Vec<Arc<dyn Tool>> {
-    tools
-        .into_iter()
-        .filter(|t| {
-            let a = t.spec().annotations;
+) -> (Vec<Arc<dyn Tool>>, Vec<Withheld>) {
+    let mut allowed = Vec::with_capacity(tools.len());
+    let mut withheld = Vec::new();
+    for tool in tools {
+        let a = tool.spec().annotations;
+        if a.needs_network && !network_allowed {
+            withheld.push((
+                tool.spec().name.clone(),
+                "it needs the network, which this run does not allow (`--network-allowed`)",
+            ));
+        } else if !a.read_only && !specialist.may_write {
             // A specialist that may not write gets no tool that could: only read-only ones.
-            (network_allowed || !a.needs_network) && (specialist.may_write || a.read_only)
-        })
-        .collect()
+            withheld.push((
+                tool.spec().name.clone(),
+                "this specialist may not write, and the tool is not read-only",
+            ));
+        } else {
+            allowed.push(tool);
+        }
+    }
+    (allowed, withheld)
 }
 
 /// The specialist's prompt plus the rules of the workspace every specialist works under.

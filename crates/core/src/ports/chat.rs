@@ -124,12 +124,15 @@ pub enum ChatError {
 
 impl ChatError {
     /// Whether the same request may succeed if sent again after a pause: connection
-    /// failures, timeouts, 429 and 5xx (Ollama answers 500 while it loads a model).
+    /// failures, 429 and 5xx (Ollama answers 500 while it loads a model). A read timeout is
+    /// not retried: the server may still be generating the first answer, and sending the
+    /// request again would only queue a second generation behind it.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Unreachable { .. } | Self::Timeout { .. } => true,
+            Self::Unreachable { .. } => true,
             Self::Status { status, .. } => *status == 429 || *status >= 500,
-            Self::ModelNotFound { .. }
+            Self::Timeout { .. }
+            | Self::ModelNotFound { .. }
             | Self::ToolsUnsupported { .. }
             | Self::Unauthorized { .. }
             | Self::Decode { .. }

@@ -83,15 +83,25 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
                 }
                 other => other.with_context(|| format!("reading run {id}"))?,
             };
+            if *json {
+                // The lines exactly as stored, so kinds written by a newer fabric survive.
+                let path = store.run_dir(&id).join(fabric_store_fs::RUNLOG_FILE);
+                let text = tokio::task::spawn_blocking(move || std::fs::read_to_string(path))
+                    .await?
+                    .context("reading the runlog")?;
+                let lines = text.lines().filter(|l| !l.trim().is_empty());
+                for (line, event) in lines.zip(&events) {
+                    if wanted.is_empty() || wanted.contains(&event.kind) {
+                        println!("{line}");
+                    }
+                }
+                return Ok(0);
+            }
             for event in events
                 .iter()
                 .filter(|e| wanted.is_empty() || wanted.contains(&e.kind))
             {
-                if *json {
-                    println!("{}", serde_json::to_string(event)?);
-                } else {
-                    println!("{}", describe(event));
-                }
+                println!("{}", describe(event));
             }
             Ok(0)
         }

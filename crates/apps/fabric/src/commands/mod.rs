@@ -4,6 +4,7 @@ mod config;
 mod doctor;
 mod logs;
 mod run;
+mod serve;
 mod specialists;
 
 use crate::cli::{Cli, Command};
@@ -16,5 +17,6 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Config(command) => config::config(&cli, command),
         Command::Specialists(command) => specialists::specialists(&cli, command),
         Command::Doctor => doctor::doctor(&cli).await,
+        Command::Serve(args) => serve::serve(&cli, args).await,
     }
 }

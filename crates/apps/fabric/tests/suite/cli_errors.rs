@@ -87,3 +87,21 @@ async fn a_specialist_naming_an_unknown_tool_is_a_config_error() {
         run.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_mode_reports_errors_as_one_json_object() {
+    let fx = Fixture::new(vec![]).await;
+    let run = fx.fabric(&["run", "x", "--pack", "nope", "--json"]).await;
+    assert_eq!(run.code(), 2);
+    let error = run.json();
+    assert_eq!(error["error"]["code"], "usage_error");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no specialist `nope`")
+    );
+    std::fs::write(&fx.config, "max_steps: 0\n").unwrap();
+    let run = fx.fabric(&["run", "x", "--json"]).await;
+    assert_eq!(run.json()["error"]["code"], "config_error");
+}

@@ -6,4 +6,6 @@ mod logs;
 mod loop_errors;
 mod recruit_and_models;
 mod run_basic;
+mod serve;
+mod serve_fixture;
 mod specialists;

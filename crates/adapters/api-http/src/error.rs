@@ -1,0 +1,178 @@
+//! Every error the API answers, and the one place that maps them to HTTP.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use fabric_core::StoreError;
+use serde::Serialize;
+use thiserror::Error;
+use utoipa::ToSchema;
+
+/// What can go wrong answering a request. Each variant has a stable `code` (the public
+/// contract, docs/HTTP.md) and an HTTP status; input errors are always 4xx.
+#[derive(Debug, Error)]
+pub enum ApiError {
+    /// No or a wrong bearer token.
+    #[error("missing or wrong bearer token; send `Authorization: Bearer <token>`")]
+    Unauthorized,
+    /// The body is not JSON at all.
+    #[error("the body is not valid JSON: {0}")]
+    InvalidJson(String),
+    /// The body is JSON but not a valid request (wrong type, unknown or missing field, bad value).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The body is not declared as JSON.
+    #[error("the body must be JSON, sent with `Content-Type: application/json`")]
+    UnsupportedMediaType,
+    /// The body is larger than `server.max_body_bytes`.
+    #[error("the body is larger than the limit of {0} bytes")]
+    PayloadTooLarge(usize),
+    /// A run id that cannot be one (`../x`).
+    #[error("`{0}` is not a run id; run ids look like 20260101-120000-000-0123abcd")]
+    InvalidRunId(String),
+    /// A query parameter or header with a bad value.
+    #[error("{0}")]
+    InvalidParameter(String),
+    /// The request names a specialist the configuration does not have.
+    #[error("{0}")]
+    UnknownSpecialist(String),
+    /// The request names a model key the configuration does not have.
+    #[error("{0}")]
+    UnknownModelKey(String),
+    /// No run has this id.
+    #[error("no run `{0}`")]
+    RunNotFound(String),
+    /// The run exists but has already ended.
+    #[error("run `{id}` is not running; it ended `{status}`")]
+    RunNotRunning {
+        /// The run.
+        id: String,
+        /// How it ended.
+        status: String,
+    },
+    /// No route at this path.
+    #[error("no endpoint at this path; GET /openapi.json lists them")]
+    RouteNotFound,
+    /// The path exists but not for this method.
+    #[error("this endpoint does not take this method; GET /openapi.json lists them")]
+    MethodNotAllowed,
+    /// `server.max_runs_in_flight` runs are already going.
+    #[error(
+        "{limit} runs are already in flight, the server's limit; retry after {retry_after_s} s"
+    )]
+    TooManyRuns {
+        /// The limit.
+        limit: usize,
+        /// Seconds to wait, sent as `Retry-After`.
+        retry_after_s: u64,
+    },
+    /// The server is shutting down and starts no new runs.
+    #[error("the server is shutting down and starts no new runs")]
+    ShuttingDown,
+    /// Something inside the fabric failed; the details are logged, not shown.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// The stable code clients branch on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unauthorized => "unauthorized",
+            Self::InvalidJson(_) => "invalid_json",
+            Self::InvalidRequest(_) => "invalid_request",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::InvalidRunId(_) => "invalid_run_id",
+            Self::InvalidParameter(_) => "invalid_parameter",
+            Self::UnknownSpecialist(_) => "unknown_specialist",
+            Self::UnknownModelKey(_) => "unknown_model_key",
+            Self::RunNotFound(_) => "run_not_found",
+            Self::RunNotRunning { .. } => "run_not_running",
+            Self::RouteNotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::TooManyRuns { .. } => "too_many_runs",
+            Self::ShuttingDown => "shutting_down",
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::InvalidJson(_) | Self::InvalidRunId(_) | Self::InvalidParameter(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::InvalidRequest(_) | Self::UnknownSpecialist(_) | Self::UnknownModelKey(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RunNotFound(_) | Self::RouteNotFound => StatusCode::NOT_FOUND,
+            Self::RunNotRunning { .. } => StatusCode::CONFLICT,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::TooManyRuns { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A store failure: an unknown run is the client's mistake, anything else is ours.
+    pub(crate) fn from_store(error: StoreError) -> Self {
+        match error {
+            StoreError::NotFound(id) => Self::RunNotFound(id.to_string()),
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+/// The body of every error: `{"error": {"code", "message"}}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// One error.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable code, listed in docs/HTTP.md (e.g. `invalid_request`, `run_not_found`).
+    pub code: String,
+    /// What was wrong and what to do, for a person.
+    pub message: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let message = match &self {
+            // Internal details stay in the server's log: they can name paths and hosts.
+            Self::Internal(detail) => {
+                tracing::error!(%detail, "internal error answering a request");
+                "internal error; the server log has the details".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_owned(),
+                message,
+            },
+        };
+        let mut response = (status, axum::Json(body)).into_response();
+        let headers = response.headers_mut();
+        match &self {
+            Self::Unauthorized => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            Self::TooManyRuns { retry_after_s, .. } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_s));
+            }
+            Self::ShuttingDown => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(5u64));
+            }
+            _ => {}
+        }
+        response
+    }
+}

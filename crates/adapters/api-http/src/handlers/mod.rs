@@ -1,0 +1,5 @@
+//! The handlers, one module per group of endpoints.
+
+pub(crate) mod meta;
+pub(crate) mod runs;
+pub(crate) mod start;

@@ -1,0 +1,298 @@
+//! Reading, following and cancelling runs by id.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use fabric_core::live::LiveRun;
+use fabric_domain::{RunEvent, RunId, RunStatus};
+use std::sync::Arc;
+
+use crate::error::ErrorBody;
+use crate::extract::{QueryOf, RunIdPath};
+use crate::model::{
+    CancelAccepted, EventDoc, EventList, EventsQuery, ListQuery, RunListItem, RunPage, RunView,
+    StatusView,
+};
+use crate::sse::{self, Source};
+use crate::{ApiError, AppState};
+
+/// Runs per page without `limit`, and the most a page may hold.
+const DEFAULT_PAGE: usize = 20;
+const MAX_PAGE: usize = 100;
+
+/// A run, in flight in this server or stored.
+enum Found {
+    Live(Arc<LiveRun>),
+    Stored(Vec<RunEvent>),
+}
+
+impl Found {
+    fn status(&self) -> RunStatus {
+        match self {
+            Self::Live(run) => run.status(),
+            Self::Stored(events) => events
+                .last()
+                .filter(|e| e.kind.is_terminal())
+                .map_or(RunStatus::Running, fabric_core::live::terminal_status),
+        }
+    }
+
+    fn events(self) -> Vec<RunEvent> {
+        match self {
+            Self::Live(run) => run.events(),
+            Self::Stored(events) => events,
+        }
+    }
+}
+
+/// The live run first: its buffer is complete, while its runlog may lag by one event.
+async fn find(state: &AppState, id: &RunId) -> Result<Found, ApiError> {
+    if let Some(run) = state.inner.registry.get(id) {
+        return Ok(Found::Live(run));
+    }
+    let events = state
+        .inner
+        .store
+        .read_events(id)
+        .await
+        .map_err(ApiError::from_store)?;
+    Ok(Found::Stored(events))
+}
+
+/// Lists runs, newest first, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/runs",
+    tag = "runs",
+    params(ListQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "A page of runs, newest first", body = RunPage),
+        (status = 400, description = "`invalid_parameter`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_runs(
+    State(state): State<AppState>,
+    QueryOf(query): QueryOf<ListQuery>,
+) -> Result<axum::Json<RunPage>, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::InvalidParameter(format!(
+            "`limit` must be between 1 and {MAX_PAGE}, got {limit}"
+        )));
+    }
+    let status = query
+        .status
+        .as_deref()
+        .map(|s| {
+            serde_json::from_value::<RunStatus>(serde_json::Value::String(s.to_owned())).map_err(
+                |_| {
+                    ApiError::InvalidParameter(format!(
+                        "`status` must be one of running, completed, completed_without_finish, max_steps_exceeded, llm_error, model_unsupported, cancelled, failed; got `{s}`"
+                    ))
+                },
+            )
+        })
+        .transpose()?;
+    let before = query
+        .before
+        .as_deref()
+        .map(|b| RunId::parse(b).map_err(|_| ApiError::InvalidRunId(b.to_owned())))
+        .transpose()?;
+    // The store lists every run; fine for thousands of runs (see docs/HTTP.md).
+    let all = state
+        .inner
+        .store
+        .list_runs(usize::MAX)
+        .await
+        .map_err(ApiError::from_store)?;
+    let mut matching = all
+        .into_iter()
+        .filter(|r| before.as_ref().is_none_or(|b| r.id < *b))
+        .filter(|r| status.is_none_or(|s| r.status == s));
+    let runs: Vec<RunListItem> = matching
+        .by_ref()
+        .take(limit)
+        .map(|r| RunListItem {
+            run_id: r.id,
+            status: r.status,
+            started_at: r.started_at,
+            specialist_ids: r.specialist_ids,
+            prompt: r.prompt,
+            summary: r.summary,
+            events: r.events,
+        })
+        .collect();
+    let next_before = match (matching.next(), runs.last()) {
+        (Some(_), Some(last)) => Some(last.run_id.to_string()),
+        _ => None,
+    };
+    Ok(axum::Json(RunPage { runs, next_before }))
+}
+
+/// One run: its summary, and its result once it has ended.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The run", body = RunView),
+        (status = 400, description = "`invalid_run_id`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`run_not_found`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn get_run(
+    State(state): State<AppState>,
+    RunIdPath(id): RunIdPath,
+) -> Result<axum::Json<RunView>, ApiError> {
+    let events = find(&state, &id).await?.events();
+    Ok(axum::Json(RunView::from_events(id, &events)))
+}
+
+/// How a run stands: `running` or how it ended.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/status",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The status", body = StatusView),
+        (status = 400, description = "`invalid_run_id`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`run_not_found`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn run_status(
+    State(state): State<AppState>,
+    RunIdPath(id): RunIdPath,
+) -> Result<axum::Json<StatusView>, ApiError> {
+    let found = find(&state, &id).await?;
+    Ok(axum::Json(StatusView {
+        status: found.status(),
+        live: matches!(found, Found::Live(_)),
+        run_id: id,
+    }))
+}
+
+/// The events of a run: JSON, or with `Accept: text/event-stream` an SSE stream that
+/// follows a live run to its end and resumes after `Last-Event-ID`.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/events",
+    tag = "runs",
+    params(
+        ("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$"),
+        EventsQuery,
+        ("Last-Event-ID" = Option<u64>, Header, description = "SSE resumption: only events with a greater `seq`", minimum = 0),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The events, as JSON or as an SSE stream", content(
+            (EventList = "application/json"),
+            (EventDoc = "text/event-stream"),
+        )),
+        (status = 400, description = "`invalid_run_id`, `invalid_parameter`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`run_not_found`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn run_events(
+    State(state): State<AppState>,
+    RunIdPath(id): RunIdPath,
+    QueryOf(query): QueryOf<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let last_event_id = match headers.get("last-event-id") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    ApiError::InvalidParameter(
+                        "`Last-Event-ID` must be the `seq` of an event (a non-negative integer)"
+                            .to_owned(),
+                    )
+                })?,
+        ),
+    };
+    let after = last_event_id.or(query.after);
+    let found = find(&state, &id).await?;
+    if wants_sse(&headers) {
+        let source = match found {
+            Found::Live(run) => Source::Live(run),
+            Found::Stored(events) => Source::Stored(events),
+        };
+        return Ok(sse::events(source, after).into_response());
+    }
+    let status = found.status();
+    let first = after.map_or(0, |seq| seq.saturating_add(1));
+    let events = found
+        .events()
+        .into_iter()
+        .filter(|e| e.seq >= first)
+        .collect();
+    Ok(axum::Json(EventList {
+        run_id: id,
+        status,
+        events,
+    })
+    .into_response())
+}
+
+fn wants_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("text/event-stream"))
+}
+
+/// Cancels a run in flight: the model call or tool in flight is stopped, child processes
+/// are killed, and the run ends with `run_failed` / `cancelled`.
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/cancel",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$")),
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "The run was asked to stop", body = CancelAccepted),
+        (status = 400, description = "`invalid_run_id`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`run_not_found`", body = ErrorBody),
+        (status = 409, description = "`run_not_running`: it has already ended", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn cancel_run(
+    State(state): State<AppState>,
+    RunIdPath(id): RunIdPath,
+) -> Result<Response, ApiError> {
+    match find(&state, &id).await? {
+        Found::Live(run) if run.status() == RunStatus::Running => {
+            run.cancel();
+            Ok((
+                StatusCode::ACCEPTED,
+                axum::Json(CancelAccepted {
+                    run_id: id,
+                    cancel_requested: true,
+                }),
+            )
+                .into_response())
+        }
+        found => Err(ApiError::RunNotRunning {
+            id: id.to_string(),
+            status: found.status().to_string(),
+        }),
+    }
+}

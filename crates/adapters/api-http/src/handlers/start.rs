@@ -1,0 +1,113 @@
+//! Starting runs: blocking, streaming, or in the background.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use serde_json::Value;
+
+use crate::error::ErrorBody;
+use crate::extract::JsonBody;
+use crate::model::{EventDoc, RunAccepted, RunResultDoc};
+use crate::sse::{self, Source};
+use crate::{ApiError, AppState, RunRequest, launch};
+
+/// Runs a task and answers when it has ended, with the object `fabric run --json` prints.
+#[utoipa::path(
+    post,
+    path = "/run",
+    tag = "runs",
+    request_body = RunRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The run ended; `_meta.status` says how (also on a failed run)", body = RunResultDoc),
+        (status = 400, description = "`invalid_json`: the body is not JSON", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 422, description = "`invalid_request`, `unknown_specialist`, `unknown_model_key`", body = ErrorBody),
+        (status = 429, description = "`too_many_runs`; see `Retry-After`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`shutting_down`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn run_blocking(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<RunRequest>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let started = launch::start(&state, request).await?;
+    let outcome = started
+        .done
+        .await
+        .map_err(|_| ApiError::Internal("the run's task ended without a result".to_owned()))?
+        .map_err(ApiError::Internal)?;
+    Ok(axum::Json(state.inner.launcher.result_object(&outcome)))
+}
+
+/// Runs a task and streams every runlog event as it happens (Server-Sent Events), ending
+/// with `run_complete` or `run_failed`. The run goes on if the client goes away.
+#[utoipa::path(
+    post,
+    path = "/run/stream",
+    tag = "runs",
+    request_body = RunRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "An SSE stream: per event `id: <seq>`, `event: <kind>`, `data: <runlog line>`", content_type = "text/event-stream", body = EventDoc),
+        (status = 400, description = "`invalid_json`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 422, description = "`invalid_request`, `unknown_specialist`, `unknown_model_key`", body = ErrorBody),
+        (status = 429, description = "`too_many_runs`; see `Retry-After`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`shutting_down`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn run_stream(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<RunRequest>,
+) -> Result<Response, ApiError> {
+    let started = launch::start(&state, request).await?;
+    Ok(sse::events(Source::Live(started.live), None).into_response())
+}
+
+/// Starts a task in the background and answers at once with its id.
+#[utoipa::path(
+    post,
+    path = "/runs",
+    tag = "runs",
+    request_body = RunRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "The run started", body = RunAccepted),
+        (status = 400, description = "`invalid_json`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 422, description = "`invalid_request`, `unknown_specialist`, `unknown_model_key`", body = ErrorBody),
+        (status = 429, description = "`too_many_runs`; see `Retry-After`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`shutting_down`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn start_run(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<RunRequest>,
+) -> Result<Response, ApiError> {
+    let started = launch::start(&state, request).await?;
+    let id = started.live.id().clone();
+    let body = RunAccepted {
+        events_url: format!("/runs/{id}/events"),
+        status_url: format!("/runs/{id}/status"),
+        status: fabric_domain::RunStatus::Running,
+        run_id: id.clone(),
+    };
+    let location = format!("/runs/{id}");
+    Ok((
+        StatusCode::ACCEPTED,
+        [(axum::http::header::LOCATION, location)],
+        axum::Json(body),
+    )
+        .into_response())
+}

@@ -1,0 +1,129 @@
+//! `fabric-api-http`: the HTTP API of agent-fabric (`fabric serve`).
+//!
+//! A driving adapter: it turns HTTP requests into runs of the core's use case and streams
+//! their runlog events back as Server-Sent Events. It depends on `fabric-core` and
+//! `fabric-domain` only; the binary hands it the ports ([`RunStore`](fabric_core::RunStore),
+//! a [`RunLauncher`] that prepares tasks exactly as the CLI does) in an [`AppState`], and
+//! serves [`router`].
+//!
+//! Layout:
+//! - [`router`]: every route, the auth layer, the body limit and the OpenAPI document.
+//! - `launch`: starting a run in a task the server owns, under the in-flight limit.
+//! - `sse`: runlog events as SSE frames, pulled from the run's buffer (back-pressure,
+//!   never dropped events).
+//! - `handlers`: one module per group of endpoints; `extract`: extractors whose rejections
+//!   are [`ApiError`]s; [`ApiError`]: every error and its one mapping to HTTP.
+//!
+//! Key decision: runs belong to the server, not to the request. A client that goes away
+//! leaves its run going; runs are cancelled by `POST /runs/{id}/cancel` or at shutdown.
+
+mod auth;
+mod error;
+mod extract;
+mod handlers;
+mod launch;
+mod model;
+mod openapi;
+mod serve;
+mod sse;
+mod state;
+
+pub use error::{ApiError, ErrorBody, ErrorDetail};
+pub use model::{
+    CancelAccepted, EventDoc, EventList, EventsQuery, Health, ListQuery, MAX_STEPS_LIMIT,
+    RunAccepted, RunListItem, RunMetaDoc, RunPage, RunRequest, RunResultDoc, RunView, StatusView,
+};
+pub use serve::serve;
+pub use state::{ApiConfig, AppState, PreparedRun, RunLauncher, Runnable};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use handlers::{meta, runs, start};
+
+/// Every route of the API over `state`. Auth guards all but `/health` and `/openapi.json`.
+pub fn router(state: AppState) -> Router {
+    let (router, document) = api(state.clone());
+    let document = std::sync::Arc::new(document);
+    router
+        .route(
+            "/openapi.json",
+            get(move || {
+                let document = std::sync::Arc::clone(&document);
+                async move { axum::Json(document.as_ref().clone()) }
+            }),
+        )
+        .fallback(meta::not_found)
+        .method_not_allowed_fallback(meta::method_not_allowed)
+        .layer(DefaultBodyLimit::max(state.inner.config.max_body_bytes))
+        .with_state(state)
+}
+
+/// The OpenAPI document of the API, as served at `/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let state = AppState::new(
+        std::sync::Arc::new(NoStore),
+        std::sync::Arc::new(NoLauncher),
+        ApiConfig::default(),
+    );
+    api(state).1
+}
+
+fn api(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    let protected = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(start::run_blocking))
+        .routes(routes!(start::run_stream))
+        .routes(routes!(runs::list_runs, start::start_run))
+        .routes(routes!(runs::get_run))
+        .routes(routes!(runs::run_status))
+        .routes(routes!(runs::run_events))
+        .routes(routes!(runs::cancel_run))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state,
+            auth::require_token,
+        ));
+    let public = OpenApiRouter::new().routes(routes!(meta::health));
+    protected.merge(public).split_for_parts()
+}
+
+/// Stand-ins that let [`openapi`] build the document without a server.
+struct NoStore;
+
+#[async_trait::async_trait]
+impl fabric_core::RunStore for NoStore {
+    async fn create_run(&self) -> Result<fabric_core::NewRun, fabric_core::StoreError> {
+        Err(fabric_core::StoreError::Io {
+            action: "cannot create",
+            path: std::path::PathBuf::new(),
+            detail: "no store".to_owned(),
+        })
+    }
+    async fn list_runs(
+        &self,
+        _limit: usize,
+    ) -> Result<Vec<fabric_core::RunSummary>, fabric_core::StoreError> {
+        Ok(Vec::new())
+    }
+    async fn read_events(
+        &self,
+        id: &fabric_domain::RunId,
+    ) -> Result<Vec<fabric_domain::RunEvent>, fabric_core::StoreError> {
+        Err(fabric_core::StoreError::NotFound(id.clone()))
+    }
+}
+
+struct NoLauncher;
+
+#[async_trait::async_trait]
+impl RunLauncher for NoLauncher {
+    async fn prepare(&self, _request: RunRequest) -> Result<PreparedRun, ApiError> {
+        Err(ApiError::ShuttingDown)
+    }
+    fn result_object(&self, _outcome: &fabric_core::execute::RunOutcome) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}

@@ -1,0 +1,317 @@
+//! The bodies the API takes and gives, with their OpenAPI schemas.
+//!
+//! Runlog events go out exactly as the runlog stores them (`fabric_domain::RunEvent`);
+//! [`EventDoc`] only describes that shape for the OpenAPI document.
+
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::ApiError;
+
+/// Most model calls a request may ask for, as `fabric run --max-steps`.
+pub const MAX_STEPS_LIMIT: u32 = 1000;
+
+/// A task to run: the body of `POST /run`, `POST /run/stream` and `POST /runs`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    /// What the agent should do. Must not be blank.
+    #[schema(
+        min_length = 1,
+        pattern = r"\S",
+        example = "Create hello.txt containing Hello World"
+    )]
+    pub prompt: String,
+    /// The specialist (`--pack`); default: the configured `default_specialist`.
+    #[serde(default)]
+    #[schema(min_length = 1, pattern = r"\S")]
+    pub pack: Option<String>,
+    /// The model key from the config; default: the specialist's, else `default_model_key`.
+    #[serde(default)]
+    #[schema(min_length = 1, pattern = r"\S")]
+    pub model_key: Option<String>,
+    /// Whether tools may use the network; default: `network_allowed` from the config.
+    #[serde(default)]
+    pub network_allowed: Option<bool>,
+    /// Most model calls (1–1000); default: `max_steps` from the config.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub max_steps: Option<u32>,
+}
+
+impl RunRequest {
+    /// Checks what the types cannot: a blank prompt, a step limit out of range.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        if self.prompt.trim().is_empty() {
+            return Err(ApiError::InvalidRequest(
+                "`prompt` is empty; say what the agent should do".to_owned(),
+            ));
+        }
+        if let Some(n) = self.max_steps
+            && !(1..=MAX_STEPS_LIMIT).contains(&n)
+        {
+            return Err(ApiError::InvalidRequest(format!(
+                "`max_steps` must be between 1 and {MAX_STEPS_LIMIT}, got {n}"
+            )));
+        }
+        for (name, value) in [("pack", &self.pack), ("model_key", &self.model_key)] {
+            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(ApiError::InvalidRequest(format!(
+                    "`{name}` is empty; leave it out to use the default"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The answer of `GET /health`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Always `ok` when the server answers.
+    pub status: String,
+    /// The fabric's version.
+    pub version: String,
+    /// Runs in flight in this server.
+    pub runs_in_flight: usize,
+}
+
+/// The answer of `POST /runs`: the run was started.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunAccepted {
+    /// The new run's id.
+    #[schema(value_type = String)]
+    pub run_id: RunId,
+    /// `running`.
+    #[schema(value_type = String)]
+    pub status: RunStatus,
+    /// Where to follow its events (`GET`, JSON or SSE).
+    pub events_url: String,
+    /// Where to read its status.
+    pub status_url: String,
+}
+
+/// The answer of `POST /run`: the finish payload's fields plus `_meta`, exactly the object
+/// `fabric run --json` prints. On a run that did not complete, only `_meta`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunResultDoc {
+    /// How the run went.
+    #[serde(rename = "_meta")]
+    pub meta: RunMetaDoc,
+}
+
+/// `_meta` of a run result.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunMetaDoc {
+    /// The run.
+    pub run_id: String,
+    /// `completed`, `completed_without_finish`, `max_steps_exceeded`, `llm_error`,
+    /// `model_unsupported`, `cancelled` or `failed`.
+    pub status: String,
+    /// Why it failed, or how it completed when not through `finish_task`.
+    pub reason: Option<String>,
+    /// Who worked on it.
+    pub specialist_ids: Vec<String>,
+    /// The run's workspace directory on the server.
+    pub workspace: String,
+    /// The runlog file on the server.
+    pub runlog: String,
+    /// The model key.
+    pub model_key: String,
+    /// The model name.
+    pub model: String,
+    /// Model calls made.
+    pub steps: u32,
+    /// Tokens used.
+    pub usage: Value,
+}
+
+/// One runlog line: the same object the runlog stores and the SSE `data:` carries.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventDoc {
+    /// Position in the run from 0, without gaps; also the SSE `id`.
+    pub seq: u64,
+    /// Seconds since the Unix epoch.
+    pub ts: f64,
+    /// What happened (`run_start`, `llm_request`, ..., `run_complete`, `run_failed`); also
+    /// the SSE `event`.
+    pub kind: String,
+    /// The loop step, or null outside the loop.
+    pub step: Option<u32>,
+    /// Kind-specific fields (docs/RUNLOG.md).
+    pub payload: Value,
+}
+
+/// The answer of `GET /runs/{id}/events` as JSON.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventList {
+    /// The run.
+    #[schema(value_type = String)]
+    pub run_id: RunId,
+    /// The run's status now.
+    #[schema(value_type = String)]
+    pub status: RunStatus,
+    /// The events after `after` (all without it), in order.
+    #[schema(value_type = Vec<EventDoc>)]
+    pub events: Vec<RunEvent>,
+}
+
+/// The answer of `GET /runs/{id}/status`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusView {
+    /// The run.
+    #[schema(value_type = String)]
+    pub run_id: RunId,
+    /// `running`, or how it ended: `completed`, `completed_without_finish`,
+    /// `max_steps_exceeded`, `llm_error`, `model_unsupported`, `cancelled`, `failed`.
+    #[schema(value_type = String)]
+    pub status: RunStatus,
+    /// Whether this server is running it now (and can cancel it).
+    pub live: bool,
+}
+
+/// The answer of `POST /runs/{id}/cancel`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CancelAccepted {
+    /// The run.
+    #[schema(value_type = String)]
+    pub run_id: RunId,
+    /// Always true: the run was asked to stop. It ends shortly with `run_failed` /
+    /// `cancelled`; follow its events or status to see when.
+    pub cancel_requested: bool,
+}
+
+/// One run: its summary, and its result once it has one.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunView {
+    /// The run.
+    #[schema(value_type = String)]
+    pub run_id: RunId,
+    /// `running`, or how it ended.
+    #[schema(value_type = String)]
+    pub status: RunStatus,
+    /// Seconds since the Unix epoch.
+    pub started_at: Option<f64>,
+    /// The prompt.
+    pub prompt: Option<String>,
+    /// Who worked on it.
+    pub specialist_ids: Vec<String>,
+    /// The model key.
+    pub model_key: Option<String>,
+    /// The finish payload's summary, or the failure reason.
+    pub summary: Option<String>,
+    /// Why it failed, or how it completed when not through `finish_task`.
+    pub reason: Option<String>,
+    /// Model calls made, once ended.
+    pub steps: Option<u64>,
+    /// Tokens used, once ended.
+    pub usage: Option<Value>,
+    /// The finish payload of a completed run.
+    pub result: Option<Value>,
+    /// How many events the runlog holds.
+    pub events: usize,
+}
+
+impl RunView {
+    /// Builds the view from the run's events (the runlog, or a live run's buffer).
+    pub fn from_events(run_id: RunId, events: &[RunEvent]) -> Self {
+        let of = |kind: EventKind| events.iter().find(|e| e.kind == kind).map(|e| &e.payload);
+        let start = of(EventKind::RunStart);
+        let recruitment = of(EventKind::Recruitment);
+        let terminal = events.last().filter(|e| e.kind.is_terminal());
+        let status = terminal.map_or(RunStatus::Running, fabric_core::live::terminal_status);
+        let end = terminal.map(|e| &e.payload);
+        let text = |v: Option<&Value>, key: &str| {
+            v.and_then(|v| v.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let result = end
+            .and_then(|p| p.get("result"))
+            .filter(|r| !r.is_null())
+            .cloned();
+        let reason = text(end, "reason");
+        let summary = result
+            .as_ref()
+            .and_then(|r| r.get("summary"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| reason.clone());
+        Self {
+            run_id,
+            status,
+            started_at: events.first().map(|e| e.ts),
+            prompt: text(start, "prompt"),
+            specialist_ids: recruitment
+                .and_then(|r| r.get("specialist_ids"))
+                .and_then(|ids| serde_json::from_value(ids.clone()).ok())
+                .unwrap_or_default(),
+            model_key: text(start, "model_key"),
+            summary,
+            reason,
+            steps: end.and_then(|p| p.get("steps")).and_then(Value::as_u64),
+            usage: end.and_then(|p| p.get("usage")).cloned(),
+            result,
+            events: events.len(),
+        }
+    }
+}
+
+/// The answer of `GET /runs`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunPage {
+    /// Runs, newest first.
+    pub runs: Vec<RunListItem>,
+    /// Pass as `before` to get the next page; null on the last page.
+    pub next_before: Option<String>,
+}
+
+/// One run in a listing.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunListItem {
+    /// The run.
+    #[schema(value_type = String)]
+    pub run_id: RunId,
+    /// `running`, or how it ended.
+    #[schema(value_type = String)]
+    pub status: RunStatus,
+    /// Seconds since the Unix epoch.
+    pub started_at: f64,
+    /// Who worked on it.
+    pub specialist_ids: Vec<String>,
+    /// The prompt.
+    pub prompt: String,
+    /// The finish payload's summary, or the failure reason.
+    pub summary: Option<String>,
+    /// How many events the runlog holds.
+    pub events: usize,
+}
+
+/// The query of `GET /runs`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Runs per page (1–100, default 20).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<usize>,
+    /// Only runs with this status (`running`, `completed`, `failed`, `cancelled`, ...).
+    #[param(
+        pattern = "^(running|completed|completed_without_finish|max_steps_exceeded|llm_error|model_unsupported|cancelled|failed)$"
+    )]
+    pub status: Option<String>,
+    /// Only runs older than this run id (the previous page's `next_before`).
+    #[param(pattern = r"^[A-Za-z0-9_-]{1,128}$")]
+    pub before: Option<String>,
+}
+
+/// The query of `GET /runs/{id}/events`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Only events with a `seq` greater than this (as `Last-Event-ID` does for SSE).
+    pub after: Option<u64>,
+}

@@ -1,0 +1,56 @@
+//! Runlog events as Server-Sent Events: `id:` is the event's `seq`, `event:` its kind, and
+//! `data:` the runlog line itself, so a client reads the same schema as the runlog.
+//!
+//! The stream is pulled: the next event is taken from the run's buffer only when the
+//! connection has taken the previous one, so a slow client is held back by its own socket
+//! (back-pressure) without losing events or slowing the run. When the client goes away the
+//! stream is dropped and the run goes on.
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use fabric_core::live::LiveRun;
+use fabric_domain::RunEvent;
+use futures_util::Stream;
+use futures_util::stream::{self, StreamExt};
+use std::convert::Infallible;
+use std::sync::Arc;
+
+/// Where a stream's events come from.
+pub(crate) enum Source {
+    /// A run in flight: its buffer, then whatever it records next, until it ends.
+    Live(Arc<LiveRun>),
+    /// A run that is not in flight here: its runlog as stored.
+    Stored(Vec<RunEvent>),
+}
+
+/// The events of `source` with a `seq` greater than `after` (all without it).
+pub(crate) fn events(
+    source: Source,
+    after: Option<u64>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let first = after.map_or(0, |seq| seq.saturating_add(1));
+    let stream = match source {
+        Source::Live(run) => {
+            // `seq` counts from 0 without gaps, so it is also the index in the buffer.
+            let start = usize::try_from(first).unwrap_or(usize::MAX);
+            stream::unfold((run, start), |(run, index)| async move {
+                let event = run.next_event(index).await?;
+                Some((event, (run, index + 1)))
+            })
+            .left_stream()
+        }
+        Source::Stored(all) => {
+            stream::iter(all.into_iter().filter(move |e| e.seq >= first)).right_stream()
+        }
+    };
+    Sse::new(stream.map(|event| Ok(to_sse(&event)))).keep_alive(KeepAlive::default())
+}
+
+fn to_sse(event: &RunEvent) -> Event {
+    // A runlog event always serialises (its payload is already JSON); `{}` keeps the frame
+    // well-formed if that ever changed.
+    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_owned());
+    Event::default()
+        .id(event.seq.to_string())
+        .event(event.kind.as_str())
+        .data(data)
+}

@@ -1,0 +1,369 @@
+//! Many runs at once in one process: how many can be in flight, what each costs in memory,
+//! and how close the step throughput comes to the ideal (issue #4).
+//!
+//! Part 1, throughput over real HTTP: R runs of S steps (S-1 calls of a no-op tool, then
+//! `finish_task`) start together against the scripted server with a fixed model latency L.
+//! Ideal wall time = S x L (every run waits on the model in parallel). The floor is the
+//! scripted server's own capacity: R concurrent plain HTTP clients posting S requests each to
+//! a fresh server with the same latency, nothing of ours in between.
+//!
+//! Part 2, memory per run in flight: N runs in flight at once, driven through `execute_task`
+//! with the real file-system run store and runlogs, but an in-process model that sleeps L and
+//! answers (no HTTP): with thousands of sockets the HTTP client's and the fake server's buffers
+//! (both in this process) would dominate the figure and say nothing about the fabric. Memory
+//! per run = (RSS with all N waiting on the model - RSS before) / N, from /proc/self/statm.
+//! Measured with the CLI's observer (none) and with the HTTP API's (`LiveRun`, which buffers
+//! every event for followers).
+//!
+//! Run: `cargo bench -p fabric --bench concurrent_runs` (figures in docs/BENCHMARKS.md).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    missing_docs
+)]
+
+use async_trait::async_trait;
+use fabric_core::engine::ModelParams;
+use fabric_core::execute::{Recruitment, Task, execute_task, run_task};
+use fabric_core::live::RunRegistry;
+use fabric_core::{
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NoopObserver, RunStore, Tool,
+    ToolContext, ToolError,
+};
+use fabric_domain::{RunStatus, SpecialistSpec, ToolCall, ToolSpec};
+use fabric_test_support::{Scenario, ScriptedServer, Turn};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+struct Noop(ToolSpec);
+
+#[async_trait]
+impl Tool for Noop {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
+        Ok(json!("ok"))
+    }
+}
+
+fn noop_tool() -> Arc<dyn Tool> {
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false});
+    Arc::new(Noop(
+        ToolSpec::with_schema("noop", "Does nothing.", schema).unwrap(),
+    ))
+}
+
+fn specialist() -> SpecialistSpec {
+    let mut spec = fabric_config::builtin_specialists().remove(0);
+    spec.tools = vec!["noop".into()];
+    spec
+}
+
+fn task(steps: usize) -> Task {
+    Task {
+        prompt: "benchmark".into(),
+        specialist: specialist(),
+        recruitment: Recruitment {
+            routing_method: "explicit".into(),
+            required_capabilities: vec![],
+            reason: String::new(),
+        },
+        tools: vec![noop_tool()],
+        model_key: "bench".into(),
+        model: ModelParams {
+            name: "qwen2.5:7b".into(),
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            stream: false,
+        },
+        // Headroom: on the shared HTTP server a run may take a turn another run left.
+        max_steps: steps as u32 * 2,
+        network_allowed: false,
+    }
+}
+
+/// The scripted turn for step `i` of `steps`: the model's answer depends only on how many
+/// assistant messages the conversation already has, so one server serves many runs.
+fn call_for(step: usize, steps: usize) -> ToolCall {
+    if step + 1 < steps {
+        ToolCall {
+            id: format!("call_{step}"),
+            name: "noop".into(),
+            arguments: json!({"n": step}).to_string(),
+        }
+    } else {
+        ToolCall {
+            id: format!("call_{step}"),
+            name: "finish_task".into(),
+            arguments: json!({"summary": "done"}).to_string(),
+        }
+    }
+}
+
+/// An in-process model: sleeps `latency`, then answers the next scripted call.
+struct SleepyModel {
+    latency: Duration,
+    steps: usize,
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl ChatClient for SleepyModel {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        _observer: &dyn ChatObserver,
+    ) -> Result<ChatResponse, ChatError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(self.latency).await;
+        let step = request
+            .messages
+            .iter()
+            .filter(|m| m.role == fabric_domain::Role::Assistant)
+            .count();
+        Ok(ChatResponse {
+            content: None,
+            tool_calls: vec![call_for(step, self.steps)],
+            usage: None,
+            finish_reason: Some("tool_calls".into()),
+        })
+    }
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+/// A scenario where every request gets the answer its conversation length asks for is not
+/// expressible as a fixed list of turns, so each HTTP run gets `steps` turns of its own on one
+/// shared server: turns are consumed in arrival order, and every turn but the last calls
+/// `noop`, so any run may take any noop turn; the finish turns are the last R turns.
+fn shared_scenario(runs: usize, steps: usize, latency_ms: u64) -> Scenario {
+    let mut turns = Vec::with_capacity(runs * steps);
+    for step in 0..steps - 1 {
+        for _ in 0..runs {
+            turns.push(Turn::tool_call("noop", json!({"n": step})));
+        }
+    }
+    for _ in 0..runs {
+        turns.push(Turn::tool_call("finish_task", json!({"summary": "done"})));
+    }
+    let mut scenario = Scenario::new(turns);
+    scenario.latency_ms = latency_ms;
+    scenario
+}
+
+async fn http_runs(runs: usize, steps: usize, latency_ms: u64) -> (Duration, usize) {
+    let server = ScriptedServer::start(shared_scenario(runs, steps, latency_ms))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(fabric_store_fs::FsRunStore::new(dir.path()));
+    let chat: Arc<dyn ChatClient> = fabric_llm::build_client(
+        fabric_llm::Backend::OpenAi,
+        &fabric_llm::HttpSettings::new(server.base_url()),
+        None,
+    )
+    .unwrap();
+    let started = Instant::now();
+    let mut set = JoinSet::new();
+    for _ in 0..runs {
+        let (store, chat) = (Arc::clone(&store), Arc::clone(&chat));
+        set.spawn(async move {
+            execute_task(
+                store.as_ref(),
+                chat.as_ref(),
+                task(steps),
+                &NoopObserver,
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap()
+        });
+    }
+    let mut completed = 0;
+    while let Some(outcome) = set.join_next().await {
+        if outcome.unwrap().status == RunStatus::Completed {
+            completed += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    server.shutdown().await;
+    (elapsed, completed)
+}
+
+/// The server's own capacity: the same number of requests, same concurrency, plain client.
+async fn http_floor(runs: usize, steps: usize, latency_ms: u64) -> Duration {
+    let server = ScriptedServer::start(shared_scenario(runs, steps, latency_ms))
+        .await
+        .unwrap();
+    let url = format!("{}/chat/completions", server.base_url());
+    let client = reqwest::Client::new();
+    let body =
+        json!({"model": "qwen2.5:7b", "messages": [{"role": "user", "content": "benchmark"}]});
+    let started = Instant::now();
+    let mut set = JoinSet::new();
+    for _ in 0..runs {
+        let (client, url, body) = (client.clone(), url.clone(), body.clone());
+        set.spawn(async move {
+            for _ in 0..steps {
+                let answer: Value = client
+                    .post(&url)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                assert!(answer["choices"].is_array());
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+    let elapsed = started.elapsed();
+    server.shutdown().await;
+    elapsed
+}
+
+async fn in_flight(runs: usize, steps: usize, latency: Duration, live: bool) -> (f64, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(fabric_store_fs::FsRunStore::new(dir.path()));
+    let model = Arc::new(SleepyModel {
+        latency,
+        steps,
+        calls: AtomicUsize::new(0),
+    });
+    let registry = Arc::new(RunRegistry::new());
+    let before = rss_bytes();
+    let started = Instant::now();
+    let mut set = JoinSet::new();
+    for _ in 0..runs {
+        let (store, model, registry) = (
+            Arc::clone(&store),
+            Arc::clone(&model),
+            Arc::clone(&registry),
+        );
+        set.spawn(async move {
+            let chat: &dyn ChatClient = model.as_ref();
+            let outcome = if live {
+                let run = store.create_run().await.unwrap();
+                let watched = registry.register(run.id.clone());
+                let outcome = run_task(
+                    run,
+                    chat,
+                    task(steps),
+                    watched.as_ref(),
+                    watched.cancel_token(),
+                )
+                .await
+                .unwrap();
+                watched.finish(None);
+                registry.remove(watched.id());
+                outcome
+            } else {
+                execute_task(
+                    store.as_ref(),
+                    chat,
+                    task(steps),
+                    &NoopObserver,
+                    CancellationToken::new(),
+                )
+                .await
+                .unwrap()
+            };
+            assert_eq!(outcome.status, RunStatus::Completed);
+        });
+    }
+    // Sample while every run waits on its first model call... and again at later steps,
+    // when the conversations and (with `live`) the event buffers are larger; keep the peak.
+    let mut peak = 0u64;
+    let deadline = started + latency * steps as u32;
+    while Instant::now() < deadline && model.calls.load(Ordering::Relaxed) < runs * steps {
+        if model.calls.load(Ordering::Relaxed) >= runs {
+            peak = peak.max(rss_bytes());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    while set.join_next().await.is_some() {}
+    let elapsed = started.elapsed();
+    let per_run = peak.saturating_sub(before) as f64 / runs as f64 / 1024.0;
+    (per_run, elapsed)
+}
+
+/// One memory case per process: memory freed by an earlier phase stays in the allocator and
+/// would hide the next phase's growth from RSS.
+const CASE_VAR: &str = "FABRIC_BENCH_MEMORY_CASE";
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let latency = Duration::from_millis(2000);
+    let steps = 5;
+    let runs = 10_000usize;
+    if let Ok(case) = std::env::var(CASE_VAR) {
+        let live = case == "live";
+        let (kib, wall) = in_flight(runs, steps, latency, live).await;
+        println!(
+            "{runs:>7} {steps:>6} {:>8}ms {:>18} {kib:>10.1} {:>10.2} {:>10.2}",
+            latency.as_millis(),
+            if live {
+                "LiveRun (HTTP API)"
+            } else {
+                "none (CLI --json)"
+            },
+            wall.as_secs_f64(),
+            (latency * steps as u32).as_secs_f64(),
+        );
+        return;
+    }
+    println!("runs in flight in one process (in-process model, real run store and runlogs)");
+    println!(
+        "{:>7} {:>6} {:>9} {:>18} {:>10} {:>10} {:>10}",
+        "runs", "steps", "latency", "observer", "KiB/run", "wall s", "ideal s"
+    );
+    for case in ["none", "live"] {
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .env(CASE_VAR, case)
+            .output()
+            .unwrap();
+        print!("{}", String::from_utf8_lossy(&output.stdout));
+    }
+    if std::env::var_os("FABRIC_BENCH_SKIP_HTTP").is_some() {
+        return;
+    }
+    println!();
+    http_table().await;
+}
+
+async fn http_table() {
+    let latency_ms = 50u64;
+    println!(
+        "concurrent runs over HTTP against the scripted server ({latency_ms} ms model latency)"
+    );
+    println!(
+        "{:>6} {:>6} {:>10} {:>10} {:>10} {:>12} {:>14} {:>12}",
+        "runs", "steps", "ideal s", "floor s", "fabric s", "steps/s", "vs ideal", "vs floor"
+    );
+    for (runs, steps) in [(200usize, 20usize), (1000, 20)] {
+        let ideal = (steps as u64 * latency_ms) as f64 / 1000.0;
+        let floor = http_floor(runs, steps, latency_ms).await.as_secs_f64();
+        let (wall, completed) = http_runs(runs, steps, latency_ms).await;
+        assert_eq!(completed, runs);
+        let wall = wall.as_secs_f64();
+        println!(
+            "{runs:>6} {steps:>6} {ideal:>10.2} {floor:>10.2} {wall:>10.2} {:>12.0} {:>13.0}% {:>11.0}%",
+            (runs * steps) as f64 / wall,
+            (wall / ideal - 1.0) * 100.0,
+            (wall / floor - 1.0) * 100.0,
+        );
+    }
+}

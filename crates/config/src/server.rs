@@ -1,0 +1,162 @@
+//! The `server:` section: how `fabric serve` listens and what it allows.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigError;
+
+/// Settings of the HTTP API (`fabric serve`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerConfig {
+    /// Address to bind; a non-loopback one requires a token.
+    pub host: String,
+    /// Port to bind; 0 picks a free one.
+    pub port: u16,
+    /// Name of the environment variable holding the bearer token. The token itself never
+    /// goes in the file.
+    pub api_token_env: String,
+    /// Runs in flight at once; one more is answered 429 with `Retry-After`.
+    pub max_runs_in_flight: usize,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".to_owned(),
+            port: 8787,
+            api_token_env: "FABRIC_API_TOKEN".to_owned(),
+            max_runs_in_flight: 64,
+            max_body_bytes: 256 * 1024,
+        }
+    }
+}
+
+/// The section as written in the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawServer {
+    pub(crate) host: Option<String>,
+    pub(crate) port: Option<u16>,
+    pub(crate) api_token_env: Option<String>,
+    pub(crate) max_runs_in_flight: Option<u64>,
+    pub(crate) max_body_bytes: Option<u64>,
+}
+
+impl RawServer {
+    /// Overlays the file's values on `base`, checking each; `invalid(key, detail)` builds
+    /// the error naming the key.
+    pub(crate) fn merge(
+        self,
+        base: &mut ServerConfig,
+        invalid: impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        if let Some(host) = self.host {
+            let ok = !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':'));
+            if !ok {
+                return Err(invalid(
+                    "server.host",
+                    format!("must be a host name or IP address such as 127.0.0.1, got `{host}`"),
+                ));
+            }
+            base.host = host;
+        }
+        if let Some(port) = self.port {
+            base.port = port;
+        }
+        if let Some(name) = self.api_token_env {
+            let ok = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            if !ok {
+                return Err(invalid(
+                    "server.api_token_env",
+                    format!(
+                        "must be the name of an environment variable such as FABRIC_API_TOKEN (the token itself never goes in the file), got `{name}`"
+                    ),
+                ));
+            }
+            base.api_token_env = name;
+        }
+        if let Some(n) = self.max_runs_in_flight {
+            base.max_runs_in_flight = range(&invalid, "server.max_runs_in_flight", n, 1, 100_000)?;
+        }
+        if let Some(n) = self.max_body_bytes {
+            base.max_body_bytes =
+                range(&invalid, "server.max_body_bytes", n, 1024, 64 * 1024 * 1024)?;
+        }
+        Ok(())
+    }
+}
+
+fn range(
+    invalid: &impl Fn(&str, String) -> ConfigError,
+    key: &str,
+    v: u64,
+    min: u64,
+    max: u64,
+) -> Result<usize, ConfigError> {
+    if (min..=max).contains(&v) {
+        Ok(usize::try_from(v).unwrap_or(usize::MAX))
+    } else {
+        Err(invalid(
+            key,
+            format!("must be between {min} and {max}, got {v}"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::Settings;
+    use std::path::Path;
+
+    fn load(text: &str) -> Result<Settings, String> {
+        Settings::from_text(text, Path::new("f.yaml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_bind_loopback_8787() {
+        let s = Settings::defaults();
+        assert_eq!(s.server.host, "127.0.0.1");
+        assert_eq!(s.server.port, 8787);
+        assert_eq!(s.server.api_token_env, "FABRIC_API_TOKEN");
+        assert_eq!(s.server.max_runs_in_flight, 64);
+        assert_eq!(s.server.max_body_bytes, 262_144);
+    }
+
+    #[test]
+    fn the_file_sets_every_key() {
+        let s = load("server:\n  host: 0.0.0.0\n  port: 9000\n  api_token_env: MY_TOKEN\n  max_runs_in_flight: 3\n  max_body_bytes: 4096\n").unwrap();
+        assert_eq!(s.server.host, "0.0.0.0");
+        assert_eq!(s.server.port, 9000);
+        assert_eq!(s.server.api_token_env, "MY_TOKEN");
+        assert_eq!(s.server.max_runs_in_flight, 3);
+        assert_eq!(s.server.max_body_bytes, 4096);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        for (text, key) in [
+            (
+                "server:\n  max_runs_in_flight: 0\n",
+                "server.max_runs_in_flight",
+            ),
+            ("server:\n  max_body_bytes: 10\n", "server.max_body_bytes"),
+            (
+                "server:\n  api_token_env: \"sk-secret value\"\n",
+                "server.api_token_env",
+            ),
+            ("server:\n  host: \"a b\"\n", "server.host"),
+            ("server:\n  port: 70000\n", "server.port"),
+            ("server:\n  token: x\n", "server"),
+        ] {
+            let e = load(text).unwrap_err();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+    }
+}
