@@ -53,7 +53,7 @@ impl Settings {
                     (s.id.clone(), origin)
                 })
                 .collect(),
-            specialists,
+            specialists: specialists.into_iter().map(std::sync::Arc::new).collect(),
             default_specialist: "engineering".to_owned(),
             routing_model_key: "fast".to_owned(),
             task_force_mode: TaskForceMode::Sequential,

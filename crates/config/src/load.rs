@@ -3,6 +3,7 @@
 use fabric_domain::{SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::builtins::engineering_finish_schema;
 use crate::defaults::{BRAVE_KEY_ENV, BRAVE_URL};
@@ -565,7 +566,7 @@ impl Merger {
         }
         let existing = s.specialists.iter().position(|x| x.id == id);
         let mut spec = match existing {
-            Some(i) => s.specialists[i].clone(),
+            Some(i) => s.specialists[i].as_ref().clone(),
             None => SpecialistSpec {
                 id: id.to_owned(),
                 description: raw.description.clone().ok_or_else(|| {
@@ -627,8 +628,8 @@ impl Merger {
             spec.needs_network = v;
         }
         match existing {
-            Some(i) => s.specialists[i] = spec,
-            None => s.specialists.push(spec),
+            Some(i) => s.specialists[i] = Arc::new(spec),
+            None => s.specialists.push(Arc::new(spec)),
         }
         Ok(())
     }

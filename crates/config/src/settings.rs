@@ -2,6 +2,7 @@ use fabric_domain::SpecialistSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Which wire protocol a model server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -153,7 +154,9 @@ pub struct Settings {
     /// The model key runs use unless told otherwise.
     pub default_model_key: String,
     /// All specialists: built-in ones, then those from the file.
-    pub specialists: Vec<SpecialistSpec>,
+    // Behind `Arc` so every run shares the one definition instead of cloning its prompt and
+    // finish schema (docs/BENCHMARKS.md, memory per run in flight).
+    pub specialists: Vec<Arc<SpecialistSpec>>,
     /// The specialist used when the task names none.
     pub default_specialist: String,
     /// Model key used to route prompts to specialists.
@@ -200,7 +203,15 @@ pub struct Settings {
 impl Settings {
     /// The specialist with this id.
     pub fn specialist(&self, id: &str) -> Option<&SpecialistSpec> {
-        self.specialists.iter().find(|s| s.id == id)
+        self.specialists
+            .iter()
+            .find(|s| s.id == id)
+            .map(Arc::as_ref)
+    }
+
+    /// The specialist with this id, shared: what a run holds for its whole life.
+    pub fn shared_specialist(&self, id: &str) -> Option<Arc<SpecialistSpec>> {
+        self.specialists.iter().find(|s| s.id == id).cloned()
     }
 
     /// The model under this key.

@@ -14,7 +14,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::ports::{ChatClient, ChatRequest, StoreError, Tool, ToolContext, ToolError};
+use crate::ports::{
+    ChatClient, ChatRequest, StoreError, Tool, ToolContext, ToolDefinitions, ToolError,
+};
 use crate::recorder::{Recorder, truncate};
 
 /// Most characters of a tool result sent to the model and written to the runlog.
@@ -103,22 +105,28 @@ pub(crate) async fn run_loop(
         withheld,
     } = input;
 
-    let finish_spec = match specialist.finish_tool() {
-        Ok(spec) => spec,
-        Err(e) => {
-            return Ok(failed(
-                RunStatus::Failed,
-                e.to_string(),
-                0,
-                Usage::default(),
-            ));
-        }
+    // Generated once per run, not per step: the definitions never change inside a loop. The
+    // `finish_task` contract is only needed for its definition; the schema itself is checked
+    // against `specialist.finish_schema`, so no second copy of it lives through the run.
+    let definitions = {
+        let finish_spec = match specialist.finish_tool() {
+            Ok(spec) => spec,
+            Err(e) => {
+                return Ok(failed(
+                    RunStatus::Failed,
+                    e.to_string(),
+                    0,
+                    Usage::default(),
+                ));
+            }
+        };
+        let mut definitions: Vec<Value> =
+            tools.iter().map(|t| t.spec().openai_definition()).collect();
+        definitions.push(finish_spec.openai_definition());
+        ToolDefinitions::new(&definitions)
     };
     let by_name: HashMap<&str, &Arc<dyn Tool>> =
         tools.iter().map(|t| (t.spec().name.as_str(), t)).collect();
-    // Generated once per run, not per step: the definitions never change inside a loop.
-    let mut definitions: Vec<Value> = tools.iter().map(|t| t.spec().openai_definition()).collect();
-    definitions.push(finish_spec.openai_definition());
     let mut available: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
     available.push(FINISH_TOOL);
 
@@ -126,7 +134,7 @@ pub(crate) async fn run_loop(
         tools: &by_name,
         available: &available,
         withheld,
-        finish_schema: &finish_spec.input_schema,
+        finish_schema: &specialist.finish_schema,
     };
     let mut usage = Usage::default();
     // With no tool to work with, there is no work to require before finish_task.
@@ -203,7 +211,7 @@ pub(crate) async fn run_loop(
                 messages.push(Message::assistant(Some(text), Vec::new()));
                 messages.push(Message::user(corrective_message(
                     &available,
-                    &finish_spec.input_schema,
+                    &specialist.finish_schema,
                 )));
                 continue;
             }

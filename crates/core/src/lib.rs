@@ -33,5 +33,5 @@ pub mod typed;
 pub use error::CoreError;
 pub use ports::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
-    RunObserver, RunStore, RunSummary, StoreError, Tool, ToolContext, ToolError,
+    RunObserver, RunStore, RunSummary, StoreError, Tool, ToolContext, ToolDefinitions, ToolError,
 };

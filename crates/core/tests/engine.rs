@@ -209,7 +209,7 @@ fn specialist(may_write: bool) -> SpecialistSpec {
 fn task(tools: Vec<Arc<dyn Tool>>, may_write: bool, network_allowed: bool) -> Task {
     Task {
         prompt: "do it".into(),
-        specialist: specialist(may_write),
+        specialist: specialist(may_write).into(),
         recruitment: Recruitment {
             routing_method: "explicit".into(),
             required_capabilities: vec![],
@@ -459,7 +459,7 @@ async fn finish_schema_that_is_not_an_object_fails_the_run_clearly() {
     let store = MemStore::new();
     let chat = ScriptedChat::new(vec![]);
     let mut t = task(vec![], true, false);
-    t.specialist.finish_schema = json!({"type": "string"});
+    std::sync::Arc::make_mut(&mut t.specialist).finish_schema = json!({"type": "string"});
     let outcome = run(&store, &chat, t).await.unwrap();
     assert_eq!(outcome.status, RunStatus::Failed);
     assert!(outcome.reason.unwrap().contains("finish_schema"));

@@ -158,7 +158,7 @@ fn specialist(id: &str) -> SpecialistSpec {
 
 fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
     Member {
-        specialist: specialist(id),
+        specialist: specialist(id).into(),
         tools: vec![list_files()],
         chat,
         model_key: format!("{id}-key"),

@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 pub(crate) struct ChatBody<'a> {
     model: &'a str,
     messages: Vec<OutMessage<'a>>,
-    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
-    tools: &'a [Value],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a serde_json::value::RawValue>,
     /// Always sent: Ollama streams unless told otherwise.
     stream: bool,
     #[serde(skip_serializing_if = "Options::is_empty")]
@@ -80,7 +80,7 @@ impl<'a> ChatBody<'a> {
         Self {
             model: request.model,
             messages,
-            tools: request.tools,
+            tools: (!request.tools.is_empty()).then(|| request.tools.as_raw()),
             stream: request.stream,
             options: Options {
                 num_ctx,
@@ -247,7 +247,7 @@ mod tests {
         let request = ChatRequest {
             model: "q",
             messages: &messages,
-            tools: &[],
+            tools: &fabric_core::ToolDefinitions::none(),
             temperature: Some(0.25),
             top_p: None,
             max_tokens: Some(64),

@@ -12,8 +12,8 @@ use crate::toolcalls::CallDelta;
 pub(crate) struct Request<'a> {
     model: &'a str,
     messages: Vec<OutMessage<'a>>,
-    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
-    tools: &'a [Value],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a serde_json::value::RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -64,7 +64,7 @@ impl<'a> Request<'a> {
         Self {
             model: request.model,
             messages: request.messages.iter().map(out_message).collect(),
-            tools: request.tools,
+            tools: (!request.tools.is_empty()).then(|| request.tools.as_raw()),
             tool_choice: has_tools.then_some("auto"),
             temperature: request.temperature,
             top_p: request.top_p,
@@ -233,7 +233,7 @@ mod tests {
         let request = ChatRequest {
             model: "m",
             messages: &messages,
-            tools: &tools,
+            tools: &fabric_core::ToolDefinitions::new(&tools),
             temperature: Some(0.5),
             top_p: None,
             max_tokens: Some(10),
@@ -267,7 +267,7 @@ mod tests {
         let request = ChatRequest {
             model: "m",
             messages: &messages,
-            tools: &[],
+            tools: &fabric_core::ToolDefinitions::none(),
             temperature: None,
             top_p: None,
             max_tokens: None,

@@ -59,10 +59,15 @@ fn noop_tool() -> Arc<dyn Tool> {
     ))
 }
 
-fn specialist() -> SpecialistSpec {
-    let mut spec = fabric_config::builtin_specialists().remove(0);
-    spec.tools = vec!["noop".into()];
-    spec
+/// The specialist, defined once and shared by every run, as `fabric serve` shares the
+/// definitions it loaded from its settings.
+fn specialist() -> Arc<SpecialistSpec> {
+    static SHARED: std::sync::OnceLock<Arc<SpecialistSpec>> = std::sync::OnceLock::new();
+    Arc::clone(SHARED.get_or_init(|| {
+        let mut spec = fabric_config::builtin_specialists().remove(0);
+        spec.tools = vec!["noop".into()];
+        Arc::new(spec)
+    }))
 }
 
 fn task(steps: usize) -> Task {

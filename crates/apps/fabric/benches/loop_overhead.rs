@@ -72,7 +72,7 @@ async fn engine_run(steps: usize) -> (Duration, Vec<Value>) {
     .unwrap();
     let task = Task {
         prompt: "benchmark".into(),
-        specialist: specialist(),
+        specialist: specialist().into(),
         recruitment: Recruitment {
             routing_method: "explicit".into(),
             required_capabilities: vec![],

@@ -38,7 +38,7 @@ pub(crate) struct TaskRequest {
 
 /// One member, ready: its specialist, tools, client and resolved model.
 pub(crate) struct PreparedMember {
-    specialist: SpecialistSpec,
+    specialist: Arc<SpecialistSpec>,
     tools: Vec<Arc<dyn fabric_core::Tool>>,
     chat: Arc<dyn ChatClient>,
     model_key: String,
@@ -67,7 +67,7 @@ impl PreparedTask {
                 .members
                 .iter()
                 .map(|m| Member {
-                    specialist: m.specialist.clone(),
+                    specialist: Arc::clone(&m.specialist),
                     tools: m.tools.clone(),
                     chat: m.chat.as_ref(),
                     model_key: m.model_key.clone(),
@@ -140,7 +140,7 @@ pub(crate) async fn prepare(
     let mut members = Vec::new();
     let mut clients: HashMap<String, (Arc<dyn ChatClient>, String, String)> = HashMap::new();
     for id in &ids {
-        let specialist = settings.specialist(id).cloned().ok_or_else(|| {
+        let specialist = settings.shared_specialist(id).ok_or_else(|| {
             UsageError(format!(
                 "no specialist `{id}`; the specialists are: {}",
                 settings.specialist_ids().join(", ")

@@ -58,8 +58,8 @@ impl TaskForceMode {
 pub struct Task {
     /// What the user asked.
     pub prompt: String,
-    /// Who works on it.
-    pub specialist: SpecialistSpec,
+    /// Who works on it; shared, as the definition is the same for every run.
+    pub specialist: Arc<SpecialistSpec>,
     /// How the specialist was chosen.
     pub recruitment: Recruitment,
     /// The tools the specialist may use. Those needing the network are dropped when the run
@@ -77,8 +77,8 @@ pub struct Task {
 
 /// One member of a task force: a specialist with its own tools and model.
 pub struct Member<'a> {
-    /// Who.
-    pub specialist: SpecialistSpec,
+    /// Who; shared, as the definition is the same for every run.
+    pub specialist: Arc<SpecialistSpec>,
     /// Its tools (filtered like [`Task::tools`]).
     pub tools: Vec<Arc<dyn Tool>>,
     /// The client of its model.

@@ -1,7 +1,63 @@
 use async_trait::async_trait;
 use fabric_domain::{Message, ToolCall, Usage};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use thiserror::Error;
+
+/// The tool definitions offered to a model, serialised once: a JSON array of OpenAI function
+/// definitions. Kept as JSON text rather than a `Value` tree because a run holds them for its
+/// whole life and sends them with every request; text is a third of the memory and needs no
+/// re-encoding per step.
+#[derive(Debug, Clone)]
+pub struct ToolDefinitions {
+    json: Box<RawValue>,
+    count: usize,
+}
+
+impl ToolDefinitions {
+    /// Serialises `definitions` once.
+    pub fn new(definitions: &[Value]) -> Self {
+        // Serialising a `Value` cannot fail (its keys are strings), and the text of a
+        // serialised `Value` is valid JSON, so both steps are total; the fallback keeps the
+        // code free of panics regardless.
+        let json = serde_json::to_string(definitions)
+            .ok()
+            .and_then(|text| RawValue::from_string(text).ok())
+            .unwrap_or_else(Self::empty_json);
+        Self {
+            json,
+            count: definitions.len(),
+        }
+    }
+
+    /// No tools.
+    pub fn none() -> Self {
+        Self {
+            json: Self::empty_json(),
+            count: 0,
+        }
+    }
+
+    fn empty_json() -> Box<RawValue> {
+        // `[]` is valid JSON; `from_string` only fails on invalid JSON.
+        RawValue::from_string("[]".to_owned()).unwrap_or_default()
+    }
+
+    /// How many definitions.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The JSON array, to embed in a request body as is.
+    pub fn as_raw(&self) -> &RawValue {
+        &self.json
+    }
+}
 
 /// One call to a chat model. Borrowed, so the engine never clones the conversation to make
 /// a request.
@@ -12,7 +68,7 @@ pub struct ChatRequest<'a> {
     /// The conversation so far.
     pub messages: &'a [Message],
     /// OpenAI function definitions, generated once per run from the tool contracts.
-    pub tools: &'a [Value],
+    pub tools: &'a ToolDefinitions,
     /// Sampling temperature.
     pub temperature: Option<f32>,
     /// Nucleus sampling.

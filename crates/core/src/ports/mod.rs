@@ -5,7 +5,7 @@ mod observer;
 mod store;
 mod tool;
 
-pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
+pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions};
 pub use observer::{NoopObserver, RunObserver};
 pub use store::{NewRun, RunLog, RunStore, RunSummary, StoreError};
 pub use tool::{Tool, ToolContext, ToolError};

@@ -11,6 +11,7 @@
 
 use fabric_domain::SpecialistSpec;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Suffixes a prompt word may add to a keyword word.
 pub const SUFFIXES: &[&str] = &[
@@ -132,7 +133,7 @@ impl CapabilityMap {
     /// `kubernetes_ops` specialist with keywords `kubernetes, helm` is routable without
     /// code). Keywords of built-in capabilities are not changed by specialists: they are
     /// used for tie-breaks instead.
-    pub fn with_specialists(specialists: &[SpecialistSpec]) -> Self {
+    pub fn with_specialists(specialists: &[Arc<SpecialistSpec>]) -> Self {
         let mut out = Self::builtin();
         for spec in specialists {
             for cap in &spec.capabilities {
@@ -242,7 +243,7 @@ pub fn keyword_score(spec: &SpecialistSpec, prompt_words: &[String]) -> usize {
 /// covered or nobody covers what is left. Returns the chosen specialists' indices in pick
 /// order, with the capabilities each was picked for.
 pub fn greedy_cover(
-    specialists: &[SpecialistSpec],
+    specialists: &[Arc<SpecialistSpec>],
     required: &[String],
     prompt_words: &[String],
 ) -> Vec<(usize, Vec<String>)> {

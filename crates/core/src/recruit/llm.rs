@@ -7,6 +7,7 @@
 
 use fabric_domain::{Message, SpecialistSpec};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::ports::{ChatClient, ChatRequest, NoopObserver};
@@ -47,14 +48,14 @@ pub async fn route_with_llm(
     chat: &dyn ChatClient,
     settings: &LlmRouting,
     prompt: &str,
-    specialists: &[SpecialistSpec],
+    specialists: &[Arc<SpecialistSpec>],
 ) -> RoutingCall {
     let ids: Vec<&str> = specialists.iter().map(|s| s.id.as_str()).collect();
     let messages = vec![
         Message::system(system_prompt(specialists)),
         Message::user(format!("Task:\n{prompt}")),
     ];
-    let tools = vec![route_tool(&ids)];
+    let tools = crate::ports::ToolDefinitions::new(&[route_tool(&ids)]);
     let request = ChatRequest {
         model: &settings.model,
         messages: &messages,
@@ -174,7 +175,7 @@ fn route_tool(ids: &[&str]) -> Value {
     })
 }
 
-fn system_prompt(specialists: &[SpecialistSpec]) -> String {
+fn system_prompt(specialists: &[Arc<SpecialistSpec>]) -> String {
     let mut text = String::from(
         "You route tasks to specialist agents. Choose the fewest specialists that together can do the task: usually one; several only when the task clearly needs several kinds of work, listed in the order they should work. Call the `route` tool with {\"specialist_ids\": [...], \"reason\": \"...\"}.\n\nSpecialists:\n",
     );

@@ -15,6 +15,7 @@ pub mod keywords;
 mod llm;
 
 use fabric_domain::SpecialistSpec;
+use std::sync::Arc;
 
 pub use keywords::CapabilityMap;
 pub use llm::{LlmRouting, ROUTE_TOOL, RoutingCall, parse_answer, route_with_llm};
@@ -43,7 +44,7 @@ pub struct Decision {
 /// positions keep configuration order.
 pub fn route_by_keywords(
     prompt: &str,
-    specialists: &[SpecialistSpec],
+    specialists: &[Arc<SpecialistSpec>],
     default_id: &str,
 ) -> Decision {
     let map = CapabilityMap::with_specialists(specialists);
@@ -124,7 +125,7 @@ pub fn route_by_keywords(
 /// keywords and says why. Returns the decision and the model call, for the runlog.
 pub async fn route(
     prompt: &str,
-    specialists: &[SpecialistSpec],
+    specialists: &[Arc<SpecialistSpec>],
     default_id: &str,
     llm: Option<(&dyn ChatClient, &LlmRouting)>,
 ) -> (Decision, Option<RoutingCall>) {

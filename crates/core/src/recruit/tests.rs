@@ -21,8 +21,8 @@ fn spec(id: &str, caps: &[&str], keywords: &[&str]) -> SpecialistSpec {
     }
 }
 
-fn roster() -> Vec<SpecialistSpec> {
-    vec![
+fn roster() -> Vec<std::sync::Arc<SpecialistSpec>> {
+    [
         spec(
             "engineering",
             &["code_execution", "file_io", "software_testing"],
@@ -50,6 +50,9 @@ fn roster() -> Vec<SpecialistSpec> {
             &["confluence"],
         ),
     ]
+    .into_iter()
+    .map(std::sync::Arc::new)
+    .collect()
 }
 
 fn caps(prompt: &str) -> Vec<String> {
@@ -190,7 +193,7 @@ fn greedy_prefers_the_widest_cover() {
 #[test]
 fn nothing_matched_uses_own_keywords_then_the_default() {
     let mut r = roster();
-    r.push(spec("poet", &["poetry"], &["poem", "haiku"]));
+    r.push(spec("poet", &["poetry"], &["poem", "haiku"]).into());
     let d = route_by_keywords("write a haiku about autumn", &r, "engineering");
     assert_eq!(d.specialist_ids, ["poet"], "{}", d.reason);
     let d = route_by_keywords("hello there", &r, "engineering");
@@ -201,7 +204,7 @@ fn nothing_matched_uses_own_keywords_then_the_default() {
 #[test]
 fn specialists_extend_the_map_with_new_capabilities() {
     let mut r = roster();
-    r.push(spec("ops", &["kubernetes_ops"], &["kubernetes", "helm"]));
+    r.push(spec("ops", &["kubernetes_ops"], &["kubernetes", "helm"]).into());
     let d = route_by_keywords("upgrade the helm charts", &r, "engineering");
     assert_eq!(d.required_capabilities, ["kubernetes_ops"]);
     assert_eq!(d.specialist_ids, ["ops"]);

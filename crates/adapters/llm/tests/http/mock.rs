@@ -178,6 +178,9 @@ pub(crate) fn request<'a>(
     tools: &'a [Value],
     stream: bool,
 ) -> ChatRequest<'a> {
+    // Leaked: a few bytes per test, so the helper can keep taking plain `Value`s.
+    let tools: &'a fabric_core::ToolDefinitions =
+        Box::leak(Box::new(fabric_core::ToolDefinitions::new(tools)));
     ChatRequest {
         model: "test-model",
         messages,
