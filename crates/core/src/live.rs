@@ -72,15 +72,17 @@ impl RunRegistry {
 pub struct LiveRun {
     id: RunId,
     cancel: CancellationToken,
-    /// The events so far, in `seq` order (the recorder is the only writer).
-    events: Mutex<Vec<RunEvent>>,
-    /// How many events the buffer holds, and whether the run has ended; followers wait on it.
-    progress: watch::Sender<Progress>,
+    /// The events so far and whether the run has ended, under one lock: a follower that
+    /// sees `ended` has also seen every event recorded before it (the terminal one too).
+    state: Mutex<State>,
+    /// Bumped after every change of `state`; followers wait on it.
+    changed: watch::Sender<u64>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Progress {
-    events: usize,
+#[derive(Debug, Default)]
+struct State {
+    /// The events so far, in `seq` order (the recorder is the only writer).
+    events: Vec<RunEvent>,
     ended: bool,
 }
 
@@ -89,8 +91,8 @@ impl LiveRun {
         Self {
             id,
             cancel,
-            events: Mutex::new(Vec::new()),
-            progress: watch::Sender::new(Progress::default()),
+            state: Mutex::new(State::default()),
+            changed: watch::Sender::new(0),
         }
     }
 
@@ -111,7 +113,8 @@ impl LiveRun {
 
     /// `running` until the terminal event, then the status it records.
     pub fn status(&self) -> RunStatus {
-        lock(&self.events)
+        lock(&self.state)
+            .events
             .last()
             .filter(|e| e.kind.is_terminal())
             .map_or(RunStatus::Running, terminal_status)
@@ -119,56 +122,77 @@ impl LiveRun {
 
     /// A copy of the events recorded so far.
     pub fn events(&self) -> Vec<RunEvent> {
-        lock(&self.events).clone()
+        self.with_events(<[RunEvent]>::to_vec)
+    }
+
+    /// Calls `f` with the events recorded so far, without copying them. `f` runs under the
+    /// run's lock, so it must be short and must not block.
+    pub fn with_events<R>(&self, f: impl FnOnce(&[RunEvent]) -> R) -> R {
+        f(&lock(&self.state).events)
     }
 
     /// The event at position `index` (its `seq`), waiting for it while the run goes on;
     /// `None` once the run has ended without one.
     pub async fn next_event(&self, index: usize) -> Option<RunEvent> {
-        let mut progress = self.progress.subscribe();
+        // Subscribe before looking, so a change made after the look still wakes us.
+        let mut changed = self.changed.subscribe();
         loop {
-            // Check after subscribing, so an event recorded in between still wakes us.
-            if let Some(event) = lock(&self.events).get(index) {
-                return Some(event.clone());
+            {
+                // One lock for both: an event recorded before `finish` is always seen.
+                let state = lock(&self.state);
+                if let Some(event) = state.events.get(index) {
+                    return Some(event.clone());
+                }
+                if state.ended {
+                    return None;
+                }
             }
-            if progress.borrow_and_update().ended {
-                return None;
-            }
-            if progress.changed().await.is_err() {
+            if changed.changed().await.is_err() {
                 return None;
             }
         }
+    }
+
+    /// The `run_failed` event (status `failed`, `reason`) that would end this run now, or
+    /// `None` when it already has its terminal event. The caller records it (runlog first,
+    /// then [`RunObserver::on_event`]) when the run's own code could not, e.g. after a panic.
+    pub fn failure_event(&self, reason: &str) -> Option<RunEvent> {
+        let state = lock(&self.state);
+        if state.events.last().is_some_and(|e| e.kind.is_terminal()) {
+            return None;
+        }
+        let last = state.events.last();
+        Some(RunEvent {
+            seq: last.map_or(0, |e| e.seq + 1),
+            ts: last.map_or(0.0, |e| e.ts),
+            kind: EventKind::RunFailed,
+            step: None,
+            payload: json!({
+                "run_id": self.id,
+                "status": RunStatus::Failed,
+                "reason": reason,
+            }),
+        })
     }
 
     /// Marks the run as ended. When it ended without a terminal event (the runlog itself
     /// could not be written), followers get a `run_failed` event with the reason, so every
     /// stream ends with a terminal event; that event exists only in memory.
     pub fn finish(&self, failure: Option<&str>) {
-        let count = {
-            let mut events = lock(&self.events);
-            let has_terminal = events.last().is_some_and(|e| e.kind.is_terminal());
-            if !has_terminal {
-                let reason = failure.unwrap_or("the run ended without a terminal event");
-                let seq = events.last().map_or(0, |e| e.seq + 1);
-                let ts = events.last().map_or(0.0, |e| e.ts);
-                events.push(RunEvent {
-                    seq,
-                    ts,
-                    kind: EventKind::RunFailed,
-                    step: None,
-                    payload: json!({
-                        "run_id": self.id,
-                        "status": RunStatus::Failed,
-                        "reason": reason,
-                    }),
-                });
+        let reason = failure.unwrap_or("the run ended without a terminal event");
+        let missing = self.failure_event(reason);
+        {
+            let mut state = lock(&self.state);
+            // Only the run's own task records events, and it is the one finishing: nothing
+            // was recorded since `failure_event` looked.
+            if let Some(event) = missing
+                && !state.events.last().is_some_and(|e| e.kind.is_terminal())
+            {
+                state.events.push(event);
             }
-            events.len()
-        };
-        self.progress.send_modify(|p| {
-            p.events = count;
-            p.ended = true;
-        });
+            state.ended = true;
+        }
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
@@ -179,12 +203,8 @@ impl ChatObserver for LiveRun {
 #[async_trait]
 impl RunObserver for LiveRun {
     async fn on_event(&self, event: &RunEvent) {
-        let count = {
-            let mut events = lock(&self.events);
-            events.push(event.clone());
-            events.len()
-        };
-        self.progress.send_modify(|p| p.events = count);
+        lock(&self.state).events.push(event.clone());
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
@@ -258,6 +278,54 @@ mod tests {
         assert_eq!(last.payload["reason"], "disk full");
         assert!(run.next_event(2).await.is_none());
         assert_eq!(run.status(), RunStatus::Failed);
+    }
+
+    /// The terminal event and `finish` landing while a follower looks must never lose the
+    /// terminal event: the follower sees it, or waits and then sees it.
+    #[test]
+    fn a_follower_racing_the_end_still_gets_the_terminal_event() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..3000 {
+            let run = Arc::new(LiveRun::new(id(), CancellationToken::new()));
+            runtime.block_on(run.on_event(&event(0, EventKind::RunStart)));
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let writer = {
+                let (run, barrier) = (Arc::clone(&run), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    futures_util::FutureExt::now_or_never(
+                        run.on_event(&event(1, EventKind::RunComplete)),
+                    );
+                    run.finish(None);
+                })
+            };
+            barrier.wait();
+            let got = runtime.block_on(run.next_event(1));
+            writer.join().unwrap_or_else(|_| panic!("writer panicked"));
+            assert_eq!(got.map(|e| e.kind), Some(EventKind::RunComplete));
+        }
+    }
+
+    #[tokio::test]
+    async fn failure_event_follows_the_last_event_and_only_once() {
+        let run = Arc::new(LiveRun::new(id(), CancellationToken::new()));
+        run.on_event(&event(0, EventKind::RunStart)).await;
+        let failed = run
+            .failure_event("it panicked")
+            .unwrap_or_else(|| panic!("no failure event"));
+        assert_eq!((failed.seq, failed.kind), (1, EventKind::RunFailed));
+        assert_eq!(failed.payload["reason"], "it panicked");
+        run.on_event(&failed).await;
+        assert!(run.failure_event("again").is_none());
+        run.finish(Some("again"));
+        assert_eq!(
+            run.events().len(),
+            2,
+            "finish adds no second terminal event"
+        );
+        assert_eq!(run.with_events(<[RunEvent]>::len), 2);
     }
 
     #[tokio::test]

@@ -38,6 +38,15 @@ pub enum ApiError {
     /// The request names a model key the configuration does not have.
     #[error("{0}")]
     UnknownModelKey(String),
+    /// The request asks for more than the server's configuration allows (the network when
+    /// the config forbids it, more steps than its `max_steps`): a request may only narrow
+    /// the server's permissions.
+    #[error("{0}")]
+    NotPermitted(String),
+    /// The model the request needs cannot be used now: its server cannot be started, none
+    /// of its models can call tools, a pull failed. The message says what and how to fix it.
+    #[error("{0}")]
+    ModelUnavailable(String),
     /// No run has this id.
     #[error("no run `{0}`")]
     RunNotFound(String),
@@ -49,6 +58,12 @@ pub enum ApiError {
         /// How it ended.
         status: String,
     },
+    /// The runlog has no terminal event but this server is not running the run: the
+    /// process that ran it ended without recording its end, or another process runs it.
+    #[error(
+        "run `{0}` is not running in this server: its runlog has no terminal event (the process that ran it stopped without recording its end, or another process is running it), so it cannot be cancelled here"
+    )]
+    RunNotLive(String),
     /// No route at this path.
     #[error("no endpoint at this path; GET /openapi.json lists them")]
     RouteNotFound,
@@ -68,6 +83,17 @@ pub enum ApiError {
     /// The server is shutting down and starts no new runs.
     #[error("the server is shutting down and starts no new runs")]
     ShuttingDown,
+    /// A run failed inside the fabric (its runlog could not be written, or it panicked); it
+    /// ended `failed`. The details are logged, not shown.
+    #[error(
+        "run `{id}` failed inside the fabric and ended `failed`; the server log has the details"
+    )]
+    RunCrashed {
+        /// The run.
+        id: String,
+        /// What went wrong, for the log only.
+        detail: String,
+    },
     /// Something inside the fabric failed; the details are logged, not shown.
     #[error("internal error: {0}")]
     Internal(String),
@@ -87,12 +113,14 @@ impl ApiError {
             Self::UnknownSpecialist(_) => "unknown_specialist",
             Self::UnknownModelKey(_) => "unknown_model_key",
             Self::RunNotFound(_) => "run_not_found",
-            Self::RunNotRunning { .. } => "run_not_running",
+            Self::NotPermitted(_) => "not_permitted",
+            Self::ModelUnavailable(_) => "model_unavailable",
+            Self::RunNotRunning { .. } | Self::RunNotLive(_) => "run_not_running",
             Self::RouteNotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::TooManyRuns { .. } => "too_many_runs",
             Self::ShuttingDown => "shutting_down",
-            Self::Internal(_) => "internal",
+            Self::Internal(_) | Self::RunCrashed { .. } => "internal",
         }
     }
 
@@ -109,11 +137,12 @@ impl ApiError {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RunNotFound(_) | Self::RouteNotFound => StatusCode::NOT_FOUND,
-            Self::RunNotRunning { .. } => StatusCode::CONFLICT,
+            Self::NotPermitted(_) => StatusCode::FORBIDDEN,
+            Self::RunNotRunning { .. } | Self::RunNotLive(_) => StatusCode::CONFLICT,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::TooManyRuns { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::ShuttingDown | Self::ModelUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) | Self::RunCrashed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -150,6 +179,10 @@ impl IntoResponse for ApiError {
             Self::Internal(detail) => {
                 tracing::error!(%detail, "internal error answering a request");
                 "internal error; the server log has the details".to_owned()
+            }
+            Self::RunCrashed { id, detail } => {
+                tracing::error!(run_id = %id, %detail, "a run failed inside the fabric");
+                self.to_string()
             }
             other => other.to_string(),
         };

@@ -31,14 +31,14 @@ mod state;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use model::{
     CancelAccepted, EventDoc, EventList, EventsQuery, Health, ListQuery, MAX_STEPS_LIMIT,
-    RunAccepted, RunListItem, RunMetaDoc, RunPage, RunRequest, RunResultDoc, RunView, StatusView,
+    RunAccepted, RunListItem, RunMetaDoc, RunPage, RunRequest, RunResultDoc, RunView, STATUSES,
+    StatusView,
 };
-pub use serve::serve;
+pub use serve::{serve, serve_with_grace};
 pub use state::{ApiConfig, AppState, PreparedRun, RunLauncher, Runnable};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::get;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -47,16 +47,8 @@ use handlers::{meta, runs, start};
 
 /// Every route of the API over `state`. Auth guards all but `/health` and `/openapi.json`.
 pub fn router(state: AppState) -> Router {
-    let (router, document) = api(state.clone());
-    let document = std::sync::Arc::new(document);
+    let (router, _document) = api(state.clone());
     router
-        .route(
-            "/openapi.json",
-            get(move || {
-                let document = std::sync::Arc::clone(&document);
-                async move { axum::Json(document.as_ref().clone()) }
-            }),
-        )
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed)
         .layer(DefaultBodyLimit::max(state.inner.config.max_body_bytes))
@@ -86,7 +78,9 @@ fn api(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
             state,
             auth::require_token,
         ));
-    let public = OpenApiRouter::new().routes(routes!(meta::health));
+    let public = OpenApiRouter::new()
+        .routes(routes!(meta::health))
+        .routes(routes!(meta::openapi_document));
     protected.merge(public).split_for_parts()
 }
 

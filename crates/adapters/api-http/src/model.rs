@@ -10,8 +10,22 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::ApiError;
 
-/// Most model calls a request may ask for, as `fabric run --max-steps`.
+/// Most model calls a request may ask for, as `fabric run --max-steps`; the server's own
+/// `max_steps` may be lower, and a request may not ask for more than that.
 pub const MAX_STEPS_LIMIT: u32 = 1000;
+
+/// Every run status as the API writes it, in the runlog's order.
+pub const STATUSES: [&str; 9] = [
+    "running",
+    "completed",
+    "completed_without_finish",
+    "partial",
+    "max_steps_exceeded",
+    "llm_error",
+    "model_unsupported",
+    "cancelled",
+    "failed",
+];
 
 /// A task to run: the body of `POST /run`, `POST /run/stream` and `POST /runs`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, ToSchema)]
@@ -24,7 +38,8 @@ pub struct RunRequest {
         example = "Create hello.txt containing Hello World"
     )]
     pub prompt: String,
-    /// The specialist (`--pack`); default: the configured `default_specialist`.
+    /// The specialist (`--pack`), or a task force as on the command line: `a,b` (in that
+    /// order); default: recruited by the configured routing.
     #[serde(default)]
     #[schema(min_length = 1, pattern = r"\S")]
     pub pack: Option<String>,
@@ -32,10 +47,12 @@ pub struct RunRequest {
     #[serde(default)]
     #[schema(min_length = 1, pattern = r"\S")]
     pub model_key: Option<String>,
-    /// Whether tools may use the network; default: `network_allowed` from the config.
+    /// Whether tools may use the network; default: `network_allowed` from the server's
+    /// config. `true` is refused (403 `not_permitted`) when the config says `false`.
     #[serde(default)]
     pub network_allowed: Option<bool>,
-    /// Most model calls (1–1000); default: `max_steps` from the config.
+    /// Most model calls (1–1000); default: `max_steps` from the server's config. More than
+    /// the config's `max_steps` is refused (403 `not_permitted`).
     #[serde(default)]
     #[schema(minimum = 1, maximum = 1000)]
     pub max_steps: Option<u32>,
@@ -107,8 +124,8 @@ pub struct RunResultDoc {
 pub struct RunMetaDoc {
     /// The run.
     pub run_id: String,
-    /// `completed`, `completed_without_finish`, `max_steps_exceeded`, `llm_error`,
-    /// `model_unsupported`, `cancelled` or `failed`.
+    /// `completed`, `completed_without_finish`, `partial`, `max_steps_exceeded`,
+    /// `llm_error`, `model_unsupported`, `cancelled` or `failed`.
     pub status: String,
     /// Why it failed, or how it completed when not through `finish_task`.
     pub reason: Option<String>,
@@ -164,7 +181,7 @@ pub struct StatusView {
     /// The run.
     #[schema(value_type = String)]
     pub run_id: RunId,
-    /// `running`, or how it ended: `completed`, `completed_without_finish`,
+    /// `running`, or how it ended: `completed`, `completed_without_finish`, `partial`,
     /// `max_steps_exceeded`, `llm_error`, `model_unsupported`, `cancelled`, `failed`.
     #[schema(value_type = String)]
     pub status: RunStatus,
@@ -297,9 +314,10 @@ pub struct ListQuery {
     /// Runs per page (1–100, default 20).
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<usize>,
-    /// Only runs with this status (`running`, `completed`, `failed`, `cancelled`, ...).
+    /// Only runs with this status (`running`, `completed`, `partial`, `failed`, `cancelled`,
+    /// ...).
     #[param(
-        pattern = "^(running|completed|completed_without_finish|max_steps_exceeded|llm_error|model_unsupported|cancelled|failed)$"
+        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|llm_error|model_unsupported|cancelled|failed)$"
     )]
     pub status: Option<String>,
     /// Only runs older than this run id (the previous page's `next_before`).
@@ -314,4 +332,31 @@ pub struct ListQuery {
 pub struct EventsQuery {
     /// Only events with a `seq` greater than this (as `Last-Event-ID` does for SSE).
     pub after: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_names_every_run_status_as_serde_writes_it() {
+        // Exhaustive: a new status fails to compile here until it gets a place in STATUSES.
+        let place = |s: RunStatus| match s {
+            RunStatus::Running => 0,
+            RunStatus::Completed => 1,
+            RunStatus::CompletedWithoutFinish => 2,
+            RunStatus::Partial => 3,
+            RunStatus::MaxStepsExceeded => 4,
+            RunStatus::LlmError => 5,
+            RunStatus::ModelUnsupported => 6,
+            RunStatus::Cancelled => 7,
+            RunStatus::Failed => 8,
+        };
+        for (i, name) in STATUSES.iter().enumerate() {
+            let status: RunStatus = serde_json::from_value(Value::String((*name).to_owned()))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(status.as_str(), *name);
+            assert_eq!(place(status), i, "{name}");
+        }
+    }
 }

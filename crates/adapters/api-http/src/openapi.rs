@@ -2,6 +2,7 @@
 //! cannot drift from the code. Served at `GET /openapi.json`.
 
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, ErrorDetail};
@@ -12,7 +13,7 @@ use crate::model::EventDoc;
 #[openapi(
     info(
         title = "agent-fabric HTTP API",
-        description = "Run tasks with specialist agents, watch them live (SSE), cancel them. See docs/HTTP.md.",
+        description = "Run tasks with specialist agents, watch them live (SSE), cancel them. See docs/HTTP.md. Every error is an `ErrorBody` with a stable `code`. Besides the answers listed per operation, any path the API does not have answers 404 `not_found` (the `NotFound` response), and a known path called with a method it does not take answers 405 `method_not_allowed` (the `MethodNotAllowed` response).",
     ),
     components(schemas(ErrorBody, ErrorDetail, EventDoc)),
     modifiers(&BearerAuth),
@@ -32,5 +33,26 @@ impl Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
         );
+        // Answers of the router itself, for every path and method it has no operation for.
+        for (name, description) in [
+            ("NotFound", "`not_found`: no endpoint at this path"),
+            (
+                "MethodNotAllowed",
+                "`method_not_allowed`: the endpoint does not take this method",
+            ),
+        ] {
+            let response = ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorBody")))
+                        .build(),
+                )
+                .build();
+            components
+                .responses
+                .insert(name.to_owned(), response.into());
+        }
     }
 }

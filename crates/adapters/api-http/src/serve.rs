@@ -1,14 +1,15 @@
 //! Serving the router on a listener until a shutdown signal, then shutting down in order:
-//! stop accepting, cancel the runs in flight so each records its end, let the open
-//! responses finish, return.
+//! stop accepting connections, cancel the runs in flight so each records its end, let the
+//! open responses finish (they end with their run's terminal event), return.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use crate::{ApiError, AppState, router};
 
-/// How long runs get to record their cancellation at shutdown.
+/// How long runs and open responses get to end at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Serves the API on `listener` until `shutdown` completes.
@@ -17,22 +18,50 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
+    serve_with_grace(listener, state, shutdown, SHUTDOWN_GRACE).await
+}
+
+/// [`serve`] with its grace period as a parameter, for tests.
+#[doc(hidden)]
+pub async fn serve_with_grace(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) -> Result<(), ApiError> {
     let app = router(state.clone());
     let runs = state.clone();
+    let stopping = CancellationToken::new();
+    let signal_stopping = stopping.clone();
+    // When this future completes, axum stops accepting connections at once; the runs are
+    // cancelled at the same moment, without waiting here, so blocking requests and SSE
+    // streams end with their run's terminal event and the connections drain.
     let signal = async move {
         shutdown.await;
-        tracing::info!("shutting down: cancelling the runs in flight");
-        // Cancelling first lets blocking requests and SSE streams end with their run's
-        // terminal event, so the connections drain instead of being cut.
-        if !runs.shutdown_runs(SHUTDOWN_GRACE).await {
-            tracing::warn!("some runs did not end within the grace period");
-        }
+        tracing::info!("shutting down: no new connections; cancelling the runs in flight");
+        runs.begin_shutdown();
+        signal_stopping.cancel();
     };
-    axum::serve(listener, app)
+    let server = axum::serve(listener, app)
         .with_graceful_shutdown(signal)
-        .await
-        .map_err(|e| ApiError::Internal(format!("the server failed: {e}")))?;
-    // Runs started by requests that raced the shutdown are cancelled too.
-    state.shutdown_runs(SHUTDOWN_GRACE).await;
+        .into_future();
+    let drained = tokio::select! {
+        served = server => {
+            served.map_err(|e| ApiError::Internal(format!("the server failed: {e}")))?;
+            true
+        }
+        () = async {
+            stopping.cancelled().await;
+            tokio::time::sleep(grace).await;
+        } => false,
+    };
+    if !drained {
+        tracing::warn!("some connections were still open after the grace period; closing them");
+    }
+    // Runs started by requests that raced the shutdown are cancelled too; wait for every run
+    // task to record its end.
+    if !state.shutdown_runs(grace).await {
+        tracing::warn!("some runs did not end within the grace period");
+    }
     Ok(())
 }

@@ -34,8 +34,19 @@ pub type PreparedRun = Box<dyn Runnable>;
 /// the same. The binary implements it with its one application function.
 #[async_trait]
 pub trait RunLauncher: Send + Sync {
-    /// Routes, resolves the specialists, the models and the tools. An unknown specialist or
-    /// model key is [`ApiError::UnknownSpecialist`] / [`ApiError::UnknownModelKey`].
+    /// Checks what the configuration decides about a request, cheaply and without I/O, before
+    /// the request takes a slot: an unknown specialist or model key
+    /// ([`ApiError::UnknownSpecialist`] / [`ApiError::UnknownModelKey`]), a request for more
+    /// than the config allows ([`ApiError::NotPermitted`]). So a bad request is answered as
+    /// such even when the server is full. The default accepts everything.
+    fn check(&self, request: &RunRequest) -> Result<(), ApiError> {
+        let _ = request;
+        Ok(())
+    }
+
+    /// Routes, resolves the specialists, the models and the tools; may take long (routing
+    /// model, discovery, starting or pulling a model). It runs holding the request's slot and
+    /// is abandoned at shutdown. A model that cannot be used is [`ApiError::ModelUnavailable`].
     async fn prepare(&self, request: RunRequest) -> Result<PreparedRun, ApiError>;
 
     /// The result object of a finished run: the finish payload plus `_meta`, as
@@ -84,6 +95,8 @@ pub(crate) struct Inner {
     pub(crate) tracker: TaskTracker,
     pub(crate) config: ApiConfig,
     pub(crate) shutting_down: AtomicBool,
+    /// Cancelled when shutdown starts: abandons the preparations in flight.
+    pub(crate) shutdown: CancellationToken,
 }
 
 impl AppState {
@@ -102,6 +115,7 @@ impl AppState {
                 tracker: TaskTracker::new(),
                 config,
                 shutting_down: AtomicBool::new(false),
+                shutdown: CancellationToken::new(),
             }),
         }
     }
@@ -114,12 +128,19 @@ impl AppState {
     /// Stops starting runs, cancels those in flight and waits up to `grace` for them to
     /// record their end (`run_failed` / `cancelled`). Returns whether all of them did.
     pub async fn shutdown_runs(&self, grace: Duration) -> bool {
-        self.inner.shutting_down.store(true, Ordering::SeqCst);
-        self.inner.registry.cancel_all();
-        self.inner.tracker.close();
+        self.begin_shutdown();
         tokio::time::timeout(grace, self.inner.tracker.wait())
             .await
             .is_ok()
+    }
+
+    /// Stops starting runs, abandons the preparations in flight and cancels the runs in
+    /// flight (and any started later), without waiting for them.
+    pub fn begin_shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        self.inner.shutdown.cancel();
+        self.inner.registry.cancel_all();
+        self.inner.tracker.close();
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {

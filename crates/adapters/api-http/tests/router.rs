@@ -208,7 +208,42 @@ async fn the_store_failing_is_a_500_that_hides_its_details() {
 fn the_openapi_document_names_every_error_code_it_can_answer() {
     let doc = serde_json::to_value(fabric_api_http::openapi()).unwrap();
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 8, "{:?}", paths.keys());
+    assert_eq!(paths.len(), 9, "{:?}", paths.keys());
+    assert!(doc["paths"]["/openapi.json"]["get"].is_object());
+    // The router's own answers, and the statuses a filter may name.
+    for name in ["NotFound", "MethodNotAllowed"] {
+        assert_eq!(
+            doc["components"]["responses"][name]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ErrorBody"
+        );
+    }
+    let status = doc["paths"]["/runs"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "status")
+        .unwrap();
+    let pattern = status["schema"]["pattern"].as_str().unwrap();
+    for name in fabric_api_http::STATUSES {
+        assert!(
+            pattern.contains(&format!("|{name}|"))
+                || pattern.contains(&format!("({name}|"))
+                || pattern.contains(&format!("|{name})")),
+            "{name} in {pattern}"
+        );
+    }
+    for path in ["/run", "/run/stream", "/runs"] {
+        let responses = &doc["paths"][path]["post"]["responses"];
+        assert!(
+            responses["429"]["headers"]["Retry-After"].is_object(),
+            "{path}"
+        );
+        assert!(
+            responses["503"]["headers"]["Retry-After"].is_object(),
+            "{path}"
+        );
+        assert!(responses["403"].is_object(), "{path}");
+    }
     for op in paths.values().flat_map(|p| p.as_object().unwrap().values()) {
         for (status, response) in op["responses"].as_object().unwrap() {
             if status.starts_with('4') || status.starts_with('5') {

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::errors::UsageError;
+use crate::errors::{ModelUnavailable, UsageError};
 use crate::{bootstrap, wiring};
 
 /// What a caller asks for; `None` means "use the configured default".
@@ -164,7 +164,11 @@ pub(crate) async fn prepare(
                     format!("`{name}` given with --model; discovery skipped"),
                 ),
                 None => {
-                    let choice = bootstrap::resolve(settings, config).await?;
+                    // Marked, so the HTTP API can answer 503 with the reason; the text is
+                    // the same as before for the CLI.
+                    let choice = bootstrap::resolve(settings, config)
+                        .await
+                        .map_err(|e| ModelUnavailable(format!("{e:#}")))?;
                     (choice.model, choice.reason)
                 }
             };

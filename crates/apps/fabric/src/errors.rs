@@ -21,6 +21,20 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// The model a request needs cannot be used now: its server cannot be started, none of its
+/// models can call tools, a pull failed. The message is the whole cause chain. The CLI
+/// treats it as any other failure; the HTTP API answers it 503 `model_unavailable`.
+#[derive(Debug)]
+pub(crate) struct ModelUnavailable(pub(crate) String);
+
+impl fmt::Display for ModelUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ModelUnavailable {}
+
 pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
     if error.downcast_ref::<ConfigError>().is_some() || error.downcast_ref::<UsageError>().is_some()
     {

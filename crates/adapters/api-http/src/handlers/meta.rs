@@ -1,6 +1,9 @@
 //! The server itself: health, the OpenAPI document, and the answers for unknown routes.
 
 use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use std::sync::OnceLock;
 
 use crate::model::Health;
 use crate::{ApiError, AppState};
@@ -18,6 +21,24 @@ pub(crate) async fn health(State(state): State<AppState>) -> axum::Json<Health> 
         version: env!("CARGO_PKG_VERSION").to_owned(),
         runs_in_flight: state.inner.registry.len(),
     })
+}
+
+/// The OpenAPI document of this API (this document). Needs no token: it describes public
+/// code.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "server",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json", body = Object))
+)]
+pub(crate) async fn openapi_document() -> impl IntoResponse {
+    // Built once: the document depends only on the code.
+    static DOCUMENT: OnceLock<String> = OnceLock::new();
+    let text = DOCUMENT.get_or_init(|| {
+        // The document's types always serialise; `{}` keeps the answer JSON if that changed.
+        serde_json::to_string(&crate::openapi()).unwrap_or_else(|_| "{}".to_owned())
+    });
+    ([(header::CONTENT_TYPE, "application/json")], text.as_str())
 }
 
 /// Any path the API does not have.

@@ -37,10 +37,16 @@ impl Found {
         }
     }
 
-    fn events(self) -> Vec<RunEvent> {
+    /// The events with a `seq` of at least `first`, copying only those.
+    fn events_from(self, first: u64) -> Vec<RunEvent> {
+        // `seq` counts from 0 without gaps, so it is also the index.
+        let start = usize::try_from(first).unwrap_or(usize::MAX);
         match self {
-            Self::Live(run) => run.events(),
-            Self::Stored(events) => events,
+            Self::Live(run) => run.with_events(|all| all.get(start..).unwrap_or_default().to_vec()),
+            Self::Stored(mut events) => {
+                events.retain(|e| e.seq >= first);
+                events
+            }
         }
     }
 }
@@ -90,7 +96,8 @@ pub(crate) async fn list_runs(
             serde_json::from_value::<RunStatus>(serde_json::Value::String(s.to_owned())).map_err(
                 |_| {
                     ApiError::InvalidParameter(format!(
-                        "`status` must be one of running, completed, completed_without_finish, max_steps_exceeded, llm_error, model_unsupported, cancelled, failed; got `{s}`"
+                        "`status` must be one of {}; got `{s}`",
+                        crate::model::STATUSES.join(", ")
                     ))
                 },
             )
@@ -151,8 +158,12 @@ pub(crate) async fn get_run(
     State(state): State<AppState>,
     RunIdPath(id): RunIdPath,
 ) -> Result<axum::Json<RunView>, ApiError> {
-    let events = find(&state, &id).await?.events();
-    Ok(axum::Json(RunView::from_events(id, &events)))
+    // A live run's view is built under its lock, without copying its buffer.
+    let view = match find(&state, &id).await? {
+        Found::Live(run) => run.with_events(|events| RunView::from_events(id, events)),
+        Found::Stored(events) => RunView::from_events(id, &events),
+    };
+    Ok(axum::Json(view))
 }
 
 /// How a run stands: `running` or how it ended.
@@ -236,11 +247,7 @@ pub(crate) async fn run_events(
     }
     let status = found.status();
     let first = after.map_or(0, |seq| seq.saturating_add(1));
-    let events = found
-        .events()
-        .into_iter()
-        .filter(|e| e.seq >= first)
-        .collect();
+    let events = found.events_from(first);
     Ok(axum::Json(EventList {
         run_id: id,
         status,
@@ -270,7 +277,7 @@ fn wants_sse(headers: &HeaderMap) -> bool {
         (status = 400, description = "`invalid_run_id`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`run_not_found`", body = ErrorBody),
-        (status = 409, description = "`run_not_running`: it has already ended", body = ErrorBody),
+        (status = 409, description = "`run_not_running`: it has already ended, or this server is not running it (its runlog has no terminal event)", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
     )
 )]
@@ -290,9 +297,14 @@ pub(crate) async fn cancel_run(
             )
                 .into_response())
         }
-        found => Err(ApiError::RunNotRunning {
-            id: id.to_string(),
-            status: found.status().to_string(),
-        }),
+        found => match found.status() {
+            // A runlog without a terminal event that this server is not running: its process
+            // stopped without recording the end (or another process runs it).
+            RunStatus::Running => Err(ApiError::RunNotLive(id.to_string())),
+            status => Err(ApiError::RunNotRunning {
+                id: id.to_string(),
+                status: status.to_string(),
+            }),
+        },
     }
 }

@@ -23,12 +23,13 @@ use crate::{ApiError, AppState, RunRequest, launch};
         (status = 200, description = "The run ended; `_meta.status` says how (also on a failed run)", body = RunResultDoc),
         (status = 400, description = "`invalid_json`: the body is not JSON", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`not_permitted`: `network_allowed` or `max_steps` asks for more than the server's config allows", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 422, description = "`invalid_request`, `unknown_specialist`, `unknown_model_key`", body = ErrorBody),
-        (status = 429, description = "`too_many_runs`; see `Retry-After`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`shutting_down`", body = ErrorBody),
+        (status = 429, description = "`too_many_runs`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
+        (status = 500, description = "`internal` (a run that failed inside the fabric names its id)", body = ErrorBody),
+        (status = 503, description = "`shutting_down` (with `Retry-After`), or `model_unavailable`: the model cannot be used now (its server cannot be started, none of its models can call tools, a pull failed); the message says why", body = ErrorBody, headers(("Retry-After" = u64, description = "With `shutting_down`: seconds to wait before retrying"))),
     )
 )]
 pub(crate) async fn run_blocking(
@@ -36,11 +37,13 @@ pub(crate) async fn run_blocking(
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let started = launch::start(&state, request).await?;
+    let id = started.live.id().to_string();
     let outcome = started
         .done
         .await
-        .map_err(|_| ApiError::Internal("the run's task ended without a result".to_owned()))?
-        .map_err(ApiError::Internal)?;
+        .map_err(|_| "the run's task ended without a result".to_owned())
+        .and_then(|result| result)
+        .map_err(|detail| ApiError::RunCrashed { id, detail })?;
     Ok(axum::Json(state.inner.launcher.result_object(&outcome)))
 }
 
@@ -56,12 +59,13 @@ pub(crate) async fn run_blocking(
         (status = 200, description = "An SSE stream: per event `id: <seq>`, `event: <kind>`, `data: <runlog line>`", content_type = "text/event-stream", body = EventDoc),
         (status = 400, description = "`invalid_json`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`not_permitted`: `network_allowed` or `max_steps` asks for more than the server's config allows", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 422, description = "`invalid_request`, `unknown_specialist`, `unknown_model_key`", body = ErrorBody),
-        (status = 429, description = "`too_many_runs`; see `Retry-After`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`shutting_down`", body = ErrorBody),
+        (status = 429, description = "`too_many_runs`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
+        (status = 500, description = "`internal` (a run that failed inside the fabric names its id)", body = ErrorBody),
+        (status = 503, description = "`shutting_down` (with `Retry-After`), or `model_unavailable`: the model cannot be used now (its server cannot be started, none of its models can call tools, a pull failed); the message says why", body = ErrorBody, headers(("Retry-After" = u64, description = "With `shutting_down`: seconds to wait before retrying"))),
     )
 )]
 pub(crate) async fn run_stream(
@@ -72,7 +76,8 @@ pub(crate) async fn run_stream(
     Ok(sse::events(Source::Live(started.live), None).into_response())
 }
 
-/// Starts a task in the background and answers at once with its id.
+/// Starts a task in the background and answers with its id once it is prepared (recruited,
+/// its models resolved); the run itself goes on in the background.
 #[utoipa::path(
     post,
     path = "/runs",
@@ -83,12 +88,13 @@ pub(crate) async fn run_stream(
         (status = 202, description = "The run started", body = RunAccepted),
         (status = 400, description = "`invalid_json`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`not_permitted`: `network_allowed` or `max_steps` asks for more than the server's config allows", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 422, description = "`invalid_request`, `unknown_specialist`, `unknown_model_key`", body = ErrorBody),
-        (status = 429, description = "`too_many_runs`; see `Retry-After`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 503, description = "`shutting_down`", body = ErrorBody),
+        (status = 429, description = "`too_many_runs`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
+        (status = 500, description = "`internal` (a run that failed inside the fabric names its id)", body = ErrorBody),
+        (status = 503, description = "`shutting_down` (with `Retry-After`), or `model_unavailable`: the model cannot be used now (its server cannot be started, none of its models can call tools, a pull failed); the message says why", body = ErrorBody, headers(("Retry-After" = u64, description = "With `shutting_down`: seconds to wait before retrying"))),
     )
 )]
 pub(crate) async fn start_run(

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::app::{self, TaskRequest};
 use crate::cli::{Cli, ServeArgs};
-use crate::errors::UsageError;
+use crate::errors::{ModelUnavailable, UsageError};
 use crate::wiring;
 
 pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
@@ -99,6 +99,15 @@ async fn shutdown_signal() {
     eprintln!("shutting down: no new requests; cancelling runs in flight");
 }
 
+/// `pack` may name a task force as on the command line: `a,b`.
+fn pack_ids(request: &RunRequest) -> Vec<String> {
+    request
+        .pack
+        .as_deref()
+        .map(|p| p.split(',').map(|id| id.trim().to_owned()).collect())
+        .unwrap_or_default()
+}
+
 /// Prepares HTTP requests with the CLI's own application function.
 struct CliLauncher {
     settings: Settings,
@@ -106,16 +115,12 @@ struct CliLauncher {
 
 #[async_trait::async_trait]
 impl RunLauncher for CliLauncher {
-    async fn prepare(&self, request: RunRequest) -> Result<PreparedRun, ApiError> {
+    fn check(&self, request: &RunRequest) -> Result<(), ApiError> {
         let s = &self.settings;
-        // `pack` may name a task force as on the command line: `a,b`.
-        let pack: Vec<String> = request
-            .pack
-            .as_deref()
-            .map(|p| p.split(',').map(|id| id.trim().to_owned()).collect())
-            .unwrap_or_default();
-        // Checked here as well as in `app::prepare`, to answer with a precise error code.
-        if let Some(unknown) = pack.iter().find(|id| s.specialist(id).is_none()) {
+        if let Some(unknown) = pack_ids(request)
+            .iter()
+            .find(|id| s.specialist(id).is_none())
+        {
             return Err(ApiError::UnknownSpecialist(format!(
                 "no specialist `{unknown}`; the specialists are: {}",
                 s.specialist_ids().join(", ")
@@ -129,8 +134,28 @@ impl RunLauncher for CliLauncher {
                 s.model_keys().join(", ")
             )));
         }
+        // A request may narrow the server's permissions, never widen them.
+        if request.network_allowed == Some(true) && !s.network_allowed {
+            return Err(ApiError::NotPermitted(
+                "`network_allowed: true` is refused: this server's config has `network_allowed: false`, and a request may only narrow the server's permissions".to_owned(),
+            ));
+        }
+        if let Some(asked) = request.max_steps
+            && asked > s.max_steps
+        {
+            return Err(ApiError::NotPermitted(format!(
+                "`max_steps` {asked} is more than this server allows ({}, its config's `max_steps`); ask for at most {} or leave it out",
+                s.max_steps, s.max_steps
+            )));
+        }
+        Ok(())
+    }
+
+    async fn prepare(&self, request: RunRequest) -> Result<PreparedRun, ApiError> {
+        // `check` has run: the specialists and the model key exist, nothing is widened.
+        let pack = pack_ids(&request);
         let prepared = app::prepare(
-            s,
+            &self.settings,
             TaskRequest {
                 prompt: request.prompt,
                 pack,
@@ -142,9 +167,14 @@ impl RunLauncher for CliLauncher {
             },
         )
         .await
-        .map_err(|e| match e.downcast_ref::<UsageError>() {
-            Some(usage) => ApiError::InvalidRequest(usage.to_string()),
-            None => ApiError::Internal(format!("{e:#}")),
+        .map_err(|e| {
+            if let Some(usage) = e.downcast_ref::<UsageError>() {
+                ApiError::InvalidRequest(usage.to_string())
+            } else if let Some(model) = e.downcast_ref::<ModelUnavailable>() {
+                ApiError::ModelUnavailable(model.to_string())
+            } else {
+                ApiError::Internal(format!("{e:#}"))
+            }
         })?;
         Ok(Box::new(prepared))
     }

@@ -205,6 +205,169 @@ async fn cancel_stops_a_run_mid_model_call_and_records_it() {
     assert_eq!(error["error"]["code"], "run_not_running");
 }
 
+/// The processes whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_stops_a_run_mid_tool_and_kills_the_command() {
+    // A long command the shell tool may run; its odd argument names it among processes.
+    let argv = ["sleep", "987.654"];
+    let s = Served::with(
+        Scenario::new(vec![
+            Turn::tool_call("shell", json!({"cmd": argv})),
+            Turn::tool_call("finish_task", json!({"summary": "never reached"})),
+        ]),
+        Options {
+            config: "shell:\n  allowed_commands: [sleep]\n",
+            ..Options::default()
+        },
+    )
+    .await;
+    let run_id = s.start_run("Wait a long time").await;
+    let mut reader = s.follow(&run_id, None).await;
+    while let Some(frame) = reader.next().await {
+        if frame.event.as_deref() == Some("tool_call") {
+            break;
+        }
+    }
+    // The command is running.
+    let mut running = Vec::new();
+    for _ in 0..100 {
+        running = processes_running(&argv);
+        if !running.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!running.is_empty(), "`sleep 987.654` started");
+    let started = std::time::Instant::now();
+    let response = s
+        .post(&format!("/runs/{run_id}/cancel"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    let rest = reader.rest().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "cancel was prompt: {:?}",
+        started.elapsed()
+    );
+    let last = rest.last().unwrap().json();
+    assert_eq!(last["kind"], "run_failed");
+    assert_eq!(last["payload"]["status"], "cancelled");
+    s.wait_status(&run_id, "cancelled").await;
+    assert_eq!(
+        s.runlog(&run_id).last().unwrap()["payload"]["status"],
+        "cancelled"
+    );
+    // The command and its process group are gone.
+    let mut left = running.clone();
+    for _ in 0..40 {
+        left = processes_running(&argv);
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(left.is_empty(), "still running: {left:?}");
+    for pid in running {
+        let alive = std::process::Command::new("kill")
+            .args(["-0", "--", &format!("-{pid}")])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(!alive, "process group {pid} is gone");
+    }
+    // One model call: the run never got to its second turn.
+    assert_eq!(s.fx.server.chat_request_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_may_narrow_the_servers_permissions_but_not_widen_them() {
+    let s = Served::with(
+        Scenario::new(hello_turns()),
+        Options {
+            config: "max_steps: 10\nnetwork_allowed: false\n",
+            ..Options::default()
+        },
+    )
+    .await;
+    let (code, error) = s
+        .post_json(
+            "/runs",
+            json!({"prompt": "x", "pack": "engineering", "network_allowed": true}),
+        )
+        .await;
+    assert_eq!(code, 403, "{error}");
+    assert_eq!(error["error"]["code"], "not_permitted");
+    assert_eq!(
+        error["error"]["message"],
+        "`network_allowed: true` is refused: this server's config has `network_allowed: false`, and a request may only narrow the server's permissions"
+    );
+    let (code, error) = s
+        .post_json("/run", json!({"prompt": "x", "max_steps": 11}))
+        .await;
+    assert_eq!(code, 403, "{error}");
+    assert_eq!(
+        error["error"]["message"],
+        "`max_steps` 11 is more than this server allows (10, its config's `max_steps`); ask for at most 10 or leave it out"
+    );
+    // Narrowing is fine.
+    let (code, result) = s
+        .post_json(
+            "/run",
+            json!({"prompt": "Create hello.txt", "pack": "engineering", "network_allowed": false, "max_steps": 2}),
+        )
+        .await;
+    assert_eq!(code, 200, "{result}");
+    assert_eq!(result["_meta"]["status"], "completed");
+    assert_eq!(s.fx.server.chat_request_count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_server_that_cannot_be_started_is_a_503_with_the_reason() {
+    let s = Served::with(
+        Scenario::new(vec![]),
+        Options {
+            rewrite: Some(|url, yaml| {
+                // The model key points at a local Ollama that is down, and the command that
+                // would start it does not exist.
+                yaml.replace(url, "http://127.0.0.1:9")
+                    .replace("backend: openai", "backend: ollama")
+                    + "local_llm_ensure_available: true\nlocal_llm_start_cmd: [fabric-test-no-such-server]\n"
+            }),
+            ..Options::default()
+        },
+    )
+    .await;
+    let (code, error) = s
+        .post_json("/runs", json!({"prompt": "x", "pack": "engineering"}))
+        .await;
+    assert_eq!(code, 503, "{error}");
+    assert_eq!(error["error"]["code"], "model_unavailable");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "cannot start `fabric-test-no-such-server` (local_llm_start_cmd); install it or start the model server yourself"
+        ),
+        "{message}"
+    );
+    let (_, health) = s.get_json("/health").await;
+    assert_eq!(health["runs_in_flight"], 0);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn auth_guards_everything_but_health_and_the_openapi_document() {
     let s = Served::with(
@@ -664,10 +827,11 @@ async fn the_openapi_document_covers_every_endpoint() {
         ("/runs/{id}/status", "get"),
         ("/runs/{id}/events", "get"),
         ("/runs/{id}/cancel", "post"),
+        ("/openapi.json", "get"),
     ] {
         let op = &doc["paths"][path][method];
         assert!(op.is_object(), "{method} {path} is documented");
-        if path != "/health" {
+        if path != "/health" && path != "/openapi.json" {
             assert!(
                 op["responses"]["401"].is_object(),
                 "{method} {path} documents 401"

@@ -27,6 +27,8 @@ pub(crate) struct Options {
     pub(crate) config: &'static str,
     /// Serve with [`TOKEN`] required.
     pub(crate) auth: bool,
+    /// Rewrites the whole config (the scripted server's URL and the YAML) before serving.
+    pub(crate) rewrite: Option<fn(&str, &str) -> String>,
 }
 
 impl Served {
@@ -40,6 +42,10 @@ impl Served {
             let mut yaml = std::fs::read_to_string(&fx.config).unwrap();
             yaml.push_str(options.config);
             std::fs::write(&fx.config, yaml).unwrap();
+        }
+        if let Some(rewrite) = options.rewrite {
+            let yaml = std::fs::read_to_string(&fx.config).unwrap();
+            std::fs::write(&fx.config, rewrite(&fx.server.base_url(), &yaml)).unwrap();
         }
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_fabric"));
         cmd.args(["serve", "--port", "0", "--token-env", "FABRIC_TEST_TOKEN"])
@@ -182,7 +188,32 @@ impl Frame {
 /// Reads SSE frames from a response as they arrive (comments and keep-alives skipped).
 pub(crate) struct SseReader {
     response: reqwest::Response,
-    buffer: String,
+    buffer: FrameBuffer,
+}
+
+/// Bytes of an SSE stream as they arrive, cut into whole frames. Bytes, not text: a chunk
+/// may end inside a multi-byte character, and only a whole frame is decoded.
+#[derive(Default)]
+pub(crate) struct FrameBuffer {
+    bytes: Vec<u8>,
+}
+
+impl FrameBuffer {
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
+        self.bytes.extend_from_slice(chunk);
+    }
+
+    /// The next whole frame, if one has arrived (comment-only blocks are skipped).
+    pub(crate) fn next_frame(&mut self) -> Option<Frame> {
+        while let Some(end) = self.bytes.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = self.bytes.drain(..end + 2).collect();
+            let text = std::str::from_utf8(&block).expect("an SSE frame is UTF-8");
+            if let Some(frame) = parse(text) {
+                return Some(frame);
+            }
+        }
+        None
+    }
 }
 
 impl SseReader {
@@ -199,25 +230,21 @@ impl SseReader {
         );
         Self {
             response,
-            buffer: String::new(),
+            buffer: FrameBuffer::default(),
         }
     }
 
     /// The next frame, or `None` when the server ended the stream.
     pub(crate) async fn next(&mut self) -> Option<Frame> {
         loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                if let Some(frame) = parse(&block) {
-                    return Some(frame);
-                }
-                continue;
+            if let Some(frame) = self.buffer.next_frame() {
+                return Some(frame);
             }
             let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
                 .await
                 .expect("an SSE chunk within 30 s")
                 .expect("reading the stream")?;
-            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+            self.buffer.push(&chunk);
         }
     }
 
@@ -271,5 +298,24 @@ pub(crate) fn assert_frames_match_runlog(frames: &[Frame], runlog: &[Value], fir
         assert_eq!(frame.id.as_deref(), Some(line["seq"].to_string().as_str()));
         assert_eq!(frame.event.as_deref(), line["kind"].as_str());
         assert_eq!(&frame.json(), line, "the SSE data is the runlog line");
+    }
+}
+
+#[test]
+fn a_character_split_across_chunks_is_read_whole() {
+    let frame = "id: 1\nevent: tool_result\ndata: {\"text\":\"h\u{e9}llo \u{4e16}\u{754c}\"}\n\n";
+    let bytes = frame.as_bytes();
+    // Cut inside every multi-byte character in turn.
+    for cut in 1..bytes.len() {
+        let mut buffer = FrameBuffer::default();
+        buffer.push(&bytes[..cut]);
+        let early = buffer.next_frame();
+        buffer.push(&bytes[cut..]);
+        let frame = early.or_else(|| buffer.next_frame()).expect("one frame");
+        assert_eq!(
+            frame.json()["text"],
+            "h\u{e9}llo \u{4e16}\u{754c}",
+            "cut at {cut}"
+        );
     }
 }

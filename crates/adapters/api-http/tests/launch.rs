@@ -1,0 +1,519 @@
+//! Starting and ending runs on a real socket with in-process fakes: a run that panics, the
+//! in-flight limit around a slow preparation, a model that cannot be used, a slow SSE client,
+//! a crashed run, and the order of shutdown.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use async_trait::async_trait;
+use fabric_api_http::{
+    ApiConfig, ApiError, AppState, PreparedRun, RunLauncher, RunRequest, Runnable, serve_with_grace,
+};
+use fabric_core::execute::RunOutcome;
+use fabric_core::{CoreError, NewRun, RunLog, RunObserver, RunStore, RunSummary, StoreError};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Runs kept in memory: each runlog is a list of events.
+#[derive(Default)]
+struct MemStore {
+    logs: Mutex<HashMap<RunId, Arc<MemLog>>>,
+    next: AtomicU64,
+}
+
+#[derive(Default)]
+struct MemLog(Mutex<Vec<RunEvent>>);
+
+#[async_trait]
+impl RunLog for MemLog {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        self.0.lock().unwrap().push(event.clone());
+        Ok(())
+    }
+}
+
+struct LogHandle(Arc<MemLog>);
+
+#[async_trait]
+impl RunLog for LogHandle {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        self.0.append(event).await
+    }
+}
+
+impl MemStore {
+    fn events(&self, id: &RunId) -> Vec<RunEvent> {
+        self.logs.lock().unwrap()[id].0.lock().unwrap().clone()
+    }
+
+    /// A stored run whose runlog has only `run_start`: its process died.
+    fn crashed(&self) -> RunId {
+        let id = RunId::parse("20200101-000000-000-0000dead").unwrap();
+        let log = MemLog::default();
+        log.0
+            .lock()
+            .unwrap()
+            .push(event(&id, 0, EventKind::RunStart));
+        self.logs.lock().unwrap().insert(id.clone(), Arc::new(log));
+        id
+    }
+}
+
+#[async_trait]
+impl RunStore for MemStore {
+    async fn create_run(&self) -> Result<NewRun, StoreError> {
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        let id = RunId::parse(&format!("20260101-000000-000-{n:08x}")).unwrap();
+        let log = Arc::new(MemLog::default());
+        self.logs
+            .lock()
+            .unwrap()
+            .insert(id.clone(), Arc::clone(&log));
+        Ok(NewRun {
+            id,
+            workspace: std::env::temp_dir(),
+            log: Box::new(LogHandle(log)),
+        })
+    }
+    async fn list_runs(&self, _limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+        let logs = self.logs.lock().unwrap();
+        let log = logs
+            .get(id)
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        Ok(log.0.lock().unwrap().clone())
+    }
+}
+
+fn event(id: &RunId, seq: u64, kind: EventKind) -> RunEvent {
+    RunEvent {
+        seq,
+        ts: 1.0,
+        kind,
+        step: None,
+        payload: json!({"run_id": id, "status": "completed", "prompt": "x"}),
+    }
+}
+
+/// What the fake run does.
+#[derive(Clone, Copy)]
+enum Script {
+    /// Records `run_start`, then panics.
+    Panic,
+    /// Records `run_start`, then `n` events of `size` bytes each, then `run_complete`.
+    Events { n: u64, size: usize },
+    /// Records `run_start`, then ignores cancellation for this long, then `run_failed`.
+    Stubborn(Duration),
+}
+
+struct Fake(Script);
+
+/// Writes to the runlog, then shows the observer, as the core's recorder does.
+async fn record(run: &NewRun, observer: &dyn RunObserver, event: RunEvent) {
+    run.log.append(&event).await.unwrap();
+    observer.on_event(&event).await;
+}
+
+#[async_trait]
+impl Runnable for Fake {
+    async fn run(
+        self: Box<Self>,
+        run: NewRun,
+        observer: &dyn RunObserver,
+        _cancel: CancellationToken,
+    ) -> Result<RunOutcome, CoreError> {
+        record(&run, observer, event(&run.id, 0, EventKind::RunStart)).await;
+        let last = match self.0 {
+            Script::Panic => panic!("a bug in the run"),
+            Script::Events { n, size } => {
+                for seq in 1..=n {
+                    let mut e = event(&run.id, seq, EventKind::ToolResult);
+                    e.payload["filler"] = Value::String("é".repeat(size / 2));
+                    record(&run, observer, e).await;
+                }
+                n + 1
+            }
+            Script::Stubborn(wait) => {
+                tokio::time::sleep(wait).await;
+                1
+            }
+        };
+        let kind = match self.0 {
+            Script::Stubborn(_) => EventKind::RunFailed,
+            _ => EventKind::RunComplete,
+        };
+        record(&run, observer, event(&run.id, last, kind)).await;
+        Ok(RunOutcome {
+            run_id: run.id,
+            status: RunStatus::Completed,
+            payload: Value::Null,
+            reason: None,
+            workspace: run.workspace,
+            specialist_ids: Vec::new(),
+            model_key: "test".to_owned(),
+            model: "test".to_owned(),
+            steps: 0,
+            usage: Default::default(),
+        })
+    }
+}
+
+/// Prepares the fake; `gate` makes preparing wait until notified, `unavailable` fails it.
+struct Launcher {
+    script: Script,
+    gate: Option<Arc<Notify>>,
+    unavailable: bool,
+}
+
+impl Launcher {
+    fn new(script: Script) -> Self {
+        Self {
+            script,
+            gate: None,
+            unavailable: false,
+        }
+    }
+}
+
+#[async_trait]
+impl RunLauncher for Launcher {
+    fn check(&self, request: &RunRequest) -> Result<(), ApiError> {
+        match request.pack.as_deref() {
+            Some("nobody") => Err(ApiError::UnknownSpecialist("no specialist `nobody`".into())),
+            _ => Ok(()),
+        }
+    }
+    async fn prepare(&self, _request: RunRequest) -> Result<PreparedRun, ApiError> {
+        if let Some(gate) = &self.gate {
+            gate.notified().await;
+        }
+        if self.unavailable {
+            return Err(ApiError::ModelUnavailable(
+                "cannot start `ollama serve` (local_llm_start_cmd)".into(),
+            ));
+        }
+        Ok(Box::new(Fake(self.script)))
+    }
+    fn result_object(&self, outcome: &RunOutcome) -> Value {
+        json!({"_meta": {"run_id": outcome.run_id, "status": outcome.status}})
+    }
+}
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+    store: Arc<MemStore>,
+    state: AppState,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), ApiError>>,
+}
+
+impl Server {
+    async fn start(launcher: Launcher, config: ApiConfig) -> Self {
+        let store = Arc::new(MemStore::default());
+        let state = AppState::new(
+            Arc::clone(&store) as Arc<dyn RunStore>,
+            Arc::new(launcher),
+            config,
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(serve_with_grace(
+            listener,
+            state.clone(),
+            async move {
+                let _ = stopped.await;
+            },
+            Duration::from_secs(5),
+        ));
+        Self {
+            base,
+            http: reqwest::Client::new(),
+            store,
+            state,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .http
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self.http.get(self.url(path)).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn wait_status(&self, id: &str, expected: &str) {
+        for _ in 0..200 {
+            let (_, body) = self.get(&format!("/runs/{id}/status")).await;
+            if body["status"] == expected {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("run {id} never reached {expected}");
+    }
+
+    /// Signals shutdown and waits for `serve` to return.
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(Duration::from_secs(15), self.task)
+            .await
+            .expect("shutdown completed")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// Reads a whole SSE body and returns the `event:` names.
+async fn sse_kinds(response: reqwest::Response) -> Vec<String> {
+    let text = tokio::time::timeout(Duration::from_secs(20), response.text())
+        .await
+        .expect("the stream ended")
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panicking_run_ends_failed_everywhere_and_shutdown_completes() {
+    let s = Server::start(Launcher::new(Script::Panic), ApiConfig::default()).await;
+    // Streaming: the stream ends with a terminal run_failed.
+    let response = s
+        .http
+        .post(s.url("/run/stream"))
+        .json(&json!({"prompt": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let kinds = sse_kinds(response).await;
+    assert_eq!(kinds, vec!["run_start", "run_failed"]);
+    // Background: the status is `failed`, not stuck `running`, and the runlog records it.
+    let (code, accepted) = s.post("/runs", json!({"prompt": "x"})).await;
+    assert_eq!(code, 202, "{accepted}");
+    let id = accepted["run_id"].as_str().unwrap().to_owned();
+    s.wait_status(&id, "failed").await;
+    let (_, status) = s.get(&format!("/runs/{id}/status")).await;
+    assert_eq!(status["live"], false);
+    let stored = s.store.events(&RunId::parse(&id).unwrap());
+    let last = stored.last().unwrap();
+    assert_eq!(last.kind, EventKind::RunFailed);
+    assert_eq!(last.seq, 1);
+    assert_eq!(last.payload["status"], "failed");
+    assert_eq!(last.payload["reason"], "the run panicked: a bug in the run");
+    // Blocking: a 500 that names the run.
+    let (code, error) = s.post("/run", json!({"prompt": "x"})).await;
+    assert_eq!(code, 500, "{error}");
+    assert_eq!(error["error"]["code"], "internal");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("run `2026") && message.contains("failed inside the fabric"),
+        "{message}"
+    );
+    let (_, health) = s.get("/health").await;
+    assert_eq!(health["runs_in_flight"], 0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_limit_counts_preparation_and_answers_429_at_once() {
+    let gate = Arc::new(Notify::new());
+    let launcher = Launcher {
+        gate: Some(Arc::clone(&gate)),
+        ..Launcher::new(Script::Events { n: 1, size: 10 })
+    };
+    let config = ApiConfig {
+        max_runs_in_flight: 1,
+        ..ApiConfig::default()
+    };
+    let s = Arc::new(Server::start(launcher, config).await);
+    let first = {
+        let s = Arc::clone(&s);
+        tokio::spawn(async move { s.post("/runs", json!({"prompt": "slow to prepare"})).await })
+    };
+    // The first request is preparing (waiting on the gate) and holds the only slot.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let asked = Instant::now();
+    let (code, error) = s.post("/runs", json!({"prompt": "one more"})).await;
+    assert_eq!(code, 429, "{error}");
+    assert_eq!(error["error"]["code"], "too_many_runs");
+    assert!(asked.elapsed() < Duration::from_secs(2), "answered at once");
+    // A bad request is still answered as one while the server is full.
+    let (code, error) = s
+        .post("/runs", json!({"prompt": "x", "pack": "nobody"}))
+        .await;
+    assert_eq!(
+        (code, error["error"]["code"].as_str()),
+        (422, Some("unknown_specialist"))
+    );
+    gate.notify_one();
+    let (code, accepted) = first.await.unwrap();
+    assert_eq!(code, 202, "{accepted}");
+    s.wait_status(accepted["run_id"].as_str().unwrap(), "completed")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_abandons_a_preparation_in_flight() {
+    let gate = Arc::new(Notify::new());
+    let launcher = Launcher {
+        gate: Some(gate),
+        ..Launcher::new(Script::Events { n: 1, size: 10 })
+    };
+    let s = Server::start(launcher, ApiConfig::default()).await;
+    let url = s.url("/runs");
+    let pending = tokio::spawn(async move {
+        let response = reqwest::Client::new()
+            .post(url)
+            .json(&json!({"prompt": "never prepared"}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json::<Value>().await.unwrap())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    s.stop().await;
+    let (code, error) = pending.await.unwrap();
+    assert_eq!(
+        (code, error["error"]["code"].as_str()),
+        (503, Some("shutting_down"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_that_cannot_be_used_is_a_503_with_the_reason() {
+    let launcher = Launcher {
+        unavailable: true,
+        ..Launcher::new(Script::Panic)
+    };
+    let s = Server::start(launcher, ApiConfig::default()).await;
+    let (code, error) = s.post("/run", json!({"prompt": "x"})).await;
+    assert_eq!(code, 503, "{error}");
+    assert_eq!(error["error"]["code"], "model_unavailable");
+    assert_eq!(
+        error["error"]["message"],
+        "cannot start `ollama serve` (local_llm_start_cmd)"
+    );
+    let (_, health) = s.get("/health").await;
+    assert_eq!(health["runs_in_flight"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_client_loses_nothing_and_does_not_hold_the_run_back() {
+    // About 8 MB of events: far more than the socket buffers hold.
+    let (n, size) = (2000, 4096);
+    let s = Server::start(
+        Launcher::new(Script::Events { n, size }),
+        ApiConfig::default(),
+    )
+    .await;
+    let response = s
+        .http
+        .post(s.url("/run/stream"))
+        .json(&json!({"prompt": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // The client reads nothing until the run has ended: the run is not held back.
+    for _ in 0..400 {
+        if s.state.registry().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        s.state.registry().is_empty(),
+        "the run ended while its client read nothing"
+    );
+    // Then every event arrives, in order.
+    let text = tokio::time::timeout(Duration::from_secs(30), response.text())
+        .await
+        .unwrap()
+        .unwrap();
+    let ids: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|id| id.parse().unwrap())
+        .collect();
+    assert_eq!(ids, (0..=n + 1).collect::<Vec<_>>());
+    assert!(text.contains("event: run_complete"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_crashed_run_says_this_server_is_not_running_it() {
+    let s = Server::start(Launcher::new(Script::Panic), ApiConfig::default()).await;
+    let id = s.store.crashed();
+    let (code, error) = s.post(&format!("/runs/{id}/cancel"), Value::Null).await;
+    assert_eq!(code, 409, "{error}");
+    assert_eq!(error["error"]["code"], "run_not_running");
+    assert_eq!(
+        error["error"]["message"],
+        format!(
+            "run `{id}` is not running in this server: its runlog has no terminal event (the process that ran it stopped without recording its end, or another process is running it), so it cannot be cancelled here"
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_stops_accepting_before_the_runs_have_drained() {
+    let s = Server::start(
+        Launcher::new(Script::Stubborn(Duration::from_secs(2))),
+        ApiConfig::default(),
+    )
+    .await;
+    let (code, accepted) = s.post("/runs", json!({"prompt": "x"})).await;
+    assert_eq!(code, 202, "{accepted}");
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let state = s.state.clone();
+    let stopping = tokio::spawn(s.stop());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The run ignores cancellation for 2 s, so it is still in flight...
+    assert_eq!(state.registry().len(), 1);
+    // ...yet the server no longer accepts connections (or closes them unanswered).
+    let answered = match TcpStream::connect(&addr).await {
+        Err(_) => false,
+        Ok(mut stream) => {
+            let _ = stream
+                .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+                .await;
+            let mut buf = [0u8; 64];
+            matches!(
+                tokio::time::timeout(Duration::from_secs(1), stream.read(&mut buf)).await,
+                Ok(Ok(n)) if n > 0
+            )
+        }
+    };
+    assert!(!answered, "a new connection was served during shutdown");
+    stopping.await.unwrap();
+    assert!(state.registry().is_empty());
+}
