@@ -322,12 +322,28 @@ fn failed(status: RunStatus, reason: String, steps: u32, usage: Usage) -> LoopOu
 }
 
 /// Parses the raw argument text. An empty string means no arguments, as several servers send
-/// it for tools without parameters.
+/// it for tools without parameters. Arguments nested deeper than `MAX_DEPTH` levels are
+/// refused: the runlog wraps them in more levels, and serde's limit of 128 would then make
+/// the runlog unreadable.
 fn parse_arguments(raw: &str) -> Result<Value, String> {
+    const MAX_DEPTH: usize = 32;
+    fn depth(v: &Value) -> usize {
+        match v {
+            Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+            Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
     if raw.trim().is_empty() {
         return Ok(Value::Object(Map::new()));
     }
-    serde_json::from_str(raw).map_err(|e| e.to_string())
+    let value: Value = serde_json::from_str(raw).map_err(|e| e.to_string())?;
+    if depth(&value) > MAX_DEPTH {
+        return Err(format!(
+            "they nest arrays and objects more than {MAX_DEPTH} levels deep; send flatter arguments"
+        ));
+    }
+    Ok(value)
 }
 
 /// What the model may call in this run.
@@ -498,5 +514,18 @@ mod tests {
     fn empty_arguments_are_an_empty_object() {
         assert_eq!(parse_arguments("  "), Ok(json!({})));
         assert!(parse_arguments("{bad").is_err());
+    }
+
+    #[test]
+    fn deeply_nested_arguments_are_refused() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(parse_arguments(&format!(r#"{{"a":{}}}"#, nested(31))).is_ok());
+        assert_eq!(
+            parse_arguments(&format!(r#"{{"a":{}}}"#, nested(32))),
+            Err(
+                "they nest arrays and objects more than 32 levels deep; send flatter arguments"
+                    .to_owned()
+            )
+        );
     }
 }

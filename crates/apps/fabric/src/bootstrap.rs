@@ -1,6 +1,12 @@
 //! Making the configured model usable before a run: start the local server when it is down,
 //! ask the server which models it has, choose one (`fabric_core::models`), pull one when none
 //! fits. Answers are cached per endpoint for the life of the process.
+//!
+//! Single flight: concurrent requests (`fabric serve`) share each piece of work. Starting a
+//! server is serialised per base URL, so a burst of requests against a downed server starts
+//! the command once and the others wait for it to answer; the first listing of an endpoint
+//! is fetched once while the others wait for it; and a pull is serialised per endpoint and
+//! model, each waiter looking at the models again before pulling.
 
 use anyhow::{Context, bail};
 use fabric_config::{Backend, ModelConfig, Settings};
@@ -9,14 +15,37 @@ use fabric_llm::{HttpSettings, OllamaClient, OpenAiClient, PullProgress};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OnceCell};
 
 /// The models each endpoint listed, fetched once per process.
 type Listing = Arc<Vec<ModelCandidate>>;
 
-fn cache() -> &'static Mutex<HashMap<String, Listing>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Listing>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+/// One cell per endpoint: the first caller fills it while the others wait on it. A failed
+/// listing leaves the cell empty, so the next caller asks again.
+type ListingCell = Arc<OnceCell<Listing>>;
+
+fn cache() -> &'static std::sync::Mutex<HashMap<String, ListingCell>> {
+    static CACHE: OnceLock<std::sync::Mutex<HashMap<String, ListingCell>>> = OnceLock::new();
+    CACHE.get_or_init(|| std::sync::Mutex::new(HashMap::new()))
+}
+
+/// The cache map; a panic while it was held leaves plain data behind, still usable.
+fn cache_map() -> std::sync::MutexGuard<'static, HashMap<String, ListingCell>> {
+    cache()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The lock that serialises one kind of work (`start URL`, `pull URL MODEL`) across the
+/// process. Entries are a few bytes each and there is one per endpoint and model, so they
+/// are kept.
+fn flight(key: String) -> Arc<Mutex<()>> {
+    static FLIGHTS: OnceLock<std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>> = OnceLock::new();
+    let mut map = FLIGHTS
+        .get_or_init(|| std::sync::Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Arc::clone(map.entry(key).or_default())
 }
 
 /// Whether the base URL points at this machine: only then may the fabric start a server.
@@ -30,6 +59,7 @@ pub(crate) fn is_local(base_url: &str) -> bool {
 
 /// Starts the local model server when it does not answer (`local_llm_ensure_available`,
 /// Ollama backends on this machine only), and waits until it does or the timeout passes.
+/// One caller at a time per base URL: the others wait, then find the server up.
 pub(crate) async fn ensure_available(
     settings: &Settings,
     model: &ModelConfig,
@@ -40,6 +70,15 @@ pub(crate) async fn ensure_available(
     {
         return Ok(());
     }
+    if fabric_llm::probe(&model.base_url, Duration::from_secs(2))
+        .await
+        .is_ok()
+    {
+        return Ok(());
+    }
+    let lock = flight(format!("start {}", model.base_url));
+    let _starting = lock.lock().await;
+    // Another request may have started it while this one waited.
     if fabric_llm::probe(&model.base_url, Duration::from_secs(2))
         .await
         .is_ok()
@@ -95,12 +134,16 @@ pub(crate) async fn ensure_available(
     )
 }
 
-/// The models an endpoint offers, with capabilities where the server reports them.
+/// The models an endpoint offers, with capabilities where the server reports them. Asked
+/// once per endpoint and process; concurrent first callers share one request.
 pub(crate) async fn list(model: &ModelConfig) -> anyhow::Result<Listing> {
     let key = format!("{:?} {}", model.backend, model.base_url);
-    if let Some(hit) = cache().lock().await.get(&key) {
-        return Ok(Arc::clone(hit));
-    }
+    let cell = Arc::clone(cache_map().entry(key).or_default());
+    let listing = cell.get_or_try_init(|| fetch_listing(model)).await?;
+    Ok(Arc::clone(listing))
+}
+
+async fn fetch_listing(model: &ModelConfig) -> anyhow::Result<Listing> {
     let mut http = HttpSettings::new(model.base_url.clone());
     http.api_key_env = model.api_key_env.clone();
     http.timeout_s = model.timeout_s.min(30);
@@ -134,14 +177,14 @@ pub(crate) async fn list(model: &ModelConfig) -> anyhow::Result<Listing> {
             })
             .collect(),
     };
-    let listed = Arc::new(listed);
-    cache().lock().await.insert(key, Arc::clone(&listed));
-    Ok(listed)
+    Ok(Arc::new(listed))
 }
 
 /// Resolves the model name for a configured model: discovery, and a pull when allowed and
-/// nothing fits. A server that cannot be asked is not an error here: the run then fails
-/// with `llm_error` and a complete runlog, as without discovery.
+/// nothing fits. A server that answers but cannot list its models is not an error here:
+/// the configured model is used and a failing server then ends the run with `llm_error`
+/// and a complete runlog. A local Ollama server that is down and cannot be started is an
+/// error ([`ensure_available`]), before any run exists.
 pub(crate) async fn resolve(
     settings: &Settings,
     model: &ModelConfig,
@@ -182,6 +225,14 @@ pub(crate) async fn resolve(
         Ok(choice) => Ok(choice),
         Err(why) if settings.auto_pull_if_missing => {
             let target = settings.auto_pull_model.clone();
+            let lock = flight(format!("pull {} {target}", model.base_url));
+            let _pulling = lock.lock().await;
+            // Another request may have pulled a model while this one waited.
+            if let Ok(fresh) = list(model).await
+                && let Ok(choice) = choose_model(&model.model, &fresh)
+            {
+                return Ok(choice);
+            }
             pull(model, &target).await?;
             Ok(ModelChoice {
                 reason: format!("{why}; pulled `{target}` (auto_pull_model)"),
@@ -206,28 +257,89 @@ pub(crate) async fn pull(model: &ModelConfig, name: &str) -> anyhow::Result<()> 
             .progress_chars("=> "),
     );
     eprintln!("pulling `{name}` from {}", client.root());
+    let mut last_status = String::new();
     let mut on_line = |p: &PullProgress| {
         if let (Some(total), Some(done)) = (p.total, p.completed) {
             bar.set_length(total);
             bar.set_position(done);
         }
         bar.set_message(format!("{name}: {}", p.status));
-        // When stderr is not a terminal indicatif draws nothing; say each status once there.
-        if bar.is_hidden() {
-            eprintln!(
-                "pull {name}: {}{}",
-                p.status,
-                match (p.completed, p.total) {
-                    (Some(c), Some(t)) if t > 0 => format!(" {}%", c * 100 / t),
-                    _ => String::new(),
-                }
-            );
+        // When stderr is not a terminal indicatif draws nothing; say each status once there
+        // (a layer's download sends hundreds of lines with the same status).
+        if bar.is_hidden() && p.status != last_status {
+            eprintln!("pull {name}: {}", p.status);
+            last_status.clone_from(&p.status);
         }
     };
     let result = client.pull(name, &mut on_line).await;
     bar.finish_and_clear();
     result.with_context(|| format!("pulling `{name}`"))?;
     eprintln!("pulled `{name}`");
-    cache().lock().await.clear();
+    cache_map().clear();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use fabric_test_support::{Scenario, ScriptedServer};
+    use std::path::Path;
+
+    fn free_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    }
+
+    fn settings(yaml: &str) -> Settings {
+        Settings::from_text(yaml, Path::new("test.yaml")).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn concurrent_requests_start_a_down_server_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("starts");
+        let port = free_port();
+        let settings = settings(&format!(
+            "models:\n  m:\n    base_url: http://127.0.0.1:{port}\n    model: x\n    backend: ollama\ndefault_model_key: m\nrouting_model_key: m\nlocal_llm_start_cmd: [sh, -c, 'echo started >> {}']\nlocal_llm_start_timeout_s: 20\n",
+            marker.display()
+        ));
+        // The fake start command only appends to the marker; the server comes up a moment
+        // later, as `ollama serve` would.
+        let watched = marker.clone();
+        let server = tokio::spawn(async move {
+            while !watched.exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            ScriptedServer::start_on(Scenario::new(vec![]), ("127.0.0.1", port))
+                .await
+                .unwrap()
+        });
+        let model = settings.model("m").unwrap();
+        let start = || ensure_available(&settings, model);
+        let (a, b, c, d) = tokio::join!(start(), start(), start(), start());
+        let _server = server.await.unwrap();
+        for r in [a, b, c, d] {
+            r.unwrap();
+        }
+        let starts = std::fs::read_to_string(&marker).unwrap();
+        assert_eq!(starts.lines().count(), 1, "{starts}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_listing_is_asked_once_per_endpoint() {
+        let server = ScriptedServer::start(Scenario::new(vec![])).await.unwrap();
+        let settings = settings(&format!(
+            "models:\n  m:\n    base_url: {}\n    model: x\n    backend: ollama\ndefault_model_key: m\nrouting_model_key: m\n",
+            server.root_url()
+        ));
+        let model = settings.model("m").unwrap();
+        let (a, b) = tokio::join!(list(model), list(model));
+        let c = list(model).await.unwrap();
+        assert_eq!(a.unwrap().len(), c.len());
+        assert_eq!(b.unwrap().len(), c.len());
+        assert_eq!(server.hits("/api/tags"), 1);
+    }
 }

@@ -27,7 +27,8 @@ pub use merge::HANDOFF_END;
 /// How the specialist was chosen, for the `recruitment` event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recruitment {
-    /// `explicit` (`--pack`), `keyword`, `llm`, `keyword_fallback`, `default`.
+    /// `explicit` (`--pack`), `keyword`, `llm` or `keyword_fallback` (a keyword decision
+    /// that fell back to the default specialist is still `keyword`, and says so in `reason`).
     pub routing_method: String,
     /// Capabilities inferred from the prompt.
     pub required_capabilities: Vec<String>,

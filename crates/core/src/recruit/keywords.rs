@@ -237,23 +237,35 @@ pub fn keyword_score(spec: &SpecialistSpec, prompt_words: &[String]) -> usize {
         .count()
 }
 
+/// One specialist the greedy cover picked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pick {
+    /// Its index in the specialists as configured.
+    pub index: usize,
+    /// The required capabilities it was picked for.
+    pub covers: Vec<String>,
+    /// When another specialist covered as many at that point: who, and which tie-break
+    /// rule chose this one, in words.
+    pub tie: Option<String>,
+}
+
 /// The greedy set cover: repeatedly take the specialist that covers the most required
 /// capabilities not yet covered. Ties go to (1) the specialist with more of its own keywords
-/// in the prompt, then (2) the one listed first in the configuration. Stops when all are
-/// covered or nobody covers what is left. Returns the chosen specialists' indices in pick
-/// order, with the capabilities each was picked for.
+/// in the prompt, then (2) the one listed first in the configuration; a pick that won a tie
+/// says so ([`Pick::tie`]). Stops when all are covered or nobody covers what is left.
+/// Returns the picks in pick order.
 pub fn greedy_cover(
     specialists: &[Arc<SpecialistSpec>],
     required: &[String],
     prompt_words: &[String],
-) -> Vec<(usize, Vec<String>)> {
+) -> Vec<Pick> {
     let mut uncovered: BTreeSet<&str> = required.iter().map(String::as_str).collect();
-    let mut chosen: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut chosen: Vec<Pick> = Vec::new();
     while !uncovered.is_empty() {
-        let best = specialists
+        let mut candidates: Vec<(usize, Vec<String>, usize)> = specialists
             .iter()
             .enumerate()
-            .filter(|(i, _)| !chosen.iter().any(|(c, _)| c == i))
+            .filter(|(i, _)| !chosen.iter().any(|p| p.index == *i))
             .map(|(i, spec)| {
                 let covers: Vec<String> = spec
                     .capabilities
@@ -264,20 +276,52 @@ pub fn greedy_cover(
                 (i, covers, keyword_score(spec, prompt_words))
             })
             .filter(|(_, covers, _)| !covers.is_empty())
-            // max_by keeps the last of equals; compare the index reversed so the first wins.
-            .max_by(|a, b| {
-                a.1.len()
-                    .cmp(&b.1.len())
-                    .then(a.2.cmp(&b.2))
-                    .then(b.0.cmp(&a.0))
-            });
-        let Some((index, covers, _)) = best else {
+            .collect();
+        // Best first: widest cover, then more own keywords, then configuration order.
+        candidates.sort_by(|a, b| {
+            b.1.len()
+                .cmp(&a.1.len())
+                .then(b.2.cmp(&a.2))
+                .then(a.0.cmp(&b.0))
+        });
+        let mut ranked = candidates.into_iter();
+        let Some((index, covers, score)) = ranked.next() else {
             break;
         };
+        let tie = ranked
+            .next()
+            .filter(|(_, other, _)| other.len() == covers.len())
+            .map(|(other, _, other_score)| {
+                tie_note(
+                    &specialists[index].id,
+                    &specialists[other].id,
+                    &format!(
+                        "{} capabilit{}",
+                        covers.len(),
+                        if covers.len() == 1 { "y" } else { "ies" }
+                    ),
+                    score,
+                    other_score,
+                )
+            });
         for c in &covers {
             uncovered.remove(c.as_str());
         }
-        chosen.push((index, covers));
+        chosen.push(Pick { index, covers, tie });
     }
     chosen
+}
+
+/// Why `winner` was preferred to `runner_up`, which matched it on `what`: more of its own
+/// keywords in the prompt, else its place in the configuration.
+pub fn tie_note(winner: &str, runner_up: &str, what: &str, score: usize, other: usize) -> String {
+    if score > other {
+        format!(
+            "tied with `{runner_up}` on {what}; `{winner}` has more of its own keywords in the prompt ({score} to {other})"
+        )
+    } else {
+        format!(
+            "tied with `{runner_up}` on {what} and own keywords in the prompt ({score} each); `{winner}` is listed first in the configuration"
+        )
+    }
 }

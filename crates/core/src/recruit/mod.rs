@@ -56,20 +56,28 @@ pub fn route_by_keywords(
     if cover.is_empty() {
         // No capability anyone covers: the specialist whose own keywords fit best, else the
         // default. Ties go to configuration order.
-        let best = specialists
+        let mut scored: Vec<(usize, usize)> = specialists
             .iter()
             .enumerate()
             .map(|(i, s)| (i, keywords::keyword_score(s, &words)))
             .filter(|(_, score)| *score > 0)
-            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)));
-        let (id, reason) = match best {
-            Some((i, score)) => (
-                specialists[i].id.clone(),
-                format!(
+            .collect();
+        // Best first: the highest score, then configuration order.
+        scored.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let (id, reason) = match scored.first() {
+            Some(&(i, score)) => {
+                let mut reason = format!(
                     "no capability keyword in the prompt; `{}` matched {score} of its own keywords",
                     specialists[i].id
-                ),
-            ),
+                );
+                if let Some(&(other, _)) = scored.get(1).filter(|(_, s)| *s == score) {
+                    reason.push_str(&format!(
+                        " (tied with `{}`, which matched as many; `{}` is listed first in the configuration)",
+                        specialists[other].id, specialists[i].id
+                    ));
+                }
+                (specialists[i].id.clone(), reason)
+            }
             None => (
                 default_id.to_owned(),
                 format!(
@@ -91,15 +99,29 @@ pub fn route_by_keywords(
             .min()
             .unwrap_or(usize::MAX)
     };
-    let mut ordered: Vec<&(usize, Vec<String>)> = cover.iter().collect();
-    ordered.sort_by(|a, b| position(&a.1).cmp(&position(&b.1)).then(a.0.cmp(&b.0)));
+    let mut ordered: Vec<&keywords::Pick> = cover.iter().collect();
+    ordered.sort_by(|a, b| {
+        position(&a.covers)
+            .cmp(&position(&b.covers))
+            .then(a.index.cmp(&b.index))
+    });
     let parts: Vec<String> = ordered
         .iter()
-        .map(|(i, caps)| format!("`{}` covers {}", specialists[*i].id, caps.join(", ")))
+        .map(|p| {
+            let mut part = format!(
+                "`{}` covers {}",
+                specialists[p.index].id,
+                p.covers.join(", ")
+            );
+            if let Some(tie) = &p.tie {
+                part.push_str(&format!(" ({tie})"));
+            }
+            part
+        })
         .collect();
     let uncovered: Vec<&String> = required
         .iter()
-        .filter(|c| !cover.iter().any(|(_, caps)| caps.contains(c)))
+        .filter(|c| !cover.iter().any(|p| p.covers.contains(c)))
         .collect();
     let mut reason = format!(
         "prompt asks for {}; {}",
@@ -113,7 +135,7 @@ pub fn route_by_keywords(
     Decision {
         specialist_ids: ordered
             .iter()
-            .map(|(i, _)| specialists[*i].id.clone())
+            .map(|p| specialists[p.index].id.clone())
             .collect(),
         routing_method: "keyword".to_owned(),
         required_capabilities: required,

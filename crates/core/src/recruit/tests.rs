@@ -174,10 +174,45 @@ fn ties_go_to_keywords_then_configuration_order() {
     let prompt_words = words("list the files of my research folder");
     let required = vec!["file_io".to_owned()];
     let chosen = greedy_cover(&roster(), &required, &prompt_words);
-    assert_eq!(chosen, vec![(1, vec!["file_io".to_owned()])]);
+    assert_eq!(chosen.len(), 1);
+    assert_eq!((chosen[0].index, &chosen[0].covers), (1, &required));
+    assert_eq!(
+        chosen[0].tie.as_deref(),
+        Some(
+            "tied with `engineering` on 1 capability; `research` has more of its own keywords in the prompt (1 to 0)"
+        )
+    );
     // No keyword either: configuration order (engineering first).
     let chosen = greedy_cover(&roster(), &required, &words("list the files"));
-    assert_eq!(chosen, vec![(0, vec!["file_io".to_owned()])]);
+    assert_eq!((chosen[0].index, &chosen[0].covers), (0, &required));
+    assert_eq!(
+        chosen[0].tie.as_deref(),
+        Some(
+            "tied with `research` on 1 capability and own keywords in the prompt (0 each); `engineering` is listed first in the configuration"
+        )
+    );
+}
+
+#[test]
+fn the_reason_explains_a_tie() {
+    let d = route_by_keywords("list the files", &roster(), "engineering");
+    assert_eq!(d.specialist_ids, ["engineering"]);
+    assert_eq!(
+        d.reason,
+        "prompt asks for file_io; `engineering` covers file_io (tied with `research` on 1 capability and own keywords in the prompt (0 each); `engineering` is listed first in the configuration)"
+    );
+    // A clear winner needs no note.
+    let d = route_by_keywords("implement the parser", &roster(), "engineering");
+    assert!(!d.reason.contains("tied"), "{}", d.reason);
+    // Without capabilities, own keywords decide, and a tie there is explained too.
+    let mut r = roster();
+    r[0].keywords.push("zebra".into());
+    r[1].keywords.push("zebra".into());
+    let d = route_by_keywords("zebra", &r, "engineering");
+    assert_eq!(
+        d.reason,
+        "no capability keyword in the prompt; `engineering` matched 1 of its own keywords (tied with `research`, which matched as many; `engineering` is listed first in the configuration)"
+    );
 }
 
 #[test]
@@ -187,7 +222,8 @@ fn greedy_prefers_the_widest_cover() {
         .to_vec();
     let chosen = greedy_cover(&roster(), &required, &[]);
     assert_eq!(chosen.len(), 1);
-    assert_eq!(chosen[0].0, 2);
+    assert_eq!(chosen[0].index, 2);
+    assert_eq!(chosen[0].tie, None);
 }
 
 #[test]

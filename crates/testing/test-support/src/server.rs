@@ -124,6 +124,12 @@ impl ScriptedServer {
         self.shared.lock().requests.len()
     }
 
+    /// How many requests of any kind arrived for `path` (e.g. `/api/tags`) so far, unknown
+    /// paths included.
+    pub fn hits(&self, path: &str) -> usize {
+        self.shared.lock().hits.get(path).copied().unwrap_or(0)
+    }
+
     /// How many scripted turns have been consumed (at most the number of turns).
     pub fn turns_used(&self) -> usize {
         self.shared.lock().next_turn
@@ -166,6 +172,8 @@ pub(crate) struct Shared {
 struct State {
     next_turn: usize,
     requests: Vec<RecordedRequest>,
+    /// Requests per path, every route and method included (a few distinct paths).
+    hits: std::collections::BTreeMap<String, usize>,
 }
 
 impl Shared {
@@ -427,7 +435,25 @@ fn router(shared: Arc<Shared>) -> Router {
                 json!({ "error": format!("scripted LLM server: no route for {}", uri.path()) }),
             )
         })
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&shared),
+            count_hit,
+        ))
         .with_state(shared)
+}
+
+/// Counts each request by path before it is routed.
+async fn count_hit(
+    axum::extract::State(shared): axum::extract::State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    *shared
+        .lock()
+        .hits
+        .entry(request.uri().path().to_owned())
+        .or_default() += 1;
+    next.run(request).await
 }
 
 #[cfg(test)]

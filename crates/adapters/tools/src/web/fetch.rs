@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::html::html_to_text;
-use super::{FetchSettings, WEB, http_client, require_network};
+use super::{FetchSettings, WEB, http_client, off_runtime, read_capped, require_network, short};
 use crate::text::decode;
 
 // Arguments of `fetch_url`.
@@ -122,12 +122,17 @@ impl FetchUrlTool {
             }
             None => Kind::Text,
         };
-        let (raw, _) = decode(&bytes, cut);
-        let (text, title) = match kind {
-            Kind::Html => html_to_text(&raw),
-            Kind::Text => (raw, None),
-        };
-        let (text, text_cut) = cap_chars(text, self.settings.max_text_chars as usize);
+        let max_chars = usize::try_from(self.settings.max_text_chars).unwrap_or(usize::MAX);
+        let (text, title, text_cut) = off_runtime(move || {
+            let (raw, _) = decode(&bytes, cut);
+            let (text, title) = match kind {
+                Kind::Html => html_to_text(&raw),
+                Kind::Text => (raw, None),
+            };
+            let (text, text_cut) = cap_chars(text, max_chars);
+            (text, title, text_cut)
+        })
+        .await?;
         Ok(json!({
             "url": url.as_str(),
             "requested_url": requested.as_str(),
@@ -139,16 +144,6 @@ impl FetchUrlTool {
             "fetched_at": now_rfc3339(),
         }))
     }
-}
-
-fn short(e: &reqwest::Error) -> String {
-    let mut msg = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        msg = format!("{msg}: {s}");
-        source = s.source();
-    }
-    msg
 }
 
 fn parse_url(raw: &str) -> Result<Url, ToolError> {
@@ -231,28 +226,6 @@ fn binary(url: &Url, what: &str) -> ToolError {
     ToolError::Failed(format!(
         "{url} is {what}, not a text page; fetch_url reads HTML, plain text, JSON and XML only. Look for an HTML version of this source"
     ))
-}
-
-/// Reads the body up to `max` bytes; the rest is never downloaded. Returns whether it was cut.
-async fn read_capped(
-    response: &mut reqwest::Response,
-    max: u64,
-) -> Result<(Vec<u8>, bool), ToolError> {
-    let max = usize::try_from(max).unwrap_or(usize::MAX);
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| ToolError::Failed(format!("the download broke off: {}", short(&e))))?
-    {
-        let room = max - body.len();
-        if chunk.len() > room {
-            body.extend_from_slice(&chunk[..room]);
-            return Ok((body, true));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok((body, false))
 }
 
 /// At most `max` characters, cut at a character boundary.

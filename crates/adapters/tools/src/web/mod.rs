@@ -98,10 +98,61 @@ fn require_network(ctx: &fabric_core::ToolContext, tool: &str) -> Result<(), Too
 
 /// An HTTP client that follows no redirects itself: `fetch_url` follows them one by one so
 /// each hop is checked. No client-wide timeout: callers bound the whole operation.
+///
+/// One client for the process (a clone shares its connection pool and TLS setup), built on
+/// first use; a failed build is not cached, so a later call tries again.
 fn http_client() -> Result<reqwest::Client, ToolError> {
-    reqwest::Client::builder()
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    if let Some(client) = CLIENT.get() {
+        return Ok(client.clone());
+    }
+    let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(USER_AGENT)
         .build()
-        .map_err(|e| ToolError::Failed(format!("cannot set up the HTTP client: {e}")))
+        .map_err(|e| ToolError::Failed(format!("cannot set up the HTTP client: {e}")))?;
+    Ok(CLIENT.get_or_init(|| client).clone())
+}
+
+/// Reads a body up to `max` bytes; the rest is never downloaded. Returns whether it was cut.
+async fn read_capped(
+    response: &mut reqwest::Response,
+    max: u64,
+) -> Result<(Vec<u8>, bool), ToolError> {
+    let max = usize::try_from(max).unwrap_or(usize::MAX);
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| ToolError::Failed(format!("the download broke off: {}", short(&e))))?
+    {
+        let room = max - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+/// A reqwest error with its chain of causes, on one line.
+fn short(e: &reqwest::Error) -> String {
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        msg = format!("{msg}: {s}");
+        source = s.source();
+    }
+    msg
+}
+
+/// Runs CPU-bound text work (HTML to text) on the blocking pool, so a large or hostile page
+/// never stalls a runtime worker.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::Failed(format!("converting the page to text failed: {e}")))
 }

@@ -11,7 +11,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{SearchProvider, WEB, WebSearchSettings, http_client, require_network};
+use super::{
+    SearchProvider, WEB, WebSearchSettings, http_client, off_runtime, read_capped, require_network,
+};
+
+/// The most bytes of a search answer read: a page of results is tens of kilobytes.
+const MAX_REPLY_BYTES: u64 = 4 * 1024 * 1024;
 
 // Arguments of `web_search`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -120,7 +125,7 @@ impl WebSearchTool {
                     .header(reqwest::header::ACCEPT, "application/json")
             }
         };
-        let response = request.send().await.map_err(|e| {
+        let mut response = request.send().await.map_err(|e| {
             ToolError::Failed(format!(
                 "the search service at {base} cannot be reached: {e}"
             ))
@@ -139,12 +144,23 @@ impl WebSearchTool {
                 "the search service answered HTTP {status}{hint}"
             )));
         }
-        let body: Value = response.json().await.map_err(|e| {
-            ToolError::Failed(format!(
-                "the search service sent something that is not JSON: {e}"
-            ))
-        })?;
-        Ok(results(self.settings.provider, &body, count))
+        let (bytes, cut) = read_capped(&mut response, MAX_REPLY_BYTES).await?;
+        if cut {
+            return Err(ToolError::Failed(format!(
+                "the search service's answer is larger than {} MiB, more than a page of results; check web_search.base_url",
+                MAX_REPLY_BYTES / (1024 * 1024)
+            )));
+        }
+        let provider = self.settings.provider;
+        off_runtime(move || {
+            let body: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                ToolError::Failed(format!(
+                    "the search service sent something that is not JSON: {e}"
+                ))
+            })?;
+            Ok(results(provider, &body, count))
+        })
+        .await?
     }
 }
 

@@ -1,6 +1,6 @@
 //! `fabric doctor`: one line per check, each with the fix when it fails.
 
-use fabric_config::{Backend, Settings};
+use fabric_config::{Backend, Routing, Settings};
 use fabric_core::models::choose_model;
 use std::time::Duration;
 
@@ -13,6 +13,8 @@ enum Verdict {
     Ok,
     Warn,
     Fail,
+    /// Nothing to check (said so that the absence of a line is not a mystery).
+    Skip,
 }
 
 struct Report {
@@ -24,6 +26,7 @@ impl Report {
         let tag = match verdict {
             Verdict::Ok => "ok  ",
             Verdict::Warn => "warn",
+            Verdict::Skip => "skip",
             Verdict::Fail => {
                 self.failed = true;
                 "FAIL"
@@ -53,27 +56,49 @@ pub(crate) async fn doctor(cli: &Cli) -> anyhow::Result<u8> {
             return Ok(1);
         }
     };
-    let mut keys: Vec<&str> = vec![settings.default_model_key.as_str()];
-    if !keys.contains(&settings.routing_model_key.as_str()) {
-        keys.push(settings.routing_model_key.as_str());
-    }
-    for key in keys {
-        model_checks(&settings, key, &mut report).await;
+    for (key, users) in model_users(&settings) {
+        model_checks(&settings, &key, &users.join(", "), &mut report).await;
     }
     report.line(
-        Verdict::Warn,
+        Verdict::Skip,
         "embeddings model",
-        "not configured: agent-fabric has no embeddings key yet (the run index will add one)",
+        "nothing to check: no feature of agent-fabric uses embeddings yet, so none is configured",
     );
     sandbox_checks(&mut report);
     Ok(if report.failed { 1 } else { 0 })
 }
 
-async fn model_checks(settings: &Settings, key: &str, report: &mut Report) {
+/// Every model key a run can use, in a stable order (the default, the routing model, then
+/// the specialists' keys in configuration order), each with who uses it.
+fn model_users(settings: &Settings) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |key: &str, user: String| match out.iter_mut().find(|(k, _)| k == key) {
+        Some((_, users)) => users.push(user),
+        None => out.push((key.to_owned(), vec![user])),
+    };
+    add(&settings.default_model_key, "the default".to_owned());
+    if settings.routing == Routing::Llm {
+        add(&settings.routing_model_key, "LLM routing".to_owned());
+    }
+    for spec in &settings.specialists {
+        if let Some(key) = &spec.model_key {
+            add(key, format!("specialist `{}`", spec.id));
+        }
+    }
+    out
+}
+
+async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut Report) {
+    let label = format!("model `{key}`");
     let Some(model) = settings.model(key) else {
+        // The config loader refuses unknown keys; say so rather than skip silently.
+        report.line(
+            Verdict::Fail,
+            &label,
+            &format!("used by {users} but not configured; add it under `models`"),
+        );
         return;
     };
-    let label = format!("model `{key}`");
     if let Err(e) = fabric_llm::probe(&model.base_url, Duration::from_secs(3)).await {
         let fix = if bootstrap::is_local(&model.base_url) && model.backend == Backend::Ollama {
             format!(
@@ -86,14 +111,14 @@ async fn model_checks(settings: &Settings, key: &str, report: &mut Report) {
         report.line(
             Verdict::Fail,
             &format!("{label} server"),
-            &format!("{e}; {fix}"),
+            &format!("{e} (used by {users}); {fix}"),
         );
         return;
     }
     report.line(
         Verdict::Ok,
         &format!("{label} server"),
-        &format!("{} answers", model.base_url),
+        &format!("{} answers (used by {users})", model.base_url),
     );
     let listed = match bootstrap::list(model).await {
         Ok(listed) => listed,

@@ -1,6 +1,6 @@
 //! `fabric specialists list | show ID`.
 
-use fabric_config::Settings;
+use fabric_config::{Settings, SpecialistOrigin};
 use fabric_domain::SpecialistSpec;
 use serde_json::{Value, json};
 
@@ -46,7 +46,7 @@ pub(crate) fn specialists(cli: &Cli, command: &SpecialistsCommand) -> anyhow::Re
                 out["warnings"] = json!(origin.warnings);
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
-                print_spec(spec, &settings, &origin.warnings)?;
+                print_spec(spec, &origin)?;
             }
         }
     }
@@ -69,10 +69,16 @@ fn summary(settings: &Settings, s: &SpecialistSpec) -> Value {
     })
 }
 
-fn print_spec(s: &SpecialistSpec, settings: &Settings, warnings: &[String]) -> anyhow::Result<()> {
+fn print_spec(s: &SpecialistSpec, origin: &SpecialistOrigin) -> anyhow::Result<()> {
     println!("id:            {}", s.id);
     println!("description:   {}", s.description);
-    println!("source:        {}", source(settings, &s.id));
+    // Every layer that defined or changed it, lowest first: the last one wins.
+    if origin.sources.is_empty() {
+        println!("source:        built-in");
+    }
+    for layer in &origin.sources {
+        println!("source:        {layer}");
+    }
     println!("tools:         {}", s.tools.join(", "));
     println!("may_write:     {}", s.may_write);
     println!("needs_network: {}", s.needs_network);
@@ -85,7 +91,7 @@ fn print_spec(s: &SpecialistSpec, settings: &Settings, warnings: &[String]) -> a
     for l in &s.limitations {
         println!("limitation:    {l}");
     }
-    for w in warnings {
+    for w in &origin.warnings {
         println!("warning:       {w}");
     }
     println!(

@@ -202,3 +202,35 @@ async fn max_steps_ends_the_run_with_its_own_status() {
         "max_steps_exceeded"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deeply_nested_arguments_are_refused_and_the_runlog_stays_readable() {
+    // 126 levels parse (serde's limit is 128), but the runlog line wraps them in two more.
+    let mut args = json!([]);
+    for _ in 0..124 {
+        args = json!([args]);
+    }
+    let args = json!({ "path": args });
+    let fx = Fixture::new(vec![
+        Turn::tool_call("list_files", args),
+        Turn::tool_call("list_files", json!({})),
+        finish(),
+    ])
+    .await;
+    let result = fx.run_json("nest deep", &[], 0).await;
+    let run_id = result["_meta"]["run_id"].as_str().unwrap();
+    let events = fx.runlog(&result);
+    let message = of_kind(&events, "tool_error")[0]["payload"]["error_message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.starts_with("the arguments of `list_files` are not valid JSON (they nest arrays and objects more than 32 levels deep; send flatter arguments): {\"path\":[[[["),
+        "{message}"
+    );
+    let seen = tool_messages(&fx.requests()[1]);
+    assert!(seen[0].contains("more than 32 levels deep"), "{seen:?}");
+    let show = fx.fabric(&["logs", "show", run_id]).await;
+    assert_eq!(show.code(), 0, "{}", show.stderr);
+    assert!(show.stdout.contains("run_complete"), "{}", show.stdout);
+}

@@ -193,7 +193,13 @@ async fn no_tool_capable_model_pulls_one_with_progress() {
         "{}",
         run.stderr
     );
-    assert!(run.stderr.contains("100%"), "{}", run.stderr);
+    // Not a terminal: each status once, though the layer's status came in four lines.
+    let layer = run
+        .stderr
+        .lines()
+        .filter(|l| *l == "pull qwen2.5:7b: pulling 000000000000")
+        .count();
+    assert_eq!(layer, 1, "{}", run.stderr);
     assert_eq!(run.json()["_meta"]["model"], "qwen2.5:7b");
 }
 
@@ -264,7 +270,7 @@ async fn doctor_reports_each_check() {
         "[ok  ] model `test` server",
         "[ok  ] model `test` present",
         "[ok  ] model `test` tools: calls tools",
-        "embeddings model: not configured",
+        "[skip] embeddings model: nothing to check",
         "sandbox: the OS sandbox is not built yet",
     ] {
         assert!(
@@ -273,4 +279,198 @@ async fn doctor_reports_each_check() {
             run.stdout
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_checks_the_specialists_model_keys_and_fails_on_a_down_server() {
+    let fx = Fixture::with_backend(Scenario::new(vec![]), "ollama").await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let text = std::fs::read_to_string(&fx.config).unwrap().replace(
+        "default_model_key",
+        &format!(
+            "  aux:\n    base_url: http://127.0.0.1:{port}/v1\n    model: m\n    backend: openai\ndefault_model_key"
+        ),
+    );
+    std::fs::write(
+        &fx.config,
+        text + "specialists:\n  reviewer:\n    description: Reviews.\n    system_prompt: You review.\n    tools: [read_file]\n    model_key: aux\n",
+    )
+    .unwrap();
+    let run = fx.fabric(&["doctor"]).await;
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("[ok  ] model `test` server: http://127.0.0.1:"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("(used by the default)"),
+        "{}",
+        run.stdout
+    );
+    let fail = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("[FAIL] model `aux` server: "))
+        .unwrap_or_else(|| panic!("no FAIL line for `aux`:\n{}", run.stdout));
+    assert!(
+        fail.ends_with(
+            "(used by specialist `reviewer`); check `base_url` and that the server runs"
+        ),
+        "{fail}"
+    );
+    // The routing key is checked only when routing asks a model.
+    assert_eq!(run.stdout.matches("model `test` server").count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parallel_task_force_runs_both_members_at_once_and_merges_in_order() {
+    // Each member talks to its own scripted server, so their turns cannot interleave. The
+    // first member is slow, the second fast: it finishes first, yet its section comes second.
+    let slow: Vec<Turn> = work("engineering did it")
+        .into_iter()
+        .map(|mut t| {
+            t.delay_ms = Some(400);
+            t
+        })
+        .collect();
+    let fx = Fixture::new(slow).await;
+    let other = ScriptedServer::start(Scenario::new(work("reviewed: fine")))
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(&fx.config).unwrap().replace(
+        "default_model_key",
+        &format!(
+            "  other:\n    base_url: {}\n    model: qwen2.5:7b\n    backend: openai\ndefault_model_key",
+            other.base_url()
+        ),
+    );
+    std::fs::write(
+        &fx.config,
+        text + "task_force_mode: parallel\nspecialists:\n  reviewer:\n    description: Reviews.\n    system_prompt: You review.\n    tools: [read_file, list_files]\n    may_write: false\n    model_key: other\n",
+    )
+    .unwrap();
+    let (result, _) = run_json(
+        &fx,
+        &["Write and review", "--pack", "engineering,reviewer"],
+        0,
+    )
+    .await;
+    assert_eq!(
+        result["summary"],
+        "engineering: engineering did it | reviewer: reviewed: fine"
+    );
+    assert_eq!(result["task_force_mode"], "parallel");
+    let sections = result["sections"].as_array().unwrap();
+    assert_eq!(sections[0]["specialist_id"], "engineering");
+    assert_eq!(sections[0]["result"]["summary"], "engineering did it");
+    assert_eq!(sections[1]["specialist_id"], "reviewer");
+    assert_eq!(sections[1]["status"], "completed");
+    // Each server answered its own member only; no hand-off in parallel mode.
+    assert_eq!(fx.server.chat_request_count(), 2);
+    assert_eq!(other.chat_request_count(), 2);
+    assert!(!other.requests()[0].body.to_string().contains("HANDOFF"));
+    // Overlap: the reviewer finished before the engineer's first answer came back.
+    let events = fx.runlog(&result);
+    let seq_of = |kind: &str, pack: u64| {
+        events
+            .iter()
+            .find(|e| e["kind"] == kind && e["payload"]["pack_index"] == pack)
+            .and_then(|e| e["seq"].as_u64())
+            .unwrap_or_else(|| panic!("no {kind} of member {pack}"))
+    };
+    let reviewer_done = events
+        .iter()
+        .filter(|e| e["kind"] == "tool_call" && e["payload"]["pack_index"] == 1)
+        .filter_map(|e| e["seq"].as_u64())
+        .max()
+        .unwrap();
+    assert!(
+        reviewer_done < seq_of("llm_response", 0),
+        "the members did not overlap: {events:#?}"
+    );
+    assert!(of_kind(&events, "task_force_parallel").len() == 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_discovery_reads_v1_models_and_never_swaps_the_model() {
+    let mut scenario = Scenario::new(work("ok"));
+    scenario.models = models(&[("listed-model", "7B", &[]), ("another", "1B", &[])]);
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    // Listed: used as configured.
+    let text = std::fs::read_to_string(&fx.config)
+        .unwrap()
+        .replace("qwen2.5:7b", "listed-model");
+    std::fs::write(&fx.config, &text).unwrap();
+    let run = fx
+        .fabric(&["run", "Implement it", "--pack", "engineering"])
+        .await;
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("engineering: model listed-model (`listed-model` as configured)"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(fx.server.hits("/v1/models"), 1);
+    assert_eq!(fx.server.hits("/api/tags"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_discovery_says_when_the_model_is_not_listed() {
+    let mut scenario = Scenario::new(work("ok"));
+    scenario.models = models(&[("listed-model", "7B", &[])]);
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    let run = fx
+        .fabric(&["run", "Implement it", "--pack", "engineering"])
+        .await;
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "`qwen2.5:7b` as configured (not in the server's model list; it may still answer)"
+        ),
+        "{}",
+        run.stderr
+    );
+    let chat = &fx.requests()[0];
+    assert_eq!(chat["model"], "qwen2.5:7b");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn model_flag_skips_discovery() {
+    let mut scenario = Scenario::new(work("ok"));
+    scenario.models = models(&[("gemma:2b", "2B", &["completion"])]);
+    let fx = Fixture::with_backend(scenario, "ollama").await;
+    let run = fx
+        .fabric(&[
+            "run",
+            "Implement it",
+            "--pack",
+            "engineering",
+            "--model",
+            "my-model:1b",
+        ])
+        .await;
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("`my-model:1b` given with --model; discovery skipped"),
+        "{}",
+        run.stderr
+    );
+    // No listing, no capability lookups, no pull although no listed model calls tools.
+    for path in ["/api/tags", "/api/show", "/api/pull"] {
+        assert_eq!(fx.server.hits(path), 0, "{path}");
+    }
+    let chat = fx
+        .server
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/api/chat")
+        .unwrap();
+    assert_eq!(chat.body["model"], "my-model:1b");
 }

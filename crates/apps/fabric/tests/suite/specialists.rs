@@ -212,3 +212,24 @@ async fn without_the_network_research_gets_no_web_tools() {
         ["finish_task", "list_files", "read_file", "write_file"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn show_prints_every_layer() {
+    let fx = Fixture::new(vec![]).await;
+    let mut text = std::fs::read_to_string(&fx.config).unwrap();
+    text.push_str("specialists:\n  engineering:\n    model_key: test\n");
+    std::fs::write(&fx.config, text).unwrap();
+    let show = fx.fabric(&["specialists", "show", "engineering"]).await;
+    assert_eq!(show.code(), 0, "{}", show.stderr);
+    let sources: Vec<&str> = show
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("source:"))
+        .collect();
+    assert_eq!(sources.len(), 2, "{}", show.stdout);
+    assert_eq!(sources[0], "source:        built-in");
+    assert!(
+        sources[1].starts_with("source:        config "),
+        "{sources:?}"
+    );
+}
