@@ -265,7 +265,9 @@ async fn doctor_reports_each_check() {
         "[ok  ] model `test` present",
         "[ok  ] model `test` tools: calls tools",
         "embeddings model: not configured",
-        "sandbox: the OS sandbox is not built yet",
+        "] landlock: ",
+        "] sandbox: `strict` enforced on this host",
+        "sandbox enforces: filesystem",
     ] {
         assert!(
             run.stdout.contains(line),
