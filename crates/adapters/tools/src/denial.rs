@@ -38,6 +38,11 @@ const MARKERS: &[(&str, &str)] = &[
     ),
     ("MemoryError", "more memory than the sandbox's limit"),
     ("File too large", "a file larger than the sandbox's limit"),
+    // Landlock answers a link or rename across its rules with EXDEV.
+    (
+        "Invalid cross-device link",
+        "a link or move between the workspace and a path outside it",
+    ),
 ];
 
 /// Signals the kernel sends when a resource limit is hit.

@@ -42,7 +42,7 @@ use fabric_core::typed::Typed;
 /// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
 pub use fabric_core::{NoOsSandbox, ProcessSandbox};
 pub use policy::{DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
-pub use web::{FetchSettings, SearchProvider, WebSearchSettings};
+pub use web::{AddressPolicy, FetchSettings, SearchProvider, WebSearchSettings};
 
 /// The names of the built-in tools, in the order [`engineering_tools`] returns them.
 pub const BUILTIN_TOOLS: &[&str] = &[
@@ -67,7 +67,7 @@ pub fn builtin_tool(
             Arc::clone(sandbox),
         ))),
         "read_file" => Arc::new(Typed::new(files::ReadFileTool::new(Arc::clone(policy)))),
-        "write_file" => Arc::new(Typed::new(files::WriteFileTool)),
+        "write_file" => Arc::new(Typed::new(files::WriteFileTool::new(Arc::clone(policy)))),
         "list_files" => Arc::new(Typed::new(files::ListFilesTool::new(Arc::clone(policy)))),
         "web_search" => Arc::new(Typed::new(web::WebSearchTool::new(
             policy.web_search.clone(),

@@ -136,7 +136,12 @@ pub(crate) fn tools_for(
         max_download_bytes: fetch.max_download_bytes,
         max_text_chars: fetch.max_text_chars,
         max_redirects: fetch.max_redirects,
+        addresses: fabric_tools::AddressPolicy {
+            allow_private: settings.network.allow_private,
+            allow_hosts: settings.network.allow_hosts.clone(),
+        },
     };
+    policy.protected_paths = settings.protected_paths.clone();
     let policy = Arc::new(policy);
     let (patterns, names): (Vec<&String>, Vec<&String>) = specialist
         .tools
