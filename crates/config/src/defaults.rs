@@ -89,6 +89,9 @@ impl Settings {
                 max_text_chars: 20_000,
                 max_redirects: 5,
             },
+            sandbox: crate::SandboxConfig::default(),
+            protected_paths: crate::security::default_protected_paths(),
+            network: crate::NetworkConfig::default(),
         }
     }
 }

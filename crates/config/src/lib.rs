@@ -18,12 +18,14 @@ mod error;
 mod load;
 mod markdown;
 mod raw;
+mod security;
 mod server;
 mod settings;
 
 pub use builtins::{builtin_specialists, engineering_finish_schema, research_finish_schema};
 pub use dirs::{LoadOptions, user_specialist_dir};
 pub use error::ConfigError;
+pub use security::{NetworkConfig, SandboxConfig, SandboxLimits, SandboxMode};
 pub use server::ServerConfig;
 pub use settings::{
     Backend, FetchUrlConfig, ModelConfig, Routing, SearchProvider, Settings, ShellConfig,

@@ -364,6 +364,71 @@ impl Merger {
         if let Some(fetch) = raw.fetch_url {
             self.fetch_url(s, fetch)?;
         }
+        self.security(s, raw.sandbox, raw.sandbox_limits, raw.sandbox_read_paths)?;
+        if let Some(paths) = raw.protected_paths {
+            for (i, p) in paths.iter().enumerate() {
+                if p.trim().is_empty() || p.starts_with('/') || p.split('/').any(|c| c == "..") {
+                    return Err(self.invalid(
+                        format!("protected_paths[{i}]"),
+                        format!("must be a path relative to the workspace without `..`, such as `.git`, got `{p}`"),
+                    ));
+                }
+            }
+            s.protected_paths = paths;
+        }
+        if let Some(network) = raw.network {
+            if let Some(v) = network.allow_private {
+                s.network.allow_private = v;
+            }
+            if let Some(hosts) = network.allow_hosts {
+                for (i, h) in hosts.iter().enumerate() {
+                    if h.trim().is_empty() || h.contains(char::is_whitespace) {
+                        return Err(self.invalid(
+                            format!("network.allow_hosts[{i}]"),
+                            format!("must be a host name, an address or a CIDR range such as `10.0.0.0/8`, got `{h}`"),
+                        ));
+                    }
+                }
+                s.network.allow_hosts = hosts;
+            }
+        }
+        Ok(())
+    }
+
+    fn security(
+        &self,
+        s: &mut Settings,
+        mode: Option<String>,
+        limits: Option<crate::security::RawLimits>,
+        read_paths: Option<Vec<String>>,
+    ) -> Result<(), ConfigError> {
+        if let Some(mode) = mode {
+            s.sandbox.mode = crate::SandboxMode::parse(&mode).ok_or_else(|| {
+                self.invalid(
+                    "sandbox",
+                    format!("must be `strict`, `workspace-write-network` or `off`, got `{mode}`"),
+                )
+            })?;
+        }
+        if let Some(limits) = limits {
+            limits.merge(&mut s.sandbox.limits, |key, v, min, max| {
+                self.range(key, v, min, max)
+            })?;
+        }
+        if let Some(paths) = read_paths {
+            let mut out = Vec::new();
+            for (i, p) in paths.iter().enumerate() {
+                let path = expand_home(p);
+                if !path.is_absolute() {
+                    return Err(self.invalid(
+                        format!("sandbox_read_paths[{i}]"),
+                        format!("must be an absolute directory (or start with `~/`), got `{p}`"),
+                    ));
+                }
+                out.push(path);
+            }
+            s.sandbox.read_paths = out;
+        }
         Ok(())
     }
 

@@ -198,6 +198,12 @@ pub struct Settings {
     pub web_search: WebSearchConfig,
     /// The `fetch_url` tool.
     pub fetch_url: FetchUrlConfig,
+    /// The OS sandbox of tool processes.
+    pub sandbox: crate::SandboxConfig,
+    /// Workspace paths the file tools never write (`.git`, the fabric's own files).
+    pub protected_paths: Vec<String>,
+    /// What the network tools may reach.
+    pub network: crate::NetworkConfig,
 }
 
 impl Settings {

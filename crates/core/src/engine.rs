@@ -289,7 +289,7 @@ pub(crate) async fn run_loop(
                         rec.emit(
                             EventKind::SecurityEvent,
                             Some(step),
-                            json!({"event_type": event_type, "tool": call.name, "attempted": attempted, "error_message": message}),
+                            json!({"event_type": event_type, "tool": call.name, "call_id": call.id, "attempted": attempted, "error_message": message}),
                         )
                         .await?;
                     }

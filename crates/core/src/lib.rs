@@ -32,6 +32,7 @@ pub mod typed;
 
 pub use error::CoreError;
 pub use ports::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
-    RunObserver, RunStore, RunSummary, StoreError, Tool, ToolContext, ToolDefinitions, ToolError,
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoOsSandbox,
+    NoopObserver, ProcessSandbox, RunLog, RunObserver, RunSandbox, RunStore, RunSummary,
+    SandboxGuard, SecurityNotice, StoreError, Tool, ToolContext, ToolDefinitions, ToolError,
 };

@@ -226,6 +226,7 @@ fn task(tools: Vec<Arc<dyn Tool>>, may_write: bool, network_allowed: bool) -> Ta
         },
         max_steps: 10,
         network_allowed,
+        sandbox: Default::default(),
     }
 }
 

@@ -131,8 +131,38 @@ pub(crate) struct WriteInput {
     content: String,
 }
 
+/// The `event_type` of a write to a protected path.
+pub(crate) const PROTECTED_PATH: &str = "protected_path";
+
 /// The `write_file` tool.
-pub(crate) struct WriteFileTool;
+pub(crate) struct WriteFileTool {
+    policy: Arc<ToolPolicy>,
+}
+
+impl WriteFileTool {
+    pub(crate) fn new(policy: Arc<ToolPolicy>) -> Self {
+        Self { policy }
+    }
+
+    /// Refuses a write that lands in a protected path. Checked on the resolved path, so a
+    /// symbolic link such as `g -> .git` does not get around it.
+    fn check_protected(&self, raw: &str, path: &crate::paths::Confined) -> Result<(), ToolError> {
+        let resolved = path
+            .absolute
+            .strip_prefix(&path.workspace)
+            .unwrap_or(Path::new(&path.relative));
+        if let Some(protected) = self.policy.protected(resolved) {
+            return Err(ToolError::Denied {
+                event_type: PROTECTED_PATH.to_owned(),
+                attempted: raw.to_owned(),
+                message: format!(
+                    "`{raw}` is inside `{protected}`, which is protected: write_file never changes it (repository metadata and the fabric's own files). Write somewhere else in the workspace"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
 
 #[async_trait]
 impl TypedTool for WriteFileTool {
@@ -159,6 +189,7 @@ impl TypedTool for WriteFileTool {
                 "`path` must name a file, got `{raw}`; use for example `notes.txt`"
             )));
         }
+        self.check_protected(raw, &path)?;
         if let Ok(meta) = tokio::fs::metadata(&path.absolute).await
             && meta.is_dir()
         {

@@ -18,16 +18,18 @@
 //!   environment, its own process group that dies with the call (timeout, cancellation,
 //!   drop), capped output.
 //! - The allowlist is advice, not the wall: arguments are not confined and compilers run
-//!   code. The wall is the OS sandbox plugged in behind [`ProcessSandbox`] (a later issue;
-//!   [`NoOsSandbox`] until then).
+//!   code. The wall is the OS sandbox plugged in behind [`ProcessSandbox`] (the
+//!   `fabric-sandbox` crate: Landlock, seccomp, resource limits; [`NoOsSandbox`] when the
+//!   operator turned it off). A command that fails because the sandbox refused something is
+//!   reported as a `sandbox_denied` refusal, so the model learns why.
 //! - The web tools speak HTTP with reqwest, follow redirects one checked hop at a time, and
 //!   bound every fetch in time, bytes and characters ([`FetchSettings`]).
 #![deny(missing_docs)]
 
+mod denial;
 mod files;
 mod paths;
 mod policy;
-mod sandbox;
 mod shell;
 mod text;
 mod web;
@@ -37,9 +39,10 @@ use std::sync::Arc;
 use fabric_core::Tool;
 use fabric_core::typed::Typed;
 
+/// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
+pub use fabric_core::{NoOsSandbox, ProcessSandbox};
 pub use policy::{DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
-pub use sandbox::{NoOsSandbox, ProcessSandbox};
-pub use web::{FetchSettings, SearchProvider, WebSearchSettings};
+pub use web::{AddressPolicy, FetchSettings, SearchProvider, WebSearchSettings};
 
 /// The names of the built-in tools, in the order [`engineering_tools`] returns them.
 pub const BUILTIN_TOOLS: &[&str] = &[
@@ -64,7 +67,7 @@ pub fn builtin_tool(
             Arc::clone(sandbox),
         ))),
         "read_file" => Arc::new(Typed::new(files::ReadFileTool::new(Arc::clone(policy)))),
-        "write_file" => Arc::new(Typed::new(files::WriteFileTool)),
+        "write_file" => Arc::new(Typed::new(files::WriteFileTool::new(Arc::clone(policy)))),
         "list_files" => Arc::new(Typed::new(files::ListFilesTool::new(Arc::clone(policy)))),
         "web_search" => Arc::new(Typed::new(web::WebSearchTool::new(
             policy.web_search.clone(),

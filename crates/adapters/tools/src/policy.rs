@@ -78,6 +78,8 @@ pub struct ToolPolicy {
     pub web_search: WebSearchSettings,
     /// The `fetch_url` tool's limits.
     pub fetch: FetchSettings,
+    /// Workspace-relative paths `write_file` refuses, with everything below them (`.git`).
+    pub protected_paths: Vec<String>,
 }
 
 impl Default for ToolPolicy {
@@ -97,11 +99,29 @@ impl Default for ToolPolicy {
             extra_env: Vec::new(),
             web_search: WebSearchSettings::default(),
             fetch: FetchSettings::default(),
+            protected_paths: [
+                ".git",
+                ".fabric",
+                "fabric.yaml",
+                "fabric.yml",
+                "fabric.json",
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
         }
     }
 }
 
 impl ToolPolicy {
+    /// The protected path `relative` (a normalised workspace path) is or lies under, if any.
+    pub fn protected(&self, relative: &std::path::Path) -> Option<&str> {
+        self.protected_paths
+            .iter()
+            .find(|p| relative.starts_with(std::path::Path::new(p.as_str())))
+            .map(String::as_str)
+    }
+
     /// Whether `program` (a bare name) is on the allowlist.
     pub fn allows(&self, program: &str) -> bool {
         self.allowed_commands.iter().any(|c| c == program)

@@ -6,8 +6,10 @@
 //!   allowlist, looked up on a fixed `PATH`. A shell would make the allowlist meaningless.
 //! - The environment is cleared and rebuilt from a short list plus the policy's
 //!   `extra_env`, so no secret of the fabric's own environment (API keys, tokens) reaches a
-//!   command. `TMPDIR` is left unset (programs use `/tmp`): pointing it into the workspace
-//!   would litter the model's file listings; the OS sandbox issue decides where temp goes.
+//!   command. `TMPDIR` is set by the OS sandbox to a private directory per command (not the
+//!   workspace, which would litter the model's file listings).
+//! - The OS sandbox ([`ProcessSandbox`]) confines the child; a command that fails because it
+//!   refused something becomes a `sandbox_denied` refusal (see `denial`).
 //! - Every command runs in its own process group. Timeout, cancellation, dropping the call
 //!   and even a normal exit kill the whole group, so nothing a command starts outlives it
 //!   (background processes would otherwise also hold the output pipes open).
@@ -30,9 +32,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::denial;
 use crate::policy::ToolPolicy;
-use crate::sandbox::ProcessSandbox;
 use crate::text::decode;
+use fabric_core::ProcessSandbox;
 
 /// The `event_type` of a refused program.
 pub(crate) const COMMAND_NOT_ALLOWED: &str = "command_not_allowed";
@@ -213,7 +216,8 @@ impl TypedTool for ShellTool {
         }
         let args = &input.cmd[1..];
         let mut command = self.command(program, args, ctx);
-        self.sandbox.prepare(&mut command, ctx)?;
+        // Held until the command has ended: the sandbox's private temp directory lives in it.
+        let _sandbox_guard = self.sandbox.prepare(command.as_std_mut(), ctx)?;
         tracing::debug!(run_id = %ctx.run_id.as_str(), program, ?args, timeout_s = timeout.as_secs(), "shell command");
 
         let mut child = command.spawn().map_err(|e| spawn_error(program, &e))?;
@@ -257,6 +261,12 @@ impl TypedTool for ShellTool {
                 });
                 if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
                     result["signal"] = json!(signal);
+                }
+                if self.sandbox.enforcing()
+                    && !status.success()
+                    && let Some(refusal) = denial::detect(&input.cmd, &result)
+                {
+                    return Err(refusal);
                 }
                 Ok(result)
             }

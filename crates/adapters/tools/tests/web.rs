@@ -38,6 +38,17 @@ fn tool(name: &str, policy: ToolPolicy) -> Arc<dyn Tool> {
     builtin_tool(name, &Arc::new(policy), &sandbox).unwrap()
 }
 
+/// The fixtures listen on 127.0.0.1, which fetch_url refuses unless allowed: opt in.
+fn loopback_fetch() -> FetchSettings {
+    FetchSettings {
+        addresses: fabric_tools::AddressPolicy {
+            allow_private: false,
+            allow_hosts: vec!["127.0.0.1".to_owned()],
+        },
+        ..FetchSettings::default()
+    }
+}
+
 fn fetcher(fetch: FetchSettings) -> Arc<dyn Tool> {
     tool(
         "fetch_url",
@@ -166,7 +177,7 @@ async fn html_is_fetched_as_text_with_title_and_time() {
         }),
     ))
     .await;
-    let out = fetch(&fetcher(FetchSettings::default()), &format!("{base}/doc"))
+    let out = fetch(&fetcher(loopback_fetch()), &format!("{base}/doc"))
         .await
         .unwrap();
     assert_eq!(out["title"], "Doc");
@@ -201,7 +212,7 @@ async fn redirects_are_followed_up_to_the_limit() {
     *base.lock().unwrap() = url.clone();
     let tool = fetcher(FetchSettings {
         max_redirects: 3,
-        ..FetchSettings::default()
+        ..loopback_fetch()
     });
     let out = fetch(&tool, &format!("{url}/r/3")).await.unwrap();
     assert_eq!(out["text"], "arrived");
@@ -221,12 +232,9 @@ async fn binaries_are_refused() {
         get(|| async { page("application/pdf", "%PDF-1.7") }),
     ))
     .await;
-    let e = fetch(
-        &fetcher(FetchSettings::default()),
-        &format!("{base}/file.pdf"),
-    )
-    .await
-    .unwrap_err();
+    let e = fetch(&fetcher(loopback_fetch()), &format!("{base}/file.pdf"))
+        .await
+        .unwrap_err();
     let e = e.to_string();
     assert!(
         e.contains("application/pdf") && e.contains("not a text page"),
@@ -244,7 +252,7 @@ async fn downloads_and_text_are_capped() {
     let tool = fetcher(FetchSettings {
         max_download_bytes: 4096,
         max_text_chars: 1000,
-        ..FetchSettings::default()
+        ..loopback_fetch()
     });
     let out = fetch(&tool, &format!("{base}/big")).await.unwrap();
     assert_eq!(out["truncated"], true);
@@ -263,7 +271,7 @@ async fn slow_servers_time_out() {
     .await;
     let tool = fetcher(FetchSettings {
         timeout_s: 1,
-        ..FetchSettings::default()
+        ..loopback_fetch()
     });
     let started = std::time::Instant::now();
     let e = fetch(&tool, &format!("{base}/slow")).await.unwrap_err();
@@ -273,7 +281,7 @@ async fn slow_servers_time_out() {
 
 #[tokio::test]
 async fn without_the_network_the_tools_refuse() {
-    let e = fetcher(FetchSettings::default())
+    let e = fetcher(loopback_fetch())
         .call(json!({"url": "http://127.0.0.1:9/"}), &ctx(false))
         .await
         .unwrap_err();

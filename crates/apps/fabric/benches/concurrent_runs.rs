@@ -91,6 +91,7 @@ fn task(steps: usize) -> Task {
         // Headroom: on the shared HTTP server a run may take a turn another run left.
         max_steps: steps as u32 * 2,
         network_allowed: false,
+        sandbox: Default::default(),
     }
 }
 

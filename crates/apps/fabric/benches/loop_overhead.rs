@@ -89,6 +89,7 @@ async fn engine_run(steps: usize) -> (Duration, Vec<Value>) {
         },
         max_steps: steps as u32 + 1,
         network_allowed: false,
+        sandbox: Default::default(),
     };
     let started = Instant::now();
     let outcome = execute_task(

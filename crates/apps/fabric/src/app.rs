@@ -34,6 +34,8 @@ pub(crate) struct TaskRequest {
     pub(crate) max_steps: Option<u32>,
     /// Stream model text.
     pub(crate) stream: bool,
+    /// The sandbox mode (`--sandbox`).
+    pub(crate) sandbox: Option<fabric_config::SandboxMode>,
 }
 
 /// One member, ready: its specialist, tools, client and resolved model.
@@ -56,6 +58,7 @@ pub(crate) struct PreparedTask {
     max_parallel: usize,
     max_steps: u32,
     network_allowed: bool,
+    sandbox: fabric_core::RunSandbox,
 }
 
 impl PreparedTask {
@@ -81,6 +84,7 @@ impl PreparedTask {
             max_parallel: self.max_parallel,
             max_steps: self.max_steps,
             network_allowed: self.network_allowed,
+            sandbox: self.sandbox.clone(),
         }
     }
 
@@ -136,6 +140,9 @@ pub(crate) async fn prepare(
             UsageError("the prompt is empty; say what the agent should do".to_owned()).into(),
         );
     }
+    // Decided before anything else: a sandbox this host cannot enforce stops the run here,
+    // before a model is started or a runlog exists.
+    let (sandbox, run_sandbox) = wiring::sandbox(settings, request.sandbox)?;
     let (ids, recruitment, routing_call) = recruit_for(settings, &request).await?;
     let mut members = Vec::new();
     let mut clients: HashMap<String, (Arc<dyn ChatClient>, String, String)> = HashMap::new();
@@ -181,7 +188,7 @@ pub(crate) async fn prepare(
             .get(&model_key)
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("internal: no client for `{model_key}`"))?;
-        let tools = wiring::tools_for(&specialist, settings)?;
+        let tools = wiring::tools_for(&specialist, settings, &sandbox)?;
         members.push(PreparedMember {
             specialist,
             tools,
@@ -209,6 +216,7 @@ pub(crate) async fn prepare(
         max_parallel: settings.task_force_max_parallel as usize,
         max_steps: request.max_steps.unwrap_or(settings.max_steps),
         network_allowed: request.network_allowed.unwrap_or(settings.network_allowed),
+        sandbox: run_sandbox,
     })
 }
 

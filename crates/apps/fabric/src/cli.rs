@@ -97,6 +97,13 @@ pub(crate) struct RunArgs {
     /// Print exactly one JSON object on stdout: the result plus `_meta`.
     #[arg(long)]
     pub(crate) json: bool,
+
+    /// How tool processes are confined (default `strict`, or `sandbox` in the config):
+    /// `strict` (workspace writable, no network for processes), `workspace-write-network`
+    /// (processes may use the network when the run allows it), `off` (no OS sandbox; loudly
+    /// recorded). See docs/SECURITY.md.
+    #[arg(long, value_name = "MODE", value_parser = ["strict", "workspace-write-network", "off"])]
+    pub(crate) sandbox: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,16 +1,75 @@
 //! Where concrete adapters meet: settings in, ports out.
 
 use anyhow::Context;
-use fabric_config::{Backend, LoadOptions, ModelConfig, SearchProvider, Settings};
+use fabric_config::{Backend, LoadOptions, ModelConfig, SandboxMode, SearchProvider, Settings};
 use fabric_core::{ChatClient, Tool};
+use fabric_core::{ProcessSandbox, RunSandbox};
 use fabric_domain::SpecialistSpec;
+use fabric_sandbox::{Limits, Mode, OsSandbox, Policy};
 use fabric_store_fs::FsRunStore;
-use fabric_tools::{
-    BUILTIN_TOOLS, FetchSettings, NoOsSandbox, ProcessSandbox, ToolPolicy, WebSearchSettings,
-};
+use fabric_tools::{BUILTIN_TOOLS, FetchSettings, ToolPolicy, WebSearchSettings};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::cli::Cli;
+use crate::errors::UsageError;
+
+/// The effective sandbox policy for `mode` (the configured one when `None`) on this host, or
+/// why it cannot be enforced here.
+pub(crate) fn sandbox_policy(
+    settings: &Settings,
+    mode: Option<SandboxMode>,
+) -> Result<Policy, fabric_sandbox::SandboxError> {
+    let mode = match mode.unwrap_or(settings.sandbox.mode) {
+        SandboxMode::Strict => Mode::Strict,
+        SandboxMode::WorkspaceWriteNetwork => Mode::WorkspaceWriteNetwork,
+        SandboxMode::Off => Mode::Off,
+    };
+    let l = settings.sandbox.limits;
+    const MIB: u64 = 1024 * 1024;
+    let limits = Limits {
+        cpu_s: l.cpu_s,
+        memory_bytes: l.memory_mb.saturating_mul(MIB),
+        processes: l.processes,
+        file_size_bytes: l.file_size_mb.saturating_mul(MIB),
+        open_files: l.open_files,
+    };
+    Policy::decide(mode, fabric_sandbox::probe(), limits, read_paths(settings))
+}
+
+/// Directories processes may read besides the system ones: the configured ones, and the
+/// absolute directories on a `PATH` passed to tools (a toolchain the operator chose).
+fn read_paths(settings: &Settings) -> Vec<PathBuf> {
+    let mut paths = settings.sandbox.read_paths.clone();
+    if settings.shell.pass_env.iter().any(|n| n == "PATH")
+        && let Ok(path) = std::env::var("PATH")
+    {
+        paths.extend(
+            path.split(':')
+                .filter(|e| e.starts_with('/'))
+                .map(PathBuf::from)
+                .filter(|p| p.is_dir()),
+        );
+    }
+    paths
+}
+
+/// The process sandbox of a run and what its runlog records about it. A policy this host
+/// cannot enforce is a [`UsageError`] that says how to opt down.
+pub(crate) fn sandbox(
+    settings: &Settings,
+    mode: Option<SandboxMode>,
+) -> anyhow::Result<(Arc<dyn ProcessSandbox>, RunSandbox)> {
+    let policy = sandbox_policy(settings, mode).map_err(|e| UsageError(e.to_string()))?;
+    if policy.mode == Mode::Off {
+        tracing::warn!("the OS sandbox is OFF: tool processes run with the user's full rights");
+    }
+    let record = RunSandbox {
+        policy: policy.to_json(),
+        notices: policy.notices(),
+    };
+    Ok((Arc::new(OsSandbox::new(policy)), record))
+}
 
 /// Loads the settings: defaults < config file < `FABRIC_WORKSPACE` / `--workspace`, and
 /// the specialists: built-in < user directory < `<workspace>/specialists` < config file.
@@ -45,6 +104,7 @@ pub(crate) fn chat_client(model: &ModelConfig) -> anyhow::Result<Arc<dyn ChatCli
 pub(crate) fn tools_for(
     specialist: &SpecialistSpec,
     settings: &Settings,
+    sandbox: &Arc<dyn ProcessSandbox>,
 ) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
     let mut policy = ToolPolicy::default();
     if let Some(commands) = &settings.shell.allowed_commands {
@@ -76,9 +136,13 @@ pub(crate) fn tools_for(
         max_download_bytes: fetch.max_download_bytes,
         max_text_chars: fetch.max_text_chars,
         max_redirects: fetch.max_redirects,
+        addresses: fabric_tools::AddressPolicy {
+            allow_private: settings.network.allow_private,
+            allow_hosts: settings.network.allow_hosts.clone(),
+        },
     };
+    policy.protected_paths = settings.protected_paths.clone();
     let policy = Arc::new(policy);
-    let sandbox: Arc<dyn ProcessSandbox> = Arc::new(NoOsSandbox);
     let (patterns, names): (Vec<&String>, Vec<&String>) = specialist
         .tools
         .iter()
@@ -94,7 +158,7 @@ pub(crate) fn tools_for(
     names
         .into_iter()
         .map(|name| {
-            fabric_tools::builtin_tool(name, &policy, &sandbox).with_context(|| {
+            fabric_tools::builtin_tool(name, &policy, sandbox).with_context(|| {
                 format!("specialist `{}` names unknown tool `{name}`", specialist.id)
             })
         })

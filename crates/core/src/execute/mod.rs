@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::CoreError;
 use crate::engine::ModelParams;
-use crate::ports::{ChatClient, NewRun, RunObserver, RunStore, Tool};
+use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, RunStore, Tool};
 use crate::recruit::RoutingCall;
 
 pub use merge::HANDOFF_END;
@@ -74,6 +74,8 @@ pub struct Task {
     pub max_steps: u32,
     /// Whether tools may use the network.
     pub network_allowed: bool,
+    /// The sandbox policy in force, recorded at the run's start.
+    pub sandbox: RunSandbox,
 }
 
 /// One member of a task force: a specialist with its own tools and model.
@@ -111,6 +113,8 @@ pub struct TaskForce<'a> {
     pub max_steps: u32,
     /// Whether tools may use the network.
     pub network_allowed: bool,
+    /// The sandbox policy in force, recorded at the run's start.
+    pub sandbox: RunSandbox,
 }
 
 /// How a run ended.
@@ -176,6 +180,7 @@ pub async fn run_task(
         max_parallel: 1,
         max_steps: task.max_steps,
         network_allowed: task.network_allowed,
+        sandbox: task.sandbox,
     };
     run_task_force(run, force, observer, cancel).await
 }

@@ -56,9 +56,23 @@ pub(super) async fn run(
             "max_steps": force.max_steps,
             "network_allowed": network_allowed,
             "workspace": run.workspace,
+            "sandbox": force.sandbox.policy,
         }),
     )
     .await?;
+    for notice in &force.sandbox.notices {
+        rec.emit(
+            EventKind::SecurityEvent,
+            None,
+            json!({
+                "event_type": notice.event_type,
+                "tool": Value::Null,
+                "attempted": "run_start",
+                "error_message": notice.message,
+            }),
+        )
+        .await?;
+    }
     if let Some(call) = &force.routing_call {
         record_routing_call(rec, call).await?;
     }

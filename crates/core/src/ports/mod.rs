@@ -2,10 +2,12 @@
 
 mod chat;
 mod observer;
+mod sandbox;
 mod store;
 mod tool;
 
 pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions};
 pub use observer::{NoopObserver, RunObserver};
+pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice};
 pub use store::{NewRun, RunLog, RunStore, RunSummary, StoreError};
 pub use tool::{Tool, ToolContext, ToolError};

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::html::html_to_text;
-use super::{FetchSettings, WEB, http_client, off_runtime, read_capped, require_network, short};
+use super::{FetchSettings, WEB, off_runtime, pinned_client, read_capped, require_network, short};
 use crate::text::decode;
 
 // Arguments of `fetch_url`.
@@ -73,12 +73,11 @@ impl TypedTool for FetchUrlTool {
 
 impl FetchUrlTool {
     async fn fetch(&self, requested: Url) -> Result<Value, ToolError> {
-        let client = http_client()?;
         let mut url = requested.clone();
         let mut hops = 0;
         let mut response = loop {
             check_destination(&url)?;
-            check_resolved_addresses(&url).await?;
+            let client = self.checked_client(&url).await?;
             let response = client
                 .get(url.clone())
                 .header(
@@ -174,12 +173,19 @@ fn check_destination(url: &Url) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// Where the check of resolved addresses goes: issue #5 resolves the host here and refuses
-/// private, loopback and link-local addresses (SSRF), with a setting that allows loopback
-/// for tests against local fixture servers. Until then every address is allowed; the run's
-/// `--network-allowed` is the gate.
-async fn check_resolved_addresses(_url: &Url) -> Result<(), ToolError> {
-    Ok(())
+impl FetchUrlTool {
+    /// Resolves the hop's host, refuses non-public addresses (unless allowed) and returns a
+    /// client that connects only to the addresses checked.
+    async fn checked_client(&self, url: &Url) -> Result<reqwest::Client, ToolError> {
+        let host = url.host_str().unwrap_or_default();
+        let port = url.port_or_known_default().unwrap_or(80);
+        let addrs = self
+            .settings
+            .addresses
+            .check("fetch_url", url.as_str(), host, port)
+            .await?;
+        pinned_client(host.trim_start_matches('[').trim_end_matches(']'), &addrs)
+    }
 }
 
 /// The next URL of a redirect, resolved against the current one.

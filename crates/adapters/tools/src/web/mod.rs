@@ -1,10 +1,12 @@
 //! The research tools: `web_search` and `fetch_url`. Both are read-only and annotated
 //! `needs_network`, so the core offers them only to runs that allow the network.
 
+mod addr;
 mod fetch;
 mod html;
 mod search;
 
+pub use addr::AddressPolicy;
 pub(crate) use fetch::FetchUrlTool;
 pub(crate) use search::WebSearchTool;
 
@@ -58,6 +60,8 @@ pub struct FetchSettings {
     pub max_text_chars: u64,
     /// Redirects followed at most.
     pub max_redirects: u32,
+    /// Which non-public addresses it may reach (none by default).
+    pub addresses: AddressPolicy,
 }
 
 impl Default for FetchSettings {
@@ -67,6 +71,7 @@ impl Default for FetchSettings {
             max_download_bytes: 2 * 1024 * 1024,
             max_text_chars: 20_000,
             max_redirects: 5,
+            addresses: AddressPolicy::default(),
         }
     }
 }
@@ -106,12 +111,25 @@ fn http_client() -> Result<reqwest::Client, ToolError> {
     if let Some(client) = CLIENT.get() {
         return Ok(client.clone());
     }
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(USER_AGENT)
+    let client = client_builder()
         .build()
         .map_err(|e| ToolError::Failed(format!("cannot set up the HTTP client: {e}")))?;
     Ok(CLIENT.get_or_init(|| client).clone())
+}
+
+fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(USER_AGENT)
+}
+
+/// A client that connects to `host` only at the checked `addrs` (DNS pinning). Built per
+/// fetch: the pinned addresses are part of the client.
+fn pinned_client(host: &str, addrs: &[std::net::SocketAddr]) -> Result<reqwest::Client, ToolError> {
+    client_builder()
+        .resolve_to_addrs(host, addrs)
+        .build()
+        .map_err(|e| ToolError::Failed(format!("cannot set up the HTTP client: {e}")))
 }
 
 /// Reads a body up to `max` bytes; the rest is never downloaded. Returns whether it was cut.

@@ -64,7 +64,7 @@ pub(crate) async fn doctor(cli: &Cli) -> anyhow::Result<u8> {
         "embeddings model",
         "nothing to check: no feature of agent-fabric uses embeddings yet, so none is configured",
     );
-    sandbox_checks(&mut report);
+    sandbox_checks(&settings, &mut report);
     Ok(if report.failed { 1 } else { 0 })
 }
 
@@ -185,28 +185,72 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
     }
 }
 
-/// What can be checked cheaply and without unsafe code; the OS sandbox itself is issue #5.
-fn sandbox_checks(report: &mut Report) {
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_else(|_| "unknown".to_owned());
-    report.line(Verdict::Ok, "kernel", &format!("Linux {kernel}"));
-    match std::fs::read_to_string("/proc/sys/user/max_user_namespaces") {
-        Ok(n) if n.trim() != "0" => report.line(Verdict::Ok, "user namespaces", &format!("enabled (max {})", n.trim())),
-        Ok(_) => report.line(Verdict::Warn, "user namespaces", "disabled (max_user_namespaces is 0); the future OS sandbox needs them: `sysctl user.max_user_namespaces=15000`"),
-        Err(_) => report.line(Verdict::Warn, "user namespaces", "cannot read /proc/sys/user/max_user_namespaces"),
+/// The probe of this kernel and the sandbox policy runs would get, with what is and is not
+/// enforced; a configured mode this host cannot enforce is a failure with the way out.
+fn sandbox_checks(settings: &Settings, report: &mut Report) {
+    let host = fabric_sandbox::probe();
+    report.line(Verdict::Ok, "kernel", &format!("Linux {}", host.kernel));
+    match &host.landlock_abi {
+        Ok(abi) => report.line(Verdict::Ok, "landlock", &format!("ABI {abi}")),
+        Err(why) => report.line(Verdict::Warn, "landlock", why),
     }
-    let lsm = std::fs::read_to_string("/sys/kernel/security/lsm").unwrap_or_default();
-    let landlock = if lsm.split(',').any(|m| m.trim() == "landlock") {
-        "landlock is an active LSM"
-    } else if lsm.is_empty() {
-        "cannot read /sys/kernel/security/lsm"
-    } else {
-        "landlock is not in the active LSMs"
-    };
-    report.line(
-        Verdict::Warn,
-        "sandbox",
-        &format!("the OS sandbox is not built yet (issue #5): tools are confined by path checks and the command allowlist only; {landlock}"),
-    );
+    match &host.seccomp {
+        Ok(()) => report.line(Verdict::Ok, "seccomp", "filters available"),
+        Err(why) => report.line(Verdict::Warn, "seccomp", why),
+    }
+    match host.user_namespaces {
+        Some(0) => report.line(
+            Verdict::Warn,
+            "user namespaces",
+            "disabled (not needed by the sandbox; Podman rootless needs them)",
+        ),
+        Some(n) => report.line(
+            Verdict::Ok,
+            "user namespaces",
+            &format!("enabled (max {n})"),
+        ),
+        None => report.line(
+            Verdict::Warn,
+            "user namespaces",
+            "cannot read /proc/sys/user/max_user_namespaces",
+        ),
+    }
+    match which("podman") {
+        Some(path) => report.line(Verdict::Ok, "podman", &format!("{} (for specialists with `container_image`)", path.display())),
+        None => report.line(Verdict::Warn, "podman", "not installed; specialists with `container_image` cannot run their shell (`apt-get install podman`)"),
+    }
+    let mode = settings.sandbox.mode;
+    match wiring::sandbox_policy(settings, None) {
+        Ok(policy) => {
+            let verdict = if policy.mode == fabric_sandbox::Mode::Off {
+                Verdict::Warn
+            } else {
+                Verdict::Ok
+            };
+            report.line(
+                verdict,
+                "sandbox",
+                &format!("`{}` enforced on this host", policy.mode.as_str()),
+            );
+            for line in policy.enforced() {
+                report.line(Verdict::Ok, "sandbox enforces", &line);
+            }
+            for line in policy.not_enforced() {
+                report.line(Verdict::Warn, "sandbox does not enforce", &line);
+            }
+        }
+        Err(e) => report.line(
+            Verdict::Fail,
+            "sandbox",
+            &format!("{e} (configured mode: {mode:?})"),
+        ),
+    }
+}
+
+/// The first `name` on the system PATH.
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|dir| std::path::Path::new(dir).join(name))
+        .find(|p| p.is_file())
 }

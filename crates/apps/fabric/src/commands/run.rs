@@ -29,6 +29,10 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
             network_allowed,
             max_steps: args.max_steps,
             stream: args.stream,
+            sandbox: args
+                .sandbox
+                .as_deref()
+                .and_then(fabric_config::SandboxMode::parse),
         },
     )
     .await?;

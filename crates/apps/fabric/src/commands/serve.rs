@@ -164,6 +164,7 @@ impl RunLauncher for CliLauncher {
                 network_allowed: request.network_allowed,
                 max_steps: request.max_steps,
                 stream: false,
+                sandbox: None,
             },
         )
         .await

@@ -55,6 +55,13 @@ impl Fixture {
         }
     }
 
+    /// Adds top-level keys to the config file.
+    pub(crate) fn append_config(&self, yaml: &str) {
+        let mut text = std::fs::read_to_string(&self.config).expect("read config");
+        text.push_str(yaml);
+        std::fs::write(&self.config, text).expect("write config");
+    }
+
     pub(crate) fn workspace_root(&self) -> PathBuf {
         self.dir.path().join(".fabric")
     }

@@ -1,5 +1,6 @@
 mod fixture;
 
+mod attacks;
 mod cli_errors;
 mod llm_failures;
 mod logs;

@@ -271,7 +271,9 @@ async fn doctor_reports_each_check() {
         "[ok  ] model `test` present",
         "[ok  ] model `test` tools: calls tools",
         "[skip] embeddings model: nothing to check",
-        "sandbox: the OS sandbox is not built yet",
+        "] landlock: ",
+        "] sandbox: `strict` enforced on this host",
+        "sandbox enforces: filesystem",
     ] {
         assert!(
             run.stdout.contains(line),

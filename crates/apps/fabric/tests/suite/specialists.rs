@@ -167,6 +167,8 @@ async fn research_fetches_a_page_and_finishes_with_citations() {
         ),
     ])
     .await;
+    // The page is on loopback, which fetch_url refuses unless the config allows it.
+    fx.append_config("network:\n  allow_hosts: [\"127.0.0.1\"]\n");
     let run = fx
         .fabric(&[
             "run",

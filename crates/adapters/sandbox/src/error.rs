@@ -1,0 +1,24 @@
+//! The errors of this crate.
+
+use thiserror::Error;
+
+/// Why a sandbox could not be set up.
+#[derive(Debug, Error)]
+pub enum SandboxError {
+    /// The configured mode needs something this host does not offer.
+    #[error(
+        "the `{mode}` sandbox cannot be enforced on this host: {why}. Run `fabric doctor` for details. To run tools without an OS sandbox anyway, say so explicitly with `--sandbox off` or `sandbox: off` in the config (tools then run with your user's rights)"
+    )]
+    Unenforceable {
+        /// The mode asked for.
+        mode: String,
+        /// What is missing.
+        why: String,
+    },
+    /// A mode name that is not one of the modes.
+    #[error("unknown sandbox mode `{0}`; use strict, workspace-write-network or off")]
+    UnknownMode(String),
+    /// Building the Landlock ruleset or the seccomp filter failed.
+    #[error("cannot build the sandbox: {0}")]
+    Build(String),
+}

@@ -1,0 +1,262 @@
+//! The sandbox modes and the effective policy decided from a mode and the probe.
+
+use std::path::PathBuf;
+
+use fabric_core::SecurityNotice;
+use serde_json::{Value, json};
+
+use crate::{HostSupport, Limits, SandboxError};
+
+/// The Landlock ABI that brought TCP rules.
+pub(crate) const ABI_TCP: i32 = 4;
+/// The Landlock ABI that brought signal and abstract-socket scoping.
+const ABI_SCOPE: i32 = 6;
+
+/// How tool processes are confined, as chosen by `--sandbox` or `sandbox:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Read-only system, read-write workspace and private temp, no network for processes
+    /// (even when the run allows the network: that is for the web tools).
+    #[default]
+    Strict,
+    /// As strict, but processes may use TCP/UDP when the run allows the network.
+    WorkspaceWriteNetwork,
+    /// No OS sandbox: loudly recorded, never the default.
+    Off,
+}
+
+impl Mode {
+    /// The name used on the command line, in the config and in the runlog.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Strict => "strict",
+            Self::WorkspaceWriteNetwork => "workspace-write-network",
+            Self::Off => "off",
+        }
+    }
+
+    /// Parses a mode name.
+    pub fn parse(name: &str) -> Result<Self, SandboxError> {
+        match name {
+            "strict" => Ok(Self::Strict),
+            "workspace-write-network" => Ok(Self::WorkspaceWriteNetwork),
+            "off" => Ok(Self::Off),
+            other => Err(SandboxError::UnknownMode(other.to_owned())),
+        }
+    }
+}
+
+/// The effective sandbox policy of this process: what every tool command gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// The mode.
+    pub mode: Mode,
+    /// What the host supports.
+    pub host: HostSupport,
+    /// The Landlock ABI in use (0 when off).
+    pub landlock_abi: i32,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Directories readable (and executable) besides the system ones, e.g. a toolchain.
+    pub read_paths: Vec<PathBuf>,
+}
+
+impl Policy {
+    /// Decides the effective policy, or refuses when `mode` cannot be enforced here. Off is
+    /// always possible; strict and workspace-write-network need Landlock (any ABI) and
+    /// seccomp. Features of newer ABIs that are missing are listed in the policy's
+    /// `not_enforced`, never dropped silently.
+    pub fn decide(
+        mode: Mode,
+        host: HostSupport,
+        limits: Limits,
+        read_paths: Vec<PathBuf>,
+    ) -> Result<Self, SandboxError> {
+        let landlock_abi = match mode {
+            Mode::Off => 0,
+            _ => {
+                let abi = host
+                    .landlock_abi
+                    .clone()
+                    .map_err(|why| SandboxError::Unenforceable {
+                        mode: mode.as_str().to_owned(),
+                        why,
+                    })?;
+                host.seccomp
+                    .clone()
+                    .map_err(|why| SandboxError::Unenforceable {
+                        mode: mode.as_str().to_owned(),
+                        why,
+                    })?;
+                abi
+            }
+        };
+        Ok(Self {
+            mode,
+            host,
+            landlock_abi,
+            limits,
+            read_paths,
+        })
+    }
+
+    /// Whether processes of a run get the network.
+    pub fn process_network(&self, run_allows: bool) -> bool {
+        match self.mode {
+            Mode::Strict => false,
+            Mode::WorkspaceWriteNetwork | Mode::Off => run_allows,
+        }
+    }
+
+    /// What is enforced, one line each.
+    pub fn enforced(&self) -> Vec<String> {
+        if self.mode == Mode::Off {
+            return vec![
+                "nothing by the kernel: the sandbox is off; only the allowlist, a scrubbed environment and process-group cleanup apply".to_owned(),
+            ];
+        }
+        let abi = self.landlock_abi;
+        let mut lines = vec![
+            format!("filesystem (Landlock ABI {abi}): system paths read-only, the run's workspace and a private TMPDIR read-write, everything else invisible"),
+            match self.mode {
+                Mode::Strict => "network: processes get none (seccomp refuses every non-unix socket; Landlock refuses TCP bind/connect where ABI >= 4); the web tools follow --network-allowed".to_owned(),
+                _ => "network: processes get TCP/UDP when the run allows the network, none otherwise; raw, packet and netlink sockets never".to_owned(),
+            },
+            "syscalls (seccomp): ptrace, mount, bpf, module loading, io_uring, keyrings, namespaces and similar refused".to_owned(),
+            format!(
+                "limits (setrlimit): cpu {} s, memory {} MiB, {} processes, files up to {} MiB, {} open files, no core dumps",
+                self.limits.cpu_s,
+                self.limits.memory_bytes / (1024 * 1024),
+                self.limits.processes,
+                self.limits.file_size_bytes / (1024 * 1024),
+                self.limits.open_files
+            ),
+        ];
+        if self.host.root {
+            lines.push("capabilities: all dropped (running as root; SECBIT_NOROOT keeps exec from granting them back)".to_owned());
+        }
+        if abi >= ABI_SCOPE {
+            lines.push("scoping (Landlock ABI >= 6): no signals to and no abstract sockets of processes outside the sandbox".to_owned());
+        }
+        lines
+    }
+
+    /// What is not enforced on this host or by design, one line each.
+    pub fn not_enforced(&self) -> Vec<String> {
+        if self.mode == Mode::Off {
+            return vec![
+                "everything the sandbox would enforce: files, network, syscalls, resource limits"
+                    .to_owned(),
+            ];
+        }
+        let abi = self.landlock_abi;
+        let mut lines = Vec::new();
+        if self.host.root {
+            lines.push("process count: the kernel does not apply RLIMIT_NPROC to root; fork bombs are stopped by the timeout and the process-group kill".to_owned());
+        }
+        if abi < ABI_TCP {
+            lines.push(format!(
+                "TCP rules in Landlock (ABI {abi} < 4): seccomp alone refuses network sockets"
+            ));
+        }
+        if abi < ABI_SCOPE {
+            lines.push(format!(
+                "signal and abstract-socket scoping (Landlock ABI {abi} < 6)"
+            ));
+        }
+        if abi < 2 {
+            lines.push("refusing links and renames across directories (Landlock ABI 1)".to_owned());
+        }
+        lines.push("connecting to UNIX socket files (e.g. /var/run/docker.sock): Landlock cannot refuse that on this ABI and seccomp keeps AF_UNIX for local IPC".to_owned());
+        lines.push("protected paths inside the workspace (.git/): the file tools refuse them; processes may write there (Landlock cannot make part of a writable tree read-only)".to_owned());
+        lines
+    }
+
+    /// The policy as recorded in `run_start` and printed by `fabric doctor --json`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "mode": self.mode.as_str(),
+            "enforced_by_kernel": self.mode != Mode::Off,
+            "landlock_abi": self.landlock_abi,
+            "enforced": self.enforced(),
+            "not_enforced": self.not_enforced(),
+            "limits": self.limits.to_json(),
+            "read_paths": self.read_paths,
+            "host": self.host.to_json(),
+        })
+    }
+
+    /// What a run must record as `security_event`s at its start.
+    pub fn notices(&self) -> Vec<SecurityNotice> {
+        match self.mode {
+            Mode::Off => vec![SecurityNotice {
+                event_type: "sandbox_off".to_owned(),
+                message: "the OS sandbox is OFF (--sandbox off or `sandbox: off`): tool processes run with the user's full rights, including files outside the workspace and the network".to_owned(),
+            }],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(abi: Result<i32, String>) -> HostSupport {
+        HostSupport {
+            kernel: "test".to_owned(),
+            landlock_abi: abi,
+            seccomp: Ok(()),
+            user_namespaces: Some(1),
+            root: false,
+        }
+    }
+
+    #[test]
+    fn strict_without_landlock_refuses_and_says_how_to_opt_down() {
+        let err = Policy::decide(
+            Mode::Strict,
+            host(Err("no landlock".to_owned())),
+            Limits::default(),
+            vec![],
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("`strict` sandbox cannot be enforced"),
+            "{text}"
+        );
+        assert!(text.contains("no landlock"), "{text}");
+        assert!(text.contains("--sandbox off"), "{text}");
+    }
+
+    #[test]
+    fn off_is_always_possible_and_noisy() {
+        let policy = Policy::decide(
+            Mode::Off,
+            host(Err("x".to_owned())),
+            Limits::default(),
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(policy.notices()[0].event_type, "sandbox_off");
+        assert_eq!(policy.to_json()["enforced_by_kernel"], false);
+    }
+
+    #[test]
+    fn old_abis_are_reported_not_hidden() {
+        let policy = Policy::decide(Mode::Strict, host(Ok(3)), Limits::default(), vec![]).unwrap();
+        let missing = policy.not_enforced().join("\n");
+        assert!(missing.contains("ABI 3 < 4"), "{missing}");
+        assert!(missing.contains("ABI 3 < 6"), "{missing}");
+        assert!(!policy.process_network(true));
+    }
+
+    #[test]
+    fn modes_round_trip() {
+        for mode in [Mode::Strict, Mode::WorkspaceWriteNetwork, Mode::Off] {
+            assert_eq!(Mode::parse(mode.as_str()).unwrap(), mode);
+        }
+        assert!(Mode::parse("loose").is_err());
+    }
+}
