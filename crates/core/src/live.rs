@@ -81,9 +81,43 @@ pub struct LiveRun {
 
 #[derive(Debug, Default)]
 struct State {
-    /// The events so far, in `seq` order (the recorder is the only writer).
-    events: Vec<RunEvent>,
+    /// The events so far, in `seq` order (the recorder is the only writer), kept as their
+    /// runlog lines: a `Value` tree takes about three times the memory of its text, and
+    /// 10,000 runs in flight each hold every event (docs/BENCHMARKS.md).
+    events: Vec<Stored>,
     ended: bool,
+}
+
+/// One event as JSON text, with its kind for the checks that need no decoding.
+#[derive(Debug)]
+struct Stored {
+    kind: EventKind,
+    line: Box<str>,
+}
+
+impl Stored {
+    fn new(event: &RunEvent) -> Self {
+        Self {
+            kind: event.kind,
+            // Serialising an event cannot fail: its payload is a `Value`, whose keys are
+            // strings. An empty line would decode to the placeholder below, never panic.
+            line: serde_json::to_string(event)
+                .unwrap_or_default()
+                .into_boxed_str(),
+        }
+    }
+
+    fn decode(&self) -> RunEvent {
+        // The text was produced by `serde_json` from a `RunEvent` (with exact float
+        // round-trips), so it decodes; the fallback keeps this total.
+        serde_json::from_str(&self.line).unwrap_or(RunEvent {
+            seq: 0,
+            ts: 0.0,
+            kind: self.kind,
+            step: None,
+            payload: json!({}),
+        })
+    }
 }
 
 impl LiveRun {
@@ -117,7 +151,7 @@ impl LiveRun {
             .events
             .last()
             .filter(|e| e.kind.is_terminal())
-            .map_or(RunStatus::Running, terminal_status)
+            .map_or(RunStatus::Running, |e| terminal_status(&e.decode()))
     }
 
     /// A copy of the events recorded so far.
@@ -125,10 +159,14 @@ impl LiveRun {
         self.with_events(<[RunEvent]>::to_vec)
     }
 
-    /// Calls `f` with the events recorded so far, without copying them. `f` runs under the
-    /// run's lock, so it must be short and must not block.
+    /// Calls `f` with the events recorded so far, decoded from their stored text.
     pub fn with_events<R>(&self, f: impl FnOnce(&[RunEvent]) -> R) -> R {
-        f(&lock(&self.state).events)
+        let decoded: Vec<RunEvent> = lock(&self.state)
+            .events
+            .iter()
+            .map(Stored::decode)
+            .collect();
+        f(&decoded)
     }
 
     /// The event at position `index` (its `seq`), waiting for it while the run goes on;
@@ -141,7 +179,7 @@ impl LiveRun {
                 // One lock for both: an event recorded before `finish` is always seen.
                 let state = lock(&self.state);
                 if let Some(event) = state.events.get(index) {
-                    return Some(event.clone());
+                    return Some(event.decode());
                 }
                 if state.ended {
                     return None;
@@ -161,7 +199,8 @@ impl LiveRun {
         if state.events.last().is_some_and(|e| e.kind.is_terminal()) {
             return None;
         }
-        let last = state.events.last();
+        let last = state.events.last().map(Stored::decode);
+        let last = last.as_ref();
         Some(RunEvent {
             seq: last.map_or(0, |e| e.seq + 1),
             ts: last.map_or(0.0, |e| e.ts),
@@ -188,7 +227,7 @@ impl LiveRun {
             if let Some(event) = missing
                 && !state.events.last().is_some_and(|e| e.kind.is_terminal())
             {
-                state.events.push(event);
+                state.events.push(Stored::new(&event));
             }
             state.ended = true;
         }
@@ -203,7 +242,8 @@ impl ChatObserver for LiveRun {
 #[async_trait]
 impl RunObserver for LiveRun {
     async fn on_event(&self, event: &RunEvent) {
-        lock(&self.state).events.push(event.clone());
+        let stored = Stored::new(event);
+        lock(&self.state).events.push(stored);
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
