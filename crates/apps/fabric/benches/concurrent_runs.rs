@@ -207,24 +207,57 @@ async fn http_runs(runs: usize, steps: usize, latency_ms: u64) -> (Duration, usi
     (elapsed, completed)
 }
 
-/// The server's own capacity: the same number of requests, same concurrency, plain client.
-async fn http_floor(runs: usize, steps: usize, latency_ms: u64) -> Duration {
+/// The request bodies one run sends, in order: what a fair floor replays.
+async fn real_bodies(steps: usize) -> Vec<Value> {
+    let server = ScriptedServer::start(shared_scenario(1, steps, 0))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = fabric_store_fs::FsRunStore::new(dir.path());
+    let chat = fabric_llm::build_client(
+        fabric_llm::Backend::OpenAi,
+        &fabric_llm::HttpSettings::new(server.base_url()),
+        None,
+    )
+    .unwrap();
+    let outcome = execute_task(
+        &store,
+        chat.as_ref(),
+        task(steps),
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let bodies = server.requests().into_iter().map(|r| r.body).collect();
+    server.shutdown().await;
+    bodies
+}
+
+/// The server's own capacity: the same number of requests at the same concurrency, from a
+/// plain client that replays the very bodies a run sends (sizes grow with the conversation),
+/// so the floor pays the same parsing and recording on the server as the fabric's runs do.
+async fn http_floor(
+    runs: usize,
+    steps: usize,
+    latency_ms: u64,
+    bodies: Arc<Vec<Value>>,
+) -> Duration {
     let server = ScriptedServer::start(shared_scenario(runs, steps, latency_ms))
         .await
         .unwrap();
     let url = format!("{}/chat/completions", server.base_url());
     let client = reqwest::Client::new();
-    let body =
-        json!({"model": "qwen2.5:7b", "messages": [{"role": "user", "content": "benchmark"}]});
     let started = Instant::now();
     let mut set = JoinSet::new();
     for _ in 0..runs {
-        let (client, url, body) = (client.clone(), url.clone(), body.clone());
+        let (client, url, bodies) = (client.clone(), url.clone(), Arc::clone(&bodies));
         set.spawn(async move {
-            for _ in 0..steps {
+            for body in bodies.iter().take(steps) {
                 let answer: Value = client
                     .post(&url)
-                    .json(&body)
+                    .json(body)
                     .send()
                     .await
                     .unwrap()
@@ -361,7 +394,10 @@ async fn http_table() {
     );
     for (runs, steps) in [(200usize, 20usize), (1000, 20)] {
         let ideal = (steps as u64 * latency_ms) as f64 / 1000.0;
-        let floor = http_floor(runs, steps, latency_ms).await.as_secs_f64();
+        let bodies = Arc::new(real_bodies(steps).await);
+        let floor = http_floor(runs, steps, latency_ms, bodies)
+            .await
+            .as_secs_f64();
         let (wall, completed) = http_runs(runs, steps, latency_ms).await;
         assert_eq!(completed, runs);
         let wall = wall.as_secs_f64();
