@@ -87,14 +87,43 @@ pub struct ModelChoice {
     pub substituted: bool,
 }
 
+/// Whether `name` is `configured`, allowing for Ollama's implicit `:latest` tag.
+fn same_model(name: &str, configured: &str) -> bool {
+    name == configured
+        || name.strip_suffix(":latest") == Some(configured)
+        || configured.strip_suffix(":latest") == Some(name)
+}
+
+/// Whether the server lists the configured model. When it does and [`choose_model`] still
+/// refuses, pulling cannot help: the model is there and cannot call tools.
+pub fn is_listed(configured: &str, listed: &[ModelCandidate]) -> bool {
+    listed.iter().any(|m| same_model(&m.name, configured))
+}
+
 /// Picks the model to use. Errors say what the server has and what to do.
 pub fn choose_model(configured: &str, listed: &[ModelCandidate]) -> Result<ModelChoice, String> {
-    let same = |name: &str| {
-        name == configured
-            || name.strip_suffix(":latest") == Some(configured)
-            || configured.strip_suffix(":latest") == Some(name)
-    };
-    if listed.iter().any(|m| same(&m.name)) {
+    let same = |name: &str| same_model(name, configured);
+    if let Some(found) = listed.iter().find(|m| same(&m.name)) {
+        // The server says this model cannot call tools: every run on it would fail at the
+        // first request (seed ADR-007), so say so now, with the installed ones that can.
+        if found.supports_tools() == Some(false) {
+            let capable: Vec<&str> = listed
+                .iter()
+                .filter(|m| m.supports_tools() == Some(true))
+                .map(|m| m.name.as_str())
+                .collect();
+            let fix = if capable.is_empty() {
+                "pull a tool-capable model such as qwen2.5:7b or llama3.1:8b (`ollama pull qwen2.5:7b`) and set it as `model`".to_owned()
+            } else {
+                format!(
+                    "set `model` to one that can, such as {}",
+                    capable.join(", ")
+                )
+            };
+            return Err(format!(
+                "`{configured}` is installed but cannot call tools, which agent-fabric requires; {fix}"
+            ));
+        }
         return Ok(ModelChoice {
             model: configured.to_owned(),
             reason: format!("`{configured}` is configured and installed"),
@@ -277,5 +306,21 @@ mod tests {
             "{}",
             c.reason
         );
+    }
+
+    #[test]
+    fn a_configured_model_that_cannot_call_tools_is_refused_with_the_ones_that_can() {
+        let listed = vec![
+            m("sqlcoder:15b", "15B", PLAIN),
+            m("qwen2.5:7b", "7.6B", TOOLS),
+        ];
+        let err = choose_model("sqlcoder:15b", &listed).unwrap_err();
+        assert_eq!(
+            err,
+            "`sqlcoder:15b` is installed but cannot call tools, which agent-fabric requires; set `model` to one that can, such as qwen2.5:7b"
+        );
+        // Unknown capabilities are not a refusal.
+        let listed = vec![m("old:7b", "", None)];
+        assert!(choose_model("old:7b", &listed).is_ok());
     }
 }

@@ -10,7 +10,7 @@
 
 use anyhow::{Context, bail};
 use fabric_config::{Backend, ModelConfig, Settings};
-use fabric_core::models::{ModelCandidate, ModelChoice, choose_model};
+use fabric_core::models::{ModelCandidate, ModelChoice, choose_model, is_listed};
 use fabric_llm::{HttpSettings, OllamaClient, OpenAiClient, PullProgress};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -223,7 +223,9 @@ pub(crate) async fn resolve(
     }
     match choose_model(&model.model, &listed) {
         Ok(choice) => Ok(choice),
-        Err(why) if settings.auto_pull_if_missing => {
+        // Pulling helps only when the configured model is missing, not when it is installed
+        // and cannot call tools.
+        Err(why) if settings.auto_pull_if_missing && !is_listed(&model.model, &listed) => {
             let target = settings.auto_pull_model.clone();
             let lock = flight(format!("pull {} {target}", model.base_url));
             let _pulling = lock.lock().await;

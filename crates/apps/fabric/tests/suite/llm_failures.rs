@@ -140,3 +140,29 @@ async fn ctrl_c_cancels_cleanly() {
         "cancelled"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_installed_model_that_cannot_call_tools_is_refused_before_the_run() {
+    let mut scenario = Scenario::new(vec![]);
+    let mut plain = fabric_test_support::ModelInfo::new("qwen2.5:7b");
+    plain.capabilities = vec!["completion".into()];
+    let mut capable = fabric_test_support::ModelInfo::new("llama3.1:8b");
+    capable.capabilities = vec!["completion".into(), "tools".into()];
+    scenario.models = vec![plain, capable];
+    let fx = Fixture::with_backend(scenario, "ollama").await;
+    let run = fx.fabric(&["run", "hello", "--pack", "engineering"]).await;
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.stderr
+            .contains("`qwen2.5:7b` is installed but cannot call tools")
+            && run.stderr.contains("such as llama3.1:8b"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        fx.server.chat_request_count(),
+        0,
+        "no run was started: {}",
+        run.stderr
+    );
+}
