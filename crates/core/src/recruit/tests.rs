@@ -206,8 +206,12 @@ fn the_reason_explains_a_tie() {
     assert!(!d.reason.contains("tied"), "{}", d.reason);
     // Without capabilities, own keywords decide, and a tie there is explained too.
     let mut r = roster();
-    std::sync::Arc::make_mut(&mut r[0]).keywords.push("zebra".into());
-    std::sync::Arc::make_mut(&mut r[1]).keywords.push("zebra".into());
+    std::sync::Arc::make_mut(&mut r[0])
+        .keywords
+        .push("zebra".into());
+    std::sync::Arc::make_mut(&mut r[1])
+        .keywords
+        .push("zebra".into());
     let d = route_by_keywords("zebra", &r, "engineering");
     assert_eq!(
         d.reason,
