@@ -1,8 +1,16 @@
-//! The file tools: `read_file`, `write_file`, `list_files`. Every path goes through
-//! [`crate::paths::confine`] first, so none of them can reach outside the workspace.
+//! The file tools: `read_file`, `write_file`, `list_files`. Every path is normalised by
+//! [`crate::paths::normalize`] and then opened beneath the workspace descriptor
+//! ([`crate::paths::Root`]), so none of them can reach outside the workspace, even while
+//! something swaps directories and links under them (ADR-026). The work is blocking system
+//! calls on descriptors, run on the blocking pool.
+//!
+//! Hard links: a regular file with more than one name (`st_nlink > 1`) is neither read nor
+//! written, since its other name may be outside the workspace (a link placed there from
+//! outside, or by a process before the sandbox). The refusal is a `hard_link` security event.
 
 use std::collections::VecDeque;
-use std::io::ErrorKind;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,12 +18,13 @@ use async_trait::async_trait;
 use fabric_core::typed::TypedTool;
 use fabric_core::{ToolContext, ToolError};
 use fabric_domain::{ToolAnnotations, ToolSpec};
+use rustix::fs::{FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
 
-use crate::paths::confine;
+use crate::paths::{Root, lexical_error, link_escape_error, normalize, resolution_error};
 use crate::policy::ToolPolicy;
 use crate::text::decode;
 
@@ -27,6 +36,43 @@ fn not_found(raw: &str) -> ToolError {
 
 fn io_failed(what: &str, raw: &str, error: &std::io::Error) -> ToolError {
     ToolError::Failed(format!("cannot {what} `{raw}`: {error}"))
+}
+
+fn errno_failed(what: &str, raw: &str, errno: Errno) -> ToolError {
+    io_failed(what, raw, &std::io::Error::from(errno))
+}
+
+/// The `event_type` of a refused hard-linked file.
+pub(crate) const HARD_LINK: &str = "hard_link";
+
+fn hard_link_error(raw: &str, links: u64, what: &str) -> ToolError {
+    ToolError::Denied {
+        event_type: HARD_LINK.to_owned(),
+        attempted: raw.to_owned(),
+        message: format!(
+            "`{raw}` is a hard link ({links} names for one file, and another name may be outside the workspace), so {what}. Use another file, or ask the user to copy it into the workspace"
+        ),
+    }
+}
+
+/// The number of names of a file (`st_nlink` is `u32` on some targets).
+#[allow(clippy::useless_conversion)]
+fn links(stat: &Stat) -> u64 {
+    u64::from(stat.st_nlink)
+}
+
+fn kind(stat: &Stat) -> FileType {
+    FileType::from_raw_mode(stat.st_mode)
+}
+
+/// Runs blocking file work on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    what: &str,
+    work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::Failed(format!("{what} did not finish: {e}")))?
 }
 
 // Arguments of `read_file`. Field docs are what the model reads; no type doc, which would
@@ -68,57 +114,75 @@ impl TypedTool for ReadFileTool {
     }
 
     async fn run(&self, input: ReadInput, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let raw = input.path.as_str();
-        let path = confine(&ctx.workspace, raw).await?;
-        let meta = match tokio::fs::metadata(&path.absolute).await {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Err(not_found(raw)),
-            Err(e) => return Err(io_failed("read", raw, &e)),
-        };
-        if meta.is_dir() {
+        let raw = input.path;
+        let relative = normalize(&raw).map_err(|why| lexical_error(&raw, why))?;
+        let workspace = ctx.workspace.clone();
+        let max = self.policy.max_read_bytes;
+        blocking("read_file", move || {
+            read_blocking(&workspace, &raw, &relative, max)
+        })
+        .await
+    }
+}
+
+fn read_blocking(
+    workspace: &Path,
+    raw: &str,
+    relative: &Path,
+    max: u64,
+) -> Result<Value, ToolError> {
+    let root = Root::open(workspace)?;
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it.
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let fd = root.open_at(relative, flags).map_err(|e| match e {
+        Errno::NOENT => not_found(raw),
+        e => resolution_error(raw, e).unwrap_or_else(|| errno_failed("read", raw, e)),
+    })?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| errno_failed("read", raw, e))?;
+    match kind(&stat) {
+        FileType::Directory => {
             return Err(ToolError::Failed(format!(
                 "`{raw}` is a directory, not a file; list_files with {} shows what it contains",
                 json!({"path": raw})
             )));
         }
-        if !meta.is_file() {
-            // A FIFO or device would block or never end.
+        FileType::RegularFile => {}
+        // A FIFO or device would block or never end.
+        _ => {
             return Err(ToolError::Failed(format!(
                 "`{raw}` is not a regular file, so it cannot be read"
             )));
         }
-        let file = tokio::fs::File::open(&path.absolute)
-            .await
-            .map_err(|e| match e.kind() {
-                ErrorKind::NotFound => not_found(raw),
-                _ => io_failed("read", raw, &e),
-            })?;
-        let mut bytes = Vec::new();
-        file.take(self.policy.max_read_bytes)
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(|e| io_failed("read", raw, &e))?;
-        tracing::debug!(path = %path.relative, bytes = bytes.len(), "read_file");
-
-        let size = meta.len().max(bytes.len() as u64);
-        let cut = size > bytes.len() as u64;
-        let (mut text, lossy) = decode(&bytes, cut);
-        if bytes.is_empty() && !cut {
-            return Ok(Value::String(format!("[file `{raw}` is empty]")));
-        }
-        if lossy {
-            text.push_str(
-                "\n[note: the file is not valid UTF-8; invalid bytes are shown as \u{FFFD}]",
-            );
-        }
-        if cut {
-            text.push_str(&format!(
-                "\n[truncated: file is {size} bytes, showing the first {}]",
-                bytes.len()
-            ));
-        }
-        Ok(Value::String(text))
     }
+    let links = links(&stat);
+    if links > 1 {
+        return Err(hard_link_error(raw, links, "read_file does not read it"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(max)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_failed("read", raw, &e))?;
+    tracing::debug!(path = %relative.display(), bytes = bytes.len(), "read_file");
+
+    let size = u64::try_from(stat.st_size)
+        .unwrap_or(0)
+        .max(bytes.len() as u64);
+    let cut = size > bytes.len() as u64;
+    let (mut text, lossy) = decode(&bytes, cut);
+    if bytes.is_empty() && !cut {
+        return Ok(Value::String(format!("[file `{raw}` is empty]")));
+    }
+    if lossy {
+        text.push_str("\n[note: the file is not valid UTF-8; invalid bytes are shown as \u{FFFD}]");
+    }
+    if cut {
+        text.push_str(&format!(
+            "\n[truncated: file is {size} bytes, showing the first {}]",
+            bytes.len()
+        ));
+    }
+    Ok(Value::String(text))
 }
 
 // Arguments of `write_file`.
@@ -143,25 +207,22 @@ impl WriteFileTool {
     pub(crate) fn new(policy: Arc<ToolPolicy>) -> Self {
         Self { policy }
     }
+}
 
-    /// Refuses a write that lands in a protected path. Checked on the resolved path, so a
-    /// symbolic link such as `g -> .git` does not get around it.
-    fn check_protected(&self, raw: &str, path: &crate::paths::Confined) -> Result<(), ToolError> {
-        let resolved = path
-            .absolute
-            .strip_prefix(&path.workspace)
-            .unwrap_or(Path::new(&path.relative));
-        if let Some(protected) = self.policy.protected(resolved) {
-            return Err(ToolError::Denied {
-                event_type: PROTECTED_PATH.to_owned(),
-                attempted: raw.to_owned(),
-                message: format!(
-                    "`{raw}` is inside `{protected}`, which is protected: write_file never changes it (repository metadata and the fabric's own files). Write somewhere else in the workspace"
-                ),
-            });
-        }
-        Ok(())
+/// Refuses a write that lands in a protected path. Checked on the lexical path and on where
+/// the opened parent directory really is, so a symbolic link such as `g -> .git` does not
+/// get around it.
+fn check_protected(policy: &ToolPolicy, raw: &str, located: &Path) -> Result<(), ToolError> {
+    if let Some(protected) = policy.protected(located) {
+        return Err(ToolError::Denied {
+            event_type: PROTECTED_PATH.to_owned(),
+            attempted: raw.to_owned(),
+            message: format!(
+                "`{raw}` is inside `{protected}`, which is protected: write_file never changes it (repository metadata and the fabric's own files). Write somewhere else in the workspace"
+            ),
+        });
     }
+    Ok(())
 }
 
 #[async_trait]
@@ -182,32 +243,131 @@ impl TypedTool for WriteFileTool {
     }
 
     async fn run(&self, input: WriteInput, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let raw = input.path.as_str();
-        let path = confine(&ctx.workspace, raw).await?;
-        if path.relative == "." {
+        let raw = input.path;
+        let relative = normalize(&raw).map_err(|why| lexical_error(&raw, why))?;
+        if relative.as_os_str().is_empty() {
             return Err(ToolError::InvalidArguments(format!(
                 "`path` must name a file, got `{raw}`; use for example `notes.txt`"
             )));
         }
-        self.check_protected(raw, &path)?;
-        if let Ok(meta) = tokio::fs::metadata(&path.absolute).await
-            && meta.is_dir()
-        {
+        check_protected(&self.policy, &raw, &relative)?;
+        let workspace = ctx.workspace.clone();
+        let policy = Arc::clone(&self.policy);
+        blocking("write_file", move || {
+            write_blocking(
+                &policy,
+                &workspace,
+                &raw,
+                &relative,
+                input.content.as_bytes(),
+            )
+        })
+        .await
+    }
+}
+
+/// Opens (creating them beneath the root as needed) the folders of `dir`, one prefix at a
+/// time, each resolved beneath the root; checks each one's real location against the
+/// protected paths before creating anything in it.
+fn open_parent(
+    policy: &ToolPolicy,
+    root: &Root,
+    raw: &str,
+    dir: &Path,
+) -> Result<(OwnedFd, PathBuf), ToolError> {
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY;
+    let fail = |e: Errno| {
+        resolution_error(raw, e).unwrap_or_else(|| errno_failed("create the folders for", raw, e))
+    };
+    let mut prefix = PathBuf::new();
+    let mut parent = root.open_at(&prefix, dir_flags).map_err(fail)?;
+    for name in dir.components() {
+        prefix.push(name);
+        parent = match root.open_at(&prefix, dir_flags) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => {
+                let here = root
+                    .locate(parent.as_fd())
+                    .unwrap_or_else(|| prefix.clone());
+                check_protected(policy, raw, &here.join(name))?;
+                match rustix::fs::mkdirat(&parent, name.as_os_str(), Mode::from_raw_mode(0o777)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(fail(e)),
+                }
+                root.open_at(&prefix, dir_flags).map_err(fail)?
+            }
+            Err(e) => return Err(fail(e)),
+        };
+    }
+    let located = root.locate(parent.as_fd()).unwrap_or(prefix);
+    Ok((parent, located))
+}
+
+fn write_blocking(
+    policy: &ToolPolicy,
+    workspace: &Path,
+    raw: &str,
+    relative: &Path,
+    content: &[u8],
+) -> Result<Value, ToolError> {
+    let shown = relative.to_string_lossy().into_owned();
+    let (Some(dir), Some(name)) = (relative.parent(), relative.file_name()) else {
+        return Err(ToolError::InvalidArguments(format!(
+            "`path` must name a file, got `{raw}`; use for example `notes.txt`"
+        )));
+    };
+    let root = Root::open(workspace)?;
+    let (parent, located) = open_parent(policy, &root, raw, dir)?;
+    check_protected(policy, raw, &located.join(name))?;
+    // O_NOFOLLOW: a symbolic link as the last component is refused, never written through.
+    // No O_TRUNC: the file is emptied only once it is known to be a plain, single-named file.
+    let flags = OFlags::WRONLY
+        | OFlags::CREATE
+        | OFlags::NOFOLLOW
+        | OFlags::NONBLOCK
+        | OFlags::NOCTTY
+        | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(&parent, name, flags, Mode::from_raw_mode(0o666)) {
+        Ok(fd) => fd,
+        Err(Errno::LOOP) => return Err(final_link_error(&parent, raw, dir, name)),
+        Err(Errno::ISDIR) => {
             return Err(ToolError::Failed(format!(
-                "`{raw}` is a directory; choose a file path inside it, such as `{}/file.txt`",
-                path.relative
+                "`{raw}` is a directory; choose a file path inside it, such as `{shown}/file.txt`"
             )));
         }
-        if let Some(parent) = path.absolute.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| io_failed("create the folders for", raw, &e))?;
-        }
-        tokio::fs::write(&path.absolute, input.content.as_bytes())
-            .await
-            .map_err(|e| io_failed("write", raw, &e))?;
-        tracing::debug!(path = %path.relative, bytes = input.content.len(), "write_file");
-        Ok(json!({"path": path.relative, "bytes": input.content.len()}))
+        Err(e) => return Err(errno_failed("write", raw, e)),
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(|e| errno_failed("write", raw, e))?;
+    if kind(&stat) != FileType::RegularFile {
+        return Err(ToolError::Failed(format!(
+            "`{raw}` is not a regular file, so write_file does not write to it"
+        )));
+    }
+    let links = links(&stat);
+    if links > 1 {
+        return Err(hard_link_error(raw, links, "write_file does not change it"));
+    }
+    rustix::fs::ftruncate(&fd, 0).map_err(|e| errno_failed("write", raw, e))?;
+    std::fs::File::from(fd)
+        .write_all(content)
+        .map_err(|e| io_failed("write", raw, &e))?;
+    tracing::debug!(path = %shown, bytes = content.len(), "write_file");
+    Ok(json!({"path": shown, "bytes": content.len()}))
+}
+
+/// The refusal of a write whose last component is a symbolic link: an escape if the link
+/// points out, otherwise the path to write instead.
+fn final_link_error(parent: &OwnedFd, raw: &str, dir: &Path, name: &std::ffi::OsStr) -> ToolError {
+    let Ok(target) = rustix::fs::readlinkat(parent, name, Vec::new()) else {
+        return link_escape_error(raw);
+    };
+    let target = target.to_string_lossy().into_owned();
+    match normalize(&dir.join(&target).to_string_lossy()) {
+        Ok(inside) if !Path::new(&target).is_absolute() => ToolError::Failed(format!(
+            "`{raw}` is a symbolic link to `{target}`; write_file does not write through a link. Write `{}` instead",
+            inside.display()
+        )),
+        _ => link_escape_error(raw),
     }
 }
 
@@ -254,37 +414,47 @@ impl TypedTool for ListFilesTool {
 
     async fn run(&self, input: ListInput, ctx: &ToolContext) -> Result<Value, ToolError> {
         let raw = input.path.unwrap_or_else(|| ".".to_owned());
-        let path = confine(&ctx.workspace, &raw).await?;
+        let relative = normalize(&raw).map_err(|why| lexical_error(&raw, why))?;
         let cap = input
             .max_entries
             .unwrap_or(self.policy.max_list_entries)
             .clamp(1, self.policy.max_list_entries.max(1));
-        match tokio::fs::metadata(&path.absolute).await {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(ToolError::Failed(format!(
-                    "`{raw}` is a file, not a folder; read it with read_file"
-                )));
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(ToolError::Failed(format!(
-                    "no folder `{raw}` in the workspace; list_files with {{}} lists the whole workspace"
-                )));
-            }
-            Err(e) => return Err(io_failed("list", &raw, &e)),
-        }
-        let prefix = if path.relative == "." {
-            String::new()
-        } else {
-            format!("{}/", path.relative)
-        };
-        let root = path.absolute.clone();
-        let listing = tokio::task::spawn_blocking(move || walk(&root, &prefix, cap))
-            .await
-            .map_err(|e| ToolError::Failed(format!("listing did not finish: {e}")))?;
-        tracing::debug!(path = %path.relative, entries = listing.entries.len(), "list_files");
-        Ok(Value::String(listing.render(&raw, cap)))
+        let workspace = ctx.workspace.clone();
+        blocking("listing", move || {
+            list_blocking(&workspace, &raw, &relative, cap)
+        })
+        .await
     }
+}
+
+fn list_blocking(
+    workspace: &Path,
+    raw: &str,
+    relative: &Path,
+    cap: usize,
+) -> Result<Value, ToolError> {
+    let root = Root::open(workspace)?;
+    let fd = root.open_at(relative, OFlags::PATH).map_err(|e| match e {
+        Errno::NOENT => ToolError::Failed(format!(
+            "no folder `{raw}` in the workspace; list_files with {{}} lists the whole workspace"
+        )),
+        e => resolution_error(raw, e).unwrap_or_else(|| errno_failed("list", raw, e)),
+    })?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| errno_failed("list", raw, e))?;
+    if kind(&stat) != FileType::Directory {
+        return Err(ToolError::Failed(format!(
+            "`{raw}` is a file, not a folder; read it with read_file"
+        )));
+    }
+    let shown = relative.to_string_lossy();
+    let prefix = if shown.is_empty() {
+        String::new()
+    } else {
+        format!("{shown}/")
+    };
+    let listing = walk(&root, relative, &prefix, cap);
+    tracing::debug!(path = %shown, entries = listing.entries.len(), "list_files");
+    Ok(Value::String(listing.render(raw, cap)))
 }
 
 /// What a walk found.
@@ -320,33 +490,30 @@ impl Listing {
     }
 }
 
-/// Lists `root` breadth-first, up to `cap` entries, then sorts them into tree order.
+/// Lists the folder `start` (beneath `root`) breadth-first, up to `cap` entries, then sorts
+/// them into tree order.
 ///
 /// Breadth-first so that, when the cap cuts the listing, what is missing is the deep end
 /// (a `target/` with thousands of files) rather than later top-level entries. Symbolic
-/// links are listed but never followed: that keeps the walk inside the workspace and free of
-/// cycles.
-fn walk(root: &Path, prefix: &str, cap: usize) -> Listing {
+/// links are listed but never followed (each folder is opened beneath the root with
+/// `O_NOFOLLOW`): that keeps the walk inside the workspace and free of cycles.
+fn walk(root: &Root, start: &Path, prefix: &str, cap: usize) -> Listing {
     let mut listing = Listing::default();
     let mut queue: VecDeque<(PathBuf, String)> =
-        VecDeque::from([(root.to_path_buf(), prefix.to_owned())]);
+        VecDeque::from([(start.to_path_buf(), prefix.to_owned())]);
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
     'walk: while let Some((dir, shown)) = queue.pop_front() {
-        let mut children: Vec<(String, bool)> = match std::fs::read_dir(&dir) {
-            Ok(read) => read
-                .filter_map(Result::ok)
-                .map(|entry| {
-                    let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                    (entry.file_name().to_string_lossy().into_owned(), is_dir)
-                })
-                .collect(),
-            Err(_) => {
-                listing.unreadable.push(if shown.is_empty() {
-                    ".".to_owned()
-                } else {
-                    shown
-                });
-                continue;
-            }
+        let Ok(mut children) = root
+            .open_at(&dir, dir_flags)
+            .and_then(rustix::fs::Dir::new)
+            .map(read_children)
+        else {
+            listing.unreadable.push(if shown.is_empty() {
+                ".".to_owned()
+            } else {
+                shown
+            });
+            continue;
         };
         children.sort();
         for (name, is_dir) in children {
@@ -370,4 +537,25 @@ fn walk(root: &Path, prefix: &str, cap: usize) -> Listing {
             .cmp(b.trim_end_matches('/').split('/'))
     });
     listing
+}
+
+/// The entries of an open folder, as (name, is a folder); `.` and `..` left out. An entry
+/// whose type the file system does not report is looked up without following links.
+fn read_children(mut read: rustix::fs::Dir) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    while let Some(Ok(entry)) = read.read() {
+        let name = entry.file_name();
+        if name.to_bytes() == b"." || name.to_bytes() == b".." {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            FileType::Unknown => read.fd().ok().is_some_and(|fd| {
+                rustix::fs::statat(fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| kind(&st) == FileType::Directory)
+            }),
+            other => other == FileType::Directory,
+        };
+        out.push((name.to_string_lossy().into_owned(), is_dir));
+    }
+    out
 }

@@ -13,7 +13,8 @@
 //! [`ToolError::Denied`](fabric_core::ToolError) with an exact, actionable message, which the
 //! engine also records as a `security_event`.
 //! - File paths are relative to the workspace; escapes (absolute paths, `..` above it,
-//!   symlinks out of it) are refused in one place, `paths::confine`.
+//!   symlinks out of it) are refused in one place, `paths`: every path is opened beneath the
+//!   workspace descriptor with `openat2(RESOLVE_BENEATH)`, free of check-then-use races.
 //! - `shell` runs argv, never `sh -c`: one allowlisted program ([`ToolPolicy`]), a scrubbed
 //!   environment, its own process group that dies with the call (timeout, cancellation,
 //!   drop), capped output.

@@ -2,25 +2,30 @@
 //! stay inside it.
 //!
 //! The rule, in two steps:
-//! 1. Lexical ([`normalize`], pure): refuse NUL bytes and absolute paths, drop `.`, and resolve `..` against the components before it. A `..` that stays inside
-//!    (`a/../b`) is fine; one that would climb above the workspace (`../x`, `a/../../x`) is
-//!    refused. Models write `a/../b` legitimately, and refusing every `..` would only teach
-//!    them a rule with no safety gain.
-//! 2. On disk ([`confine`]): resolve the normalised path the way the kernel would, following
-//!    symbolic links one component at a time (components that do not exist yet are taken
-//!    lexically), and refuse it unless the result is under the canonical workspace. This
-//!    catches a symlink inside the workspace pointing at `/etc`, a write through a symlinked
-//!    directory, and a dangling symlink whose target is outside, which a write would create.
-//!
-//! The check happens before the file operation, so a process racing the tool could swap a
-//! directory for a symlink in between. Race-free confinement (`openat2` with
-//! `RESOLVE_BENEATH`, or cap-std) is a later issue; [`confine`] is the one function to
-//! replace, and the OS sandbox is the wall in the meantime.
+//! 1. Lexical ([`normalize`], pure): refuse NUL bytes and absolute paths, drop `.`, and
+//!    resolve `..` against the components before it. A `..` that stays inside (`a/../b`) is
+//!    fine; one that would climb above the workspace (`../x`, `a/../../x`) is refused. Models
+//!    write `a/../b` legitimately, and refusing every `..` would only teach them a rule with
+//!    no safety gain.
+//! 2. On disk, capability style and free of races (ADR-026): each call opens the workspace
+//!    directory once ([`Root`]) and resolves every path beneath that descriptor in the kernel
+//!    with `openat2(2)` and `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS` ([`open_beneath`]).
+//!    Symbolic links are followed only while they stay beneath the workspace; one that leads
+//!    out (absolute, or `..` above the root) fails with `EXDEV`, which the tools report as a
+//!    `path_escape`. Nothing is checked first and used later, so a directory swapped for a
+//!    symbolic link between two system calls cannot lead out. Where `openat2` is missing
+//!    (Linux < 5.6, `ENOSYS`) the same walk is done one component at a time with `openat`
+//!    and `O_NOFOLLOW` ([`walk_beneath`]), each symbolic link read and expanded by hand.
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
-use std::io;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 
 use fabric_core::ToolError;
 
@@ -30,6 +35,12 @@ pub(crate) const PATH_ESCAPE: &str = "path_escape";
 /// How many symbolic links one resolution may follow before giving up, as the kernel does
 /// (`ELOOP` after 40).
 const MAX_SYMLINK_HOPS: usize = 40;
+
+/// How often `openat2` is retried when the kernel reports a concurrent rename (`EAGAIN`).
+const EAGAIN_RETRIES: usize = 32;
+
+/// Set once `openat2` answered `ENOSYS`: later calls go straight to [`walk_beneath`].
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 /// Why a path is refused before touching the disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +108,8 @@ pub(crate) fn escape_error(raw: &str, how: &str) -> ToolError {
     }
 }
 
-fn lexical_error(raw: &str, why: Lexical) -> ToolError {
+/// The refusal of a path [`normalize`] rejected.
+pub(crate) fn lexical_error(raw: &str, why: Lexical) -> ToolError {
     match why {
         Lexical::Nul => ToolError::InvalidArguments(
             "path contains a NUL byte; use a plain relative path such as `src/main.rs`".to_owned(),
@@ -106,121 +118,182 @@ fn lexical_error(raw: &str, why: Lexical) -> ToolError {
     }
 }
 
-/// A workspace path that passed the confinement check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Confined {
-    /// The normalised relative path, as shown to the model (`.` for the workspace).
-    pub(crate) relative: String,
-    /// The resolved absolute path to operate on (symlinks inside the workspace followed).
-    pub(crate) absolute: PathBuf,
-    /// The canonical workspace, for showing other paths relative to it.
-    pub(crate) workspace: PathBuf,
+/// The refusal for a symbolic link that leads out of the workspace.
+pub(crate) fn link_escape_error(raw: &str) -> ToolError {
+    escape_error(raw, " (a symbolic link leads out of it)")
 }
 
-/// Checks `raw` against the workspace and resolves it; the single confinement point of every
-/// file tool. Blocking file-system calls run on the blocking pool.
-pub(crate) async fn confine(workspace: &Path, raw: &str) -> Result<Confined, ToolError> {
-    let relative = normalize(raw).map_err(|why| lexical_error(raw, why))?;
-    let workspace = workspace.to_path_buf();
-    let raw_owned = raw.to_owned();
-    tokio::task::spawn_blocking(move || confine_blocking(&workspace, &raw_owned, &relative))
-        .await
-        .map_err(|e| ToolError::Failed(format!("path check did not finish: {e}")))?
-}
-
-fn confine_blocking(workspace: &Path, raw: &str, relative: &Path) -> Result<Confined, ToolError> {
-    let root = workspace.canonicalize().map_err(|e| {
-        ToolError::Failed(format!(
-            "the workspace `{}` is not usable: {e}",
-            workspace.display()
-        ))
-    })?;
-    let absolute = resolve_beneath(&root, relative).map_err(|e| match e.kind() {
-        io::ErrorKind::NotADirectory => ToolError::Failed(format!(
+/// Maps an error of a resolution beneath the root to the tools' common messages, or `None`
+/// for errors each tool words itself (`ENOENT`, permissions, ...).
+pub(crate) fn resolution_error(raw: &str, errno: Errno) -> Option<ToolError> {
+    match errno {
+        Errno::XDEV => Some(link_escape_error(raw)),
+        Errno::NOTDIR => Some(ToolError::Failed(format!(
             "path `{raw}` goes through a file as if it were a directory"
-        )),
-        _ => ToolError::Failed(format!("cannot check path `{raw}`: {e}")),
-    })?;
-    if !absolute.starts_with(&root) {
-        return Err(escape_error(raw, " (a symbolic link leads out of it)"));
+        ))),
+        Errno::LOOP => Some(ToolError::Failed(format!(
+            "cannot check path `{raw}`: {}",
+            std::io::Error::from(errno)
+        ))),
+        _ => None,
     }
-    let shown = relative.to_string_lossy();
-    Ok(Confined {
-        relative: if shown.is_empty() {
-            ".".to_owned()
-        } else {
-            shown.into_owned()
-        },
-        absolute,
-        workspace: root,
-    })
 }
 
-/// Resolves `relative` under the canonical `root` like the kernel would: symlinks are followed
-/// where they exist, missing components are appended lexically (they cannot be links). The
-/// result may lie outside `root`; the caller decides.
-fn resolve_beneath(root: &Path, relative: &Path) -> io::Result<PathBuf> {
-    let mut current = root.to_path_buf();
+/// The run's workspace, opened once per tool call: every path of the call is resolved
+/// beneath this descriptor, never through the workspace's path again.
+#[derive(Debug)]
+pub(crate) struct Root {
+    fd: OwnedFd,
+    /// The canonical workspace path, only for naming where an opened directory lies.
+    path: PathBuf,
+}
+
+impl Root {
+    /// Opens the workspace directory (`O_PATH`: no read right needed, nothing to leak).
+    pub(crate) fn open(workspace: &Path) -> Result<Self, ToolError> {
+        let unusable = |e: std::io::Error| {
+            ToolError::Failed(format!(
+                "the workspace `{}` is not usable: {e}",
+                workspace.display()
+            ))
+        };
+        let fd = rustix::fs::open(
+            workspace,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| unusable(e.into()))?;
+        let path = workspace.canonicalize().map_err(unusable)?;
+        Ok(Self { fd, path })
+    }
+
+    /// The workspace descriptor.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Opens `relative` (normalised) beneath the workspace; see [`open_beneath`].
+    pub(crate) fn open_at(&self, relative: &Path, flags: OFlags) -> Result<OwnedFd, Errno> {
+        open_beneath(self.fd(), relative, flags, Mode::empty())
+    }
+
+    /// Where the opened directory `dir` is now, relative to the workspace, read from
+    /// `/proc/self/fd`; `None` without `/proc` or if it is not under the workspace. Used only
+    /// to name the location for the protected-path check, never to open anything.
+    pub(crate) fn locate(&self, dir: BorrowedFd<'_>) -> Option<PathBuf> {
+        let at = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd())).ok()?;
+        at.strip_prefix(&self.path).ok().map(Path::to_path_buf)
+    }
+}
+
+/// Opens `relative` (a normalised workspace path; empty for the workspace itself) beneath
+/// `root` with `flags` (`O_CLOEXEC` is added), following symbolic links only while they stay
+/// beneath it. `EXDEV` means a link leads out; `ELOOP` with `O_NOFOLLOW` in `flags` means
+/// the last component is a symbolic link.
+pub(crate) fn open_beneath(
+    root: BorrowedFd<'_>,
+    relative: &Path,
+    flags: OFlags,
+    mode: Mode,
+) -> Result<OwnedFd, Errno> {
+    let flags = flags | OFlags::CLOEXEC;
+    if !NO_OPENAT2.load(Ordering::Relaxed) {
+        let target = if relative.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            relative
+        };
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        let mut last = Errno::AGAIN;
+        for _ in 0..EAGAIN_RETRIES {
+            match rustix::fs::openat2(root, target, flags, mode, resolve) {
+                Err(Errno::AGAIN) => last = Errno::AGAIN,
+                Err(Errno::NOSYS) => {
+                    NO_OPENAT2.store(true, Ordering::Relaxed);
+                    last = Errno::NOSYS;
+                    break;
+                }
+                other => return other,
+            }
+        }
+        if last == Errno::AGAIN {
+            return Err(Errno::AGAIN);
+        }
+    }
+    walk_beneath(root, relative, flags, mode)
+}
+
+/// The fallback of [`open_beneath`] for kernels without `openat2`: walks `relative` one
+/// component at a time with `openat(O_NOFOLLOW)` from a stack of directory descriptors,
+/// expanding each symbolic link by hand (absolute targets and `..` above `root` fail with
+/// `EXDEV`, more than 40 links with `ELOOP`). Every step is relative to a descriptor
+/// already opened beneath `root`, so a concurrent swap cannot lead out either.
+pub(crate) fn walk_beneath(
+    root: BorrowedFd<'_>,
+    relative: &Path,
+    flags: OFlags,
+    mode: Mode,
+) -> Result<OwnedFd, Errno> {
+    let flags = flags | OFlags::CLOEXEC;
+    let follow_last = !flags.contains(OFlags::NOFOLLOW);
+    let probe_flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut stack: Vec<OwnedFd> = Vec::new();
     let mut pending: VecDeque<OsString> = relative
         .components()
         .map(|c| c.as_os_str().to_owned())
         .collect();
     let mut hops = 0;
-    // Once a component is missing, nothing below it exists, so no more lookups are needed.
-    let mut missing = false;
-    while let Some(name) = pending.pop_front() {
+    loop {
+        let Some(name) = pending.pop_front() else {
+            let here = stack.last().map_or(root, AsFd::as_fd);
+            return rustix::fs::openat(here, ".", flags, mode);
+        };
         if name == ".." {
-            // The kernel fails `missing/..` with ENOENT; resolving it as text would skip the
-            // on-disk checks of everything after it (a link `l -> nope/../evil` with `evil`
-            // pointing out of the workspace).
-            if missing {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "a symbolic link's `..` follows a directory that does not exist",
-                ));
+            if stack.pop().is_none() {
+                return Err(Errno::XDEV);
             }
-            current.pop();
             continue;
         }
         if name == "." || name.is_empty() {
             continue;
         }
-        let next = current.join(&name);
-        if missing {
-            current = next;
-            continue;
+        let here = stack.last().map_or(root, AsFd::as_fd);
+        let last = pending.is_empty();
+        if last && !follow_last {
+            return rustix::fs::openat(here, &name, flags | OFlags::NOFOLLOW, mode);
         }
-        match std::fs::symlink_metadata(&next) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                hops += 1;
-                if hops > MAX_SYMLINK_HOPS {
-                    return Err(io::Error::other("too many levels of symbolic links"));
-                }
-                let target = std::fs::read_link(&next)?;
-                if target.is_absolute() {
-                    current = PathBuf::from("/");
-                }
-                // The target's components replace the link, ahead of what was left.
-                for component in target.components().rev() {
-                    if !matches!(component, Component::RootDir | Component::Prefix(_)) {
-                        pending.push_front(component.as_os_str().to_owned());
-                    }
-                }
-            }
-            Ok(meta) => {
-                if !meta.is_dir() && !pending.is_empty() {
-                    return Err(io::Error::from(io::ErrorKind::NotADirectory));
-                }
-                current = next;
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                missing = true;
-                current = next;
+        let probe = match rustix::fs::openat(here, &name, probe_flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) if last => {
+                return rustix::fs::openat(here, &name, flags | OFlags::NOFOLLOW, mode);
             }
             Err(e) => return Err(e),
+        };
+        let kind = FileType::from_raw_mode(rustix::fs::fstat(&probe)?.st_mode);
+        if kind != FileType::Symlink {
+            if last {
+                // Swapped for a link since the probe: ELOOP, never followed.
+                return rustix::fs::openat(here, &name, flags | OFlags::NOFOLLOW, mode);
+            }
+            if kind != FileType::Directory {
+                return Err(Errno::NOTDIR);
+            }
+            stack.push(probe);
+            continue;
+        }
+        hops += 1;
+        if hops > MAX_SYMLINK_HOPS {
+            return Err(Errno::LOOP);
+        }
+        let target = rustix::fs::readlinkat(here, &name, Vec::new())?;
+        let target = Path::new(OsStr::from_bytes(target.as_bytes()));
+        if target.is_absolute() {
+            return Err(Errno::XDEV);
+        }
+        for component in target.components().rev() {
+            pending.push_front(component.as_os_str().to_owned());
         }
     }
-    Ok(current)
 }
 
 #[cfg(test)]
@@ -275,93 +348,118 @@ mod tests {
         assert_eq!(denied_type(&err), Some(PATH_ESCAPE));
     }
 
-    #[tokio::test]
-    async fn confine_refuses_lexical_escapes() {
+    type Resolver = fn(BorrowedFd<'_>, &Path, OFlags, Mode) -> Result<OwnedFd, Errno>;
+
+    fn resolvers() -> [Resolver; 2] {
+        [open_beneath, walk_beneath]
+    }
+
+    fn inode(fd: &OwnedFd) -> u64 {
+        rustix::fs::fstat(fd).unwrap().st_ino
+    }
+
+    fn ino(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).unwrap().ino()
+    }
+
+    fn setup() -> (tempfile::TempDir, tempfile::TempDir, Root) {
         let dir = tempfile::tempdir().unwrap();
-        for raw in ["../x", "a/../../x", "/etc/passwd", ".."] {
-            let err = confine(dir.path(), raw).await.unwrap_err();
-            assert_eq!(denied_type(&err), Some(PATH_ESCAPE), "{raw}");
-            match err {
-                ToolError::Denied { attempted, .. } => assert_eq!(attempted, raw),
-                other => panic!("{other:?}"),
+        let outside = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        (dir, outside, root)
+    }
+
+    #[test]
+    fn resolves_inside_paths_and_links_that_stay_inside() {
+        let (dir, _outside, root) = setup();
+        let ws = dir.path();
+        std::fs::create_dir_all(ws.join("real/b")).unwrap();
+        std::fs::write(ws.join("real/f.txt"), "x").unwrap();
+        symlink("real", ws.join("alias")).unwrap();
+        symlink("../real", ws.join("real/loop")).unwrap();
+        symlink("f.txt", ws.join("real/file_link")).unwrap();
+        for resolve in resolvers() {
+            let open = |p: &str| resolve(root.fd(), Path::new(p), OFlags::PATH, Mode::empty());
+            assert_eq!(inode(&open("").unwrap()), ino(ws));
+            assert_eq!(
+                inode(&open("alias/f.txt").unwrap()),
+                ino(&ws.join("real/f.txt"))
+            );
+            assert_eq!(
+                inode(&open("real/loop/b").unwrap()),
+                ino(&ws.join("real/b"))
+            );
+            assert_eq!(
+                inode(&open("real/file_link").unwrap()),
+                ino(&ws.join("real/f.txt"))
+            );
+            assert_eq!(open("missing").unwrap_err(), Errno::NOENT);
+            // O_NOFOLLOW refuses a link as the last component.
+            let err = resolve(
+                root.fd(),
+                Path::new("real/file_link"),
+                OFlags::RDONLY | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )
+            .unwrap_err();
+            assert_eq!(err, Errno::LOOP);
+        }
+    }
+
+    #[test]
+    fn links_that_leave_fail_with_exdev() {
+        let (dir, outside, root) = setup();
+        let ws = dir.path();
+        symlink("/etc", ws.join("etc")).unwrap();
+        symlink(outside.path(), ws.join("out")).unwrap();
+        symlink("../../nowhere/file", ws.join("dangling")).unwrap();
+        std::fs::create_dir(ws.join("d")).unwrap();
+        symlink("../..", ws.join("d/up")).unwrap();
+        symlink("/proc/self/root", ws.join("magic")).unwrap();
+        for resolve in resolvers() {
+            for raw in [
+                "etc",
+                "etc/passwd",
+                "out/new.txt",
+                "dangling",
+                "d/up/x",
+                "magic/etc",
+            ] {
+                let err = resolve(root.fd(), Path::new(raw), OFlags::PATH, Mode::empty());
+                assert_eq!(err.unwrap_err(), Errno::XDEV, "{raw}");
             }
         }
-        let err = confine(dir.path(), "a\0b").await.unwrap_err();
-        assert!(matches!(err, ToolError::InvalidArguments(_)), "{err:?}");
     }
 
-    #[tokio::test]
-    async fn dotdot_after_a_missing_directory_is_not_resolved_as_text() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret"), root.join("evil")).unwrap();
-        std::os::unix::fs::symlink("nope/../evil", root.join("l")).unwrap();
-        let err = confine(&root, "l").await.unwrap_err();
-        assert!(
-            matches!(err, ToolError::Failed(_) | ToolError::Denied { .. }),
-            "{err:?}"
-        );
-        // The direct route is refused as an escape.
-        let err = confine(&root, "evil").await.unwrap_err();
-        assert_eq!(denied_type(&err), Some(PATH_ESCAPE));
-    }
-
-    #[tokio::test]
-    async fn confine_resolves_inside_paths() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        std::fs::create_dir_all(root.join("a/b")).unwrap();
-        let ok = confine(dir.path(), "a/b/../new.txt").await.unwrap();
-        assert_eq!(ok.relative, "a/new.txt");
-        assert_eq!(ok.absolute, root.join("a/new.txt"));
-        let ok = confine(dir.path(), "not/yet/there.txt").await.unwrap();
-        assert_eq!(ok.absolute, root.join("not/yet/there.txt"));
-        let ok = confine(dir.path(), ".").await.unwrap();
-        assert_eq!(ok.relative, ".");
-        assert_eq!(ok.absolute, root);
-    }
-
-    #[tokio::test]
-    async fn confine_follows_links_that_stay_inside() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        std::fs::create_dir_all(root.join("real")).unwrap();
-        symlink("real", root.join("alias")).unwrap();
-        symlink("../real", root.join("real/loop")).unwrap();
-        let ok = confine(dir.path(), "alias/f.txt").await.unwrap();
-        assert_eq!(ok.absolute, root.join("real/f.txt"));
-        let ok = confine(dir.path(), "real/loop/g.txt").await.unwrap();
-        assert_eq!(ok.absolute, root.join("real/g.txt"));
-    }
-
-    #[tokio::test]
-    async fn confine_refuses_links_that_leave() {
-        let dir = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        symlink("/etc", root.join("etc")).unwrap();
-        symlink(outside.path(), root.join("out")).unwrap();
-        // Dangling, relative, pointing out: a write would create the file outside.
-        symlink("../../nowhere/file", root.join("dangling")).unwrap();
-        std::fs::create_dir(root.join("d")).unwrap();
-        symlink("../..", root.join("d/up")).unwrap();
-        for raw in ["etc", "etc/passwd", "out/new.txt", "dangling", "d/up/x"] {
-            let err = confine(dir.path(), raw).await.unwrap_err();
-            assert_eq!(denied_type(&err), Some(PATH_ESCAPE), "{raw}: {err:?}");
+    #[test]
+    fn loops_files_as_dirs_and_dotdot_after_missing() {
+        let (dir, outside, root) = setup();
+        let ws = dir.path();
+        symlink("b", ws.join("a")).unwrap();
+        symlink("a", ws.join("b")).unwrap();
+        std::fs::write(ws.join("f"), "x").unwrap();
+        symlink(outside.path().join("secret"), ws.join("evil")).unwrap();
+        symlink("nope/../evil", ws.join("l")).unwrap();
+        for resolve in resolvers() {
+            let open = |p: &str| resolve(root.fd(), Path::new(p), OFlags::PATH, Mode::empty());
+            assert_eq!(open("a/x").unwrap_err(), Errno::LOOP);
+            assert_eq!(open("f/x").unwrap_err(), Errno::NOTDIR);
+            // The kernel fails `nope/..` with ENOENT instead of resolving it as text.
+            assert_eq!(open("l").unwrap_err(), Errno::NOENT);
         }
     }
 
-    #[tokio::test]
-    async fn confine_reports_link_loops_and_files_used_as_dirs() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        symlink("b", root.join("a")).unwrap();
-        symlink("a", root.join("b")).unwrap();
-        std::fs::write(root.join("f"), "x").unwrap();
-        let err = confine(dir.path(), "a/x").await.unwrap_err();
-        assert!(matches!(err, ToolError::Failed(_)), "{err:?}");
-        let err = confine(dir.path(), "f/x").await.unwrap_err();
+    #[test]
+    fn resolution_errors_are_worded_for_the_model() {
+        let err = resolution_error("out/x", Errno::XDEV).unwrap();
+        assert_eq!(
+            err.to_string(),
+            "path `out/x` is outside the workspace (a symbolic link leads out of it); use a path relative to the workspace, such as `out/x`"
+        );
+        assert_eq!(denied_type(&err), Some(PATH_ESCAPE));
+        let err = resolution_error("f/x", Errno::NOTDIR).unwrap();
         assert!(err.to_string().contains("through a file"), "{err}");
+        assert!(resolution_error("x", Errno::NOENT).is_none());
     }
 }

@@ -647,3 +647,128 @@ async fn shell_does_not_start_in_a_cancelled_run() {
     assert!(err.to_string().contains("cancelled"), "{err}");
     assert!(!dir.path().join("made").exists());
 }
+
+// --- races and hard links (ADR-026) -------------------------------------------------------
+
+/// A background thread flips `d` between a real folder and a symbolic link to a folder
+/// outside, with atomic renames, while the tools read and write through `d` many times: no
+/// read returns the outside file and no write lands outside.
+#[tokio::test]
+async fn a_folder_swapped_for_a_link_mid_call_never_leads_out() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_path_buf();
+    std::fs::create_dir(ws.join("d")).unwrap();
+    std::fs::write(ws.join("d/f.txt"), "inside").unwrap();
+    std::fs::write(outside.path().join("f.txt"), "OUTSIDE-SECRET").unwrap();
+    symlink(outside.path(), ws.join("link")).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let stop = Arc::clone(&stop);
+        let ws = ws.clone();
+        std::thread::spawn(move || {
+            let mut flips = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // d = folder, link = link  ->  d = link, real = folder  -> back.
+                let _ = std::fs::rename(ws.join("d"), ws.join("real"));
+                let _ = std::fs::rename(ws.join("link"), ws.join("d"));
+                std::thread::sleep(Duration::from_micros(200));
+                let _ = std::fs::rename(ws.join("d"), ws.join("link"));
+                let _ = std::fs::rename(ws.join("real"), ws.join("d"));
+                std::thread::sleep(Duration::from_micros(200));
+                flips += 1;
+            }
+            flips
+        })
+    };
+    let c = ctx(&ws);
+    let (read, write) = (tool("read_file"), tool("write_file"));
+    let mut read_inside = 0;
+    for i in 0..400 {
+        if let Ok(out) = read.call(json!({"path": "d/f.txt"}), &c).await {
+            assert_eq!(text(&out), "inside", "read {i} returned another file");
+            read_inside += 1;
+        }
+        let path = if i % 2 == 0 {
+            "d/new.txt"
+        } else {
+            "d/sub/new.txt"
+        };
+        let _ = write
+            .call(json!({"path": path, "content": "pwned"}), &c)
+            .await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flips = flipper.join().unwrap();
+    let names: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        vec![std::ffi::OsString::from("f.txt")],
+        "a write landed outside"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("f.txt")).unwrap(),
+        "OUTSIDE-SECRET"
+    );
+    assert!(flips > 0, "the flipper never ran");
+    eprintln!("{flips} flips, {read_inside} reads of the inside file");
+}
+
+#[tokio::test]
+async fn a_hard_link_to_an_outside_file_is_neither_read_nor_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir_in(dir.path().parent().unwrap()).unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "OUTSIDE-SECRET").unwrap();
+    if std::fs::hard_link(&secret, dir.path().join("hard")).is_err() {
+        eprintln!("SKIP hard link test: cannot link across these folders");
+        return;
+    }
+    let c = ctx(dir.path());
+    let err = tool("read_file")
+        .call(json!({"path": "hard"}), &c)
+        .await
+        .unwrap_err();
+    assert_eq!(event_type(&err), "hard_link");
+    assert_eq!(
+        err.to_string(),
+        "`hard` is a hard link (2 names for one file, and another name may be outside the workspace), so read_file does not read it. Use another file, or ask the user to copy it into the workspace"
+    );
+    assert!(!err.to_string().contains("OUTSIDE-SECRET"));
+    let err = tool("write_file")
+        .call(json!({"path": "hard", "content": "pwned"}), &c)
+        .await
+        .unwrap_err();
+    assert_eq!(event_type(&err), "hard_link");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "OUTSIDE-SECRET");
+}
+
+#[tokio::test]
+async fn a_link_as_the_last_component_of_a_write_is_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("target.txt"), "old").unwrap();
+    symlink("target.txt", dir.path().join("alias.txt")).unwrap();
+    let c = ctx(dir.path());
+    let err = tool("write_file")
+        .call(json!({"path": "alias.txt", "content": "new"}), &c)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "`alias.txt` is a symbolic link to `target.txt`; write_file does not write through a link. Write `target.txt` instead"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("target.txt")).unwrap(),
+        "old"
+    );
+    // Reads follow links that stay inside.
+    let out = tool("read_file")
+        .call(json!({"path": "alias.txt"}), &c)
+        .await
+        .unwrap();
+    assert_eq!(text(&out), "old");
+}

@@ -57,6 +57,16 @@ fn attack(id: &'static str, tool: &'static str, args: Value, expect: Vec<Expect>
     }
 }
 
+/// A step that prepares an attack (a link, a folder): not an attack, not counted, no
+/// expectation.
+fn setup(id: &'static str, tool: &'static str, args: Value) -> Attack {
+    assert!(
+        id.starts_with("setup_"),
+        "setup ids start with `setup_`: {id}"
+    );
+    attack(id, tool, args, vec![])
+}
+
 fn sh(args: &[&str]) -> Value {
     json!({ "cmd": args })
 }
@@ -206,6 +216,21 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// The first folder under `root` (at most `depth` levels down) holding a file `name`.
+fn find_dir_with(root: &std::path::Path, name: &str, depth: usize) -> Option<PathBuf> {
+    if root.join(name).is_file() {
+        return Some(root.to_path_buf());
+    }
+    if depth == 0 {
+        return None;
+    }
+    std::fs::read_dir(root)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .find_map(|e| find_dir_with(&e.path(), name, depth - 1))
+}
+
 fn marker_processes() -> usize {
     std::fs::read_dir("/proc")
         .map(|dir| {
@@ -255,6 +280,7 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
     let git_alias = format!("alias.pwn=!cat {secret}");
     let tar_cmd = format!("--to-command=cat {secret}");
     let sh_write = format!("echo pwned > {}", o("sh_written"));
+    let swap_cmd = format!("mv swap swap_real && ln -s {} swap", out.display());
 
     use Expect::{Absent, Failed, Lacks, Refused, Shows};
     let attacks = vec![
@@ -339,11 +365,10 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
         ),
         // Symbolic and hard links. The links are made with the shell (allowed inside the
         // workspace); the file tools must not follow them out.
-        attack(
+        setup(
             "setup_symlink_dir",
             "shell",
             sh(&["ln", "-s", &out.display().to_string(), "link_out"]),
-            vec![],
         ),
         attack(
             "read_via_symlink",
@@ -357,11 +382,10 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
             json!({"path": "link_out/via_link.txt", "content": "x"}),
             vec![Refused("path_escape"), Absent(out.join("via_link.txt"))],
         ),
-        attack(
+        setup(
             "setup_dangling",
             "shell",
             sh(&["ln", "-s", &o("dangling_target"), "dangling"]),
-            vec![],
         ),
         attack(
             "write_via_dangling",
@@ -393,6 +417,52 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
             json!({"path": "hard"}),
             vec![Failed, Lacks(SECRET)],
         ),
+        // A folder swapped for a symlink to the outside between two calls: the file tools
+        // open beneath the workspace descriptor, so the swap cannot lead out (ADR-026).
+        setup(
+            "setup_swap_dir",
+            "write_file",
+            json!({"path": "swap/secret.txt", "content": "inside"}),
+        ),
+        setup("setup_swap_flip", "shell", sh(&["sh", "-c", &swap_cmd])),
+        attack(
+            "read_swapped_dir",
+            "read_file",
+            json!({"path": "swap/secret.txt"}),
+            vec![Refused("path_escape"), Lacks(SECRET)],
+        ),
+        attack(
+            "write_swapped_dir",
+            "write_file",
+            json!({"path": "swap/deep/new.txt", "content": "x"}),
+            vec![Refused("path_escape"), Absent(out.join("deep"))],
+        ),
+        attack(
+            "list_swapped_dir",
+            "list_files",
+            json!({"path": "swap"}),
+            vec![Refused("path_escape"), Lacks("secret.txt")],
+        ),
+        // A hard link placed in the workspace from outside (by the test, while the run
+        // sleeps): its other name is outside, so the file tools refuse it.
+        setup(
+            "setup_hardlink_marker",
+            "write_file",
+            json!({"path": "hardlink_here.txt", "content": "x"}),
+        ),
+        setup("setup_hardlink_wait", "shell", sh(&["sleep", "3"])),
+        attack(
+            "read_outside_hardlink",
+            "read_file",
+            json!({"path": "outside_hard"}),
+            vec![Refused("hard_link"), Lacks(SECRET)],
+        ),
+        attack(
+            "write_outside_hardlink",
+            "write_file",
+            json!({"path": "outside_hard", "content": "pwned"}),
+            vec![Refused("hard_link")],
+        ),
         attack(
             "shell_proc_self_root",
             "shell",
@@ -406,12 +476,7 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
             vec![Refused("sandbox_denied"), Lacks("run_start")],
         ),
         // Protected paths.
-        attack(
-            "setup_git_dir",
-            "shell",
-            sh(&["mkdir", "-p", ".git/hooks"]),
-            vec![],
-        ),
+        setup("setup_git_dir", "shell", sh(&["mkdir", "-p", ".git/hooks"])),
         attack(
             "write_git_hook",
             "write_file",
@@ -424,12 +489,7 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
             json!({"path": "./src/../.git/hooks/post-checkout", "content": "x"}),
             vec![Refused("protected_path")],
         ),
-        attack(
-            "setup_git_link",
-            "shell",
-            sh(&["ln", "-s", ".git", "g"]),
-            vec![],
-        ),
+        setup("setup_git_link", "shell", sh(&["ln", "-s", ".git", "g"])),
         attack(
             "write_git_via_link",
             "write_file",
@@ -516,11 +576,10 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
             sh(&["perl", "-e", &perl_read]),
             vec![Failed, Lacks(SECRET)],
         ),
-        attack(
+        setup(
             "setup_tar",
             "shell",
             sh(&["tar", "-cf", "a.tar", "--files-from", "/dev/null"]),
-            vec![],
         ),
         attack(
             "tar_to_command",
@@ -568,18 +627,12 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
             json!({"cmd": ["true"], "env": {"LD_PRELOAD": "/tmp/evil.so"}}),
             vec![Failed],
         ),
-        attack(
+        setup(
             "setup_fake_ls",
             "write_file",
             json!({"path": "ls", "content": "#!/bin/sh\ntouch pwned_path\n"}),
-            vec![],
         ),
-        attack(
-            "setup_fake_ls_exec",
-            "shell",
-            sh(&["chmod", "+x", "ls"]),
-            vec![],
-        ),
+        setup("setup_fake_ls_exec", "shell", sh(&["chmod", "+x", "ls"])),
         attack(
             "path_shadow",
             "shell",
@@ -699,6 +752,34 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
 
     let fx = Fixture::new(scenario(&attacks)).await;
     fx.append_config(ALLOW);
+    // The outside file for the hard link: next to the workspace root, so on the same file
+    // system; a thread links it into the run's workspace once the marker appears.
+    let fx_dir = fx
+        .workspace_root()
+        .parent()
+        .expect("fixture dir")
+        .to_path_buf();
+    let hl_secret = fx_dir.join("hardlink_secret.txt");
+    std::fs::write(&hl_secret, SECRET).expect("hard link secret");
+    let hl_placed = Arc::new(AtomicUsize::new(0));
+    let hl_linker = {
+        let (root, secret, placed) = (
+            fx.workspace_root(),
+            hl_secret.clone(),
+            Arc::clone(&hl_placed),
+        );
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(50);
+            while std::time::Instant::now() < deadline && placed.load(Ordering::SeqCst) == 0 {
+                if let Some(dir) = find_dir_with(&root, "hardlink_here.txt", 4)
+                    && std::fs::hard_link(&secret, dir.join("outside_hard")).is_ok()
+                {
+                    placed.fetch_add(1, Ordering::SeqCst);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        })
+    };
     let accept_counter = Arc::clone(&accepted);
     let watcher = std::thread::spawn(move || {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(50);
@@ -713,6 +794,17 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
     // The attacks whose target is relative to the run's workspace are checked below.
     let events = run_attacks(&fx, &[], &attacks).await;
     drop(watcher);
+    hl_linker.join().expect("linker");
+    assert_eq!(
+        hl_placed.load(Ordering::SeqCst),
+        1,
+        "the hard link was never placed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&hl_secret).expect("hard link secret"),
+        SECRET
+    );
+    assert!(!out.join("deep").exists());
     assert_eq!(
         accepted.load(Ordering::SeqCst),
         0,
@@ -761,8 +853,17 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
             "the probe must report the gap: {gaps}"
         );
     }
-    eprintln!("{} attacks stopped and recorded", attacks.len());
-    assert!(attacks.len() >= 40);
+    // Setup steps prepare attacks; only the attacks themselves count.
+    let counted = attacks
+        .iter()
+        .filter(|a| !a.id.starts_with("setup_"))
+        .inspect(|a| assert!(!a.expect.is_empty(), "{} checks nothing", a.id))
+        .count();
+    eprintln!(
+        "{counted} attacks stopped and recorded ({} setup steps not counted)",
+        attacks.len() - counted
+    );
+    assert!(counted >= 40, "only {counted} attacks");
 }
 
 #[tokio::test(flavor = "multi_thread")]
