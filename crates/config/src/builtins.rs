@@ -108,6 +108,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
     ]);
     vec![
         SpecialistSpec {
+            container_image: None,
             id: "engineering".to_owned(),
             description: "Plans, implements, tests and reviews code and files in its workspace."
                 .to_owned(),
@@ -133,6 +134,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             limitations: Vec::new(),
         },
         SpecialistSpec {
+            container_image: None,
             id: "research".to_owned(),
             description: "Researches a question on the web and answers with cited sources."
                 .to_owned(),
@@ -163,6 +165,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             limitations: Vec::new(),
         },
         SpecialistSpec {
+            container_image: None,
             id: "enterprise_research".to_owned(),
             description: "Research across internal and web sources, with confidence per finding."
                 .to_owned(),

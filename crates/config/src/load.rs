@@ -633,6 +633,7 @@ impl Merger {
         let mut spec = match existing {
             Some(i) => s.specialists[i].as_ref().clone(),
             None => SpecialistSpec {
+                container_image: None,
                 id: id.to_owned(),
                 description: raw.description.clone().ok_or_else(|| {
                     self.invalid(
@@ -679,6 +680,18 @@ impl Merger {
         if let Some(schema) = raw.finish_schema {
             check_finish_schema(&schema).map_err(|e| self.invalid(at("finish_schema"), e))?;
             spec.finish_schema = schema;
+        }
+        if let Some(image) = raw.container_image {
+            if image.trim().is_empty()
+                || image.contains(char::is_whitespace)
+                || image.starts_with('-')
+            {
+                return Err(self.invalid(
+                    at("container_image"),
+                    format!("must be an image reference such as `docker.io/library/rust:1.95`, got `{image}`"),
+                ));
+            }
+            spec.container_image = Some(image);
         }
         if let Some(v) = raw.limitations {
             spec.limitations = v;

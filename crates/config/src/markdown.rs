@@ -154,6 +154,7 @@ struct FrontMatter {
     may_write: Option<bool>,
     needs_network: Option<bool>,
     limitations: Option<Vec<String>>,
+    container_image: Option<String>,
 }
 
 struct Source<'a> {
@@ -317,6 +318,7 @@ fn build(
             may_write: fm.may_write,
             needs_network: fm.needs_network,
             limitations: fm.limitations,
+            container_image: fm.container_image,
         },
         warnings,
     })

@@ -84,6 +84,7 @@ pub(crate) struct RawSpecialist {
     pub(crate) may_write: Option<bool>,
     pub(crate) needs_network: Option<bool>,
     pub(crate) limitations: Option<Vec<String>>,
+    pub(crate) container_image: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -192,6 +192,7 @@ impl Tool for FakeTool {
 
 fn specialist(may_write: bool) -> SpecialistSpec {
     SpecialistSpec {
+        container_image: None,
         id: "eng".into(),
         description: "d".into(),
         keywords: vec![],

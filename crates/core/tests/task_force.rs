@@ -142,6 +142,7 @@ fn list_files() -> Arc<dyn Tool> {
 
 fn specialist(id: &str) -> SpecialistSpec {
     SpecialistSpec {
+        container_image: None,
         id: id.into(),
         description: "d".into(),
         keywords: vec![],

@@ -44,6 +44,10 @@ pub struct SpecialistSpec {
     /// (e.g. a capability that waits for a later feature).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limitations: Vec<String>,
+    /// A container image its `shell` tool runs in, through Podman, instead of on the host
+    /// (docs/SECURITY.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_image: Option<String>,
 }
 
 fn yes() -> bool {

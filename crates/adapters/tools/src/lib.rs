@@ -27,6 +27,7 @@
 //!   bound every fetch in time, bytes and characters ([`FetchSettings`]).
 #![deny(missing_docs)]
 
+mod container;
 mod denial;
 mod files;
 mod paths;
@@ -40,6 +41,7 @@ use std::sync::Arc;
 use fabric_core::Tool;
 use fabric_core::typed::Typed;
 
+pub use container::{ContainerSettings, podman_path};
 /// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
 pub use fabric_core::{NoOsSandbox, ProcessSandbox};
 pub use policy::{DEFAULT_ALLOWED_COMMANDS, ToolPolicy};

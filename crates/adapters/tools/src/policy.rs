@@ -80,6 +80,9 @@ pub struct ToolPolicy {
     pub fetch: FetchSettings,
     /// Workspace-relative paths `write_file` refuses, with everything below them (`.git`).
     pub protected_paths: Vec<String>,
+    /// When set, `shell` runs its commands in this container through Podman instead of on
+    /// the host (a specialist's `container_image`).
+    pub container: Option<crate::container::ContainerSettings>,
 }
 
 impl Default for ToolPolicy {
@@ -109,6 +112,7 @@ impl Default for ToolPolicy {
             .iter()
             .map(|s| (*s).to_owned())
             .collect(),
+            container: None,
         }
     }
 }

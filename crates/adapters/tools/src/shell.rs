@@ -32,6 +32,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::container::{ContainerGuard, ContainerSettings, podman_args, podman_path};
 use crate::denial;
 use crate::policy::ToolPolicy;
 use crate::text::decode;
@@ -179,6 +180,63 @@ impl ShellTool {
     }
 }
 
+impl ShellTool {
+    /// `podman run ...` for a specialist whose shell runs in a container, and the guard that
+    /// removes the container if the command does not end on its own.
+    fn container_command(
+        &self,
+        container: &ContainerSettings,
+        program: &str,
+        args: &[String],
+        ctx: &ToolContext,
+    ) -> Result<(tokio::process::Command, ContainerGuard), ToolError> {
+        let podman = podman_path().ok_or_else(|| {
+            ToolError::Failed(format!(
+                "this specialist runs `shell` in the container image `{}`, but Podman is not installed on this host, so no command can run; finish with what the other tools allow and say so in your answer",
+                container.image
+            ))
+        })?;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let name = format!(
+            "fabric-{}-{}",
+            ctx.run_id.as_str(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let argv = podman_args(
+            container,
+            &name,
+            &ctx.workspace,
+            ctx.network_allowed,
+            &self.policy.extra_env,
+            program,
+            args,
+        );
+        let mut command = tokio::process::Command::new(&podman);
+        command
+            .args(argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0)
+            // The client needs only where to find its helpers and its own state; what the
+            // command inside sees is set with `--env` above.
+            .env_clear()
+            .env("PATH", SAFE_PATH);
+        for key in [
+            "HOME",
+            "XDG_RUNTIME_DIR",
+            "XDG_CONFIG_HOME",
+            "XDG_DATA_HOME",
+        ] {
+            if let Some(value) = std::env::var_os(key) {
+                command.env(key, value);
+            }
+        }
+        Ok((command, ContainerGuard::new(podman, name)))
+    }
+}
+
 /// The absolute entries of a `PATH` value, in order.
 fn absolute_entries(path: &str) -> String {
     path.split(':')
@@ -215,9 +273,21 @@ impl TypedTool for ShellTool {
             )));
         }
         let args = &input.cmd[1..];
-        let mut command = self.command(program, args, ctx);
-        // Held until the command has ended: the sandbox's private temp directory lives in it.
-        let _sandbox_guard = self.sandbox.prepare(command.as_std_mut(), ctx)?;
+        let mut container_guard = None;
+        let (mut command, _sandbox_guard) = match &self.policy.container {
+            Some(container) => {
+                let (command, guard) = self.container_command(container, program, args, ctx)?;
+                container_guard = Some(guard);
+                (command, None)
+            }
+            None => {
+                let mut command = self.command(program, args, ctx);
+                // Held until the command has ended: the sandbox's private temp directory
+                // lives in it.
+                let guard = self.sandbox.prepare(command.as_std_mut(), ctx)?;
+                (command, Some(guard))
+            }
+        };
         tracing::debug!(run_id = %ctx.run_id.as_str(), program, ?args, timeout_s = timeout.as_secs(), "shell command");
 
         let mut child = command.spawn().map_err(|e| spawn_error(program, &e))?;
@@ -249,6 +319,9 @@ impl TypedTool for ShellTool {
         match ended {
             Ended::Exited((status, out, err)) => {
                 group.disarm();
+                if let Some(guard) = container_guard.as_mut() {
+                    guard.disarm();
+                }
                 let status = status.map_err(|e| {
                     ToolError::Failed(format!("waiting for `{program}` failed: {e}"))
                 })?;

@@ -153,6 +153,15 @@ pub(crate) async fn prepare(
                 settings.specialist_ids().join(", ")
             ))
         })?;
+        // A specialist that asks for a container must not quietly run on the host.
+        if let Some(image) = &specialist.container_image
+            && fabric_tools::podman_path().is_none()
+        {
+            return Err(UsageError(format!(
+                "specialist `{id}` runs its shell in the container image `{image}`, but Podman is not installed; install it (`apt-get install podman`) or remove `container_image` from the specialist"
+            ))
+            .into());
+        }
         let model_key = request
             .model_key
             .clone()

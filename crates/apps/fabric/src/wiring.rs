@@ -110,6 +110,10 @@ pub(crate) fn tools_for(
     if let Some(commands) = &settings.shell.allowed_commands {
         policy.allowed_commands = commands.clone();
     }
+    policy.container = specialist
+        .container_image
+        .as_ref()
+        .map(fabric_tools::ContainerSettings::new);
     policy.shell_timeout_s = settings.shell.timeout_s;
     policy.max_shell_timeout_s = policy.max_shell_timeout_s.max(settings.shell.timeout_s);
     // Only variables the config names by name reach tools; everything else stays behind.

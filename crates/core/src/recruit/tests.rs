@@ -7,6 +7,7 @@ use serde_json::json;
 
 fn spec(id: &str, caps: &[&str], keywords: &[&str]) -> SpecialistSpec {
     SpecialistSpec {
+        container_image: None,
         id: id.into(),
         description: format!("{id} specialist"),
         keywords: keywords.iter().map(|s| (*s).to_owned()).collect(),

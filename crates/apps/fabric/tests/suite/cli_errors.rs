@@ -105,3 +105,46 @@ async fn json_mode_reports_errors_as_one_json_object() {
     let run = fx.fabric(&["run", "x", "--json"]).await;
     assert_eq!(run.json()["error"]["code"], "config_error");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_specialist_without_podman_is_refused_before_the_run() {
+    if ["/usr/local/bin/podman", "/usr/bin/podman", "/bin/podman"]
+        .iter()
+        .any(|p| std::path::Path::new(p).is_file())
+    {
+        // Images cannot be pulled here, so with Podman installed there is nothing this test
+        // can check end to end; the command line is unit-tested in fabric-tools.
+        println!("SKIP: Podman is installed on this host; the refusal path cannot be exercised");
+        return;
+    }
+    let fx = Fixture::new(vec![]).await;
+    let mut yaml = std::fs::read_to_string(&fx.config).unwrap();
+    yaml.push_str(
+        "specialists:\n  engineering:\n    container_image: docker.io/library/rust:1.95\n",
+    );
+    std::fs::write(&fx.config, yaml).unwrap();
+    let run = fx
+        .fabric(&["run", "build it", "--pack", "engineering"])
+        .await;
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("runs its shell in the container image `docker.io/library/rust:1.95`, but Podman is not installed"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(fx.server.chat_request_count(), 0);
+    // A bad image reference is a config error naming the key.
+    std::fs::write(
+        &fx.config,
+        "specialists:\n  engineering:\n    container_image: \"rust 1.95\"\n",
+    )
+    .unwrap();
+    let run = fx.fabric(&["config", "validate"]).await;
+    assert_eq!(run.code(), 2);
+    assert!(
+        run.stderr
+            .contains("specialists.engineering.container_image"),
+        "{}",
+        run.stderr
+    );
+}
