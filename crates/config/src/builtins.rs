@@ -131,6 +131,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             may_write: true,
             needs_network: false,
             limitations: Vec::new(),
+            tooling: Default::default(),
         },
         SpecialistSpec {
             id: "research".to_owned(),
@@ -161,6 +162,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             may_write: true,
             needs_network: true,
             limitations: Vec::new(),
+            tooling: Default::default(),
         },
         SpecialistSpec {
             id: "enterprise_research".to_owned(),
@@ -192,6 +194,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
                 "Internal sources (GitHub, wikis, trackers) come through MCP servers, which are \
                  not connected yet; add tool patterns such as `mcp__github__*` once they are.",
             ]),
+            tooling: Default::default(),
         },
     ]
 }

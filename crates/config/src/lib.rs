@@ -17,6 +17,7 @@ mod dirs;
 mod error;
 mod load;
 mod markdown;
+mod mcp;
 mod raw;
 mod server;
 mod settings;

@@ -593,6 +593,7 @@ impl Merger {
                 may_write: true,
                 needs_network: false,
                 limitations: Vec::new(),
+                tooling: Default::default(),
             },
         };
         if let Some(v) = raw.description {
@@ -625,6 +626,17 @@ impl Merger {
         }
         if let Some(v) = raw.needs_network {
             spec.needs_network = v;
+        }
+        if let Some(servers) = raw.mcp_servers {
+            spec.tooling.mcp_servers = crate::mcp::check_servers(servers)
+                .map_err(|(key, detail)| self.invalid(at(&key), detail))?;
+        }
+        if let Some(v) = raw.tool_loading {
+            spec.tooling.tool_loading = crate::mcp::check_tool_loading(&v)
+                .map_err(|detail| self.invalid(at("tool_loading"), detail))?;
+        }
+        if let Some(v) = raw.delegates {
+            spec.tooling.delegates = v;
         }
         match existing {
             Some(i) => s.specialists[i] = spec,
@@ -665,6 +677,23 @@ impl Merger {
             ));
         }
         for spec in &s.specialists {
+            for (i, id) in spec.tooling.delegates.iter().enumerate() {
+                let problem = if *id == spec.id {
+                    Some("a specialist cannot delegate to itself".to_owned())
+                } else if s.specialist(id).is_none() {
+                    Some(format!(
+                        "no specialist `{id}`; the specialists are: {}",
+                        s.specialist_ids().join(", ")
+                    ))
+                } else {
+                    None
+                };
+                if let Some(detail) = problem {
+                    return Err(
+                        self.invalid(format!("specialists.{}.delegates[{i}]", spec.id), detail)
+                    );
+                }
+            }
             if let Some(key) = &spec.model_key
                 && !s.models.contains_key(key)
             {

@@ -154,6 +154,9 @@ struct FrontMatter {
     may_write: Option<bool>,
     needs_network: Option<bool>,
     limitations: Option<Vec<String>>,
+    mcp_servers: Option<Vec<crate::mcp::RawMcpServer>>,
+    tool_loading: Option<String>,
+    delegates: Option<Vec<String>>,
 }
 
 struct Source<'a> {
@@ -317,6 +320,9 @@ fn build(
             may_write: fm.may_write,
             needs_network: fm.needs_network,
             limitations: fm.limitations,
+            mcp_servers: fm.mcp_servers,
+            tool_loading: fm.tool_loading,
+            delegates: fm.delegates,
         },
         warnings,
     })

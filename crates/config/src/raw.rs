@@ -79,6 +79,9 @@ pub(crate) struct RawSpecialist {
     pub(crate) may_write: Option<bool>,
     pub(crate) needs_network: Option<bool>,
     pub(crate) limitations: Option<Vec<String>>,
+    pub(crate) mcp_servers: Option<Vec<crate::mcp::RawMcpServer>>,
+    pub(crate) tool_loading: Option<String>,
+    pub(crate) delegates: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

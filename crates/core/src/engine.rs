@@ -10,11 +10,12 @@ use fabric_domain::{
     EventKind, FINISH_TOOL, Message, RunStatus, SpecialistSpec, ToolCall, Usage, schema,
 };
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::ports::{ChatClient, ChatRequest, StoreError, Tool, ToolContext, ToolError};
+use crate::ports::{
+    ChatClient, ChatRequest, StoreError, Tool, ToolContext, ToolError, ToolSource, Withheld,
+};
 use crate::recorder::{Recorder, truncate};
 
 /// Most characters of a tool result sent to the model and written to the runlog.
@@ -58,8 +59,9 @@ pub struct LoopOutcome {
 pub struct LoopInput<'a> {
     /// Who works.
     pub specialist: &'a SpecialistSpec,
-    /// The tools it may call (without `finish_task`, which the loop adds).
-    pub tools: &'a [Arc<dyn Tool>],
+    /// The tools it may call (without `finish_task`, which the loop adds), re-read between
+    /// steps so tools that arrive late become callable on the next one.
+    pub tools: &'a dyn ToolSource,
     /// The conversation to start from: system prompt, task, hand-over context.
     pub messages: Vec<Message>,
     /// The model.
@@ -68,13 +70,7 @@ pub struct LoopInput<'a> {
     pub max_steps: u32,
     /// The run the tools work for.
     pub ctx: &'a ToolContext,
-    /// Tools of the specialist left out of this run, with the reason, so a call to one is
-    /// answered with why it is unavailable rather than "unknown tool".
-    pub withheld: &'a [Withheld],
 }
-
-/// A tool left out of a run, and why (e.g. it needs the network the run does not allow).
-pub type Withheld = (String, &'static str);
 
 /// The outcome of dispatching one tool call.
 enum Dispatch {
@@ -93,14 +89,52 @@ pub(crate) async fn run_loop(
     input: LoopInput<'_>,
     rec: Recorder<'_>,
 ) -> Result<LoopOutcome, StoreError> {
+    let source = input.tools;
+    let ctx = input.ctx;
+    let started = tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => Err("the run was cancelled".to_owned()),
+        started = source.start(ctx) => started,
+    };
+    let outcome = match started {
+        Ok(()) => run_steps(chat, input, rec).await,
+        Err(reason) => {
+            let status = if ctx.cancel.is_cancelled() {
+                RunStatus::Cancelled
+            } else {
+                RunStatus::Failed
+            };
+            Ok(failed(status, reason, 0, Usage::default()))
+        }
+    };
+    // What the tool source noticed during the last step still belongs in the runlog.
+    record_notices(source, &rec, None).await?;
+    outcome
+}
+
+async fn record_notices(
+    source: &dyn ToolSource,
+    rec: &Recorder<'_>,
+    step: Option<u32>,
+) -> Result<(), StoreError> {
+    for notice in source.take_notices() {
+        rec.emit(notice.kind, step, notice.payload).await?;
+    }
+    Ok(())
+}
+
+async fn run_steps(
+    chat: &dyn ChatClient,
+    input: LoopInput<'_>,
+    rec: Recorder<'_>,
+) -> Result<LoopOutcome, StoreError> {
     let LoopInput {
         specialist,
-        tools,
+        tools: source,
         mut messages,
         model,
         max_steps,
         ctx,
-        withheld,
     } = input;
 
     let finish_spec = match specialist.finish_tool() {
@@ -114,26 +148,20 @@ pub(crate) async fn run_loop(
             ));
         }
     };
-    let by_name: HashMap<&str, &Arc<dyn Tool>> =
-        tools.iter().map(|t| (t.spec().name.as_str(), t)).collect();
-    // Generated once per run, not per step: the definitions never change inside a loop.
-    let mut definitions: Vec<Value> = tools.iter().map(|t| t.spec().openai_definition()).collect();
-    definitions.push(finish_spec.openai_definition());
-    let mut available: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
-    available.push(FINISH_TOOL);
-
-    let catalogue = Catalogue {
-        tools: &by_name,
-        available: &available,
-        withheld,
-        finish_schema: &finish_spec.input_schema,
-    };
+    let mut catalogue = Catalogue::build(source, &finish_spec);
     let mut usage = Usage::default();
     // With no tool to work with, there is no work to require before finish_task.
-    let mut attempted_work = tools.is_empty();
+    let mut attempted_work = catalogue.tools.is_empty();
     let mut plain_replies = 0u32;
 
     for step in 0..max_steps {
+        record_notices(source, &rec, Some(step)).await?;
+        // Tools that arrived since the last step (a late MCP server, a loaded schema) are
+        // offered from this step on; the definitions are rebuilt only when the set changed.
+        if source.version() != catalogue.version {
+            catalogue = Catalogue::build(source, &finish_spec);
+        }
+        let definitions = &catalogue.definitions;
         rec.emit(
             EventKind::LlmRequest,
             Some(step),
@@ -144,7 +172,7 @@ pub(crate) async fn run_loop(
         let request = ChatRequest {
             model: &model.name,
             messages: &messages,
-            tools: &definitions,
+            tools: definitions,
             temperature: model.temperature,
             top_p: model.top_p,
             max_tokens: model.max_tokens,
@@ -202,7 +230,7 @@ pub(crate) async fn run_loop(
                 .await?;
                 messages.push(Message::assistant(Some(text), Vec::new()));
                 messages.push(Message::user(corrective_message(
-                    &available,
+                    &catalogue.available,
                     &finish_spec.input_schema,
                 )));
                 continue;
@@ -235,7 +263,7 @@ pub(crate) async fn run_loop(
                 }
                 outcome = dispatch(call, args, &catalogue, attempted_work, ctx) => outcome,
             };
-            if call.name != FINISH_TOOL && by_name.contains_key(call.name.as_str()) {
+            if call.name != FINISH_TOOL && catalogue.tool(&call.name).is_some() {
                 attempted_work = true;
             }
             match outcome {
@@ -322,12 +350,44 @@ fn parse_arguments(raw: &str) -> Result<Value, String> {
     serde_json::from_str(raw).map_err(|e| e.to_string())
 }
 
-/// What the model may call in this run.
+/// What the model may call at one step: built from the tool source, rebuilt when its
+/// version changes.
 struct Catalogue<'a> {
-    tools: &'a HashMap<&'a str, &'a Arc<dyn Tool>>,
-    available: &'a [&'a str],
-    withheld: &'a [Withheld],
+    version: u64,
+    tools: Vec<Arc<dyn Tool>>,
+    available: Vec<String>,
+    withheld: Vec<Withheld>,
+    definitions: Vec<Value>,
     finish_schema: &'a Value,
+}
+
+impl<'a> Catalogue<'a> {
+    fn build(source: &dyn ToolSource, finish: &'a fabric_domain::ToolSpec) -> Self {
+        // The version is read first: a change racing this read only causes one more rebuild.
+        let version = source.version();
+        let tools = source.tools();
+        let mut definitions: Vec<Value> =
+            tools.iter().map(|t| t.spec().openai_definition()).collect();
+        definitions.push(finish.openai_definition());
+        let mut available: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+        available.push(FINISH_TOOL.to_owned());
+        Self {
+            version,
+            tools,
+            available,
+            withheld: source.withheld(),
+            definitions,
+            finish_schema: &finish.input_schema,
+        }
+    }
+
+    /// The tool a call names: by its name, or by an old name (alias) it still answers to.
+    fn tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools
+            .iter()
+            .find(|t| t.spec().name == name)
+            .or_else(|| self.tools.iter().find(|t| t.spec().answers_to(name)))
+    }
 }
 
 async fn dispatch(
@@ -337,21 +397,17 @@ async fn dispatch(
     attempted_work: bool,
     ctx: &ToolContext,
 ) -> Result<Dispatch, ToolError> {
-    let Catalogue {
-        tools,
-        available,
-        withheld,
-        finish_schema,
-    } = *catalogue;
+    let available = &catalogue.available;
     let schema_of = |name: &str| -> Option<&Value> {
         if name == FINISH_TOOL {
-            Some(finish_schema)
+            Some(catalogue.finish_schema)
         } else {
-            tools.get(name).map(|t| &t.spec().input_schema)
+            catalogue.tool(name).map(|t| &t.spec().input_schema)
         }
     };
     let Some(input_schema) = schema_of(&call.name) else {
-        let why = withheld
+        let why = catalogue
+            .withheld
             .iter()
             .find(|(name, _)| *name == call.name)
             .map(|(_, why)| *why);
@@ -387,7 +443,7 @@ async fn dispatch(
         if !attempted_work {
             let others: Vec<&str> = available
                 .iter()
-                .copied()
+                .map(String::as_str)
                 .filter(|n| *n != FINISH_TOOL)
                 .collect();
             return Err(ToolError::InvalidArguments(format!(
@@ -397,7 +453,7 @@ async fn dispatch(
         }
         return Ok(Dispatch::Finished(args));
     }
-    match tools.get(call.name.as_str()) {
+    match catalogue.tool(&call.name) {
         Some(tool) => tool.call(args, ctx).await.map(Dispatch::Done),
         // schema_of found it above, so it is here; answer like an unknown tool regardless.
         None => Err(ToolError::InvalidArguments(format!(
@@ -441,7 +497,7 @@ fn skeleton(schema: &Value) -> String {
     Value::Object(out).to_string()
 }
 
-fn corrective_message(available: &[&str], finish_schema: &Value) -> String {
+fn corrective_message(available: &[String], finish_schema: &Value) -> String {
     format!(
         "You answered in plain text, but this task is done only through tool calls. Use the tools ({}) to do the work, then call finish_task with arguments like {}. If the work is already done, call finish_task now.",
         available.join(", "),

@@ -14,6 +14,8 @@
 //! - [`recruit`]: who works on a prompt: whole-word keyword routing with a greedy set
 //!   cover, or the routing model with a validated answer and keyword fallback.
 //! - [`models`]: choosing a model from what a server offers (pure).
+//! - [`lazy`]: progressive tool loading: `search_tools` and `load_tool_schema` in front of a
+//!   member's tools.
 //! - [`live`]: the runs in flight in this process, with their cancellation tokens and event
 //!   buffers, so the HTTP API can follow, resume and cancel runs by id.
 //!
@@ -23,6 +25,7 @@
 pub mod engine;
 mod error;
 pub mod execute;
+pub mod lazy;
 pub mod live;
 pub mod models;
 pub mod ports;
@@ -33,5 +36,6 @@ pub mod typed;
 pub use error::CoreError;
 pub use ports::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
-    RunObserver, RunStore, RunSummary, StoreError, Tool, ToolContext, ToolError,
+    RunObserver, RunStore, RunSummary, StaticTools, StoreError, Tool, ToolContext, ToolError,
+    ToolNotice, ToolSource, Withheld,
 };

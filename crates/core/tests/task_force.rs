@@ -153,6 +153,7 @@ fn specialist(id: &str) -> SpecialistSpec {
         may_write: true,
         needs_network: false,
         limitations: vec![],
+        tooling: Default::default(),
     }
 }
 
@@ -160,6 +161,7 @@ fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
     Member {
         specialist: specialist(id),
         tools: vec![list_files()],
+        sources: Vec::new(),
         chat,
         model_key: format!("{id}-key"),
         model: ModelParams {

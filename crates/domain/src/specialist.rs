@@ -44,6 +44,9 @@ pub struct SpecialistSpec {
     /// (e.g. a capability that waits for a later feature).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limitations: Vec<String>,
+    /// MCP servers, lazy tool loading and delegation (all off by default).
+    #[serde(default)]
+    pub tooling: crate::Tooling,
 }
 
 fn yes() -> bool {

@@ -40,6 +40,7 @@ pub(crate) struct TaskRequest {
 pub(crate) struct PreparedMember {
     specialist: SpecialistSpec,
     tools: Vec<Arc<dyn fabric_core::Tool>>,
+    sources: Vec<Arc<dyn fabric_core::ToolSource>>,
     chat: Arc<dyn ChatClient>,
     model_key: String,
     model: ModelParams,
@@ -69,6 +70,7 @@ impl PreparedTask {
                 .map(|m| Member {
                     specialist: m.specialist.clone(),
                     tools: m.tools.clone(),
+                    sources: m.sources.clone(),
                     chat: m.chat.as_ref(),
                     model_key: m.model_key.clone(),
                     model: m.model.clone(),
@@ -178,9 +180,11 @@ pub(crate) async fn prepare(
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("internal: no client for `{model_key}`"))?;
         let tools = wiring::tools_for(&specialist, settings)?;
+        let sources = wiring::sources_for(&specialist);
         members.push(PreparedMember {
             specialist,
             tools,
+            sources,
             chat,
             model_key,
             model: ModelParams {

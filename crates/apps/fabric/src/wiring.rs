@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use fabric_config::{Backend, LoadOptions, ModelConfig, SearchProvider, Settings};
-use fabric_core::{ChatClient, Tool};
+use fabric_core::{ChatClient, Tool, ToolSource};
 use fabric_domain::SpecialistSpec;
 use fabric_store_fs::FsRunStore;
 use fabric_tools::{
@@ -39,6 +39,16 @@ pub(crate) fn chat_client(model: &ModelConfig) -> anyhow::Result<Arc<dyn ChatCli
     };
     fabric_llm::build_client(backend, &http, Some(model.num_ctx))
         .with_context(|| format!("setting up the client for {}", model.base_url))
+}
+
+/// The tool sources of a specialist that grow while a run goes on: its MCP servers, started
+/// when the run starts and stopped when it ends.
+pub(crate) fn sources_for(specialist: &SpecialistSpec) -> Vec<Arc<dyn ToolSource>> {
+    let mut sources: Vec<Arc<dyn ToolSource>> = Vec::new();
+    if !specialist.tooling.mcp_servers.is_empty() {
+        sources.push(Arc::new(fabric_mcp::McpTools::new(specialist)));
+    }
+    sources
 }
 
 /// The tools a specialist may use, built from the settings' tool policy.
@@ -83,12 +93,21 @@ pub(crate) fn tools_for(
         .tools
         .iter()
         .partition(|name| fabric_domain::is_tool_pattern(name));
-    if !patterns.is_empty() {
-        // Patterns name MCP tools; until MCP servers are connected they match nothing.
+    let servers = &specialist.tooling.mcp_servers;
+    let unmatched: Vec<&&String> = patterns
+        .iter()
+        .filter(|p| {
+            !servers
+                .iter()
+                .any(|s| p.starts_with(&format!("mcp__{}__", s.name)))
+        })
+        .collect();
+    if !unmatched.is_empty() {
+        // A pattern naming a server the specialist does not declare can match nothing.
         tracing::warn!(
             specialist = %specialist.id,
-            ?patterns,
-            "tool patterns match no tools yet: MCP servers are not connected in this version"
+            ?unmatched,
+            "tool patterns name MCP servers this specialist does not declare in `mcp_servers`"
         );
     }
     names

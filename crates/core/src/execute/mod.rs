@@ -10,6 +10,7 @@
 
 mod merge;
 mod team;
+mod toolset;
 
 use fabric_domain::{RunId, RunStatus, SpecialistSpec, Usage};
 use serde_json::Value;
@@ -19,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::CoreError;
 use crate::engine::ModelParams;
-use crate::ports::{ChatClient, NewRun, RunObserver, RunStore, Tool};
+use crate::ports::{ChatClient, NewRun, RunObserver, RunStore, Tool, ToolSource};
 use crate::recruit::RoutingCall;
 
 pub use merge::HANDOFF_END;
@@ -81,6 +82,9 @@ pub struct Member<'a> {
     pub specialist: SpecialistSpec,
     /// Its tools (filtered like [`Task::tools`]).
     pub tools: Vec<Arc<dyn Tool>>,
+    /// Tools that arrive while the run goes on (MCP servers, delegation), filtered by the
+    /// same rules and read by the loop between steps.
+    pub sources: Vec<Arc<dyn ToolSource>>,
     /// The client of its model.
     pub chat: &'a dyn ChatClient,
     /// Its model key.
@@ -164,6 +168,7 @@ pub async fn run_task(
         members: vec![Member {
             specialist: task.specialist,
             tools: task.tools,
+            sources: Vec::new(),
             chat,
             model_key: task.model_key,
             model: task.model,

@@ -2,10 +2,12 @@
 
 mod chat;
 mod observer;
+mod source;
 mod store;
 mod tool;
 
 pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
 pub use observer::{NoopObserver, RunObserver};
+pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};
 pub use store::{NewRun, RunLog, RunStore, RunSummary, StoreError};
 pub use tool::{Tool, ToolContext, ToolError};

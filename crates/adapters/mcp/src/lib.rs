@@ -1,0 +1,26 @@
+//! `fabric-mcp`: the Model Context Protocol for agent-fabric, on the official Rust SDK
+//! (`rmcp`).
+//!
+//! The client side: [`McpTools`] starts the MCP servers a specialist declares
+//! (`mcp_servers`: stdio child processes or streamable HTTP endpoints), concurrently and in
+//! the background, and offers their tools to the engine as `mcp__<server>__<tool>` through
+//! the core's [`ToolSource`](fabric_core::ToolSource) port. Each MCP tool is a
+//! [`Tool`](fabric_core::Tool) whose contract is built from the server's schema, so the
+//! loop treats it like any built-in tool. Servers that are slow, fail or crash become
+//! `mcp_server` runlog events and exact tool errors, never silently missing tools.
+//!
+//! Key decisions (docs/DECISIONS.md, ADR-030..): fresh servers per run (no state shared
+//! between runs), each stdio server in its own process group killed synchronously when the
+//! run's [`McpTools`] is dropped, MCP annotations read as hints that default to the safe side.
+//!
+//! Depends on `fabric-core`, `fabric-domain` and `fabric-config` only.
+
+mod connect;
+mod error;
+mod handler;
+mod source;
+mod stderr;
+mod tool;
+
+pub use error::McpError;
+pub use source::McpTools;
