@@ -65,6 +65,7 @@ impl TypedTool for ReadFileTool {
                 destructive: false,
                 needs_network: false,
             })
+            .plan(&["list_files"], &["write_file"])
     }
 
     async fn run(&self, input: ReadInput, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -149,6 +150,7 @@ impl TypedTool for WriteFileTool {
             destructive: true,
             needs_network: false,
         })
+        .plan(&["read_file"], &["read_file"])
     }
 
     async fn run(&self, input: WriteInput, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -219,6 +221,7 @@ impl TypedTool for ListFilesTool {
                 destructive: false,
                 needs_network: false,
             })
+            .plan(&[], &["read_file"])
     }
 
     async fn run(&self, input: ListInput, ctx: &ToolContext) -> Result<Value, ToolError> {
