@@ -116,6 +116,14 @@ impl Settings {
             for (i, tool) in specialist.tools.iter().enumerate() {
                 let problem = if is_tool_pattern(tool) {
                     check_tool_pattern(tool).err()
+                } else if let Some(rest) = tool.strip_prefix(fabric_domain::MCP_TOOL_PREFIX) {
+                    // One MCP tool by its full name: `mcp__<server>__<tool>`.
+                    match rest.split_once("__") {
+                        Some((server, name)) if !server.is_empty() && !name.is_empty() => None,
+                        _ => Some(format!(
+                            "`{tool}` is not an MCP tool name; expected `mcp__<server>__<tool>` or a pattern such as `mcp__github__*`"
+                        )),
+                    }
                 } else if known_tools.contains(&tool.as_str()) {
                     None
                 } else {

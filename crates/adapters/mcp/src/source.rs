@@ -9,9 +9,7 @@
 
 use async_trait::async_trait;
 use fabric_core::{Tool, ToolContext, ToolNotice, ToolSource};
-use fabric_domain::{
-    EventKind, MCP_TOOL_PREFIX, McpServerSpec, SpecialistSpec, is_tool_pattern, pattern_matches,
-};
+use fabric_domain::{EventKind, MCP_TOOL_PREFIX, McpServerSpec, SpecialistSpec, pattern_matches};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,7 +47,7 @@ struct Entry {
 /// What the server tasks and the tools share.
 pub(crate) struct Shared {
     entries: Mutex<BTreeMap<String, Entry>>,
-    /// The specialist's tool patterns (`mcp__github__get_*`).
+    /// The specialist's MCP tool names and patterns (`mcp__github__get_me`, `mcp__github__get_*`).
     patterns: Vec<String>,
     version: AtomicU64,
     notices: Mutex<VecDeque<ToolNotice>>,
@@ -205,7 +203,7 @@ impl McpTools {
                 patterns: specialist
                     .tools
                     .iter()
-                    .filter(|t| is_tool_pattern(t))
+                    .filter(|t| t.starts_with(MCP_TOOL_PREFIX))
                     .cloned()
                     .collect(),
                 version: AtomicU64::new(0),
@@ -267,10 +265,13 @@ async fn run_server(shared: Arc<Shared>, name: String) {
     if let Some(entry) = lock(&shared.entries).get_mut(&name) {
         entry.tools = tools;
         entry.connection = Some(connection);
-        entry.status.send_replace(Status::Ready);
     }
     shared.version.fetch_add(1, Ordering::AcqRel);
     shared.notice(&name, "ready", json!({"tools": names, "skipped": skipped}));
+    // Last, so a run waiting for this required server finds the notice already there.
+    if let Some(entry) = lock(&shared.entries).get(&name) {
+        entry.status.send_replace(Status::Ready);
+    }
 
     while changed_rx.recv().await.is_some() {
         match shared.list(&spec, &peer).await {
@@ -293,10 +294,10 @@ async fn run_server(shared: Arc<Shared>, name: String) {
 
 fn fail(shared: &Shared, name: &str, status: &str, error: String) {
     tracing::warn!(server = name, "{error}");
-    if let Some(entry) = lock(&shared.entries).get_mut(name) {
-        entry.status.send_replace(Status::Down(error.clone()));
-    }
     shared.notice(name, status, json!({"error": error}));
+    if let Some(entry) = lock(&shared.entries).get(name) {
+        entry.status.send_replace(Status::Down(error));
+    }
 }
 
 #[async_trait]

@@ -92,7 +92,7 @@ pub(crate) fn tools_for(
     let (patterns, names): (Vec<&String>, Vec<&String>) = specialist
         .tools
         .iter()
-        .partition(|name| fabric_domain::is_tool_pattern(name));
+        .partition(|name| name.starts_with(fabric_domain::MCP_TOOL_PREFIX));
     let servers = &specialist.tooling.mcp_servers;
     let unmatched: Vec<&&String> = patterns
         .iter()

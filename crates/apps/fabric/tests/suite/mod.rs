@@ -4,6 +4,7 @@ mod cli_errors;
 mod llm_failures;
 mod logs;
 mod loop_errors;
+mod mcp_client;
 mod recruit_and_models;
 mod run_basic;
 mod serve;
