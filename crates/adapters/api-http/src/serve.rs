@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-use crate::{ApiError, AppState, router};
+use crate::{ApiError, AppState, router_with};
 
 /// How long runs get to record their cancellation at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -17,7 +17,18 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
-    let app = router(state.clone());
+    serve_with(listener, state, axum::Router::new(), shutdown).await
+}
+
+/// Serves the API plus `extra` routes (e.g. MCP at `/mcp`), which sit behind the same
+/// bearer-token auth, until `shutdown` completes.
+pub async fn serve_with(
+    listener: TcpListener,
+    state: AppState,
+    extra: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ApiError> {
+    let app = router_with(state.clone(), extra);
     let runs = state.clone();
     let signal = async move {
         shutdown.await;

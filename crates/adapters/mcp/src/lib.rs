@@ -9,6 +9,10 @@
 //! loop treats it like any built-in tool. Servers that are slow, fail or crash become
 //! `mcp_server` runlog events and exact tool errors, never silently missing tools.
 //!
+//! The server side: [`FabricMcpServer`] offers `run_task`, `list_specialists` and `get_run`
+//! over stdio ([`serve_stdio`]) or streamable HTTP ([`http_service`]), doing the work
+//! through a [`FabricService`] the binary implements with its application function.
+//!
 //! Key decisions (docs/DECISIONS.md, ADR-030..): fresh servers per run (no state shared
 //! between runs), each stdio server in its own process group killed synchronously when the
 //! run's [`McpTools`] is dropped, MCP annotations read as hints that default to the safe side.
@@ -18,9 +22,14 @@
 mod connect;
 mod error;
 mod handler;
+mod server;
 mod source;
 mod stderr;
 mod tool;
 
 pub use error::McpError;
+pub use server::{
+    FabricMcpServer, FabricService, GetRunInput, NoInput, RunTaskInput, http_service, serve_stdio,
+    server_tools,
+};
 pub use source::McpTools;

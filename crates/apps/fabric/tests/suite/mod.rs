@@ -5,6 +5,7 @@ mod llm_failures;
 mod logs;
 mod loop_errors;
 mod mcp_client;
+mod mcp_server;
 mod recruit_and_models;
 mod run_basic;
 mod serve;
