@@ -89,6 +89,12 @@ impl Settings {
                 max_text_chars: 20_000,
                 max_redirects: 5,
             },
+            delegation: crate::settings::DelegationConfig {
+                max_depth: fabric_domain::DEFAULT_MAX_DELEGATION_DEPTH,
+                max_tokens: None,
+                timeout_s: None,
+                workspace: crate::settings::DelegationWorkspace::Separate,
+            },
         }
     }
 }

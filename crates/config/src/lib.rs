@@ -27,6 +27,7 @@ pub use dirs::{LoadOptions, user_specialist_dir};
 pub use error::ConfigError;
 pub use server::ServerConfig;
 pub use settings::{
-    Backend, FetchUrlConfig, ModelConfig, Routing, SearchProvider, Settings, ShellConfig,
-    SpecialistOrigin, SpecialistSource, TaskForceMode, WebSearchConfig,
+    Backend, DelegationConfig, DelegationWorkspace, FetchUrlConfig, ModelConfig, Routing,
+    SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource, TaskForceMode,
+    WebSearchConfig,
 };

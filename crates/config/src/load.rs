@@ -11,7 +11,8 @@ use crate::error::ConfigError;
 use crate::markdown::parse_markdown;
 use crate::raw::{RawConfig, RawFetchUrl, RawModel, RawSpecialist, RawWebSearch};
 use crate::settings::{
-    Backend, ModelConfig, Routing, SearchProvider, Settings, SpecialistSource, TaskForceMode,
+    Backend, DelegationWorkspace, ModelConfig, Routing, SearchProvider, Settings, SpecialistSource,
+    TaskForceMode,
 };
 
 impl Settings {
@@ -370,6 +371,30 @@ impl Merger {
         }
         if let Some(fetch) = raw.fetch_url {
             self.fetch_url(s, fetch)?;
+        }
+        if let Some(d) = raw.delegation {
+            let c = &mut s.delegation;
+            if let Some(v) = d.max_depth {
+                c.max_depth = self.range("delegation.max_depth", u64::from(v), 0, 5)? as u32;
+            }
+            if let Some(v) = d.max_tokens {
+                c.max_tokens = Some(self.range("delegation.max_tokens", v, 1, 100_000_000)?);
+            }
+            if let Some(v) = d.timeout_s {
+                c.timeout_s = Some(self.range("delegation.timeout_s", v, 1, 86_400)?);
+            }
+            if let Some(v) = d.workspace {
+                c.workspace = match v.as_str() {
+                    "separate" => DelegationWorkspace::Separate,
+                    "shared" => DelegationWorkspace::Shared,
+                    other => {
+                        return Err(self.invalid(
+                            "delegation.workspace",
+                            format!("must be `separate` or `shared`, got `{other}`"),
+                        ));
+                    }
+                };
+            }
         }
         Ok(())
     }

@@ -30,6 +30,16 @@ pub(crate) struct RawConfig {
     pub(crate) web_search: Option<RawWebSearch>,
     pub(crate) fetch_url: Option<RawFetchUrl>,
     pub(crate) server: Option<crate::server::RawServer>,
+    pub(crate) delegation: Option<RawDelegation>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDelegation {
+    pub(crate) max_depth: Option<u32>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) timeout_s: Option<u64>,
+    pub(crate) workspace: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -162,6 +162,10 @@ async fn run_steps(
             catalogue = Catalogue::build(source, &finish_spec);
         }
         let definitions = &catalogue.definitions;
+        // Every model call is paid from the budget the whole delegation tree shares.
+        if let Err(reason) = ctx.lineage.budget.take_step() {
+            return Ok(failed(RunStatus::BudgetExceeded, reason, step, usage));
+        }
         rec.emit(
             EventKind::LlmRequest,
             Some(step),
@@ -200,6 +204,7 @@ async fn run_steps(
         };
         if let Some(u) = response.usage {
             usage.add(u);
+            ctx.lineage.budget.charge_tokens(u.total_tokens);
         }
         rec.emit(
             EventKind::LlmResponse,

@@ -189,6 +189,7 @@ fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode, max_parallel: usize)
         max_parallel,
         max_steps: 5,
         network_allowed: false,
+        lineage: None,
     }
 }
 

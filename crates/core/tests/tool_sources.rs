@@ -227,6 +227,7 @@ async fn run(
         max_parallel: 1,
         max_steps: 6,
         network_allowed: false,
+        lineage: None,
     };
     fabric_core::execute::execute_task_force(store, force, &NoopObserver, CancellationToken::new())
         .await

@@ -107,7 +107,7 @@ pub struct RunResultDoc {
 pub struct RunMetaDoc {
     /// The run.
     pub run_id: String,
-    /// `completed`, `completed_without_finish`, `max_steps_exceeded`, `llm_error`,
+    /// `completed`, `completed_without_finish`, `max_steps_exceeded`, `budget_exceeded`, `llm_error`,
     /// `model_unsupported`, `cancelled` or `failed`.
     pub status: String,
     /// Why it failed, or how it completed when not through `finish_task`.
@@ -165,7 +165,7 @@ pub struct StatusView {
     #[schema(value_type = String)]
     pub run_id: RunId,
     /// `running`, or how it ended: `completed`, `completed_without_finish`,
-    /// `max_steps_exceeded`, `llm_error`, `model_unsupported`, `cancelled`, `failed`.
+    /// `max_steps_exceeded`, `budget_exceeded`, `llm_error`, `model_unsupported`, `cancelled`, `failed`.
     #[schema(value_type = String)]
     pub status: RunStatus,
     /// Whether this server is running it now (and can cancel it).
@@ -299,7 +299,7 @@ pub struct ListQuery {
     pub limit: Option<usize>,
     /// Only runs with this status (`running`, `completed`, `failed`, `cancelled`, ...).
     #[param(
-        pattern = "^(running|completed|completed_without_finish|max_steps_exceeded|llm_error|model_unsupported|cancelled|failed)$"
+        pattern = "^(running|completed|completed_without_finish|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed)$"
     )]
     pub status: Option<String>,
     /// Only runs older than this run id (the previous page's `next_before`).

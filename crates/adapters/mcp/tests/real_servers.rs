@@ -83,6 +83,7 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
         workspace: dir.to_path_buf(),
         network_allowed: false,
         cancel: CancellationToken::new(),
+        lineage: Default::default(),
     }
 }
 

@@ -5,6 +5,7 @@
 
 use fabric_config::{Routing, Settings, TaskForceMode};
 use fabric_core::ChatClient;
+use fabric_core::delegate::{Lineage, RunBudget};
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{self, Member, Recruitment, RunOutcome, TaskForce};
 use fabric_core::recruit::{self, LlmRouting, RoutingCall};
@@ -57,6 +58,8 @@ pub(crate) struct PreparedTask {
     max_parallel: usize,
     max_steps: u32,
     network_allowed: bool,
+    /// The delegation tree's budget, created with the task.
+    lineage: Lineage,
 }
 
 impl PreparedTask {
@@ -83,6 +86,7 @@ impl PreparedTask {
             max_parallel: self.max_parallel,
             max_steps: self.max_steps,
             network_allowed: self.network_allowed,
+            lineage: Some(self.lineage.clone()),
         }
     }
 
@@ -197,7 +201,18 @@ pub(crate) async fn prepare(
             model_reason: reason,
         });
     }
+    let max_steps = request.max_steps.unwrap_or(settings.max_steps);
+    let delegation = &settings.delegation;
+    // A person's run: each member's own step limit, together, is the whole tree's budget;
+    // delegated children are paid from it.
+    let budget = RunBudget::new(
+        delegation.max_depth,
+        Some(max_steps.saturating_mul(members.len() as u32)),
+        delegation.max_tokens,
+        delegation.timeout_s.map(Duration::from_secs),
+    );
     Ok(PreparedTask {
+        lineage: Lineage::root(Arc::new(budget)),
         prompt: request.prompt,
         members,
         recruitment,
@@ -207,7 +222,7 @@ pub(crate) async fn prepare(
             TaskForceMode::Parallel => execute::TaskForceMode::Parallel,
         },
         max_parallel: settings.task_force_max_parallel as usize,
-        max_steps: request.max_steps.unwrap_or(settings.max_steps),
+        max_steps,
         network_allowed: request.network_allowed.unwrap_or(settings.network_allowed),
     })
 }

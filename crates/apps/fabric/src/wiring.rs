@@ -11,6 +11,9 @@ use fabric_tools::{
 use std::sync::Arc;
 
 use crate::cli::Cli;
+use crate::delegate::CliChildRunner;
+use fabric_core::delegate::{AgentTool, ChildRunner};
+use fabric_core::typed::Typed;
 
 /// Loads the settings: defaults < config file < `FABRIC_WORKSPACE` / `--workspace`, and
 /// the specialists: built-in < user directory < `<workspace>/specialists` < config file.
@@ -110,12 +113,28 @@ pub(crate) fn tools_for(
             "tool patterns name MCP servers this specialist does not declare in `mcp_servers`"
         );
     }
-    names
+    let mut tools = names
         .into_iter()
         .map(|name| {
             fabric_tools::builtin_tool(name, &policy, &sandbox).with_context(|| {
                 format!("specialist `{}` names unknown tool `{name}`", specialist.id)
             })
         })
-        .collect()
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if !specialist.tooling.delegates.is_empty() {
+        let runner: Arc<dyn ChildRunner> = Arc::new(CliChildRunner {
+            settings: settings.clone(),
+        });
+        for id in &specialist.tooling.delegates {
+            let target = settings.specialist(id).with_context(|| {
+                format!("specialist `{}` delegates to unknown `{id}`", specialist.id)
+            })?;
+            tools.push(Arc::new(Typed::new(AgentTool::new(
+                id,
+                &target.description,
+                runner.clone(),
+            ))));
+        }
+    }
+    Ok(tools)
 }

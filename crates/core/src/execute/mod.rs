@@ -114,6 +114,9 @@ pub struct TaskForce<'a> {
     pub max_steps: u32,
     /// Whether tools may use the network.
     pub network_allowed: bool,
+    /// Where the run sits in its delegation tree and the budget the tree shares; `None`: a
+    /// run a person started, with a budget of `max_steps` per member.
+    pub lineage: Option<crate::delegate::Lineage>,
 }
 
 /// How a run ended.
@@ -180,6 +183,7 @@ pub async fn run_task(
         max_parallel: 1,
         max_steps: task.max_steps,
         network_allowed: task.network_allowed,
+        lineage: None,
     };
     run_task_force(run, force, observer, cancel).await
 }

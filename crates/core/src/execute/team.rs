@@ -12,6 +12,7 @@ use super::merge::{
 use super::toolset::{MemberTools, split_allowed};
 use super::{Member, RunOutcome, TaskForce, TaskForceMode};
 use crate::CoreError;
+use crate::delegate::{Lineage, RunBudget};
 use crate::engine::{LoopInput, LoopOutcome, run_loop};
 use crate::lazy::LazyTools;
 use crate::ports::{NewRun, RunObserver, StoreError, ToolContext, ToolSource};
@@ -55,6 +56,16 @@ pub(super) async fn run(
         "single"
     };
     let first = &members[0];
+    let lineage = force.lineage.clone().unwrap_or_else(|| {
+        // A run a person started: its own steps, per member, are the whole tree's budget.
+        let steps = force.max_steps.saturating_mul(members.len() as u32);
+        Lineage::root(Arc::new(RunBudget::new(
+            fabric_domain::DEFAULT_MAX_DELEGATION_DEPTH,
+            Some(steps),
+            None,
+            None,
+        )))
+    });
 
     rec.emit(
         EventKind::RunStart,
@@ -68,6 +79,8 @@ pub(super) async fn run(
             "max_steps": force.max_steps,
             "network_allowed": network_allowed,
             "workspace": run.workspace,
+            "parent_run_id": lineage.parent_run_id,
+            "depth": lineage.depth,
         }),
     )
     .await?;
@@ -94,6 +107,7 @@ pub(super) async fn run(
         workspace: run.workspace.clone(),
         network_allowed,
         cancel,
+        lineage,
     };
     let shared = Shared {
         prompt: &force.prompt,

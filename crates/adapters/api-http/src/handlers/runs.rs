@@ -90,7 +90,7 @@ pub(crate) async fn list_runs(
             serde_json::from_value::<RunStatus>(serde_json::Value::String(s.to_owned())).map_err(
                 |_| {
                     ApiError::InvalidParameter(format!(
-                        "`status` must be one of running, completed, completed_without_finish, max_steps_exceeded, llm_error, model_unsupported, cancelled, failed; got `{s}`"
+                        "`status` must be one of running, completed, completed_without_finish, max_steps_exceeded, budget_exceeded, llm_error, model_unsupported, cancelled, failed; got `{s}`"
                     ))
                 },
             )

@@ -1,6 +1,7 @@
 mod fixture;
 
 mod cli_errors;
+mod delegation;
 mod llm_failures;
 mod logs;
 mod loop_errors;
