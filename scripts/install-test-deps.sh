@@ -3,8 +3,7 @@
 # into $FABRIC_TEST_DEPS (default $HOME/.cache/agent-fabric/test-deps); nothing is installed
 # globally. Idempotent: a second run with the same versions does nothing.
 #
-#   npm:  @modelcontextprotocol/server-everything, @modelcontextprotocol/server-filesystem,
-#         @modelcontextprotocol/conformance
+#   npm:  @modelcontextprotocol/server-everything, @modelcontextprotocol/server-filesystem
 #   PyPI: mcp (the official Python SDK), in a venv, to drive `fabric mcp` from outside
 #
 # The tests find the install through the same variable and skip with a message naming this
@@ -14,9 +13,8 @@ set -euo pipefail
 DEPS="${FABRIC_TEST_DEPS:-$HOME/.cache/agent-fabric/test-deps}"
 EVERYTHING_VERSION=2026.8.31
 FILESYSTEM_VERSION=2026.8.31
-CONFORMANCE_VERSION=0.1.16
 PY_MCP_VERSION=2.3.0
-STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION conformance=$CONFORMANCE_VERSION mcp=$PY_MCP_VERSION"
+STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION"
 
 mkdir -p "$DEPS"
 if [[ -f "$DEPS/.installed" && "$(cat "$DEPS/.installed")" == "$STAMP" ]]; then
@@ -34,8 +32,9 @@ mkdir -p "$DEPS/node"
   [[ -f package.json ]] || echo '{"name": "fabric-test-deps", "private": true}' > package.json
   npm install --no-audit --no-fund --loglevel=error \
       "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
-      "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION" \
-      "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" )
+      "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION" )
+# The official conformance suite (@modelcontextprotocol/conformance 0.1.16) needs Node 22
+# (`fs.globSync`); with Node 20 it does not start, so it is not installed here (docs/MCP.md).
 
 echo "== python mcp into $DEPS/venv"
 python3 -m venv "$DEPS/venv"

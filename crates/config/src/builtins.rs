@@ -191,8 +191,9 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             limitations: words(&[
                 "Searching past runs needs the run index, which does not exist yet; until then \
                  this specialist searches the web and the run's workspace only.",
-                "Internal sources (GitHub, wikis, trackers) come through MCP servers, which are \
-                 not connected yet; add tool patterns such as `mcp__github__*` once they are.",
+                "Internal sources (GitHub, wikis, trackers) come through MCP servers: none is \
+                 configured by default; add them with `mcp_servers` and tools such as \
+                 `mcp__github__*` (docs/MCP.md).",
             ]),
             tooling: Default::default(),
         },

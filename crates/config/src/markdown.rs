@@ -32,7 +32,7 @@ pub(crate) const IGNORED_KEYS: &[(&str, bool, &str)] = &[
     (
         "extensions",
         true,
-        "goose extensions (MCP servers) are configured in agent-fabric's config, not per specialist",
+        "goose extensions are not read; declare MCP servers with `mcp_servers` (docs/MCP.md)",
     ),
     (
         "parameters",

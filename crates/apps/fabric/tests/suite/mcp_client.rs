@@ -34,15 +34,27 @@ fn everything() -> Option<String> {
     None
 }
 
+/// Whether a process holding `marker` on its command line is still there after up to 5 s
+/// (a killed process takes a moment to go, longer on a loaded machine).
 fn alive_with(marker: &str) -> bool {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
+    let present = || {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+            })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while present() {
+        if std::time::Instant::now() > deadline {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
 }
 
 fn write_specialist(fx: &Fixture, body: &str) {
