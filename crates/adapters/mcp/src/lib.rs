@@ -17,7 +17,7 @@
 //! between runs), each stdio server in its own process group killed synchronously when the
 //! run's [`McpTools`] is dropped, MCP annotations read as hints that default to the safe side.
 //!
-//! Depends on `fabric-core`, `fabric-domain` and `fabric-config` only.
+//! Depends on `fabric-core` and `fabric-domain` only.
 
 mod connect;
 mod error;

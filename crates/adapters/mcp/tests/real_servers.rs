@@ -458,3 +458,99 @@ fn marker_of(spec: &SpecialistSpec) -> String {
         McpTransport::Http { url, .. } => url.clone(),
     }
 }
+
+/// A free port on the loopback interface.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_server_is_reached_with_its_headers() {
+    let Some(deps) = deps() else { return };
+    let port = free_port();
+    let mut server = tokio::process::Command::new("node")
+        .arg(node_module(&deps, "server-everything"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "server-everything did not listen on {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let spec = McpServerSpec {
+        name: "web".into(),
+        transport: McpTransport::Http {
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            headers: [("x-fabric-test".to_owned(), "1".to_owned())].into(),
+            bearer_token_env: Some("PATH".into()),
+        },
+        required: true,
+        startup_timeout_s: 30,
+        call_timeout_s: 30,
+    };
+    let source = McpTools::new(&specialist(vec![spec], &["mcp__web__echo"]));
+    let ctx = ctx(dir.path());
+    source.start(&ctx).await.unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = source
+        .tools()
+        .iter()
+        .map(|t| t.spec().name.clone())
+        .collect();
+    assert_eq!(names, ["mcp__web__echo"]);
+    let echoed = call(
+        &source,
+        "mcp__web__echo",
+        json!({"message": "over http"}),
+        &ctx,
+    )
+    .await;
+    assert!(
+        echoed
+            .as_ref()
+            .is_ok_and(|v| v.as_str().unwrap_or("").contains("over http")),
+        "{echoed:?}"
+    );
+    drop(source);
+    let _ = server.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_variable_that_is_not_set_is_a_clear_failure() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let spec = McpServerSpec {
+        name: "web".into(),
+        transport: McpTransport::Http {
+            url: "http://127.0.0.1:9/mcp".into(),
+            headers: Default::default(),
+            bearer_token_env: Some("FABRIC_TEST_SURELY_UNSET_TOKEN".into()),
+        },
+        required: true,
+        startup_timeout_s: 5,
+        call_timeout_s: 5,
+    };
+    let source = McpTools::new(&specialist(vec![spec], &[]));
+    let err = source
+        .start(&ctx(dir.path()))
+        .await
+        .err()
+        .unwrap_or_default();
+    assert!(
+        err.contains("`FABRIC_TEST_SURELY_UNSET_TOKEN` is not set"),
+        "{err}"
+    );
+}

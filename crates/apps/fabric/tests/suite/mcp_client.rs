@@ -241,3 +241,77 @@ Work.
         .collect();
     assert_eq!(statuses, ["starting", "failed"]);
 }
+
+#[tokio::test]
+async fn cancelling_a_run_stops_its_servers() {
+    let mut slow = Turn::tool_call("finish_task", json!({"summary": "too late"}));
+    slow.delay_ms = Some(30_000);
+    let fx = Fixture::new(vec![slow]).await;
+    let marker = format!("fabric-e2e-cancel-{}", std::process::id());
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../adapters/mcp/tests/fixtures/crash_server.js");
+    write_specialist(
+        &fx,
+        &format!(
+            "---
+name: mcp_user
+description: Has a server up while the model thinks.
+tools: [list_files]
+mcp_servers:
+  - name: crashy
+    command: node
+    args: [{}, {marker}]
+    required: true
+---
+Work.
+",
+            script.display()
+        ),
+    );
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_fabric"))
+        .args(["run", "wait", "--pack", "mcp_user", "--json", "--config"])
+        .arg(&fx.config)
+        .arg("--workspace")
+        .arg(fx.workspace_root())
+        .current_dir(fx.dir.path())
+        .env("XDG_CONFIG_HOME", fx.dir.path().join("xdg"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("fabric starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let up = || {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+            })
+    };
+    while !up() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Ctrl-C: the run is cancelled while the model "thinks".
+    let pid = child.id().expect("pid");
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait())
+        .await
+        .expect("fabric stopped after Ctrl-C")
+        .expect("exit status");
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        !alive_with(&marker),
+        "the server outlived the cancelled run"
+    );
+}
