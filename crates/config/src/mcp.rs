@@ -118,7 +118,7 @@ fn check_server(s: RawMcpServer, at: &dyn Fn(&str) -> String) -> Result<McpServe
                 cwd: s.cwd.map(|c| expand_home(&c)),
             }
         }
-        "http" => {
+        "http" | "sse" => {
             for (field, set) in [
                 ("command", s.command.is_some()),
                 ("args", s.args.is_some()),
@@ -150,17 +150,20 @@ fn check_server(s: RawMcpServer, at: &dyn Fn(&str) -> String) -> Result<McpServe
             if let Some(name) = &s.bearer_token_env {
                 check_env_names(std::slice::from_ref(name), &at("bearer_token_env"))?;
             }
-            McpTransport::Http {
-                url,
-                headers: s.headers.unwrap_or_default(),
-                bearer_token_env: s.bearer_token_env,
+            let headers = s.headers.unwrap_or_default();
+            if kind == "sse" {
+                McpTransport::Sse {
+                    url,
+                    headers,
+                    bearer_token_env: s.bearer_token_env,
+                }
+            } else {
+                McpTransport::Http {
+                    url,
+                    headers,
+                    bearer_token_env: s.bearer_token_env,
+                }
             }
-        }
-        "sse" => {
-            return Err((
-                at("transport"),
-                "legacy HTTP+SSE servers are not supported yet; use the server's streamable HTTP endpoint (`transport: http`) or run it over stdio".to_owned(),
-            ));
         }
         other => {
             return Err((
@@ -267,7 +270,7 @@ mod tests {
                 "mcp_servers[0].url",
             ),
             (
-                server(|s| s.transport = Some("sse".into())),
+                server(|s| s.transport = Some("ws".into())),
                 "mcp_servers[0].transport",
             ),
             (

@@ -94,6 +94,18 @@ pub enum McpTransport {
         #[serde(default)]
         bearer_token_env: Option<String>,
     },
+    /// A legacy HTTP+SSE endpoint (MCP 2024-11-05): an SSE stream from `url` names the
+    /// address messages are posted to.
+    Sse {
+        /// The SSE endpoint, e.g. `http://localhost:3001/sse`.
+        url: String,
+        /// Headers sent with every request (values written in the config).
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        /// Name of the variable holding a bearer token, sent as `Authorization: Bearer`.
+        #[serde(default)]
+        bearer_token_env: Option<String>,
+    },
 }
 
 impl McpTransport {
@@ -102,6 +114,7 @@ impl McpTransport {
         match self {
             Self::Stdio { .. } => "stdio",
             Self::Http { .. } => "http",
+            Self::Sse { .. } => "sse",
         }
     }
 }

@@ -110,29 +110,51 @@ pub(crate) async fn connect(
                 _guard: guard,
             })
         }
+        McpTransport::Sse {
+            url,
+            headers,
+            bearer_token_env,
+        } => {
+            let mut map = reqwest::header::HeaderMap::new();
+            for (name, value) in header_pairs(spec, headers, bearer_token_env.as_deref())? {
+                map.insert(name, value);
+            }
+            let (sink, stream) = crate::sse_legacy::open(reqwest::Client::new(), url, map)
+                .await
+                .map_err(|detail| McpError::Initialize {
+                    server: spec.name.clone(),
+                    detail,
+                })?;
+            let service =
+                handler
+                    .serve((sink, stream))
+                    .await
+                    .map_err(|e| McpError::Initialize {
+                        server: spec.name.clone(),
+                        detail: e.to_string(),
+                    })?;
+            Ok(Connection {
+                service,
+                _guard: None,
+            })
+        }
         McpTransport::Http {
             url,
             headers,
             bearer_token_env,
         } => {
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            let mut custom = HashMap::new();
+            for (name, value) in header_pairs(spec, headers, None)? {
+                custom.insert(name, value);
+            }
             if let Some(name) = bearer_token_env {
+                // rmcp adds the `Bearer ` prefix itself.
                 let token = std::env::var(name).map_err(|_| McpError::MissingEnv {
                     server: spec.name.clone(),
                     name: name.clone(),
                 })?;
                 config = config.auth_header(token);
-            }
-            let mut custom = HashMap::new();
-            for (name, value) in headers {
-                let bad = || McpError::BadHeader {
-                    server: spec.name.clone(),
-                    name: name.clone(),
-                };
-                let name =
-                    reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
-                let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| bad())?;
-                custom.insert(name, value);
             }
             config = config.custom_headers(custom);
             let transport =
@@ -150,4 +172,33 @@ pub(crate) async fn connect(
             })
         }
     }
+}
+
+/// The configured headers plus `Authorization: Bearer` from the token variable.
+fn header_pairs(
+    spec: &McpServerSpec,
+    headers: &std::collections::BTreeMap<String, String>,
+    bearer_token_env: Option<&str>,
+) -> Result<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>, McpError> {
+    let bad = |name: &str| McpError::BadHeader {
+        server: spec.name.clone(),
+        name: name.to_owned(),
+    };
+    let mut pairs = Vec::new();
+    for (name, value) in headers {
+        let header =
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad(name))?;
+        let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| bad(name))?;
+        pairs.push((header, value));
+    }
+    if let Some(var) = bearer_token_env {
+        let token = std::env::var(var).map_err(|_| McpError::MissingEnv {
+            server: spec.name.clone(),
+            name: var.to_owned(),
+        })?;
+        let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| bad("authorization"))?;
+        pairs.push((reqwest::header::AUTHORIZATION, value));
+    }
+    Ok(pairs)
 }

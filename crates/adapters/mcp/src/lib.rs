@@ -2,7 +2,8 @@
 //! (`rmcp`).
 //!
 //! The client side: [`McpTools`] starts the MCP servers a specialist declares
-//! (`mcp_servers`: stdio child processes or streamable HTTP endpoints), concurrently and in
+//! (`mcp_servers`: stdio child processes, streamable HTTP endpoints, or legacy HTTP+SSE
+//! endpoints through a small client of our own), concurrently and in
 //! the background, and offers their tools to the engine as `mcp__<server>__<tool>` through
 //! the core's [`ToolSource`](fabric_core::ToolSource) port. Each MCP tool is a
 //! [`Tool`](fabric_core::Tool) whose contract is built from the server's schema, so the
@@ -24,6 +25,7 @@ mod error;
 mod handler;
 mod server;
 mod source;
+mod sse_legacy;
 mod stderr;
 mod tool;
 

@@ -455,7 +455,7 @@ fn a_panic_in_the_run_still_kills_the_server() {
 fn marker_of(spec: &SpecialistSpec) -> String {
     match &spec.tooling.mcp_servers[0].transport {
         McpTransport::Stdio { args, .. } => args[1].clone(),
-        McpTransport::Http { url, .. } => url.clone(),
+        McpTransport::Http { url, .. } | McpTransport::Sse { url, .. } => url.clone(),
     }
 }
 
@@ -467,13 +467,12 @@ fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_streamable_http_server_is_reached_with_its_headers() {
-    let Some(deps) = deps() else { return };
+/// server-everything in one of its HTTP modes on a free port, once it listens.
+async fn everything_over_http(deps: &std::path::Path, mode: &str) -> (tokio::process::Child, u16) {
     let port = free_port();
-    let mut server = tokio::process::Command::new("node")
-        .arg(node_module(&deps, "server-everything"))
-        .arg("streamableHttp")
+    let server = tokio::process::Command::new("node")
+        .arg(node_module(deps, "server-everything"))
+        .arg(mode)
         .env("PORT", port.to_string())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -491,6 +490,54 @@ async fn a_streamable_http_server_is_reached_with_its_headers() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    (server, port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_sse_server_is_reached_through_our_own_client() {
+    let Some(deps) = deps() else { return };
+    let (mut server, port) = everything_over_http(&deps, "sse").await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let spec = McpServerSpec {
+        name: "old".into(),
+        transport: McpTransport::Sse {
+            url: format!("http://127.0.0.1:{port}/sse"),
+            headers: Default::default(),
+            bearer_token_env: None,
+        },
+        required: true,
+        startup_timeout_s: 30,
+        call_timeout_s: 30,
+    };
+    let source = McpTools::new(&specialist(vec![spec], &[]));
+    let ctx = ctx(dir.path());
+    source.start(&ctx).await.unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = source
+        .tools()
+        .iter()
+        .map(|t| t.spec().name.clone())
+        .collect();
+    assert!(names.contains(&"mcp__old__get-sum".to_owned()), "{names:?}");
+    let sum = call(
+        &source,
+        "mcp__old__get-sum",
+        json!({"a": 20, "b": 22}),
+        &ctx,
+    )
+    .await;
+    assert!(
+        sum.as_ref()
+            .is_ok_and(|v| v.as_str().unwrap_or("").contains("42")),
+        "{sum:?}"
+    );
+    drop(source);
+    let _ = server.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_server_is_reached_with_its_headers() {
+    let Some(deps) = deps() else { return };
+    let (mut server, port) = everything_over_http(&deps, "streamableHttp").await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let spec = McpServerSpec {
         name: "web".into(),
