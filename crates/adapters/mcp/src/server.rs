@@ -232,15 +232,21 @@ pub async fn serve_stdio(server: FabricMcpServer) -> Result<(), String> {
 }
 
 /// The streamable HTTP service of `server`, to mount at `/mcp`; `cancel` ends its streams
-/// at shutdown.
+/// at shutdown. rmcp accepts only loopback `Host` headers by default (DNS-rebinding
+/// protection); `any_host` lifts that for a server bound to another address, which the
+/// binary allows only behind a bearer token that a rebinding page cannot send.
 pub fn http_service(
     server: FabricMcpServer,
     cancel: CancellationToken,
+    any_host: bool,
 ) -> rmcp::transport::StreamableHttpService<
     FabricMcpServer,
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
 > {
     let mut config = rmcp::transport::StreamableHttpServerConfig::default();
+    if any_host {
+        config = config.disable_allowed_hosts();
+    }
     config.cancellation_token = cancel;
     rmcp::transport::StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config)
 }
