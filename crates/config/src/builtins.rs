@@ -132,6 +132,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             may_write: true,
             needs_network: false,
             limitations: Vec::new(),
+            tooling: Default::default(),
         },
         SpecialistSpec {
             container_image: None,
@@ -163,6 +164,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             may_write: true,
             needs_network: true,
             limitations: Vec::new(),
+            tooling: Default::default(),
         },
         SpecialistSpec {
             container_image: None,
@@ -192,9 +194,11 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             limitations: words(&[
                 "Searching past runs needs the run index, which does not exist yet; until then \
                  this specialist searches the web and the run's workspace only.",
-                "Internal sources (GitHub, wikis, trackers) come through MCP servers, which are \
-                 not connected yet; add tool patterns such as `mcp__github__*` once they are.",
+                "Internal sources (GitHub, wikis, trackers) come through MCP servers: none is \
+                 configured by default; add them with `mcp_servers` and tools such as \
+                 `mcp__github__*` (docs/MCP.md).",
             ]),
+            tooling: Default::default(),
         },
     ]
 }

@@ -92,6 +92,12 @@ impl Settings {
             sandbox: crate::SandboxConfig::default(),
             protected_paths: crate::security::default_protected_paths(),
             network: crate::NetworkConfig::default(),
+            delegation: crate::settings::DelegationConfig {
+                max_depth: fabric_domain::DEFAULT_MAX_DELEGATION_DEPTH,
+                max_tokens: None,
+                timeout_s: None,
+                workspace: crate::settings::DelegationWorkspace::Separate,
+            },
         }
     }
 }

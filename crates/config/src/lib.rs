@@ -17,6 +17,7 @@ mod dirs;
 mod error;
 mod load;
 mod markdown;
+mod mcp;
 mod raw;
 mod security;
 mod server;
@@ -28,6 +29,7 @@ pub use error::ConfigError;
 pub use security::{NetworkConfig, SandboxConfig, SandboxLimits, SandboxMode};
 pub use server::ServerConfig;
 pub use settings::{
-    Backend, FetchUrlConfig, ModelConfig, Routing, SearchProvider, Settings, ShellConfig,
-    SpecialistOrigin, SpecialistSource, TaskForceMode, WebSearchConfig,
+    Backend, DelegationConfig, DelegationWorkspace, FetchUrlConfig, ModelConfig, Routing,
+    SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource, TaskForceMode,
+    WebSearchConfig,
 };

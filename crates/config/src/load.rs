@@ -12,7 +12,8 @@ use crate::error::ConfigError;
 use crate::markdown::parse_markdown;
 use crate::raw::{RawConfig, RawFetchUrl, RawModel, RawSpecialist, RawWebSearch};
 use crate::settings::{
-    Backend, ModelConfig, Routing, SearchProvider, Settings, SpecialistSource, TaskForceMode,
+    Backend, DelegationWorkspace, ModelConfig, Routing, SearchProvider, Settings, SpecialistSource,
+    TaskForceMode,
 };
 
 impl Settings {
@@ -117,6 +118,14 @@ impl Settings {
             for (i, tool) in specialist.tools.iter().enumerate() {
                 let problem = if is_tool_pattern(tool) {
                     check_tool_pattern(tool).err()
+                } else if let Some(rest) = tool.strip_prefix(fabric_domain::MCP_TOOL_PREFIX) {
+                    // One MCP tool by its full name: `mcp__<server>__<tool>`.
+                    match rest.split_once("__") {
+                        Some((server, name)) if !server.is_empty() && !name.is_empty() => None,
+                        _ => Some(format!(
+                            "`{tool}` is not an MCP tool name; expected `mcp__<server>__<tool>` or a pattern such as `mcp__github__*`"
+                        )),
+                    }
                 } else if known_tools.contains(&tool.as_str()) {
                     None
                 } else {
@@ -392,6 +401,30 @@ impl Merger {
                 s.network.allow_hosts = hosts;
             }
         }
+        if let Some(d) = raw.delegation {
+            let c = &mut s.delegation;
+            if let Some(v) = d.max_depth {
+                c.max_depth = self.range("delegation.max_depth", u64::from(v), 0, 5)? as u32;
+            }
+            if let Some(v) = d.max_tokens {
+                c.max_tokens = Some(self.range("delegation.max_tokens", v, 1, 100_000_000)?);
+            }
+            if let Some(v) = d.timeout_s {
+                c.timeout_s = Some(self.range("delegation.timeout_s", v, 1, 86_400)?);
+            }
+            if let Some(v) = d.workspace {
+                c.workspace = match v.as_str() {
+                    "separate" => DelegationWorkspace::Separate,
+                    "shared" => DelegationWorkspace::Shared,
+                    other => {
+                        return Err(self.invalid(
+                            "delegation.workspace",
+                            format!("must be `separate` or `shared`, got `{other}`"),
+                        ));
+                    }
+                };
+            }
+        }
         Ok(())
     }
 
@@ -660,6 +693,7 @@ impl Merger {
                 may_write: true,
                 needs_network: false,
                 limitations: Vec::new(),
+                tooling: Default::default(),
             },
         };
         if let Some(v) = raw.description {
@@ -705,6 +739,17 @@ impl Merger {
         if let Some(v) = raw.needs_network {
             spec.needs_network = v;
         }
+        if let Some(servers) = raw.mcp_servers {
+            spec.tooling.mcp_servers = crate::mcp::check_servers(servers)
+                .map_err(|(key, detail)| self.invalid(at(&key), detail))?;
+        }
+        if let Some(v) = raw.tool_loading {
+            spec.tooling.tool_loading = crate::mcp::check_tool_loading(&v)
+                .map_err(|detail| self.invalid(at("tool_loading"), detail))?;
+        }
+        if let Some(v) = raw.delegates {
+            spec.tooling.delegates = v;
+        }
         match existing {
             Some(i) => s.specialists[i] = Arc::new(spec),
             None => s.specialists.push(Arc::new(spec)),
@@ -744,6 +789,23 @@ impl Merger {
             ));
         }
         for spec in &s.specialists {
+            for (i, id) in spec.tooling.delegates.iter().enumerate() {
+                let problem = if *id == spec.id {
+                    Some("a specialist cannot delegate to itself".to_owned())
+                } else if s.specialist(id).is_none() {
+                    Some(format!(
+                        "no specialist `{id}`; the specialists are: {}",
+                        s.specialist_ids().join(", ")
+                    ))
+                } else {
+                    None
+                };
+                if let Some(detail) = problem {
+                    return Err(
+                        self.invalid(format!("specialists.{}.delegates[{i}]", spec.id), detail)
+                    );
+                }
+            }
             if let Some(key) = &spec.model_key
                 && !s.models.contains_key(key)
             {

@@ -32,7 +32,7 @@ pub(crate) const IGNORED_KEYS: &[(&str, bool, &str)] = &[
     (
         "extensions",
         true,
-        "goose extensions (MCP servers) are configured in agent-fabric's config, not per specialist",
+        "goose extensions are not read; declare MCP servers with `mcp_servers` (docs/MCP.md)",
     ),
     (
         "parameters",
@@ -155,6 +155,9 @@ struct FrontMatter {
     needs_network: Option<bool>,
     limitations: Option<Vec<String>>,
     container_image: Option<String>,
+    mcp_servers: Option<Vec<crate::mcp::RawMcpServer>>,
+    tool_loading: Option<String>,
+    delegates: Option<Vec<String>>,
 }
 
 struct Source<'a> {
@@ -319,6 +322,9 @@ fn build(
             needs_network: fm.needs_network,
             limitations: fm.limitations,
             container_image: fm.container_image,
+            mcp_servers: fm.mcp_servers,
+            tool_loading: fm.tool_loading,
+            delegates: fm.delegates,
         },
         warnings,
     })

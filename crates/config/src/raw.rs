@@ -35,6 +35,16 @@ pub(crate) struct RawConfig {
     pub(crate) sandbox_read_paths: Option<Vec<String>>,
     pub(crate) protected_paths: Option<Vec<String>>,
     pub(crate) network: Option<crate::security::RawNetwork>,
+    pub(crate) delegation: Option<RawDelegation>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDelegation {
+    pub(crate) max_depth: Option<u32>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) timeout_s: Option<u64>,
+    pub(crate) workspace: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -85,6 +95,9 @@ pub(crate) struct RawSpecialist {
     pub(crate) needs_network: Option<bool>,
     pub(crate) limitations: Option<Vec<String>>,
     pub(crate) container_image: Option<String>,
+    pub(crate) mcp_servers: Option<Vec<crate::mcp::RawMcpServer>>,
+    pub(crate) tool_loading: Option<String>,
+    pub(crate) delegates: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

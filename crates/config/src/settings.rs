@@ -108,6 +108,29 @@ pub struct FetchUrlConfig {
     pub max_redirects: u32,
 }
 
+/// Where a delegated (child) run works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DelegationWorkspace {
+    /// In its own run's workspace; the parent sees its result, not its files.
+    Separate,
+    /// In the parent's workspace, so it can work on the parent's files.
+    Shared,
+}
+
+/// Limits on sub-agents (`delegates`): every run of one tree shares them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DelegationConfig {
+    /// How deep delegation may go: 2 lets a run start children, and them grandchildren.
+    pub max_depth: u32,
+    /// Tokens the whole tree may use; `None`: no token limit.
+    pub max_tokens: Option<u64>,
+    /// Seconds the whole tree may take; `None`: no time limit.
+    pub timeout_s: Option<u64>,
+    /// Where children work.
+    pub workspace: DelegationWorkspace,
+}
+
 /// Where a specialist's definition came from, lowest precedence first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -204,6 +227,8 @@ pub struct Settings {
     pub protected_paths: Vec<String>,
     /// What the network tools may reach.
     pub network: crate::NetworkConfig,
+    /// Sub-agent limits.
+    pub delegation: DelegationConfig,
 }
 
 impl Settings {

@@ -10,12 +10,12 @@ use fabric_domain::{
     EventKind, FINISH_TOOL, Message, RunStatus, SpecialistSpec, ToolCall, Usage, schema,
 };
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::ports::{
-    ChatClient, ChatRequest, StoreError, Tool, ToolContext, ToolDefinitions, ToolError,
+    ChatClient, ChatRequest, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolSource,
+    Withheld,
 };
 use crate::recorder::{Recorder, truncate};
 
@@ -60,8 +60,9 @@ pub struct LoopOutcome {
 pub struct LoopInput<'a> {
     /// Who works.
     pub specialist: &'a SpecialistSpec,
-    /// The tools it may call (without `finish_task`, which the loop adds).
-    pub tools: &'a [Arc<dyn Tool>],
+    /// The tools it may call (without `finish_task`, which the loop adds), re-read between
+    /// steps so tools that arrive late become callable on the next one.
+    pub tools: &'a dyn ToolSource,
     /// The conversation to start from: system prompt, task, hand-over context.
     pub messages: Vec<Message>,
     /// The model.
@@ -70,13 +71,7 @@ pub struct LoopInput<'a> {
     pub max_steps: u32,
     /// The run the tools work for.
     pub ctx: &'a ToolContext,
-    /// Tools of the specialist left out of this run, with the reason, so a call to one is
-    /// answered with why it is unavailable rather than "unknown tool".
-    pub withheld: &'a [Withheld],
 }
-
-/// A tool left out of a run, and why (e.g. it needs the network the run does not allow).
-pub type Withheld = (String, &'static str);
 
 /// The outcome of dispatching one tool call.
 enum Dispatch {
@@ -95,53 +90,85 @@ pub(crate) async fn run_loop(
     input: LoopInput<'_>,
     rec: Recorder<'_>,
 ) -> Result<LoopOutcome, StoreError> {
+    let source = input.tools;
+    let ctx = input.ctx;
+    let started = tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => Err("the run was cancelled".to_owned()),
+        started = source.start(ctx) => started,
+    };
+    let outcome = match started {
+        Ok(()) => run_steps(chat, input, rec).await,
+        Err(reason) => {
+            let status = if ctx.cancel.is_cancelled() {
+                RunStatus::Cancelled
+            } else {
+                RunStatus::Failed
+            };
+            Ok(failed(status, reason, 0, Usage::default()))
+        }
+    };
+    // What the tool source noticed during the last step still belongs in the runlog.
+    record_notices(source, &rec, None).await?;
+    outcome
+}
+
+async fn record_notices(
+    source: &dyn ToolSource,
+    rec: &Recorder<'_>,
+    step: Option<u32>,
+) -> Result<(), StoreError> {
+    for notice in source.take_notices() {
+        rec.emit(notice.kind, step, notice.payload).await?;
+    }
+    Ok(())
+}
+
+async fn run_steps(
+    chat: &dyn ChatClient,
+    input: LoopInput<'_>,
+    rec: Recorder<'_>,
+) -> Result<LoopOutcome, StoreError> {
     let LoopInput {
         specialist,
-        tools,
+        tools: source,
         mut messages,
         model,
         max_steps,
         ctx,
-        withheld,
     } = input;
 
-    // Generated once per run, not per step: the definitions never change inside a loop. The
-    // `finish_task` contract is only needed for its definition; the schema itself is checked
-    // against `specialist.finish_schema`, so no second copy of it lives through the run.
-    let definitions = {
-        let finish_spec = match specialist.finish_tool() {
-            Ok(spec) => spec,
-            Err(e) => {
-                return Ok(failed(
-                    RunStatus::Failed,
-                    e.to_string(),
-                    0,
-                    Usage::default(),
-                ));
-            }
-        };
-        let mut definitions: Vec<Value> =
-            tools.iter().map(|t| t.spec().openai_definition()).collect();
-        definitions.push(finish_spec.openai_definition());
-        ToolDefinitions::new(&definitions)
+    // The `finish_task` definition is built once; the schema itself is checked against
+    // `specialist.finish_schema`, so no second copy of it lives through the run.
+    let finish_definition = match specialist.finish_tool() {
+        Ok(spec) => spec.openai_definition(),
+        Err(e) => {
+            return Ok(failed(
+                RunStatus::Failed,
+                e.to_string(),
+                0,
+                Usage::default(),
+            ));
+        }
     };
-    let by_name: HashMap<&str, &Arc<dyn Tool>> =
-        tools.iter().map(|t| (t.spec().name.as_str(), t)).collect();
-    let mut available: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
-    available.push(FINISH_TOOL);
-
-    let catalogue = Catalogue {
-        tools: &by_name,
-        available: &available,
-        withheld,
-        finish_schema: &specialist.finish_schema,
-    };
+    let mut catalogue = Catalogue::build(source, &finish_definition, &specialist.finish_schema);
     let mut usage = Usage::default();
     // With no tool to work with, there is no work to require before finish_task.
-    let mut attempted_work = tools.is_empty();
+    let mut attempted_work = catalogue.tools.is_empty();
     let mut plain_replies = 0u32;
 
     for step in 0..max_steps {
+        record_notices(source, &rec, Some(step)).await?;
+        // Tools that arrived since the last step (a late MCP server, a loaded schema) are
+        // offered from this step on; the definitions are rebuilt only when the set changed.
+        if source.version() != catalogue.version {
+            catalogue = Catalogue::build(source, &finish_definition, &specialist.finish_schema);
+        }
+        let definitions = &catalogue.definitions;
+        // Every model call is paid from the budget the whole delegation tree shares.
+        if let Err(reason) = ctx.lineage.budget.take_step() {
+            return Ok(failed(RunStatus::BudgetExceeded, reason, step, usage));
+        }
         rec.emit(
             EventKind::LlmRequest,
             Some(step),
@@ -152,7 +179,7 @@ pub(crate) async fn run_loop(
         let request = ChatRequest {
             model: &model.name,
             messages: &messages,
-            tools: &definitions,
+            tools: definitions,
             temperature: model.temperature,
             top_p: model.top_p,
             max_tokens: model.max_tokens,
@@ -180,6 +207,7 @@ pub(crate) async fn run_loop(
         };
         if let Some(u) = response.usage {
             usage.add(u);
+            ctx.lineage.budget.charge_tokens(u.total_tokens);
         }
         rec.emit(
             EventKind::LlmResponse,
@@ -210,7 +238,7 @@ pub(crate) async fn run_loop(
                 .await?;
                 messages.push(Message::assistant(Some(text), Vec::new()));
                 messages.push(Message::user(corrective_message(
-                    &available,
+                    &catalogue.available,
                     &specialist.finish_schema,
                 )));
                 continue;
@@ -243,7 +271,7 @@ pub(crate) async fn run_loop(
                 }
                 outcome = dispatch(call, args, &catalogue, attempted_work, ctx) => outcome,
             };
-            if call.name != FINISH_TOOL && by_name.contains_key(call.name.as_str()) {
+            if call.name != FINISH_TOOL && catalogue.tool(&call.name).is_some() {
                 attempted_work = true;
             }
             match outcome {
@@ -346,12 +374,45 @@ fn parse_arguments(raw: &str) -> Result<Value, String> {
     Ok(value)
 }
 
-/// What the model may call in this run.
+/// What the model may call at one step: built from the tool source, rebuilt when its
+/// version changes.
 struct Catalogue<'a> {
-    tools: &'a HashMap<&'a str, &'a Arc<dyn Tool>>,
-    available: &'a [&'a str],
-    withheld: &'a [Withheld],
+    version: u64,
+    tools: Vec<Arc<dyn Tool>>,
+    available: Vec<String>,
+    withheld: Vec<Withheld>,
+    /// Serialised once per tool set (`ToolDefinitions`): sent with every request.
+    definitions: ToolDefinitions,
     finish_schema: &'a Value,
+}
+
+impl<'a> Catalogue<'a> {
+    fn build(source: &dyn ToolSource, finish_definition: &Value, finish_schema: &'a Value) -> Self {
+        // The version is read first: a change racing this read only causes one more rebuild.
+        let version = source.version();
+        let tools = source.tools();
+        let mut definitions: Vec<Value> =
+            tools.iter().map(|t| t.spec().openai_definition()).collect();
+        definitions.push(finish_definition.clone());
+        let mut available: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+        available.push(FINISH_TOOL.to_owned());
+        Self {
+            version,
+            tools,
+            available,
+            withheld: source.withheld(),
+            definitions: ToolDefinitions::new(&definitions),
+            finish_schema,
+        }
+    }
+
+    /// The tool a call names: by its name, or by an old name (alias) it still answers to.
+    fn tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools
+            .iter()
+            .find(|t| t.spec().name == name)
+            .or_else(|| self.tools.iter().find(|t| t.spec().answers_to(name)))
+    }
 }
 
 async fn dispatch(
@@ -361,21 +422,17 @@ async fn dispatch(
     attempted_work: bool,
     ctx: &ToolContext,
 ) -> Result<Dispatch, ToolError> {
-    let Catalogue {
-        tools,
-        available,
-        withheld,
-        finish_schema,
-    } = *catalogue;
+    let available = &catalogue.available;
     let schema_of = |name: &str| -> Option<&Value> {
         if name == FINISH_TOOL {
-            Some(finish_schema)
+            Some(catalogue.finish_schema)
         } else {
-            tools.get(name).map(|t| &t.spec().input_schema)
+            catalogue.tool(name).map(|t| &t.spec().input_schema)
         }
     };
     let Some(input_schema) = schema_of(&call.name) else {
-        let why = withheld
+        let why = catalogue
+            .withheld
             .iter()
             .find(|(name, _)| *name == call.name)
             .map(|(_, why)| *why);
@@ -411,7 +468,7 @@ async fn dispatch(
         if !attempted_work {
             let others: Vec<&str> = available
                 .iter()
-                .copied()
+                .map(String::as_str)
                 .filter(|n| *n != FINISH_TOOL)
                 .collect();
             return Err(ToolError::InvalidArguments(format!(
@@ -421,7 +478,7 @@ async fn dispatch(
         }
         return Ok(Dispatch::Finished(args));
     }
-    match tools.get(call.name.as_str()) {
+    match catalogue.tool(&call.name) {
         Some(tool) => tool.call(args, ctx).await.map(Dispatch::Done),
         // schema_of found it above, so it is here; answer like an unknown tool regardless.
         None => Err(ToolError::InvalidArguments(format!(
@@ -465,7 +522,7 @@ fn skeleton(schema: &Value) -> String {
     Value::Object(out).to_string()
 }
 
-fn corrective_message(available: &[&str], finish_schema: &Value) -> String {
+fn corrective_message(available: &[String], finish_schema: &Value) -> String {
     format!(
         "You answered in plain text, but this task is done only through tool calls. Use the tools ({}) to do the work, then call finish_task with arguments like {}. If the work is already done, call finish_task now.",
         available.join(", "),

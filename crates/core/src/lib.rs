@@ -14,15 +14,20 @@
 //! - [`recruit`]: who works on a prompt: whole-word keyword routing with a greedy set
 //!   cover, or the routing model with a validated answer and keyword fallback.
 //! - [`models`]: choosing a model from what a server offers (pure).
+//! - [`delegate`]: sub-agents as tools (`agent__<id>`), the budget a tree of runs shares.
+//! - [`lazy`]: progressive tool loading: `search_tools` and `load_tool_schema` in front of a
+//!   member's tools.
 //! - [`live`]: the runs in flight in this process, with their cancellation tokens and event
 //!   buffers, so the HTTP API can follow, resume and cancel runs by id.
 //!
 //! The core depends only on `fabric-domain`; the binary wires concrete adapters into it.
 #![deny(missing_docs)]
 
+pub mod delegate;
 pub mod engine;
 mod error;
 pub mod execute;
+pub mod lazy;
 pub mod live;
 pub mod models;
 pub mod ports;
@@ -34,5 +39,6 @@ pub use error::CoreError;
 pub use ports::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoOsSandbox,
     NoopObserver, ProcessSandbox, RunLog, RunObserver, RunSandbox, RunStore, RunSummary,
-    SandboxGuard, SecurityNotice, StoreError, Tool, ToolContext, ToolDefinitions, ToolError,
+    SandboxGuard, SecurityNotice, StaticTools, StoreError, Tool, ToolContext, ToolDefinitions,
+    ToolError, ToolNotice, ToolSource, Withheld,
 };

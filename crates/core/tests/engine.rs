@@ -204,6 +204,7 @@ fn specialist(may_write: bool) -> SpecialistSpec {
         may_write,
         needs_network: false,
         limitations: vec![],
+        tooling: Default::default(),
     }
 }
 

@@ -154,6 +154,7 @@ fn specialist(id: &str) -> SpecialistSpec {
         may_write: true,
         needs_network: false,
         limitations: vec![],
+        tooling: Default::default(),
     }
 }
 
@@ -161,6 +162,7 @@ fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
     Member {
         specialist: specialist(id).into(),
         tools: vec![list_files()],
+        sources: Vec::new(),
         chat,
         model_key: format!("{id}-key"),
         model: ModelParams {
@@ -189,6 +191,7 @@ fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode, max_parallel: usize)
         max_steps: 5,
         network_allowed: false,
         sandbox: Default::default(),
+        lineage: None,
     }
 }
 

@@ -30,6 +30,8 @@ pub enum EventKind {
     SecurityEvent,
     /// The same call was repeated.
     LoopDetected,
+    /// An MCP server started, failed, timed out, stopped or changed its tools.
+    McpServer,
     /// The run ended with a result.
     RunComplete,
     /// The run ended without one; the payload names the status and the reason.
@@ -55,6 +57,7 @@ impl EventKind {
             Self::ToolError => "tool_error",
             Self::SecurityEvent => "security_event",
             Self::LoopDetected => "loop_detected",
+            Self::McpServer => "mcp_server",
             Self::RunComplete => "run_complete",
             Self::RunFailed => "run_failed",
             Self::Unknown => "unknown",

@@ -17,6 +17,7 @@ pub mod schema;
 mod specialist;
 mod time;
 mod tool;
+mod tooling;
 
 pub use error::DomainError;
 pub use event::{EventKind, RunEvent};
@@ -26,4 +27,9 @@ pub use specialist::{
     FINISH_TOOL, SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern,
 };
 pub use time::UtcTime;
-pub use tool::{ToolAnnotations, ToolSpec, input_schema_for as schema_for};
+pub use tool::{PlannerHints, ToolAnnotations, ToolSpec, input_schema_for as schema_for};
+pub use tooling::{
+    AGENT_TOOL_PREFIX, DEFAULT_MAX_DELEGATION_DEPTH, DEFAULT_MCP_CALL_TIMEOUT_S,
+    DEFAULT_MCP_STARTUP_TIMEOUT_S, MCP_TOOL_PREFIX, McpServerSpec, McpTransport, ToolLoading,
+    Tooling, mcp_tool_name, pattern_matches,
+};

@@ -65,6 +65,9 @@ pub enum RunStatus {
     Partial,
     /// The step limit was reached before `finish_task`.
     MaxStepsExceeded,
+    /// The budget shared by a run and the runs it delegated to (steps, tokens, time) was used
+    /// up before `finish_task`.
+    BudgetExceeded,
     /// The model server failed (unreachable, error status, undecodable answer) after retries.
     LlmError,
     /// The model cannot call tools.
@@ -84,6 +87,7 @@ impl RunStatus {
             Self::CompletedWithoutFinish => "completed_without_finish",
             Self::Partial => "partial",
             Self::MaxStepsExceeded => "max_steps_exceeded",
+            Self::BudgetExceeded => "budget_exceeded",
             Self::LlmError => "llm_error",
             Self::ModelUnsupported => "model_unsupported",
             Self::Cancelled => "cancelled",
@@ -98,6 +102,7 @@ impl RunStatus {
             Self::Running
             | Self::Partial
             | Self::MaxStepsExceeded
+            | Self::BudgetExceeded
             | Self::LlmError
             | Self::ModelUnsupported
             | Self::Cancelled
@@ -117,7 +122,7 @@ impl RunStatus {
             Self::Failed | Self::Running => 1,
             Self::LlmError => 3,
             Self::ModelUnsupported => 4,
-            Self::MaxStepsExceeded => 5,
+            Self::MaxStepsExceeded | Self::BudgetExceeded => 5,
             // Not 0: a script must notice that part of the work is missing.
             Self::Partial => 6,
             Self::Cancelled => 130,
@@ -151,6 +156,7 @@ mod tests {
             RunStatus::CompletedWithoutFinish,
             RunStatus::Partial,
             RunStatus::MaxStepsExceeded,
+            RunStatus::BudgetExceeded,
             RunStatus::LlmError,
             RunStatus::ModelUnsupported,
             RunStatus::Cancelled,

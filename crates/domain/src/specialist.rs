@@ -48,6 +48,9 @@ pub struct SpecialistSpec {
     /// (docs/SECURITY.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_image: Option<String>,
+    /// MCP servers, lazy tool loading and delegation (all off by default).
+    #[serde(default)]
+    pub tooling: crate::Tooling,
 }
 
 fn yes() -> bool {

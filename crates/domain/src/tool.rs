@@ -16,11 +16,30 @@ pub struct ToolAnnotations {
     pub needs_network: bool,
 }
 
+/// Planner metadata: how a tool fits into a workflow (seed 004's capability graph). Shown to
+/// the model in the tool's description and by the `search_tools` meta-tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannerHints {
+    /// Tools usually called before this one (e.g. `list_files` before `read_file`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prerequisites: Vec<String>,
+    /// Tools usually called after this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next_tools: Vec<String>,
+}
+
+impl PlannerHints {
+    fn is_empty(&self) -> bool {
+        self.prerequisites.is_empty() && self.next_tools.is_empty()
+    }
+}
+
 /// The one contract of a tool, from which every adapter's definition is generated.
 ///
 /// A tool is defined once: its name, what it does, the JSON Schema of its input, examples of
-/// valid input, and its annotations. The OpenAI function definition comes from
-/// [`ToolSpec::openai_definition`]; the MCP definition will come from the same value.
+/// valid input, its annotations, old names it still answers to, and planner hints. The OpenAI
+/// function definition ([`ToolSpec::openai_definition`]) and the MCP tool definition
+/// ([`ToolSpec::mcp_definition`]) are both generated from this one value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     /// Unique name, as the model calls it.
@@ -35,6 +54,12 @@ pub struct ToolSpec {
     /// What the tool does to the world.
     #[serde(default)]
     pub annotations: ToolAnnotations,
+    /// Old names that still reach this tool: a call by an alias runs this tool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
+    /// Where the tool fits in a workflow.
+    #[serde(default, skip_serializing_if = "PlannerHints::is_empty")]
+    pub planner: PlannerHints,
 }
 
 impl ToolSpec {
@@ -47,6 +72,8 @@ impl ToolSpec {
             input_schema: input_schema_for::<T>(),
             examples: Vec::new(),
             annotations: ToolAnnotations::default(),
+            aliases: Vec::new(),
+            planner: PlannerHints::default(),
         }
     }
 
@@ -67,6 +94,8 @@ impl ToolSpec {
             input_schema: schema,
             examples: Vec::new(),
             annotations: ToolAnnotations::default(),
+            aliases: Vec::new(),
+            planner: PlannerHints::default(),
         })
     }
 
@@ -84,24 +113,77 @@ impl ToolSpec {
         self
     }
 
-    /// The OpenAI Chat Completions function definition generated from this contract.
-    ///
-    /// Examples are appended to the description: small local models follow a concrete
-    /// example far better than a schema alone.
-    pub fn openai_definition(&self) -> Value {
+    /// Adds an old name that still reaches this tool.
+    #[must_use]
+    pub fn alias(mut self, old_name: &str) -> Self {
+        self.aliases.push(old_name.to_owned());
+        self
+    }
+
+    /// Sets the planner hints.
+    #[must_use]
+    pub fn plan(mut self, prerequisites: &[&str], next_tools: &[&str]) -> Self {
+        self.planner = PlannerHints {
+            prerequisites: prerequisites.iter().map(|s| (*s).to_owned()).collect(),
+            next_tools: next_tools.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        self
+    }
+
+    /// The description as every adapter shows it to a model: the contract's description,
+    /// then examples (small local models follow a concrete example far better than a
+    /// schema alone), planner hints and old names.
+    pub fn model_description(&self) -> String {
         let mut description = self.description.clone();
         for example in &self.examples {
             description.push_str("\nExample arguments: ");
             description.push_str(&example.to_string());
         }
+        if !self.planner.prerequisites.is_empty() {
+            description.push_str("\nUsually after: ");
+            description.push_str(&self.planner.prerequisites.join(", "));
+        }
+        if !self.planner.next_tools.is_empty() {
+            description.push_str("\nUsually followed by: ");
+            description.push_str(&self.planner.next_tools.join(", "));
+        }
+        if !self.aliases.is_empty() {
+            description.push_str("\nFormerly called: ");
+            description.push_str(&self.aliases.join(", "));
+        }
+        description
+    }
+
+    /// The OpenAI Chat Completions function definition generated from this contract.
+    pub fn openai_definition(&self) -> Value {
         json!({
             "type": "function",
             "function": {
                 "name": self.name,
-                "description": description,
+                "description": self.model_description(),
                 "parameters": self.input_schema,
             }
         })
+    }
+
+    /// The MCP `tools/list` entry generated from this contract: the same name, description
+    /// and schema as [`ToolSpec::openai_definition`], and the annotations as MCP's hints.
+    pub fn mcp_definition(&self) -> Value {
+        json!({
+            "name": self.name,
+            "description": self.model_description(),
+            "inputSchema": self.input_schema,
+            "annotations": {
+                "readOnlyHint": self.annotations.read_only,
+                "destructiveHint": self.annotations.destructive,
+                "openWorldHint": self.annotations.needs_network,
+            },
+        })
+    }
+
+    /// Whether `name` reaches this tool: its name or one of its aliases.
+    pub fn answers_to(&self, name: &str) -> bool {
+        self.name == name || self.aliases.iter().any(|a| a == name)
     }
 }
 
@@ -158,6 +240,25 @@ mod tests {
         assert_eq!(def["function"]["parameters"], spec.input_schema);
         let description = def["function"]["description"].as_str().unwrap_or_default();
         assert!(description.contains(r#"{"path":"a.txt"}"#), "{description}");
+    }
+
+    #[test]
+    fn mcp_and_openai_definitions_come_from_one_contract() {
+        let spec = ToolSpec::for_input::<ReadInput>("read_file", "Read a file.")
+            .example(json!({"path": "a.txt"}))
+            .alias("cat")
+            .plan(&["list_files"], &["write_file"]);
+        let openai = spec.openai_definition();
+        let mcp = spec.mcp_definition();
+        assert_eq!(mcp["name"], openai["function"]["name"]);
+        assert_eq!(mcp["description"], openai["function"]["description"]);
+        assert_eq!(mcp["inputSchema"], openai["function"]["parameters"]);
+        let d = mcp["description"].as_str().unwrap_or_default();
+        assert!(
+            d.contains("Usually after: list_files") && d.contains("Formerly called: cat"),
+            "{d}"
+        );
+        assert!(spec.answers_to("cat") && spec.answers_to("read_file") && !spec.answers_to("x"));
     }
 
     #[test]

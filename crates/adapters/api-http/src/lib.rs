@@ -34,7 +34,7 @@ pub use model::{
     RunAccepted, RunListItem, RunMetaDoc, RunPage, RunRequest, RunResultDoc, RunView, STATUSES,
     StatusView,
 };
-pub use serve::{serve, serve_with_grace};
+pub use serve::{serve, serve_with, serve_with_grace};
 pub use state::{ApiConfig, AppState, PreparedRun, RunLauncher, Runnable};
 
 use axum::Router;
@@ -53,6 +53,16 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(meta::method_not_allowed)
         .layer(DefaultBodyLimit::max(state.inner.config.max_body_bytes))
         .with_state(state)
+}
+
+/// [`router`] plus `extra` routes from another driving adapter (the MCP endpoint), guarded
+/// by the same bearer-token auth. This crate does not know what they serve.
+pub fn router_with(state: AppState, extra: Router) -> Router {
+    let guarded = extra.layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_token,
+    ));
+    router(state).merge(guarded)
 }
 
 /// The OpenAPI document of the API, as served at `/openapi.json`.

@@ -15,12 +15,13 @@ use crate::ApiError;
 pub const MAX_STEPS_LIMIT: u32 = 1000;
 
 /// Every run status as the API writes it, in the runlog's order.
-pub const STATUSES: [&str; 9] = [
+pub const STATUSES: [&str; 10] = [
     "running",
     "completed",
     "completed_without_finish",
     "partial",
     "max_steps_exceeded",
+    "budget_exceeded",
     "llm_error",
     "model_unsupported",
     "cancelled",
@@ -125,7 +126,7 @@ pub struct RunMetaDoc {
     /// The run.
     pub run_id: String,
     /// `completed`, `completed_without_finish`, `partial`, `max_steps_exceeded`,
-    /// `llm_error`, `model_unsupported`, `cancelled` or `failed`.
+    /// `budget_exceeded`, `llm_error`, `model_unsupported`, `cancelled` or `failed`.
     pub status: String,
     /// Why it failed, or how it completed when not through `finish_task`.
     pub reason: Option<String>,
@@ -182,7 +183,8 @@ pub struct StatusView {
     #[schema(value_type = String)]
     pub run_id: RunId,
     /// `running`, or how it ended: `completed`, `completed_without_finish`, `partial`,
-    /// `max_steps_exceeded`, `llm_error`, `model_unsupported`, `cancelled`, `failed`.
+    /// `max_steps_exceeded`, `budget_exceeded`, `llm_error`, `model_unsupported`, `cancelled`,
+    /// `failed`.
     #[schema(value_type = String)]
     pub status: RunStatus,
     /// Whether this server is running it now (and can cancel it).
@@ -317,7 +319,7 @@ pub struct ListQuery {
     /// Only runs with this status (`running`, `completed`, `partial`, `failed`, `cancelled`,
     /// ...).
     #[param(
-        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|llm_error|model_unsupported|cancelled|failed)$"
+        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed)$"
     )]
     pub status: Option<String>,
     /// Only runs older than this run id (the previous page's `next_before`).
@@ -347,10 +349,11 @@ mod tests {
             RunStatus::CompletedWithoutFinish => 2,
             RunStatus::Partial => 3,
             RunStatus::MaxStepsExceeded => 4,
-            RunStatus::LlmError => 5,
-            RunStatus::ModelUnsupported => 6,
-            RunStatus::Cancelled => 7,
-            RunStatus::Failed => 8,
+            RunStatus::BudgetExceeded => 5,
+            RunStatus::LlmError => 6,
+            RunStatus::ModelUnsupported => 7,
+            RunStatus::Cancelled => 8,
+            RunStatus::Failed => 9,
         };
         for (i, name) in STATUSES.iter().enumerate() {
             let status: RunStatus = serde_json::from_value(Value::String((*name).to_owned()))

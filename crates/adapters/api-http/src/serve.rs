@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{ApiError, AppState, router};
+use crate::{ApiError, AppState, router_with};
 
 /// How long runs and open responses get to end at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -18,7 +18,18 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
-    serve_with_grace(listener, state, shutdown, SHUTDOWN_GRACE).await
+    serve_with(listener, state, axum::Router::new(), shutdown).await
+}
+
+/// Serves the API plus `extra` routes (e.g. MCP at `/mcp`), which sit behind the same
+/// bearer-token auth, until `shutdown` completes.
+pub async fn serve_with(
+    listener: TcpListener,
+    state: AppState,
+    extra: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ApiError> {
+    serve_inner(listener, state, extra, shutdown, SHUTDOWN_GRACE).await
 }
 
 /// [`serve`] with its grace period as a parameter, for tests.
@@ -29,7 +40,17 @@ pub async fn serve_with_grace(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> Result<(), ApiError> {
-    let app = router(state.clone());
+    serve_inner(listener, state, axum::Router::new(), shutdown, grace).await
+}
+
+async fn serve_inner(
+    listener: TcpListener,
+    state: AppState,
+    extra: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) -> Result<(), ApiError> {
+    let app = router_with(state.clone(), extra);
     let runs = state.clone();
     let stopping = CancellationToken::new();
     let signal_stopping = stopping.clone();

@@ -111,6 +111,7 @@ impl TypedTool for ReadFileTool {
                 destructive: false,
                 needs_network: false,
             })
+            .plan(&["list_files"], &["write_file"])
     }
 
     async fn run(&self, input: ReadInput, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -240,6 +241,7 @@ impl TypedTool for WriteFileTool {
             destructive: true,
             needs_network: false,
         })
+        .plan(&["read_file"], &["read_file"])
     }
 
     async fn run(&self, input: WriteInput, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -410,6 +412,7 @@ impl TypedTool for ListFilesTool {
                 destructive: false,
                 needs_network: false,
             })
+            .plan(&[], &["read_file"])
     }
 
     async fn run(&self, input: ListInput, ctx: &ToolContext) -> Result<Value, ToolError> {

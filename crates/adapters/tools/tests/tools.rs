@@ -22,6 +22,7 @@ fn ctx(workspace: &Path) -> ToolContext {
         workspace: workspace.to_path_buf(),
         network_allowed: false,
         cancel: CancellationToken::new(),
+        lineage: Default::default(),
     }
 }
 

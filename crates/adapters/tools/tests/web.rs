@@ -30,6 +30,7 @@ fn ctx(network_allowed: bool) -> ToolContext {
         workspace: std::env::temp_dir(),
         network_allowed,
         cancel: CancellationToken::new(),
+        lineage: Default::default(),
     }
 }
 

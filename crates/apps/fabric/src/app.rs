@@ -5,6 +5,7 @@
 
 use fabric_config::{Routing, Settings, TaskForceMode};
 use fabric_core::ChatClient;
+use fabric_core::delegate::{Lineage, RunBudget};
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{self, Member, Recruitment, RunOutcome, TaskForce};
 use fabric_core::recruit::{self, LlmRouting, RoutingCall};
@@ -42,6 +43,7 @@ pub(crate) struct TaskRequest {
 pub(crate) struct PreparedMember {
     specialist: Arc<SpecialistSpec>,
     tools: Vec<Arc<dyn fabric_core::Tool>>,
+    sources: Vec<Arc<dyn fabric_core::ToolSource>>,
     chat: Arc<dyn ChatClient>,
     model_key: String,
     model: ModelParams,
@@ -59,6 +61,8 @@ pub(crate) struct PreparedTask {
     max_steps: u32,
     network_allowed: bool,
     sandbox: fabric_core::RunSandbox,
+    /// The delegation tree's budget, created with the task.
+    lineage: Lineage,
 }
 
 impl PreparedTask {
@@ -72,6 +76,7 @@ impl PreparedTask {
                 .map(|m| Member {
                     specialist: Arc::clone(&m.specialist),
                     tools: m.tools.clone(),
+                    sources: m.sources.clone(),
                     chat: m.chat.as_ref(),
                     model_key: m.model_key.clone(),
                     model: m.model.clone(),
@@ -85,6 +90,7 @@ impl PreparedTask {
             max_steps: self.max_steps,
             network_allowed: self.network_allowed,
             sandbox: self.sandbox.clone(),
+            lineage: Some(self.lineage.clone()),
         }
     }
 
@@ -198,9 +204,11 @@ pub(crate) async fn prepare(
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("internal: no client for `{model_key}`"))?;
         let tools = wiring::tools_for(&specialist, settings, &sandbox)?;
+        let sources = wiring::sources_for(&specialist);
         members.push(PreparedMember {
             specialist,
             tools,
+            sources,
             chat,
             model_key,
             model: ModelParams {
@@ -213,7 +221,18 @@ pub(crate) async fn prepare(
             model_reason: reason,
         });
     }
+    let max_steps = request.max_steps.unwrap_or(settings.max_steps);
+    let delegation = &settings.delegation;
+    // A person's run: each member's own step limit, together, is the whole tree's budget;
+    // delegated children are paid from it.
+    let budget = RunBudget::new(
+        delegation.max_depth,
+        Some(max_steps.saturating_mul(members.len() as u32)),
+        delegation.max_tokens,
+        delegation.timeout_s.map(Duration::from_secs),
+    );
     Ok(PreparedTask {
+        lineage: Lineage::root(Arc::new(budget)),
         prompt: request.prompt,
         members,
         recruitment,
@@ -223,7 +242,7 @@ pub(crate) async fn prepare(
             TaskForceMode::Parallel => execute::TaskForceMode::Parallel,
         },
         max_parallel: settings.task_force_max_parallel as usize,
-        max_steps: request.max_steps.unwrap_or(settings.max_steps),
+        max_steps,
         network_allowed: request.network_allowed.unwrap_or(settings.network_allowed),
         sandbox: run_sandbox,
     })

@@ -38,8 +38,10 @@ pub(crate) enum Command {
     Specialists(SpecialistsCommand),
     /// Check that this machine can run tasks: config, model server, models, sandbox.
     Doctor,
-    /// Serve the HTTP API (docs/HTTP.md).
+    /// Serve the HTTP API (docs/HTTP.md), with MCP at `/mcp`.
     Serve(ServeArgs),
+    /// Serve MCP on stdin/stdout: tools run_task, list_specialists, get_run (docs/MCP.md).
+    Mcp,
 }
 
 #[derive(Debug, Args)]

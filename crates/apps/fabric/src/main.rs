@@ -11,6 +11,7 @@ mod app;
 mod bootstrap;
 mod cli;
 mod commands;
+mod delegate;
 mod errors;
 mod render;
 mod wiring;

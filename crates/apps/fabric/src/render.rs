@@ -179,6 +179,24 @@ impl RunObserver for HumanRenderer {
                 text(&p["status"]),
                 text(&p["reason"])
             )),
+            EventKind::McpServer => {
+                let status = text(&p["status"]);
+                let detail = match status.as_str() {
+                    "ready" | "tools_changed" => {
+                        format!("{} tools", p["tools"].as_array().map_or(0, Vec::len))
+                    }
+                    "starting" => text(&p["transport"]),
+                    _ => one_line(&text(&p["error"]), 200),
+                };
+                let mark = match status.as_str() {
+                    "failed" | "timeout" | "stopped" => self.bad.apply_to("✗"),
+                    _ => self.dim.apply_to("·"),
+                };
+                self.line(format!(
+                    "{mark} mcp server {} {status}: {detail}",
+                    text(&p["server"])
+                ));
+            }
             EventKind::PackStart
             | EventKind::TaskForceParallel
             | EventKind::LoopDetected

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use fabric_config::{Backend, LoadOptions, ModelConfig, SandboxMode, SearchProvider, Settings};
-use fabric_core::{ChatClient, Tool};
+use fabric_core::{ChatClient, Tool, ToolSource};
 use fabric_core::{ProcessSandbox, RunSandbox};
 use fabric_domain::SpecialistSpec;
 use fabric_sandbox::{Limits, Mode, OsSandbox, Policy};
@@ -70,6 +70,9 @@ pub(crate) fn sandbox(
     };
     Ok((Arc::new(OsSandbox::new(policy)), record))
 }
+use crate::delegate::CliChildRunner;
+use fabric_core::delegate::{AgentTool, ChildRunner};
+use fabric_core::typed::Typed;
 
 /// Loads the settings: defaults < config file < `FABRIC_WORKSPACE` / `--workspace`, and
 /// the specialists: built-in < user directory < `<workspace>/specialists` < config file.
@@ -98,6 +101,16 @@ pub(crate) fn chat_client(model: &ModelConfig) -> anyhow::Result<Arc<dyn ChatCli
     };
     fabric_llm::build_client(backend, &http, Some(model.num_ctx))
         .with_context(|| format!("setting up the client for {}", model.base_url))
+}
+
+/// The tool sources of a specialist that grow while a run goes on: its MCP servers, started
+/// when the run starts and stopped when it ends.
+pub(crate) fn sources_for(specialist: &SpecialistSpec) -> Vec<Arc<dyn ToolSource>> {
+    let mut sources: Vec<Arc<dyn ToolSource>> = Vec::new();
+    if !specialist.tooling.mcp_servers.is_empty() {
+        sources.push(Arc::new(fabric_mcp::McpTools::new(specialist)));
+    }
+    sources
 }
 
 /// The tools a specialist may use, built from the settings' tool policy.
@@ -150,21 +163,46 @@ pub(crate) fn tools_for(
     let (patterns, names): (Vec<&String>, Vec<&String>) = specialist
         .tools
         .iter()
-        .partition(|name| fabric_domain::is_tool_pattern(name));
-    if !patterns.is_empty() {
-        // Patterns name MCP tools; until MCP servers are connected they match nothing.
+        .partition(|name| name.starts_with(fabric_domain::MCP_TOOL_PREFIX));
+    let servers = &specialist.tooling.mcp_servers;
+    let unmatched: Vec<&&String> = patterns
+        .iter()
+        .filter(|p| {
+            !servers
+                .iter()
+                .any(|s| p.starts_with(&format!("mcp__{}__", s.name)))
+        })
+        .collect();
+    if !unmatched.is_empty() {
+        // A pattern naming a server the specialist does not declare can match nothing.
         tracing::warn!(
             specialist = %specialist.id,
-            ?patterns,
-            "tool patterns match no tools yet: MCP servers are not connected in this version"
+            ?unmatched,
+            "tool patterns name MCP servers this specialist does not declare in `mcp_servers`"
         );
     }
-    names
+    let mut tools = names
         .into_iter()
         .map(|name| {
             fabric_tools::builtin_tool(name, &policy, sandbox).with_context(|| {
                 format!("specialist `{}` names unknown tool `{name}`", specialist.id)
             })
         })
-        .collect()
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if !specialist.tooling.delegates.is_empty() {
+        let runner: Arc<dyn ChildRunner> = Arc::new(CliChildRunner {
+            settings: settings.clone(),
+        });
+        for id in &specialist.tooling.delegates {
+            let target = settings.specialist(id).with_context(|| {
+                format!("specialist `{}` delegates to unknown `{id}`", specialist.id)
+            })?;
+            tools.push(Arc::new(Typed::new(AgentTool::new(
+                id,
+                &target.description,
+                runner.clone(),
+            ))));
+        }
+    }
+    Ok(tools)
 }

@@ -10,6 +10,7 @@
 
 mod merge;
 mod team;
+mod toolset;
 
 use fabric_domain::{RunId, RunStatus, SpecialistSpec, Usage};
 use serde_json::Value;
@@ -19,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::CoreError;
 use crate::engine::ModelParams;
-use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, RunStore, Tool};
+use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, RunStore, Tool, ToolSource};
 use crate::recruit::RoutingCall;
 
 pub use merge::HANDOFF_END;
@@ -84,6 +85,9 @@ pub struct Member<'a> {
     pub specialist: Arc<SpecialistSpec>,
     /// Its tools (filtered like [`Task::tools`]).
     pub tools: Vec<Arc<dyn Tool>>,
+    /// Tools that arrive while the run goes on (MCP servers, delegation), filtered by the
+    /// same rules and read by the loop between steps.
+    pub sources: Vec<Arc<dyn ToolSource>>,
     /// The client of its model.
     pub chat: &'a dyn ChatClient,
     /// Its model key.
@@ -115,6 +119,9 @@ pub struct TaskForce<'a> {
     pub network_allowed: bool,
     /// The sandbox policy in force, recorded at the run's start.
     pub sandbox: RunSandbox,
+    /// Where the run sits in its delegation tree and the budget the tree shares; `None`: a
+    /// run a person started, with a budget of `max_steps` per member.
+    pub lineage: Option<crate::delegate::Lineage>,
 }
 
 /// How a run ended.
@@ -169,6 +176,7 @@ pub async fn run_task(
         members: vec![Member {
             specialist: task.specialist,
             tools: task.tools,
+            sources: Vec::new(),
             chat,
             model_key: task.model_key,
             model: task.model,
@@ -181,6 +189,7 @@ pub async fn run_task(
         max_steps: task.max_steps,
         network_allowed: task.network_allowed,
         sandbox: task.sandbox,
+        lineage: None,
     };
     run_task_force(run, force, observer, cancel).await
 }

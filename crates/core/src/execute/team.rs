@@ -1,6 +1,6 @@
 //! Running the members of a task: one, in sequence, or in parallel, into one runlog.
 
-use fabric_domain::{EventKind, Message, SpecialistSpec};
+use fabric_domain::{EventKind, Message, SpecialistSpec, ToolLoading};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -9,10 +9,13 @@ use tokio_util::sync::CancellationToken;
 use super::merge::{
     MemberResult, combined_reason, combined_status, handoff_message, merged_payload, totals,
 };
+use super::toolset::{MemberTools, split_allowed};
 use super::{Member, RunOutcome, TaskForce, TaskForceMode};
 use crate::CoreError;
-use crate::engine::{LoopInput, LoopOutcome, Withheld, run_loop};
-use crate::ports::{NewRun, RunObserver, StoreError, Tool, ToolContext};
+use crate::delegate::{Lineage, RunBudget};
+use crate::engine::{LoopInput, LoopOutcome, run_loop};
+use crate::lazy::LazyTools;
+use crate::ports::{NewRun, RunObserver, StoreError, ToolContext, ToolSource};
 use crate::recorder::{Journal, Recorder, truncate};
 
 pub(super) async fn run(
@@ -24,14 +27,24 @@ pub(super) async fn run(
     let journal = Journal::new(run.log.as_ref(), observer);
     let rec = journal.recorder();
     let network_allowed = force.network_allowed;
-    let mut withheld: Vec<Vec<Withheld>> = Vec::new();
+    let mut toolsets: Vec<Arc<dyn ToolSource>> = Vec::new();
     let members: Vec<Member<'_>> = force
         .members
         .into_iter()
         .map(|mut m| {
-            let (tools, left_out) = allowed_tools(m.tools, &m.specialist, network_allowed);
-            m.tools = tools;
-            withheld.push(left_out);
+            let (tools, left_out) = split_allowed(m.tools, &m.specialist, network_allowed);
+            m.tools = tools.clone();
+            let member_tools: Arc<dyn ToolSource> = Arc::new(MemberTools {
+                fixed: tools,
+                fixed_withheld: left_out,
+                sources: std::mem::take(&mut m.sources),
+                specialist: m.specialist.clone(),
+                network_allowed,
+            });
+            toolsets.push(match m.specialist.tooling.tool_loading {
+                ToolLoading::Eager => member_tools,
+                ToolLoading::Lazy => Arc::new(LazyTools::new(member_tools)),
+            });
             m
         })
         .collect();
@@ -43,6 +56,16 @@ pub(super) async fn run(
         "single"
     };
     let first = &members[0];
+    let lineage = force.lineage.clone().unwrap_or_else(|| {
+        // A run a person started: its own steps, per member, are the whole tree's budget.
+        let steps = force.max_steps.saturating_mul(members.len() as u32);
+        Lineage::root(Arc::new(RunBudget::new(
+            fabric_domain::DEFAULT_MAX_DELEGATION_DEPTH,
+            Some(steps),
+            None,
+            None,
+        )))
+    });
 
     rec.emit(
         EventKind::RunStart,
@@ -57,6 +80,8 @@ pub(super) async fn run(
             "network_allowed": network_allowed,
             "workspace": run.workspace,
             "sandbox": force.sandbox.policy,
+            "parent_run_id": lineage.parent_run_id,
+            "depth": lineage.depth,
         }),
     )
     .await?;
@@ -96,12 +121,13 @@ pub(super) async fn run(
         workspace: run.workspace.clone(),
         network_allowed,
         cancel,
+        lineage,
     };
     let shared = Shared {
         prompt: &force.prompt,
         max_steps: force.max_steps,
         ctx: &ctx,
-        withheld: &withheld,
+        toolsets: &toolsets,
     };
 
     let (status, payload, reason, steps, usage) = if !is_task_force {
@@ -174,8 +200,8 @@ struct Shared<'a> {
     prompt: &'a str,
     max_steps: u32,
     ctx: &'a ToolContext,
-    /// Per member, the tools left out of this run and why.
-    withheld: &'a [Vec<Withheld>],
+    /// Per member, the tools its loop reads between steps.
+    toolsets: &'a [Arc<dyn ToolSource>],
 }
 
 impl Shared<'_> {
@@ -192,13 +218,16 @@ impl Shared<'_> {
             Some(i) => rec.member(i),
             None => rec,
         };
+        // Built alongside the members, one per member, so the index is always there.
+        let tools = &self.toolsets[index.unwrap_or(0) as usize];
         rec.emit(
             EventKind::PackStart,
             None,
             json!({
                 "specialist_id": member.specialist.id,
                 "pack_index": index.unwrap_or(0),
-                "tools": member.tools.iter().map(|t| t.spec().name.clone()).collect::<Vec<_>>(),
+                "tools": tools.tools().iter().map(|t| t.spec().name.clone()).collect::<Vec<_>>(),
+                "tool_loading": member.specialist.tooling.tool_loading,
                 "model_key": member.model_key,
                 "model": member.model.name,
                 "handoff_from": handoff.map(|(id, _)| id),
@@ -216,15 +245,11 @@ impl Shared<'_> {
             member.chat,
             LoopInput {
                 specialist: &member.specialist,
-                tools: &member.tools,
+                tools: tools.as_ref(),
                 messages,
                 model: &member.model,
                 max_steps: self.max_steps,
                 ctx: self.ctx,
-                withheld: self
-                    .withheld
-                    .get(index.unwrap_or(0) as usize)
-                    .map_or(&[], Vec::as_slice),
             },
             rec,
         )
@@ -321,35 +346,6 @@ async fn record_routing_call(
         }),
     )
     .await
-}
-
-/// Splits tools into those the run and the specialist may use and those left out, with the
-/// reason, so a call to a left-out tool is answered with why.
-fn allowed_tools(
-    tools: Vec<Arc<dyn Tool>>,
-    specialist: &SpecialistSpec,
-    network_allowed: bool,
-) -> (Vec<Arc<dyn Tool>>, Vec<Withheld>) {
-    let mut allowed = Vec::with_capacity(tools.len());
-    let mut withheld = Vec::new();
-    for tool in tools {
-        let a = tool.spec().annotations;
-        if a.needs_network && !network_allowed {
-            withheld.push((
-                tool.spec().name.clone(),
-                "it needs the network, which this run does not allow (`--network-allowed`)",
-            ));
-        } else if !a.read_only && !specialist.may_write {
-            // A specialist that may not write gets no tool that could: only read-only ones.
-            withheld.push((
-                tool.spec().name.clone(),
-                "this specialist may not write, and the tool is not read-only",
-            ));
-        } else {
-            allowed.push(tool);
-        }
-    }
-    (allowed, withheld)
 }
 
 /// The specialist's prompt plus the rules of the workspace every specialist works under.

@@ -53,6 +53,11 @@ impl ToolDefinitions {
         self.count == 0
     }
 
+    /// The definitions decoded again, for tests and diagnostics (not for the hot path).
+    pub fn to_values(&self) -> Vec<Value> {
+        serde_json::from_str(self.json.get()).unwrap_or_default()
+    }
+
     /// The JSON array, to embed in a request body as is.
     pub fn as_raw(&self) -> &RawValue {
         &self.json

@@ -3,11 +3,13 @@
 mod chat;
 mod observer;
 mod sandbox;
+mod source;
 mod store;
 mod tool;
 
 pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions};
 pub use observer::{NoopObserver, RunObserver};
 pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice};
+pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};
 pub use store::{NewRun, RunLog, RunStore, RunSummary, StoreError};
 pub use tool::{Tool, ToolContext, ToolError};

@@ -19,6 +19,7 @@ fn spec(id: &str, caps: &[&str], keywords: &[&str]) -> SpecialistSpec {
         may_write: true,
         needs_network: false,
         limitations: vec![],
+        tooling: Default::default(),
     }
 }
 

@@ -54,6 +54,7 @@ impl TypedTool for FetchUrlTool {
         ToolSpec::for_input::<FetchInput>("fetch_url", &description)
             .example(json!({"url": "https://www.rust-lang.org/"}))
             .annotate(WEB)
+            .plan(&["web_search"], &[])
     }
 
     async fn run(&self, input: FetchInput, ctx: &ToolContext) -> Result<Value, ToolError> {

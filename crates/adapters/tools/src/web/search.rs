@@ -52,6 +52,7 @@ impl TypedTool for WebSearchTool {
         .example(json!({"query": "SearXNG JSON API format parameter"}))
         .example(json!({"query": "tokio cancellation safety", "max_results": 5}))
         .annotate(WEB)
+            .plan(&[], &["fetch_url"])
     }
 
     async fn run(&self, input: SearchInput, ctx: &ToolContext) -> Result<Value, ToolError> {

@@ -3,6 +3,7 @@
 mod config;
 mod doctor;
 mod logs;
+mod mcp;
 mod run;
 mod serve;
 mod specialists;
@@ -18,5 +19,6 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Specialists(command) => specialists::specialists(&cli, command),
         Command::Doctor => doctor::doctor(&cli).await,
         Command::Serve(args) => serve::serve(&cli, args).await,
+        Command::Mcp => mcp::mcp(&cli).await,
     }
 }

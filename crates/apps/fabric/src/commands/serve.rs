@@ -49,9 +49,23 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
         ..ApiConfig::default()
     };
     let store = Arc::new(wiring::store(&settings));
+    // MCP over streamable HTTP at /mcp, behind the same bearer token.
+    let mcp_cancel = tokio_util::sync::CancellationToken::new();
+    // Off loopback a token is required (checked above), so any Host header may reach /mcp.
+    let any_host = !addr.ip().is_loopback();
+    let mcp = fabric_mcp::http_service(
+        super::mcp::server(settings.clone()),
+        mcp_cancel.clone(),
+        any_host,
+    );
+    let extra = axum::Router::new().nest_service("/mcp", mcp);
     let launcher = Arc::new(CliLauncher { settings });
     let state = AppState::new(store, launcher, config);
-    fabric_api_http::serve(listener, state, shutdown_signal()).await?;
+    let shutdown = async move {
+        shutdown_signal().await;
+        mcp_cancel.cancel();
+    };
+    fabric_api_http::serve_with(listener, state, extra, shutdown).await?;
     eprintln!("stopped");
     Ok(0)
 }

@@ -1,0 +1,204 @@
+//! Connecting to one MCP server: a child process over stdio, or a streamable HTTP endpoint.
+//!
+//! A stdio server is started in its own process group, so `npx` and whatever it starts can
+//! be killed together. The group is killed synchronously when the connection is dropped
+//! ([`GroupGuard`]): on success, error, cancellation and during a panic's unwinding alike,
+//! with or without a runtime left to run async cleanup.
+
+use fabric_domain::{McpServerSpec, McpTransport};
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use crate::error::McpError;
+use crate::handler::Handler;
+use crate::stderr::StderrTail;
+
+/// Variables a stdio server inherits from the fabric besides those its config names: what
+/// `npx`, `uvx` and most servers need to find their runtime and cache, and nothing secret.
+const BASE_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TERM"];
+
+/// A live connection; dropping it ends the server.
+pub(crate) struct Connection {
+    pub(crate) service: RunningService<RoleClient, Handler>,
+    /// Declared after `service` so the transport closes first, then the group is killed.
+    _guard: Option<GroupGuard>,
+}
+
+/// Kills a server's process group when dropped.
+pub(crate) struct GroupGuard {
+    pgid: rustix::process::Pid,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        // ESRCH (already gone) is the normal case after a clean shutdown.
+        let _ = rustix::process::kill_process_group(self.pgid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Starts or reaches the server and completes the MCP handshake.
+pub(crate) async fn connect(
+    spec: &McpServerSpec,
+    handler: Handler,
+    tail: Arc<StderrTail>,
+) -> Result<Connection, McpError> {
+    match &spec.transport {
+        McpTransport::Stdio {
+            command,
+            args,
+            env,
+            pass_env,
+            cwd,
+        } => {
+            let mut vars: Vec<(String, String)> = BASE_ENV
+                .iter()
+                .filter_map(|n| std::env::var(n).ok().map(|v| ((*n).to_owned(), v)))
+                .collect();
+            for name in pass_env {
+                let value = std::env::var(name).map_err(|_| McpError::MissingEnv {
+                    server: spec.name.clone(),
+                    name: name.clone(),
+                })?;
+                vars.push((name.clone(), value));
+            }
+            vars.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let mut wrap = CommandWrap::with_new(command, |cmd| {
+                cmd.args(args)
+                    .env_clear()
+                    .envs(vars.iter().map(|(k, v)| (k, v)));
+                if let Some(dir) = cwd {
+                    cmd.current_dir(dir);
+                }
+            });
+            wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+            let spawn_error = |e: std::io::Error| McpError::Spawn {
+                server: spec.name.clone(),
+                command: command.clone(),
+                detail: e.to_string(),
+            };
+            let (process, stderr) = TokioChildProcess::builder(wrap)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(spawn_error)?;
+            let guard = process
+                .id()
+                .and_then(|pid| i32::try_from(pid).ok())
+                .and_then(rustix::process::Pid::from_raw)
+                .map(|pgid| GroupGuard { pgid });
+            if let Some(stderr) = stderr {
+                let name = spec.name.clone();
+                let tail = tail.clone();
+                tokio::spawn(async move { tail.follow(&name, stderr).await });
+            }
+            // The guard is created before the handshake, so a failed or abandoned handshake
+            // still kills the group.
+            let service = handler
+                .serve(process)
+                .await
+                .map_err(|e| McpError::Initialize {
+                    server: spec.name.clone(),
+                    detail: format!("{e}{}", tail.describe()),
+                })?;
+            Ok(Connection {
+                service,
+                _guard: guard,
+            })
+        }
+        McpTransport::Sse {
+            url,
+            headers,
+            bearer_token_env,
+        } => {
+            let mut map = reqwest::header::HeaderMap::new();
+            for (name, value) in header_pairs(spec, headers, bearer_token_env.as_deref())? {
+                map.insert(name, value);
+            }
+            let (sink, stream) = crate::sse_legacy::open(reqwest::Client::new(), url, map)
+                .await
+                .map_err(|detail| McpError::Initialize {
+                    server: spec.name.clone(),
+                    detail,
+                })?;
+            let service =
+                handler
+                    .serve((sink, stream))
+                    .await
+                    .map_err(|e| McpError::Initialize {
+                        server: spec.name.clone(),
+                        detail: e.to_string(),
+                    })?;
+            Ok(Connection {
+                service,
+                _guard: None,
+            })
+        }
+        McpTransport::Http {
+            url,
+            headers,
+            bearer_token_env,
+        } => {
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            let mut custom = HashMap::new();
+            for (name, value) in header_pairs(spec, headers, None)? {
+                custom.insert(name, value);
+            }
+            if let Some(name) = bearer_token_env {
+                // rmcp adds the `Bearer ` prefix itself.
+                let token = std::env::var(name).map_err(|_| McpError::MissingEnv {
+                    server: spec.name.clone(),
+                    name: name.clone(),
+                })?;
+                config = config.auth_header(token);
+            }
+            config = config.custom_headers(custom);
+            let transport =
+                StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+            let service = handler
+                .serve(transport)
+                .await
+                .map_err(|e| McpError::Initialize {
+                    server: spec.name.clone(),
+                    detail: e.to_string(),
+                })?;
+            Ok(Connection {
+                service,
+                _guard: None,
+            })
+        }
+    }
+}
+
+/// The configured headers plus `Authorization: Bearer` from the token variable.
+fn header_pairs(
+    spec: &McpServerSpec,
+    headers: &std::collections::BTreeMap<String, String>,
+    bearer_token_env: Option<&str>,
+) -> Result<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>, McpError> {
+    let bad = |name: &str| McpError::BadHeader {
+        server: spec.name.clone(),
+        name: name.to_owned(),
+    };
+    let mut pairs = Vec::new();
+    for (name, value) in headers {
+        let header =
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad(name))?;
+        let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| bad(name))?;
+        pairs.push((header, value));
+    }
+    if let Some(var) = bearer_token_env {
+        let token = std::env::var(var).map_err(|_| McpError::MissingEnv {
+            server: spec.name.clone(),
+            name: var.to_owned(),
+        })?;
+        let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| bad("authorization"))?;
+        pairs.push((reqwest::header::AUTHORIZATION, value));
+    }
+    Ok(pairs)
+}

@@ -1,0 +1,37 @@
+//! `fabric-mcp`: the Model Context Protocol for agent-fabric, on the official Rust SDK
+//! (`rmcp`).
+//!
+//! The client side: [`McpTools`] starts the MCP servers a specialist declares
+//! (`mcp_servers`: stdio child processes, streamable HTTP endpoints, or legacy HTTP+SSE
+//! endpoints through a small client of our own), concurrently and in
+//! the background, and offers their tools to the engine as `mcp__<server>__<tool>` through
+//! the core's [`ToolSource`](fabric_core::ToolSource) port. Each MCP tool is a
+//! [`Tool`](fabric_core::Tool) whose contract is built from the server's schema, so the
+//! loop treats it like any built-in tool. Servers that are slow, fail or crash become
+//! `mcp_server` runlog events and exact tool errors, never silently missing tools.
+//!
+//! The server side: [`FabricMcpServer`] offers `run_task`, `list_specialists` and `get_run`
+//! over stdio ([`serve_stdio`]) or streamable HTTP ([`http_service`]), doing the work
+//! through a [`FabricService`] the binary implements with its application function.
+//!
+//! Key decisions (docs/DECISIONS.md, ADR-030..): fresh servers per run (no state shared
+//! between runs), each stdio server in its own process group killed synchronously when the
+//! run's [`McpTools`] is dropped, MCP annotations read as hints that default to the safe side.
+//!
+//! Depends on `fabric-core` and `fabric-domain` only.
+
+mod connect;
+mod error;
+mod handler;
+mod server;
+mod source;
+mod sse_legacy;
+mod stderr;
+mod tool;
+
+pub use error::McpError;
+pub use server::{
+    FabricMcpServer, FabricService, GetRunInput, NoInput, RunTaskInput, http_service, serve_stdio,
+    server_tools,
+};
+pub use source::McpTools;

@@ -1,0 +1,363 @@
+//! The MCP servers of one specialist in one run, as a growing [`ToolSource`].
+//!
+//! [`ToolSource::start`] spawns one task per server: connect, hand-shake and list the tools
+//! within `startup_timeout_s`. The run does not wait for them unless a server is `required`:
+//! tools that are up later are offered from the next step. Each change (ready, failed,
+//! timed out, stopped, tools changed) is an `mcp_server` notice the loop writes to the
+//! runlog. Dropping [`McpTools`] (the run is over, however it ended) aborts the tasks and
+//! drops every connection, which kills every server's process group.
+
+use async_trait::async_trait;
+use fabric_core::{Tool, ToolContext, ToolNotice, ToolSource};
+use fabric_domain::{EventKind, MCP_TOOL_PREFIX, McpServerSpec, SpecialistSpec, pattern_matches};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+use tokio::task::AbortHandle;
+
+use crate::connect::{Connection, connect};
+use crate::error::McpError;
+use crate::handler::Handler;
+use crate::stderr::StderrTail;
+use crate::tool::{Converted, McpTool, convert};
+
+/// Notices kept before the loop reads them; older ones are dropped past this (a server
+/// announcing changes in a tight loop must not grow memory without bound).
+const MAX_PENDING_NOTICES: usize = 256;
+
+/// Where a server is.
+#[derive(Debug, Clone, PartialEq)]
+enum Status {
+    Starting,
+    Ready,
+    Down(String),
+}
+
+struct Entry {
+    spec: McpServerSpec,
+    status: watch::Sender<Status>,
+    tools: Vec<Arc<dyn Tool>>,
+    connection: Option<Connection>,
+    tail: Arc<StderrTail>,
+}
+
+/// What the server tasks and the tools share.
+pub(crate) struct Shared {
+    entries: Mutex<BTreeMap<String, Entry>>,
+    /// The specialist's MCP tool names and patterns (`mcp__github__get_me`, `mcp__github__get_*`).
+    patterns: Vec<String>,
+    version: AtomicU64,
+    notices: Mutex<VecDeque<ToolNotice>>,
+    started_at: Instant,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock means a panic elsewhere mid-update; the data is still usable here.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    fn notice(&self, server: &str, status: &str, mut payload: Value) {
+        if let Value::Object(map) = &mut payload {
+            map.insert("server".into(), json!(server));
+            map.insert("status".into(), json!(status));
+            map.insert(
+                "elapsed_ms".into(),
+                json!(self.started_at.elapsed().as_millis() as u64),
+            );
+        }
+        let mut notices = lock(&self.notices);
+        if notices.len() == MAX_PENDING_NOTICES {
+            notices.pop_front();
+        }
+        notices.push_back(ToolNotice {
+            kind: EventKind::McpServer,
+            payload,
+        });
+    }
+
+    /// Whether the specialist wants this tool: every tool of its servers, unless its
+    /// patterns name the server, in which case only the tools they match.
+    fn wanted(&self, server: &str, name: &str) -> bool {
+        let prefix = format!("{MCP_TOOL_PREFIX}{server}__");
+        let mut for_server = self
+            .patterns
+            .iter()
+            .filter(|p| p.starts_with(&prefix))
+            .peekable();
+        if for_server.peek().is_none() {
+            return true;
+        }
+        for_server.any(|p| pattern_matches(p, name))
+    }
+
+    /// Marks a server as stopped (it crashed or closed its connection): its tools go, and
+    /// the notice says so. Returns what the server last wrote to stderr, for messages.
+    pub(crate) fn server_stopped(&self, server: &str) -> String {
+        let mut entries = lock(&self.entries);
+        let Some(entry) = entries.get_mut(server) else {
+            return String::new();
+        };
+        let tail = entry.tail.describe();
+        if *entry.status.borrow() == Status::Ready {
+            entry.tools.clear();
+            entry.connection = None;
+            entry.status.send_replace(Status::Down("stopped".into()));
+            drop(entries);
+            self.version.fetch_add(1, Ordering::AcqRel);
+            self.notice(
+                server,
+                "stopped",
+                json!({"error": format!("the server closed its connection{tail}; its tools were removed")}),
+            );
+        }
+        tail
+    }
+
+    /// Servers whose connection closed since the last look are marked stopped.
+    fn reap(&self) {
+        let closed: Vec<String> = lock(&self.entries)
+            .iter()
+            .filter(|(_, e)| {
+                e.connection
+                    .as_ref()
+                    .is_some_and(|c| c.service.is_transport_closed())
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in closed {
+            self.server_stopped(&name);
+        }
+    }
+
+    /// Lists the server's tools and turns them into fabric tools.
+    async fn list(
+        self: &Arc<Self>,
+        spec: &McpServerSpec,
+        peer: &rmcp::service::Peer<rmcp::RoleClient>,
+    ) -> Result<(Vec<Arc<dyn Tool>>, Vec<Value>), McpError> {
+        let listed = peer
+            .list_all_tools()
+            .await
+            .map_err(|e| McpError::ListTools {
+                server: spec.name.clone(),
+                detail: e.to_string(),
+            })?;
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut skipped = Vec::new();
+        for tool in &listed {
+            match convert(&spec.name, tool) {
+                Converted::Tool(contract, remote) => {
+                    if self.wanted(&spec.name, &contract.name) {
+                        tools.push(Arc::new(McpTool::new(
+                            contract,
+                            &spec.name,
+                            remote,
+                            peer.clone(),
+                            Duration::from_secs(spec.call_timeout_s),
+                            Arc::downgrade(self),
+                        )));
+                    }
+                }
+                Converted::Skipped(remote, reason) => {
+                    skipped.push(json!({"tool": remote, "reason": reason}));
+                }
+            }
+        }
+        Ok((tools, skipped))
+    }
+}
+
+/// The MCP servers of one specialist for one run.
+pub struct McpTools {
+    shared: Arc<Shared>,
+    started: AtomicBool,
+    tasks: Mutex<Vec<AbortHandle>>,
+}
+
+impl McpTools {
+    /// The servers the specialist declares, not started yet (they start with the run).
+    pub fn new(specialist: &SpecialistSpec) -> Self {
+        let entries = specialist
+            .tooling
+            .mcp_servers
+            .iter()
+            .map(|spec| {
+                let (status, _) = watch::channel(Status::Starting);
+                let entry = Entry {
+                    spec: spec.clone(),
+                    status,
+                    tools: Vec::new(),
+                    connection: None,
+                    tail: Arc::new(StderrTail::default()),
+                };
+                (spec.name.clone(), entry)
+            })
+            .collect();
+        Self {
+            shared: Arc::new(Shared {
+                entries: Mutex::new(entries),
+                patterns: specialist
+                    .tools
+                    .iter()
+                    .filter(|t| t.starts_with(MCP_TOOL_PREFIX))
+                    .cloned()
+                    .collect(),
+                version: AtomicU64::new(0),
+                notices: Mutex::new(VecDeque::new()),
+                started_at: Instant::now(),
+            }),
+            started: AtomicBool::new(false),
+            tasks: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Drop for McpTools {
+    fn drop(&mut self) {
+        for task in lock(&self.tasks).drain(..) {
+            task.abort();
+        }
+        // Dropping the connections kills the servers now, not when the aborted tasks are
+        // next polled.
+        for entry in lock(&self.shared.entries).values_mut() {
+            entry.tools.clear();
+            entry.connection = None;
+        }
+    }
+}
+
+/// One server's life: start within the timeout, then relist on every announcement.
+async fn run_server(shared: Arc<Shared>, name: String) {
+    let Some((spec, tail)) = lock(&shared.entries)
+        .get(&name)
+        .map(|e| (e.spec.clone(), e.tail.clone()))
+    else {
+        return;
+    };
+    let (changed_tx, mut changed_rx) = mpsc::channel(1);
+    let handler = Handler {
+        tools_changed: changed_tx,
+    };
+    let started = tokio::time::timeout(Duration::from_secs(spec.startup_timeout_s), async {
+        let connection = connect(&spec, handler, tail.clone()).await?;
+        let listed = shared.list(&spec, connection.service.peer()).await?;
+        Ok::<_, McpError>((connection, listed))
+    })
+    .await;
+    let (connection, (tools, skipped)) = match started {
+        Ok(Ok(up)) => up,
+        Ok(Err(e)) => return fail(&shared, &name, "failed", e.to_string()),
+        Err(_) => {
+            let e = McpError::StartupTimeout {
+                server: name.clone(),
+                seconds: spec.startup_timeout_s,
+                tail: tail.describe(),
+            };
+            return fail(&shared, &name, "timeout", e.to_string());
+        }
+    };
+    let peer = connection.service.peer().clone();
+    let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+    if let Some(entry) = lock(&shared.entries).get_mut(&name) {
+        entry.tools = tools;
+        entry.connection = Some(connection);
+    }
+    shared.version.fetch_add(1, Ordering::AcqRel);
+    shared.notice(&name, "ready", json!({"tools": names, "skipped": skipped}));
+    // Last, so a run waiting for this required server finds the notice already there.
+    if let Some(entry) = lock(&shared.entries).get(&name) {
+        entry.status.send_replace(Status::Ready);
+    }
+
+    while changed_rx.recv().await.is_some() {
+        match shared.list(&spec, &peer).await {
+            Ok((tools, skipped)) => {
+                let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+                if let Some(entry) = lock(&shared.entries).get_mut(&name) {
+                    entry.tools = tools;
+                }
+                shared.version.fetch_add(1, Ordering::AcqRel);
+                shared.notice(
+                    &name,
+                    "tools_changed",
+                    json!({"tools": names, "skipped": skipped}),
+                );
+            }
+            Err(e) => shared.notice(&name, "tools_changed", json!({"error": e.to_string()})),
+        }
+    }
+}
+
+fn fail(shared: &Shared, name: &str, status: &str, error: String) {
+    tracing::warn!(server = name, "{error}");
+    shared.notice(name, status, json!({"error": error}));
+    if let Some(entry) = lock(&shared.entries).get(name) {
+        entry.status.send_replace(Status::Down(error));
+    }
+}
+
+#[async_trait]
+impl ToolSource for McpTools {
+    async fn start(&self, _ctx: &ToolContext) -> Result<(), String> {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut required = Vec::new();
+        let servers: Vec<(String, McpServerSpec, watch::Receiver<Status>)> =
+            lock(&self.shared.entries)
+                .iter()
+                .map(|(name, e)| (name.clone(), e.spec.clone(), e.status.subscribe()))
+                .collect();
+        for (name, spec, status) in servers {
+            self.shared.notice(
+                &name,
+                "starting",
+                json!({"transport": spec.transport.kind(), "required": spec.required}),
+            );
+            let task = tokio::spawn(run_server(self.shared.clone(), name.clone()));
+            lock(&self.tasks).push(task.abort_handle());
+            if spec.required {
+                required.push((name, status));
+            }
+        }
+        let mut errors = Vec::new();
+        for (name, mut status) in required {
+            let outcome = status
+                .wait_for(|s| *s != Status::Starting)
+                .await
+                .map(|s| s.clone());
+            match outcome {
+                Ok(Status::Ready) => {}
+                Ok(Status::Down(why)) => errors.push(format!(
+                    "required MCP server `{name}` is not available: {why}"
+                )),
+                _ => errors.push(format!("required MCP server `{name}` is not available")),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    fn version(&self) -> u64 {
+        self.shared.reap();
+        self.shared.version.load(Ordering::Acquire)
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        lock(&self.shared.entries)
+            .values()
+            .flat_map(|e| e.tools.iter().cloned())
+            .collect()
+    }
+
+    fn take_notices(&self) -> Vec<ToolNotice> {
+        lock(&self.shared.notices).drain(..).collect()
+    }
+}

@@ -1,0 +1,230 @@
+//! One MCP server's tool as a fabric [`Tool`]: its schema becomes a [`ToolSpec`] like any
+//! other, and a call goes to the server with a timeout.
+
+use async_trait::async_trait;
+use fabric_core::{Tool, ToolContext, ToolError};
+use fabric_domain::{ToolAnnotations, ToolSpec, mcp_tool_name};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{Peer, RoleClient};
+use serde_json::Value;
+use std::sync::Weak;
+use std::time::Duration;
+
+use crate::source::Shared;
+
+/// Longest tool name OpenAI-compatible servers accept.
+const MAX_TOOL_NAME: usize = 64;
+
+/// A tool of an MCP server.
+pub(crate) struct McpTool {
+    spec: ToolSpec,
+    server: String,
+    remote_name: String,
+    peer: Peer<RoleClient>,
+    timeout: Duration,
+    hub: Weak<Shared>,
+}
+
+/// What a server's `tools/list` entry becomes: a tool, or why it was left out.
+pub(crate) enum Converted {
+    /// Usable.
+    Tool(ToolSpec, String),
+    /// Left out, with the reason (reported in the `mcp_server` event, never silently).
+    Skipped(String, String),
+}
+
+/// The contract of one listed tool: `mcp__<server>__<tool>`, the server's description and
+/// schema, and its annotations read as hints (`readOnlyHint`, `destructiveHint`,
+/// `openWorldHint`, each false unless the server says true).
+pub(crate) fn convert(server: &str, tool: &rmcp::model::Tool) -> Converted {
+    let raw = serde_json::to_value(tool).unwrap_or(Value::Null);
+    let remote = raw["name"].as_str().unwrap_or_default().to_owned();
+    let name = mcp_tool_name(server, &remote);
+    let valid_name = name.len() <= MAX_TOOL_NAME
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !valid_name {
+        return Converted::Skipped(
+            remote,
+            format!(
+                "`{name}` is not a valid tool name for models (letters, digits, `_`, `-`, at most {MAX_TOOL_NAME} characters)"
+            ),
+        );
+    }
+    let description = raw["description"]
+        .as_str()
+        .or_else(|| raw["title"].as_str())
+        .unwrap_or("(no description)");
+    let description = format!("{description} (tool `{remote}` of MCP server `{server}`)");
+    let mut schema = raw["inputSchema"].clone();
+    // Some servers list `{}` for tools without parameters.
+    if schema.as_object().is_some_and(|m| m.is_empty()) {
+        schema = serde_json::json!({"type": "object"});
+    }
+    if let Value::Object(map) = &mut schema {
+        map.remove("$schema");
+    }
+    let hint = |key: &str| raw["annotations"][key].as_bool() == Some(true);
+    match ToolSpec::with_schema(&name, &description, schema) {
+        Ok(spec) => Converted::Tool(
+            spec.annotate(ToolAnnotations {
+                read_only: hint("readOnlyHint"),
+                destructive: hint("destructiveHint"),
+                needs_network: hint("openWorldHint"),
+            }),
+            remote,
+        ),
+        Err(e) => Converted::Skipped(remote, e.to_string()),
+    }
+}
+
+impl McpTool {
+    pub(crate) fn new(
+        spec: ToolSpec,
+        server: &str,
+        remote_name: String,
+        peer: Peer<RoleClient>,
+        timeout: Duration,
+        hub: Weak<Shared>,
+    ) -> Self {
+        Self {
+            spec,
+            server: server.to_owned(),
+            remote_name,
+            peer,
+            timeout,
+            hub,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
+        let arguments = match args {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let params = CallToolRequestParams::new(self.remote_name.clone()).with_arguments(arguments);
+        let answer = tokio::time::timeout(self.timeout, self.peer.call_tool(params)).await;
+        let result = match answer {
+            Err(_) => {
+                return Err(ToolError::Failed(format!(
+                    "`{}` did not answer within {} s (call_timeout_s of MCP server `{}`); try a smaller request or another tool",
+                    self.spec.name,
+                    self.timeout.as_secs(),
+                    self.server
+                )));
+            }
+            Ok(Err(e)) => {
+                if self.peer.is_transport_closed() {
+                    let detail = match self.hub.upgrade() {
+                        Some(hub) => hub.server_stopped(&self.server),
+                        None => String::new(),
+                    };
+                    return Err(ToolError::Failed(format!(
+                        "MCP server `{}` stopped while running `{}` ({e}{detail}); its tools are not available any more in this run, use other tools",
+                        self.server, self.spec.name
+                    )));
+                }
+                return Err(ToolError::Failed(format!(
+                    "`{}` failed: {e}",
+                    self.spec.name
+                )));
+            }
+            Ok(Ok(result)) => result,
+        };
+        let raw = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let text = render(&raw);
+        if raw["isError"].as_bool() == Some(true) {
+            return Err(ToolError::Failed(format!(
+                "`{}` reported an error: {text}",
+                self.spec.name
+            )));
+        }
+        Ok(Value::String(text))
+    }
+}
+
+/// A `tools/call` result as text for the model: text blocks as they are, other blocks
+/// described, and the structured content when there is no text.
+fn render(result: &Value) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for block in result["content"].as_array().into_iter().flatten() {
+        let part = match block["type"].as_str() {
+            Some("text") => block["text"].as_str().unwrap_or_default().to_owned(),
+            Some("image") | Some("audio") => format!(
+                "[{} content, {}, {} base64 characters]",
+                block["type"].as_str().unwrap_or_default(),
+                block["mimeType"].as_str().unwrap_or("unknown type"),
+                block["data"].as_str().map_or(0, str::len)
+            ),
+            Some("resource") => {
+                let r = &block["resource"];
+                match r["text"].as_str() {
+                    Some(text) => format!("[resource {}]\n{text}", r["uri"].as_str().unwrap_or("")),
+                    None => format!("[resource {}]", r["uri"].as_str().unwrap_or("")),
+                }
+            }
+            Some("resource_link") => {
+                format!("[resource link {}]", block["uri"].as_str().unwrap_or(""))
+            }
+            _ => block.to_string(),
+        };
+        parts.push(part);
+    }
+    if parts.is_empty() {
+        if let Some(structured) = result.get("structuredContent") {
+            return structured.to_string();
+        }
+        return "(the tool returned no content)".to_owned();
+    }
+    parts.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn results_render_text_and_describe_the_rest() {
+        let r = json!({"content": [{"type": "text", "text": "hi"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}]});
+        assert_eq!(
+            render(&r),
+            "hi\n[image content, image/png, 4 base64 characters]"
+        );
+        assert_eq!(
+            render(&json!({"content": [], "structuredContent": {"a": 1}})),
+            r#"{"a":1}"#
+        );
+        assert_eq!(render(&json!({})), "(the tool returned no content)");
+    }
+
+    #[test]
+    fn listed_tools_become_contracts_or_are_skipped_with_a_reason() {
+        let tool: rmcp::model::Tool = serde_json::from_value(json!({
+            "name": "echo", "description": "Echoes.", "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}},
+            "annotations": {"readOnlyHint": true}
+        })).unwrap_or_else(|e| panic!("{e}"));
+        match convert("everything", &tool) {
+            Converted::Tool(spec, remote) => {
+                assert_eq!(spec.name, "mcp__everything__echo");
+                assert_eq!(remote, "echo");
+                assert!(spec.annotations.read_only && !spec.annotations.needs_network);
+                assert!(spec.description.contains("MCP server `everything`"));
+            }
+            Converted::Skipped(_, why) => panic!("{why}"),
+        }
+        let long: rmcp::model::Tool = serde_json::from_value(json!({
+            "name": "x".repeat(70), "inputSchema": {"type": "object"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(convert("s", &long), Converted::Skipped(..)));
+    }
+}

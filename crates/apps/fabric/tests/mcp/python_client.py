@@ -1,0 +1,71 @@
+"""Drives agent-fabric's MCP server with the official Python MCP SDK, from outside the project.
+
+usage: python_client.py stdio FABRIC_BIN CONFIG WORKSPACE
+       python_client.py http URL TOKEN
+
+Lists the tools, calls list_specialists, run_task (collecting progress notifications) and
+get_run, and prints one JSON object with what it saw, for the Rust test to check.
+"""
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+async def exercise(session):
+    await session.initialize()
+    tools = await session.list_tools()
+    specialists = await session.call_tool("list_specialists", {})
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append(json.loads(message))
+
+    run = await session.call_tool(
+        "run_task",
+        {"prompt": "Create hello.txt", "specialist": "engineering"},
+        progress_callback=on_progress,
+    )
+    result = run.structured_content or json.loads(run.content[0].text)
+    fetched = await session.call_tool("get_run", {"run_id": result["_meta"]["run_id"]})
+    bad = await session.call_tool("run_task", {"prompt": 7})
+    return {
+        "tools": [
+            {"name": t.name, "inputSchema": t.input_schema, "description": t.description}
+            for t in tools.tools
+        ],
+        "specialists": specialists.structured_content,
+        "run": result,
+        "progress_kinds": [p["kind"] for p in progress],
+        "get_run": fetched.structured_content,
+        "bad_is_error": bad.is_error,
+        "bad_text": bad.content[0].text if bad.content else "",
+    }
+
+
+async def main():
+    mode = sys.argv[1]
+    if mode == "stdio":
+        fabric, config, workspace = sys.argv[2:5]
+        params = StdioServerParameters(
+            command=fabric, args=["mcp", "--config", config, "--workspace", workspace]
+        )
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                out = await exercise(session)
+    else:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        url, token = sys.argv[2:4]
+        client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        async with streamable_http_client(url, http_client=client) as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as session:
+                out = await exercise(session)
+    print(json.dumps(out))
+
+
+asyncio.run(main())

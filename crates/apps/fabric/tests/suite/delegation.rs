@@ -1,0 +1,153 @@
+//! Sub-agents as tools, end to end: a lead specialist hands a task to `engineering` through
+//! `agent__engineering`; the child has its own runlog linked by `parent_run_id`, its payload
+//! comes back as the tool result, and its steps are paid from the parent's budget.
+
+use fabric_test_support::Turn;
+use serde_json::{Value, json};
+
+use super::fixture::{Fixture, of_kind, read_runlog};
+
+const LEAD: &str = "---
+name: lead
+description: Plans and delegates the writing.
+tools: [list_files]
+delegates: [engineering]
+---
+You lead. Delegate the writing to engineering, then report.
+";
+
+fn write_lead(fx: &Fixture) {
+    let dir = fx.workspace_root().join("specialists");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("lead.md"), LEAD).expect("write lead");
+}
+
+fn child_runlog(fx: &Fixture, run_id: &str) -> Vec<Value> {
+    read_runlog(
+        &fx.workspace_root()
+            .join("runs")
+            .join(run_id)
+            .join("runlog.jsonl"),
+    )
+}
+
+#[tokio::test]
+async fn a_delegated_task_runs_as_a_child_and_its_payload_comes_back() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call(
+            "agent__engineering",
+            json!({"task": "Create hello.txt with Hello"}),
+        ),
+        // The child's two turns.
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "hello.txt", "content": "Hello"}),
+        ),
+        Turn::tool_call("finish_task", json!({"summary": "child wrote hello.txt"})),
+        // The lead again.
+        Turn::tool_call("finish_task", json!({"summary": "delegated and done"})),
+    ])
+    .await;
+    write_lead(&fx);
+    let run = fx
+        .fabric(&["run", "make hello", "--pack", "lead", "--json"])
+        .await;
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    let result = run.json();
+    assert_eq!(result["summary"], "delegated and done");
+    let events = fx.runlog(&result);
+    let start = &of_kind(&events, "run_start")[0]["payload"];
+    assert_eq!(start["depth"], 0);
+    assert!(start["parent_run_id"].is_null());
+    let pack = &of_kind(&events, "pack_start")[0]["payload"];
+    assert!(
+        pack["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t == "agent__engineering")
+    );
+    let tool_result = &of_kind(&events, "tool_result")[0]["payload"];
+    assert_eq!(tool_result["tool"], "agent__engineering");
+    let answer: Value =
+        serde_json::from_str(tool_result["result"].as_str().unwrap_or("{}")).unwrap_or_default();
+    assert_eq!(answer["status"], "completed");
+    assert_eq!(answer["result"]["summary"], "child wrote hello.txt");
+    let child_id = answer["run_id"].as_str().unwrap_or_default();
+    let child = child_runlog(&fx, child_id);
+    let child_start = &of_kind(&child, "run_start")[0]["payload"];
+    assert_eq!(child_start["parent_run_id"], result["_meta"]["run_id"]);
+    assert_eq!(child_start["depth"], 1);
+    assert_eq!(of_kind(&child, "run_complete").len(), 1);
+    // Separate workspaces by default: the file is in the child's.
+    let file = fx
+        .workspace_root()
+        .join("runs")
+        .join(child_id)
+        .join("workspace/hello.txt");
+    assert_eq!(std::fs::read_to_string(file).unwrap_or_default(), "Hello");
+}
+
+#[tokio::test]
+async fn a_child_that_exhausts_the_shared_budget_ends_with_a_typed_reason() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call("agent__engineering", json!({"task": "Write a lot"})),
+        Turn::tool_call("write_file", json!({"path": "a.txt", "content": "a"})),
+        Turn::tool_call("write_file", json!({"path": "b.txt", "content": "b"})),
+        Turn::tool_call("finish_task", json!({"summary": "never reached"})),
+    ])
+    .await;
+    write_lead(&fx);
+    // Three model calls for the whole tree: the lead's first, then two for the child.
+    let run = fx
+        .fabric(&[
+            "run",
+            "make files",
+            "--pack",
+            "lead",
+            "--json",
+            "--max-steps",
+            "3",
+        ])
+        .await;
+    let result = run.json();
+    assert_eq!(
+        result["_meta"]["status"], "budget_exceeded",
+        "{}",
+        run.stdout
+    );
+    assert_eq!(run.code(), 5);
+    let events = fx.runlog(&result);
+    let error = &of_kind(&events, "tool_error")[0]["payload"];
+    assert_eq!(error["tool"], "agent__engineering");
+    let told: Value =
+        serde_json::from_str(error["error_message"].as_str().unwrap_or("{}")).unwrap_or_default();
+    assert_eq!(told["status"], "budget_exceeded", "{error}");
+    assert!(
+        told["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("step budget"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn the_depth_cap_refuses_delegation_with_a_reason() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call("agent__engineering", json!({"task": "Anything"})),
+        Turn::tool_call("finish_task", json!({"summary": "did it myself"})),
+    ])
+    .await;
+    write_lead(&fx);
+    let mut yaml = std::fs::read_to_string(&fx.config).unwrap_or_default();
+    yaml.push_str("delegation:\n  max_depth: 0\n");
+    std::fs::write(&fx.config, yaml).unwrap_or_default();
+    let run = fx.fabric(&["run", "x", "--pack", "lead", "--json"]).await;
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    let events = fx.runlog(&run.json());
+    let error = &of_kind(&events, "tool_error")[0]["payload"];
+    let told: Value =
+        serde_json::from_str(error["error_message"].as_str().unwrap_or("{}")).unwrap_or_default();
+    assert_eq!(told["status"], "depth_exceeded", "{error}");
+}

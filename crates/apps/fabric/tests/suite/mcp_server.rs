@@ -1,0 +1,161 @@
+//! The fabric as an MCP server, driven from outside the project by the official Python MCP
+//! SDK (installed by scripts/install-test-deps.sh): over stdio (`fabric mcp`) and over
+//! streamable HTTP (`fabric serve`, `/mcp`, same bearer token).
+
+use fabric_test_support::{Scenario, Turn};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+use super::fixture::Fixture;
+use super::serve_fixture::{Options, Served, TOKEN};
+
+/// The venv's python, or `None` with a message when the test deps are not installed.
+fn python() -> Option<PathBuf> {
+    let dir = std::env::var_os("FABRIC_TEST_DEPS")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agent-fabric/test-deps"))
+        })?;
+    if dir.join(".installed").is_file() {
+        return Some(dir.join("venv/bin/python"));
+    }
+    let message = format!(
+        "SKIPPED: the Python MCP client is not installed in {}; run scripts/install-test-deps.sh",
+        dir.display()
+    );
+    assert!(
+        std::env::var("FABRIC_REQUIRE_TEST_DEPS").as_deref() != Ok("1"),
+        "{message}"
+    );
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("{message}");
+    }
+    None
+}
+
+fn script() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/python_client.py")
+        .display()
+        .to_string()
+}
+
+fn turns() -> Vec<Turn> {
+    vec![
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "hello.txt", "content": "Hello"}),
+        ),
+        Turn::tool_call("finish_task", json!({"summary": "wrote hello.txt"})),
+    ]
+}
+
+async fn drive(python: &PathBuf, args: &[String]) -> Value {
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(90),
+        tokio::process::Command::new(python)
+            .arg(script())
+            .args(args)
+            .output(),
+    )
+    .await
+    .expect("the Python client finished within 90 s")
+    .expect("python ran");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("one JSON object")
+}
+
+fn check(seen: &Value) {
+    let names: Vec<&str> = seen["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["run_task", "list_specialists", "get_run"]);
+    // The listed schema is the contract's schema.
+    let run_task = fabric_mcp::server_tools().remove(0);
+    assert_eq!(seen["tools"][0]["inputSchema"], run_task.input_schema);
+    let ids: Vec<&str> = seen["specialists"]["specialists"]
+        .as_array()
+        .expect("specialists")
+        .iter()
+        .map(|s| s["id"].as_str().unwrap_or_default())
+        .collect();
+    assert!(ids.contains(&"engineering"), "{ids:?}");
+    assert_eq!(seen["run"]["summary"], "wrote hello.txt");
+    assert_eq!(seen["run"]["_meta"]["status"], "completed");
+    let kinds: Vec<&str> = seen["progress_kinds"]
+        .as_array()
+        .expect("progress")
+        .iter()
+        .map(|k| k.as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"run_start"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"run_complete"), "{kinds:?}");
+    assert!(kinds.contains(&"tool_call"), "{kinds:?}");
+    assert_eq!(seen["get_run"]["status"], "completed");
+    assert_eq!(seen["get_run"]["run_id"], seen["run"]["_meta"]["run_id"]);
+    assert_eq!(seen["bad_is_error"], true);
+    let bad = seen["bad_text"].as_str().unwrap_or_default();
+    assert!(
+        bad.contains("invalid arguments for `run_task`") && bad.contains("prompt"),
+        "{bad}"
+    );
+}
+
+#[tokio::test]
+async fn a_python_mcp_client_runs_a_task_over_stdio() {
+    let Some(python) = python() else { return };
+    let fx = Fixture::new(turns()).await;
+    let seen = drive(
+        &python,
+        &[
+            "stdio".into(),
+            env!("CARGO_BIN_EXE_fabric").into(),
+            fx.config.display().to_string(),
+            fx.workspace_root().display().to_string(),
+        ],
+    )
+    .await;
+    check(&seen);
+    let run_id = seen["run"]["_meta"]["run_id"].as_str().unwrap_or_default();
+    let file = fx
+        .workspace_root()
+        .join("runs")
+        .join(run_id)
+        .join("workspace/hello.txt");
+    assert_eq!(std::fs::read_to_string(file).unwrap_or_default(), "Hello");
+}
+
+#[tokio::test]
+async fn a_python_mcp_client_runs_a_task_over_http_with_the_token() {
+    let Some(python) = python() else { return };
+    let served = Served::with(
+        Scenario::new(turns()),
+        Options {
+            auth: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let url = format!("{}/mcp", served.base);
+    let seen = drive(&python, &["http".into(), url.clone(), TOKEN.into()]).await;
+    check(&seen);
+    // Without the token, /mcp is refused like every other protected endpoint.
+    let refused = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(refused.status(), 401);
+}

@@ -1,0 +1,376 @@
+//! Tool sources through the ports: tools that arrive between steps, notices in the runlog,
+//! a required source that fails, lazy loading, and calls by an old name (alias).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use async_trait::async_trait;
+use fabric_core::engine::ModelParams;
+use fabric_core::execute::{Member, Recruitment, RunOutcome, TaskForce, TaskForceMode};
+use fabric_core::{
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
+    RunStore, RunSummary, StoreError, Tool, ToolContext, ToolError, ToolNotice, ToolSource,
+};
+use fabric_domain::{
+    EventKind, RunEvent, RunId, RunStatus, SpecialistSpec, ToolCall, ToolLoading, ToolSpec,
+};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// A model that answers from a script and remembers the tool names of every request.
+struct Chat {
+    answers: Mutex<VecDeque<ChatResponse>>,
+    offered: Mutex<Vec<Vec<String>>>,
+    /// Called before each answer, so a test can change the world between steps.
+    on_call: Box<dyn Fn(usize) + Send + Sync>,
+}
+
+impl Chat {
+    fn new(answers: Vec<ChatResponse>, on_call: impl Fn(usize) + Send + Sync + 'static) -> Self {
+        Self {
+            answers: Mutex::new(answers.into()),
+            offered: Mutex::default(),
+            on_call: Box::new(on_call),
+        }
+    }
+}
+
+#[async_trait]
+impl ChatClient for Chat {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        _observer: &dyn ChatObserver,
+    ) -> Result<ChatResponse, ChatError> {
+        let names = request
+            .tools
+            .to_values()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        let n = {
+            let mut offered = self.offered.lock().unwrap();
+            offered.push(names);
+            offered.len()
+        };
+        (self.on_call)(n);
+        Ok(self.answers.lock().unwrap().pop_front().unwrap_or_default())
+    }
+}
+
+fn call(name: &str, args: Value) -> ChatResponse {
+    ChatResponse {
+        tool_calls: vec![ToolCall {
+            id: format!("c-{name}"),
+            name: name.into(),
+            arguments: args.to_string(),
+        }],
+        ..ChatResponse::default()
+    }
+}
+
+fn finish() -> ChatResponse {
+    call("finish_task", json!({"summary": "done"}))
+}
+
+#[derive(Default)]
+struct Store {
+    events: Arc<Mutex<Vec<RunEvent>>>,
+}
+
+struct Log(Arc<Mutex<Vec<RunEvent>>>);
+
+#[async_trait]
+impl RunLog for Log {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        self.0.lock().unwrap().push(event.clone());
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RunStore for Store {
+    async fn create_run(&self) -> Result<NewRun, StoreError> {
+        Ok(NewRun {
+            id: RunId::parse("test-run").unwrap(),
+            workspace: std::env::temp_dir(),
+            log: Box::new(Log(self.events.clone())),
+        })
+    }
+    async fn list_runs(&self, _limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+        Ok(self.events.lock().unwrap().clone())
+    }
+}
+
+impl Store {
+    fn of(&self, kind: EventKind) -> Vec<RunEvent> {
+        let events = self.events.lock().unwrap();
+        events.iter().filter(|e| e.kind == kind).cloned().collect()
+    }
+}
+
+struct Echo(ToolSpec);
+
+#[async_trait]
+impl Tool for Echo {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
+        Ok(json!(format!("{} got {args}", self.0.name)))
+    }
+}
+
+fn echo(name: &str) -> Arc<dyn Tool> {
+    let spec = ToolSpec::with_schema(
+        name,
+        &format!("The {name} tool."),
+        json!({"type": "object", "properties": {"x": {"type": "string"}}}),
+    )
+    .unwrap();
+    Arc::new(Echo(spec))
+}
+
+/// A source whose tools a test adds while the run goes on.
+#[derive(Default)]
+struct Growing {
+    tools: Mutex<Vec<Arc<dyn Tool>>>,
+    version: AtomicU64,
+    notices: Mutex<Vec<ToolNotice>>,
+    fail_start: Option<String>,
+}
+
+impl Growing {
+    fn add(&self, tool: Arc<dyn Tool>) {
+        let name = tool.spec().name.clone();
+        self.tools.lock().unwrap().push(tool);
+        self.version.fetch_add(1, Ordering::SeqCst);
+        self.notices.lock().unwrap().push(ToolNotice {
+            kind: EventKind::McpServer,
+            payload: json!({"server": "late", "status": "ready", "tools": [name]}),
+        });
+    }
+}
+
+#[async_trait]
+impl ToolSource for Growing {
+    async fn start(&self, _ctx: &ToolContext) -> Result<(), String> {
+        match &self.fail_start {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+    fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
+    }
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.tools.lock().unwrap().clone()
+    }
+    fn take_notices(&self) -> Vec<ToolNotice> {
+        std::mem::take(&mut *self.notices.lock().unwrap())
+    }
+}
+
+fn specialist(loading: ToolLoading) -> SpecialistSpec {
+    let mut spec = SpecialistSpec {
+        container_image: None,
+        id: "worker".into(),
+        description: "d".into(),
+        keywords: vec![],
+        capabilities: vec![],
+        system_prompt: "Work.".into(),
+        tools: vec![],
+        finish_schema: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
+        model_key: None,
+        may_write: true,
+        needs_network: false,
+        limitations: vec![],
+        tooling: Default::default(),
+    };
+    spec.tooling.tool_loading = loading;
+    spec
+}
+
+async fn run(
+    chat: &Chat,
+    store: &Store,
+    spec: SpecialistSpec,
+    tools: Vec<Arc<dyn Tool>>,
+    source: Arc<dyn ToolSource>,
+) -> RunOutcome {
+    let force = TaskForce {
+        prompt: "do it".into(),
+        members: vec![Member {
+            specialist: spec.into(),
+            tools,
+            sources: vec![source],
+            chat,
+            model_key: "k".into(),
+            model: ModelParams {
+                name: "m".into(),
+                temperature: None,
+                top_p: None,
+                max_tokens: None,
+                stream: false,
+            },
+            model_reason: None,
+        }],
+        recruitment: Recruitment {
+            routing_method: "explicit".into(),
+            required_capabilities: vec![],
+            reason: "test".into(),
+        },
+        routing_call: None,
+        mode: TaskForceMode::Sequential,
+        max_parallel: 1,
+        max_steps: 6,
+        network_allowed: false,
+        lineage: None,
+        sandbox: Default::default(),
+    };
+    fabric_core::execute::execute_task_force(store, force, &NoopObserver, CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_tool_that_arrives_late_is_offered_from_the_next_step() {
+    let source = Arc::new(Growing::default());
+    let late = source.clone();
+    // During the first model call the source gains a tool, as an MCP server would.
+    let chat = Chat::new(
+        vec![
+            call("early", json!({})),
+            call("mcp__late__ping", json!({})),
+            finish(),
+        ],
+        move |n| {
+            if n == 1 {
+                late.add(echo("mcp__late__ping"));
+            }
+        },
+    );
+    let store = Store::default();
+    let outcome = run(
+        &chat,
+        &store,
+        specialist(ToolLoading::Eager),
+        vec![echo("early")],
+        source,
+    )
+    .await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let offered = chat.offered.lock().unwrap().clone();
+    assert_eq!(offered[0], ["early", "finish_task"]);
+    assert_eq!(offered[1], ["early", "mcp__late__ping", "finish_task"]);
+    let notices = store.of(EventKind::McpServer);
+    assert_eq!(notices.len(), 1);
+    assert_eq!(notices[0].payload["status"], "ready");
+    assert_eq!(
+        notices[0].step,
+        Some(1),
+        "recorded when the loop next looks"
+    );
+    assert!(store.of(EventKind::ToolError).is_empty());
+}
+
+#[tokio::test]
+async fn a_required_source_that_fails_to_start_fails_the_run() {
+    let source = Arc::new(Growing {
+        fail_start: Some("required MCP server `gh` is not available: boom".into()),
+        ..Growing::default()
+    });
+    let chat = Chat::new(vec![finish()], |_| {});
+    let store = Store::default();
+    let outcome = run(
+        &chat,
+        &store,
+        specialist(ToolLoading::Eager),
+        vec![],
+        source,
+    )
+    .await;
+    assert_eq!(outcome.status, RunStatus::Failed);
+    assert!(outcome.reason.unwrap().contains("`gh` is not available"));
+    assert!(chat.offered.lock().unwrap().is_empty(), "no model call");
+}
+
+#[tokio::test]
+async fn lazy_loading_offers_meta_tools_then_each_loaded_tool() {
+    let source = Arc::new(Growing::default());
+    source.add(echo("mcp__gh__create_issue"));
+    source.add(echo("mcp__gh__list_repos"));
+    let chat = Chat::new(
+        vec![
+            call("mcp__gh__create_issue", json!({})),
+            call("search_tools", json!({"query": "issue"})),
+            call("load_tool_schema", json!({"name": "mcp__gh__create_issue"})),
+            call("mcp__gh__create_issue", json!({"x": "bug"})),
+            finish(),
+        ],
+        |_| {},
+    );
+    let store = Store::default();
+    let outcome = run(
+        &chat,
+        &store,
+        specialist(ToolLoading::Lazy),
+        vec![echo("read_file")],
+        source,
+    )
+    .await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.reason);
+    let offered = chat.offered.lock().unwrap().clone();
+    assert_eq!(
+        offered[0],
+        ["search_tools", "load_tool_schema", "finish_task"]
+    );
+    assert_eq!(
+        offered[3],
+        [
+            "search_tools",
+            "load_tool_schema",
+            "mcp__gh__create_issue",
+            "finish_task"
+        ]
+    );
+    let errors = store.of(EventKind::ToolError);
+    let first = errors[0].payload["error_message"].as_str().unwrap();
+    assert!(
+        first.contains("not loaded yet; call load_tool_schema"),
+        "{first}"
+    );
+    let results = store.of(EventKind::ToolResult);
+    let search = results[0].payload["result"].as_str().unwrap();
+    assert!(
+        search.contains("mcp__gh__create_issue") && !search.contains("list_repos"),
+        "{search}"
+    );
+    let called = results[2].payload["result"].as_str().unwrap();
+    assert!(called.contains("got {\"x\":\"bug\"}"), "{called}");
+}
+
+#[tokio::test]
+async fn an_old_name_reaches_the_current_tool() {
+    let spec = ToolSpec::with_schema("list_files", "Lists.", json!({"type": "object"}))
+        .unwrap()
+        .alias("ls");
+    let tool: Arc<dyn Tool> = Arc::new(Echo(spec));
+    let chat = Chat::new(vec![call("ls", json!({})), finish()], |_| {});
+    let store = Store::default();
+    let outcome = run(
+        &chat,
+        &store,
+        specialist(ToolLoading::Eager),
+        vec![tool],
+        Arc::new(Growing::default()),
+    )
+    .await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let results = store.of(EventKind::ToolResult);
+    assert_eq!(results[0].payload["result"], "list_files got {}");
+}

@@ -1,0 +1,172 @@
+//! How a specialist reaches tools beyond the built-in ones: MCP servers, lazy loading of
+//! tool schemas, and other specialists it may delegate to. Plain data, validated by
+//! `fabric-config` and acted on by the adapters.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The prefix of every MCP tool's name: `mcp__<server>__<tool>`.
+pub const MCP_TOOL_PREFIX: &str = "mcp__";
+/// The prefix of every delegation tool's name: `agent__<specialist id>`.
+pub const AGENT_TOOL_PREFIX: &str = "agent__";
+
+/// Default seconds an MCP server may take to start and list its tools.
+pub const DEFAULT_MCP_STARTUP_TIMEOUT_S: u64 = 30;
+/// Default seconds one MCP tool call may take.
+pub const DEFAULT_MCP_CALL_TIMEOUT_S: u64 = 120;
+/// Default depth of delegation: a run may start children, and they grandchildren.
+pub const DEFAULT_MAX_DELEGATION_DEPTH: u32 = 2;
+
+/// The extra tooling of one specialist. Every field defaults to "none", so a specialist
+/// that names none of them behaves as before.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tooling {
+    /// MCP servers started for each run of this specialist.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<McpServerSpec>,
+    /// Whether the model sees every tool schema up front or loads them on demand.
+    #[serde(default)]
+    pub tool_loading: ToolLoading,
+    /// Ids of specialists this one may hand a task to, each offered as `agent__<id>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegates: Vec<String>,
+}
+
+/// How tool schemas reach the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolLoading {
+    /// Every tool's definition is sent with every model call.
+    #[default]
+    Eager,
+    /// Only `search_tools`, `load_tool_schema` and `finish_task` are sent; a tool becomes
+    /// callable once its schema is loaded, and stays so for the rest of the run.
+    Lazy,
+}
+
+/// One MCP server a specialist uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerSpec {
+    /// Short name: letters, digits, `-` and single `_`; the middle part of `mcp__<server>__<tool>`.
+    pub name: String,
+    /// How to reach it.
+    pub transport: McpTransport,
+    /// When true the run waits for this server before the first model call and fails if it
+    /// does not start; otherwise the run goes on without it.
+    #[serde(default)]
+    pub required: bool,
+    /// Seconds it may take to start and list its tools.
+    pub startup_timeout_s: u64,
+    /// Seconds one tool call may take.
+    pub call_timeout_s: u64,
+}
+
+/// How an MCP server is reached.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC on stdin/stdout.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        #[serde(default)]
+        args: Vec<String>,
+        /// Variables set for it (values written in the config).
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        /// Names of variables copied from the fabric's environment (tokens stay out of files).
+        #[serde(default)]
+        pass_env: Vec<String>,
+        /// Its working directory.
+        #[serde(default)]
+        cwd: Option<PathBuf>,
+    },
+    /// A streamable HTTP endpoint.
+    Http {
+        /// The endpoint, e.g. `https://example.com/mcp`.
+        url: String,
+        /// Headers sent with every request (values written in the config).
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        /// Name of the variable holding a bearer token, sent as `Authorization: Bearer`.
+        #[serde(default)]
+        bearer_token_env: Option<String>,
+    },
+    /// A legacy HTTP+SSE endpoint (MCP 2024-11-05): an SSE stream from `url` names the
+    /// address messages are posted to.
+    Sse {
+        /// The SSE endpoint, e.g. `http://localhost:3001/sse`.
+        url: String,
+        /// Headers sent with every request (values written in the config).
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        /// Name of the variable holding a bearer token, sent as `Authorization: Bearer`.
+        #[serde(default)]
+        bearer_token_env: Option<String>,
+    },
+}
+
+impl McpTransport {
+    /// `stdio` or `http`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Stdio { .. } => "stdio",
+            Self::Http { .. } => "http",
+            Self::Sse { .. } => "sse",
+        }
+    }
+}
+
+/// The model-facing name of an MCP server's tool.
+pub fn mcp_tool_name(server: &str, tool: &str) -> String {
+    format!("{MCP_TOOL_PREFIX}{server}__{tool}")
+}
+
+/// Whether `name` matches a tool pattern such as `mcp__github__*` or `mcp__github__get_*`
+/// (`*` matches any run of characters, including none).
+pub fn pattern_matches(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (Some(first), Some(last)) = (parts.first(), parts.last()) else {
+        return pattern == name;
+    };
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_with_stars_anywhere_in_the_tool_part() {
+        assert!(pattern_matches("mcp__gh__*", "mcp__gh__create_issue"));
+        assert!(pattern_matches("mcp__gh__get_*", "mcp__gh__get_me"));
+        assert!(pattern_matches("mcp__gh__*_issue", "mcp__gh__create_issue"));
+        assert!(pattern_matches("mcp__gh__*a*b", "mcp__gh__xaxb"));
+        assert!(!pattern_matches("mcp__gh__get_*", "mcp__gh__create_issue"));
+        assert!(!pattern_matches("mcp__gh__*", "mcp__ghx__a"));
+        assert!(!pattern_matches("mcp__gh__a*a", "mcp__gh__a"));
+        assert_eq!(mcp_tool_name("fs", "read"), "mcp__fs__read");
+    }
+
+    #[test]
+    fn tooling_defaults_to_nothing_extra() {
+        let t: Tooling = serde_json::from_str("{}").unwrap_or_default();
+        assert_eq!(t, Tooling::default());
+        assert_eq!(t.tool_loading, ToolLoading::Eager);
+    }
+}

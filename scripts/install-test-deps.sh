@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs the real MCP servers and clients the MCP tests run against, at pinned versions,
+# into $FABRIC_TEST_DEPS (default $HOME/.cache/agent-fabric/test-deps); nothing is installed
+# globally. Idempotent: a second run with the same versions does nothing.
+#
+#   npm:  @modelcontextprotocol/server-everything, @modelcontextprotocol/server-filesystem
+#   PyPI: mcp (the official Python SDK), in a venv, to drive `fabric mcp` from outside
+#
+# The tests find the install through the same variable and skip with a message naming this
+# script when it is missing; .ci/run runs this script first, so in CI nothing is skipped.
+set -euo pipefail
+
+DEPS="${FABRIC_TEST_DEPS:-$HOME/.cache/agent-fabric/test-deps}"
+EVERYTHING_VERSION=2026.8.31
+FILESYSTEM_VERSION=2026.8.31
+PY_MCP_VERSION=2.3.0
+STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION"
+
+mkdir -p "$DEPS"
+if [[ -f "$DEPS/.installed" && "$(cat "$DEPS/.installed")" == "$STAMP" ]]; then
+    echo "test deps up to date in $DEPS"
+    exit 0
+fi
+
+command -v node >/dev/null || { echo "node is needed (v20 or later)" >&2; exit 1; }
+command -v npm >/dev/null || { echo "npm is needed" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 1; }
+
+echo "== npm packages into $DEPS/node"
+mkdir -p "$DEPS/node"
+( cd "$DEPS/node"
+  [[ -f package.json ]] || echo '{"name": "fabric-test-deps", "private": true}' > package.json
+  npm install --no-audit --no-fund --loglevel=error \
+      "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
+      "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION" )
+# The official conformance suite (@modelcontextprotocol/conformance 0.1.16) needs Node 22
+# (`fs.globSync`); with Node 20 it does not start, so it is not installed here (docs/MCP.md).
+
+echo "== python mcp into $DEPS/venv"
+python3 -m venv "$DEPS/venv"
+"$DEPS/venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$PY_MCP_VERSION"
+
+echo "$STAMP" > "$DEPS/.installed"
+echo "test deps installed in $DEPS"
