@@ -140,8 +140,10 @@ async fn run_steps(
 
     // The `finish_task` definition is built once; the schema itself is checked against
     // `specialist.finish_schema`, so no second copy of it lives through the run.
+    // Kept as JSON text for the life of the run (a `Value` tree is about three times the
+    // memory) and decoded only when the tool set changes.
     let finish_definition = match specialist.finish_tool() {
-        Ok(spec) => spec.openai_definition(),
+        Ok(spec) => spec.openai_definition().to_string(),
         Err(e) => {
             return Ok(failed(
                 RunStatus::Failed,
@@ -387,13 +389,14 @@ struct Catalogue<'a> {
 }
 
 impl<'a> Catalogue<'a> {
-    fn build(source: &dyn ToolSource, finish_definition: &Value, finish_schema: &'a Value) -> Self {
+    fn build(source: &dyn ToolSource, finish_definition: &str, finish_schema: &'a Value) -> Self {
         // The version is read first: a change racing this read only causes one more rebuild.
         let version = source.version();
         let tools = source.tools();
         let mut definitions: Vec<Value> =
             tools.iter().map(|t| t.spec().openai_definition()).collect();
-        definitions.push(finish_definition.clone());
+        // The text was produced by `serde_json` from a `Value` just above, so it parses.
+        definitions.push(serde_json::from_str(finish_definition).unwrap_or_default());
         let mut available: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
         available.push(FINISH_TOOL.to_owned());
         Self {
