@@ -23,15 +23,16 @@
     missing_docs
 )]
 
+mod common;
 use async_trait::async_trait;
+use common::{noop_tool, specialist};
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{Recruitment, Task, execute_task, run_task};
 use fabric_core::live::RunRegistry;
 use fabric_core::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NoopObserver, RunStore, Tool,
-    ToolContext, ToolError,
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NoopObserver, RunStore,
 };
-use fabric_domain::{RunStatus, SpecialistSpec, ToolCall, ToolSpec};
+use fabric_domain::{RunStatus, ToolCall};
 use fabric_test_support::{Scenario, ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -39,36 +40,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-
-struct Noop(ToolSpec);
-
-#[async_trait]
-impl Tool for Noop {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
-        Ok(json!("ok"))
-    }
-}
-
-fn noop_tool() -> Arc<dyn Tool> {
-    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false});
-    Arc::new(Noop(
-        ToolSpec::with_schema("noop", "Does nothing.", schema).unwrap(),
-    ))
-}
-
-/// The specialist, defined once and shared by every run, as `fabric serve` shares the
-/// definitions it loaded from its settings.
-fn specialist() -> Arc<SpecialistSpec> {
-    static SHARED: std::sync::OnceLock<Arc<SpecialistSpec>> = std::sync::OnceLock::new();
-    Arc::clone(SHARED.get_or_init(|| {
-        let mut spec = fabric_config::builtin_specialists().remove(0);
-        spec.tools = vec!["noop".into()];
-        Arc::new(spec)
-    }))
-}
 
 fn task(steps: usize) -> Task {
     Task {

@@ -15,35 +15,15 @@
     missing_docs
 )]
 
-use async_trait::async_trait;
+mod common;
+use common::{noop_tool, specialist};
+use fabric_core::NoopObserver;
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{Recruitment, Task, execute_task};
-use fabric_core::{NoopObserver, Tool, ToolContext, ToolError};
-use fabric_domain::{SpecialistSpec, ToolSpec};
 use fabric_test_support::{Scenario, ScriptedServer, Turn};
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-struct Noop(ToolSpec);
-
-#[async_trait]
-impl Tool for Noop {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
-        Ok(json!("ok"))
-    }
-}
-
-fn noop_tool() -> Arc<dyn Tool> {
-    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false});
-    Arc::new(Noop(
-        ToolSpec::with_schema("noop", "Does nothing.", schema).unwrap(),
-    ))
-}
 
 fn scenario(steps: usize) -> Scenario {
     let mut turns: Vec<Turn> = (0..steps - 1)
@@ -51,12 +31,6 @@ fn scenario(steps: usize) -> Scenario {
         .collect();
     turns.push(Turn::tool_call("finish_task", json!({"summary": "done"})));
     Scenario::new(turns)
-}
-
-fn specialist() -> SpecialistSpec {
-    let mut spec = fabric_config::builtin_specialists().remove(0);
-    spec.tools = vec!["noop".into()];
-    spec
 }
 
 /// One engine run; returns its wall time and the request bodies it sent.
@@ -72,7 +46,7 @@ async fn engine_run(steps: usize) -> (Duration, Vec<Value>) {
     .unwrap();
     let task = Task {
         prompt: "benchmark".into(),
-        specialist: specialist().into(),
+        specialist: specialist(),
         recruitment: Recruitment {
             routing_method: "explicit".into(),
             required_capabilities: vec![],
