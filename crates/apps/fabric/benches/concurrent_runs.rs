@@ -25,9 +25,8 @@
 
 mod common;
 use async_trait::async_trait;
-use common::{noop_tool, specialist};
-use fabric_core::engine::ModelParams;
-use fabric_core::execute::{Recruitment, Task, execute_task, run_task};
+
+use fabric_core::execute::{Task, execute_task, run_task};
 use fabric_core::live::RunRegistry;
 use fabric_core::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NoopObserver, RunStore,
@@ -41,29 +40,10 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+/// A run of `steps` steps, with headroom: on the shared HTTP server a run may take a turn
+/// another run left.
 fn task(steps: usize) -> Task {
-    Task {
-        prompt: "benchmark".into(),
-        specialist: specialist(),
-        recruitment: Recruitment {
-            routing_method: "explicit".into(),
-            required_capabilities: vec![],
-            reason: String::new(),
-        },
-        tools: vec![noop_tool()],
-        model_key: "bench".into(),
-        model: ModelParams {
-            name: "qwen2.5:7b".into(),
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            stream: false,
-        },
-        // Headroom: on the shared HTTP server a run may take a turn another run left.
-        max_steps: steps as u32 * 2,
-        network_allowed: false,
-        sandbox: Default::default(),
-    }
+    common::task(steps as u32 * 2)
 }
 
 /// The scripted turn for step `i` of `steps`: the model's answer depends only on how many

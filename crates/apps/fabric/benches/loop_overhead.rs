@@ -16,10 +16,9 @@
 )]
 
 mod common;
-use common::{noop_tool, specialist};
+
 use fabric_core::NoopObserver;
-use fabric_core::engine::ModelParams;
-use fabric_core::execute::{Recruitment, Task, execute_task};
+use fabric_core::execute::execute_task;
 use fabric_test_support::{Scenario, ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -44,27 +43,7 @@ async fn engine_run(steps: usize) -> (Duration, Vec<Value>) {
         None,
     )
     .unwrap();
-    let task = Task {
-        prompt: "benchmark".into(),
-        specialist: specialist(),
-        recruitment: Recruitment {
-            routing_method: "explicit".into(),
-            required_capabilities: vec![],
-            reason: String::new(),
-        },
-        tools: vec![noop_tool()],
-        model_key: "bench".into(),
-        model: ModelParams {
-            name: "qwen2.5:7b".into(),
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            stream: false,
-        },
-        max_steps: steps as u32 + 1,
-        network_allowed: false,
-        sandbox: Default::default(),
-    };
+    let task = common::task(steps as u32 + 1);
     let started = Instant::now();
     let outcome = execute_task(
         &store,

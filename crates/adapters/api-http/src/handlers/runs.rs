@@ -158,7 +158,7 @@ pub(crate) async fn get_run(
     State(state): State<AppState>,
     RunIdPath(id): RunIdPath,
 ) -> Result<axum::Json<RunView>, ApiError> {
-    // A live run's view is built under its lock, without copying its buffer.
+    // A live run's view is built from its buffered events; a stored one from its runlog.
     let view = match find(&state, &id).await? {
         Found::Live(run) => run.with_events(|events| RunView::from_events(id, events)),
         Found::Stored(events) => RunView::from_events(id, &events),

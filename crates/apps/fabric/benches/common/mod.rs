@@ -1,6 +1,8 @@
 //! What both benchmarks need: a tool that does nothing and the specialist that uses it.
 
 use async_trait::async_trait;
+use fabric_core::engine::ModelParams;
+use fabric_core::execute::{Recruitment, Task};
 use fabric_core::{Tool, ToolContext, ToolError};
 use fabric_domain::{SpecialistSpec, ToolSpec};
 use serde_json::{Value, json};
@@ -36,4 +38,29 @@ pub(crate) fn specialist() -> Arc<SpecialistSpec> {
         spec.tools = vec!["noop".into()];
         Arc::new(spec)
     }))
+}
+
+/// A benchmark task: the shared specialist with the no-op tool, at most `max_steps` calls.
+pub(crate) fn task(max_steps: u32) -> Task {
+    Task {
+        prompt: "benchmark".into(),
+        specialist: specialist(),
+        recruitment: Recruitment {
+            routing_method: "explicit".into(),
+            required_capabilities: vec![],
+            reason: String::new(),
+        },
+        tools: vec![noop_tool()],
+        model_key: "bench".into(),
+        model: ModelParams {
+            name: "qwen2.5:7b".into(),
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            stream: false,
+        },
+        max_steps,
+        network_allowed: false,
+        sandbox: Default::default(),
+    }
 }
