@@ -27,6 +27,7 @@ pub mod delegate;
 pub mod engine;
 mod error;
 pub mod execute;
+mod ids;
 pub mod lazy;
 pub mod live;
 pub mod models;
@@ -36,9 +37,11 @@ pub mod recruit;
 pub mod typed;
 
 pub use error::CoreError;
+pub use ids::new_run_id;
 pub use ports::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoOsSandbox,
-    NoopObserver, ProcessSandbox, RunLog, RunObserver, RunSandbox, RunStore, RunSummary,
-    SandboxGuard, SecurityNotice, StaticTools, StoreError, Tool, ToolContext, ToolDefinitions,
-    ToolError, ToolNotice, ToolSource, Withheld,
+    NoopObserver, ProcessSandbox, QueryEmbedding, RunCatalog, RunLog, RunObserver, RunQuery,
+    RunSandbox, RunStore, SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools,
+    StatsGroup, StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError,
+    ToolNotice, ToolSource, Withheld,
 };

@@ -6,7 +6,7 @@ use fabric_core::engine::{MAX_TOOL_RESULT_CHARS, ModelParams};
 use fabric_core::execute::{Recruitment, RunOutcome, Task, execute_task};
 use fabric_core::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, CoreError, NewRun,
-    NoopObserver, RunLog, RunStore, RunSummary, StoreError, Tool, ToolContext, ToolError,
+    NoopObserver, RunLog, RunStore, StoreError, Tool, ToolContext, ToolError,
 };
 use fabric_domain::{
     EventKind, RunEvent, RunId, RunStatus, SpecialistSpec, ToolAnnotations, ToolCall, ToolSpec,
@@ -125,7 +125,7 @@ impl MemStore {
 
 #[async_trait]
 impl RunStore for MemStore {
-    async fn create_run(&self) -> Result<NewRun, StoreError> {
+    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
         Ok(NewRun {
             id: RunId::parse("test-run").unwrap(),
             workspace: self.workspace.clone(),
@@ -135,7 +135,10 @@ impl RunStore for MemStore {
             }),
         })
     }
-    async fn list_runs(&self, _limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+    async fn list_runs(
+        &self,
+        _query: &fabric_core::RunQuery,
+    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
         Ok(Vec::new())
     }
     async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {

@@ -9,7 +9,7 @@ use fabric_core::execute::{
 use fabric_core::recruit::RoutingCall;
 use fabric_core::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
-    RunStore, RunSummary, StoreError, Tool, ToolContext, ToolError,
+    RunStore, StoreError, Tool, ToolContext, ToolError,
 };
 use fabric_domain::{
     EventKind, Message, RunEvent, RunId, RunStatus, SpecialistSpec, ToolCall, ToolSpec,
@@ -95,14 +95,17 @@ impl RunLog for Log {
 
 #[async_trait]
 impl RunStore for Store {
-    async fn create_run(&self) -> Result<NewRun, StoreError> {
+    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
         Ok(NewRun {
             id: RunId::parse("tf-run").unwrap(),
             workspace: std::env::temp_dir(),
             log: Box::new(Log(Arc::clone(&self.events))),
         })
     }
-    async fn list_runs(&self, _limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+    async fn list_runs(
+        &self,
+        _query: &fabric_core::RunQuery,
+    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
         Ok(Vec::new())
     }
     async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {

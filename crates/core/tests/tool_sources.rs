@@ -7,7 +7,7 @@ use fabric_core::engine::ModelParams;
 use fabric_core::execute::{Member, Recruitment, RunOutcome, TaskForce, TaskForceMode};
 use fabric_core::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
-    RunStore, RunSummary, StoreError, Tool, ToolContext, ToolError, ToolNotice, ToolSource,
+    RunStore, StoreError, Tool, ToolContext, ToolError, ToolNotice, ToolSource,
 };
 use fabric_domain::{
     EventKind, RunEvent, RunId, RunStatus, SpecialistSpec, ToolCall, ToolLoading, ToolSpec,
@@ -91,14 +91,17 @@ impl RunLog for Log {
 
 #[async_trait]
 impl RunStore for Store {
-    async fn create_run(&self) -> Result<NewRun, StoreError> {
+    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
         Ok(NewRun {
             id: RunId::parse("test-run").unwrap(),
             workspace: std::env::temp_dir(),
             log: Box::new(Log(self.events.clone())),
         })
     }
-    async fn list_runs(&self, _limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+    async fn list_runs(
+        &self,
+        _query: &fabric_core::RunQuery,
+    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
         Ok(Vec::new())
     }
     async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {

@@ -15,6 +15,7 @@ mod message;
 mod run;
 pub mod schema;
 mod specialist;
+mod summary;
 mod time;
 mod tool;
 mod tooling;
@@ -26,6 +27,7 @@ pub use run::{RunId, RunStatus};
 pub use specialist::{
     FINISH_TOOL, SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern,
 };
+pub use summary::RunSummary;
 pub use time::UtcTime;
 pub use tool::{PlannerHints, ToolAnnotations, ToolSpec, input_schema_for as schema_for};
 pub use tooling::{

@@ -55,7 +55,7 @@ pub(crate) async fn start(state: &AppState, request: RunRequest) -> Result<Start
     }
     let run = inner
         .store
-        .create_run()
+        .create_run(fabric_core::new_run_id())
         .await
         .map_err(ApiError::from_store)?;
     let log: Arc<dyn RunLog> = Arc::from(run.log);

@@ -99,7 +99,10 @@ struct NoStore;
 
 #[async_trait::async_trait]
 impl fabric_core::RunStore for NoStore {
-    async fn create_run(&self) -> Result<fabric_core::NewRun, fabric_core::StoreError> {
+    async fn create_run(
+        &self,
+        _id: fabric_domain::RunId,
+    ) -> Result<fabric_core::NewRun, fabric_core::StoreError> {
         Err(fabric_core::StoreError::Io {
             action: "cannot create",
             path: std::path::PathBuf::new(),
@@ -108,8 +111,8 @@ impl fabric_core::RunStore for NoStore {
     }
     async fn list_runs(
         &self,
-        _limit: usize,
-    ) -> Result<Vec<fabric_core::RunSummary>, fabric_core::StoreError> {
+        _query: &fabric_core::RunQuery,
+    ) -> Result<Vec<fabric_domain::RunSummary>, fabric_core::StoreError> {
         Ok(Vec::new())
     }
     async fn read_events(

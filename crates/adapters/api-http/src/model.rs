@@ -305,7 +305,7 @@ pub struct RunListItem {
     /// The finish payload's summary, or the failure reason.
     pub summary: Option<String>,
     /// How many events the runlog holds.
-    pub events: usize,
+    pub events: u64,
 }
 
 /// The query of `GET /runs`.

@@ -9,7 +9,7 @@ use fabric_api_http::{
     ApiConfig, ApiError, AppState, PreparedRun, RunLauncher, RunRequest, Runnable, serve_with_grace,
 };
 use fabric_core::execute::RunOutcome;
-use fabric_core::{CoreError, NewRun, RunLog, RunObserver, RunStore, RunSummary, StoreError};
+use fabric_core::{CoreError, NewRun, RunLog, RunObserver, RunStore, StoreError};
 use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -68,7 +68,7 @@ impl MemStore {
 
 #[async_trait]
 impl RunStore for MemStore {
-    async fn create_run(&self) -> Result<NewRun, StoreError> {
+    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         let id = RunId::parse(&format!("20260101-000000-000-{n:08x}")).unwrap();
         let log = Arc::new(MemLog::default());
@@ -82,7 +82,10 @@ impl RunStore for MemStore {
             log: Box::new(LogHandle(log)),
         })
     }
-    async fn list_runs(&self, _limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+    async fn list_runs(
+        &self,
+        _query: &fabric_core::RunQuery,
+    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
         Ok(Vec::new())
     }
     async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {

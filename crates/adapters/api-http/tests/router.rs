@@ -10,7 +10,7 @@ use fabric_api_http::{
     ApiConfig, ApiError, AppState, PreparedRun, RunLauncher, RunRequest, router,
 };
 use fabric_core::execute::RunOutcome;
-use fabric_core::{NewRun, RunStore, RunSummary, StoreError};
+use fabric_core::{NewRun, RunStore, StoreError};
 use fabric_domain::{RunEvent, RunId};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -20,14 +20,17 @@ struct EmptyStore;
 
 #[async_trait]
 impl RunStore for EmptyStore {
-    async fn create_run(&self) -> Result<NewRun, StoreError> {
+    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
         Err(StoreError::Io {
             action: "cannot create",
             path: "/nowhere".into(),
             detail: "read-only".into(),
         })
     }
-    async fn list_runs(&self, _limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+    async fn list_runs(
+        &self,
+        _query: &fabric_core::RunQuery,
+    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
         Ok(Vec::new())
     }
     async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {

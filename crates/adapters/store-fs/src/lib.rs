@@ -9,16 +9,14 @@
 //! opened for appending, so a process killed at any moment leaves whole lines behind; the
 //! write runs on tokio's blocking pool so the async runtime never waits on the disk.
 
-mod ids;
 mod log;
 mod summary;
 
 use async_trait::async_trait;
-use fabric_core::{NewRun, RunStore, RunSummary, StoreError};
-use fabric_domain::{RunEvent, RunId};
+use fabric_core::{NewRun, RunQuery, RunStore, StoreError};
+use fabric_domain::{RunEvent, RunId, RunSummary};
 use std::path::{Path, PathBuf};
 
-pub use ids::new_run_id;
 pub use log::FileRunLog;
 
 /// Name of the runlog file inside a run directory.
@@ -59,8 +57,7 @@ fn io_error(action: &'static str, path: &Path, error: &std::io::Error) -> StoreE
 
 #[async_trait]
 impl RunStore for FsRunStore {
-    async fn create_run(&self) -> Result<NewRun, StoreError> {
-        let id = new_run_id();
+    async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
         let dir = self.run_dir(&id);
         let workspace = dir.join(WORKSPACE_DIR);
         tokio::fs::create_dir_all(&workspace)
@@ -79,7 +76,7 @@ impl RunStore for FsRunStore {
         })
     }
 
-    async fn list_runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+    async fn list_runs(&self, query: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
         let runs_dir = self.runs_dir();
         let mut entries = match tokio::fs::read_dir(&runs_dir).await {
             Ok(entries) => entries,
@@ -103,16 +100,26 @@ impl RunStore for FsRunStore {
         }
         // Ids sort by start time, so the newest come last; list newest first.
         ids.sort_unstable_by(|a, b| b.cmp(a));
+        // Reads every runlog until the page is full: this store has no index (the database
+        // store has one; this one serves tests and the database's own reindexing).
+        ids.retain(|id| query.before.as_ref().is_none_or(|b| id < b));
         let mut out = Vec::new();
-        for id in ids.into_iter().take(limit) {
-            match self.read_events(&id).await {
-                Ok(events) => out.push(summary::summarise(id, &events)),
+        for id in ids {
+            if out.len() >= query.limit {
+                break;
+            }
+            match self.get_run(&id).await {
+                Ok(run) if matches(&run, query) => out.push(run),
+                Ok(_) => {}
                 Err(StoreError::NotFound(_)) => continue,
                 // One damaged runlog must not hide every other run: list it as failed, with
                 // what is wrong, so the user can find and inspect it.
                 Err(e @ StoreError::Corrupt { .. }) => {
                     tracing::warn!(run = %id, error = %e, "unreadable runlog");
-                    out.push(summary::unreadable(id, &e));
+                    let run = summary::unreadable(id, &e);
+                    if matches(&run, query) {
+                        out.push(run);
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -131,6 +138,16 @@ impl RunStore for FsRunStore {
         };
         log::parse_runlog(&path, &text)
     }
+}
+
+/// Whether a run passes a query's filters (all but `limit` and `before`).
+pub fn matches(run: &RunSummary, query: &RunQuery) -> bool {
+    query.status.is_none_or(|s| run.status == s)
+        && query
+            .specialist
+            .as_ref()
+            .is_none_or(|s| run.specialist_ids.contains(s))
+        && query.since.is_none_or(|t| run.started_at >= t)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ fn event(seq: u64, kind: EventKind, payload: serde_json::Value) -> RunEvent {
 async fn create_append_read_list() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsRunStore::new(dir.path().join(".fabric"));
-    let run = store.create_run().await.unwrap();
+    let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
     assert!(run.workspace.is_dir());
     assert!(run.workspace.ends_with(format!("{}/workspace", run.id)));
     run.log
@@ -52,7 +52,13 @@ async fn create_append_read_list() {
         serde_json::from_str::<serde_json::Value>(line).unwrap();
     }
 
-    let listed = store.list_runs(10).await.unwrap();
+    let listed = store
+        .list_runs(&fabric_core::RunQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].status, RunStatus::Completed);
     assert_eq!(listed[0].summary.as_deref(), Some("done"));
@@ -66,10 +72,22 @@ async fn newest_first_and_limit() {
     let store = FsRunStore::new(dir.path());
     let mut ids = Vec::new();
     for _ in 0..3 {
-        ids.push(store.create_run().await.unwrap().id);
+        ids.push(
+            store
+                .create_run(fabric_core::new_run_id())
+                .await
+                .unwrap()
+                .id,
+        );
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    let listed = store.list_runs(2).await.unwrap();
+    let listed = store
+        .list_runs(&fabric_core::RunQuery {
+            limit: 2,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(
         listed.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
         vec![ids[2].clone(), ids[1].clone()]
@@ -81,7 +99,16 @@ async fn newest_first_and_limit() {
 async fn unknown_run_is_not_found_and_empty_root_lists_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsRunStore::new(dir.path().join("missing"));
-    assert!(store.list_runs(5).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_runs(&fabric_core::RunQuery {
+                limit: 5,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let id = RunId::parse("nope").unwrap();
     assert!(matches!(
         store.read_events(&id).await,
@@ -131,15 +158,21 @@ async fn concurrent_appends_stay_whole_lines() {
 async fn a_corrupt_runlog_is_listed_as_unreadable_without_hiding_others() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsRunStore::new(dir.path());
-    let good = store.create_run().await.unwrap();
+    let good = store.create_run(fabric_core::new_run_id()).await.unwrap();
     good.log
         .append(&event(0, EventKind::RunStart, json!({"prompt": "ok"})))
         .await
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2));
-    let bad = store.create_run().await.unwrap();
+    let bad = store.create_run(fabric_core::new_run_id()).await.unwrap();
     std::fs::write(store.run_dir(&bad.id).join(RUNLOG_FILE), "garbage\n{}\n").unwrap();
-    let listed = store.list_runs(10).await.unwrap();
+    let listed = store
+        .list_runs(&fabric_core::RunQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0].id, bad.id);
     assert_eq!(listed[0].status, RunStatus::Failed);

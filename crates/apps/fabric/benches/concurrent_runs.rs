@@ -246,7 +246,7 @@ async fn in_flight(runs: usize, steps: usize, latency: Duration, live: bool) -> 
         set.spawn(async move {
             let chat: &dyn ChatClient = model.as_ref();
             let outcome = if live {
-                let run = store.create_run().await.unwrap();
+                let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
                 let watched = registry.register(run.id.clone());
                 let outcome = run_task(
                     run,

@@ -37,7 +37,10 @@ impl ChildRunner for CliChildRunner {
         let mut force = prepared.task_force();
         force.lineage = Some(parent.lineage.child(parent.run_id.clone()));
         let store = wiring::store(&self.settings);
-        let mut run = store.create_run().await.map_err(|e| e.to_string())?;
+        let mut run = store
+            .create_run(fabric_core::new_run_id())
+            .await
+            .map_err(|e| e.to_string())?;
         if self.settings.delegation.workspace == DelegationWorkspace::Shared {
             run.workspace = parent.workspace.clone();
         }

@@ -158,7 +158,7 @@ pub async fn execute_task(
     observer: &dyn RunObserver,
     cancel: CancellationToken,
 ) -> Result<RunOutcome, CoreError> {
-    let run = store.create_run().await?;
+    let run = store.create_run(crate::new_run_id()).await?;
     run_task(run, chat, task, observer, cancel).await
 }
 
@@ -201,7 +201,7 @@ pub async fn execute_task_force(
     observer: &dyn RunObserver,
     cancel: CancellationToken,
 ) -> Result<RunOutcome, CoreError> {
-    let run = store.create_run().await?;
+    let run = store.create_run(crate::new_run_id()).await?;
     run_task_force(run, force, observer, cancel).await
 }
 

@@ -11,5 +11,8 @@ pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, T
 pub use observer::{NoopObserver, RunObserver};
 pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice};
 pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};
-pub use store::{NewRun, RunLog, RunStore, RunSummary, StoreError};
+pub use store::{
+    NewRun, QueryEmbedding, RunCatalog, RunLog, RunQuery, RunStore, SearchHit, SearchQuery,
+    StatsGroup, StatsQuery, StatsRow, StoreError,
+};
 pub use tool::{Tool, ToolContext, ToolError};

@@ -1,9 +1,11 @@
 use async_trait::async_trait;
-use fabric_domain::{RunEvent, RunId, RunStatus};
+use fabric_domain::{RunEvent, RunId, RunStatus, RunSummary};
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use thiserror::Error;
 
-/// What can go wrong storing or reading runs.
+/// What can go wrong storing or reading runs. Every message names the store and what to do.
 #[derive(Debug, Error)]
 pub enum StoreError {
     /// No run has this id.
@@ -29,6 +31,22 @@ pub enum StoreError {
         /// The parser's words.
         detail: String,
     },
+    /// The database behind the store failed: unreachable, locked, corrupt, full, or migrated
+    /// by a newer fabric. `store` names it (`sqlite:/path`, `postgres://host/db` without the
+    /// password); `fix` says what the user can do.
+    #[error("store {store}: {detail}; {fix}")]
+    Database {
+        /// Which store, safe to print.
+        store: String,
+        /// What went wrong, in the database's words.
+        detail: String,
+        /// What to do about it.
+        fix: String,
+    },
+    /// A query the caller can correct (an empty search, a semantic search with no embeddings
+    /// model configured).
+    #[error("{0}")]
+    InvalidQuery(String),
 }
 
 /// A run that was just created: its id, its private workspace and its open runlog.
@@ -41,23 +59,19 @@ pub struct NewRun {
     pub log: Box<dyn RunLog>,
 }
 
-/// One run as listed by `fabric logs list`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunSummary {
-    /// The id.
-    pub id: RunId,
-    /// When it started, in seconds since the Unix epoch.
-    pub started_at: f64,
-    /// How it ended, or `running` when its runlog has no terminal event (yet).
-    pub status: RunStatus,
-    /// Who worked on it.
-    pub specialist_ids: Vec<String>,
-    /// The prompt.
-    pub prompt: String,
-    /// The finish payload's summary, or the failure reason.
-    pub summary: Option<String>,
-    /// Number of events.
-    pub events: usize,
+/// Which runs to list, newest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunQuery {
+    /// At most this many (the caller bounds it).
+    pub limit: usize,
+    /// Only runs older than this one (the previous page's last id).
+    pub before: Option<RunId>,
+    /// Only runs with this status.
+    pub status: Option<RunStatus>,
+    /// Only runs this specialist worked on.
+    pub specialist: Option<String>,
+    /// Only runs started at or after this time (seconds since the Unix epoch).
+    pub since: Option<f64>,
 }
 
 /// The append-only event log of one run.
@@ -67,13 +81,143 @@ pub trait RunLog: Send + Sync {
     async fn append(&self, event: &RunEvent) -> Result<(), StoreError>;
 }
 
-/// Where runs live.
+/// Where runs live: their workspaces, their runlogs and what they amount to.
 #[async_trait]
 pub trait RunStore: Send + Sync {
-    /// Creates a new run with an empty workspace and runlog.
-    async fn create_run(&self) -> Result<NewRun, StoreError>;
-    /// The newest runs first.
-    async fn list_runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError>;
+    /// Creates the run `id` (minted by [`crate::new_run_id`]) with an empty workspace and
+    /// runlog.
+    async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError>;
+    /// The runs that match, newest first.
+    async fn list_runs(&self, query: &RunQuery) -> Result<Vec<RunSummary>, StoreError>;
+    /// One run's summary; by default folded from its events.
+    async fn get_run(&self, id: &RunId) -> Result<RunSummary, StoreError> {
+        let events = self.read_events(id).await?;
+        Ok(RunSummary::from_events(id.clone(), &events))
+    }
     /// Every event of one run, in order.
     async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError>;
+}
+
+/// A search over every run (`fabric logs search`, `GET /runs/search`, `search_runs`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchQuery {
+    /// The words, as the user typed them; never SQL.
+    pub text: String,
+    /// The query's embedding, for semantic or hybrid ranking; `None`: text only.
+    pub embedding: Option<QueryEmbedding>,
+    /// Rank by embeddings only (`--semantic`); otherwise hybrid when an embedding is given.
+    pub semantic_only: bool,
+    /// Only runs this specialist worked on.
+    pub specialist: Option<String>,
+    /// Only runs with this status.
+    pub status: Option<RunStatus>,
+    /// Only runs started at or after this time (seconds since the Unix epoch).
+    pub since: Option<f64>,
+    /// At most this many hits.
+    pub limit: usize,
+}
+
+/// The embedding of a search query, and the model that made it (only vectors of the same
+/// model are compared).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryEmbedding {
+    /// The embedding model's name.
+    pub model: String,
+    /// The vector.
+    pub vector: Vec<f32>,
+}
+
+/// One run found by a search.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    /// The run.
+    pub run: RunSummary,
+    /// The combined score the hits are ordered by (higher is better).
+    pub score: f64,
+    /// The full-text rank, when the text matched.
+    pub text_score: Option<f64>,
+    /// The cosine similarity, when the run has an embedding of the query's model.
+    pub semantic_score: Option<f64>,
+    /// A short excerpt around the matched words.
+    pub snippet: Option<String>,
+}
+
+/// How `fabric stats` groups runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatsGroup {
+    /// By specialist (a task force counts for each member).
+    #[default]
+    Specialist,
+    /// By model key.
+    Model,
+    /// By tool (calls and errors).
+    Tool,
+}
+
+/// Which runs to count.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatsQuery {
+    /// The grouping.
+    pub by: StatsGroup,
+    /// Only runs started at or after this time (seconds since the Unix epoch).
+    pub since: Option<f64>,
+}
+
+/// The figures of one group.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StatsRow {
+    /// The specialist id, model key or tool name.
+    pub key: String,
+    /// Runs (for tools: runs that called it).
+    pub runs: u64,
+    /// Runs by status.
+    pub by_status: BTreeMap<String, u64>,
+    /// Share of ended runs that succeeded (`completed`, `completed_without_finish`).
+    pub success_rate: Option<f64>,
+    /// Model calls, summed.
+    pub steps: u64,
+    /// Prompt tokens, summed.
+    pub prompt_tokens: u64,
+    /// Completion tokens, summed.
+    pub completion_tokens: u64,
+    /// Wall time of ended runs, summed, in seconds.
+    pub wall_s: f64,
+    /// Tool calls.
+    pub tool_calls: u64,
+    /// Tool calls that failed.
+    pub tool_errors: u64,
+    /// `tool_errors / tool_calls`, when there were calls.
+    pub tool_error_rate: Option<f64>,
+}
+
+/// What the store knows across runs: search, stats, embeddings and pruning. Implemented by
+/// the database-backed store; the engine never needs it.
+#[async_trait]
+pub trait RunCatalog: RunStore {
+    /// Runs that match, best first.
+    async fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError>;
+    /// Figures per group.
+    async fn stats(&self, query: &StatsQuery) -> Result<Vec<StatsRow>, StoreError>;
+    /// Stores a run's embedding (made from [`RunSummary::embedding_text`]).
+    async fn put_embedding(
+        &self,
+        id: &RunId,
+        model: &str,
+        vector: &[f32],
+    ) -> Result<(), StoreError>;
+    /// Ended runs that have no embedding of `model` yet, oldest first, with their text.
+    async fn missing_embeddings(
+        &self,
+        model: &str,
+        limit: usize,
+    ) -> Result<Vec<(RunId, String)>, StoreError>;
+    /// Deletes the ended runs that started before `before` (seconds since the Unix epoch):
+    /// their rows, events, embeddings, runlogs and workspaces. Never a running run.
+    async fn prune(&self, before: f64) -> Result<Vec<RunId>, StoreError>;
+    /// Brings the store up to date with the runlogs on disk (runs it lacks or is behind on);
+    /// returns how many runs changed.
+    async fn reindex(&self) -> Result<usize, StoreError>;
+    /// The store, safe to print (`sqlite:/path`, `postgres://host/db`).
+    fn describe(&self) -> String;
 }

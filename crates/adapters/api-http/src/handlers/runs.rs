@@ -108,19 +108,22 @@ pub(crate) async fn list_runs(
         .as_deref()
         .map(|b| RunId::parse(b).map_err(|_| ApiError::InvalidRunId(b.to_owned())))
         .transpose()?;
-    // The store lists every run; fine for thousands of runs (see docs/HTTP.md).
-    let all = state
+    // One more than the page, to know whether there is a next page.
+    let query = fabric_core::RunQuery {
+        limit: limit + 1,
+        before,
+        status,
+        ..fabric_core::RunQuery::default()
+    };
+    let found = state
         .inner
         .store
-        .list_runs(usize::MAX)
+        .list_runs(&query)
         .await
         .map_err(ApiError::from_store)?;
-    let mut matching = all
+    let more = found.len() > limit;
+    let runs: Vec<RunListItem> = found
         .into_iter()
-        .filter(|r| before.as_ref().is_none_or(|b| r.id < *b))
-        .filter(|r| status.is_none_or(|s| r.status == s));
-    let runs: Vec<RunListItem> = matching
-        .by_ref()
         .take(limit)
         .map(|r| RunListItem {
             run_id: r.id,
@@ -132,8 +135,8 @@ pub(crate) async fn list_runs(
             events: r.events,
         })
         .collect();
-    let next_before = match (matching.next(), runs.last()) {
-        (Some(_), Some(last)) => Some(last.run_id.to_string()),
+    let next_before = match (more, runs.last()) {
+        (true, Some(last)) => Some(last.run_id.to_string()),
         _ => None,
     };
     Ok(axum::Json(RunPage { runs, next_before }))

@@ -32,7 +32,12 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
     let store = wiring::store(&settings);
     match command {
         LogsCommand::List { limit, json } => {
-            let runs = store.list_runs(*limit).await?;
+            let runs = store
+                .list_runs(&fabric_core::RunQuery {
+                    limit: *limit,
+                    ..Default::default()
+                })
+                .await?;
             if *json {
                 let rows: Vec<Value> = runs
                     .iter()
