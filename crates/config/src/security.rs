@@ -6,30 +6,7 @@ use std::path::PathBuf;
 
 use crate::error::ConfigError;
 
-/// How tool processes are confined (docs/SECURITY.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxMode {
-    /// Read-only system, read-write workspace, no network for processes.
-    #[default]
-    Strict,
-    /// As strict, with the network for processes when the run allows it.
-    WorkspaceWriteNetwork,
-    /// No OS sandbox (loudly recorded).
-    Off,
-}
-
-impl SandboxMode {
-    /// Parses `strict`, `workspace-write-network` or `off`.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "strict" => Some(Self::Strict),
-            "workspace-write-network" => Some(Self::WorkspaceWriteNetwork),
-            "off" => Some(Self::Off),
-            _ => None,
-        }
-    }
-}
+pub use fabric_domain::SandboxMode;
 
 /// Resource limits of every tool process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -34,6 +34,7 @@ pub mod models;
 pub mod ports;
 mod recorder;
 pub mod recruit;
+pub mod service;
 pub mod typed;
 
 pub use error::CoreError;

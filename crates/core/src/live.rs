@@ -36,7 +36,13 @@ impl RunRegistry {
     /// Registers a run that is about to start; its token is a child of the registry's, so
     /// [`RunRegistry::cancel_all`] reaches it.
     pub fn register(&self, id: RunId) -> Arc<LiveRun> {
-        let run = Arc::new(LiveRun::new(id.clone(), self.root.child_token()));
+        self.register_with(id, self.root.child_token())
+    }
+
+    /// Registers a run whose token derives from another (a child run's from its parent's),
+    /// which itself derives from the registry's.
+    pub fn register_with(&self, id: RunId, cancel: CancellationToken) -> Arc<LiveRun> {
+        let run = Arc::new(LiveRun::new(id.clone(), cancel));
         lock(&self.runs).insert(id, Arc::clone(&run));
         run
     }

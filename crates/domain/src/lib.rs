@@ -13,6 +13,7 @@ mod error;
 mod event;
 mod message;
 mod run;
+mod sandbox;
 pub mod schema;
 mod specialist;
 mod summary;
@@ -24,6 +25,7 @@ pub use error::DomainError;
 pub use event::{EventKind, RunEvent};
 pub use message::{Message, Role, ToolCall, Usage};
 pub use run::{RunId, RunStatus};
+pub use sandbox::SandboxMode;
 pub use specialist::{
     FINISH_TOOL, SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern,
 };

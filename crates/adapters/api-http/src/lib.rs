@@ -2,13 +2,13 @@
 //!
 //! A driving adapter: it turns HTTP requests into runs of the core's use case and streams
 //! their runlog events back as Server-Sent Events. It depends on `fabric-core` and
-//! `fabric-domain` only; the binary hands it the ports ([`RunStore`](fabric_core::RunStore),
-//! a [`RunLauncher`] that prepares tasks exactly as the CLI does) in an [`AppState`], and
-//! serves [`router`].
+//! `fabric-domain` only; the binary hands it the core's run service (the one way every front
+//! end starts runs, with the store and the preparer behind it) in an [`AppState`], and serves
+//! [`router`].
 //!
 //! Layout:
 //! - [`router`]: every route, the auth layer, the body limit and the OpenAPI document.
-//! - `launch`: starting a run in a task the server owns, under the in-flight limit.
+//! - `launch`: a request checked against the server's ceiling, submitted to the service.
 //! - `sse`: runlog events as SSE frames, pulled from the run's buffer (back-pressure,
 //!   never dropped events).
 //! - `handlers`: one module per group of endpoints; `extract`: extractors whose rejections
@@ -35,7 +35,7 @@ pub use model::{
     StatusView,
 };
 pub use serve::{serve, serve_with, serve_with_grace};
-pub use state::{ApiConfig, AppState, PreparedRun, RunLauncher, Runnable};
+pub use state::{ApiConfig, AppState, RequestCeiling};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -67,11 +67,12 @@ pub fn router_with(state: AppState, extra: Router) -> Router {
 
 /// The OpenAPI document of the API, as served at `/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let state = AppState::new(
+    let service = fabric_core::service::RunService::new(
         std::sync::Arc::new(NoStore),
-        std::sync::Arc::new(NoLauncher),
-        ApiConfig::default(),
+        std::sync::Arc::new(NoPreparer),
+        fabric_core::service::ServiceConfig::default(),
     );
+    let state = AppState::new(service, ApiConfig::default());
     api(state).1
 }
 
@@ -123,14 +124,17 @@ impl fabric_core::RunStore for NoStore {
     }
 }
 
-struct NoLauncher;
+struct NoPreparer;
 
 #[async_trait::async_trait]
-impl RunLauncher for NoLauncher {
-    async fn prepare(&self, _request: RunRequest) -> Result<PreparedRun, ApiError> {
-        Err(ApiError::ShuttingDown)
-    }
-    fn result_object(&self, _outcome: &fabric_core::execute::RunOutcome) -> serde_json::Value {
-        serde_json::Value::Null
+impl fabric_core::service::Preparer for NoPreparer {
+    async fn prepare(
+        &self,
+        _request: fabric_core::service::TaskRequest,
+        _context: &fabric_core::service::PrepareContext,
+    ) -> Result<Box<dyn fabric_core::service::Runnable>, fabric_core::service::ServiceError> {
+        Err(fabric_core::service::ServiceError::Internal(
+            "no preparer".to_owned(),
+        ))
     }
 }

@@ -5,10 +5,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use async_trait::async_trait;
-use fabric_api_http::{
-    ApiConfig, ApiError, AppState, PreparedRun, RunLauncher, RunRequest, Runnable, serve_with_grace,
-};
+use fabric_api_http::{ApiConfig, ApiError, AppState, serve_with_grace};
 use fabric_core::execute::RunOutcome;
+use fabric_core::service::{
+    PrepareContext, Preparer, RunService, Runnable, ServiceConfig, ServiceError, TaskRequest,
+};
 use fabric_core::{CoreError, NewRun, RunLog, RunObserver, RunStore, StoreError};
 use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
 use serde_json::{Value, json};
@@ -68,9 +69,8 @@ impl MemStore {
 
 #[async_trait]
 impl RunStore for MemStore {
-    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
-        let n = self.next.fetch_add(1, Ordering::SeqCst);
-        let id = RunId::parse(&format!("20260101-000000-000-{n:08x}")).unwrap();
+    async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
+        self.next.fetch_add(1, Ordering::SeqCst);
         let log = Arc::new(MemLog::default());
         self.logs
             .lock()
@@ -188,26 +188,29 @@ impl Launcher {
 }
 
 #[async_trait]
-impl RunLauncher for Launcher {
-    fn check(&self, request: &RunRequest) -> Result<(), ApiError> {
-        match request.pack.as_deref() {
-            Some("nobody") => Err(ApiError::UnknownSpecialist("no specialist `nobody`".into())),
+impl Preparer for Launcher {
+    fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
+        match request.pack.first().map(String::as_str) {
+            Some("nobody") => Err(ServiceError::UnknownSpecialist(
+                "no specialist `nobody`".into(),
+            )),
             _ => Ok(()),
         }
     }
-    async fn prepare(&self, _request: RunRequest) -> Result<PreparedRun, ApiError> {
+    async fn prepare(
+        &self,
+        _request: TaskRequest,
+        _context: &PrepareContext,
+    ) -> Result<Box<dyn Runnable>, ServiceError> {
         if let Some(gate) = &self.gate {
             gate.notified().await;
         }
         if self.unavailable {
-            return Err(ApiError::ModelUnavailable(
+            return Err(ServiceError::ModelUnavailable(
                 "cannot start `ollama serve` (local_llm_start_cmd)".into(),
             ));
         }
         Ok(Box::new(Fake(self.script)))
-    }
-    fn result_object(&self, outcome: &RunOutcome) -> Value {
-        json!({"_meta": {"run_id": outcome.run_id, "status": outcome.status}})
     }
 }
 
@@ -222,12 +225,19 @@ struct Server {
 
 impl Server {
     async fn start(launcher: Launcher, config: ApiConfig) -> Self {
+        Self::start_limited(launcher, config, 64).await
+    }
+
+    async fn start_limited(launcher: Launcher, config: ApiConfig, limit: usize) -> Self {
         let store = Arc::new(MemStore::default());
-        let state = AppState::new(
+        let service = RunService::new(
             Arc::clone(&store) as Arc<dyn RunStore>,
             Arc::new(launcher),
-            config,
+            ServiceConfig {
+                max_runs_in_flight: Some(limit),
+            },
         );
+        let state = AppState::new(service, config);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -353,11 +363,7 @@ async fn the_limit_counts_preparation_and_answers_429_at_once() {
         gate: Some(Arc::clone(&gate)),
         ..Launcher::new(Script::Events { n: 1, size: 10 })
     };
-    let config = ApiConfig {
-        max_runs_in_flight: 1,
-        ..ApiConfig::default()
-    };
-    let s = Arc::new(Server::start(launcher, config).await);
+    let s = Arc::new(Server::start_limited(launcher, ApiConfig::default(), 1).await);
     let first = {
         let s = Arc::clone(&s);
         tokio::spawn(async move { s.post("/runs", json!({"prompt": "slow to prepare"})).await })
@@ -449,13 +455,13 @@ async fn a_slow_client_loses_nothing_and_does_not_hold_the_run_back() {
     assert_eq!(response.status(), 200);
     // The client reads nothing until the run has ended: the run is not held back.
     for _ in 0..400 {
-        if s.state.registry().is_empty() {
+        if s.state.service().registry().is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert!(
-        s.state.registry().is_empty(),
+        s.state.service().registry().is_empty(),
         "the run ended while its client read nothing"
     );
     // Then every event arrives, in order.
@@ -501,7 +507,7 @@ async fn shutdown_stops_accepting_before_the_runs_have_drained() {
     let stopping = tokio::spawn(s.stop());
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The run ignores cancellation for 2 s, so it is still in flight...
-    assert_eq!(state.registry().len(), 1);
+    assert_eq!(state.service().registry().len(), 1);
     // ...yet the server no longer accepts connections (or closes them unanswered).
     let answered = match TcpStream::connect(&addr).await {
         Err(_) => false,
@@ -518,5 +524,5 @@ async fn shutdown_stops_accepting_before_the_runs_have_drained() {
     };
     assert!(!answered, "a new connection was served during shutdown");
     stopping.await.unwrap();
-    assert!(state.registry().is_empty());
+    assert!(state.service().registry().is_empty());
 }

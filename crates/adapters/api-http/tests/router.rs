@@ -6,10 +6,10 @@
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use fabric_api_http::{
-    ApiConfig, ApiError, AppState, PreparedRun, RunLauncher, RunRequest, router,
+use fabric_api_http::{ApiConfig, AppState, router};
+use fabric_core::service::{
+    PrepareContext, Preparer, RunService, Runnable, ServiceConfig, ServiceError, TaskRequest,
 };
-use fabric_core::execute::RunOutcome;
 use fabric_core::{NewRun, RunStore, StoreError};
 use fabric_domain::{RunEvent, RunId};
 use serde_json::{Value, json};
@@ -42,16 +42,24 @@ impl RunStore for EmptyStore {
 struct Launcher;
 
 #[async_trait::async_trait]
-impl RunLauncher for Launcher {
-    async fn prepare(&self, request: RunRequest) -> Result<PreparedRun, ApiError> {
-        Err(ApiError::UnknownSpecialist(format!(
+impl Preparer for Launcher {
+    async fn prepare(
+        &self,
+        request: TaskRequest,
+        _context: &PrepareContext,
+    ) -> Result<Box<dyn Runnable>, ServiceError> {
+        Err(ServiceError::UnknownSpecialist(format!(
             "no specialist `{}`",
-            request.pack.unwrap_or_default()
+            request.pack.join(",")
         )))
     }
-    fn result_object(&self, _outcome: &RunOutcome) -> Value {
-        Value::Null
-    }
+}
+
+fn state(preparer: Arc<dyn Preparer>, config: ApiConfig) -> AppState {
+    AppState::new(
+        RunService::new(Arc::new(EmptyStore), preparer, ServiceConfig::default()),
+        config,
+    )
 }
 
 fn app(token: Option<&str>) -> axum::Router {
@@ -60,11 +68,7 @@ fn app(token: Option<&str>) -> axum::Router {
         max_body_bytes: 1024,
         ..ApiConfig::default()
     };
-    router(AppState::new(
-        Arc::new(EmptyStore),
-        Arc::new(Launcher),
-        config,
-    ))
+    router(state(Arc::new(Launcher), config))
 }
 
 async fn call(app: axum::Router, request: Request<Body>) -> (StatusCode, Value) {
@@ -188,19 +192,16 @@ async fn bad_requests_map_to_their_codes() {
 async fn the_store_failing_is_a_500_that_hides_its_details() {
     struct Ready;
     #[async_trait::async_trait]
-    impl RunLauncher for Ready {
-        async fn prepare(&self, _request: RunRequest) -> Result<PreparedRun, ApiError> {
-            Err(ApiError::Internal("secret path /home/x".into()))
-        }
-        fn result_object(&self, _outcome: &RunOutcome) -> Value {
-            Value::Null
+    impl Preparer for Ready {
+        async fn prepare(
+            &self,
+            _request: TaskRequest,
+            _context: &PrepareContext,
+        ) -> Result<Box<dyn Runnable>, ServiceError> {
+            Err(ServiceError::Internal("secret path /home/x".into()))
         }
     }
-    let app = router(AppState::new(
-        Arc::new(EmptyStore),
-        Arc::new(Ready),
-        ApiConfig::default(),
-    ));
+    let app = router(state(Arc::new(Ready), ApiConfig::default()));
     let (status, body) = call(app, post("/runs", r#"{"prompt": "x"}"#)).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(body["error"]["code"], "internal");

@@ -127,6 +127,10 @@ impl RunStore for FsRunStore {
         Ok(out)
     }
 
+    fn runlog_path(&self, id: &RunId) -> Option<PathBuf> {
+        Some(self.run_dir(id).join(RUNLOG_FILE))
+    }
+
     async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
         let path = self.run_dir(id).join(RUNLOG_FILE);
         let text = match tokio::fs::read_to_string(&path).await {

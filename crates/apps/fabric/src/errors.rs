@@ -1,6 +1,8 @@
 //! Errors that stop a command before a run exists, and their exit codes.
 
 use fabric_config::ConfigError;
+use fabric_core::service::ServiceError;
+use fabric_domain::RunStatus;
 use std::fmt;
 
 /// Exit code for a wrong command line or configuration (as clap uses).
@@ -21,37 +23,36 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-/// The model a request needs cannot be used now: its server cannot be started, none of its
-/// models can call tools, a pull failed. The message is the whole cause chain. The CLI
-/// treats it as any other failure; the HTTP API answers it 503 `model_unavailable`.
-#[derive(Debug)]
-pub(crate) struct ModelUnavailable(pub(crate) String);
+/// Exit code when the model server cannot be used (as a run ending `llm_error`).
+pub(crate) const EXIT_LLM_ERROR: u8 = 3;
 
-impl fmt::Display for ModelUnavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+/// The one place errors are sorted into codes: `(exit code, --json error code)`.
+fn classify(error: &anyhow::Error) -> (u8, &'static str) {
+    if error.downcast_ref::<ConfigError>().is_some() {
+        return (EXIT_USAGE, "config_error");
+    }
+    if error.downcast_ref::<UsageError>().is_some() {
+        return (EXIT_USAGE, "usage_error");
+    }
+    match error.downcast_ref::<ServiceError>() {
+        Some(
+            ServiceError::Invalid(_)
+            | ServiceError::UnknownSpecialist(_)
+            | ServiceError::UnknownModelKey(_)
+            | ServiceError::NotPermitted(_),
+        ) => (EXIT_USAGE, "usage_error"),
+        Some(ServiceError::ModelUnavailable(_)) => (EXIT_LLM_ERROR, "llm_error"),
+        Some(ServiceError::Cancelled) => (RunStatus::Cancelled.exit_code(), "cancelled"),
+        _ => (EXIT_FAILURE, "failure"),
     }
 }
 
-impl std::error::Error for ModelUnavailable {}
-
 pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
-    if error.downcast_ref::<ConfigError>().is_some() || error.downcast_ref::<UsageError>().is_some()
-    {
-        EXIT_USAGE
-    } else {
-        EXIT_FAILURE
-    }
+    classify(error).0
 }
 
 /// The error as the one JSON object `--json` promises: `{"error": {"code", "message"}}`.
 pub(crate) fn json_error(error: &anyhow::Error) -> serde_json::Value {
-    let code = if error.downcast_ref::<ConfigError>().is_some() {
-        "config_error"
-    } else if error.downcast_ref::<UsageError>().is_some() {
-        "usage_error"
-    } else {
-        "failure"
-    };
+    let code = classify(error).1;
     serde_json::json!({"error": {"code": code, "message": format!("{error:#}")}})
 }

@@ -11,7 +11,6 @@ mod app;
 mod bootstrap;
 mod cli;
 mod commands;
-mod delegate;
 mod errors;
 mod render;
 mod wiring;

@@ -101,6 +101,12 @@ impl ChatObserver for HumanRenderer {
 
 #[async_trait]
 impl RunObserver for HumanRenderer {
+    fn on_prepared(&self, notes: &[String]) {
+        for note in notes {
+            self.line(note.clone());
+        }
+    }
+
     async fn on_event(&self, event: &RunEvent) {
         let p = &event.payload;
         let step = event.step.map(|s| s + 1).unwrap_or_default();

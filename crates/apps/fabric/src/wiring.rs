@@ -70,8 +70,10 @@ pub(crate) fn sandbox(
     };
     Ok((Arc::new(OsSandbox::new(policy)), record))
 }
-use crate::delegate::CliChildRunner;
+use crate::app::AppPreparer;
+use fabric_core::RunStore;
 use fabric_core::delegate::{AgentTool, ChildRunner};
+use fabric_core::service::{RunService, ServiceConfig};
 use fabric_core::typed::Typed;
 
 /// Loads the settings: defaults < config file < `FABRIC_WORKSPACE` / `--workspace`, and
@@ -87,6 +89,16 @@ pub(crate) fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
 /// The run store under the settings' workspace root.
 pub(crate) fn store(settings: &Settings) -> FsRunStore {
     FsRunStore::new(settings.workspace.clone())
+}
+
+/// The run service every front end submits runs to, over the store and the application's
+/// preparer.
+pub(crate) fn service(settings: &Settings, config: ServiceConfig) -> RunService {
+    let store: Arc<dyn RunStore> = Arc::new(store(settings));
+    let preparer = Arc::new(AppPreparer {
+        settings: settings.clone(),
+    });
+    RunService::new(store, preparer, config)
 }
 
 /// A chat client for one configured model.
@@ -118,6 +130,7 @@ pub(crate) fn tools_for(
     specialist: &SpecialistSpec,
     settings: &Settings,
     sandbox: &Arc<dyn ProcessSandbox>,
+    children: &Arc<dyn ChildRunner>,
 ) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
     let mut policy = ToolPolicy::default();
     if let Some(commands) = &settings.shell.allowed_commands {
@@ -190,9 +203,6 @@ pub(crate) fn tools_for(
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     if !specialist.tooling.delegates.is_empty() {
-        let runner: Arc<dyn ChildRunner> = Arc::new(CliChildRunner {
-            settings: settings.clone(),
-        });
         for id in &specialist.tooling.delegates {
             let target = settings.specialist(id).with_context(|| {
                 format!("specialist `{}` delegates to unknown `{id}`", specialist.id)
@@ -200,7 +210,7 @@ pub(crate) fn tools_for(
             tools.push(Arc::new(Typed::new(AgentTool::new(
                 id,
                 &target.description,
-                runner.clone(),
+                Arc::clone(children),
             ))));
         }
     }

@@ -11,6 +11,12 @@ use super::ChatObserver;
 pub trait RunObserver: ChatObserver {
     /// An event, after it was written to the runlog.
     async fn on_event(&self, event: &RunEvent);
+
+    /// Preparation ended and the run is about to start: who works on it, with which model
+    /// and why, in words for a person (one line each). The default ignores them.
+    fn on_prepared(&self, notes: &[String]) {
+        let _ = notes;
+    }
 }
 
 /// A watcher that ignores everything.

@@ -96,6 +96,11 @@ pub trait RunStore: Send + Sync {
     }
     /// Every event of one run, in order.
     async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError>;
+    /// Where the run's runlog file is, when the store keeps one on this machine.
+    fn runlog_path(&self, id: &RunId) -> Option<PathBuf> {
+        let _ = id;
+        None
+    }
 }
 
 /// A search over every run (`fabric logs search`, `GET /runs/search`, `search_runs`).

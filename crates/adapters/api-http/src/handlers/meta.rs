@@ -19,7 +19,7 @@ pub(crate) async fn health(State(state): State<AppState>) -> axum::Json<Health> 
     axum::Json(Health {
         status: "ok".to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        runs_in_flight: state.inner.registry.len(),
+        runs_in_flight: state.service().registry().len(),
     })
 }
 

@@ -53,12 +53,11 @@ impl Found {
 
 /// The live run first: its buffer is complete, while its runlog may lag by one event.
 async fn find(state: &AppState, id: &RunId) -> Result<Found, ApiError> {
-    if let Some(run) = state.inner.registry.get(id) {
+    if let Some(run) = state.service().live(id) {
         return Ok(Found::Live(run));
     }
     let events = state
-        .inner
-        .store
+        .store()
         .read_events(id)
         .await
         .map_err(ApiError::from_store)?;
@@ -116,8 +115,7 @@ pub(crate) async fn list_runs(
         ..fabric_core::RunQuery::default()
     };
     let found = state
-        .inner
-        .store
+        .store()
         .list_runs(&query)
         .await
         .map_err(ApiError::from_store)?;

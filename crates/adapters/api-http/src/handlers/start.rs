@@ -36,15 +36,13 @@ pub(crate) async fn run_blocking(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let started = launch::start(&state, request).await?;
-    let id = started.live.id().to_string();
-    let outcome = started
-        .done
-        .await
-        .map_err(|_| "the run's task ended without a result".to_owned())
-        .and_then(|result| result)
-        .map_err(|detail| ApiError::RunCrashed { id, detail })?;
-    Ok(axum::Json(state.inner.launcher.result_object(&outcome)))
+    let handle = launch::start(&state, request).await?;
+    let id = handle.id().to_string();
+    let outcome = handle.outcome().await.map_err(|e| ApiError::RunCrashed {
+        id,
+        detail: e.to_string(),
+    })?;
+    Ok(axum::Json(state.service().result_object(&outcome)))
 }
 
 /// Runs a task and streams every runlog event as it happens (Server-Sent Events), ending
@@ -72,8 +70,8 @@ pub(crate) async fn run_stream(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
-    let started = launch::start(&state, request).await?;
-    Ok(sse::events(Source::Live(started.live), None).into_response())
+    let handle = launch::start(&state, request).await?;
+    Ok(sse::events(Source::Live(std::sync::Arc::clone(handle.live())), None).into_response())
 }
 
 /// Starts a task in the background and answers with its id once it is prepared (recruited,
@@ -101,8 +99,8 @@ pub(crate) async fn start_run(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
-    let started = launch::start(&state, request).await?;
-    let id = started.live.id().clone();
+    let handle = launch::start(&state, request).await?;
+    let id = handle.id().clone();
     let body = RunAccepted {
         events_url: format!("/runs/{id}/events"),
         status_url: format!("/runs/{id}/status"),

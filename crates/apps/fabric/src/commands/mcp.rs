@@ -3,38 +3,38 @@
 
 use async_trait::async_trait;
 use fabric_config::Settings;
-use fabric_core::execute::execute_task_force;
-use fabric_core::{ChatObserver, RunObserver, RunStore};
+use fabric_core::service::{RunService, ServiceConfig, Submission, TaskRequest};
+use fabric_core::{ChatObserver, RunObserver};
 use fabric_domain::{EventKind, RunEvent, RunId};
 use fabric_mcp::{FabricMcpServer, FabricService, RunTaskInput};
-use fabric_store_fs::FsRunStore;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{self, TaskRequest};
 use crate::cli::Cli;
 use crate::wiring;
 
 /// `fabric mcp`: serve MCP on stdin/stdout until the client closes it.
 pub(crate) async fn mcp(cli: &Cli) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
-    fabric_mcp::serve_stdio(server(settings))
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let service = wiring::service(&settings, ServiceConfig::default());
+    let served = fabric_mcp::serve_stdio(server(settings, service.clone())).await;
+    // The client closed the connection: runs it started still record their end.
+    service.shutdown(std::time::Duration::from_secs(10)).await;
+    served.map_err(anyhow::Error::msg)?;
     Ok(0)
 }
 
-/// The MCP server over these settings.
-pub(crate) fn server(settings: Settings) -> FabricMcpServer {
-    let store = wiring::store(&settings);
-    FabricMcpServer::new(Arc::new(McpApp { settings, store }))
+/// The MCP server over these settings, starting runs through `service` (shared with
+/// `fabric serve`, so its limits and shutdown drain cover MCP runs too).
+pub(crate) fn server(settings: Settings, service: RunService) -> FabricMcpServer {
+    FabricMcpServer::new(Arc::new(McpApp { settings, service }))
 }
 
 struct McpApp {
     settings: Settings,
-    store: FsRunStore,
+    service: RunService,
 }
 
 /// Hands every event of a run to the MCP server's progress notifications.
@@ -67,14 +67,18 @@ impl FabricService for McpApp {
             network_allowed: input.network_allowed,
             ..TaskRequest::default()
         };
-        let prepared = app::prepare(&self.settings, request)
-            .await
-            .map_err(|e| format!("{e:#}"))?;
-        let outcome =
-            execute_task_force(&self.store, prepared.task_force(), &Forward(events), cancel)
-                .await
-                .map_err(|e| e.to_string())?;
-        Ok(app::result_object(&outcome, &self.settings))
+        let submission = Submission::new(request).observed(Arc::new(Forward(events)));
+        let handle = self.service.submit(submission).map_err(|e| e.to_string())?;
+        // The client cancelling the request cancels the run by id.
+        let (service, id) = (self.service.clone(), handle.id().clone());
+        let watcher = tokio::spawn(async move {
+            cancel.cancelled().await;
+            service.cancel(&id);
+        });
+        let outcome = handle.outcome().await;
+        watcher.abort();
+        let outcome = outcome.map_err(|e| e.to_string())?;
+        Ok(self.service.result_object(&outcome))
     }
 
     async fn list_specialists(&self) -> Result<Value, String> {
@@ -98,7 +102,8 @@ impl FabricService for McpApp {
     async fn get_run(&self, run_id: &str) -> Result<Value, String> {
         let id = RunId::parse(run_id).map_err(|e| e.to_string())?;
         let events = self
-            .store
+            .service
+            .store()
             .read_events(&id)
             .await
             .map_err(|e| e.to_string())?;

@@ -1,11 +1,10 @@
-//! `fabric run`: one task, start to finish.
+//! `fabric run`: one task, start to finish, through the run service.
 
-use fabric_core::execute::execute_task_force;
+use fabric_core::service::{ServiceConfig, Submission, TaskRequest};
 use fabric_core::{NoopObserver, RunObserver};
 use fabric_domain::RunStatus;
-use tokio_util::sync::CancellationToken;
+use std::sync::Arc;
 
-use crate::app::{self, TaskRequest};
 use crate::cli::{Cli, RunArgs};
 use crate::render::{HumanRenderer, JsonLinesRenderer};
 use crate::wiring;
@@ -19,50 +18,41 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
     } else {
         None
     };
-    let prepared = app::prepare(
-        &settings,
-        TaskRequest {
-            prompt: args.prompt.clone(),
-            pack: args.pack.clone(),
-            model_key: args.model_key.clone(),
-            model: args.model.clone(),
-            network_allowed,
-            max_steps: args.max_steps,
-            stream: args.stream,
-            sandbox: args
-                .sandbox
-                .as_deref()
-                .and_then(fabric_config::SandboxMode::parse),
-        },
-    )
-    .await?;
-    if !args.json {
-        eprintln!("{}", prepared.recruitment_note());
-        for note in prepared.model_notes() {
-            eprintln!("{note}");
-        }
-    }
-
-    let store = wiring::store(&settings);
-    let human;
-    let observer: &dyn RunObserver = match (args.json, args.stream) {
-        (true, true) => &JsonLinesRenderer,
-        (true, false) => &NoopObserver,
-        (false, _) => {
-            human = HumanRenderer::new();
-            &human
-        }
+    let request = TaskRequest {
+        prompt: args.prompt.clone(),
+        pack: args.pack.clone(),
+        model_key: args.model_key.clone(),
+        model: args.model.clone(),
+        network_allowed,
+        max_steps: args.max_steps,
+        stream: args.stream,
+        sandbox: args
+            .sandbox
+            .as_deref()
+            .and_then(fabric_config::SandboxMode::parse),
     };
-    let cancel = CancellationToken::new();
-    let watcher = tokio::spawn(cancel_on_signal(cancel.clone()));
-    let outcome = execute_task_force(&store, prepared.task_force(), observer, cancel).await;
+    let service = wiring::service(&settings, ServiceConfig::default());
+    let observer: Arc<dyn RunObserver> = match (args.json, args.stream) {
+        (true, true) => Arc::new(JsonLinesRenderer),
+        (true, false) => Arc::new(NoopObserver),
+        (false, _) => Arc::new(HumanRenderer::new()),
+    };
+    let mut handle = service.submit(Submission::new(request).observed(observer))?;
+    // Ctrl-C or SIGTERM cancels the run by id, during preparation too.
+    let watcher = tokio::spawn(cancel_on_signal(service.clone(), handle.id().clone()));
+    let prepared = handle.prepared().await;
+    if let Err(error) = prepared {
+        watcher.abort();
+        return Err(error.into());
+    }
+    let outcome = handle.outcome().await;
     watcher.abort();
     let outcome = outcome?;
 
     if args.json {
         println!(
             "{}",
-            serde_json::to_string(&app::result_object(&outcome, &settings))?
+            serde_json::to_string(&service.result_object(&outcome))?
         );
     } else if outcome.status.has_result() {
         println!("{}", serde_json::to_string_pretty(&outcome.payload)?);
@@ -91,12 +81,12 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
 
 /// The first Ctrl-C or SIGTERM cancels the run, which then ends cleanly (children killed,
 /// runlog closed with `run_failed`); a second one exits at once.
-async fn cancel_on_signal(cancel: CancellationToken) {
+async fn cancel_on_signal(service: fabric_core::service::RunService, id: fabric_domain::RunId) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut terminate) = signal(SignalKind::terminate()) else {
         tracing::warn!("cannot listen for SIGTERM; only Ctrl-C cancels the run");
         let _ = tokio::signal::ctrl_c().await;
-        cancel.cancel();
+        service.cancel(&id);
         return;
     };
     tokio::select! {
@@ -104,7 +94,7 @@ async fn cancel_on_signal(cancel: CancellationToken) {
         _ = terminate.recv() => {}
     }
     eprintln!("\ncancelling the run (press Ctrl-C again to exit at once)");
-    cancel.cancel();
+    service.cancel(&id);
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}

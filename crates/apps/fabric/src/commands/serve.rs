@@ -1,18 +1,14 @@
-//! `fabric serve`: the HTTP API (docs/HTTP.md), with the same application function behind
-//! it as `fabric run`.
+//! `fabric serve`: the HTTP API (docs/HTTP.md) and `/mcp`, over the same run service as
+//! `fabric run`.
 
 use anyhow::Context;
-use fabric_api_http::{ApiConfig, ApiError, AppState, PreparedRun, RunLauncher, RunRequest};
-use fabric_config::Settings;
-use fabric_core::execute::RunOutcome;
-use serde_json::Value;
+use fabric_api_http::{ApiConfig, AppState, RequestCeiling};
+use fabric_core::service::ServiceConfig;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
-use crate::app::{self, TaskRequest};
 use crate::cli::{Cli, ServeArgs};
-use crate::errors::{ModelUnavailable, UsageError};
+use crate::errors::UsageError;
 use crate::wiring;
 
 pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
@@ -44,23 +40,31 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
 
     let config = ApiConfig {
         token,
-        max_runs_in_flight: settings.server.max_runs_in_flight,
         max_body_bytes: settings.server.max_body_bytes,
+        ceiling: RequestCeiling {
+            network_allowed: settings.network_allowed,
+            max_steps: Some(settings.max_steps),
+        },
         ..ApiConfig::default()
     };
-    let store = Arc::new(wiring::store(&settings));
+    // One service for HTTP and /mcp: the same in-flight limit and shutdown drain for both.
+    let service = wiring::service(
+        &settings,
+        ServiceConfig {
+            max_runs_in_flight: Some(settings.server.max_runs_in_flight),
+        },
+    );
     // MCP over streamable HTTP at /mcp, behind the same bearer token.
     let mcp_cancel = tokio_util::sync::CancellationToken::new();
     // Off loopback a token is required (checked above), so any Host header may reach /mcp.
     let any_host = !addr.ip().is_loopback();
     let mcp = fabric_mcp::http_service(
-        super::mcp::server(settings.clone()),
+        super::mcp::server(settings.clone(), service.clone()),
         mcp_cancel.clone(),
         any_host,
     );
     let extra = axum::Router::new().nest_service("/mcp", mcp);
-    let launcher = Arc::new(CliLauncher { settings });
-    let state = AppState::new(store, launcher, config);
+    let state = AppState::new(service, config);
     let shutdown = async move {
         shutdown_signal().await;
         mcp_cancel.cancel();
@@ -111,90 +115,4 @@ async fn shutdown_signal() {
         }
     }
     eprintln!("shutting down: no new requests; cancelling runs in flight");
-}
-
-/// `pack` may name a task force as on the command line: `a,b`.
-fn pack_ids(request: &RunRequest) -> Vec<String> {
-    request
-        .pack
-        .as_deref()
-        .map(|p| p.split(',').map(|id| id.trim().to_owned()).collect())
-        .unwrap_or_default()
-}
-
-/// Prepares HTTP requests with the CLI's own application function.
-struct CliLauncher {
-    settings: Settings,
-}
-
-#[async_trait::async_trait]
-impl RunLauncher for CliLauncher {
-    fn check(&self, request: &RunRequest) -> Result<(), ApiError> {
-        let s = &self.settings;
-        if let Some(unknown) = pack_ids(request)
-            .iter()
-            .find(|id| s.specialist(id).is_none())
-        {
-            return Err(ApiError::UnknownSpecialist(format!(
-                "no specialist `{unknown}`; the specialists are: {}",
-                s.specialist_ids().join(", ")
-            )));
-        }
-        if let Some(key) = &request.model_key
-            && s.model(key).is_none()
-        {
-            return Err(ApiError::UnknownModelKey(format!(
-                "no model key `{key}`; the configured keys are: {}",
-                s.model_keys().join(", ")
-            )));
-        }
-        // A request may narrow the server's permissions, never widen them.
-        if request.network_allowed == Some(true) && !s.network_allowed {
-            return Err(ApiError::NotPermitted(
-                "`network_allowed: true` is refused: this server's config has `network_allowed: false`, and a request may only narrow the server's permissions".to_owned(),
-            ));
-        }
-        if let Some(asked) = request.max_steps
-            && asked > s.max_steps
-        {
-            return Err(ApiError::NotPermitted(format!(
-                "`max_steps` {asked} is more than this server allows ({}, its config's `max_steps`); ask for at most {} or leave it out",
-                s.max_steps, s.max_steps
-            )));
-        }
-        Ok(())
-    }
-
-    async fn prepare(&self, request: RunRequest) -> Result<PreparedRun, ApiError> {
-        // `check` has run: the specialists and the model key exist, nothing is widened.
-        let pack = pack_ids(&request);
-        let prepared = app::prepare(
-            &self.settings,
-            TaskRequest {
-                prompt: request.prompt,
-                pack,
-                model_key: request.model_key,
-                model: None,
-                network_allowed: request.network_allowed,
-                max_steps: request.max_steps,
-                stream: false,
-                sandbox: None,
-            },
-        )
-        .await
-        .map_err(|e| {
-            if let Some(usage) = e.downcast_ref::<UsageError>() {
-                ApiError::InvalidRequest(usage.to_string())
-            } else if let Some(model) = e.downcast_ref::<ModelUnavailable>() {
-                ApiError::ModelUnavailable(model.to_string())
-            } else {
-                ApiError::Internal(format!("{e:#}"))
-            }
-        })?;
-        Ok(Box::new(prepared))
-    }
-
-    fn result_object(&self, outcome: &RunOutcome) -> Value {
-        app::result_object(outcome, &self.settings)
-    }
 }

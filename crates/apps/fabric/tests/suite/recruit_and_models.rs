@@ -251,7 +251,8 @@ async fn a_start_command_that_never_serves_fails_clearly() {
     )
     .unwrap();
     let run = fx.fabric(&["run", "x", "--pack", "engineering"]).await;
-    assert_eq!(run.code(), 1, "{}", run.stderr);
+    // A model server that cannot be used is `llm_error` (3), as docs/CLI.md promises.
+    assert_eq!(run.code(), 3, "{}", run.stderr);
     assert!(run.stderr.contains("nothing answered"), "{}", run.stderr);
     assert!(
         run.stderr.contains("local_llm_start_timeout_s"),

@@ -1,0 +1,58 @@
+//! Why the service could not run a request, typed, so each front end maps it once: the CLI
+//! to an exit code, the HTTP API to a status, the MCP server to a tool error.
+
+use thiserror::Error;
+
+/// Why a request did not become a run, or a run ended inside the fabric rather than with a
+/// status of its own. Every message names the problem and the fix.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum ServiceError {
+    /// The request is wrong as given (an empty prompt, a pack naming a specialist twice, a
+    /// sandbox this host cannot enforce): the caller can fix it.
+    #[error("{0}")]
+    Invalid(String),
+    /// No specialist with that id.
+    #[error("{0}")]
+    UnknownSpecialist(String),
+    /// No model key with that name.
+    #[error("{0}")]
+    UnknownModelKey(String),
+    /// The request asks for more than the configuration allows.
+    #[error("{0}")]
+    NotPermitted(String),
+    /// The model a request needs cannot be used now (server down, no tool-capable model,
+    /// a failed pull).
+    #[error("{0}")]
+    ModelUnavailable(String),
+    /// The service has as many runs in flight as it may.
+    #[error("{limit} runs are in flight, the most this server runs at once; try again shortly")]
+    TooManyRuns {
+        /// The limit.
+        limit: usize,
+    },
+    /// The service is shutting down and starts no new runs.
+    #[error("the fabric is shutting down and starts no new runs")]
+    ShuttingDown,
+    /// The run was cancelled while it was being prepared.
+    #[error("the run was cancelled before it started")]
+    Cancelled,
+    /// The run store failed.
+    #[error("{0}")]
+    Store(String),
+    /// The run's own code panicked; it was ended `failed`.
+    #[error("the run panicked: {0}")]
+    Panicked(String),
+    /// Anything else inside the fabric.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<crate::CoreError> for ServiceError {
+    fn from(error: crate::CoreError) -> Self {
+        match error {
+            crate::CoreError::Store(e) => Self::Store(e.to_string()),
+            crate::CoreError::InvalidTask(e) => Self::Invalid(e),
+            crate::CoreError::Domain(e) => Self::Invalid(e.to_string()),
+        }
+    }
+}

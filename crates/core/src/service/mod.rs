@@ -1,0 +1,440 @@
+//! The run service: the one way a run is started, whoever asks (the CLI, `fabric serve`,
+//! the MCP server, a parent run delegating to a child).
+//!
+//! [`RunService::submit`] checks the request, takes a slot (when the service has a limit),
+//! mints the run id and registers the run, then hands it to a task the service owns:
+//! preparation (routing, model discovery) is part of the run and cancellable by id from the
+//! moment the id exists; then the run is created in the store and executed. The caller gets
+//! a [`RunHandle`]: the id, the live run (events, cancel), when preparation ended, and the
+//! outcome. The task always ends the run properly, even when the run's code panics: the
+//! panic is caught, a `run_failed` event is recorded and shown, the run leaves the registry
+//! and its slot is freed. Limits, cancellation, the shutdown drain and the run tree's budget
+//! live here once.
+
+mod children;
+mod error;
+mod request;
+mod tee;
+
+use async_trait::async_trait;
+use fabric_domain::{RunEvent, RunId, RunSummary};
+use futures_util::FutureExt;
+use serde_json::{Value, json};
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use error::ServiceError;
+pub use request::{PrepareContext, PreparedMember, PreparedTask, Preparer, Runnable, TaskRequest};
+
+use crate::delegate::Lineage;
+use crate::execute::RunOutcome;
+use crate::live::{LiveRun, RunRegistry};
+use crate::ports::{NewRun, RunLog, RunObserver, RunQuery, RunStore, StoreError};
+use tee::Tee;
+
+/// Limits of one service.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServiceConfig {
+    /// Runs in flight at once (preparation included); one more is refused with
+    /// [`ServiceError::TooManyRuns`]. `None`: no limit. Child runs are not counted: they
+    /// are paid from their parent's budget, and a parent waiting on a slot its own child
+    /// needs would never finish.
+    pub max_runs_in_flight: Option<usize>,
+}
+
+/// A request and who watches it.
+pub struct Submission {
+    /// What to do.
+    pub request: TaskRequest,
+    /// Watches every event besides the service's own live buffer (the CLI's renderer, the
+    /// MCP server's progress notifications).
+    pub observer: Option<Arc<dyn RunObserver>>,
+    /// The run that delegates this one, for a child run.
+    pub parent: Option<ParentRun>,
+}
+
+impl Submission {
+    /// A request nobody else watches.
+    pub fn new(request: TaskRequest) -> Self {
+        Self {
+            request,
+            observer: None,
+            parent: None,
+        }
+    }
+
+    /// With an observer.
+    pub fn observed(mut self, observer: Arc<dyn RunObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+}
+
+/// The parent of a child run.
+#[derive(Clone)]
+pub struct ParentRun {
+    /// The child's place in the tree (one level below the parent, on the parent's budget).
+    pub lineage: Lineage,
+    /// The parent's workspace, shared when the configuration says so.
+    pub workspace: PathBuf,
+    /// The parent's token: the child stops when the parent is cancelled.
+    pub cancel: CancellationToken,
+}
+
+/// A run that was submitted.
+pub struct RunHandle {
+    id: RunId,
+    live: Arc<LiveRun>,
+    prepared: Option<oneshot::Receiver<Result<(), ServiceError>>>,
+    done: oneshot::Receiver<Result<RunOutcome, ServiceError>>,
+}
+
+impl RunHandle {
+    /// The run's id, known from the moment it was submitted.
+    pub fn id(&self) -> &RunId {
+        &self.id
+    }
+
+    /// Its events so far, followers, and its cancellation.
+    pub fn live(&self) -> &Arc<LiveRun> {
+        &self.live
+    }
+
+    /// Waits until preparation ended: `Ok` once the run exists in the store and executes;
+    /// the reason otherwise (the outcome then carries the same error).
+    pub async fn prepared(&mut self) -> Result<(), ServiceError> {
+        match self.prepared.take() {
+            Some(rx) => rx.await.unwrap_or_else(|_| {
+                Err(ServiceError::Internal(
+                    "the run's task ended before preparing it".to_owned(),
+                ))
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for the run to end.
+    pub async fn outcome(self) -> Result<RunOutcome, ServiceError> {
+        self.done.await.unwrap_or_else(|_| {
+            Err(ServiceError::Internal(
+                "the run's task ended without an outcome".to_owned(),
+            ))
+        })
+    }
+}
+
+/// The run service; cheap to clone.
+#[derive(Clone)]
+pub struct RunService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn RunStore>,
+    preparer: Arc<dyn Preparer>,
+    registry: RunRegistry,
+    slots: Option<Arc<Semaphore>>,
+    limit: Option<usize>,
+    /// Owns every run task, so shutdown can wait for them to record their end.
+    tracker: TaskTracker,
+    shutting_down: AtomicBool,
+}
+
+impl RunService {
+    /// A service over a store and a preparer.
+    pub fn new(
+        store: Arc<dyn RunStore>,
+        preparer: Arc<dyn Preparer>,
+        config: ServiceConfig,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                preparer,
+                registry: RunRegistry::new(),
+                slots: config
+                    .max_runs_in_flight
+                    .map(|n| Arc::new(Semaphore::new(n))),
+                limit: config.max_runs_in_flight,
+                tracker: TaskTracker::new(),
+                shutting_down: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The store runs are kept in.
+    pub fn store(&self) -> &Arc<dyn RunStore> {
+        &self.inner.store
+    }
+
+    /// The runs in flight.
+    pub fn registry(&self) -> &RunRegistry {
+        &self.inner.registry
+    }
+
+    /// Checks a request without starting it (the preparer's cheap checks).
+    pub fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
+        if request.prompt.trim().is_empty() {
+            return Err(ServiceError::Invalid(
+                "the prompt is empty; say what the agent should do".to_owned(),
+            ));
+        }
+        self.inner.preparer.check(request)
+    }
+
+    /// Starts a run: checks, takes a slot, mints the id and hands the run to a task the
+    /// service owns, so it keeps going when the caller goes away.
+    pub fn submit(&self, submission: Submission) -> Result<RunHandle, ServiceError> {
+        let inner = &self.inner;
+        // A bad request is answered as such even when the service is full: check it first.
+        self.check(&submission.request)?;
+        if self.is_shutting_down() {
+            return Err(ServiceError::ShuttingDown);
+        }
+        let permit = match (&submission.parent, &inner.slots) {
+            (None, Some(slots)) => Some(Arc::clone(slots).try_acquire_owned().map_err(|_| {
+                ServiceError::TooManyRuns {
+                    limit: inner.limit.unwrap_or_default(),
+                }
+            })?),
+            _ => None,
+        };
+        let id = crate::new_run_id();
+        let live = match &submission.parent {
+            Some(parent) => inner
+                .registry
+                .register_with(id.clone(), parent.cancel.child_token()),
+            None => inner.registry.register(id.clone()),
+        };
+        let (prepared_tx, prepared_rx) = oneshot::channel();
+        let (done_tx, done_rx) = oneshot::channel();
+        let task = RunTask {
+            service: self.clone(),
+            live: Arc::clone(&live),
+            submission,
+            _permit: permit,
+        };
+        inner.tracker.spawn(task.run(prepared_tx, done_tx));
+        Ok(RunHandle {
+            id,
+            live,
+            prepared: Some(prepared_rx),
+            done: done_rx,
+        })
+    }
+
+    /// Cancels a run in flight (preparing or executing); `false` when no such run is in
+    /// flight here.
+    pub fn cancel(&self, id: &RunId) -> bool {
+        match self.inner.registry.get(id) {
+            Some(run) => {
+                run.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The run in flight with this id.
+    pub fn live(&self, id: &RunId) -> Option<Arc<LiveRun>> {
+        self.inner.registry.get(id)
+    }
+
+    /// A run's summary: the store's.
+    pub async fn get(&self, id: &RunId) -> Result<RunSummary, StoreError> {
+        self.inner.store.get_run(id).await
+    }
+
+    /// Runs that match, newest first.
+    pub async fn list(&self, query: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
+        self.inner.store.list_runs(query).await
+    }
+
+    /// The result object of a finished run, as `fabric run --json` prints it: the finish
+    /// payload's fields plus `_meta`.
+    pub fn result_object(&self, outcome: &RunOutcome) -> Value {
+        let meta = json!({
+            "run_id": outcome.run_id,
+            "status": outcome.status,
+            "reason": outcome.reason,
+            "specialist_ids": outcome.specialist_ids,
+            "workspace": outcome.workspace,
+            "runlog": self.inner.store.runlog_path(&outcome.run_id),
+            "model_key": outcome.model_key,
+            "model": outcome.model,
+            "steps": outcome.steps,
+            "usage": outcome.usage,
+        });
+        let mut object = match &outcome.payload {
+            Value::Object(map) => map.clone(),
+            _ => serde_json::Map::new(),
+        };
+        object.insert("_meta".to_owned(), meta);
+        Value::Object(object)
+    }
+
+    /// Stops starting runs and cancels those in flight (preparing or executing, and any
+    /// submitted later), without waiting.
+    pub fn begin_shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        self.inner.registry.cancel_all();
+        self.inner.tracker.close();
+    }
+
+    /// Stops starting runs, cancels those in flight and waits up to `grace` for them to
+    /// record their end. Returns whether all of them did.
+    pub async fn shutdown(&self, grace: Duration) -> bool {
+        self.begin_shutdown();
+        tokio::time::timeout(grace, self.inner.tracker.wait())
+            .await
+            .is_ok()
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Waits until every run task has ended (after [`RunService::begin_shutdown`]).
+    pub async fn drained(&self) {
+        self.inner.tracker.wait().await;
+    }
+}
+
+/// One run's task: prepare, create, execute, always end.
+struct RunTask {
+    service: RunService,
+    live: Arc<LiveRun>,
+    submission: Submission,
+    /// Held until the run has ended, so the in-flight limit counts this run.
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl RunTask {
+    async fn run(
+        self,
+        prepared_tx: oneshot::Sender<Result<(), ServiceError>>,
+        done_tx: oneshot::Sender<Result<RunOutcome, ServiceError>>,
+    ) {
+        let id = self.live.id().clone();
+        let result = match self.start().await {
+            Err(error) => {
+                let _ = prepared_tx.send(Err(error.clone()));
+                Err(error)
+            }
+            Ok((run, prepared, log)) => {
+                let _ = prepared_tx.send(Ok(()));
+                self.execute(run, prepared, log).await
+            }
+        };
+        if let Err(error) = &result {
+            tracing::warn!(run_id = %id, %error, "run ended inside the fabric");
+        }
+        self.live
+            .finish(result.as_ref().err().map(ToString::to_string).as_deref());
+        self.service.inner.registry.remove(&id);
+        // Nobody may be waiting (POST /runs, or a client that went away): that is fine.
+        let _ = done_tx.send(result);
+    }
+
+    /// Preparation, cancellable, then the run in the store.
+    async fn start(&self) -> Result<(NewRun, Box<dyn Runnable>, Arc<dyn RunLog>), ServiceError> {
+        let inner = &self.service.inner;
+        let context = PrepareContext {
+            children: Arc::new(children::ServiceChildren(self.service.clone())),
+        };
+        let cancel = self.live.cancel_token();
+        let request = self.submission.request.clone();
+        let mut prepared = tokio::select! {
+            prepared = inner.preparer.prepare(request, &context) => prepared?,
+            () = cancel.cancelled() => {
+                return Err(if self.service.is_shutting_down() {
+                    ServiceError::ShuttingDown
+                } else {
+                    ServiceError::Cancelled
+                });
+            }
+        };
+        if let Some(parent) = &self.submission.parent {
+            prepared.adopt(parent.lineage.clone());
+        }
+        let run = inner
+            .store
+            .create_run(self.live.id().clone())
+            .await
+            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        let log: Arc<dyn RunLog> = Arc::from(run.log);
+        let workspace = match &self.submission.parent {
+            Some(parent) if prepared.shares_parent_workspace() => parent.workspace.clone(),
+            _ => run.workspace,
+        };
+        let run = NewRun {
+            id: run.id,
+            workspace,
+            log: Box::new(SharedLog(Arc::clone(&log))),
+        };
+        Ok((run, prepared, log))
+    }
+
+    async fn execute(
+        &self,
+        run: NewRun,
+        prepared: Box<dyn Runnable>,
+        log: Arc<dyn RunLog>,
+    ) -> Result<RunOutcome, ServiceError> {
+        let observer = Tee {
+            live: self.live.as_ref(),
+            extra: self.submission.observer.as_deref(),
+        };
+        observer.on_prepared(&prepared.notes());
+        let running = prepared.run(run, &observer, self.live.cancel_token());
+        match AssertUnwindSafe(running).catch_unwind().await {
+            Ok(result) => result.map_err(ServiceError::from),
+            Err(panic) => {
+                let text = panic_text(panic.as_ref()).to_owned();
+                let reason = format!("the run panicked: {text}");
+                record_failure(&observer, self.live.as_ref(), log.as_ref(), &reason).await;
+                Err(ServiceError::Panicked(text))
+            }
+        }
+    }
+}
+
+/// Records the `run_failed` a run could not record itself: runlog first, then watchers.
+async fn record_failure(observer: &Tee<'_>, live: &LiveRun, log: &dyn RunLog, reason: &str) {
+    let Some(event) = live.failure_event(reason) else {
+        return;
+    };
+    if let Err(e) = log.append(&event).await {
+        tracing::error!(run_id = %live.id(), error = %e, "cannot record the run's failure");
+    }
+    observer.on_event(&event).await;
+}
+
+/// The message of a panic payload (`panic!` gives a `&str` or a `String`).
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}
+
+/// The run's log, shared with its task so the task can still record the end after a panic.
+struct SharedLog(Arc<dyn RunLog>);
+
+#[async_trait]
+impl RunLog for SharedLog {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        self.0.append(event).await
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+//! What a front end asks for, and the port that turns it into a task ready to run.
+
+use async_trait::async_trait;
+use fabric_domain::{SandboxMode, SpecialistSpec};
+use std::sync::Arc;
+
+use super::ServiceError;
+use crate::CoreError;
+use crate::delegate::{ChildRunner, Lineage};
+use crate::engine::ModelParams;
+use crate::execute::RunOutcome;
+use crate::execute::{Member, Recruitment, TaskForce, TaskForceMode};
+use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, Tool, ToolSource};
+use crate::recruit::RoutingCall;
+use tokio_util::sync::CancellationToken;
+
+/// A task as a person (CLI), a client (HTTP, MCP) or a parent run asks for it; `None` means
+/// "use the configured default".
+#[derive(Debug, Clone, Default)]
+pub struct TaskRequest {
+    /// What to do.
+    pub prompt: String,
+    /// The specialists (`--pack a,b`); empty: recruit by routing.
+    pub pack: Vec<String>,
+    /// The model key.
+    pub model_key: Option<String>,
+    /// A model name that overrides the key's model and skips discovery (`--model`).
+    pub model: Option<String>,
+    /// Whether tools may use the network.
+    pub network_allowed: Option<bool>,
+    /// Step limit.
+    pub max_steps: Option<u32>,
+    /// Stream model text.
+    pub stream: bool,
+    /// The sandbox mode (`--sandbox`).
+    pub sandbox: Option<SandboxMode>,
+}
+
+/// What the preparer may use besides the request: the runner of child runs, so
+/// `agent__<id>` tools start their children through the same service.
+#[derive(Clone)]
+pub struct PrepareContext {
+    /// Starts child runs through the service.
+    pub children: Arc<dyn ChildRunner>,
+}
+
+/// Turns a request into a task ready to run: recruitment, model discovery, each member's
+/// tools and client. The binary implements it over its configuration and adapters.
+#[async_trait]
+pub trait Preparer: Send + Sync {
+    /// What the configuration decides about a request, cheaply and without I/O, before it
+    /// takes a slot: an unknown specialist or model key, a request for more than the config
+    /// allows. So a bad request is answered as such even when the service is full.
+    fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
+        let _ = request;
+        Ok(())
+    }
+
+    /// Routes, resolves the specialists, the models and the tools; may take long (routing
+    /// model, discovery, starting or pulling a model). Part of the run: it is cancelled with
+    /// it, by id or at shutdown.
+    async fn prepare(
+        &self,
+        request: TaskRequest,
+        context: &PrepareContext,
+    ) -> Result<Box<dyn Runnable>, ServiceError>;
+}
+
+/// A task ready to run. [`PreparedTask`] is the fabric's; tests of front ends script their
+/// own.
+#[async_trait]
+pub trait Runnable: Send {
+    /// Who works on it, with which model and why, for the person at the terminal.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Makes it a child run: one level below its parent, on the parent's budget.
+    fn adopt(&mut self, lineage: Lineage) {
+        let _ = lineage;
+    }
+
+    /// Whether a child run works in its parent's workspace.
+    fn shares_parent_workspace(&self) -> bool {
+        false
+    }
+
+    /// Runs it in `run` to its end.
+    async fn run(
+        self: Box<Self>,
+        run: NewRun,
+        observer: &dyn RunObserver,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, CoreError>;
+}
+
+#[async_trait]
+impl Runnable for PreparedTask {
+    fn notes(&self) -> Vec<String> {
+        let mut notes = vec![self.recruitment_note()];
+        notes.extend(self.model_notes());
+        notes
+    }
+
+    fn adopt(&mut self, lineage: Lineage) {
+        self.lineage = lineage;
+    }
+
+    fn shares_parent_workspace(&self) -> bool {
+        self.share_parent_workspace
+    }
+
+    async fn run(
+        self: Box<Self>,
+        run: NewRun,
+        observer: &dyn RunObserver,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, CoreError> {
+        crate::execute::run_task_force(run, self.task_force(), observer, cancel).await
+    }
+}
+
+/// One member, ready: its specialist, tools, client and resolved model.
+pub struct PreparedMember {
+    /// Who.
+    pub specialist: Arc<SpecialistSpec>,
+    /// Its tools.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Tools that arrive while the run goes on (MCP servers).
+    pub sources: Vec<Arc<dyn ToolSource>>,
+    /// The client of its model.
+    pub chat: Arc<dyn ChatClient>,
+    /// Its model key.
+    pub model_key: String,
+    /// Its model.
+    pub model: ModelParams,
+    /// How the model was chosen.
+    pub model_reason: String,
+}
+
+/// A task ready to run, owning its members' clients.
+pub struct PreparedTask {
+    /// What the user asked.
+    pub prompt: String,
+    /// The members in recruitment order.
+    pub members: Vec<PreparedMember>,
+    /// How they were chosen.
+    pub recruitment: Recruitment,
+    /// The routing model call, if one was made.
+    pub routing_call: Option<RoutingCall>,
+    /// How several members work together.
+    pub mode: TaskForceMode,
+    /// Most members at once in parallel mode.
+    pub max_parallel: usize,
+    /// Step limit per member.
+    pub max_steps: u32,
+    /// Whether tools may use the network.
+    pub network_allowed: bool,
+    /// The sandbox policy in force.
+    pub sandbox: RunSandbox,
+    /// Where the run sits in its delegation tree and the budget the tree shares; the service
+    /// replaces it with the parent's for a child run.
+    pub lineage: Lineage,
+    /// Whether a child run works in its parent's workspace (`delegation.workspace: shared`).
+    pub share_parent_workspace: bool,
+}
+
+impl PreparedTask {
+    /// The task force to hand to the engine, borrowing the clients.
+    pub fn task_force(&self) -> TaskForce<'_> {
+        TaskForce {
+            prompt: self.prompt.clone(),
+            members: self
+                .members
+                .iter()
+                .map(|m| Member {
+                    specialist: Arc::clone(&m.specialist),
+                    tools: m.tools.clone(),
+                    sources: m.sources.clone(),
+                    chat: m.chat.as_ref(),
+                    model_key: m.model_key.clone(),
+                    model: m.model.clone(),
+                    model_reason: Some(m.model_reason.clone()),
+                })
+                .collect(),
+            recruitment: self.recruitment.clone(),
+            routing_call: self.routing_call.clone(),
+            mode: self.mode,
+            max_parallel: self.max_parallel,
+            max_steps: self.max_steps,
+            network_allowed: self.network_allowed,
+            sandbox: self.sandbox.clone(),
+            lineage: Some(self.lineage.clone()),
+        }
+    }
+
+    /// One line per member on which model it uses and why, for the person at the terminal.
+    pub fn model_notes(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}: model {} ({})",
+                    m.specialist.id, m.model.name, m.model_reason
+                )
+            })
+            .collect()
+    }
+
+    /// The recruitment, for the person at the terminal.
+    pub fn recruitment_note(&self) -> String {
+        let ids: Vec<&str> = self
+            .members
+            .iter()
+            .map(|m| m.specialist.id.as_str())
+            .collect();
+        format!(
+            "recruited {} by {}: {}",
+            ids.join(", "),
+            self.recruitment.routing_method,
+            self.recruitment.reason
+        )
+    }
+}

@@ -1,0 +1,37 @@
+//! Every event to the live buffer and to the submitter's own observer.
+
+use async_trait::async_trait;
+use fabric_domain::RunEvent;
+
+use crate::live::LiveRun;
+use crate::ports::{ChatObserver, RunObserver};
+
+/// The live run first (followers by id), then the submitter's observer.
+pub(super) struct Tee<'a> {
+    pub(super) live: &'a LiveRun,
+    pub(super) extra: Option<&'a dyn RunObserver>,
+}
+
+impl ChatObserver for Tee<'_> {
+    fn on_text_delta(&self, delta: &str) {
+        if let Some(extra) = self.extra {
+            extra.on_text_delta(delta);
+        }
+    }
+}
+
+#[async_trait]
+impl RunObserver for Tee<'_> {
+    async fn on_event(&self, event: &RunEvent) {
+        self.live.on_event(event).await;
+        if let Some(extra) = self.extra {
+            extra.on_event(event).await;
+        }
+    }
+
+    fn on_prepared(&self, notes: &[String]) {
+        if let Some(extra) = self.extra {
+            extra.on_prepared(notes);
+        }
+    }
+}

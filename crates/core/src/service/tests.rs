@@ -1,0 +1,315 @@
+//! The service with fakes: preparation that waits, fails or is cancelled; the in-flight
+//! limit; a run that panics; shutdown during preparation.
+
+use super::*;
+use crate::CoreError;
+use fabric_domain::{EventKind, RunStatus};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use tokio::sync::Notify;
+
+#[derive(Default)]
+struct MemStore {
+    logs: Mutex<HashMap<RunId, Arc<MemLog>>>,
+}
+
+#[derive(Default)]
+struct MemLog(Mutex<Vec<RunEvent>>);
+
+#[async_trait]
+impl RunLog for MemLog {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(event.clone());
+        Ok(())
+    }
+}
+
+impl MemStore {
+    fn ids(&self) -> Vec<RunId> {
+        self.logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn kinds(&self, id: &RunId) -> Vec<EventKind> {
+        let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+        let log = logs.get(id).unwrap_or_else(|| panic!("no run {id}"));
+        let events = log.0.lock().unwrap_or_else(|e| e.into_inner());
+        events.iter().map(|e| e.kind).collect()
+    }
+}
+
+#[async_trait]
+impl RunStore for MemStore {
+    async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
+        let log = Arc::new(MemLog::default());
+        self.logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), Arc::clone(&log));
+        Ok(NewRun {
+            id,
+            workspace: std::env::temp_dir(),
+            log: Box::new(Handle(log)),
+        })
+    }
+    async fn list_runs(&self, _query: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+        Err(StoreError::NotFound(id.clone()))
+    }
+}
+
+struct Handle(Arc<MemLog>);
+
+#[async_trait]
+impl RunLog for Handle {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        self.0.append(event).await
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Script {
+    Complete,
+    Panic,
+}
+
+struct Fake(Script);
+
+#[async_trait]
+impl Runnable for Fake {
+    async fn run(
+        self: Box<Self>,
+        run: NewRun,
+        observer: &dyn RunObserver,
+        _cancel: CancellationToken,
+    ) -> Result<RunOutcome, CoreError> {
+        let start = RunEvent {
+            seq: 0,
+            ts: 1.0,
+            kind: EventKind::RunStart,
+            step: None,
+            payload: json!({"run_id": run.id}),
+        };
+        run.log.append(&start).await?;
+        observer.on_event(&start).await;
+        if let Script::Panic = self.0 {
+            panic!("a bug in the run");
+        }
+        let end = RunEvent {
+            seq: 1,
+            ts: 2.0,
+            kind: EventKind::RunComplete,
+            step: None,
+            payload: json!({"run_id": run.id, "status": "completed"}),
+        };
+        run.log.append(&end).await?;
+        observer.on_event(&end).await;
+        Ok(RunOutcome {
+            run_id: run.id,
+            status: RunStatus::Completed,
+            payload: json!({"summary": "done"}),
+            reason: None,
+            workspace: run.workspace,
+            specialist_ids: Vec::new(),
+            model_key: "k".to_owned(),
+            model: "m".to_owned(),
+            steps: 1,
+            usage: fabric_domain::Usage::default(),
+        })
+    }
+}
+
+/// Prepares after `gate` (when set) is notified; fails with `fail` when set.
+struct Prep {
+    script: Script,
+    gate: Option<Arc<Notify>>,
+    fail: Option<ServiceError>,
+}
+
+#[async_trait]
+impl Preparer for Prep {
+    fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
+        match request.pack.first().map(String::as_str) {
+            Some("nobody") => Err(ServiceError::UnknownSpecialist("no `nobody`".to_owned())),
+            _ => Ok(()),
+        }
+    }
+
+    async fn prepare(
+        &self,
+        _request: TaskRequest,
+        _context: &PrepareContext,
+    ) -> Result<Box<dyn Runnable>, ServiceError> {
+        if let Some(gate) = &self.gate {
+            gate.notified().await;
+        }
+        match &self.fail {
+            Some(error) => Err(error.clone()),
+            None => Ok(Box::new(Fake(self.script))),
+        }
+    }
+}
+
+fn service(prep: Prep, limit: Option<usize>) -> (RunService, Arc<MemStore>) {
+    let store = Arc::new(MemStore::default());
+    let service = RunService::new(
+        Arc::clone(&store) as Arc<dyn RunStore>,
+        Arc::new(prep),
+        ServiceConfig {
+            max_runs_in_flight: limit,
+        },
+    );
+    (service, store)
+}
+
+fn prep(script: Script) -> Prep {
+    Prep {
+        script,
+        gate: None,
+        fail: None,
+    }
+}
+
+fn request(prompt: &str) -> Submission {
+    Submission::new(TaskRequest {
+        prompt: prompt.to_owned(),
+        ..TaskRequest::default()
+    })
+}
+
+#[tokio::test]
+async fn a_run_goes_through_preparation_to_its_outcome_and_leaves_the_registry() {
+    let (service, store) = service(prep(Script::Complete), None);
+    let mut handle = service
+        .submit(request("do it"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let id = handle.id().clone();
+    assert!(service.live(&id).is_some(), "registered from submit on");
+    handle.prepared().await.unwrap_or_else(|e| panic!("{e}"));
+    let outcome = handle.outcome().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(outcome.run_id, id);
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(
+        store.kinds(&id),
+        vec![EventKind::RunStart, EventKind::RunComplete]
+    );
+    assert!(service.registry().is_empty());
+    assert_eq!(service.result_object(&outcome)["summary"], "done");
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_before_a_run_exists() {
+    let (service, store) = service(prep(Script::Complete), Some(1));
+    let empty = service.submit(request("  ")).err();
+    assert!(matches!(empty, Some(ServiceError::Invalid(_))), "{empty:?}");
+    let mut unknown = request("x");
+    unknown.request.pack = vec!["nobody".to_owned()];
+    let unknown = service.submit(unknown).err();
+    assert!(
+        matches!(unknown, Some(ServiceError::UnknownSpecialist(_))),
+        "{unknown:?}"
+    );
+    assert!(service.registry().is_empty());
+    assert!(store.ids().is_empty());
+}
+
+#[tokio::test]
+async fn a_preparation_failure_is_typed_and_stores_nothing() {
+    let failing = Prep {
+        fail: Some(ServiceError::ModelUnavailable("ollama is down".to_owned())),
+        ..prep(Script::Complete)
+    };
+    let (service, store) = service(failing, None);
+    let mut handle = service
+        .submit(request("x"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        handle.prepared().await,
+        Err(ServiceError::ModelUnavailable("ollama is down".to_owned()))
+    );
+    assert!(matches!(
+        handle.outcome().await,
+        Err(ServiceError::ModelUnavailable(_))
+    ));
+    assert!(store.ids().is_empty());
+    assert!(service.registry().is_empty());
+}
+
+#[tokio::test]
+async fn a_run_is_cancellable_by_id_while_it_is_prepared_and_holds_its_slot() {
+    let gate = Arc::new(Notify::new());
+    let gated = Prep {
+        gate: Some(Arc::clone(&gate)),
+        ..prep(Script::Complete)
+    };
+    let (service, store) = service(gated, Some(1));
+    let mut first = service
+        .submit(request("slow"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The first run holds the only slot while it is prepared.
+    assert_eq!(
+        service.submit(request("second")).err(),
+        Some(ServiceError::TooManyRuns { limit: 1 })
+    );
+    assert!(service.cancel(first.id()));
+    assert_eq!(first.prepared().await, Err(ServiceError::Cancelled));
+    assert!(store.ids().is_empty());
+    // The slot is free again once the cancelled run's task ended.
+    for _ in 0..100 {
+        if service.registry().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let again = service.submit(request("third"));
+    assert!(again.is_ok(), "the slot was not freed");
+    assert!(!service.cancel(&crate::new_run_id()), "unknown ids say so");
+}
+
+#[tokio::test]
+async fn a_panicking_run_ends_failed_in_its_runlog_and_for_its_followers() {
+    let (service, store) = service(prep(Script::Panic), None);
+    let handle = service
+        .submit(request("x"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let id = handle.id().clone();
+    let live = Arc::clone(handle.live());
+    let outcome = handle.outcome().await;
+    assert_eq!(
+        outcome.err(),
+        Some(ServiceError::Panicked("a bug in the run".to_owned()))
+    );
+    assert_eq!(
+        store.kinds(&id),
+        vec![EventKind::RunStart, EventKind::RunFailed]
+    );
+    assert_eq!(live.status(), RunStatus::Failed);
+    assert!(service.registry().is_empty());
+}
+
+#[tokio::test]
+async fn shutdown_abandons_preparations_and_refuses_new_runs() {
+    let gated = Prep {
+        gate: Some(Arc::new(Notify::new())),
+        ..prep(Script::Complete)
+    };
+    let (service, _store) = service(gated, None);
+    let mut handle = service
+        .submit(request("x"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(service.shutdown(Duration::from_secs(5)).await);
+    assert_eq!(handle.prepared().await, Err(ServiceError::ShuttingDown));
+    assert_eq!(
+        service.submit(request("late")).err(),
+        Some(ServiceError::ShuttingDown)
+    );
+}
