@@ -35,6 +35,7 @@ pub mod models;
 pub mod ports;
 mod recorder;
 pub mod recruit;
+pub mod search;
 pub mod service;
 pub mod typed;
 

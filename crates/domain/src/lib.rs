@@ -30,7 +30,7 @@ pub use specialist::{
     FINISH_TOOL, SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern,
 };
 pub use summary::RunSummary;
-pub use time::UtcTime;
+pub use time::{UtcTime, parse_duration, parse_since};
 pub use tool::{PlannerHints, ToolAnnotations, ToolSpec, input_schema_for as schema_for};
 pub use tooling::{
     AGENT_TOOL_PREFIX, DEFAULT_MAX_DELEGATION_DEPTH, DEFAULT_MCP_CALL_TIMEOUT_S,

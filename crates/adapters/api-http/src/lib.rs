@@ -31,8 +31,9 @@ mod state;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use model::{
     CancelAccepted, EventDoc, EventList, EventsQuery, Health, ListQuery, MAX_STEPS_LIMIT,
-    RunAccepted, RunListItem, RunMetaDoc, RunPage, RunRequest, RunResultDoc, RunView, STATUSES,
-    StatusView,
+    PruneRequest, PruneResult, RunAccepted, RunListItem, RunMetaDoc, RunPage, RunRequest,
+    RunResultDoc, RunView, STATUSES, SearchHitDoc, SearchPage, SearchParams, StatsPage,
+    StatsParams, StatusView,
 };
 pub use serve::{serve, serve_with, serve_with_grace};
 pub use state::{ApiConfig, AppState, RequestCeiling};
@@ -43,7 +44,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use handlers::{meta, runs, start};
+use handlers::{catalog, meta, runs, start};
 
 /// Every route of the API over `state`. Auth guards all but `/health` and `/openapi.json`.
 pub fn router(state: AppState) -> Router {
@@ -81,6 +82,9 @@ fn api(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(start::run_blocking))
         .routes(routes!(start::run_stream))
         .routes(routes!(runs::list_runs, start::start_run))
+        .routes(routes!(catalog::search_runs))
+        .routes(routes!(catalog::stats))
+        .routes(routes!(catalog::prune_runs))
         .routes(routes!(runs::get_run))
         .routes(routes!(runs::run_status))
         .routes(routes!(runs::run_events))

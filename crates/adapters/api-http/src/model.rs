@@ -3,7 +3,7 @@
 //! Runlog events go out exactly as the runlog stores them (`fabric_domain::RunEvent`);
 //! [`EventDoc`] only describes that shape for the OpenAPI document.
 
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, RunSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -306,6 +306,113 @@ pub struct RunListItem {
     pub summary: Option<String>,
     /// How many events the runlog holds.
     pub events: u64,
+}
+
+impl From<RunSummary> for RunListItem {
+    fn from(r: RunSummary) -> Self {
+        Self {
+            run_id: r.id,
+            status: r.status,
+            started_at: r.started_at,
+            specialist_ids: r.specialist_ids,
+            prompt: r.prompt,
+            summary: r.summary,
+            events: r.events,
+        }
+    }
+}
+
+/// The query of `GET /runs/search`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SearchParams {
+    /// The words to look for (never SQL or query syntax: every word is taken as written).
+    #[param(min_length = 1, pattern = r"\S")]
+    pub q: Option<String>,
+    /// Rank by meaning only (needs an embedding model in the server's config).
+    pub semantic: Option<bool>,
+    /// Only runs this specialist worked on.
+    pub specialist: Option<String>,
+    /// Only runs with this status.
+    #[param(
+        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed)$"
+    )]
+    pub status: Option<String>,
+    /// Only runs started since: a date (`2026-11-01`), a UTC time (`2026-11-01T12:00:00Z`),
+    /// or a duration back from now (`7d`).
+    pub since: Option<String>,
+    /// Hits (1–100, default 10).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<usize>,
+}
+
+/// What `GET /runs/search` finds.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchPage {
+    /// How the hits were ranked: `text`, `hybrid` or `semantic`.
+    #[schema(value_type = String)]
+    pub mode: fabric_core::search::SearchMode,
+    /// Why the ranking is not what was asked for (the embedding model did not answer).
+    pub note: Option<String>,
+    /// Best first.
+    pub hits: Vec<SearchHitDoc>,
+}
+
+/// One run found.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchHitDoc {
+    /// The run.
+    pub run: RunListItem,
+    /// The combined score the hits are ordered by (higher is better).
+    pub score: f64,
+    /// The full-text rank, when the words matched.
+    pub text_score: Option<f64>,
+    /// The cosine similarity of the embeddings, when the run has one.
+    pub semantic_score: Option<f64>,
+    /// An excerpt around the matched words.
+    pub snippet: Option<String>,
+}
+
+/// The query of `GET /stats`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct StatsParams {
+    /// Group by `specialist` (default), `model` (model key) or `tool`.
+    #[param(pattern = "^(specialist|model|tool)$")]
+    pub by: Option<String>,
+    /// Only runs started since (as in `GET /runs/search`).
+    pub since: Option<String>,
+}
+
+/// What `GET /stats` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatsPage {
+    /// The grouping.
+    #[schema(value_type = String)]
+    pub by: fabric_core::StatsGroup,
+    /// One row per group.
+    #[schema(value_type = Vec<Object>)]
+    pub rows: Vec<fabric_core::StatsRow>,
+}
+
+/// The body of `POST /runs/prune`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PruneRequest {
+    /// Delete ended runs that started longer ago than this: `90s`, `30m`, `12h`, `7d`, `2w`.
+    #[schema(example = "30d")]
+    pub older_than: String,
+}
+
+/// What `POST /runs/prune` deleted.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PruneResult {
+    /// How many runs.
+    pub deleted: usize,
+    /// Their ids.
+    pub run_ids: Vec<String>,
 }
 
 /// The query of `GET /runs`.

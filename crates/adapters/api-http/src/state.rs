@@ -1,6 +1,7 @@
 //! What the handlers share: the run service and the server's own limits.
 
 use fabric_core::RunStore;
+use fabric_core::search::RunSearch;
 use fabric_core::service::RunService;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,13 +58,30 @@ pub struct AppState {
 pub(crate) struct Inner {
     pub(crate) service: RunService,
     pub(crate) config: ApiConfig,
+    /// Search, stats and pruning over the store's index, when the store has one.
+    pub(crate) search: Option<RunSearch>,
 }
 
 impl AppState {
     /// A server's state over the run service.
     pub fn new(service: RunService, config: ApiConfig) -> Self {
         Self {
-            inner: Arc::new(Inner { service, config }),
+            inner: Arc::new(Inner {
+                service,
+                config,
+                search: None,
+            }),
+        }
+    }
+
+    /// A server's state with search, stats and pruning over the store's index.
+    pub fn with_search(service: RunService, search: RunSearch, config: ApiConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                service,
+                config,
+                search: Some(search),
+            }),
         }
     }
 

@@ -48,6 +48,14 @@ pub struct ServiceConfig {
     pub max_runs_in_flight: Option<usize>,
 }
 
+/// Told when a run ended (in a task of the service's own, off the run's critical path):
+/// the search index embeds the run.
+#[async_trait]
+pub trait RunEnded: Send + Sync {
+    /// The run `id` ended; its terminal event is in the store.
+    async fn run_ended(&self, id: RunId);
+}
+
 /// A request and who watches it.
 pub struct Submission {
     /// What to do.
@@ -144,6 +152,8 @@ struct Inner {
     /// Owns every run task, so shutdown can wait for them to record their end.
     tracker: TaskTracker,
     shutting_down: AtomicBool,
+    /// Told when each run that reached the store ended.
+    on_end: Option<Arc<dyn RunEnded>>,
 }
 
 impl RunService {
@@ -164,8 +174,19 @@ impl RunService {
                 limit: config.max_runs_in_flight,
                 tracker: TaskTracker::new(),
                 shutting_down: AtomicBool::new(false),
+                on_end: None,
             }),
         }
+    }
+
+    /// With a hook told when each run ended (before any run is submitted).
+    pub fn on_end(mut self, hook: Arc<dyn RunEnded>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.on_end = Some(hook);
+        } else {
+            tracing::error!("RunService::on_end called after the service was shared; ignored");
+        }
+        self
     }
 
     /// The store runs are kept in.
@@ -330,7 +351,16 @@ impl RunTask {
             }
             Ok((run, prepared, log)) => {
                 let _ = prepared_tx.send(Ok(()));
-                self.execute(run, prepared, log).await
+                let result = self.execute(run, prepared, log).await;
+                if let Some(hook) = &self.service.inner.on_end {
+                    // On the service's tracker, so a draining shutdown waits for it too.
+                    let (hook, id) = (Arc::clone(hook), id.clone());
+                    self.service
+                        .inner
+                        .tracker
+                        .spawn(async move { hook.run_ended(id).await });
+                }
+                result
             }
         };
         if let Err(error) = &result {

@@ -123,15 +123,7 @@ pub(crate) async fn list_runs(
     let runs: Vec<RunListItem> = found
         .into_iter()
         .take(limit)
-        .map(|r| RunListItem {
-            run_id: r.id,
-            status: r.status,
-            started_at: r.started_at,
-            specialist_ids: r.specialist_ids,
-            prompt: r.prompt,
-            summary: r.summary,
-            events: r.events,
-        })
+        .map(RunListItem::from)
         .collect();
     let next_before = match (more, runs.last()) {
         (true, Some(last)) => Some(last.run_id.to_string()),

@@ -1,0 +1,193 @@
+//! Across runs: search (`GET /runs/search`), figures (`GET /stats`) and pruning
+//! (`POST /runs/prune`), answered from the store's index.
+
+use axum::extract::State;
+use fabric_core::search::{RunSearch, SearchError, SearchRequest};
+use fabric_core::{StatsGroup, StatsQuery};
+use fabric_domain::{RunStatus, parse_duration, parse_since};
+
+use crate::error::ErrorBody;
+use crate::extract::{JsonBody, QueryOf};
+use crate::model::{
+    PruneRequest, PruneResult, RunListItem, STATUSES, SearchHitDoc, SearchPage, SearchParams,
+    StatsPage, StatsParams,
+};
+use crate::{ApiError, AppState};
+
+/// Most hits a search may ask for.
+const MAX_HITS: usize = 100;
+
+fn search_of(state: &AppState) -> Result<&RunSearch, ApiError> {
+    state.inner.search.as_ref().ok_or_else(|| {
+        ApiError::Internal("this server has no run index (no database store)".to_owned())
+    })
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn since(text: Option<&str>) -> Result<Option<f64>, ApiError> {
+    text.map(|t| {
+        parse_since(t, now()).map_err(|e| ApiError::InvalidParameter(format!("`since`: {e}")))
+    })
+    .transpose()
+}
+
+fn status(text: Option<&str>) -> Result<Option<RunStatus>, ApiError> {
+    text.map(|s| {
+        serde_json::from_value::<RunStatus>(serde_json::Value::String(s.to_owned())).map_err(|_| {
+            ApiError::InvalidParameter(format!(
+                "`status` must be one of {}; got `{s}`",
+                STATUSES.join(", ")
+            ))
+        })
+    })
+    .transpose()
+}
+
+/// Finds past runs by their prompt, result, tool calls and results: by text, and by meaning
+/// when the server has an embedding model (hybrid ranking by default).
+#[utoipa::path(
+    get,
+    path = "/runs/search",
+    tag = "runs",
+    params(SearchParams),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The runs found, best first, and how they were ranked", body = SearchPage),
+        (status = 400, description = "`invalid_parameter`: an empty `q`, a bad `status`, `since` or `limit`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 422, description = "`invalid_request`: `semantic=true` without an embedding model configured", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 503, description = "`model_unavailable`: `semantic=true` and the embedding model did not answer", body = ErrorBody),
+    )
+)]
+pub(crate) async fn search_runs(
+    State(state): State<AppState>,
+    QueryOf(params): QueryOf<SearchParams>,
+) -> Result<axum::Json<SearchPage>, ApiError> {
+    let limit = params.limit.unwrap_or(10);
+    if !(1..=MAX_HITS).contains(&limit) {
+        return Err(ApiError::InvalidParameter(format!(
+            "`limit` must be between 1 and {MAX_HITS}, got {limit}"
+        )));
+    }
+    let text = params.q.unwrap_or_default();
+    if text.trim().is_empty() {
+        return Err(ApiError::InvalidParameter(
+            "`q` is empty; give the words to look for".to_owned(),
+        ));
+    }
+    let request = SearchRequest {
+        text,
+        semantic: params.semantic.unwrap_or(false),
+        specialist: params.specialist,
+        status: status(params.status.as_deref())?,
+        since: since(params.since.as_deref())?,
+        limit,
+    };
+    let results = search_of(&state)?
+        .search(&request)
+        .await
+        .map_err(|e| match e {
+            SearchError::Invalid(m) => ApiError::InvalidRequest(m),
+            e @ SearchError::EmbeddingUnavailable { .. } => {
+                ApiError::ModelUnavailable(e.to_string())
+            }
+            SearchError::Store(e) => ApiError::from_store(e),
+        })?;
+    Ok(axum::Json(SearchPage {
+        mode: results.mode,
+        note: results.note,
+        hits: results
+            .hits
+            .into_iter()
+            .map(|hit| SearchHitDoc {
+                score: hit.score,
+                text_score: hit.text_score,
+                semantic_score: hit.semantic_score,
+                snippet: hit.snippet,
+                run: RunListItem::from(hit.run),
+            })
+            .collect(),
+    }))
+}
+
+/// Figures per specialist, model key or tool: runs, outcomes, steps, tokens, time, tool
+/// errors.
+#[utoipa::path(
+    get,
+    path = "/stats",
+    tag = "runs",
+    params(StatsParams),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "One row per group", body = StatsPage),
+        (status = 400, description = "`invalid_parameter`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn stats(
+    State(state): State<AppState>,
+    QueryOf(params): QueryOf<StatsParams>,
+) -> Result<axum::Json<StatsPage>, ApiError> {
+    let by = match params.by.as_deref() {
+        None | Some("specialist") => StatsGroup::Specialist,
+        Some("model") => StatsGroup::Model,
+        Some("tool") => StatsGroup::Tool,
+        Some(other) => {
+            return Err(ApiError::InvalidParameter(format!(
+                "`by` must be specialist, model or tool; got `{other}`"
+            )));
+        }
+    };
+    let query = StatsQuery {
+        by,
+        since: since(params.since.as_deref())?,
+    };
+    let rows = search_of(&state)?
+        .catalog()
+        .stats(&query)
+        .await
+        .map_err(ApiError::from_store)?;
+    Ok(axum::Json(StatsPage { by, rows }))
+}
+
+/// Deletes ended runs older than a duration: their records, events, runlogs and workspaces.
+/// Runs still going are never deleted.
+#[utoipa::path(
+    post,
+    path = "/runs/prune",
+    tag = "runs",
+    request_body = PruneRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The runs deleted", body = PruneResult),
+        (status = 400, description = "`invalid_json`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 422, description = "`invalid_request`: `older_than` is not a duration", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn prune_runs(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<PruneRequest>,
+) -> Result<axum::Json<PruneResult>, ApiError> {
+    let age = parse_duration(&request.older_than)
+        .map_err(|e| ApiError::InvalidRequest(format!("`older_than`: {e}")))?;
+    let deleted = search_of(&state)?
+        .catalog()
+        .prune(now() - age)
+        .await
+        .map_err(ApiError::from_store)?;
+    Ok(axum::Json(PruneResult {
+        deleted: deleted.len(),
+        run_ids: deleted.iter().map(ToString::to_string).collect(),
+    }))
+}
