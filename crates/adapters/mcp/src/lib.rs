@@ -31,7 +31,7 @@ mod tool;
 
 pub use error::McpError;
 pub use server::{
-    FabricMcpServer, FabricService, GetRunInput, NoInput, RunTaskInput, http_service, serve_stdio,
-    server_tools,
+    FabricMcpServer, FabricService, GetRunInput, NoInput, PruneRunsInput, RunStatsInput,
+    RunTaskInput, http_service, serve_stdio, server_tools,
 };
 pub use source::McpTools;

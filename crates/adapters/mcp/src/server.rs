@@ -4,6 +4,7 @@
 //! implements with its one application function, so MCP behaves like the CLI and HTTP.
 
 use async_trait::async_trait;
+use fabric_core::search::{SearchRunsInput, search_runs_spec};
 use fabric_domain::{RunEvent, ToolAnnotations, ToolSpec, schema};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -45,6 +46,26 @@ pub struct GetRunInput {
     pub run_id: String,
 }
 
+/// The input of `run_stats`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunStatsInput {
+    /// Group by `specialist` (default), `model` (model key) or `tool`.
+    #[serde(default)]
+    pub by: Option<String>,
+    /// Only runs started since: a date (`2026-11-01`) or a duration back from now (`7d`).
+    #[serde(default)]
+    pub since: Option<String>,
+}
+
+/// The input of `prune_runs`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PruneRunsInput {
+    /// Delete ended runs that started longer ago than this: `12h`, `7d`, `2w`.
+    pub older_than: String,
+}
+
 /// The input of `list_specialists` (none).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -68,6 +89,15 @@ pub trait FabricService: Send + Sync + 'static {
 
     /// A run's status, result and events.
     async fn get_run(&self, run_id: &str) -> Result<Value, String>;
+
+    /// Past runs that match (the `search_runs` contract of fabric-core).
+    async fn search_runs(&self, input: SearchRunsInput) -> Result<Value, String>;
+
+    /// Figures per specialist, model key or tool.
+    async fn run_stats(&self, input: RunStatsInput) -> Result<Value, String>;
+
+    /// Deletes ended runs older than a duration.
+    async fn prune_runs(&self, input: PruneRunsInput) -> Result<Value, String>;
 }
 
 /// The tools this server offers, as contracts.
@@ -102,6 +132,25 @@ pub fn server_tools() -> Vec<ToolSpec> {
         .example(json!({"run_id": "20260101T000000Z-abcd"}))
         .annotate(read)
         .plan(&["run_task"], &[]),
+        search_runs_spec().plan(&[], &["get_run"]),
+        ToolSpec::for_input::<RunStatsInput>(
+            "run_stats",
+            "Figures of past runs per specialist, model key or tool: runs, outcomes, success rate, steps, tokens, time, tool error rate.",
+        )
+        .example(json!({}))
+        .example(json!({"by": "tool", "since": "7d"}))
+        .annotate(read)
+        .plan(&[], &["search_runs"]),
+        ToolSpec::for_input::<PruneRunsInput>(
+            "prune_runs",
+            "Delete ended runs (records, runlogs, workspaces) that started longer ago than a duration. Runs still going are kept.",
+        )
+        .example(json!({"older_than": "30d"}))
+        .annotate(ToolAnnotations {
+            destructive: true,
+            ..ToolAnnotations::default()
+        })
+        .plan(&["run_stats"], &[]),
     ]
 }
 
@@ -156,6 +205,9 @@ impl FabricMcpServer {
                 let input: GetRunInput = parse(args)?;
                 self.service.get_run(&input.run_id).await
             }
+            "search_runs" => self.service.search_runs(parse(args)?).await,
+            "run_stats" => self.service.run_stats(parse(args)?).await,
+            "prune_runs" => self.service.prune_runs(parse(args)?).await,
             other => Err(format!("unknown tool `{other}`")),
         }
     }
@@ -170,7 +222,7 @@ impl ServerHandler for FabricMcpServer {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("agent-fabric", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "agent-fabric runs tasks with specialist agents on local models. Call list_specialists to see who can work, run_task to hand over a task, get_run to read a run again.",
+                "agent-fabric runs tasks with specialist agents on local models. Call list_specialists to see who can work, run_task to hand over a task, get_run to read a run again, search_runs to find earlier runs, run_stats for figures.",
             )
     }
 

@@ -10,6 +10,7 @@ use fabric_core::delegate::{Lineage, RunBudget};
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{self, Recruitment};
 use fabric_core::recruit::{self, LlmRouting, RoutingCall};
+use fabric_core::search::RunSearch;
 use fabric_core::service::{
     PrepareContext, PreparedMember, PreparedTask, Preparer, Runnable, ServiceError, TaskRequest,
 };
@@ -22,6 +23,8 @@ use crate::{bootstrap, wiring};
 /// Prepares requests with the loaded settings.
 pub(crate) struct AppPreparer {
     pub(crate) settings: Settings,
+    /// Search over past runs, for specialists given the `search_runs` tool.
+    pub(crate) search: RunSearch,
 }
 
 #[async_trait]
@@ -50,7 +53,7 @@ impl Preparer for AppPreparer {
         request: TaskRequest,
         context: &PrepareContext,
     ) -> Result<Box<dyn Runnable>, ServiceError> {
-        let prepared = prepare(&self.settings, request, context).await?;
+        let prepared = prepare(&self.settings, &self.search, request, context).await?;
         Ok(Box::new(prepared))
     }
 }
@@ -64,6 +67,7 @@ fn internal(error: anyhow::Error) -> ServiceError {
 /// can fix (an unknown specialist or model key) is typed as such.
 async fn prepare(
     settings: &Settings,
+    search: &RunSearch,
     request: TaskRequest,
     context: &PrepareContext,
 ) -> Result<PreparedTask, ServiceError> {
@@ -124,7 +128,7 @@ async fn prepare(
             .get(&model_key)
             .cloned()
             .ok_or_else(|| ServiceError::Internal(format!("no client for `{model_key}`")))?;
-        let tools = wiring::tools_for(&specialist, settings, &sandbox, &context.children)
+        let tools = wiring::tools_for(&specialist, settings, &sandbox, &context.children, search)
             .map_err(|e| ServiceError::Invalid(format!("{e:#}")))?;
         let sources = wiring::sources_for(&specialist);
         members.push(PreparedMember {

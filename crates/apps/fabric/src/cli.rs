@@ -40,8 +40,48 @@ pub(crate) enum Command {
     Doctor,
     /// Serve the HTTP API (docs/HTTP.md), with MCP at `/mcp`.
     Serve(ServeArgs),
-    /// Serve MCP on stdin/stdout: tools run_task, list_specialists, get_run (docs/MCP.md).
+    /// Serve MCP on stdin/stdout: tools run_task, list_specialists, get_run, search_runs,
+    /// run_stats, prune_runs (docs/MCP.md).
     Mcp,
+    /// Figures of past runs per specialist, model key or tool (docs/STORE.md).
+    Stats(StatsArgs),
+    /// The run index: rebuild it from the runlogs and embed what is missing.
+    #[command(subcommand)]
+    Index(IndexCommand),
+    /// The database behind the run store (docs/STORE.md).
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatsArgs {
+    /// Group by `specialist`, `model` (model key) or `tool`.
+    #[arg(long, default_value = "specialist", value_parser = ["specialist", "model", "tool"])]
+    pub(crate) by: String,
+    /// Only runs started since: a date (2026-11-01), a UTC time (2026-11-01T12:00:00Z) or a
+    /// duration back from now (7d).
+    #[arg(long, value_name = "DATE")]
+    pub(crate) since: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum IndexCommand {
+    /// Bring the index up to date with the runlogs on disk (runs it lacks or is behind on),
+    /// then embed the runs that have no embedding yet.
+    Rebuild {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum StoreCommand {
+    /// Create or upgrade the store's tables (also done on every start).
+    Migrate,
 }
 
 #[derive(Debug, Args)]
@@ -116,6 +156,41 @@ pub(crate) enum LogsCommand {
         #[arg(long, short = 'n', default_value_t = 20)]
         limit: usize,
         /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Find past runs by their prompt, result, tool calls and results; by meaning too when an
+    /// embedding model is configured (`run_index.embedding_model_key`).
+    Search {
+        /// The words to look for.
+        query: String,
+        /// Rank by meaning only.
+        #[arg(long)]
+        semantic: bool,
+        /// Only runs this specialist worked on.
+        #[arg(long, value_name = "ID")]
+        specialist: Option<String>,
+        /// Only runs with this status (completed, failed, cancelled, ...).
+        #[arg(long, value_name = "STATUS")]
+        status: Option<String>,
+        /// Only runs started since: a date (2026-11-01), a UTC time or a duration back from
+        /// now (7d).
+        #[arg(long, value_name = "DATE")]
+        since: Option<String>,
+        /// How many runs.
+        #[arg(long, short = 'n', default_value_t = 10)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete ended runs (records, runlogs, workspaces) that started longer ago than a
+    /// duration; runs still going are kept.
+    Prune {
+        /// 12h, 7d, 2w, ...
+        #[arg(long, value_name = "DURATION")]
+        older_than: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },

@@ -71,9 +71,11 @@ pub(crate) fn sandbox(
     Ok((Arc::new(OsSandbox::new(policy)), record))
 }
 use crate::app::AppPreparer;
-use fabric_core::RunStore;
+use fabric_core::EmbeddingClient;
 use fabric_core::delegate::{AgentTool, ChildRunner};
+use fabric_core::search::{Embedding, RunSearch, SEARCH_RUNS_TOOL, SearchRunsTool};
 use fabric_core::service::{RunService, ServiceConfig};
+use fabric_store_sql::SqlStore;
 use fabric_core::typed::Typed;
 
 /// Loads the settings: defaults < config file < `FABRIC_WORKSPACE` / `--workspace`, and
@@ -82,7 +84,12 @@ pub(crate) fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
     let mut options = LoadOptions::new(cli.config.clone());
     options.workspace = cli.workspace.clone();
     let settings = Settings::load_with(&options)?;
-    settings.check_tools(BUILTIN_TOOLS)?;
+    let known: Vec<&str> = BUILTIN_TOOLS
+        .iter()
+        .copied()
+        .chain([SEARCH_RUNS_TOOL])
+        .collect();
+    settings.check_tools(&known)?;
     Ok(settings)
 }
 
@@ -91,18 +98,66 @@ pub(crate) fn store(settings: &Settings) -> FsRunStore {
     FsRunStore::new(settings.workspace.clone())
 }
 
-/// The run service every front end submits runs to, over the store and the application's
-/// preparer.
-pub(crate) fn service(settings: &Settings, config: ServiceConfig) -> RunService {
-    let store: Arc<dyn RunStore> = Arc::new(store(settings));
+/// What every front end runs on: the store, search over it, and the run service.
+pub(crate) struct Fabric {
+    /// Where runs are submitted.
+    pub(crate) service: RunService,
+    /// Search, stats and pruning over the store's index.
+    pub(crate) search: RunSearch,
+}
+
+/// The store under the settings (`store.url` / `FABRIC_STORE_URL`, else SQLite in the
+/// workspace root), opened and migrated.
+pub(crate) async fn open_store(settings: &Settings) -> anyhow::Result<Arc<SqlStore>> {
+    let store = SqlStore::open(settings.store.url.as_deref(), &settings.workspace).await?;
+    Ok(Arc::new(store))
+}
+
+/// Search over `store`, semantic when `run_index.embedding_model_key` names a model key.
+pub(crate) fn run_search(settings: &Settings, store: Arc<SqlStore>) -> anyhow::Result<RunSearch> {
+    let embedding = match &settings.run_index.embedding_model_key {
+        None => None,
+        Some(key) => {
+            let model = settings.model(key).with_context(|| {
+                format!("run_index.embedding_model_key names `{key}`, which is not a model key")
+            })?;
+            Some(Embedding {
+                client: embedding_client(model)?,
+                model: settings.run_index.embedding_model.clone(),
+            })
+        }
+    };
+    Ok(RunSearch::new(store, embedding))
+}
+
+/// The store, search and the run service every front end submits runs to.
+pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow::Result<Fabric> {
+    let store = open_store(settings).await?;
+    let search = run_search(settings, Arc::clone(&store))?;
     let preparer = Arc::new(AppPreparer {
         settings: settings.clone(),
+        search: search.clone(),
     });
-    RunService::new(store, preparer, config)
+    let service = RunService::new(store, preparer, config).on_end(Arc::new(search.clone()));
+    Ok(Fabric { service, search })
 }
 
 /// A chat client for one configured model.
 pub(crate) fn chat_client(model: &ModelConfig) -> anyhow::Result<Arc<dyn ChatClient>> {
+    let (backend, http) = http_of(model);
+    fabric_llm::build_client(backend, &http, Some(model.num_ctx))
+        .with_context(|| format!("setting up the client for {}", model.base_url))
+}
+
+/// An embedding client for one configured model key's server.
+pub(crate) fn embedding_client(model: &ModelConfig) -> anyhow::Result<Arc<dyn EmbeddingClient>> {
+    let (backend, http) = http_of(model);
+    fabric_llm::build_embedder(backend, &http)
+        .with_context(|| format!("setting up the embedding client for {}", model.base_url))
+}
+
+/// How to reach a model key's server.
+fn http_of(model: &ModelConfig) -> (fabric_llm::Backend, fabric_llm::HttpSettings) {
     let mut http = fabric_llm::HttpSettings::new(model.base_url.clone());
     http.api_key_env = model.api_key_env.clone();
     http.timeout_s = model.timeout_s;
@@ -111,8 +166,7 @@ pub(crate) fn chat_client(model: &ModelConfig) -> anyhow::Result<Arc<dyn ChatCli
         Backend::Ollama => fabric_llm::Backend::Ollama,
         Backend::Openai => fabric_llm::Backend::OpenAi,
     };
-    fabric_llm::build_client(backend, &http, Some(model.num_ctx))
-        .with_context(|| format!("setting up the client for {}", model.base_url))
+    (backend, http)
 }
 
 /// The tool sources of a specialist that grow while a run goes on: its MCP servers, started
@@ -131,6 +185,7 @@ pub(crate) fn tools_for(
     settings: &Settings,
     sandbox: &Arc<dyn ProcessSandbox>,
     children: &Arc<dyn ChildRunner>,
+    search: &RunSearch,
 ) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
     let mut policy = ToolPolicy::default();
     if let Some(commands) = &settings.shell.allowed_commands {
@@ -197,6 +252,10 @@ pub(crate) fn tools_for(
     let mut tools = names
         .into_iter()
         .map(|name| {
+            if name == SEARCH_RUNS_TOOL {
+                let tool: Arc<dyn Tool> = Arc::new(Typed::new(SearchRunsTool::new(search.clone())));
+                return Ok(tool);
+            }
             fabric_tools::builtin_tool(name, &policy, sandbox).with_context(|| {
                 format!("specialist `{}` names unknown tool `{name}`", specialist.id)
             })

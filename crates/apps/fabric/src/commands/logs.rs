@@ -71,6 +71,32 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
             }
             Ok(0)
         }
+        LogsCommand::Search {
+            query,
+            semantic,
+            specialist,
+            status,
+            since,
+            limit,
+            json,
+        } => {
+            super::catalog::search(
+                &settings,
+                super::catalog::SearchArgs {
+                    query,
+                    semantic: *semantic,
+                    specialist: specialist.as_ref(),
+                    status: status.as_deref(),
+                    since: since.as_deref(),
+                    limit: *limit,
+                    json: *json,
+                },
+            )
+            .await
+        }
+        LogsCommand::Prune { older_than, json } => {
+            super::catalog::prune(&settings, older_than, *json).await
+        }
         LogsCommand::Show {
             run_id,
             kinds,

@@ -3,10 +3,11 @@
 
 use async_trait::async_trait;
 use fabric_config::Settings;
+use fabric_core::search::{RunSearch, SearchRunsInput, results_json};
 use fabric_core::service::{RunService, ServiceConfig, Submission, TaskRequest};
-use fabric_core::{ChatObserver, RunObserver};
-use fabric_domain::{EventKind, RunEvent, RunId};
-use fabric_mcp::{FabricMcpServer, FabricService, RunTaskInput};
+use fabric_core::{ChatObserver, RunObserver, StatsGroup, StatsQuery};
+use fabric_domain::{EventKind, RunEvent, RunId, parse_duration, parse_since};
+use fabric_mcp::{FabricMcpServer, FabricService, PruneRunsInput, RunStatsInput, RunTaskInput};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -18,8 +19,9 @@ use crate::wiring;
 /// `fabric mcp`: serve MCP on stdin/stdout until the client closes it.
 pub(crate) async fn mcp(cli: &Cli) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
-    let service = wiring::service(&settings, ServiceConfig::default());
-    let served = fabric_mcp::serve_stdio(server(settings, service.clone())).await;
+    let fabric = wiring::fabric(&settings, ServiceConfig::default()).await?;
+    let service = fabric.service.clone();
+    let served = fabric_mcp::serve_stdio(server(settings, &fabric)).await;
     // The client closed the connection: runs it started still record their end.
     service.shutdown(std::time::Duration::from_secs(10)).await;
     served.map_err(anyhow::Error::msg)?;
@@ -28,13 +30,25 @@ pub(crate) async fn mcp(cli: &Cli) -> anyhow::Result<u8> {
 
 /// The MCP server over these settings, starting runs through `service` (shared with
 /// `fabric serve`, so its limits and shutdown drain cover MCP runs too).
-pub(crate) fn server(settings: Settings, service: RunService) -> FabricMcpServer {
-    FabricMcpServer::new(Arc::new(McpApp { settings, service }))
+pub(crate) fn server(settings: Settings, fabric: &wiring::Fabric) -> FabricMcpServer {
+    FabricMcpServer::new(Arc::new(McpApp {
+        settings,
+        service: fabric.service.clone(),
+        search: fabric.search.clone(),
+    }))
 }
 
 struct McpApp {
     settings: Settings,
     service: RunService,
+    search: RunSearch,
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 /// Hands every event of a run to the MCP server's progress notifications.
@@ -119,5 +133,48 @@ impl FabricService for McpApp {
             "usage": end.map(|e| e.payload["usage"].clone()),
             "events": events,
         }))
+    }
+
+    async fn search_runs(&self, input: SearchRunsInput) -> Result<Value, String> {
+        let request = input.to_request(now())?;
+        let results = self.search.search(&request).await.map_err(|e| e.to_string())?;
+        Ok(results_json(&results))
+    }
+
+    async fn run_stats(&self, input: RunStatsInput) -> Result<Value, String> {
+        let by = match input.by.as_deref() {
+            None | Some("specialist") => StatsGroup::Specialist,
+            Some("model") => StatsGroup::Model,
+            Some("tool") => StatsGroup::Tool,
+            Some(other) => {
+                return Err(format!(
+                    "parameter `by` must be specialist, model or tool; got `{other}`"
+                ));
+            }
+        };
+        let since = input
+            .since
+            .as_deref()
+            .map(|s| parse_since(s, now()).map_err(|e| format!("parameter `since`: {e}")))
+            .transpose()?;
+        let rows = self
+            .search
+            .catalog()
+            .stats(&StatsQuery { by, since })
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(json!({"by": by, "rows": rows}))
+    }
+
+    async fn prune_runs(&self, input: PruneRunsInput) -> Result<Value, String> {
+        let age = parse_duration(&input.older_than)
+            .map_err(|e| format!("parameter `older_than`: {e}"))?;
+        let deleted = self
+            .search
+            .catalog()
+            .prune(now() - age)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(json!({"deleted": deleted.len(), "run_ids": deleted}))
     }
 }

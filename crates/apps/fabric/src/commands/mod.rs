@@ -1,5 +1,6 @@
 //! One module per command.
 
+mod catalog;
 mod config;
 mod doctor;
 mod logs;
@@ -20,5 +21,8 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Doctor => doctor::doctor(&cli).await,
         Command::Serve(args) => serve::serve(&cli, args).await,
         Command::Mcp => mcp::mcp(&cli).await,
+        Command::Stats(args) => catalog::stats(&cli, args).await,
+        Command::Index(command) => catalog::index(&cli, command).await,
+        Command::Store(command) => catalog::store(&cli, command).await,
     }
 }

@@ -9,6 +9,9 @@ use crate::cli::{Cli, RunArgs};
 use crate::render::{HumanRenderer, JsonLinesRenderer};
 use crate::wiring;
 
+/// How long `fabric run` waits, after printing the result, for the run to be embedded.
+const EMBED_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
     let network_allowed = if args.network_allowed {
@@ -31,7 +34,8 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
             .as_deref()
             .and_then(fabric_config::SandboxMode::parse),
     };
-    let service = wiring::service(&settings, ServiceConfig::default());
+    let fabric = wiring::fabric(&settings, ServiceConfig::default()).await?;
+    let service = fabric.service;
     let observer: Arc<dyn RunObserver> = match (args.json, args.stream) {
         (true, true) => Arc::new(JsonLinesRenderer),
         (true, false) => Arc::new(NoopObserver),
@@ -76,6 +80,9 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
         );
         eprintln!("see `fabric logs show {}`", outcome.run_id);
     }
+    // The run is embedded for search in the background; give that a moment before exiting
+    // (what is not done then is done by the next `fabric index rebuild` or `fabric serve`).
+    service.shutdown(EMBED_GRACE).await;
     Ok(outcome.status.exit_code())
 }
 

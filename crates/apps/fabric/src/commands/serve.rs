@@ -48,23 +48,38 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
         ..ApiConfig::default()
     };
     // One service for HTTP and /mcp: the same in-flight limit and shutdown drain for both.
-    let service = wiring::service(
+    let fabric = wiring::fabric(
         &settings,
         ServiceConfig {
             max_runs_in_flight: Some(settings.server.max_runs_in_flight),
         },
-    );
+    )
+    .await?;
+    // Runs that ended while no embedding server answered are embedded now, in the
+    // background; search finds them by text meanwhile.
+    let catch_up = fabric.search.clone();
+    tokio::spawn(async move {
+        match catch_up.embed_missing(usize::MAX).await {
+            Ok(report) if report.stopped.is_some() => tracing::warn!(
+                embedded = report.embedded,
+                stopped = report.stopped.as_deref().unwrap_or_default(),
+                "embedding past runs stopped early; `fabric index rebuild` retries"
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "cannot embed past runs"),
+        }
+    });
     // MCP over streamable HTTP at /mcp, behind the same bearer token.
     let mcp_cancel = tokio_util::sync::CancellationToken::new();
     // Off loopback a token is required (checked above), so any Host header may reach /mcp.
     let any_host = !addr.ip().is_loopback();
     let mcp = fabric_mcp::http_service(
-        super::mcp::server(settings.clone(), service.clone()),
+        super::mcp::server(settings.clone(), &fabric),
         mcp_cancel.clone(),
         any_host,
     );
     let extra = axum::Router::new().nest_service("/mcp", mcp);
-    let state = AppState::new(service, config);
+    let state = AppState::with_search(fabric.service.clone(), fabric.search.clone(), config);
     let shutdown = async move {
         shutdown_signal().await;
         mcp_cancel.cancel();

@@ -1,0 +1,242 @@
+//! Across runs: `fabric logs search`, `fabric logs prune`, `fabric stats`,
+//! `fabric index rebuild` and `fabric store migrate`, over the store's index.
+
+use fabric_core::search::{SearchError, SearchRequest, results_json};
+use fabric_core::{StatsGroup, StatsQuery, StatsRow};
+use fabric_domain::{RunStatus, parse_duration, parse_since};
+use serde_json::json;
+
+use fabric_config::Settings;
+
+use crate::cli::{Cli, IndexCommand, StatsArgs, StoreCommand};
+use crate::errors::UsageError;
+use crate::render::{one_line, timestamp};
+use crate::wiring;
+
+/// Runs embedded by one `fabric index rebuild`, at most.
+const REBUILD_EMBED_MAX: usize = 1_000_000;
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn since(text: Option<&str>) -> anyhow::Result<Option<f64>> {
+    Ok(text
+        .map(|t| parse_since(t, now()).map_err(|e| UsageError(format!("--since: {e}"))))
+        .transpose()?)
+}
+
+/// The words of `fabric logs search`.
+pub(crate) struct SearchArgs<'a> {
+    pub(crate) query: &'a str,
+    pub(crate) semantic: bool,
+    pub(crate) specialist: Option<&'a String>,
+    pub(crate) status: Option<&'a str>,
+    pub(crate) since: Option<&'a str>,
+    pub(crate) limit: usize,
+    pub(crate) json: bool,
+}
+
+/// `fabric logs search`.
+pub(crate) async fn search(settings: &Settings, args: SearchArgs<'_>) -> anyhow::Result<u8> {
+    let status = args
+        .status
+        .map(|s| {
+            serde_json::from_value::<RunStatus>(serde_json::Value::String(s.to_owned())).map_err(
+                |_| UsageError(format!("--status: `{s}` is not a run status (completed, failed, cancelled, ...)")),
+            )
+        })
+        .transpose()?;
+    if args.limit == 0 {
+        return Err(UsageError("--limit must be at least 1".to_owned()).into());
+    }
+    let request = SearchRequest {
+        text: args.query.to_owned(),
+        semantic: args.semantic,
+        specialist: args.specialist.cloned(),
+        status,
+        since: since(args.since)?,
+        limit: args.limit,
+    };
+    let store = wiring::open_store(settings).await?;
+    let search = wiring::run_search(settings, store)?;
+    let results = search.search(&request).await.map_err(|e| match e {
+        SearchError::Invalid(message) => anyhow::Error::from(UsageError(message)),
+        other => anyhow::Error::from(other),
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results_json(&results))?);
+        return Ok(0);
+    }
+    if let Some(note) = &results.note {
+        eprintln!("note: {note}");
+    }
+    if results.hits.is_empty() {
+        eprintln!("no run matches `{}`", args.query);
+        return Ok(0);
+    }
+    let rows: Vec<[String; 5]> = results
+        .hits
+        .iter()
+        .map(|hit| {
+            let text = hit
+                .snippet
+                .as_deref()
+                .or(hit.run.summary.as_deref())
+                .unwrap_or(&hit.run.prompt);
+            [
+                hit.run.id.to_string(),
+                timestamp(hit.run.started_at),
+                hit.run.status.to_string(),
+                format!("{:.3}", hit.score),
+                one_line(text, 60),
+            ]
+        })
+        .collect();
+    print_table(&["RUN ID", "STARTED (UTC)", "STATUS", "SCORE", "MATCH"], &rows);
+    eprintln!("ranked by {}", json!(results.mode).as_str().unwrap_or("text"));
+    Ok(0)
+}
+
+/// `fabric logs prune`.
+pub(crate) async fn prune(settings: &Settings, older_than: &str, json: bool) -> anyhow::Result<u8> {
+    let age = parse_duration(older_than).map_err(|e| UsageError(format!("--older-than: {e}")))?;
+    let store = wiring::open_store(settings).await?;
+    let deleted = store.prune(now() - age).await?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"deleted": deleted.len(), "run_ids": deleted}))?
+        );
+    } else {
+        println!("deleted {} runs started more than {older_than} ago", deleted.len());
+    }
+    Ok(0)
+}
+
+/// `fabric stats`.
+pub(crate) async fn stats(cli: &Cli, args: &StatsArgs) -> anyhow::Result<u8> {
+    let settings = wiring::load_settings(cli)?;
+    let by = match args.by.as_str() {
+        "model" => StatsGroup::Model,
+        "tool" => StatsGroup::Tool,
+        _ => StatsGroup::Specialist,
+    };
+    let query = StatsQuery {
+        by,
+        since: since(args.since.as_deref())?,
+    };
+    let store = wiring::open_store(&settings).await?;
+    let rows = store.stats(&query).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&json!({"by": by, "rows": rows}))?);
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        eprintln!("no runs to count");
+        return Ok(0);
+    }
+    let header = match by {
+        StatsGroup::Specialist => "SPECIALIST",
+        StatsGroup::Model => "MODEL KEY",
+        StatsGroup::Tool => "TOOL",
+    };
+    let table: Vec<[String; 8]> = rows.iter().map(stats_row).collect();
+    print_table(
+        &[header, "RUNS", "SUCCESS", "STEPS", "TOKENS", "TIME (S)", "TOOL CALLS", "TOOL ERRORS"],
+        &table,
+    );
+    Ok(0)
+}
+
+fn stats_row(row: &StatsRow) -> [String; 8] {
+    let percent = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |r| format!("{:.0}%", r * 100.0));
+    [
+        row.key.clone(),
+        row.runs.to_string(),
+        percent(row.success_rate),
+        row.steps.to_string(),
+        (row.prompt_tokens + row.completion_tokens).to_string(),
+        format!("{:.1}", row.wall_s),
+        row.tool_calls.to_string(),
+        format!("{} ({})", row.tool_errors, percent(row.tool_error_rate)),
+    ]
+}
+
+/// `fabric index rebuild`.
+pub(crate) async fn index(cli: &Cli, command: &IndexCommand) -> anyhow::Result<u8> {
+    let IndexCommand::Rebuild { json } = command;
+    let settings = wiring::load_settings(cli)?;
+    let store = wiring::open_store(&settings).await?;
+    let reindexed = store.reindex().await?;
+    let search = wiring::run_search(&settings, store.clone())?;
+    let report = search.embed_missing(REBUILD_EMBED_MAX).await?;
+    if *json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "store": fabric_core::RunCatalog::describe(store.as_ref()),
+                "runs_reindexed": reindexed,
+                "semantic": search.is_semantic(),
+                "embedded": report.embedded,
+                "embedding_stopped": report.stopped,
+            }))?
+        );
+    } else {
+        println!(
+            "{}: {reindexed} runs brought up to date from their runlogs",
+            fabric_core::RunCatalog::describe(store.as_ref())
+        );
+        if search.is_semantic() {
+            println!("{} runs embedded", report.embedded);
+        } else {
+            println!("no embedding model (run_index.embedding_model_key): search is by text only");
+        }
+        if let Some(why) = &report.stopped {
+            eprintln!("embedding stopped early: {why}; run `fabric index rebuild` again once the server answers");
+            return Ok(1);
+        }
+    }
+    Ok(0)
+}
+
+/// `fabric store migrate`.
+pub(crate) async fn store(cli: &Cli, command: &StoreCommand) -> anyhow::Result<u8> {
+    let StoreCommand::Migrate = command;
+    let settings = wiring::load_settings(cli)?;
+    let store = wiring::open_store(&settings).await?;
+    let version = store.migrate().await?;
+    println!(
+        "{}: schema at version {version}",
+        fabric_core::RunCatalog::describe(store.as_ref())
+    );
+    Ok(0)
+}
+
+/// Prints rows under a header, each column as wide as its widest cell.
+fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == N {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
