@@ -15,7 +15,11 @@
 //! - [`recruit`]: who works on a prompt: whole-word keyword routing with a greedy set
 //!   cover, or the routing model with a validated answer and keyword fallback.
 //! - [`models`]: choosing a model from what a server offers (pure).
-//! - [`delegate`]: sub-agents as tools (`agent__<id>`), the budget a tree of runs shares.
+//! - [`budget`]: what a tree of runs may spend together ([`budget::RunBudget`]) and where a
+//!   run sits in it ([`budget::Lineage`]).
+//! - [`delegate`]: sub-agents as tools (`agent__<id>`).
+//! - [`service`]: the run service every front end submits runs to.
+//! - [`search`]: search over past runs, and their embeddings.
 //! - [`lazy`]: progressive tool loading: `search_tools` and `load_tool_schema` in front of a
 //!   member's tools.
 //! - [`live`]: the runs in flight in this process, with their cancellation tokens and event
@@ -24,6 +28,7 @@
 //! The core depends only on `fabric-domain`; the binary wires concrete adapters into it.
 #![deny(missing_docs)]
 
+pub mod budget;
 pub mod delegate;
 pub mod engine;
 mod error;

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use fabric_config::{Routing, Settings, TaskForceMode};
 use fabric_core::ChatClient;
-use fabric_core::delegate::{Lineage, RunBudget};
+use fabric_core::budget::{Lineage, RunBudget};
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{self, Recruitment};
 use fabric_core::recruit::{self, LlmRouting, RoutingCall};

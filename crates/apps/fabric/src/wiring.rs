@@ -75,8 +75,8 @@ use fabric_core::EmbeddingClient;
 use fabric_core::delegate::{AgentTool, ChildRunner};
 use fabric_core::search::{Embedding, RunSearch, SEARCH_RUNS_TOOL, SearchRunsTool};
 use fabric_core::service::{RunService, ServiceConfig};
-use fabric_store_sql::SqlStore;
 use fabric_core::typed::Typed;
+use fabric_store_sql::SqlStore;
 
 /// Loads the settings: defaults < config file < `FABRIC_WORKSPACE` / `--workspace`, and
 /// the specialists: built-in < user directory < `<workspace>/specialists` < config file.

@@ -121,7 +121,7 @@ pub struct TaskForce<'a> {
     pub sandbox: RunSandbox,
     /// Where the run sits in its delegation tree and the budget the tree shares; `None`: a
     /// run a person started, with a budget of `max_steps` per member.
-    pub lineage: Option<crate::delegate::Lineage>,
+    pub lineage: Option<crate::budget::Lineage>,
 }
 
 /// How a run ended.

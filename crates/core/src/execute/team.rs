@@ -12,7 +12,7 @@ use super::merge::{
 use super::toolset::{MemberTools, split_allowed};
 use super::{Member, RunOutcome, TaskForce, TaskForceMode};
 use crate::CoreError;
-use crate::delegate::{Lineage, RunBudget};
+use crate::budget::{Lineage, RunBudget};
 use crate::engine::{LoopInput, LoopOutcome, run_loop};
 use crate::lazy::LazyTools;
 use crate::ports::{NewRun, RunObserver, StoreError, ToolContext, ToolSource};

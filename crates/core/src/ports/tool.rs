@@ -17,7 +17,7 @@ pub struct ToolContext {
     /// Cancelled when the run is cancelled; long tools stop and clean up.
     pub cancel: CancellationToken,
     /// Where the run sits in its delegation tree, and the budget the tree shares.
-    pub lineage: crate::delegate::Lineage,
+    pub lineage: crate::budget::Lineage,
 }
 
 /// Why a tool call failed. The message goes to the model as is, so it says exactly what was

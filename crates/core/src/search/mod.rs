@@ -22,9 +22,7 @@ use crate::service::RunEnded;
 
 mod tool;
 
-pub use tool::{
-    SEARCH_RUNS_TOOL, SearchRunsInput, SearchRunsTool, results_json, search_runs_spec,
-};
+pub use tool::{SEARCH_RUNS_TOOL, SearchRunsInput, SearchRunsTool, results_json, search_runs_spec};
 
 /// Runs embedded per call when catching up, so one slow batch never holds much.
 const EMBED_BATCH: usize = 32;

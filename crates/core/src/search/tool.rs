@@ -142,7 +142,9 @@ impl TypedTool for SearchRunsTool {
     }
 
     async fn run(&self, input: SearchRunsInput, _ctx: &ToolContext) -> Result<Value, ToolError> {
-        let request = input.to_request(now()).map_err(ToolError::InvalidArguments)?;
+        let request = input
+            .to_request(now())
+            .map_err(ToolError::InvalidArguments)?;
         match self.search.search(&request).await {
             Ok(results) => Ok(results_json(&results)),
             Err(SearchError::Invalid(message)) => Err(ToolError::InvalidArguments(message)),

@@ -32,7 +32,7 @@ use tokio_util::task::TaskTracker;
 pub use error::ServiceError;
 pub use request::{PrepareContext, PreparedMember, PreparedTask, Preparer, Runnable, TaskRequest};
 
-use crate::delegate::Lineage;
+use crate::budget::Lineage;
 use crate::execute::RunOutcome;
 use crate::live::{LiveRun, RunRegistry};
 use crate::ports::{NewRun, RunLog, RunObserver, RunQuery, RunStore, StoreError};

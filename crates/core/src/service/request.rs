@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::ServiceError;
 use crate::CoreError;
-use crate::delegate::{ChildRunner, Lineage};
+use crate::budget::Lineage;
+use crate::delegate::ChildRunner;
 use crate::engine::ModelParams;
 use crate::execute::RunOutcome;
 use crate::execute::{Member, Recruitment, TaskForce, TaskForceMode};

@@ -46,7 +46,11 @@ pub(crate) async fn search(settings: &Settings, args: SearchArgs<'_>) -> anyhow:
         .status
         .map(|s| {
             serde_json::from_value::<RunStatus>(serde_json::Value::String(s.to_owned())).map_err(
-                |_| UsageError(format!("--status: `{s}` is not a run status (completed, failed, cancelled, ...)")),
+                |_| {
+                    UsageError(format!(
+                        "--status: `{s}` is not a run status (completed, failed, cancelled, ...)"
+                    ))
+                },
             )
         })
         .transpose()?;
@@ -96,8 +100,14 @@ pub(crate) async fn search(settings: &Settings, args: SearchArgs<'_>) -> anyhow:
             ]
         })
         .collect();
-    print_table(&["RUN ID", "STARTED (UTC)", "STATUS", "SCORE", "MATCH"], &rows);
-    eprintln!("ranked by {}", json!(results.mode).as_str().unwrap_or("text"));
+    print_table(
+        &["RUN ID", "STARTED (UTC)", "STATUS", "SCORE", "MATCH"],
+        &rows,
+    );
+    eprintln!(
+        "ranked by {}",
+        json!(results.mode).as_str().unwrap_or("text")
+    );
     Ok(0)
 }
 
@@ -112,7 +122,10 @@ pub(crate) async fn prune(settings: &Settings, older_than: &str, json: bool) -> 
             serde_json::to_string_pretty(&json!({"deleted": deleted.len(), "run_ids": deleted}))?
         );
     } else {
-        println!("deleted {} runs started more than {older_than} ago", deleted.len());
+        println!(
+            "deleted {} runs started more than {older_than} ago",
+            deleted.len()
+        );
     }
     Ok(0)
 }
@@ -132,7 +145,10 @@ pub(crate) async fn stats(cli: &Cli, args: &StatsArgs) -> anyhow::Result<u8> {
     let store = wiring::open_store(&settings).await?;
     let rows = store.stats(&query).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"by": by, "rows": rows}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"by": by, "rows": rows}))?
+        );
         return Ok(0);
     }
     if rows.is_empty() {
@@ -146,14 +162,24 @@ pub(crate) async fn stats(cli: &Cli, args: &StatsArgs) -> anyhow::Result<u8> {
     };
     let table: Vec<[String; 8]> = rows.iter().map(stats_row).collect();
     print_table(
-        &[header, "RUNS", "SUCCESS", "STEPS", "TOKENS", "TIME (S)", "TOOL CALLS", "TOOL ERRORS"],
+        &[
+            header,
+            "RUNS",
+            "SUCCESS",
+            "STEPS",
+            "TOKENS",
+            "TIME (S)",
+            "TOOL CALLS",
+            "TOOL ERRORS",
+        ],
         &table,
     );
     Ok(0)
 }
 
 fn stats_row(row: &StatsRow) -> [String; 8] {
-    let percent = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |r| format!("{:.0}%", r * 100.0));
+    let percent =
+        |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |r| format!("{:.0}%", r * 100.0));
     [
         row.key.clone(),
         row.runs.to_string(),
@@ -196,7 +222,9 @@ pub(crate) async fn index(cli: &Cli, command: &IndexCommand) -> anyhow::Result<u
             println!("no embedding model (run_index.embedding_model_key): search is by text only");
         }
         if let Some(why) = &report.stopped {
-            eprintln!("embedding stopped early: {why}; run `fabric index rebuild` again once the server answers");
+            eprintln!(
+                "embedding stopped early: {why}; run `fabric index rebuild` again once the server answers"
+            );
             return Ok(1);
         }
     }

@@ -137,7 +137,11 @@ impl FabricService for McpApp {
 
     async fn search_runs(&self, input: SearchRunsInput) -> Result<Value, String> {
         let request = input.to_request(now())?;
-        let results = self.search.search(&request).await.map_err(|e| e.to_string())?;
+        let results = self
+            .search
+            .search(&request)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(results_json(&results))
     }
 
