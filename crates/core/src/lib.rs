@@ -1,7 +1,8 @@
 //! `fabric-core`: the engine of agent-fabric and the ports it drives.
 //!
 //! Layout:
-//! - [`ports`]: the traits adapters implement: [`ChatClient`] (a model server), [`Tool`]
+//! - [`ports`]: the traits adapters implement: [`ChatClient`] (a model server),
+//!   [`EmbeddingClient`] (a server that turns texts into vectors), [`Tool`]
 //!   (anything the model can call: built-in tools, MCP tools, other agents), [`RunStore`] and
 //!   [`RunLog`] (where runs and their events live), and [`RunObserver`] (who watches a run live:
 //!   the CLI renderer, an SSE stream).
@@ -39,9 +40,9 @@ pub mod typed;
 pub use error::CoreError;
 pub use ids::new_run_id;
 pub use ports::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoOsSandbox,
-    NoopObserver, ProcessSandbox, QueryEmbedding, RunCatalog, RunLog, RunObserver, RunQuery,
-    RunSandbox, RunStore, SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools,
-    StatsGroup, StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError,
-    ToolNotice, ToolSource, Withheld,
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, EmbeddingClient, NewRun,
+    NoOsSandbox, NoopObserver, ProcessSandbox, QueryEmbedding, RunCatalog, RunLog, RunObserver,
+    RunQuery, RunSandbox, RunStore, SandboxGuard, SearchHit, SearchQuery, SecurityNotice,
+    StaticTools, StatsGroup, StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions,
+    ToolError, ToolNotice, ToolSource, Withheld,
 };

@@ -173,6 +173,15 @@ pub enum ChatError {
         /// What was wrong.
         detail: String,
     },
+    /// An embedding call failed; wraps the cause so the message names the embedding model,
+    /// which the other errors (shaped for chat) do not.
+    #[error("embedding with model `{model}` failed: {cause}")]
+    Embedding {
+        /// The embedding model's name.
+        model: String,
+        /// What went wrong; it names the server.
+        cause: Box<ChatError>,
+    },
     /// Retries ran out on a retryable error.
     #[error("gave up after {attempts} attempts: {last}")]
     RetriesExhausted {
@@ -192,6 +201,7 @@ impl ChatError {
         match self {
             Self::Unreachable { .. } => true,
             Self::Status { status, .. } => *status == 429 || *status >= 500,
+            Self::Embedding { cause, .. } => cause.is_retryable(),
             Self::Timeout { .. }
             | Self::ModelNotFound { .. }
             | Self::ToolsUnsupported { .. }
@@ -206,6 +216,7 @@ impl ChatError {
         match self {
             Self::ToolsUnsupported { .. } => true,
             Self::RetriesExhausted { last, .. } => last.is_model_unsupported(),
+            Self::Embedding { cause, .. } => cause.is_model_unsupported(),
             _ => false,
         }
     }
@@ -221,6 +232,8 @@ impl ChatError {
             Self::Unauthorized { .. } => "unauthorized",
             Self::Decode { .. } => "decode",
             Self::RetriesExhausted { .. } => "retries_exhausted",
+            // The cause's tag: logs group failures by what went wrong, not by the call.
+            Self::Embedding { cause, .. } => cause.kind_tag(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The ports: traits the engine calls and adapters implement, held as `Arc<dyn Port>`.
 
 mod chat;
+mod embed;
 mod observer;
 mod sandbox;
 mod source;
@@ -8,6 +9,7 @@ mod store;
 mod tool;
 
 pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions};
+pub use embed::EmbeddingClient;
 pub use observer::{NoopObserver, RunObserver};
 pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice};
 pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};
