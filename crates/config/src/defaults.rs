@@ -98,6 +98,8 @@ impl Settings {
                 timeout_s: None,
                 workspace: crate::settings::DelegationWorkspace::Separate,
             },
+            store: crate::StoreConfig::default(),
+            run_index: crate::RunIndexConfig::default(),
         }
     }
 }

@@ -15,17 +15,29 @@ pub struct LoadOptions {
     pub workspace: Option<PathBuf>,
     /// The user's specialists directory; see [`user_specialist_dir`].
     pub user_dir: Option<PathBuf>,
+    /// The store URL from `FABRIC_STORE_URL`, which overrides `store.url` from the file; it
+    /// is checked like the file's.
+    pub store_url: Option<String>,
 }
 
 impl LoadOptions {
-    /// Options for `config`, with the user directory from the environment.
+    /// Options for `config`, with the user directory and the store URL from the
+    /// environment.
     pub fn new(config: Option<PathBuf>) -> Self {
         Self {
             config,
             workspace: None,
             user_dir: user_specialist_dir(),
+            store_url: store_url_from_env(),
         }
     }
+}
+
+/// `FABRIC_STORE_URL`, when set to something other than blanks.
+fn store_url_from_env() -> Option<String> {
+    std::env::var(crate::STORE_URL_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
 }
 
 /// `$XDG_CONFIG_HOME/agent-fabric/specialists`, else `~/.config/agent-fabric/specialists`

@@ -3,7 +3,8 @@
 //! Precedence, lowest first: built-in defaults < the file named by `--config` or
 //! `FABRIC_CONFIG_PATH` (JSON or YAML, chosen by extension) < environment < command-line
 //! flags. This crate does the first two; the binary applies the last two, because it owns
-//! the CLI. The result is a plain [`Settings`] value passed explicitly (no global).
+//! the CLI (except `FABRIC_STORE_URL`, which [`LoadOptions::new`] reads, since no flag
+//! names the store). The result is a plain [`Settings`] value passed explicitly (no global).
 //!
 //! Key decision: a mistake in the file is an error that names the key and what is allowed
 //! (`models.fast.temperature: must be between 0 and 2, got 7`), never a silent default. An
@@ -22,6 +23,7 @@ mod raw;
 mod security;
 mod server;
 mod settings;
+mod store;
 
 pub use builtins::{builtin_specialists, engineering_finish_schema, research_finish_schema};
 pub use dirs::{LoadOptions, user_specialist_dir};
@@ -33,3 +35,4 @@ pub use settings::{
     SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource, TaskForceMode,
     WebSearchConfig,
 };
+pub use store::{DEFAULT_EMBEDDING_MODEL, RunIndexConfig, STORE_URL_ENV, StoreConfig};

@@ -63,6 +63,14 @@ impl Settings {
             if let Some(workspace) = &options.workspace {
                 settings.workspace = workspace.clone();
             }
+            if let Some(url) = &options.store_url {
+                let url = crate::store::check_url(url).map_err(|detail| ConfigError::Invalid {
+                    source_name: format!("environment variable {}", crate::STORE_URL_ENV),
+                    key: "store.url".to_owned(),
+                    detail,
+                })?;
+                settings.store.url = Some(url);
+            }
             let (dirs, required) = match dirs {
                 Some(dirs) => (merger.dirs(&dirs)?, true),
                 None => {
@@ -400,6 +408,12 @@ impl Merger {
                 }
                 s.network.allow_hosts = hosts;
             }
+        }
+        if let Some(store) = raw.store {
+            store.merge(&mut s.store, |key, detail| self.invalid(key, detail))?;
+        }
+        if let Some(index) = raw.run_index {
+            index.merge(&mut s.run_index, |key, detail| self.invalid(key, detail))?;
         }
         if let Some(d) = raw.delegation {
             let c = &mut s.delegation;
@@ -776,6 +790,14 @@ impl Merger {
                     "no model `{}`; the model keys are: {keys}",
                     s.routing_model_key
                 ),
+            ));
+        }
+        if let Some(key) = &s.run_index.embedding_model_key
+            && !s.models.contains_key(key)
+        {
+            return Err(self.invalid(
+                "run_index.embedding_model_key",
+                format!("no model `{key}`; the model keys are: {keys}"),
             ));
         }
         if s.specialist(&s.default_specialist).is_none() {

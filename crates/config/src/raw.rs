@@ -36,6 +36,8 @@ pub(crate) struct RawConfig {
     pub(crate) protected_paths: Option<Vec<String>>,
     pub(crate) network: Option<crate::security::RawNetwork>,
     pub(crate) delegation: Option<RawDelegation>,
+    pub(crate) store: Option<crate::store::RawStore>,
+    pub(crate) run_index: Option<crate::store::RawRunIndex>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -229,6 +229,10 @@ pub struct Settings {
     pub network: crate::NetworkConfig,
     /// Sub-agent limits.
     pub delegation: DelegationConfig,
+    /// Where the run catalogue lives (`store:`, `FABRIC_STORE_URL`).
+    pub store: crate::StoreConfig,
+    /// Semantic search over past runs (`run_index:`).
+    pub run_index: crate::RunIndexConfig,
 }
 
 impl Settings {

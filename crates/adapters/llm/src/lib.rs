@@ -21,11 +21,16 @@
 //! [`OllamaClient::list_models`], [`OllamaClient::pull`]) use the same transport; which model
 //! to pick is decided in `fabric_core::models`, not here.
 //!
+//! Both clients also implement fabric-core's [`EmbeddingClient`] port (Ollama's
+//! `/api/embed`, OpenAI's `/embeddings`), for semantic search over past runs; answers are
+//! checked (one vector per text, numbers only, one length) before anyone stores them.
+//!
 //! The binary picks a client with [`build_client`] and hands it to the engine as
-//! `Arc<dyn ChatClient>`.
+//! `Arc<dyn ChatClient>`; [`build_embedder`] does the same for embeddings.
 #![deny(missing_docs)]
 
 mod discover;
+mod embed;
 mod error;
 mod lines;
 mod ollama;
@@ -38,7 +43,7 @@ mod transport;
 
 use std::sync::Arc;
 
-use fabric_core::ChatClient;
+use fabric_core::{ChatClient, EmbeddingClient};
 
 pub use discover::{PullProgress, probe};
 pub use error::ClientBuildError;
@@ -64,6 +69,18 @@ pub fn build_client(
 ) -> Result<Arc<dyn ChatClient>, ClientBuildError> {
     Ok(match backend {
         Backend::Ollama => Arc::new(OllamaClient::new(settings, num_ctx)?),
+        Backend::OpenAi => Arc::new(OpenAiClient::new(settings)?),
+    })
+}
+
+/// Builds the embedding client for `backend`: the same client types as [`build_client`],
+/// seen through the [`EmbeddingClient`] port. Ollama needs no `num_ctx` for embeddings.
+pub fn build_embedder(
+    backend: Backend,
+    settings: &HttpSettings,
+) -> Result<Arc<dyn EmbeddingClient>, ClientBuildError> {
+    Ok(match backend {
+        Backend::Ollama => Arc::new(OllamaClient::new(settings, None)?),
         Backend::OpenAi => Arc::new(OpenAiClient::new(settings)?),
     })
 }

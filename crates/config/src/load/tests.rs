@@ -178,6 +178,7 @@ fn precedence_builtin_user_project_config() {
         config: Some(config.clone()),
         workspace: Some(workspace.clone()),
         user_dir: Some(user.clone()),
+        store_url: None,
     })
     .unwrap();
     s.check_tools(TOOLS).unwrap();
@@ -227,6 +228,7 @@ fn specialist_dirs_replace_the_defaults_and_must_exist() {
         config: Some(config.clone()),
         workspace: None,
         user_dir: Some(tmp.path().join("user")),
+        store_url: None,
     };
     let s = Settings::load_with(&options).unwrap();
     assert!(s.specialist("a").is_some());
@@ -249,6 +251,7 @@ fn broken_files_and_duplicates_are_errors_naming_the_file() {
         config: None,
         workspace: Some(tmp.path().join("ws")),
         user_dir: None,
+        store_url: None,
     };
     let e = Settings::load_with(&options).unwrap_err().to_string();
     assert!(

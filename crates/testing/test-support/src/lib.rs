@@ -15,6 +15,10 @@
 //! - `openai`: `POST /v1/chat/completions` (JSON or SSE) and `GET /v1/models`.
 //! - `ollama`: `POST /api/chat` (JSON or NDJSON), `/api/tags`, `/api/show`, `/api/version`,
 //!   `POST /api/pull` (NDJSON progress).
+//! - `embed`: `POST /api/embed` and `POST /v1/embeddings`, answered for any input with
+//!   [`hash_embedding`]: deterministic vectors in which texts sharing words are close, so
+//!   semantic search can be tested without a model. `embeddings: down` in the scenario, or
+//!   [`ScriptedServer::set_embeddings_down`], makes them answer 503.
 //!
 //! ```no_run
 //! use fabric_test_support::{Scenario, ScriptedServer, Turn};
@@ -47,12 +51,15 @@
 //!   - content: The notes say hello.
 //! ```
 
+mod embed;
 mod ollama;
 mod openai;
 pub mod scenario;
 mod server;
 
+pub use embed::hash_embedding;
 pub use scenario::{
-    ModelInfo, OnExhausted, Scenario, ScenarioError, ScriptedCall, Turn, UsageSpec,
+    DEFAULT_EMBEDDING_DIMS, EmbeddingsMode, ModelInfo, OnExhausted, Scenario, ScenarioError,
+    ScriptedCall, Turn, UsageSpec,
 };
 pub use server::{RecordedRequest, ScriptedServer, ServerError};

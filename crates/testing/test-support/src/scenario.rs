@@ -30,7 +30,32 @@ pub struct Scenario {
     /// What to do when a chat request arrives after the last turn.
     #[serde(default)]
     pub on_exhausted: OnExhausted,
+    /// The length of the vectors `/api/embed` and `/v1/embeddings` answer with (see
+    /// [`hash_embedding`](crate::hash_embedding)), unless the request asks for `dimensions`.
+    #[serde(default = "default_embedding_dims")]
+    pub embedding_dims: usize,
+    /// Whether the embedding endpoints answer (`up`) or fail with HTTP 503 (`down`), to test
+    /// that a run survives an embedding server that is down. Chat is not affected.
+    #[serde(default)]
+    pub embeddings: EmbeddingsMode,
 }
+
+/// Whether the embedding endpoints work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbeddingsMode {
+    /// Answer every embedding request with deterministic hash embeddings.
+    #[default]
+    Up,
+    /// Answer every embedding request with HTTP 503.
+    Down,
+}
+
+/// The length of embeddings when the scenario does not say: that of `nomic-embed-text`,
+/// Ollama's usual embedding model.
+pub const DEFAULT_EMBEDDING_DIMS: usize = 768;
+/// The longest embedding a scenario may ask for; real models stay well below it.
+const MAX_EMBEDDING_DIMS: usize = 65_536;
 
 impl Default for Scenario {
     fn default() -> Self {
@@ -40,6 +65,8 @@ impl Default for Scenario {
             latency_ms: 0,
             stream_delay_ms: 0,
             on_exhausted: OnExhausted::default(),
+            embedding_dims: DEFAULT_EMBEDDING_DIMS,
+            embeddings: EmbeddingsMode::default(),
         }
     }
 }
@@ -279,8 +306,15 @@ impl Scenario {
         Ok(scenario)
     }
 
-    /// Checks what serde cannot: error turns are errors only, status codes are real ones.
+    /// Checks what serde cannot: error turns are errors only, status codes are real ones,
+    /// embeddings have a usable length.
     pub fn validate(&self) -> Result<(), ScenarioError> {
+        if !(1..=MAX_EMBEDDING_DIMS).contains(&self.embedding_dims) {
+            return Err(ScenarioError::Invalid(format!(
+                "embedding_dims must be between 1 and {MAX_EMBEDDING_DIMS}, got {}",
+                self.embedding_dims
+            )));
+        }
         for (i, turn) in self.turns.iter().enumerate() {
             let n = i + 1;
             match turn.status {
@@ -315,6 +349,10 @@ impl Scenario {
     }
 }
 
+fn default_embedding_dims() -> usize {
+    DEFAULT_EMBEDDING_DIMS
+}
+
 fn default_models() -> Vec<ModelInfo> {
     vec![ModelInfo::new("qwen2.5:7b")]
 }
@@ -345,6 +383,19 @@ mod tests {
         assert_eq!(s.turns, vec![Turn::text("hi")]);
         assert_eq!(s.models, default_models());
         assert_eq!(s.on_exhausted, OnExhausted::Error);
+        assert_eq!(s.embedding_dims, DEFAULT_EMBEDDING_DIMS);
+        assert_eq!(s.embeddings, EmbeddingsMode::Up);
+    }
+
+    #[test]
+    fn embedding_settings_are_read_and_checked() {
+        let s = Scenario::from_yaml("embedding_dims: 16\nembeddings: down\n").unwrap();
+        assert_eq!(s.embedding_dims, 16);
+        assert_eq!(s.embeddings, EmbeddingsMode::Down);
+        let err = Scenario::from_yaml("embedding_dims: 0\n").unwrap_err();
+        assert!(err.to_string().contains("embedding_dims"), "{err}");
+        let err = Scenario::from_yaml("embeddings: sideways\n").unwrap_err();
+        assert!(err.to_string().contains("sideways"), "{err}");
     }
 
     #[test]

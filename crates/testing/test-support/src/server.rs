@@ -5,6 +5,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -21,8 +22,8 @@ use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::scenario::{OnExhausted, Scenario, ScenarioError, Turn};
-use crate::{ollama, openai};
+use crate::scenario::{EmbeddingsMode, OnExhausted, Scenario, ScenarioError, Turn};
+use crate::{embed, ollama, openai};
 
 /// One chat request the server received, as the client sent it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -76,6 +77,7 @@ impl ScriptedServer {
             }
         });
         let shared = Arc::new(Shared {
+            embeddings_down: AtomicBool::new(scenario.embeddings == EmbeddingsMode::Down),
             scenario,
             state: Mutex::new(State::default()),
         });
@@ -130,6 +132,24 @@ impl ScriptedServer {
         self.shared.lock().hits.get(path).copied().unwrap_or(0)
     }
 
+    /// Every embedding request body received so far (`/api/embed`, `/v1/embeddings`), in
+    /// arrival order, answered or refused alike. Kept apart from [`Self::requests`], whose
+    /// count is the number of chat turns asked for.
+    pub fn embedding_requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().embedding_requests.clone()
+    }
+
+    /// How many embedding requests arrived so far, on either endpoint.
+    pub fn embedding_request_count(&self) -> usize {
+        self.shared.lock().embedding_requests.len()
+    }
+
+    /// Makes the embedding endpoints answer HTTP 503 (`true`) or work again (`false`) from
+    /// the next request on, whatever the scenario said; chat is not affected.
+    pub fn set_embeddings_down(&self, down: bool) {
+        self.shared.embeddings_down.store(down, Ordering::Relaxed);
+    }
+
     /// How many scripted turns have been consumed (at most the number of turns).
     pub fn turns_used(&self) -> usize {
         self.shared.lock().next_turn
@@ -166,12 +186,15 @@ impl Drop for ScriptedServer {
 pub(crate) struct Shared {
     pub(crate) scenario: Scenario,
     state: Mutex<State>,
+    /// Outside `state` so a test can flip it while requests are in flight.
+    embeddings_down: AtomicBool,
 }
 
 #[derive(Debug, Default)]
 struct State {
     next_turn: usize,
     requests: Vec<RecordedRequest>,
+    embedding_requests: Vec<RecordedRequest>,
     /// Requests per path, every route and method included (a few distinct paths).
     hits: std::collections::BTreeMap<String, usize>,
 }
@@ -182,6 +205,19 @@ impl Shared {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Keeps an embedding request's body for [`ScriptedServer::embedding_requests`].
+    pub(crate) fn record_embedding(&self, path: &str, body: Value) {
+        self.lock().embedding_requests.push(RecordedRequest {
+            path: path.to_owned(),
+            body,
+        });
+    }
+
+    /// Whether the embedding endpoints answer 503.
+    pub(crate) fn embeddings_down(&self) -> bool {
+        self.embeddings_down.load(Ordering::Relaxed)
     }
 }
 
@@ -427,8 +463,10 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/api/show", post(ollama::show))
         .route("/api/chat", post(ollama::chat))
         .route("/api/pull", post(ollama::pull))
+        .route("/api/embed", post(embed::ollama))
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat))
+        .route("/v1/embeddings", post(embed::openai))
         .fallback(|uri: axum::http::Uri| async move {
             error_json(
                 StatusCode::NOT_FOUND,

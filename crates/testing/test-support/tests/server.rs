@@ -507,3 +507,150 @@ async fn shutdown_stops_serving() {
     server.shutdown().await;
     assert!(client().get(root).send().await.is_err());
 }
+
+fn vector(value: &Value) -> Vec<f32> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[tokio::test]
+async fn both_embedding_endpoints_answer_hash_embeddings_for_any_input() {
+    let server = ScriptedServer::start(Scenario::default()).await.unwrap();
+    let texts = [
+        "fix the flaky login test",
+        "the login test is flaky, fix it",
+        "plot quarterly revenue",
+    ];
+
+    let (status, ollama) = post(
+        format!("{}/api/embed", server.root_url()),
+        json!({"model": "nomic-embed-text", "input": texts}),
+    )
+    .await;
+    assert_eq!(status, 200, "{ollama}");
+    assert_eq!(ollama["model"], "nomic-embed-text");
+    let vectors: Vec<Vec<f32>> = ollama["embeddings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(vector)
+        .collect();
+    assert_eq!(vectors.len(), 3);
+    for (v, text) in vectors.iter().zip(texts) {
+        assert_eq!(v.len(), fabric_test_support::DEFAULT_EMBEDDING_DIMS);
+        assert_eq!(
+            *v,
+            fabric_test_support::hash_embedding(text, v.len()),
+            "{text}"
+        );
+    }
+    assert!(cosine(&vectors[0], &vectors[1]) > 0.6);
+    assert!(cosine(&vectors[0], &vectors[2]).abs() < 0.2);
+
+    // OpenAI's wire: one string is a list of one; `dimensions` is honoured.
+    let (status, openai) = post(
+        format!("{}/embeddings", server.base_url()),
+        json!({"model": "text-embedding-3-small", "input": texts[0], "dimensions": 32}),
+    )
+    .await;
+    assert_eq!(status, 200, "{openai}");
+    assert_eq!(openai["object"], "list");
+    assert_eq!(openai["data"][0]["index"], 0);
+    assert_eq!(
+        vector(&openai["data"][0]["embedding"]),
+        fabric_test_support::hash_embedding(texts[0], 32)
+    );
+    assert!(openai["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+
+    assert_eq!(server.hits("/api/embed"), 1);
+    assert_eq!(server.hits("/v1/embeddings"), 1);
+    assert_eq!(server.embedding_request_count(), 2);
+    assert_eq!(server.embedding_requests()[1].path, "/v1/embeddings");
+    // Embeddings are not chat turns.
+    assert_eq!(server.chat_request_count(), 0);
+    assert_eq!(server.turns_used(), 0);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn embedding_dims_come_from_the_scenario() {
+    let scenario = Scenario::from_yaml("embedding_dims: 8\n").unwrap();
+    let server = ScriptedServer::start(scenario).await.unwrap();
+    let (status, body) = post(
+        format!("{}/api/embed", server.root_url()),
+        json!({"model": "m", "input": ["a", "b"]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["embeddings"][1].as_array().unwrap().len(), 8);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn embeddings_can_be_down_from_the_scenario_or_at_run_time() {
+    let scenario =
+        Scenario::from_yaml("embeddings: down\nturns:\n  - content: still chatting\n").unwrap();
+    let server = ScriptedServer::start(scenario).await.unwrap();
+    let (status, body) = post(
+        format!("{}/api/embed", server.root_url()),
+        json!({"model": "m", "input": ["a"]}),
+    )
+    .await;
+    assert_eq!(status, 503);
+    assert!(body["error"].as_str().unwrap().contains("down"), "{body}");
+    let (status, body) = post(
+        format!("{}/embeddings", server.base_url()),
+        json!({"model": "m", "input": ["a"]}),
+    )
+    .await;
+    assert_eq!(status, 503);
+    assert!(body["error"]["message"].as_str().unwrap().contains("down"));
+    // Chat still works.
+    let (status, _) = post(
+        format!("{}/chat/completions", server.base_url()),
+        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    server.set_embeddings_down(false);
+    let (status, _) = post(
+        format!("{}/embeddings", server.base_url()),
+        json!({"model": "m", "input": ["a"]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    server.set_embeddings_down(true);
+    let (status, _) = post(
+        format!("{}/api/embed", server.root_url()),
+        json!({"model": "m", "input": "a"}),
+    )
+    .await;
+    assert_eq!(status, 503);
+    // Refused requests are counted and recorded too.
+    assert_eq!(server.hits("/api/embed"), 2);
+    assert_eq!(server.embedding_request_count(), 4);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_embedding_requests_are_400() {
+    let server = ScriptedServer::start(Scenario::default()).await.unwrap();
+    for body in [
+        json!({"input": ["a"]}),
+        json!({"model": "m"}),
+        json!({"model": "m", "input": [1, 2]}),
+    ] {
+        let (status, answer) = post(format!("{}/api/embed", server.root_url()), body).await;
+        assert_eq!(status, 400, "{answer}");
+    }
+    server.shutdown().await;
+}

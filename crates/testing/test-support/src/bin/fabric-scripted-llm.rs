@@ -26,12 +26,19 @@ struct Args {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
+    /// The length of the vectors `/api/embed` and `/v1/embeddings` answer with; overrides
+    /// `embedding_dims` in the scenario (default 768).
+    #[arg(long, value_name = "N")]
+    embedding_dims: Option<usize>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let scenario = Scenario::from_file(&args.scenario)?;
+    let mut scenario = Scenario::from_file(&args.scenario)?;
+    if let Some(dims) = args.embedding_dims {
+        scenario.embedding_dims = dims;
+    }
     let server = ScriptedServer::start_on(scenario, (args.host.as_str(), args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;

@@ -1,0 +1,296 @@
+//! The `store:` and `run_index:` sections: where runs are catalogued, and which model embeds
+//! them for semantic search (issue #9).
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::error::ConfigError;
+
+/// The environment variable that names the store; it wins over `store.url` in the file, as
+/// `FABRIC_WORKSPACE` wins over `workspace:`.
+pub const STORE_URL_ENV: &str = "FABRIC_STORE_URL";
+
+/// The embedding model asked for when `run_index.embedding_model` is not set: Ollama's
+/// usual one (`ollama pull nomic-embed-text`).
+pub const DEFAULT_EMBEDDING_MODEL: &str = "nomic-embed-text";
+
+/// Where the run catalogue lives.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StoreConfig {
+    /// `postgres://…` (or `postgresql://…`), or `sqlite:PATH`; `None`: a SQLite file under the
+    /// workspace root. Checked to have one of these schemes; a password in it is shown as
+    /// `***` whenever the settings are printed.
+    #[serde(serialize_with = "serialize_redacted")]
+    pub url: Option<String>,
+}
+
+impl StoreConfig {
+    /// The URL with any password replaced by `***`, safe to print and log.
+    pub fn redacted_url(&self) -> Option<String> {
+        self.url.as_deref().map(redact)
+    }
+}
+
+/// Semantic search over past runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunIndexConfig {
+    /// The key in `models:` whose server makes the embeddings (its `base_url`, `backend`,
+    /// `api_key_env`, `timeout_s`, `max_retries`); `None`: no semantic search, text search
+    /// only.
+    pub embedding_model_key: Option<String>,
+    /// The embedding model's name on that server, e.g. `nomic-embed-text`.
+    pub embedding_model: String,
+}
+
+impl Default for RunIndexConfig {
+    fn default() -> Self {
+        Self {
+            embedding_model_key: None,
+            embedding_model: DEFAULT_EMBEDDING_MODEL.to_owned(),
+        }
+    }
+}
+
+/// The `store:` section as written in the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStore {
+    pub(crate) url: Option<String>,
+}
+
+/// The `run_index:` section as written in the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRunIndex {
+    pub(crate) embedding_model_key: Option<String>,
+    pub(crate) embedding_model: Option<String>,
+}
+
+impl RawStore {
+    /// Overlays the file's values on `base`; `invalid(key, detail)` builds the error.
+    pub(crate) fn merge(
+        self,
+        base: &mut StoreConfig,
+        invalid: impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        if let Some(url) = self.url {
+            base.url = Some(check_url(&url).map_err(|detail| invalid("store.url", detail))?);
+        }
+        Ok(())
+    }
+}
+
+impl RawRunIndex {
+    /// Overlays the file's values on `base`. Whether the model key exists is checked once
+    /// every section is merged (`cross_check`), since `models:` may add it.
+    pub(crate) fn merge(
+        self,
+        base: &mut RunIndexConfig,
+        invalid: impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        if let Some(key) = self.embedding_model_key {
+            if key.trim().is_empty() {
+                return Err(invalid(
+                    "run_index.embedding_model_key",
+                    "must name a key of `models:`; leave it out for no semantic search".to_owned(),
+                ));
+            }
+            base.embedding_model_key = Some(key);
+        }
+        if let Some(model) = self.embedding_model {
+            if model.trim().is_empty() {
+                return Err(invalid(
+                    "run_index.embedding_model",
+                    format!(
+                        "must be the embedding model's name on the server, such as `{DEFAULT_EMBEDDING_MODEL}`"
+                    ),
+                ));
+            }
+            base.embedding_model = model;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a store URL (from the file or `FABRIC_STORE_URL`) and returns it trimmed. The
+/// error never repeats the URL: it may hold a password.
+pub(crate) fn check_url(url: &str) -> Result<String, String> {
+    let url = url.trim();
+    const WHICH: &str = "a `postgres://USER@HOST/DB` URL or `sqlite:PATH` (leave it out for a SQLite file under the workspace root)";
+    if let Some(rest) = url.strip_prefix("sqlite:") {
+        // `sqlite://PATH` is the form some tools write; both name a file.
+        if rest.trim_start_matches("//").is_empty() {
+            return Err(format!(
+                "`sqlite:` needs the database file's path, e.g. `sqlite:/var/lib/fabric/runs.db`; expected {WHICH}"
+            ));
+        }
+        return Ok(url.to_owned());
+    }
+    for scheme in ["postgres://", "postgresql://"] {
+        if let Some(rest) = url.strip_prefix(scheme) {
+            if rest.is_empty() || rest.starts_with('/') {
+                return Err(format!(
+                    "the PostgreSQL URL names no host; expected {WHICH}"
+                ));
+            }
+            return Ok(url.to_owned());
+        }
+    }
+    let scheme = url.split_once(':').map(|(scheme, _)| scheme).filter(|s| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    });
+    Err(match scheme {
+        Some(scheme) => format!("`{scheme}` stores are not supported; expected {WHICH}"),
+        None => format!("not a store URL; expected {WHICH}"),
+    })
+}
+
+/// `scheme://user:password@host/…` → `scheme://user:***@host/…`; anything else unchanged.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}{path}"),
+        None => url.to_owned(),
+    }
+}
+
+fn serialize_redacted<S: Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    url.as_deref().map(redact).serialize(s)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::{LoadOptions, Settings};
+    use std::path::Path;
+
+    fn load(text: &str) -> Result<Settings, String> {
+        Settings::from_text(text, Path::new("f.yaml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_have_no_semantic_search_and_the_workspace_store() {
+        let s = Settings::defaults();
+        assert_eq!(s.store.url, None);
+        assert_eq!(s.run_index.embedding_model_key, None);
+        assert_eq!(s.run_index.embedding_model, "nomic-embed-text");
+    }
+
+    #[test]
+    fn the_file_sets_every_key() {
+        let s = load(
+            "models:\n  embed:\n    model: nomic-embed-text\nrun_index:\n  embedding_model_key: embed\n  embedding_model: mxbai-embed-large\nstore:\n  url: postgres://fabric@db.internal/runs\n",
+        )
+        .unwrap();
+        assert_eq!(s.run_index.embedding_model_key.as_deref(), Some("embed"));
+        assert_eq!(s.run_index.embedding_model, "mxbai-embed-large");
+        assert_eq!(
+            s.store.url.as_deref(),
+            Some("postgres://fabric@db.internal/runs")
+        );
+        for url in [
+            "sqlite:runs.db",
+            "sqlite:///abs/runs.db",
+            "postgresql://h/db",
+        ] {
+            let s = load(&format!("store:\n  url: \"{url}\"\n")).unwrap();
+            assert_eq!(s.store.url.as_deref(), Some(url));
+        }
+    }
+
+    #[test]
+    fn an_unknown_model_key_names_the_configured_keys() {
+        let e = load("run_index:\n  embedding_model_key: embed\n").unwrap_err();
+        assert_eq!(
+            e,
+            "f.yaml: `run_index.embedding_model_key`: no model `embed`; the model keys are: fast, quality"
+        );
+    }
+
+    #[test]
+    fn bad_values_and_unknown_keys_name_their_key() {
+        for (text, expected) in [
+            (
+                "run_index:\n  embeding_model: x\n",
+                "`run_index.embeding_model`: unknown field `embeding_model`, expected `embedding_model_key` or `embedding_model`",
+            ),
+            (
+                "store:\n  path: x\n",
+                "`store.path`: unknown field `path`, expected `url`",
+            ),
+            (
+                "run_index:\n  embedding_model: \" \"\n",
+                "`run_index.embedding_model`: must be",
+            ),
+            (
+                "run_index:\n  embedding_model_key: \"\"\n",
+                "`run_index.embedding_model_key`",
+            ),
+            (
+                "store:\n  url: \"mysql://root:hunter2@h/db\"\n",
+                "`store.url`: `mysql` stores are not supported; expected a `postgres://",
+            ),
+            (
+                "store:\n  url: \"sqlite:\"\n",
+                "`store.url`: `sqlite:` needs the database file's path",
+            ),
+            (
+                "store:\n  url: \"postgres://\"\n",
+                "`store.url`: the PostgreSQL URL names no host",
+            ),
+            ("store:\n  url: runs.db\n", "`store.url`: not a store URL"),
+        ] {
+            let e = load(text).unwrap_err();
+            assert!(e.contains(expected), "{text}: {e}");
+            assert!(!e.contains("hunter2"), "the password leaked: {e}");
+        }
+    }
+
+    #[test]
+    fn the_environment_wins_over_the_file_and_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("fabric.yaml");
+        std::fs::write(&config, "store:\n  url: sqlite:from-file.db\n").unwrap();
+        let options = |env: Option<&str>| LoadOptions {
+            config: Some(config.clone()),
+            workspace: Some(dir.path().to_path_buf()),
+            user_dir: None,
+            store_url: env.map(str::to_owned),
+        };
+        let s = Settings::load_with(&options(None)).unwrap();
+        assert_eq!(s.store.url.as_deref(), Some("sqlite:from-file.db"));
+        let s = Settings::load_with(&options(Some("postgres://u@h/db"))).unwrap();
+        assert_eq!(s.store.url.as_deref(), Some("postgres://u@h/db"));
+        let e = Settings::load_with(&options(Some("redis://h")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("environment variable FABRIC_STORE_URL: `store.url`: `redis` stores are not supported"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn passwords_are_redacted_when_printed() {
+        let s = load("store:\n  url: \"postgres://fabric:s3cret@db:5432/runs?sslmode=require\"\n")
+            .unwrap();
+        let expected = "postgres://fabric:***@db:5432/runs?sslmode=require";
+        assert_eq!(s.store.redacted_url().as_deref(), Some(expected));
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(
+            !json.contains("s3cret") && json.contains(expected),
+            "{json}"
+        );
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("sqlite:/a@b:c"), "sqlite:/a@b:c");
+    }
+}
