@@ -604,7 +604,7 @@ impl Merger {
             m.backend = match v.as_str() {
                 "ollama" => Backend::Ollama,
                 // `generic` is the seed's name for an OpenAI-compatible server.
-                "openai" | "generic" | "vllm" => Backend::Openai,
+                "openai" | "generic" | "vllm" => Backend::OpenAi,
                 other => {
                     return Err(self.invalid(
                         at("backend"),

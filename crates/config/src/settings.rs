@@ -1,18 +1,9 @@
 use fabric_domain::SpecialistSpec;
+pub use fabric_domain::{Backend, SearchProvider};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// Which wire protocol a model server speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Backend {
-    /// Ollama: its native chat API (so `num_ctx` can be set) plus model listing.
-    Ollama,
-    /// Any OpenAI-compatible Chat Completions server (vLLM, llama.cpp, LM Studio, cloud).
-    Openai,
-}
 
 /// One model the fabric can use, under a key such as `fast` or `quality`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -68,16 +59,6 @@ pub struct ShellConfig {
     pub timeout_s: u64,
     /// Environment variables passed to tools, by name, from the fabric's own environment.
     pub pass_env: Vec<String>,
-}
-
-/// Which web search service `web_search` asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SearchProvider {
-    /// A SearXNG instance's JSON API (`{base_url}/search?q=...&format=json`); no key.
-    Searxng,
-    /// The Brave Search API, with the key from the environment variable `api_key_env`.
-    Brave,
 }
 
 /// Settings of the `web_search` tool.

@@ -15,6 +15,7 @@ mod message;
 mod run;
 mod sandbox;
 pub mod schema;
+mod services;
 mod specialist;
 mod summary;
 mod time;
@@ -26,6 +27,7 @@ pub use event::{EventKind, RunEvent};
 pub use message::{Message, Role, ToolCall, Usage};
 pub use run::{RunId, RunStatus};
 pub use sandbox::SandboxMode;
+pub use services::{Backend, SearchProvider};
 pub use specialist::{
     FINISH_TOOL, SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern,
 };

@@ -47,18 +47,10 @@ use fabric_core::{ChatClient, EmbeddingClient};
 
 pub use discover::{PullProgress, probe};
 pub use error::ClientBuildError;
+pub use fabric_domain::Backend;
 pub use ollama::{OllamaClient, OllamaModel};
 pub use openai::OpenAiClient;
 pub use transport::HttpSettings;
-
-/// Which API a model server speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Backend {
-    /// Ollama's native API.
-    Ollama,
-    /// An OpenAI-compatible Chat Completions API.
-    OpenAi,
-}
 
 /// Builds the client for `backend`. `num_ctx` is the context window asked of Ollama on
 /// every chat; OpenAI-compatible servers have no such setting and ignore it.

@@ -167,7 +167,7 @@ async fn fetch_listing(model: &ModelConfig) -> anyhow::Result<Listing> {
             }
             out
         }
-        Backend::Openai => OpenAiClient::new(&http)?
+        Backend::OpenAi => OpenAiClient::new(&http)?
             .list_models()
             .await?
             .into_iter()
@@ -204,7 +204,7 @@ pub(crate) async fn resolve(
             });
         }
     };
-    if model.backend == Backend::Openai {
+    if model.backend == Backend::OpenAi {
         // OpenAI-compatible servers do not say which models call tools, and cloud lists are
         // long: never swap a configured model there, only say when it is not listed.
         let listed_here = listed.iter().any(|m| m.name == model.model);

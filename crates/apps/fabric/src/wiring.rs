@@ -1,7 +1,7 @@
 //! Where concrete adapters meet: settings in, ports out.
 
 use anyhow::Context;
-use fabric_config::{Backend, LoadOptions, ModelConfig, SandboxMode, SearchProvider, Settings};
+use fabric_config::{LoadOptions, ModelConfig, SandboxMode, Settings};
 use fabric_core::{ChatClient, Tool, ToolSource};
 use fabric_core::{ProcessSandbox, RunSandbox};
 use fabric_domain::SpecialistSpec;
@@ -162,11 +162,7 @@ fn http_of(model: &ModelConfig) -> (fabric_llm::Backend, fabric_llm::HttpSetting
     http.api_key_env = model.api_key_env.clone();
     http.timeout_s = model.timeout_s;
     http.max_retries = model.max_retries;
-    let backend = match model.backend {
-        Backend::Ollama => fabric_llm::Backend::Ollama,
-        Backend::Openai => fabric_llm::Backend::OpenAi,
-    };
-    (backend, http)
+    (model.backend, http)
 }
 
 /// The tool sources of a specialist that grow while a run goes on: its MCP servers, started
@@ -206,10 +202,7 @@ pub(crate) fn tools_for(
         .collect();
     let web = &settings.web_search;
     policy.web_search = WebSearchSettings {
-        provider: match web.provider {
-            SearchProvider::Searxng => fabric_tools::SearchProvider::Searxng,
-            SearchProvider::Brave => fabric_tools::SearchProvider::Brave,
-        },
+        provider: web.provider,
         base_url: web.base_url.clone(),
         api_key_env: web.api_key_env.clone(),
         timeout_s: web.timeout_s,

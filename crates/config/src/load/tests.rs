@@ -33,7 +33,7 @@ fn yaml_and_json_merge_over_defaults() {
     let yaml = "models:\n  fast:\n    base_url: http://127.0.0.1:9/v1\n    model: tiny\n    backend: openai\nmax_steps: 7\n";
     let s = load("c.yaml", yaml).unwrap();
     assert_eq!(s.models["fast"].model, "tiny");
-    assert_eq!(s.models["fast"].backend, Backend::Openai);
+    assert_eq!(s.models["fast"].backend, Backend::OpenAi);
     assert_eq!(s.models["fast"].temperature, 0.1);
     assert_eq!(s.max_steps, 7);
     let json = r#"{"models": {"local": {"model": "m", "base_url": "http://x/v1"}}, "default_model_key": "local"}"#;

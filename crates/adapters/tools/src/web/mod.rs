@@ -11,16 +11,8 @@ pub(crate) use fetch::FetchUrlTool;
 pub(crate) use search::WebSearchTool;
 
 use fabric_core::ToolError;
+pub use fabric_domain::SearchProvider;
 use fabric_domain::ToolAnnotations;
-
-/// Which search service `web_search` asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SearchProvider {
-    /// SearXNG's JSON API: `{base_url}/search?q=...&format=json`.
-    Searxng,
-    /// The Brave Search API: `{base_url}/res/v1/web/search`, key in `X-Subscription-Token`.
-    Brave,
-}
 
 /// Settings of `web_search`.
 #[derive(Debug, Clone, PartialEq, Eq)]

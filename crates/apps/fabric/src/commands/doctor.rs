@@ -146,7 +146,7 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
                 "`ollama pull {}`, or set `models.{key}.model` to an installed model",
                 model.model
             ),
-            Backend::Openai => format!("set `models.{key}.model` to one the server lists"),
+            Backend::OpenAi => format!("set `models.{key}.model` to one the server lists"),
         };
         report.line(
             Verdict::Fail,
@@ -154,7 +154,7 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
             &format!("`{}` is not installed; {fix}", model.model),
         );
     }
-    if model.backend == Backend::Openai {
+    if model.backend == Backend::OpenAi {
         report.line(Verdict::Warn, &format!("{label} tools"), "OpenAI-compatible servers do not report tool support; a run tells (`model_unsupported`, exit 4)");
         return;
     }
