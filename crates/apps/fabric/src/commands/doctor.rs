@@ -1,6 +1,7 @@
 //! `fabric doctor`: one line per check, each with the fix when it fails.
 
 use fabric_config::{Backend, Routing, Settings};
+use fabric_core::EmbeddingClient;
 use fabric_core::models::choose_model;
 use std::time::Duration;
 
@@ -59,13 +60,72 @@ pub(crate) async fn doctor(cli: &Cli) -> anyhow::Result<u8> {
     for (key, users) in model_users(&settings) {
         model_checks(&settings, &key, &users.join(", "), &mut report).await;
     }
-    report.line(
-        Verdict::Skip,
-        "embeddings model",
-        "nothing to check: no feature of agent-fabric uses embeddings yet, so none is configured",
-    );
+    store_check(&settings, &mut report).await;
+    embedding_check(&settings, &mut report).await;
     sandbox_checks(&settings, &mut report);
     Ok(if report.failed { 1 } else { 0 })
+}
+
+/// The run store opens and is migrated.
+async fn store_check(settings: &Settings, report: &mut Report) {
+    match wiring::open_store(settings).await {
+        Ok(store) => report.line(
+            Verdict::Ok,
+            "store",
+            &format!("{} (docs/STORE.md)", fabric_core::RunCatalog::describe(store.as_ref())),
+        ),
+        Err(e) => report.line(Verdict::Fail, "store", &format!("{e:#}")),
+    }
+}
+
+/// The embedding model of `run_index` answers one embedding request.
+async fn embedding_check(settings: &Settings, report: &mut Report) {
+    let Some(key) = &settings.run_index.embedding_model_key else {
+        report.line(
+            Verdict::Skip,
+            "embeddings model",
+            "none configured (`run_index.embedding_model_key`): `fabric logs search` ranks by text only",
+        );
+        return;
+    };
+    let model = &settings.run_index.embedding_model;
+    let label = format!("embeddings model `{model}` (key `{key}`)");
+    let client = match settings.model(key).map(wiring::embedding_client) {
+        Some(Ok(client)) => client,
+        Some(Err(e)) => return report.line(Verdict::Fail, &label, &format!("{e:#}")),
+        None => {
+            return report.line(
+                Verdict::Fail,
+                &label,
+                "the key is not under `models`; add it or change `run_index.embedding_model_key`",
+            );
+        }
+    };
+    let probe = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.embed(model, &["agent-fabric doctor".to_owned()]),
+    )
+    .await;
+    match probe {
+        Ok(Ok(vectors)) => report.line(
+            Verdict::Ok,
+            &label,
+            &format!(
+                "answers ({} dimensions); runs are searched by meaning too",
+                vectors.first().map_or(0, Vec::len)
+            ),
+        ),
+        Ok(Err(e)) => report.line(
+            Verdict::Warn,
+            &label,
+            &format!("{e}; runs are still found by text, and embedded later by `fabric index rebuild`"),
+        ),
+        Err(_) => report.line(
+            Verdict::Warn,
+            &label,
+            "no answer within 10 s; runs are still found by text, and embedded later by `fabric index rebuild`",
+        ),
+    }
 }
 
 /// Every model key a run can use, in a stable order (the default, the routing model, then
