@@ -13,3 +13,4 @@ mod run_basic;
 mod serve;
 mod serve_fixture;
 mod specialists;
+mod store;

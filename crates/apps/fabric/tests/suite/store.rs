@@ -1,0 +1,238 @@
+//! Issue #9 end to end: runs go to the store (SQLite by default, no set-up), and are listed,
+//! searched (text, hybrid, semantic with the scripted server's embeddings), counted and
+//! pruned through the real binary; an embedding server that is down never fails a run.
+
+use fabric_test_support::Turn;
+use serde_json::{Value, json};
+
+use super::fixture::Fixture;
+
+/// One run's turns: write `file` with `content`, then finish with `summary`.
+fn run_turns(file: &str, content: &str, summary: &str) -> Vec<Turn> {
+    vec![
+        Turn::tool_call("write_file", json!({"path": file, "content": content})),
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": summary, "artifacts": [file], "next_steps": [], "notes": ""}),
+        ),
+    ]
+}
+
+/// Three runs in a row, each with its own prompt and result.
+fn three_runs() -> Vec<Turn> {
+    let mut turns = run_turns(
+        "invoices.py",
+        "import csv  # parse the invoice export",
+        "Parsed the CSV invoice export into totals",
+    );
+    turns.extend(run_turns(
+        "poem.txt",
+        "The sea is wide",
+        "Wrote a short poem about the sea",
+    ));
+    turns.extend(run_turns(
+        "notes.md",
+        "meeting notes",
+        "Summarised the meeting notes",
+    ));
+    turns
+}
+
+const PROMPTS: [&str; 3] = [
+    "Parse the CSV invoice export and total it",
+    "Write a short poem about the sea",
+    "Summarise the meeting notes",
+];
+
+async fn run_all(fx: &Fixture) -> Vec<String> {
+    let mut ids = Vec::new();
+    for prompt in PROMPTS {
+        let result = fx.run_json(prompt, &[], 0).await;
+        ids.push(result["_meta"]["run_id"].as_str().unwrap().to_owned());
+    }
+    ids
+}
+
+async fn json_of(fx: &Fixture, args: &[&str]) -> Value {
+    let run = fx.fabric(args).await;
+    assert_eq!(run.code(), 0, "{args:?}\nstdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", run.stdout))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue9_runs_are_listed_searched_counted_and_pruned_from_the_store() {
+    let fx = Fixture::new(three_runs()).await;
+    let ids = run_all(&fx).await;
+    // SQLite under the workspace root, created on first use with no set-up.
+    assert!(fx.workspace_root().join("fabric.db").is_file());
+
+    let listed = json_of(&fx, &["logs", "list", "--json"]).await;
+    let listed_ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap())
+        .collect();
+    let newest_first: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
+    assert_eq!(listed_ids, newest_first);
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["status"] == "completed")
+    );
+
+    // Full text over prompts, results and tool calls: "invoice" is in the first run only.
+    let found = json_of(&fx, &["logs", "search", "invoice", "--json"]).await;
+    assert_eq!(found["mode"], "text");
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{found}");
+    assert_eq!(hits[0]["run_id"], ids[0].as_str());
+    // A word only in a tool call's arguments.
+    let found = json_of(&fx, &["logs", "search", "wide", "--json"]).await;
+    assert_eq!(found["hits"][0]["run_id"], ids[1].as_str(), "{found}");
+    // Query syntax is taken as plain words, never as SQL or FTS operators.
+    for hostile in ["\"unbalanced", "x' OR 1=1 --", "NEAR(a b)", "*", "a:b -c"] {
+        let run = fx.fabric(&["logs", "search", hostile, "--json"]).await;
+        assert_eq!(run.code(), 0, "{hostile}: {}", run.stderr);
+    }
+    // Filters.
+    let none = json_of(
+        &fx,
+        &["logs", "search", "poem", "--status", "failed", "--json"],
+    )
+    .await;
+    assert!(none["hits"].as_array().unwrap().is_empty(), "{none}");
+    let bad = fx.fabric(&["logs", "search", "poem", "--status", "nope"]).await;
+    assert_eq!(bad.code(), 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("--status"), "{}", bad.stderr);
+    let semantic = fx.fabric(&["logs", "search", "poem", "--semantic"]).await;
+    assert_eq!(semantic.code(), 2, "{}", semantic.stderr);
+    assert!(
+        semantic.stderr.contains("run_index.embedding_model_key"),
+        "{}",
+        semantic.stderr
+    );
+
+    let stats = json_of(&fx, &["stats", "--json"]).await;
+    let row = &stats["rows"][0];
+    assert_eq!(row["key"], "engineering", "{stats}");
+    assert_eq!(row["runs"], 3);
+    assert_eq!(row["success_rate"], 1.0);
+    assert_eq!(row["steps"], 6);
+    let by_tool = json_of(&fx, &["stats", "--by", "tool", "--json"]).await;
+    let write = by_tool["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "write_file")
+        .unwrap_or_else(|| panic!("no write_file row: {by_tool}"));
+    assert_eq!(write["tool_calls"], 3);
+    assert_eq!(write["tool_errors"], 0);
+    let table = fx.fabric(&["stats"]).await;
+    assert!(table.stdout.contains("engineering"), "{}", table.stdout);
+
+    // Nothing is old enough to prune at first; then everything is.
+    let kept = json_of(&fx, &["logs", "prune", "--older-than", "1d", "--json"]).await;
+    assert_eq!(kept["deleted"], 0);
+    let pruned = json_of(&fx, &["logs", "prune", "--older-than", "0s", "--json"]).await;
+    assert_eq!(pruned["deleted"], 3, "{pruned}");
+    for id in &ids {
+        assert!(!fx.workspace_root().join("runs").join(id).exists(), "{id} left on disk");
+    }
+    let listed = json_of(&fx, &["logs", "list", "--json"]).await;
+    assert!(listed.as_array().unwrap().is_empty(), "{listed}");
+    let bad = fx.fabric(&["logs", "prune", "--older-than", "soon"]).await;
+    assert_eq!(bad.code(), 2, "{}", bad.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue9_semantic_and_hybrid_search_with_embeddings_made_when_runs_end() {
+    let fx = Fixture::new(three_runs()).await;
+    fx.append_config("run_index:\n  embedding_model_key: test\n  embedding_model: embed-test\n");
+    let ids = run_all(&fx).await;
+    // Each run was embedded when it ended.
+    assert_eq!(fx.server.embedding_request_count(), 3);
+
+    let semantic = json_of(
+        &fx,
+        &["logs", "search", "sea poem", "--semantic", "--json"],
+    )
+    .await;
+    assert_eq!(semantic["mode"], "semantic");
+    assert_eq!(semantic["hits"][0]["run_id"], ids[1].as_str(), "{semantic}");
+    // Every run has an embedding, so semantic search ranks all of them.
+    assert_eq!(semantic["hits"].as_array().unwrap().len(), 3);
+
+    let hybrid = json_of(&fx, &["logs", "search", "invoice totals", "--json"]).await;
+    assert_eq!(hybrid["mode"], "hybrid");
+    assert_eq!(hybrid["hits"][0]["run_id"], ids[0].as_str(), "{hybrid}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue9_an_embedding_server_that_is_down_never_fails_a_run() {
+    let fx = Fixture::new(run_turns("a.txt", "alpha", "Wrote alpha")).await;
+    fx.append_config("run_index:\n  embedding_model_key: test\n  embedding_model: embed-test\n");
+    fx.server.set_embeddings_down(true);
+    let result = fx.run_json("Write alpha into a.txt", &["--max-steps", "5"], 0).await;
+    let id = result["_meta"]["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(result["_meta"]["status"], "completed");
+
+    // Still found, by text, and the search says why.
+    let found = json_of(&fx, &["logs", "search", "alpha", "--json"]).await;
+    assert_eq!(found["mode"], "text");
+    assert!(found["note"].as_str().unwrap().contains("embed-test"), "{found}");
+    assert_eq!(found["hits"][0]["run_id"], id.as_str());
+    let semantic = fx.fabric(&["logs", "search", "alpha", "--semantic"]).await;
+    assert_eq!(semantic.code(), 1, "{}", semantic.stderr);
+    assert!(semantic.stderr.contains("embed-test"), "{}", semantic.stderr);
+
+    // Embedded later, once the server answers.
+    let rebuild = fx.fabric(&["index", "rebuild", "--json"]).await;
+    assert_eq!(rebuild.code(), 1, "the server is still down: {}", rebuild.stdout);
+    fx.server.set_embeddings_down(false);
+    let rebuilt = json_of(&fx, &["index", "rebuild", "--json"]).await;
+    assert_eq!(rebuilt["embedded"], 1, "{rebuilt}");
+    let semantic = json_of(&fx, &["logs", "search", "alpha", "--semantic", "--json"]).await;
+    assert_eq!(semantic["hits"][0]["run_id"], id.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue9_runs_from_before_the_store_are_indexed_on_first_use() {
+    let fx = Fixture::new(Vec::new()).await;
+    let id = "20250101-120000-000-0ld0run0";
+    let dir = fx.workspace_root().join("runs").join(id);
+    std::fs::create_dir_all(dir.join("workspace")).unwrap();
+    let lines = [
+        json!({"seq": 0, "ts": 1735732800.0, "kind": "run_start", "step": null, "payload": {"run_id": id, "prompt": "An old legacy task about zebras", "model_key": "test", "model": "m"}}),
+        json!({"seq": 1, "ts": 1735732801.0, "kind": "recruitment", "step": null, "payload": {"specialist_ids": ["engineering"]}}),
+        json!({"seq": 2, "ts": 1735732802.0, "kind": "run_complete", "step": null, "payload": {"run_id": id, "status": "completed", "steps": 1, "result": {"summary": "zebras counted"}}}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join("runlog.jsonl"), text).unwrap();
+
+    let listed = json_of(&fx, &["logs", "list", "--json"]).await;
+    assert_eq!(listed[0]["run_id"], id, "{listed}");
+    assert_eq!(listed[0]["status"], "completed");
+    let found = json_of(&fx, &["logs", "search", "zebras", "--json"]).await;
+    assert_eq!(found["hits"][0]["run_id"], id, "{found}");
+    let shown = fx.fabric(&["logs", "show", id, "--json"]).await;
+    assert_eq!(shown.stdout.lines().count(), 3, "{}", shown.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue9_store_migrate_and_a_corrupt_store_say_what_to_do() {
+    let fx = Fixture::new(Vec::new()).await;
+    let migrated = fx.fabric(&["store", "migrate"]).await;
+    assert_eq!(migrated.code(), 0, "{}", migrated.stderr);
+    assert!(migrated.stdout.contains("schema at version"), "{}", migrated.stdout);
+    std::fs::write(fx.workspace_root().join("fabric.db"), b"this is not a database").unwrap();
+    for args in [&["logs", "list"][..], &["run", "x", "--pack", "engineering"][..]] {
+        let run = fx.fabric(args).await;
+        assert_ne!(run.code(), 0, "{args:?}");
+        assert!(run.stderr.contains("fabric.db"), "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains("fabric index rebuild"), "{args:?}: {}", run.stderr);
+    }
+}
