@@ -6,7 +6,6 @@ use fabric_core::{ChatClient, Tool, ToolSource};
 use fabric_core::{ProcessSandbox, RunSandbox};
 use fabric_domain::SpecialistSpec;
 use fabric_sandbox::{Limits, Mode, OsSandbox, Policy};
-use fabric_store_fs::FsRunStore;
 use fabric_tools::{BUILTIN_TOOLS, FetchSettings, ToolPolicy, WebSearchSettings};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -91,11 +90,6 @@ pub(crate) fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
         .collect();
     settings.check_tools(&known)?;
     Ok(settings)
-}
-
-/// The run store under the settings' workspace root.
-pub(crate) fn store(settings: &Settings) -> FsRunStore {
-    FsRunStore::new(settings.workspace.clone())
 }
 
 /// What every front end runs on: the store, search over it, and the run service.

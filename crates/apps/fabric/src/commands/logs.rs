@@ -29,9 +29,9 @@ const ALL_KINDS: &[EventKind] = &[
 
 pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
-    let store = wiring::store(&settings);
     match command {
         LogsCommand::List { limit, json } => {
+            let store = wiring::open_store(&settings).await?;
             let runs = store
                 .list_runs(&fabric_core::RunQuery {
                     limit: *limit,
@@ -104,6 +104,7 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
         } => {
             let id = RunId::parse(run_id).map_err(|e| UsageError(e.to_string()))?;
             let wanted = parse_kinds(kinds)?;
+            let store = wiring::open_store(&settings).await?;
             let events = match store.read_events(&id).await {
                 Err(StoreError::NotFound(_)) => {
                     return Err(UsageError(format!(
@@ -116,10 +117,19 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
             };
             if *json {
                 // The lines exactly as stored, so kinds written by a newer fabric survive.
-                let path = store.run_dir(&id).join(fabric_store_fs::RUNLOG_FILE);
-                let text = tokio::task::spawn_blocking(move || std::fs::read_to_string(path))
-                    .await?
-                    .context("reading the runlog")?;
+                // A run made on another machine sharing the store has no runlog here: its
+                // events are printed from the store, in the same line format.
+                let text = match store.runlog_path(&id) {
+                    Some(path) if path.is_file() => {
+                        tokio::task::spawn_blocking(move || std::fs::read_to_string(path))
+                            .await?
+                            .context("reading the runlog")?
+                    }
+                    _ => events
+                        .iter()
+                        .map(|e| serde_json::to_string(e).map(|l| l + "\n"))
+                        .collect::<Result<String, _>>()?,
+                };
                 let lines = text.lines().filter(|l| !l.trim().is_empty());
                 for (line, event) in lines.zip(&events) {
                     if wanted.is_empty() || wanted.contains(&event.kind) {
