@@ -22,7 +22,7 @@ pub(crate) fn encode(vector: &[f32]) -> Vec<u8> {
 
 /// A stored vector, or `None` when the bytes are not whole `f32`s.
 pub(crate) fn decode(bytes: &[u8]) -> Option<Vec<f32>> {
-    (bytes.len() % 4 == 0).then(|| {
+    bytes.len().is_multiple_of(4).then(|| {
         bytes
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))

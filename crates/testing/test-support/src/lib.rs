@@ -13,6 +13,8 @@
 //!   loaded from JSON or YAML.
 //! - `server`: binding, routing, the one turn counter both wires share, recording, shutdown.
 //! - `openai`: `POST /v1/chat/completions` (JSON or SSE) and `GET /v1/models`.
+//! - [`postgres`]: a throwaway PostgreSQL cluster ([`PgCluster`], [`shared_cluster`]) for the
+//!   database store's contract tests.
 //! - `ollama`: `POST /api/chat` (JSON or NDJSON), `/api/tags`, `/api/show`, `/api/version`,
 //!   `POST /api/pull` (NDJSON progress).
 //!
@@ -49,9 +51,11 @@
 
 mod ollama;
 mod openai;
+pub mod postgres;
 pub mod scenario;
 mod server;
 
+pub use postgres::{PgCluster, PgError, shared_cluster};
 pub use scenario::{
     ModelInfo, OnExhausted, Scenario, ScenarioError, ScriptedCall, Turn, UsageSpec,
 };
