@@ -187,7 +187,7 @@ impl PgCluster {
     /// Starts (or restarts) the server and waits until it accepts connections.
     pub fn start_server(&self) -> Result<(), PgError> {
         let options = format!(
-            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c full_page_writes=off -c synchronous_commit=off",
+            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c full_page_writes=off",
             self.port,
             self.dir.join("sock").display()
         );
