@@ -5,6 +5,8 @@
 #
 #   npm:  @modelcontextprotocol/server-everything, @modelcontextprotocol/server-filesystem
 #   PyPI: mcp (the official Python SDK), in a venv, to drive `fabric mcp` from outside
+#   apt:  postgresql (Debian's server package), for the database store's contract tests,
+#         which start a throwaway cluster from /usr/lib/postgresql/*/bin (needs root)
 #
 # The tests find the install through the same variable and skip with a message naming this
 # script when it is missing; .ci/run runs this script first, so in CI nothing is skipped.
@@ -15,6 +17,18 @@ EVERYTHING_VERSION=2026.8.31
 FILESYSTEM_VERSION=2026.8.31
 PY_MCP_VERSION=2.3.0
 STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION"
+
+# PostgreSQL first: it is a system package, not versioned with the stamp below.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    echo "== apt: postgresql"
+    if [[ "$(id -u)" != 0 ]]; then
+        echo "PostgreSQL is missing and installing it needs root: apt-get install -y postgresql" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends postgresql \
+        || { apt-get update && apt-get install -y --no-install-recommends postgresql; }
+fi
 
 mkdir -p "$DEPS"
 if [[ -f "$DEPS/.installed" && "$(cat "$DEPS/.installed")" == "$STAMP" ]]; then

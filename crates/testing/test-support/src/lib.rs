@@ -13,6 +13,8 @@
 //!   loaded from JSON or YAML.
 //! - `server`: binding, routing, the one turn counter both wires share, recording, shutdown.
 //! - `openai`: `POST /v1/chat/completions` (JSON or SSE) and `GET /v1/models`.
+//! - [`postgres`]: a throwaway PostgreSQL cluster ([`PgCluster`], [`shared_cluster`]) for the
+//!   database store's contract tests.
 //! - `ollama`: `POST /api/chat` (JSON or NDJSON), `/api/tags`, `/api/show`, `/api/version`,
 //!   `POST /api/pull` (NDJSON progress).
 //! - `embed`: `POST /api/embed` and `POST /v1/embeddings`, answered for any input with
@@ -54,10 +56,12 @@
 mod embed;
 mod ollama;
 mod openai;
+pub mod postgres;
 pub mod scenario;
 mod server;
 
 pub use embed::hash_embedding;
+pub use postgres::{PgCluster, PgError, shared_cluster};
 pub use scenario::{
     DEFAULT_EMBEDDING_DIMS, EmbeddingsMode, ModelInfo, OnExhausted, Scenario, ScenarioError,
     ScriptedCall, Turn, UsageSpec,

@@ -58,6 +58,12 @@ fn allowed(package: &str) -> Option<(&'static [&'static str], &'static str)> {
             "test support fakes the outside world and depends on no fabric crate (dev-dependencies aside)",
         )),
         APP => None,
+        // The database store indexes the file store's runlogs and keeps its run directories
+        // (the runlog is the source of truth, ADR-035): the one adapter-on-adapter arrow.
+        "fabric-store-sql" => Some((
+            &[CORE, DOMAIN, CONFIG, "fabric-store-fs"],
+            "the database store depends only on fabric-core, fabric-domain, fabric-config and fabric-store-fs",
+        )),
         _ => Some((
             &[CORE, DOMAIN, CONFIG],
             "an adapter depends only on fabric-core, fabric-domain and fabric-config, never on another adapter",

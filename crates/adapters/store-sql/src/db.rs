@@ -1,0 +1,257 @@
+//! A thin layer over the two sqlx drivers, so every query is written once.
+//!
+//! SQL is written with `$1, $2, …` placeholders, which both SQLite (as named parameters sqlx
+//! numbers) and PostgreSQL accept; values travel as [`Arg`]s and come back through [`Row`]'s
+//! typed getters. Only fixed SQL fragments and placeholders are ever put together into a
+//! statement: user input is always a bound value.
+
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::{AssertSqlSafe, Postgres, Row as _, Sqlite, Transaction};
+
+/// One bound value.
+#[derive(Debug, Clone)]
+pub(crate) enum Arg {
+    Int(i64),
+    OptInt(Option<i64>),
+    Real(f64),
+    OptReal(Option<f64>),
+    Text(String),
+    OptText(Option<String>),
+    Blob(Vec<u8>),
+}
+
+impl From<&str> for Arg {
+    fn from(value: &str) -> Self {
+        Self::Text(value.to_owned())
+    }
+}
+
+impl From<String> for Arg {
+    fn from(value: String) -> Self {
+        Self::Text(value)
+    }
+}
+
+impl From<i64> for Arg {
+    fn from(value: i64) -> Self {
+        Self::Int(value)
+    }
+}
+
+impl From<f64> for Arg {
+    fn from(value: f64) -> Self {
+        Self::Real(value)
+    }
+}
+
+/// Which database the store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A connection pool of either kind.
+#[derive(Debug, Clone)]
+pub(crate) enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// An open transaction of either kind.
+pub(crate) enum Tx {
+    Sqlite(Transaction<'static, Sqlite>),
+    Postgres(Transaction<'static, Postgres>),
+}
+
+/// A result row of either kind.
+pub(crate) enum Row {
+    Sqlite(SqliteRow),
+    Postgres(PgRow),
+}
+
+macro_rules! bind_all {
+    ($query:expr, $args:expr) => {{
+        let mut query = $query;
+        for arg in $args {
+            query = match arg {
+                Arg::Int(v) => query.bind(v),
+                Arg::OptInt(v) => query.bind(v),
+                Arg::Real(v) => query.bind(v),
+                Arg::OptReal(v) => query.bind(v),
+                Arg::Text(v) => query.bind(v),
+                Arg::OptText(v) => query.bind(v),
+                Arg::Blob(v) => query.bind(v),
+            };
+        }
+        query
+    }};
+}
+
+impl Db {
+    pub(crate) fn backend(&self) -> Backend {
+        match self {
+            Self::Sqlite(_) => Backend::Sqlite,
+            Self::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Runs one statement; returns the rows it changed.
+    pub(crate) async fn execute(&self, sql: &str, args: Vec<Arg>) -> Result<u64, sqlx::Error> {
+        let sql = AssertSqlSafe(sql.to_owned());
+        Ok(match self {
+            Self::Sqlite(pool) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+                .execute(pool)
+                .await?
+                .rows_affected(),
+            Self::Postgres(pool) => bind_all!(sqlx::query::<Postgres>(sql), args)
+                .execute(pool)
+                .await?
+                .rows_affected(),
+        })
+    }
+
+    /// Runs one query; returns its rows.
+    pub(crate) async fn fetch_all(
+        &self,
+        sql: &str,
+        args: Vec<Arg>,
+    ) -> Result<Vec<Row>, sqlx::Error> {
+        let sql = AssertSqlSafe(sql.to_owned());
+        Ok(match self {
+            Self::Sqlite(pool) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+                .fetch_all(pool)
+                .await?
+                .into_iter()
+                .map(Row::Sqlite)
+                .collect(),
+            Self::Postgres(pool) => bind_all!(sqlx::query::<Postgres>(sql), args)
+                .fetch_all(pool)
+                .await?
+                .into_iter()
+                .map(Row::Postgres)
+                .collect(),
+        })
+    }
+
+    /// Runs one query; returns its first row, if any.
+    pub(crate) async fn fetch_optional(
+        &self,
+        sql: &str,
+        args: Vec<Arg>,
+    ) -> Result<Option<Row>, sqlx::Error> {
+        let sql = AssertSqlSafe(sql.to_owned());
+        Ok(match self {
+            Self::Sqlite(pool) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+                .fetch_optional(pool)
+                .await?
+                .map(Row::Sqlite),
+            Self::Postgres(pool) => bind_all!(sqlx::query::<Postgres>(sql), args)
+                .fetch_optional(pool)
+                .await?
+                .map(Row::Postgres),
+        })
+    }
+
+    /// Starts a write transaction. SQLite takes the write lock at once (`BEGIN IMMEDIATE`), so
+    /// a busy database is reported at the start, after the busy timeout, not half-way.
+    pub(crate) async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        Ok(match self {
+            Self::Sqlite(pool) => Tx::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
+            Self::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+        })
+    }
+
+    /// Closes every connection.
+    pub(crate) async fn close(&self) {
+        match self {
+            Self::Sqlite(pool) => pool.close().await,
+            Self::Postgres(pool) => pool.close().await,
+        }
+    }
+}
+
+impl Tx {
+    /// Runs one statement in the transaction; returns the rows it changed.
+    pub(crate) async fn execute(&mut self, sql: &str, args: Vec<Arg>) -> Result<u64, sqlx::Error> {
+        let sql = AssertSqlSafe(sql.to_owned());
+        Ok(match self {
+            Self::Sqlite(tx) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected(),
+            Self::Postgres(tx) => bind_all!(sqlx::query::<Postgres>(sql), args)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected(),
+        })
+    }
+
+    /// Runs several statements without values (migrations).
+    pub(crate) async fn execute_script(&mut self, sql: &'static str) -> Result<(), sqlx::Error> {
+        match self {
+            Self::Sqlite(tx) => sqlx::raw_sql(sql).execute(&mut **tx).await.map(drop),
+            Self::Postgres(tx) => sqlx::raw_sql(sql).execute(&mut **tx).await.map(drop),
+        }
+    }
+
+    /// Runs one query in the transaction; returns its rows.
+    pub(crate) async fn fetch_all(
+        &mut self,
+        sql: &str,
+        args: Vec<Arg>,
+    ) -> Result<Vec<Row>, sqlx::Error> {
+        let sql = AssertSqlSafe(sql.to_owned());
+        Ok(match self {
+            Self::Sqlite(tx) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+                .fetch_all(&mut **tx)
+                .await?
+                .into_iter()
+                .map(Row::Sqlite)
+                .collect(),
+            Self::Postgres(tx) => bind_all!(sqlx::query::<Postgres>(sql), args)
+                .fetch_all(&mut **tx)
+                .await?
+                .into_iter()
+                .map(Row::Postgres)
+                .collect(),
+        })
+    }
+
+    /// Makes the transaction's writes durable.
+    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
+        match self {
+            Self::Sqlite(tx) => tx.commit().await,
+            Self::Postgres(tx) => tx.commit().await,
+        }
+    }
+}
+
+macro_rules! getter {
+    ($name:ident, $ty:ty) => {
+        pub(crate) fn $name(&self, column: &str) -> Result<$ty, sqlx::Error> {
+            match self {
+                Self::Sqlite(row) => row.try_get(column),
+                Self::Postgres(row) => row.try_get(column),
+            }
+        }
+    };
+}
+
+impl Row {
+    getter!(int, i64);
+    getter!(real, f64);
+    getter!(opt_real, Option<f64>);
+    getter!(text, String);
+    getter!(opt_text, Option<String>);
+    getter!(blob, Vec<u8>);
+}
+
+/// `$first, $first+1, …` for `count` values: the placeholders of an `IN (…)` list.
+pub(crate) fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,191 @@
+//! Pure text functions of search: the document a run is found by, and a user's words turned
+//! into a full-text query that can only ever mean "these words".
+
+use fabric_domain::{EventKind, RunEvent, RunSummary};
+use serde_json::Value;
+
+/// The most text of one run that goes into the full-text index.
+pub const DOCUMENT_CAP: usize = 64 * 1024;
+
+/// The text a run is found by: its prompt, its specialists, its summary and result, then its
+/// tool calls (name and arguments), results and errors in order, cut at `cap` bytes (on a
+/// character boundary).
+pub fn search_document(summary: &RunSummary, events: &[RunEvent], cap: usize) -> String {
+    let mut doc = String::new();
+    push(&mut doc, &summary.prompt, cap);
+    push(&mut doc, &summary.specialist_ids.join(" "), cap);
+    if let Some(text) = &summary.summary {
+        push(&mut doc, text, cap);
+    }
+    if let Some(result) = &summary.result {
+        push(&mut doc, &value_text(result), cap);
+    }
+    for event in events {
+        if doc.len() >= cap {
+            break;
+        }
+        let payload = &event.payload;
+        let text = match event.kind {
+            EventKind::ToolCall => format!(
+                "{} {}",
+                payload["tool"].as_str().unwrap_or_default(),
+                value_text(&payload["args"])
+            ),
+            EventKind::ToolResult => value_text(&payload["result"]),
+            EventKind::ToolError => format!(
+                "{} {}",
+                payload["tool"].as_str().unwrap_or_default(),
+                payload["error_message"].as_str().unwrap_or_default()
+            ),
+            _ => continue,
+        };
+        push(&mut doc, &text, cap);
+    }
+    doc
+}
+
+/// A JSON value as text: strings as they are, anything else as compact JSON.
+fn value_text(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn push(doc: &mut String, text: &str, cap: usize) {
+    let text = text.trim();
+    if text.is_empty() || doc.len() >= cap {
+        return;
+    }
+    if !doc.is_empty() {
+        doc.push('\n');
+    }
+    let room = cap.saturating_sub(doc.len());
+    let mut end = text.len().min(room);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    doc.push_str(&text[..end]);
+}
+
+/// The words of a query: runs of letters and digits. Everything else (`"`, `*`, `-`, `:`,
+/// parentheses) separates words and means nothing, so no query syntax gets through.
+pub fn query_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(32)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// An FTS5 query matching runs with all the words: each one a quoted string, so `NEAR`,
+/// `OR` and `AND` are words like any other.
+pub fn fts5_query(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The same words for PostgreSQL's `plainto_tsquery`, which reads no operators.
+pub(crate) fn plain_query(words: &[String]) -> String {
+    words.join(" ")
+}
+
+/// A short excerpt of `text` around the first of `words` it contains, the matches in `[…]`.
+pub fn snippet(text: &str, words: &[String], radius: usize) -> Option<String> {
+    let lower = text.to_lowercase();
+    // Lower-casing can change byte lengths; fall back to the start when it did.
+    let same_len = lower.len() == text.len();
+    let hit = words
+        .iter()
+        .filter_map(|w| lower.find(w.as_str()).map(|at| (at, w.len())))
+        .min();
+    let (at, len) = match hit {
+        Some(found) if same_len => found,
+        _ => (0, 0),
+    };
+    let mut start = at.saturating_sub(radius);
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = (at + len + radius).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    if len > 0 {
+        out.push_str(&text[start..at]);
+        out.push('[');
+        out.push_str(&text[at..at + len]);
+        out.push(']');
+        out.push_str(&text[at + len..end]);
+    } else {
+        out.push_str(&text[start..end]);
+    }
+    if end < text.len() {
+        out.push('…');
+    }
+    let out = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!out.is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric_domain::RunId;
+    use serde_json::json;
+
+    #[test]
+    fn query_syntax_is_plain_words() {
+        let words = query_words(r#"say "hello" NEAR world* OR -x col:umn"#);
+        assert_eq!(
+            words,
+            ["say", "hello", "near", "world", "or", "x", "col", "umn"]
+        );
+        assert_eq!(fts5_query(&words[..2]), r#""say" "hello""#);
+        assert!(query_words(" \"*-: ").is_empty());
+    }
+
+    #[test]
+    fn document_holds_prompt_tools_and_results_capped() {
+        let mut summary = RunSummary::new(RunId::parse("r1").unwrap());
+        summary.prompt = "write hello".into();
+        summary.summary = Some("wrote it".into());
+        let events = vec![
+            RunEvent {
+                seq: 0,
+                ts: 1.0,
+                kind: EventKind::ToolCall,
+                step: Some(0),
+                payload: json!({"tool": "write_file", "args": {"path": "hello.txt"}}),
+            },
+            RunEvent {
+                seq: 1,
+                ts: 1.0,
+                kind: EventKind::ToolResult,
+                step: Some(0),
+                payload: json!({"tool": "write_file", "result": "wrote 11 bytes"}),
+            },
+        ];
+        let doc = search_document(&summary, &events, DOCUMENT_CAP);
+        assert!(doc.contains("write hello") && doc.contains("hello.txt"));
+        assert!(doc.contains("wrote 11 bytes"));
+        let capped = search_document(&summary, &events, 12);
+        assert!(capped.len() <= 12, "{capped}");
+    }
+
+    #[test]
+    fn snippet_marks_the_match() {
+        let text = "a long text about the zebra crossing in town";
+        assert_eq!(
+            snippet(text, &["zebra".to_owned()], 6).unwrap(),
+            "…t the [zebra] cross…"
+        );
+    }
+}

@@ -1,0 +1,180 @@
+//! The writes that keep the index: events (idempotent by `(run_id, seq)`), the run row
+//! (from a [`RunSummary`]) and, once a run ended, its full-text document. Shared by the
+//! writer task and reindexing, inside their transactions.
+
+use fabric_domain::{EventKind, RunEvent, RunSummary};
+
+use crate::db::{Arg, Backend, Tx};
+use crate::document::{DOCUMENT_CAP, search_document};
+
+fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn json_list(items: &[String]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".to_owned())
+}
+
+/// The tool an event is about (`tool_call`, `tool_result`, `tool_error`), for stats by tool.
+fn tool_of(event: &RunEvent) -> Option<String> {
+    matches!(
+        event.kind,
+        EventKind::ToolCall | EventKind::ToolResult | EventKind::ToolError
+    )
+    .then(|| event.payload["tool"].as_str().map(str::to_owned))
+    .flatten()
+}
+
+/// Records one event unless it is already there.
+pub(crate) async fn insert_event(
+    tx: &mut Tx,
+    run_id: &str,
+    event: &RunEvent,
+) -> Result<(), sqlx::Error> {
+    // The same serialisation as the runlog line, so it reads back as the same event.
+    let line = serde_json::to_string(event).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    tx.execute(
+        "INSERT INTO events (run_id, seq, ts, kind, step, tool, line) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (run_id, seq) DO NOTHING",
+        vec![
+            run_id.into(),
+            Arg::Int(int(event.seq)),
+            Arg::Real(event.ts),
+            event.kind.as_str().into(),
+            Arg::OptInt(event.step.map(i64::from)),
+            Arg::OptText(tool_of(event)),
+            Arg::Text(line),
+        ],
+    )
+    .await
+    .map(drop)
+}
+
+const RUN_COLUMNS: &str = "id, parent_id, prompt, specialist_ids, model_keys, models, status, reason, started_at, ended_at, \
+     steps, prompt_tokens, completion_tokens, total_tokens, tool_calls, tool_errors, events, summary, result";
+
+/// Writes a run's row; `replace`: overwrite an existing row (else keep it).
+pub(crate) async fn upsert_run(
+    tx: &mut Tx,
+    run: &RunSummary,
+    replace: bool,
+) -> Result<(), sqlx::Error> {
+    let conflict = if replace {
+        "ON CONFLICT (id) DO UPDATE SET parent_id = excluded.parent_id, prompt = excluded.prompt, \
+         specialist_ids = excluded.specialist_ids, model_keys = excluded.model_keys, models = excluded.models, \
+         status = excluded.status, reason = excluded.reason, started_at = excluded.started_at, \
+         ended_at = excluded.ended_at, steps = excluded.steps, prompt_tokens = excluded.prompt_tokens, \
+         completion_tokens = excluded.completion_tokens, total_tokens = excluded.total_tokens, \
+         tool_calls = excluded.tool_calls, tool_errors = excluded.tool_errors, events = excluded.events, \
+         summary = excluded.summary, result = excluded.result"
+    } else {
+        "ON CONFLICT (id) DO NOTHING"
+    };
+    let sql = format!(
+        "INSERT INTO runs ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) {conflict}"
+    );
+    tx.execute(
+        &sql,
+        vec![
+            run.id.as_str().into(),
+            Arg::OptText(run.parent_id.as_ref().map(|p| p.as_str().to_owned())),
+            run.prompt.as_str().into(),
+            Arg::Text(json_list(&run.specialist_ids)),
+            Arg::Text(json_list(&run.model_keys)),
+            Arg::Text(json_list(&run.models)),
+            run.status.as_str().into(),
+            Arg::OptText(run.reason.clone()),
+            Arg::Real(run.started_at),
+            Arg::OptReal(run.ended_at),
+            Arg::Int(i64::from(run.steps)),
+            Arg::Int(int(run.usage.prompt_tokens)),
+            Arg::Int(int(run.usage.completion_tokens)),
+            Arg::Int(int(run.usage.total_tokens)),
+            Arg::Int(i64::from(run.tool_calls)),
+            Arg::Int(i64::from(run.tool_errors)),
+            Arg::Int(int(run.events)),
+            Arg::OptText(run.summary.clone()),
+            Arg::OptText(run.result.as_ref().map(ToString::to_string)),
+        ],
+    )
+    .await?;
+    for specialist in &run.specialist_ids {
+        tx.execute(
+            "INSERT INTO run_specialists (specialist_id, run_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            vec![specialist.as_str().into(), run.id.as_str().into()],
+        )
+        .await?;
+    }
+    for key in &run.model_keys {
+        tx.execute(
+            "INSERT INTO run_models (model_key, run_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            vec![key.as_str().into(), run.id.as_str().into()],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// (Re)builds an ended run's full-text document from its events in the database.
+pub(crate) async fn write_document(
+    tx: &mut Tx,
+    backend: Backend,
+    run: &RunSummary,
+) -> Result<(), sqlx::Error> {
+    let rows = tx
+        .fetch_all(
+            "SELECT line FROM events WHERE run_id = $1 AND kind IN ('tool_call', 'tool_result', 'tool_error') ORDER BY seq",
+            vec![run.id.as_str().into()],
+        )
+        .await?;
+    let mut events = Vec::with_capacity(rows.len());
+    for row in rows {
+        if let Ok(event) = serde_json::from_str::<RunEvent>(&row.text("line")?) {
+            events.push(event);
+        }
+    }
+    let body = search_document(run, &events, DOCUMENT_CAP);
+    delete_document(tx, backend, run.id.as_str()).await?;
+    let insert = match backend {
+        // The FTS row shares the run row's rowid, so it is found and deleted by key.
+        Backend::Sqlite => {
+            "INSERT INTO run_docs (rowid, run_id, body) SELECT rowid, id, $2 FROM runs WHERE id = $1"
+        }
+        Backend::Postgres => "INSERT INTO run_docs (run_id, body) VALUES ($1, $2)",
+    };
+    tx.execute(insert, vec![run.id.as_str().into(), Arg::Text(body)])
+        .await
+        .map(drop)
+}
+
+/// Removes a run's full-text document, if any.
+pub(crate) async fn delete_document(
+    tx: &mut Tx,
+    backend: Backend,
+    run_id: &str,
+) -> Result<(), sqlx::Error> {
+    let sql = match backend {
+        Backend::Sqlite => {
+            "DELETE FROM run_docs WHERE rowid = (SELECT rowid FROM runs WHERE id = $1)"
+        }
+        Backend::Postgres => "DELETE FROM run_docs WHERE run_id = $1",
+    };
+    tx.execute(sql, vec![run_id.into()]).await.map(drop)
+}
+
+/// Indexes a whole run from its runlog's events: events, row, and document when it ended.
+pub(crate) async fn index_run(
+    tx: &mut Tx,
+    backend: Backend,
+    run: &RunSummary,
+    events: &[RunEvent],
+) -> Result<(), sqlx::Error> {
+    for event in events {
+        insert_event(tx, run.id.as_str(), event).await?;
+    }
+    upsert_run(tx, run, true).await?;
+    if run.ended_at.is_some() {
+        write_document(tx, backend, run).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! `fabric-store-sql`: the database-backed run store (issue #9).
+//!
+//! An adapter implementing fabric-core's [`RunStore`] and [`RunCatalog`] ports on SQLite
+//! (embedded, the default: one file `<root>/fabric.db`) or PostgreSQL (a `postgres://` URL),
+//! with the same schema and behaviour on both. It sits beside `fabric-store-fs`, which it
+//! wraps: every run still gets `<root>/runs/<id>/workspace/` and `runlog.jsonl`, and the
+//! runlog stays the source of truth. The database is an index of the runlogs, written
+//! behind them by one writer task per store, that makes listing, search (full-text and
+//! semantic), stats and pruning fast.
+//!
+//! Key decisions (docs/STORE.md, ADR-038 to ADR-040):
+//! - a runlog line is written to the file first, then queued (bounded channel) for the
+//!   writer, which batches events into transactions; a terminal event is acknowledged only
+//!   once committed, so a finished run is listed as finished;
+//! - a failed database write never fails the run: it is logged, and [`RunCatalog::reindex`]
+//!   (cheaply, also [`SqlStore::open`]) brings the index back in line with the runlogs;
+//! - runtime `sqlx::query` with bound values only; a search string is never SQL nor FTS
+//!   syntax.
+//!
+//! Layout: `open` (connecting, pragmas, migrating), `schema`, `db` (one API over both
+//! drivers), `index` (the writes shared by the writer and reindexing), `writer`, `queries`,
+//! `search` + `vectors` + `document`, `stats`, `prune`, `reconcile`, `error`.
+
+mod db;
+mod document;
+mod error;
+mod index;
+mod open;
+mod prune;
+mod queries;
+mod reconcile;
+mod schema;
+mod search;
+mod stats;
+mod vectors;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fabric_core::{
+    NewRun, RunCatalog, RunQuery, RunStore, SearchHit, SearchQuery, StatsQuery, StatsRow,
+    StoreError,
+};
+use fabric_domain::{RunEvent, RunId, RunSummary};
+use fabric_store_fs::FsRunStore;
+use tokio::sync::mpsc;
+
+pub use document::{DOCUMENT_CAP, fts5_query, query_words, search_document, snippet};
+pub use error::{SqlError, redact};
+pub use schema::SCHEMA_VERSION;
+pub use writer::SqlRunLog;
+
+/// The SQLite file's name inside the workspace root.
+pub const SQLITE_FILE: &str = "fabric.db";
+
+/// Tuning of a store; the defaults suit the CLI and the server.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// How long SQLite waits for another connection's lock before giving up.
+    pub busy_timeout: Duration,
+    /// How long to wait for a database connection (PostgreSQL down: fail after this).
+    pub connect_timeout: Duration,
+    /// Events queued for the writer before `append` waits (back-pressure).
+    pub queue: usize,
+    /// Most events written in one transaction.
+    pub batch: usize,
+    /// After a failed write, how long the writer skips the database (the runlog has the
+    /// events; reindexing repairs the gap) instead of making every event wait on it.
+    pub retry_after: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            queue: 1024,
+            batch: 256,
+            retry_after: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The run store on a database: SQLite under the workspace root, or PostgreSQL.
+#[derive(Clone)]
+pub struct SqlStore {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) db: db::Db,
+    /// Safe to print: `sqlite:/path/fabric.db` or `postgres://user@host:port/db`.
+    pub(crate) name: String,
+    /// `host:port` for connection errors.
+    pub(crate) addr: String,
+    pub(crate) fs: FsRunStore,
+    pub(crate) root: PathBuf,
+    pub(crate) writer: mpsc::Sender<writer::Msg>,
+    pub(crate) vectors: vectors::VectorCache,
+}
+
+impl std::fmt::Debug for SqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("store", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqlStore {
+    /// Opens the store: `None` is SQLite in `<root>/fabric.db` (created on first use), a
+    /// `postgres://` URL a PostgreSQL database. Migrates the schema, starts the writer, and
+    /// catches up with the runlogs cheaply (a one-time import of runs from before the store,
+    /// and running runs whose runlog is ahead of the index).
+    pub async fn open(url: Option<&str>, root: &Path) -> Result<Self, StoreError> {
+        Self::open_with(url, root, StoreOptions::default()).await
+    }
+
+    /// [`SqlStore::open`] with explicit tuning.
+    pub async fn open_with(
+        url: Option<&str>,
+        root: &Path,
+        options: StoreOptions,
+    ) -> Result<Self, StoreError> {
+        open::open(url, root, options).await
+    }
+
+    /// Brings the schema up to this fabric's version (done on open too); returns the
+    /// version. A database migrated by a newer fabric is refused.
+    pub async fn migrate(&self) -> Result<i64, StoreError> {
+        open::migrate(&self.inner.db, &self.inner.name).await?;
+        Ok(SCHEMA_VERSION)
+    }
+
+    /// The workspace root (the directory holding `runs/`).
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// Waits until every event appended so far is written (or given up on).
+    pub async fn flush(&self) {
+        writer::flush(&self.inner.writer).await;
+    }
+
+    /// Flushes, then closes the database connections.
+    pub async fn close(&self) {
+        self.flush().await;
+        self.inner.db.close().await;
+    }
+
+    pub(crate) fn err(&self, error: &sqlx::Error) -> StoreError {
+        SqlError::from_sqlx(error, &self.inner.addr).into_store(&self.inner.name)
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+#[async_trait]
+impl RunStore for SqlStore {
+    async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
+        writer::create_run(self, id).await
+    }
+
+    async fn list_runs(&self, query: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
+        queries::list_runs(self, query).await
+    }
+
+    async fn get_run(&self, id: &RunId) -> Result<RunSummary, StoreError> {
+        queries::get_run(self, id).await
+    }
+
+    async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+        queries::read_events(self, id).await
+    }
+}
+
+#[async_trait]
+impl RunCatalog for SqlStore {
+    async fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
+        search::search(self, query).await
+    }
+
+    async fn stats(&self, query: &StatsQuery) -> Result<Vec<StatsRow>, StoreError> {
+        stats::stats(self, query).await
+    }
+
+    async fn put_embedding(
+        &self,
+        id: &RunId,
+        model: &str,
+        vector: &[f32],
+    ) -> Result<(), StoreError> {
+        vectors::put_embedding(self, id, model, vector).await
+    }
+
+    async fn missing_embeddings(
+        &self,
+        model: &str,
+        limit: usize,
+    ) -> Result<Vec<(RunId, String)>, StoreError> {
+        vectors::missing_embeddings(self, model, limit).await
+    }
+
+    async fn prune(&self, before: f64) -> Result<Vec<RunId>, StoreError> {
+        prune::prune(self, before).await
+    }
+
+    async fn reindex(&self) -> Result<usize, StoreError> {
+        reconcile::reindex(self).await
+    }
+
+    fn describe(&self) -> String {
+        self.inner.name.clone()
+    }
+}

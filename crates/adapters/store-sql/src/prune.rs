@@ -1,0 +1,67 @@
+//! `RunCatalog::prune`: deleting ended runs that started before a time, everywhere: rows,
+//! events, embeddings, full-text documents, and the run directory (runlog and workspace).
+
+use fabric_core::StoreError;
+use fabric_domain::RunId;
+
+use crate::db::{Arg, placeholders};
+use crate::{SqlStore, index, vectors};
+
+/// How many runs are deleted per transaction.
+const CHUNK: usize = 200;
+
+pub(crate) async fn prune(store: &SqlStore, before: f64) -> Result<Vec<RunId>, StoreError> {
+    let db = &store.inner.db;
+    let rows = db
+        .fetch_all(
+            "SELECT id FROM runs WHERE status <> 'running' AND started_at < $1 ORDER BY id",
+            vec![Arg::Real(before)],
+        )
+        .await
+        .map_err(|e| store.err(&e))?;
+    let ids: Vec<RunId> = rows
+        .iter()
+        .filter_map(|r| r.text("id").ok())
+        .filter_map(|id| RunId::parse(&id).ok())
+        .collect();
+    let backend = db.backend();
+    for chunk in ids.chunks(CHUNK) {
+        let result = async {
+            let mut tx = db.begin().await?;
+            for id in chunk {
+                index::delete_document(&mut tx, backend, id.as_str()).await?;
+            }
+            let list = placeholders(1, chunk.len());
+            let args: Vec<Arg> = chunk.iter().map(|id| id.as_str().into()).collect();
+            for sql in [
+                format!("DELETE FROM events WHERE run_id IN ({list})"),
+                format!("DELETE FROM embeddings WHERE run_id IN ({list})"),
+                format!("DELETE FROM run_specialists WHERE run_id IN ({list})"),
+                format!("DELETE FROM run_models WHERE run_id IN ({list})"),
+                // Checked again: a run cannot go back to running, but be exact.
+                format!("DELETE FROM runs WHERE id IN ({list}) AND status <> 'running'"),
+            ] {
+                tx.execute(&sql, args.clone()).await?;
+            }
+            vectors::bump_generation(&mut tx).await?;
+            tx.commit().await
+        }
+        .await;
+        result.map_err(|e| store.err(&e))?;
+        for id in chunk {
+            let dir = store.inner.fs.run_dir(id);
+            match tokio::fs::remove_dir_all(&dir).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(StoreError::Io {
+                        action: "cannot delete",
+                        path: dir,
+                        detail: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(ids)
+}

@@ -1,0 +1,199 @@
+//! Reading runs: listing (an index range scan, newest first), one run, one run's events.
+
+use fabric_core::{RunQuery, RunStore, StoreError};
+use fabric_domain::{RunEvent, RunId, RunStatus, RunSummary, Usage};
+use fabric_store_fs::RUNLOG_FILE;
+
+use crate::SqlStore;
+use crate::db::{Arg, Row, placeholders};
+
+/// The `runs` columns a summary is read from, prefixed `r.`.
+pub(crate) const SUMMARY_COLUMNS: &str = "r.id, r.parent_id, r.prompt, r.specialist_ids, r.model_keys, r.models, r.status, \
+     r.reason, r.started_at, r.ended_at, r.steps, r.prompt_tokens, r.completion_tokens, r.total_tokens, \
+     r.tool_calls, r.tool_errors, r.events, r.summary, r.result";
+
+fn uint(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or_default()
+}
+
+fn small(value: i64) -> u32 {
+    u32::try_from(value).unwrap_or_default()
+}
+
+fn list(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+/// A status as stored; an unknown one (from a newer fabric) reads as `failed`.
+pub(crate) fn parse_status(text: &str) -> RunStatus {
+    serde_json::from_value(serde_json::Value::String(text.to_owned())).unwrap_or(RunStatus::Failed)
+}
+
+/// A run row as a summary.
+pub(crate) fn summary(row: &Row) -> Result<RunSummary, sqlx::Error> {
+    let id = row.text("id")?;
+    let id = RunId::parse(&id).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    Ok(RunSummary {
+        id,
+        parent_id: row
+            .opt_text("parent_id")?
+            .and_then(|p| RunId::parse(&p).ok()),
+        started_at: row.real("started_at")?,
+        ended_at: row.opt_real("ended_at")?,
+        status: parse_status(&row.text("status")?),
+        reason: row.opt_text("reason")?,
+        prompt: row.text("prompt")?,
+        specialist_ids: list(&row.text("specialist_ids")?),
+        model_keys: list(&row.text("model_keys")?),
+        models: list(&row.text("models")?),
+        summary: row.opt_text("summary")?,
+        result: row
+            .opt_text("result")?
+            .and_then(|r| serde_json::from_str(&r).ok()),
+        steps: small(row.int("steps")?),
+        usage: Usage {
+            prompt_tokens: uint(row.int("prompt_tokens")?),
+            completion_tokens: uint(row.int("completion_tokens")?),
+            total_tokens: uint(row.int("total_tokens")?),
+        },
+        tool_calls: small(row.int("tool_calls")?),
+        tool_errors: small(row.int("tool_errors")?),
+        events: uint(row.int("events")?),
+    })
+}
+
+/// Runs newest first. With a specialist, the scan walks `run_specialists`' key
+/// `(specialist_id, run_id)` backwards; otherwise `runs`' primary key (or `(status, id)`).
+pub(crate) async fn list_runs(
+    store: &SqlStore,
+    query: &RunQuery,
+) -> Result<Vec<RunSummary>, StoreError> {
+    if query.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut args: Vec<Arg> = Vec::new();
+    let mut sql = format!("SELECT {SUMMARY_COLUMNS} FROM ");
+    let mut conditions = Vec::new();
+    let order = if let Some(specialist) = &query.specialist {
+        sql.push_str("run_specialists s JOIN runs r ON r.id = s.run_id");
+        args.push(specialist.as_str().into());
+        conditions.push(format!("s.specialist_id = ${}", args.len()));
+        if let Some(before) = &query.before {
+            args.push(before.as_str().into());
+            conditions.push(format!("s.run_id < ${}", args.len()));
+        }
+        "s.run_id DESC"
+    } else {
+        sql.push_str("runs r");
+        if let Some(before) = &query.before {
+            args.push(before.as_str().into());
+            conditions.push(format!("r.id < ${}", args.len()));
+        }
+        "r.id DESC"
+    };
+    if let Some(status) = query.status {
+        args.push(status.as_str().into());
+        conditions.push(format!("r.status = ${}", args.len()));
+    }
+    if let Some(since) = query.since {
+        args.push(Arg::Real(since));
+        conditions.push(format!("r.started_at >= ${}", args.len()));
+    }
+    if !conditions.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conditions.join(" AND "));
+    }
+    args.push(Arg::Int(i64::try_from(query.limit).unwrap_or(i64::MAX)));
+    sql.push_str(&format!(" ORDER BY {order} LIMIT ${}", args.len()));
+    let rows = store
+        .inner
+        .db
+        .fetch_all(&sql, args)
+        .await
+        .map_err(|e| store.err(&e))?;
+    rows.iter()
+        .map(summary)
+        .collect::<Result<_, _>>()
+        .map_err(|e| store.err(&e))
+}
+
+/// Summaries of these runs, in the order given (missing ones left out).
+pub(crate) async fn summaries(
+    store: &SqlStore,
+    ids: &[String],
+) -> Result<Vec<RunSummary>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT {SUMMARY_COLUMNS} FROM runs r WHERE r.id IN ({})",
+        placeholders(1, ids.len())
+    );
+    let rows = store
+        .inner
+        .db
+        .fetch_all(&sql, ids.iter().map(|id| Arg::Text(id.clone())).collect())
+        .await
+        .map_err(|e| store.err(&e))?;
+    let mut found: Vec<RunSummary> = rows
+        .iter()
+        .map(summary)
+        .collect::<Result<_, _>>()
+        .map_err(|e| store.err(&e))?;
+    found.sort_by_key(|s| ids.iter().position(|id| id == s.id.as_str()));
+    Ok(found)
+}
+
+/// One run: folded from its runlog when it is on this machine (the source of truth), else
+/// the database's row.
+pub(crate) async fn get_run(store: &SqlStore, id: &RunId) -> Result<RunSummary, StoreError> {
+    if has_runlog(store, id).await {
+        let events = store.inner.fs.read_events(id).await?;
+        return Ok(RunSummary::from_events(id.clone(), &events));
+    }
+    summaries(store, &[id.as_str().to_owned()])
+        .await?
+        .pop()
+        .ok_or_else(|| StoreError::NotFound(id.clone()))
+}
+
+async fn has_runlog(store: &SqlStore, id: &RunId) -> bool {
+    tokio::fs::try_exists(store.inner.fs.run_dir(id).join(RUNLOG_FILE))
+        .await
+        .unwrap_or(false)
+}
+
+/// One run's events: from its runlog when it is on this machine, else from the database
+/// (a run made on another machine sharing PostgreSQL).
+pub(crate) async fn read_events(store: &SqlStore, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+    if has_runlog(store, id).await {
+        return store.inner.fs.read_events(id).await;
+    }
+    let rows = store
+        .inner
+        .db
+        .fetch_all(
+            "SELECT line FROM events WHERE run_id = $1 ORDER BY seq",
+            vec![id.as_str().into()],
+        )
+        .await
+        .map_err(|e| store.err(&e))?;
+    if rows.is_empty() {
+        // A run created but with no event yet still exists.
+        return match summaries(store, &[id.as_str().to_owned()]).await?.pop() {
+            Some(_) => Ok(Vec::new()),
+            None => Err(StoreError::NotFound(id.clone())),
+        };
+    }
+    let mut events = Vec::with_capacity(rows.len());
+    for (index, row) in rows.iter().enumerate() {
+        let line = row.text("line").map_err(|e| store.err(&e))?;
+        let event = serde_json::from_str(&line).map_err(|e| StoreError::Corrupt {
+            path: format!("{}#events/{id}", store.inner.name).into(),
+            line: index + 1,
+            detail: e.to_string(),
+        })?;
+        events.push(event);
+    }
+    Ok(events)
+}

@@ -1,0 +1,233 @@
+//! The schema, as numbered migrations per backend, and the version check.
+//!
+//! `fabric_schema` holds one row per applied migration. A database whose highest version is
+//! above [`SCHEMA_VERSION`] was migrated by a newer fabric and is refused rather than
+//! guessed at. Each migration runs in one transaction with the version row, so a crash leaves
+//! either the old or the new schema.
+
+use crate::db::{Arg, Backend, Db};
+
+/// The newest schema version this fabric knows.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// One migration: its version, what it does, and its SQL for each backend.
+struct Migration {
+    version: i64,
+    description: &'static str,
+    sqlite: &'static str,
+    postgres: &'static str,
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "runs, events, embeddings, full-text documents",
+    sqlite: r#"
+CREATE TABLE fabric_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    parent_id TEXT,
+    prompt TEXT NOT NULL,
+    specialist_ids TEXT NOT NULL,
+    model_keys TEXT NOT NULL,
+    models TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    steps INTEGER NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    total_tokens INTEGER NOT NULL,
+    tool_calls INTEGER NOT NULL,
+    tool_errors INTEGER NOT NULL,
+    events INTEGER NOT NULL,
+    summary TEXT,
+    result TEXT
+);
+CREATE INDEX runs_status_id ON runs (status, id);
+CREATE INDEX runs_started ON runs (started_at);
+CREATE TABLE run_specialists (
+    specialist_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (specialist_id, run_id)
+) WITHOUT ROWID;
+CREATE INDEX run_specialists_run ON run_specialists (run_id);
+CREATE TABLE run_models (
+    model_key TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (model_key, run_id)
+) WITHOUT ROWID;
+CREATE INDEX run_models_run ON run_models (run_id);
+CREATE TABLE events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    step INTEGER,
+    tool TEXT,
+    line TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX events_tool ON events (tool, run_id) WHERE tool IS NOT NULL;
+CREATE TABLE embeddings (
+    run_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    dims INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, run_id)
+);
+CREATE INDEX embeddings_run ON embeddings (run_id);
+CREATE VIRTUAL TABLE run_docs USING fts5 (run_id UNINDEXED, body, tokenize = 'porter unicode61');
+"#,
+    postgres: r#"
+CREATE TABLE fabric_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    parent_id TEXT COLLATE "C",
+    prompt TEXT NOT NULL,
+    specialist_ids TEXT NOT NULL,
+    model_keys TEXT NOT NULL,
+    models TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    started_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION,
+    steps BIGINT NOT NULL,
+    prompt_tokens BIGINT NOT NULL,
+    completion_tokens BIGINT NOT NULL,
+    total_tokens BIGINT NOT NULL,
+    tool_calls BIGINT NOT NULL,
+    tool_errors BIGINT NOT NULL,
+    events BIGINT NOT NULL,
+    summary TEXT,
+    result TEXT
+);
+CREATE INDEX runs_status_id ON runs (status, id);
+CREATE INDEX runs_started ON runs (started_at);
+CREATE TABLE run_specialists (
+    specialist_id TEXT NOT NULL,
+    run_id TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (specialist_id, run_id)
+);
+CREATE INDEX run_specialists_run ON run_specialists (run_id);
+CREATE TABLE run_models (
+    model_key TEXT NOT NULL,
+    run_id TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (model_key, run_id)
+);
+CREATE INDEX run_models_run ON run_models (run_id);
+CREATE TABLE events (
+    run_id TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    ts DOUBLE PRECISION NOT NULL,
+    kind TEXT NOT NULL,
+    step BIGINT,
+    tool TEXT,
+    line TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE INDEX events_tool ON events (tool, run_id) WHERE tool IS NOT NULL;
+CREATE TABLE embeddings (
+    run_id TEXT COLLATE "C" NOT NULL,
+    model TEXT NOT NULL,
+    dims BIGINT NOT NULL,
+    vector BYTEA NOT NULL,
+    PRIMARY KEY (model, run_id)
+);
+CREATE INDEX embeddings_run ON embeddings (run_id);
+CREATE TABLE run_docs (
+    run_id TEXT COLLATE "C" PRIMARY KEY,
+    body TEXT NOT NULL,
+    tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', body)) STORED
+);
+CREATE INDEX run_docs_tsv ON run_docs USING GIN (tsv);
+"#,
+}];
+
+/// The highest version recorded, or 0 for an empty database.
+pub(crate) async fn current_version(db: &Db) -> Result<i64, sqlx::Error> {
+    let exists_sql = match db.backend() {
+        Backend::Sqlite => {
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'fabric_schema'"
+        }
+        Backend::Postgres => {
+            "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'fabric_schema'"
+        }
+    };
+    let exists = db
+        .fetch_optional(exists_sql, vec![])
+        .await?
+        .map(|row| row.int("n"))
+        .transpose()?
+        .unwrap_or(0);
+    if exists == 0 {
+        return Ok(0);
+    }
+    let row = db
+        .fetch_optional(
+            "SELECT COALESCE(MAX(version), 0) AS v FROM fabric_schema",
+            vec![],
+        )
+        .await?;
+    row.map(|r| r.int("v"))
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
+/// What [`migrate`] found.
+pub(crate) enum Migrated {
+    /// The schema is at [`SCHEMA_VERSION`] (after applying this many migrations).
+    UpToDate(usize),
+    /// The database is newer than this fabric.
+    Newer(i64),
+}
+
+/// Applies the migrations the database lacks, each in its own transaction.
+pub(crate) async fn migrate(db: &Db) -> Result<Migrated, sqlx::Error> {
+    let found = current_version(db).await?;
+    if found > SCHEMA_VERSION {
+        return Ok(Migrated::Newer(found));
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(Migrated::UpToDate(0));
+    }
+    let mut applied = 0;
+    for migration in MIGRATIONS.iter().filter(|m| m.version > found) {
+        let mut tx = db.begin().await?;
+        if db.backend() == Backend::Postgres {
+            // Two fabrics opening a new database at once: the second waits, then finds the
+            // schema made and skips.
+            tx.execute("SELECT pg_advisory_xact_lock(7351002)", vec![])
+                .await?;
+        }
+        tx.execute_script(
+            "CREATE TABLE IF NOT EXISTS fabric_schema (version BIGINT PRIMARY KEY, description TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)",
+        )
+        .await?;
+        let done = tx
+            .fetch_all(
+                "SELECT version FROM fabric_schema WHERE version = $1",
+                vec![Arg::Int(migration.version)],
+            )
+            .await?;
+        if done.is_empty() {
+            tx.execute_script(match db.backend() {
+                Backend::Sqlite => migration.sqlite,
+                Backend::Postgres => migration.postgres,
+            })
+            .await?;
+            tx.execute(
+                "INSERT INTO fabric_schema (version, description, applied_at) VALUES ($1, $2, $3)",
+                vec![
+                    Arg::Int(migration.version),
+                    migration.description.into(),
+                    Arg::Real(crate::now()),
+                ],
+            )
+            .await?;
+            applied += 1;
+        }
+        tx.commit().await?;
+    }
+    Ok(Migrated::UpToDate(applied))
+}

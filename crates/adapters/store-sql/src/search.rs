@@ -1,0 +1,231 @@
+//! `RunCatalog::search`: full-text (SQLite FTS5 with bm25, PostgreSQL `tsvector` + GIN with
+//! `ts_rank_cd`), semantic (cosine over the model's vectors), and hybrid by default when an
+//! embedding is given: reciprocal-rank fusion of both rankings, so a run without an
+//! embedding is still found by its words.
+
+use std::collections::HashMap;
+
+use fabric_core::{SearchHit, SearchQuery, StoreError};
+
+use crate::db::{Arg, Backend, placeholders};
+use crate::document::{fts5_query, plain_query, query_words, snippet};
+use crate::queries::summaries;
+use crate::{SqlStore, vectors};
+
+/// Reciprocal-rank fusion's damping constant (the usual 60).
+const RRF_K: f64 = 60.0;
+/// Characters of context each side of a snippet's match.
+const SNIPPET_RADIUS: usize = 80;
+
+/// The filters of a search as SQL conditions on `r` (the `runs` row), numbered from `first`.
+fn filters(query: &SearchQuery, args: &mut Vec<Arg>) -> String {
+    let mut sql = String::new();
+    if let Some(specialist) = &query.specialist {
+        args.push(specialist.as_str().into());
+        sql.push_str(&format!(
+            " AND EXISTS (SELECT 1 FROM run_specialists s WHERE s.specialist_id = ${} AND s.run_id = r.id)",
+            args.len()
+        ));
+    }
+    if let Some(status) = query.status {
+        args.push(status.as_str().into());
+        sql.push_str(&format!(" AND r.status = ${}", args.len()));
+    }
+    if let Some(since) = query.since {
+        args.push(Arg::Real(since));
+        sql.push_str(&format!(" AND r.started_at >= ${}", args.len()));
+    }
+    sql
+}
+
+fn has_filters(query: &SearchQuery) -> bool {
+    query.specialist.is_some() || query.status.is_some() || query.since.is_some()
+}
+
+pub(crate) async fn search(
+    store: &SqlStore,
+    query: &SearchQuery,
+) -> Result<Vec<SearchHit>, StoreError> {
+    let words = query_words(&query.text);
+    if query.semantic_only && query.embedding.is_none() {
+        return Err(StoreError::InvalidQuery(
+            "a semantic search needs the query's embedding: configure an embeddings model".into(),
+        ));
+    }
+    if words.is_empty() && query.embedding.is_none() {
+        return Err(StoreError::InvalidQuery(
+            "nothing to search for: give some words".into(),
+        ));
+    }
+    if query.limit == 0 {
+        return Ok(Vec::new());
+    }
+    // Each ranking contributes this many candidates to the fusion.
+    let depth = (query.limit * 4).clamp(20, 400);
+
+    let text = if query.semantic_only || words.is_empty() {
+        Vec::new()
+    } else {
+        text_ranking(store, query, &words, depth).await?
+    };
+    let (semantic, model) = match &query.embedding {
+        Some(embedding) => {
+            let model = vectors::model_vectors(store, &embedding.model).await?;
+            let ranked = filtered(store, query, model.ranked(&embedding.vector), depth).await?;
+            (ranked, Some(model))
+        }
+        None => (Vec::new(), None),
+    };
+
+    let text_scores: HashMap<&str, f64> = text.iter().map(|(id, s)| (id.as_str(), *s)).collect();
+    let mut fused: HashMap<String, f64> = HashMap::new();
+    let order: Vec<(String, f64)> = if query.embedding.is_none() {
+        text.clone()
+    } else if query.semantic_only {
+        semantic.clone()
+    } else {
+        for ranking in [&text, &semantic] {
+            for (rank, (id, _)) in ranking.iter().enumerate() {
+                *fused.entry(id.clone()).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+            }
+        }
+        let mut order: Vec<(String, f64)> = fused.into_iter().collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        order
+    };
+    let order: Vec<(String, f64)> = order.into_iter().take(query.limit).collect();
+    let ids: Vec<String> = order.iter().map(|(id, _)| id.clone()).collect();
+    let runs = summaries(store, &ids).await?;
+    let bodies = documents(store, &ids).await?;
+
+    let mut hits = Vec::with_capacity(runs.len());
+    for run in runs {
+        let id = run.id.as_str().to_owned();
+        let score = order
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, s)| *s)
+            .unwrap_or_default();
+        let semantic_score = match (&model, &query.embedding) {
+            (Some(model), Some(embedding)) => model.similarity(&id, &embedding.vector),
+            _ => None,
+        };
+        let text_of = bodies.get(&id).map(String::as_str).unwrap_or(&run.prompt);
+        hits.push(SearchHit {
+            score,
+            text_score: text_scores.get(id.as_str()).copied(),
+            semantic_score,
+            snippet: snippet(text_of, &words, SNIPPET_RADIUS),
+            run,
+        });
+    }
+    Ok(hits)
+}
+
+/// Runs whose document has all the words, best first, with their text score (higher is
+/// better).
+async fn text_ranking(
+    store: &SqlStore,
+    query: &SearchQuery,
+    words: &[String],
+    depth: usize,
+) -> Result<Vec<(String, f64)>, StoreError> {
+    let mut args: Vec<Arg> = Vec::new();
+    let sql = match store.inner.db.backend() {
+        Backend::Sqlite => {
+            args.push(Arg::Text(fts5_query(words)));
+            let filters = filters(query, &mut args);
+            args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
+            format!(
+                "SELECT r.id AS id, -bm25(run_docs) AS score FROM run_docs JOIN runs r ON r.rowid = run_docs.rowid \
+                 WHERE run_docs MATCH $1{filters} ORDER BY bm25(run_docs) LIMIT ${}",
+                args.len()
+            )
+        }
+        Backend::Postgres => {
+            args.push(Arg::Text(plain_query(words)));
+            let filters = filters(query, &mut args);
+            args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
+            format!(
+                "SELECT r.id AS id, CAST(ts_rank_cd(d.tsv, q) AS DOUBLE PRECISION) AS score \
+                 FROM run_docs d JOIN runs r ON r.id = d.run_id, plainto_tsquery('english', $1) q \
+                 WHERE d.tsv @@ q{filters} ORDER BY score DESC, r.id DESC LIMIT ${}",
+                args.len()
+            )
+        }
+    };
+    let rows = store
+        .inner
+        .db
+        .fetch_all(&sql, args)
+        .await
+        .map_err(|e| store.err(&e))?;
+    rows.iter()
+        .map(|r| Ok((r.text("id")?, r.real("score")?)))
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(|e| store.err(&e))
+}
+
+/// The first `depth` runs of a vector ranking that pass the filters, checked in chunks.
+async fn filtered(
+    store: &SqlStore,
+    query: &SearchQuery,
+    ranked: Vec<(String, f64)>,
+    depth: usize,
+) -> Result<Vec<(String, f64)>, StoreError> {
+    if !has_filters(query) {
+        return Ok(ranked.into_iter().take(depth).collect());
+    }
+    let mut out = Vec::new();
+    for chunk in ranked.chunks(500) {
+        let mut args: Vec<Arg> = chunk.iter().map(|(id, _)| Arg::Text(id.clone())).collect();
+        let filters = filters(query, &mut args);
+        let sql = format!(
+            "SELECT r.id AS id FROM runs r WHERE r.id IN ({}){filters}",
+            placeholders(1, chunk.len())
+        );
+        let rows = store
+            .inner
+            .db
+            .fetch_all(&sql, args)
+            .await
+            .map_err(|e| store.err(&e))?;
+        let pass: std::collections::HashSet<String> =
+            rows.iter().filter_map(|r| r.text("id").ok()).collect();
+        out.extend(chunk.iter().filter(|(id, _)| pass.contains(id)).cloned());
+        if out.len() >= depth {
+            break;
+        }
+    }
+    out.truncate(depth);
+    Ok(out)
+}
+
+/// The full-text documents of these runs, by id.
+async fn documents(
+    store: &SqlStore,
+    ids: &[String],
+) -> Result<HashMap<String, String>, StoreError> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let list = placeholders(1, ids.len());
+    let sql = match store.inner.db.backend() {
+        Backend::Sqlite => format!(
+            "SELECT r.id AS id, d.body AS body FROM run_docs d JOIN runs r ON r.rowid = d.rowid WHERE r.id IN ({list})"
+        ),
+        Backend::Postgres => {
+            format!("SELECT run_id AS id, body FROM run_docs WHERE run_id IN ({list})")
+        }
+    };
+    let rows = store
+        .inner
+        .db
+        .fetch_all(&sql, ids.iter().map(|id| Arg::Text(id.clone())).collect())
+        .await
+        .map_err(|e| store.err(&e))?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| Some((r.text("id").ok()?, r.text("body").ok()?)))
+        .collect())
+}

@@ -1,0 +1,270 @@
+//! Writing behind the runlog: [`SqlRunLog`] appends each line to the file, then hands the
+//! event to the store's one writer task through a bounded channel; the writer folds a
+//! [`RunSummary`] per live run and writes events and run rows in batched transactions.
+//! Terminal events are acknowledged after their commit. A failed write is logged and never
+//! fails the run: the runlog has the events, and reindexing repairs the index.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use fabric_core::{NewRun, RunLog, RunStore, StoreError};
+use fabric_domain::{RunEvent, RunId, RunSummary};
+use fabric_store_fs::{FileRunLog, FsRunStore, RUNLOG_FILE};
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use crate::db::{Backend, Db};
+use crate::error::SqlError;
+use crate::{SqlStore, StoreOptions, index};
+
+/// What the writer is asked to do.
+pub(crate) enum Msg {
+    /// Index one event (acknowledged once written, or given up on, when `ack` is set).
+    Event {
+        run: RunId,
+        event: RunEvent,
+        ack: Option<oneshot::Sender<()>>,
+    },
+    /// Acknowledge once everything before is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// Creates the run's directory and runlog, and its row (status `running`) at once.
+pub(crate) async fn create_run(store: &SqlStore, id: RunId) -> Result<NewRun, StoreError> {
+    let inner = &store.inner;
+    let created = inner.fs.create_run(id.clone()).await?;
+    let path = inner.fs.run_dir(&id).join(RUNLOG_FILE);
+    let mut row = RunSummary::new(id.clone());
+    row.started_at = crate::now();
+    let inserted = async {
+        let mut tx = inner.db.begin().await?;
+        index::upsert_run(&mut tx, &row, false).await?;
+        tx.commit().await
+    }
+    .await;
+    if let Err(e) = inserted {
+        tracing::warn!(
+            store = %inner.name,
+            run = %id,
+            error = %SqlError::from_sqlx(&e, &inner.addr),
+            "the store could not record a new run; it goes on, and `fabric index rebuild` adds it later"
+        );
+    }
+    let log = SqlRunLog {
+        file: FileRunLog::create(path).await?,
+        run: id,
+        writer: inner.writer.clone(),
+        order: Mutex::new(()),
+        store: inner.name.clone(),
+    };
+    Ok(NewRun {
+        id: created.id,
+        workspace: created.workspace,
+        log: Box::new(log),
+    })
+}
+
+/// The runlog of one run: the file first, then the database behind it.
+pub struct SqlRunLog {
+    file: FileRunLog,
+    run: RunId,
+    writer: mpsc::Sender<Msg>,
+    // Keeps the writer's order the file's order when appends race (parallel task forces).
+    order: Mutex<()>,
+    store: String,
+}
+
+impl std::fmt::Debug for SqlRunLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlRunLog")
+            .field("run", &self.run)
+            .field("path", &self.file.path())
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl RunLog for SqlRunLog {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        let guard = self.order.lock().await;
+        self.file.append(event).await?;
+        let terminal = event.kind.is_terminal();
+        let (ack, acked) = if terminal {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        let sent = self
+            .writer
+            .send(Msg::Event {
+                run: self.run.clone(),
+                event: event.clone(),
+                ack,
+            })
+            .await;
+        drop(guard);
+        if sent.is_err() {
+            tracing::warn!(store = %self.store, run = %self.run, "the store's writer has stopped; the runlog has the event");
+            return Ok(());
+        }
+        if let Some(acked) = acked
+            && acked.await.is_err()
+        {
+            tracing::warn!(store = %self.store, run = %self.run, "the store's writer stopped before the run's end was indexed");
+        }
+        Ok(())
+    }
+}
+
+/// Waits until the writer has handled everything sent before.
+pub(crate) async fn flush(writer: &mpsc::Sender<Msg>) {
+    let (tx, rx) = oneshot::channel();
+    if writer.send(Msg::Flush(tx)).await.is_ok() {
+        let _ = rx.await;
+    }
+}
+
+/// The writer task's state.
+pub(crate) struct Writer {
+    db: Db,
+    name: String,
+    fs: FsRunStore,
+    batch: usize,
+    retry_after: Duration,
+    /// Summaries of the runs in progress, folded from their events.
+    live: HashMap<RunId, RunSummary>,
+    /// Runs some of whose events were not written: re-read from the runlog once possible.
+    behind: HashSet<RunId>,
+    /// While set and in the future, the database is not tried.
+    paused_until: Option<Instant>,
+}
+
+impl Writer {
+    pub(crate) fn new(db: Db, name: String, root: PathBuf, options: StoreOptions) -> Self {
+        Self {
+            db,
+            name,
+            fs: FsRunStore::new(root),
+            batch: options.batch.max(1),
+            retry_after: options.retry_after,
+            live: HashMap::new(),
+            behind: HashSet::new(),
+            paused_until: None,
+        }
+    }
+}
+
+/// The writer task: until every sender is gone, take what is queued (up to a batch), fold,
+/// write in one transaction, acknowledge.
+pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
+    while let Some(first) = receiver.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < writer.batch {
+            match receiver.try_recv() {
+                Ok(msg) => batch.push(msg),
+                Err(_) => break,
+            }
+        }
+        let mut events = Vec::new();
+        let mut acks = Vec::new();
+        let mut touched: Vec<RunId> = Vec::new();
+        let mut ended = Vec::new();
+        for msg in batch {
+            match msg {
+                Msg::Event { run, event, ack } => {
+                    let summary = writer
+                        .live
+                        .entry(run.clone())
+                        .or_insert_with(|| RunSummary::new(run.clone()));
+                    summary.apply(&event);
+                    if !touched.contains(&run) {
+                        touched.push(run.clone());
+                    }
+                    if event.kind.is_terminal() {
+                        ended.push(run.clone());
+                    }
+                    events.push((run, event));
+                    acks.extend(ack);
+                }
+                Msg::Flush(ack) => acks.push(ack),
+            }
+        }
+        let rows: Vec<RunSummary> = touched
+            .iter()
+            .filter_map(|id| writer.live.get(id).cloned())
+            .collect();
+        for id in &ended {
+            writer.live.remove(id);
+        }
+        if !events.is_empty() {
+            write(&mut writer, &events, &rows).await;
+        }
+        for ack in acks {
+            let _ = ack.send(());
+        }
+    }
+}
+
+async fn write(writer: &mut Writer, events: &[(RunId, RunEvent)], rows: &[RunSummary]) {
+    if writer.paused_until.is_some_and(|t| Instant::now() < t) {
+        writer.behind.extend(rows.iter().map(|r| r.id.clone()));
+        return;
+    }
+    let backend = writer.db.backend();
+    let result = async {
+        let mut tx = writer.db.begin().await?;
+        for (run, event) in events {
+            index::insert_event(&mut tx, run.as_str(), event).await?;
+        }
+        for row in rows {
+            index::upsert_run(&mut tx, row, true).await?;
+            if row.ended_at.is_some() {
+                index::write_document(&mut tx, backend, row).await?;
+            }
+        }
+        tx.commit().await
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            writer.paused_until = None;
+            let repair: Vec<RunId> = rows
+                .iter()
+                .map(|r| r.id.clone())
+                .filter(|id| writer.behind.contains(id))
+                .collect();
+            for id in repair {
+                catch_up_run(writer, backend, &id).await;
+            }
+        }
+        Err(e) => {
+            writer.paused_until = Some(Instant::now() + writer.retry_after);
+            writer.behind.extend(rows.iter().map(|r| r.id.clone()));
+            tracing::warn!(
+                store = %writer.name,
+                error = %SqlError::from_sqlx(&e, &writer.name),
+                runs = rows.len(),
+                "the store could not index events; the runs go on (their runlogs have every event) and `fabric index rebuild` repairs the index"
+            );
+        }
+    }
+}
+
+/// Re-reads a run the writer fell behind on from its runlog, now that the database answers.
+async fn catch_up_run(writer: &mut Writer, backend: Backend, id: &RunId) {
+    let Ok(events) = writer.fs.read_events(id).await else {
+        return;
+    };
+    let summary = RunSummary::from_events(id.clone(), &events);
+    let result = async {
+        let mut tx = writer.db.begin().await?;
+        index::index_run(&mut tx, backend, &summary, &events).await?;
+        tx.commit().await
+    }
+    .await;
+    if result.is_ok() {
+        writer.behind.remove(id);
+    }
+}
