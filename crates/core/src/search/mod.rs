@@ -187,7 +187,11 @@ impl RunSearch {
                 ),
             },
         };
-        let hits = self.catalog.search(&query).await?;
+        let hits = self.catalog.search(&query).await.map_err(|e| match e {
+            // The store's own words for a query it cannot run (only punctuation, say).
+            StoreError::InvalidQuery(message) => SearchError::Invalid(message),
+            other => SearchError::Store(other),
+        })?;
         Ok(SearchResults { mode, hits, note })
     }
 

@@ -59,7 +59,7 @@ fn allowed(package: &str) -> Option<(&'static [&'static str], &'static str)> {
         )),
         APP => None,
         // The database store indexes the file store's runlogs and keeps its run directories
-        // (the runlog is the source of truth, ADR-035): the one adapter-on-adapter arrow.
+        // (the runlog is the source of truth, ADR-038): the one adapter-on-adapter arrow.
         "fabric-store-sql" => Some((
             &[CORE, DOMAIN, CONFIG, "fabric-store-fs"],
             "the database store depends only on fabric-core, fabric-domain, fabric-config and fabric-store-fs",

@@ -2,7 +2,7 @@
 //! `fabric index rebuild` and `fabric store migrate`, over the store's index.
 
 use fabric_core::search::{SearchError, SearchRequest, results_json};
-use fabric_core::{StatsGroup, StatsQuery, StatsRow};
+use fabric_core::{RunCatalog, StatsGroup, StatsQuery, StatsRow};
 use fabric_domain::{RunStatus, parse_duration, parse_since};
 use serde_json::json;
 
@@ -204,17 +204,20 @@ pub(crate) async fn index(cli: &Cli, command: &IndexCommand) -> anyhow::Result<u
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "store": fabric_core::RunCatalog::describe(store.as_ref()),
+                "store": RunCatalog::describe(store.as_ref()),
                 "runs_reindexed": reindexed,
                 "semantic": search.is_semantic(),
                 "embedded": report.embedded,
                 "embedding_stopped": report.stopped,
             }))?
         );
+        if report.stopped.is_some() {
+            return Ok(1);
+        }
     } else {
         println!(
             "{}: {reindexed} runs brought up to date from their runlogs",
-            fabric_core::RunCatalog::describe(store.as_ref())
+            RunCatalog::describe(store.as_ref())
         );
         if search.is_semantic() {
             println!("{} runs embedded", report.embedded);
@@ -239,7 +242,7 @@ pub(crate) async fn store(cli: &Cli, command: &StoreCommand) -> anyhow::Result<u
     let version = store.migrate().await?;
     println!(
         "{}: schema at version {version}",
-        fabric_core::RunCatalog::describe(store.as_ref())
+        RunCatalog::describe(store.as_ref())
     );
     Ok(0)
 }

@@ -1,7 +1,6 @@
 //! `fabric doctor`: one line per check, each with the fix when it fails.
 
 use fabric_config::{Backend, Routing, Settings};
-use fabric_core::EmbeddingClient;
 use fabric_core::models::choose_model;
 use std::time::Duration;
 
@@ -72,7 +71,10 @@ async fn store_check(settings: &Settings, report: &mut Report) {
         Ok(store) => report.line(
             Verdict::Ok,
             "store",
-            &format!("{} (docs/STORE.md)", fabric_core::RunCatalog::describe(store.as_ref())),
+            &format!(
+                "{} (docs/STORE.md)",
+                fabric_core::RunCatalog::describe(store.as_ref())
+            ),
         ),
         Err(e) => report.line(Verdict::Fail, "store", &format!("{e:#}")),
     }

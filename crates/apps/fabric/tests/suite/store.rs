@@ -55,7 +55,13 @@ async fn run_all(fx: &Fixture) -> Vec<String> {
 
 async fn json_of(fx: &Fixture, args: &[&str]) -> Value {
     let run = fx.fabric(args).await;
-    assert_eq!(run.code(), 0, "{args:?}\nstdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.code(),
+        0,
+        "{args:?}\nstdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
     serde_json::from_str(run.stdout.trim())
         .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", run.stdout))
 }
@@ -94,10 +100,14 @@ async fn issue9_runs_are_listed_searched_counted_and_pruned_from_the_store() {
     let found = json_of(&fx, &["logs", "search", "wide", "--json"]).await;
     assert_eq!(found["hits"][0]["run_id"], ids[1].as_str(), "{found}");
     // Query syntax is taken as plain words, never as SQL or FTS operators.
-    for hostile in ["\"unbalanced", "x' OR 1=1 --", "NEAR(a b)", "*", "a:b -c"] {
+    for hostile in ["\"unbalanced", "x' OR 1=1 --", "NEAR(a b)", "a:b -c"] {
         let run = fx.fabric(&["logs", "search", hostile, "--json"]).await;
         assert_eq!(run.code(), 0, "{hostile}: {}", run.stderr);
     }
+    // Nothing but punctuation has no words to look for: the user is told so.
+    let run = fx.fabric(&["logs", "search", "*"]).await;
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    assert!(run.stderr.contains("words"), "{}", run.stderr);
     // Filters.
     let none = json_of(
         &fx,
@@ -105,7 +115,9 @@ async fn issue9_runs_are_listed_searched_counted_and_pruned_from_the_store() {
     )
     .await;
     assert!(none["hits"].as_array().unwrap().is_empty(), "{none}");
-    let bad = fx.fabric(&["logs", "search", "poem", "--status", "nope"]).await;
+    let bad = fx
+        .fabric(&["logs", "search", "poem", "--status", "nope"])
+        .await;
     assert_eq!(bad.code(), 2, "{}", bad.stderr);
     assert!(bad.stderr.contains("--status"), "{}", bad.stderr);
     let semantic = fx.fabric(&["logs", "search", "poem", "--semantic"]).await;
@@ -140,7 +152,10 @@ async fn issue9_runs_are_listed_searched_counted_and_pruned_from_the_store() {
     let pruned = json_of(&fx, &["logs", "prune", "--older-than", "0s", "--json"]).await;
     assert_eq!(pruned["deleted"], 3, "{pruned}");
     for id in &ids {
-        assert!(!fx.workspace_root().join("runs").join(id).exists(), "{id} left on disk");
+        assert!(
+            !fx.workspace_root().join("runs").join(id).exists(),
+            "{id} left on disk"
+        );
     }
     let listed = json_of(&fx, &["logs", "list", "--json"]).await;
     assert!(listed.as_array().unwrap().is_empty(), "{listed}");
@@ -156,11 +171,7 @@ async fn issue9_semantic_and_hybrid_search_with_embeddings_made_when_runs_end() 
     // Each run was embedded when it ended.
     assert_eq!(fx.server.embedding_request_count(), 3);
 
-    let semantic = json_of(
-        &fx,
-        &["logs", "search", "sea poem", "--semantic", "--json"],
-    )
-    .await;
+    let semantic = json_of(&fx, &["logs", "search", "sea poem", "--semantic", "--json"]).await;
     assert_eq!(semantic["mode"], "semantic");
     assert_eq!(semantic["hits"][0]["run_id"], ids[1].as_str(), "{semantic}");
     // Every run has an embedding, so semantic search ranks all of them.
@@ -176,22 +187,36 @@ async fn issue9_an_embedding_server_that_is_down_never_fails_a_run() {
     let fx = Fixture::new(run_turns("a.txt", "alpha", "Wrote alpha")).await;
     fx.append_config("run_index:\n  embedding_model_key: test\n  embedding_model: embed-test\n");
     fx.server.set_embeddings_down(true);
-    let result = fx.run_json("Write alpha into a.txt", &["--max-steps", "5"], 0).await;
+    let result = fx
+        .run_json("Write alpha into a.txt", &["--max-steps", "5"], 0)
+        .await;
     let id = result["_meta"]["run_id"].as_str().unwrap().to_owned();
     assert_eq!(result["_meta"]["status"], "completed");
 
     // Still found, by text, and the search says why.
     let found = json_of(&fx, &["logs", "search", "alpha", "--json"]).await;
     assert_eq!(found["mode"], "text");
-    assert!(found["note"].as_str().unwrap().contains("embed-test"), "{found}");
+    assert!(
+        found["note"].as_str().unwrap().contains("embed-test"),
+        "{found}"
+    );
     assert_eq!(found["hits"][0]["run_id"], id.as_str());
     let semantic = fx.fabric(&["logs", "search", "alpha", "--semantic"]).await;
     assert_eq!(semantic.code(), 1, "{}", semantic.stderr);
-    assert!(semantic.stderr.contains("embed-test"), "{}", semantic.stderr);
+    assert!(
+        semantic.stderr.contains("embed-test"),
+        "{}",
+        semantic.stderr
+    );
 
     // Embedded later, once the server answers.
     let rebuild = fx.fabric(&["index", "rebuild", "--json"]).await;
-    assert_eq!(rebuild.code(), 1, "the server is still down: {}", rebuild.stdout);
+    assert_eq!(
+        rebuild.code(),
+        1,
+        "the server is still down: {}",
+        rebuild.stdout
+    );
     fx.server.set_embeddings_down(false);
     let rebuilt = json_of(&fx, &["index", "rebuild", "--json"]).await;
     assert_eq!(rebuilt["embedded"], 1, "{rebuilt}");
@@ -227,12 +252,31 @@ async fn issue9_store_migrate_and_a_corrupt_store_say_what_to_do() {
     let fx = Fixture::new(Vec::new()).await;
     let migrated = fx.fabric(&["store", "migrate"]).await;
     assert_eq!(migrated.code(), 0, "{}", migrated.stderr);
-    assert!(migrated.stdout.contains("schema at version"), "{}", migrated.stdout);
-    std::fs::write(fx.workspace_root().join("fabric.db"), b"this is not a database").unwrap();
-    for args in [&["logs", "list"][..], &["run", "x", "--pack", "engineering"][..]] {
+    assert!(
+        migrated.stdout.contains("schema at version"),
+        "{}",
+        migrated.stdout
+    );
+    // A file damaged for good: no write-ahead log left to recover pages from.
+    for side in ["fabric.db-wal", "fabric.db-shm"] {
+        let _ = std::fs::remove_file(fx.workspace_root().join(side));
+    }
+    std::fs::write(
+        fx.workspace_root().join("fabric.db"),
+        b"this is not a database",
+    )
+    .unwrap();
+    for args in [
+        &["logs", "list"][..],
+        &["run", "x", "--pack", "engineering"][..],
+    ] {
         let run = fx.fabric(args).await;
         assert_ne!(run.code(), 0, "{args:?}");
         assert!(run.stderr.contains("fabric.db"), "{args:?}: {}", run.stderr);
-        assert!(run.stderr.contains("fabric index rebuild"), "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("fabric index rebuild"),
+            "{args:?}: {}",
+            run.stderr
+        );
     }
 }
