@@ -3,8 +3,9 @@
 usage: python_client.py stdio FABRIC_BIN CONFIG WORKSPACE
        python_client.py http URL TOKEN
 
-Lists the tools, calls list_specialists, run_task (collecting progress notifications) and
-get_run, and prints one JSON object with what it saw, for the Rust test to check.
+Lists the tools, calls list_specialists, run_task (collecting progress notifications),
+get_run, search_runs and run_stats, and prints one JSON object with what it saw, for the Rust
+test to check.
 """
 import asyncio
 import json
@@ -30,6 +31,9 @@ async def exercise(session):
     )
     result = run.structured_content or json.loads(run.content[0].text)
     fetched = await session.call_tool("get_run", {"run_id": result["_meta"]["run_id"]})
+    found = await session.call_tool("search_runs", {"query": "hello"})
+    stats = await session.call_tool("run_stats", {"by": "tool"})
+    bad_search = await session.call_tool("search_runs", {"query": "x", "limit": 99})
     bad = await session.call_tool("run_task", {"prompt": 7})
     return {
         "tools": [
@@ -40,6 +44,10 @@ async def exercise(session):
         "run": result,
         "progress_kinds": [p["kind"] for p in progress],
         "get_run": fetched.structured_content,
+        "search": found.structured_content,
+        "stats": stats.structured_content,
+        "bad_search_is_error": bad_search.is_error,
+        "bad_search_text": bad_search.content[0].text if bad_search.content else "",
         "bad_is_error": bad.is_error,
         "bad_text": bad.content[0].text if bad.content else "",
     }

@@ -78,7 +78,17 @@ fn check(seen: &Value) {
         .iter()
         .map(|t| t["name"].as_str().unwrap_or_default())
         .collect();
-    assert_eq!(names, ["run_task", "list_specialists", "get_run"]);
+    assert_eq!(
+        names,
+        [
+            "run_task",
+            "list_specialists",
+            "get_run",
+            "search_runs",
+            "run_stats",
+            "prune_runs"
+        ]
+    );
     // The listed schema is the contract's schema.
     let run_task = fabric_mcp::server_tools().remove(0);
     assert_eq!(seen["tools"][0]["inputSchema"], run_task.input_schema);
@@ -102,6 +112,23 @@ fn check(seen: &Value) {
     assert!(kinds.contains(&"tool_call"), "{kinds:?}");
     assert_eq!(seen["get_run"]["status"], "completed");
     assert_eq!(seen["get_run"]["run_id"], seen["run"]["_meta"]["run_id"]);
+    // Issue #9: the run just made is found and counted through MCP.
+    assert_eq!(seen["search"]["mode"], "text");
+    assert_eq!(
+        seen["search"]["hits"][0]["run_id"],
+        seen["run"]["_meta"]["run_id"]
+    );
+    let write = seen["stats"]["rows"]
+        .as_array()
+        .expect("stats rows")
+        .iter()
+        .find(|r| r["key"] == "write_file")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(write["tool_calls"], 1, "{}", seen["stats"]);
+    assert_eq!(seen["bad_search_is_error"], true);
+    let bad_search = seen["bad_search_text"].as_str().unwrap_or_default();
+    assert!(bad_search.contains("limit"), "{bad_search}");
     assert_eq!(seen["bad_is_error"], true);
     let bad = seen["bad_text"].as_str().unwrap_or_default();
     assert!(

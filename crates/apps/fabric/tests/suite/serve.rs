@@ -812,6 +812,71 @@ async fn runs_are_listed_newest_first_a_page_at_a_time() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn issue9_runs_are_searched_counted_and_pruned_over_http() {
+    let mut turns = hello_turns();
+    turns.push(Turn::error(400, "no"));
+    let s = Served::start(turns).await;
+    let (_, done) = s
+        .post_json("/run", body("Create hello.txt about zebras"))
+        .await;
+    let done_id = done["_meta"]["run_id"].as_str().unwrap().to_owned();
+    let (_, failed) = s.post_json("/run", body("Something about giraffes")).await;
+    assert_eq!(failed["_meta"]["status"], "llm_error");
+
+    let (code, found) = s.get_json("/runs/search?q=zebras").await;
+    assert_eq!(code, 200, "{found}");
+    assert_eq!(found["mode"], "text");
+    assert_eq!(found["hits"][0]["run"]["run_id"], done_id.as_str());
+    assert_eq!(found["hits"][0]["run"]["status"], "completed");
+    assert!(found["hits"][0]["score"].as_f64().unwrap() > 0.0);
+    let (_, filtered) = s.get_json("/runs/search?q=giraffes&status=completed").await;
+    assert!(
+        filtered["hits"].as_array().unwrap().is_empty(),
+        "{filtered}"
+    );
+    for (query, code) in [
+        ("/runs/search", 400),
+        ("/runs/search?q=x&limit=0", 400),
+        ("/runs/search?q=x&status=nope", 400),
+        ("/runs/search?q=x&since=yesterday", 400),
+        ("/runs/search?q=x&semantic=true", 422),
+        ("/stats?by=colour", 400),
+    ] {
+        let (got, body) = s.get_json(query).await;
+        assert_eq!(got, code, "{query}: {body}");
+        assert!(body["error"]["code"].is_string(), "{query}: {body}");
+    }
+
+    let (code, stats) = s.get_json("/stats").await;
+    assert_eq!(code, 200);
+    assert_eq!(stats["by"], "specialist");
+    assert_eq!(stats["rows"][0]["key"], "engineering");
+    assert_eq!(stats["rows"][0]["runs"], 2);
+    assert_eq!(stats["rows"][0]["success_rate"], 0.5);
+    let (_, by_model) = s.get_json("/stats?by=model&since=1d").await;
+    assert_eq!(by_model["rows"][0]["key"], "test", "{by_model}");
+
+    let (code, kept) = s
+        .post_json("/runs/prune", json!({"older_than": "1d"}))
+        .await;
+    assert_eq!((code, kept["deleted"].as_u64()), (200, Some(0)), "{kept}");
+    let (code, bad) = s
+        .post_json("/runs/prune", json!({"older_than": "soon"}))
+        .await;
+    assert_eq!(code, 422, "{bad}");
+    let (code, pruned) = s
+        .post_json("/runs/prune", json!({"older_than": "0s"}))
+        .await;
+    assert_eq!(
+        (code, pruned["deleted"].as_u64()),
+        (200, Some(2)),
+        "{pruned}"
+    );
+    let (_, page) = s.get_json("/runs").await;
+    assert!(page["runs"].as_array().unwrap().is_empty(), "{page}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_openapi_document_covers_every_endpoint() {
     let s = Served::start(vec![]).await;
     let (code, doc) = s.get_json("/openapi.json").await;
@@ -827,6 +892,9 @@ async fn the_openapi_document_covers_every_endpoint() {
         ("/runs/{id}/status", "get"),
         ("/runs/{id}/events", "get"),
         ("/runs/{id}/cancel", "post"),
+        ("/runs/search", "get"),
+        ("/runs/prune", "post"),
+        ("/stats", "get"),
         ("/openapi.json", "get"),
     ] {
         let op = &doc["paths"][path][method];

@@ -280,3 +280,68 @@ async fn issue9_store_migrate_and_a_corrupt_store_say_what_to_do() {
         );
     }
 }
+
+/// A specialist that looks up what was done before.
+const RECALLER: &str = "\
+---
+name: recaller
+description: Answers from what earlier runs did.
+tools: [search_runs]
+---
+Search earlier runs, then answer.
+";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue9_a_specialist_finds_an_earlier_run_with_the_search_runs_tool() {
+    let mut turns = run_turns(
+        "invoices.py",
+        "import csv",
+        "Parsed the CSV invoice export into totals",
+    );
+    turns.push(Turn::tool_call(
+        "search_runs",
+        json!({"query": "invoice export", "limit": 3}),
+    ));
+    // A wrong argument gets an exact message the model can act on.
+    turns.push(Turn::tool_call(
+        "search_runs",
+        json!({"query": "invoice", "status": "great"}),
+    ));
+    turns.push(Turn::tool_call(
+        "finish_task",
+        json!({"summary": "It was done before", "artifacts": [], "next_steps": [], "notes": ""}),
+    ));
+    let fx = Fixture::new(turns).await;
+    let dir = fx.workspace_root().join("specialists");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("recaller.md"), RECALLER).unwrap();
+    let first = fx.run_json(PROMPTS[0], &[], 0).await;
+    let first_id = first["_meta"]["run_id"].as_str().unwrap();
+
+    let run = fx
+        .fabric(&[
+            "run",
+            "Did we parse invoices before?",
+            "--pack",
+            "recaller",
+            "--json",
+        ])
+        .await;
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let events = fx.runlog(&run.json());
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "tool_result" && e["payload"]["tool"] == "search_runs")
+        .collect();
+    let text = results[0]["payload"]["result"].to_string();
+    assert!(text.contains(first_id), "{text}");
+    let error = events
+        .iter()
+        .find(|e| e["kind"] == "tool_error" && e["payload"]["tool"] == "search_runs")
+        .unwrap_or_else(|| panic!("no tool_error for the bad status"));
+    let message = error["payload"]["error_message"].as_str().unwrap();
+    assert!(
+        message.contains("`status`") && message.contains("great"),
+        "{message}"
+    );
+}
