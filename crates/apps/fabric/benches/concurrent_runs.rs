@@ -13,7 +13,9 @@
 //! (both in this process) would dominate the figure and say nothing about the fabric. Memory
 //! per run = (RSS with all N waiting on the model - RSS before) / N, from /proc/self/statm.
 //! Measured with the CLI's observer (none) and with the HTTP API's (`LiveRun`, which buffers
-//! every event for followers).
+//! every event for followers), both over the file store; and through the run service over the
+//! SQLite store, the path every front end takes since issue #9 (`FABRIC_BENCH_MEMORY_CASES`
+//! picks the cases, e.g. `service`).
 //!
 //! Run: `cargo bench -p fabric --bench concurrent_runs` (figures in docs/BENCHMARKS.md).
 #![allow(
@@ -28,6 +30,10 @@ use async_trait::async_trait;
 
 use fabric_core::execute::{Task, execute_task, run_task};
 use fabric_core::live::RunRegistry;
+use fabric_core::service::{
+    PrepareContext, Preparer, RunService, Runnable, ServiceConfig, ServiceError, Submission,
+    TaskRequest,
+};
 use fabric_core::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NoopObserver, RunStore,
 };
@@ -225,6 +231,106 @@ async fn http_floor(
     elapsed
 }
 
+/// A prepared bench run: the common task on the in-process model.
+struct BenchRun {
+    steps: usize,
+    model: Arc<SleepyModel>,
+}
+
+#[async_trait]
+impl Runnable for BenchRun {
+    async fn run(
+        self: Box<Self>,
+        run: fabric_core::NewRun,
+        observer: &dyn fabric_core::RunObserver,
+        cancel: CancellationToken,
+    ) -> Result<fabric_core::execute::RunOutcome, fabric_core::CoreError> {
+        run_task(run, self.model.as_ref(), task(self.steps), observer, cancel).await
+    }
+}
+
+/// Prepares every request as a [`BenchRun`], with no I/O.
+struct BenchPreparer {
+    steps: usize,
+    model: Arc<SleepyModel>,
+}
+
+#[async_trait]
+impl Preparer for BenchPreparer {
+    async fn prepare(
+        &self,
+        _request: TaskRequest,
+        _context: &PrepareContext,
+    ) -> Result<Box<dyn Runnable>, ServiceError> {
+        Ok(Box::new(BenchRun {
+            steps: self.steps,
+            model: Arc::clone(&self.model),
+        }))
+    }
+}
+
+/// The path `fabric serve` takes since issue #9: the run service (a `LiveRun` per run) over
+/// the SQLite store (its index written behind every runlog).
+async fn in_flight_service(runs: usize, steps: usize, latency: Duration) -> (f64, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        fabric_store_sql::SqlStore::open(None, dir.path())
+            .await
+            .unwrap(),
+    );
+    let model = Arc::new(SleepyModel {
+        latency,
+        steps,
+        calls: AtomicUsize::new(0),
+    });
+    let preparer = Arc::new(BenchPreparer {
+        steps,
+        model: Arc::clone(&model),
+    });
+    let service = RunService::new(store, preparer, ServiceConfig::default());
+    let before = rss_bytes();
+    let started = Instant::now();
+    let mut set = JoinSet::new();
+    for _ in 0..runs {
+        let request = TaskRequest {
+            prompt: "Do the bench task".into(),
+            ..TaskRequest::default()
+        };
+        let handle = service.submit(Submission::new(request)).unwrap();
+        set.spawn(async move {
+            let outcome = handle.outcome().await.unwrap();
+            assert_eq!(outcome.status, RunStatus::Completed);
+        });
+    }
+    let peak = sample_peak(&model, runs, steps, started, latency).await;
+    while set.join_next().await.is_some() {}
+    let elapsed = started.elapsed();
+    (
+        peak.saturating_sub(before) as f64 / runs as f64 / 1024.0,
+        elapsed,
+    )
+}
+
+/// Samples RSS while every run waits on its first model call, and again at later steps,
+/// when the conversations and the event buffers are larger; returns the peak.
+async fn sample_peak(
+    model: &SleepyModel,
+    runs: usize,
+    steps: usize,
+    started: Instant,
+    latency: Duration,
+) -> u64 {
+    let mut peak = 0u64;
+    let deadline = started + latency * steps as u32;
+    while Instant::now() < deadline && model.calls.load(Ordering::Relaxed) < runs * steps {
+        if model.calls.load(Ordering::Relaxed) >= runs {
+            peak = peak.max(rss_bytes());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    peak
+}
+
 async fn in_flight(runs: usize, steps: usize, latency: Duration, live: bool) -> (f64, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(fabric_store_fs::FsRunStore::new(dir.path()));
@@ -274,16 +380,7 @@ async fn in_flight(runs: usize, steps: usize, latency: Duration, live: bool) -> 
             assert_eq!(outcome.status, RunStatus::Completed);
         });
     }
-    // Sample while every run waits on its first model call... and again at later steps,
-    // when the conversations and (with `live`) the event buffers are larger; keep the peak.
-    let mut peak = 0u64;
-    let deadline = started + latency * steps as u32;
-    while Instant::now() < deadline && model.calls.load(Ordering::Relaxed) < runs * steps {
-        if model.calls.load(Ordering::Relaxed) >= runs {
-            peak = peak.max(rss_bytes());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let peak = sample_peak(&model, runs, steps, started, latency).await;
     while set.join_next().await.is_some() {}
     let elapsed = started.elapsed();
     let per_run = peak.saturating_sub(before) as f64 / runs as f64 / 1024.0;
@@ -300,16 +397,20 @@ async fn main() {
     let steps = 5;
     let runs = 10_000usize;
     if let Ok(case) = std::env::var(CASE_VAR) {
-        let live = case == "live";
-        let (kib, wall) = in_flight(runs, steps, latency, live).await;
+        let ((kib, wall), label) = match case.as_str() {
+            "live" => (
+                in_flight(runs, steps, latency, true).await,
+                "LiveRun, files",
+            ),
+            "service" => (
+                in_flight_service(runs, steps, latency).await,
+                "service, SQLite",
+            ),
+            _ => (in_flight(runs, steps, latency, false).await, "none, files"),
+        };
         println!(
-            "{runs:>7} {steps:>6} {:>8}ms {:>18} {kib:>10.1} {:>10.2} {:>10.2}",
+            "{runs:>7} {steps:>6} {:>8}ms {label:>18} {kib:>10.1} {:>10.2} {:>10.2}",
             latency.as_millis(),
-            if live {
-                "LiveRun (HTTP API)"
-            } else {
-                "none (CLI --json)"
-            },
             wall.as_secs_f64(),
             (latency * steps as u32).as_secs_f64(),
         );
@@ -320,7 +421,9 @@ async fn main() {
         "{:>7} {:>6} {:>9} {:>18} {:>10} {:>10} {:>10}",
         "runs", "steps", "latency", "observer", "KiB/run", "wall s", "ideal s"
     );
-    for case in ["none", "live"] {
+    let cases = std::env::var("FABRIC_BENCH_MEMORY_CASES")
+        .unwrap_or_else(|_| "none,live,service".to_owned());
+    for case in cases.split(',') {
         let output = std::process::Command::new(std::env::current_exe().unwrap())
             .env(CASE_VAR, case)
             .output()
