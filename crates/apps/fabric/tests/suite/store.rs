@@ -345,3 +345,74 @@ async fn issue9_a_specialist_finds_an_earlier_run_with_the_search_runs_tool() {
         "{message}"
     );
 }
+
+/// The same commands against a real PostgreSQL, chosen by `FABRIC_STORE_URL`: runs made by
+/// two machines (two workspace roots) sharing one database are listed, searched and shown
+/// from either.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue9_the_binary_runs_on_postgresql_chosen_by_fabric_store_url() {
+    let url = match fabric_test_support::shared_cluster() {
+        Ok(cluster) => cluster.create_database().unwrap(),
+        Err(e) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!(
+                    "SKIPPED: PostgreSQL end-to-end test: {e}; run scripts/install-test-deps.sh (FABRIC_REQUIRE_TEST_DEPS=1 makes this a failure)"
+                );
+            }
+            return;
+        }
+    };
+    let env = [("FABRIC_STORE_URL", url.as_str())];
+    let here = Fixture::new(run_turns("a.txt", "alpha", "Wrote the alpha file")).await;
+    let there = Fixture::new(run_turns("b.txt", "beta", "Wrote the beta file")).await;
+    let migrated = here.fabric_with(&["store", "migrate"], &env).await;
+    assert_eq!(migrated.code(), 0, "{}", migrated.stderr);
+    assert!(
+        migrated.stdout.starts_with("postgres://"),
+        "{}",
+        migrated.stdout
+    );
+    assert!(!here.workspace_root().join("fabric.db").exists());
+
+    let mut ids = Vec::new();
+    for (fx, prompt) in [(&here, "Write alpha"), (&there, "Write beta")] {
+        let run = fx
+            .fabric_with(&["run", prompt, "--pack", "engineering", "--json"], &env)
+            .await;
+        assert_eq!(run.code(), 0, "{}", run.stderr);
+        ids.push(run.json()["_meta"]["run_id"].as_str().unwrap().to_owned());
+    }
+    // Both runs, from the first machine, and the other machine's events from the database.
+    let listed = here.fabric_with(&["logs", "list", "--json"], &env).await;
+    let listed: Value = serde_json::from_str(listed.stdout.trim()).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    let found = here
+        .fabric_with(&["logs", "search", "beta", "--json"], &env)
+        .await;
+    let found: Value = serde_json::from_str(found.stdout.trim()).unwrap();
+    assert_eq!(found["hits"][0]["run_id"], ids[1].as_str(), "{found}");
+    let shown = here
+        .fabric_with(&["logs", "show", &ids[1], "--json"], &env)
+        .await;
+    assert_eq!(shown.code(), 0, "{}", shown.stderr);
+    let lines: Vec<Value> = shown
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.first().unwrap()["kind"], "run_start");
+    assert_eq!(lines.last().unwrap()["kind"], "run_complete");
+    let stats = here.fabric_with(&["stats", "--json"], &env).await;
+    let stats: Value = serde_json::from_str(stats.stdout.trim()).unwrap();
+    assert_eq!(stats["rows"][0]["runs"], 2, "{stats}");
+
+    // A PostgreSQL that is not there: the message names it (never a password) and the fix.
+    let down = "postgres://fabric:secret@127.0.0.1:9/nowhere";
+    let run = here
+        .fabric_with(&["logs", "list"], &[("FABRIC_STORE_URL", down)])
+        .await;
+    assert_ne!(run.code(), 0);
+    assert!(run.stderr.contains("127.0.0.1:9"), "{}", run.stderr);
+    assert!(!run.stderr.contains("secret"), "{}", run.stderr);
+}
