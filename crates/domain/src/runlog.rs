@@ -21,7 +21,7 @@ use serde_json::Value;
 
 pub use payloads::{
     CorrectiveReprompt, LlmRequest, LlmResponse, LlmToolCall, McpServer, PackStart, Recruitment,
-    RoutingRequest, RoutingResponse, RunEnd, RunStart, SecurityEvent, SkippedTool,
+    RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunStart, SecurityEvent, SkippedTool,
     TaskForceParallel, ToolCall, ToolError, ToolResult,
 };
 pub use vocab::{
@@ -81,6 +81,7 @@ fixed_kind! {
     ToolResult => ToolResult,
     ToolError => ToolError,
     SecurityEvent => SecurityEvent,
+    RunAborted => RunFailed,
 }
 
 impl Payload for RunEnd {
@@ -116,6 +117,15 @@ impl RunEvent {
             )));
         }
         P::deserialize(&self.payload).map_err(|e| mismatch(e.to_string()))
+    }
+
+    /// The status a terminal event records (from a [`RunEnd`] or a [`RunAborted`]); `None`
+    /// for other events and for a terminal payload that names none.
+    pub fn terminal_status(&self) -> Option<crate::RunStatus> {
+        self.payload_as::<RunEnd>()
+            .map(|end| end.status)
+            .or_else(|_| self.payload_as::<RunAborted>().map(|a| a.status))
+            .ok()
     }
 
     /// The task-force member the event belongs to (`pack_index`), if it is a member's.

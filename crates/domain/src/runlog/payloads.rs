@@ -307,3 +307,15 @@ pub struct RunEnd {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
 }
+
+/// `run_failed` for a run whose own code could not end it (it panicked): the server or CLI
+/// that hosted it writes this shorter payload in its place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunAborted {
+    /// The run's id.
+    pub run_id: RunId,
+    /// Always `failed`.
+    pub status: RunStatus,
+    /// What happened.
+    pub reason: String,
+}
