@@ -15,8 +15,8 @@
 mod payloads;
 mod vocab;
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use payloads::{
@@ -119,13 +119,20 @@ impl RunEvent {
         P::deserialize(&self.payload).map_err(|e| mismatch(e.to_string()))
     }
 
-    /// The status a terminal event records (from a [`RunEnd`] or a [`RunAborted`]); `None`
-    /// for other events and for a terminal payload that names none.
+    /// The status a terminal event records; `None` for other events and for a terminal
+    /// payload that names none we know.
+    ///
+    /// Only `status` is read, the one field [`RunEnd`] and [`RunAborted`] share, so the
+    /// status is known even when the rest of the payload does not fit either.
     pub fn terminal_status(&self) -> Option<crate::RunStatus> {
-        self.payload_as::<RunEnd>()
-            .map(|end| end.status)
-            .or_else(|_| self.payload_as::<RunAborted>().map(|a| a.status))
-            .ok()
+        #[derive(serde::Deserialize)]
+        struct Status {
+            status: crate::RunStatus,
+        }
+        if !self.kind.is_terminal() {
+            return None;
+        }
+        Status::deserialize(&self.payload).ok().map(|s| s.status)
     }
 
     /// The task-force member the event belongs to (`pack_index`), if it is a member's.

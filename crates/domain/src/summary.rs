@@ -112,14 +112,16 @@ impl RunSummary {
             EventKind::RunComplete | EventKind::RunFailed => {
                 self.ended_at = Some(event.ts);
                 let Ok(end) = event.payload_as::<runlog::RunEnd>() else {
+                    self.status = event.terminal_status().unwrap_or(
+                        if event.kind == EventKind::RunComplete {
+                            RunStatus::Completed
+                        } else {
+                            RunStatus::Failed
+                        },
+                    );
                     if let Ok(aborted) = event.payload_as::<runlog::RunAborted>() {
-                        self.status = aborted.status;
                         self.summary = Some(aborted.reason.clone());
                         self.reason = Some(aborted.reason);
-                    } else if event.kind == EventKind::RunComplete {
-                        self.status = RunStatus::Completed;
-                    } else {
-                        self.status = RunStatus::Failed;
                     }
                     return;
                 };

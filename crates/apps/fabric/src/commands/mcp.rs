@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use fabric_config::Settings;
 use fabric_core::execute::execute_task_force;
 use fabric_core::{ChatObserver, RunObserver, RunStore};
-use fabric_domain::{EventKind, RunEvent, RunId};
+use fabric_domain::{EventKind, RunEvent, RunId, RunSummary, runlog};
 use fabric_mcp::{FabricMcpServer, FabricService, RunTaskInput};
 use fabric_store_fs::FsRunStore;
 use serde_json::{Value, json};
@@ -102,16 +102,22 @@ impl FabricService for McpApp {
             .read_events(&id)
             .await
             .map_err(|e| e.to_string())?;
-        let start = events.iter().find(|e| e.kind == EventKind::RunStart);
-        let end = events.iter().rev().find(|e| e.kind.is_terminal());
+        let summary = RunSummary::from_events(id.clone(), &events);
+        let started = events.iter().any(|e| e.kind == EventKind::RunStart);
+        // Steps and usage only once the run has ended with a full `RunEnd`, as before.
+        let end = events
+            .iter()
+            .rev()
+            .find(|e| e.kind.is_terminal())
+            .and_then(|e| e.payload_as::<runlog::RunEnd>().ok());
         Ok(json!({
             "run_id": id,
-            "status": end.map_or(json!("running"), |e| e.payload["status"].clone()),
-            "prompt": start.map(|e| e.payload["prompt"].clone()),
-            "result": end.and_then(|e| e.payload.get("result").cloned()),
-            "reason": end.map(|e| e.payload["reason"].clone()),
-            "steps": end.map(|e| e.payload["steps"].clone()),
-            "usage": end.map(|e| e.payload["usage"].clone()),
+            "status": summary.status,
+            "prompt": started.then_some(&summary.prompt),
+            "result": summary.result,
+            "reason": summary.reason,
+            "steps": end.as_ref().map(|e| e.steps),
+            "usage": end.map(|e| e.usage),
             "events": events,
         }))
     }
