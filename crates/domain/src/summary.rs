@@ -2,10 +2,11 @@
 //! search and stats show. Computed in this one place, from the runlog's events, so every
 //! reader (the store's index, the CLI, the HTTP API, the MCP server) agrees.
 
-use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::{EventKind, RunEvent, RunId, RunStatus, Usage, runlog};
+use crate::{EventKind, RunEvent, RunId, RunStatus, Usage};
 
 /// One run as listed, searched and counted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,9 +82,8 @@ impl RunSummary {
 
     /// Folds one more event in (events come in `seq` order).
     ///
-    /// Payloads are read as their [`runlog`] structs; one that does not fit (a runlog edited
-    /// by hand) adds nothing but its count, and for a terminal event the status its kind
-    /// implies, so a summary is always made.
+    /// Each field is read on its own, typed as in [`crate::runlog`]; one that is missing or
+    /// does not fit is skipped, never a panic.
     pub fn apply(&mut self, event: &RunEvent) {
         if self.events == 0 {
             self.started_at = event.ts;
@@ -91,51 +91,45 @@ impl RunSummary {
         self.events += 1;
         match event.kind {
             EventKind::RunStart => {
-                if let Ok(start) = event.payload_as::<runlog::RunStart>() {
-                    self.prompt = start.prompt;
-                    self.parent_id = start.parent_run_id;
-                    self.note_model(start.model_key, start.model);
-                }
+                let start: StartFields = fields(event);
+                self.prompt = start.prompt.unwrap_or_default();
+                self.parent_id = start.parent_run_id;
+                self.note_model(start.model_key, start.model);
             }
             EventKind::Recruitment => {
-                if let Ok(recruitment) = event.payload_as::<runlog::Recruitment>() {
-                    self.specialist_ids = recruitment.specialist_ids;
-                }
+                let recruitment: RecruitmentFields = fields(event);
+                self.specialist_ids = recruitment.specialist_ids.unwrap_or_default();
             }
             EventKind::PackStart => {
-                if let Ok(pack) = event.payload_as::<runlog::PackStart>() {
-                    self.note_model(pack.model_key, pack.model);
-                }
+                let pack: PackFields = fields(event);
+                self.note_model(pack.model_key, pack.model);
             }
             EventKind::ToolCall => self.tool_calls = self.tool_calls.saturating_add(1),
             EventKind::ToolError => self.tool_errors = self.tool_errors.saturating_add(1),
             EventKind::RunComplete | EventKind::RunFailed => {
                 self.ended_at = Some(event.ts);
-                let Ok(end) = event.payload_as::<runlog::RunEnd>() else {
-                    self.status = event.terminal_status().unwrap_or(
-                        if event.kind == EventKind::RunComplete {
-                            RunStatus::Completed
-                        } else {
-                            RunStatus::Failed
-                        },
-                    );
-                    if let Ok(aborted) = event.payload_as::<runlog::RunAborted>() {
-                        self.summary = Some(aborted.reason.clone());
-                        self.reason = Some(aborted.reason);
-                    }
-                    return;
-                };
-                self.status = end.status;
+                let end: EndFields = fields(event);
+                self.status = end
+                    .status
+                    .unwrap_or(if event.kind == EventKind::RunComplete {
+                        RunStatus::Completed
+                    } else {
+                        RunStatus::Failed
+                    });
                 self.reason = end.reason;
-                self.steps = end.steps;
-                self.usage = end.usage;
-                // `RunEnd` reads a `null` result as none.
-                self.summary = end
-                    .result
+                if let Some(steps) = end.steps {
+                    self.steps = steps;
+                }
+                if let Some(usage) = end.usage {
+                    self.usage = usage;
+                }
+                // A `null` result is none.
+                let result = end.result.filter(|r| !r.is_null());
+                self.summary = result
                     .as_ref()
                     .and_then(result_summary)
                     .or_else(|| self.reason.clone());
-                self.result = end.result;
+                self.result = result;
             }
             _ => {}
         }
@@ -154,14 +148,74 @@ impl RunSummary {
         }
     }
 
-    fn note_model(&mut self, key: String, model: String) {
-        if !self.model_keys.contains(&key) {
+    fn note_model(&mut self, key: Option<String>, model: Option<String>) {
+        if let Some(key) = key
+            && !self.model_keys.contains(&key)
+        {
             self.model_keys.push(key);
         }
-        if !self.models.contains(&model) {
+        if let Some(model) = model
+            && !self.models.contains(&model)
+        {
             self.models.push(model);
         }
     }
+}
+
+// The fields a summary needs, named and typed as in the `runlog` structs (`RunStart`,
+// `Recruitment`, `PackStart`, `RunEnd`/`RunAborted`), each read on its own: a field that is
+// missing or does not fit is `None` and the others still count, so a hand-edited or partial
+// runlog is summarised as far as it goes.
+
+#[derive(Default, Deserialize)]
+struct StartFields {
+    #[serde(default, deserialize_with = "lenient")]
+    prompt: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    parent_run_id: Option<RunId>,
+    #[serde(default, deserialize_with = "lenient")]
+    model_key: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    model: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+struct RecruitmentFields {
+    #[serde(default, deserialize_with = "lenient")]
+    specialist_ids: Option<Vec<String>>,
+}
+
+#[derive(Default, Deserialize)]
+struct PackFields {
+    #[serde(default, deserialize_with = "lenient")]
+    model_key: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    model: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+struct EndFields {
+    #[serde(default, deserialize_with = "lenient")]
+    status: Option<RunStatus>,
+    #[serde(default, deserialize_with = "lenient")]
+    reason: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    steps: Option<u32>,
+    #[serde(default, deserialize_with = "lenient")]
+    usage: Option<Usage>,
+    #[serde(default, deserialize_with = "lenient")]
+    result: Option<Value>,
+}
+
+/// The event's payload as `T`; a payload that is not an object gives `T::default()`.
+fn fields<T: DeserializeOwned + Default>(event: &RunEvent) -> T {
+    T::deserialize(&event.payload).unwrap_or_default()
+}
+
+/// One field, or `None` when it does not fit its type.
+fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
+    let value = Value::deserialize(d)?;
+    Ok(T::deserialize(&value).ok())
 }
 
 /// The `summary` of a finish payload, or the first string field when it has another name
