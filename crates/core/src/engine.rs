@@ -7,7 +7,7 @@
 //! the run is cancelled. It never branches on where a tool came from.
 
 use fabric_domain::{
-    EventKind, FINISH_TOOL, Message, RunStatus, SpecialistSpec, ToolCall, Usage, schema,
+    FINISH_TOOL, Message, RunStatus, SpecialistSpec, ToolCall, Usage, runlog, schema,
 };
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -171,10 +171,13 @@ async fn run_steps(
         if let Err(reason) = ctx.lineage.budget.take_step() {
             return Ok(failed(RunStatus::BudgetExceeded, reason, step, usage));
         }
-        rec.emit(
-            EventKind::LlmRequest,
+        rec.record(
             Some(step),
-            json!({"model": model.name, "message_count": messages.len(), "tool_count": definitions.len()}),
+            &runlog::LlmRequest {
+                model: model.name.clone(),
+                message_count: messages.len(),
+                tool_count: definitions.len(),
+            },
         )
         .await?;
 
@@ -211,20 +214,26 @@ async fn run_steps(
             usage.add(u);
             ctx.lineage.budget.charge_tokens(u.total_tokens);
         }
-        rec.emit(
-            EventKind::LlmResponse,
+        rec.record(
             Some(step),
-            json!({
-                "content": response.content.as_deref().map(|c| truncate(c, MAX_LLM_CONTENT_IN_RUNLOG_CHARS)),
-                "tool_calls": response.tool_calls.iter().map(|c| json!({
-                    "call_id": c.id,
-                    "name": c.name,
-                    "arguments": truncate(&c.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS),
-                })).collect::<Vec<_>>(),
-                "usage": response.usage,
-                "latency_ms": (latency_ms * 1000.0).round() / 1000.0,
-                "finish_reason": response.finish_reason,
-            }),
+            &runlog::LlmResponse {
+                content: response
+                    .content
+                    .as_deref()
+                    .map(|c| truncate(c, MAX_LLM_CONTENT_IN_RUNLOG_CHARS)),
+                tool_calls: response
+                    .tool_calls
+                    .iter()
+                    .map(|c| runlog::LlmToolCall {
+                        call_id: Some(c.id.clone()),
+                        name: c.name.clone(),
+                        arguments: truncate(&c.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS),
+                    })
+                    .collect(),
+                usage: response.usage,
+                latency_ms: (latency_ms * 1000.0).round() / 1000.0,
+                finish_reason: response.finish_reason.clone(),
+            },
         )
         .await?;
 
@@ -232,10 +241,13 @@ async fn run_steps(
             let text = response.content.unwrap_or_default();
             if plain_replies < MAX_CORRECTIVE_REPROMPTS {
                 plain_replies += 1;
-                rec.emit(
-                    EventKind::CorrectiveReprompt,
+                rec.record(
                     Some(step),
-                    json!({"reason": "plain_text_response", "attempt": plain_replies, "max_retries": MAX_CORRECTIVE_REPROMPTS}),
+                    &runlog::CorrectiveReprompt {
+                        reason: "plain_text_response".to_owned(),
+                        attempt: plain_replies,
+                        max_retries: MAX_CORRECTIVE_REPROMPTS,
+                    },
                 )
                 .await?;
                 messages.push(Message::assistant(Some(text), Vec::new()));
@@ -260,10 +272,15 @@ async fn run_steps(
         messages.push(Message::assistant(response.content, calls.clone()));
         for call in &calls {
             let args = parse_arguments(&call.arguments);
-            rec.emit(
-                EventKind::ToolCall,
+            rec.record(
                 Some(step),
-                json!({"tool": call.name, "call_id": call.id, "args": args.as_ref().unwrap_or(&Value::String(truncate(&call.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS)))}),
+                &runlog::ToolCall {
+                    tool: call.name.clone(),
+                    call_id: call.id.clone(),
+                    args: args.clone().unwrap_or_else(|_| {
+                        Value::String(truncate(&call.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS))
+                    }),
+                },
             )
             .await?;
             let outcome = tokio::select! {
@@ -278,10 +295,13 @@ async fn run_steps(
             }
             match outcome {
                 Ok(Dispatch::Finished(payload)) => {
-                    rec.emit(
-                        EventKind::ToolResult,
+                    rec.record(
                         Some(step),
-                        json!({"tool": FINISH_TOOL, "call_id": call.id, "result": payload}),
+                        &runlog::ToolResult {
+                            tool: FINISH_TOOL.to_owned(),
+                            call_id: call.id.clone(),
+                            result: payload.clone(),
+                        },
                     )
                     .await?;
                     return Ok(LoopOutcome {
@@ -294,20 +314,27 @@ async fn run_steps(
                 }
                 Ok(Dispatch::Done(result)) => {
                     let text = truncate(&render_result(&result), MAX_TOOL_RESULT_CHARS);
-                    rec.emit(
-                        EventKind::ToolResult,
+                    rec.record(
                         Some(step),
-                        json!({"tool": call.name, "call_id": call.id, "result": text}),
+                        &runlog::ToolResult {
+                            tool: call.name.clone(),
+                            call_id: call.id.clone(),
+                            result: Value::String(text.clone()),
+                        },
                     )
                     .await?;
                     messages.push(Message::tool_result(&call.id, text));
                 }
                 Err(error) => {
                     let message = error.to_string();
-                    rec.emit(
-                        EventKind::ToolError,
+                    rec.record(
                         Some(step),
-                        json!({"tool": call.name, "call_id": call.id, "error_type": error.error_type(), "error_message": message}),
+                        &runlog::ToolError {
+                            tool: call.name.clone(),
+                            call_id: call.id.clone(),
+                            error_type: error.error_type(),
+                            error_message: message.clone(),
+                        },
                     )
                     .await?;
                     if let ToolError::Denied {
@@ -316,10 +343,15 @@ async fn run_steps(
                         ..
                     } = &error
                     {
-                        rec.emit(
-                            EventKind::SecurityEvent,
+                        rec.record(
                             Some(step),
-                            json!({"event_type": event_type, "tool": call.name, "call_id": call.id, "attempted": attempted, "error_message": message}),
+                            &runlog::SecurityEvent {
+                                event_type: event_type.as_str().into(),
+                                tool: Some(call.name.clone()),
+                                call_id: Some(call.id.clone()),
+                                attempted: attempted.clone(),
+                                error_message: message.clone(),
+                            },
                         )
                         .await?;
                     }

@@ -10,6 +10,7 @@
 //! follower once the run ended. Finished runs are read from the runlog, the source of truth.
 
 use async_trait::async_trait;
+use fabric_domain::runlog::{self, Payload};
 use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
 use serde_json::json;
 use std::collections::HashMap;
@@ -212,11 +213,14 @@ impl LiveRun {
             ts: last.map_or(0.0, |e| e.ts),
             kind: EventKind::RunFailed,
             step: None,
-            payload: json!({
-                "run_id": self.id,
-                "status": RunStatus::Failed,
-                "reason": reason,
-            }),
+            // Built from a struct that cannot fail to encode (an id, a status, a text).
+            payload: runlog::RunAborted {
+                run_id: self.id.clone(),
+                status: RunStatus::Failed,
+                reason: reason.to_owned(),
+            }
+            .to_json()
+            .unwrap_or_default(),
         })
     }
 
@@ -256,11 +260,7 @@ impl RunObserver for LiveRun {
 
 /// The status a terminal event records (`failed` when it names none we know).
 pub fn terminal_status(event: &RunEvent) -> RunStatus {
-    event
-        .payload
-        .get("status")
-        .and_then(|s| serde_json::from_value(s.clone()).ok())
-        .unwrap_or(RunStatus::Failed)
+    event.terminal_status().unwrap_or(RunStatus::Failed)
 }
 
 /// A poisoned lock only means another thread panicked while holding it; the data (a list of
@@ -279,7 +279,10 @@ mod tests {
             ts: 1.0,
             kind,
             step: None,
-            payload: json!({"status": "completed"}),
+            payload: json!({"run_id": "r", "status": "completed", "specialist_ids": ["a"],
+                             "task_force_mode": "single", "steps": 1, "reason": null,
+                             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                             "result": {"summary": "s"}}),
         }
     }
 
@@ -322,6 +325,11 @@ mod tests {
         assert_eq!(last.kind, EventKind::RunFailed);
         assert_eq!(last.seq, 1);
         assert_eq!(last.payload["reason"], "disk full");
+        // The same bytes as before the payloads were typed.
+        assert_eq!(
+            last.payload.to_string(),
+            r#"{"reason":"disk full","run_id":"20260101-000000-000-aaaaaaaa","status":"failed"}"#
+        );
         assert!(run.next_event(2).await.is_none());
         assert_eq!(run.status(), RunStatus::Failed);
     }

@@ -1,5 +1,6 @@
 //! Writes each event to the runlog, then shows it to the observer, numbering them in order.
 
+use fabric_domain::runlog::Payload;
 use fabric_domain::{EventKind, RunEvent};
 use serde_json::Value;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -58,7 +59,24 @@ impl<'a> Recorder<'a> {
         self.journal.observer
     }
 
-    /// Records one event. The runlog comes first: what a watcher saw is always on disk.
+    /// Records one typed payload (`fabric_domain::runlog`) as an event of its kind.
+    pub(crate) async fn record<P: Payload>(
+        &self,
+        step: Option<u32>,
+        payload: &P,
+    ) -> Result<(), StoreError> {
+        // Only what JSON cannot hold fails here (a workspace path that is not UTF-8); the
+        // run cannot be recorded then, like any other runlog write that fails.
+        let value = payload.to_json().map_err(|e| StoreError::Io {
+            action: "cannot encode an event for",
+            path: "the runlog".into(),
+            detail: e.to_string(),
+        })?;
+        self.emit(payload.kind(), step, value).await
+    }
+
+    /// Records one event whose payload is already JSON (a tool source's notice). The runlog
+    /// comes first: what a watcher saw is always on disk.
     pub(crate) async fn emit(
         &self,
         kind: EventKind,

@@ -22,4 +22,13 @@ pub enum DomainError {
         /// What is wrong.
         reason: String,
     },
+    /// A runlog payload that does not fit the struct of its kind, or cannot be written as
+    /// JSON.
+    #[error("`{kind}` payload: {detail}")]
+    InvalidPayload {
+        /// The event kind, as written in the runlog.
+        kind: &'static str,
+        /// What does not fit.
+        detail: String,
+    },
 }

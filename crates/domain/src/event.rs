@@ -42,6 +42,31 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Every kind this version knows (all but [`EventKind::Unknown`]), in the order of
+    /// docs/RUNLOG.md, with the reserved `loop_detected` before the terminal kinds.
+    pub const ALL: [EventKind; 15] = [
+        Self::RunStart,
+        Self::Recruitment,
+        Self::TaskForceParallel,
+        Self::PackStart,
+        Self::McpServer,
+        Self::LlmRequest,
+        Self::LlmResponse,
+        Self::CorrectiveReprompt,
+        Self::ToolCall,
+        Self::ToolResult,
+        Self::ToolError,
+        Self::SecurityEvent,
+        Self::LoopDetected,
+        Self::RunComplete,
+        Self::RunFailed,
+    ];
+
+    /// The known kind written as `text`, if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
+    }
+
     /// The kind as written in the runlog.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -104,6 +129,40 @@ mod tests {
             line,
             json!({"seq": 3, "ts": 1.5, "kind": "tool_call", "step": 0, "payload": {"tool": "shell"}})
         );
+    }
+
+    #[test]
+    fn all_lists_every_known_kind_once_under_its_serde_name() {
+        // The match has no wildcard, so a new variant fails to compile until it is sorted
+        // into ALL or deliberately left out.
+        let listed = |kind: EventKind| match kind {
+            EventKind::Unknown => false,
+            EventKind::RunStart
+            | EventKind::Recruitment
+            | EventKind::TaskForceParallel
+            | EventKind::PackStart
+            | EventKind::LlmRequest
+            | EventKind::LlmResponse
+            | EventKind::CorrectiveReprompt
+            | EventKind::ToolCall
+            | EventKind::ToolResult
+            | EventKind::ToolError
+            | EventKind::SecurityEvent
+            | EventKind::LoopDetected
+            | EventKind::McpServer
+            | EventKind::RunComplete
+            | EventKind::RunFailed => true,
+        };
+        for kind in EventKind::ALL {
+            assert!(listed(kind));
+            assert_eq!(EventKind::ALL.iter().filter(|k| **k == kind).count(), 1);
+            assert_eq!(
+                serde_json::to_value(kind).unwrap_or_default(),
+                kind.as_str()
+            );
+            assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(EventKind::parse("unknown"), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `fabric-domain`: the pure heart of agent-fabric.
 //!
 //! This crate sits at the centre of the hexagon. It holds the types every other crate speaks
-//! (chat messages, tool calls, tool contracts, specialists, runs and runlog events) and the
+//! (chat messages, tool calls, tool contracts, specialists, runs, runlog events and their
+//! payloads in [`runlog`]) and the
 //! rules that need no I/O: checking a value against a tool's JSON Schema with messages a small
 //! model can act on, and generating the OpenAI function definition from a tool contract.
 //!
@@ -13,6 +14,7 @@ mod error;
 mod event;
 mod message;
 mod run;
+pub mod runlog;
 mod sandbox;
 pub mod schema;
 mod services;

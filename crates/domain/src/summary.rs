@@ -2,7 +2,8 @@
 //! search and stats show. Computed in this one place, from the runlog's events, so every
 //! reader (the store's index, the CLI, the HTTP API, the MCP server) agrees.
 
-use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::{EventKind, RunEvent, RunId, RunStatus, Usage};
@@ -80,47 +81,55 @@ impl RunSummary {
     }
 
     /// Folds one more event in (events come in `seq` order).
+    ///
+    /// Each field is read on its own, typed as in [`crate::runlog`]; one that is missing or
+    /// does not fit is skipped, never a panic.
     pub fn apply(&mut self, event: &RunEvent) {
         if self.events == 0 {
             self.started_at = event.ts;
         }
         self.events += 1;
-        let payload = &event.payload;
         match event.kind {
             EventKind::RunStart => {
-                self.prompt = text(&payload["prompt"]).unwrap_or_default();
-                self.parent_id = payload["parent_run_id"]
-                    .as_str()
-                    .and_then(|p| RunId::parse(p).ok());
-                self.note_model(&payload["model_key"], &payload["model"]);
+                let start: StartFields = fields(event);
+                self.prompt = start.prompt.unwrap_or_default();
+                self.parent_id = start.parent_run_id;
+                self.note_model(start.model_key, start.model);
             }
             EventKind::Recruitment => {
-                self.specialist_ids = strings(&payload["specialist_ids"]);
+                let recruitment: RecruitmentFields = fields(event);
+                self.specialist_ids = recruitment.specialist_ids.unwrap_or_default();
             }
-            EventKind::PackStart => self.note_model(&payload["model_key"], &payload["model"]),
+            EventKind::PackStart => {
+                let pack: PackFields = fields(event);
+                self.note_model(pack.model_key, pack.model);
+            }
             EventKind::ToolCall => self.tool_calls = self.tool_calls.saturating_add(1),
             EventKind::ToolError => self.tool_errors = self.tool_errors.saturating_add(1),
             EventKind::RunComplete | EventKind::RunFailed => {
                 self.ended_at = Some(event.ts);
-                self.status = serde_json::from_value(payload["status"].clone()).unwrap_or(
-                    if event.kind == EventKind::RunComplete {
+                let end: EndFields = fields(event);
+                self.status = end
+                    .status
+                    .unwrap_or(if event.kind == EventKind::RunComplete {
                         RunStatus::Completed
                     } else {
                         RunStatus::Failed
-                    },
-                );
-                self.reason = text(&payload["reason"]);
-                if let Some(steps) = payload["steps"].as_u64() {
-                    self.steps = u32::try_from(steps).unwrap_or(u32::MAX);
+                    });
+                self.reason = end.reason;
+                if let Some(steps) = end.steps {
+                    self.steps = steps;
                 }
-                if let Ok(usage) = serde_json::from_value::<Usage>(payload["usage"].clone()) {
+                if let Some(usage) = end.usage {
                     self.usage = usage;
                 }
-                let result = payload.get("result").filter(|r| !r.is_null());
+                // A `null` result is none.
+                let result = end.result.filter(|r| !r.is_null());
                 self.summary = result
+                    .as_ref()
                     .and_then(result_summary)
                     .or_else(|| self.reason.clone());
-                self.result = result.cloned();
+                self.result = result;
             }
             _ => {}
         }
@@ -139,35 +148,74 @@ impl RunSummary {
         }
     }
 
-    fn note_model(&mut self, key: &Value, model: &Value) {
-        if let Some(key) = key.as_str()
-            && !self.model_keys.iter().any(|k| k == key)
+    fn note_model(&mut self, key: Option<String>, model: Option<String>) {
+        if let Some(key) = key
+            && !self.model_keys.contains(&key)
         {
-            self.model_keys.push(key.to_owned());
+            self.model_keys.push(key);
         }
-        if let Some(model) = model.as_str()
-            && !self.models.iter().any(|m| m == model)
+        if let Some(model) = model
+            && !self.models.contains(&model)
         {
-            self.models.push(model.to_owned());
+            self.models.push(model);
         }
     }
 }
 
-fn text(value: &Value) -> Option<String> {
-    value.as_str().map(str::to_owned)
+// The fields a summary needs, named and typed as in the `runlog` structs (`RunStart`,
+// `Recruitment`, `PackStart`, `RunEnd`/`RunAborted`), each read on its own: a field that is
+// missing or does not fit is `None` and the others still count, so a hand-edited or partial
+// runlog is summarised as far as it goes.
+
+#[derive(Default, Deserialize)]
+struct StartFields {
+    #[serde(default, deserialize_with = "lenient")]
+    prompt: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    parent_run_id: Option<RunId>,
+    #[serde(default, deserialize_with = "lenient")]
+    model_key: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    model: Option<String>,
 }
 
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+#[derive(Default, Deserialize)]
+struct RecruitmentFields {
+    #[serde(default, deserialize_with = "lenient")]
+    specialist_ids: Option<Vec<String>>,
+}
+
+#[derive(Default, Deserialize)]
+struct PackFields {
+    #[serde(default, deserialize_with = "lenient")]
+    model_key: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    model: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+struct EndFields {
+    #[serde(default, deserialize_with = "lenient")]
+    status: Option<RunStatus>,
+    #[serde(default, deserialize_with = "lenient")]
+    reason: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    steps: Option<u32>,
+    #[serde(default, deserialize_with = "lenient")]
+    usage: Option<Usage>,
+    #[serde(default, deserialize_with = "lenient")]
+    result: Option<Value>,
+}
+
+/// The event's payload as `T`; a payload that is not an object gives `T::default()`.
+fn fields<T: DeserializeOwned + Default>(event: &RunEvent) -> T {
+    T::deserialize(&event.payload).unwrap_or_default()
+}
+
+/// One field, or `None` when it does not fit its type.
+fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
+    let value = Value::deserialize(d)?;
+    Ok(T::deserialize(&value).ok())
 }
 
 /// The `summary` of a finish payload, or the first string field when it has another name
@@ -179,4 +227,88 @@ fn result_summary(result: &Value) -> Option<String> {
         .and_then(Value::as_str)
         .or_else(|| object.values().find_map(Value::as_str))
         .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(seq: u64, kind: EventKind, payload: Value) -> RunEvent {
+        RunEvent {
+            seq,
+            ts: seq as f64,
+            kind,
+            step: None,
+            payload,
+        }
+    }
+
+    fn id(text: &str) -> RunId {
+        RunId::parse(text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_run_is_summarised_from_its_typed_payloads() {
+        let events = [
+            event(
+                0,
+                EventKind::RunStart,
+                json!({"run_id": "r", "prompt": "p", "model_key": "k", "model": "m",
+                       "model_reason": null, "max_steps": 3, "network_allowed": false,
+                       "workspace": "/w", "sandbox": null, "parent_run_id": "q", "depth": 1}),
+            ),
+            event(
+                1,
+                EventKind::Recruitment,
+                json!({"specialist_id": "a", "specialist_ids": ["a", "b"],
+                       "required_capabilities": [], "routing_method": "explicit", "reason": "r",
+                       "is_task_force": true, "task_force_mode": "sequential"}),
+            ),
+            event(
+                2,
+                EventKind::PackStart,
+                json!({"specialist_id": "b", "pack_index": 1, "tools": [], "tool_loading": "lazy",
+                       "model_key": "k2", "model": "m", "handoff_from": "a"}),
+            ),
+            event(3, EventKind::ToolCall, json!({})),
+            event(4, EventKind::ToolError, json!({})),
+            event(
+                5,
+                EventKind::RunComplete,
+                json!({"run_id": "r", "status": "partial", "specialist_ids": ["a", "b"],
+                       "task_force_mode": "sequential", "steps": 4,
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+                       "reason": "`b` failed", "result": {"n": 1, "summary": "half"}}),
+            ),
+        ];
+        let s = RunSummary::from_events(id("r"), &events);
+        assert_eq!(s.prompt, "p");
+        assert_eq!(s.parent_id, Some(id("q")));
+        assert_eq!(s.specialist_ids, ["a", "b"]);
+        assert_eq!(s.model_keys, ["k", "k2"]);
+        assert_eq!(s.models, ["m"]);
+        assert_eq!((s.tool_calls, s.tool_errors, s.events), (1, 1, 6));
+        assert_eq!(s.status, RunStatus::Partial);
+        assert_eq!(s.steps, 4);
+        assert_eq!(s.usage.total_tokens, 3);
+        assert_eq!(s.summary.as_deref(), Some("half"));
+        assert_eq!(s.ended_at, Some(5.0));
+        assert_eq!(s.duration_s(), Some(5.0));
+    }
+
+    #[test]
+    fn payloads_that_do_not_fit_are_skipped_without_losing_the_end() {
+        let events = [
+            event(0, EventKind::RunStart, json!({"prompt": 3})),
+            event(1, EventKind::Recruitment, json!("not an object")),
+            event(2, EventKind::RunFailed, json!({"status": "exploded"})),
+        ];
+        let s = RunSummary::from_events(id("r"), &events);
+        assert_eq!(s.prompt, "");
+        assert!(s.specialist_ids.is_empty());
+        assert_eq!(s.status, RunStatus::Failed);
+        assert_eq!(s.ended_at, Some(2.0));
+        assert_eq!(s.summary, None);
+    }
 }

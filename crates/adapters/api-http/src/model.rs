@@ -3,7 +3,7 @@
 //! Runlog events go out exactly as the runlog stores them (`fabric_domain::RunEvent`);
 //! [`EventDoc`] only describes that shape for the OpenAPI document.
 
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, RunSummary};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, RunSummary, runlog};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -236,22 +236,22 @@ pub struct RunView {
 impl RunView {
     /// Builds the view from the run's events (the runlog, or a live run's buffer).
     pub fn from_events(run_id: RunId, events: &[RunEvent]) -> Self {
-        let of = |kind: EventKind| events.iter().find(|e| e.kind == kind).map(|e| &e.payload);
-        let start = of(EventKind::RunStart);
-        let recruitment = of(EventKind::Recruitment);
+        // Payloads that do not fit their struct count as absent, as missing keys did.
+        let first = |kind: EventKind| events.iter().find(|e| e.kind == kind);
+        let start =
+            first(EventKind::RunStart).and_then(|e| e.payload_as::<runlog::RunStart>().ok());
+        let recruitment =
+            first(EventKind::Recruitment).and_then(|e| e.payload_as::<runlog::Recruitment>().ok());
         let terminal = events.last().filter(|e| e.kind.is_terminal());
         let status = terminal.map_or(RunStatus::Running, fabric_core::live::terminal_status);
-        let end = terminal.map(|e| &e.payload);
-        let text = |v: Option<&Value>, key: &str| {
-            v.and_then(|v| v.get(key))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
+        let end = terminal.and_then(|e| e.payload_as::<runlog::RunEnd>().ok());
+        // A run ended by a panic has the shorter `RunAborted` payload, with a reason too.
+        let aborted = terminal.and_then(|e| e.payload_as::<runlog::RunAborted>().ok());
+        let result = end.as_ref().and_then(|e| e.result.clone());
+        let reason = match &end {
+            Some(end) => end.reason.clone(),
+            None => aborted.map(|a| a.reason),
         };
-        let result = end
-            .and_then(|p| p.get("result"))
-            .filter(|r| !r.is_null())
-            .cloned();
-        let reason = text(end, "reason");
         let summary = result
             .as_ref()
             .and_then(|r| r.get("summary"))
@@ -262,16 +262,13 @@ impl RunView {
             run_id,
             status,
             started_at: events.first().map(|e| e.ts),
-            prompt: text(start, "prompt"),
-            specialist_ids: recruitment
-                .and_then(|r| r.get("specialist_ids"))
-                .and_then(|ids| serde_json::from_value(ids.clone()).ok())
-                .unwrap_or_default(),
-            model_key: text(start, "model_key"),
+            prompt: start.as_ref().map(|s| s.prompt.clone()),
+            specialist_ids: recruitment.map(|r| r.specialist_ids).unwrap_or_default(),
+            model_key: start.map(|s| s.model_key),
             summary,
             reason,
-            steps: end.and_then(|p| p.get("steps")).and_then(Value::as_u64),
-            usage: end.and_then(|p| p.get("usage")).cloned(),
+            steps: end.as_ref().map(|e| u64::from(e.steps)),
+            usage: end.and_then(|e| serde_json::to_value(e.usage).ok()),
             result,
             events: events.len(),
         }

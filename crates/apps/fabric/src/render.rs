@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use console::{Style, Term};
 use fabric_core::{ChatObserver, RunObserver};
-use fabric_domain::{EventKind, RunEvent, UtcTime};
+use fabric_domain::{EventKind, RunEvent, UtcTime, runlog};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 use std::io::Write;
@@ -108,22 +108,30 @@ impl RunObserver for HumanRenderer {
     }
 
     async fn on_event(&self, event: &RunEvent) {
-        let p = &event.payload;
+        // Payloads are read as their runlog structs; one that does not fit prints nothing.
         let step = event.step.map(|s| s + 1).unwrap_or_default();
         match event.kind {
-            EventKind::RunStart => self.line(format!(
-                "{} run {} · model {} · workspace {}",
-                self.accent.apply_to("fabric"),
-                text(&p["run_id"]),
-                text(&p["model"]),
-                text(&p["workspace"])
-            )),
-            EventKind::Recruitment => self.line(format!(
-                "{} specialist {} ({})",
-                self.dim.apply_to("·"),
-                self.accent.apply_to(list(&p["specialist_ids"])),
-                text(&p["routing_method"])
-            )),
+            EventKind::RunStart => {
+                if let Ok(p) = event.payload_as::<runlog::RunStart>() {
+                    self.line(format!(
+                        "{} run {} · model {} · workspace {}",
+                        self.accent.apply_to("fabric"),
+                        p.run_id,
+                        p.model,
+                        p.workspace.display()
+                    ));
+                }
+            }
+            EventKind::Recruitment => {
+                if let Ok(p) = event.payload_as::<runlog::Recruitment>() {
+                    self.line(format!(
+                        "{} specialist {} ({})",
+                        self.dim.apply_to("·"),
+                        self.accent.apply_to(p.specialist_ids.join(", ")),
+                        p.routing_method
+                    ));
+                }
+            }
             EventKind::LlmRequest => {
                 self.streaming_text.store(false, Ordering::Relaxed);
                 self.start_spinner(format!("step {step}: thinking"));
@@ -133,81 +141,121 @@ impl RunObserver for HumanRenderer {
                     let _ = self.term.write_line("");
                 }
                 self.stop_spinner();
-                let content = text(&p["content"]);
-                let has_calls = p["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
-                if !content.trim().is_empty() && !has_calls {
+                // A routing response reads as an `LlmResponse` too (its extra fields aside).
+                if let Ok(p) = event.payload_as::<runlog::LlmResponse>() {
+                    let content = p.content.unwrap_or_default();
+                    if !content.trim().is_empty() && p.tool_calls.is_empty() {
+                        self.line(format!(
+                            "  {} {}",
+                            self.dim.apply_to("model:"),
+                            one_line(&content, 200)
+                        ));
+                    }
+                }
+            }
+            EventKind::ToolCall => {
+                if let Ok(p) = event.payload_as::<runlog::ToolCall>() {
                     self.line(format!(
-                        "  {} {}",
-                        self.dim.apply_to("model:"),
-                        one_line(&content, 200)
+                        "{} {} {}",
+                        self.accent.apply_to("→"),
+                        p.tool,
+                        self.dim.apply_to(one_line(&p.args.to_string(), 120))
                     ));
                 }
             }
-            EventKind::ToolCall => self.line(format!(
-                "{} {} {}",
-                self.accent.apply_to("→"),
-                text(&p["tool"]),
-                self.dim.apply_to(one_line(&p["args"].to_string(), 120))
-            )),
             EventKind::ToolResult => {
-                if p["tool"] != "finish_task" {
+                if let Ok(p) = event.payload_as::<runlog::ToolResult>()
+                    && p.tool != fabric_domain::FINISH_TOOL
+                {
                     self.line(format!(
                         "  {} {}",
                         self.ok.apply_to("✓"),
-                        self.dim.apply_to(one_line(&text(&p["result"]), 120))
+                        self.dim.apply_to(one_line(&text(&p.result), 120))
                     ));
                 }
             }
-            EventKind::ToolError => self.line(format!(
-                "  {} {}",
-                self.bad.apply_to("✗"),
-                one_line(&text(&p["error_message"]), 200)
-            )),
-            EventKind::SecurityEvent => self.line(format!(
-                "  {} refused ({}): {}",
-                self.bad.apply_to("⛔"),
-                text(&p["event_type"]),
-                one_line(&text(&p["attempted"]), 120)
-            )),
+            EventKind::ToolError => {
+                if let Ok(p) = event.payload_as::<runlog::ToolError>() {
+                    self.line(format!(
+                        "  {} {}",
+                        self.bad.apply_to("✗"),
+                        one_line(&p.error_message, 200)
+                    ));
+                }
+            }
+            EventKind::SecurityEvent => {
+                if let Ok(p) = event.payload_as::<runlog::SecurityEvent>() {
+                    self.line(format!(
+                        "  {} refused ({}): {}",
+                        self.bad.apply_to("⛔"),
+                        p.event_type,
+                        one_line(&p.attempted, 120)
+                    ));
+                }
+            }
             EventKind::CorrectiveReprompt => self.line(format!(
                 "  {} the model answered in text; asking it to use its tools",
                 self.dim.apply_to("↺")
             )),
-            EventKind::RunComplete => self.line(format!(
-                "{} {} in {} steps",
-                self.ok.apply_to("✔"),
-                text(&p["status"]),
-                p["steps"]
-            )),
-            EventKind::RunFailed => self.line(format!(
-                "{} {}: {}",
-                self.bad.apply_to("✘"),
-                text(&p["status"]),
-                text(&p["reason"])
-            )),
+            EventKind::RunComplete => {
+                if let Ok(p) = event.payload_as::<runlog::RunEnd>() {
+                    self.line(format!(
+                        "{} {} in {} steps",
+                        self.ok.apply_to("✔"),
+                        p.status,
+                        p.steps
+                    ));
+                }
+            }
+            EventKind::RunFailed => {
+                let ended = event
+                    .payload_as::<runlog::RunEnd>()
+                    .map(|p| (p.status, p.reason));
+                let aborted = || {
+                    event
+                        .payload_as::<runlog::RunAborted>()
+                        .map(|p| (p.status, Some(p.reason)))
+                };
+                if let Ok((status, reason)) = ended.or_else(|_| aborted()) {
+                    self.line(format!(
+                        "{} {}: {}",
+                        self.bad.apply_to("✘"),
+                        status,
+                        reason.unwrap_or_default()
+                    ));
+                }
+            }
             EventKind::McpServer => {
-                let status = text(&p["status"]);
-                let detail = match status.as_str() {
-                    "ready" | "tools_changed" => {
-                        format!("{} tools", p["tools"].as_array().map_or(0, Vec::len))
-                    }
-                    "starting" => text(&p["transport"]),
-                    _ => one_line(&text(&p["error"]), 200),
-                };
-                let mark = match status.as_str() {
-                    "failed" | "timeout" | "stopped" => self.bad.apply_to("✗"),
-                    _ => self.dim.apply_to("·"),
-                };
-                self.line(format!(
-                    "{mark} mcp server {} {status}: {detail}",
-                    text(&p["server"])
-                ));
+                if let Ok(p) = event.payload_as::<runlog::McpServer>() {
+                    self.mcp_server(p);
+                }
             }
             EventKind::PackStart
             | EventKind::TaskForceParallel
             | EventKind::LoopDetected
             | EventKind::Unknown => {}
         }
+    }
+}
+
+impl HumanRenderer {
+    fn mcp_server(&self, p: runlog::McpServer) {
+        use runlog::McpStatus;
+        let detail = match p.status {
+            McpStatus::Ready | McpStatus::ToolsChanged => {
+                format!("{} tools", p.tools.as_ref().map_or(0, Vec::len))
+            }
+            McpStatus::Starting => p.transport.unwrap_or_default(),
+            _ => one_line(p.error.as_deref().unwrap_or_default(), 200),
+        };
+        let mark = match p.status {
+            McpStatus::Failed | McpStatus::Timeout | McpStatus::Stopped => self.bad.apply_to("✗"),
+            _ => self.dim.apply_to("·"),
+        };
+        self.line(format!(
+            "{mark} mcp server {} {}: {detail}",
+            p.server, p.status
+        ));
     }
 }
 
@@ -235,11 +283,4 @@ fn text(value: &Value) -> String {
         Value::Null => String::new(),
         other => other.to_string(),
     }
-}
-
-fn list(value: &Value) -> String {
-    value
-        .as_array()
-        .map(|items| items.iter().map(text).collect::<Vec<_>>().join(", "))
-        .unwrap_or_default()
 }

@@ -1,7 +1,8 @@
 //! Running the members of a task: one, in sequence, or in parallel, into one runlog.
 
-use fabric_domain::{EventKind, Message, SpecialistSpec, ToolLoading};
-use serde_json::{Value, json};
+use fabric_domain::runlog::{self, RoutingMethod};
+use fabric_domain::{Message, SpecialistSpec, ToolLoading};
+use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -51,9 +52,12 @@ pub(super) async fn run(
     let ids: Vec<String> = members.iter().map(|m| m.specialist.id.clone()).collect();
     let is_task_force = members.len() > 1;
     let mode = if is_task_force {
-        force.mode.as_str()
+        match force.mode {
+            TaskForceMode::Sequential => runlog::TaskForceMode::Sequential,
+            TaskForceMode::Parallel => runlog::TaskForceMode::Parallel,
+        }
     } else {
-        "single"
+        runlog::TaskForceMode::Single
     };
     let first = &members[0];
     let lineage = force.lineage.clone().unwrap_or_else(|| {
@@ -67,52 +71,50 @@ pub(super) async fn run(
         )))
     });
 
-    rec.emit(
-        EventKind::RunStart,
+    rec.record(
         None,
-        json!({
-            "run_id": run.id,
-            "prompt": force.prompt,
-            "model_key": first.model_key,
-            "model": first.model.name,
-            "model_reason": first.model_reason,
-            "max_steps": force.max_steps,
-            "network_allowed": network_allowed,
-            "workspace": run.workspace,
-            "sandbox": force.sandbox.policy,
-            "parent_run_id": lineage.parent_run_id,
-            "depth": lineage.depth,
-        }),
+        &runlog::RunStart {
+            run_id: run.id.clone(),
+            prompt: force.prompt.clone(),
+            model_key: first.model_key.clone(),
+            model: first.model.name.clone(),
+            model_reason: first.model_reason.clone(),
+            max_steps: force.max_steps,
+            network_allowed,
+            workspace: run.workspace.clone(),
+            sandbox: force.sandbox.policy.clone(),
+            parent_run_id: lineage.parent_run_id.clone(),
+            depth: lineage.depth,
+        },
     )
     .await?;
     for notice in &force.sandbox.notices {
-        rec.emit(
-            EventKind::SecurityEvent,
+        rec.record(
             None,
-            json!({
-                "event_type": notice.event_type,
-                "tool": Value::Null,
-                "attempted": "run_start",
-                "error_message": notice.message,
-            }),
+            &runlog::SecurityEvent {
+                event_type: notice.event_type.as_str().into(),
+                tool: None,
+                call_id: None,
+                attempted: "run_start".to_owned(),
+                error_message: notice.message.clone(),
+            },
         )
         .await?;
     }
     if let Some(call) = &force.routing_call {
         record_routing_call(rec, call).await?;
     }
-    rec.emit(
-        EventKind::Recruitment,
+    rec.record(
         None,
-        json!({
-            "specialist_id": ids[0],
-            "specialist_ids": ids,
-            "required_capabilities": force.recruitment.required_capabilities,
-            "routing_method": force.recruitment.routing_method,
-            "reason": force.recruitment.reason,
-            "is_task_force": is_task_force,
-            "task_force_mode": mode,
-        }),
+        &runlog::Recruitment {
+            specialist_id: ids[0].clone(),
+            specialist_ids: ids.clone(),
+            required_capabilities: force.recruitment.required_capabilities.clone(),
+            routing_method: RoutingMethod::from(force.recruitment.routing_method.as_str()),
+            reason: force.recruitment.reason.clone(),
+            is_task_force,
+            task_force_mode: mode.clone(),
+        },
     )
     .await?;
 
@@ -145,10 +147,12 @@ pub(super) async fn run(
             TaskForceMode::Sequential => shared.sequential(rec, &members).await?,
             TaskForceMode::Parallel => {
                 let limit = force.max_parallel.max(1);
-                rec.emit(
-                    EventKind::TaskForceParallel,
+                rec.record(
                     None,
-                    json!({"specialist_ids": ids, "max_parallel": limit}),
+                    &runlog::TaskForceParallel {
+                        specialist_ids: ids.clone(),
+                        max_parallel: limit,
+                    },
                 )
                 .await?;
                 shared.parallel(rec, &members, limit).await?
@@ -157,29 +161,28 @@ pub(super) async fn run(
         let status = combined_status(&results);
         let (steps, usage) = totals(&results);
         let payload = if status.has_result() {
-            merged_payload(mode, &results)
+            merged_payload(mode.as_str(), &results)
         } else {
             Value::Null
         };
         (status, payload, combined_reason(&results), steps, usage)
     };
 
-    let mut summary = json!({
-        "run_id": run.id,
-        "status": status,
-        "specialist_ids": ids,
-        "task_force_mode": mode,
-        "steps": steps,
-        "usage": usage,
-        "reason": reason,
-    });
-    let kind = if status.has_result() {
-        summary["result"] = payload.clone();
-        EventKind::RunComplete
-    } else {
-        EventKind::RunFailed
-    };
-    rec.emit(kind, None, summary).await?;
+    // `run_complete` with the result, or `run_failed` without one (`RunEnd::kind`).
+    rec.record(
+        None,
+        &runlog::RunEnd {
+            run_id: run.id.clone(),
+            status,
+            specialist_ids: ids.clone(),
+            task_force_mode: mode,
+            steps,
+            usage,
+            reason: reason.clone(),
+            result: status.has_result().then(|| payload.clone()),
+        },
+    )
+    .await?;
 
     Ok(RunOutcome {
         run_id: run.id,
@@ -220,18 +223,21 @@ impl Shared<'_> {
         };
         // Built alongside the members, one per member, so the index is always there.
         let tools = &self.toolsets[index.unwrap_or(0) as usize];
-        rec.emit(
-            EventKind::PackStart,
+        rec.record(
             None,
-            json!({
-                "specialist_id": member.specialist.id,
-                "pack_index": index.unwrap_or(0),
-                "tools": tools.tools().iter().map(|t| t.spec().name.clone()).collect::<Vec<_>>(),
-                "tool_loading": member.specialist.tooling.tool_loading,
-                "model_key": member.model_key,
-                "model": member.model.name,
-                "handoff_from": handoff.map(|(id, _)| id),
-            }),
+            &runlog::PackStart {
+                specialist_id: member.specialist.id.clone(),
+                pack_index: index.unwrap_or(0),
+                tools: tools
+                    .tools()
+                    .iter()
+                    .map(|t| t.spec().name.clone())
+                    .collect(),
+                tool_loading: member.specialist.tooling.tool_loading,
+                model_key: member.model_key.clone(),
+                model: member.model.name.clone(),
+                handoff_from: handoff.map(|(id, _)| id.to_owned()),
+            },
         )
         .await?;
         let mut messages = vec![
@@ -322,28 +328,36 @@ async fn record_routing_call(
     rec: Recorder<'_>,
     call: &crate::recruit::RoutingCall,
 ) -> Result<(), StoreError> {
-    rec.emit(
-        EventKind::LlmRequest,
+    rec.record(
         None,
-        json!({"purpose": "routing", "model_key": call.model_key, "model": call.model, "message_count": 2, "tool_count": 1}),
+        &runlog::RoutingRequest {
+            purpose: runlog::CallPurpose::Routing,
+            model_key: call.model_key.clone(),
+            model: call.model.clone(),
+            // The routing prompt is one system and one user message, offering one tool.
+            message_count: 2,
+            tool_count: 1,
+        },
     )
     .await?;
-    let tool_calls: Vec<Value> = call
-        .tool_arguments
-        .iter()
-        .map(|a| json!({"name": crate::recruit::ROUTE_TOOL, "arguments": truncate(a, 2_000)}))
-        .collect();
-    rec.emit(
-        EventKind::LlmResponse,
+    rec.record(
         None,
-        json!({
-            "purpose": "routing",
-            "model": call.model,
-            "content": call.content.as_deref().map(|c| truncate(c, 2_000)),
-            "tool_calls": tool_calls,
-            "latency_ms": call.latency_ms,
-            "error": call.outcome.as_ref().err(),
-        }),
+        &runlog::RoutingResponse {
+            purpose: runlog::CallPurpose::Routing,
+            model: call.model.clone(),
+            content: call.content.as_deref().map(|c| truncate(c, 2_000)),
+            tool_calls: call
+                .tool_arguments
+                .iter()
+                .map(|a| runlog::LlmToolCall {
+                    call_id: None,
+                    name: crate::recruit::ROUTE_TOOL.to_owned(),
+                    arguments: truncate(a, 2_000),
+                })
+                .collect(),
+            latency_ms: call.latency_ms,
+            error: call.outcome.as_ref().err().cloned(),
+        },
     )
     .await
 }

@@ -1,4 +1,5 @@
 use async_trait::async_trait;
+use fabric_domain::runlog::ToolErrorType;
 use fabric_domain::{RunId, ToolSpec};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -44,11 +45,11 @@ pub enum ToolError {
 
 impl ToolError {
     /// The `error_type` written to the runlog.
-    pub fn error_type(&self) -> &'static str {
+    pub fn error_type(&self) -> ToolErrorType {
         match self {
-            Self::InvalidArguments(_) => "invalid_args",
-            Self::Denied { .. } => "permission",
-            Self::Failed(_) => "failed",
+            Self::InvalidArguments(_) => ToolErrorType::InvalidArgs,
+            Self::Denied { .. } => ToolErrorType::Permission,
+            Self::Failed(_) => ToolErrorType::Failed,
         }
     }
 }

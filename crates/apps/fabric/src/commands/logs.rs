@@ -10,23 +10,6 @@ use crate::errors::UsageError;
 use crate::render::{one_line, timestamp};
 use crate::wiring;
 
-const ALL_KINDS: &[EventKind] = &[
-    EventKind::RunStart,
-    EventKind::Recruitment,
-    EventKind::TaskForceParallel,
-    EventKind::PackStart,
-    EventKind::LlmRequest,
-    EventKind::LlmResponse,
-    EventKind::CorrectiveReprompt,
-    EventKind::ToolCall,
-    EventKind::ToolResult,
-    EventKind::ToolError,
-    EventKind::SecurityEvent,
-    EventKind::LoopDetected,
-    EventKind::RunComplete,
-    EventKind::RunFailed,
-];
-
 pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
     match command {
@@ -154,18 +137,14 @@ fn parse_kinds(kinds: &[String]) -> anyhow::Result<Vec<EventKind>> {
         .iter()
         .filter(|k| !k.trim().is_empty())
         .map(|k| {
-            ALL_KINDS
-                .iter()
-                .copied()
-                .find(|kind| kind.as_str() == k.trim())
-                .ok_or_else(|| {
-                    let names: Vec<&str> = ALL_KINDS.iter().map(|k| k.as_str()).collect();
-                    UsageError(format!(
-                        "unknown event kind `{k}`; the kinds are: {}",
-                        names.join(", ")
-                    ))
-                    .into()
-                })
+            EventKind::parse(k.trim()).ok_or_else(|| {
+                let names: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+                UsageError(format!(
+                    "unknown event kind `{k}`; the kinds are: {}",
+                    names.join(", ")
+                ))
+                .into()
+            })
         })
         .collect()
 }
@@ -180,4 +159,36 @@ fn describe(event: &RunEvent) -> String {
         event.kind.as_str(),
         one_line(&event.payload.to_string(), 160)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind docs/RUNLOG.md documents (its table and the reserved ones) is accepted.
+    #[test]
+    fn every_documented_kind_is_accepted() {
+        let doc = include_str!("../../../../../docs/RUNLOG.md");
+        let kinds_section = doc
+            .split("## Kinds")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .unwrap_or_else(|| panic!("docs/RUNLOG.md has no Kinds section"));
+        let mut documented: Vec<String> = kinds_section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .map(str::to_owned)
+            .collect();
+        let reserved = kinds_section
+            .lines()
+            .find(|l| l.starts_with("Reserved"))
+            .unwrap_or_else(|| panic!("no reserved kinds line"));
+        documented.extend(reserved.split('`').skip(1).step_by(2).map(str::to_owned));
+        assert!(documented.len() >= 15, "{documented:?}");
+        let parsed = parse_kinds(&documented).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(parsed.len(), documented.len());
+        assert!(parsed.contains(&EventKind::McpServer));
+        assert!(parse_kinds(&["nope".to_owned()]).is_err());
+    }
 }

@@ -6,7 +6,7 @@ use fabric_config::Settings;
 use fabric_core::search::{RunSearch, SearchRunsInput, results_json};
 use fabric_core::service::{RunService, ServiceConfig, Submission, TaskRequest};
 use fabric_core::{ChatObserver, RunObserver, StatsGroup, StatsQuery};
-use fabric_domain::{EventKind, RunEvent, RunId, parse_duration, parse_since};
+use fabric_domain::{EventKind, RunEvent, RunId, RunSummary, parse_duration, parse_since, runlog};
 use fabric_mcp::{FabricMcpServer, FabricService, PruneRunsInput, RunStatsInput, RunTaskInput};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -121,16 +121,22 @@ impl FabricService for McpApp {
             .read_events(&id)
             .await
             .map_err(|e| e.to_string())?;
-        let start = events.iter().find(|e| e.kind == EventKind::RunStart);
-        let end = events.iter().rev().find(|e| e.kind.is_terminal());
+        let summary = RunSummary::from_events(id.clone(), &events);
+        let started = events.iter().any(|e| e.kind == EventKind::RunStart);
+        // Steps and usage only once the run has ended with a full `RunEnd`, as before.
+        let end = events
+            .iter()
+            .rev()
+            .find(|e| e.kind.is_terminal())
+            .and_then(|e| e.payload_as::<runlog::RunEnd>().ok());
         Ok(json!({
             "run_id": id,
-            "status": end.map_or(json!("running"), |e| e.payload["status"].clone()),
-            "prompt": start.map(|e| e.payload["prompt"].clone()),
-            "result": end.and_then(|e| e.payload.get("result").cloned()),
-            "reason": end.map(|e| e.payload["reason"].clone()),
-            "steps": end.map(|e| e.payload["steps"].clone()),
-            "usage": end.map(|e| e.payload["usage"].clone()),
+            "status": summary.status,
+            "prompt": started.then_some(&summary.prompt),
+            "result": summary.result,
+            "reason": summary.reason,
+            "steps": end.as_ref().map(|e| e.steps),
+            "usage": end.map(|e| e.usage),
             "events": events,
         }))
     }

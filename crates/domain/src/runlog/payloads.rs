@@ -1,0 +1,321 @@
+//! One struct per payload, with the fields docs/RUNLOG.md lists.
+//!
+//! The runlog writes payloads as a `serde_json::Value`, whose keys come out sorted, so the
+//! order of the fields here does not change a line; whether a field is written as `null` or
+//! left out does, and each `Option` says which: plain `Option` fields are written as `null`,
+//! those with `skip_serializing_if` are left out when `None`, exactly as the lines have
+//! always been (tests/golden/runlog.jsonl in fabric-core holds them).
+//!
+//! Fields added after the first runlogs were written carry `#[serde(default)]`, so runlogs
+//! of older versions still read (writing is unaffected).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::PathBuf;
+
+use super::vocab::{
+    CallPurpose, McpStatus, RoutingMethod, SecurityEventType, TaskForceMode, ToolErrorType,
+};
+use crate::{RunId, RunStatus, ToolLoading, Usage};
+
+/// `run_start`: the first line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStart {
+    /// The run's id.
+    pub run_id: RunId,
+    /// The task as given.
+    pub prompt: String,
+    /// The model key of the first member.
+    pub model_key: String,
+    /// The model of the first member.
+    pub model: String,
+    /// How discovery chose the model, when it did.
+    pub model_reason: Option<String>,
+    /// The step limit per member.
+    pub max_steps: u32,
+    /// Whether tools may use the network.
+    pub network_allowed: bool,
+    /// The directory the run's tools work in.
+    pub workspace: PathBuf,
+    /// The effective sandbox policy (`mode`, `enforced_by_kernel`, `landlock_abi`,
+    /// `enforced`, `not_enforced`, `limits`, `read_paths`, `host`); its shape belongs to the
+    /// sandbox adapter, so it stays JSON here. `null` when the caller did not say.
+    #[serde(default)]
+    pub sandbox: Value,
+    /// The run that delegated this one through `agent__<id>`.
+    pub parent_run_id: Option<RunId>,
+    /// 0 for a run a person started, 1 for its children, and so on.
+    #[serde(default)]
+    pub depth: u32,
+}
+
+/// `recruitment`: the specialists chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recruitment {
+    /// The first specialist.
+    pub specialist_id: String,
+    /// All of them, in work order.
+    pub specialist_ids: Vec<String>,
+    /// The capabilities inferred from the prompt's keywords.
+    pub required_capabilities: Vec<String>,
+    /// How they were chosen.
+    pub routing_method: RoutingMethod,
+    /// Why, in words.
+    pub reason: String,
+    /// Whether more than one specialist works.
+    pub is_task_force: bool,
+    /// How they work together.
+    pub task_force_mode: TaskForceMode,
+}
+
+/// `task_force_parallel`: before the members of a parallel task force start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskForceParallel {
+    /// The members, in recruitment order.
+    pub specialist_ids: Vec<String>,
+    /// How many run at once.
+    pub max_parallel: usize,
+}
+
+/// `pack_start`: a specialist starts its loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PackStart {
+    /// Who.
+    pub specialist_id: String,
+    /// Its position in `specialist_ids` (0 for a lone specialist).
+    pub pack_index: u32,
+    /// The tool names offered at the start (MCP tools that arrive later are in
+    /// `mcp_server` events).
+    pub tools: Vec<String>,
+    /// How tool schemas reach the model.
+    #[serde(default)]
+    pub tool_loading: ToolLoading,
+    /// Its model key.
+    pub model_key: String,
+    /// Its model.
+    pub model: String,
+    /// In a sequential task force, the member whose result it was handed.
+    pub handoff_from: Option<String>,
+}
+
+/// A tool the specialist's patterns did not let in from an MCP server, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkippedTool {
+    /// The server's name for the tool.
+    pub tool: String,
+    /// Why it was left out.
+    pub reason: String,
+}
+
+/// `mcp_server`: an MCP server of the specialist changed state. Which fields are present
+/// depends on `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServer {
+    /// The server's name.
+    pub server: String,
+    /// What it changed to.
+    pub status: McpStatus,
+    /// Milliseconds since the servers started.
+    pub elapsed_ms: u64,
+    /// `starting`: `stdio` or `http`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    /// `starting`: whether the run fails without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
+    /// `ready`, `tools_changed`: the tool names offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// `ready`, `tools_changed`: tools left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<Vec<SkippedTool>>,
+    /// `failed`, `timeout`, `stopped` (and a `tools_changed` whose listing failed): what went
+    /// wrong, with the server's last stderr lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl McpServer {
+    /// A notice with only the fields every status has; set the others as the status needs.
+    pub fn new(server: impl Into<String>, status: McpStatus, elapsed_ms: u64) -> Self {
+        Self {
+            server: server.into(),
+            status,
+            elapsed_ms,
+            transport: None,
+            required: None,
+            tools: None,
+            skipped: None,
+            error: None,
+        }
+    }
+}
+
+/// `llm_request`: before a model call of a specialist's loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmRequest {
+    /// The model.
+    pub model: String,
+    /// Messages sent.
+    pub message_count: usize,
+    /// Tool definitions sent (with `finish_task`).
+    pub tool_count: usize,
+}
+
+/// `llm_request` of the routing call (`step: null`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoutingRequest {
+    /// Always `routing`.
+    pub purpose: CallPurpose,
+    /// The routing model's key.
+    pub model_key: String,
+    /// The routing model.
+    pub model: String,
+    /// Messages sent.
+    pub message_count: usize,
+    /// Tool definitions sent.
+    pub tool_count: usize,
+}
+
+/// One tool call as the model sent it, in an `llm_response`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmToolCall {
+    /// The call's id (absent for the routing call, which is never answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The tool named.
+    pub name: String,
+    /// The argument text as received, capped at 2 000 characters.
+    pub arguments: String,
+}
+
+/// `llm_response`: after a model call of a specialist's loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmResponse {
+    /// The model's text (capped), if any.
+    pub content: Option<String>,
+    /// The tool calls, in order.
+    pub tool_calls: Vec<LlmToolCall>,
+    /// Tokens used, when the server reported them.
+    pub usage: Option<Usage>,
+    /// How long the call took.
+    pub latency_ms: f64,
+    /// Why the model stopped, when reported.
+    pub finish_reason: Option<String>,
+}
+
+/// `llm_response` of the routing call (`step: null`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoutingResponse {
+    /// Always `routing`.
+    pub purpose: CallPurpose,
+    /// The routing model.
+    pub model: String,
+    /// Its text (capped), if any.
+    pub content: Option<String>,
+    /// Its `route` call, if it made one.
+    pub tool_calls: Vec<LlmToolCall>,
+    /// How long the call took.
+    pub latency_ms: f64,
+    /// Why its answer was not used (keyword routing was used instead).
+    pub error: Option<String>,
+}
+
+/// `corrective_reprompt`: the model answered in plain text and was asked to use tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorrectiveReprompt {
+    /// Why (`plain_text_response`).
+    pub reason: String,
+    /// The how-manieth reprompt in a row, from 1.
+    pub attempt: u32,
+    /// How many are allowed in a row.
+    pub max_retries: u32,
+}
+
+/// `tool_call`: before a tool runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The tool named.
+    pub tool: String,
+    /// The call's id.
+    pub call_id: String,
+    /// The parsed arguments, or the raw text (capped) when it is not JSON.
+    pub args: Value,
+}
+
+/// `tool_result`: a tool succeeded, or `finish_task` was accepted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The tool.
+    pub tool: String,
+    /// The call's id.
+    pub call_id: String,
+    /// Text (capped) for tools; the payload object for `finish_task`.
+    pub result: Value,
+}
+
+/// `tool_error`: a call failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolError {
+    /// The tool named.
+    pub tool: String,
+    /// The call's id.
+    pub call_id: String,
+    /// Why it failed.
+    pub error_type: ToolErrorType,
+    /// Exactly what the model was told.
+    pub error_message: String,
+}
+
+/// `security_event`: something was refused for safety (next to a `tool_error`), or the run
+/// starts with the sandbox off.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SecurityEvent {
+    /// What.
+    pub event_type: SecurityEventType,
+    /// The tool refused; `null` for what concerns the whole run (`sandbox_off`).
+    pub tool: Option<String>,
+    /// The refused call's id; absent for what concerns the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// What was attempted (the path, the program; `run_start` for the whole run).
+    pub attempted: String,
+    /// What was refused, why, and what is allowed instead.
+    pub error_message: String,
+}
+
+/// `run_complete` or `run_failed`: the last line. Which of the two follows from `status`
+/// ([`RunStatus::has_result`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEnd {
+    /// The run's id.
+    pub run_id: RunId,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Who worked, in recruitment order.
+    pub specialist_ids: Vec<String>,
+    /// How they worked together.
+    pub task_force_mode: TaskForceMode,
+    /// Model calls, all members together.
+    pub steps: u32,
+    /// Tokens, all members together.
+    pub usage: Usage,
+    /// Why it failed, or how it completed when not through `finish_task`.
+    pub reason: Option<String>,
+    /// `run_complete` only: the finish payload (for task forces `{summary,
+    /// task_force_mode, sections}`). Read back as `None` when absent or `null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+}
+
+/// `run_failed` for a run whose own code could not end it (it panicked): the server or CLI
+/// that hosted it writes this shorter payload in its place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunAborted {
+    /// The run's id.
+    pub run_id: RunId,
+    /// Always `failed`.
+    pub status: RunStatus,
+    /// What happened.
+    pub reason: String,
+}

@@ -1,0 +1,176 @@
+//! The closed sets of words the runlog uses (`error_type`, `event_type`, `routing_method`,
+//! `task_force_mode`, the MCP `status`, `purpose`), each written as the same snake_case
+//! string docs/RUNLOG.md lists.
+//!
+//! Every set also has `Other(String)`: a word this version does not know, written by a newer
+//! fabric or handed in by an adapter (tools name their own `event_type`s). It is kept as it
+//! came, so reading an old or new runlog never fails on a word, and writing one never loses it.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Declares one vocabulary: the enum, its strings both ways, and serde through the strings.
+macro_rules! vocabulary {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )+
+            /// A word this version does not know, kept as written.
+            Other(String),
+        }
+
+        impl $name {
+            /// The word as written in the runlog.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $( Self::$variant => $text, )+
+                    Self::Other(text) => text,
+                }
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(text: &str) -> Self {
+                match text {
+                    $( $text => Self::$variant, )+
+                    other => Self::Other(other.to_owned()),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+                Ok(Self::from(text.as_ref()))
+            }
+        }
+    };
+}
+
+vocabulary! {
+    /// `tool_error.error_type`: why a call failed.
+    pub enum ToolErrorType {
+        /// Unknown tool, arguments that are not JSON or do not fit the schema, a refused
+        /// `finish_task`.
+        InvalidArgs = "invalid_args",
+        /// Refused for safety (a `security_event` follows).
+        Permission = "permission",
+        /// The tool ran and failed, or timed out.
+        Failed = "failed",
+    }
+}
+
+vocabulary! {
+    /// `security_event.event_type`: what was refused, or that the sandbox is off.
+    pub enum SecurityEventType {
+        /// A path outside the workspace.
+        PathEscape = "path_escape",
+        /// A path the workspace protects.
+        ProtectedPath = "protected_path",
+        /// A program the specialist may not run.
+        CommandNotAllowed = "command_not_allowed",
+        /// The OS sandbox refused.
+        SandboxDenied = "sandbox_denied",
+        /// A network address that is not allowed.
+        AddressDenied = "address_denied",
+        /// A URL scheme that is not allowed.
+        UrlSchemeDenied = "url_scheme_denied",
+        /// The run does not allow the network.
+        NetworkDenied = "network_denied",
+        /// The run starts with the OS sandbox off.
+        SandboxOff = "sandbox_off",
+    }
+}
+
+vocabulary! {
+    /// `recruitment.routing_method`: how the specialists were chosen.
+    pub enum RoutingMethod {
+        /// Named by the caller (`--pack`).
+        Explicit = "explicit",
+        /// By keywords in the prompt.
+        Keyword = "keyword",
+        /// By the routing model.
+        Llm = "llm",
+        /// By keywords, after the routing model's answer could not be used.
+        KeywordFallback = "keyword_fallback",
+    }
+}
+
+vocabulary! {
+    /// `task_force_mode`: how the members of a run work together.
+    pub enum TaskForceMode {
+        /// One specialist.
+        Single = "single",
+        /// Members in turn, each given the previous one's result.
+        Sequential = "sequential",
+        /// Members at the same time.
+        Parallel = "parallel",
+    }
+}
+
+vocabulary! {
+    /// `mcp_server.status`: the state an MCP server changed to.
+    pub enum McpStatus {
+        /// Its start began.
+        Starting = "starting",
+        /// It answered and its tools are offered.
+        Ready = "ready",
+        /// It could not start.
+        Failed = "failed",
+        /// It did not start in time.
+        Timeout = "timeout",
+        /// It stopped or closed its connection; its tools were removed.
+        Stopped = "stopped",
+        /// It announced a new tool list.
+        ToolsChanged = "tools_changed",
+    }
+}
+
+vocabulary! {
+    /// `purpose` of a model call outside a specialist's loop.
+    pub enum CallPurpose {
+        /// The call that chooses the specialists.
+        Routing = "routing",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn words_round_trip_and_unknown_words_are_kept() {
+        let known = serde_json::to_value(SecurityEventType::UrlSchemeDenied)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(known, json!("url_scheme_denied"));
+        let back: McpStatus =
+            serde_json::from_value(json!("tools_changed")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, McpStatus::ToolsChanged);
+        let newer: RoutingMethod =
+            serde_json::from_value(json!("by_coin_toss")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(newer, RoutingMethod::Other("by_coin_toss".into()));
+        assert_eq!(
+            serde_json::to_value(&newer).unwrap_or_else(|e| panic!("{e}")),
+            json!("by_coin_toss")
+        );
+        assert!(serde_json::from_value::<TaskForceMode>(json!(3)).is_err());
+    }
+}
