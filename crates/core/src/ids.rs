@@ -1,4 +1,5 @@
-//! Run ids that sort by start time and are safe as directory names.
+//! Run ids that sort by start time and are safe as directory names, and the wall clock the
+//! runlog's `ts` and every `--since` are measured on.
 
 use fabric_domain::{RunId, UtcTime};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -28,6 +29,15 @@ pub fn new_run_id() -> RunId {
     // which RunId accepts, so parsing cannot fail.
     #[allow(clippy::expect_used)]
     RunId::parse(&text).expect("generated run ids are always valid")
+}
+
+/// Now, in seconds since the Unix epoch. A clock before 1970 is not a state anything can act
+/// on; 0 keeps every caller's arithmetic valid.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 #[cfg(test)]

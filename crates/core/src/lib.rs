@@ -45,7 +45,7 @@ pub mod service;
 pub mod typed;
 
 pub use error::CoreError;
-pub use ids::new_run_id;
+pub use ids::{new_run_id, unix_now};
 pub use ports::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, EmbeddingClient, NewRun,
     NoOsSandbox, NoopObserver, ProcessSandbox, QueryEmbedding, RunCatalog, RunLog, RunObserver,

@@ -3,7 +3,6 @@
 use fabric_domain::runlog::Payload;
 use fabric_domain::{EventKind, RunEvent};
 use serde_json::Value;
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::Mutex;
 
 use crate::ports::{RunLog, RunObserver, StoreError};
@@ -89,7 +88,7 @@ impl<'a> Recorder<'a> {
         let mut next_seq = self.journal.next_seq.lock().await;
         let event = RunEvent {
             seq: *next_seq,
-            ts: now(),
+            ts: crate::unix_now(),
             kind,
             step,
             payload,
@@ -99,14 +98,6 @@ impl<'a> Recorder<'a> {
         self.journal.observer.on_event(&event).await;
         Ok(())
     }
-}
-
-fn now() -> f64 {
-    // A clock before 1970 is not a state a run can do anything about; 0 keeps the line valid.
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 /// Cuts `text` to at most `max` characters, saying how much was left out.

@@ -305,6 +305,19 @@ pub struct RunListItem {
     pub events: u64,
 }
 
+/// A `status` query parameter, as the closed set of run statuses.
+pub(crate) fn parse_status(text: Option<&str>) -> Result<Option<RunStatus>, ApiError> {
+    text.map(|s| {
+        serde_json::from_value::<RunStatus>(Value::String(s.to_owned())).map_err(|_| {
+            ApiError::InvalidParameter(format!(
+                "`status` must be one of {}; got `{s}`",
+                STATUSES.join(", ")
+            ))
+        })
+    })
+    .transpose()
+}
+
 impl From<RunSummary> for RunListItem {
     fn from(r: RunSummary) -> Self {
         Self {

@@ -156,14 +156,6 @@ impl SqlStore {
     }
 }
 
-/// Seconds since the Unix epoch.
-pub(crate) fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default()
-}
-
 #[async_trait]
 impl RunStore for SqlStore {
     async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {

@@ -30,7 +30,7 @@ pub(crate) async fn catch_up(store: &SqlStore) -> Result<usize, StoreError> {
         let changed = reindex(store).await?;
         db.execute(
             "INSERT INTO fabric_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            vec![key.as_str().into(), Arg::Text(crate::now().to_string())],
+            vec![key.as_str().into(), Arg::Text(fabric_core::unix_now().to_string())],
         )
         .await
         .map_err(|e| store.err(&e))?;

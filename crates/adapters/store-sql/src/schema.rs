@@ -221,7 +221,7 @@ pub(crate) async fn migrate(db: &Db) -> Result<Migrated, sqlx::Error> {
                 vec![
                     Arg::Int(migration.version),
                     migration.description.into(),
-                    Arg::Real(crate::now()),
+                    Arg::Real(fabric_core::unix_now()),
                 ],
             )
             .await?;

@@ -36,7 +36,7 @@ pub(crate) async fn create_run(store: &SqlStore, id: RunId) -> Result<NewRun, St
     let created = inner.fs.create_run(id.clone()).await?;
     let path = inner.fs.run_dir(&id).join(RUNLOG_FILE);
     let mut row = RunSummary::new(id.clone());
-    row.started_at = crate::now();
+    row.started_at = fabric_core::unix_now();
     let inserted = async {
         let mut tx = inner.db.begin().await?;
         index::upsert_run(&mut tx, &row, false).await?;

@@ -113,14 +113,6 @@ pub fn results_json(results: &SearchResults) -> Value {
     json!({"mode": results.mode, "note": results.note, "hits": hits})
 }
 
-/// Seconds since the Unix epoch, now.
-pub(crate) fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 /// The built-in tool.
 pub struct SearchRunsTool {
     search: RunSearch,
@@ -143,7 +135,7 @@ impl TypedTool for SearchRunsTool {
 
     async fn run(&self, input: SearchRunsInput, _ctx: &ToolContext) -> Result<Value, ToolError> {
         let request = input
-            .to_request(now())
+            .to_request(crate::unix_now())
             .map_err(ToolError::InvalidArguments)?;
         match self.search.search(&request).await {
             Ok(results) => Ok(results_json(&results)),

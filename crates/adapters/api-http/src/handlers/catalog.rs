@@ -4,13 +4,13 @@
 use axum::extract::State;
 use fabric_core::search::{RunSearch, SearchError, SearchRequest};
 use fabric_core::{StatsGroup, StatsQuery};
-use fabric_domain::{RunStatus, parse_duration, parse_since};
+use fabric_domain::{parse_duration, parse_since};
 
 use crate::error::ErrorBody;
 use crate::extract::{JsonBody, QueryOf};
 use crate::model::{
-    PruneRequest, PruneResult, RunListItem, STATUSES, SearchHitDoc, SearchPage, SearchParams,
-    StatsPage, StatsParams,
+    PruneRequest, PruneResult, RunListItem, SearchHitDoc, SearchPage, SearchParams, StatsPage,
+    StatsParams, parse_status,
 };
 use crate::{ApiError, AppState};
 
@@ -23,28 +23,10 @@ fn search_of(state: &AppState) -> Result<&RunSearch, ApiError> {
     })
 }
 
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 fn since(text: Option<&str>) -> Result<Option<f64>, ApiError> {
     text.map(|t| {
-        parse_since(t, now()).map_err(|e| ApiError::InvalidParameter(format!("`since`: {e}")))
-    })
-    .transpose()
-}
-
-fn status(text: Option<&str>) -> Result<Option<RunStatus>, ApiError> {
-    text.map(|s| {
-        serde_json::from_value::<RunStatus>(serde_json::Value::String(s.to_owned())).map_err(|_| {
-            ApiError::InvalidParameter(format!(
-                "`status` must be one of {}; got `{s}`",
-                STATUSES.join(", ")
-            ))
-        })
+        parse_since(t, fabric_core::unix_now())
+            .map_err(|e| ApiError::InvalidParameter(format!("`since`: {e}")))
     })
     .transpose()
 }
@@ -86,7 +68,7 @@ pub(crate) async fn search_runs(
         text,
         semantic: params.semantic.unwrap_or(false),
         specialist: params.specialist,
-        status: status(params.status.as_deref())?,
+        status: parse_status(params.status.as_deref())?,
         since: since(params.since.as_deref())?,
         limit,
     };
@@ -183,7 +165,7 @@ pub(crate) async fn prune_runs(
         .map_err(|e| ApiError::InvalidRequest(format!("`older_than`: {e}")))?;
     let deleted = search_of(&state)?
         .catalog()
-        .prune(now() - age)
+        .prune(fabric_core::unix_now() - age)
         .await
         .map_err(ApiError::from_store)?;
     Ok(axum::Json(PruneResult {

@@ -88,20 +88,7 @@ pub(crate) async fn list_runs(
             "`limit` must be between 1 and {MAX_PAGE}, got {limit}"
         )));
     }
-    let status = query
-        .status
-        .as_deref()
-        .map(|s| {
-            serde_json::from_value::<RunStatus>(serde_json::Value::String(s.to_owned())).map_err(
-                |_| {
-                    ApiError::InvalidParameter(format!(
-                        "`status` must be one of {}; got `{s}`",
-                        crate::model::STATUSES.join(", ")
-                    ))
-                },
-            )
-        })
-        .transpose()?;
+    let status = crate::model::parse_status(query.status.as_deref())?;
     let before = query
         .before
         .as_deref()

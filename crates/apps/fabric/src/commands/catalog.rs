@@ -16,16 +16,11 @@ use crate::wiring;
 /// Runs embedded by one `fabric index rebuild`, at most.
 const REBUILD_EMBED_MAX: usize = 1_000_000;
 
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 fn since(text: Option<&str>) -> anyhow::Result<Option<f64>> {
     Ok(text
-        .map(|t| parse_since(t, now()).map_err(|e| UsageError(format!("--since: {e}"))))
+        .map(|t| {
+            parse_since(t, fabric_core::unix_now()).map_err(|e| UsageError(format!("--since: {e}")))
+        })
         .transpose()?)
 }
 
@@ -115,7 +110,7 @@ pub(crate) async fn search(settings: &Settings, args: SearchArgs<'_>) -> anyhow:
 pub(crate) async fn prune(settings: &Settings, older_than: &str, json: bool) -> anyhow::Result<u8> {
     let age = parse_duration(older_than).map_err(|e| UsageError(format!("--older-than: {e}")))?;
     let store = wiring::open_store(settings).await?;
-    let deleted = store.prune(now() - age).await?;
+    let deleted = store.prune(fabric_core::unix_now() - age).await?;
     if json {
         println!(
             "{}",

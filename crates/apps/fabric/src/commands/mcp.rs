@@ -44,13 +44,6 @@ struct McpApp {
     search: RunSearch,
 }
 
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 /// Hands every event of a run to the MCP server's progress notifications.
 struct Forward(mpsc::Sender<RunEvent>);
 
@@ -142,7 +135,7 @@ impl FabricService for McpApp {
     }
 
     async fn search_runs(&self, input: SearchRunsInput) -> Result<Value, String> {
-        let request = input.to_request(now())?;
+        let request = input.to_request(fabric_core::unix_now())?;
         let results = self
             .search
             .search(&request)
@@ -165,7 +158,10 @@ impl FabricService for McpApp {
         let since = input
             .since
             .as_deref()
-            .map(|s| parse_since(s, now()).map_err(|e| format!("parameter `since`: {e}")))
+            .map(|s| {
+                parse_since(s, fabric_core::unix_now())
+                    .map_err(|e| format!("parameter `since`: {e}"))
+            })
             .transpose()?;
         let rows = self
             .search
@@ -182,7 +178,7 @@ impl FabricService for McpApp {
         let deleted = self
             .search
             .catalog()
-            .prune(now() - age)
+            .prune(fabric_core::unix_now() - age)
             .await
             .map_err(|e| e.to_string())?;
         Ok(json!({"deleted": deleted.len(), "run_ids": deleted}))
