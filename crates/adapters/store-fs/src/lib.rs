@@ -48,10 +48,16 @@ impl FsRunStore {
 }
 
 fn io_error(action: &'static str, path: &Path, error: &std::io::Error) -> StoreError {
+    // A full disk is the one I/O failure with an obvious fix; say it.
+    let detail = if error.kind() == std::io::ErrorKind::StorageFull {
+        format!("{error}; free space on that disk and retry (`fabric logs prune` deletes old runs)")
+    } else {
+        error.to_string()
+    };
     StoreError::Io {
         action,
         path: path.to_path_buf(),
-        detail: error.to_string(),
+        detail,
     }
 }
 

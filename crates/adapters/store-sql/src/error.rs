@@ -11,6 +11,13 @@ pub enum SqlError {
     /// The SQLite file is not a database (overwritten, truncated, another format).
     #[error("the file is not a database ({0})")]
     Corrupt(String),
+    /// The disk (or the database's quota) is full.
+    #[error("the disk holding the database is full ({0})")]
+    Full(String),
+    /// The disk refused a read or write (SQLite's `SQLITE_IOERR`: often a full disk that
+    /// SQLite met while growing its write-ahead log, or a failing one).
+    #[error("the disk refused a read or write ({0})")]
+    DiskIo(String),
     /// Another connection holds the lock past the busy timeout.
     #[error("the database is locked ({0})")]
     Locked(String),
@@ -43,13 +50,24 @@ impl SqlError {
     pub(crate) fn from_sqlx(error: &sqlx::Error, addr: &str) -> Self {
         match error {
             sqlx::Error::Database(db) => {
-                let code = db.code().and_then(|c| c.parse::<i64>().ok());
+                let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
                 let message = db.message().to_owned();
-                // SQLite primary result codes (the low byte of the extended one).
-                match code.map(|c| c & 0xff) {
-                    Some(26) => Self::Corrupt(message),
-                    Some(5 | 6) => Self::Locked(message),
-                    _ => Self::Other(message),
+                match code.as_str() {
+                    // PostgreSQL's SQLSTATEs: disk_full; admin or crash shutdown.
+                    "53100" => Self::Full(message),
+                    "57P01" | "57P02" | "57P03" => Self::Unreachable {
+                        addr: addr.to_owned(),
+                        detail: message,
+                    },
+                    // SQLite's result codes are numbers; the primary one is the low byte of
+                    // the extended one.
+                    sqlite => match sqlite.parse::<i64>().ok().map(|c| c & 0xff) {
+                        Some(26) => Self::Corrupt(message),
+                        Some(13) => Self::Full(message),
+                        Some(10) => Self::DiskIo(message),
+                        Some(5 | 6) => Self::Locked(message),
+                        _ => Self::Other(message),
+                    },
                 }
             }
             sqlx::Error::Io(io) => Self::Unreachable {
@@ -74,6 +92,12 @@ impl SqlError {
         let fix = match &self {
             Self::Corrupt(_) => {
                 "move it aside and run `fabric index rebuild` to rebuild it from the runlogs"
+            }
+            Self::Full(_) => {
+                "free space on that disk and retry; runs already written keep their runlogs, and `fabric index rebuild` brings the index up to date"
+            }
+            Self::DiskIo(_) => {
+                "check that the disk holding it has free space (`df -h`) and works; runs already written keep their runlogs, and `fabric index rebuild` brings the index up to date"
             }
             Self::Locked(_) => {
                 "another process holds a lock on it past the busy timeout; wait for it to finish (or stop it) and retry"

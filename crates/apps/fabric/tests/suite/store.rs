@@ -416,3 +416,72 @@ async fn issue9_the_binary_runs_on_postgresql_chosen_by_fabric_store_url() {
     assert!(run.stderr.contains("127.0.0.1:9"), "{}", run.stderr);
     assert!(!run.stderr.contains("secret"), "{}", run.stderr);
 }
+
+/// A tmpfs of `size` mounted on `dir` for the test's life, or `None` (after a loud SKIP)
+/// where this host does not let the test mount one.
+struct TinyDisk(std::path::PathBuf);
+
+impl TinyDisk {
+    fn mount(dir: &std::path::Path, size: &str) -> Option<Self> {
+        std::fs::create_dir_all(dir).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status();
+        if status.is_ok_and(|s| s.success()) {
+            return Some(Self(dir.to_path_buf()));
+        }
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "SKIPPED: the full-disk test needs to mount a tmpfs (root with CAP_SYS_ADMIN); this host refused"
+            );
+        }
+        None
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Fills the disk holding `dir` until it refuses another byte.
+fn fill(dir: &std::path::Path) {
+    use std::io::Write;
+    let mut filler = std::fs::File::create(dir.join("filler")).unwrap();
+    let block = vec![0u8; 4096];
+    while filler.write_all(&block).is_ok() {}
+    let _ = filler.flush();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue9_a_full_disk_is_named_with_the_fix_and_loses_no_run() {
+    let fx = Fixture::new(run_turns("a.txt", "alpha", "Wrote alpha")).await;
+    let Some(_disk) = TinyDisk::mount(&fx.workspace_root(), "2m") else {
+        return;
+    };
+    let migrated = fx.fabric(&["store", "migrate"]).await;
+    assert_eq!(migrated.code(), 0, "{}", migrated.stderr);
+    fill(&fx.workspace_root());
+
+    let run = fx
+        .fabric(&["run", "Write alpha", "--pack", "engineering"])
+        .await;
+    assert_ne!(run.code(), 0, "a run on a full disk cannot succeed");
+    assert!(
+        run.stderr.contains("free space"),
+        "the message says what to do: {}",
+        run.stderr
+    );
+
+    // Space again: nothing half-written is listed as a finished run, and runs work.
+    std::fs::remove_file(fx.workspace_root().join("filler")).unwrap();
+    let listed = json_of(&fx, &["logs", "list", "--json"]).await;
+    for run in listed.as_array().unwrap() {
+        assert_ne!(run["status"], "completed", "{listed}");
+    }
+    let result = fx.run_json("Write alpha", &[], 0).await;
+    assert_eq!(result["_meta"]["status"], "completed");
+}
