@@ -26,6 +26,13 @@ pub(crate) enum Msg {
         event: RunEvent,
         ack: Option<oneshot::Sender<()>>,
     },
+    /// Record a new run's row (status `running`), acknowledged once written or given up on.
+    /// Through the writer, like events: one connection writes, so SQLite's single write lock
+    /// is never contended (10,000 runs starting at once waited on it for seconds each).
+    Create {
+        row: RunSummary,
+        ack: oneshot::Sender<()>,
+    },
     /// Acknowledge once everything before is written.
     Flush(oneshot::Sender<()>),
 }
@@ -37,19 +44,13 @@ pub(crate) async fn create_run(store: &SqlStore, id: RunId) -> Result<NewRun, St
     let path = inner.fs.run_dir(&id).join(RUNLOG_FILE);
     let mut row = RunSummary::new(id.clone());
     row.started_at = fabric_core::unix_now();
-    let inserted = async {
-        let mut tx = inner.db.begin().await?;
-        index::upsert_run(&mut tx, &row, false).await?;
-        tx.commit().await
-    }
-    .await;
-    if let Err(e) = inserted {
-        tracing::warn!(
-            store = %inner.name,
-            run = %id,
-            error = %SqlError::from_sqlx(&e, &inner.addr),
-            "the store could not record a new run; it goes on, and `fabric index rebuild` adds it later"
-        );
+    // Listed as running once this returns; a write that fails is logged by the writer, the
+    // run goes on, and `fabric index rebuild` adds it later.
+    let (ack, acked) = oneshot::channel();
+    if inner.writer.send(Msg::Create { row, ack }).await.is_ok() {
+        let _ = acked.await;
+    } else {
+        tracing::warn!(store = %inner.name, run = %id, "the store's writer has stopped; the run goes on with its runlog");
     }
     let log = SqlRunLog {
         file: FileRunLog::create(path).await?,
@@ -168,6 +169,7 @@ pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
             }
         }
         let mut events = Vec::new();
+        let mut creates = Vec::new();
         let mut acks = Vec::new();
         let mut touched: Vec<RunId> = Vec::new();
         let mut ended = Vec::new();
@@ -188,6 +190,10 @@ pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
                     events.push((run, event));
                     acks.extend(ack);
                 }
+                Msg::Create { row, ack } => {
+                    creates.push(row);
+                    acks.push(ack);
+                }
                 Msg::Flush(ack) => acks.push(ack),
             }
         }
@@ -198,8 +204,8 @@ pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
         for id in &ended {
             writer.live.remove(id);
         }
-        if !events.is_empty() {
-            write(&mut writer, &events, &rows).await;
+        if !events.is_empty() || !creates.is_empty() {
+            write(&mut writer, &creates, &events, &rows).await;
         }
         for ack in acks {
             let _ = ack.send(());
@@ -207,14 +213,23 @@ pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
     }
 }
 
-async fn write(writer: &mut Writer, events: &[(RunId, RunEvent)], rows: &[RunSummary]) {
+async fn write(
+    writer: &mut Writer,
+    creates: &[RunSummary],
+    events: &[(RunId, RunEvent)],
+    rows: &[RunSummary],
+) {
+    let all_rows = || creates.iter().chain(rows).map(|r| r.id.clone());
     if writer.paused_until.is_some_and(|t| Instant::now() < t) {
-        writer.behind.extend(rows.iter().map(|r| r.id.clone()));
+        writer.behind.extend(all_rows());
         return;
     }
     let backend = writer.db.backend();
     let result = async {
         let mut tx = writer.db.begin().await?;
+        for row in creates {
+            index::upsert_run(&mut tx, row, false).await?;
+        }
         for (run, event) in events {
             index::insert_event(&mut tx, run.as_str(), event).await?;
         }
@@ -241,7 +256,7 @@ async fn write(writer: &mut Writer, events: &[(RunId, RunEvent)], rows: &[RunSum
         }
         Err(e) => {
             writer.paused_until = Some(Instant::now() + writer.retry_after);
-            writer.behind.extend(rows.iter().map(|r| r.id.clone()));
+            writer.behind.extend(all_rows());
             tracing::warn!(
                 store = %writer.name,
                 error = %SqlError::from_sqlx(&e, &writer.name),
