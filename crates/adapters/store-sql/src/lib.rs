@@ -19,12 +19,13 @@
 //!
 //! Layout: `open` (connecting, pragmas, migrating), `schema`, `db` (one API over both
 //! drivers), `index` (the writes shared by the writer and reindexing), `writer`, `queries`,
-//! `search` + `vectors` + `document`, `stats`, `prune`, `reconcile`, `error`.
+//! `search` + `vectors` + `document` + `ivf` + `vindex` (the vector index, ADR-041), `stats`, `prune`, `reconcile`, `error`.
 
 mod db;
 mod document;
 mod error;
 mod index;
+mod ivf;
 mod open;
 mod prune;
 mod queries;
@@ -33,6 +34,7 @@ mod schema;
 mod search;
 mod stats;
 mod vectors;
+mod vindex;
 mod writer;
 
 use std::path::{Path, PathBuf};
