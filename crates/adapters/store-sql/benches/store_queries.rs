@@ -8,7 +8,8 @@
 //! The fill takes the real write path: `create_run` + `RunLog::append` (runlog file first,
 //! then the writer), 32 runs at a time, then `missing_embeddings` + `put_embedding` as the
 //! embedder does, then `reindex` (`fabric index rebuild`). Filled stores are kept under
-//! `~/.cache/agent-fabric/bench-store/` and reused (`BENCH_REFILL=1` refills).
+//! `~/.cache/agent-fabric/bench-store/` (PostgreSQL's cluster under
+//! `/var/tmp/agent-fabric-bench/`) and reused (`BENCH_REFILL=1` refills).
 //!
 //! Run: `cargo bench -p fabric-store-sql --bench store_queries`; `BENCH_ADAPTERS=sqlite`
 //! (or `postgres`), `BENCH_QUERIES=200`. Figures in docs/BENCHMARKS.md.
@@ -280,12 +281,10 @@ fn ev(seq: u64, ts: f64, kind: EventKind, payload: serde_json::Value) -> RunEven
 /// A realistic run's events: start, recruitment, 1-3 tool calls and results, completion.
 fn run_events(rng: &mut Rng, id: &RunId) -> Vec<RunEvent> {
     let topic = TOPICS[rng.below(TOPICS.len())];
-    let prompt = format!(
-        "{} {}",
-        rng.pick(VERBS),
-        words(rng, topic, 8 + rng.below(8))
-    );
-    let summary = format!("done: {}", words(rng, topic, 6 + rng.below(6)));
+    let verb = rng.pick(VERBS);
+    let (prompt_words, summary_words) = (8 + rng.below(8), 6 + rng.below(6));
+    let prompt = format!("{verb} {}", words(rng, topic, prompt_words));
+    let summary = format!("done: {}", words(rng, topic, summary_words));
     let t = fabric_store_sql_now();
     let mut out = vec![
         ev(
@@ -360,13 +359,21 @@ async fn fill(store: &SqlStore, n: usize) -> (f64, f64, Duration) {
         if missing.is_empty() {
             break;
         }
-        for (id, text) in missing {
-            store
-                .put_embedding(&id, MODEL, &hash_embedding(&text, DIMS))
-                .await
-                .unwrap();
-            embedded += 1;
+        // Four at a time, as an embedder with a few requests in flight would put them.
+        embedded += missing.len();
+        let mut puts = tokio::task::JoinSet::new();
+        for chunk in missing.chunks(missing.len().div_ceil(4)) {
+            let (store, chunk) = (store.clone(), chunk.to_vec());
+            puts.spawn(async move {
+                for (id, text) in chunk {
+                    store
+                        .put_embedding(&id, MODEL, &hash_embedding(&text, DIMS))
+                        .await
+                        .unwrap();
+                }
+            });
         }
+        while puts.join_next().await.is_some() {}
         if embedded % 10_000 < 1000 {
             println!("  embedded {embedded} after {:.0?}", started.elapsed());
         }
@@ -620,7 +627,14 @@ async fn main() {
     if adapters.contains("postgres") {
         let dir = base.join(format!("postgres-{n}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let cluster = PgCluster::start_persistent(&dir.join("cluster")).unwrap();
+        // The server runs as `postgres`, which cannot enter root's home: its data lives in
+        // /var/tmp (kept across runs, like the rest of the cache).
+        let cluster_dir = PathBuf::from(format!("/var/tmp/agent-fabric-bench/postgres-{n}"));
+        if std::env::var("BENCH_REFILL").as_deref() == Ok("1") {
+            let _ = std::fs::remove_dir_all(&cluster_dir);
+        }
+        std::fs::create_dir_all(cluster_dir.parent().unwrap()).unwrap();
+        let cluster = PgCluster::start_persistent(&cluster_dir).unwrap();
         let url = if dir.join("root").exists() {
             cluster.url("fabric_bench")
         } else {
@@ -628,7 +642,7 @@ async fn main() {
             std::fs::create_dir_all(dir.join("root")).unwrap();
             url
         };
-        let data = dir.join("cluster").join("data");
+        let data = cluster_dir.join("data");
         bench_adapter(
             "postgres",
             Some(&url),

@@ -2,7 +2,7 @@
 //! over unit vectors, nearest lists, and int8 codes. `vindex` keeps its results in tables.
 
 /// Below this many vectors of a model, semantic search stays exact (a scan of a few
-/// megabytes; an index would only lose recall).
+/// megabytes; an index would only lose recall): `StoreOptions::vector_index_min`'s default.
 pub(crate) const MIN_INDEXED: usize = 5_000;
 /// k-means rounds; the centroids barely move after this on embeddings.
 const ROUNDS: usize = 8;

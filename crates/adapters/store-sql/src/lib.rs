@@ -72,6 +72,9 @@ pub struct StoreOptions {
     /// After a failed write, how long the writer skips the database (the runlog has the
     /// events; reindexing repairs the gap) instead of making every event wait on it.
     pub retry_after: Duration,
+    /// Vectors of one embeddings model from which semantic search goes through the IVF
+    /// index instead of an exact scan (ADR-041).
+    pub vector_index_min: usize,
 }
 
 impl Default for StoreOptions {
@@ -82,6 +85,7 @@ impl Default for StoreOptions {
             queue: 1024,
             batch: 256,
             retry_after: Duration::from_secs(2),
+            vector_index_min: ivf::MIN_INDEXED,
         }
     }
 }
@@ -102,6 +106,8 @@ pub(crate) struct Inner {
     pub(crate) root: PathBuf,
     pub(crate) writer: mpsc::Sender<writer::Msg>,
     pub(crate) vectors: vectors::VectorCache,
+    /// [`StoreOptions::vector_index_min`].
+    pub(crate) index_min: usize,
 }
 
 impl std::fmt::Debug for SqlStore {

@@ -1,5 +1,5 @@
 //! Embeddings: stored as little-endian `f32` blobs (`BLOB` / `bytea`), searched by cosine
-//! similarity. Below [`crate::ivf::MIN_INDEXED`] vectors of a model the search is exact: a
+//! similarity. Below `StoreOptions::vector_index_min` (5,000) vectors of a model the search is exact: a
 //! store keeps the model's vectors in memory, normalised and packed, after the first
 //! semantic search, and reloads them only when `fabric_meta`'s `embeddings_generation`
 //! (bumped by every change, from any process) moved. From there on, the model's IVF index
@@ -206,6 +206,7 @@ pub(crate) async fn put_embedding(
         return Err(StoreError::NotFound(id.clone()));
     }
     if counts.is_some_and(vindex::Counts::need_training)
+        && let Some(_guard) = store.inner.vectors.centroids.start_training(model)
         && let Err(e) = vindex::train(store, model).await
     {
         // The vector is stored and search stays right (exact, or the previous lists); the

@@ -1,7 +1,7 @@
 //! The vector index kept in tables (ADR-041): an IVF index per embeddings model.
 //!
 //! - `vector_index` (one row per model): the vector count, and once there are
-//!   [`MIN_INDEXED`] vectors, the k-means centroids (about √n lists, one `f32` blob) with
+//!   `StoreOptions::vector_index_min` vectors (5,000), the k-means centroids (about √n lists, one `f32` blob) with
 //!   a `version` bumped by every training;
 //! - `vector_codes`: each vector's list and int8 code, keyed `(model, version, list_id,
 //!   run_id)` so a list is one range of the key.
@@ -13,12 +13,12 @@
 //! the new version's codes beside the old ones and switches versions in one transaction, so
 //! searches meanwhile use a complete old version.
 
-use std::collections::HashMap;
-use std::sync::{Arc, PoisonError};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::SqlStore;
 use crate::db::{Arg, Row, Tx, placeholders};
-use crate::ivf::{self, MIN_INDEXED};
+use crate::ivf;
 use crate::vectors::{decode, encode};
 
 /// Vectors read per page while training (bounded memory: one page plus the sample).
@@ -35,19 +35,46 @@ pub(crate) struct Trained {
     pub(crate) centroids: Vec<f32>,
 }
 
-/// The per-store cache of trained centroids by model, checked against `version`.
+/// The per-store cache of trained centroids by model (checked against `version`), and the
+/// models being trained by this store.
 #[derive(Debug, Default)]
-pub(crate) struct CentroidCache(std::sync::Mutex<HashMap<String, Arc<Trained>>>);
+pub(crate) struct CentroidCache {
+    trained: Mutex<HashMap<String, Arc<Trained>>>,
+    training: Arc<Mutex<HashSet<String>>>,
+}
+
+/// While held, other puts of this store do not start training the same model (each put
+/// past the threshold would, while a training of seconds runs).
+pub(crate) struct TrainingGuard {
+    model: String,
+    training: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Drop for TrainingGuard {
+    fn drop(&mut self) {
+        let mut set = self.training.lock().unwrap_or_else(PoisonError::into_inner);
+        set.remove(&self.model);
+    }
+}
 
 impl CentroidCache {
     fn get(&self, model: &str, version: i64) -> Option<Arc<Trained>> {
-        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let map = self.trained.lock().unwrap_or_else(PoisonError::into_inner);
         map.get(model).filter(|t| t.version == version).cloned()
     }
 
     fn put(&self, model: &str, trained: Arc<Trained>) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self.trained.lock().unwrap_or_else(PoisonError::into_inner);
         map.insert(model.to_owned(), trained);
+    }
+
+    /// Claims the training of `model`, or `None` when this store is training it already.
+    pub(crate) fn start_training(&self, model: &str) -> Option<TrainingGuard> {
+        let mut set = self.training.lock().unwrap_or_else(PoisonError::into_inner);
+        set.insert(model.to_owned()).then(|| TrainingGuard {
+            model: model.to_owned(),
+            training: self.training.clone(),
+        })
     }
 }
 
@@ -174,6 +201,7 @@ pub(crate) struct Counts {
     vectors: usize,
     lists: usize,
     trained_on: usize,
+    min: usize,
 }
 
 impl Counts {
@@ -181,7 +209,7 @@ impl Counts {
     /// doubled or halved since training (lists too long or too few for √n).
     pub(crate) fn need_training(self) -> bool {
         if self.lists == 0 {
-            return self.vectors >= MIN_INDEXED;
+            return self.vectors >= self.min;
         }
         self.vectors >= 2 * self.trained_on || 2 * self.vectors < self.trained_on
     }
@@ -217,7 +245,7 @@ pub(crate) async fn add(
     }
     let rows = tx
         .fetch_all(
-            "SELECT dims, lists, version, trained_on, vectors, centroids FROM vector_index WHERE model = $1",
+            "SELECT lists, version, trained_on, vectors FROM vector_index WHERE model = $1",
             vec![model.into()],
         )
         .await?;
@@ -226,18 +254,32 @@ pub(crate) async fn add(
             vectors: 0,
             lists: 0,
             trained_on: 0,
+            min: store.inner.index_min,
         });
     };
     let counts = Counts {
         vectors: size(row.int("vectors")?),
         lists: size(row.int("lists")?),
         trained_on: size(row.int("trained_on")?),
+        min: store.inner.index_min,
     };
     let version = row.int("version")?;
     let cache = &store.inner.vectors.centroids;
     let trained = match cache.get(model, version) {
         Some(t) => Some(t),
-        None => decode_trained(row, version)?.map(Arc::new),
+        None if counts.lists == 0 => None,
+        // Read once per version: the centroids are about 1 MB at 100k vectors.
+        None => match tx
+            .fetch_all(
+                "SELECT dims, lists, centroids FROM vector_index WHERE model = $1",
+                vec![model.into()],
+            )
+            .await?
+            .first()
+        {
+            Some(row) => decode_trained(row, version)?.map(Arc::new),
+            None => None,
+        },
     };
     if let Some(trained) = trained.filter(|t| t.dims == unit.len()) {
         cache.put(model, trained.clone());
@@ -321,7 +363,7 @@ async fn write_codes(
     Ok(())
 }
 
-/// (Re)trains a model's lists from its vectors, or drops them below [`MIN_INDEXED`].
+/// (Re)trains a model's lists from its vectors, or drops them below the threshold.
 pub(crate) async fn train(store: &SqlStore, model: &str) -> Result<(), sqlx::Error> {
     let db = &store.inner.db;
     let count = db
@@ -343,7 +385,7 @@ pub(crate) async fn train(store: &SqlStore, model: &str) -> Result<(), sqlx::Err
         .transpose()?
         .unwrap_or(0)
         + 1;
-    if count < MIN_INDEXED {
+    if count < store.inner.index_min {
         let mut tx = db.begin().await?;
         upsert_state(&mut tx, model, version, 0, 0, count, Vec::new()).await?;
         tx.execute(
@@ -503,8 +545,11 @@ pub(crate) async fn refresh(store: &SqlStore) -> Result<usize, sqlx::Error> {
             vectors,
             lists,
             trained_on,
+            min: store.inner.index_min,
         };
-        if counts.need_training() {
+        if counts.need_training()
+            && let Some(_guard) = store.inner.vectors.centroids.start_training(&model)
+        {
             train(store, &model).await?;
             trained += 1;
         }
