@@ -19,12 +19,13 @@
 //!
 //! Layout: `open` (connecting, pragmas, migrating), `schema`, `db` (one API over both
 //! drivers), `index` (the writes shared by the writer and reindexing), `writer`, `queries`,
-//! `search` + `vectors` + `document`, `stats`, `prune`, `reconcile`, `error`.
+//! `search` + `vectors` + `document` + `ivf` + `vindex` (the vector index, ADR-041), `stats`, `prune`, `reconcile`, `error`.
 
 mod db;
 mod document;
 mod error;
 mod index;
+mod ivf;
 mod open;
 mod prune;
 mod queries;
@@ -33,6 +34,7 @@ mod schema;
 mod search;
 mod stats;
 mod vectors;
+mod vindex;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -70,6 +72,9 @@ pub struct StoreOptions {
     /// After a failed write, how long the writer skips the database (the runlog has the
     /// events; reindexing repairs the gap) instead of making every event wait on it.
     pub retry_after: Duration,
+    /// Vectors of one embeddings model from which semantic search goes through the IVF
+    /// index instead of an exact scan (ADR-041).
+    pub vector_index_min: usize,
 }
 
 impl Default for StoreOptions {
@@ -80,6 +85,7 @@ impl Default for StoreOptions {
             queue: 1024,
             batch: 256,
             retry_after: Duration::from_secs(2),
+            vector_index_min: ivf::MIN_INDEXED,
         }
     }
 }
@@ -100,6 +106,8 @@ pub(crate) struct Inner {
     pub(crate) root: PathBuf,
     pub(crate) writer: mpsc::Sender<writer::Msg>,
     pub(crate) vectors: vectors::VectorCache,
+    /// [`StoreOptions::vector_index_min`].
+    pub(crate) index_min: usize,
 }
 
 impl std::fmt::Debug for SqlStore {

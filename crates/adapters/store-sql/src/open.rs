@@ -53,6 +53,7 @@ pub(crate) async fn open(
             root: root.to_path_buf(),
             writer: sender,
             vectors: vectors::VectorCache::default(),
+            index_min: options.vector_index_min.max(1),
         }),
     };
     tokio::spawn(writer::run(

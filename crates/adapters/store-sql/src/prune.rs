@@ -1,11 +1,11 @@
 //! `RunCatalog::prune`: deleting ended runs that started before a time, everywhere: rows,
-//! events, embeddings, full-text documents, and the run directory (runlog and workspace).
+//! events, embeddings and their vector codes, full-text documents, and the run directory (runlog and workspace).
 
 use fabric_core::StoreError;
 use fabric_domain::RunId;
 
 use crate::db::{Arg, placeholders};
-use crate::{SqlStore, index, vectors};
+use crate::{SqlStore, index, vectors, vindex};
 
 /// How many runs are deleted per transaction.
 const CHUNK: usize = 200;
@@ -36,6 +36,7 @@ pub(crate) async fn prune(store: &SqlStore, before: f64) -> Result<Vec<RunId>, S
             for sql in [
                 format!("DELETE FROM events WHERE run_id IN ({list})"),
                 format!("DELETE FROM embeddings WHERE run_id IN ({list})"),
+                format!("DELETE FROM vector_codes WHERE run_id IN ({list})"),
                 format!("DELETE FROM run_specialists WHERE run_id IN ({list})"),
                 format!("DELETE FROM run_models WHERE run_id IN ({list})"),
                 // Checked again: a run cannot go back to running, but be exact.
@@ -63,5 +64,7 @@ pub(crate) async fn prune(store: &SqlStore, before: f64) -> Result<Vec<RunId>, S
             }
         }
     }
+    // Recount the vectors; lists halved by the prune are retrained (or dropped).
+    vindex::refresh(store).await.map_err(|e| store.err(&e))?;
     Ok(ids)
 }

@@ -4,7 +4,8 @@
 //!   existed (remembered per root in `fabric_meta`), and runs marked `running` whose runlog
 //!   on this machine has more lines than the index has events (a process killed between the
 //!   two writes).
-//! - `reindex()`: every runlog on disk the index lacks or is behind on.
+//! - `reindex()`: every runlog on disk the index lacks or is behind on, then the vector
+//!   index's counts and training (`vindex::refresh`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,7 +14,7 @@ use fabric_domain::{RunId, RunSummary};
 use fabric_store_fs::RUNLOG_FILE;
 
 use crate::db::Arg;
-use crate::{SqlStore, index};
+use crate::{SqlStore, index, vindex};
 
 /// The open-time part.
 pub(crate) async fn catch_up(store: &SqlStore) -> Result<usize, StoreError> {
@@ -112,6 +113,8 @@ pub(crate) async fn reindex(store: &SqlStore) -> Result<usize, StoreError> {
             changed += 1;
         }
     }
+    // The vector index too: counts, and lists to train (a database from before the index).
+    vindex::refresh(store).await.map_err(|e| store.err(&e))?;
     Ok(changed)
 }
 

@@ -8,7 +8,7 @@
 use crate::db::{Arg, Backend, Db};
 
 /// The newest schema version this fabric knows.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// One migration: its version, what it does, and its SQL for each backend.
 struct Migration {
@@ -18,10 +18,11 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "runs, events, embeddings, full-text documents",
-    sqlite: r#"
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "runs, events, embeddings, full-text documents",
+        sqlite: r#"
 CREATE TABLE fabric_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
     id TEXT PRIMARY KEY,
@@ -79,7 +80,7 @@ CREATE TABLE embeddings (
 CREATE INDEX embeddings_run ON embeddings (run_id);
 CREATE VIRTUAL TABLE run_docs USING fts5 (run_id UNINDEXED, body, tokenize = 'porter unicode61');
 "#,
-    postgres: r#"
+        postgres: r#"
 CREATE TABLE fabric_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
     id TEXT COLLATE "C" PRIMARY KEY,
@@ -142,7 +143,52 @@ CREATE TABLE run_docs (
 );
 CREATE INDEX run_docs_tsv ON run_docs USING GIN (tsv);
 "#,
-}];
+    },
+    Migration {
+        version: 2,
+        description: "vector index: centroids per model, int8 codes by list (ADR-041)",
+        sqlite: r#"
+CREATE TABLE vector_index (
+    model TEXT PRIMARY KEY,
+    dims INTEGER NOT NULL,
+    lists INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    trained_on INTEGER NOT NULL,
+    vectors INTEGER NOT NULL,
+    centroids BLOB NOT NULL
+);
+CREATE TABLE vector_codes (
+    model TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    list_id INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    code BLOB NOT NULL,
+    PRIMARY KEY (model, version, list_id, run_id)
+) WITHOUT ROWID;
+CREATE INDEX vector_codes_run ON vector_codes (model, run_id);
+"#,
+        postgres: r#"
+CREATE TABLE vector_index (
+    model TEXT PRIMARY KEY,
+    dims BIGINT NOT NULL,
+    lists BIGINT NOT NULL,
+    version BIGINT NOT NULL,
+    trained_on BIGINT NOT NULL,
+    vectors BIGINT NOT NULL,
+    centroids BYTEA NOT NULL
+);
+CREATE TABLE vector_codes (
+    model TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    list_id BIGINT NOT NULL,
+    run_id TEXT COLLATE "C" NOT NULL,
+    code BYTEA NOT NULL,
+    PRIMARY KEY (model, version, list_id, run_id)
+);
+CREATE INDEX vector_codes_run ON vector_codes (model, run_id);
+"#,
+    },
+];
 
 /// The highest version recorded, or 0 for an empty database.
 pub(crate) async fn current_version(db: &Db) -> Result<i64, sqlx::Error> {

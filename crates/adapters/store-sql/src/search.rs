@@ -1,5 +1,6 @@
 //! `RunCatalog::search`: full-text (SQLite FTS5 with bm25, PostgreSQL `tsvector` + GIN with
-//! `ts_rank_cd`), semantic (cosine over the model's vectors), and hybrid by default when an
+//! `ts_rank_cd`), semantic (cosine over the model's vectors, exact or through the IVF index
+//! of `vindex`), and hybrid by default when an
 //! embedding is given: reciprocal-rank fusion of both rankings, so a run without an
 //! embedding is still found by its words.
 
@@ -68,11 +69,10 @@ pub(crate) async fn search(
     } else {
         text_ranking(store, query, &words, depth).await?
     };
-    let (semantic, model) = match &query.embedding {
+    let (semantic, scorer) = match &query.embedding {
         Some(embedding) => {
-            let model = vectors::model_vectors(store, &embedding.model).await?;
-            let ranked = filtered(store, query, model.ranked(&embedding.vector), depth).await?;
-            (ranked, Some(model))
+            let found = vectors::semantic(store, query, embedding, depth).await?;
+            (found.ranked.clone(), Some(found))
         }
         None => (Vec::new(), None),
     };
@@ -97,6 +97,10 @@ pub(crate) async fn search(
     let ids: Vec<String> = order.iter().map(|(id, _)| id.clone()).collect();
     let runs = summaries(store, &ids).await?;
     let bodies = documents(store, &ids).await?;
+    let similarities = match (&scorer, &query.embedding) {
+        (Some(scorer), Some(embedding)) => scorer.similarities(store, embedding, &ids).await?,
+        _ => HashMap::new(),
+    };
 
     let mut hits = Vec::with_capacity(runs.len());
     for run in runs {
@@ -106,10 +110,7 @@ pub(crate) async fn search(
             .find(|(i, _)| *i == id)
             .map(|(_, s)| *s)
             .unwrap_or_default();
-        let semantic_score = match (&model, &query.embedding) {
-            (Some(model), Some(embedding)) => model.similarity(&id, &embedding.vector),
-            _ => None,
-        };
+        let semantic_score = similarities.get(&id).copied();
         let text_of = bodies.get(&id).map(String::as_str).unwrap_or(&run.prompt);
         hits.push(SearchHit {
             score,
@@ -167,7 +168,7 @@ async fn text_ranking(
 }
 
 /// The first `depth` runs of a vector ranking that pass the filters, checked in chunks.
-async fn filtered(
+pub(crate) async fn filtered(
     store: &SqlStore,
     query: &SearchQuery,
     ranked: Vec<(String, f64)>,

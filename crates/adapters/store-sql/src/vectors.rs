@@ -1,17 +1,20 @@
-//! Embeddings: stored as little-endian `f32` blobs (`BLOB` / `bytea`), searched exactly by
-//! cosine similarity. A store keeps each model's vectors in memory, normalised and packed,
-//! after the first semantic search, and reloads them only when `fabric_meta`'s
-//! `embeddings_generation` (bumped by every change, from any process) moved.
+//! Embeddings: stored as little-endian `f32` blobs (`BLOB` / `bytea`), searched by cosine
+//! similarity. Below `StoreOptions::vector_index_min` (5,000) vectors of a model the search is exact: a
+//! store keeps the model's vectors in memory, normalised and packed, after the first
+//! semantic search, and reloads them only when `fabric_meta`'s `embeddings_generation`
+//! (bumped by every change, from any process) moved. From there on, the model's IVF index
+//! (`vindex`) answers, reading only the nearest lists and re-ranking exactly.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use fabric_core::StoreError;
+use fabric_core::{QueryEmbedding, SearchQuery, StoreError};
 use fabric_domain::RunId;
 
-use crate::SqlStore;
 use crate::db::Arg;
+use crate::ivf::normalised;
 use crate::queries::{SUMMARY_COLUMNS, summary};
+use crate::{SqlStore, ivf, search, vindex};
 
 const GENERATION_KEY: &str = "embeddings_generation";
 
@@ -28,16 +31,6 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<Vec<f32>> {
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect()
     })
-}
-
-fn normalised(mut vector: Vec<f32>) -> Vec<f32> {
-    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        for x in &mut vector {
-            *x /= norm;
-        }
-    }
-    vector
 }
 
 /// One model's vectors, normalised, in one block.
@@ -88,6 +81,8 @@ impl ModelVectors {
 #[derive(Debug, Default)]
 pub(crate) struct VectorCache {
     models: Mutex<HashMap<String, Arc<ModelVectors>>>,
+    /// Trained IVF centroids by model (`vindex`).
+    pub(crate) centroids: vindex::CentroidCache,
 }
 
 /// The current generation of the embeddings (any process's change moves it).
@@ -174,8 +169,16 @@ pub(crate) async fn put_embedding(
         )));
     }
     let dims = i64::try_from(vector.len()).unwrap_or(i64::MAX);
-    let changed = async {
+    let unit = normalised(vector.to_vec());
+    let result = async {
         let mut tx = store.inner.db.begin().await?;
+        let new = tx
+            .fetch_all(
+                "SELECT 1 AS one FROM embeddings WHERE model = $1 AND run_id = $2",
+                vec![model.into(), id.as_str().into()],
+            )
+            .await?
+            .is_empty();
         let changed = tx
             .execute(
                 "INSERT INTO embeddings (run_id, model, dims, vector) SELECT id, $2, $3, $4 FROM runs WHERE id = $1 \
@@ -188,16 +191,125 @@ pub(crate) async fn put_embedding(
                 ],
             )
             .await?;
+        if changed == 0 {
+            return Ok((changed, None));
+        }
+        let counts = vindex::add(store, &mut tx, model, id.as_str(), &unit, new).await?;
         bump_generation(&mut tx).await?;
         tx.commit().await?;
-        Ok::<_, sqlx::Error>(changed)
+        Ok::<_, sqlx::Error>((changed, Some(counts)))
     }
     .await
     .map_err(|e| store.err(&e))?;
+    let (changed, counts) = result;
     if changed == 0 {
         return Err(StoreError::NotFound(id.clone()));
     }
+    if counts.is_some_and(vindex::Counts::need_training)
+        && let Some(_guard) = store.inner.vectors.centroids.start_training(model)
+        && let Err(e) = vindex::train(store, model).await
+    {
+        // The vector is stored and search stays right (exact, or the previous lists); the
+        // next put or `fabric index rebuild` tries again.
+        tracing::warn!(store = %store.inner.name, model, error = %store.err(&e), "could not train the vector index");
+    }
     Ok(())
+}
+
+/// A semantic ranking, and how to score other runs against the same query.
+pub(crate) struct Semantic {
+    /// The first `depth` runs passing the filters, best first.
+    pub(crate) ranked: Vec<(String, f64)>,
+    exact: Option<Arc<ModelVectors>>,
+    scores: HashMap<String, f64>,
+}
+
+/// Ranks runs by similarity to the query's embedding: exactly below the index threshold,
+/// else through the model's IVF index (nearest lists by code, the best re-ranked exactly),
+/// reading more lists while the filters leave fewer than `depth` runs.
+pub(crate) async fn semantic(
+    store: &SqlStore,
+    query: &SearchQuery,
+    embedding: &QueryEmbedding,
+    depth: usize,
+) -> Result<Semantic, StoreError> {
+    let err = |e: sqlx::Error| store.err(&e);
+    let trained = vindex::trained(store, &embedding.model)
+        .await
+        .map_err(err)?
+        .filter(|t| t.dims == embedding.vector.len());
+    let Some(trained) = trained else {
+        let model = model_vectors(store, &embedding.model).await?;
+        let ranked = search::filtered(store, query, model.ranked(&embedding.vector), depth).await?;
+        return Ok(Semantic {
+            ranked,
+            exact: Some(model),
+            scores: HashMap::new(),
+        });
+    };
+    let unit = normalised(embedding.vector.clone());
+    let mut probes = ivf::probes_for(trained.lists);
+    loop {
+        let approx = vindex::scan(store, &embedding.model, &trained, &unit, probes)
+            .await
+            .map_err(err)?;
+        let rerank = (depth * 2).max(100).min(approx.len());
+        let ids: Vec<String> = approx[..rerank].iter().map(|(id, _)| id.clone()).collect();
+        let scores = vindex::exact_scores(store, &embedding.model, &unit, &ids)
+            .await
+            .map_err(err)?;
+        let mut ranked: Vec<(String, f64)> = ids
+            .into_iter()
+            .filter_map(|id| scores.get(&id).map(|s| (id, *s)))
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        ranked.extend(
+            approx[rerank..]
+                .iter()
+                .map(|(id, s)| (id.clone(), f64::from(*s))),
+        );
+        let ranked = search::filtered(store, query, ranked, depth).await?;
+        if ranked.len() >= depth || probes >= trained.lists {
+            return Ok(Semantic {
+                ranked,
+                exact: None,
+                scores,
+            });
+        }
+        probes = (probes * 4).min(trained.lists);
+    }
+}
+
+impl Semantic {
+    /// The exact similarity of each of `ids` that has a vector of the query's model.
+    pub(crate) async fn similarities(
+        &self,
+        store: &SqlStore,
+        embedding: &QueryEmbedding,
+        ids: &[String],
+    ) -> Result<HashMap<String, f64>, StoreError> {
+        if let Some(model) = &self.exact {
+            return Ok(ids
+                .iter()
+                .filter_map(|id| Some((id.clone(), model.similarity(id, &embedding.vector)?)))
+                .collect());
+        }
+        let missing: Vec<String> = ids
+            .iter()
+            .filter(|id| !self.scores.contains_key(*id))
+            .cloned()
+            .collect();
+        let unit = normalised(embedding.vector.clone());
+        let mut found = vindex::exact_scores(store, &embedding.model, &unit, &missing)
+            .await
+            .map_err(|e| store.err(&e))?;
+        for id in ids {
+            if let Some(s) = self.scores.get(id) {
+                found.insert(id.clone(), *s);
+            }
+        }
+        Ok(found)
+    }
 }
 
 /// Moves the embeddings generation on, inside a writing transaction.

@@ -7,6 +7,10 @@
 //! reqwest client to a fresh server with the same script, and decodes each answer: the same
 //! bytes, the same server, nothing of ours in between. Overhead = engine - floor.
 //!
+//! A second table compares the run store: the same engine run with the file runlog
+//! (`FsRunStore`) and with the database store (`SqlStore` on SQLite, what `fabric run`
+//! takes since issue #9: the runlog line, then the index written behind it), interleaved.
+//!
 //! Run: `cargo bench -p fabric --bench loop_overhead` (figures in docs/BENCHMARKS.md).
 #![allow(
     clippy::unwrap_used,
@@ -32,11 +36,26 @@ fn scenario(steps: usize) -> Scenario {
     Scenario::new(turns)
 }
 
-/// One engine run; returns its wall time and the request bodies it sent.
+/// One engine run with the file runlog; returns its wall time and the request bodies it sent.
 async fn engine_run(steps: usize) -> (Duration, Vec<Value>) {
-    let server = ScriptedServer::start(scenario(steps)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = fabric_store_fs::FsRunStore::new(dir.path());
+    engine_run_on(&store, steps).await
+}
+
+/// One engine run with the SQLite store (opened before, closed after the timing).
+async fn engine_run_sql(steps: usize) -> Duration {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fabric_store_sql::SqlStore::open(None, dir.path())
+        .await
+        .unwrap();
+    let (elapsed, _) = engine_run_on(&store, steps).await;
+    store.close().await;
+    elapsed
+}
+
+async fn engine_run_on(store: &dyn fabric_core::RunStore, steps: usize) -> (Duration, Vec<Value>) {
+    let server = ScriptedServer::start(scenario(steps)).await.unwrap();
     let chat = fabric_llm::build_client(
         fabric_llm::Backend::OpenAi,
         &fabric_llm::HttpSettings::new(server.base_url()),
@@ -46,7 +65,7 @@ async fn engine_run(steps: usize) -> (Duration, Vec<Value>) {
     let task = common::task(steps as u32 + 1);
     let started = Instant::now();
     let outcome = execute_task(
-        &store,
+        store,
         chat.as_ref(),
         task,
         &NoopObserver,
@@ -127,6 +146,28 @@ async fn main() {
         let (e, f, d) = (median(engine), median(floor), median(diff));
         println!(
             "{steps:>6} {e:>12.3} {f:>12.3} {d:>14.3} {:>9.1}%",
+            d / f * 100.0
+        );
+    }
+    println!("\nrun store per step (median of {reps} interleaved runs; ms)");
+    println!(
+        "{:>6} {:>12} {:>12} {:>12} {:>10}",
+        "steps", "file/step", "sqlite/step", "diff/step", "diff"
+    );
+    for steps in [10usize, 100] {
+        engine_run(steps).await;
+        engine_run_sql(steps).await;
+        let (mut file, mut sql, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let f = engine_run(steps).await.0.as_secs_f64() * 1e3 / steps as f64;
+            let s = engine_run_sql(steps).await.as_secs_f64() * 1e3 / steps as f64;
+            file.push(f);
+            sql.push(s);
+            diff.push(s - f);
+        }
+        let (f, s, d) = (median(file), median(sql), median(diff));
+        println!(
+            "{steps:>6} {f:>12.3} {s:>12.3} {d:>12.3} {:>9.1}%",
             d / f * 100.0
         );
     }

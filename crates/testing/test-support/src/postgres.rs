@@ -41,6 +41,8 @@ pub struct PgCluster {
     port: u16,
     as_postgres: bool,
     owned: bool,
+    /// Keep the directory when dropped (a cluster reused across processes, for benchmarks).
+    keep: bool,
 }
 
 static SHARED: OnceLock<Result<PgCluster, String>> = OnceLock::new();
@@ -131,12 +133,24 @@ impl PgCluster {
     }
 
     fn start_inner(owned: bool) -> Result<Self, PgError> {
-        let bin = postgres_bin().ok_or(PgError::NotInstalled)?;
         let dir = std::env::temp_dir().join(format!(
             "fabric-pg-{}-{}",
             std::process::id(),
             DATABASES.fetch_add(1, Ordering::SeqCst)
         ));
+        Self::start_in(dir, owned, false)
+    }
+
+    /// Starts a cluster kept in `dir` across processes: created there the first time, reused
+    /// (with its databases) afterwards; stopped on drop but not removed. For benchmarks that
+    /// fill a database once.
+    pub fn start_persistent(dir: &Path) -> Result<Self, PgError> {
+        Self::start_in(dir.to_path_buf(), true, true)
+    }
+
+    fn start_in(dir: PathBuf, owned: bool, keep: bool) -> Result<Self, PgError> {
+        let bin = postgres_bin().ok_or(PgError::NotInstalled)?;
+        let existing = dir.join("data").join("PG_VERSION").is_file();
         std::fs::create_dir_all(dir.join("sock")).map_err(|e| PgError::Command {
             command: format!("mkdir {}", dir.display()),
             detail: e.to_string(),
@@ -153,7 +167,12 @@ impl PgCluster {
             port: free_port()?,
             as_postgres,
             owned,
+            keep,
         };
+        if existing {
+            cluster.start_server()?;
+            return Ok(cluster);
+        }
         run(cluster
             .pg("initdb")
             .args([
@@ -221,6 +240,27 @@ impl PgCluster {
         &self.dir
     }
 
+    /// The URL of database `name` on this cluster (which may not exist yet).
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Creates database `name`; returns its URL.
+    pub fn create_named_database(&self, name: &str) -> Result<String, PgError> {
+        run(self
+            .pg("createdb")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+            ])
+            .arg(name))?;
+        Ok(self.url(name))
+    }
+
     /// Creates a fresh database; returns its URL (`postgres://postgres@127.0.0.1:PORT/NAME`).
     pub fn create_database(&self) -> Result<String, PgError> {
         let name = format!("fabric_test_{}", DATABASES.fetch_add(1, Ordering::SeqCst));
@@ -277,7 +317,9 @@ impl Drop for PgCluster {
     fn drop(&mut self) {
         if self.owned {
             let _ = self.stop_server();
-            let _ = std::fs::remove_dir_all(&self.dir);
+            if !self.keep {
+                let _ = std::fs::remove_dir_all(&self.dir);
+            }
         }
     }
 }
