@@ -119,6 +119,19 @@ impl RunLog for SqlRunLog {
     }
 }
 
+/// How long an event nobody waits for may wait for company before it is written.
+const LINGER: Duration = Duration::from_millis(5);
+
+impl Msg {
+    /// Whether someone waits for this message to be written.
+    fn is_awaited(&self) -> bool {
+        match self {
+            Self::Event { ack, .. } => ack.is_some(),
+            Self::Create { .. } | Self::Flush(_) => true,
+        }
+    }
+}
+
 /// Waits until the writer has handled everything sent before.
 pub(crate) async fn flush(writer: &mpsc::Sender<Msg>) {
     let (tx, rx) = oneshot::channel();
@@ -162,10 +175,17 @@ impl Writer {
 pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
     while let Some(first) = receiver.recv().await {
         let mut batch = vec![first];
+        // Group commit: events nobody waits for linger a moment so a step's events (and
+        // many runs' events) share one transaction; anything acknowledged goes at once.
+        let linger_until = tokio::time::Instant::now() + LINGER;
         while batch.len() < writer.batch {
             match receiver.try_recv() {
                 Ok(msg) => batch.push(msg),
-                Err(_) => break,
+                Err(_) if batch.iter().any(Msg::is_awaited) => break,
+                Err(_) => match tokio::time::timeout_at(linger_until, receiver.recv()).await {
+                    Ok(Some(msg)) => batch.push(msg),
+                    Ok(None) | Err(_) => break,
+                },
             }
         }
         let mut events = Vec::new();
@@ -230,9 +250,11 @@ async fn write(
         for row in creates {
             index::upsert_run(&mut tx, row, false).await?;
         }
-        for (run, event) in events {
-            index::insert_event(&mut tx, run.as_str(), event).await?;
-        }
+        let lines: Vec<(&str, &RunEvent)> = events
+            .iter()
+            .map(|(run, event)| (run.as_str(), event))
+            .collect();
+        index::insert_events(&mut tx, &lines).await?;
         for row in rows {
             index::upsert_run(&mut tx, row, true).await?;
             if row.ended_at.is_some() {
