@@ -68,10 +68,25 @@ pub(crate) async fn insert_events(
 const RUN_COLUMNS: &str = "id, parent_id, prompt, specialist_ids, model_keys, models, status, reason, started_at, ended_at, \
      steps, prompt_tokens, completion_tokens, total_tokens, tool_calls, tool_errors, events, summary, result";
 
+/// Run rows per `INSERT` statement (19 values each, far under both databases' limits).
+const RUNS_PER_STATEMENT: usize = 50;
+/// `(id, run_id)` pairs per `INSERT` into the link tables.
+const LINKS_PER_STATEMENT: usize = 400;
+
 /// Writes a run's row; `replace`: overwrite an existing row (else keep it).
 pub(crate) async fn upsert_run(
     tx: &mut Tx,
     run: &RunSummary,
+    replace: bool,
+) -> Result<(), sqlx::Error> {
+    upsert_runs(tx, &[run], replace).await
+}
+
+/// Writes runs' rows (ids unique within the call), many to a statement, and their links to
+/// specialists and model keys; `replace`: overwrite existing rows (else keep them).
+pub(crate) async fn upsert_runs(
+    tx: &mut Tx,
+    runs: &[&RunSummary],
     replace: bool,
 ) -> Result<(), sqlx::Error> {
     let conflict = if replace {
@@ -85,47 +100,71 @@ pub(crate) async fn upsert_run(
     } else {
         "ON CONFLICT (id) DO NOTHING"
     };
-    let sql = format!(
-        "INSERT INTO runs ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) {conflict}"
-    );
-    tx.execute(
-        &sql,
-        vec![
-            run.id.as_str().into(),
-            Arg::OptText(run.parent_id.as_ref().map(|p| p.as_str().to_owned())),
-            run.prompt.as_str().into(),
-            Arg::Text(json_list(&run.specialist_ids)),
-            Arg::Text(json_list(&run.model_keys)),
-            Arg::Text(json_list(&run.models)),
-            run.status.as_str().into(),
-            Arg::OptText(run.reason.clone()),
-            Arg::Real(run.started_at),
-            Arg::OptReal(run.ended_at),
-            Arg::Int(i64::from(run.steps)),
-            Arg::Int(int(run.usage.prompt_tokens)),
-            Arg::Int(int(run.usage.completion_tokens)),
-            Arg::Int(int(run.usage.total_tokens)),
-            Arg::Int(i64::from(run.tool_calls)),
-            Arg::Int(i64::from(run.tool_errors)),
-            Arg::Int(int(run.events)),
-            Arg::OptText(run.summary.clone()),
-            Arg::OptText(run.result.as_ref().map(ToString::to_string)),
-        ],
-    )
-    .await?;
-    for specialist in &run.specialist_ids {
-        tx.execute(
-            "INSERT INTO run_specialists (specialist_id, run_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            vec![specialist.as_str().into(), run.id.as_str().into()],
-        )
-        .await?;
+    for chunk in runs.chunks(RUNS_PER_STATEMENT) {
+        let mut values = Vec::with_capacity(chunk.len());
+        let mut args = Vec::with_capacity(chunk.len() * 19);
+        for (i, run) in chunk.iter().enumerate() {
+            values.push(format!("({})", crate::db::placeholders(i * 19 + 1, 19)));
+            args.extend([
+                run.id.as_str().into(),
+                Arg::OptText(run.parent_id.as_ref().map(|p| p.as_str().to_owned())),
+                run.prompt.as_str().into(),
+                Arg::Text(json_list(&run.specialist_ids)),
+                Arg::Text(json_list(&run.model_keys)),
+                Arg::Text(json_list(&run.models)),
+                run.status.as_str().into(),
+                Arg::OptText(run.reason.clone()),
+                Arg::Real(run.started_at),
+                Arg::OptReal(run.ended_at),
+                Arg::Int(i64::from(run.steps)),
+                Arg::Int(int(run.usage.prompt_tokens)),
+                Arg::Int(int(run.usage.completion_tokens)),
+                Arg::Int(int(run.usage.total_tokens)),
+                Arg::Int(i64::from(run.tool_calls)),
+                Arg::Int(i64::from(run.tool_errors)),
+                Arg::Int(int(run.events)),
+                Arg::OptText(run.summary.clone()),
+                Arg::OptText(run.result.as_ref().map(ToString::to_string)),
+            ]);
+        }
+        let sql = format!(
+            "INSERT INTO runs ({RUN_COLUMNS}) VALUES {} {conflict}",
+            values.join(", ")
+        );
+        tx.execute(&sql, args).await?;
     }
-    for key in &run.model_keys {
-        tx.execute(
-            "INSERT INTO run_models (model_key, run_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            vec![key.as_str().into(), run.id.as_str().into()],
-        )
-        .await?;
+    let specialists: Vec<(&str, &str)> = runs
+        .iter()
+        .flat_map(|r| r.specialist_ids.iter().map(|s| (s.as_str(), r.id.as_str())))
+        .collect();
+    insert_links(tx, "run_specialists", "specialist_id", &specialists).await?;
+    let models: Vec<(&str, &str)> = runs
+        .iter()
+        .flat_map(|r| r.model_keys.iter().map(|k| (k.as_str(), r.id.as_str())))
+        .collect();
+    insert_links(tx, "run_models", "model_key", &models).await
+}
+
+/// Links runs to specialists or model keys, keeping the links that exist.
+async fn insert_links(
+    tx: &mut Tx,
+    table: &str,
+    column: &str,
+    links: &[(&str, &str)],
+) -> Result<(), sqlx::Error> {
+    for chunk in links.chunks(LINKS_PER_STATEMENT) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| format!("({})", crate::db::placeholders(i * 2 + 1, 2)))
+            .collect();
+        let args = chunk
+            .iter()
+            .flat_map(|(key, run)| [(*key).into(), (*run).into()])
+            .collect();
+        let sql = format!(
+            "INSERT INTO {table} ({column}, run_id) VALUES {} ON CONFLICT DO NOTHING",
+            values.join(", ")
+        );
+        tx.execute(&sql, args).await?;
     }
     Ok(())
 }

@@ -247,19 +247,17 @@ async fn write(
     let backend = writer.db.backend();
     let result = async {
         let mut tx = writer.db.begin().await?;
-        for row in creates {
-            index::upsert_run(&mut tx, row, false).await?;
-        }
+        let created: Vec<&RunSummary> = creates.iter().collect();
+        index::upsert_runs(&mut tx, &created, false).await?;
         let lines: Vec<(&str, &RunEvent)> = events
             .iter()
             .map(|(run, event)| (run.as_str(), event))
             .collect();
         index::insert_events(&mut tx, &lines).await?;
-        for row in rows {
-            index::upsert_run(&mut tx, row, true).await?;
-            if row.ended_at.is_some() {
-                index::write_document(&mut tx, backend, row).await?;
-            }
+        let touched: Vec<&RunSummary> = rows.iter().collect();
+        index::upsert_runs(&mut tx, &touched, true).await?;
+        for row in rows.iter().filter(|r| r.ended_at.is_some()) {
+            index::write_document(&mut tx, backend, row).await?;
         }
         tx.commit().await
     }
