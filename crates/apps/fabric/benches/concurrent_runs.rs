@@ -408,8 +408,15 @@ async fn main() {
             ),
             _ => (in_flight(runs, steps, latency, false).await, "none, files"),
         };
+        // No sample means the runs had not all reached their first model call before the
+        // window closed: say so rather than print 0 KiB.
+        let kib = if kib > 0.0 {
+            format!("{kib:.1}")
+        } else {
+            "not sampled".to_owned()
+        };
         println!(
-            "{runs:>7} {steps:>6} {:>8}ms {label:>18} {kib:>10.1} {:>10.2} {:>10.2}",
+            "{runs:>7} {steps:>6} {:>8}ms {label:>18} {kib:>10} {:>10.2} {:>10.2}",
             latency.as_millis(),
             wall.as_secs_f64(),
             (latency * steps as u32).as_secs_f64(),
