@@ -542,6 +542,10 @@ async fn bench_adapter(
         dir_size(&root.join("runs")) as f64 / 1e6
     );
     println!(
+        "{name}: vector index: {:?}",
+        store.vector_index(MODEL).await.unwrap()
+    );
+    println!(
         "{name}: semantic recall@10 vs exact: {:.3}",
         recall(&store, 100).await
     );

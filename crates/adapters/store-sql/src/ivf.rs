@@ -45,11 +45,111 @@ pub(crate) fn lists_for(n: usize) -> usize {
     ((n as f64).sqrt().round() as usize).clamp(1, 4096)
 }
 
-/// How many lists a query reads: a fifth of them, at least 16. Measured on 20k clustered
+/// How many lists a query reads when the index has no calibrated count (one trained by a
+/// fabric before calibration): a fifth of them, at least 16. Measured on 20k clustered
 /// vectors whose neighbourhoods span clusters (the recall test): a sixteenth gave recall@10
-/// 0.81, an eighth 0.92, a sixth 0.96, a fifth 0.97; docs/BENCHMARKS.md has the 100k figures.
+/// 0.81, an eighth 0.92, a sixth 0.96, a fifth 0.97.
 pub(crate) fn probes_for(lists: usize) -> usize {
     lists.div_ceil(5).max(16).min(lists)
+}
+
+/// Lists a query reads first: the calibrated count, or (`calibrated` 0: an index trained
+/// before calibration) [`probes_for`]; 0 without lists.
+pub(crate) fn probes_in_use(lists: usize, calibrated: usize) -> usize {
+    match (lists, calibrated) {
+        (0, _) => 0,
+        (l, 0) => probes_for(l),
+        (l, p) => p.min(l),
+    }
+}
+
+/// Stored vectors used as calibration queries at training.
+pub(crate) const CALIBRATION_QUERIES: usize = 64;
+/// The recall@10 the calibrated probe count must reach on the calibration queries (the
+/// target is 0.95; the margin covers queries unlike the stored vectors).
+const CALIBRATION_RECALL: f64 = 0.98;
+/// Fewest lists a calibrated query reads.
+const MIN_PROBES: usize = 8;
+/// Neighbours per calibration query.
+const K: usize = 10;
+
+/// Chooses the probe count at training time from the data itself: a few stored vectors act
+/// as queries, every vector of the model is observed once (with the list it was filed
+/// under), and the count is the fewest nearest lists that hold enough of each query's
+/// exact ten nearest neighbours.
+#[derive(Debug, Default)]
+pub(crate) struct Calibration {
+    dims: usize,
+    ids: Vec<String>,
+    queries: Vec<f32>,
+    /// Per query: its best `K` neighbours so far, as (similarity, list).
+    top: Vec<Vec<(f32, usize)>>,
+}
+
+impl Calibration {
+    /// Calibration against these stored vectors (unit vectors of `dims`).
+    pub(crate) fn new(dims: usize, queries: Vec<(String, Vec<f32>)>) -> Self {
+        let mut out = Self {
+            dims,
+            ..Self::default()
+        };
+        for (id, v) in queries.into_iter().filter(|(_, v)| v.len() == dims) {
+            out.ids.push(id);
+            out.queries.extend(v);
+            out.top.push(Vec::with_capacity(K + 1));
+        }
+        out
+    }
+
+    /// Takes one stored vector into account (`list`: where it is filed).
+    pub(crate) fn observe(&mut self, id: &str, vector: &[f32], list: usize) {
+        if vector.len() != self.dims || self.dims == 0 {
+            return;
+        }
+        for (q, query) in self.queries.chunks_exact(self.dims).enumerate() {
+            if self.ids[q] == id {
+                continue;
+            }
+            let s = dot(query, vector);
+            let top = &mut self.top[q];
+            if top.len() < K || s > top[top.len() - 1].0 {
+                let at = top.partition_point(|(t, _)| *t >= s);
+                top.insert(at, (s, list));
+                top.truncate(K);
+            }
+        }
+    }
+
+    /// The fewest lists a query must read for recall@10 ≥ `CALIBRATION_RECALL` on the
+    /// calibration queries, at least `MIN_PROBES`; `None` without queries.
+    pub(crate) fn probes(&self, centroids: &[f32], lists: usize) -> Option<usize> {
+        let (dims, count) = (self.dims, self.top.len());
+        if count == 0 || lists == 0 {
+            return None;
+        }
+        // needed[r]: neighbours (over all queries) whose list is the r-th nearest one.
+        let mut needed = vec![0usize; lists];
+        let mut total = 0usize;
+        for (query, top) in self.queries.chunks_exact(dims).zip(&self.top) {
+            let order = nearest(centroids, dims, query, lists);
+            let mut rank = vec![0usize; lists];
+            for (r, list) in order.iter().enumerate() {
+                rank[*list] = r;
+            }
+            for (_, list) in top {
+                needed[rank[(*list).min(lists - 1)]] += 1;
+            }
+            total += top.len();
+        }
+        let mut found = 0usize;
+        for (r, n) in needed.iter().enumerate() {
+            found += n;
+            if found as f64 >= CALIBRATION_RECALL * total as f64 {
+                return Some((r + 1).max(MIN_PROBES).min(lists));
+            }
+        }
+        Some(lists)
+    }
 }
 
 /// The `n` centroids nearest `query` (by dot product), nearest first.
@@ -208,14 +308,17 @@ mod tests {
         assert_eq!(probes_for(4), 4);
     }
 
-    /// The recall target: ≥ 0.95 of the exact top 10, with the store's own list and probe
-    /// counts and re-ranking, on 20,000 clustered vectors.
-    #[test]
-    fn recall_at_10_against_exact_search() {
-        let (n, dims) = (20_000, 32);
-        // The last 100 are the queries: from the data's distribution, not in the data.
-        let mut data = clustered(n + 100, dims, 400, 7);
-        let queries = data.split_off(n * dims);
+    /// An index over `data` as the store builds it: lists, each vector's list and code.
+    struct Built {
+        centroids: Vec<f32>,
+        lists: usize,
+        by_list: Vec<Vec<usize>>,
+        member_of: Vec<usize>,
+        codes: Vec<Vec<u8>>,
+    }
+
+    fn build(data: &[f32], dims: usize) -> Built {
+        let n = data.len() / dims;
         let lists = lists_for(n);
         let stride = sample_stride(n, lists);
         let sample: Vec<f32> = data
@@ -226,10 +329,25 @@ mod tests {
             .collect();
         let centroids = train(&sample, dims, lists);
         let mut by_list: Vec<Vec<usize>> = vec![Vec::new(); lists];
-        let codes: Vec<Vec<u8>> = data.chunks_exact(dims).map(quantise).collect();
+        let mut member_of = Vec::with_capacity(n);
         for (i, v) in data.chunks_exact(dims).enumerate() {
-            by_list[assign(&centroids, dims, v)].push(i);
+            let list = assign(&centroids, dims, v);
+            by_list[list].push(i);
+            member_of.push(list);
         }
+        let codes = data.chunks_exact(dims).map(quantise).collect();
+        Built {
+            centroids,
+            lists,
+            by_list,
+            member_of,
+            codes,
+        }
+    }
+
+    /// Mean recall@10 of `queries` reading `probes` lists, re-ranking the best 100 exactly
+    /// as the store does.
+    fn recall(data: &[f32], dims: usize, index: &Built, queries: &[f32], probes: usize) -> f64 {
         let mut recall = 0.0;
         for q in queries.chunks_exact(dims) {
             let mut exact: Vec<(usize, f32)> = data
@@ -238,13 +356,12 @@ mod tests {
                 .enumerate()
                 .collect();
             exact.sort_by(|a, b| b.1.total_cmp(&a.1));
-            let mut found: Vec<(usize, f32)> = nearest(&centroids, dims, q, probes_for(lists))
+            let mut found: Vec<(usize, f32)> = nearest(&index.centroids, dims, q, probes)
                 .into_iter()
-                .flat_map(|l| by_list[l].iter().copied())
-                .map(|i| (i, approx_dot(&codes[i], q).unwrap()))
+                .flat_map(|l| index.by_list[l].iter().copied())
+                .map(|i| (i, approx_dot(&index.codes[i], q).unwrap()))
                 .collect();
             found.sort_by(|a, b| b.1.total_cmp(&a.1));
-            // Re-rank the best 100 exactly, as the store does.
             let mut top: Vec<(usize, f32)> = found
                 .iter()
                 .take(100)
@@ -259,7 +376,69 @@ mod tests {
                 .count() as f64
                 / 10.0;
         }
-        recall /= 100.0;
+        recall / (queries.len() / dims) as f64
+    }
+
+    /// The fallback probe count meets the recall target (≥ 0.95 of the exact top 10) on
+    /// 20,000 clustered vectors whose neighbourhoods span lists.
+    #[test]
+    fn recall_at_10_against_exact_search() {
+        let (n, dims) = (20_000, 32);
+        // The last 100 are the queries: from the data's distribution, not in the data.
+        let mut data = clustered(n + 100, dims, 400, 7);
+        let queries = data.split_off(n * dims);
+        let index = build(&data, dims);
+        let recall = recall(&data, dims, &index, &queries, probes_for(index.lists));
         assert!(recall >= 0.95, "recall@10 = {recall}");
+    }
+
+    /// Calibrated on stored vectors, the probe count keeps recall@10 ≥ 0.95 for queries
+    /// that are not stored, on hard data (neighbourhoods spanning lists) and on easy data
+    /// (tight topics), and reads far fewer lists on the easy data.
+    #[test]
+    fn calibrated_probes_keep_recall_on_held_out_queries() {
+        let dims = 32;
+        let mut probes_seen = Vec::new();
+        for (n, clusters, spread) in [(20_000, 400, 0.6_f32), (20_000, 20, 0.25)] {
+            let mut mix = Mix(11);
+            let mut gauss =
+                move || (0..6).map(|_| mix.below(1000) as f32 / 1000.0).sum::<f32>() - 3.0;
+            let centres: Vec<f32> = (0..clusters * dims).map(|_| gauss()).collect();
+            let mut data = Vec::with_capacity((n + 100) * dims);
+            for i in 0..n + 100 {
+                let c = &centres[(i * 7 % clusters) * dims..(i * 7 % clusters + 1) * dims];
+                let v: Vec<f32> = c.iter().map(|x| x + spread * gauss()).collect();
+                data.extend(normalised(v));
+            }
+            let queries = data.split_off(n * dims);
+            let index = build(&data, dims);
+            let step = n / CALIBRATION_QUERIES;
+            let mut calibration = Calibration::new(
+                dims,
+                (0..CALIBRATION_QUERIES)
+                    .map(|q| {
+                        let i = q * step;
+                        (i.to_string(), data[i * dims..(i + 1) * dims].to_vec())
+                    })
+                    .collect(),
+            );
+            for (i, v) in data.chunks_exact(dims).enumerate() {
+                calibration.observe(&i.to_string(), v, index.member_of[i]);
+            }
+            let probes = calibration.probes(&index.centroids, index.lists).unwrap();
+            let recall = recall(&data, dims, &index, &queries, probes);
+            assert!(
+                recall >= 0.95,
+                "{clusters} clusters: recall@10 = {recall} with {probes} of {} lists",
+                index.lists
+            );
+            probes_seen.push((probes, index.lists));
+        }
+        let (easy, lists) = probes_seen[1];
+        assert!(
+            easy * 4 <= lists,
+            "easy data should read at most a quarter of the lists: {probes_seen:?}"
+        );
+        assert!(Calibration::default().probes(&[], 0).is_none());
     }
 }

@@ -19,7 +19,7 @@
 //!
 //! Layout: `open` (connecting, pragmas, migrating), `schema`, `db` (one API over both
 //! drivers), `index` (the writes shared by the writer and reindexing), `writer`, `queries`,
-//! `search` + `vectors` + `document` + `ivf` + `vindex` (the vector index, ADR-041), `stats`, `prune`, `reconcile`, `error`.
+//! `search` + `vectors` + `document` + `ivf` + `vindex` + `vlists` (the vector index, ADR-041/042), `stats`, `prune`, `reconcile`, `error`.
 
 mod db;
 mod document;
@@ -35,6 +35,7 @@ mod search;
 mod stats;
 mod vectors;
 mod vindex;
+mod vlists;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -53,6 +54,7 @@ use tokio::sync::mpsc;
 pub use document::{DOCUMENT_CAP, fts5_query, query_words, search_document, snippet};
 pub use error::{SqlError, redact};
 pub use schema::SCHEMA_VERSION;
+pub use vindex::VectorIndexInfo;
 pub use writer::SqlRunLog;
 
 /// The SQLite file's name inside the workspace root.
@@ -75,6 +77,8 @@ pub struct StoreOptions {
     /// Vectors of one embeddings model from which semantic search goes through the IVF
     /// index instead of an exact scan (ADR-041).
     pub vector_index_min: usize,
+    /// Codes of one list kept as single rows before they are packed into a chunk (ADR-042).
+    pub vector_tail_max: usize,
 }
 
 impl Default for StoreOptions {
@@ -86,6 +90,7 @@ impl Default for StoreOptions {
             batch: 256,
             retry_after: Duration::from_secs(2),
             vector_index_min: ivf::MIN_INDEXED,
+            vector_tail_max: vlists::TAIL_MAX,
         }
     }
 }
@@ -108,6 +113,8 @@ pub(crate) struct Inner {
     pub(crate) vectors: vectors::VectorCache,
     /// [`StoreOptions::vector_index_min`].
     pub(crate) index_min: usize,
+    /// [`StoreOptions::vector_tail_max`].
+    pub(crate) tail_max: usize,
 }
 
 impl std::fmt::Debug for SqlStore {
@@ -151,6 +158,11 @@ impl SqlStore {
     /// Waits until every event appended so far is written (or given up on).
     pub async fn flush(&self) {
         writer::flush(&self.inner.writer).await;
+    }
+
+    /// The state of `model`'s vector index (ADR-041/042), `None` when it has no vectors.
+    pub async fn vector_index(&self, model: &str) -> Result<Option<VectorIndexInfo>, StoreError> {
+        vindex::info(self, model).await.map_err(|e| self.err(&e))
     }
 
     /// Flushes, then closes the database connections.

@@ -36,6 +36,7 @@ pub(crate) async fn prune(store: &SqlStore, before: f64) -> Result<Vec<RunId>, S
             for sql in [
                 format!("DELETE FROM events WHERE run_id IN ({list})"),
                 format!("DELETE FROM embeddings WHERE run_id IN ({list})"),
+                // Their codes in packed chunks stay until the next training (vlists).
                 format!("DELETE FROM vector_codes WHERE run_id IN ({list})"),
                 format!("DELETE FROM run_specialists WHERE run_id IN ({list})"),
                 format!("DELETE FROM run_models WHERE run_id IN ({list})"),

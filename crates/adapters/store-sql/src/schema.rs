@@ -8,7 +8,7 @@
 use crate::db::{Arg, Backend, Db};
 
 /// The newest schema version this fabric knows.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// One migration: its version, what it does, and its SQL for each backend.
 struct Migration {
@@ -186,6 +186,34 @@ CREATE TABLE vector_codes (
     PRIMARY KEY (model, version, list_id, run_id)
 );
 CREATE INDEX vector_codes_run ON vector_codes (model, run_id);
+"#,
+    },
+    Migration {
+        version: 3,
+        description: "vector index: lists packed in chunks, calibrated probe count (ADR-042)",
+        sqlite: r#"
+CREATE TABLE vector_chunks (
+    model TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    list_id INTEGER NOT NULL,
+    chunk INTEGER NOT NULL,
+    ids TEXT NOT NULL,
+    codes BLOB NOT NULL,
+    PRIMARY KEY (model, version, list_id, chunk)
+);
+ALTER TABLE vector_index ADD COLUMN probes INTEGER NOT NULL DEFAULT 0;
+"#,
+        postgres: r#"
+CREATE TABLE vector_chunks (
+    model TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    list_id BIGINT NOT NULL,
+    chunk BIGINT NOT NULL,
+    ids TEXT NOT NULL,
+    codes BYTEA NOT NULL,
+    PRIMARY KEY (model, version, list_id, chunk)
+);
+ALTER TABLE vector_index ADD COLUMN probes BIGINT NOT NULL DEFAULT 0;
 "#,
     },
 ];

@@ -14,7 +14,7 @@ use fabric_domain::RunId;
 use crate::db::Arg;
 use crate::ivf::normalised;
 use crate::queries::{SUMMARY_COLUMNS, summary};
-use crate::{SqlStore, ivf, search, vindex};
+use crate::{SqlStore, search, vindex, vlists};
 
 const GENERATION_KEY: &str = "embeddings_generation";
 
@@ -248,9 +248,9 @@ pub(crate) async fn semantic(
         });
     };
     let unit = normalised(embedding.vector.clone());
-    let mut probes = ivf::probes_for(trained.lists);
+    let mut probes = trained.probes();
     loop {
-        let approx = vindex::scan(store, &embedding.model, &trained, &unit, probes)
+        let approx = vlists::scan(store, &embedding.model, &trained, &unit, probes)
             .await
             .map_err(err)?;
         let rerank = (depth * 2).max(100).min(approx.len());

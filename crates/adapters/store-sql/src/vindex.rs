@@ -3,23 +3,26 @@
 //! - `vector_index` (one row per model): the vector count, and once there are
 //!   `StoreOptions::vector_index_min` vectors (5,000), the k-means centroids (about √n lists, one `f32` blob) with
 //!   a `version` bumped by every training;
-//! - `vector_codes`: each vector's list and int8 code, keyed `(model, version, list_id,
-//!   run_id)` so a list is one range of the key.
+//! - each vector's list and int8 code, packed by list (`vlists`: `vector_chunks`, and the
+//!   tail `vector_codes`);
+//! - the probe count, calibrated at training on the data itself (ADR-042).
 //!
 //! A query reads the centroids (about 1 MB at 100k × 768), the nearest lists' codes, and the
 //! exact `f32` vectors of the best candidates only: a fresh process reads a few megabytes
 //! instead of every vector. New vectors are assigned to their nearest list as they are put;
-//! the lists are retrained when the count doubled or halved since training. Training writes
-//! the new version's codes beside the old ones and switches versions in one transaction, so
-//! searches meanwhile use a complete old version.
+//! the lists are retrained when the count doubled or halved since training, or when they
+//! were trained without calibration (by an older fabric). Training writes the new version's
+//! codes beside the old ones and switches versions in one transaction, so searches meanwhile
+//! use a complete old version.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::SqlStore;
 use crate::db::{Arg, Row, Tx, placeholders};
-use crate::ivf;
+use crate::ivf::{self, Calibration};
 use crate::vectors::{decode, encode};
+use crate::vlists;
 
 /// Vectors read per page while training (bounded memory: one page plus the sample).
 const PAGE: i64 = 2_000;
@@ -33,6 +36,15 @@ pub(crate) struct Trained {
     pub(crate) dims: usize,
     pub(crate) lists: usize,
     pub(crate) centroids: Vec<f32>,
+    /// Lists a query reads: calibrated at training, 0 for an index trained before that.
+    pub(crate) probes: usize,
+}
+
+impl Trained {
+    /// Lists a query reads at first.
+    pub(crate) fn probes(&self) -> usize {
+        ivf::probes_in_use(self.lists, self.probes)
+    }
 }
 
 /// The per-store cache of trained centroids by model (checked against `version`), and the
@@ -89,12 +101,14 @@ fn int(value: usize) -> Arg {
 fn decode_trained(row: &Row, version: i64) -> Result<Option<Trained>, sqlx::Error> {
     let (dims, lists) = (size(row.int("dims")?), size(row.int("lists")?));
     let centroids = decode(&row.blob("centroids")?).unwrap_or_default();
+    let probes = size(row.int("probes")?);
     Ok(
         (lists > 0 && dims > 0 && centroids.len() == lists * dims).then_some(Trained {
             version,
             dims,
             lists,
             centroids,
+            probes,
         }),
     )
 }
@@ -124,7 +138,7 @@ pub(crate) async fn trained(
     }
     let Some(row) = db
         .fetch_optional(
-            "SELECT dims, lists, centroids FROM vector_index WHERE model = $1 AND version = $2",
+            "SELECT dims, lists, centroids, probes FROM vector_index WHERE model = $1 AND version = $2",
             vec![model.into(), Arg::Int(version)],
         )
         .await?
@@ -137,34 +151,6 @@ pub(crate) async fn trained(
     let loaded = Arc::new(loaded);
     cache.put(model, loaded.clone());
     Ok(Some(loaded))
-}
-
-/// The candidates in the `probes` lists nearest `query` (a unit vector), by their codes'
-/// approximate similarity, best first.
-pub(crate) async fn scan(
-    store: &SqlStore,
-    model: &str,
-    trained: &Trained,
-    query: &[f32],
-    probes: usize,
-) -> Result<Vec<(String, f32)>, sqlx::Error> {
-    let lists = ivf::nearest(&trained.centroids, trained.dims, query, probes);
-    let mut args: Vec<Arg> = vec![model.into(), Arg::Int(trained.version)];
-    args.extend(lists.iter().map(|l| int(*l)));
-    let sql = format!(
-        "SELECT run_id, code FROM vector_codes WHERE model = $1 AND version = $2 AND list_id IN ({})",
-        placeholders(3, lists.len())
-    );
-    let rows = store.inner.db.fetch_all(&sql, args).await?;
-    let mut scored: Vec<(String, f32)> = rows
-        .iter()
-        .filter_map(|r| {
-            let code = r.blob("code").ok()?;
-            Some((r.text("run_id").ok()?, ivf::approx_dot(&code, query)?))
-        })
-        .collect();
-    scored.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
-    Ok(scored)
 }
 
 /// The exact cosine similarity of these runs' vectors to `query` (a unit vector).
@@ -202,6 +188,8 @@ pub(crate) struct Counts {
     lists: usize,
     trained_on: usize,
     min: usize,
+    /// Whether the lists' probe count was calibrated (false: trained by an older fabric).
+    calibrated: bool,
 }
 
 impl Counts {
@@ -211,7 +199,9 @@ impl Counts {
         if self.lists == 0 {
             return self.vectors >= self.min;
         }
-        self.vectors >= 2 * self.trained_on || 2 * self.vectors < self.trained_on
+        !self.calibrated
+            || self.vectors >= 2 * self.trained_on
+            || 2 * self.vectors < self.trained_on
     }
 }
 
@@ -226,26 +216,26 @@ pub(crate) async fn add(
     unit: &[f32],
     new: bool,
 ) -> Result<Counts, sqlx::Error> {
-    if new {
-        let counted = tx
-            .execute(
-                "UPDATE vector_index SET vectors = vectors + 1 WHERE model = $1",
-                vec![model.into()],
-            )
-            .await?;
-        if counted == 0 {
-            // The first vector of this model (or of a database from before the index).
-            tx.execute(
-                "INSERT INTO vector_index (model, dims, lists, version, trained_on, vectors, centroids) \
-                 SELECT $1, $2, 0, 0, 0, COUNT(*), $3 FROM embeddings WHERE model = $1 ON CONFLICT (model) DO NOTHING",
-                vec![model.into(), int(unit.len()), Arg::Blob(Vec::new())],
-            )
-            .await?;
-        }
+    // Always an update, so PostgreSQL holds the model's row (puts of one model, and so the
+    // packing of their lists' tails, take turns; SQLite's write lock does the same).
+    let counted = tx
+        .execute(
+            "UPDATE vector_index SET vectors = vectors + $2 WHERE model = $1",
+            vec![model.into(), Arg::Int(i64::from(new))],
+        )
+        .await?;
+    if counted == 0 {
+        // The first vector of this model (or of a database from before the index).
+        tx.execute(
+            "INSERT INTO vector_index (model, dims, lists, version, trained_on, vectors, centroids) \
+             SELECT $1, $2, 0, 0, 0, COUNT(*), $3 FROM embeddings WHERE model = $1 ON CONFLICT (model) DO NOTHING",
+            vec![model.into(), int(unit.len()), Arg::Blob(Vec::new())],
+        )
+        .await?;
     }
     let rows = tx
         .fetch_all(
-            "SELECT lists, version, trained_on, vectors FROM vector_index WHERE model = $1",
+            "SELECT lists, version, trained_on, vectors, probes FROM vector_index WHERE model = $1",
             vec![model.into()],
         )
         .await?;
@@ -255,6 +245,7 @@ pub(crate) async fn add(
             lists: 0,
             trained_on: 0,
             min: store.inner.index_min,
+            calibrated: true,
         });
     };
     let counts = Counts {
@@ -262,6 +253,7 @@ pub(crate) async fn add(
         lists: size(row.int("lists")?),
         trained_on: size(row.int("trained_on")?),
         min: store.inner.index_min,
+        calibrated: row.int("probes")? > 0,
     };
     let version = row.int("version")?;
     let cache = &store.inner.vectors.centroids;
@@ -271,7 +263,7 @@ pub(crate) async fn add(
         // Read once per version: the centroids are about 1 MB at 100k vectors.
         None => match tx
             .fetch_all(
-                "SELECT dims, lists, centroids FROM vector_index WHERE model = $1",
+                "SELECT dims, lists, centroids, probes FROM vector_index WHERE model = $1",
                 vec![model.into()],
             )
             .await?
@@ -290,18 +282,22 @@ pub(crate) async fn add(
             )
             .await?;
         }
-        let list = ivf::assign(&trained.centroids, trained.dims, unit);
+        let list =
+            i64::try_from(ivf::assign(&trained.centroids, trained.dims, unit)).unwrap_or(i64::MAX);
         tx.execute(
             "INSERT INTO vector_codes (model, version, list_id, run_id, code) VALUES ($1, $2, $3, $4, $5)",
             vec![
                 model.into(),
                 Arg::Int(version),
-                int(list),
+                Arg::Int(list),
                 run_id.into(),
                 Arg::Blob(ivf::quantise(unit)),
             ],
         )
         .await?;
+        if size(vlists::tail_len(tx, model, version, list).await?) >= store.inner.tail_max {
+            vlists::pack_list(tx, model, version, list).await?;
+        }
     }
     Ok(counts)
 }
@@ -329,29 +325,43 @@ async fn page(
         .collect())
 }
 
-/// Writes codes of `version` for these vectors.
+/// One vector's list and code.
+type Coded = (usize, String, Vec<u8>);
+
+/// Files these vectors under their lists with their codes (CPU work: run off the async
+/// threads), and shows each to the calibration.
+fn code_vectors(
+    trained: &Trained,
+    vectors: Vec<(String, Vec<f32>)>,
+    mut calibration: Option<&mut Calibration>,
+) -> Vec<Coded> {
+    vectors
+        .into_iter()
+        .filter(|(_, v)| v.len() == trained.dims)
+        .map(|(id, v)| {
+            let list = ivf::assign(&trained.centroids, trained.dims, &v);
+            if let Some(c) = calibration.as_deref_mut() {
+                c.observe(&id, &v, list);
+            }
+            (list, id, ivf::quantise(&v))
+        })
+        .collect()
+}
+
+/// Writes codes of `version` (as tail rows; `vlists` packs them).
 async fn write_codes(
     tx: &mut Tx,
     model: &str,
     version: i64,
-    trained: &Trained,
-    vectors: &[(String, Vec<f32>)],
+    coded: &[Coded],
 ) -> Result<(), sqlx::Error> {
-    let coded: Vec<(usize, &str, Vec<u8>)> = vectors
-        .iter()
-        .filter(|(_, v)| v.len() == trained.dims)
-        .map(|(id, v)| {
-            let list = ivf::assign(&trained.centroids, trained.dims, v);
-            (list, id.as_str(), ivf::quantise(v))
-        })
-        .collect();
     for chunk in coded.chunks(INSERT_ROWS) {
         let values: Vec<String> = (0..chunk.len())
             .map(|i| format!("($1, $2, {})", placeholders(3 + 3 * i, 3)))
             .collect();
         let mut args: Vec<Arg> = vec![model.into(), Arg::Int(version)];
         for (list, id, code) in chunk {
-            args.extend([int(*list), (*id).into(), Arg::Blob(code.clone())]);
+            args.extend([int(*list), id.as_str().into(), Arg::Blob(code.clone())]);
         }
         let sql = format!(
             "INSERT INTO vector_codes (model, version, list_id, run_id, code) VALUES {} \
@@ -361,6 +371,10 @@ async fn write_codes(
         tx.execute(&sql, args).await?;
     }
     Ok(())
+}
+
+fn joined(e: tokio::task::JoinError) -> sqlx::Error {
+    sqlx::Error::Protocol(format!("training the vector index: {e}"))
 }
 
 /// (Re)trains a model's lists from its vectors, or drops them below the threshold.
@@ -387,27 +401,35 @@ pub(crate) async fn train(store: &SqlStore, model: &str) -> Result<(), sqlx::Err
         + 1;
     if count < store.inner.index_min {
         let mut tx = db.begin().await?;
-        upsert_state(&mut tx, model, version, 0, 0, count, Vec::new()).await?;
-        tx.execute(
-            "DELETE FROM vector_codes WHERE model = $1",
-            vec![model.into()],
-        )
-        .await?;
+        upsert_state(&mut tx, model, version, 0, 0, count, Vec::new(), 0).await?;
+        for table in ["vector_codes", "vector_chunks"] {
+            tx.execute(
+                &format!("DELETE FROM {table} WHERE model = $1"),
+                vec![model.into()],
+            )
+            .await?;
+        }
         return tx.commit().await;
     }
-    // Pass 1: an even sample of the vectors (of the first vector's dimension).
+    // Pass 1: an even sample of the vectors (of the first vector's dimension), and a few of
+    // them as calibration queries.
     let lists = ivf::lists_for(count);
     let stride = ivf::sample_stride(count, lists);
+    let query_stride = (count / ivf::CALIBRATION_QUERIES).max(1);
     let (mut sample, mut dims, mut seen, mut after) = (Vec::new(), 0, 0usize, String::new());
+    let mut queries = Vec::new();
     loop {
         let vectors = page(store, model, &after).await?;
         let Some((last, _)) = vectors.last() else {
             break;
         };
         after = last.clone();
-        for (_, v) in vectors {
+        for (id, v) in vectors {
             dims = if dims == 0 { v.len() } else { dims };
             if v.len() == dims {
+                if seen.is_multiple_of(query_stride) && queries.len() < ivf::CALIBRATION_QUERIES {
+                    queries.push((id, v.clone()));
+                }
                 if seen.is_multiple_of(stride) {
                     sample.extend(v);
                 }
@@ -417,14 +439,17 @@ pub(crate) async fn train(store: &SqlStore, model: &str) -> Result<(), sqlx::Err
     }
     let centroids = tokio::task::spawn_blocking(move || ivf::train(&sample, dims, lists))
         .await
-        .map_err(|e| sqlx::Error::Protocol(format!("training the vector index: {e}")))?;
-    let trained = Arc::new(Trained {
+        .map_err(joined)?;
+    let mut trained = Trained {
         version,
         dims,
         lists: centroids.len() / dims.max(1),
         centroids,
-    });
-    // Pass 2: the codes of the new version, a page per transaction, beside the old ones.
+        probes: 0,
+    };
+    // Pass 2: the codes of the new version, a page per transaction, beside the old ones;
+    // every vector is shown to the calibration.
+    let mut calibration = Calibration::new(dims, queries);
     let mut after = String::new();
     loop {
         let vectors = page(store, model, &after).await?;
@@ -432,10 +457,22 @@ pub(crate) async fn train(store: &SqlStore, model: &str) -> Result<(), sqlx::Err
             break;
         };
         after = last.clone();
+        // Both move to the blocking thread and back: no copy of the centroids per page.
+        let (coded, t, c) = tokio::task::spawn_blocking(move || {
+            let coded = code_vectors(&trained, vectors, Some(&mut calibration));
+            (coded, trained, calibration)
+        })
+        .await
+        .map_err(joined)?;
+        (trained, calibration) = (t, c);
         let mut tx = db.begin().await?;
-        write_codes(&mut tx, model, version, &trained, &vectors).await?;
+        write_codes(&mut tx, model, version, &coded).await?;
         tx.commit().await?;
     }
+    trained.probes = calibration
+        .probes(&trained.centroids, trained.lists)
+        .unwrap_or_else(|| ivf::probes_for(trained.lists));
+    let shared = Arc::new(trained);
     // The switch: vectors put meanwhile get codes, then the new version becomes current.
     let mut tx = db.begin().await?;
     let late_sql = "SELECT e.run_id AS run_id, e.vector AS vector FROM embeddings e WHERE e.model = $1 AND NOT EXISTS \
@@ -449,29 +486,54 @@ pub(crate) async fn train(store: &SqlStore, model: &str) -> Result<(), sqlx::Err
             Some((r.text("run_id").ok()?, ivf::normalised(v)))
         })
         .collect();
-    write_codes(&mut tx, model, version, &trained, &late).await?;
-    let centroids = encode(&trained.centroids);
+    let late = code_vectors(&shared, late, None);
+    write_codes(&mut tx, model, version, &late).await?;
+    let centroids = encode(&shared.centroids);
     upsert_state(
         &mut tx,
         model,
         version,
         dims,
-        trained.lists,
+        shared.lists,
         count,
         centroids,
+        shared.probes,
     )
     .await?;
-    tx.execute(
-        "DELETE FROM vector_codes WHERE model = $1 AND version <> $2",
-        vec![model.into(), Arg::Int(version)],
-    )
-    .await?;
+    for table in ["vector_codes", "vector_chunks"] {
+        tx.execute(
+            &format!("DELETE FROM {table} WHERE model = $1 AND version <> $2"),
+            vec![model.into(), Arg::Int(version)],
+        )
+        .await?;
+    }
     tx.commit().await?;
-    store.inner.vectors.centroids.put(model, trained);
-    tracing::debug!(store = %store.inner.name, model, vectors = count, lists, "vector index trained");
+    store.inner.vectors.centroids.put(model, shared.clone());
+    // Pass 3: each list's codes packed into chunks, a list per transaction. Searches
+    // meanwhile read the unpacked rows (slower, same results); an interrupted pass is
+    // finished by later puts, which pack a list once its tail is long.
+    for list in 0..shared.lists {
+        let mut tx = db.begin().await?;
+        // Holds the model's row, as a put does, so no put adds to the tail being packed.
+        tx.execute(
+            "UPDATE vector_index SET vectors = vectors WHERE model = $1 AND version = $2",
+            vec![model.into(), Arg::Int(version)],
+        )
+        .await?;
+        vlists::pack_list(
+            &mut tx,
+            model,
+            version,
+            i64::try_from(list).unwrap_or(i64::MAX),
+        )
+        .await?;
+        tx.commit().await?;
+    }
+    tracing::debug!(store = %store.inner.name, model, vectors = count, lists, probes = shared.probes, "vector index trained");
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)] // one per column of the row it writes
 async fn upsert_state(
     tx: &mut Tx,
     model: &str,
@@ -480,12 +542,13 @@ async fn upsert_state(
     lists: usize,
     count: usize,
     centroids: Vec<u8>,
+    probes: usize,
 ) -> Result<(), sqlx::Error> {
     tx.execute(
-        "INSERT INTO vector_index (model, dims, lists, version, trained_on, vectors, centroids) \
-         VALUES ($1, $2, $3, $4, $5, $5, $6) ON CONFLICT (model) DO UPDATE SET dims = excluded.dims, \
+        "INSERT INTO vector_index (model, dims, lists, version, trained_on, vectors, centroids, probes) \
+         VALUES ($1, $2, $3, $4, $5, $5, $6, $7) ON CONFLICT (model) DO UPDATE SET dims = excluded.dims, \
          lists = excluded.lists, version = excluded.version, trained_on = excluded.trained_on, \
-         vectors = excluded.vectors, centroids = excluded.centroids",
+         vectors = excluded.vectors, centroids = excluded.centroids, probes = excluded.probes",
         vec![
             model.into(),
             int(dims),
@@ -493,10 +556,68 @@ async fn upsert_state(
             Arg::Int(version),
             int(count),
             Arg::Blob(centroids),
+            int(probes),
         ],
     )
     .await
     .map(drop)
+}
+
+/// The state of one model's vector index, for `fabric index rebuild` and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VectorIndexInfo {
+    /// Vectors of the model.
+    pub vectors: usize,
+    /// Lists (0 while the model is searched exactly).
+    pub lists: usize,
+    /// Lists a query reads first (0 while exact).
+    pub probes: usize,
+    /// Packed chunks of codes.
+    pub chunks: usize,
+    /// Codes still kept as single rows (put since their list was packed).
+    pub tail: usize,
+}
+
+/// The state of `model`'s index, `None` when it has no vectors.
+pub(crate) async fn info(
+    store: &SqlStore,
+    model: &str,
+) -> Result<Option<VectorIndexInfo>, sqlx::Error> {
+    let db = &store.inner.db;
+    let Some(row) = db
+        .fetch_optional(
+            "SELECT vectors, lists, version, probes FROM vector_index WHERE model = $1",
+            vec![model.into()],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let (vectors, lists, version) = (
+        size(row.int("vectors")?),
+        size(row.int("lists")?),
+        row.int("version")?,
+    );
+    let count = |table: &str| {
+        format!("SELECT COUNT(*) AS n FROM {table} WHERE model = $1 AND version = $2")
+    };
+    let mut counts = [0usize; 2];
+    for (at, table) in ["vector_chunks", "vector_codes"].iter().enumerate() {
+        counts[at] = db
+            .fetch_optional(&count(table), vec![model.into(), Arg::Int(version)])
+            .await?
+            .map(|r| r.int("n"))
+            .transpose()?
+            .map_or(0, size);
+    }
+    let probes = ivf::probes_in_use(lists, size(row.int("probes")?));
+    Ok(Some(VectorIndexInfo {
+        vectors,
+        lists,
+        probes,
+        chunks: counts[0],
+        tail: counts[1],
+    }))
 }
 
 /// Recounts every model's vectors and (re)trains those that need it (`reindex`, `prune`,
@@ -509,15 +630,19 @@ pub(crate) async fn refresh(store: &SqlStore) -> Result<usize, sqlx::Error> {
             vec![],
         )
         .await?;
-    let state: HashMap<String, (usize, usize)> = db
-        .fetch_all("SELECT model, lists, trained_on FROM vector_index", vec![])
+    let state: HashMap<String, (usize, usize, bool)> = db
+        .fetch_all(
+            "SELECT model, lists, trained_on, probes FROM vector_index",
+            vec![],
+        )
         .await?
         .iter()
         .filter_map(|r| {
             let lists = size(r.int("lists").ok()?);
+            let calibrated = r.int("probes").ok()? > 0;
             Some((
                 r.text("model").ok()?,
-                (lists, size(r.int("trained_on").ok()?)),
+                (lists, size(r.int("trained_on").ok()?), calibrated),
             ))
         })
         .collect();
@@ -535,7 +660,7 @@ pub(crate) async fn refresh(store: &SqlStore) -> Result<usize, sqlx::Error> {
             .collect::<Vec<_>>(),
     );
     for (model, vectors) in models {
-        let (lists, trained_on) = state.get(&model).copied().unwrap_or((0, 0));
+        let (lists, trained_on, calibrated) = state.get(&model).copied().unwrap_or((0, 0, true));
         db.execute(
             "UPDATE vector_index SET vectors = $2 WHERE model = $1",
             vec![model.as_str().into(), int(vectors)],
@@ -546,6 +671,7 @@ pub(crate) async fn refresh(store: &SqlStore) -> Result<usize, sqlx::Error> {
             lists,
             trained_on,
             min: store.inner.index_min,
+            calibrated,
         };
         if counts.need_training()
             && let Some(_guard) = store.inner.vectors.centroids.start_training(&model)

@@ -1,6 +1,8 @@
-//! Semantic search through the IVF index (ADR-041), on both backends: with the threshold
-//! lowered so a CI-sized store is indexed and retrained, search must find ≥ 95 % of the
-//! exact top 10, report exact similarities, honour filters, and survive a prune.
+//! Semantic search through the IVF index (ADR-041, ADR-042), on both backends: with the
+//! threshold lowered so a CI-sized store is indexed and retrained, and a short tail so puts
+//! pack their lists, search must find ≥ 95 % of the exact top 10 with the calibrated probe
+//! count, report exact similarities, find a re-embedded run once by its new vector, honour
+//! filters, and survive a prune.
 
 #![allow(
     clippy::unwrap_used,
@@ -44,6 +46,7 @@ async fn indexed_semantic_search(url: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let options = StoreOptions {
         vector_index_min: 250,
+        vector_tail_max: 4,
         ..common::options()
     };
     let store = SqlStore::open_with(url, dir.path(), options).await.unwrap();
@@ -65,7 +68,11 @@ async fn indexed_semantic_search(url: Option<&str>) {
         store.put_embedding(&new.id, MODEL, &vector).await.unwrap();
         all.push((new.id, vector, status));
     }
-    // Trained at 250, retrained at 500 and 1,000: √1000 ≈ 32 lists, 16 probed.
+    // Trained at 250, retrained at 500 and 1,000: √1000 ≈ 32 lists, packed in chunks.
+    let info = store.vector_index(MODEL).await.unwrap().unwrap();
+    assert_eq!((info.vectors, info.lists), (RUNS, 32), "{info:?}");
+    assert!((8..=32).contains(&info.probes), "{info:?}");
+    assert!(info.chunks > 0 && info.tail == 0, "{info:?}");
     let mut recall = 0.0;
     let queries = 40;
     for q in 0..queries {
@@ -108,6 +115,49 @@ async fn indexed_semantic_search(url: Option<&str>) {
     let recall = recall / queries as f64;
     assert!(recall >= 0.95, "recall@10 = {recall}");
 
+    // Puts after training go to the tails, and a tail of 4 is packed.
+    let mut more = Vec::new();
+    for i in RUNS..RUNS + 100 {
+        let new = store.create_run(new_run_id()).await.unwrap();
+        let prompt = text(i);
+        for event in events(
+            &new.id,
+            &Script {
+                prompt: &prompt,
+                ..Script::default()
+            },
+        ) {
+            new.log.append(&event).await.unwrap();
+        }
+        store
+            .put_embedding(&new.id, MODEL, &hash_embedding(&prompt, DIMS))
+            .await
+            .unwrap();
+        more.push(new.id);
+    }
+    let after = store.vector_index(MODEL).await.unwrap().unwrap();
+    assert!(after.chunks > info.chunks, "{info:?} then {after:?}");
+    assert!(after.tail < 4 * after.lists, "{after:?}");
+
+    // A run embedded again (already packed in a chunk) is found once, by its new vector.
+    let again = hash_embedding("a completely different question about sailing", DIMS);
+    store.put_embedding(&all[0].0, MODEL, &again).await.unwrap();
+    let hits = store
+        .search(&SearchQuery {
+            embedding: Some(QueryEmbedding {
+                model: MODEL.into(),
+                vector: again.clone(),
+            }),
+            semantic_only: true,
+            limit: 10,
+            ..SearchQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(hits[0].run.id, all[0].0);
+    assert!((hits[0].semantic_score.unwrap() - 1.0).abs() < 1e-4);
+    assert_eq!(hits.iter().filter(|h| h.run.id == all[0].0).count(), 1);
+
     // Filters: only failed runs (a tenth), still ten of them, all failed.
     let failed = store
         .search(&SearchQuery {
@@ -131,7 +181,7 @@ async fn indexed_semantic_search(url: Option<&str>) {
         .await
         .unwrap();
     let pruned = store.prune(f64::MAX).await.unwrap();
-    assert_eq!(pruned.len(), RUNS);
+    assert_eq!(pruned.len(), RUNS + more.len());
     let none = store
         .search(&SearchQuery {
             embedding: Some(QueryEmbedding {
