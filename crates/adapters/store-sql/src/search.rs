@@ -1,5 +1,5 @@
 //! `RunCatalog::search`: full-text (SQLite FTS5 with bm25, PostgreSQL `tsvector` + GIN with
-//! `ts_rank_cd`), semantic (cosine over the model's vectors, exact or through the IVF index
+//! `ts_rank`), semantic (cosine over the model's vectors, exact or through the IVF index
 //! of `vindex`), and hybrid by default when an
 //! embedding is given: reciprocal-rank fusion of both rankings, so a run without an
 //! embedding is still found by its words.
@@ -132,8 +132,18 @@ async fn text_ranking(
     depth: usize,
 ) -> Result<Vec<(String, f64)>, StoreError> {
     let mut args: Vec<Arg> = Vec::new();
-    let sql = match store.inner.db.backend() {
-        Backend::Sqlite => {
+    // Without filters the ranking runs on the text index alone and only the best `depth`
+    // are joined to their runs (at 100k runs a topic word matches thousands).
+    let sql = match (store.inner.db.backend(), has_filters(query)) {
+        (Backend::Sqlite, false) => {
+            args.push(Arg::Text(fts5_query(words)));
+            args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
+            "SELECT r.id AS id, -m.rank AS score FROM (SELECT rowid, rank FROM run_docs \
+             WHERE run_docs MATCH $1 ORDER BY rank LIMIT $2) m JOIN runs r ON r.rowid = m.rowid \
+             ORDER BY m.rank"
+                .to_owned()
+        }
+        (Backend::Sqlite, true) => {
             args.push(Arg::Text(fts5_query(words)));
             let filters = filters(query, &mut args);
             args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
@@ -143,12 +153,22 @@ async fn text_ranking(
                 args.len()
             )
         }
-        Backend::Postgres => {
+        // `ts_rank` (term frequency) rather than `ts_rank_cd` (cover density), which reads
+        // every match's positions and costs about twice as much.
+        (Backend::Postgres, false) => {
+            args.push(Arg::Text(plain_query(words)));
+            args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
+            "SELECT d.run_id AS id, CAST(ts_rank(d.tsv, q) AS DOUBLE PRECISION) AS score \
+             FROM run_docs d, plainto_tsquery('english', $1) q \
+             WHERE d.tsv @@ q ORDER BY score DESC, d.run_id DESC LIMIT $2"
+                .to_owned()
+        }
+        (Backend::Postgres, true) => {
             args.push(Arg::Text(plain_query(words)));
             let filters = filters(query, &mut args);
             args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
             format!(
-                "SELECT r.id AS id, CAST(ts_rank_cd(d.tsv, q) AS DOUBLE PRECISION) AS score \
+                "SELECT r.id AS id, CAST(ts_rank(d.tsv, q) AS DOUBLE PRECISION) AS score \
                  FROM run_docs d JOIN runs r ON r.id = d.run_id, plainto_tsquery('english', $1) q \
                  WHERE d.tsv @@ q{filters} ORDER BY score DESC, r.id DESC LIMIT ${}",
                 args.len()
