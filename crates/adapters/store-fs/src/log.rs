@@ -50,17 +50,22 @@ impl FileRunLog {
     pub fn path(&self) -> &Path {
         &self.path
     }
-}
 
-#[async_trait]
-impl RunLog for FileRunLog {
-    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
-        let mut line = serde_json::to_vec(event).map_err(|e| StoreError::Io {
+    /// The runlog line of `event`, without its newline (what [`FileRunLog::append_line`]
+    /// takes): a store that indexes the line too encodes it once.
+    pub fn encode(&self, event: &RunEvent) -> Result<String, StoreError> {
+        serde_json::to_string(event).map_err(|e| StoreError::Io {
             action: "cannot encode an event for",
             path: self.path.clone(),
             detail: e.to_string(),
-        })?;
-        line.push(b'\n');
+        })
+    }
+
+    /// Appends one encoded line (from [`FileRunLog::encode`]) and its newline.
+    pub fn append_line(&self, line: &str) -> Result<(), StoreError> {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
         // Written inline rather than on the blocking pool: one capped line (a few KiB at most)
         // appended to the page cache takes microseconds, while a round trip through
         // `spawn_blocking` costs two thread wake-ups per event, which was most of the loop's
@@ -71,8 +76,15 @@ impl RunLog for FileRunLog {
             .file
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        file.write_all(&line)
+        file.write_all(&bytes)
             .map_err(|e| io_error("cannot write", &self.path, &e))
+    }
+}
+
+#[async_trait]
+impl RunLog for FileRunLog {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        self.append_line(&self.encode(event)?)
     }
 }
 

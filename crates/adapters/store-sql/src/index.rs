@@ -33,22 +33,27 @@ const EVENTS_PER_STATEMENT: usize = 100;
 /// Records events unless they are already there, many to a statement.
 pub(crate) async fn insert_events(
     tx: &mut Tx,
-    events: &[(&str, &RunEvent)],
+    events: &[(&str, &RunEvent, Option<&str>)],
 ) -> Result<(), sqlx::Error> {
     for chunk in events.chunks(EVENTS_PER_STATEMENT) {
         let mut sql =
             String::from("INSERT INTO events (run_id, seq, ts, kind, step, tool, line) VALUES ");
         let mut args = Vec::with_capacity(chunk.len() * 7);
-        for (i, (run_id, event)) in chunk.iter().enumerate() {
+        for (i, (run_id, event, line)) in chunk.iter().enumerate() {
             if i > 0 {
                 sql.push_str(", ");
             }
             sql.push('(');
             sql.push_str(&crate::db::placeholders(i * 7 + 1, 7));
             sql.push(')');
-            // The same serialisation as the runlog line, so it reads back as the same event.
-            let line =
-                serde_json::to_string(event).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+            // The runlog's own line when the caller has it, else the same serialisation, so
+            // it reads back as the same event.
+            let line = match line {
+                Some(line) => (*line).to_owned(),
+                None => {
+                    serde_json::to_string(event).map_err(|e| sqlx::Error::Encode(Box::new(e)))?
+                }
+            };
             args.extend([
                 (*run_id).into(),
                 Arg::Int(int(event.seq)),
@@ -223,7 +228,8 @@ pub(crate) async fn index_run(
     run: &RunSummary,
     events: &[RunEvent],
 ) -> Result<(), sqlx::Error> {
-    let lines: Vec<(&str, &RunEvent)> = events.iter().map(|e| (run.id.as_str(), e)).collect();
+    let lines: Vec<(&str, &RunEvent, Option<&str>)> =
+        events.iter().map(|e| (run.id.as_str(), e, None)).collect();
     insert_events(tx, &lines).await?;
     upsert_run(tx, run, true).await?;
     if run.ended_at.is_some() {

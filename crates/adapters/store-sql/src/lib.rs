@@ -8,10 +8,10 @@
 //! behind them by one writer task per store, that makes listing, search (full-text and
 //! semantic), stats and pruning fast.
 //!
-//! Key decisions (docs/STORE.md, ADR-038 to ADR-040):
+//! Key decisions (docs/STORE.md, ADR-038 to ADR-040, ADR-043):
 //! - a runlog line is written to the file first, then queued (bounded channel) for the
-//!   writer, which batches events into transactions; a terminal event is acknowledged only
-//!   once committed, so a finished run is listed as finished;
+//!   writer, which batches events into transactions; nothing on the run's path waits for a
+//!   commit (a run is listed as ended a moment after its runlog says so; `flush` waits);
 //! - a failed database write never fails the run: it is logged, and [`RunCatalog::reindex`]
 //!   (cheaply, also [`SqlStore::open`]) brings the index back in line with the runlogs;
 //! - runtime `sqlx::query` with bound values only; a search string is never SQL nor FTS
@@ -192,6 +192,10 @@ impl RunStore for SqlStore {
 
     async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
         queries::read_events(self, id).await
+    }
+
+    async fn flush(&self) {
+        writer::flush(&self.inner.writer).await;
     }
 }
 

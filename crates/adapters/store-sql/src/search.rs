@@ -64,18 +64,27 @@ pub(crate) async fn search(
     // Each ranking contributes this many candidates to the fusion.
     let depth = (query.limit * 4).clamp(20, 400);
 
-    let text = if query.semantic_only || words.is_empty() {
-        Vec::new()
-    } else {
-        text_ranking(store, query, &words, depth).await?
-    };
-    let (semantic, scorer) = match &query.embedding {
-        Some(embedding) => {
-            let found = vectors::semantic(store, query, embedding, depth).await?;
-            (found.ranked.clone(), Some(found))
+    // Both rankings at once: each is a query of its own (on SQLite, its own connection).
+    let text = async {
+        if query.semantic_only || words.is_empty() {
+            Ok(Vec::new())
+        } else {
+            text_ranking(store, query, &words, depth).await
         }
-        None => (Vec::new(), None),
     };
+    let semantic = async {
+        match &query.embedding {
+            Some(embedding) => vectors::semantic(store, query, embedding, depth)
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
+    };
+    let (text, scorer) = tokio::try_join!(text, semantic)?;
+    let semantic = scorer
+        .as_ref()
+        .map(|found| found.ranked.clone())
+        .unwrap_or_default();
 
     let text_scores: HashMap<&str, f64> = text.iter().map(|(id, s)| (id.as_str(), *s)).collect();
     let mut fused: HashMap<String, f64> = HashMap::new();

@@ -170,6 +170,8 @@ pub(crate) async fn put_embedding(
     }
     let dims = i64::try_from(vector.len()).unwrap_or(i64::MAX);
     let unit = normalised(vector.to_vec());
+    // The run's row is written behind its runlog: have it before attaching a vector.
+    crate::writer::flush(&store.inner.writer).await;
     let result = async {
         let mut tx = store.inner.db.begin().await?;
         let new = tx

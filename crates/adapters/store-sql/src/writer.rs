@@ -1,8 +1,10 @@
 //! Writing behind the runlog: [`SqlRunLog`] appends each line to the file, then hands the
 //! event to the store's one writer task through a bounded channel; the writer folds a
 //! [`RunSummary`] per live run and writes events and run rows in batched transactions.
-//! Terminal events are acknowledged after their commit. A failed write is logged and never
-//! fails the run: the runlog has the events, and reindexing repairs the index.
+//! Nothing on the run's path waits for the database: a run's events and its row are in the
+//! index a moment after its runlog has them (`RunStore::flush` waits for that; the run
+//! service flushes at shutdown). A failed write is logged and never fails the run: the
+//! runlog has the events, and reindexing repairs the index.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -20,19 +22,18 @@ use crate::{SqlStore, StoreOptions, index};
 
 /// What the writer is asked to do.
 pub(crate) enum Msg {
-    /// Index one event (acknowledged once written, or given up on, when `ack` is set).
+    /// Index one event with its runlog line (a run's end is written at once, others may
+    /// linger).
     Event {
         run: RunId,
         event: RunEvent,
-        ack: Option<oneshot::Sender<()>>,
+        line: String,
     },
-    /// Record a new run's row (status `running`), acknowledged once written or given up on.
+    /// Record a new run's row (status `running`), written at once but not waited for: the
+    /// run's events follow it through the same queue, so they never arrive before it.
     /// Through the writer, like events: one connection writes, so SQLite's single write lock
     /// is never contended (10,000 runs starting at once waited on it for seconds each).
-    Create {
-        row: RunSummary,
-        ack: oneshot::Sender<()>,
-    },
+    Create { row: Box<RunSummary> },
     /// Acknowledge once everything before is written.
     Flush(oneshot::Sender<()>),
 }
@@ -44,12 +45,16 @@ pub(crate) async fn create_run(store: &SqlStore, id: RunId) -> Result<NewRun, St
     let path = inner.fs.run_dir(&id).join(RUNLOG_FILE);
     let mut row = RunSummary::new(id.clone());
     row.started_at = fabric_core::unix_now();
-    // Listed as running once this returns; a write that fails is logged by the writer, the
-    // run goes on, and `fabric index rebuild` adds it later.
-    let (ack, acked) = oneshot::channel();
-    if inner.writer.send(Msg::Create { row, ack }).await.is_ok() {
-        let _ = acked.await;
-    } else {
+    // Listed as running within a moment (the writer takes it at once); not waited for, as it
+    // cost every run a round trip to the database before its first step. A write that fails
+    // is logged by the writer, the run goes on, and `fabric index rebuild` adds it later.
+    // `get_run` reads the runlog, made above, so the run is found by id at once.
+    if inner
+        .writer
+        .send(Msg::Create { row: Box::new(row) })
+        .await
+        .is_err()
+    {
         tracing::warn!(store = %inner.name, run = %id, "the store's writer has stopped; the run goes on with its runlog");
     }
     let log = SqlRunLog {
@@ -89,44 +94,36 @@ impl std::fmt::Debug for SqlRunLog {
 impl RunLog for SqlRunLog {
     async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
         let guard = self.order.lock().await;
-        self.file.append(event).await?;
-        let terminal = event.kind.is_terminal();
-        let (ack, acked) = if terminal {
-            let (tx, rx) = oneshot::channel();
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
-        };
+        // Encoded once: the file's line is the database's `line`.
+        let line = self.file.encode(event)?;
+        self.file.append_line(&line)?;
         let sent = self
             .writer
             .send(Msg::Event {
                 run: self.run.clone(),
                 event: event.clone(),
-                ack,
+                line,
             })
             .await;
         drop(guard);
         if sent.is_err() {
             tracing::warn!(store = %self.store, run = %self.run, "the store's writer has stopped; the runlog has the event");
-            return Ok(());
-        }
-        if let Some(acked) = acked
-            && acked.await.is_err()
-        {
-            tracing::warn!(store = %self.store, run = %self.run, "the store's writer stopped before the run's end was indexed");
         }
         Ok(())
     }
 }
 
-/// How long an event nobody waits for may wait for company before it is written.
-const LINGER: Duration = Duration::from_millis(5);
+/// How long an event nobody waits for may wait for company before it is written: a short
+/// run's events then share one transaction, and a long run's progress is in the database
+/// within this (its runlog has every line at once).
+const LINGER: Duration = Duration::from_millis(50);
 
 impl Msg {
-    /// Whether someone waits for this message to be written.
-    fn is_awaited(&self) -> bool {
+    /// Whether this message is written at once (a run's start or end, or someone waits)
+    /// rather than lingering for company.
+    fn is_urgent(&self) -> bool {
         match self {
-            Self::Event { ack, .. } => ack.is_some(),
+            Self::Event { event, .. } => event.kind.is_terminal(),
             Self::Create { .. } | Self::Flush(_) => true,
         }
     }
@@ -175,13 +172,13 @@ impl Writer {
 pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
     while let Some(first) = receiver.recv().await {
         let mut batch = vec![first];
-        // Group commit: events nobody waits for linger a moment so a step's events (and
-        // many runs' events) share one transaction; anything acknowledged goes at once.
+        // Group commit: a run's events linger a moment so its steps (and many runs' events)
+        // share one transaction; a run's start or end, or a flush, goes at once.
         let linger_until = tokio::time::Instant::now() + LINGER;
         while batch.len() < writer.batch {
             match receiver.try_recv() {
                 Ok(msg) => batch.push(msg),
-                Err(_) if batch.iter().any(Msg::is_awaited) => break,
+                Err(_) if batch.iter().any(Msg::is_urgent) => break,
                 Err(_) => match tokio::time::timeout_at(linger_until, receiver.recv()).await {
                     Ok(Some(msg)) => batch.push(msg),
                     Ok(None) | Err(_) => break,
@@ -195,7 +192,7 @@ pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
         let mut ended = Vec::new();
         for msg in batch {
             match msg {
-                Msg::Event { run, event, ack } => {
+                Msg::Event { run, event, line } => {
                     let summary = writer
                         .live
                         .entry(run.clone())
@@ -207,13 +204,9 @@ pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
                     if event.kind.is_terminal() {
                         ended.push(run.clone());
                     }
-                    events.push((run, event));
-                    acks.extend(ack);
+                    events.push((run, event, line));
                 }
-                Msg::Create { row, ack } => {
-                    creates.push(row);
-                    acks.push(ack);
-                }
+                Msg::Create { row } => creates.push(*row),
                 Msg::Flush(ack) => acks.push(ack),
             }
         }
@@ -236,7 +229,7 @@ pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
 async fn write(
     writer: &mut Writer,
     creates: &[RunSummary],
-    events: &[(RunId, RunEvent)],
+    events: &[(RunId, RunEvent, String)],
     rows: &[RunSummary],
 ) {
     let all_rows = || creates.iter().chain(rows).map(|r| r.id.clone());
@@ -249,9 +242,9 @@ async fn write(
         let mut tx = writer.db.begin().await?;
         let created: Vec<&RunSummary> = creates.iter().collect();
         index::upsert_runs(&mut tx, &created, false).await?;
-        let lines: Vec<(&str, &RunEvent)> = events
+        let lines: Vec<(&str, &RunEvent, Option<&str>)> = events
             .iter()
-            .map(|(run, event)| (run.as_str(), event))
+            .map(|(run, event, line)| (run.as_str(), event, Some(line.as_str())))
             .collect();
         index::insert_events(&mut tx, &lines).await?;
         let touched: Vec<&RunSummary> = rows.iter().collect();

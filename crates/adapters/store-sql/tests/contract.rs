@@ -42,7 +42,7 @@ macro_rules! contract {
 }
 
 contract!(
-    a_finished_run_is_listed_as_finished_without_a_flush,
+    a_finished_run_is_found_at_once_and_listed_after_a_flush,
     list_filters_and_pages_newest_first,
     search_finds_words_in_prompts_tools_and_results,
     search_words_are_never_query_syntax,
@@ -61,10 +61,15 @@ fn all() -> RunQuery {
     }
 }
 
-async fn a_finished_run_is_listed_as_finished_without_a_flush(t: &TestStore) {
+async fn a_finished_run_is_found_at_once_and_listed_after_a_flush(t: &TestStore) {
     let s = &t.store;
-    let id = run(s, &Script::default()).await;
-    // No flush: the terminal event's append returned only once it was committed.
+    let id = common::run_unflushed(s, &Script::default()).await;
+    // Found by id as finished at once: `get_run` reads the runlog, the source of truth.
+    let found = s.get_run(&id).await.unwrap();
+    assert_eq!(found.status, RunStatus::Completed);
+    // Listed as finished once the index has caught up (the writer takes a run's end at once;
+    // `flush` waits for it, as the run service does at shutdown).
+    s.flush().await;
     let listed = s.list_runs(&all()).await.unwrap();
     assert_eq!(listed.len(), 1);
     let row = &listed[0];

@@ -11,7 +11,8 @@
 //! (`FsRunStore`) and with the database store (`SqlStore` on SQLite, what `fabric run`
 //! takes since issue #9: the runlog line, then the index written behind it), interleaved.
 //!
-//! Run: `cargo bench -p fabric --bench loop_overhead` (figures in docs/BENCHMARKS.md).
+//! Run: `cargo bench -p fabric --bench loop_overhead` (figures in docs/BENCHMARKS.md);
+//! `BENCH_TABLES=store` for the second table alone, `BENCH_REPS` (15).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -120,6 +121,17 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(15);
+    // `BENCH_TABLES=store` (or `loop`) runs one of the two tables.
+    let tables = std::env::var("BENCH_TABLES").unwrap_or_else(|_| "loop,store".into());
+    if tables.contains("loop") {
+        loop_table(reps).await;
+    }
+    if tables.contains("store") {
+        store_table(reps).await;
+    }
+}
+
+async fn loop_table(reps: usize) {
     println!("loop overhead per step (median of {reps} runs; ms)");
     println!(
         "{:>6} {:>12} {:>12} {:>14} {:>10}",
@@ -149,6 +161,9 @@ async fn main() {
             d / f * 100.0
         );
     }
+}
+
+async fn store_table(reps: usize) {
     println!("\nrun store per step (median of {reps} interleaved runs; ms)");
     println!(
         "{:>6} {:>12} {:>12} {:>12} {:>10}",

@@ -101,6 +101,10 @@ pub trait RunStore: Send + Sync {
         let _ = id;
         None
     }
+    /// Waits until everything appended before is in the store's index (a store that writes
+    /// an index behind its runlogs lists a run's latest state a moment after its runlog has
+    /// it). The run service calls it at shutdown, so a process exits with its index current.
+    async fn flush(&self) {}
 }
 
 /// A search over every run (`fabric logs search`, `GET /runs/search`, `search_runs`).

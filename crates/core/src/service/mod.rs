@@ -312,9 +312,12 @@ impl RunService {
     /// record their end. Returns whether all of them did.
     pub async fn shutdown(&self, grace: Duration) -> bool {
         self.begin_shutdown();
-        tokio::time::timeout(grace, self.inner.tracker.wait())
+        let ended = tokio::time::timeout(grace, self.inner.tracker.wait())
             .await
-            .is_ok()
+            .is_ok();
+        // The store's index catches up with the runlogs before the process exits.
+        self.inner.store.flush().await;
+        ended
     }
 
     /// Whether shutdown has begun.

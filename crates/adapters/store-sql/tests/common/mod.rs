@@ -173,8 +173,16 @@ pub(crate) fn events(id: &RunId, s: &Script<'_>) -> Vec<RunEvent> {
     out
 }
 
-/// Runs a scripted run through the store's `RunLog`; returns its id.
+/// Runs a scripted run through the store's `RunLog` and flushes the index behind it, as the
+/// run service does at shutdown; returns its id.
 pub(crate) async fn run(store: &impl RunStore, script: &Script<'_>) -> RunId {
+    let id = run_unflushed(store, script).await;
+    store.flush().await;
+    id
+}
+
+/// Runs a scripted run through the store's `RunLog` without waiting for the index.
+pub(crate) async fn run_unflushed(store: &impl RunStore, script: &Script<'_>) -> RunId {
     let new = store.create_run(new_run_id()).await.unwrap();
     for event in events(&new.id, script) {
         new.log.append(&event).await.unwrap();
