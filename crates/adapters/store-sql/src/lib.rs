@@ -49,7 +49,6 @@ use fabric_core::{
 };
 use fabric_domain::{RunEvent, RunId, RunSummary};
 use fabric_store_fs::FsRunStore;
-use tokio::sync::mpsc;
 
 pub use document::{DOCUMENT_CAP, fts5_query, query_words, search_document, snippet};
 pub use error::{SqlError, redact};
@@ -109,7 +108,7 @@ pub(crate) struct Inner {
     pub(crate) addr: String,
     pub(crate) fs: FsRunStore,
     pub(crate) root: PathBuf,
-    pub(crate) writer: mpsc::Sender<writer::Msg>,
+    pub(crate) writer: writer::WriterHandle,
     pub(crate) vectors: vectors::VectorCache,
     /// [`StoreOptions::vector_index_min`].
     pub(crate) index_min: usize,

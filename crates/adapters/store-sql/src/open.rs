@@ -8,7 +8,6 @@ use fabric_core::StoreError;
 use fabric_store_fs::FsRunStore;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use tokio::sync::mpsc;
 
 use crate::db::Db;
 use crate::error::{SqlError, redact};
@@ -43,7 +42,7 @@ pub(crate) async fn open(
         db.close().await;
         return Err(e);
     }
-    let (sender, receiver) = mpsc::channel(options.queue.max(1));
+    let (sender, receiver) = writer::channel(options.queue);
     let store = SqlStore {
         inner: Arc::new(Inner {
             db: db.clone(),

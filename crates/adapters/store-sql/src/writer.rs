@@ -8,13 +8,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use fabric_core::{NewRun, RunLog, RunStore, StoreError};
 use fabric_domain::{RunEvent, RunId, RunSummary};
 use fabric_store_fs::{FileRunLog, FsRunStore, RUNLOG_FILE};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{Mutex, Notify, mpsc, oneshot};
 
 use crate::db::{Backend, Db};
 use crate::error::SqlError;
@@ -38,6 +39,45 @@ pub(crate) enum Msg {
     Flush(oneshot::Sender<()>),
 }
 
+/// The senders' side of the writer: its queue, and a bell rung for what must not linger.
+#[derive(Debug, Clone)]
+pub(crate) struct WriterHandle {
+    queue: mpsc::Sender<Msg>,
+    urgent: Arc<Notify>,
+}
+
+impl WriterHandle {
+    /// Queues `msg` (waiting while the queue is full); `false` when the writer has stopped.
+    async fn send(&self, msg: Msg) -> bool {
+        // The writer lingers on one timer, and is rung only for what must go sooner.
+        let urgent = msg.linger() < LINGER;
+        let sent = self.queue.send(msg).await.is_ok();
+        if sent && urgent {
+            self.urgent.notify_one();
+        }
+        sent
+    }
+}
+
+/// The writer's queue: the handle for senders, and what the writer task takes.
+pub(crate) fn channel(capacity: usize) -> (WriterHandle, Receiver) {
+    let (queue, receiver) = mpsc::channel(capacity.max(1));
+    let urgent = Arc::new(Notify::new());
+    (
+        WriterHandle {
+            queue,
+            urgent: urgent.clone(),
+        },
+        Receiver { receiver, urgent },
+    )
+}
+
+/// The writer task's side of the queue.
+pub(crate) struct Receiver {
+    receiver: mpsc::Receiver<Msg>,
+    urgent: Arc<Notify>,
+}
+
 /// Creates the run's directory and runlog, and its row (status `running`) at once.
 pub(crate) async fn create_run(store: &SqlStore, id: RunId) -> Result<NewRun, StoreError> {
     let inner = &store.inner;
@@ -49,12 +89,7 @@ pub(crate) async fn create_run(store: &SqlStore, id: RunId) -> Result<NewRun, St
     // cost every run a round trip to the database before its first step. A write that fails
     // is logged by the writer, the run goes on, and `fabric index rebuild` adds it later.
     // `get_run` reads the runlog, made above, so the run is found by id at once.
-    if inner
-        .writer
-        .send(Msg::Create { row: Box::new(row) })
-        .await
-        .is_err()
-    {
+    if !inner.writer.send(Msg::Create { row: Box::new(row) }).await {
         tracing::warn!(store = %inner.name, run = %id, "the store's writer has stopped; the run goes on with its runlog");
     }
     let log = SqlRunLog {
@@ -75,7 +110,7 @@ pub(crate) async fn create_run(store: &SqlStore, id: RunId) -> Result<NewRun, St
 pub struct SqlRunLog {
     file: FileRunLog,
     run: RunId,
-    writer: mpsc::Sender<Msg>,
+    writer: WriterHandle,
     // Keeps the writer's order the file's order when appends race (parallel task forces).
     order: Mutex<()>,
     store: String,
@@ -106,33 +141,37 @@ impl RunLog for SqlRunLog {
             })
             .await;
         drop(guard);
-        if sent.is_err() {
+        if !sent {
             tracing::warn!(store = %self.store, run = %self.run, "the store's writer has stopped; the runlog has the event");
         }
         Ok(())
     }
 }
 
-/// How long an event nobody waits for may wait for company before it is written: a short
-/// run's events then share one transaction, and a long run's progress is in the database
-/// within this (its runlog has every line at once).
+/// How long an event may wait for company before it is written: a short run's events then
+/// share one transaction, and a long run's progress is in the database within this (its
+/// runlog has every line at once).
 const LINGER: Duration = Duration::from_millis(50);
+/// How long a new run's row may wait: it is listed as running within this, and a run
+/// shorter than this is written in one transaction with its events.
+const CREATE_LINGER: Duration = Duration::from_millis(5);
 
 impl Msg {
-    /// Whether this message is written at once (a run's start or end, or someone waits)
-    /// rather than lingering for company.
-    fn is_urgent(&self) -> bool {
+    /// How long this message may wait for company: a run's end and a flush not at all.
+    fn linger(&self) -> Duration {
         match self {
-            Self::Event { event, .. } => event.kind.is_terminal(),
-            Self::Create { .. } | Self::Flush(_) => true,
+            Self::Event { event, .. } if event.kind.is_terminal() => Duration::ZERO,
+            Self::Event { .. } => LINGER,
+            Self::Create { .. } => CREATE_LINGER,
+            Self::Flush(_) => Duration::ZERO,
         }
     }
 }
 
 /// Waits until the writer has handled everything sent before.
-pub(crate) async fn flush(writer: &mpsc::Sender<Msg>) {
+pub(crate) async fn flush(writer: &WriterHandle) {
     let (tx, rx) = oneshot::channel();
-    if writer.send(Msg::Flush(tx)).await.is_ok() {
+    if writer.send(Msg::Flush(tx)).await {
         let _ = rx.await;
     }
 }
@@ -169,20 +208,33 @@ impl Writer {
 
 /// The writer task: until every sender is gone, take what is queued (up to a batch), fold,
 /// write in one transaction, acknowledge.
-pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
+pub(crate) async fn run(mut writer: Writer, queue: Receiver) {
+    let Receiver {
+        mut receiver,
+        urgent,
+    } = queue;
     while let Some(first) = receiver.recv().await {
         let mut batch = vec![first];
-        // Group commit: a run's events linger a moment so its steps (and many runs' events)
-        // share one transaction; a run's start or end, or a flush, goes at once.
-        let linger_until = tokio::time::Instant::now() + LINGER;
-        while batch.len() < writer.batch {
-            match receiver.try_recv() {
-                Ok(msg) => batch.push(msg),
-                Err(_) if batch.iter().any(Msg::is_urgent) => break,
-                Err(_) => match tokio::time::timeout_at(linger_until, receiver.recv()).await {
-                    Ok(Some(msg)) => batch.push(msg),
-                    Ok(None) | Err(_) => break,
-                },
+        // Group commit: each message may wait its `linger` for company (a run's events 50
+        // ms, its row 5 ms, its end and a flush not at all), and a full batch goes at once.
+        // Lingering is one timer, not a wake-up per event queued meanwhile (those cost the
+        // run's own threads more than the writes did); the senders ring `urgent` for what
+        // may not wait that long.
+        let mut deadline = tokio::time::Instant::now() + batch[0].linger();
+        let mut seen = 0;
+        loop {
+            drain(&mut receiver, &mut batch, writer.batch);
+            let now = tokio::time::Instant::now();
+            for msg in &batch[seen..] {
+                deadline = deadline.min(now + msg.linger());
+            }
+            seen = batch.len();
+            if batch.len() >= writer.batch || now >= deadline {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {}
+                () = urgent.notified() => {}
             }
         }
         let mut events = Vec::new();
@@ -222,6 +274,16 @@ pub(crate) async fn run(mut writer: Writer, mut receiver: mpsc::Receiver<Msg>) {
         }
         for ack in acks {
             let _ = ack.send(());
+        }
+    }
+}
+
+/// Takes what is queued, up to `max` in `batch`.
+fn drain(receiver: &mut mpsc::Receiver<Msg>, batch: &mut Vec<Msg>, max: usize) {
+    while batch.len() < max {
+        match receiver.try_recv() {
+            Ok(msg) => batch.push(msg),
+            Err(_) => break,
         }
     }
 }
