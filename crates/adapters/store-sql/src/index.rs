@@ -94,6 +94,17 @@ pub(crate) async fn upsert_runs(
     runs: &[&RunSummary],
     replace: bool,
 ) -> Result<(), sqlx::Error> {
+    upsert_run_rows(tx, runs, replace).await?;
+    insert_run_links(tx, runs).await
+}
+
+/// Writes runs' rows (ids unique within the call), many to a statement; `replace`:
+/// overwrite existing rows (else keep them).
+pub(crate) async fn upsert_run_rows(
+    tx: &mut Tx,
+    runs: &[&RunSummary],
+    replace: bool,
+) -> Result<(), sqlx::Error> {
     let conflict = if replace {
         "ON CONFLICT (id) DO UPDATE SET parent_id = excluded.parent_id, prompt = excluded.prompt, \
          specialist_ids = excluded.specialist_ids, model_keys = excluded.model_keys, models = excluded.models, \
@@ -138,6 +149,11 @@ pub(crate) async fn upsert_runs(
         );
         tx.execute(&sql, args).await?;
     }
+    Ok(())
+}
+
+/// Links runs to their specialists and model keys (the links that exist stay).
+pub(crate) async fn insert_run_links(tx: &mut Tx, runs: &[&RunSummary]) -> Result<(), sqlx::Error> {
     let specialists: Vec<(&str, &str)> = runs
         .iter()
         .flat_map(|r| r.specialist_ids.iter().map(|s| (s.as_str(), r.id.as_str())))

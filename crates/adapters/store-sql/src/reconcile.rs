@@ -7,7 +7,7 @@
 //! - `reindex()`: every runlog on disk the index lacks or is behind on, then the vector
 //!   index's counts and training (`vindex::refresh`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use fabric_core::{RunStore, StoreError};
 use fabric_domain::{RunId, RunSummary};
@@ -42,7 +42,10 @@ pub(crate) async fn catch_up(store: &SqlStore) -> Result<usize, StoreError> {
     }
     let rows = db
         .fetch_all(
-            "SELECT r.id AS id, (SELECT COUNT(*) FROM events e WHERE e.run_id = r.id) AS n FROM runs r WHERE r.status = 'running'",
+            // The row's own count: a row is written with (or after) its events, so it is
+            // behind whenever they are, and also when only the row lags (it is rewritten at
+            // most once a second while the run goes on).
+            "SELECT id, events AS n FROM runs WHERE status = 'running'",
             vec![],
         )
         .await
@@ -78,22 +81,13 @@ pub(crate) async fn reindex(store: &SqlStore) -> Result<usize, StoreError> {
         }
     };
     let db = &store.inner.db;
-    let known: HashSet<String> = db
-        .fetch_all("SELECT id FROM runs", vec![])
-        .await
-        .map_err(|e| store.err(&e))?
-        .iter()
-        .filter_map(|r| r.text("id").ok())
-        .collect();
+    // Each row's own count of events (see `catch_up`).
     let counts: HashMap<String, i64> = db
-        .fetch_all(
-            "SELECT run_id, COUNT(*) AS n FROM events GROUP BY run_id",
-            vec![],
-        )
+        .fetch_all("SELECT id, events AS n FROM runs", vec![])
         .await
         .map_err(|e| store.err(&e))?
         .iter()
-        .filter_map(|r| Some((r.text("run_id").ok()?, r.int("n").ok()?)))
+        .filter_map(|r| Some((r.text("id").ok()?, r.int("n").ok()?)))
         .collect();
     let mut changed = 0;
     while let Ok(Some(entry)) = entries.next_entry().await {
@@ -107,9 +101,9 @@ pub(crate) async fn reindex(store: &SqlStore) -> Result<usize, StoreError> {
         let Some(lines) = runlog_lines(store, &id).await else {
             continue;
         };
-        let indexed = counts.get(id.as_str()).copied().unwrap_or(0);
-        let behind = lines > usize::try_from(indexed).unwrap_or(0);
-        if (behind || !known.contains(id.as_str())) && reindex_run(store, &id).await? {
+        let indexed = counts.get(id.as_str()).copied();
+        let behind = indexed.is_none_or(|n| lines > usize::try_from(n).unwrap_or(0));
+        if behind && reindex_run(store, &id).await? {
             changed += 1;
         }
     }

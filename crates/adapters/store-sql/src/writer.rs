@@ -183,8 +183,8 @@ pub(crate) struct Writer {
     fs: FsRunStore,
     batch: usize,
     retry_after: Duration,
-    /// Summaries of the runs in progress, folded from their events.
-    live: HashMap<RunId, RunSummary>,
+    /// The runs in progress, folded from their events.
+    live: HashMap<RunId, Live>,
     /// Runs some of whose events were not written: re-read from the runlog once possible.
     behind: HashSet<RunId>,
     /// While set and in the future, the database is not tried.
@@ -204,6 +204,89 @@ impl Writer {
             paused_until: None,
         }
     }
+}
+
+/// A run in progress as the writer knows it.
+struct Live {
+    summary: RunSummary,
+    /// When its row was last written with its events' state (`None`: not yet).
+    row_written: Option<Instant>,
+    /// How many specialists and model keys it has links for.
+    linked: (usize, usize),
+}
+
+/// How often a running run's row is rewritten while its events arrive: listings show its
+/// progress within this. Rewriting every touched row on every batch made 10,000 concurrent
+/// runs cost a row write per event.
+const ROW_EVERY: Duration = Duration::from_secs(1);
+
+/// One batch, folded: what to write in its transaction.
+#[derive(Default)]
+struct Folded {
+    creates: Vec<RunSummary>,
+    events: Vec<(RunId, RunEvent, String)>,
+    /// Runs with events in the batch, in order.
+    touched: Vec<RunId>,
+    /// Rows due (ended, first events, links changed, or `ROW_EVERY` since the last), each
+    /// with whether its links changed.
+    rows: Vec<(RunSummary, bool)>,
+    acks: Vec<oneshot::Sender<()>>,
+}
+
+impl Writer {
+    /// Folds a batch into the live runs and picks the rows due.
+    fn fold(&mut self, batch: Vec<Msg>) -> Folded {
+        let mut out = Folded::default();
+        let mut seen = HashSet::new();
+        let mut ended = HashSet::new();
+        for msg in batch {
+            match msg {
+                Msg::Event { run, event, line } => {
+                    let live = self.live.entry(run.clone()).or_insert_with(|| Live {
+                        summary: RunSummary::new(run.clone()),
+                        row_written: None,
+                        linked: (0, 0),
+                    });
+                    live.summary.apply(&event);
+                    if event.kind.is_terminal() {
+                        ended.insert(run.clone());
+                    }
+                    if seen.insert(run.clone()) {
+                        out.touched.push(run.clone());
+                    }
+                    out.events.push((run, event, line));
+                }
+                Msg::Create { row } => out.creates.push(*row),
+                Msg::Flush(ack) => out.acks.push(ack),
+            }
+        }
+        let now = Instant::now();
+        for id in &out.touched {
+            // A run's end: its last row (with its links when they changed), and it leaves.
+            if ended.contains(id) {
+                if let Some(live) = self.live.remove(id) {
+                    let relink = link_counts(&live.summary) != live.linked;
+                    out.rows.push((live.summary, relink));
+                }
+                continue;
+            }
+            let Some(live) = self.live.get_mut(id) else {
+                continue;
+            };
+            let counts = link_counts(&live.summary);
+            let relink = counts != live.linked;
+            if relink || live.row_written.is_none_or(|t| now - t >= ROW_EVERY) {
+                live.row_written = Some(now);
+                live.linked = counts;
+                out.rows.push((live.summary.clone(), relink));
+            }
+        }
+        out
+    }
+}
+
+fn link_counts(summary: &RunSummary) -> (usize, usize) {
+    (summary.specialist_ids.len(), summary.model_keys.len())
 }
 
 /// The writer task: until every sender is gone, take what is queued (up to a batch), fold,
@@ -237,40 +320,10 @@ pub(crate) async fn run(mut writer: Writer, queue: Receiver) {
                 () = urgent.notified() => {}
             }
         }
-        let mut events = Vec::new();
-        let mut creates = Vec::new();
-        let mut acks = Vec::new();
-        let mut touched: Vec<RunId> = Vec::new();
-        let mut ended = Vec::new();
-        for msg in batch {
-            match msg {
-                Msg::Event { run, event, line } => {
-                    let summary = writer
-                        .live
-                        .entry(run.clone())
-                        .or_insert_with(|| RunSummary::new(run.clone()));
-                    summary.apply(&event);
-                    if !touched.contains(&run) {
-                        touched.push(run.clone());
-                    }
-                    if event.kind.is_terminal() {
-                        ended.push(run.clone());
-                    }
-                    events.push((run, event, line));
-                }
-                Msg::Create { row } => creates.push(*row),
-                Msg::Flush(ack) => acks.push(ack),
-            }
-        }
-        let rows: Vec<RunSummary> = touched
-            .iter()
-            .filter_map(|id| writer.live.get(id).cloned())
-            .collect();
-        for id in &ended {
-            writer.live.remove(id);
-        }
-        if !events.is_empty() || !creates.is_empty() {
-            write(&mut writer, &creates, &events, &rows).await;
+        let mut folded = writer.fold(batch);
+        let acks = std::mem::take(&mut folded.acks);
+        if !folded.events.is_empty() || !folded.creates.is_empty() {
+            write(&mut writer, &folded).await;
         }
         for ack in acks {
             let _ = ack.send(());
@@ -288,29 +341,38 @@ fn drain(receiver: &mut mpsc::Receiver<Msg>, batch: &mut Vec<Msg>, max: usize) {
     }
 }
 
-async fn write(
-    writer: &mut Writer,
-    creates: &[RunSummary],
-    events: &[(RunId, RunEvent, String)],
-    rows: &[RunSummary],
-) {
-    let all_rows = || creates.iter().chain(rows).map(|r| r.id.clone());
+async fn write(writer: &mut Writer, batch: &Folded) {
+    let all_runs = || {
+        batch
+            .creates
+            .iter()
+            .map(|r| r.id.clone())
+            .chain(batch.touched.iter().cloned())
+    };
     if writer.paused_until.is_some_and(|t| Instant::now() < t) {
-        writer.behind.extend(all_rows());
+        writer.behind.extend(all_runs());
         return;
     }
     let backend = writer.db.backend();
     let result = async {
         let mut tx = writer.db.begin().await?;
-        let created: Vec<&RunSummary> = creates.iter().collect();
-        index::upsert_runs(&mut tx, &created, false).await?;
-        let lines: Vec<(&str, &RunEvent, Option<&str>)> = events
+        let created: Vec<&RunSummary> = batch.creates.iter().collect();
+        index::upsert_run_rows(&mut tx, &created, false).await?;
+        let lines: Vec<(&str, &RunEvent, Option<&str>)> = batch
+            .events
             .iter()
             .map(|(run, event, line)| (run.as_str(), event, Some(line.as_str())))
             .collect();
         index::insert_events(&mut tx, &lines).await?;
-        let touched: Vec<&RunSummary> = rows.iter().collect();
-        index::upsert_runs(&mut tx, &touched, true).await?;
+        let rows: Vec<&RunSummary> = batch.rows.iter().map(|(row, _)| row).collect();
+        index::upsert_run_rows(&mut tx, &rows, true).await?;
+        let relinked: Vec<&RunSummary> = batch
+            .rows
+            .iter()
+            .filter(|(_, relink)| *relink)
+            .map(|(row, _)| row)
+            .collect();
+        index::insert_run_links(&mut tx, &relinked).await?;
         for row in rows.iter().filter(|r| r.ended_at.is_some()) {
             index::write_document(&mut tx, backend, row).await?;
         }
@@ -320,10 +382,11 @@ async fn write(
     match result {
         Ok(()) => {
             writer.paused_until = None;
-            let repair: Vec<RunId> = rows
+            let repair: Vec<RunId> = batch
+                .touched
                 .iter()
-                .map(|r| r.id.clone())
-                .filter(|id| writer.behind.contains(id))
+                .filter(|id| writer.behind.contains(*id))
+                .cloned()
                 .collect();
             for id in repair {
                 catch_up_run(writer, backend, &id).await;
@@ -331,11 +394,11 @@ async fn write(
         }
         Err(e) => {
             writer.paused_until = Some(Instant::now() + writer.retry_after);
-            writer.behind.extend(all_rows());
+            writer.behind.extend(all_runs());
             tracing::warn!(
                 store = %writer.name,
                 error = %SqlError::from_sqlx(&e, &writer.name),
-                runs = rows.len(),
+                runs = batch.touched.len(),
                 "the store could not index events; the runs go on (their runlogs have every event) and `fabric index rebuild` repairs the index"
             );
         }

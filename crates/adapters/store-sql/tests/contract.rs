@@ -50,6 +50,7 @@ contract!(
     stats_by_specialist_model_and_tool,
     prune_deletes_ended_runs_everywhere,
     a_kill_between_the_two_writes_is_caught_up,
+    a_running_runs_row_that_lags_is_caught_up_on_open,
     runs_from_before_the_store_are_imported_on_first_open,
     events_come_from_the_database_when_the_runlog_is_elsewhere,
 );
@@ -649,4 +650,31 @@ async fn events_come_from_the_database_when_the_runlog_is_elsewhere(t: &TestStor
         s.get_run(&id).await.unwrap(),
         RunSummary::from_events(id.clone(), &from_file)
     );
+}
+
+/// The writer rewrites a running run's row at most once a second (its events every batch);
+/// a process killed meanwhile leaves a row behind its events, which the next open repairs.
+async fn a_running_runs_row_that_lags_is_caught_up_on_open(t: &TestStore) {
+    let s = &t.store;
+    let new = s.create_run(fabric_core::new_run_id()).await.unwrap();
+    let all_events = events(&new.id, &Script::default());
+    let going = &all_events[..all_events.len() - 1];
+    for event in going {
+        new.log.append(event).await.unwrap();
+        s.flush().await;
+    }
+    let row = s.list_runs(&all()).await.unwrap().remove(0);
+    assert_eq!(row.status, RunStatus::Running);
+    assert!(
+        row.events >= 1 && row.events <= going.len() as u64,
+        "{row:?}"
+    );
+    // "Killed" here: never ended. A new process catches the row up with the runlog.
+    let reopened = t.reopen().await;
+    let row = reopened.list_runs(&all()).await.unwrap().remove(0);
+    assert_eq!(
+        (row.status, row.events),
+        (RunStatus::Running, going.len() as u64)
+    );
+    assert_eq!(row, RunSummary::from_events(new.id.clone(), going));
 }
