@@ -99,7 +99,7 @@ impl Db {
 
     /// Runs one statement; returns the rows it changed.
     pub(crate) async fn execute(&self, sql: &str, args: Vec<Arg>) -> Result<u64, sqlx::Error> {
-        let sql = AssertSqlSafe(sql.to_owned());
+        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
         Ok(match self {
             Self::Sqlite(pool) => bind_all!(sqlx::query::<Sqlite>(sql), args)
                 .execute(pool)
@@ -118,7 +118,7 @@ impl Db {
         sql: &str,
         args: Vec<Arg>,
     ) -> Result<Vec<Row>, sqlx::Error> {
-        let sql = AssertSqlSafe(sql.to_owned());
+        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
         Ok(match self {
             Self::Sqlite(pool) => bind_all!(sqlx::query::<Sqlite>(sql), args)
                 .fetch_all(pool)
@@ -141,7 +141,7 @@ impl Db {
         sql: &str,
         args: Vec<Arg>,
     ) -> Result<Option<Row>, sqlx::Error> {
-        let sql = AssertSqlSafe(sql.to_owned());
+        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
         Ok(match self {
             Self::Sqlite(pool) => bind_all!(sqlx::query::<Sqlite>(sql), args)
                 .fetch_optional(pool)
@@ -173,9 +173,16 @@ impl Db {
 }
 
 impl Tx {
+    fn backend(&self) -> Backend {
+        match self {
+            Self::Sqlite(_) => Backend::Sqlite,
+            Self::Postgres(_) => Backend::Postgres,
+        }
+    }
+
     /// Runs one statement in the transaction; returns the rows it changed.
     pub(crate) async fn execute(&mut self, sql: &str, args: Vec<Arg>) -> Result<u64, sqlx::Error> {
-        let sql = AssertSqlSafe(sql.to_owned());
+        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
         Ok(match self {
             Self::Sqlite(tx) => bind_all!(sqlx::query::<Sqlite>(sql), args)
                 .execute(&mut **tx)
@@ -202,7 +209,7 @@ impl Tx {
         sql: &str,
         args: Vec<Arg>,
     ) -> Result<Vec<Row>, sqlx::Error> {
-        let sql = AssertSqlSafe(sql.to_owned());
+        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
         Ok(match self {
             Self::Sqlite(tx) => bind_all!(sqlx::query::<Sqlite>(sql), args)
                 .fetch_all(&mut **tx)
@@ -248,10 +255,72 @@ impl Row {
     getter!(blob, Vec<u8>);
 }
 
+/// The statement as the backend gets it. On SQLite, a statement whose placeholders are
+/// exactly `$1, $2, …, $N` in order, each once (every multi-row insert), gets anonymous `?`s:
+/// sqlx asks SQLite for each numbered parameter's name, and SQLite finds a name by walking
+/// the statement's list of them, so binding N numbered values costs N² (14 % of the writer's
+/// time with 10,000 runs in flight); anonymous ones bind in order for free.
+fn for_backend(backend: Backend, sql: &str) -> String {
+    if backend == Backend::Postgres {
+        return sql.to_owned();
+    }
+    let bytes = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len());
+    let (mut next, mut at, mut copied) = (1u64, 0usize, 0usize);
+    while at < bytes.len() {
+        if bytes[at] != b'$' {
+            at += 1;
+            continue;
+        }
+        let digits = bytes[at + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let number = sql[at + 1..at + 1 + digits].parse::<u64>().ok();
+        if number != Some(next) {
+            // Reused, skipped or out of order: keep the numbers.
+            return sql.to_owned();
+        }
+        out.push_str(&sql[copied..at]);
+        out.push('?');
+        next += 1;
+        at += 1 + digits;
+        copied = at;
+    }
+    out.push_str(&sql[copied..]);
+    out
+}
+
 /// `$first, $first+1, …` for `count` values: the placeholders of an `IN (…)` list.
 pub(crate) fn placeholders(first: usize, count: usize) -> String {
     (first..first + count)
         .map(|n| format!("${n}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_gets_anonymous_placeholders_only_when_they_are_in_order() {
+        let sqlite = |sql: &str| for_backend(Backend::Sqlite, sql);
+        assert_eq!(
+            sqlite("INSERT INTO t VALUES ($1, $2), ($3, $4)"),
+            "INSERT INTO t VALUES (?, ?), (?, ?)"
+        );
+        assert_eq!(sqlite("SELECT 1"), "SELECT 1");
+        assert_eq!(sqlite("x = $10"), "x = $10");
+        // Reused: the numbers stay.
+        let reused = "SELECT $1, $2 FROM e WHERE model = $1";
+        assert_eq!(sqlite(reused), reused);
+        let out_of_order = "a = $2 AND b = $1";
+        assert_eq!(sqlite(out_of_order), out_of_order);
+        // Ten and beyond are whole numbers, not $1 followed by a digit.
+        let many: Vec<String> = (1..=12).map(|n| format!("${n}")).collect();
+        assert_eq!(sqlite(&many.join(",")), ["?"; 12].join(","));
+        let pg = "INSERT INTO t VALUES ($1, $2)";
+        assert_eq!(for_backend(Backend::Postgres, pg), pg);
+    }
 }
