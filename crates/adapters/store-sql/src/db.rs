@@ -71,9 +71,15 @@ pub(crate) enum Row {
     Postgres(PgRow),
 }
 
+/// Statements with more values than this are not kept prepared: they are the multi-row
+/// inserts, one text per row count, and each kept statement holds its whole program (with
+/// 10,000 runs in flight, the cache of a hundred of them cost more than the runs' state).
+const PREPARED_MAX_ARGS: usize = 32;
+
 macro_rules! bind_all {
     ($query:expr, $args:expr) => {{
-        let mut query = $query;
+        let persistent = $args.len() <= PREPARED_MAX_ARGS;
+        let mut query = $query.persistent(persistent);
         for arg in $args {
             query = match arg {
                 Arg::Int(v) => query.bind(v),
