@@ -14,8 +14,9 @@
 //! per run = (RSS with all N waiting on the model - RSS before) / N, from /proc/self/statm.
 //! Measured with the CLI's observer (none) and with the HTTP API's (`LiveRun`, which buffers
 //! every event for followers), both over the file store; and through the run service over the
-//! SQLite store, the path every front end takes since issue #9 (`FABRIC_BENCH_MEMORY_CASES`
-//! picks the cases, e.g. `service`).
+//! SQLite store, the path every front end takes since issue #9, and through the service over
+//! files alone (`FABRIC_BENCH_MEMORY_CASES` picks the cases: `none`, `live`, `service`,
+//! `service-files`).
 //!
 //! Run: `cargo bench -p fabric --bench concurrent_runs` (figures in docs/BENCHMARKS.md).
 #![allow(
@@ -270,14 +271,24 @@ impl Preparer for BenchPreparer {
 }
 
 /// The path `fabric serve` takes since issue #9: the run service (a `LiveRun` per run) over
-/// the SQLite store (its index written behind every runlog).
-async fn in_flight_service(runs: usize, steps: usize, latency: Duration) -> (f64, Duration) {
+/// the SQLite store (its index written behind every runlog), or over the file store alone
+/// (`sql` false), which tells the service's own share from the store's.
+async fn in_flight_service(
+    runs: usize,
+    steps: usize,
+    latency: Duration,
+    sql: bool,
+) -> (f64, Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(
-        fabric_store_sql::SqlStore::open(None, dir.path())
-            .await
-            .unwrap(),
-    );
+    let store: Arc<dyn fabric_core::RunStore> = if sql {
+        Arc::new(
+            fabric_store_sql::SqlStore::open(None, dir.path())
+                .await
+                .unwrap(),
+        )
+    } else {
+        Arc::new(fabric_store_fs::FsRunStore::new(dir.path()))
+    };
     let model = Arc::new(SleepyModel {
         latency,
         steps,
@@ -403,8 +414,12 @@ async fn main() {
                 "LiveRun, files",
             ),
             "service" => (
-                in_flight_service(runs, steps, latency).await,
+                in_flight_service(runs, steps, latency, true).await,
                 "service, SQLite",
+            ),
+            "service-files" => (
+                in_flight_service(runs, steps, latency, false).await,
+                "service, files",
             ),
             _ => (in_flight(runs, steps, latency, false).await, "none, files"),
         };

@@ -355,6 +355,9 @@ impl RunTask {
             Ok((run, prepared, log)) => {
                 let _ = prepared_tx.send(Ok(()));
                 let result = self.execute(run, prepared, log).await;
+                // The engine never waits for the store's index (ADR-043); its submitter does,
+                // once: a run whose outcome was returned is listed with its end.
+                self.service.inner.store.flush().await;
                 if let Some(hook) = &self.service.inner.on_end {
                     // On the service's tracker, so a draining shutdown waits for it too.
                     let (hook, id) = (Arc::clone(hook), id.clone());
