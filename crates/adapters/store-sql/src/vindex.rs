@@ -474,7 +474,14 @@ pub(crate) async fn train(store: &SqlStore, model: &str) -> Result<(), sqlx::Err
         .unwrap_or_else(|| ivf::probes_for(trained.lists));
     let shared = Arc::new(trained);
     // The switch: vectors put meanwhile get codes, then the new version becomes current.
+    // The model's row is held first, so a put cannot commit a vector between the query
+    // for late vectors and the switch (PostgreSQL; SQLite's write lock does the same).
     let mut tx = db.begin().await?;
+    tx.execute(
+        "UPDATE vector_index SET vectors = vectors WHERE model = $1",
+        vec![model.into()],
+    )
+    .await?;
     let late_sql = "SELECT e.run_id AS run_id, e.vector AS vector FROM embeddings e WHERE e.model = $1 AND NOT EXISTS \
          (SELECT 1 FROM vector_codes c WHERE c.model = e.model AND c.run_id = e.run_id AND c.version = $2)";
     let late: Vec<(String, Vec<f32>)> = tx

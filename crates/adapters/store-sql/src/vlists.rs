@@ -133,18 +133,20 @@ pub(crate) async fn scan(
     );
     let wanted = placeholders(3, lists.len());
     let db = &store.inner.db;
-    let chunks = db
-        .fetch_all(
-            &format!(
-                "SELECT ids, codes FROM vector_chunks WHERE model = $1 AND version = $2 AND list_id IN ({wanted})"
-            ),
-            args.clone(),
-        )
-        .await?;
+    // The tail first: a pack committed between the two reads moves codes from the tail
+    // into a chunk, so they are read twice (and kept once), never missed.
     let tail = db
         .fetch_all(
             &format!(
                 "SELECT run_id, code FROM vector_codes WHERE model = $1 AND version = $2 AND list_id IN ({wanted})"
+            ),
+            args.clone(),
+        )
+        .await?;
+    let chunks = db
+        .fetch_all(
+            &format!(
+                "SELECT ids, codes FROM vector_chunks WHERE model = $1 AND version = $2 AND list_id IN ({wanted})"
             ),
             args,
         )

@@ -185,6 +185,8 @@ pub(crate) struct Writer {
     retry_after: Duration,
     /// The runs in progress, folded from their events.
     live: HashMap<RunId, Live>,
+    /// Runs in progress whose row is behind their events (written once due, or on a flush).
+    stale: HashSet<RunId>,
     /// Runs some of whose events were not written: re-read from the runlog once possible.
     behind: HashSet<RunId>,
     /// While set and in the future, the database is not tried.
@@ -200,6 +202,7 @@ impl Writer {
             batch: options.batch.max(1),
             retry_after: options.retry_after,
             live: HashMap::new(),
+            stale: HashSet::new(),
             behind: HashSet::new(),
             paused_until: None,
         }
@@ -220,6 +223,9 @@ struct Live {
 /// runs cost a row write per event.
 const ROW_EVERY: Duration = Duration::from_secs(1);
 
+/// Runs the writer fell behind on that one successful batch repairs from their runlogs.
+const REPAIR_PER_BATCH: usize = 16;
+
 /// One batch, folded: what to write in its transaction.
 #[derive(Default)]
 struct Folded {
@@ -234,11 +240,15 @@ struct Folded {
 }
 
 impl Writer {
-    /// Folds a batch into the live runs and picks the rows due.
+    /// Folds a batch into the live runs and picks the rows due: ended runs', and those of
+    /// running runs that are stale and due (first events, links changed, `ROW_EVERY` since
+    /// the last), or all stale ones when the batch has a flush. Rows of runs the writer fell
+    /// behind on are left to `catch_up_run`, which writes them from the runlog: a row
+    /// counting events that were never written would hide them from `reindex`.
     fn fold(&mut self, batch: Vec<Msg>) -> Folded {
         let mut out = Folded::default();
         let mut seen = HashSet::new();
-        let mut ended = HashSet::new();
+        let mut ended = Vec::new();
         for msg in batch {
             match msg {
                 Msg::Event { run, event, line } => {
@@ -249,7 +259,9 @@ impl Writer {
                     });
                     live.summary.apply(&event);
                     if event.kind.is_terminal() {
-                        ended.insert(run.clone());
+                        ended.push(run.clone());
+                    } else {
+                        self.stale.insert(run.clone());
                     }
                     if seen.insert(run.clone()) {
                         out.touched.push(run.clone());
@@ -260,28 +272,45 @@ impl Writer {
                 Msg::Flush(ack) => out.acks.push(ack),
             }
         }
-        let now = Instant::now();
-        for id in &out.touched {
-            // A run's end: its last row (with its links when they changed), and it leaves.
-            if ended.contains(id) {
-                if let Some(live) = self.live.remove(id) {
-                    let relink = link_counts(&live.summary) != live.linked;
-                    out.rows.push((live.summary, relink));
-                }
-                continue;
-            }
-            let Some(live) = self.live.get_mut(id) else {
-                continue;
-            };
-            let counts = link_counts(&live.summary);
-            let relink = counts != live.linked;
-            if relink || live.row_written.is_none_or(|t| now - t >= ROW_EVERY) {
-                live.row_written = Some(now);
-                live.linked = counts;
-                out.rows.push((live.summary.clone(), relink));
+        let flushing = !out.acks.is_empty();
+        self.rows_due(ended, flushing, &mut out.rows);
+        out
+    }
+
+    /// Adds the rows due to `rows` (see `fold`).
+    fn rows_due(&mut self, ended: Vec<RunId>, all: bool, rows: &mut Vec<(RunSummary, bool)>) {
+        // A run's end: its last row (with its links when they changed), and it leaves.
+        for id in ended {
+            self.stale.remove(&id);
+            if let Some(live) = self.live.remove(&id)
+                && !self.behind.contains(&id)
+            {
+                let relink = link_counts(&live.summary) != live.linked;
+                rows.push((live.summary, relink));
             }
         }
-        out
+        let now = Instant::now();
+        let mut written = Vec::new();
+        for id in &self.stale {
+            let Some(live) = self.live.get_mut(id) else {
+                written.push(id.clone());
+                continue;
+            };
+            if self.behind.contains(id) {
+                continue;
+            }
+            let counts = link_counts(&live.summary);
+            let relink = counts != live.linked;
+            if all || relink || live.row_written.is_none_or(|t| now - t >= ROW_EVERY) {
+                live.row_written = Some(now);
+                live.linked = counts;
+                rows.push((live.summary.clone(), relink));
+                written.push(id.clone());
+            }
+        }
+        for id in written {
+            self.stale.remove(&id);
+        }
     }
 }
 
@@ -296,7 +325,27 @@ pub(crate) async fn run(mut writer: Writer, queue: Receiver) {
         mut receiver,
         urgent,
     } = queue;
-    while let Some(first) = receiver.recv().await {
+    loop {
+        // Idle with stale rows: write them once due, so a run waiting on a slow model is
+        // listed with its progress within about `ROW_EVERY`.
+        let first = if writer.stale.is_empty() {
+            receiver.recv().await
+        } else {
+            match tokio::time::timeout(ROW_EVERY, receiver.recv()).await {
+                Ok(first) => first,
+                Err(_) => {
+                    let mut due = Folded::default();
+                    writer.rows_due(Vec::new(), false, &mut due.rows);
+                    if !due.rows.is_empty() {
+                        write(&mut writer, &due).await;
+                    }
+                    continue;
+                }
+            }
+        };
+        let Some(first) = first else {
+            break;
+        };
         let mut batch = vec![first];
         // Group commit: each message may wait its `linger` for company (a run's events 50
         // ms, its row 5 ms, its end and a flush not at all), and a full batch goes at once.
@@ -322,7 +371,7 @@ pub(crate) async fn run(mut writer: Writer, queue: Receiver) {
         }
         let mut folded = writer.fold(batch);
         let acks = std::mem::take(&mut folded.acks);
-        if !folded.events.is_empty() || !folded.creates.is_empty() {
+        if !folded.events.is_empty() || !folded.creates.is_empty() || !folded.rows.is_empty() {
             write(&mut writer, &folded).await;
         }
         for ack in acks {
@@ -348,6 +397,7 @@ async fn write(writer: &mut Writer, batch: &Folded) {
             .iter()
             .map(|r| r.id.clone())
             .chain(batch.touched.iter().cloned())
+            .chain(batch.rows.iter().map(|(r, _)| r.id.clone()))
     };
     if writer.paused_until.is_some_and(|t| Instant::now() < t) {
         writer.behind.extend(all_runs());
@@ -382,10 +432,12 @@ async fn write(writer: &mut Writer, batch: &Folded) {
     match result {
         Ok(()) => {
             writer.paused_until = None;
-            let repair: Vec<RunId> = batch
-                .touched
+            // Every run the writer fell behind on, a few per batch, not only those in this
+            // one: a run that went quiet (or ended) meanwhile is repaired too.
+            let repair: Vec<RunId> = writer
+                .behind
                 .iter()
-                .filter(|id| writer.behind.contains(*id))
+                .take(REPAIR_PER_BATCH)
                 .cloned()
                 .collect();
             for id in repair {
@@ -407,8 +459,14 @@ async fn write(writer: &mut Writer, batch: &Folded) {
 
 /// Re-reads a run the writer fell behind on from its runlog, now that the database answers.
 async fn catch_up_run(writer: &mut Writer, backend: Backend, id: &RunId) {
-    let Ok(events) = writer.fs.read_events(id).await else {
-        return;
+    let events = match writer.fs.read_events(id).await {
+        Ok(events) => events,
+        // Pruned meanwhile: nothing left to repair.
+        Err(StoreError::NotFound(_)) => {
+            writer.behind.remove(id);
+            return;
+        }
+        Err(_) => return,
     };
     let summary = RunSummary::from_events(id.clone(), &events);
     let result = async {
