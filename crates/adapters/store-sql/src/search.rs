@@ -140,49 +140,38 @@ async fn text_ranking(
     words: &[String],
     depth: usize,
 ) -> Result<Vec<(String, f64)>, StoreError> {
-    let mut args: Vec<Arg> = Vec::new();
+    let backend = store.inner.db.backend();
+    let mut args = vec![Arg::Text(match backend {
+        Backend::Sqlite => fts5_query(words),
+        Backend::Postgres => plain_query(words),
+    })];
+    let filters = filters(query, &mut args);
+    args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
+    let limit = args.len();
     // Without filters the ranking runs on the text index alone and only the best `depth`
-    // are joined to their runs (at 100k runs a topic word matches thousands).
-    let sql = match (store.inner.db.backend(), has_filters(query)) {
-        (Backend::Sqlite, false) => {
-            args.push(Arg::Text(fts5_query(words)));
-            args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
+    // are joined to their runs (at 100k runs a topic word matches thousands). PostgreSQL
+    // ranks by `ts_rank` (term frequency) rather than `ts_rank_cd` (cover density), which
+    // reads every match's positions and costs about twice as much.
+    let sql = match (backend, filters.is_empty()) {
+        (Backend::Sqlite, true) => format!(
             "SELECT r.id AS id, -m.rank AS score FROM (SELECT rowid, rank FROM run_docs \
-             WHERE run_docs MATCH $1 ORDER BY rank LIMIT $2) m JOIN runs r ON r.rowid = m.rowid \
+             WHERE run_docs MATCH $1 ORDER BY rank LIMIT ${limit}) m JOIN runs r ON r.rowid = m.rowid \
              ORDER BY m.rank"
-                .to_owned()
-        }
-        (Backend::Sqlite, true) => {
-            args.push(Arg::Text(fts5_query(words)));
-            let filters = filters(query, &mut args);
-            args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
-            format!(
-                "SELECT r.id AS id, -bm25(run_docs) AS score FROM run_docs JOIN runs r ON r.rowid = run_docs.rowid \
-                 WHERE run_docs MATCH $1{filters} ORDER BY bm25(run_docs) LIMIT ${}",
-                args.len()
-            )
-        }
-        // `ts_rank` (term frequency) rather than `ts_rank_cd` (cover density), which reads
-        // every match's positions and costs about twice as much.
-        (Backend::Postgres, false) => {
-            args.push(Arg::Text(plain_query(words)));
-            args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
+        ),
+        (Backend::Sqlite, false) => format!(
+            "SELECT r.id AS id, -bm25(run_docs) AS score FROM run_docs JOIN runs r ON r.rowid = run_docs.rowid \
+             WHERE run_docs MATCH $1{filters} ORDER BY bm25(run_docs) LIMIT ${limit}"
+        ),
+        (Backend::Postgres, true) => format!(
             "SELECT d.run_id AS id, CAST(ts_rank(d.tsv, q) AS DOUBLE PRECISION) AS score \
              FROM run_docs d, plainto_tsquery('english', $1) q \
-             WHERE d.tsv @@ q ORDER BY score DESC, d.run_id DESC LIMIT $2"
-                .to_owned()
-        }
-        (Backend::Postgres, true) => {
-            args.push(Arg::Text(plain_query(words)));
-            let filters = filters(query, &mut args);
-            args.push(Arg::Int(i64::try_from(depth).unwrap_or(i64::MAX)));
-            format!(
-                "SELECT r.id AS id, CAST(ts_rank(d.tsv, q) AS DOUBLE PRECISION) AS score \
-                 FROM run_docs d JOIN runs r ON r.id = d.run_id, plainto_tsquery('english', $1) q \
-                 WHERE d.tsv @@ q{filters} ORDER BY score DESC, r.id DESC LIMIT ${}",
-                args.len()
-            )
-        }
+             WHERE d.tsv @@ q ORDER BY score DESC, d.run_id DESC LIMIT ${limit}"
+        ),
+        (Backend::Postgres, false) => format!(
+            "SELECT r.id AS id, CAST(ts_rank(d.tsv, q) AS DOUBLE PRECISION) AS score \
+             FROM run_docs d JOIN runs r ON r.id = d.run_id, plainto_tsquery('english', $1) q \
+             WHERE d.tsv @@ q{filters} ORDER BY score DESC, r.id DESC LIMIT ${limit}"
+        ),
     };
     let rows = store
         .inner

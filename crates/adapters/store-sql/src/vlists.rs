@@ -160,8 +160,18 @@ pub(crate) async fn scan(
         Some((r.text("run_id").ok()?, ivf::approx_dot(&code, query)?))
     }));
     scored.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
-    // A run re-embedded since its list was packed has an older code too: keep its best.
-    let mut seen = HashSet::with_capacity(scored.len());
-    scored.retain(|(id, _)| seen.insert(id.clone()));
-    Ok(scored)
+    // A run re-embedded since its list was packed has an older code too: keep its best
+    // (marked by reference, so no id is copied on this path).
+    let keep: Vec<bool> = {
+        let mut seen = HashSet::with_capacity(scored.len());
+        scored
+            .iter()
+            .map(|(id, _)| seen.insert(id.as_str()))
+            .collect()
+    };
+    Ok(scored
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(hit, keep)| keep.then_some(hit))
+        .collect())
 }
