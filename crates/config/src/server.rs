@@ -18,6 +18,8 @@ pub struct ServerConfig {
     pub max_runs_in_flight: usize,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
+    /// Continue, at start, the runs a stopped process left unfinished (docs/DURABILITY.md).
+    pub resume_interrupted: bool,
 }
 
 impl Default for ServerConfig {
@@ -28,6 +30,7 @@ impl Default for ServerConfig {
             api_token_env: "FABRIC_API_TOKEN".to_owned(),
             max_runs_in_flight: 64,
             max_body_bytes: 256 * 1024,
+            resume_interrupted: true,
         }
     }
 }
@@ -41,6 +44,7 @@ pub(crate) struct RawServer {
     pub(crate) api_token_env: Option<String>,
     pub(crate) max_runs_in_flight: Option<u64>,
     pub(crate) max_body_bytes: Option<u64>,
+    pub(crate) resume_interrupted: Option<bool>,
 }
 
 impl RawServer {
@@ -88,6 +92,9 @@ impl RawServer {
             base.max_body_bytes =
                 range(&invalid, "server.max_body_bytes", n, 1024, 64 * 1024 * 1024)?;
         }
+        if let Some(resume) = self.resume_interrupted {
+            base.resume_interrupted = resume;
+        }
         Ok(())
     }
 }
@@ -131,7 +138,8 @@ mod tests {
 
     #[test]
     fn the_file_sets_every_key() {
-        let s = load("server:\n  host: 0.0.0.0\n  port: 9000\n  api_token_env: MY_TOKEN\n  max_runs_in_flight: 3\n  max_body_bytes: 4096\n").unwrap();
+        let s = load("server:\n  host: 0.0.0.0\n  port: 9000\n  api_token_env: MY_TOKEN\n  max_runs_in_flight: 3\n  max_body_bytes: 4096\n  resume_interrupted: false\n").unwrap();
+        assert!(!s.server.resume_interrupted);
         assert_eq!(s.server.host, "0.0.0.0");
         assert_eq!(s.server.port, 9000);
         assert_eq!(s.server.api_token_env, "MY_TOKEN");

@@ -30,6 +30,19 @@ pub trait ChildRunner: Send + Sync {
         task: String,
         parent: &ToolContext,
     ) -> Result<RunOutcome, String>;
+
+    /// Continues the child run that `specialist` was working on for `parent` when their
+    /// process stopped (found by its parent, specialist and task); `None` when there is no
+    /// such child to continue.
+    async fn resume_child(
+        &self,
+        specialist: &str,
+        task: &str,
+        parent: &ToolContext,
+    ) -> Option<Result<RunOutcome, String>> {
+        let _ = (specialist, task, parent);
+        None
+    }
 }
 
 /// The input of an `agent__<id>` tool.
@@ -101,6 +114,31 @@ impl TypedTool for AgentTool {
             .run_child(&self.target, input.task, ctx)
             .await
             .map_err(|e| ToolError::Failed(format!("could not start `{}`: {e}", self.target)))?;
+        self.answer(outcome)
+    }
+
+    async fn resume(
+        &self,
+        input: DelegateInput,
+        ctx: &ToolContext,
+    ) -> Option<Result<Value, ToolError>> {
+        let resumed = self
+            .runner
+            .resume_child(&self.target, &input.task, ctx)
+            .await?;
+        Some(
+            resumed
+                .map_err(|e| {
+                    ToolError::Failed(format!("could not continue `{}`: {e}", self.target))
+                })
+                .and_then(|outcome| self.answer(outcome)),
+        )
+    }
+}
+
+impl AgentTool {
+    /// The child's outcome as the parent's model reads it: an error when it has no result.
+    fn answer(&self, outcome: RunOutcome) -> Result<Value, ToolError> {
         let answer = json!({
             "run_id": outcome.run_id,
             "specialist": self.target,

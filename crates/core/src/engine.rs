@@ -10,9 +10,11 @@ use fabric_domain::{
     FINISH_TOOL, Message, RunStatus, SpecialistSpec, ToolCall, Usage, runlog, schema,
 };
 use serde_json::{Map, Value, json};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::history::{RecordedOutcome, RecordedStep};
 use crate::ports::{
     ChatClient, ChatRequest, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolSource,
     Withheld,
@@ -71,6 +73,9 @@ pub struct LoopInput<'a> {
     pub max_steps: u32,
     /// The run the tools work for.
     pub ctx: &'a ToolContext,
+    /// Steps recorded before the run's process stopped, replayed instead of asking the
+    /// model again (empty for a new run).
+    pub replay: VecDeque<RecordedStep>,
 }
 
 /// The outcome of dispatching one tool call.
@@ -136,6 +141,7 @@ async fn run_steps(
         model,
         max_steps,
         ctx,
+        mut replay,
     } = input;
 
     // The `finish_task` definition is built once; the schema itself is checked against
@@ -171,85 +177,45 @@ async fn run_steps(
         if let Err(reason) = ctx.lineage.budget.take_step() {
             return Ok(failed(RunStatus::BudgetExceeded, reason, step, usage));
         }
-        rec.record(
-            Some(step),
-            &runlog::LlmRequest {
-                model: model.name.clone(),
-                message_count: messages.len(),
-                tool_count: definitions.len(),
+        // A recorded answer is replayed, not asked for again; its events are in the runlog.
+        let recorded = match replay.front() {
+            Some(r) if r.step == step => replay.pop_front(),
+            _ => None,
+        };
+        let (response, mut recorded) = match recorded {
+            Some(RecordedStep {
+                response: Some(response),
+                started,
+                outcomes,
+                ..
+            }) => (response, Some((started, outcomes))),
+            // The call was in flight when the process stopped: ask again.
+            _ => match ask(chat, &messages, definitions, model, ctx, rec, step).await? {
+                Ok(response) => (response, None),
+                Err((status, reason)) => return Ok(failed(status, reason, step, usage)),
             },
-        )
-        .await?;
-
-        let request = ChatRequest {
-            model: &model.name,
-            messages: &messages,
-            tools: definitions,
-            temperature: model.temperature,
-            top_p: model.top_p,
-            max_tokens: model.max_tokens,
-            stream: model.stream,
         };
-        let started = Instant::now();
-        let answer = tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => {
-                return Ok(failed(RunStatus::Cancelled, "the run was cancelled".into(), step, usage));
-            }
-            answer = chat.chat(request, rec.observer()) => answer,
-        };
-        let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-        let response = match answer {
-            Ok(response) => response,
-            Err(e) => {
-                let status = if e.is_model_unsupported() {
-                    RunStatus::ModelUnsupported
-                } else {
-                    RunStatus::LlmError
-                };
-                return Ok(failed(status, e.to_string(), step, usage));
-            }
-        };
+        let replaying = recorded.is_some();
         if let Some(u) = response.usage {
             usage.add(u);
             ctx.lineage.budget.charge_tokens(u.total_tokens);
         }
-        rec.record(
-            Some(step),
-            &runlog::LlmResponse {
-                content: response
-                    .content
-                    .as_deref()
-                    .map(|c| truncate(c, MAX_LLM_CONTENT_IN_RUNLOG_CHARS)),
-                tool_calls: response
-                    .tool_calls
-                    .iter()
-                    .map(|c| runlog::LlmToolCall {
-                        call_id: Some(c.id.clone()),
-                        name: c.name.clone(),
-                        arguments: truncate(&c.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS),
-                    })
-                    .collect(),
-                usage: response.usage,
-                latency_ms: (latency_ms * 1000.0).round() / 1000.0,
-                finish_reason: response.finish_reason.clone(),
-            },
-        )
-        .await?;
 
         if response.tool_calls.is_empty() {
             let text = response.content.unwrap_or_default();
             if plain_replies < MAX_CORRECTIVE_REPROMPTS {
                 plain_replies += 1;
-                rec.record(
-                    Some(step),
-                    &runlog::CorrectiveReprompt {
-                        reason: "plain_text_response".to_owned(),
-                        attempt: plain_replies,
-                        max_retries: MAX_CORRECTIVE_REPROMPTS,
-                    },
-                )
-                .await?;
+                if !replaying {
+                    rec.record(
+                        Some(step),
+                        &runlog::CorrectiveReprompt {
+                            reason: "plain_text_response".to_owned(),
+                            attempt: plain_replies,
+                            max_retries: MAX_CORRECTIVE_REPROMPTS,
+                        },
+                    )
+                    .await?;
+                }
                 messages.push(Message::assistant(Some(text), Vec::new()));
                 messages.push(Message::user(corrective_message(
                     &catalogue.available,
@@ -272,23 +238,72 @@ async fn run_steps(
         messages.push(Message::assistant(response.content, calls.clone()));
         for call in &calls {
             let args = parse_arguments(&call.arguments);
-            rec.record(
-                Some(step),
-                &runlog::ToolCall {
-                    tool: call.name.clone(),
-                    call_id: call.id.clone(),
-                    args: args.clone().unwrap_or_else(|_| {
-                        Value::String(truncate(&call.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS))
-                    }),
-                },
-            )
-            .await?;
-            let outcome = tokio::select! {
-                biased;
-                () = ctx.cancel.cancelled() => {
-                    return Ok(failed(RunStatus::Cancelled, "the run was cancelled".into(), step + 1, usage));
+            // Settled before the stop: replayed as recorded. Started but not settled: in
+            // flight at the stop, run again only when the tool only reads (at-least-once for
+            // those, at-most-once for every other tool; docs/DURABILITY.md).
+            let (settled, in_flight) = match recorded.as_mut() {
+                Some((started, outcomes)) => {
+                    (outcomes.remove(&call.id), started.contains(&call.id))
                 }
-                outcome = dispatch(call, args, &catalogue, attempted_work, ctx) => outcome,
+                None => (None, false),
+            };
+            let outcome = if let Some(settled) = settled {
+                if let (RecordedOutcome::Result(_), Ok(args)) = (&settled, &args) {
+                    source.replayed(&call.name, args);
+                }
+                let known = call.name != FINISH_TOOL
+                    && (catalogue.tool(&call.name).is_some()
+                        || matches!(settled, RecordedOutcome::Result(_)));
+                attempted_work |= known;
+                match settled {
+                    RecordedOutcome::Result(payload) if call.name == FINISH_TOOL => {
+                        return Ok(completed(payload, step + 1, usage));
+                    }
+                    RecordedOutcome::Result(result) => {
+                        messages.push(Message::tool_result(&call.id, render_result(&result)));
+                    }
+                    RecordedOutcome::Error(message) => messages.push(Message::tool_result(
+                        &call.id,
+                        json!({"error": message}).to_string(),
+                    )),
+                }
+                continue;
+            } else if let Some(resumed) = match (in_flight, catalogue.tool(&call.name), &args) {
+                (true, Some(tool), Ok(args)) if !tool.spec().annotations.read_only => {
+                    tool.resume(args.clone(), ctx).await
+                }
+                _ => None,
+            } {
+                resumed.map(Dispatch::Done)
+            } else if in_flight && !reads_only(&catalogue, &call.name) {
+                Err(ToolError::Interrupted(format!(
+                    "this call of `{}` was interrupted: the fabric process running it stopped before it returned, and it was not run again because it may change things. Its effect is unknown: check what it would have changed (for example read the files) before calling it again",
+                    call.name
+                )))
+            } else {
+                if !in_flight {
+                    rec.record(
+                        Some(step),
+                        &runlog::ToolCall {
+                            tool: call.name.clone(),
+                            call_id: call.id.clone(),
+                            args: args.clone().unwrap_or_else(|_| {
+                                Value::String(truncate(
+                                    &call.arguments,
+                                    MAX_LLM_CONTENT_IN_RUNLOG_CHARS,
+                                ))
+                            }),
+                        },
+                    )
+                    .await?;
+                }
+                tokio::select! {
+                    biased;
+                    () = ctx.cancel.cancelled() => {
+                        return Ok(failed(RunStatus::Cancelled, "the run was cancelled".into(), step + 1, usage));
+                    }
+                    outcome = dispatch(call, args, &catalogue, attempted_work, ctx) => outcome,
+                }
             };
             if call.name != FINISH_TOOL && catalogue.tool(&call.name).is_some() {
                 attempted_work = true;
@@ -304,13 +319,7 @@ async fn run_steps(
                         },
                     )
                     .await?;
-                    return Ok(LoopOutcome {
-                        status: RunStatus::Completed,
-                        payload,
-                        steps: step + 1,
-                        usage,
-                        reason: None,
-                    });
+                    return Ok(completed(payload, step + 1, usage));
                 }
                 Ok(Dispatch::Done(result)) => {
                     let text = truncate(&render_result(&result), MAX_TOOL_RESULT_CHARS);
@@ -371,6 +380,109 @@ async fn run_steps(
         max_steps,
         usage,
     ))
+}
+
+/// One live model call: recorded as `llm_request`, then `llm_response` (with the whole
+/// text and arguments when the runlog's fields are capped, so a resumed run continues the
+/// same conversation). `Ok(Err(..))` is how the loop ends: cancelled, or the server failed.
+async fn ask(
+    chat: &dyn ChatClient,
+    messages: &[Message],
+    definitions: &ToolDefinitions,
+    model: &ModelParams,
+    ctx: &ToolContext,
+    rec: Recorder<'_>,
+    step: u32,
+) -> Result<Result<crate::ports::ChatResponse, (RunStatus, String)>, StoreError> {
+    rec.record(
+        Some(step),
+        &runlog::LlmRequest {
+            model: model.name.clone(),
+            message_count: messages.len(),
+            tool_count: definitions.len(),
+        },
+    )
+    .await?;
+    let request = ChatRequest {
+        model: &model.name,
+        messages,
+        tools: definitions,
+        temperature: model.temperature,
+        top_p: model.top_p,
+        max_tokens: model.max_tokens,
+        stream: model.stream,
+    };
+    let started = Instant::now();
+    let answer = tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => {
+            return Ok(Err((RunStatus::Cancelled, "the run was cancelled".into())));
+        }
+        answer = chat.chat(request, rec.observer()) => answer,
+    };
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let response = match answer {
+        Ok(response) => response,
+        Err(e) => {
+            let status = if e.is_model_unsupported() {
+                RunStatus::ModelUnsupported
+            } else {
+                RunStatus::LlmError
+            };
+            return Ok(Err((status, e.to_string())));
+        }
+    };
+    let capped = |text: &str| truncate(text, MAX_LLM_CONTENT_IN_RUNLOG_CHARS);
+    let whole = |text: &str, cut: &str| (cut.len() != text.len()).then(|| text.to_owned());
+    let content = response.content.as_deref().map(capped);
+    rec.record(
+        Some(step),
+        &runlog::LlmResponse {
+            full_content: match (&response.content, &content) {
+                (Some(text), Some(cut)) => whole(text, cut),
+                _ => None,
+            },
+            content,
+            tool_calls: response
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    let arguments = capped(&c.arguments);
+                    runlog::LlmToolCall {
+                        call_id: Some(c.id.clone()),
+                        name: c.name.clone(),
+                        full_arguments: whole(&c.arguments, &arguments),
+                        arguments,
+                    }
+                })
+                .collect(),
+            usage: response.usage,
+            latency_ms: (latency_ms * 1000.0).round() / 1000.0,
+            finish_reason: response.finish_reason.clone(),
+        },
+    )
+    .await?;
+    Ok(Ok(response))
+}
+
+/// Whether the tool a call names only reads, by its contract (`finish_task` only checks its
+/// payload); an unknown tool does not.
+fn reads_only(catalogue: &Catalogue<'_>, name: &str) -> bool {
+    name == FINISH_TOOL
+        || catalogue
+            .tool(name)
+            .is_some_and(|t| t.spec().annotations.read_only)
+}
+
+/// An accepted `finish_task`.
+fn completed(payload: Value, steps: u32, usage: Usage) -> LoopOutcome {
+    LoopOutcome {
+        status: RunStatus::Completed,
+        payload,
+        steps,
+        usage,
+        reason: None,
+    }
 }
 
 fn failed(status: RunStatus, reason: String, steps: u32, usage: Usage) -> LoopOutcome {

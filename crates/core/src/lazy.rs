@@ -32,6 +32,17 @@ struct State {
 }
 
 impl State {
+    /// Marks a tool loaded; a new one changes the tool set's version.
+    fn load(&self, name: &str) {
+        let inserted = match self.loaded.lock() {
+            Ok(mut loaded) => loaded.insert(name.to_owned()),
+            Err(poisoned) => poisoned.into_inner().insert(name.to_owned()),
+        };
+        if inserted {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
     fn loaded(&self) -> BTreeSet<String> {
         // A poisoned lock only means another thread panicked mid-insert; the set is intact.
         self.loaded
@@ -114,6 +125,23 @@ impl ToolSource for LazyTools {
 
     fn take_notices(&self) -> Vec<ToolNotice> {
         self.state.inner.take_notices()
+    }
+
+    /// A schema loaded before the run's process stopped is loaded again (by its tool's own
+    /// name when the tool is known by now, as `load_tool_schema` would have done).
+    fn replayed(&self, tool: &str, args: &Value) {
+        if tool != LOAD_TOOL_SCHEMA {
+            return;
+        }
+        let Some(name) = args.get("name").and_then(Value::as_str) else {
+            return;
+        };
+        let tools = self.state.inner.tools();
+        let name = tools
+            .iter()
+            .find(|t| t.spec().name == name || t.spec().answers_to(name))
+            .map_or(name, |t| t.spec().name.as_str());
+        self.state.load(name);
     }
 }
 
@@ -260,13 +288,7 @@ impl TypedTool for LoadToolSchema {
             }));
         };
         let spec = tool.spec();
-        let inserted = match self.state.loaded.lock() {
-            Ok(mut loaded) => loaded.insert(spec.name.clone()),
-            Err(poisoned) => poisoned.into_inner().insert(spec.name.clone()),
-        };
-        if inserted {
-            self.state.generation.fetch_add(1, Ordering::AcqRel);
-        }
+        self.state.load(&spec.name);
         Ok(json!({
             "name": spec.name,
             "description": spec.model_description(),

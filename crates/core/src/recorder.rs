@@ -20,11 +20,13 @@ pub(crate) struct Journal<'a> {
 }
 
 impl<'a> Journal<'a> {
-    pub(crate) fn new(log: &'a dyn RunLog, observer: &'a dyn RunObserver) -> Self {
+    /// A journal whose next event gets `seq` `next_seq` (0 for a new run, the count of its
+    /// events for a resumed one).
+    pub(crate) fn new(log: &'a dyn RunLog, observer: &'a dyn RunObserver, next_seq: u64) -> Self {
         Self {
             log,
             observer,
-            next_seq: Mutex::new(0),
+            next_seq: Mutex::new(next_seq),
         }
     }
 

@@ -21,6 +21,16 @@ pub trait TypedTool: Send + Sync + 'static {
 
     /// Runs the tool.
     async fn run(&self, input: Self::Input, ctx: &ToolContext) -> Result<Value, ToolError>;
+
+    /// Picks up a call in flight when the run's process stopped ([`Tool::resume`]).
+    async fn resume(
+        &self,
+        input: Self::Input,
+        ctx: &ToolContext,
+    ) -> Option<Result<Value, ToolError>> {
+        let _ = (input, ctx);
+        None
+    }
 }
 
 /// Makes a [`TypedTool`] a [`Tool`].
@@ -49,6 +59,11 @@ impl<T: TypedTool> Tool for Typed<T> {
         let input: T::Input = serde_json::from_value(args)
             .map_err(|e| ToolError::InvalidArguments(format!("invalid arguments: {e}")))?;
         self.inner.run(input, ctx).await
+    }
+
+    async fn resume(&self, args: Value, ctx: &ToolContext) -> Option<Result<Value, ToolError>> {
+        let input: T::Input = serde_json::from_value(args).ok()?;
+        self.inner.resume(input, ctx).await
     }
 
     fn check_contract(&self) -> Result<(), String> {

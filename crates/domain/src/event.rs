@@ -32,6 +32,9 @@ pub enum EventKind {
     LoopDetected,
     /// An MCP server started, failed, timed out, stopped or changed its tools.
     McpServer,
+    /// The run's process stopped before its end and another one continues it from its
+    /// runlog (docs/DURABILITY.md).
+    RunResumed,
     /// The run ended with a result.
     RunComplete,
     /// The run ended without one; the payload names the status and the reason.
@@ -44,7 +47,7 @@ pub enum EventKind {
 impl EventKind {
     /// Every kind this version knows (all but [`EventKind::Unknown`]), in the order of
     /// docs/RUNLOG.md, with the reserved `loop_detected` before the terminal kinds.
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 16] = [
         Self::RunStart,
         Self::Recruitment,
         Self::TaskForceParallel,
@@ -58,6 +61,7 @@ impl EventKind {
         Self::ToolError,
         Self::SecurityEvent,
         Self::LoopDetected,
+        Self::RunResumed,
         Self::RunComplete,
         Self::RunFailed,
     ];
@@ -83,6 +87,7 @@ impl EventKind {
             Self::SecurityEvent => "security_event",
             Self::LoopDetected => "loop_detected",
             Self::McpServer => "mcp_server",
+            Self::RunResumed => "run_resumed",
             Self::RunComplete => "run_complete",
             Self::RunFailed => "run_failed",
             Self::Unknown => "unknown",
@@ -150,6 +155,7 @@ mod tests {
             | EventKind::SecurityEvent
             | EventKind::LoopDetected
             | EventKind::McpServer
+            | EventKind::RunResumed
             | EventKind::RunComplete
             | EventKind::RunFailed => true,
         };

@@ -76,6 +76,10 @@ pub enum RunStatus {
     Cancelled,
     /// Something inside the fabric failed (for example the runlog could not be written).
     Failed,
+    /// The process running it stopped (killed, crashed) and the run could not be continued:
+    /// its specialist or model key is gone, its workspace is gone, or the configuration no
+    /// longer allows what it needs. The reason says which (docs/DURABILITY.md).
+    Interrupted,
 }
 
 impl RunStatus {
@@ -92,6 +96,7 @@ impl RunStatus {
             Self::ModelUnsupported => "model_unsupported",
             Self::Cancelled => "cancelled",
             Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
         }
     }
 
@@ -106,7 +111,8 @@ impl RunStatus {
             | Self::LlmError
             | Self::ModelUnsupported
             | Self::Cancelled
-            | Self::Failed => false,
+            | Self::Failed
+            | Self::Interrupted => false,
         }
     }
 
@@ -126,6 +132,7 @@ impl RunStatus {
             // Not 0: a script must notice that part of the work is missing.
             Self::Partial => 6,
             Self::Cancelled => 130,
+            Self::Interrupted => 7,
         }
     }
 }
@@ -161,6 +168,7 @@ mod tests {
             RunStatus::ModelUnsupported,
             RunStatus::Cancelled,
             RunStatus::Failed,
+            RunStatus::Interrupted,
         ] {
             let text = serde_json::to_string(&status).unwrap_or_default();
             assert_eq!(text, format!("\"{}\"", status.as_str()));

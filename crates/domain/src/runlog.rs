@@ -21,8 +21,8 @@ use serde_json::Value;
 
 pub use payloads::{
     CorrectiveReprompt, LlmRequest, LlmResponse, LlmToolCall, McpServer, PackStart, Recruitment,
-    RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunStart, SecurityEvent, SkippedTool,
-    TaskForceParallel, ToolCall, ToolError, ToolResult,
+    RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent,
+    SkippedTool, TaskForceParallel, ToolCall, ToolError, ToolResult,
 };
 pub use vocab::{
     CallPurpose, McpStatus, RoutingMethod, SecurityEventType, TaskForceMode, ToolErrorType,
@@ -73,6 +73,7 @@ fixed_kind! {
     PackStart => PackStart,
     McpServer => McpServer,
     LlmRequest => LlmRequest,
+    RunResumed => RunResumed,
     RoutingRequest => LlmRequest,
     LlmResponse => LlmResponse,
     RoutingResponse => LlmResponse,

@@ -45,44 +45,46 @@ impl FsRunStore {
     pub fn run_dir(&self, id: &RunId) -> PathBuf {
         self.runs_dir().join(id.as_str())
     }
-}
 
-fn io_error(action: &'static str, path: &Path, error: &std::io::Error) -> StoreError {
-    // A full disk is the one I/O failure with an obvious fix; say it.
-    let detail = if error.kind() == std::io::ErrorKind::StorageFull {
-        format!("{error}; free space on that disk and retry (`fabric logs prune` deletes old runs)")
-    } else {
-        error.to_string()
-    };
-    StoreError::Io {
-        action,
-        path: path.to_path_buf(),
-        detail,
-    }
-}
-
-#[async_trait]
-impl RunStore for FsRunStore {
-    async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
-        let dir = self.run_dir(&id);
-        let workspace = dir.join(WORKSPACE_DIR);
+    /// Makes a new run's directories and returns its workspace, by its canonical path: tools'
+    /// own path checks then compare like with like even when the root was given through a
+    /// symlink.
+    pub async fn make_run_dirs(&self, id: &RunId) -> Result<PathBuf, StoreError> {
+        let workspace = self.run_dir(id).join(WORKSPACE_DIR);
         tokio::fs::create_dir_all(&workspace)
             .await
             .map_err(|e| io_error("cannot create", &workspace, &e))?;
-        // The workspace is handed to tools by its canonical path, so their own path checks
-        // compare like with like even when the root was given through a symlink.
-        let workspace = tokio::fs::canonicalize(&workspace)
+        tokio::fs::canonicalize(&workspace)
             .await
-            .map_err(|e| io_error("cannot resolve", &workspace, &e))?;
-        let log = FileRunLog::create(dir.join(RUNLOG_FILE)).await?;
-        Ok(NewRun {
-            id,
-            workspace,
-            log: Box::new(log),
-        })
+            .map_err(|e| io_error("cannot resolve", &workspace, &e))
     }
 
-    async fn list_runs(&self, query: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
+    /// Reopens an existing run to continue it: its workspace (which may be gone; the caller
+    /// decides) and its runlog, claimed by this process.
+    pub async fn reopen(&self, id: &RunId) -> Result<(PathBuf, FileRunLog), StoreError> {
+        let dir = self.run_dir(id);
+        let runlog = dir.join(RUNLOG_FILE);
+        if !tokio::fs::try_exists(&runlog).await.unwrap_or(false) {
+            return Err(StoreError::NotFound(id.clone()));
+        }
+        let log = FileRunLog::create(runlog).await?;
+        let workspace = dir.join(WORKSPACE_DIR);
+        let workspace = tokio::fs::canonicalize(&workspace)
+            .await
+            .unwrap_or(workspace);
+        Ok((workspace, log))
+    }
+
+    /// Whether a process is running run `id` (it holds its runlog).
+    pub async fn claimed(&self, id: &RunId) -> bool {
+        let runlog = self.run_dir(id).join(RUNLOG_FILE);
+        tokio::task::spawn_blocking(move || FileRunLog::claimed(&runlog))
+            .await
+            .unwrap_or(true)
+    }
+
+    /// The ids of every run directory, oldest first.
+    pub async fn run_ids(&self) -> Result<Vec<RunId>, StoreError> {
         let runs_dir = self.runs_dir();
         let mut entries = match tokio::fs::read_dir(&runs_dir).await {
             Ok(entries) => entries,
@@ -104,8 +106,62 @@ impl RunStore for FsRunStore {
                 ids.push(id);
             }
         }
+        ids.sort_unstable();
+        Ok(ids)
+    }
+}
+
+fn io_error(action: &'static str, path: &Path, error: &std::io::Error) -> StoreError {
+    // A full disk is the one I/O failure with an obvious fix; say it.
+    let detail = if error.kind() == std::io::ErrorKind::StorageFull {
+        format!("{error}; free space on that disk and retry (`fabric logs prune` deletes old runs)")
+    } else {
+        error.to_string()
+    };
+    StoreError::Io {
+        action,
+        path: path.to_path_buf(),
+        detail,
+    }
+}
+
+#[async_trait]
+impl RunStore for FsRunStore {
+    async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
+        let workspace = self.make_run_dirs(&id).await?;
+        let log = FileRunLog::create(self.run_dir(&id).join(RUNLOG_FILE)).await?;
+        Ok(NewRun {
+            id,
+            workspace,
+            log: Box::new(log),
+        })
+    }
+
+    async fn reopen_run(&self, id: &RunId) -> Result<NewRun, StoreError> {
+        let (workspace, log) = self.reopen(id).await?;
+        Ok(NewRun {
+            id: id.clone(),
+            workspace,
+            log: Box::new(log),
+        })
+    }
+
+    async fn interrupted_runs(&self) -> Result<Vec<RunId>, StoreError> {
+        let mut out = Vec::new();
+        for id in self.run_ids().await? {
+            if matches!(self.get_run(&id).await, Ok(run) if run.status == fabric_domain::RunStatus::Running)
+                && !self.claimed(&id).await
+            {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn list_runs(&self, query: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
+        let mut ids = self.run_ids().await?;
         // Ids sort by start time, so the newest come last; list newest first.
-        ids.sort_unstable_by(|a, b| b.cmp(a));
+        ids.reverse();
         // Reads every runlog until the page is full: this store has no index (the database
         // store has one; this one serves tests and the database's own reindexing).
         ids.retain(|id| query.before.as_ref().is_none_or(|b| id < b));

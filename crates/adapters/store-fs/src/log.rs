@@ -10,7 +10,10 @@ use std::sync::{Arc, Mutex};
 
 use crate::io_error;
 
-/// A runlog file opened for appending.
+/// A runlog file opened for appending, and claimed: while it is open, this process holds an
+/// exclusive `flock` on it, which the kernel drops when the process dies however it dies.
+/// That lock is how a run's owner is told from a run whose process is gone
+/// ([`FileRunLog::claimed`]; docs/DURABILITY.md).
 #[derive(Debug, Clone)]
 pub struct FileRunLog {
     path: PathBuf,
@@ -20,17 +23,25 @@ pub struct FileRunLog {
 }
 
 impl FileRunLog {
-    /// Creates (or opens for appending) the runlog at `path`.
+    /// Creates (or opens for appending) the runlog at `path`, and claims it:
+    /// [`StoreError::Claimed`] when another process (or another open log in this one) holds
+    /// it.
     pub async fn create(path: PathBuf) -> Result<Self, StoreError> {
         let opened = {
             let path = path.clone();
             tokio::task::spawn_blocking(move || {
-                OpenOptions::new().create(true).append(true).open(&path)
+                let file = OpenOptions::new().create(true).append(true).open(&path)?;
+                match file.try_lock() {
+                    Ok(()) => Ok(Ok(file)),
+                    Err(std::fs::TryLockError::WouldBlock) => Ok(Err(())),
+                    Err(std::fs::TryLockError::Error(e)) => Err(e),
+                }
             })
             .await
         };
         let file = match opened {
-            Ok(Ok(file)) => file,
+            Ok(Ok(Ok(file))) => file,
+            Ok(Ok(Err(()))) => return Err(StoreError::Claimed(run_name(&path))),
             Ok(Err(e)) => return Err(io_error("cannot create", &path, &e)),
             Err(join) => {
                 return Err(io_error(
@@ -49,6 +60,21 @@ impl FileRunLog {
     /// Where the runlog is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether a process holds the runlog at `path` open for writing (its run is going on
+    /// there). A runlog that does not exist is not claimed. Blocking: one `open` and one
+    /// `flock`, for the blocking pool or a one-off check.
+    pub fn claimed(path: &Path) -> bool {
+        let Ok(file) = File::open(path) else {
+            return false;
+        };
+        // A shared lock is refused only while someone holds the exclusive one; checkers
+        // never block each other. Dropping `file` releases what was taken.
+        matches!(
+            file.try_lock_shared(),
+            Err(std::fs::TryLockError::WouldBlock)
+        )
     }
 
     /// The runlog line of `event`, without its newline (what [`FileRunLog::append_line`]
@@ -86,6 +112,14 @@ impl RunLog for FileRunLog {
     async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
         self.append_line(&self.encode(event)?)
     }
+}
+
+/// The run a runlog belongs to, by its directory's name, for messages.
+fn run_name(path: &Path) -> String {
+    path.parent().and_then(Path::file_name).map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// Parses a whole runlog. A last line without its newline that does not parse is what a

@@ -196,6 +196,14 @@ impl RunStore for SqlStore {
     async fn flush(&self) {
         writer::flush(&self.inner.writer).await;
     }
+
+    async fn reopen_run(&self, id: &RunId) -> Result<NewRun, StoreError> {
+        writer::reopen_run(self, id).await
+    }
+
+    async fn interrupted_runs(&self) -> Result<Vec<RunId>, StoreError> {
+        queries::interrupted_runs(self).await
+    }
 }
 
 #[async_trait]

@@ -64,6 +64,45 @@ pub(crate) fn summary(row: &Row) -> Result<RunSummary, sqlx::Error> {
 
 /// Runs newest first. With a specialist, the scan walks `run_specialists`' key
 /// `(specialist_id, run_id)` backwards; otherwise `runs`' primary key (or `(status, id)`).
+/// Runs marked `running` that no process holds (docs/DURABILITY.md), oldest first; plus
+/// runs on disk newer than every row, whose process stopped before their row was written.
+pub(crate) async fn interrupted_runs(store: &SqlStore) -> Result<Vec<RunId>, StoreError> {
+    let inner = &store.inner;
+    let rows = inner
+        .db
+        .fetch_all(
+            "SELECT id FROM runs WHERE status = 'running' ORDER BY id",
+            vec![],
+        )
+        .await
+        .map_err(|e| store.err(&e))?;
+    let mut ids: Vec<RunId> = rows
+        .iter()
+        .filter_map(|row| row.text("id").ok())
+        .filter_map(|id| RunId::parse(&id).ok())
+        .collect();
+    let newest = inner
+        .db
+        .fetch_optional("SELECT MAX(id) AS id FROM runs", vec![])
+        .await
+        .map_err(|e| store.err(&e))?
+        .and_then(|row| row.text("id").ok());
+    for id in inner.fs.run_ids().await? {
+        if newest.as_deref().is_none_or(|n| id.as_str() > n)
+            && matches!(inner.fs.get_run(&id).await, Ok(run) if run.status == RunStatus::Running)
+        {
+            ids.push(id);
+        }
+    }
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        if !inner.fs.claimed(&id).await {
+            out.push(id);
+        }
+    }
+    Ok(out)
+}
+
 pub(crate) async fn list_runs(
     store: &SqlStore,
     query: &RunQuery,

@@ -35,6 +35,10 @@ pub(crate) enum Msg {
     /// Through the writer, like events: one connection writes, so SQLite's single write lock
     /// is never contended (10,000 runs starting at once waited on it for seconds each).
     Create { row: Box<RunSummary> },
+    /// A run continued after its process stopped (docs/DURABILITY.md): its state so far,
+    /// folded from its runlog, so its rows go on from there; and it is repaired from the
+    /// runlog once, for the events its stopped process never got to write.
+    Reopen { row: Box<RunSummary> },
     /// Acknowledge once everything before is written.
     Flush(oneshot::Sender<()>),
 }
@@ -81,8 +85,9 @@ pub(crate) struct Receiver {
 /// Creates the run's directory and runlog, and its row (status `running`) at once.
 pub(crate) async fn create_run(store: &SqlStore, id: RunId) -> Result<NewRun, StoreError> {
     let inner = &store.inner;
-    let created = inner.fs.create_run(id.clone()).await?;
+    let workspace = inner.fs.make_run_dirs(&id).await?;
     let path = inner.fs.run_dir(&id).join(RUNLOG_FILE);
+    let file = FileRunLog::create(path).await?;
     let mut row = RunSummary::new(id.clone());
     row.started_at = fabric_core::unix_now();
     // Listed as running within a moment (the writer takes it at once); not waited for, as it
@@ -92,18 +97,40 @@ pub(crate) async fn create_run(store: &SqlStore, id: RunId) -> Result<NewRun, St
     if !inner.writer.send(Msg::Create { row: Box::new(row) }).await {
         tracing::warn!(store = %inner.name, run = %id, "the store's writer has stopped; the run goes on with its runlog");
     }
-    let log = SqlRunLog {
-        file: FileRunLog::create(path).await?,
-        run: id,
-        writer: inner.writer.clone(),
-        order: Mutex::new(()),
-        store: inner.name.clone(),
-    };
     Ok(NewRun {
-        id: created.id,
-        workspace: created.workspace,
-        log: Box::new(log),
+        id: id.clone(),
+        workspace,
+        log: Box::new(SqlRunLog::new(store, file, id)),
     })
+}
+
+/// Reopens a run to continue it: claims its runlog, then tells the writer where the run
+/// stands.
+pub(crate) async fn reopen_run(store: &SqlStore, id: &RunId) -> Result<NewRun, StoreError> {
+    let inner = &store.inner;
+    let (workspace, file) = inner.fs.reopen(id).await?;
+    let events = inner.fs.read_events(id).await?;
+    let row = RunSummary::from_events(id.clone(), &events);
+    if !inner.writer.send(Msg::Reopen { row: Box::new(row) }).await {
+        tracing::warn!(store = %inner.name, run = %id, "the store's writer has stopped; the run goes on with its runlog");
+    }
+    Ok(NewRun {
+        id: id.clone(),
+        workspace,
+        log: Box::new(SqlRunLog::new(store, file, id.clone())),
+    })
+}
+
+impl SqlRunLog {
+    fn new(store: &SqlStore, file: FileRunLog, run: RunId) -> Self {
+        Self {
+            file,
+            run,
+            writer: store.inner.writer.clone(),
+            order: Mutex::new(()),
+            store: store.inner.name.clone(),
+        }
+    }
 }
 
 /// The runlog of one run: the file first, then the database behind it.
@@ -162,7 +189,7 @@ impl Msg {
         match self {
             Self::Event { event, .. } if event.kind.is_terminal() => Duration::ZERO,
             Self::Event { .. } => LINGER,
-            Self::Create { .. } => CREATE_LINGER,
+            Self::Create { .. } | Self::Reopen { .. } => CREATE_LINGER,
             Self::Flush(_) => Duration::ZERO,
         }
     }
@@ -269,6 +296,19 @@ impl Writer {
                     out.events.push((run, event, line));
                 }
                 Msg::Create { row } => out.creates.push(*row),
+                Msg::Reopen { row } => {
+                    let id = row.id.clone();
+                    self.live.insert(
+                        id.clone(),
+                        Live {
+                            summary: *row,
+                            row_written: None,
+                            linked: (0, 0),
+                        },
+                    );
+                    self.stale.insert(id.clone());
+                    self.behind.insert(id);
+                }
                 Msg::Flush(ack) => out.acks.push(ack),
             }
         }

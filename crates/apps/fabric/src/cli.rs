@@ -27,6 +27,10 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run a task with a specialist agent.
     Run(RunArgs),
+    /// Continue a run whose process stopped before its end (killed, crashed, a machine
+    /// restarted), or every such run: recorded model answers are replayed, not asked again
+    /// (docs/DURABILITY.md).
+    Resume(ResumeArgs),
     /// Inspect past runs.
     #[command(subcommand)]
     Logs(LogsCommand),
@@ -103,9 +107,34 @@ pub(crate) struct ServeArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct ResumeArgs {
+    /// The run to continue (`fabric logs list` shows runs still `running`).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub(crate) run_id: Option<String>,
+
+    /// Continue every run whose process is gone (a child run continues with its parent).
+    #[arg(long)]
+    pub(crate) all: bool,
+
+    /// Stream the model's text as it is generated (with --json: print every event as JSONL).
+    #[arg(long)]
+    pub(crate) stream: bool,
+
+    /// Print JSON: the result plus `_meta`, one object per run.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// What to do.
-    pub(crate) prompt: String,
+    /// What to do (optional with --resume-interrupted).
+    #[arg(required_unless_present = "resume_interrupted")]
+    pub(crate) prompt: Option<String>,
+
+    /// First continue every run a stopped process left unfinished (as `fabric resume
+    /// --all`), alongside this task; their outcomes go to stderr.
+    #[arg(long)]
+    pub(crate) resume_interrupted: bool,
 
     /// The specialist(s) to use, skipping routing: `engineering`, or a task force in order,
     /// `research,engineering`.

@@ -32,7 +32,11 @@ fn main() -> ExitCode {
         }
     };
     // `fabric run --json` promises one JSON object on stdout, also when nothing could run.
-    let json_errors = matches!(&cli.command, cli::Command::Run(args) if args.json);
+    let json_errors = match &cli.command {
+        cli::Command::Run(args) => args.json,
+        cli::Command::Resume(args) => args.json,
+        _ => false,
+    };
     match runtime.block_on(commands::dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(error) => {

@@ -122,6 +122,16 @@ impl RunObserver for HumanRenderer {
                     ));
                 }
             }
+            EventKind::RunResumed => {
+                if let Ok(p) = event.payload_as::<runlog::RunResumed>() {
+                    self.line(format!(
+                        "{} run {} resumed · {} recorded model answers replayed, not asked again",
+                        self.accent.apply_to("fabric"),
+                        p.run_id,
+                        p.replayed_steps
+                    ));
+                }
+            }
             EventKind::Recruitment => {
                 if let Ok(p) = event.payload_as::<runlog::Recruitment>() {
                     self.line(format!(

@@ -171,27 +171,46 @@ pub async fn run_task(
     observer: &dyn RunObserver,
     cancel: CancellationToken,
 ) -> Result<RunOutcome, CoreError> {
-    let force = TaskForce {
-        prompt: task.prompt,
-        members: vec![Member {
-            specialist: task.specialist,
-            tools: task.tools,
-            sources: Vec::new(),
-            chat,
-            model_key: task.model_key,
-            model: task.model,
-            model_reason: None,
-        }],
-        recruitment: task.recruitment,
-        routing_call: None,
-        mode: TaskForceMode::Sequential,
-        max_parallel: 1,
-        max_steps: task.max_steps,
-        network_allowed: task.network_allowed,
-        sandbox: task.sandbox,
-        lineage: None,
-    };
-    run_task_force(run, force, observer, cancel).await
+    run_task_force(run, task.into_force(chat), observer, cancel).await
+}
+
+/// Continues a single-specialist task in `run`, whose process stopped before its end, from
+/// its recorded `history` (see [`resume_task_force`]).
+pub async fn resume_task(
+    run: NewRun,
+    chat: &dyn ChatClient,
+    task: Task,
+    history: crate::history::RunHistory,
+    observer: &dyn RunObserver,
+    cancel: CancellationToken,
+) -> Result<RunOutcome, CoreError> {
+    resume_task_force(run, task.into_force(chat), history, observer, cancel).await
+}
+
+impl Task {
+    /// The task as a task force of one.
+    fn into_force(self, chat: &dyn ChatClient) -> TaskForce<'_> {
+        TaskForce {
+            prompt: self.prompt,
+            members: vec![Member {
+                specialist: self.specialist,
+                tools: self.tools,
+                sources: Vec::new(),
+                chat,
+                model_key: self.model_key,
+                model: self.model,
+                model_reason: None,
+            }],
+            recruitment: self.recruitment,
+            routing_call: None,
+            mode: TaskForceMode::Sequential,
+            max_parallel: 1,
+            max_steps: self.max_steps,
+            network_allowed: self.network_allowed,
+            sandbox: self.sandbox,
+            lineage: None,
+        }
+    }
 }
 
 /// Runs a task force (or a single specialist) in a new run.
@@ -212,10 +231,28 @@ pub async fn run_task_force(
     observer: &dyn RunObserver,
     cancel: CancellationToken,
 ) -> Result<RunOutcome, CoreError> {
+    check_members(&force)?;
+    team::run(run, force, None, observer, cancel).await
+}
+
+fn check_members(force: &TaskForce<'_>) -> Result<(), CoreError> {
     if force.members.is_empty() {
         return Err(CoreError::InvalidTask(
             "a task needs at least one specialist".to_owned(),
         ));
     }
-    team::run(run, force, observer, cancel).await
+    Ok(())
+}
+
+/// Continues a run whose process stopped before its end, in `run` (reopened by the store):
+/// recorded steps are replayed from `history`, the rest runs live, into the same runlog.
+pub async fn resume_task_force(
+    run: NewRun,
+    force: TaskForce<'_>,
+    history: crate::history::RunHistory,
+    observer: &dyn RunObserver,
+    cancel: CancellationToken,
+) -> Result<RunOutcome, CoreError> {
+    check_members(&force)?;
+    team::run(run, force, Some(history), observer, cancel).await
 }

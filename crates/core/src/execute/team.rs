@@ -15,6 +15,7 @@ use super::{Member, RunOutcome, TaskForce, TaskForceMode};
 use crate::CoreError;
 use crate::budget::{Lineage, RunBudget};
 use crate::engine::{LoopInput, LoopOutcome, run_loop};
+use crate::history::{MemberHistory, RunHistory};
 use crate::lazy::LazyTools;
 use crate::ports::{NewRun, RunObserver, StoreError, ToolContext, ToolSource};
 use crate::recorder::{Journal, Recorder, truncate};
@@ -22,10 +23,12 @@ use crate::recorder::{Journal, Recorder, truncate};
 pub(super) async fn run(
     run: NewRun,
     force: TaskForce<'_>,
+    mut history: Option<RunHistory>,
     observer: &dyn RunObserver,
     cancel: CancellationToken,
 ) -> Result<RunOutcome, CoreError> {
-    let journal = Journal::new(run.log.as_ref(), observer);
+    let next_seq = history.as_ref().map_or(0, |h| h.next_seq);
+    let journal = Journal::new(run.log.as_ref(), observer, next_seq);
     let rec = journal.recorder();
     let network_allowed = force.network_allowed;
     let mut toolsets: Vec<Arc<dyn ToolSource>> = Vec::new();
@@ -71,53 +74,70 @@ pub(super) async fn run(
         )))
     });
 
-    rec.record(
-        None,
-        &runlog::RunStart {
-            run_id: run.id.clone(),
-            prompt: force.prompt.clone(),
-            model_key: first.model_key.clone(),
-            model: first.model.name.clone(),
-            model_reason: first.model_reason.clone(),
-            max_steps: force.max_steps,
-            network_allowed,
-            workspace: run.workspace.clone(),
-            sandbox: force.sandbox.policy.clone(),
-            parent_run_id: lineage.parent_run_id.clone(),
-            depth: lineage.depth,
-        },
-    )
-    .await?;
-    for notice in &force.sandbox.notices {
-        rec.record(
-            None,
-            &runlog::SecurityEvent {
-                event_type: notice.event_type.as_str().into(),
-                tool: None,
-                call_id: None,
-                attempted: "run_start".to_owned(),
-                error_message: notice.message.clone(),
-            },
-        )
-        .await?;
+    match &history {
+        // A resumed run's beginning is in its runlog already; say where it goes on from.
+        Some(h) => {
+            rec.record(
+                None,
+                &runlog::RunResumed {
+                    run_id: run.id.clone(),
+                    resumption: h.resumptions + 1,
+                    previous_events: h.next_seq,
+                    replayed_steps: h.answered_steps(),
+                    last_event_ts: h.last_ts,
+                },
+            )
+            .await?;
+        }
+        None => {
+            rec.record(
+                None,
+                &runlog::RunStart {
+                    run_id: run.id.clone(),
+                    prompt: force.prompt.clone(),
+                    model_key: first.model_key.clone(),
+                    model: first.model.name.clone(),
+                    model_reason: first.model_reason.clone(),
+                    max_steps: force.max_steps,
+                    network_allowed,
+                    workspace: run.workspace.clone(),
+                    sandbox: force.sandbox.policy.clone(),
+                    parent_run_id: lineage.parent_run_id.clone(),
+                    depth: lineage.depth,
+                },
+            )
+            .await?;
+            for notice in &force.sandbox.notices {
+                rec.record(
+                    None,
+                    &runlog::SecurityEvent {
+                        event_type: notice.event_type.as_str().into(),
+                        tool: None,
+                        call_id: None,
+                        attempted: "run_start".to_owned(),
+                        error_message: notice.message.clone(),
+                    },
+                )
+                .await?;
+            }
+            if let Some(call) = &force.routing_call {
+                record_routing_call(rec, call).await?;
+            }
+            rec.record(
+                None,
+                &runlog::Recruitment {
+                    specialist_id: ids[0].clone(),
+                    specialist_ids: ids.clone(),
+                    required_capabilities: force.recruitment.required_capabilities.clone(),
+                    routing_method: RoutingMethod::from(force.recruitment.routing_method.as_str()),
+                    reason: force.recruitment.reason.clone(),
+                    is_task_force,
+                    task_force_mode: mode.clone(),
+                },
+            )
+            .await?;
+        }
     }
-    if let Some(call) = &force.routing_call {
-        record_routing_call(rec, call).await?;
-    }
-    rec.record(
-        None,
-        &runlog::Recruitment {
-            specialist_id: ids[0].clone(),
-            specialist_ids: ids.clone(),
-            required_capabilities: force.recruitment.required_capabilities.clone(),
-            routing_method: RoutingMethod::from(force.recruitment.routing_method.as_str()),
-            reason: force.recruitment.reason.clone(),
-            is_task_force,
-            task_force_mode: mode.clone(),
-        },
-    )
-    .await?;
-
     let ctx = ToolContext {
         run_id: run.id.clone(),
         workspace: run.workspace.clone(),
@@ -125,11 +145,13 @@ pub(super) async fn run(
         cancel,
         lineage,
     };
+    let parallel_recorded = history.as_ref().is_some_and(|h| h.parallel_recorded);
     let shared = Shared {
         prompt: &force.prompt,
         max_steps: force.max_steps,
         ctx: &ctx,
         toolsets: &toolsets,
+        histories: std::sync::Mutex::new(history.take().map(|h| h.members).unwrap_or_default()),
     };
 
     let (status, payload, reason, steps, usage) = if !is_task_force {
@@ -147,14 +169,16 @@ pub(super) async fn run(
             TaskForceMode::Sequential => shared.sequential(rec, &members).await?,
             TaskForceMode::Parallel => {
                 let limit = force.max_parallel.max(1);
-                rec.record(
-                    None,
-                    &runlog::TaskForceParallel {
-                        specialist_ids: ids.clone(),
-                        max_parallel: limit,
-                    },
-                )
-                .await?;
+                if !parallel_recorded {
+                    rec.record(
+                        None,
+                        &runlog::TaskForceParallel {
+                            specialist_ids: ids.clone(),
+                            max_parallel: limit,
+                        },
+                    )
+                    .await?;
+                }
                 shared.parallel(rec, &members, limit).await?
             }
         };
@@ -205,6 +229,9 @@ struct Shared<'a> {
     ctx: &'a ToolContext,
     /// Per member, the tools its loop reads between steps.
     toolsets: &'a [Arc<dyn ToolSource>],
+    /// Per member, what a resumed run recorded before (empty for a new run); each member
+    /// takes its own once.
+    histories: std::sync::Mutex<Vec<MemberHistory>>,
 }
 
 impl Shared<'_> {
@@ -223,23 +250,11 @@ impl Shared<'_> {
         };
         // Built alongside the members, one per member, so the index is always there.
         let tools = &self.toolsets[index.unwrap_or(0) as usize];
-        rec.record(
-            None,
-            &runlog::PackStart {
-                specialist_id: member.specialist.id.clone(),
-                pack_index: index.unwrap_or(0),
-                tools: tools
-                    .tools()
-                    .iter()
-                    .map(|t| t.spec().name.clone())
-                    .collect(),
-                tool_loading: member.specialist.tooling.tool_loading,
-                model_key: member.model_key.clone(),
-                model: member.model.name.clone(),
-                handoff_from: handoff.map(|(id, _)| id.to_owned()),
-            },
-        )
-        .await?;
+        let history = self.take_history(index.unwrap_or(0) as usize);
+        if !history.started {
+            self.record_pack_start(rec, index, member, tools.as_ref(), handoff)
+                .await?;
+        }
         let mut messages = vec![
             Message::system(system_prompt(&member.specialist)),
             Message::user(self.prompt),
@@ -256,8 +271,49 @@ impl Shared<'_> {
                 model: &member.model,
                 max_steps: self.max_steps,
                 ctx: self.ctx,
+                replay: history.steps,
             },
             rec,
+        )
+        .await
+    }
+
+    /// Member `index`'s recorded past, taken once (a poisoned lock only means another member
+    /// panicked while taking its own; the rest is intact).
+    fn take_history(&self, index: usize) -> MemberHistory {
+        let mut histories = self
+            .histories
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        histories
+            .get_mut(index)
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    async fn record_pack_start(
+        &self,
+        rec: Recorder<'_>,
+        index: Option<u32>,
+        member: &Member<'_>,
+        tools: &dyn ToolSource,
+        handoff: Option<(&str, &Value)>,
+    ) -> Result<(), StoreError> {
+        rec.record(
+            None,
+            &runlog::PackStart {
+                specialist_id: member.specialist.id.clone(),
+                pack_index: index.unwrap_or(0),
+                tools: tools
+                    .tools()
+                    .iter()
+                    .map(|t| t.spec().name.clone())
+                    .collect(),
+                tool_loading: member.specialist.tooling.tool_loading,
+                model_key: member.model_key.clone(),
+                model: member.model.name.clone(),
+                handoff_from: handoff.map(|(id, _)| id.to_owned()),
+            },
         )
         .await
     }
@@ -353,6 +409,7 @@ async fn record_routing_call(
                     call_id: None,
                     name: crate::recruit::ROUTE_TOOL.to_owned(),
                     arguments: truncate(a, 2_000),
+                    full_arguments: None,
                 })
                 .collect(),
             latency_ms: call.latency_ms,

@@ -47,6 +47,13 @@ pub trait ToolSource: Send + Sync {
     fn take_notices(&self) -> Vec<ToolNotice> {
         Vec::new()
     }
+
+    /// A call that succeeded before the run's process stopped is being replayed from the
+    /// runlog instead of run again: a source whose tool set that call changed (a schema
+    /// loaded on demand) changes it again here.
+    fn replayed(&self, tool: &str, args: &Value) {
+        let _ = (tool, args);
+    }
 }
 
 /// A fixed set of tools: the built-in ones of a specialist.

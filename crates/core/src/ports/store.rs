@@ -43,6 +43,12 @@ pub enum StoreError {
         /// What to do about it.
         fix: String,
     },
+    /// Another process is running the run (it holds the run's runlog locked), so this one
+    /// may neither continue it nor write to it.
+    #[error(
+        "run `{0}` is running in another fabric process (its runlog is locked); wait for it to end, or cancel it there"
+    )]
+    Claimed(String),
     /// A query the caller can correct (an empty search, a semantic search with no embeddings
     /// model configured).
     #[error("{0}")]
@@ -100,6 +106,19 @@ pub trait RunStore: Send + Sync {
     fn runlog_path(&self, id: &RunId) -> Option<PathBuf> {
         let _ = id;
         None
+    }
+    /// Opens a run that exists, to continue it after its process stopped: its workspace and
+    /// its runlog, opened for appending and claimed by this process for as long as the
+    /// returned log lives ([`StoreError::Claimed`] when another process holds it).
+    async fn reopen_run(&self, id: &RunId) -> Result<NewRun, StoreError> {
+        Err(StoreError::InvalidQuery(format!(
+            "this store cannot continue runs, so run `{id}` cannot be resumed"
+        )))
+    }
+    /// Runs left `running` by a process that is gone (no process claims them), oldest
+    /// first.
+    async fn interrupted_runs(&self) -> Result<Vec<RunId>, StoreError> {
+        Ok(Vec::new())
     }
     /// Waits until everything appended before is in the store's index (a store that writes
     /// an index behind its runlogs lists a run's latest state a moment after its runlog has

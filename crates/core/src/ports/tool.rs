@@ -41,6 +41,9 @@ pub enum ToolError {
     /// The tool ran and failed, or timed out.
     #[error("{0}")]
     Failed(String),
+    /// The call was in flight when the run's process stopped, and was not run again.
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 impl ToolError {
@@ -50,6 +53,7 @@ impl ToolError {
             Self::InvalidArguments(_) => ToolErrorType::InvalidArgs,
             Self::Denied { .. } => ToolErrorType::Permission,
             Self::Failed(_) => ToolErrorType::Failed,
+            Self::Interrupted(_) => ToolErrorType::Interrupted,
         }
     }
 }
@@ -63,6 +67,15 @@ pub trait Tool: Send + Sync {
 
     /// Runs the tool. `args` has already been checked against `spec().input_schema`.
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<Value, ToolError>;
+
+    /// Picks up a call that was in flight when the run's process stopped, for a tool that
+    /// can (a delegation continues its child run) and returns its result. `None`: it cannot,
+    /// and the loop applies the contract instead (a read-only tool runs again; any other is
+    /// reported to the model as interrupted).
+    async fn resume(&self, args: Value, ctx: &ToolContext) -> Option<Result<Value, ToolError>> {
+        let _ = (args, ctx);
+        None
+    }
 
     /// Checks that the contract's examples are accepted by the handler's input type; used by
     /// the contract parity tests. Tools without a Rust input type have nothing to check.

@@ -3,10 +3,12 @@
 //! paid from the parent's budget, cancelled with the parent.
 
 use async_trait::async_trait;
+use fabric_domain::RunId;
 
 use super::{ParentRun, RunService, Submission, TaskRequest};
 use crate::delegate::ChildRunner;
 use crate::execute::RunOutcome;
+use crate::history::RunHistory;
 use crate::ports::ToolContext;
 
 /// The service, as the runner of child runs.
@@ -33,8 +35,68 @@ impl ChildRunner for ServiceChildren {
                 workspace: parent.workspace.clone(),
                 cancel: parent.cancel.clone(),
             }),
+            resume: None,
         };
         let handle = self.0.submit(submission).map_err(|e| e.to_string())?;
         handle.outcome().await.map_err(|e| e.to_string())
+    }
+
+    async fn resume_child(
+        &self,
+        specialist: &str,
+        task: &str,
+        parent: &ToolContext,
+    ) -> Option<Result<RunOutcome, String>> {
+        let id = self.interrupted_child(specialist, task, parent).await?;
+        let submission = Submission {
+            request: TaskRequest::default(),
+            observer: None,
+            parent: Some(ParentRun {
+                lineage: parent.lineage.child(parent.run_id.clone()),
+                workspace: parent.workspace.clone(),
+                cancel: parent.cancel.clone(),
+            }),
+            resume: Some(id),
+        };
+        let handle = match self.0.submit(submission) {
+            Ok(handle) => handle,
+            Err(e) => return Some(Err(e.to_string())),
+        };
+        Some(handle.outcome().await.map_err(|e| e.to_string()))
+    }
+}
+
+impl ServiceChildren {
+    /// The interrupted run that `specialist` was doing `task` in for `parent`, if any.
+    async fn interrupted_child(
+        &self,
+        specialist: &str,
+        task: &str,
+        parent: &ToolContext,
+    ) -> Option<RunId> {
+        let store = self.0.store();
+        let candidates = match store.interrupted_runs().await {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::warn!(run_id = %parent.run_id, error = %e, "cannot list interrupted runs to continue a child run");
+                return None;
+            }
+        };
+        for id in candidates {
+            let Ok(events) = store.read_events(&id).await else {
+                continue;
+            };
+            let history = RunHistory::read(id, &events);
+            let Some(start) = &history.start else {
+                continue;
+            };
+            if start.parent_run_id.as_ref() == Some(&parent.run_id)
+                && start.prompt == task
+                && history.specialist_ids() == [specialist]
+            {
+                return Some(history.run_id);
+            }
+        }
+        None
     }
 }

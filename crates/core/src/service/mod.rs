@@ -14,6 +14,7 @@
 mod children;
 mod error;
 mod request;
+mod resume;
 mod tee;
 
 use async_trait::async_trait;
@@ -34,6 +35,7 @@ pub use request::{PrepareContext, PreparedMember, PreparedTask, Preparer, Runnab
 
 use crate::budget::Lineage;
 use crate::execute::RunOutcome;
+use crate::history::RunHistory;
 use crate::live::{LiveRun, RunRegistry};
 use crate::ports::{NewRun, RunLog, RunObserver, RunQuery, RunStore, StoreError};
 use tee::Tee;
@@ -65,6 +67,9 @@ pub struct Submission {
     pub observer: Option<Arc<dyn RunObserver>>,
     /// The run that delegates this one, for a child run.
     pub parent: Option<ParentRun>,
+    /// An existing run to continue from its runlog instead of a new one (`request` is then
+    /// read from the runlog; docs/DURABILITY.md).
+    pub resume: Option<RunId>,
 }
 
 impl Submission {
@@ -74,6 +79,15 @@ impl Submission {
             request,
             observer: None,
             parent: None,
+            resume: None,
+        }
+    }
+
+    /// Continues run `id`, whose process stopped before its end.
+    pub fn resume(id: RunId) -> Self {
+        Self {
+            resume: Some(id),
+            ..Self::new(TaskRequest::default())
         }
     }
 
@@ -214,7 +228,10 @@ impl RunService {
     pub fn submit(&self, submission: Submission) -> Result<RunHandle, ServiceError> {
         let inner = &self.inner;
         // A bad request is answered as such even when the service is full: check it first.
-        self.check(&submission.request)?;
+        // A run to continue is checked once its runlog is read.
+        if submission.resume.is_none() {
+            self.check(&submission.request)?;
+        }
         if self.is_shutting_down() {
             return Err(ServiceError::ShuttingDown);
         }
@@ -226,7 +243,15 @@ impl RunService {
             })?),
             _ => None,
         };
-        let id = crate::new_run_id();
+        let id = match &submission.resume {
+            Some(id) if inner.registry.get(id).is_some() => {
+                return Err(ServiceError::Invalid(format!(
+                    "run `{id}` is already running in this process"
+                )));
+            }
+            Some(id) => id.clone(),
+            None => crate::new_run_id(),
+        };
         let live = match &submission.parent {
             Some(parent) => inner
                 .registry
@@ -347,14 +372,36 @@ impl RunTask {
         done_tx: oneshot::Sender<Result<RunOutcome, ServiceError>>,
     ) {
         let id = self.live.id().clone();
-        let result = match self.start().await {
+        let started = match &self.submission.resume {
+            Some(_) => self.reopen().await,
+            None => self
+                .start()
+                .await
+                .map(|(run, prepared, log)| Started::Ready {
+                    run,
+                    prepared,
+                    log,
+                    history: None,
+                }),
+        };
+        let result = match started {
             Err(error) => {
                 let _ = prepared_tx.send(Err(error.clone()));
                 Err(error)
             }
-            Ok((run, prepared, log)) => {
+            Ok(Started::Ended(outcome)) => {
                 let _ = prepared_tx.send(Ok(()));
-                let result = self.execute(run, prepared, log).await;
+                self.service.inner.store.flush().await;
+                Ok(*outcome)
+            }
+            Ok(Started::Ready {
+                run,
+                prepared,
+                log,
+                history,
+            }) => {
+                let _ = prepared_tx.send(Ok(()));
+                let result = self.execute(run, prepared, log, history).await;
                 // The engine never waits for the store's index (ADR-043); its submitter does,
                 // once: a run whose outcome was returned is listed with its end.
                 self.service.inner.store.flush().await;
@@ -377,6 +424,14 @@ impl RunTask {
         self.service.inner.registry.remove(&id);
         // Nobody may be waiting (POST /runs, or a client that went away): that is fine.
         let _ = done_tx.send(result);
+    }
+
+    /// Every event to the live run and to the submitter's observer.
+    fn observer(&self) -> Tee<'_> {
+        Tee {
+            live: self.live.as_ref(),
+            extra: self.submission.observer.as_deref(),
+        }
     }
 
     /// Preparation, cancellable, then the run in the store.
@@ -423,13 +478,15 @@ impl RunTask {
         run: NewRun,
         prepared: Box<dyn Runnable>,
         log: Arc<dyn RunLog>,
+        history: Option<Box<RunHistory>>,
     ) -> Result<RunOutcome, ServiceError> {
-        let observer = Tee {
-            live: self.live.as_ref(),
-            extra: self.submission.observer.as_deref(),
-        };
+        let observer = self.observer();
         observer.on_prepared(&prepared.notes());
-        let running = prepared.run(run, &observer, self.live.cancel_token());
+        let cancel = self.live.cancel_token();
+        let running = match history {
+            Some(history) => prepared.resume(run, *history, &observer, cancel),
+            None => prepared.run(run, &observer, cancel),
+        };
         match AssertUnwindSafe(running).catch_unwind().await {
             Ok(result) => result.map_err(ServiceError::from),
             Err(panic) => {
@@ -440,6 +497,19 @@ impl RunTask {
             }
         }
     }
+}
+
+/// How a run's task got going.
+enum Started {
+    /// Prepared, in the store, ready to execute (or to continue, with its history).
+    Ready {
+        run: NewRun,
+        prepared: Box<dyn Runnable>,
+        log: Arc<dyn RunLog>,
+        history: Option<Box<RunHistory>>,
+    },
+    /// A run that could not be continued, ended `interrupted` (boxed: an outcome is large).
+    Ended(Box<RunOutcome>),
 }
 
 /// Records the `run_failed` a run could not record itself: runlog first, then watchers.

@@ -1,7 +1,7 @@
 //! What a front end asks for, and the port that turns it into a task ready to run.
 
 use async_trait::async_trait;
-use fabric_domain::{SandboxMode, SpecialistSpec};
+use fabric_domain::{SandboxMode, SpecialistSpec, runlog};
 use std::sync::Arc;
 
 use super::ServiceError;
@@ -11,6 +11,7 @@ use crate::delegate::ChildRunner;
 use crate::engine::ModelParams;
 use crate::execute::RunOutcome;
 use crate::execute::{Member, Recruitment, TaskForce, TaskForceMode};
+use crate::history::RunHistory;
 use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, Tool, ToolSource};
 use crate::recruit::RoutingCall;
 use tokio_util::sync::CancellationToken;
@@ -93,6 +94,20 @@ pub trait Runnable: Send {
         observer: &dyn RunObserver,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, CoreError>;
+
+    /// Continues `run`, whose process stopped before its end, from its recorded `history`.
+    async fn resume(
+        self: Box<Self>,
+        run: NewRun,
+        history: RunHistory,
+        observer: &dyn RunObserver,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, CoreError> {
+        let _ = (run, history, observer, cancel);
+        Err(CoreError::InvalidTask(
+            "this task cannot continue a run".to_owned(),
+        ))
+    }
 }
 
 #[async_trait]
@@ -118,6 +133,32 @@ impl Runnable for PreparedTask {
         cancel: CancellationToken,
     ) -> Result<RunOutcome, CoreError> {
         crate::execute::run_task_force(run, self.task_force(), observer, cancel).await
+    }
+
+    async fn resume(
+        self: Box<Self>,
+        run: NewRun,
+        history: RunHistory,
+        observer: &dyn RunObserver,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, CoreError> {
+        let mut force = self.task_force();
+        // As recorded: the same mode, limits and models, so the conversation goes on as it
+        // began (the configuration may have changed its defaults since).
+        force.mode = match history.mode() {
+            runlog::TaskForceMode::Parallel => TaskForceMode::Parallel,
+            _ => TaskForceMode::Sequential,
+        };
+        if let Some(start) = &history.start {
+            force.max_steps = start.max_steps;
+            force.network_allowed = start.network_allowed;
+        }
+        for (member, recorded) in force.members.iter_mut().zip(&history.members) {
+            if let Some((_, model)) = &recorded.model {
+                member.model.name.clone_from(model);
+            }
+        }
+        crate::execute::resume_task_force(run, force, history, observer, cancel).await
     }
 }
 

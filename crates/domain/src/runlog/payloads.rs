@@ -187,6 +187,10 @@ pub struct LlmToolCall {
     pub name: String,
     /// The argument text as received, capped at 2 000 characters.
     pub arguments: String,
+    /// The whole argument text, only when `arguments` was capped: a resumed run continues
+    /// the conversation exactly as the model wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_arguments: Option<String>,
 }
 
 /// `llm_response`: after a model call of a specialist's loop.
@@ -202,6 +206,9 @@ pub struct LlmResponse {
     pub latency_ms: f64,
     /// Why the model stopped, when reported.
     pub finish_reason: Option<String>,
+    /// The whole text, only when `content` was capped (for a resumed run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_content: Option<String>,
 }
 
 /// `llm_response` of the routing call (`step: null`).
@@ -306,6 +313,22 @@ pub struct RunEnd {
     /// task_force_mode, sections}`). Read back as `None` when absent or `null`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
+}
+
+/// `run_resumed`: the run's process stopped before the run's end, and this process goes on
+/// from its runlog (docs/DURABILITY.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResumed {
+    /// The run's id.
+    pub run_id: RunId,
+    /// The how-manieth resumption, from 1.
+    pub resumption: u32,
+    /// Events the runlog held before this line.
+    pub previous_events: u64,
+    /// Model calls whose answers were recorded and are not made again.
+    pub replayed_steps: u32,
+    /// When the last event before the stop was written (seconds since the Unix epoch).
+    pub last_event_ts: f64,
 }
 
 /// `run_failed` for a run whose own code could not end it (it panicked): the server or CLI

@@ -74,6 +74,9 @@ vocabulary! {
         Permission = "permission",
         /// The tool ran and failed, or timed out.
         Failed = "failed",
+        /// The call was in flight when the run's process stopped; it was not run again, as
+        /// the tool is not read-only, and its effect is unknown (docs/DURABILITY.md).
+        Interrupted = "interrupted",
     }
 }
 

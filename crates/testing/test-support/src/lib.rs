@@ -64,6 +64,6 @@ pub use embed::hash_embedding;
 pub use postgres::{PgCluster, PgError, shared_cluster};
 pub use scenario::{
     DEFAULT_EMBEDDING_DIMS, EmbeddingsMode, ModelInfo, OnExhausted, Scenario, ScenarioError,
-    ScriptedCall, Turn, UsageSpec,
+    ScriptedCall, Turn, TurnBy, UsageSpec,
 };
 pub use server::{RecordedRequest, ScriptedServer, ServerError};

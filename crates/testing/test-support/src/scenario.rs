@@ -30,6 +30,10 @@ pub struct Scenario {
     /// What to do when a chat request arrives after the last turn.
     #[serde(default)]
     pub on_exhausted: OnExhausted,
+    /// How a request picks its turn: the next one in order, or by the conversation it
+    /// carries.
+    #[serde(default)]
+    pub turn_by: TurnBy,
     /// The length of the vectors `/api/embed` and `/v1/embeddings` answer with (see
     /// [`hash_embedding`](crate::hash_embedding)), unless the request asks for `dimensions`.
     #[serde(default = "default_embedding_dims")]
@@ -65,10 +69,24 @@ impl Default for Scenario {
             latency_ms: 0,
             stream_delay_ms: 0,
             on_exhausted: OnExhausted::default(),
+            turn_by: TurnBy::default(),
             embedding_dims: DEFAULT_EMBEDDING_DIMS,
             embeddings: EmbeddingsMode::default(),
         }
     }
+}
+
+/// How a chat request picks its turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnBy {
+    /// The next turn in order: each request consumes one.
+    #[default]
+    Order,
+    /// Turn N for a request whose conversation holds N assistant messages: the same
+    /// conversation always gets the same answer, however often it is asked (a run resumed
+    /// after its process was killed mid-call asks again).
+    Conversation,
 }
 
 /// What the server does once every turn has been answered.

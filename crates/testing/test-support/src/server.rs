@@ -22,7 +22,7 @@ use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::scenario::{EmbeddingsMode, OnExhausted, Scenario, ScenarioError, Turn};
+use crate::scenario::{EmbeddingsMode, OnExhausted, Scenario, ScenarioError, Turn, TurnBy};
 use crate::{embed, ollama, openai};
 
 /// One chat request the server received, as the client sent it.
@@ -268,7 +268,12 @@ pub(crate) async fn next_turn(
             }
             Ok(request) => {
                 let turns = &shared.scenario.turns;
-                let index = state.next_turn;
+                let index = match shared.scenario.turn_by {
+                    TurnBy::Order => state.next_turn,
+                    TurnBy::Conversation => request["messages"]
+                        .as_array()
+                        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count()),
+                };
                 if let Some(turn) = turns.get(index) {
                     state.next_turn += 1;
                     Some((index + 1, turn.clone(), request))

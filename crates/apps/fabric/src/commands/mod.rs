@@ -5,6 +5,7 @@ mod config;
 mod doctor;
 mod logs;
 mod mcp;
+mod resume;
 mod run;
 mod serve;
 mod specialists;
@@ -15,6 +16,7 @@ use crate::cli::{Cli, Command};
 pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Run(args) => run::run(&cli, args).await,
+        Command::Resume(args) => resume::resume(&cli, args).await,
         Command::Logs(command) => logs::logs(&cli, command).await,
         Command::Config(command) => config::config(&cli, command),
         Command::Specialists(command) => specialists::specialists(&cli, command),

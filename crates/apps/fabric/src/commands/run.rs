@@ -1,6 +1,6 @@
 //! `fabric run`: one task, start to finish, through the run service.
 
-use fabric_core::service::{ServiceConfig, Submission, TaskRequest};
+use fabric_core::service::{RunHandle, RunService, ServiceConfig, Submission, TaskRequest};
 use fabric_core::{NoopObserver, RunObserver};
 use fabric_domain::RunStatus;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use crate::render::{HumanRenderer, JsonLinesRenderer};
 use crate::wiring;
 
 /// How long `fabric run` waits, after printing the result, for the run to be embedded.
-const EMBED_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+pub(super) const EMBED_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
@@ -21,27 +21,64 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
     } else {
         None
     };
-    let request = TaskRequest {
-        prompt: args.prompt.clone(),
-        pack: args.pack.clone(),
-        model_key: args.model_key.clone(),
-        model: args.model.clone(),
-        network_allowed,
-        max_steps: args.max_steps,
-        stream: args.stream,
-        sandbox: args
-            .sandbox
-            .as_deref()
-            .and_then(fabric_config::SandboxMode::parse),
-    };
     let fabric = wiring::fabric(&settings, ServiceConfig::default()).await?;
     let service = fabric.service;
-    let observer: Arc<dyn RunObserver> = match (args.json, args.stream) {
+    // Runs a stopped process left go on alongside this one; their outcomes go to stderr.
+    let resumed = if args.resume_interrupted {
+        super::resume::start_all(&service).await?
+    } else {
+        Vec::new()
+    };
+    let code = match &args.prompt {
+        Some(prompt) => {
+            let request = TaskRequest {
+                prompt: prompt.clone(),
+                pack: args.pack.clone(),
+                model_key: args.model_key.clone(),
+                model: args.model.clone(),
+                network_allowed,
+                max_steps: args.max_steps,
+                stream: args.stream,
+                sandbox: args
+                    .sandbox
+                    .as_deref()
+                    .and_then(fabric_config::SandboxMode::parse),
+            };
+            let submission =
+                Submission::new(request).observed(observer_for(args.json, args.stream));
+            let handle = service.submit(submission)?;
+            follow(&service, handle, args.json).await?
+        }
+        None => 0,
+    };
+    let resumed_code = super::resume::report_all(&service, resumed, false).await;
+    // The run is embedded for search in the background; give that a moment before exiting
+    // (what is not done then is done by the next `fabric index rebuild` or `fabric serve`).
+    service.shutdown(EMBED_GRACE).await;
+    Ok(if args.prompt.is_some() {
+        code
+    } else {
+        resumed_code
+    })
+}
+
+/// Who watches a run at the terminal: the human renderer, every event as JSONL
+/// (`--json --stream`), or nobody (`--json`: only the result is printed).
+pub(super) fn observer_for(json: bool, stream: bool) -> Arc<dyn RunObserver> {
+    match (json, stream) {
         (true, true) => Arc::new(JsonLinesRenderer),
         (true, false) => Arc::new(NoopObserver),
         (false, _) => Arc::new(HumanRenderer::new()),
-    };
-    let mut handle = service.submit(Submission::new(request).observed(observer))?;
+    }
+}
+
+/// Follows one submitted run to its end, cancelling it on Ctrl-C or SIGTERM, and prints its
+/// result; returns the exit code of its status.
+pub(super) async fn follow(
+    service: &RunService,
+    mut handle: RunHandle,
+    json: bool,
+) -> anyhow::Result<u8> {
     // Ctrl-C or SIGTERM cancels the run by id, during preparation too.
     let watcher = tokio::spawn(cancel_on_signal(service.clone(), handle.id().clone()));
     let prepared = handle.prepared().await;
@@ -53,7 +90,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
     watcher.abort();
     let outcome = outcome?;
 
-    if args.json {
+    if json {
         println!(
             "{}",
             serde_json::to_string(&service.result_object(&outcome))?
@@ -80,15 +117,12 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
         );
         eprintln!("see `fabric logs show {}`", outcome.run_id);
     }
-    // The run is embedded for search in the background; give that a moment before exiting
-    // (what is not done then is done by the next `fabric index rebuild` or `fabric serve`).
-    service.shutdown(EMBED_GRACE).await;
     Ok(outcome.status.exit_code())
 }
 
 /// The first Ctrl-C or SIGTERM cancels the run, which then ends cleanly (children killed,
 /// runlog closed with `run_failed`); a second one exits at once.
-async fn cancel_on_signal(service: fabric_core::service::RunService, id: fabric_domain::RunId) {
+async fn cancel_on_signal(service: RunService, id: fabric_domain::RunId) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut terminate) = signal(SignalKind::terminate()) else {
         tracing::warn!("cannot listen for SIGTERM; only Ctrl-C cancels the run");

@@ -55,6 +55,20 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
         },
     )
     .await?;
+    // Runs a stopped process left unfinished go on here (their clients find them by id).
+    if settings.server.resume_interrupted {
+        match fabric.service.resume_interrupted(None).await {
+            Ok((handles, refused)) => {
+                if !handles.is_empty() {
+                    eprintln!("continuing {} interrupted run(s)", handles.len());
+                }
+                for (id, error) in refused {
+                    eprintln!("run {id} stays interrupted for now: {error}");
+                }
+            }
+            Err(error) => eprintln!("warning: cannot look for interrupted runs: {error}"),
+        }
+    }
     // Runs that ended while no embedding server answered are embedded now, in the
     // background; search finds them by text meanwhile.
     let catch_up = fabric.search.clone();

@@ -151,3 +151,84 @@ async fn the_depth_cap_refuses_delegation_with_a_reason() {
         serde_json::from_str(error["error_message"].as_str().unwrap_or("{}")).unwrap_or_default();
     assert_eq!(told["status"], "depth_exceeded", "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_10_a_child_run_killed_with_its_parent_is_continued_by_the_parent() {
+    let mut slow_finish =
+        Turn::tool_call("finish_task", json!({"summary": "child wrote hello.txt"}));
+    slow_finish.delay_ms = Some(10_000);
+    let fx = Fixture::new(vec![
+        Turn::tool_call(
+            "agent__engineering",
+            json!({"task": "Create hello.txt with Hello"}),
+        ),
+        // The child: a write, then its finish, which the kill interrupts...
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "hello.txt", "content": "Hello"}),
+        ),
+        slow_finish,
+        // ...asked again by the continued child.
+        Turn::tool_call("finish_task", json!({"summary": "child wrote hello.txt"})),
+        // The lead again.
+        Turn::tool_call("finish_task", json!({"summary": "delegated and done"})),
+    ])
+    .await;
+    write_lead(&fx);
+    let mut parent = fx
+        .command(&["run", "make hello", "--pack", "lead", "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("fabric run starts");
+    let runs = fx.workspace_root().join("runs");
+    let child_asked_to_finish = || {
+        std::fs::read_dir(&runs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|dir| {
+                let text =
+                    std::fs::read_to_string(dir.path().join("runlog.jsonl")).unwrap_or_default();
+                text.contains("\"depth\":1")
+                    && text.lines().any(|l| {
+                        serde_json::from_str::<Value>(l)
+                            .is_ok_and(|e| e["kind"] == "llm_request" && e["step"] == 1)
+                    })
+            })
+    };
+    for _ in 0..1_000 {
+        if child_asked_to_finish() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(child_asked_to_finish(), "the child reached its second step");
+    parent.start_kill().expect("SIGKILL");
+    parent.wait().await.expect("wait");
+
+    let resumed = fx.fabric(&["resume", "--all", "--json"]).await;
+    assert_eq!(resumed.code(), 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    // One run was continued: the parent; the child went on inside it.
+    assert!(
+        resumed.stderr.contains("continuing 1 interrupted run"),
+        "{}",
+        resumed.stderr
+    );
+    let result = resumed.json();
+    assert_eq!(result["summary"], "delegated and done");
+    let events = fx.runlog(&result);
+    assert_eq!(of_kind(&events, "run_resumed").len(), 1);
+    let tool_result = &of_kind(&events, "tool_result")[0]["payload"];
+    assert_eq!(tool_result["tool"], "agent__engineering");
+    let answer: Value =
+        serde_json::from_str(tool_result["result"].as_str().unwrap_or("{}")).unwrap_or_default();
+    assert_eq!(answer["status"], "completed");
+    let child = child_runlog(&fx, answer["run_id"].as_str().unwrap_or_default());
+    assert_eq!(of_kind(&child, "run_resumed").len(), 1);
+    assert_eq!(of_kind(&child, "run_complete").len(), 1);
+    // Five requests: the lead's first, the child's two, the child's second again (its first
+    // answer was lost with the process), the lead's last. The lead's first step and the
+    // child's first were replayed.
+    assert_eq!(fx.server.chat_request_count(), 5);
+}

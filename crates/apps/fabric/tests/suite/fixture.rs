@@ -71,19 +71,7 @@ impl Fixture {
     }
 
     pub(crate) async fn fabric_with(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_fabric"));
-        cmd.args(args)
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--workspace")
-            .arg(self.workspace_root())
-            .current_dir(self.dir.path())
-            .env("NO_COLOR", "1")
-            .env_remove("FABRIC_CONFIG_PATH")
-            .env_remove("FABRIC_WORKSPACE")
-            .env_remove("RUST_LOG")
-            // The user-level specialists directory is under the test's own directory.
-            .env("XDG_CONFIG_HOME", self.dir.path().join("xdg"));
+        let mut cmd = self.command(args);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -96,6 +84,25 @@ impl Fixture {
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
             output,
         }
+    }
+
+    /// The `fabric` command with this fixture's config and workspace, not yet started.
+    pub(crate) fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_fabric"));
+        cmd.args(args)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--workspace")
+            .arg(self.workspace_root())
+            .current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .env_remove("FABRIC_CONFIG_PATH")
+            .env_remove("FABRIC_WORKSPACE")
+            .env_remove("RUST_LOG")
+            // The user-level specialists directory is under the test's own directory.
+            .env("XDG_CONFIG_HOME", self.dir.path().join("xdg"))
+            .kill_on_drop(true);
+        cmd
     }
 
     /// Runs a task with `--json` and returns the result object, checking the exit code.

@@ -3,6 +3,7 @@ mod fixture;
 mod attacks;
 mod cli_errors;
 mod delegation;
+mod durability;
 mod llm_failures;
 mod logs;
 mod loop_errors;

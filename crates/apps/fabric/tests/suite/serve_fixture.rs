@@ -38,6 +38,11 @@ impl Served {
 
     pub(crate) async fn with(scenario: Scenario, options: Options) -> Self {
         let fx = Fixture::with_backend(scenario, "openai").await;
+        Self::on(fx, options).await
+    }
+
+    /// Serves an existing fixture's config and workspace.
+    pub(crate) async fn on(fx: Fixture, options: Options) -> Self {
         if !options.config.is_empty() {
             let mut yaml = std::fs::read_to_string(&fx.config).unwrap();
             yaml.push_str(options.config);

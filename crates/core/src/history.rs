@@ -1,0 +1,356 @@
+//! What a run's runlog says about it, read back to continue the run after its process
+//! stopped (docs/DURABILITY.md).
+//!
+//! The runlog is the checkpoint: every model answer is recorded before its tools run, and
+//! every tool result before the next model call, so the state to continue from (the
+//! conversation, the step, the tokens spent, the tools loaded) is a fold over the events.
+//! [`RunHistory::read`] does that fold once; each member's loop then replays its recorded
+//! steps instead of asking the model again (`engine`), and goes on live from the first step
+//! whose answer was not recorded.
+
+use fabric_domain::runlog::{self, Payload, TaskForceMode};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, ToolCall, Usage};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use crate::ports::ChatResponse;
+
+/// A run's recorded past.
+#[derive(Debug, Clone)]
+pub struct RunHistory {
+    /// The run.
+    pub run_id: RunId,
+    /// Its `run_start`; `None` when the process stopped before writing it.
+    pub start: Option<runlog::RunStart>,
+    /// Its `recruitment`, when written.
+    pub recruitment: Option<runlog::Recruitment>,
+    /// Each member's recorded steps, by `pack_index` (a lone specialist is member 0).
+    pub members: Vec<MemberHistory>,
+    /// How the run ended, if it did.
+    pub ended: Option<RunStatus>,
+    /// Earlier resumptions.
+    pub resumptions: u32,
+    /// Whether `task_force_parallel` was written.
+    pub parallel_recorded: bool,
+    /// The `seq` of the next event.
+    pub next_seq: u64,
+    /// When the last event was written.
+    pub last_ts: f64,
+}
+
+/// One member's recorded past.
+#[derive(Debug, Clone, Default)]
+pub struct MemberHistory {
+    /// Whether its `pack_start` was written.
+    pub started: bool,
+    /// The model key and model its `pack_start` recorded: the conversation goes on with the
+    /// same model.
+    pub model: Option<(String, String)>,
+    /// Its steps in order.
+    pub steps: VecDeque<RecordedStep>,
+}
+
+/// One step of a member's loop as recorded.
+#[derive(Debug, Clone)]
+pub struct RecordedStep {
+    /// The step number.
+    pub step: u32,
+    /// The model's answer; `None` when the call was in flight when the process stopped.
+    pub response: Option<ChatResponse>,
+    /// The calls whose `tool_call` was written (they were started).
+    pub started: HashSet<String>,
+    /// The settled calls, by call id.
+    pub outcomes: HashMap<String, RecordedOutcome>,
+}
+
+/// How a recorded call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordedOutcome {
+    /// `tool_result`: the text the model was given, or the `finish_task` payload.
+    Result(Value),
+    /// `tool_error`: exactly what the model was told.
+    Error(String),
+}
+
+impl RunHistory {
+    /// Folds a run's events (in `seq` order). Events it does not need are skipped, and a
+    /// payload that does not fit its kind is skipped too: a resumed run loses at most that
+    /// one step's replay and asks the model again.
+    pub fn read(run_id: RunId, events: &[RunEvent]) -> Self {
+        let mut history = Self {
+            run_id,
+            start: None,
+            recruitment: None,
+            members: Vec::new(),
+            ended: None,
+            resumptions: 0,
+            parallel_recorded: false,
+            next_seq: events.last().map_or(0, |e| e.seq + 1),
+            last_ts: events.last().map_or(0.0, |e| e.ts),
+        };
+        for event in events {
+            history.fold(event);
+        }
+        history
+    }
+
+    fn member(&mut self, event: &RunEvent) -> &mut MemberHistory {
+        let index = event.pack_index().unwrap_or(0) as usize;
+        if self.members.len() <= index {
+            self.members.resize_with(index + 1, MemberHistory::default);
+        }
+        &mut self.members[index]
+    }
+
+    fn fold(&mut self, event: &RunEvent) {
+        match event.kind {
+            EventKind::RunStart => self.start = event.payload_as().ok(),
+            EventKind::Recruitment => self.recruitment = event.payload_as().ok(),
+            EventKind::TaskForceParallel => self.parallel_recorded = true,
+            EventKind::RunResumed => self.resumptions += 1,
+            EventKind::RunComplete | EventKind::RunFailed => {
+                self.ended = event
+                    .payload
+                    .get("status")
+                    .and_then(|s| serde_json::from_value(s.clone()).ok())
+                    .or(Some(RunStatus::Failed));
+            }
+            EventKind::PackStart => {
+                let model = event
+                    .payload_as::<runlog::PackStart>()
+                    .ok()
+                    .map(|p| (p.model_key, p.model));
+                let member = self.member(event);
+                member.started = true;
+                member.model = model;
+            }
+            // The routing call has no step; only a member's loop has steps.
+            EventKind::LlmRequest if event.step.is_some() => {
+                let step = event.step.unwrap_or_default();
+                let member = self.member(event);
+                if member.steps.back().is_none_or(|s| s.step != step) {
+                    member.steps.push_back(RecordedStep::new(step));
+                }
+            }
+            EventKind::LlmResponse if event.step.is_some() => {
+                let step = event.step.unwrap_or_default();
+                let Ok(recorded) = event.payload_as::<runlog::LlmResponse>() else {
+                    return;
+                };
+                let member = self.member(event);
+                if member.steps.back().is_none_or(|s| s.step != step) {
+                    member.steps.push_back(RecordedStep::new(step));
+                }
+                if let Some(last) = member.steps.back_mut() {
+                    last.response = Some(response_of(recorded));
+                }
+            }
+            EventKind::ToolCall => {
+                if let Ok(call) = event.payload_as::<runlog::ToolCall>()
+                    && let Some(last) = self.member(event).steps.back_mut()
+                {
+                    last.started.insert(call.call_id);
+                }
+            }
+            EventKind::ToolResult => {
+                if let Ok(result) = event.payload_as::<runlog::ToolResult>()
+                    && let Some(last) = self.member(event).steps.back_mut()
+                {
+                    last.outcomes
+                        .insert(result.call_id, RecordedOutcome::Result(result.result));
+                }
+            }
+            EventKind::ToolError => {
+                if let Ok(error) = event.payload_as::<runlog::ToolError>()
+                    && let Some(last) = self.member(event).steps.back_mut()
+                {
+                    last.outcomes
+                        .insert(error.call_id, RecordedOutcome::Error(error.error_message));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The specialists, in recruitment order.
+    pub fn specialist_ids(&self) -> Vec<String> {
+        self.recruitment
+            .as_ref()
+            .map(|r| r.specialist_ids.clone())
+            .unwrap_or_default()
+    }
+
+    /// The model key every member recorded, when they share one (so a run started with
+    /// `--model-key` goes on with it); `None` when they differ or none was recorded.
+    pub fn shared_model_key(&self) -> Option<String> {
+        let mut keys = self
+            .members
+            .iter()
+            .filter_map(|m| m.model.as_ref().map(|(key, _)| key));
+        let first = keys.next()?;
+        keys.all(|k| k == first).then(|| first.clone())
+    }
+
+    /// How the members worked together.
+    pub fn mode(&self) -> TaskForceMode {
+        self.recruitment
+            .as_ref()
+            .map_or(TaskForceMode::Single, |r| r.task_force_mode.clone())
+    }
+
+    /// Model calls whose answers were recorded, all members together.
+    pub fn answered_steps(&self) -> u32 {
+        let answered = self
+            .members
+            .iter()
+            .flat_map(|m| &m.steps)
+            .filter(|s| s.response.is_some())
+            .count();
+        u32::try_from(answered).unwrap_or(u32::MAX)
+    }
+
+    /// Tokens of the recorded answers.
+    pub fn usage(&self) -> Usage {
+        let mut usage = Usage::default();
+        for u in self
+            .members
+            .iter()
+            .flat_map(|m| &m.steps)
+            .filter_map(|s| s.response.as_ref().and_then(|r| r.usage))
+        {
+            usage.add(u);
+        }
+        usage
+    }
+
+    /// The `run_failed` that ends a run that cannot be continued, with status
+    /// `interrupted` and `reason`.
+    pub fn interrupted_event(&self, reason: &str) -> Result<RunEvent, fabric_domain::DomainError> {
+        let end = runlog::RunEnd {
+            run_id: self.run_id.clone(),
+            status: RunStatus::Interrupted,
+            specialist_ids: self.specialist_ids(),
+            task_force_mode: self.mode(),
+            steps: self.answered_steps(),
+            usage: self.usage(),
+            reason: Some(reason.to_owned()),
+            result: None,
+        };
+        Ok(RunEvent {
+            seq: self.next_seq,
+            ts: crate::unix_now(),
+            kind: end.kind(),
+            step: None,
+            payload: end.to_json()?,
+        })
+    }
+}
+
+impl RecordedStep {
+    fn new(step: u32) -> Self {
+        Self {
+            step,
+            response: None,
+            started: HashSet::new(),
+            outcomes: HashMap::new(),
+        }
+    }
+}
+
+/// The answer as the model gave it: the whole text and arguments where the runlog's fields
+/// were capped.
+fn response_of(recorded: runlog::LlmResponse) -> ChatResponse {
+    ChatResponse {
+        content: recorded.full_content.or(recorded.content),
+        tool_calls: recorded
+            .tool_calls
+            .into_iter()
+            .map(|c| ToolCall {
+                id: c.call_id.unwrap_or_default(),
+                name: c.name,
+                arguments: c.full_arguments.unwrap_or(c.arguments),
+            })
+            .collect(),
+        usage: recorded.usage,
+        finish_reason: recorded.finish_reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(seq: u64, kind: EventKind, step: Option<u32>, payload: Value) -> RunEvent {
+        RunEvent {
+            seq,
+            ts: seq as f64,
+            kind,
+            step,
+            payload,
+        }
+    }
+
+    #[test]
+    fn folds_steps_calls_and_outcomes_per_member() {
+        let events = vec![
+            event(0, EventKind::PackStart, None, json!({"pack_index": 1})),
+            event(
+                1,
+                EventKind::LlmRequest,
+                Some(0),
+                json!({"pack_index": 1, "model": "m", "message_count": 2, "tool_count": 1}),
+            ),
+            event(
+                2,
+                EventKind::LlmResponse,
+                Some(0),
+                json!({"pack_index": 1, "content": "cut", "full_content": "whole text", "tool_calls": [{"call_id": "c1", "name": "write_file", "arguments": "{", "full_arguments": "{\"path\":\"a\"}"}, {"call_id": "c2", "name": "read_file", "arguments": "{}"}], "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}, "latency_ms": 1.0, "finish_reason": null}),
+            ),
+            event(
+                3,
+                EventKind::ToolCall,
+                Some(0),
+                json!({"pack_index": 1, "tool": "write_file", "call_id": "c1", "args": {}}),
+            ),
+            event(
+                4,
+                EventKind::ToolResult,
+                Some(0),
+                json!({"pack_index": 1, "tool": "write_file", "call_id": "c1", "result": "ok"}),
+            ),
+            event(
+                5,
+                EventKind::ToolCall,
+                Some(0),
+                json!({"pack_index": 1, "tool": "read_file", "call_id": "c2", "args": {}}),
+            ),
+            event(
+                6,
+                EventKind::LlmRequest,
+                Some(1),
+                json!({"pack_index": 1, "model": "m", "message_count": 4, "tool_count": 1}),
+            ),
+        ];
+        let history = RunHistory::read(RunId::parse("r").expect("id"), &events);
+        assert_eq!(history.members.len(), 2);
+        assert!(!history.members[0].started);
+        let member = &history.members[1];
+        assert!(member.started);
+        assert_eq!(member.steps.len(), 2);
+        let first = &member.steps[0];
+        let response = first.response.as_ref().expect("answered");
+        assert_eq!(response.content.as_deref(), Some("whole text"));
+        assert_eq!(response.tool_calls[0].arguments, r#"{"path":"a"}"#);
+        assert_eq!(
+            first.outcomes.get("c1"),
+            Some(&RecordedOutcome::Result(json!("ok")))
+        );
+        assert!(first.started.contains("c2") && !first.outcomes.contains_key("c2"));
+        assert!(member.steps[1].response.is_none());
+        assert_eq!(history.answered_steps(), 1);
+        assert_eq!(history.usage().total_tokens, 7);
+        assert_eq!(history.next_seq, 7);
+        assert_eq!(history.ended, None);
+    }
+}

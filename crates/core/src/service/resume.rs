@@ -1,0 +1,227 @@
+//! Continuing a run whose process stopped before its end (docs/DURABILITY.md).
+//!
+//! The store reopens the run (claiming it, so two processes never continue the same run),
+//! its runlog is read back into a [`RunHistory`], and the task is prepared again from what
+//! `run_start` and `recruitment` recorded: the same specialists, model key, limits and
+//! workspace. Whatever stops that (a specialist or model key that no longer exists, a
+//! workspace that is gone, a configuration that no longer allows what the run needs) ends
+//! the run with status `interrupted` and a reason that says which: a run is never left
+//! `running`.
+
+use fabric_domain::{RunStatus, SandboxMode};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{PrepareContext, RunTask, ServiceError, Started, TaskRequest, children};
+use crate::execute::RunOutcome;
+use crate::history::RunHistory;
+use crate::ports::{NewRun, RunLog, RunObserver};
+
+impl RunTask {
+    /// Reopens the run, reads its history and prepares it again.
+    pub(super) async fn reopen(&self) -> Result<Started, ServiceError> {
+        let inner = &self.service.inner;
+        let id = self.live.id().clone();
+        let run = inner
+            .store
+            .reopen_run(&id)
+            .await
+            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        let events = inner
+            .store
+            .read_events(&id)
+            .await
+            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        let history = RunHistory::read(id.clone(), &events);
+        if let Some(status) = history.ended {
+            return Err(ServiceError::Invalid(format!(
+                "run `{id}` already ended ({status}); there is nothing to continue"
+            )));
+        }
+        let log: Arc<dyn RunLog> = Arc::from(run.log);
+        // From here on the run ends properly whatever happens: a reason it cannot go on is
+        // recorded as its end.
+        let Some(request) = request_of(&history) else {
+            return self
+                .interrupted(
+                    &history,
+                    log.as_ref(),
+                    run.workspace,
+                    "its process stopped before it recorded its start; run the task again",
+                )
+                .await;
+        };
+        let workspace = history
+            .start
+            .as_ref()
+            .map_or(run.workspace, |s| s.workspace.clone());
+        // One `stat`, once per resumption: not worth a trip through the blocking pool.
+        if !workspace.is_dir() {
+            let reason = format!(
+                "its workspace {} no longer exists, and the work recorded so far happened there",
+                workspace.display()
+            );
+            return self
+                .interrupted(&history, log.as_ref(), workspace, &reason)
+                .await;
+        }
+        let context = PrepareContext {
+            children: Arc::new(children::ServiceChildren(self.service.clone())),
+        };
+        let cancel = self.live.cancel_token();
+        let prepared = match inner.preparer.check(&request) {
+            Err(e) => Err(e),
+            Ok(()) => tokio::select! {
+                prepared = inner.preparer.prepare(request, &context) => prepared,
+                () = cancel.cancelled() => Err(if self.service.is_shutting_down() {
+                    ServiceError::ShuttingDown
+                } else {
+                    ServiceError::Cancelled
+                }),
+            },
+        };
+        let mut prepared = match prepared {
+            Ok(prepared) => prepared,
+            // Stopped again before it went on: still resumable later, not ended here.
+            Err(e @ (ServiceError::ShuttingDown | ServiceError::Cancelled)) => return Err(e),
+            Err(e) => {
+                let reason = format!("it cannot be continued: {e}");
+                return self
+                    .interrupted(&history, log.as_ref(), workspace, &reason)
+                    .await;
+            }
+        };
+        if let Some(parent) = &self.submission.parent {
+            prepared.adopt(parent.lineage.clone());
+        }
+        let run = NewRun {
+            id,
+            workspace,
+            log: Box::new(super::SharedLog(Arc::clone(&log))),
+        };
+        Ok(Started::Ready {
+            run,
+            prepared,
+            log,
+            history: Some(Box::new(history)),
+        })
+    }
+
+    /// Ends a run that cannot be continued: `run_failed` with status `interrupted`.
+    async fn interrupted(
+        &self,
+        history: &RunHistory,
+        log: &dyn RunLog,
+        workspace: PathBuf,
+        reason: &str,
+    ) -> Result<Started, ServiceError> {
+        let event = history
+            .interrupted_event(reason)
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        log.append(&event)
+            .await
+            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        self.observer().on_event(&event).await;
+        let specialist_ids = history.specialist_ids();
+        let (model_key, model) = history
+            .start
+            .as_ref()
+            .map(|s| (s.model_key.clone(), s.model.clone()))
+            .unwrap_or_default();
+        Ok(Started::Ended(Box::new(RunOutcome {
+            run_id: history.run_id.clone(),
+            status: RunStatus::Interrupted,
+            payload: serde_json::Value::Null,
+            reason: Some(reason.to_owned()),
+            workspace,
+            specialist_ids,
+            model_key,
+            model,
+            steps: history.answered_steps(),
+            usage: history.usage(),
+        })))
+    }
+}
+
+/// The request that prepares the run again as it was recorded: the same specialists, model
+/// key, limits and sandbox mode, recruited explicitly (no routing call again). `None` when
+/// the run never recorded its start.
+fn request_of(history: &RunHistory) -> Option<TaskRequest> {
+    let start = history.start.as_ref()?;
+    let pack = history.specialist_ids();
+    if pack.is_empty() {
+        return None;
+    }
+    Some(TaskRequest {
+        prompt: start.prompt.clone(),
+        pack,
+        model_key: history
+            .shared_model_key()
+            .or_else(|| (history.members.len() <= 1).then(|| start.model_key.clone())),
+        model: None,
+        network_allowed: Some(start.network_allowed),
+        max_steps: Some(start.max_steps),
+        stream: false,
+        sandbox: start
+            .sandbox
+            .get("mode")
+            .and_then(|m| m.as_str())
+            .and_then(SandboxMode::parse),
+    })
+}
+
+impl super::RunService {
+    /// Continues every run whose process stopped before its end (`fabric resume --all`,
+    /// `fabric run --resume-interrupted`, `fabric serve` at start), oldest first. A child
+    /// run whose parent is interrupted too is left to its parent, which continues it when
+    /// it gets to the call that started it; any other is continued on its own. A run that
+    /// cannot be submitted now (the service is full or shutting down) stays interrupted for
+    /// the next time, and is reported in the second list with why.
+    pub async fn resume_interrupted(
+        &self,
+        observer: Option<Arc<dyn RunObserver>>,
+    ) -> Result<
+        (
+            Vec<super::RunHandle>,
+            Vec<(fabric_domain::RunId, ServiceError)>,
+        ),
+        ServiceError,
+    > {
+        let store = self.store();
+        let ids = store
+            .interrupted_runs()
+            .await
+            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        let mut parents = std::collections::HashMap::new();
+        for id in &ids {
+            let parent = match store.read_events(id).await {
+                Ok(events) => RunHistory::read(id.clone(), &events)
+                    .start
+                    .and_then(|s| s.parent_run_id),
+                Err(_) => None,
+            };
+            parents.insert(id.clone(), parent);
+        }
+        let mut handles = Vec::new();
+        let mut refused = Vec::new();
+        for id in ids {
+            let parent_waits = parents
+                .get(&id)
+                .and_then(Option::as_ref)
+                .is_some_and(|p| parents.contains_key(p));
+            if parent_waits {
+                continue;
+            }
+            let mut submission = super::Submission::resume(id.clone());
+            submission.observer = observer.clone();
+            match self.submit(submission) {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    tracing::warn!(run_id = %id, error = %e, "cannot continue an interrupted run now");
+                    refused.push((id, e));
+                }
+            }
+        }
+        Ok((handles, refused))
+    }
+}

@@ -1,0 +1,287 @@
+//! Continuing a run from its runlog after its process stopped (issue #10), through the
+//! engine's ports: a run is cut after every one of its events, as if its process had been
+//! killed there, and continued from what was recorded.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod support;
+
+use async_trait::async_trait;
+use fabric_core::execute::{execute_task, resume_task};
+use fabric_core::history::RunHistory;
+use fabric_core::{
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, Tool,
+    ToolContext, ToolError,
+};
+use fabric_domain::{
+    EventKind, Message, Role, RunEvent, RunId, RunStatus, ToolAnnotations, ToolCall, ToolSpec,
+};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use support::{MemLog, MemStore, task};
+use tokio_util::sync::CancellationToken;
+
+/// A model that answers by the conversation it is given (turn N for a conversation with N
+/// assistant messages), so a resumed run gets the same answers, and that remembers every
+/// request.
+struct ByConversation {
+    answers: Vec<ChatResponse>,
+    seen: Mutex<Vec<Vec<Message>>>,
+}
+
+impl ByConversation {
+    fn turns_asked(&self) -> Vec<usize> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|m| turn_of(m))
+            .collect()
+    }
+}
+
+fn turn_of(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .count()
+}
+
+#[async_trait]
+impl ChatClient for ByConversation {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        _observer: &dyn ChatObserver,
+    ) -> Result<ChatResponse, ChatError> {
+        let turn = turn_of(request.messages);
+        self.seen.lock().unwrap().push(request.messages.to_vec());
+        self.answers
+            .get(turn)
+            .cloned()
+            .ok_or_else(|| ChatError::Decode {
+                url: "fake".into(),
+                detail: format!("no answer for turn {turn}"),
+            })
+    }
+}
+
+/// A tool that remembers the `path` of every call it ran.
+struct Logged {
+    spec: ToolSpec,
+    ran: Arc<Mutex<Vec<String>>>,
+}
+
+impl Logged {
+    fn new(name: &str, read_only: bool) -> Self {
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": false});
+        Self {
+            spec: ToolSpec::with_schema(name, "fake", schema)
+                .unwrap()
+                .annotate(ToolAnnotations {
+                    read_only,
+                    ..ToolAnnotations::default()
+                }),
+            ran: Arc::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for Logged {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
+        let path = args["path"].as_str().unwrap_or_default().to_owned();
+        self.ran.lock().unwrap().push(path.clone());
+        Ok(json!(format!("{} {}", self.spec.name, path.len())))
+    }
+}
+
+fn calls(calls: &[(&str, &str, Value)]) -> ChatResponse {
+    ChatResponse {
+        tool_calls: calls
+            .iter()
+            .map(|(id, name, args)| ToolCall {
+                id: (*id).into(),
+                name: (*name).into(),
+                arguments: args.to_string(),
+            })
+            .collect(),
+        ..ChatResponse::default()
+    }
+}
+
+/// Three steps: a read and a write; a long text and a write with long arguments (both
+/// longer than the runlog's caps); `finish_task`.
+fn script() -> Vec<ChatResponse> {
+    let long_path = "p".repeat(2_500);
+    let mut second = calls(&[("c-w1", "write", json!({"path": long_path}))]);
+    second.content = Some("x".repeat(3_000));
+    vec![
+        calls(&[
+            ("c-r0", "read", json!({"path": "a"})),
+            ("c-w0", "write", json!({"path": "w0"})),
+        ]),
+        second,
+        calls(&[("c-f", "finish_task", json!({"summary": "done"}))]),
+    ]
+}
+
+struct Tools {
+    read: Arc<Logged>,
+    write: Arc<Logged>,
+}
+
+impl Tools {
+    fn new() -> Self {
+        Self {
+            read: Arc::new(Logged::new("read", true)),
+            write: Arc::new(Logged::new("write", false)),
+        }
+    }
+    fn list(&self) -> Vec<Arc<dyn Tool>> {
+        vec![self.read.clone(), self.write.clone()]
+    }
+}
+
+fn started_calls(events: &[RunEvent], tool: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.kind == EventKind::ToolCall && e.payload["tool"] == tool)
+        .map(|e| e.payload["call_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_step_again() {
+    // The run as it goes when nothing stops it.
+    let store = MemStore::new();
+    let model = ByConversation {
+        answers: script(),
+        seen: Mutex::default(),
+    };
+    let tools = Tools::new();
+    let whole = execute_task(
+        &store,
+        &model,
+        task(tools.list(), true, false),
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(whole.status, RunStatus::Completed);
+    let events = store.events.lock().unwrap().clone();
+    let original_requests = model.seen.lock().unwrap().clone();
+    assert_eq!(original_requests.len(), 3);
+    let response = events
+        .iter()
+        .find(|e| e.kind == EventKind::LlmResponse && e.step == Some(1))
+        .unwrap();
+    assert_eq!(
+        response.payload["full_content"].as_str().map(str::len),
+        Some(3_000),
+        "a capped text is recorded whole beside its cap"
+    );
+
+    let (mut interrupted_cuts, mut reread_cuts) = (0, 0);
+    for cut in 1..events.len() - 1 {
+        let prefix: Vec<RunEvent> = events[..cut].to_vec();
+        let history = RunHistory::read(RunId::parse("test-run").unwrap(), &prefix);
+        let recorded_turns = history.answered_steps() as usize;
+        let log = Arc::new(Mutex::new(prefix.clone()));
+        let run = NewRun {
+            id: RunId::parse("test-run").unwrap(),
+            workspace: std::env::temp_dir(),
+            log: Box::new(MemLog {
+                events: Arc::clone(&log),
+                fail_after: None,
+            }),
+        };
+        let model = ByConversation {
+            answers: script(),
+            seen: Mutex::default(),
+        };
+        let tools = Tools::new();
+        let outcome = resume_task(
+            run,
+            &model,
+            task(tools.list(), true, false),
+            history,
+            &NoopObserver,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        let all = log.lock().unwrap().clone();
+        let context = format!("cut after {cut} events ({:?})", events[cut - 1].kind);
+
+        // It ends once, completed, with a gap-free runlog.
+        assert_eq!(outcome.status, RunStatus::Completed, "{context}");
+        assert_eq!(outcome.payload, json!({"summary": "done"}), "{context}");
+        for (i, e) in all.iter().enumerate() {
+            assert_eq!(e.seq, i as u64, "{context}");
+        }
+        assert_eq!(all.iter().filter(|e| e.kind.is_terminal()).count(), 1);
+        assert!(all.last().unwrap().kind.is_terminal(), "{context}");
+        assert_eq!(
+            all.iter()
+                .filter(|e| e.kind == EventKind::RunResumed)
+                .count(),
+            1,
+            "{context}"
+        );
+        assert_eq!(
+            outcome.usage, whole.usage,
+            "every token counted once: {context}"
+        );
+
+        // No recorded answer is asked for again; every other one exactly once.
+        let asked = model.turns_asked();
+        let expected: Vec<usize> = (recorded_turns..3).collect();
+        assert_eq!(asked, expected, "{context}");
+
+        // A write runs at most once over both processes; one that was in flight at the cut
+        // is reported to the model as interrupted, not run again.
+        let before = started_calls(&prefix, "write");
+        let after: Vec<String> = tools.write.ran.lock().unwrap().clone();
+        let settled_before = |id: &str| {
+            prefix.iter().any(|e| {
+                matches!(e.kind, EventKind::ToolResult | EventKind::ToolError)
+                    && e.payload["call_id"] == id
+            })
+        };
+        for id in &before {
+            let path = if id == "c-w0" { "w0" } else { "long" };
+            let ran_again = after
+                .iter()
+                .any(|p| (path == "long" && p.len() == 2_500) || p == path);
+            assert!(!ran_again, "{id} ran twice: {context}");
+            if !settled_before(id) {
+                let interrupted = all.iter().any(|e| {
+                    e.kind == EventKind::ToolError
+                        && e.payload["call_id"] == id.as_str()
+                        && e.payload["error_type"] == "interrupted"
+                });
+                assert!(interrupted, "{id} reported interrupted: {context}");
+                interrupted_cuts += 1;
+            }
+        }
+        // The read in flight at a cut runs again (it only reads).
+        let read_started = !started_calls(&prefix, "read").is_empty();
+        let read_settled = settled_before("c-r0");
+        if read_started && !read_settled {
+            assert_eq!(tools.read.ran.lock().unwrap().len(), 1, "{context}");
+            reread_cuts += 1;
+        }
+
+        // Without an interrupted write, the model sees the very conversation it would have.
+        let interrupted_any = all.iter().any(|e| e.payload["error_type"] == "interrupted");
+        if !interrupted_any && let Some(last) = model.seen.lock().unwrap().last() {
+            assert_eq!(last, &original_requests[2], "{context}");
+        }
+    }
+    // Both cases of a call in flight were met.
+    assert!(interrupted_cuts >= 2 && reread_cuts >= 1);
+}
