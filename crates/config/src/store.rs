@@ -14,13 +14,36 @@ pub const STORE_URL_ENV: &str = "FABRIC_STORE_URL";
 pub const DEFAULT_EMBEDDING_MODEL: &str = "nomic-embed-text";
 
 /// Where the run catalogue lives.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StoreConfig {
     /// `postgres://…` (or `postgresql://…`), or `sqlite:PATH`; `None`: a SQLite file under the
     /// workspace root. Checked to have one of these schemes; a password in it is shown as
     /// `***` whenever the settings are printed.
     #[serde(serialize_with = "serialize_redacted")]
     pub url: Option<String>,
+    /// `fabric serve` enqueues runs for `fabric worker` processes instead of running them
+    /// itself (PostgreSQL only; docs/DURABILITY.md).
+    pub queue: bool,
+    /// How long a worker's claim on a run holds without renewal, in seconds: a worker that
+    /// stops renewing loses its runs after this, and another continues them.
+    pub lease_s: u64,
+    /// With `queue`: most runs queued or running across every worker; one more is refused
+    /// (429). `None`: no limit besides each worker's `--concurrency`.
+    pub max_runs_in_flight: Option<u64>,
+}
+
+/// [`StoreConfig::lease_s`] when the file does not say.
+pub(crate) const DEFAULT_LEASE_S: u64 = 30;
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            queue: false,
+            lease_s: DEFAULT_LEASE_S,
+            max_runs_in_flight: None,
+        }
+    }
 }
 
 impl StoreConfig {
@@ -55,6 +78,9 @@ impl Default for RunIndexConfig {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStore {
     pub(crate) url: Option<String>,
+    pub(crate) queue: Option<bool>,
+    pub(crate) lease_s: Option<u64>,
+    pub(crate) max_runs_in_flight: Option<u64>,
 }
 
 /// The `run_index:` section as written in the file.
@@ -74,6 +100,27 @@ impl RawStore {
     ) -> Result<(), ConfigError> {
         if let Some(url) = self.url {
             base.url = Some(check_url(&url).map_err(|detail| invalid("store.url", detail))?);
+        }
+        if let Some(queue) = self.queue {
+            base.queue = queue;
+        }
+        if let Some(lease) = self.lease_s {
+            if !(2..=3_600).contains(&lease) {
+                return Err(invalid(
+                    "store.lease_s",
+                    format!("must be between 2 and 3600 seconds, got {lease}"),
+                ));
+            }
+            base.lease_s = lease;
+        }
+        if let Some(limit) = self.max_runs_in_flight {
+            if !(1..=10_000_000).contains(&limit) {
+                return Err(invalid(
+                    "store.max_runs_in_flight",
+                    format!("must be between 1 and 10000000, got {limit}"),
+                ));
+            }
+            base.max_runs_in_flight = Some(limit);
         }
         Ok(())
     }
@@ -225,7 +272,11 @@ mod tests {
             ),
             (
                 "store:\n  path: x\n",
-                "`store.path`: unknown field `path`, expected `url`",
+                "`store.path`: unknown field `path`, expected one of `url`, `queue`, `lease_s`, `max_runs_in_flight`",
+            ),
+            (
+                "store:\n  lease_s: 1\n",
+                "`store.lease_s`: must be between 2 and 3600 seconds, got 1",
             ),
             (
                 "run_index:\n  embedding_model: \" \"\n",

@@ -49,9 +49,10 @@ pub mod typed;
 pub use error::CoreError;
 pub use ids::{new_run_id, unix_now};
 pub use ports::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, EmbeddingClient, NewRun,
-    NoOsSandbox, NoopObserver, ProcessSandbox, QueryEmbedding, RunCatalog, RunLog, RunObserver,
-    RunQuery, RunSandbox, RunStore, SandboxGuard, SearchHit, SearchQuery, SecurityNotice,
-    StaticTools, StatsGroup, StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions,
-    ToolError, ToolNotice, ToolSource, Withheld,
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ClaimedRun, EmbeddingClient,
+    NewRun, NoOsSandbox, NoopObserver, ProcessSandbox, QueryEmbedding, QueueSignal, QueuedCancel,
+    Renewal, RunCatalog, RunLog, RunObserver, RunQuery, RunQueue, RunSandbox, RunStore,
+    SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools, StatsGroup, StatsQuery,
+    StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolNotice, ToolSource,
+    Withheld,
 };

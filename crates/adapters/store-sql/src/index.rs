@@ -16,7 +16,7 @@ fn json_list(items: &[String]) -> String {
 }
 
 /// The tool an event is about (`tool_call`, `tool_result`, `tool_error`), for stats by tool.
-fn tool_of(event: &RunEvent) -> Option<String> {
+pub(crate) fn tool_of(event: &RunEvent) -> Option<String> {
     matches!(
         event.kind,
         EventKind::ToolCall | EventKind::ToolResult | EventKind::ToolError
@@ -99,7 +99,9 @@ pub(crate) async fn upsert_runs(
 }
 
 /// Writes runs' rows (ids unique within the call), many to a statement; `replace`:
-/// overwrite existing rows (else keep them).
+/// overwrite existing rows (else keep them), but never with a row that counts fewer events:
+/// a row only moves forward, so a late write from a process that lost the run (a worker
+/// paused past its lease, docs/DURABILITY.md) cannot bring back an older state.
 pub(crate) async fn upsert_run_rows(
     tx: &mut Tx,
     runs: &[&RunSummary],
@@ -112,7 +114,8 @@ pub(crate) async fn upsert_run_rows(
          ended_at = excluded.ended_at, steps = excluded.steps, prompt_tokens = excluded.prompt_tokens, \
          completion_tokens = excluded.completion_tokens, total_tokens = excluded.total_tokens, \
          tool_calls = excluded.tool_calls, tool_errors = excluded.tool_errors, events = excluded.events, \
-         summary = excluded.summary, result = excluded.result"
+         summary = excluded.summary, result = excluded.result \
+         WHERE runs.events <= excluded.events"
     } else {
         "ON CONFLICT (id) DO NOTHING"
     };

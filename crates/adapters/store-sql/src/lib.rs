@@ -26,9 +26,11 @@ mod document;
 mod error;
 mod index;
 mod ivf;
+mod listen;
 mod open;
 mod prune;
 mod queries;
+mod queue;
 mod reconcile;
 mod schema;
 mod search;
@@ -114,6 +116,8 @@ pub(crate) struct Inner {
     pub(crate) index_min: usize,
     /// [`StoreOptions::vector_tail_max`].
     pub(crate) tail_max: usize,
+    /// The `LISTEN` connection of this process (PostgreSQL), made on first use.
+    pub(crate) listener: tokio::sync::OnceCell<listen::Listener>,
 }
 
 impl std::fmt::Debug for SqlStore {

@@ -54,6 +54,7 @@ pub(crate) async fn open(
             vectors: vectors::VectorCache::default(),
             index_min: options.vector_index_min.max(1),
             tail_max: options.vector_tail_max.max(1),
+            listener: tokio::sync::OnceCell::new(),
         }),
     };
     tokio::spawn(writer::run(

@@ -68,10 +68,12 @@ pub(crate) fn summary(row: &Row) -> Result<RunSummary, sqlx::Error> {
 /// runs on disk newer than every row, whose process stopped before their row was written.
 pub(crate) async fn interrupted_runs(store: &SqlStore) -> Result<Vec<RunId>, StoreError> {
     let inner = &store.inner;
+    // Runs of the queue are the workers' (leases, not locks, say who holds them).
     let rows = inner
         .db
         .fetch_all(
-            "SELECT id FROM runs WHERE status = 'running' ORDER BY id",
+            "SELECT id FROM runs WHERE status = 'running' \
+             AND id NOT IN (SELECT run_id FROM run_queue WHERE state IN ('queued', 'running')) ORDER BY id",
             vec![],
         )
         .await
@@ -204,26 +206,22 @@ async fn has_runlog(store: &SqlStore, id: &RunId) -> bool {
 
 /// One run's events: from its runlog when it is on this machine, else from the database
 /// (a run made on another machine sharing PostgreSQL).
-pub(crate) async fn read_events(store: &SqlStore, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-    if has_runlog(store, id).await {
-        return store.inner.fs.read_events(id).await;
-    }
+/// The events the index holds of one run, in order, those after `after` only when given.
+pub(crate) async fn indexed_events(
+    store: &SqlStore,
+    id: &RunId,
+    after: Option<u64>,
+) -> Result<Vec<RunEvent>, StoreError> {
+    let after = after.map_or(-1, |seq| i64::try_from(seq).unwrap_or(i64::MAX));
     let rows = store
         .inner
         .db
         .fetch_all(
-            "SELECT line FROM events WHERE run_id = $1 ORDER BY seq",
-            vec![id.as_str().into()],
+            "SELECT line FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+            vec![id.as_str().into(), Arg::Int(after)],
         )
         .await
         .map_err(|e| store.err(&e))?;
-    if rows.is_empty() {
-        // A run created but with no event yet still exists.
-        return match summaries(store, &[id.as_str().to_owned()]).await?.pop() {
-            Some(_) => Ok(Vec::new()),
-            None => Err(StoreError::NotFound(id.clone())),
-        };
-    }
     let mut events = Vec::with_capacity(rows.len());
     for (index, row) in rows.iter().enumerate() {
         let line = row.text("line").map_err(|e| store.err(&e))?;
@@ -233,6 +231,21 @@ pub(crate) async fn read_events(store: &SqlStore, id: &RunId) -> Result<Vec<RunE
             detail: e.to_string(),
         })?;
         events.push(event);
+    }
+    Ok(events)
+}
+
+pub(crate) async fn read_events(store: &SqlStore, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+    if has_runlog(store, id).await {
+        return store.inner.fs.read_events(id).await;
+    }
+    let events = indexed_events(store, id, None).await?;
+    if events.is_empty() {
+        // A run created but with no event yet still exists.
+        return match summaries(store, &[id.as_str().to_owned()]).await?.pop() {
+            Some(_) => Ok(Vec::new()),
+            None => Err(StoreError::NotFound(id.clone())),
+        };
     }
     Ok(events)
 }

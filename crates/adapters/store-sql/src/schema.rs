@@ -8,7 +8,7 @@
 use crate::db::{Arg, Backend, Db};
 
 /// The newest schema version this fabric knows.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// One migration: its version, what it does, and its SQL for each backend.
 struct Migration {
@@ -242,6 +242,38 @@ CREATE INDEX events_tool ON events (tool, run_id) WHERE tool IS NOT NULL;
 "#,
         postgres: "SELECT 1;",
     },
+    Migration {
+        version: 5,
+        description: "the run queue: leases, fencing tokens, cancellation (docs/DURABILITY.md)",
+        sqlite: r#"
+CREATE TABLE run_queue (
+    run_id TEXT PRIMARY KEY,
+    request TEXT NOT NULL,
+    state TEXT NOT NULL,
+    enqueued_at REAL NOT NULL,
+    owner TEXT,
+    lease_until REAL,
+    fence INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX run_queue_ready ON run_queue (state, enqueued_at);
+"#,
+        postgres: r#"
+CREATE TABLE run_queue (
+    run_id TEXT COLLATE "C" PRIMARY KEY,
+    request TEXT NOT NULL,
+    state TEXT NOT NULL,
+    enqueued_at DOUBLE PRECISION NOT NULL,
+    owner TEXT,
+    lease_until DOUBLE PRECISION,
+    fence BIGINT NOT NULL DEFAULT 0,
+    attempts BIGINT NOT NULL DEFAULT 0,
+    cancel_requested BOOLEAN NOT NULL DEFAULT FALSE
+);
+CREATE INDEX run_queue_ready ON run_queue (state, enqueued_at);
+"#,
+    },
 ];
 
 /// The highest version recorded, or 0 for an empty database.
@@ -371,8 +403,11 @@ mod tests {
             let args = vec![Arg::from("r1"), Arg::Int(seq), Arg::from("{}")];
             db.execute(insert, args).await.unwrap();
         }
-        assert!(matches!(migrate(&db).await.unwrap(), Migrated::UpToDate(1)));
-        assert_eq!(current_version(&db).await.unwrap(), SCHEMA_VERSION);
+        assert!(matches!(
+            migrate_to(&db, 4).await.unwrap(),
+            Migrated::UpToDate(1)
+        ));
+        assert_eq!(current_version(&db).await.unwrap(), 4);
         let again = vec![Arg::from("r1"), Arg::Int(2), Arg::from("{}")];
         assert_eq!(db.execute(insert, again).await.unwrap(), 0);
         let next = vec![Arg::from("r1"), Arg::Int(3), Arg::from("{}")];

@@ -52,7 +52,21 @@ pub(crate) struct WriterHandle {
 
 impl WriterHandle {
     /// Queues `msg` (waiting while the queue is full); `false` when the writer has stopped.
-    async fn send(&self, msg: Msg) -> bool {
+    /// Hands an event written to its runlog to the writer (its row follows from it).
+    pub(crate) async fn index_event(&self, run: &RunId, event: &RunEvent, line: String) {
+        let sent = self
+            .send(Msg::Event {
+                run: run.clone(),
+                event: event.clone(),
+                line,
+            })
+            .await;
+        if !sent {
+            tracing::warn!(run = %run, "the store's writer has stopped; the runlog has the event");
+        }
+    }
+
+    pub(crate) async fn send(&self, msg: Msg) -> bool {
         // The writer lingers on one timer, and is rung only for what must go sooner.
         let urgent = msg.linger() < LINGER;
         let sent = self.queue.send(msg).await.is_ok();
@@ -128,7 +142,6 @@ impl SqlRunLog {
             run,
             writer: store.inner.writer.clone(),
             order: Mutex::new(()),
-            store: store.inner.name.clone(),
         }
     }
 }
@@ -140,7 +153,6 @@ pub struct SqlRunLog {
     writer: WriterHandle,
     // Keeps the writer's order the file's order when appends race (parallel task forces).
     order: Mutex<()>,
-    store: String,
 }
 
 impl std::fmt::Debug for SqlRunLog {
@@ -159,18 +171,8 @@ impl RunLog for SqlRunLog {
         // Encoded once: the file's line is the database's `line`.
         let line = self.file.encode(event)?;
         self.file.append_line(&line)?;
-        let sent = self
-            .writer
-            .send(Msg::Event {
-                run: self.run.clone(),
-                event: event.clone(),
-                line,
-            })
-            .await;
+        self.writer.index_event(&self.run, event, line).await;
         drop(guard);
-        if !sent {
-            tracing::warn!(store = %self.store, run = %self.run, "the store's writer has stopped; the runlog has the event");
-        }
         Ok(())
     }
 }

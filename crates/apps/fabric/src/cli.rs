@@ -31,6 +31,9 @@ pub(crate) enum Command {
     /// restarted), or every such run: recorded model answers are replayed, not asked again
     /// (docs/DURABILITY.md).
     Resume(ResumeArgs),
+    /// Take queued runs from the shared PostgreSQL store and run them (docs/DURABILITY.md):
+    /// `fabric serve` with `store.queue: true` enqueues, any number of workers run.
+    Worker(WorkerArgs),
     /// Inspect past runs.
     #[command(subcommand)]
     Logs(LogsCommand),
@@ -104,6 +107,18 @@ pub(crate) struct ServeArgs {
     /// `server.api_token_env`).
     #[arg(long, value_name = "NAME")]
     pub(crate) token_env: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WorkerArgs {
+    /// Runs at once in this worker.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub(crate) concurrency: u32,
+
+    /// Seconds a claim holds without renewal (default `store.lease_s`, 30): a worker that
+    /// stops renewing loses its runs after this, and another continues them.
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub(crate) lease_s: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -71,9 +71,10 @@ pub(crate) fn sandbox(
 }
 use crate::app::AppPreparer;
 use fabric_core::EmbeddingClient;
+use fabric_core::RunQueue;
 use fabric_core::delegate::{AgentTool, ChildRunner};
 use fabric_core::search::{Embedding, RunSearch, SEARCH_RUNS_TOOL, SearchRunsTool};
-use fabric_core::service::{RunService, ServiceConfig};
+use fabric_core::service::{ClaimedStore, RunService, ServiceConfig};
 use fabric_core::typed::Typed;
 use fabric_store_sql::SqlStore;
 
@@ -98,6 +99,8 @@ pub(crate) struct Fabric {
     pub(crate) service: RunService,
     /// Search, stats and pruning over the store's index.
     pub(crate) search: RunSearch,
+    /// The store itself (the run queue, for `fabric serve` with `store.queue`).
+    pub(crate) store: Arc<SqlStore>,
 }
 
 /// The store under the settings (`store.url` / `FABRIC_STORE_URL`, else SQLite in the
@@ -132,8 +135,50 @@ pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow
         settings: settings.clone(),
         search: search.clone(),
     });
-    let service = RunService::new(store, preparer, config).on_end(Arc::new(search.clone()));
-    Ok(Fabric { service, search })
+    let service = RunService::new(store.clone(), preparer, config).on_end(Arc::new(search.clone()));
+    Ok(Fabric {
+        service,
+        search,
+        store,
+    })
+}
+
+/// Refuses a store that is not PostgreSQL for what needs one to share: `what` (why it is
+/// needed), `otherwise` (the alternative).
+pub(crate) fn require_postgres(
+    settings: &Settings,
+    what: &str,
+    otherwise: &str,
+) -> anyhow::Result<()> {
+    let postgres = settings
+        .store
+        .url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"));
+    if postgres {
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "{what}: set `store.url` (or FABRIC_STORE_URL) to a postgres:// URL, {otherwise} (docs/DURABILITY.md)"
+    ))
+    .into())
+}
+
+/// A worker's run service: the same preparation, writing through the runs it claims.
+pub(crate) async fn worker_service(
+    settings: &Settings,
+) -> anyhow::Result<(RunService, Arc<dyn RunQueue>, Arc<ClaimedStore>)> {
+    let store = open_store(settings).await?;
+    let search = run_search(settings, Arc::clone(&store))?;
+    let queue: Arc<dyn RunQueue> = store.clone();
+    let claims = Arc::new(ClaimedStore::new(store, Arc::clone(&queue)));
+    let preparer = Arc::new(AppPreparer {
+        settings: settings.clone(),
+        search: search.clone(),
+    });
+    let service = RunService::new(claims.clone(), preparer, ServiceConfig::default())
+        .on_end(Arc::new(search));
+    Ok((service, queue, claims))
 }
 
 /// A chat client for one configured model.

@@ -3,6 +3,7 @@
 mod chat;
 mod embed;
 mod observer;
+mod queue;
 mod sandbox;
 mod source;
 mod store;
@@ -11,6 +12,7 @@ mod tool;
 pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions};
 pub use embed::EmbeddingClient;
 pub use observer::{NoopObserver, RunObserver};
+pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Renewal, RunQueue};
 pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice};
 pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};
 pub use store::{

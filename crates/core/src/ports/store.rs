@@ -49,6 +49,17 @@ pub enum StoreError {
         "run `{0}` is running in another fabric process (its runlog is locked); wait for it to end, or cancel it there"
     )]
     Claimed(String),
+    /// This process's claim on a queued run is no longer current (it stalled past its lease
+    /// and another worker took the run over): it may not write to the run any more.
+    #[error(
+        "run `{run}`: this worker's claim (fence {fence}) is no longer current, as another worker took the run over after its lease ran out; this one writes nothing more to it"
+    )]
+    Fenced {
+        /// The run.
+        run: RunId,
+        /// The stale fence.
+        fence: i64,
+    },
     /// A query the caller can correct (an empty search, a semantic search with no embeddings
     /// model configured).
     #[error("{0}")]

@@ -36,6 +36,7 @@ impl ChildRunner for ServiceChildren {
                 cancel: parent.cancel.clone(),
             }),
             resume: None,
+            run_id: None,
         };
         let handle = self.0.submit(submission).map_err(|e| e.to_string())?;
         handle.outcome().await.map_err(|e| e.to_string())
@@ -57,6 +58,7 @@ impl ChildRunner for ServiceChildren {
                 cancel: parent.cancel.clone(),
             }),
             resume: Some(id),
+            run_id: None,
         };
         let handle = match self.0.submit(submission) {
             Ok(handle) => handle,

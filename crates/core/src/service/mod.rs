@@ -12,10 +12,13 @@
 //! live here once.
 
 mod children;
+mod claims;
 mod error;
+mod remote;
 mod request;
 mod resume;
 mod tee;
+mod worker;
 
 use async_trait::async_trait;
 use fabric_domain::{RunEvent, RunId, RunSummary};
@@ -30,14 +33,17 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use claims::ClaimedStore;
 pub use error::ServiceError;
+pub use remote::cancelled_before_start;
 pub use request::{PrepareContext, PreparedMember, PreparedTask, Preparer, Runnable, TaskRequest};
+pub use worker::{Worker, WorkerConfig};
 
 use crate::budget::Lineage;
 use crate::execute::RunOutcome;
 use crate::history::RunHistory;
 use crate::live::{LiveRun, RunRegistry};
-use crate::ports::{NewRun, RunLog, RunObserver, RunQuery, RunStore, StoreError};
+use crate::ports::{NewRun, RunLog, RunObserver, RunQuery, RunQueue, RunStore, StoreError};
 use tee::Tee;
 
 /// Limits of one service.
@@ -70,6 +76,9 @@ pub struct Submission {
     /// An existing run to continue from its runlog instead of a new one (`request` is then
     /// read from the runlog; docs/DURABILITY.md).
     pub resume: Option<RunId>,
+    /// The id of a new run, when it was minted already (a run a worker claimed from the
+    /// queue); `None`: the service mints one.
+    pub run_id: Option<RunId>,
 }
 
 impl Submission {
@@ -80,6 +89,7 @@ impl Submission {
             observer: None,
             parent: None,
             resume: None,
+            run_id: None,
         }
     }
 
@@ -168,6 +178,11 @@ struct Inner {
     shutting_down: AtomicBool,
     /// Told when each run that reached the store ended.
     on_end: Option<Arc<dyn RunEnded>>,
+    /// Where new runs go when this service only enqueues them for workers (`fabric serve`
+    /// with `store.queue: true`), and the queue's limit across workers; `None`: they run
+    /// here.
+    queue: Option<Arc<dyn RunQueue>>,
+    queue_limit: Option<u64>,
 }
 
 impl RunService {
@@ -189,8 +204,24 @@ impl RunService {
                 tracker: TaskTracker::new(),
                 shutting_down: AtomicBool::new(false),
                 on_end: None,
+                queue: None,
+                queue_limit: None,
             }),
         }
+    }
+
+    /// Enqueues new runs for workers instead of running them here, and follows runs that
+    /// execute on any worker (before any run is submitted).
+    /// `limit`: most runs queued or running across every worker (the service's own
+    /// in-flight limit does not apply to enqueued runs: workers' `--concurrency` does).
+    pub fn enqueue_to(mut self, queue: Arc<dyn RunQueue>, limit: Option<u64>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.queue = Some(queue);
+            inner.queue_limit = limit;
+        } else {
+            tracing::error!("RunService::enqueue_to called after the service was shared; ignored");
+        }
+        self
     }
 
     /// With a hook told when each run ended (before any run is submitted).
@@ -235,12 +266,16 @@ impl RunService {
         if self.is_shutting_down() {
             return Err(ServiceError::ShuttingDown);
         }
+        let enqueued =
+            inner.queue.is_some() && submission.parent.is_none() && submission.resume.is_none();
         let permit = match (&submission.parent, &inner.slots) {
-            (None, Some(slots)) => Some(Arc::clone(slots).try_acquire_owned().map_err(|_| {
-                ServiceError::TooManyRuns {
-                    limit: inner.limit.unwrap_or_default(),
-                }
-            })?),
+            (None, Some(slots)) if !enqueued => {
+                Some(Arc::clone(slots).try_acquire_owned().map_err(|_| {
+                    ServiceError::TooManyRuns {
+                        limit: inner.limit.unwrap_or_default(),
+                    }
+                })?)
+            }
             _ => None,
         };
         let id = match &submission.resume {
@@ -250,7 +285,7 @@ impl RunService {
                 )));
             }
             Some(id) => id.clone(),
-            None => crate::new_run_id(),
+            None => submission.run_id.clone().unwrap_or_else(crate::new_run_id),
         };
         let live = match &submission.parent {
             Some(parent) => inner
@@ -372,6 +407,11 @@ impl RunTask {
         done_tx: oneshot::Sender<Result<RunOutcome, ServiceError>>,
     ) {
         let id = self.live.id().clone();
+        if let Some(queue) = self.remote_queue() {
+            let result = self.remote(queue, prepared_tx).await;
+            self.end(&id, result, done_tx);
+            return;
+        }
         let started = match &self.submission.resume {
             Some(_) => self.reopen().await,
             None => self
@@ -416,12 +456,23 @@ impl RunTask {
                 result
             }
         };
+        self.end(&id, result, done_tx);
+    }
+
+    /// The run leaves: its followers are told, the registry forgets it, its submitter gets
+    /// the outcome.
+    fn end(
+        &self,
+        id: &RunId,
+        result: Result<RunOutcome, ServiceError>,
+        done_tx: oneshot::Sender<Result<RunOutcome, ServiceError>>,
+    ) {
         if let Err(error) = &result {
             tracing::warn!(run_id = %id, %error, "run ended inside the fabric");
         }
         self.live
             .finish(result.as_ref().err().map(ToString::to_string).as_deref());
-        self.service.inner.registry.remove(&id);
+        self.service.inner.registry.remove(id);
         // Nobody may be waiting (POST /runs, or a client that went away): that is fine.
         let _ = done_tx.send(result);
     }

@@ -38,6 +38,52 @@ pub struct TaskRequest {
     pub sandbox: Option<SandboxMode>,
 }
 
+impl TaskRequest {
+    /// The request as the run queue keeps it (a JSON object; docs/DURABILITY.md).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "prompt": self.prompt,
+            "pack": self.pack,
+            "model_key": self.model_key,
+            "model": self.model,
+            "network_allowed": self.network_allowed,
+            "max_steps": self.max_steps,
+            "stream": self.stream,
+            "sandbox": self.sandbox,
+        })
+    }
+
+    /// A request read back from the queue; what does not fit is left at its default, so a
+    /// request written by a newer fabric still runs.
+    pub fn from_json(value: &serde_json::Value) -> Self {
+        let text = |key: &str| value.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+        Self {
+            prompt: text("prompt").unwrap_or_default(),
+            pack: value
+                .get("pack")
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            model_key: text("model_key"),
+            model: text("model"),
+            network_allowed: value.get("network_allowed").and_then(|v| v.as_bool()),
+            max_steps: value
+                .get("max_steps")
+                .and_then(|v| v.as_u64())
+                .and_then(|n| u32::try_from(n).ok()),
+            stream: value
+                .get("stream")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false),
+            sandbox: text("sandbox").as_deref().and_then(SandboxMode::parse),
+        }
+    }
+}
+
 /// What the preparer may use besides the request: the runner of child runs, so
 /// `agent__<id>` tools start their children through the same service.
 #[derive(Clone)]

@@ -51,9 +51,10 @@ impl Found {
     }
 }
 
-/// The live run first: its buffer is complete, while its runlog may lag by one event.
+/// The live run first: its buffer is complete, while its runlog may lag by one event. With
+/// a queue, a run executing on any worker is followed live too.
 async fn find(state: &AppState, id: &RunId) -> Result<Found, ApiError> {
-    if let Some(run) = state.service().live(id) {
+    if let Some(run) = state.service().follow(id).await {
         return Ok(Found::Live(run));
     }
     let events = state

@@ -9,6 +9,7 @@ mod resume;
 mod run;
 mod serve;
 mod specialists;
+mod worker;
 
 use crate::cli::{Cli, Command};
 
@@ -17,6 +18,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Run(args) => run::run(&cli, args).await,
         Command::Resume(args) => resume::resume(&cli, args).await,
+        Command::Worker(args) => worker::worker(&cli, args).await,
         Command::Logs(command) => logs::logs(&cli, command).await,
         Command::Config(command) => config::config(&cli, command),
         Command::Specialists(command) => specialists::specialists(&cli, command),

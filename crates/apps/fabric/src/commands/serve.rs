@@ -47,14 +47,28 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
         },
         ..ApiConfig::default()
     };
+    if settings.store.queue {
+        wiring::require_postgres(
+            &settings,
+            "`store.queue: true` needs a shared PostgreSQL store that workers take runs from",
+            "or leave `store.queue` out to run tasks in this process",
+        )?;
+    }
     // One service for HTTP and /mcp: the same in-flight limit and shutdown drain for both.
-    let fabric = wiring::fabric(
+    let mut fabric = wiring::fabric(
         &settings,
         ServiceConfig {
             max_runs_in_flight: Some(settings.server.max_runs_in_flight),
         },
     )
     .await?;
+    if settings.store.queue {
+        // Runs go to the workers (`fabric worker`); this process enqueues and follows them.
+        let queue: std::sync::Arc<dyn fabric_core::RunQueue> = fabric.store.clone();
+        fabric.service = fabric
+            .service
+            .enqueue_to(queue, settings.store.max_runs_in_flight);
+    }
     // Runs a stopped process left unfinished go on here (their clients find them by id).
     if settings.server.resume_interrupted {
         match fabric.service.resume_interrupted(None).await {
@@ -130,6 +144,12 @@ async fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
 
 /// SIGTERM or Ctrl-C starts the graceful shutdown.
 async fn shutdown_signal() {
+    terminated().await;
+    eprintln!("shutting down: no new requests; cancelling runs in flight");
+}
+
+/// Waits for SIGTERM or Ctrl-C (only Ctrl-C when SIGTERM cannot be listened for).
+pub(super) async fn terminated() {
     use tokio::signal::unix::{SignalKind, signal};
     match signal(SignalKind::terminate()) {
         Ok(mut terminate) => {
@@ -139,9 +159,8 @@ async fn shutdown_signal() {
             }
         }
         Err(e) => {
-            tracing::warn!(%e, "cannot listen for SIGTERM; only Ctrl-C stops the server");
+            tracing::warn!(%e, "cannot listen for SIGTERM; only Ctrl-C stops this process");
             let _ = tokio::signal::ctrl_c().await;
         }
     }
-    eprintln!("shutting down: no new requests; cancelling runs in flight");
 }

@@ -15,3 +15,4 @@ mod serve;
 mod serve_fixture;
 mod specialists;
 mod store;
+mod workers;

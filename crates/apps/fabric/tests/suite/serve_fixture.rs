@@ -13,7 +13,8 @@ use super::fixture::Fixture;
 pub(crate) const TOKEN: &str = "test-token-0123456789";
 
 pub(crate) struct Served {
-    pub(crate) fx: Fixture,
+    /// Shared by every API node of one test (`Served::another_node`).
+    pub(crate) fx: std::sync::Arc<Fixture>,
     pub(crate) child: Child,
     pub(crate) base: String,
     pub(crate) http: reqwest::Client,
@@ -43,6 +44,16 @@ impl Served {
 
     /// Serves an existing fixture's config and workspace.
     pub(crate) async fn on(fx: Fixture, options: Options) -> Self {
+        Self::node(std::sync::Arc::new(fx), options).await
+    }
+
+    /// A second `fabric serve` over the same config and workspace (another API node of one
+    /// shared store).
+    pub(crate) async fn another_node(&self) -> Self {
+        Self::node(std::sync::Arc::clone(&self.fx), Options::default()).await
+    }
+
+    async fn node(fx: std::sync::Arc<Fixture>, options: Options) -> Self {
         if !options.config.is_empty() {
             let mut yaml = std::fs::read_to_string(&fx.config).unwrap();
             yaml.push_str(options.config);

@@ -1,0 +1,203 @@
+//! Runs that execute on a worker (`fabric serve` with `store.queue: true`; docs/DURABILITY.md).
+//!
+//! A run submitted to such a service is enqueued, then followed: its events, written by
+//! whichever worker claims it, arrive through the queue's feed (PostgreSQL `LISTEN/NOTIFY`,
+//! no polling loop) into the run's [`LiveRun`], so every front end (SSE, `POST /run`, MCP)
+//! serves it as if it ran here. A run another node enqueued is followed the same way the first
+//! time someone asks for it ([`RunService::follow`]). Cancelling either asks the queue, which
+//! ends a queued run at once and tells the worker of a running one.
+
+use fabric_domain::runlog::{self, Payload};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
+use serde_json::Value;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+use super::{RunService, RunTask, ServiceError};
+use crate::execute::RunOutcome;
+use crate::live::LiveRun;
+use crate::ports::{QueuedCancel, RunObserver, RunQueue};
+
+impl RunTask {
+    /// The queue, when this run is to be enqueued rather than run here: a new run a person
+    /// or client submitted (child runs and continued runs always run where they are).
+    pub(super) fn remote_queue(&self) -> Option<Arc<dyn RunQueue>> {
+        let submission = &self.submission;
+        if submission.parent.is_some() || submission.resume.is_some() {
+            return None;
+        }
+        self.service.inner.queue.clone()
+    }
+
+    /// Enqueues the run, then follows it to its end.
+    pub(super) async fn remote(
+        &self,
+        queue: Arc<dyn RunQueue>,
+        prepared_tx: oneshot::Sender<Result<(), ServiceError>>,
+    ) -> Result<RunOutcome, ServiceError> {
+        let id = self.live.id().clone();
+        let request = self.submission.request.to_json();
+        let limit = self.service.inner.queue_limit;
+        let refused = match queue.enqueue(&id, &request, limit).await {
+            Ok(true) => None,
+            Ok(false) => Some(ServiceError::TooManyRuns {
+                limit: usize::try_from(limit.unwrap_or_default()).unwrap_or(usize::MAX),
+            }),
+            Err(e) => Some(ServiceError::Store(e.to_string())),
+        };
+        if let Some(error) = refused {
+            let _ = prepared_tx.send(Err(error.clone()));
+            return Err(error);
+        }
+        let _ = prepared_tx.send(Ok(()));
+        follow_into(queue, &self.live, self.submission.observer.as_deref()).await
+    }
+}
+
+impl RunService {
+    /// The run `id` as followers see it: the one in flight here, or, when this service
+    /// enqueues runs, one that runs on a worker (followed from now on; `None` when it is not
+    /// running anywhere).
+    pub async fn follow(&self, id: &RunId) -> Option<Arc<LiveRun>> {
+        if let Some(run) = self.live(id) {
+            return Some(run);
+        }
+        let queue = self.inner.queue.clone()?;
+        let summary = self.inner.store.get_run(id).await.ok()?;
+        if summary.status != RunStatus::Running {
+            return None;
+        }
+        let live = self.inner.registry.register(id.clone());
+        let (service, run) = (self.clone(), Arc::clone(&live));
+        self.inner.tracker.spawn(async move {
+            let result = follow_into(queue, &run, None).await;
+            run.finish(result.err().map(|e| e.to_string()).as_deref());
+            service.inner.registry.remove(run.id());
+        });
+        Some(live)
+    }
+}
+
+/// Feeds the run's events from the queue into its live run (and `observer`) until its
+/// terminal event; a cancellation of the live run is passed on to the queue once.
+async fn follow_into(
+    queue: Arc<dyn RunQueue>,
+    live: &LiveRun,
+    observer: Option<&dyn RunObserver>,
+) -> Result<RunOutcome, ServiceError> {
+    let id = live.id().clone();
+    let mut feed = queue
+        .follow(&id, None)
+        .await
+        .map_err(|e| ServiceError::Store(e.to_string()))?;
+    let cancel = live.cancel_token();
+    let mut asked = false;
+    let mut start: Option<runlog::RunStart> = None;
+    loop {
+        let event = tokio::select! {
+            event = feed.recv() => event,
+            () = cancel.cancelled(), if !asked => {
+                asked = true;
+                match queue.cancel(&id).await {
+                    // Nothing to wait for when it never started: the queue recorded its end,
+                    // which arrives through the feed like any event.
+                    Ok(QueuedCancel::BeforeStart | QueuedCancel::Requested | QueuedCancel::NotRunning) => {}
+                    Err(e) => tracing::warn!(run_id = %id, error = %e, "cannot ask the queue to cancel a run"),
+                }
+                continue;
+            }
+        };
+        let Some(event) = event else {
+            return Err(ServiceError::Store(format!(
+                "the feed of run `{id}` stopped before its end; `GET /runs/{id}` shows where it is"
+            )));
+        };
+        if event.kind == EventKind::RunStart {
+            start = event.payload_as().ok();
+        }
+        live.on_event(&event).await;
+        if let Some(observer) = observer {
+            observer.on_event(&event).await;
+        }
+        if event.kind.is_terminal() {
+            return Ok(outcome_of(&id, start.as_ref(), &event));
+        }
+    }
+}
+
+/// A run's outcome from its terminal event (and its `run_start`, for the workspace and
+/// model).
+fn outcome_of(id: &RunId, start: Option<&runlog::RunStart>, end: &RunEvent) -> RunOutcome {
+    let status = crate::live::terminal_status(end);
+    let payload = end.payload_as::<runlog::RunEnd>().ok();
+    let reason = payload.as_ref().and_then(|p| p.reason.clone()).or_else(|| {
+        end.payload
+            .get("reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    RunOutcome {
+        run_id: id.clone(),
+        status,
+        payload: payload
+            .as_ref()
+            .and_then(|p| p.result.clone())
+            .unwrap_or(Value::Null),
+        reason,
+        workspace: start.map(|s| s.workspace.clone()).unwrap_or_default(),
+        specialist_ids: payload
+            .as_ref()
+            .map(|p| p.specialist_ids.clone())
+            .unwrap_or_default(),
+        model_key: start.map(|s| s.model_key.clone()).unwrap_or_default(),
+        model: start.map(|s| s.model.clone()).unwrap_or_default(),
+        steps: payload.as_ref().map_or(0, |p| p.steps),
+        usage: payload.map(|p| p.usage).unwrap_or_default(),
+    }
+}
+
+/// The `run_failed` / `cancelled` of a queued run cancelled before it started, written by
+/// the queue.
+pub fn cancelled_before_start(id: &RunId) -> Result<RunEvent, fabric_domain::DomainError> {
+    end_before_start(
+        id,
+        RunStatus::Cancelled,
+        "the run was cancelled before a worker started it",
+    )
+}
+
+/// The `run_failed` / `failed` of a queued run a worker could not start.
+pub(super) fn failed_before_start(
+    id: &RunId,
+    reason: &str,
+) -> Result<RunEvent, fabric_domain::DomainError> {
+    end_before_start(
+        id,
+        RunStatus::Failed,
+        &format!("a worker could not start the run: {reason}"),
+    )
+}
+
+fn end_before_start(
+    id: &RunId,
+    status: RunStatus,
+    reason: &str,
+) -> Result<RunEvent, fabric_domain::DomainError> {
+    let end = runlog::RunEnd {
+        run_id: id.clone(),
+        status,
+        specialist_ids: Vec::new(),
+        task_force_mode: runlog::TaskForceMode::Single,
+        steps: 0,
+        usage: fabric_domain::Usage::default(),
+        reason: Some(reason.to_owned()),
+        result: None,
+    };
+    Ok(RunEvent {
+        seq: 0,
+        ts: crate::unix_now(),
+        kind: end.kind(),
+        step: None,
+        payload: end.to_json()?,
+    })
+}

@@ -1,0 +1,240 @@
+//! `fabric worker`: takes queued runs from the shared queue and runs them (docs/DURABILITY.md,
+//! ADR-045).
+//!
+//! A worker claims the oldest ready run (queued, or whose lease ran out) when it has a free
+//! slot, holds it under a lease it renews every third of the lease, and runs it through its
+//! own [`RunService`] (built over a [`ClaimedStore`], so every write carries the run's
+//! fence). A run that was started before (taken over from a worker that stopped) is
+//! continued from its recorded events, like `fabric resume`. A renewal that finds the run
+//! gone (another worker claimed it after this one stalled past its lease) stops the run here
+//! without writing to it; the fence refuses any write that races that.
+
+use fabric_domain::RunId;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::{ClaimedStore, RunService, ServiceError, Submission, TaskRequest};
+use crate::ports::{ClaimedRun, QueueSignal, RunQueue};
+
+/// How a worker works.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Its name in the queue (host, process and a random part).
+    pub id: String,
+    /// Runs at once.
+    pub concurrency: usize,
+    /// How long a claim holds without renewal.
+    pub lease: Duration,
+    /// How long to wait for work when the queue is empty, besides its notifications.
+    pub idle_poll: Duration,
+}
+
+/// One worker process's loop.
+pub struct Worker {
+    service: RunService,
+    queue: Arc<dyn RunQueue>,
+    claims: Arc<ClaimedStore>,
+    config: WorkerConfig,
+}
+
+impl Worker {
+    /// A worker over `service`, which must write through `claims`.
+    pub fn new(
+        service: RunService,
+        queue: Arc<dyn RunQueue>,
+        claims: Arc<ClaimedStore>,
+        config: WorkerConfig,
+    ) -> Self {
+        Self {
+            service,
+            queue,
+            claims,
+            config,
+        }
+    }
+
+    /// Claims and runs until `stop` is cancelled; then gives its runs back to the queue
+    /// (another worker continues them) and returns.
+    pub async fn run(&self, stop: CancellationToken) -> Result<(), ServiceError> {
+        let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
+        let mut signals = self
+            .queue
+            .signals()
+            .await
+            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        let renewing = self.spawn_renewal(stop.clone());
+        loop {
+            let permit = tokio::select! {
+                permit = Arc::clone(&slots).acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
+                () = stop.cancelled() => break,
+            };
+            let claimed = match self.queue.claim(&self.config.id, self.config.lease).await {
+                Ok(claimed) => claimed,
+                Err(e) => {
+                    tracing::warn!(worker = %self.config.id, error = %e, "cannot claim a run; retrying");
+                    None
+                }
+            };
+            let Some(claimed) = claimed else {
+                drop(permit);
+                // Woken by an enqueue or a cancellation, or after a while in any case (a
+                // lease may have run out meanwhile).
+                tokio::select! {
+                    signal = signals.recv() => match signal {
+                        Some(QueueSignal::Cancel(id)) => { self.service.cancel(&id); }
+                        Some(QueueSignal::Enqueued) => {}
+                        None => tokio::time::sleep(self.config.idle_poll).await,
+                    },
+                    () = tokio::time::sleep(self.config.idle_poll) => {}
+                    () = stop.cancelled() => break,
+                }
+                continue;
+            };
+            let (service, queue, claims) = (
+                self.service.clone(),
+                Arc::clone(&self.queue),
+                Arc::clone(&self.claims),
+            );
+            let worker = self.config.id.clone();
+            tokio::spawn(async move {
+                run_claimed(&service, queue.as_ref(), &claims, &worker, claimed).await;
+                drop(permit);
+            });
+        }
+        renewing.abort();
+        // Runs in flight go back to the queue: stopped here without an end, continued by
+        // another worker (or this one, restarted) from their last recorded step.
+        for (id, fence) in self.claims.held() {
+            self.claims.drop_run(&id);
+            if let Err(e) = self.queue.release(&id, fence, false).await {
+                tracing::warn!(run_id = %id, error = %e, "cannot hand a run back to the queue; it is taken over when its lease runs out");
+            }
+        }
+        self.service.begin_shutdown();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.service.drained()).await;
+        Ok(())
+    }
+
+    /// Renews every held lease each third of the lease; stops the runs it lost, passes on
+    /// cancellations.
+    fn spawn_renewal(&self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let (service, queue, claims, config) = (
+            self.service.clone(),
+            Arc::clone(&self.queue),
+            Arc::clone(&self.claims),
+            self.config.clone(),
+        );
+        tokio::spawn(async move {
+            let every = config.lease / 3;
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = stop.cancelled() => return,
+                }
+                let held = claims.held();
+                if held.is_empty() {
+                    continue;
+                }
+                let renewals = match queue.renew(&config.id, &held, config.lease).await {
+                    Ok(renewals) => renewals,
+                    Err(e) => {
+                        tracing::warn!(worker = %config.id, error = %e, "cannot renew leases; retrying");
+                        continue;
+                    }
+                };
+                for ((id, _), renewal) in held.iter().zip(renewals) {
+                    if !renewal.kept {
+                        claims.drop_run(id);
+                        service.cancel(id);
+                        tracing::warn!(worker = %config.id, run_id = %id, "lost the lease of this run (it stalled past its lease and another worker took it over): stopped it here without writing to it");
+                    } else if renewal.cancel_requested {
+                        service.cancel(id);
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Runs one claimed run to its end and marks it done, unless it was lost meanwhile.
+async fn run_claimed(
+    service: &RunService,
+    queue: &dyn RunQueue,
+    claims: &ClaimedStore,
+    worker: &str,
+    claimed: ClaimedRun,
+) {
+    let ClaimedRun {
+        id,
+        request,
+        fence,
+        attempts,
+    } = claimed;
+    claims.hold(id.clone(), fence);
+    // Started before (a run taken over): continued from what it recorded.
+    let started = match service.store().read_events(&id).await {
+        Ok(events) => !events.is_empty(),
+        Err(_) => attempts > 1,
+    };
+    let submission = if started {
+        Submission::resume(id.clone())
+    } else {
+        Submission {
+            run_id: Some(id.clone()),
+            ..Submission::new(TaskRequest::from_json(&request))
+        }
+    };
+    tracing::info!(worker, run_id = %id, fence, attempts, resumed = started, "claimed a run");
+    let outcome = match service.submit(submission) {
+        Ok(handle) => handle.outcome().await,
+        Err(e) => Err(e),
+    };
+    let done = match &outcome {
+        Ok(_) => true,
+        // A run that had ended before this claim (its worker stopped right after recording
+        // the end) is simply done.
+        Err(ServiceError::Invalid(reason)) if reason.contains("already ended") => true,
+        // Stopped here before it started (shutdown): back to the queue.
+        Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => false,
+        // Lost to another worker meanwhile: not ours to touch any more.
+        Err(_) if claims.fence_of(&id) != Some(fence) => false,
+        // A new run that could not even be prepared here (a model that cannot be used):
+        // its end is recorded, so it is not claimed again and again.
+        Err(e) if !started => {
+            record_failure(queue, &id, fence, &e.to_string()).await;
+            true
+        }
+        Err(e) => {
+            tracing::warn!(worker, run_id = %id, error = %e, "a claimed run stopped without its end; it goes back to the queue");
+            false
+        }
+    };
+    if claims.drop_run(&id).is_some()
+        && let Err(e) = queue.release(&id, fence, done).await
+    {
+        tracing::warn!(worker, run_id = %id, error = %e, "cannot mark a run done in the queue");
+    }
+}
+
+/// Ends a claimed run that never started: `run_failed` / `failed` with the reason.
+async fn record_failure(queue: &dyn RunQueue, id: &RunId, fence: i64, reason: &str) {
+    let event = match crate::service::remote::failed_before_start(id, reason) {
+        Ok(event) => event,
+        Err(e) => {
+            tracing::error!(run_id = %id, error = %e, "cannot encode a run's end");
+            return;
+        }
+    };
+    let written = match queue.open_claimed(id, fence, true).await {
+        Ok(run) => run.log.append(&event).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = written {
+        tracing::warn!(run_id = %id, error = %e, "cannot record the end of a run that could not start");
+    }
+}
