@@ -231,6 +231,20 @@ impl RunQueue for SqlStore {
         })
     }
 
+    async fn started(&self, id: &RunId) -> Result<bool, StoreError> {
+        self.require_postgres()?;
+        let row = self
+            .inner
+            .db
+            .fetch_optional(
+                "SELECT 1 AS n FROM events WHERE run_id = $1 LIMIT 1",
+                vec![id.as_str().into()],
+            )
+            .await
+            .map_err(|e| self.err(&e))?;
+        Ok(row.is_some())
+    }
+
     async fn open_claimed(
         &self,
         id: &RunId,

@@ -6,6 +6,8 @@
 //!   to an idle worker;
 //! - throughput of 1, 2 and 4 workers: R runs of S steps submitted at once, runs x steps per
 //!   second until the last one ended;
+//! - the cost of a step: one 100-step run by `fabric run` on SQLite against a worker on
+//!   PostgreSQL;
 //! - takeover time against the lease: a worker killed with SIGKILL while its run waits on the
 //!   model, to the `run_resumed` event written by the other worker.
 //!
@@ -71,7 +73,7 @@ impl Setup {
         std::fs::write(
             &config,
             format!(
-                "models:\n  test:\n    base_url: {}\n    model: qwen2.5:7b\n    backend: openai\ndefault_model_key: test\nrouting_model_key: test\nstore:\n  url: {url}\n  queue: true\n  lease_s: {lease_s}\nserver:\n  max_runs_in_flight: 100000\n",
+                "models:\n  test:\n    base_url: {}\n    model: qwen2.5:7b\n    backend: openai\ndefault_model_key: test\nrouting_model_key: test\nmax_steps: 200\nstore:\n  url: {url}\n  queue: true\n  lease_s: {lease_s}\nserver:\n  max_runs_in_flight: 100000\n",
                 server.base_url()
             ),
         )
@@ -213,6 +215,56 @@ async fn throughput(cluster: &PgCluster, workers: usize, runs: usize, steps: usi
     );
 }
 
+/// One long run's cost per step, from its `run_start` to its end: `fabric run` in process
+/// (SQLite, the index written behind the loop) against a worker (PostgreSQL, every event
+/// inserted under its fence before the loop goes on).
+async fn per_step(cluster: &PgCluster, steps: usize) {
+    let url = cluster.create_database().unwrap();
+    let setup = Setup::new(&url, scenario(steps, None), 30).await;
+    let wall = |events: &[Value]| {
+        let start = event_ts(events, "run_start").unwrap();
+        let end = events.last().and_then(|e| e["ts"].as_f64()).unwrap();
+        (end - start) * 1000.0 / steps as f64
+    };
+    // In process, on SQLite: the same config without the queue's store.
+    let local = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    let config = local.path().join("fabric.yaml");
+    let cut = text.find("store:").unwrap();
+    std::fs::write(&config, &text[..cut]).unwrap();
+    let mut sqlite = Vec::new();
+    for _ in 0..5 {
+        let output = Command::new(env!("CARGO_BIN_EXE_fabric"))
+            .args(["run", "per step", "--pack", "engineering", "--json"])
+            .arg("--config")
+            .arg(&config)
+            .arg("--workspace")
+            .arg(local.path().join(".fabric"))
+            .env_remove("FABRIC_STORE_URL")
+            .output()
+            .await
+            .unwrap();
+        let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let id = result["_meta"]["run_id"].as_str().unwrap().to_owned();
+        sqlite.push(wall(&runlog(&local.path().join(".fabric"), &id)));
+    }
+    let _worker = setup.worker(1);
+    let (_serve, base) = setup.serve().await;
+    let http = reqwest::Client::new();
+    let mut postgres = Vec::new();
+    for _ in 0..5 {
+        let id = submit(&http, &base, "per step").await;
+        wait_event(&setup.root(), &id, "run_complete", Duration::from_secs(120)).await;
+        postgres.push(wall(&runlog(&setup.root(), &id)));
+    }
+    sqlite.sort_by(f64::total_cmp);
+    postgres.sort_by(f64::total_cmp);
+    println!(
+        "one {steps}-step run, ms per step (median of 5): fabric run on SQLite {:.3}, a worker on PostgreSQL {:.3}",
+        sqlite[2], postgres[2]
+    );
+}
+
 async fn takeover(cluster: &PgCluster, lease_s: u64) {
     let url = cluster.create_database().unwrap();
     let setup = Setup::new(&url, scenario(4, Some((2, 60_000))), lease_s).await;
@@ -249,7 +301,12 @@ async fn main() {
         PgCluster::start().expect("a private PostgreSQL cluster (scripts/install-test-deps.sh)");
     let runs = env_or("BENCH_RUNS", 200);
     let steps = env_or("BENCH_STEPS", 10);
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("per_step") {
+        per_step(&cluster, 100).await;
+        return;
+    }
     queue_to_start(&cluster).await;
+    per_step(&cluster, 100).await;
     for workers in [1, 2, 4] {
         throughput(&cluster, workers, runs, steps).await;
     }

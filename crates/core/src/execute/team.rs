@@ -88,6 +88,17 @@ pub(super) async fn run(
                 },
             )
             .await?;
+            // Stopped between `run_start` and `recruitment`: chosen again, recorded now.
+            if h.recruitment.is_none() {
+                record_recruitment(
+                    rec,
+                    force.routing_call.as_ref(),
+                    &force.recruitment,
+                    &ids,
+                    mode.clone(),
+                )
+                .await?;
+            }
         }
         None => {
             rec.record(
@@ -120,20 +131,12 @@ pub(super) async fn run(
                 )
                 .await?;
             }
-            if let Some(call) = &force.routing_call {
-                record_routing_call(rec, call).await?;
-            }
-            rec.record(
-                None,
-                &runlog::Recruitment {
-                    specialist_id: ids[0].clone(),
-                    specialist_ids: ids.clone(),
-                    required_capabilities: force.recruitment.required_capabilities.clone(),
-                    routing_method: RoutingMethod::from(force.recruitment.routing_method.as_str()),
-                    reason: force.recruitment.reason.clone(),
-                    is_task_force,
-                    task_force_mode: mode.clone(),
-                },
+            record_recruitment(
+                rec,
+                force.routing_call.as_ref(),
+                &force.recruitment,
+                &ids,
+                mode.clone(),
             )
             .await?;
         }
@@ -377,6 +380,32 @@ impl Shared<'_> {
             .into_iter()
             .collect()
     }
+}
+
+/// The routing call (if any) and `recruitment`.
+async fn record_recruitment(
+    rec: Recorder<'_>,
+    routing_call: Option<&crate::recruit::RoutingCall>,
+    recruitment: &super::Recruitment,
+    ids: &[String],
+    mode: runlog::TaskForceMode,
+) -> Result<(), StoreError> {
+    if let Some(call) = routing_call {
+        record_routing_call(rec, call).await?;
+    }
+    rec.record(
+        None,
+        &runlog::Recruitment {
+            specialist_id: ids[0].clone(),
+            specialist_ids: ids.to_vec(),
+            required_capabilities: recruitment.required_capabilities.clone(),
+            routing_method: RoutingMethod::from(recruitment.routing_method.as_str()),
+            reason: recruitment.reason.clone(),
+            is_task_force: ids.len() > 1,
+            task_force_mode: mode,
+        },
+    )
+    .await
 }
 
 /// The routing model call, as an `llm_request`/`llm_response` pair marked `purpose: routing`.

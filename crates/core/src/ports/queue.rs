@@ -77,6 +77,10 @@ pub trait RunQueue: Send + Sync {
     /// Asks to cancel a run wherever it is.
     async fn cancel(&self, id: &RunId) -> Result<QueuedCancel, StoreError>;
 
+    /// Whether run `id` has recorded any event in the shared store (a run taken over that
+    /// had started is continued; one that had not, started).
+    async fn started(&self, id: &RunId) -> Result<bool, StoreError>;
+
     /// Opens a claimed run for writing under its fence: its workspace and a runlog whose
     /// every append is refused once the fence is not current. `fresh`: a run that has not
     /// started (its directories are made); otherwise the runlog is rebuilt from the shared

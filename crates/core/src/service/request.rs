@@ -191,10 +191,12 @@ impl Runnable for PreparedTask {
         let mut force = self.task_force();
         // As recorded: the same mode, limits and models, so the conversation goes on as it
         // began (the configuration may have changed its defaults since).
-        force.mode = match history.mode() {
-            runlog::TaskForceMode::Parallel => TaskForceMode::Parallel,
-            _ => TaskForceMode::Sequential,
-        };
+        if history.recruitment.is_some() {
+            force.mode = match history.mode() {
+                runlog::TaskForceMode::Parallel => TaskForceMode::Parallel,
+                _ => TaskForceMode::Sequential,
+            };
+        }
         if let Some(start) = &history.start {
             force.max_steps = start.max_steps;
             force.network_allowed = start.network_allowed;

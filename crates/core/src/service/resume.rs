@@ -144,14 +144,14 @@ impl RunTask {
 }
 
 /// The request that prepares the run again as it was recorded: the same specialists, model
-/// key, limits and sandbox mode, recruited explicitly (no routing call again). `None` when
-/// the run never recorded its start.
+/// key, limits and sandbox mode, recruited explicitly (no routing call again, unless the run
+/// stopped before recording its recruitment). `None` when the run never recorded its
+/// start.
 fn request_of(history: &RunHistory) -> Option<TaskRequest> {
     let start = history.start.as_ref()?;
+    // Empty when the process stopped before `recruitment`: routed again (nothing was done
+    // yet).
     let pack = history.specialist_ids();
-    if pack.is_empty() {
-        return None;
-    }
     Some(TaskRequest {
         prompt: start.prompt.clone(),
         pack,

@@ -12,7 +12,7 @@
 use fabric_domain::RunId;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::{ClaimedStore, RunService, ServiceError, Submission, TaskRequest};
@@ -59,11 +59,13 @@ impl Worker {
     /// (another worker continues them) and returns.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), ServiceError> {
         let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
-        let mut signals = self
+        let signals = self
             .queue
             .signals()
             .await
             .map_err(|e| ServiceError::Store(e.to_string()))?;
+        let work = Arc::new(Notify::new());
+        let listening = self.spawn_signals(signals, Arc::clone(&work));
         let renewing = self.spawn_renewal(stop.clone());
         loop {
             let permit = tokio::select! {
@@ -82,14 +84,10 @@ impl Worker {
             };
             let Some(claimed) = claimed else {
                 drop(permit);
-                // Woken by an enqueue or a cancellation, or after a while in any case (a
-                // lease may have run out meanwhile).
+                // Woken by an enqueue, or after a while in any case (a lease may have run
+                // out meanwhile).
                 tokio::select! {
-                    signal = signals.recv() => match signal {
-                        Some(QueueSignal::Cancel(id)) => { self.service.cancel(&id); }
-                        Some(QueueSignal::Enqueued) => {}
-                        None => tokio::time::sleep(self.config.idle_poll).await,
-                    },
+                    () = work.notified() => {}
                     () = tokio::time::sleep(self.config.idle_poll) => {}
                     () = stop.cancelled() => break,
                 }
@@ -106,6 +104,7 @@ impl Worker {
                 drop(permit);
             });
         }
+        listening.abort();
         renewing.abort();
         // Runs in flight go back to the queue: stopped here without an end, continued by
         // another worker (or this one, restarted) from their last recorded step.
@@ -118,6 +117,26 @@ impl Worker {
         self.service.begin_shutdown();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.service.drained()).await;
         Ok(())
+    }
+
+    /// Passes on what the queue says as it says it, busy or not: a cancellation to the run it
+    /// names, an enqueue to the claiming loop.
+    fn spawn_signals(
+        &self,
+        mut signals: tokio::sync::mpsc::Receiver<QueueSignal>,
+        work: Arc<Notify>,
+    ) -> tokio::task::JoinHandle<()> {
+        let service = self.service.clone();
+        tokio::spawn(async move {
+            while let Some(signal) = signals.recv().await {
+                match signal {
+                    QueueSignal::Cancel(id) => {
+                        service.cancel(&id);
+                    }
+                    QueueSignal::Enqueued => work.notify_one(),
+                }
+            }
+        })
     }
 
     /// Renews every held lease each third of the lease; stops the runs it lost, passes on
@@ -176,10 +195,17 @@ async fn run_claimed(
         attempts,
     } = claimed;
     claims.hold(id.clone(), fence);
-    // Started before (a run taken over): continued from what it recorded.
-    let started = match service.store().read_events(&id).await {
-        Ok(events) => !events.is_empty(),
-        Err(_) => attempts > 1,
+    // Started before (a run taken over): continued from what it recorded. Asked of the
+    // shared store, which a stopped worker wrote before its runlog file.
+    let started = match queue.started(&id).await {
+        Ok(started) => started,
+        Err(e) => {
+            tracing::warn!(worker, run_id = %id, error = %e, "cannot tell whether a claimed run started; handing it back");
+            if claims.drop_run(&id).is_some() {
+                let _ = queue.release(&id, fence, false).await;
+            }
+            return;
+        }
     };
     let submission = if started {
         Submission::resume(id.clone())

@@ -78,7 +78,13 @@ async fn wait_end(served: &Served, id: &str, within: Duration) -> String {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("run {id} did not end within {within:?}");
+    let runlog = std::fs::read_to_string(runlog_path(&served.fx.workspace_root(), id))
+        .unwrap_or_else(|e| format!("(no runlog: {e})"));
+    let tail: Vec<&str> = runlog.lines().rev().take(3).collect();
+    let (_, status) = served.get_json(&format!("/runs/{id}")).await;
+    panic!(
+        "run {id} did not end within {within:?}; its runlog ends with {tail:#?}; GET /runs/{id}: {status}"
+    );
 }
 
 /// Waits until the run's runlog has `kind` at `step`.
@@ -345,5 +351,80 @@ async fn issue_10_postgresql_restarted_mid_run_workers_reconnect_and_runs_end() 
         let events = read_runlog(&runlog_path(&root, id));
         assert_eq!(check_stream(&api, id).await, events.len());
     }
+    let _ = w.start_kill();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_10_a_running_run_is_cancelled_from_another_node_and_followed_there() {
+    let Some(url) = database() else { return };
+    let mut slow = turns();
+    slow[2].delay_ms = Some(20_000);
+    let fx = fixture(slow, &url, 5).await;
+    let root = fx.workspace_root();
+    let (mut w, _) = worker(&fx, "w", 1);
+    let a = Served::on(fx, Options::default()).await;
+    let b = a.another_node().await;
+    let id = a.start_run("write a and b").await;
+    wait_for(&root, &id, "llm_request", 2).await;
+    // Node b follows it from after event 3 (`Last-Event-ID`), while it runs on the worker.
+    let mut reader = b.follow(&id, Some(3)).await;
+    let first = reader.next().await.expect("a frame");
+    assert_eq!(first.id.as_deref(), Some("4"));
+    let asked = Instant::now();
+    let (code, body) = b.post_json(&format!("/runs/{id}/cancel"), json!({})).await;
+    assert_eq!(code, 202, "{body}");
+    let rest = reader.rest().await;
+    let last = rest.last().expect("frames");
+    assert_eq!(last.event.as_deref(), Some("run_failed"));
+    assert_eq!(last.json()["payload"]["status"], "cancelled");
+    // Reached through the notification, not at the next lease renewal.
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(
+        wait_end(&a, &id, Duration::from_secs(10)).await,
+        "cancelled"
+    );
+    let _ = w.start_kill();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_10_the_queue_runs_oldest_first_and_holds_its_global_limit() {
+    let Some(url) = database() else { return };
+    let fx = fixture(turns(), &url, 5).await;
+    fx.append_config("");
+    let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(
+        "  queue: true\n",
+        "  queue: true\n  max_runs_in_flight: 3\n",
+    );
+    std::fs::write(&fx.config, yaml).unwrap();
+    let root = fx.workspace_root();
+    let api = Served::on(fx, Options::default()).await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(api.start_run(&format!("run {i}")).await);
+    }
+    let (code, body) = api
+        .post_json(
+            "/runs",
+            json!({"prompt": "one too many", "pack": "engineering"}),
+        )
+        .await;
+    assert_eq!(code, 429, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_runs");
+    // One worker taking one run at a time starts them in the order they were enqueued.
+    let (mut w, _) = worker(&api.fx, "w", 1);
+    let mut starts = Vec::new();
+    for id in &ids {
+        assert_eq!(
+            wait_end(&api, id, Duration::from_secs(30)).await,
+            "completed"
+        );
+        let events = read_runlog(&runlog_path(&root, id));
+        starts.push(events[0]["ts"].as_f64().unwrap());
+    }
+    assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
     let _ = w.start_kill();
 }
