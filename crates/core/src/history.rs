@@ -48,6 +48,9 @@ pub struct MemberHistory {
     pub model: Option<(String, String)>,
     /// Its steps in order.
     pub steps: VecDeque<RecordedStep>,
+    /// How its loop ended, when its `pack_end` was written (task-force members): it is not
+    /// run again.
+    pub ended: Option<crate::engine::LoopOutcome>,
 }
 
 /// One step of a member's loop as recorded.
@@ -114,6 +117,17 @@ impl RunHistory {
                     .get("status")
                     .and_then(|s| serde_json::from_value(s.clone()).ok())
                     .or(Some(RunStatus::Failed));
+            }
+            EventKind::PackEnd => {
+                if let Ok(end) = event.payload_as::<runlog::PackEnd>() {
+                    self.member(event).ended = Some(crate::engine::LoopOutcome {
+                        status: end.status,
+                        payload: end.result.unwrap_or(Value::Null),
+                        steps: end.steps,
+                        usage: end.usage,
+                        reason: end.reason,
+                    });
+                }
             }
             EventKind::PackStart => {
                 let model = event

@@ -379,6 +379,7 @@ async fn runlog_lines_match_the_golden_file() {
         "recruitment",
         "task_force_parallel",
         "pack_start",
+        "pack_end",
         "mcp_server",
         "llm_request",
         "llm_response",

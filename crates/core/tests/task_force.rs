@@ -458,3 +458,64 @@ async fn the_routing_call_is_recorded_before_recruitment() {
             .contains("not a JSON object")
     );
 }
+
+#[tokio::test]
+async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
+    let store = Store::default();
+    let a = Chat::worker("A done", 0);
+    let b = Chat::new(vec![call("list_files", json!({}))], 0); // then exhausted: llm_error
+    let c = Chat::worker("C done", 0);
+    let whole = execute_task_force(
+        &store,
+        force(
+            vec![member("a", &a), member("b", &b), member("c", &c)],
+            TaskForceMode::Parallel,
+            3,
+        ),
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(whole.status, RunStatus::Partial);
+    assert_eq!(store.of(EventKind::PackEnd).len(), 3);
+    // The process stopped right before writing the run's end.
+    let mut events = store.events();
+    events.pop();
+    let history = fabric_core::history::RunHistory::read(RunId::parse("tf-run").unwrap(), &events);
+    let log = Arc::new(Mutex::new(events));
+    let run = NewRun {
+        id: RunId::parse("tf-run").unwrap(),
+        workspace: std::env::temp_dir(),
+        log: Box::new(Log(Arc::clone(&log))),
+    };
+    // Models with nothing to say: asking any of them would fail the member.
+    let (a2, b2, c2) = (
+        Chat::new(vec![], 0),
+        Chat::new(vec![], 0),
+        Chat::new(vec![], 0),
+    );
+    let again = fabric_core::execute::resume_task_force(
+        run,
+        force(
+            vec![member("a", &a2), member("b", &b2), member("c", &c2)],
+            TaskForceMode::Parallel,
+            3,
+        ),
+        history,
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.status, RunStatus::Partial);
+    assert_eq!(again.payload, whole.payload);
+    assert_eq!(again.usage, whole.usage);
+    for chat in [&a2, &b2, &c2] {
+        assert!(
+            chat.seen.lock().unwrap().is_empty(),
+            "no member asked again"
+        );
+    }
+    assert_gapless(&log.lock().unwrap());
+}

@@ -14,6 +14,8 @@ pub enum EventKind {
     TaskForceParallel,
     /// One specialist starts its loop.
     PackStart,
+    /// A task-force member's loop ended (its status, steps, tokens, result).
+    PackEnd,
     /// Before each model call.
     LlmRequest,
     /// After each model call: content, tool calls, usage, latency.
@@ -47,7 +49,7 @@ pub enum EventKind {
 impl EventKind {
     /// Every kind this version knows (all but [`EventKind::Unknown`]), in the order of
     /// docs/RUNLOG.md, with the reserved `loop_detected` before the terminal kinds.
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         Self::RunStart,
         Self::Recruitment,
         Self::TaskForceParallel,
@@ -59,6 +61,7 @@ impl EventKind {
         Self::ToolCall,
         Self::ToolResult,
         Self::ToolError,
+        Self::PackEnd,
         Self::SecurityEvent,
         Self::LoopDetected,
         Self::RunResumed,
@@ -78,6 +81,7 @@ impl EventKind {
             Self::Recruitment => "recruitment",
             Self::TaskForceParallel => "task_force_parallel",
             Self::PackStart => "pack_start",
+            Self::PackEnd => "pack_end",
             Self::LlmRequest => "llm_request",
             Self::LlmResponse => "llm_response",
             Self::CorrectiveReprompt => "corrective_reprompt",
@@ -155,6 +159,7 @@ mod tests {
             | EventKind::SecurityEvent
             | EventKind::LoopDetected
             | EventKind::McpServer
+            | EventKind::PackEnd
             | EventKind::RunResumed
             | EventKind::RunComplete
             | EventKind::RunFailed => true,

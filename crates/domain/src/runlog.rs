@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use payloads::{
-    CorrectiveReprompt, LlmRequest, LlmResponse, LlmToolCall, McpServer, PackStart, Recruitment,
-    RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent,
-    SkippedTool, TaskForceParallel, ToolCall, ToolError, ToolResult,
+    CorrectiveReprompt, LlmRequest, LlmResponse, LlmToolCall, McpServer, PackEnd, PackStart,
+    Recruitment, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart,
+    SecurityEvent, SkippedTool, TaskForceParallel, ToolCall, ToolError, ToolResult,
 };
 pub use vocab::{
     CallPurpose, McpStatus, RoutingMethod, SecurityEventType, TaskForceMode, ToolErrorType,
@@ -71,6 +71,7 @@ fixed_kind! {
     Recruitment => Recruitment,
     TaskForceParallel => TaskForceParallel,
     PackStart => PackStart,
+    PackEnd => PackEnd,
     McpServer => McpServer,
     LlmRequest => LlmRequest,
     RunResumed => RunResumed,

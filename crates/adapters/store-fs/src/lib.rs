@@ -68,6 +68,9 @@ impl FsRunStore {
             return Err(StoreError::NotFound(id.clone()));
         }
         let log = FileRunLog::create(runlog).await?;
+        // Claimed: no one else writes it now. A line the stopped process left half-written
+        // is cut, so the next one starts on a line of its own.
+        log.trim_torn_tail().await?;
         let workspace = dir.join(WORKSPACE_DIR);
         let workspace = tokio::fs::canonicalize(&workspace)
             .await

@@ -30,7 +30,11 @@ impl FileRunLog {
         let opened = {
             let path = path.clone();
             tokio::task::spawn_blocking(move || {
-                let file = OpenOptions::new().create(true).append(true).open(&path)?;
+                let file = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .read(true)
+                    .open(&path)?;
                 match file.try_lock() {
                     Ok(()) => Ok(Ok(file)),
                     Err(std::fs::TryLockError::WouldBlock) => Ok(Err(())),
@@ -60,6 +64,55 @@ impl FileRunLog {
     /// Where the runlog is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Cuts a last line without its newline (what a process killed in the middle of a
+    /// write, or a full disk, leaves), so appends start on a line of their own. Readers skip
+    /// such a line already; this makes the file whole again.
+    pub async fn trim_torn_tail(&self) -> Result<(), StoreError> {
+        let file = Arc::clone(&self.file);
+        let path = self.path.clone();
+        let trimmed = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut file = file
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let len = file.metadata()?.len();
+            if len == 0 {
+                return Ok(());
+            }
+            // Read backwards in blocks to the last newline.
+            let mut end = len;
+            let mut block = vec![0u8; 4096];
+            loop {
+                let start = end.saturating_sub(block.len() as u64);
+                let n = usize::try_from(end - start).unwrap_or(block.len());
+                file.seek(SeekFrom::Start(start))?;
+                file.read_exact(&mut block[..n])?;
+                if let Some(i) = block[..n].iter().rposition(|b| *b == b'\n') {
+                    let keep = start + i as u64 + 1;
+                    if keep < len {
+                        file.set_len(keep)?;
+                    }
+                    return Ok(());
+                }
+                if start == 0 {
+                    // No newline at all: nothing whole was ever written.
+                    return file.set_len(0);
+                }
+                end = start;
+            }
+        })
+        .await;
+        match trimmed {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(io_error("cannot repair", &path, &e)),
+            Err(join) => Err(io_error(
+                "cannot repair",
+                &path,
+                &std::io::Error::other(join),
+            )),
+        }
     }
 
     /// Whether a process holds the runlog at `path` open for writing (its run is going on

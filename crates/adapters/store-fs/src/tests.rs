@@ -185,3 +185,53 @@ async fn a_corrupt_runlog_is_listed_as_unreadable_without_hiding_others() {
     );
     assert_eq!(listed[1].prompt, "ok");
 }
+
+#[tokio::test]
+async fn issue_10_a_claimed_runlog_refuses_a_second_owner_and_is_free_once_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsRunStore::new(dir.path());
+    let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let id = run.id.clone();
+    assert!(store.claimed(&id).await);
+    assert!(matches!(
+        store.reopen_run(&id).await,
+        Err(StoreError::Claimed(_))
+    ));
+    run.log
+        .append(&event(0, EventKind::RunStart, json!({"prompt": "p"})))
+        .await
+        .unwrap();
+    drop(run);
+    assert!(!store.claimed(&id).await);
+    assert_eq!(store.interrupted_runs().await.unwrap(), vec![id.clone()]);
+    let again = store.reopen_run(&id).await.unwrap();
+    assert!(store.claimed(&id).await);
+    assert!(store.interrupted_runs().await.unwrap().is_empty());
+    drop(again);
+}
+
+#[tokio::test]
+async fn issue_10_reopening_cuts_a_half_written_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsRunStore::new(dir.path());
+    let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let id = run.id.clone();
+    run.log
+        .append(&event(0, EventKind::RunStart, json!({"prompt": "p"})))
+        .await
+        .unwrap();
+    drop(run);
+    let path = store.run_dir(&id).join(RUNLOG_FILE);
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let whole = text.clone();
+    text.push_str("{\"seq\":1,\"ts\":1.0,\"ki");
+    std::fs::write(&path, text).unwrap();
+    let again = store.reopen_run(&id).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), whole);
+    again
+        .log
+        .append(&event(1, EventKind::Recruitment, json!({})))
+        .await
+        .unwrap();
+    assert_eq!(store.read_events(&id).await.unwrap().len(), 2);
+}

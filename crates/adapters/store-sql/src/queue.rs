@@ -135,7 +135,7 @@ impl RunQueue for SqlStore {
                     &format!(
                         "UPDATE run_queue SET lease_until = {NOW} + $3 \
                          WHERE run_id = $1 AND fence = $2 AND state = 'running' \
-                         RETURNING CASE WHEN cancel_requested THEN 1 ELSE 0 END AS cancel"
+                         RETURNING CAST(CASE WHEN cancel_requested THEN 1 ELSE 0 END AS BIGINT) AS cancel"
                     ),
                     vec![
                         id.as_str().into(),
@@ -179,41 +179,52 @@ impl RunQueue for SqlStore {
     async fn cancel(&self, id: &RunId) -> Result<QueuedCancel, StoreError> {
         self.require_postgres()?;
         let db = &self.inner.db;
-        // Not started: it ends here, with the event its followers wait for.
-        let queued = db
-            .fetch_optional(
-                "UPDATE run_queue SET state = 'cancelled' WHERE run_id = $1 AND state = 'queued' RETURNING run_id",
-                vec![id.as_str().into()],
-            )
-            .await
-            .map_err(|e| self.err(&e))?;
-        if queued.is_some() {
-            let event = fabric_core::service::cancelled_before_start(id)
-                .map_err(|e| StoreError::InvalidQuery(e.to_string()))?;
-            let line = serde_json::to_string(&event)
-                .map_err(|e| StoreError::InvalidQuery(e.to_string()))?;
-            let result = async {
-                let mut tx = db.begin().await?;
-                crate::index::insert_events(&mut tx, &[(id.as_str(), &event, Some(line.as_str()))])
-                    .await?;
-                tx.execute(
-                    "UPDATE runs SET status = 'cancelled', reason = $2, ended_at = $3, events = 1 WHERE id = $1",
-                    vec![
-                        id.as_str().into(),
-                        Arg::Text("the run was cancelled before a worker started it".to_owned()),
-                        Arg::Real(event.ts),
-                    ],
+        // Waiting for a worker (never started, or handed back): it ends here, with the event
+        // its followers wait for, after whatever it recorded, in one transaction.
+        let result = async {
+            let mut tx = db.begin().await?;
+            let queued = tx
+                .fetch_all(
+                    "UPDATE run_queue SET state = 'cancelled' WHERE run_id = $1 AND state = 'queued' RETURNING run_id",
+                    vec![id.as_str().into()],
                 )
                 .await?;
-                tx.execute(
-                    "SELECT pg_notify('fabric_events', $1)",
-                    vec![Arg::Text(format!("{id} 0"))],
-                )
-                .await?;
-                tx.commit().await
+            if queued.is_empty() {
+                return Ok(false);
             }
-            .await;
-            result.map_err(|e| self.err(&e))?;
+            let next = tx
+                .fetch_all(
+                    "SELECT COALESCE(MAX(seq), -1) + 1 AS n FROM events WHERE run_id = $1",
+                    vec![id.as_str().into()],
+                )
+                .await?;
+            let seq = next.first().map_or(Ok(0), |r| r.int("n"))?;
+            let mut event = fabric_core::service::cancelled_before_start(id)
+                .map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
+            event.seq = u64::try_from(seq).unwrap_or(0);
+            let line =
+                serde_json::to_string(&event).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
+            crate::index::insert_events(&mut tx, &[(id.as_str(), &event, Some(line.as_str()))])
+                .await?;
+            tx.execute(
+                "UPDATE runs SET status = 'cancelled', reason = $2, ended_at = $3, events = $4 WHERE id = $1",
+                vec![
+                    id.as_str().into(),
+                    Arg::Text("the run was cancelled while it waited for a worker".to_owned()),
+                    Arg::Real(event.ts),
+                    Arg::Int(seq + 1),
+                ],
+            )
+            .await?;
+            tx.execute(
+                "SELECT pg_notify('fabric_events', $1)",
+                vec![Arg::Text(format!("{id} {seq}"))],
+            )
+            .await?;
+            tx.commit().await.map(|()| true)
+        }
+        .await;
+        if result.map_err(|e| self.err(&e))? {
             return Ok(QueuedCancel::BeforeStart);
         }
         let running = db
@@ -253,6 +264,22 @@ impl RunQueue for SqlStore {
     ) -> Result<NewRun, StoreError> {
         self.require_postgres()?;
         let inner = &self.inner;
+        // Never rebuild the runlog of a run this process no longer holds: the new owner
+        // writes to it.
+        let held = inner
+            .db
+            .fetch_optional(
+                "SELECT 1 AS n FROM run_queue WHERE run_id = $1 AND fence = $2 AND state = 'running'",
+                vec![id.as_str().into(), Arg::Int(fence)],
+            )
+            .await
+            .map_err(|e| self.err(&e))?;
+        if held.is_none() {
+            return Err(StoreError::Fenced {
+                run: id.clone(),
+                fence,
+            });
+        }
         let workspace = if fresh {
             inner.fs.make_run_dirs(id).await?
         } else {
@@ -403,6 +430,25 @@ struct ClaimedRunLog {
     order: Mutex<()>,
 }
 
+impl ClaimedRunLog {
+    /// Whether the event at `seq` is already this line.
+    async fn already_written(&self, seq: u64, line: &str) -> bool {
+        let row = self
+            .store
+            .inner
+            .db
+            .fetch_optional(
+                "SELECT line FROM events WHERE run_id = $1 AND seq = $2",
+                vec![
+                    self.run.as_str().into(),
+                    Arg::Int(i64::try_from(seq).unwrap_or(i64::MAX)),
+                ],
+            )
+            .await;
+        matches!(row, Ok(Some(row)) if row.text("line").is_ok_and(|l| l == line))
+    }
+}
+
 #[async_trait]
 impl RunLog for ClaimedRunLog {
     async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
@@ -418,7 +464,7 @@ impl RunLog for ClaimedRunLog {
                 .fetch_all(
                     "WITH ins AS (INSERT INTO events (run_id, seq, ts, kind, step, tool, line) \
                      SELECT $1, $2, $3, $4, $5, $6, $7 \
-                     WHERE EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1 AND fence = $8 AND state = 'running') \
+                     WHERE EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1 AND fence = $8 AND state = 'running' FOR SHARE) \
                      ON CONFLICT (run_id, seq) DO NOTHING RETURNING seq) \
                      SELECT pg_notify('fabric_events', $1 || ' ' || CAST(seq AS TEXT)) FROM ins",
                     vec![
@@ -443,7 +489,9 @@ impl RunLog for ClaimedRunLog {
                 Err(e) => return Err(self.store.err(&e)),
             }
         };
-        if !inserted {
+        // Nothing inserted: the fence moved on, or an earlier try committed before its reply
+        // was lost (the database restarting), which leaves this very line in place.
+        if !inserted && !self.already_written(event.seq, &line).await {
             return Err(StoreError::Fenced {
                 run: self.run.clone(),
                 fence: self.fence,

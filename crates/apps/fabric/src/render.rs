@@ -241,6 +241,7 @@ impl RunObserver for HumanRenderer {
                 }
             }
             EventKind::PackStart
+            | EventKind::PackEnd
             | EventKind::TaskForceParallel
             | EventKind::LoopDetected
             | EventKind::Unknown => {}

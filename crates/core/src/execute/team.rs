@@ -254,6 +254,9 @@ impl Shared<'_> {
         // Built alongside the members, one per member, so the index is always there.
         let tools = &self.toolsets[index.unwrap_or(0) as usize];
         let history = self.take_history(index.unwrap_or(0) as usize);
+        if let Some(ended) = history.ended {
+            return Ok(ended);
+        }
         if !history.started {
             self.record_pack_start(rec, index, member, tools.as_ref(), handoff)
                 .await?;
@@ -265,7 +268,7 @@ impl Shared<'_> {
         if let Some((id, payload)) = handoff {
             messages.push(Message::user(handoff_message(id, payload)));
         }
-        run_loop(
+        let outcome = run_loop(
             member.chat,
             LoopInput {
                 specialist: &member.specialist,
@@ -278,7 +281,24 @@ impl Shared<'_> {
             },
             rec,
         )
-        .await
+        .await?;
+        // A task-force member's end is its own event (a lone specialist's is the run's), so
+        // a continued run does not run a member that had ended.
+        if index.is_some() {
+            rec.record(
+                None,
+                &runlog::PackEnd {
+                    specialist_id: member.specialist.id.clone(),
+                    status: outcome.status,
+                    steps: outcome.steps,
+                    usage: outcome.usage,
+                    reason: outcome.reason.clone(),
+                    result: (!outcome.payload.is_null()).then(|| outcome.payload.clone()),
+                },
+            )
+            .await?;
+        }
+        Ok(outcome)
     }
 
     /// Member `index`'s recorded past, taken once (a poisoned lock only means another member

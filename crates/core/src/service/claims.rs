@@ -1,21 +1,29 @@
 //! The store a worker's run service writes through: the runs it claimed from the queue are
 //! opened under their fencing token (every append is refused once another worker holds the
-//! run), everything else goes to the store as usual (child runs, reads).
+//! run, and at once locally once this worker gave the run up), everything else goes to the
+//! store as usual (child runs, reads).
 
 use async_trait::async_trait;
 use fabric_domain::{RunEvent, RunId, RunSummary};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::ports::{NewRun, RunQuery, RunQueue, RunStore, StoreError};
+use crate::ports::{NewRun, RunLog, RunQuery, RunQueue, RunStore, StoreError};
+
+/// One claimed run: its fence, and whether this worker gave it up (lost or handed back).
+struct Held {
+    fence: i64,
+    revoked: Arc<AtomicBool>,
+}
 
 /// A store that opens claimed runs under their fence.
 pub struct ClaimedStore {
     inner: Arc<dyn RunStore>,
     queue: Arc<dyn RunQueue>,
-    /// The runs this worker holds, with the fence it claimed each with.
-    held: Mutex<HashMap<RunId, i64>>,
+    /// The runs this worker holds.
+    held: Mutex<HashMap<RunId, Held>>,
 }
 
 impl ClaimedStore {
@@ -30,49 +38,128 @@ impl ClaimedStore {
 
     /// Records that this worker holds `id` with `fence`.
     pub fn hold(&self, id: RunId, fence: i64) {
-        self.lock().insert(id, fence);
+        self.lock().insert(
+            id,
+            Held {
+                fence,
+                revoked: Arc::default(),
+            },
+        );
     }
 
-    /// Forgets `id` (ended, or lost to another worker); its fence, if it was held.
-    pub fn drop_run(&self, id: &RunId) -> Option<i64> {
-        self.lock().remove(id)
+    /// Forgets `id` if it is still held with `fence` (a later claim of the same run keeps
+    /// its own entry); whether it was.
+    pub fn drop_run(&self, id: &RunId, fence: i64) -> bool {
+        let mut held = self.lock();
+        if held.get(id).is_some_and(|h| h.fence == fence) {
+            held.remove(id);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Gives `id` up locally: its log refuses every further append at once (it was lost to
+    /// another worker, or is being handed back).
+    pub fn revoke(&self, id: &RunId, fence: i64) {
+        if let Some(h) = self.lock().get(id).filter(|h| h.fence == fence) {
+            h.revoked.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Gives every held run up locally; the runs with their fences.
+    pub fn revoke_all(&self) -> Vec<(RunId, i64)> {
+        self.lock()
+            .iter()
+            .map(|(id, h)| {
+                h.revoked.store(true, Ordering::SeqCst);
+                (id.clone(), h.fence)
+            })
+            .collect()
+    }
+
+    /// Whether `id` was given up while held with `fence`.
+    pub fn is_revoked(&self, id: &RunId, fence: i64) -> bool {
+        self.lock()
+            .get(id)
+            .is_some_and(|h| h.fence == fence && h.revoked.load(Ordering::SeqCst))
     }
 
     /// The runs held, with their fences.
     pub fn held(&self) -> Vec<(RunId, i64)> {
         self.lock()
             .iter()
-            .map(|(id, fence)| (id.clone(), *fence))
+            .map(|(id, h)| (id.clone(), h.fence))
             .collect()
     }
 
     /// The fence `id` is held with, if it is held.
     pub fn fence_of(&self, id: &RunId) -> Option<i64> {
-        self.fence(id)
+        self.lock().get(id).map(|h| h.fence)
     }
 
-    fn fence(&self, id: &RunId) -> Option<i64> {
-        self.lock().get(id).copied()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, i64>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Held>> {
         // A poisoned lock only means a panic elsewhere while it was held; the map is intact.
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Opens a held run under its fence, its log refusing appends once revoked.
+    async fn open(&self, id: &RunId, fresh: bool) -> Option<Result<NewRun, StoreError>> {
+        let (fence, revoked) = {
+            let held = self.lock();
+            let h = held.get(id)?;
+            (h.fence, Arc::clone(&h.revoked))
+        };
+        Some(
+            self.queue
+                .open_claimed(id, fence, fresh)
+                .await
+                .map(|run| NewRun {
+                    log: Box::new(Revocable {
+                        inner: run.log,
+                        revoked,
+                        run: id.clone(),
+                        fence,
+                    }),
+                    ..run
+                }),
+        )
+    }
+}
+
+/// A claimed run's log that this worker can close locally.
+struct Revocable {
+    inner: Box<dyn RunLog>,
+    revoked: Arc<AtomicBool>,
+    run: RunId,
+    fence: i64,
+}
+
+#[async_trait]
+impl RunLog for Revocable {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        if self.revoked.load(Ordering::SeqCst) {
+            return Err(StoreError::Fenced {
+                run: self.run.clone(),
+                fence: self.fence,
+            });
+        }
+        self.inner.append(event).await
     }
 }
 
 #[async_trait]
 impl RunStore for ClaimedStore {
     async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
-        match self.fence(&id) {
-            Some(fence) => self.queue.open_claimed(&id, fence, true).await,
+        match self.open(&id, true).await {
+            Some(opened) => opened,
             None => self.inner.create_run(id).await,
         }
     }
 
     async fn reopen_run(&self, id: &RunId) -> Result<NewRun, StoreError> {
-        match self.fence(id) {
-            Some(fence) => self.queue.open_claimed(id, fence, false).await,
+        match self.open(id, false).await {
+            Some(opened) => opened,
             None => self.inner.reopen_run(id).await,
         }
     }

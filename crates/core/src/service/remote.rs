@@ -162,20 +162,23 @@ pub fn cancelled_before_start(id: &RunId) -> Result<RunEvent, fabric_domain::Dom
     end_before_start(
         id,
         RunStatus::Cancelled,
-        "the run was cancelled before a worker started it",
+        "the run was cancelled while it waited for a worker",
     )
 }
 
-/// The `run_failed` / `failed` of a queued run a worker could not start.
-pub(super) fn failed_before_start(
+/// The `run_failed` / `failed` at `seq` of a queued run a worker could not start or finish.
+pub(super) fn failed_at(
     id: &RunId,
+    seq: u64,
     reason: &str,
 ) -> Result<RunEvent, fabric_domain::DomainError> {
-    end_before_start(
+    let mut event = end_before_start(
         id,
         RunStatus::Failed,
-        &format!("a worker could not start the run: {reason}"),
-    )
+        &format!("a worker could not run it: {reason}"),
+    )?;
+    event.seq = seq;
+    Ok(event)
 }
 
 fn end_before_start(

@@ -106,16 +106,18 @@ impl Worker {
         }
         listening.abort();
         renewing.abort();
-        // Runs in flight go back to the queue: stopped here without an end, continued by
-        // another worker (or this one, restarted) from their last recorded step.
-        for (id, fence) in self.claims.held() {
-            self.claims.drop_run(&id);
+        // Runs in flight go back to the queue: first closed here (their logs refuse every
+        // write, so the cancellation below records nothing), stopped (their tools killed),
+        // then released, so the next worker never meets a tool of this one still running.
+        let held = self.claims.revoke_all();
+        self.service.begin_shutdown();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.service.drained()).await;
+        for (id, fence) in held {
+            self.claims.drop_run(&id, fence);
             if let Err(e) = self.queue.release(&id, fence, false).await {
                 tracing::warn!(run_id = %id, error = %e, "cannot hand a run back to the queue; it is taken over when its lease runs out");
             }
         }
-        self.service.begin_shutdown();
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.service.drained()).await;
         Ok(())
     }
 
@@ -166,9 +168,10 @@ impl Worker {
                         continue;
                     }
                 };
-                for ((id, _), renewal) in held.iter().zip(renewals) {
+                for ((id, fence), renewal) in held.iter().zip(renewals) {
                     if !renewal.kept {
-                        claims.drop_run(id);
+                        claims.revoke(id, *fence);
+                        claims.drop_run(id, *fence);
                         service.cancel(id);
                         tracing::warn!(worker = %config.id, run_id = %id, "lost the lease of this run (it stalled past its lease and another worker took it over): stopped it here without writing to it");
                     } else if renewal.cancel_requested {
@@ -201,7 +204,7 @@ async fn run_claimed(
         Ok(started) => started,
         Err(e) => {
             tracing::warn!(worker, run_id = %id, error = %e, "cannot tell whether a claimed run started; handing it back");
-            if claims.drop_run(&id).is_some() {
+            if claims.drop_run(&id, fence) {
                 let _ = queue.release(&id, fence, false).await;
             }
             return;
@@ -225,42 +228,62 @@ async fn run_claimed(
         // A run that had ended before this claim (its worker stopped right after recording
         // the end) is simply done.
         Err(ServiceError::Invalid(reason)) if reason.contains("already ended") => true,
-        // Stopped here before it started (shutdown): back to the queue.
+        // Given up here (lost to another worker, or handed back at shutdown): whoever gave
+        // it up deals with the queue.
+        Err(_) if claims.is_revoked(&id, fence) || claims.fence_of(&id) != Some(fence) => {
+            return;
+        }
+        // Stopped here before it went on (shutdown): back to the queue.
         Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => false,
-        // Lost to another worker meanwhile: not ours to touch any more.
-        Err(_) if claims.fence_of(&id) != Some(fence) => false,
-        // A new run that could not even be prepared here (a model that cannot be used):
-        // its end is recorded, so it is not claimed again and again.
-        Err(e) if !started => {
-            record_failure(queue, &id, fence, &e.to_string()).await;
-            true
-        }
-        Err(e) => {
-            tracing::warn!(worker, run_id = %id, error = %e, "a claimed run stopped without its end; it goes back to the queue");
-            false
-        }
+        Err(e) => end_or_hand_back(service, queue, &id, fence, attempts, worker, e).await,
     };
-    if claims.drop_run(&id).is_some()
+    if claims.drop_run(&id, fence)
         && let Err(e) = queue.release(&id, fence, done).await
     {
         tracing::warn!(worker, run_id = %id, error = %e, "cannot mark a run done in the queue");
     }
 }
 
-/// Ends a claimed run that never started: `run_failed` / `failed` with the reason.
-async fn record_failure(queue: &dyn RunQueue, id: &RunId, fence: i64, reason: &str) {
-    let event = match crate::service::remote::failed_before_start(id, reason) {
-        Ok(event) => event,
+/// Claims of one run that may fail before it is ended `failed` rather than handed back.
+const MAX_ATTEMPTS: u32 = 3;
+
+/// A claimed run that stopped here without its end, for a reason of its own (a model that
+/// cannot be used, a store that refused a write): one that never started, or that failed on
+/// its last allowed attempt, is ended `failed` with the reason (so it is not claimed again
+/// and again); any other goes back to the queue for another worker. Whether it started is
+/// asked again of the shared store. Returns whether it is done.
+async fn end_or_hand_back(
+    service: &RunService,
+    queue: &dyn RunQueue,
+    id: &RunId,
+    fence: i64,
+    attempts: u32,
+    worker: &str,
+    error: &ServiceError,
+) -> bool {
+    let started = queue.started(id).await.unwrap_or(true);
+    if started && attempts < MAX_ATTEMPTS {
+        tracing::warn!(worker, run_id = %id, %error, attempts, "a claimed run stopped without its end; it goes back to the queue");
+        return false;
+    }
+    let reason = if started {
+        format!("the run failed on {attempts} workers in turn, the last time with: {error}")
+    } else {
+        error.to_string()
+    };
+    let written = async {
+        let run = queue.open_claimed(id, fence, !started).await?;
+        let seq = service.store().read_events(id).await?.len() as u64;
+        let event = crate::service::remote::failed_at(id, seq, &reason)
+            .map_err(|e| crate::ports::StoreError::InvalidQuery(e.to_string()))?;
+        run.log.append(&event).await
+    }
+    .await;
+    match written {
+        Ok(()) => true,
         Err(e) => {
-            tracing::error!(run_id = %id, error = %e, "cannot encode a run's end");
-            return;
+            tracing::warn!(worker, run_id = %id, error = %e, "cannot record the end of a run that failed; it goes back to the queue");
+            false
         }
-    };
-    let written = match queue.open_claimed(id, fence, true).await {
-        Ok(run) => run.log.append(&event).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = written {
-        tracing::warn!(run_id = %id, error = %e, "cannot record the end of a run that could not start");
     }
 }

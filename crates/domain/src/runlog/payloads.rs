@@ -315,6 +315,24 @@ pub struct RunEnd {
     pub result: Option<Value>,
 }
 
+/// `pack_end`: a task-force member's loop ended (a lone specialist's end is the run's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PackEnd {
+    /// The member.
+    pub specialist_id: String,
+    /// How its loop ended.
+    pub status: RunStatus,
+    /// Its model calls.
+    pub steps: u32,
+    /// Its tokens.
+    pub usage: Usage,
+    /// Why, for statuses other than `completed`.
+    pub reason: Option<String>,
+    /// Its finish payload (or the payload built from its text); absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+}
+
 /// `run_resumed`: the run's process stopped before the run's end, and this process goes on
 /// from its runlog (docs/DURABILITY.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -70,7 +70,8 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
             .enqueue_to(queue, settings.store.max_runs_in_flight);
     }
     // Runs a stopped process left unfinished go on here (their clients find them by id).
-    if settings.server.resume_interrupted {
+    // (With a queue, workers continue runs; this node runs none.)
+    if settings.server.resume_interrupted && !settings.store.queue {
         match fabric.service.resume_interrupted(None).await {
             Ok((handles, refused)) => {
                 if !handles.is_empty() {

@@ -160,7 +160,7 @@ async fn issue_10_serve_enqueues_workers_run_and_any_node_follows() {
     );
     let (_, run) = api.get_json(&format!("/runs/{queued}")).await;
     assert!(
-        run.to_string().contains("before a worker started it"),
+        run.to_string().contains("while it waited for a worker"),
         "{run}"
     );
 }
