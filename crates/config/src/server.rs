@@ -20,6 +20,9 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Continue, at start, the runs a stopped process left unfinished (docs/DURABILITY.md).
     pub resume_interrupted: bool,
+    /// At shutdown, `suspend` runs in flight (stopped without an end, continued at the next
+    /// start) instead of cancelling them.
+    pub suspend_on_shutdown: bool,
 }
 
 impl Default for ServerConfig {
@@ -31,6 +34,7 @@ impl Default for ServerConfig {
             max_runs_in_flight: 64,
             max_body_bytes: 256 * 1024,
             resume_interrupted: true,
+            suspend_on_shutdown: false,
         }
     }
 }
@@ -45,6 +49,7 @@ pub(crate) struct RawServer {
     pub(crate) max_runs_in_flight: Option<u64>,
     pub(crate) max_body_bytes: Option<u64>,
     pub(crate) resume_interrupted: Option<bool>,
+    pub(crate) on_shutdown: Option<String>,
 }
 
 impl RawServer {
@@ -95,6 +100,20 @@ impl RawServer {
         if let Some(resume) = self.resume_interrupted {
             base.resume_interrupted = resume;
         }
+        if let Some(mode) = self.on_shutdown {
+            base.suspend_on_shutdown = match mode.as_str() {
+                "cancel" => false,
+                "suspend" => true,
+                other => {
+                    return Err(invalid(
+                        "server.on_shutdown",
+                        format!(
+                            "must be `cancel` (runs in flight end `cancelled`) or `suspend` (they stop without an end and are continued at the next start), got `{other}`"
+                        ),
+                    ));
+                }
+            };
+        }
         Ok(())
     }
 }
@@ -138,8 +157,9 @@ mod tests {
 
     #[test]
     fn the_file_sets_every_key() {
-        let s = load("server:\n  host: 0.0.0.0\n  port: 9000\n  api_token_env: MY_TOKEN\n  max_runs_in_flight: 3\n  max_body_bytes: 4096\n  resume_interrupted: false\n").unwrap();
+        let s = load("server:\n  host: 0.0.0.0\n  port: 9000\n  api_token_env: MY_TOKEN\n  max_runs_in_flight: 3\n  max_body_bytes: 4096\n  resume_interrupted: false\n  on_shutdown: suspend\n").unwrap();
         assert!(!s.server.resume_interrupted);
+        assert!(s.server.suspend_on_shutdown);
         assert_eq!(s.server.host, "0.0.0.0");
         assert_eq!(s.server.port, 9000);
         assert_eq!(s.server.api_token_env, "MY_TOKEN");

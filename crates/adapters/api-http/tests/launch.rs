@@ -235,6 +235,7 @@ impl Server {
             Arc::new(launcher),
             ServiceConfig {
                 max_runs_in_flight: Some(limit),
+                ..ServiceConfig::default()
             },
         );
         let state = AppState::new(service, config);

@@ -60,6 +60,12 @@ pub enum StoreError {
         /// The stale fence.
         fence: i64,
     },
+    /// The process is shutting down and leaves its runs to be continued at its next start
+    /// (`server.on_shutdown: suspend`): nothing more is written to them.
+    #[error(
+        "the fabric is shutting down and leaves this run to be continued at its next start (`fabric resume`, or `fabric serve` again)"
+    )]
+    Suspended,
     /// A query the caller can correct (an empty search, a semantic search with no embeddings
     /// model configured).
     #[error("{0}")]

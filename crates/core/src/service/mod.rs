@@ -54,6 +54,10 @@ pub struct ServiceConfig {
     /// are paid from their parent's budget, and a parent waiting on a slot its own child
     /// needs would never finish.
     pub max_runs_in_flight: Option<usize>,
+    /// At shutdown, stop runs in flight without ending them (their logs refuse every write
+    /// from that moment), so the next start continues them (`server.on_shutdown: suspend`;
+    /// docs/DURABILITY.md); otherwise they are cancelled and end `cancelled`.
+    pub suspend_on_shutdown: bool,
 }
 
 /// Told when a run ended (in a task of the service's own, off the run's critical path):
@@ -176,6 +180,9 @@ struct Inner {
     /// Owns every run task, so shutdown can wait for them to record their end.
     tracker: TaskTracker,
     shutting_down: AtomicBool,
+    /// Set at a suspending shutdown: every run's log refuses further writes.
+    suspended: Arc<AtomicBool>,
+    suspend_on_shutdown: bool,
     /// Told when each run that reached the store ended.
     on_end: Option<Arc<dyn RunEnded>>,
     /// Where new runs go when this service only enqueues them for workers (`fabric serve`
@@ -203,6 +210,8 @@ impl RunService {
                 limit: config.max_runs_in_flight,
                 tracker: TaskTracker::new(),
                 shutting_down: AtomicBool::new(false),
+                suspended: Arc::new(AtomicBool::new(false)),
+                suspend_on_shutdown: config.suspend_on_shutdown,
                 on_end: None,
                 queue: None,
                 queue_limit: None,
@@ -363,6 +372,10 @@ impl RunService {
     /// Stops starting runs and cancels those in flight (preparing or executing, and any
     /// submitted later), without waiting.
     pub fn begin_shutdown(&self) {
+        if self.inner.suspend_on_shutdown {
+            // Before the cancellation: the runs stop without recording an end.
+            self.inner.suspended.store(true, Ordering::SeqCst);
+        }
         self.inner.shutting_down.store(true, Ordering::SeqCst);
         self.inner.registry.cancel_all();
         self.inner.tracker.close();
@@ -477,6 +490,14 @@ impl RunTask {
         let _ = done_tx.send(result);
     }
 
+    /// The run's log, refusing writes once the service suspends its runs.
+    pub(super) fn suspendable(&self, log: Box<dyn RunLog>) -> Arc<dyn RunLog> {
+        Arc::new(Suspendable {
+            inner: log,
+            suspended: Arc::clone(&self.service.inner.suspended),
+        })
+    }
+
     /// Every event to the live run and to the submitter's observer.
     fn observer(&self) -> Tee<'_> {
         Tee {
@@ -511,7 +532,7 @@ impl RunTask {
             .create_run(self.live.id().clone())
             .await
             .map_err(|e| ServiceError::Store(e.to_string()))?;
-        let log: Arc<dyn RunLog> = Arc::from(run.log);
+        let log = self.suspendable(run.log);
         let workspace = match &self.submission.parent {
             Some(parent) if prepared.shares_parent_workspace() => parent.workspace.clone(),
             _ => run.workspace,
@@ -581,6 +602,22 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("no message")
+}
+
+/// A run's log that stops writing when the service suspends its runs at shutdown.
+struct Suspendable {
+    inner: Box<dyn RunLog>,
+    suspended: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl RunLog for Suspendable {
+    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
+        if self.suspended.load(Ordering::SeqCst) {
+            return Err(StoreError::Suspended);
+        }
+        self.inner.append(event).await
+    }
 }
 
 /// The run's log, shared with its task so the task can still record the end after a panic.

@@ -38,7 +38,7 @@ impl RunTask {
                 "run `{id}` already ended ({status}); there is nothing to continue"
             )));
         }
-        let log: Arc<dyn RunLog> = Arc::from(run.log);
+        let log = self.suspendable(run.log);
         // From here on the run ends properly whatever happens: a reason it cannot go on is
         // recorded as its end.
         let Some(request) = request_of(&history) else {

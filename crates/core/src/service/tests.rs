@@ -166,6 +166,7 @@ fn service(prep: Prep, limit: Option<usize>) -> (RunService, Arc<MemStore>) {
         Arc::new(prep),
         ServiceConfig {
             max_runs_in_flight: limit,
+            ..ServiceConfig::default()
         },
     );
     (service, store)

@@ -437,3 +437,45 @@ async fn issue_10_run_resume_interrupted_and_serve_pick_up_left_runs() {
     assert_eq!(status["status"], "completed");
     check_continued(&served.fx, &runlog, "serve");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_10_serve_suspends_runs_at_shutdown_and_continues_them_at_its_next_start() {
+    let mut slow = turns();
+    slow[2].delay_ms = Some(3_000);
+    let fx = fixture(0, slow).await;
+    fx.append_config("server:\n  on_shutdown: suspend\n");
+    let root = fx.workspace_root();
+    let mut first = Served::on(fx, Options::default()).await;
+    let id = first.start_run("write a and b").await;
+    let runlog = root.join("runs").join(&id).join("runlog.jsonl");
+    for _ in 0..500 {
+        let text = std::fs::read_to_string(&runlog).unwrap_or_default();
+        if text.contains("\"kind\":\"llm_request\",\"step\":2") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A deploy: SIGTERM while the run waits on its model.
+    let pid = first.child.id().expect("pid").to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill -TERM");
+    assert!(status.success());
+    let exited = tokio::time::timeout(Duration::from_secs(30), first.child.wait())
+        .await
+        .expect("serve exits")
+        .expect("wait");
+    assert!(exited.success());
+    let text = std::fs::read_to_string(&runlog).unwrap();
+    assert!(
+        !text.contains("run_failed") && !text.contains("run_complete"),
+        "suspended, not ended:\n{text}"
+    );
+    // The next start continues it.
+    let second = first.another_node().await;
+    let status = second.wait_status(&id, "completed").await;
+    assert_eq!(status["status"], "completed");
+    let events = read_runlog(&runlog);
+    assert_eq!(of_kind(&events, "run_resumed").len(), 1);
+}
