@@ -302,6 +302,25 @@ impl Merger {
                 }
             };
         }
+        if let Some(v) = raw.complexity_routing {
+            let threshold = match v.threshold {
+                Some(t) => self.range("complexity_routing.threshold", t, 0, 100)? as u8,
+                None => 60,
+            };
+            let key = |name: &str, value: Option<String>| {
+                value.filter(|k| !k.trim().is_empty()).ok_or_else(|| {
+                    self.invalid(
+                        format!("complexity_routing.{name}"),
+                        "must name a key of `models:` (for example `fast` for simple tasks, `quality` for complex ones)".to_owned(),
+                    )
+                })
+            };
+            s.complexity_routing = Some(crate::ComplexityRouting {
+                threshold,
+                simple: key("simple", v.simple)?,
+                complex: key("complex", v.complex)?,
+            });
+        }
         if let Some(v) = raw.task_force_mode {
             s.task_force_mode = match v.as_str() {
                 "sequential" => TaskForceMode::Sequential,
@@ -791,6 +810,16 @@ impl Merger {
                     s.routing_model_key
                 ),
             ));
+        }
+        if let Some(routing) = &s.complexity_routing {
+            for (name, key) in [("simple", &routing.simple), ("complex", &routing.complex)] {
+                if !s.models.contains_key(key) {
+                    return Err(self.invalid(
+                        format!("complexity_routing.{name}"),
+                        format!("no model `{key}`; the model keys are: {keys}"),
+                    ));
+                }
+            }
         }
         if let Some(key) = &s.run_index.embedding_model_key
             && !s.models.contains_key(key)

@@ -17,6 +17,7 @@ pub(crate) struct RawConfig {
     pub(crate) task_force_mode: Option<String>,
     pub(crate) task_force_max_parallel: Option<u32>,
     pub(crate) routing: Option<String>,
+    pub(crate) complexity_routing: Option<RawComplexityRouting>,
     pub(crate) local_llm_ensure_available: Option<bool>,
     pub(crate) local_llm_start_cmd: Option<Vec<String>>,
     pub(crate) local_llm_start_timeout_s: Option<u64>,
@@ -108,4 +109,13 @@ pub(crate) struct RawShell {
     pub(crate) allowed_commands: Option<Vec<String>>,
     pub(crate) timeout_s: Option<u64>,
     pub(crate) pass_env: Option<Vec<String>>,
+}
+
+/// `complexity_routing:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawComplexityRouting {
+    pub(crate) threshold: Option<u64>,
+    pub(crate) simple: Option<String>,
+    pub(crate) complex: Option<String>,
 }

@@ -40,6 +40,18 @@ pub enum TaskForceMode {
     Parallel,
 }
 
+/// Model choice by task complexity (seed 003): a score from 0 to 100; at or above
+/// `threshold` the `complex` key, below it the `simple` one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ComplexityRouting {
+    /// The score from which a task counts as complex.
+    pub threshold: u8,
+    /// The model key of simple tasks (a small local model).
+    pub simple: String,
+    /// The model key of complex tasks (a strong model).
+    pub complex: String,
+}
+
 /// How a prompt is routed to specialists when the run names none (ADR in DECISIONS.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -171,6 +183,9 @@ pub struct Settings {
     pub task_force_max_parallel: u32,
     /// How prompts are routed to specialists when the run names none.
     pub routing: Routing,
+    /// Which model key a run uses by how complex its task looks, when neither the request
+    /// nor the specialist names one (docs/QUALITY.md); `None`: `default_model_key`.
+    pub complexity_routing: Option<ComplexityRouting>,
     /// Start the local model server when it does not answer.
     pub local_llm_ensure_available: bool,
     /// The command that starts it.

@@ -76,6 +76,22 @@ async fn prepare(
     let (sandbox, run_sandbox) = wiring::sandbox(settings, request.sandbox)
         .map_err(|e| ServiceError::Invalid(format!("{e:#}")))?;
     let (ids, recruitment, routing_call) = recruit_for(settings, &request).await?;
+    // Scored once per task, used by members whose specialist names no model key.
+    let by_complexity = settings.complexity_routing.as_ref().map(|routing| {
+        let complexity = fabric_core::recruit::complexity::score(&request.prompt);
+        let (key, relation) = if complexity.score >= routing.threshold {
+            (routing.complex.clone(), "≥")
+        } else {
+            (routing.simple.clone(), "<")
+        };
+        let why = format!(
+            "complexity {} {relation} {}: {key} ({})",
+            complexity.score,
+            routing.threshold,
+            complexity.explain()
+        );
+        (key, why)
+    });
     let mut members = Vec::new();
     let mut clients: HashMap<String, (Arc<dyn ChatClient>, String, String)> = HashMap::new();
     for id in &ids {
@@ -93,11 +109,14 @@ async fn prepare(
                 "specialist `{id}` runs its shell in the container image `{image}`, but Podman is not installed; install it (`apt-get install podman`) or remove `container_image` from the specialist"
             )));
         }
-        let model_key = request
-            .model_key
-            .clone()
-            .or_else(|| specialist.model_key.clone())
-            .unwrap_or_else(|| settings.default_model_key.clone());
+        // `--model-key` first, then the specialist's own key, then the task's complexity,
+        // then the default.
+        let (model_key, routed) = match (&request.model_key, &specialist.model_key, &by_complexity)
+        {
+            (Some(key), _, _) | (None, Some(key), _) => (key.clone(), None),
+            (None, None, Some((key, why))) => (key.clone(), Some(why.clone())),
+            (None, None, None) => (settings.default_model_key.clone(), None),
+        };
         let config = settings.model(&model_key).ok_or_else(|| {
             ServiceError::UnknownModelKey(format!(
                 "no model key `{model_key}`; the configured keys are: {}",
@@ -144,7 +163,10 @@ async fn prepare(
                 max_tokens: Some(config.max_tokens),
                 stream: request.stream,
             },
-            model_reason: reason,
+            model_reason: match routed {
+                Some(why) => format!("{why}; {reason}"),
+                None => reason,
+            },
         });
     }
     let max_steps = request.max_steps.unwrap_or(settings.max_steps);

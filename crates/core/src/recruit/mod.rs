@@ -11,6 +11,7 @@
 //! Everything here is pure except [`route_with_llm`], which talks to the model only through
 //! the [`ChatClient`] port, so the whole module is tested with plain values and a fake model.
 
+pub mod complexity;
 pub mod keywords;
 mod llm;
 

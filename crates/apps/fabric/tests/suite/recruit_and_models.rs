@@ -478,3 +478,74 @@ async fn model_flag_skips_discovery() {
         .unwrap();
     assert_eq!(chat.body["model"], "my-model:1b");
 }
+
+/// Two model keys on the scripted server and `complexity_routing` between them.
+fn complexity_config(fx: &Fixture) {
+    let base = fx.server.base_url();
+    let yaml = format!(
+        "models:\n  fast:\n    base_url: {base}\n    model: qwen2.5:7b\n    backend: openai\n  quality:\n    base_url: {base}\n    model: qwen2.5:7b\n    backend: openai\ndefault_model_key: fast\nrouting_model_key: fast\ncomplexity_routing:\n  threshold: 60\n  simple: fast\n  complex: quality\n"
+    );
+    std::fs::write(&fx.config, yaml).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_complexity_routing_picks_the_model_key_and_says_why() {
+    let mut turns = work("hello written");
+    turns.extend(work("refactored"));
+    turns.extend(work("overridden"));
+    let fx = Fixture::new(turns).await;
+    complexity_config(&fx);
+
+    let (simple, _) = run_json(
+        &fx,
+        &["Create hello.txt containing Hello", "--pack", "engineering"],
+        0,
+    )
+    .await;
+    assert_eq!(simple["_meta"]["model_key"], "fast");
+    let events = fx.runlog(&simple);
+    let reason = of_kind(&events, "run_start")[0]["payload"]["model_reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        reason.starts_with("complexity ") && reason.contains("< 60: fast"),
+        "{reason}"
+    );
+
+    let hard = "Refactor the HTTP layer to async handlers, keep the public API backwards compatible, then add tests for every endpoint and benchmark the latency";
+    let (complex, _) = run_json(&fx, &[hard, "--pack", "engineering"], 0).await;
+    assert_eq!(complex["_meta"]["model_key"], "quality");
+    let events = fx.runlog(&complex);
+    let reason = of_kind(&events, "run_start")[0]["payload"]["model_reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        reason.contains("≥ 60: quality") && reason.contains("hard verbs"),
+        "{reason}"
+    );
+
+    // `--model-key` wins over the score.
+    let (forced, _) = run_json(
+        &fx,
+        &[hard, "--pack", "engineering", "--model-key", "fast"],
+        0,
+    )
+    .await;
+    assert_eq!(forced["_meta"]["model_key"], "fast");
+
+    // A key that does not exist is named.
+    let yaml = std::fs::read_to_string(&fx.config)
+        .unwrap()
+        .replace("complex: quality", "complex: strong");
+    std::fs::write(&fx.config, yaml).unwrap();
+    let bad = fx.fabric(&["run", "x", "--pack", "engineering"]).await;
+    assert_eq!(bad.code(), 2);
+    assert!(
+        bad.stderr.contains("complexity_routing.complex")
+            && bad.stderr.contains("no model `strong`"),
+        "{}",
+        bad.stderr
+    );
+}
