@@ -60,6 +60,7 @@ impl Settings {
             task_force_max_parallel: 2,
             routing: Routing::Keyword,
             complexity_routing: None,
+            cloud_fallback: None,
             local_llm_ensure_available: true,
             local_llm_start_cmd: vec!["ollama".to_owned(), "serve".to_owned()],
             local_llm_start_timeout_s: 90,

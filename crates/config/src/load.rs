@@ -321,6 +321,50 @@ impl Merger {
                 complex: key("complex", v.complex)?,
             });
         }
+        if let Some(v) = raw.cloud_fallback {
+            let model_key = v
+                .model_key
+                .filter(|k| !k.trim().is_empty())
+                .ok_or_else(|| {
+                    self.invalid(
+                    "cloud_fallback.model_key",
+                    "must name a key of `models:` (the cloud model asked when the local one fails)"
+                        .to_owned(),
+                )
+                })?;
+            let policy = v
+                .policy
+                .unwrap_or_else(|| vec!["no_tool_calls".to_owned(), "malformed_args".to_owned()]);
+            let (mut no_tool_calls, mut malformed_args) = (false, false);
+            for (i, p) in policy.iter().enumerate() {
+                match p.as_str() {
+                    "no_tool_calls" => no_tool_calls = true,
+                    "malformed_args" => malformed_args = true,
+                    "critic_rejected" => {
+                        return Err(self.invalid(
+                            format!("cloud_fallback.policy[{i}]"),
+                            "`critic_rejected` needs the critic gate, which this version does not have yet; use `no_tool_calls` and `malformed_args`".to_owned(),
+                        ));
+                    }
+                    other => {
+                        return Err(self.invalid(
+                            format!("cloud_fallback.policy[{i}]"),
+                            format!("must be `no_tool_calls` or `malformed_args`, got `{other}`"),
+                        ));
+                    }
+                }
+            }
+            let max_per_run = match v.max_per_run {
+                Some(n) => self.range("cloud_fallback.max_per_run", n, 1, 1000)? as u32,
+                None => 3,
+            };
+            s.cloud_fallback = Some(crate::CloudFallbackConfig {
+                model_key,
+                no_tool_calls,
+                malformed_args,
+                max_per_run,
+            });
+        }
         if let Some(v) = raw.task_force_mode {
             s.task_force_mode = match v.as_str() {
                 "sequential" => TaskForceMode::Sequential,
@@ -808,6 +852,17 @@ impl Merger {
                 format!(
                     "no model `{}`; the model keys are: {keys}",
                     s.routing_model_key
+                ),
+            ));
+        }
+        if let Some(fallback) = &s.cloud_fallback
+            && !s.models.contains_key(&fallback.model_key)
+        {
+            return Err(self.invalid(
+                "cloud_fallback.model_key",
+                format!(
+                    "no model `{}`; the model keys are: {keys}",
+                    fallback.model_key
                 ),
             ));
         }

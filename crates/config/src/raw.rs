@@ -18,6 +18,7 @@ pub(crate) struct RawConfig {
     pub(crate) task_force_max_parallel: Option<u32>,
     pub(crate) routing: Option<String>,
     pub(crate) complexity_routing: Option<RawComplexityRouting>,
+    pub(crate) cloud_fallback: Option<RawCloudFallback>,
     pub(crate) local_llm_ensure_available: Option<bool>,
     pub(crate) local_llm_start_cmd: Option<Vec<String>>,
     pub(crate) local_llm_start_timeout_s: Option<u64>,
@@ -118,4 +119,13 @@ pub(crate) struct RawComplexityRouting {
     pub(crate) threshold: Option<u64>,
     pub(crate) simple: Option<String>,
     pub(crate) complex: Option<String>,
+}
+
+/// `cloud_fallback:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCloudFallback {
+    pub(crate) model_key: Option<String>,
+    pub(crate) policy: Option<Vec<String>>,
+    pub(crate) max_per_run: Option<u64>,
 }

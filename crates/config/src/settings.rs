@@ -52,6 +52,19 @@ pub struct ComplexityRouting {
     pub complex: String,
 }
 
+/// Seed 001's `FallbackChatClient`: when a step goes to the cloud model key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CloudFallbackConfig {
+    /// The model key asked instead.
+    pub model_key: String,
+    /// The local model answered without a tool call.
+    pub no_tool_calls: bool,
+    /// The local model sent invalid arguments two steps in a row.
+    pub malformed_args: bool,
+    /// Most fallbacks in one run.
+    pub max_per_run: u32,
+}
+
 /// How a prompt is routed to specialists when the run names none (ADR in DECISIONS.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -186,6 +199,9 @@ pub struct Settings {
     /// Which model key a run uses by how complex its task looks, when neither the request
     /// nor the specialist names one (docs/QUALITY.md); `None`: `default_model_key`.
     pub complexity_routing: Option<ComplexityRouting>,
+    /// The cloud model a step falls back to when the local one fails by quality
+    /// (docs/QUALITY.md); `None`: no fallback.
+    pub cloud_fallback: Option<CloudFallbackConfig>,
     /// Start the local model server when it does not answer.
     pub local_llm_ensure_available: bool,
     /// The command that starts it.

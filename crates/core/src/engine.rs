@@ -58,6 +58,34 @@ pub struct LoopOutcome {
     pub reason: Option<String>,
 }
 
+/// A stronger model a step goes to when the local one fails in a way it may fix (seed 000
+/// ADR-008: by quality, never by a connection failure), up to a number of times per run.
+pub struct Fallback<'a> {
+    /// Its client.
+    pub chat: &'a dyn ChatClient,
+    /// Its model.
+    pub model: &'a ModelParams,
+    /// Its model key, for the runlog.
+    pub model_key: &'a str,
+    /// Fall back when the local model answers without a tool call.
+    pub no_tool_calls: bool,
+    /// Fall back when the local model sent invalid arguments two steps in a row (the
+    /// corrective error message did not help).
+    pub malformed_args: bool,
+    /// Fallbacks left for the whole run (shared by its members).
+    pub remaining: &'a std::sync::atomic::AtomicU32,
+}
+
+impl Fallback<'_> {
+    /// Takes one fallback from the run's allowance.
+    fn take(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.remaining
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
+
 /// What the loop needs besides the model and the tools.
 pub struct LoopInput<'a> {
     /// Who works.
@@ -76,6 +104,8 @@ pub struct LoopInput<'a> {
     /// Steps recorded before the run's process stopped, replayed instead of asking the
     /// model again (empty for a new run).
     pub replay: VecDeque<RecordedStep>,
+    /// The cloud model to fall back to, if the run has one.
+    pub fallback: Option<&'a Fallback<'a>>,
 }
 
 /// The outcome of dispatching one tool call.
@@ -142,6 +172,7 @@ async fn run_steps(
         max_steps,
         ctx,
         mut replay,
+        fallback,
     } = input;
 
     // The `finish_task` definition is built once; the schema itself is checked against
@@ -164,6 +195,8 @@ async fn run_steps(
     // With no tool to work with, there is no work to require before finish_task.
     let mut attempted_work = catalogue.tools.is_empty();
     let mut plain_replies = 0u32;
+    // Steps in a row whose calls had invalid arguments (for the `malformed_args` fallback).
+    let mut invalid_streak = 0u32;
 
     for step in 0..max_steps {
         record_notices(source, &rec, Some(step)).await?;
@@ -187,19 +220,60 @@ async fn run_steps(
                 response: Some(response),
                 started,
                 outcomes,
+                replaced_usage,
                 ..
-            }) => (response, Some((started, outcomes))),
+            }) => {
+                // A local answer a cloud fallback replaced was paid for too.
+                usage.add(replaced_usage);
+                ctx.lineage
+                    .budget
+                    .charge_tokens(replaced_usage.total_tokens);
+                (response, Some((started, outcomes)))
+            }
             // The call was in flight when the process stopped: ask again.
-            _ => match ask(chat, &messages, definitions, model, ctx, rec, step).await? {
-                Ok(response) => (response, None),
-                Err((status, reason)) => return Ok(failed(status, reason, step, usage)),
-            },
+            _ => {
+                // Invalid arguments twice running: this step goes to the cloud model.
+                let cloud =
+                    fallback.filter(|f| f.malformed_args && invalid_streak >= 2 && f.take());
+                let (asked, asked_model) = match cloud {
+                    Some(f) => {
+                        record_fallback(rec, step, "malformed_args", model, f).await?;
+                        invalid_streak = 0;
+                        (f.chat, f.model)
+                    }
+                    None => (chat, model),
+                };
+                match ask(asked, &messages, definitions, asked_model, ctx, rec, step).await? {
+                    Ok(response) => (response, None),
+                    Err((status, reason)) => return Ok(failed(status, reason, step, usage)),
+                }
+            }
         };
         let replaying = recorded.is_some();
         if let Some(u) = response.usage {
             usage.add(u);
             ctx.lineage.budget.charge_tokens(u.total_tokens);
         }
+        // No tool call where one is needed: the same step is asked of the cloud model, and
+        // its answer is the step's.
+        let response = match fallback {
+            Some(f)
+                if !replaying && response.tool_calls.is_empty() && f.no_tool_calls && f.take() =>
+            {
+                record_fallback(rec, step, "no_tool_calls", model, f).await?;
+                match ask(f.chat, &messages, definitions, f.model, ctx, rec, step).await? {
+                    Ok(cloud) => {
+                        if let Some(u) = cloud.usage {
+                            usage.add(u);
+                            ctx.lineage.budget.charge_tokens(u.total_tokens);
+                        }
+                        cloud
+                    }
+                    Err((status, reason)) => return Ok(failed(status, reason, step, usage)),
+                }
+            }
+            _ => response,
+        };
 
         if response.tool_calls.is_empty() {
             let text = response.content.unwrap_or_default();
@@ -236,6 +310,7 @@ async fn run_steps(
 
         let calls = response.tool_calls;
         messages.push(Message::assistant(response.content, calls.clone()));
+        let mut invalid_here = false;
         for call in &calls {
             let args = parse_arguments(&call.arguments);
             // Settled before the stop: replayed as recorded. Started but not settled: in
@@ -335,6 +410,7 @@ async fn run_steps(
                     messages.push(Message::tool_result(&call.id, text));
                 }
                 Err(error) => {
+                    invalid_here |= matches!(error, ToolError::InvalidArguments(_));
                     let message = error.to_string();
                     rec.record(
                         Some(step),
@@ -371,6 +447,7 @@ async fn run_steps(
                 }
             }
         }
+        invalid_streak = if invalid_here { invalid_streak + 1 } else { 0 };
     }
     Ok(failed(
         RunStatus::MaxStepsExceeded,
@@ -463,6 +540,26 @@ async fn ask(
     )
     .await?;
     Ok(Ok(response))
+}
+
+/// Records that a step goes to the cloud model, and why.
+async fn record_fallback(
+    rec: Recorder<'_>,
+    step: u32,
+    reason: &str,
+    local: &ModelParams,
+    fallback: &Fallback<'_>,
+) -> Result<(), StoreError> {
+    rec.record(
+        Some(step),
+        &runlog::CloudFallback {
+            reason: reason.to_owned(),
+            local_model: local.name.clone(),
+            cloud_model: fallback.model.name.clone(),
+            cloud_model_key: fallback.model_key.to_owned(),
+        },
+    )
+    .await
 }
 
 /// Whether the tool a call names only reads, by its contract (`finish_task` only checks its

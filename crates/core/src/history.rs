@@ -60,6 +60,8 @@ pub struct RecordedStep {
     pub step: u32,
     /// The model's answer; `None` when the call was in flight when the process stopped.
     pub response: Option<ChatResponse>,
+    /// Tokens of earlier answers to the same step that a cloud fallback replaced.
+    pub replaced_usage: Usage,
     /// The calls whose `tool_call` was written (they were started).
     pub started: HashSet<String>,
     /// The settled calls, by call id.
@@ -156,6 +158,9 @@ impl RunHistory {
                     member.steps.push_back(RecordedStep::new(step));
                 }
                 if let Some(last) = member.steps.back_mut() {
+                    if let Some(u) = last.response.as_ref().and_then(|r| r.usage) {
+                        last.replaced_usage.add(u);
+                    }
                     last.response = Some(response_of(recorded));
                 }
             }
@@ -234,6 +239,9 @@ impl RunHistory {
         {
             usage.add(u);
         }
+        for step in self.members.iter().flat_map(|m| &m.steps) {
+            usage.add(step.replaced_usage);
+        }
         usage
     }
 
@@ -265,6 +273,7 @@ impl RecordedStep {
         Self {
             step,
             response: None,
+            replaced_usage: Usage::default(),
             started: HashSet::new(),
             outcomes: HashMap::new(),
         }

@@ -202,6 +202,7 @@ fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode) -> TaskForce<'a> {
         network_allowed: false,
         sandbox: Default::default(),
         lineage: None,
+        fallback: None,
     }
 }
 

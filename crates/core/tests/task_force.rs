@@ -195,6 +195,7 @@ fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode, max_parallel: usize)
         network_allowed: false,
         sandbox: Default::default(),
         lineage: None,
+        fallback: None,
     }
 }
 

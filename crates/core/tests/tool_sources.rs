@@ -233,6 +233,7 @@ async fn run(
         max_steps: 6,
         network_allowed: false,
         lineage: None,
+        fallback: None,
         sandbox: Default::default(),
     };
     fabric_core::execute::execute_task_force(store, force, &NoopObserver, CancellationToken::new())

@@ -22,6 +22,8 @@ pub enum EventKind {
     LlmResponse,
     /// The model answered in plain text and was asked to call a tool.
     CorrectiveReprompt,
+    /// A step went to the cloud model because the local one failed in a way it may fix.
+    CloudFallback,
     /// Before a tool runs.
     ToolCall,
     /// A tool's successful result, or an accepted `finish_task`.
@@ -49,7 +51,7 @@ pub enum EventKind {
 impl EventKind {
     /// Every kind this version knows (all but [`EventKind::Unknown`]), in the order of
     /// docs/RUNLOG.md, with the reserved `loop_detected` before the terminal kinds.
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 18] = [
         Self::RunStart,
         Self::Recruitment,
         Self::TaskForceParallel,
@@ -58,6 +60,7 @@ impl EventKind {
         Self::LlmRequest,
         Self::LlmResponse,
         Self::CorrectiveReprompt,
+        Self::CloudFallback,
         Self::ToolCall,
         Self::ToolResult,
         Self::ToolError,
@@ -85,6 +88,7 @@ impl EventKind {
             Self::LlmRequest => "llm_request",
             Self::LlmResponse => "llm_response",
             Self::CorrectiveReprompt => "corrective_reprompt",
+            Self::CloudFallback => "cloud_fallback",
             Self::ToolCall => "tool_call",
             Self::ToolResult => "tool_result",
             Self::ToolError => "tool_error",
@@ -153,6 +157,7 @@ mod tests {
             | EventKind::LlmRequest
             | EventKind::LlmResponse
             | EventKind::CorrectiveReprompt
+            | EventKind::CloudFallback
             | EventKind::ToolCall
             | EventKind::ToolResult
             | EventKind::ToolError

@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use payloads::{
-    CorrectiveReprompt, LlmRequest, LlmResponse, LlmToolCall, McpServer, PackEnd, PackStart,
-    Recruitment, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart,
-    SecurityEvent, SkippedTool, TaskForceParallel, ToolCall, ToolError, ToolResult,
+    CloudFallback, CorrectiveReprompt, LlmRequest, LlmResponse, LlmToolCall, McpServer, PackEnd,
+    PackStart, Recruitment, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed,
+    RunStart, SecurityEvent, SkippedTool, TaskForceParallel, ToolCall, ToolError, ToolResult,
 };
 pub use vocab::{
     CallPurpose, McpStatus, RoutingMethod, SecurityEventType, TaskForceMode, ToolErrorType,
@@ -79,6 +79,7 @@ fixed_kind! {
     LlmResponse => LlmResponse,
     RoutingResponse => LlmResponse,
     CorrectiveReprompt => CorrectiveReprompt,
+    CloudFallback => CloudFallback,
     ToolCall => ToolCall,
     ToolResult => ToolResult,
     ToolError => ToolError,

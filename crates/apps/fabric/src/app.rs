@@ -58,6 +58,37 @@ impl Preparer for AppPreparer {
     }
 }
 
+/// The cloud model steps fall back to (`cloud_fallback`), used as configured: no discovery,
+/// no pull (a cloud key names its model).
+fn cloud_fallback(
+    settings: &Settings,
+    stream: bool,
+) -> Result<Option<fabric_core::service::PreparedFallback>, ServiceError> {
+    let Some(fallback) = &settings.cloud_fallback else {
+        return Ok(None);
+    };
+    let config = settings.model(&fallback.model_key).ok_or_else(|| {
+        ServiceError::UnknownModelKey(format!(
+            "cloud_fallback.model_key names `{}`, which is not a model key",
+            fallback.model_key
+        ))
+    })?;
+    Ok(Some(fabric_core::service::PreparedFallback {
+        chat: wiring::chat_client(config).map_err(internal)?,
+        model_key: fallback.model_key.clone(),
+        model: ModelParams {
+            name: config.model.clone(),
+            temperature: Some(config.temperature),
+            top_p: Some(config.top_p),
+            max_tokens: Some(config.max_tokens),
+            stream,
+        },
+        no_tool_calls: fallback.no_tool_calls,
+        malformed_args: fallback.malformed_args,
+        max_per_run: fallback.max_per_run,
+    }))
+}
+
 /// An error of the set-up code, as the service reports it.
 fn internal(error: anyhow::Error) -> ServiceError {
     ServiceError::Internal(format!("{error:#}"))
@@ -182,6 +213,7 @@ async fn prepare(
     Ok(PreparedTask {
         lineage: Lineage::root(Arc::new(budget)),
         share_parent_workspace: delegation.workspace == fabric_config::DelegationWorkspace::Shared,
+        fallback: cloud_fallback(settings, request.stream)?,
         prompt: request.prompt,
         members,
         recruitment,

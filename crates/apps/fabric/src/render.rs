@@ -203,6 +203,17 @@ impl RunObserver for HumanRenderer {
                     ));
                 }
             }
+            EventKind::CloudFallback => {
+                if let Ok(p) = event.payload_as::<runlog::CloudFallback>() {
+                    self.line(format!(
+                        "  {} {} did not manage ({}); asking {}",
+                        self.dim.apply_to("↑"),
+                        p.local_model,
+                        p.reason,
+                        p.cloud_model
+                    ));
+                }
+            }
             EventKind::CorrectiveReprompt => self.line(format!(
                 "  {} the model answered in text; asking it to use its tools",
                 self.dim.apply_to("↺")

@@ -361,3 +361,51 @@ fn loader_variables_cannot_be_passed_to_tools() {
         "{e}"
     );
 }
+
+#[test]
+fn issue_11_complexity_routing_and_cloud_fallback_are_checked() {
+    let s = load(
+        "c.yaml",
+        "complexity_routing: {simple: fast, complex: quality}\ncloud_fallback: {model_key: quality}\n",
+    )
+    .unwrap();
+    let routing = s.complexity_routing.unwrap();
+    assert_eq!((routing.threshold, routing.simple.as_str()), (60, "fast"));
+    let fallback = s.cloud_fallback.unwrap();
+    assert!(fallback.no_tool_calls && fallback.malformed_args);
+    assert_eq!(fallback.max_per_run, 3);
+    let e = err(
+        "c.yaml",
+        "complexity_routing: {threshold: 101, simple: fast, complex: quality}\n",
+    );
+    assert!(
+        e.contains("`complexity_routing.threshold`: must be between 0 and 100"),
+        "{e}"
+    );
+    let e = err("c.yaml", "complexity_routing: {simple: fast}\n");
+    assert!(
+        e.contains("`complexity_routing.complex`: must name a key"),
+        "{e}"
+    );
+    let e = err("c.yaml", "cloud_fallback: {model_key: gpt}\n");
+    assert!(
+        e.contains("`cloud_fallback.model_key`: no model `gpt`"),
+        "{e}"
+    );
+    let e = err(
+        "c.yaml",
+        "cloud_fallback: {model_key: quality, policy: [critic_rejected]}\n",
+    );
+    assert!(
+        e.contains("`cloud_fallback.policy[0]`") && e.contains("critic gate"),
+        "{e}"
+    );
+    let e = err(
+        "c.yaml",
+        "cloud_fallback: {model_key: quality, policy: [sometimes]}\n",
+    );
+    assert!(
+        e.contains("must be `no_tool_calls` or `malformed_args`, got `sometimes`"),
+        "{e}"
+    );
+}

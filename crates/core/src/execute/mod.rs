@@ -98,6 +98,22 @@ pub struct Member<'a> {
     pub model_reason: Option<String>,
 }
 
+/// The cloud model a run's steps fall back to (config `cloud_fallback`; docs/QUALITY.md).
+pub struct CloudFallback<'a> {
+    /// Its client.
+    pub chat: &'a dyn ChatClient,
+    /// Its model key.
+    pub model_key: String,
+    /// Its model.
+    pub model: ModelParams,
+    /// Fall back when the local model answers without a tool call.
+    pub no_tool_calls: bool,
+    /// Fall back when the local model sent invalid arguments two steps in a row.
+    pub malformed_args: bool,
+    /// Most fallbacks in one run.
+    pub max_per_run: u32,
+}
+
 /// A task for one or more specialists.
 pub struct TaskForce<'a> {
     /// What the user asked.
@@ -122,6 +138,8 @@ pub struct TaskForce<'a> {
     /// Where the run sits in its delegation tree and the budget the tree shares; `None`: a
     /// run a person started, with a budget of `max_steps` per member.
     pub lineage: Option<crate::budget::Lineage>,
+    /// The cloud model to fall back to, if any.
+    pub fallback: Option<CloudFallback<'a>>,
 }
 
 /// How a run ended.
@@ -209,6 +227,7 @@ impl Task {
             network_allowed: self.network_allowed,
             sandbox: self.sandbox,
             lineage: None,
+            fallback: None,
         }
     }
 }

@@ -4,6 +4,7 @@ use fabric_domain::runlog::{self, RoutingMethod};
 use fabric_domain::{Message, SpecialistSpec, ToolLoading};
 use serde_json::Value;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -14,7 +15,7 @@ use super::toolset::{MemberTools, split_allowed};
 use super::{Member, RunOutcome, TaskForce, TaskForceMode};
 use crate::CoreError;
 use crate::budget::{Lineage, RunBudget};
-use crate::engine::{LoopInput, LoopOutcome, run_loop};
+use crate::engine::{Fallback, LoopInput, LoopOutcome, run_loop};
 use crate::history::{MemberHistory, RunHistory};
 use crate::lazy::LazyTools;
 use crate::ports::{NewRun, RunObserver, StoreError, ToolContext, ToolSource};
@@ -149,12 +150,23 @@ pub(super) async fn run(
         lineage,
     };
     let parallel_recorded = history.as_ref().is_some_and(|h| h.parallel_recorded);
+    // The run's fallbacks are counted together, across its members.
+    let fallbacks_left = AtomicU32::new(force.fallback.as_ref().map_or(0, |f| f.max_per_run));
+    let fallback = force.fallback.as_ref().map(|f| Fallback {
+        chat: f.chat,
+        model: &f.model,
+        model_key: &f.model_key,
+        no_tool_calls: f.no_tool_calls,
+        malformed_args: f.malformed_args,
+        remaining: &fallbacks_left,
+    });
     let shared = Shared {
         prompt: &force.prompt,
         max_steps: force.max_steps,
         ctx: &ctx,
         toolsets: &toolsets,
         histories: std::sync::Mutex::new(history.take().map(|h| h.members).unwrap_or_default()),
+        fallback: fallback.as_ref(),
     };
 
     let (status, payload, reason, steps, usage) = if !is_task_force {
@@ -235,6 +247,8 @@ struct Shared<'a> {
     /// Per member, what a resumed run recorded before (empty for a new run); each member
     /// takes its own once.
     histories: std::sync::Mutex<Vec<MemberHistory>>,
+    /// The cloud model steps fall back to, if the run has one.
+    fallback: Option<&'a Fallback<'a>>,
 }
 
 impl Shared<'_> {
@@ -278,6 +292,7 @@ impl Shared<'_> {
                 max_steps: self.max_steps,
                 ctx: self.ctx,
                 replay: history.steps,
+                fallback: self.fallback,
             },
             rec,
         )

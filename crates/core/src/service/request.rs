@@ -228,6 +228,22 @@ pub struct PreparedMember {
     pub model_reason: String,
 }
 
+/// The cloud model a prepared task falls back to, owning its client.
+pub struct PreparedFallback {
+    /// Its client.
+    pub chat: Arc<dyn ChatClient>,
+    /// Its model key.
+    pub model_key: String,
+    /// Its model.
+    pub model: ModelParams,
+    /// Fall back when the local model answers without a tool call.
+    pub no_tool_calls: bool,
+    /// Fall back when the local model sent invalid arguments two steps in a row.
+    pub malformed_args: bool,
+    /// Most fallbacks in one run.
+    pub max_per_run: u32,
+}
+
 /// A task ready to run, owning its members' clients.
 pub struct PreparedTask {
     /// What the user asked.
@@ -253,6 +269,8 @@ pub struct PreparedTask {
     pub lineage: Lineage,
     /// Whether a child run works in its parent's workspace (`delegation.workspace: shared`).
     pub share_parent_workspace: bool,
+    /// The cloud model to fall back to, if configured.
+    pub fallback: Option<PreparedFallback>,
 }
 
 impl PreparedTask {
@@ -281,6 +299,17 @@ impl PreparedTask {
             network_allowed: self.network_allowed,
             sandbox: self.sandbox.clone(),
             lineage: Some(self.lineage.clone()),
+            fallback: self
+                .fallback
+                .as_ref()
+                .map(|f| crate::execute::CloudFallback {
+                    chat: f.chat.as_ref(),
+                    model_key: f.model_key.clone(),
+                    model: f.model.clone(),
+                    no_tool_calls: f.no_tool_calls,
+                    malformed_args: f.malformed_args,
+                    max_per_run: f.max_per_run,
+                }),
         }
     }
 

@@ -239,6 +239,19 @@ pub struct CorrectiveReprompt {
     pub max_retries: u32,
 }
 
+/// `cloud_fallback`: the step goes to the cloud model (seed 001's fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CloudFallback {
+    /// Why: `no_tool_calls` or `malformed_args`.
+    pub reason: String,
+    /// The local model that failed.
+    pub local_model: String,
+    /// The cloud model asked instead.
+    pub cloud_model: String,
+    /// Its model key.
+    pub cloud_model_key: String,
+}
+
 /// `tool_call`: before a tool runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {

@@ -549,3 +549,99 @@ async fn issue_11_complexity_routing_picks_the_model_key_and_says_why() {
         bad.stderr
     );
 }
+
+/// The fixture's server as the local key `test`, a second scripted server as `cloud`, and
+/// `cloud_fallback` to it.
+async fn with_cloud(fx: &Fixture, cloud_turns: Vec<Turn>) -> ScriptedServer {
+    let cloud = ScriptedServer::start(Scenario::new(cloud_turns))
+        .await
+        .unwrap();
+    let yaml = format!(
+        "models:\n  test:\n    base_url: {}\n    model: qwen2.5:7b\n    backend: openai\n    max_retries: 1\n  cloud:\n    base_url: {}\n    model: big-cloud-model\n    backend: openai\ndefault_model_key: test\nrouting_model_key: test\ncloud_fallback:\n  model_key: cloud\n  policy: [no_tool_calls, malformed_args]\n  max_per_run: 2\n",
+        fx.server.base_url(),
+        cloud.base_url()
+    );
+    std::fs::write(&fx.config, yaml).unwrap();
+    cloud
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_a_step_without_a_tool_call_falls_back_to_the_cloud_model() {
+    let fx = Fixture::new(vec![
+        Turn::text("You should create the file hello.txt."),
+        Turn::tool_call("list_files", json!({})),
+        Turn::tool_call("finish_task", json!({"summary": "done"})),
+    ])
+    .await;
+    let cloud = with_cloud(
+        &fx,
+        vec![Turn::tool_call(
+            "write_file",
+            json!({"path": "hello.txt", "content": "Hello"}),
+        )],
+    )
+    .await;
+    let (result, _) = run_json(&fx, &["make hello.txt", "--pack", "engineering"], 0).await;
+    assert_eq!(result["_meta"]["status"], "completed");
+    let events = fx.runlog(&result);
+    let fallbacks = of_kind(&events, "cloud_fallback");
+    assert_eq!(fallbacks.len(), 1);
+    let p = &fallbacks[0]["payload"];
+    assert_eq!(p["reason"], "no_tool_calls");
+    assert_eq!(p["local_model"], "qwen2.5:7b");
+    assert_eq!(p["cloud_model"], "big-cloud-model");
+    assert_eq!(fallbacks[0]["step"], 0);
+    assert_eq!(cloud.chat_request_count(), 1);
+    // The step's answer is the cloud's: the file it wrote is there, and no corrective
+    // reprompt was needed.
+    assert!(of_kind(&events, "corrective_reprompt").is_empty());
+    let workspace = std::path::PathBuf::from(result["_meta"]["workspace"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("hello.txt")).unwrap(),
+        "Hello"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_invalid_arguments_twice_fall_back_and_a_server_error_never_does() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call("write_file", json!({"pth": "a.txt"})),
+        Turn::tool_call("write_file", json!({"file": "a.txt"})),
+        // (step 2 goes to the cloud)
+        Turn::tool_call("finish_task", json!({"summary": "done"})),
+    ])
+    .await;
+    let cloud = with_cloud(
+        &fx,
+        vec![Turn::tool_call(
+            "write_file",
+            json!({"path": "a.txt", "content": "A"}),
+        )],
+    )
+    .await;
+    let (result, _) = run_json(&fx, &["write a.txt", "--pack", "engineering"], 0).await;
+    let events = fx.runlog(&result);
+    let fallbacks = of_kind(&events, "cloud_fallback");
+    assert_eq!(fallbacks.len(), 1, "{fallbacks:?}");
+    assert_eq!(fallbacks[0]["payload"]["reason"], "malformed_args");
+    assert_eq!(fallbacks[0]["step"], 2);
+    assert_eq!(cloud.chat_request_count(), 1);
+
+    // A local server failing with 500 is an llm_error, never a reason to ask the cloud.
+    let fx = Fixture::new(vec![
+        Turn {
+            status: Some(500),
+            ..Turn::default()
+        },
+        Turn {
+            status: Some(500),
+            ..Turn::default()
+        },
+    ])
+    .await;
+    let cloud = with_cloud(&fx, vec![Turn::tool_call("list_files", json!({}))]).await;
+    let (result, _) = run_json(&fx, &["write a.txt", "--pack", "engineering"], 3).await;
+    assert_eq!(result["_meta"]["status"], "llm_error");
+    assert_eq!(cloud.chat_request_count(), 0);
+    assert!(of_kind(&fx.runlog(&result), "cloud_fallback").is_empty());
+}
