@@ -30,6 +30,7 @@ pub(crate) fn ollama_model(model: &str, max_tokens: u32) -> ModelConfig {
         timeout_s: 300,
         num_ctx: 16_384,
         max_retries: 3,
+        price_per_mtok: None,
     }
 }
 
@@ -100,6 +101,8 @@ impl Settings {
                 timeout_s: None,
                 workspace: crate::settings::DelegationWorkspace::Separate,
             },
+            budget: crate::BudgetConfig::default(),
+            deprecations: Vec::new(),
             store: crate::StoreConfig::default(),
             run_index: crate::RunIndexConfig::default(),
         }

@@ -31,8 +31,8 @@ pub use error::ConfigError;
 pub use security::{NetworkConfig, SandboxConfig, SandboxLimits, SandboxMode};
 pub use server::ServerConfig;
 pub use settings::{
-    Backend, CloudFallbackConfig, ComplexityRouting, DelegationConfig, DelegationWorkspace,
-    FetchUrlConfig, ModelConfig, Routing, SearchProvider, Settings, ShellConfig, SpecialistOrigin,
-    SpecialistSource, TaskForceMode, WebSearchConfig,
+    Backend, BudgetConfig, CloudFallbackConfig, ComplexityRouting, DelegationConfig,
+    DelegationWorkspace, FetchUrlConfig, ModelConfig, Routing, SearchProvider, Settings,
+    ShellConfig, SpecialistOrigin, SpecialistSource, TaskForceMode, WebSearchConfig,
 };
 pub use store::{DEFAULT_EMBEDDING_MODEL, RunIndexConfig, STORE_URL_ENV, StoreConfig};

@@ -103,6 +103,15 @@ impl Settings {
             }
         }
         merger.cross_check(&settings)?;
+        // The budget keys under `delegation:` are the old spelling of `budget:`; still read.
+        let d = &settings.delegation;
+        if d.max_tokens.is_some() || d.timeout_s.is_some() {
+            settings.deprecations.push(
+                "`delegation.max_tokens` and `delegation.timeout_s` are deprecated: use `budget.max_tokens` and `budget.max_wall_s` (docs/QUALITY.md)".to_owned(),
+            );
+            settings.budget.max_tokens = settings.budget.max_tokens.or(d.max_tokens);
+            settings.budget.max_wall_s = settings.budget.max_wall_s.or(d.timeout_s);
+        }
         Ok(settings)
     }
 
@@ -320,6 +329,23 @@ impl Merger {
                 simple: key("simple", v.simple)?,
                 complex: key("complex", v.complex)?,
             });
+        }
+        if let Some(b) = raw.budget {
+            if let Some(v) = b.max_tokens {
+                s.budget.max_tokens = Some(self.range("budget.max_tokens", v, 1, 1_000_000_000)?);
+            }
+            if let Some(v) = b.max_cost_usd {
+                if !(v.is_finite() && v > 0.0 && v <= 1_000_000.0) {
+                    return Err(self.invalid(
+                        "budget.max_cost_usd",
+                        format!("must be US dollars between 0 and 1000000, got {v}"),
+                    ));
+                }
+                s.budget.max_cost_usd = Some(v);
+            }
+            if let Some(v) = b.max_wall_s {
+                s.budget.max_wall_s = Some(self.range("budget.max_wall_s", v, 1, 604_800)?);
+            }
         }
         if let Some(v) = raw.cloud_fallback {
             let model_key = v
@@ -705,6 +731,21 @@ impl Merger {
         }
         if let Some(v) = raw.max_retries {
             m.max_retries = self.range(&at("max_retries"), u64::from(v), 0, 20)? as u32;
+        }
+        if let Some(p) = raw.price_per_mtok {
+            let price = |name: &str, v: Option<f64>| match v {
+                Some(v) if v.is_finite() && (0.0..=10_000.0).contains(&v) => Ok(v),
+                Some(v) => Err(self.invalid(
+                    at(&format!("price_per_mtok.{name}")),
+                    format!("must be US dollars per million tokens between 0 and 10000, got {v}"),
+                )),
+                None => Err(self.invalid(
+                    at(&format!("price_per_mtok.{name}")),
+                    "is needed: give both `input` and `output` in US dollars per million tokens"
+                        .to_owned(),
+                )),
+            };
+            m.price_per_mtok = Some((price("input", p.input)?, price("output", p.output)?));
         }
         Ok(m)
     }

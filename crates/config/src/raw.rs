@@ -19,6 +19,7 @@ pub(crate) struct RawConfig {
     pub(crate) routing: Option<String>,
     pub(crate) complexity_routing: Option<RawComplexityRouting>,
     pub(crate) cloud_fallback: Option<RawCloudFallback>,
+    pub(crate) budget: Option<RawBudget>,
     pub(crate) local_llm_ensure_available: Option<bool>,
     pub(crate) local_llm_start_cmd: Option<Vec<String>>,
     pub(crate) local_llm_start_timeout_s: Option<u64>,
@@ -83,6 +84,24 @@ pub(crate) struct RawModel {
     pub(crate) timeout_s: Option<u64>,
     pub(crate) num_ctx: Option<u32>,
     pub(crate) max_retries: Option<u32>,
+    pub(crate) price_per_mtok: Option<RawPrice>,
+}
+
+/// `price_per_mtok:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPrice {
+    pub(crate) input: Option<f64>,
+    pub(crate) output: Option<f64>,
+}
+
+/// `budget:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBudget {
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_cost_usd: Option<f64>,
+    pub(crate) max_wall_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

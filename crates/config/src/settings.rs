@@ -28,6 +28,9 @@ pub struct ModelConfig {
     pub num_ctx: u32,
     /// Retries on connection errors, 429 and 5xx.
     pub max_retries: u32,
+    /// What its tokens cost in US dollars per million, `(input, output)`, for the cost
+    /// budget (`price_per_mtok`); `None`: not priced.
+    pub price_per_mtok: Option<(f64, f64)>,
 }
 
 /// How the specialists of a task force work together.
@@ -50,6 +53,18 @@ pub struct ComplexityRouting {
     pub simple: String,
     /// The model key of complex tasks (a strong model).
     pub complex: String,
+}
+
+/// Limits of one run tree (a run and its delegated children), enforced during a step too
+/// (docs/QUALITY.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BudgetConfig {
+    /// Tokens (prompt and completion) at most.
+    pub max_tokens: Option<u64>,
+    /// US dollars at most (needs `price_per_mtok` on the model keys used).
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock seconds at most.
+    pub max_wall_s: Option<u64>,
 }
 
 /// Seed 001's `FallbackChatClient`: when a step goes to the cloud model key.
@@ -241,6 +256,11 @@ pub struct Settings {
     pub network: crate::NetworkConfig,
     /// Sub-agent limits.
     pub delegation: DelegationConfig,
+    /// What a run and the runs it delegates to may spend together (`budget:`).
+    pub budget: BudgetConfig,
+    /// Keys that still work but have a newer spelling, as messages for the person.
+    #[serde(skip)]
+    pub deprecations: Vec<String>,
     /// Where the run catalogue lives (`store:`, `FABRIC_STORE_URL`).
     pub store: crate::StoreConfig,
     /// Semantic search over past runs (`run_index:`).

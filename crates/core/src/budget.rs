@@ -2,10 +2,28 @@
 //! the tool context (a port) carries a [`Lineage`], and the engine charges its [`RunBudget`],
 //! without either depending on delegation itself.
 
-use fabric_domain::RunId;
+use fabric_domain::{RunId, Usage};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// What a model key's tokens cost, in US dollars per million (`price_per_mtok`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    /// Per million prompt tokens.
+    pub input_per_mtok: f64,
+    /// Per million completion tokens.
+    pub output_per_mtok: f64,
+}
+
+impl Price {
+    /// What `usage` cost.
+    pub fn of(self, usage: Usage) -> f64 {
+        (usage.prompt_tokens as f64 * self.input_per_mtok
+            + usage.completion_tokens as f64 * self.output_per_mtok)
+            / 1_000_000.0
+    }
+}
 
 /// What a tree of runs (a run and every run it delegated to) may spend together.
 #[derive(Debug)]
@@ -13,9 +31,13 @@ pub struct RunBudget {
     max_depth: u32,
     max_steps: Option<u32>,
     max_tokens: Option<u64>,
+    max_cost_usd: Option<f64>,
+    time: Option<Duration>,
     deadline: Option<Instant>,
     steps: AtomicU32,
     tokens: AtomicU64,
+    /// Spent, in billionths of a dollar (an atomic integer; a float has no atomic add).
+    cost_nano_usd: AtomicU64,
 }
 
 impl RunBudget {
@@ -31,10 +53,89 @@ impl RunBudget {
             max_depth,
             max_steps,
             max_tokens,
+            max_cost_usd: None,
+            time,
             deadline: time.map(|t| Instant::now() + t),
             steps: AtomicU32::new(0),
             tokens: AtomicU64::new(0),
+            cost_nano_usd: AtomicU64::new(0),
         }
+    }
+
+    /// With a limit in dollars (the model keys' `price_per_mtok` price each call).
+    pub fn with_cost_limit(mut self, max_cost_usd: Option<f64>) -> Self {
+        self.max_cost_usd = max_cost_usd;
+        self
+    }
+
+    /// When the time budget runs out, if there is one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Why the run stops when the deadline passes during a step.
+    pub fn time_reason(&self, during: &str) -> String {
+        format!(
+            "the time budget of this run and the runs it delegated to ({} s) ran out during {during}",
+            self.time.map_or(0, |t| t.as_secs())
+        )
+    }
+
+    /// Charges a model call: its tokens, and its cost when the model key has a price.
+    pub fn charge(&self, usage: Usage, price: Option<Price>) {
+        self.charge_tokens(usage.total_tokens);
+        if let Some(price) = price {
+            let nano = (price.of(usage) * 1e9).round();
+            self.cost_nano_usd
+                .fetch_add(nano.max(0.0) as u64, Ordering::AcqRel);
+        }
+    }
+
+    /// Dollars spent so far by the whole tree.
+    pub fn cost_usd(&self) -> f64 {
+        self.cost_nano_usd.load(Ordering::Acquire) as f64 / 1e9
+    }
+
+    /// The most completion tokens the next call may ask for so that the token and cost
+    /// limits hold, given its prompt (estimated) and the model's own `wanted` limit; `Err`
+    /// when not even a short answer fits.
+    pub fn cap_completion(
+        &self,
+        wanted: Option<u32>,
+        prompt_tokens: u64,
+        price: Option<Price>,
+    ) -> Result<Option<u32>, String> {
+        /// An answer shorter than this is not worth asking for.
+        const MIN_ANSWER: u64 = 16;
+        let mut cap: Option<u64> = wanted.map(u64::from);
+        if let Some(max) = self.max_tokens {
+            let left = max.saturating_sub(self.tokens.load(Ordering::Acquire));
+            let room = left.saturating_sub(prompt_tokens);
+            if room < MIN_ANSWER {
+                return Err(format!(
+                    "the token budget of this run and the runs it delegated to would be exceeded by the next model call ({} of {max} tokens used, its prompt is about {prompt_tokens})",
+                    max - left
+                ));
+            }
+            cap = Some(cap.map_or(room, |c| c.min(room)));
+        }
+        if let (Some(max), Some(price)) = (self.max_cost_usd, price) {
+            let left = (max - self.cost_usd()).max(0.0);
+            let prompt_cost = prompt_tokens as f64 * price.input_per_mtok / 1_000_000.0;
+            let room = if price.output_per_mtok > 0.0 {
+                ((left - prompt_cost).max(0.0) * 1_000_000.0 / price.output_per_mtok) as u64
+            } else {
+                u64::MAX
+            };
+            if room < MIN_ANSWER {
+                return Err(format!(
+                    "the cost budget of this run and the runs it delegated to (${max:.4}) would be exceeded by the next model call (${:.4} spent)",
+                    self.cost_usd()
+                ));
+            }
+            cap = Some(cap.map_or(room, |c| c.min(room)));
+        }
+        Ok(cap.map(|c| u32::try_from(c).unwrap_or(u32::MAX)))
     }
 
     /// No limits besides the default depth cap.
@@ -52,15 +153,24 @@ impl RunBudget {
         if let Some(deadline) = self.deadline
             && Instant::now() >= deadline
         {
-            return Err(
-                "the time budget of this run and the runs it delegated to is used up".to_owned(),
-            );
+            return Err(format!(
+                "the time budget of this run and the runs it delegated to ({} s) is used up",
+                self.time.map_or(0, |t| t.as_secs())
+            ));
         }
         if let Some(max) = self.max_tokens {
             let used = self.tokens.load(Ordering::Acquire);
             if used >= max {
                 return Err(format!(
                     "the token budget of this run and the runs it delegated to is used up ({used} of {max} tokens)"
+                ));
+            }
+        }
+        if let Some(max) = self.max_cost_usd {
+            let spent = self.cost_usd();
+            if spent >= max {
+                return Err(format!(
+                    "the cost budget of this run and the runs it delegated to is used up (${spent:.4} of ${max:.4})"
                 ));
             }
         }
@@ -125,5 +235,43 @@ impl Lineage {
             parent_run_id: Some(parent),
             budget: self.budget.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(prompt: u64, completion: u64) -> Usage {
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+        }
+    }
+
+    #[test]
+    fn issue_11_the_next_answer_is_capped_to_what_the_tokens_left_allow() {
+        let budget = RunBudget::new(2, None, Some(1_000), None);
+        assert_eq!(budget.cap_completion(Some(4_096), 100, None), Ok(Some(900)));
+        assert_eq!(budget.cap_completion(Some(500), 100, None), Ok(Some(500)));
+        budget.charge(usage(700, 100), None);
+        assert_eq!(budget.cap_completion(None, 100, None), Ok(Some(100)));
+        let refused = budget.cap_completion(None, 190, None).unwrap_err();
+        assert!(refused.contains("800 of 1000 tokens used"), "{refused}");
+    }
+
+    #[test]
+    fn issue_11_dollars_are_counted_by_price_and_refuse_the_step_once_spent() {
+        let price = Price {
+            input_per_mtok: 2.0,
+            output_per_mtok: 8.0,
+        };
+        let budget = RunBudget::new(2, None, None, None).with_cost_limit(Some(0.01));
+        // 1,000 prompt tokens cost $0.002: $0.008 left buys 1,000 completion tokens.
+        assert_eq!(budget.cap_completion(None, 1_000, Some(price)), Ok(Some(1_000)));
+        budget.charge(usage(1_000, 1_000), Some(price));
+        assert!((budget.cost_usd() - 0.01).abs() < 1e-9);
+        assert!(budget.take_step().unwrap_err().contains("cost budget"));
     }
 }

@@ -41,6 +41,8 @@ pub struct ModelParams {
     pub max_tokens: Option<u32>,
     /// Stream responses.
     pub stream: bool,
+    /// What its tokens cost, when the config says (`price_per_mtok`).
+    pub price: Option<crate::budget::Price>,
 }
 
 /// How one specialist's loop ended.
@@ -215,7 +217,7 @@ async fn run_steps(
             Some(r) if r.step == step => replay.pop_front(),
             _ => None,
         };
-        let (response, mut recorded) = match recorded {
+        let (response, mut recorded, price) = match recorded {
             Some(RecordedStep {
                 response: Some(response),
                 started,
@@ -225,10 +227,8 @@ async fn run_steps(
             }) => {
                 // A local answer a cloud fallback replaced was paid for too.
                 usage.add(replaced_usage);
-                ctx.lineage
-                    .budget
-                    .charge_tokens(replaced_usage.total_tokens);
-                (response, Some((started, outcomes)))
+                ctx.lineage.budget.charge(replaced_usage, model.price);
+                (response, Some((started, outcomes)), model.price)
             }
             // The call was in flight when the process stopped: ask again.
             _ => {
@@ -244,7 +244,7 @@ async fn run_steps(
                     None => (chat, model),
                 };
                 match ask(asked, &messages, definitions, asked_model, ctx, rec, step).await? {
-                    Ok(response) => (response, None),
+                    Ok(response) => (response, None, asked_model.price),
                     Err((status, reason)) => return Ok(failed(status, reason, step, usage)),
                 }
             }
@@ -252,7 +252,7 @@ async fn run_steps(
         let replaying = recorded.is_some();
         if let Some(u) = response.usage {
             usage.add(u);
-            ctx.lineage.budget.charge_tokens(u.total_tokens);
+            ctx.lineage.budget.charge(u, price);
         }
         // No tool call where one is needed: the same step is asked of the cloud model, and
         // its answer is the step's.
@@ -265,7 +265,7 @@ async fn run_steps(
                     Ok(cloud) => {
                         if let Some(u) = cloud.usage {
                             usage.add(u);
-                            ctx.lineage.budget.charge_tokens(u.total_tokens);
+                            ctx.lineage.budget.charge(u, f.model.price);
                         }
                         cloud
                     }
@@ -377,6 +377,10 @@ async fn run_steps(
                     () = ctx.cancel.cancelled() => {
                         return Ok(failed(RunStatus::Cancelled, "the run was cancelled".into(), step + 1, usage));
                     }
+                    () = until(ctx.lineage.budget.deadline()) => {
+                        let reason = ctx.lineage.budget.time_reason(&format!("the tool `{}`", call.name));
+                        return Ok(failed(RunStatus::BudgetExceeded, reason, step + 1, usage));
+                    }
                     outcome = dispatch(call, args, &catalogue, attempted_work, ctx) => outcome,
                 }
             };
@@ -471,6 +475,17 @@ async fn ask(
     rec: Recorder<'_>,
     step: u32,
 ) -> Result<Result<crate::ports::ChatResponse, (RunStatus, String)>, StoreError> {
+    // The call may not take the run past its token or cost budget: its answer is capped to
+    // what is left once its prompt is paid for.
+    let budget = &ctx.lineage.budget;
+    let max_tokens = match budget.cap_completion(
+        model.max_tokens,
+        prompt_estimate(messages, definitions),
+        model.price,
+    ) {
+        Ok(cap) => cap,
+        Err(reason) => return Ok(Err((RunStatus::BudgetExceeded, reason))),
+    };
     rec.record(
         Some(step),
         &runlog::LlmRequest {
@@ -486,7 +501,7 @@ async fn ask(
         tools: definitions,
         temperature: model.temperature,
         top_p: model.top_p,
-        max_tokens: model.max_tokens,
+        max_tokens,
         stream: model.stream,
     };
     let started = Instant::now();
@@ -494,6 +509,9 @@ async fn ask(
         biased;
         () = ctx.cancel.cancelled() => {
             return Ok(Err((RunStatus::Cancelled, "the run was cancelled".into())));
+        }
+        () = until(budget.deadline()) => {
+            return Ok(Err((RunStatus::BudgetExceeded, budget.time_reason("a model call"))));
         }
         answer = chat.chat(request, rec.observer()) => answer,
     };
@@ -540,6 +558,33 @@ async fn ask(
     )
     .await?;
     Ok(Ok(response))
+}
+
+/// Waits until `deadline`, or forever without one.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// About how many tokens a request's prompt is: its text and tool definitions at four
+/// characters a token (servers' tokenizers differ; within about a quarter for English and
+/// code), so the answer's cap leaves room for it.
+fn prompt_estimate(messages: &[Message], definitions: &ToolDefinitions) -> u64 {
+    let chars: usize = messages
+        .iter()
+        .map(|m| {
+            m.content.as_deref().map_or(0, str::len)
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.len())
+                    .sum::<usize>()
+                + 8
+        })
+        .sum::<usize>()
+        + definitions.byte_len();
+    (chars / 4) as u64
 }
 
 /// Records that a step goes to the cloud model, and why.

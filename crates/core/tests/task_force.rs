@@ -174,6 +174,7 @@ fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
             top_p: None,
             max_tokens: None,
             stream: false,
+            price: None,
         },
         model_reason: None,
     }

@@ -219,6 +219,7 @@ async fn run(
                 top_p: None,
                 max_tokens: None,
                 stream: false,
+                price: None,
             },
             model_reason: None,
         }],

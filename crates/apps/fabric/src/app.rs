@@ -82,11 +82,22 @@ fn cloud_fallback(
             top_p: Some(config.top_p),
             max_tokens: Some(config.max_tokens),
             stream,
+            price: price_of(config),
         },
         no_tool_calls: fallback.no_tool_calls,
         malformed_args: fallback.malformed_args,
         max_per_run: fallback.max_per_run,
     }))
+}
+
+/// A model key's price, for the cost budget.
+fn price_of(config: &fabric_config::ModelConfig) -> Option<fabric_core::budget::Price> {
+    config
+        .price_per_mtok
+        .map(|(input, output)| fabric_core::budget::Price {
+            input_per_mtok: input,
+            output_per_mtok: output,
+        })
 }
 
 /// An error of the set-up code, as the service reports it.
@@ -193,6 +204,7 @@ async fn prepare(
                 top_p: Some(config.top_p),
                 max_tokens: Some(config.max_tokens),
                 stream: request.stream,
+                price: price_of(config),
             },
             model_reason: match routed {
                 Some(why) => format!("{why}; {reason}"),
@@ -204,12 +216,22 @@ async fn prepare(
     let delegation = &settings.delegation;
     // A person's run: each member's own step limit, together, is the whole tree's budget;
     // delegated children are paid from it.
+    let limits = &settings.budget;
+    if limits.max_cost_usd.is_some()
+        && let Some(m) = members.iter().find(|m| m.model.price.is_none())
+    {
+        return Err(ServiceError::Invalid(format!(
+            "`budget.max_cost_usd` needs a price for every model key a run uses, and `{}` has none; add `price_per_mtok: {{input: …, output: …}}` (US dollars per million tokens) to `models.{}`",
+            m.model_key, m.model_key
+        )));
+    }
     let budget = RunBudget::new(
         delegation.max_depth,
         Some(max_steps.saturating_mul(members.len() as u32)),
-        delegation.max_tokens,
-        delegation.timeout_s.map(Duration::from_secs),
-    );
+        limits.max_tokens,
+        limits.max_wall_s.map(Duration::from_secs),
+    )
+    .with_cost_limit(limits.max_cost_usd);
     Ok(PreparedTask {
         lineage: Lineage::root(Arc::new(budget)),
         share_parent_workspace: delegation.workspace == fabric_config::DelegationWorkspace::Shared,

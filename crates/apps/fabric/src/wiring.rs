@@ -90,6 +90,9 @@ pub(crate) fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
         .chain([SEARCH_RUNS_TOOL])
         .collect();
     settings.check_tools(&known)?;
+    for note in &settings.deprecations {
+        eprintln!("warning: {note}");
+    }
     Ok(settings)
 }
 

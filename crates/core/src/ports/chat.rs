@@ -53,6 +53,11 @@ impl ToolDefinitions {
         self.count == 0
     }
 
+    /// The size of their JSON, in bytes (to estimate a prompt's tokens).
+    pub fn byte_len(&self) -> usize {
+        self.json.get().len()
+    }
+
     /// The definitions decoded again, for tests and diagnostics (not for the hot path).
     pub fn to_values(&self) -> Vec<Value> {
         serde_json::from_str(self.json.get()).unwrap_or_default()

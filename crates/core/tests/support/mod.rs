@@ -227,6 +227,7 @@ pub(crate) fn task(tools: Vec<Arc<dyn Tool>>, may_write: bool, network_allowed: 
             top_p: None,
             max_tokens: None,
             stream: false,
+            price: None,
         },
         max_steps: 10,
         network_allowed,

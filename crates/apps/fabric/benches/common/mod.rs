@@ -58,6 +58,7 @@ pub(crate) fn task(max_steps: u32) -> Task {
             top_p: None,
             max_tokens: None,
             stream: false,
+            price: None,
         },
         max_steps,
         network_allowed: false,

@@ -1,6 +1,7 @@
 mod fixture;
 
 mod attacks;
+mod budgets;
 mod cli_errors;
 mod delegation;
 mod durability;
