@@ -269,7 +269,10 @@ mod tests {
         };
         let budget = RunBudget::new(2, None, None, None).with_cost_limit(Some(0.01));
         // 1,000 prompt tokens cost $0.002: $0.008 left buys 1,000 completion tokens.
-        assert_eq!(budget.cap_completion(None, 1_000, Some(price)), Ok(Some(1_000)));
+        assert_eq!(
+            budget.cap_completion(None, 1_000, Some(price)),
+            Ok(Some(1_000))
+        );
         budget.charge(usage(1_000, 1_000), Some(price));
         assert!((budget.cost_usd() - 0.01).abs() < 1e-9);
         assert!(budget.take_step().unwrap_err().contains("cost budget"));
