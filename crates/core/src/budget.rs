@@ -102,11 +102,17 @@ impl RunBudget {
     pub fn cap_completion(
         &self,
         wanted: Option<u32>,
-        prompt_tokens: u64,
+        prompt_tokens: impl FnOnce() -> u64,
         price: Option<Price>,
     ) -> Result<Option<u32>, String> {
         /// An answer shorter than this is not worth asking for.
         const MIN_ANSWER: u64 = 16;
+        let priced = self.max_cost_usd.is_some() && price.is_some();
+        if self.max_tokens.is_none() && !priced {
+            // Nothing to cap by: the prompt is not even measured.
+            return Ok(wanted);
+        }
+        let prompt_tokens = prompt_tokens();
         let mut cap: Option<u64> = wanted.map(u64::from);
         if let Some(max) = self.max_tokens {
             let left = max.saturating_sub(self.tokens.load(Ordering::Acquire));
@@ -253,11 +259,17 @@ mod tests {
     #[test]
     fn issue_11_the_next_answer_is_capped_to_what_the_tokens_left_allow() {
         let budget = RunBudget::new(2, None, Some(1_000), None);
-        assert_eq!(budget.cap_completion(Some(4_096), 100, None), Ok(Some(900)));
-        assert_eq!(budget.cap_completion(Some(500), 100, None), Ok(Some(500)));
+        assert_eq!(
+            budget.cap_completion(Some(4_096), || 100, None),
+            Ok(Some(900))
+        );
+        assert_eq!(
+            budget.cap_completion(Some(500), || 100, None),
+            Ok(Some(500))
+        );
         budget.charge(usage(700, 100), None);
-        assert_eq!(budget.cap_completion(None, 100, None), Ok(Some(100)));
-        let refused = budget.cap_completion(None, 190, None).unwrap_err();
+        assert_eq!(budget.cap_completion(None, || 100, None), Ok(Some(100)));
+        let refused = budget.cap_completion(None, || 190, None).unwrap_err();
         assert!(refused.contains("800 of 1000 tokens used"), "{refused}");
     }
 
@@ -270,7 +282,7 @@ mod tests {
         let budget = RunBudget::new(2, None, None, None).with_cost_limit(Some(0.01));
         // 1,000 prompt tokens cost $0.002: $0.008 left buys 1,000 completion tokens.
         assert_eq!(
-            budget.cap_completion(None, 1_000, Some(price)),
+            budget.cap_completion(None, || 1_000, Some(price)),
             Ok(Some(1_000))
         );
         budget.charge(usage(1_000, 1_000), Some(price));

@@ -480,7 +480,7 @@ async fn ask(
     let budget = &ctx.lineage.budget;
     let max_tokens = match budget.cap_completion(
         model.max_tokens,
-        prompt_estimate(messages, definitions),
+        || prompt_estimate(messages, definitions),
         model.price,
     ) {
         Ok(cap) => cap,

@@ -63,7 +63,7 @@ fn check_ceiling(state: &AppState, request: &RunRequest) -> Result<(), ApiError>
 /// The one mapping of the service's errors to the API's.
 pub(crate) fn from_service(state: &AppState, error: ServiceError) -> ApiError {
     match error {
-        ServiceError::Invalid(m) => ApiError::InvalidRequest(m),
+        ServiceError::Invalid(m) | ServiceError::AlreadyEnded(m) => ApiError::InvalidRequest(m),
         ServiceError::UnknownSpecialist(m) => ApiError::UnknownSpecialist(m),
         ServiceError::UnknownModelKey(m) => ApiError::UnknownModelKey(m),
         ServiceError::NotPermitted(m) => ApiError::NotPermitted(m),

@@ -37,6 +37,7 @@ fn classify(error: &anyhow::Error) -> (u8, &'static str) {
     match error.downcast_ref::<ServiceError>() {
         Some(
             ServiceError::Invalid(_)
+            | ServiceError::AlreadyEnded(_)
             | ServiceError::UnknownSpecialist(_)
             | ServiceError::UnknownModelKey(_)
             | ServiceError::NotPermitted(_),

@@ -11,6 +11,9 @@ pub enum ServiceError {
     /// sandbox this host cannot enforce): the caller can fix it.
     #[error("{0}")]
     Invalid(String),
+    /// The run to continue has already ended: there is nothing to continue.
+    #[error("{0}")]
+    AlreadyEnded(String),
     /// No specialist with that id.
     #[error("{0}")]
     UnknownSpecialist(String),

@@ -34,7 +34,7 @@ impl RunTask {
             .map_err(|e| ServiceError::Store(e.to_string()))?;
         let history = RunHistory::read(id.clone(), &events);
         if let Some(status) = history.ended {
-            return Err(ServiceError::Invalid(format!(
+            return Err(ServiceError::AlreadyEnded(format!(
                 "run `{id}` already ended ({status}); there is nothing to continue"
             )));
         }

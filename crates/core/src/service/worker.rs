@@ -227,7 +227,7 @@ async fn run_claimed(
         Ok(_) => true,
         // A run that had ended before this claim (its worker stopped right after recording
         // the end) is simply done.
-        Err(ServiceError::Invalid(reason)) if reason.contains("already ended") => true,
+        Err(ServiceError::AlreadyEnded(_)) => true,
         // Given up here (lost to another worker, or handed back at shutdown): whoever gave
         // it up deals with the queue.
         Err(_) if claims.is_revoked(&id, fence) || claims.fence_of(&id) != Some(fence) => {
