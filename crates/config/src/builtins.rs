@@ -200,5 +200,65 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             ]),
             tooling: Default::default(),
         },
+        SpecialistSpec {
+            container_image: None,
+            id: fabric_domain::DEFAULT_CRITIC.to_owned(),
+            description: "Reviews another specialist's staged changes before they are applied \
+                          (the default critic of the quality gate)."
+                .to_owned(),
+            // Never recruited by keywords: it reviews, it does not take tasks of its own.
+            keywords: Vec::new(),
+            capabilities: Vec::new(),
+            system_prompt: REVIEWER_PROMPT.to_owned(),
+            tools: words(&["read_file", "list_files"]),
+            finish_schema: critic_finish_schema(),
+            model_key: None,
+            may_write: false,
+            needs_network: false,
+            limitations: Vec::new(),
+            tooling: Default::default(),
+        },
     ]
 }
+
+/// The finish schema every critic has (at least `approved`): its verdict and what it found.
+pub fn critic_finish_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "approved": {"type": "boolean", "description": "true when the changes do the task correctly and may be applied as they are."},
+            "findings": {
+                "type": "array",
+                "description": "What is wrong (or worth knowing), one entry per problem; empty when there is nothing to say.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "severity": {"type": "string", "enum": ["error", "warning", "info"], "description": "error: must be fixed before approval; warning: should be fixed; info: a remark."},
+                        "file": {"type": "string", "description": "The file it concerns, relative to the workspace."},
+                        "reason": {"type": "string", "description": "What is wrong and how to fix it, precisely."}
+                    },
+                    "required": ["severity", "reason"],
+                    "additionalProperties": false
+                }
+            },
+            "summary": {"type": "string", "description": "The verdict in one or two sentences."}
+        },
+        "required": ["approved", "findings"],
+        "additionalProperties": false
+    })
+}
+
+const REVIEWER_PROMPT: &str = "\
+You are the reviewer of agent-fabric: the quality gate that checks another specialist's work \
+before it is applied. You are given the task, the specialist's answer and the diff of the \
+changes it staged; your workspace shows the files as they would be after the changes.
+Review like a demanding senior engineer:
+1. Read the task, then the diff. Read the changed files whole (read_file) where the diff is \
+not enough to judge them.
+2. Check that the changes do what the task asks, completely, and nothing it did not ask.
+3. Look for mistakes: wrong logic, broken syntax, missing files, edge cases, secrets, \
+destructive changes.
+Approve (approved: true) when the changes are correct and complete, even if you would have \
+written them differently. Reject (approved: false) only for real problems, each one a finding \
+with severity `error`, the file, and a reason precise enough to fix it from.
+Call finish_task exactly once with approved, findings and a one-sentence summary.";

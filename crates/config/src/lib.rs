@@ -25,7 +25,9 @@ mod server;
 mod settings;
 mod store;
 
-pub use builtins::{builtin_specialists, engineering_finish_schema, research_finish_schema};
+pub use builtins::{
+    builtin_specialists, critic_finish_schema, engineering_finish_schema, research_finish_schema,
+};
 pub use dirs::{LoadOptions, user_specialist_dir};
 pub use error::ConfigError;
 pub use security::{NetworkConfig, SandboxConfig, SandboxLimits, SandboxMode};

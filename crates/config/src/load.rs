@@ -361,21 +361,17 @@ impl Merger {
             let policy = v
                 .policy
                 .unwrap_or_else(|| vec!["no_tool_calls".to_owned(), "malformed_args".to_owned()]);
-            let (mut no_tool_calls, mut malformed_args) = (false, false);
+            let (mut no_tool_calls, mut malformed_args, mut critic_rejected) =
+                (false, false, false);
             for (i, p) in policy.iter().enumerate() {
                 match p.as_str() {
                     "no_tool_calls" => no_tool_calls = true,
                     "malformed_args" => malformed_args = true,
-                    "critic_rejected" => {
-                        return Err(self.invalid(
-                            format!("cloud_fallback.policy[{i}]"),
-                            "`critic_rejected` needs the critic gate, which this version does not have yet; use `no_tool_calls` and `malformed_args`".to_owned(),
-                        ));
-                    }
+                    "critic_rejected" => critic_rejected = true,
                     other => {
                         return Err(self.invalid(
                             format!("cloud_fallback.policy[{i}]"),
-                            format!("must be `no_tool_calls` or `malformed_args`, got `{other}`"),
+                            format!("must be `no_tool_calls`, `malformed_args` or `critic_rejected`, got `{other}`"),
                         ));
                     }
                 }
@@ -388,6 +384,7 @@ impl Merger {
                 model_key,
                 no_tool_calls,
                 malformed_args,
+                critic_rejected,
                 max_per_run,
             });
         }
@@ -868,11 +865,70 @@ impl Merger {
         if let Some(v) = raw.delegates {
             spec.tooling.delegates = v;
         }
+        let rounds = match raw.max_repair_rounds {
+            Some(n) => Some(self.range(&at("max_repair_rounds"), n, 1, 10)? as u32),
+            None => None,
+        };
+        match (raw.critic, &mut spec.tooling.critic) {
+            (Some(critic), _) => {
+                spec.tooling.critic = Some(fabric_domain::CriticSpec {
+                    specialist: critic,
+                    max_repair_rounds: rounds.unwrap_or(fabric_domain::DEFAULT_MAX_REPAIR_ROUNDS),
+                });
+            }
+            (None, Some(existing)) => {
+                if let Some(n) = rounds {
+                    existing.max_repair_rounds = n;
+                }
+            }
+            (None, None) => {
+                if rounds.is_some() {
+                    return Err(self.invalid(
+                        at("max_repair_rounds"),
+                        "limits the critic's reviews, and this specialist has no `critic`; add `critic: reviewer` (or another read-only specialist)",
+                    ));
+                }
+            }
+        }
         match existing {
             Some(i) => s.specialists[i] = Arc::new(spec),
             None => s.specialists.push(Arc::new(spec)),
         }
         Ok(())
+    }
+
+    /// A critic must exist, be another specialist, only read, and give a verdict.
+    fn check_critic(&self, s: &Settings, id: &str, critic: &str) -> Result<(), ConfigError> {
+        let key = format!("specialists.{id}.critic");
+        let Some(spec) = s.specialist(critic) else {
+            return Err(self.invalid(
+                key,
+                format!(
+                    "no specialist `{critic}`; the specialists are: {} (`reviewer` is the built-in critic)",
+                    s.specialist_ids().join(", ")
+                ),
+            ));
+        };
+        let problem = if critic == id {
+            Some(
+                "a specialist cannot review its own work; use `reviewer` or another specialist"
+                    .to_owned(),
+            )
+        } else if spec.may_write {
+            Some(format!(
+                "the critic `{critic}` may write files; a critic only reads (set `may_write: false` on it, or use `reviewer`)"
+            ))
+        } else if spec.finish_schema["properties"]["approved"]["type"].as_str() != Some("boolean") {
+            Some(format!(
+                "the critic `{critic}` has no boolean `approved` in its finish_schema; a critic's verdict is `approved` (boolean) with `findings` (see docs/QUALITY.md)"
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(detail) => Err(self.invalid(key, detail)),
+            None => Ok(()),
+        }
     }
 
     /// Checks references between keys once everything is merged.
@@ -936,6 +992,9 @@ impl Merger {
             ));
         }
         for spec in &s.specialists {
+            if let Some(critic) = &spec.tooling.critic {
+                self.check_critic(s, &spec.id, &critic.specialist)?;
+            }
             for (i, id) in spec.tooling.delegates.iter().enumerate() {
                 let problem = if *id == spec.id {
                     Some("a specialist cannot delegate to itself".to_owned())

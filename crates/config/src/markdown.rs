@@ -158,6 +158,8 @@ struct FrontMatter {
     mcp_servers: Option<Vec<crate::mcp::RawMcpServer>>,
     tool_loading: Option<String>,
     delegates: Option<Vec<String>>,
+    critic: Option<String>,
+    max_repair_rounds: Option<u64>,
 }
 
 struct Source<'a> {
@@ -325,6 +327,8 @@ fn build(
             mcp_servers: fm.mcp_servers,
             tool_loading: fm.tool_loading,
             delegates: fm.delegates,
+            critic: fm.critic,
+            max_repair_rounds: fm.max_repair_rounds,
         },
         warnings,
     })

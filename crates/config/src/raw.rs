@@ -121,6 +121,8 @@ pub(crate) struct RawSpecialist {
     pub(crate) mcp_servers: Option<Vec<crate::mcp::RawMcpServer>>,
     pub(crate) tool_loading: Option<String>,
     pub(crate) delegates: Option<Vec<String>>,
+    pub(crate) critic: Option<String>,
+    pub(crate) max_repair_rounds: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

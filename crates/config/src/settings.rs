@@ -76,6 +76,8 @@ pub struct CloudFallbackConfig {
     pub no_tool_calls: bool,
     /// The local model sent invalid arguments two steps in a row.
     pub malformed_args: bool,
+    /// The critic rejected the work: the repair runs on the cloud model.
+    pub critic_rejected: bool,
     /// Most fallbacks in one run.
     pub max_per_run: u32,
 }

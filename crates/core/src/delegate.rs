@@ -31,6 +31,17 @@ pub trait ChildRunner: Send + Sync {
         parent: &ToolContext,
     ) -> Result<RunOutcome, String>;
 
+    /// Runs `task` like [`run_child`](Self::run_child), but always in `parent.workspace`,
+    /// whatever `delegation.workspace` says: a critic reviews the staged work there.
+    async fn run_child_in_workspace(
+        &self,
+        specialist: &str,
+        task: String,
+        parent: &ToolContext,
+    ) -> Result<RunOutcome, String> {
+        self.run_child(specialist, task, parent).await
+    }
+
     /// Continues the child run that `specialist` was working on for `parent` when their
     /// process stopped (found by its parent, specialist and task); `None` when there is no
     /// such child to continue.

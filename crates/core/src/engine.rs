@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::gate::Passage;
 use crate::history::{RecordedOutcome, RecordedStep};
 use crate::ports::{
     ChatClient, ChatRequest, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolSource,
@@ -74,13 +75,15 @@ pub struct Fallback<'a> {
     /// Fall back when the local model sent invalid arguments two steps in a row (the
     /// corrective error message did not help).
     pub malformed_args: bool,
+    /// Fall back (for the repair) when the critic rejected the work.
+    pub critic_rejected: bool,
     /// Fallbacks left for the whole run (shared by its members).
     pub remaining: &'a std::sync::atomic::AtomicU32,
 }
 
 impl Fallback<'_> {
     /// Takes one fallback from the run's allowance.
-    fn take(&self) -> bool {
+    pub(crate) fn take(&self) -> bool {
         use std::sync::atomic::Ordering;
         self.remaining
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
@@ -108,6 +111,9 @@ pub struct LoopInput<'a> {
     pub replay: VecDeque<RecordedStep>,
     /// The cloud model to fall back to, if the run has one.
     pub fallback: Option<&'a Fallback<'a>>,
+    /// The critic that reviews the work before the run may complete, if the specialist has
+    /// one.
+    pub gate: Option<crate::gate::GateState<'a>>,
 }
 
 /// The outcome of dispatching one tool call.
@@ -175,6 +181,7 @@ async fn run_steps(
         ctx,
         mut replay,
         fallback,
+        mut gate,
     } = input;
 
     // The `finish_task` definition is built once; the schema itself is checked against
@@ -232,15 +239,19 @@ async fn run_steps(
             }
             // The call was in flight when the process stopped: ask again.
             _ => {
-                // Invalid arguments twice running: this step goes to the cloud model.
-                let cloud =
-                    fallback.filter(|f| f.malformed_args && invalid_streak >= 2 && f.take());
-                let (asked, asked_model) = match cloud {
-                    Some(f) => {
+                let cloud = match fallback {
+                    // The repair of rejected work runs on the cloud model (`critic_rejected`).
+                    Some(f) if repairing_on_cloud(&gate) => Some(f),
+                    // Invalid arguments twice running: this step goes to the cloud model.
+                    Some(f) if f.malformed_args && invalid_streak >= 2 && f.take() => {
                         record_fallback(rec, step, "malformed_args", model, f).await?;
                         invalid_streak = 0;
-                        (f.chat, f.model)
+                        Some(f)
                     }
+                    _ => None,
+                };
+                let (asked, asked_model) = match cloud {
+                    Some(f) => (f.chat, f.model),
                     None => (chat, model),
                 };
                 match ask(asked, &messages, definitions, asked_model, ctx, rec, step).await? {
@@ -258,7 +269,11 @@ async fn run_steps(
         // its answer is the step's.
         let response = match fallback {
             Some(f)
-                if !replaying && response.tool_calls.is_empty() && f.no_tool_calls && f.take() =>
+                if !replaying
+                    && !repairing_on_cloud(&gate)
+                    && response.tool_calls.is_empty()
+                    && f.no_tool_calls
+                    && f.take() =>
             {
                 record_fallback(rec, step, "no_tool_calls", model, f).await?;
                 match ask(f.chat, &messages, definitions, f.model, ctx, rec, step).await? {
@@ -389,6 +404,34 @@ async fn run_steps(
             }
             match outcome {
                 Ok(Dispatch::Finished(payload)) => {
+                    // A critic reviews the work first: the run completes only when it
+                    // approves (and the staged changes are applied).
+                    if let Some(g) = gate.as_mut() {
+                        match g.pass(&payload, ctx, rec, step).await? {
+                            Passage::Complete => {}
+                            Passage::End(status, reason) => {
+                                return Ok(failed(status, reason, step + 1, usage));
+                            }
+                            Passage::Repair(message) => {
+                                rec.record(
+                                    Some(step),
+                                    &runlog::ToolError {
+                                        tool: FINISH_TOOL.to_owned(),
+                                        call_id: call.id.clone(),
+                                        error_type: runlog::ToolErrorType::Rejected,
+                                        error_message: message.clone(),
+                                    },
+                                )
+                                .await?;
+                                messages.push(Message::tool_result(
+                                    &call.id,
+                                    json!({"error": message}).to_string(),
+                                ));
+                                g.begin_repair(rec, step, model, fallback).await?;
+                                continue;
+                            }
+                        }
+                    }
                     rec.record(
                         Some(step),
                         &runlog::ToolResult {
@@ -587,8 +630,13 @@ fn prompt_estimate(messages: &[Message], definitions: &ToolDefinitions) -> u64 {
     (chars / 4) as u64
 }
 
+/// Whether the member is repairing rejected work on the cloud model.
+fn repairing_on_cloud(gate: &Option<crate::gate::GateState<'_>>) -> bool {
+    gate.as_ref().is_some_and(|g| g.repair_on_cloud)
+}
+
 /// Records that a step goes to the cloud model, and why.
-async fn record_fallback(
+pub(crate) async fn record_fallback(
     rec: Recorder<'_>,
     step: u32,
     reason: &str,

@@ -51,6 +51,10 @@ pub struct MemberHistory {
     /// How its loop ended, when its `pack_end` was written (task-force members): it is not
     /// run again.
     pub ended: Option<crate::engine::LoopOutcome>,
+    /// Critic reviews recorded (`critic_review`).
+    pub critic_rounds: u32,
+    /// Whether the repair under way had gone to the cloud model (`critic_rejected`).
+    pub repair_on_cloud: bool,
 }
 
 /// One step of a member's loop as recorded.
@@ -139,6 +143,18 @@ impl RunHistory {
                 let member = self.member(event);
                 member.started = true;
                 member.model = model;
+            }
+            EventKind::CriticReview => {
+                let member = self.member(event);
+                member.critic_rounds += 1;
+                member.repair_on_cloud = false;
+            }
+            EventKind::CloudFallback => {
+                let critic =
+                    event.payload.get("reason").and_then(Value::as_str) == Some("critic_rejected");
+                if critic {
+                    self.member(event).repair_on_cloud = true;
+                }
             }
             // The routing call has no step; only a member's loop has steps.
             EventKind::LlmRequest if event.step.is_some() => {

@@ -18,6 +18,7 @@
 //! - [`budget`]: what a tree of runs may spend together ([`budget::RunBudget`]) and where a
 //!   run sits in it ([`budget::Lineage`]).
 //! - [`delegate`]: sub-agents as tools (`agent__<id>`).
+//! - [`gate`]: the quality gate: a critic reviews staged work before a run may complete.
 //! - [`history`]: a run's runlog read back, to continue the run after its process stopped.
 //! - [`service`]: the run service every front end submits runs to.
 //! - [`search`]: search over past runs, and their embeddings.
@@ -34,6 +35,7 @@ pub mod delegate;
 pub mod engine;
 mod error;
 pub mod execute;
+pub mod gate;
 pub mod history;
 mod ids;
 pub mod lazy;

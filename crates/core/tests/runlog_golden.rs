@@ -183,6 +183,7 @@ fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
             price: None,
         },
         model_reason: None,
+        critic: None,
     }
 }
 

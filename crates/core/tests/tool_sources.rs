@@ -222,6 +222,7 @@ async fn run(
                 price: None,
             },
             model_reason: None,
+            critic: None,
         }],
         recruitment: Recruitment {
             routing_method: "explicit".into(),

@@ -24,6 +24,10 @@ pub enum EventKind {
     CorrectiveReprompt,
     /// A step went to the cloud model because the local one failed in a way it may fix.
     CloudFallback,
+    /// The critic reviewed a specialist's staged work (round, verdict, findings).
+    CriticReview,
+    /// The critic rejected the work; the specialist repairs it for another round.
+    RepairRound,
     /// Before a tool runs.
     ToolCall,
     /// A tool's successful result, or an accepted `finish_task`.
@@ -51,7 +55,7 @@ pub enum EventKind {
 impl EventKind {
     /// Every kind this version knows (all but [`EventKind::Unknown`]), in the order of
     /// docs/RUNLOG.md, with the reserved `loop_detected` before the terminal kinds.
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 20] = [
         Self::RunStart,
         Self::Recruitment,
         Self::TaskForceParallel,
@@ -64,6 +68,8 @@ impl EventKind {
         Self::ToolCall,
         Self::ToolResult,
         Self::ToolError,
+        Self::CriticReview,
+        Self::RepairRound,
         Self::PackEnd,
         Self::SecurityEvent,
         Self::LoopDetected,
@@ -89,6 +95,8 @@ impl EventKind {
             Self::LlmResponse => "llm_response",
             Self::CorrectiveReprompt => "corrective_reprompt",
             Self::CloudFallback => "cloud_fallback",
+            Self::CriticReview => "critic_review",
+            Self::RepairRound => "repair_round",
             Self::ToolCall => "tool_call",
             Self::ToolResult => "tool_result",
             Self::ToolError => "tool_error",
@@ -158,6 +166,8 @@ mod tests {
             | EventKind::LlmResponse
             | EventKind::CorrectiveReprompt
             | EventKind::CloudFallback
+            | EventKind::CriticReview
+            | EventKind::RepairRound
             | EventKind::ToolCall
             | EventKind::ToolResult
             | EventKind::ToolError

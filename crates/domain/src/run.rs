@@ -80,6 +80,9 @@ pub enum RunStatus {
     /// its specialist or model key is gone, its workspace is gone, or the configuration no
     /// longer allows what it needs. The reason says which (docs/DURABILITY.md).
     Interrupted,
+    /// The critic rejected the work as many times as `max_repair_rounds` allows (or could
+    /// not review it); the staged changes were kept, not applied (docs/QUALITY.md).
+    QualityGateFailed,
 }
 
 impl RunStatus {
@@ -97,6 +100,7 @@ impl RunStatus {
             Self::Cancelled => "cancelled",
             Self::Failed => "failed",
             Self::Interrupted => "interrupted",
+            Self::QualityGateFailed => "quality_gate_failed",
         }
     }
 
@@ -112,7 +116,8 @@ impl RunStatus {
             | Self::ModelUnsupported
             | Self::Cancelled
             | Self::Failed
-            | Self::Interrupted => false,
+            | Self::Interrupted
+            | Self::QualityGateFailed => false,
         }
     }
 
@@ -133,6 +138,7 @@ impl RunStatus {
             Self::Partial => 6,
             Self::Cancelled => 130,
             Self::Interrupted => 7,
+            Self::QualityGateFailed => 8,
         }
     }
 }
@@ -169,6 +175,7 @@ mod tests {
             RunStatus::Cancelled,
             RunStatus::Failed,
             RunStatus::Interrupted,
+            RunStatus::QualityGateFailed,
         ] {
             let text = serde_json::to_string(&status).unwrap_or_default();
             assert_eq!(text, format!("\"{}\"", status.as_str()));

@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use payloads::{
-    CloudFallback, CorrectiveReprompt, LlmRequest, LlmResponse, LlmToolCall, McpServer, PackEnd,
-    PackStart, Recruitment, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed,
-    RunStart, SecurityEvent, SkippedTool, TaskForceParallel, ToolCall, ToolError, ToolResult,
+    CloudFallback, CorrectiveReprompt, CriticReview, Finding, LlmRequest, LlmResponse, LlmToolCall,
+    McpServer, PackEnd, PackStart, Recruitment, RepairRound, RoutingRequest, RoutingResponse,
+    RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, SkippedTool, TaskForceParallel,
+    ToolCall, ToolError, ToolResult,
 };
 pub use vocab::{
     CallPurpose, McpStatus, RoutingMethod, SecurityEventType, TaskForceMode, ToolErrorType,
@@ -80,6 +81,8 @@ fixed_kind! {
     RoutingResponse => LlmResponse,
     CorrectiveReprompt => CorrectiveReprompt,
     CloudFallback => CloudFallback,
+    CriticReview => CriticReview,
+    RepairRound => RepairRound,
     ToolCall => ToolCall,
     ToolResult => ToolResult,
     ToolError => ToolError,

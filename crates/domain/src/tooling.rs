@@ -31,6 +31,24 @@ pub struct Tooling {
     /// Ids of specialists this one may hand a task to, each offered as `agent__<id>`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delegates: Vec<String>,
+    /// The critic that checks its work before it lands (the quality gate; docs/QUALITY.md):
+    /// its writes are staged, and applied only when the critic approves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critic: Option<CriticSpec>,
+}
+
+/// Default number of critic reviews before a rejected run ends `quality_gate_failed`.
+pub const DEFAULT_MAX_REPAIR_ROUNDS: u32 = 3;
+/// The built-in critic: a read-only specialist that reviews staged changes.
+pub const DEFAULT_CRITIC: &str = "reviewer";
+
+/// Who reviews a specialist's staged work, and how often it may try again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriticSpec {
+    /// The critic's specialist id (read-only, its finish schema has a boolean `approved`).
+    pub specialist: String,
+    /// Reviews at most: after this many rejections the run ends `quality_gate_failed`.
+    pub max_repair_rounds: u32,
 }
 
 /// How tool schemas reach the model.

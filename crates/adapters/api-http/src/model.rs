@@ -15,7 +15,7 @@ use crate::ApiError;
 pub const MAX_STEPS_LIMIT: u32 = 1000;
 
 /// Every run status as the API writes it, in the runlog's order.
-pub const STATUSES: [&str; 11] = [
+pub const STATUSES: [&str; 12] = [
     "running",
     "completed",
     "completed_without_finish",
@@ -27,6 +27,7 @@ pub const STATUSES: [&str; 11] = [
     "cancelled",
     "failed",
     "interrupted",
+    "quality_gate_failed",
 ];
 
 /// A task to run: the body of `POST /run`, `POST /run/stream` and `POST /runs`.
@@ -347,7 +348,7 @@ pub struct SearchParams {
     pub specialist: Option<String>,
     /// Only runs with this status.
     #[param(
-        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted)$"
+        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed)$"
     )]
     pub status: Option<String>,
     /// Only runs started since: a date (`2026-11-01`), a UTC time (`2026-11-01T12:00:00Z`),
@@ -437,7 +438,7 @@ pub struct ListQuery {
     /// Only runs with this status (`running`, `completed`, `partial`, `failed`, `cancelled`,
     /// ...).
     #[param(
-        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted)$"
+        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed)$"
     )]
     pub status: Option<String>,
     /// Only runs older than this run id (the previous page's `next_before`).
@@ -473,6 +474,7 @@ mod tests {
             RunStatus::Cancelled => 8,
             RunStatus::Failed => 9,
             RunStatus::Interrupted => 10,
+            RunStatus::QualityGateFailed => 11,
         };
         for (i, name) in STATUSES.iter().enumerate() {
             let status: RunStatus = serde_json::from_value(Value::String((*name).to_owned()))

@@ -33,6 +33,7 @@ mod files;
 mod paths;
 mod policy;
 mod shell;
+mod staging;
 mod text;
 mod web;
 
@@ -45,6 +46,7 @@ pub use container::{ContainerSettings, podman_path};
 /// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
 pub use fabric_core::{NoOsSandbox, ProcessSandbox};
 pub use policy::{DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
+pub use staging::{CopyStager, MAX_STAGED_BYTES, MAX_STAGED_ENTRIES};
 pub use web::{AddressPolicy, FetchSettings, SearchProvider, WebSearchSettings};
 
 /// The names of the built-in tools, in the order [`engineering_tools`] returns them.

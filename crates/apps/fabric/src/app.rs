@@ -86,6 +86,7 @@ fn cloud_fallback(
         },
         no_tool_calls: fallback.no_tool_calls,
         malformed_args: fallback.malformed_args,
+        critic_rejected: fallback.critic_rejected,
         max_per_run: fallback.max_per_run,
     }))
 }
@@ -192,7 +193,22 @@ async fn prepare(
         let tools = wiring::tools_for(&specialist, settings, &sandbox, &context.children, search)
             .map_err(|e| ServiceError::Invalid(format!("{e:#}")))?;
         let sources = wiring::sources_for(&specialist);
+        // Its writes are staged and reviewed before they land (docs/QUALITY.md).
+        let critic =
+            specialist
+                .tooling
+                .critic
+                .as_ref()
+                .map(|c| fabric_core::execute::MemberCritic {
+                    specialist: c.specialist.clone(),
+                    max_rounds: c.max_repair_rounds,
+                    runner: Arc::clone(&context.children),
+                    stager: Arc::new(fabric_tools::CopyStager::new(
+                        settings.protected_paths.clone(),
+                    )),
+                });
         members.push(PreparedMember {
+            critic,
             specialist,
             tools,
             sources,
@@ -225,9 +241,15 @@ async fn prepare(
             m.model_key, m.model_key
         )));
     }
+    // A critic's reviews are runs of their own, paid from the same budget: each may take
+    // up to `max_steps` too.
+    let reviews: u32 = members
+        .iter()
+        .filter_map(|m| m.critic.as_ref().map(|c| c.max_rounds))
+        .sum();
     let budget = RunBudget::new(
         delegation.max_depth,
-        Some(max_steps.saturating_mul(members.len() as u32)),
+        Some(max_steps.saturating_mul(members.len() as u32 + reviews)),
         limits.max_tokens,
         limits.max_wall_s.map(Duration::from_secs),
     )

@@ -214,6 +214,51 @@ impl RunObserver for HumanRenderer {
                     ));
                 }
             }
+            EventKind::CriticReview => {
+                if let Ok(p) = event.payload_as::<runlog::CriticReview>() {
+                    let verdict = if p.approved {
+                        self.ok.apply_to("approved").to_string()
+                    } else {
+                        self.bad.apply_to("rejected").to_string()
+                    };
+                    self.line(format!(
+                        "  {} critic {} {verdict} (review {} of {}, {} file(s), {} finding(s){})",
+                        self.accent.apply_to("⚖"),
+                        p.critic,
+                        p.round,
+                        p.max_rounds,
+                        p.files.len(),
+                        p.findings.len(),
+                        if p.approved {
+                            format!(", {} applied", p.applied.len())
+                        } else {
+                            String::new()
+                        }
+                    ));
+                    for f in p.findings.iter().take(5) {
+                        self.line(format!(
+                            "    {} {}{}",
+                            self.dim.apply_to(&f.severity),
+                            f.file
+                                .as_deref()
+                                .map(|f| format!("{f}: "))
+                                .unwrap_or_default(),
+                            one_line(&f.reason, 160)
+                        ));
+                    }
+                }
+            }
+            EventKind::RepairRound => {
+                if let Ok(p) = event.payload_as::<runlog::RepairRound>() {
+                    self.line(format!(
+                        "  {} repairing for review {} of {} on {}",
+                        self.dim.apply_to("↺"),
+                        p.round,
+                        p.max_rounds,
+                        p.model_key
+                    ));
+                }
+            }
             EventKind::CorrectiveReprompt => self.line(format!(
                 "  {} the model answered in text; asking it to use its tools",
                 self.dim.apply_to("↺")

@@ -100,7 +100,7 @@ fn syntax_errors_say_format_and_place() {
 
 #[test]
 fn specialists_override_and_add_and_tools_are_checked() {
-    let yaml = "specialists:\n  engineering:\n    tools: [read_file]\n  reviewer:\n    description: Reviews code.\n    system_prompt: Review.\n    tools: [read_file, nope]\n";
+    let yaml = "specialists:\n  engineering:\n    tools: [read_file]\n  auditor:\n    description: Reviews code.\n    system_prompt: Review.\n    tools: [read_file, nope]\n";
     let s = load("c.yaml", yaml).unwrap();
     assert_eq!(
         s.specialist("engineering").unwrap().tools,
@@ -123,7 +123,7 @@ fn specialists_override_and_add_and_tools_are_checked() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("specialists.reviewer.tools[1]") && e.contains("unknown tool `nope`"),
+        e.contains("specialists.auditor.tools[1]") && e.contains("unknown tool `nope`"),
         "{e}"
     );
     let e = err("c.yaml", "specialists:\n  x:\n    description: d\n");
@@ -164,16 +164,16 @@ fn precedence_builtin_user_project_config() {
     let tmp = tempfile::tempdir().unwrap();
     let user = tmp.path().join("user");
     let workspace = tmp.path().join("ws");
-    write(&user, "reviewer.md", &md("from user", "user prompt"));
+    write(&user, "auditor.md", &md("from user", "user prompt"));
     write(&user, "only_user.md", &md("only user", "p"));
     write(&user, "engineering.md", &md("user engineering", "p"));
     write(
         &workspace.join("specialists"),
-        "reviewer.md",
+        "auditor.md",
         &md("from project", "project prompt"),
     );
     let config = tmp.path().join("fabric.yaml");
-    std::fs::write(&config, "specialists:\n  reviewer:\n    model_key: fast\n").unwrap();
+    std::fs::write(&config, "specialists:\n  auditor:\n    model_key: fast\n").unwrap();
     let s = Settings::load_with(&LoadOptions {
         config: Some(config.clone()),
         workspace: Some(workspace.clone()),
@@ -182,24 +182,24 @@ fn precedence_builtin_user_project_config() {
     })
     .unwrap();
     s.check_tools(TOOLS).unwrap();
-    let reviewer = s.specialist("reviewer").unwrap();
-    assert_eq!(reviewer.description, "from project", "project over user");
-    assert_eq!(reviewer.system_prompt, "project prompt");
+    let auditor = s.specialist("auditor").unwrap();
+    assert_eq!(auditor.description, "from project", "project over user");
+    assert_eq!(auditor.system_prompt, "project prompt");
     assert_eq!(
-        reviewer.model_key.as_deref(),
+        auditor.model_key.as_deref(),
         Some("fast"),
         "config over files"
     );
-    assert_eq!(reviewer.tools, ["read_file", "list_files"]);
-    let sources = &s.specialist_origin("reviewer").unwrap().sources;
+    assert_eq!(auditor.tools, ["read_file", "list_files"]);
+    let sources = &s.specialist_origin("auditor").unwrap().sources;
     assert_eq!(
         sources,
         &[
             SpecialistSource::File {
-                path: user.join("reviewer.md")
+                path: user.join("auditor.md")
             },
             SpecialistSource::File {
-                path: workspace.join("specialists").join("reviewer.md")
+                path: workspace.join("specialists").join("auditor.md")
             },
             SpecialistSource::Config { path: config },
         ]
@@ -392,12 +392,19 @@ fn issue_11_complexity_routing_and_cloud_fallback_are_checked() {
         e.contains("`cloud_fallback.model_key`: no model `gpt`"),
         "{e}"
     );
-    let e = err(
+    let s = load(
         "c.yaml",
         "cloud_fallback: {model_key: quality, policy: [critic_rejected]}\n",
+    )
+    .unwrap();
+    let fallback = s.cloud_fallback.unwrap();
+    assert!(fallback.critic_rejected && !fallback.no_tool_calls);
+    let e = err(
+        "c.yaml",
+        "cloud_fallback: {model_key: quality, policy: [when_sad]}\n",
     );
     assert!(
-        e.contains("`cloud_fallback.policy[0]`") && e.contains("critic gate"),
+        e.contains("`cloud_fallback.policy[0]`") && e.contains("`critic_rejected`, got `when_sad`"),
         "{e}"
     );
     let e = err(
@@ -405,7 +412,9 @@ fn issue_11_complexity_routing_and_cloud_fallback_are_checked() {
         "cloud_fallback: {model_key: quality, policy: [sometimes]}\n",
     );
     assert!(
-        e.contains("must be `no_tool_calls` or `malformed_args`, got `sometimes`"),
+        e.contains(
+            "must be `no_tool_calls`, `malformed_args` or `critic_rejected`, got `sometimes`"
+        ),
         "{e}"
     );
 }

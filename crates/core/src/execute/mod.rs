@@ -8,6 +8,7 @@
 //! nothing of this: each member runs the same [`run_loop`](crate::engine) with its own
 //! tools, model and a recorder view that tags its events with `pack_index`.
 
+mod critic;
 mod merge;
 mod team;
 mod toolset;
@@ -96,6 +97,22 @@ pub struct Member<'a> {
     pub model: ModelParams,
     /// How the model was chosen (discovery), for `run_start` and `pack_start`.
     pub model_reason: Option<String>,
+    /// The critic that reviews its work before the run completes, if it has one.
+    pub critic: Option<MemberCritic>,
+}
+
+/// A member's critic (the quality gate; docs/QUALITY.md): its writes are staged, and a
+/// child run of the critic reviews them when it calls `finish_task`.
+#[derive(Clone)]
+pub struct MemberCritic {
+    /// The critic's specialist id.
+    pub specialist: String,
+    /// Reviews at most.
+    pub max_rounds: u32,
+    /// Starts the critic's run.
+    pub runner: Arc<dyn crate::delegate::ChildRunner>,
+    /// Makes the staging area.
+    pub stager: Arc<dyn crate::ports::Stager>,
 }
 
 /// The cloud model a run's steps fall back to (config `cloud_fallback`; docs/QUALITY.md).
@@ -110,6 +127,8 @@ pub struct CloudFallback<'a> {
     pub no_tool_calls: bool,
     /// Fall back when the local model sent invalid arguments two steps in a row.
     pub malformed_args: bool,
+    /// Repair rejected work on the cloud model.
+    pub critic_rejected: bool,
     /// Most fallbacks in one run.
     pub max_per_run: u32,
 }
@@ -218,6 +237,7 @@ impl Task {
                 model_key: self.model_key,
                 model: self.model,
                 model_reason: None,
+                critic: None,
             }],
             recruitment: self.recruitment,
             routing_call: None,

@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicU32;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::critic::CriticGate;
 use super::merge::{
     MemberResult, combined_reason, combined_status, handoff_message, merged_payload, totals,
 };
@@ -16,6 +17,7 @@ use super::{Member, RunOutcome, TaskForce, TaskForceMode};
 use crate::CoreError;
 use crate::budget::{Lineage, RunBudget};
 use crate::engine::{Fallback, LoopInput, LoopOutcome, run_loop};
+use crate::gate::GateState;
 use crate::history::{MemberHistory, RunHistory};
 use crate::lazy::LazyTools;
 use crate::ports::{NewRun, RunObserver, StoreError, ToolContext, ToolSource};
@@ -158,6 +160,7 @@ pub(super) async fn run(
         model_key: &f.model_key,
         no_tool_calls: f.no_tool_calls,
         malformed_args: f.malformed_args,
+        critic_rejected: f.critic_rejected,
         remaining: &fallbacks_left,
     });
     let shared = Shared {
@@ -282,6 +285,34 @@ impl Shared<'_> {
         if let Some((id, payload)) = handoff {
             messages.push(Message::user(handoff_message(id, payload)));
         }
+        // A member with a critic works in a staging area: its tools see it as the
+        // workspace, and its changes reach the workspace only when the critic approves.
+        let staged = match &member.critic {
+            Some(critic) => {
+                match CriticGate::open(critic, self.ctx, self.prompt, &member.specialist.id, index)
+                    .await
+                {
+                    Ok(gate) => Some(gate),
+                    Err(reason) => {
+                        return Ok(LoopOutcome {
+                            status: fabric_domain::RunStatus::Failed,
+                            payload: Value::Null,
+                            steps: 0,
+                            usage: fabric_domain::Usage::default(),
+                            reason: Some(reason),
+                        });
+                    }
+                }
+            }
+            None => None,
+        };
+        let staged_ctx = staged.as_ref().map(|gate| gate.context(self.ctx));
+        let gate = staged.as_ref().map(|gate| GateState {
+            gate,
+            rounds_done: history.critic_rounds,
+            repair_on_cloud: history.repair_on_cloud,
+            model_key: &member.model_key,
+        });
         let outcome = run_loop(
             member.chat,
             LoopInput {
@@ -290,9 +321,10 @@ impl Shared<'_> {
                 messages,
                 model: &member.model,
                 max_steps: self.max_steps,
-                ctx: self.ctx,
+                ctx: staged_ctx.as_ref().unwrap_or(self.ctx),
                 replay: history.steps,
                 fallback: self.fallback,
+                gate,
             },
             rec,
         )

@@ -6,6 +6,7 @@ mod observer;
 mod queue;
 mod sandbox;
 mod source;
+mod staging;
 mod store;
 mod tool;
 
@@ -15,6 +16,7 @@ pub use observer::{NoopObserver, RunObserver};
 pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Renewal, RunQueue};
 pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice};
 pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};
+pub use staging::{Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager};
 pub use store::{
     NewRun, QueryEmbedding, RunCatalog, RunLog, RunQuery, RunStore, SearchHit, SearchQuery,
     StatsGroup, StatsQuery, StatsRow, StoreError,

@@ -22,24 +22,16 @@ impl ChildRunner for ServiceChildren {
         task: String,
         parent: &ToolContext,
     ) -> Result<RunOutcome, String> {
-        let submission = Submission {
-            request: TaskRequest {
-                prompt: task,
-                pack: vec![specialist.to_owned()],
-                network_allowed: Some(parent.network_allowed),
-                ..TaskRequest::default()
-            },
-            observer: None,
-            parent: Some(ParentRun {
-                lineage: parent.lineage.child(parent.run_id.clone()),
-                workspace: parent.workspace.clone(),
-                cancel: parent.cancel.clone(),
-            }),
-            resume: None,
-            run_id: None,
-        };
-        let handle = self.0.submit(submission).map_err(|e| e.to_string())?;
-        handle.outcome().await.map_err(|e| e.to_string())
+        self.start(specialist, task, parent, false).await
+    }
+
+    async fn run_child_in_workspace(
+        &self,
+        specialist: &str,
+        task: String,
+        parent: &ToolContext,
+    ) -> Result<RunOutcome, String> {
+        self.start(specialist, task, parent, true).await
     }
 
     async fn resume_child(
@@ -55,6 +47,7 @@ impl ChildRunner for ServiceChildren {
             parent: Some(ParentRun {
                 lineage: parent.lineage.child(parent.run_id.clone()),
                 workspace: parent.workspace.clone(),
+                share_workspace: false,
                 cancel: parent.cancel.clone(),
             }),
             resume: Some(id),
@@ -69,6 +62,35 @@ impl ChildRunner for ServiceChildren {
 }
 
 impl ServiceChildren {
+    /// Starts a child run of `parent` and waits for its end.
+    async fn start(
+        &self,
+        specialist: &str,
+        task: String,
+        parent: &ToolContext,
+        share_workspace: bool,
+    ) -> Result<RunOutcome, String> {
+        let submission = Submission {
+            request: TaskRequest {
+                prompt: task,
+                pack: vec![specialist.to_owned()],
+                network_allowed: Some(parent.network_allowed),
+                ..TaskRequest::default()
+            },
+            observer: None,
+            parent: Some(ParentRun {
+                lineage: parent.lineage.child(parent.run_id.clone()),
+                workspace: parent.workspace.clone(),
+                share_workspace,
+                cancel: parent.cancel.clone(),
+            }),
+            resume: None,
+            run_id: None,
+        };
+        let handle = self.0.submit(submission).map_err(|e| e.to_string())?;
+        handle.outcome().await.map_err(|e| e.to_string())
+    }
+
     /// The interrupted run that `specialist` was doing `task` in for `parent`, if any.
     async fn interrupted_child(
         &self,

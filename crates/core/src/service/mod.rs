@@ -121,6 +121,8 @@ pub struct ParentRun {
     pub lineage: Lineage,
     /// The parent's workspace, shared when the configuration says so.
     pub workspace: PathBuf,
+    /// Share it whatever the configuration says (a critic reads the staged work there).
+    pub share_workspace: bool,
     /// The parent's token: the child stops when the parent is cancelled.
     pub cancel: CancellationToken,
 }
@@ -536,7 +538,9 @@ impl RunTask {
             .map_err(|e| ServiceError::Store(e.to_string()))?;
         let log = self.suspendable(run.log);
         let workspace = match &self.submission.parent {
-            Some(parent) if prepared.shares_parent_workspace() => parent.workspace.clone(),
+            Some(parent) if parent.share_workspace || prepared.shares_parent_workspace() => {
+                parent.workspace.clone()
+            }
             _ => run.workspace,
         };
         let run = NewRun {

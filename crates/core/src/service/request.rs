@@ -226,6 +226,8 @@ pub struct PreparedMember {
     pub model: ModelParams,
     /// How the model was chosen.
     pub model_reason: String,
+    /// Its critic, if its work is reviewed before the run completes.
+    pub critic: Option<crate::execute::MemberCritic>,
 }
 
 /// The cloud model a prepared task falls back to, owning its client.
@@ -240,6 +242,8 @@ pub struct PreparedFallback {
     pub no_tool_calls: bool,
     /// Fall back when the local model sent invalid arguments two steps in a row.
     pub malformed_args: bool,
+    /// Repair rejected work on the cloud model.
+    pub critic_rejected: bool,
     /// Most fallbacks in one run.
     pub max_per_run: u32,
 }
@@ -289,6 +293,7 @@ impl PreparedTask {
                     model_key: m.model_key.clone(),
                     model: m.model.clone(),
                     model_reason: Some(m.model_reason.clone()),
+                    critic: m.critic.clone(),
                 })
                 .collect(),
             recruitment: self.recruitment.clone(),
@@ -308,6 +313,7 @@ impl PreparedTask {
                     model: f.model.clone(),
                     no_tool_calls: f.no_tool_calls,
                     malformed_args: f.malformed_args,
+                    critic_rejected: f.critic_rejected,
                     max_per_run: f.max_per_run,
                 }),
         }

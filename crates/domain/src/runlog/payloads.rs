@@ -252,6 +252,60 @@ pub struct CloudFallback {
     pub cloud_model_key: String,
 }
 
+/// One thing a critic found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// How bad: `error`, `warning` or `info` (a critic may use its own words).
+    pub severity: String,
+    /// The file it concerns, relative to the workspace, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// What is wrong and what to do about it.
+    pub reason: String,
+}
+
+/// `critic_review`: the critic reviewed a specialist's staged work after its `finish_task`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriticReview {
+    /// The how-manieth review of this specialist's work, from 1.
+    pub round: u32,
+    /// Reviews allowed (`max_repair_rounds`).
+    pub max_rounds: u32,
+    /// The critic's specialist id.
+    pub critic: String,
+    /// The critic's own run (a child of this one), when it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critic_run_id: Option<RunId>,
+    /// Whether the work was approved.
+    pub approved: bool,
+    /// What the critic found.
+    pub findings: Vec<Finding>,
+    /// The staged files the review covered (added, changed or deleted), relative to the
+    /// workspace.
+    pub files: Vec<String>,
+    /// Approved: the files applied to the workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<String>,
+    /// Approved: staged files not applied because the workspace protects them (a
+    /// `security_event` follows for each).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+    /// Where the staged changes are kept (to inspect them after `quality_gate_failed`).
+    pub staged_dir: PathBuf,
+}
+
+/// `repair_round`: the critic rejected the work, and the specialist repairs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepairRound {
+    /// The review this repair will go to, from 2.
+    pub round: u32,
+    /// Reviews allowed (`max_repair_rounds`).
+    pub max_rounds: u32,
+    /// The model key the repair runs on: the specialist's own, or the cloud fallback's
+    /// (`cloud_fallback.policy: critic_rejected`).
+    pub model_key: String,
+}
+
 /// `tool_call`: before a tool runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {

@@ -77,6 +77,9 @@ vocabulary! {
         /// The call was in flight when the run's process stopped; it was not run again, as
         /// the tool is not read-only, and its effect is unknown (docs/DURABILITY.md).
         Interrupted = "interrupted",
+        /// `finish_task` was rejected by the specialist's critic; the message holds its
+        /// findings, and the specialist repairs (docs/QUALITY.md).
+        Rejected = "rejected",
     }
 }
 

@@ -3,6 +3,7 @@ mod fixture;
 mod attacks;
 mod budgets;
 mod cli_errors;
+mod critic;
 mod delegation;
 mod durability;
 mod llm_failures;

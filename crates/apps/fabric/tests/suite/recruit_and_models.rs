@@ -98,28 +98,28 @@ async fn a_sequential_task_force_hands_over() {
     let fx = Fixture::new(turns).await;
     append_config(
         &fx,
-        "specialists:\n  reviewer:\n    description: Reviews.\n    system_prompt: You review.\n    tools: [read_file, list_files]\n    may_write: false\n",
+        "specialists:\n  auditor:\n    description: Reviews.\n    system_prompt: You review.\n    tools: [read_file, list_files]\n    may_write: false\n",
     );
     let (result, _) = run_json(
         &fx,
-        &["Write and review", "--pack", "engineering,reviewer"],
+        &["Write and review", "--pack", "engineering,auditor"],
         0,
     )
     .await;
     assert_eq!(
         result["_meta"]["specialist_ids"],
-        json!(["engineering", "reviewer"])
+        json!(["engineering", "auditor"])
     );
     assert_eq!(
         result["summary"],
-        "engineering: wrote hello.txt | reviewer: reviewed: fine"
+        "engineering: wrote hello.txt | auditor: reviewed: fine"
     );
-    let reviewer_first = fx.requests()[2].to_string();
+    let auditor_first = fx.requests()[2].to_string();
     assert!(
-        reviewer_first.contains("HANDOFF from engineering"),
-        "{reviewer_first}"
+        auditor_first.contains("HANDOFF from engineering"),
+        "{auditor_first}"
     );
-    assert!(reviewer_first.contains("wrote hello.txt"));
+    assert!(auditor_first.contains("wrote hello.txt"));
     let events = fx.runlog(&result);
     let packs = of_kind(&events, "pack_start");
     assert_eq!(packs.len(), 2);
@@ -300,7 +300,7 @@ async fn doctor_checks_the_specialists_model_keys_and_fails_on_a_down_server() {
     );
     std::fs::write(
         &fx.config,
-        text + "specialists:\n  reviewer:\n    description: Reviews.\n    system_prompt: You review.\n    tools: [read_file]\n    model_key: aux\n",
+        text + "specialists:\n  auditor:\n    description: Reviews.\n    system_prompt: You review.\n    tools: [read_file]\n    model_key: aux\n",
     )
     .unwrap();
     let run = fx.fabric(&["doctor"]).await;
@@ -322,9 +322,7 @@ async fn doctor_checks_the_specialists_model_keys_and_fails_on_a_down_server() {
         .find(|l| l.starts_with("[FAIL] model `aux` server: "))
         .unwrap_or_else(|| panic!("no FAIL line for `aux`:\n{}", run.stdout));
     assert!(
-        fail.ends_with(
-            "(used by specialist `reviewer`); check `base_url` and that the server runs"
-        ),
+        fail.ends_with("(used by specialist `auditor`); check `base_url` and that the server runs"),
         "{fail}"
     );
     // The routing key is checked only when routing asks a model.
@@ -355,30 +353,30 @@ async fn a_parallel_task_force_runs_both_members_at_once_and_merges_in_order() {
     );
     std::fs::write(
         &fx.config,
-        text + "task_force_mode: parallel\nspecialists:\n  reviewer:\n    description: Reviews.\n    system_prompt: You review.\n    tools: [read_file, list_files]\n    may_write: false\n    model_key: other\n",
+        text + "task_force_mode: parallel\nspecialists:\n  auditor:\n    description: Reviews.\n    system_prompt: You review.\n    tools: [read_file, list_files]\n    may_write: false\n    model_key: other\n",
     )
     .unwrap();
     let (result, _) = run_json(
         &fx,
-        &["Write and review", "--pack", "engineering,reviewer"],
+        &["Write and review", "--pack", "engineering,auditor"],
         0,
     )
     .await;
     assert_eq!(
         result["summary"],
-        "engineering: engineering did it | reviewer: reviewed: fine"
+        "engineering: engineering did it | auditor: reviewed: fine"
     );
     assert_eq!(result["task_force_mode"], "parallel");
     let sections = result["sections"].as_array().unwrap();
     assert_eq!(sections[0]["specialist_id"], "engineering");
     assert_eq!(sections[0]["result"]["summary"], "engineering did it");
-    assert_eq!(sections[1]["specialist_id"], "reviewer");
+    assert_eq!(sections[1]["specialist_id"], "auditor");
     assert_eq!(sections[1]["status"], "completed");
     // Each server answered its own member only; no hand-off in parallel mode.
     assert_eq!(fx.server.chat_request_count(), 2);
     assert_eq!(other.chat_request_count(), 2);
     assert!(!other.requests()[0].body.to_string().contains("HANDOFF"));
-    // Overlap: the reviewer finished before the engineer's first answer came back.
+    // Overlap: the auditor finished before the engineer's first answer came back.
     let events = fx.runlog(&result);
     let seq_of = |kind: &str, pack: u64| {
         events
@@ -387,14 +385,14 @@ async fn a_parallel_task_force_runs_both_members_at_once_and_merges_in_order() {
             .and_then(|e| e["seq"].as_u64())
             .unwrap_or_else(|| panic!("no {kind} of member {pack}"))
     };
-    let reviewer_done = events
+    let auditor_done = events
         .iter()
         .filter(|e| e["kind"] == "tool_call" && e["payload"]["pack_index"] == 1)
         .filter_map(|e| e["seq"].as_u64())
         .max()
         .unwrap();
     assert!(
-        reviewer_done < seq_of("llm_response", 0),
+        auditor_done < seq_of("llm_response", 0),
         "the members did not overlap: {events:#?}"
     );
     assert!(of_kind(&events, "task_force_parallel").len() == 1);

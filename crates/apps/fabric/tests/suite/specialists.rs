@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::fixture::{Fixture, of_kind};
 
-const REVIEWER: &str = "---
-name: reviewer
+const AUDITOR: &str = "---
+name: auditor
 description: Reads files and reports problems without changing anything.
 tools: Read, Glob, Write, Grep
 may_write: false
@@ -36,10 +36,10 @@ fn tool_names(request: &Value) -> Vec<String> {
     names
 }
 
-fn write_reviewer(fx: &Fixture) {
+fn write_auditor(fx: &Fixture) {
     let dir = fx.workspace_root().join("specialists");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::write(dir.join("reviewer.md"), REVIEWER).expect("write reviewer.md");
+    std::fs::write(dir.join("auditor.md"), AUDITOR).expect("write auditor.md");
 }
 
 #[tokio::test]
@@ -49,21 +49,21 @@ async fn a_markdown_specialist_is_listed_shown_and_runs_read_only() {
         Turn::tool_call("finish_task", json!({"summary": "nothing to report"})),
     ])
     .await;
-    write_reviewer(&fx);
+    write_auditor(&fx);
 
     let list = fx.fabric(&["specialists", "list"]).await;
     assert_eq!(list.code(), 0, "{}", list.stderr);
-    for id in ["engineering", "research", "enterprise_research", "reviewer"] {
+    for id in ["engineering", "research", "enterprise_research", "auditor"] {
         assert!(list.stdout.contains(id), "{id} in:\n{}", list.stdout);
     }
     assert!(
-        list.stdout.contains("specialists/reviewer.md"),
+        list.stdout.contains("specialists/auditor.md"),
         "{}",
         list.stdout
     );
 
     let show = fx
-        .fabric(&["specialists", "show", "reviewer", "--json"])
+        .fabric(&["specialists", "show", "auditor", "--json"])
         .await;
     assert_eq!(show.code(), 0, "{}", show.stderr);
     let spec = show.json();
@@ -81,12 +81,12 @@ async fn a_markdown_specialist_is_listed_shown_and_runs_read_only() {
     assert!(warnings.contains("`Grep` has no equivalent"), "{warnings}");
 
     let run = fx
-        .fabric(&["run", "review the files", "--pack", "reviewer", "--json"])
+        .fabric(&["run", "review the files", "--pack", "auditor", "--json"])
         .await;
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let result = run.json();
     assert_eq!(result["summary"], "nothing to report");
-    assert_eq!(result["_meta"]["specialist_ids"], json!(["reviewer"]));
+    assert_eq!(result["_meta"]["specialist_ids"], json!(["auditor"]));
     // may_write: false: the write tool it names is not offered at all.
     let requests = fx.requests();
     assert_eq!(

@@ -1,0 +1,146 @@
+use super::*;
+use std::fs;
+
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = root.path().join("workspace");
+    fs::create_dir_all(ws.join("src")).unwrap_or_else(|e| panic!("{e}"));
+    fs::write(ws.join("src/main.py"), "print('hi')\n").unwrap_or_else(|e| panic!("{e}"));
+    fs::write(ws.join("old.txt"), "old\n").unwrap_or_else(|e| panic!("{e}"));
+    (root, ws)
+}
+
+fn stager() -> CopyStager {
+    CopyStager::new(vec![".git".to_owned()])
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test]
+async fn staged_changes_reach_the_workspace_only_when_applied() {
+    let (_root, ws) = workspace();
+    let staged = stager()
+        .stage(&ws, "run-0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = staged.dir().to_path_buf();
+    assert_ne!(dir, ws);
+    assert!(staged.diff().await.unwrap_or_default().changes.is_empty());
+
+    fs::write(dir.join("src/main.py"), "print('hello')\n").unwrap_or_else(|e| panic!("{e}"));
+    fs::write(dir.join("new.txt"), "new\n").unwrap_or_else(|e| panic!("{e}"));
+    fs::remove_file(dir.join("old.txt")).unwrap_or_else(|e| panic!("{e}"));
+    let diff = staged.diff().await.unwrap_or_else(|e| panic!("{e}"));
+    let kinds: Vec<(&str, ChangeKind)> = diff
+        .changes
+        .iter()
+        .map(|c| (c.path.as_str(), c.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("new.txt", ChangeKind::Added),
+            ("old.txt", ChangeKind::Deleted),
+            ("src/main.py", ChangeKind::Modified)
+        ]
+    );
+    assert!(
+        diff.text.contains(
+            "--- a/src/main.py\n+++ b/src/main.py\n@@ -1,1 +1,1 @@\n-print('hi')\n+print('hello')\n"
+        ),
+        "{}",
+        diff.text
+    );
+    // Nothing reached the workspace yet.
+    assert_eq!(read(&ws.join("src/main.py")), "print('hi')\n");
+    assert!(ws.join("old.txt").exists() && !ws.join("new.txt").exists());
+
+    // Reopened (a continued run): the same area and the same changes.
+    let again = stager()
+        .stage(&ws, "run-0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.diff().await.unwrap_or_default().changes, diff.changes);
+
+    let applied = staged.apply().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(applied.applied, ["new.txt", "old.txt", "src/main.py"]);
+    assert_eq!(read(&ws.join("src/main.py")), "print('hello')\n");
+    assert_eq!(read(&ws.join("new.txt")), "new\n");
+    assert!(!ws.join("old.txt").exists());
+    // Applying twice changes nothing more, and leaves no temporary file behind.
+    staged.apply().await.unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = fs::read_dir(&ws)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.starts_with(".fabric-staged")),
+        "{names:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_file_written_back_unchanged_is_no_change() {
+    let (_root, ws) = workspace();
+    let staged = stager()
+        .stage(&ws, "r-1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    fs::write(staged.dir().join("old.txt"), "old\n").unwrap_or_else(|e| panic!("{e}"));
+    assert!(staged.diff().await.unwrap_or_default().changes.is_empty());
+}
+
+#[tokio::test]
+async fn protected_paths_are_shown_but_never_applied() {
+    let (_root, ws) = workspace();
+    let staged = stager()
+        .stage(&ws, "r-0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    fs::create_dir_all(staged.dir().join(".git/hooks")).unwrap_or_else(|e| panic!("{e}"));
+    fs::write(
+        staged.dir().join(".git/hooks/pre-commit"),
+        "#!/bin/sh\nevil\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    fs::write(staged.dir().join("ok.txt"), "ok\n").unwrap_or_else(|e| panic!("{e}"));
+    let diff = staged.diff().await.unwrap_or_default();
+    assert!(diff.text.contains("will NOT be applied"), "{}", diff.text);
+    let applied = staged.apply().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(applied.applied, ["ok.txt"]);
+    assert_eq!(applied.refused, [".git/hooks/pre-commit"]);
+    assert!(!ws.join(".git").exists());
+}
+
+#[tokio::test]
+async fn applying_never_follows_a_symlink_out_of_the_workspace() {
+    let (root, ws) = workspace();
+    let outside = root.path().join("outside");
+    fs::create_dir(&outside).unwrap_or_else(|e| panic!("{e}"));
+    let staged = stager()
+        .stage(&ws, "r-0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    fs::create_dir(staged.dir().join("d")).unwrap_or_else(|e| panic!("{e}"));
+    fs::write(staged.dir().join("d/f.txt"), "x\n").unwrap_or_else(|e| panic!("{e}"));
+    fs::write(staged.dir().join("a.txt"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+    // Meanwhile the workspace got `d` as a link to a directory outside it.
+    std::os::unix::fs::symlink(&outside, ws.join("d")).unwrap_or_else(|e| panic!("{e}"));
+    let e = staged.apply().await.unwrap_err();
+    assert!(e.contains("symbolic link"), "{e}");
+    assert!(!outside.join("f.txt").exists());
+    assert!(
+        !ws.join("a.txt").exists(),
+        "nothing is applied when one change cannot be"
+    );
+}
+
+#[tokio::test]
+async fn names_that_could_leave_the_staging_root_are_refused() {
+    let (_root, ws) = workspace();
+    for bad in ["", "../x", "a/b", "a b"] {
+        assert!(stager().stage(&ws, bad).await.is_err(), "{bad}");
+    }
+}

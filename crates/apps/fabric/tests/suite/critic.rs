@@ -1,0 +1,294 @@
+//! The critic gate (issue #11): a specialist with a critic writes into a staging area; the
+//! critic reviews the staged changes when it calls `finish_task`; approved changes are
+//! applied, rejected ones go back for repair, and after `max_repair_rounds` rejections the
+//! run ends `quality_gate_failed` with the workspace untouched. Through the real binary,
+//! the specialist and its critic both answered by the scripted model server, in order.
+
+use fabric_test_support::{Scenario, ScriptedServer, Turn};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+use super::fixture::{Fixture, of_kind, read_runlog, tool_messages};
+
+const GATED: &str = "specialists:\n  engineering:\n    critic: reviewer\n";
+
+fn write(path: &str, content: &str) -> Turn {
+    Turn::tool_call("write_file", json!({"path": path, "content": content}))
+}
+
+fn finish(summary: &str) -> Turn {
+    Turn::tool_call(
+        "finish_task",
+        json!({"summary": summary, "artifacts": ["hello.py"]}),
+    )
+}
+
+/// The critic's two turns: a look at the files, then its verdict.
+fn review(approved: bool, reason: &str) -> [Turn; 2] {
+    let findings = if approved {
+        json!([])
+    } else {
+        json!([{"severity": "error", "file": "hello.py", "reason": reason}])
+    };
+    [
+        Turn::tool_call("read_file", json!({"path": "hello.py"})),
+        Turn::tool_call(
+            "finish_task",
+            json!({"approved": approved, "findings": findings, "summary": reason}),
+        ),
+    ]
+}
+
+fn workspace_of(result: &Value) -> PathBuf {
+    PathBuf::from(result["_meta"]["workspace"].as_str().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_a_critic_rejects_twice_then_approves_and_only_then_the_work_lands() {
+    let mut turns = vec![write("hello.py", "print(1)\n"), finish("first try")];
+    turns.extend(review(false, "it prints 1; the task asks for hello"));
+    turns.extend([write("hello.py", "print('helo')\n"), finish("second try")]);
+    turns.extend(review(false, "`helo` is misspelt"));
+    turns.extend([write("hello.py", "print('hello')\n"), finish("fixed")]);
+    turns.extend(review(true, "prints hello"));
+    let fx = Fixture::new(turns).await;
+    fx.append_config(GATED);
+    let result = fx.run_json("write hello.py printing hello", &[], 0).await;
+    assert_eq!(result["_meta"]["status"], "completed");
+    assert_eq!(result["summary"], "fixed");
+    // Exactly the approved content, nothing staged on the way.
+    let workspace = workspace_of(&result);
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("hello.py")).unwrap(),
+        "print('hello')\n"
+    );
+
+    let events = fx.runlog(&result);
+    let reviews = of_kind(&events, "critic_review");
+    let verdicts: Vec<(u64, bool)> = reviews
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["round"].as_u64().unwrap(),
+                e["payload"]["approved"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(verdicts, [(1, false), (2, false), (3, true)]);
+    assert_eq!(reviews[0]["payload"]["critic"], "reviewer");
+    assert_eq!(reviews[0]["payload"]["max_rounds"], 3);
+    assert_eq!(reviews[0]["payload"]["files"], json!(["hello.py"]));
+    assert_eq!(
+        reviews[0]["payload"]["findings"][0]["reason"],
+        "it prints 1; the task asks for hello"
+    );
+    assert_eq!(reviews[2]["payload"]["applied"], json!(["hello.py"]));
+    let repairs = of_kind(&events, "repair_round");
+    assert_eq!(repairs.len(), 2);
+    assert_eq!(repairs[0]["payload"]["round"], 2);
+    assert_eq!(repairs[0]["payload"]["model_key"], "test");
+    let errors = of_kind(&events, "tool_error");
+    let rejected: Vec<&&Value> = errors
+        .iter()
+        .filter(|e| e["payload"]["error_type"] == "rejected")
+        .collect();
+    assert_eq!(rejected.len(), 2);
+    assert_eq!(rejected[0]["payload"]["tool"], "finish_task");
+
+    // The specialist was told the findings as its finish_task result.
+    let requests = fx.requests();
+    let told = tool_messages(&requests[4]).join("\n");
+    assert!(
+        told.contains("rejected your work (review 1 of 3)")
+            && told.contains("[error] hello.py: it prints 1; the task asks for hello"),
+        "{told}"
+    );
+
+    // Each review is a child run of the critic, in the staging area, that saw the staged
+    // file (not the workspace, which was empty until approval).
+    let critic_run = reviews[0]["payload"]["critic_run_id"].as_str().unwrap();
+    let critic_log = read_runlog(
+        &fx.workspace_root()
+            .join("runs")
+            .join(critic_run)
+            .join("runlog.jsonl"),
+    );
+    let start = &critic_log[0]["payload"];
+    assert_eq!(start["parent_run_id"], result["_meta"]["run_id"]);
+    assert_eq!(
+        start["workspace"], reviews[0]["payload"]["staged_dir"],
+        "the critic works in the staging area"
+    );
+    let read = of_kind(&critic_log, "tool_result");
+    assert!(
+        read[0]["payload"]["result"]
+            .as_str()
+            .unwrap()
+            .contains("print(1)"),
+        "{read:?}"
+    );
+    // The critic was given the task, the payload and the diff.
+    let asked = requests[2]["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        asked.contains("write hello.py printing hello")
+            && asked.contains("\"summary\": \"first try\"")
+            && asked.contains("--- /dev/null\n+++ b/hello.py\n@@ -0,0 +1,1 @@\n+print(1)"),
+        "{asked}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_three_rejections_end_quality_gate_failed_with_the_work_kept_not_applied() {
+    let mut turns = Vec::new();
+    for n in 1..=3 {
+        turns.extend([write("hello.py", &format!("print({n})\n")), finish("try")]);
+        turns.extend(review(false, "still wrong"));
+    }
+    let fx = Fixture::new(turns).await;
+    fx.append_config(GATED);
+    let result = fx.run_json("write hello.py printing hello", &[], 8).await;
+    assert_eq!(result["_meta"]["status"], "quality_gate_failed");
+    let reason = result["_meta"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("rejected the work 3 time(s) (max_repair_rounds: 3)")
+            && reason.contains("still wrong"),
+        "{reason}"
+    );
+    let workspace = workspace_of(&result);
+    assert!(
+        !workspace.join("hello.py").exists(),
+        "the workspace is untouched"
+    );
+    let events = fx.runlog(&result);
+    let reviews = of_kind(&events, "critic_review");
+    assert_eq!(reviews.len(), 3);
+    let staged = PathBuf::from(reviews[2]["payload"]["staged_dir"].as_str().unwrap());
+    assert!(reason.contains(&staged.display().to_string()), "{reason}");
+    assert_eq!(
+        std::fs::read_to_string(staged.join("hello.py")).unwrap(),
+        "print(3)\n",
+        "the last staged work is kept for inspection"
+    );
+    assert_eq!(of_kind(&events, "repair_round").len(), 2);
+    let end = events.last().unwrap();
+    assert_eq!(end["kind"], "run_failed");
+    assert_eq!(end["payload"]["status"], "quality_gate_failed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_staged_writes_stay_under_the_sandbox_and_protected_paths_never_land() {
+    let turns = vec![
+        // Refused in the staging area exactly as in a workspace.
+        write("../escape.txt", "x"),
+        write("a.txt", "A\n"),
+        // The shell's writes are staged too, including into `.git/hooks`.
+        Turn::tool_call("shell", json!({"cmd": ["mkdir", "-p", ".git/hooks"]})),
+        Turn::tool_call(
+            "shell",
+            json!({"cmd": ["cp", "a.txt", ".git/hooks/pre-commit"]}),
+        ),
+        finish("done"),
+        Turn::tool_call("list_files", json!({})),
+        Turn::tool_call(
+            "finish_task",
+            json!({"approved": true, "findings": [], "summary": "fine"}),
+        ),
+    ];
+    let fx = Fixture::new(turns).await;
+    fx.append_config(GATED);
+    let result = fx.run_json("write a.txt", &[], 0).await;
+    let events = fx.runlog(&result);
+    let security: Vec<&str> = of_kind(&events, "security_event")
+        .iter()
+        .filter_map(|e| e["payload"]["event_type"].as_str())
+        .collect();
+    assert!(security.contains(&"path_escape"), "{security:?}");
+    assert!(security.contains(&"protected_path"), "{security:?}");
+    let workspace = workspace_of(&result);
+    assert!(!workspace.parent().unwrap().join("escape.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("a.txt")).unwrap(),
+        "A\n"
+    );
+    assert!(
+        !workspace.join(".git").exists(),
+        "a staged hook is never applied"
+    );
+    let review = &of_kind(&events, "critic_review")[0]["payload"];
+    assert_eq!(review["refused"], json!([".git/hooks/pre-commit"]));
+    assert_eq!(review["applied"], json!(["a.txt"]));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_a_rejected_repair_goes_to_the_cloud_model() {
+    let mut turns = vec![write("hello.py", "print(1)\n"), finish("first")];
+    turns.extend(review(false, "wrong output"));
+    // (the repair runs on the cloud model)
+    turns.extend(review(true, "good"));
+    let fx = Fixture::new(turns).await;
+    let cloud = ScriptedServer::start(Scenario::new(vec![
+        write("hello.py", "print('hello')\n"),
+        finish("repaired by the cloud"),
+    ]))
+    .await
+    .unwrap();
+    let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(
+        "default_model_key: test\n",
+        &format!(
+            "  cloud:\n    base_url: {}\n    model: big-cloud-model\n    backend: openai\ndefault_model_key: test\n",
+            cloud.base_url()
+        ),
+    );
+    std::fs::write(
+        &fx.config,
+        format!("{yaml}{GATED}cloud_fallback:\n  model_key: cloud\n  policy: [critic_rejected]\n"),
+    )
+    .unwrap();
+    let result = fx.run_json("write hello.py printing hello", &[], 0).await;
+    assert_eq!(result["summary"], "repaired by the cloud");
+    assert_eq!(cloud.chat_request_count(), 2);
+    let events = fx.runlog(&result);
+    let fallbacks = of_kind(&events, "cloud_fallback");
+    assert_eq!(fallbacks.len(), 1);
+    assert_eq!(fallbacks[0]["payload"]["reason"], "critic_rejected");
+    assert_eq!(fallbacks[0]["payload"]["cloud_model"], "big-cloud-model");
+    let repair = &of_kind(&events, "repair_round")[0]["payload"];
+    assert_eq!(repair["model_key"], "cloud");
+    assert_eq!(
+        std::fs::read_to_string(workspace_of(&result).join("hello.py")).unwrap(),
+        "print('hello')\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_a_critic_must_exist_only_read_and_give_a_verdict() {
+    let fx = Fixture::new(vec![]).await;
+    let base = std::fs::read_to_string(&fx.config).unwrap();
+    for (yaml, expected) in [
+        (
+            "specialists:\n  engineering:\n    critic: nobody\n",
+            "no specialist `nobody`",
+        ),
+        (
+            "specialists:\n  engineering:\n    critic: research\n",
+            "may write files",
+        ),
+        (
+            "specialists:\n  engineering:\n    critic: engineering\n",
+            "cannot review its own work",
+        ),
+        (
+            "specialists:\n  engineering:\n    max_repair_rounds: 2\n",
+            "has no `critic`",
+        ),
+        (
+            "specialists:\n  engineering:\n    critic: reviewer\n    max_repair_rounds: 0\n",
+            "between 1 and 10",
+        ),
+    ] {
+        std::fs::write(&fx.config, format!("{base}{yaml}")).unwrap();
+        let run = fx.fabric(&["config", "validate"]).await;
+        assert_eq!(run.code(), 2, "{yaml}: {}{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains(expected), "{yaml}: {}", run.stderr);
+    }
+}
