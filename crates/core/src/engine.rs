@@ -428,6 +428,7 @@ async fn run_steps(
                                     json!({"error": message}).to_string(),
                                 ));
                                 g.begin_repair(rec, step, model, fallback).await?;
+                                invalid_streak = 0;
                                 continue;
                             }
                         }
@@ -441,6 +442,9 @@ async fn run_steps(
                         },
                     )
                     .await?;
+                    if let Some(g) = &gate {
+                        g.discard().await;
+                    }
                     return Ok(completed(payload, step + 1, usage));
                 }
                 Ok(Dispatch::Done(result)) => {

@@ -17,7 +17,7 @@ use crate::recorder::Recorder;
 
 /// What a review decided.
 pub enum Verdict {
-    /// The work was approved and applied to the workspace.
+    /// The work was approved; `applied` and `refused` say what applying it will do.
     Approved(runlog::CriticReview),
     /// The work was rejected; the findings say why.
     Rejected(runlog::CriticReview),
@@ -45,9 +45,15 @@ pub trait FinishGate: Send + Sync {
     /// Where the work is staged, for messages.
     fn staged_dir(&self) -> &std::path::Path;
 
-    /// Reviews the work behind `payload` (review `round`, from 1). Approved work is applied
-    /// to the workspace before this returns.
+    /// Reviews the work behind `payload` (review `round`, from 1).
     async fn review(&self, payload: &Value, round: u32, ctx: &ToolContext) -> Verdict;
+
+    /// Applies the approved work to the workspace (idempotent); the error says why not and
+    /// whether any of it was applied.
+    async fn apply(&self) -> Result<(), String>;
+
+    /// Drops the staged work once the run recorded its completion.
+    async fn discard(&self);
 }
 
 /// One member's gate and where its reviews stand.
@@ -60,6 +66,9 @@ pub struct GateState<'a> {
     pub repair_on_cloud: bool,
     /// The member's own model key, for `repair_round`.
     pub model_key: &'a str,
+    /// Whether the last review approved the work (a run continued after its process
+    /// stopped between the approval and the completion): it is applied, not reviewed again.
+    pub approved: bool,
 }
 
 /// What the loop does after a review.
@@ -81,6 +90,9 @@ impl GateState<'_> {
         rec: Recorder<'_>,
         step: u32,
     ) -> Result<Passage, StoreError> {
+        if self.approved {
+            return Ok(self.apply().await);
+        }
         self.rounds_done += 1;
         self.repair_on_cloud = false;
         let round = self.rounds_done;
@@ -88,6 +100,8 @@ impl GateState<'_> {
         let verdict = self.gate.review(payload, round, ctx).await;
         let review = match verdict {
             Verdict::Approved(review) => {
+                // Recorded before applying: a run that stops while applying is continued
+                // by applying again, not by a second review.
                 rec.record(Some(step), &review).await?;
                 for path in &review.refused {
                     rec.record(
@@ -104,7 +118,8 @@ impl GateState<'_> {
                     )
                     .await?;
                 }
-                return Ok(Passage::Complete);
+                self.approved = true;
+                return Ok(self.apply().await);
             }
             Verdict::Failed {
                 review,
@@ -134,6 +149,26 @@ impl GateState<'_> {
             "finish_task was not accepted: the critic `{}` rejected your work (review {round} of {max}); nothing was applied yet. Fix every finding below, check the result with the tools, then call finish_task again:\n{findings}",
             self.gate.critic()
         )))
+    }
+
+    /// Applies approved work: the run completes, or fails saying why the work did not land.
+    async fn apply(&self) -> Passage {
+        match self.gate.apply().await {
+            Ok(()) => Passage::Complete,
+            Err(e) => Passage::End(
+                RunStatus::Failed,
+                format!(
+                    "the critic `{}` approved the work, but applying it failed: {e}; the staged changes are kept in {}",
+                    self.gate.critic(),
+                    self.gate.staged_dir().display()
+                ),
+            ),
+        }
+    }
+
+    /// Drops the staged work of a completed member.
+    pub(crate) async fn discard(&self) {
+        self.gate.discard().await;
     }
 
     /// Starts the repair after a rejection: recorded as `repair_round`, on the cloud model

@@ -55,6 +55,8 @@ pub struct MemberHistory {
     pub critic_rounds: u32,
     /// Whether the repair under way had gone to the cloud model (`critic_rejected`).
     pub repair_on_cloud: bool,
+    /// Whether the last review approved the work.
+    pub critic_approved: bool,
 }
 
 /// One step of a member's loop as recorded.
@@ -145,9 +147,11 @@ impl RunHistory {
                 member.model = model;
             }
             EventKind::CriticReview => {
+                let approved = event.payload.get("approved").and_then(Value::as_bool) == Some(true);
                 let member = self.member(event);
                 member.critic_rounds += 1;
                 member.repair_on_cloud = false;
+                member.critic_approved = approved;
             }
             EventKind::CloudFallback => {
                 let critic =

@@ -186,21 +186,21 @@ impl FinishGate for CriticGate {
         if !review.approved {
             return Verdict::Rejected(review);
         }
-        match self.staged.apply().await {
-            Ok(applied) => {
-                review.applied = applied.applied;
-                review.refused = applied.refused;
-                Verdict::Approved(review)
+        for change in &diff.changes {
+            match change.protected {
+                Some(_) => review.refused.push(change.path.clone()),
+                None => review.applied.push(change.path.clone()),
             }
-            Err(e) => Verdict::Failed {
-                review: Some(review),
-                status: RunStatus::Failed,
-                reason: format!(
-                    "the critic approved, but applying the staged changes failed ({e}); the workspace was left as it was and the changes are kept in {}",
-                    self.staged.dir().display()
-                ),
-            },
         }
+        Verdict::Approved(review)
+    }
+
+    async fn apply(&self) -> Result<(), String> {
+        self.staged.apply().await.map(|_| ())
+    }
+
+    async fn discard(&self) {
+        self.staged.discard().await;
     }
 }
 

@@ -312,6 +312,7 @@ impl Shared<'_> {
             rounds_done: history.critic_rounds,
             repair_on_cloud: history.repair_on_cloud,
             model_key: &member.model_key,
+            approved: history.critic_approved,
         });
         let outcome = run_loop(
             member.chat,

@@ -76,6 +76,10 @@ pub trait Staged: Send + Sync {
 
     /// Applies the changes to the workspace: every new content is written beside its
     /// target first and then renamed over it, so a failure before the renames leaves the
-    /// workspace untouched. Applying twice is harmless.
+    /// workspace untouched (the error says whether any change was applied). Applying
+    /// twice is harmless.
     async fn apply(&self) -> Result<Applied, String>;
+
+    /// Removes the staging area once its changes are applied and recorded.
+    async fn discard(&self);
 }

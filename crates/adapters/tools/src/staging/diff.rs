@@ -19,8 +19,9 @@ enum Op {
 
 /// The hunks (`@@ -a,b +c,d @@` and their lines) turning `old` into `new`; empty when equal.
 pub(super) fn hunks(old: &str, new: &str) -> String {
-    let a: Vec<&str> = old.lines().collect();
-    let b: Vec<&str> = new.lines().collect();
+    // Lines keep their ends, so a change of line ending or of the last newline shows.
+    let a: Vec<&str> = old.split_inclusive('\n').collect();
+    let b: Vec<&str> = new.split_inclusive('\n').collect();
     let ops = edit_script(&a, &b);
     render(&a, &b, &ops)
 }
@@ -128,8 +129,19 @@ fn render(a: &[&str], b: &[&str], ops: &[Op]) -> String {
                 Op::Added => ('+', b[j]),
             };
             out.push(mark);
-            out.push_str(line);
+            let text = line.strip_suffix('\n');
+            let body = text.unwrap_or(line);
+            match body.strip_suffix('\r') {
+                Some(rest) => {
+                    out.push_str(rest);
+                    out.push_str("\\r");
+                }
+                None => out.push_str(body),
+            }
             out.push('\n');
+            if text.is_none() {
+                out.push_str("\\ No newline at end of file\n");
+            }
         }
     }
     out
@@ -173,6 +185,15 @@ mod tests {
         let text = hunks(&old, &new);
         assert_eq!(text.matches("@@ -").count(), 2, "{text}");
         assert!(text.contains("-25\n+twenty-five\n"), "{text}");
+    }
+
+    #[test]
+    fn line_endings_and_the_last_newline_show() {
+        assert_eq!(
+            hunks("a\nb", "a\nb\n"),
+            "@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+b\n"
+        );
+        assert_eq!(hunks("a\n", "a\r\n"), "@@ -1,1 +1,1 @@\n-a\n+a\\r\n");
     }
 
     #[test]

@@ -3,23 +3,35 @@
 //! as if it were the workspace. So every tool's writes are staged, the shell's included,
 //! and the OS sandbox confines tool processes to the copy exactly as it confines them to a
 //! workspace. A manifest of what was copied (kept outside the copy, where no tool reaches)
-//! tells the changes apart: a file whose size or modification time moved, a file that is
-//! new, a file that is gone.
+//! tells the changes apart: a file whose size, modification or change time moved (and whose
+//! bytes differ), a file that is new, a file that is gone. It also keeps each workspace
+//! file's stamp at copy time, so applying refuses to overwrite a file someone else changed
+//! meanwhile (another member of a parallel task force).
+//!
+//! Every read and write after the first directory is opened goes through directory
+//! descriptors and refuses symbolic links ([`fsat`]): the fabric applies with its own rights,
+//! so a tool process swapping a directory for a link must not lead it out.
 //!
 //! `std::fs::copy` uses `copy_file_range`, which shares the blocks on filesystems that can
 //! (Btrfs, XFS), so copying costs little there; elsewhere it is a plain copy, bounded by
 //! [`MAX_STAGED_BYTES`].
 
 mod diff;
+mod fsat;
 
 use async_trait::async_trait;
 use fabric_core::ports::{Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use fsat::Stamp;
 
 /// Most bytes a staging area copies from the workspace.
 pub const MAX_STAGED_BYTES: u64 = 1 << 30;
@@ -72,8 +84,16 @@ impl Stager for CopyStager {
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Entry {
     Dir,
-    File { size: u64, mtime_ns: u64 },
-    Link { target: PathBuf },
+    /// A file: the staged copy's stamp, and the workspace original's (`None` for a file
+    /// that appeared in the staging area).
+    File {
+        stamp: Stamp,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<Stamp>,
+    },
+    Link {
+        target: PathBuf,
+    },
 }
 
 /// One staging area, its file work done off the async threads.
@@ -90,6 +110,9 @@ async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| format!("the staging work stopped: {e}"))?
 }
+
+/// Names of temporary files in the workspace, unique in the process.
+static TEMP: AtomicU64 = AtomicU64::new(0);
 
 /// A staging area: the copy and its manifest.
 struct Area {
@@ -128,9 +151,14 @@ impl Area {
             }
             std::fs::create_dir_all(&partial)
                 .map_err(|e| io_error("cannot create", &partial, &e))?;
+            let from =
+                fsat::open_root(&workspace).map_err(|e| io_error("cannot open", &workspace, &e))?;
+            let to =
+                fsat::open_root(&partial).map_err(|e| io_error("cannot open", &partial, &e))?;
             let mut manifest = BTreeMap::new();
             let mut budget = (MAX_STAGED_BYTES, MAX_STAGED_ENTRIES);
-            copy_tree(&workspace, &partial, "", &mut manifest, &mut budget)?;
+            copy_tree(from.as_fd(), to.as_fd(), "", &mut manifest, &mut budget)
+                .map_err(|e| format!("cannot stage the workspace {}: {e}", workspace.display()))?;
             let text = serde_json::to_vec(&manifest).map_err(|e| e.to_string())?;
             std::fs::write(&manifest_path, text)
                 .map_err(|e| io_error("cannot write", &manifest_path, &e))?;
@@ -148,6 +176,13 @@ impl Area {
         })
     }
 
+    fn roots(&self) -> Result<(OwnedFd, OwnedFd), String> {
+        let ws = fsat::open_root(&self.workspace)
+            .map_err(|e| io_error("cannot open", &self.workspace, &e))?;
+        let st = fsat::open_root(&self.dir).map_err(|e| io_error("cannot open", &self.dir, &e))?;
+        Ok((ws, st))
+    }
+
     /// The protected path `path` lies under, if any.
     fn protected(&self, path: &str) -> Option<String> {
         self.protected
@@ -156,22 +191,32 @@ impl Area {
             .cloned()
     }
 
-    /// The changes, by path.
-    fn changes(&self) -> Result<Vec<(StagedChange, Option<Entry>)>, String> {
+    /// The changes, by path, with what the staging area holds for each.
+    fn changes(
+        &self,
+        ws: BorrowedFd<'_>,
+        st: BorrowedFd<'_>,
+    ) -> Result<Vec<(StagedChange, Option<Entry>)>, String> {
         let mut now = BTreeMap::new();
-        scan(&self.dir, "", &mut now)?;
+        scan(st, "", &mut now)
+            .map_err(|e| format!("cannot read the staging area {}: {e}", self.dir.display()))?;
         let mut changes = Vec::new();
         for (path, entry) in &now {
             let kind = match (self.manifest.get(path), entry) {
                 (_, Entry::Dir) => None,
                 (None, _) => Some(ChangeKind::Added),
-                (Some(before), after) if before == after => None,
-                // Written again with what the workspace holds: no change.
-                (Some(Entry::File { .. }), Entry::File { .. })
-                    if same_content(&self.dir.join(path), &self.workspace.join(path)) =>
+                (Some(Entry::File { stamp: before, .. }), Entry::File { stamp: after, .. })
+                    if before == after =>
                 {
                     None
                 }
+                // Written again with what the workspace holds: no change.
+                (Some(Entry::File { .. }), Entry::File { .. })
+                    if same_file(ws, st, Path::new(path)) =>
+                {
+                    None
+                }
+                (Some(before), after) if before == after => None,
                 (Some(_), _) => Some(ChangeKind::Modified),
             };
             if let Some(kind) = kind {
@@ -196,11 +241,12 @@ impl Area {
     }
 
     fn diff(&self) -> Result<StagedDiff, String> {
-        let changes = self.changes()?;
+        let (ws, st) = self.roots()?;
+        let changes = self.changes(ws.as_fd(), st.as_fd())?;
         let mut text = String::new();
         let mut shown = 0;
         for (change, entry) in &changes {
-            let part = self.render(change, entry.as_ref());
+            let part = render(ws.as_fd(), st.as_fd(), change, entry.as_ref());
             if text.len() + part.len() > MAX_DIFF_CHARS {
                 break;
             }
@@ -208,9 +254,9 @@ impl Area {
             shown += 1;
         }
         if shown < changes.len() {
-            let rest: Vec<&str> = changes[shown..]
+            let rest: Vec<String> = changes[shown..]
                 .iter()
-                .map(|(c, _)| c.path.as_str())
+                .map(|(c, _)| shown_path(&c.path))
                 .collect();
             text.push_str(&format!(
                 "(the diff was cut at {MAX_DIFF_CHARS} characters; {} more changed file(s), read them with read_file: {})\n",
@@ -224,136 +270,212 @@ impl Area {
         })
     }
 
-    /// One change in the unified format.
-    fn render(&self, change: &StagedChange, entry: Option<&Entry>) -> String {
-        let path = &change.path;
-        let mut out = match change.kind {
-            ChangeKind::Added => format!("--- /dev/null\n+++ b/{path}\n"),
-            ChangeKind::Modified => format!("--- a/{path}\n+++ b/{path}\n"),
-            ChangeKind::Deleted => format!("--- a/{path}\n+++ /dev/null\n"),
-        };
-        if let Some(protected) = &change.protected {
-            out.push_str(&format!(
-                "(under the protected path `{protected}`: this change will NOT be applied)\n"
-            ));
-        }
-        if let Some(Entry::Link { target }) = entry {
-            out.push_str(&format!("symbolic link to {}\n", target.display()));
-            return out;
-        }
-        let old = match change.kind {
-            ChangeKind::Added => Some(Vec::new()),
-            _ => read_small(&self.workspace.join(path)),
-        };
-        let new = match change.kind {
-            ChangeKind::Deleted => Some(Vec::new()),
-            _ => read_small(&self.dir.join(path)),
-        };
-        match (old, new) {
-            (Some(old), Some(new)) => match (String::from_utf8(old), String::from_utf8(new)) {
-                (Ok(old), Ok(new)) if !old.contains('\0') && !new.contains('\0') => {
-                    out.push_str(&diff::hunks(&old, &new));
-                }
-                (old, new) => out.push_str(&format!(
-                    "binary file ({} bytes before, {} after)\n",
-                    old.map_or_else(|e| e.as_bytes().len(), |s| s.len()),
-                    new.map_or_else(|e| e.as_bytes().len(), |s| s.len())
-                )),
-            },
-            _ => out.push_str(&format!(
-                "(larger than {MAX_DIFF_FILE_BYTES} bytes or unreadable: not shown; read it with read_file)\n"
-            )),
-        }
-        out
-    }
-
     fn apply(&self) -> Result<Applied, String> {
-        let changes = self.changes()?;
+        let (ws, st) = self.roots()?;
+        let changes = self.changes(ws.as_fd(), st.as_fd())?;
         let mut applied = Applied::default();
-        // First every new content beside its target; any failure removes them all and
-        // leaves the workspace as it was.
-        let mut pending: Vec<(PathBuf, PathBuf, String)> = Vec::new();
+        let mut plan = Vec::new();
+        for (change, entry) in &changes {
+            if change.protected.is_some() {
+                applied.refused.push(change.path.clone());
+            } else {
+                plan.push((change, entry.as_ref()));
+            }
+        }
+        // First every new content beside its target, checking nobody changed the target
+        // since it was staged; any failure removes them all: nothing is applied.
+        let mut pending: Vec<Pending> = Vec::new();
+        let mut deletions: Vec<(OwnedFd, OsString, &str)> = Vec::new();
         let prepared = (|| {
-            for (n, (change, entry)) in changes.iter().enumerate() {
-                if change.protected.is_some() {
-                    applied.refused.push(change.path.clone());
-                    continue;
+            for (change, entry) in &plan {
+                let path = Path::new(&change.path);
+                if path
+                    .components()
+                    .any(|c| !matches!(c, Component::Normal(_)))
+                {
+                    return Err(format!(
+                        "refusing the staged path `{}`",
+                        shown_path(&change.path)
+                    ));
                 }
-                let Some(entry) = entry else { continue };
-                let target = self.target(&change.path)?;
-                let parent = target.parent().unwrap_or(&self.workspace);
-                let temp = parent.join(format!(".fabric-staged-{}-{n}", std::process::id()));
+                // What the workspace must still hold for the staged version to replace it.
+                let expect = match self.manifest.get(&change.path) {
+                    Some(Entry::File {
+                        origin: Some(stamp),
+                        ..
+                    }) => Expect::Stamp(*stamp),
+                    Some(_) => Expect::Anything,
+                    None => Expect::Absent,
+                };
                 match entry {
-                    Entry::File { .. } => {
-                        std::fs::copy(self.dir.join(&change.path), &temp)
-                            .map_err(|e| io_error("cannot write", &temp, &e))?;
+                    None => {
+                        let Some((parent, name)) = fsat::parent_of(ws.as_fd(), path, false)
+                            .map_err(|e| self.apply_error(&change.path, &e))?
+                        else {
+                            continue;
+                        };
+                        self.check_unchanged(parent.as_fd(), &name, expect, &change.path)?;
+                        deletions.push((parent, name, &change.path));
                     }
-                    Entry::Link { target } => std::os::unix::fs::symlink(target, &temp)
-                        .map_err(|e| io_error("cannot write", &temp, &e))?,
-                    Entry::Dir => continue,
+                    Some(Entry::Dir) => {}
+                    Some(staged) => {
+                        let (parent, name) = fsat::parent_of(ws.as_fd(), path, true)
+                            .map_err(|e| self.apply_error(&change.path, &e))?
+                            .ok_or_else(|| {
+                                format!("cannot apply `{}`", shown_path(&change.path))
+                            })?;
+                        if let Entry::File { .. } = staged
+                            && same_file(ws.as_fd(), st.as_fd(), path)
+                        {
+                            // Applied already (a run continued after its process stopped).
+                            applied.applied.push(change.path.clone());
+                            continue;
+                        }
+                        self.check_unchanged(parent.as_fd(), &name, expect, &change.path)?;
+                        let temp = OsString::from(format!(
+                            ".fabric-staged-{}-{}",
+                            std::process::id(),
+                            TEMP.fetch_add(1, Ordering::Relaxed)
+                        ));
+                        // Pushed before it is written, so a failure still removes it.
+                        pending.push(Pending {
+                            dir: parent,
+                            temp: temp.clone(),
+                            name,
+                            path: &change.path,
+                        });
+                        let last = pending.last().map(|p| p.dir.as_fd());
+                        let dir = last.ok_or_else(|| "internal: no pending entry".to_owned())?;
+                        write_temp(dir, &temp, st.as_fd(), path, staged)
+                            .map_err(|e| self.apply_error(&change.path, &e))?;
+                    }
                 }
-                pending.push((temp, target, change.path.clone()));
             }
             Ok::<(), String>(())
         })();
         if let Err(e) = prepared {
-            for (temp, _, _) in &pending {
-                let _ = std::fs::remove_file(temp);
-            }
-            return Err(e);
+            remove_temps(&pending);
+            return Err(format!("nothing was applied: {e}"));
         }
-        for (temp, target, path) in pending {
-            std::fs::rename(&temp, &target).map_err(|e| io_error("cannot replace", &target, &e))?;
-            applied.applied.push(path);
-        }
-        for (change, _) in &changes {
-            if change.kind != ChangeKind::Deleted || change.protected.is_some() {
-                continue;
+        let total = pending.len() + deletions.len();
+        for (done, p) in pending.iter().enumerate() {
+            if let Err(e) = rustix::fs::renameat(p.dir.as_fd(), &p.temp, p.dir.as_fd(), &p.name) {
+                remove_temps(&pending[done..]);
+                return Err(format!(
+                    "applying stopped after {done} of {total} change(s): cannot replace `{}` ({}); the workspace holds part of the changes",
+                    shown_path(p.path),
+                    io::Error::from(e)
+                ));
             }
-            let target = self.target(&change.path)?;
-            match std::fs::symlink_metadata(&target) {
-                Ok(meta) if !meta.is_dir() => {
-                    std::fs::remove_file(&target)
-                        .map_err(|e| io_error("cannot delete", &target, &e))?;
+            applied.applied.push(p.path.to_owned());
+        }
+        for (done, (dir, name, path)) in deletions.iter().enumerate() {
+            match rustix::fs::unlinkat(dir.as_fd(), name, rustix::fs::AtFlags::empty()) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => applied.applied.push((*path).to_owned()),
+                Err(e) => {
+                    return Err(format!(
+                        "applying stopped after {} of {total} change(s): cannot delete `{}` ({}); the workspace holds part of the changes",
+                        pending.len() + done,
+                        shown_path(path),
+                        io::Error::from(e)
+                    ));
                 }
-                _ => {}
             }
-            applied.applied.push(change.path.clone());
         }
         applied.applied.sort();
         Ok(applied)
     }
 
-    /// Where `path` goes in the workspace, its directories created: every directory on the
-    /// way must be a real directory inside the workspace, never a symbolic link (the fabric
-    /// applies with its own rights, outside the sandbox, so it must not follow one out).
-    fn target(&self, path: &str) -> Result<PathBuf, String> {
-        let relative = Path::new(path);
-        if relative
-            .components()
-            .any(|c| !matches!(c, Component::Normal(_)))
-        {
-            return Err(format!("refusing the staged path `{path}`"));
+    /// Refuses to replace or delete a workspace file that changed since it was staged (or,
+    /// for a new file, one that appeared since).
+    fn check_unchanged(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        expect: Expect,
+        path: &str,
+    ) -> Result<(), String> {
+        let now = fsat::lstat(dir, name).map_err(|e| self.apply_error(path, &e))?;
+        let unchanged = match (&now, expect) {
+            (None, _) | (_, Expect::Anything) => true,
+            (Some(meta), Expect::Stamp(stamp)) => meta.is_file() && Stamp::of(meta) == stamp,
+            (Some(_), Expect::Absent) => false,
+        };
+        if unchanged {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{}` in the workspace changed since the work was staged (another member of the task force, or a process outside the fabric); the staged version would overwrite that change",
+                shown_path(path)
+            ))
         }
-        let mut here = self.workspace.clone();
-        let parts: Vec<_> = relative.components().collect();
-        for part in &parts[..parts.len().saturating_sub(1)] {
-            here.push(part);
-            match std::fs::symlink_metadata(&here) {
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => {
-                    return Err(format!(
-                        "cannot apply `{path}`: `{}` in the workspace is not a directory (or is a symbolic link)",
-                        here.display()
-                    ));
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    std::fs::create_dir(&here).map_err(|e| io_error("cannot create", &here, &e))?;
-                }
-                Err(e) => return Err(io_error("cannot read", &here, &e)),
-            }
+    }
+
+    fn apply_error(&self, path: &str, e: &io::Error) -> String {
+        let why =
+            if e.raw_os_error() == Some(libc_eloop()) || e.raw_os_error() == Some(libc_enotdir()) {
+                "a directory on its way in the workspace is a symbolic link or not a directory"
+                    .to_owned()
+            } else {
+                e.to_string()
+            };
+        format!("cannot apply `{}`: {why}", shown_path(path))
+    }
+}
+
+/// What a workspace path must hold for a staged change to replace it.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// The file as it was copied.
+    Stamp(Stamp),
+    /// Nothing: the staged file is new.
+    Absent,
+    /// Whatever (a link or directory, which have no stamp).
+    Anything,
+}
+
+/// A new content written beside its target, waiting for its rename.
+struct Pending<'a> {
+    dir: OwnedFd,
+    temp: OsString,
+    name: OsString,
+    path: &'a str,
+}
+
+fn remove_temps(pending: &[Pending<'_>]) {
+    for p in pending {
+        let _ = rustix::fs::unlinkat(p.dir.as_fd(), &p.temp, rustix::fs::AtFlags::empty());
+    }
+}
+
+fn libc_eloop() -> i32 {
+    rustix::io::Errno::LOOP.raw_os_error()
+}
+
+fn libc_enotdir() -> i32 {
+    rustix::io::Errno::NOTDIR.raw_os_error()
+}
+
+/// Writes the staged version of `path` as `temp` in `dir`.
+fn write_temp(
+    dir: BorrowedFd<'_>,
+    temp: &OsStr,
+    st: BorrowedFd<'_>,
+    path: &Path,
+    staged: &Entry,
+) -> io::Result<()> {
+    match staged {
+        Entry::File { .. } => {
+            let (mut from, meta) = fsat::open_file_at(st, path)?;
+            let mut to = fsat::create_new(dir, temp, meta.permissions().mode())?;
+            io::copy(&mut from, &mut to)?;
+            to.set_permissions(std::fs::Permissions::from_mode(
+                meta.permissions().mode() & 0o777,
+            ))?;
+            Ok(())
         }
-        Ok(self.workspace.join(relative))
+        Entry::Link { target } => Ok(rustix::fs::symlinkat(target, dir, temp)?),
+        Entry::Dir => Ok(()),
     }
 }
 
@@ -372,50 +494,73 @@ impl Staged for CopyStaged {
         let area = Arc::clone(&self.area);
         blocking(move || area.apply()).await
     }
+
+    async fn discard(&self) {
+        let area = Arc::clone(&self.area);
+        let _ = blocking(move || {
+            let name = area
+                .dir
+                .file_name()
+                .map(OsStr::to_owned)
+                .unwrap_or_default();
+            if let Some(root) = area.dir.parent() {
+                let mut manifest = name.clone();
+                manifest.push(".manifest.json");
+                let _ = std::fs::remove_file(root.join(manifest));
+            }
+            std::fs::remove_dir_all(&area.dir).map_err(|e| e.to_string())
+        })
+        .await;
+    }
 }
 
-/// Copies `src` into `dst` (which exists), recording each path in `manifest`.
+/// Copies the directory `from` into `to` (which exists), recording each path in `manifest`.
 fn copy_tree(
-    src: &Path,
-    dst: &Path,
+    from: BorrowedFd<'_>,
+    to: BorrowedFd<'_>,
     prefix: &str,
     manifest: &mut BTreeMap<String, Entry>,
     budget: &mut (u64, usize),
 ) -> Result<(), String> {
-    let entries = std::fs::read_dir(src).map_err(|e| io_error("cannot read", src, &e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| io_error("cannot read", src, &e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            return Err(format!(
-                "the workspace holds a file name that is not UTF-8 in {}; the critic gate cannot stage it",
-                src.display()
-            ));
-        };
-        let path = join(prefix, name);
+    let names =
+        fsat::entries(from).map_err(|e| format!("cannot list {}: {e}", shown_prefix(prefix)))?;
+    for name in names {
+        let path = join(prefix, &name)?;
         budget.1 = budget.1.checked_sub(1).ok_or_else(|| {
             format!("the workspace holds more than {MAX_STAGED_ENTRIES} files; the critic gate copies the workspace and refuses one this large")
         })?;
-        let (from, to) = (entry.path(), dst.join(name));
-        let meta =
-            std::fs::symlink_metadata(&from).map_err(|e| io_error("cannot read", &from, &e))?;
+        let failed = |e: io::Error| format!("cannot copy `{}`: {e}", shown_path(&path));
+        let Some(meta) = fsat::lstat(from, &name).map_err(failed)? else {
+            continue;
+        };
         if meta.is_dir() {
-            std::fs::create_dir(&to).map_err(|e| io_error("cannot create", &to, &e))?;
+            let sub_from = fsat::open_dir(from, &name).map_err(failed)?;
+            rustix::fs::mkdirat(to, &name, rustix::fs::Mode::from_raw_mode(0o755))
+                .map_err(|e| failed(e.into()))?;
+            let sub_to = fsat::open_dir(to, &name).map_err(failed)?;
             manifest.insert(path.clone(), Entry::Dir);
-            copy_tree(&from, &to, &path, manifest, budget)?;
+            copy_tree(sub_from.as_fd(), sub_to.as_fd(), &path, manifest, budget)?;
         } else if meta.is_file() {
+            let (mut source, meta) = fsat::open_file(from, &name).map_err(failed)?;
             budget.0 = budget.0.checked_sub(meta.len()).ok_or_else(|| {
                 format!("the workspace holds more than {MAX_STAGED_BYTES} bytes; the critic gate copies the workspace and refuses one this large")
             })?;
-            std::fs::copy(&from, &to).map_err(|e| io_error("cannot copy", &from, &e))?;
-            let copied =
-                std::fs::symlink_metadata(&to).map_err(|e| io_error("cannot read", &to, &e))?;
-            manifest.insert(path, file_entry(&copied));
+            let mode = meta.permissions().mode();
+            let mut copy = fsat::create_new(to, &name, mode).map_err(failed)?;
+            io::copy(&mut source, &mut copy).map_err(failed)?;
+            copy.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777 & !0o6000))
+                .map_err(failed)?;
+            let copied = copy.metadata().map_err(failed)?;
+            manifest.insert(
+                path,
+                Entry::File {
+                    stamp: Stamp::of(&copied),
+                    origin: Some(Stamp::of(&meta)),
+                },
+            );
         } else if meta.is_symlink() {
-            let target =
-                std::fs::read_link(&from).map_err(|e| io_error("cannot read", &from, &e))?;
-            std::os::unix::fs::symlink(&target, &to)
-                .map_err(|e| io_error("cannot create", &to, &e))?;
+            let target = fsat::read_link(from, &name).map_err(failed)?;
+            rustix::fs::symlinkat(&target, to, &name).map_err(|e| failed(e.into()))?;
             manifest.insert(path, Entry::Link { target });
         }
         // Sockets, pipes and devices are not work to review; they are not staged.
@@ -424,26 +569,35 @@ fn copy_tree(
 }
 
 /// What the staging area holds now, by path.
-fn scan(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Entry>) -> Result<(), String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| io_error("cannot read", dir, &e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| io_error("cannot read", dir, &e))?;
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+fn scan(
+    dir: BorrowedFd<'_>,
+    prefix: &str,
+    out: &mut BTreeMap<String, Entry>,
+) -> Result<(), String> {
+    let names =
+        fsat::entries(dir).map_err(|e| format!("cannot list {}: {e}", shown_prefix(prefix)))?;
+    for name in names {
+        let path = join(prefix, &name)?;
+        // Removed while scanning: it is gone.
+        let Ok(Some(meta)) = fsat::lstat(dir, &name) else {
             continue;
         };
-        let path = join(prefix, &name);
-        let meta = match std::fs::symlink_metadata(entry.path()) {
-            Ok(meta) => meta,
-            // Removed while scanning: it is gone.
-            Err(_) => continue,
-        };
         if meta.is_dir() {
+            let Ok(sub) = fsat::open_dir(dir, &name) else {
+                continue;
+            };
             out.insert(path.clone(), Entry::Dir);
-            scan(&entry.path(), &path, out)?;
+            scan(sub.as_fd(), &path, out)?;
         } else if meta.is_file() {
-            out.insert(path, file_entry(&meta));
+            out.insert(
+                path,
+                Entry::File {
+                    stamp: Stamp::of(&meta),
+                    origin: None,
+                },
+            );
         } else if meta.is_symlink()
-            && let Ok(target) = std::fs::read_link(entry.path())
+            && let Ok(target) = fsat::read_link(dir, &name)
         {
             out.insert(path, Entry::Link { target });
         }
@@ -451,46 +605,112 @@ fn scan(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Entry>) -> Result<(
     Ok(())
 }
 
-fn file_entry(meta: &std::fs::Metadata) -> Entry {
-    let mtime_ns = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    Entry::File {
-        size: meta.len(),
-        mtime_ns,
-    }
-}
-
-fn join(prefix: &str, name: &str) -> String {
-    if prefix.is_empty() {
+/// `prefix/name`; a name that is not UTF-8 is refused (it could not be shown to the
+/// critic, nor matched against protected paths).
+fn join(prefix: &str, name: &OsStr) -> Result<String, String> {
+    let Some(name) = name.to_str() else {
+        return Err(format!(
+            "a file name in {} is not UTF-8 ({}); rename it: the critic gate cannot review or apply it",
+            shown_prefix(prefix),
+            name.to_string_lossy()
+        ));
+    };
+    Ok(if prefix.is_empty() {
         name.to_owned()
     } else {
         format!("{prefix}/{name}")
+    })
+}
+
+fn shown_prefix(prefix: &str) -> String {
+    if prefix.is_empty() {
+        "the top directory".to_owned()
+    } else {
+        format!("`{}`", shown_path(prefix))
     }
 }
 
-/// Whether two regular files hold the same bytes (both read without following a link).
-fn same_content(a: &Path, b: &Path) -> bool {
-    let regular = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
-    if !regular(a) || !regular(b) {
+/// A path as it is shown to the critic and in messages: control characters escaped, so a
+/// file name cannot forge lines of the diff.
+fn shown_path(path: &str) -> String {
+    if path.chars().any(char::is_control) {
+        path.escape_debug().to_string()
+    } else {
+        path.to_owned()
+    }
+}
+
+/// Whether the workspace and the staging area hold the same bytes at `path` (both regular
+/// files, read without following links).
+fn same_file(ws: BorrowedFd<'_>, st: BorrowedFd<'_>, path: &Path) -> bool {
+    let (Ok((a, ma)), Ok((b, mb))) = (fsat::open_file_at(ws, path), fsat::open_file_at(st, path))
+    else {
         return false;
-    }
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(ma), Ok(mb)) if ma.len() == mb.len() => {
-            matches!((std::fs::read(a), std::fs::read(b)), (Ok(x), Ok(y)) if x == y)
-        }
-        _ => false,
-    }
+    };
+    ma.len() == mb.len() && fsat::same_bytes(a, b).unwrap_or(false)
 }
 
 /// A file's bytes when it is a regular file no larger than [`MAX_DIFF_FILE_BYTES`].
-fn read_small(path: &Path) -> Option<Vec<u8>> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    (meta.is_file() && meta.len() <= MAX_DIFF_FILE_BYTES)
-        .then(|| std::fs::read(path).ok())
-        .flatten()
+fn read_small(root: BorrowedFd<'_>, path: &Path) -> Option<Vec<u8>> {
+    let (mut file, meta) = fsat::open_file_at(root, path).ok()?;
+    if meta.len() > MAX_DIFF_FILE_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    io::Read::read_to_end(&mut file, &mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// One change in the unified format.
+fn render(
+    ws: BorrowedFd<'_>,
+    st: BorrowedFd<'_>,
+    change: &StagedChange,
+    entry: Option<&Entry>,
+) -> String {
+    let path = shown_path(&change.path);
+    let mut out = match change.kind {
+        ChangeKind::Added => format!("--- /dev/null\n+++ b/{path}\n"),
+        ChangeKind::Modified => format!("--- a/{path}\n+++ b/{path}\n"),
+        ChangeKind::Deleted => format!("--- a/{path}\n+++ /dev/null\n"),
+    };
+    if let Some(protected) = &change.protected {
+        out.push_str(&format!(
+            "(under the protected path `{protected}`: this change will NOT be applied)\n"
+        ));
+    }
+    if let Some(Entry::Link { target }) = entry {
+        out.push_str(&format!(
+            "symbolic link to {}\n",
+            shown_path(&target.to_string_lossy())
+        ));
+        return out;
+    }
+    let relative = Path::new(&change.path);
+    let old = match change.kind {
+        ChangeKind::Added => Some(Vec::new()),
+        _ => read_small(ws, relative),
+    };
+    let new = match change.kind {
+        ChangeKind::Deleted => Some(Vec::new()),
+        _ => read_small(st, relative),
+    };
+    match (old, new) {
+        (Some(old), Some(new)) => match (String::from_utf8(old), String::from_utf8(new)) {
+            (Ok(old), Ok(new)) if !old.contains('\0') && !new.contains('\0') => {
+                out.push_str(&diff::hunks(&old, &new));
+            }
+            (old, new) => out.push_str(&format!(
+                "binary file ({} bytes before, {} after)\n",
+                old.map_or_else(|e| e.as_bytes().len(), |s| s.len()),
+                new.map_or_else(|e| e.as_bytes().len(), |s| s.len())
+            )),
+        },
+        _ => out.push_str(&format!(
+            "(not a regular file of at most {MAX_DIFF_FILE_BYTES} bytes on one side: not shown; read it with read_file)\n"
+        )),
+    }
+    out
 }
 
 fn io_error(what: &str, path: &Path, e: &io::Error) -> String {

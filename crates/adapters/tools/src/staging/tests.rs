@@ -144,3 +144,75 @@ async fn names_that_could_leave_the_staging_root_are_refused() {
         assert!(stager().stage(&ws, bad).await.is_err(), "{bad}");
     }
 }
+
+#[tokio::test]
+async fn a_workspace_file_changed_since_staging_is_not_overwritten() {
+    let (_root, ws) = workspace();
+    let staged = stager()
+        .stage(&ws, "r-0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    fs::write(staged.dir().join("old.txt"), "staged\n").unwrap_or_else(|e| panic!("{e}"));
+    fs::write(staged.dir().join("new.txt"), "new\n").unwrap_or_else(|e| panic!("{e}"));
+    // Another member changed the same file in the workspace meanwhile.
+    fs::write(ws.join("old.txt"), "theirs\n").unwrap_or_else(|e| panic!("{e}"));
+    let e = staged.apply().await.unwrap_err();
+    assert!(
+        e.starts_with("nothing was applied") && e.contains("`old.txt` in the workspace changed"),
+        "{e}"
+    );
+    assert_eq!(read(&ws.join("old.txt")), "theirs\n");
+    assert!(!ws.join("new.txt").exists());
+}
+
+#[tokio::test]
+async fn an_edit_that_keeps_size_and_mtime_is_still_seen() {
+    let (_root, ws) = workspace();
+    let staged = stager()
+        .stage(&ws, "r-0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let path = staged.dir().join("old.txt");
+    let before = fs::metadata(&path).unwrap_or_else(|e| panic!("{e}"));
+    fs::write(&path, "OLD\n").unwrap_or_else(|e| panic!("{e}"));
+    // As `touch -r` or `cp -p` would: the modification time put back.
+    let file = fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{e}"));
+    file.set_modified(before.modified().unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let diff = staged.diff().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(diff.changes.len(), 1, "{:?}", diff.changes);
+    assert_eq!(diff.changes[0].kind, ChangeKind::Modified);
+}
+
+#[tokio::test]
+async fn names_that_are_not_utf8_are_refused_not_lost() {
+    use std::os::unix::ffi::OsStrExt;
+    let (_root, ws) = workspace();
+    let staged = stager()
+        .stage(&ws, "r-0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let name = std::ffi::OsStr::from_bytes(b"bad-\xff.txt");
+    fs::write(staged.dir().join(name), "x").unwrap_or_else(|e| panic!("{e}"));
+    let e = staged.diff().await.unwrap_err();
+    assert!(e.contains("not UTF-8"), "{e}");
+}
+
+#[tokio::test]
+async fn file_names_cannot_forge_diff_lines_and_discard_removes_the_area() {
+    let (_root, ws) = workspace();
+    let staged = stager()
+        .stage(&ws, "r-0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    fs::write(staged.dir().join("a\n+++ evil"), "x\n").unwrap_or_else(|e| panic!("{e}"));
+    let diff = staged.diff().await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(diff.text.contains("+++ b/a\\n+++ evil\n"), "{}", diff.text);
+    let dir = staged.dir().to_path_buf();
+    staged.discard().await;
+    assert!(!dir.exists());
+    assert!(!dir.with_extension("manifest.json").exists());
+}
