@@ -691,16 +691,21 @@ impl Merger {
                 "ollama" => Backend::Ollama,
                 // `generic` is the seed's name for an OpenAI-compatible server.
                 "openai" | "generic" | "vllm" => Backend::OpenAi,
+                "anthropic" => Backend::Anthropic,
                 other => {
                     return Err(self.invalid(
                         at("backend"),
-                        format!("must be `ollama` or `openai`, got `{other}`"),
+                        format!("must be `ollama`, `openai` or `anthropic`, got `{other}`"),
                     ));
                 }
             };
         }
         if let Some(v) = raw.api_key_env {
             m.api_key_env = Some(v);
+        }
+        // Anthropic always needs a key; its SDKs read this variable.
+        if m.backend == Backend::Anthropic && m.api_key_env.is_none() {
+            m.api_key_env = Some("ANTHROPIC_API_KEY".to_owned());
         }
         if let Some(v) = raw.temperature {
             if !(0.0..=2.0).contains(&v) {
@@ -973,13 +978,22 @@ impl Merger {
                 }
             }
         }
-        if let Some(key) = &s.run_index.embedding_model_key
-            && !s.models.contains_key(key)
-        {
-            return Err(self.invalid(
-                "run_index.embedding_model_key",
-                format!("no model `{key}`; the model keys are: {keys}"),
-            ));
+        if let Some(key) = &s.run_index.embedding_model_key {
+            match s.models.get(key) {
+                None => {
+                    return Err(self.invalid(
+                        "run_index.embedding_model_key",
+                        format!("no model `{key}`; the model keys are: {keys}"),
+                    ));
+                }
+                Some(m) if m.backend == Backend::Anthropic => {
+                    return Err(self.invalid(
+                        "run_index.embedding_model_key",
+                        format!("`{key}` uses the `anthropic` backend, which has no embeddings API; name an Ollama or OpenAI-compatible model key"),
+                    ));
+                }
+                Some(_) => {}
+            }
         }
         if s.specialist(&s.default_specialist).is_none() {
             return Err(self.invalid(

@@ -12,6 +12,9 @@ pub enum Backend {
     /// Any OpenAI-compatible Chat Completions server (vLLM, llama.cpp, LM Studio, cloud).
     #[serde(rename = "openai")]
     OpenAi,
+    /// Anthropic's Messages API (`/v1/messages`), the key in `x-api-key`.
+    #[serde(rename = "anthropic")]
+    Anthropic,
 }
 
 /// Which web search service `web_search` asks.

@@ -21,6 +21,14 @@ pub enum ClientBuildError {
         /// The HTTP library's own words.
         detail: String,
     },
+    /// The backend has no embeddings API (Anthropic).
+    #[error(
+        "the `{backend}` backend has no embeddings API; point `run_index.embedding_model_key` at an Ollama or OpenAI-compatible model key"
+    )]
+    NoEmbeddings {
+        /// The backend.
+        backend: &'static str,
+    },
 }
 
 /// Logs how a call ended and turns "wrong model" status errors into the errors that say so;

@@ -1,15 +1,17 @@
 //! `fabric-llm`: the model server adapters of agent-fabric.
 //!
 //! This crate sits on the outside of the hexagon. It implements fabric-core's
-//! [`ChatClient`] port for two kinds of server and hands the engine one normalised
+//! [`ChatClient`] port for three kinds of server and hands the engine one normalised
 //! [`ChatResponse`](fabric_core::ChatResponse) whatever the server sent:
 //!
 //! - [`OpenAiClient`]: any OpenAI-compatible Chat Completions server (`/chat/completions`),
 //!   whole or streamed as Server-Sent Events.
 //! - [`OllamaClient`]: Ollama's native API (`/api/chat`, streamed as NDJSON), which unlike
 //!   `/v1` lets us set `num_ctx`; it also lists models and reads their capabilities.
+//! - [`AnthropicClient`]: Anthropic's Messages API (`/v1/messages`, streamed as SSE events
+//!   with `content_block_delta`s), tools as `tool_use`/`tool_result` blocks.
 //!
-//! Both share one transport: a pooled HTTP client, the API key read once from the
+//! All share one transport: a pooled HTTP client, the API key read once from the
 //! environment variable the config names, retries with capped exponential backoff on the
 //! errors [`ChatError::is_retryable`](fabric_core::ChatError::is_retryable) allows, and the
 //! mapping of every failure onto [`ChatError`](fabric_core::ChatError). Servers differ in
@@ -29,6 +31,8 @@
 //! `Arc<dyn ChatClient>`; [`build_embedder`] does the same for embeddings.
 #![deny(missing_docs)]
 
+mod anthropic;
+mod anthropic_wire;
 mod discover;
 mod embed;
 mod error;
@@ -45,6 +49,7 @@ use std::sync::Arc;
 
 use fabric_core::{ChatClient, EmbeddingClient};
 
+pub use anthropic::AnthropicClient;
 pub use discover::{PullProgress, probe};
 pub use error::ClientBuildError;
 pub use fabric_domain::Backend;
@@ -62,6 +67,7 @@ pub fn build_client(
     Ok(match backend {
         Backend::Ollama => Arc::new(OllamaClient::new(settings, num_ctx)?),
         Backend::OpenAi => Arc::new(OpenAiClient::new(settings)?),
+        Backend::Anthropic => Arc::new(AnthropicClient::new(settings)?),
     })
 }
 
@@ -74,5 +80,10 @@ pub fn build_embedder(
     Ok(match backend {
         Backend::Ollama => Arc::new(OllamaClient::new(settings, None)?),
         Backend::OpenAi => Arc::new(OpenAiClient::new(settings)?),
+        Backend::Anthropic => {
+            return Err(ClientBuildError::NoEmbeddings {
+                backend: "anthropic",
+            });
+        }
     })
 }

@@ -96,12 +96,25 @@ enum Outcome {
     Open(Response),
 }
 
+/// How the API key is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Auth {
+    /// `Authorization: Bearer <key>` (OpenAI-compatible servers, Ollama behind a proxy).
+    Bearer,
+    /// `x-api-key: <key>` and `anthropic-version` (Anthropic's Messages API).
+    Anthropic,
+}
+
+/// The Messages API version the Anthropic client speaks.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+
 /// A pooled HTTP client bound to one server.
 #[derive(Debug, Clone)]
 pub(crate) struct Transport {
     client: reqwest::Client,
     base_url: String,
     api_key: Option<ApiKey>,
+    auth: Auth,
     timeout_s: u64,
     max_retries: u32,
     backoff_base: Duration,
@@ -110,6 +123,11 @@ pub(crate) struct Transport {
 impl Transport {
     /// Builds the client once; it pools connections for every later call.
     pub(crate) fn new(settings: &HttpSettings) -> Result<Self, ClientBuildError> {
+        Self::with_auth(settings, Auth::Bearer)
+    }
+
+    /// Builds the client with the key sent the way `auth` says.
+    pub(crate) fn with_auth(settings: &HttpSettings, auth: Auth) -> Result<Self, ClientBuildError> {
         let base_url = settings.base_url.trim().trim_end_matches('/').to_owned();
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(ClientBuildError::InvalidBaseUrl {
@@ -129,6 +147,7 @@ impl Transport {
             client,
             base_url,
             api_key,
+            auth,
             timeout_s: settings.timeout_s,
             max_retries: settings.max_retries,
             backoff_base: Duration::from_millis(settings.backoff_base_ms),
@@ -251,9 +270,19 @@ impl Transport {
             ACCEPT,
             "application/json, text/event-stream, application/x-ndjson",
         );
-        if let Some(key) = &self.api_key {
+        match (self.auth, &self.api_key) {
             // `bearer_auth` marks the header sensitive, so reqwest keeps it out of its own logs.
-            request = request.bearer_auth(&key.0);
+            (Auth::Bearer, Some(key)) => request = request.bearer_auth(&key.0),
+            (Auth::Bearer, None) => {}
+            (Auth::Anthropic, key) => {
+                request = request.header("anthropic-version", ANTHROPIC_VERSION);
+                if let Some(key) = key
+                    && let Ok(mut value) = reqwest::header::HeaderValue::from_str(&key.0)
+                {
+                    value.set_sensitive(true);
+                    request = request.header("x-api-key", value);
+                }
+            }
         }
         if let Some(body) = body {
             request = request.header(CONTENT_TYPE, "application/json").body(body);

@@ -176,6 +176,15 @@ async fn fetch_listing(model: &ModelConfig) -> anyhow::Result<Listing> {
                 ..ModelCandidate::default()
             })
             .collect(),
+        Backend::Anthropic => fabric_llm::AnthropicClient::new(&http)?
+            .list_models()
+            .await?
+            .into_iter()
+            .map(|name| ModelCandidate {
+                name,
+                ..ModelCandidate::default()
+            })
+            .collect(),
     };
     Ok(Arc::new(listed))
 }
@@ -204,7 +213,7 @@ pub(crate) async fn resolve(
             });
         }
     };
-    if model.backend == Backend::OpenAi {
+    if model.backend != Backend::Ollama {
         // OpenAI-compatible servers do not say which models call tools, and cloud lists are
         // long: never swap a configured model there, only say when it is not listed.
         let listed_here = listed.iter().any(|m| m.name == model.model);

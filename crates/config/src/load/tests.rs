@@ -72,7 +72,10 @@ fn bad_values_name_key_and_allowed_range() {
         "{e}"
     );
     let e = err("c.yaml", "models:\n  fast:\n    backend: llamafile\n");
-    assert!(e.contains("must be `ollama` or `openai`"), "{e}");
+    assert!(
+        e.contains("must be `ollama`, `openai` or `anthropic`, got `llamafile`"),
+        "{e}"
+    );
     let e = err("c.yaml", "max_steps: many\n");
     assert!(e.contains("`max_steps`"), "{e}");
     let e = err("c.yaml", "default_model_key: huge\n");

@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use crate::server::{Shared, Wire, json_reply, model_name};
+use crate::server::{Shared, Wire, error_value, json_reply, model_name};
 
 /// The weight of a whole word; a trigram counts [`TRIGRAM_WEIGHT`] of it. Words dominate so
 /// that only shared words make texts close; trigrams let `runs` and `running` be a little
@@ -172,18 +172,7 @@ fn accept(
 }
 
 fn error(wire: Wire, status: StatusCode, message: &str) -> Box<Response> {
-    let body = match wire {
-        Wire::Ollama => json!({ "error": message }),
-        Wire::OpenAi => json!({
-            "error": {
-                "message": message,
-                "type": if status.is_server_error() { "api_error" } else { "invalid_request_error" },
-                "param": null,
-                "code": null,
-            }
-        }),
-    };
-    Box::new(json_reply(status, &body))
+    Box::new(json_reply(status, &error_value(wire, status, message)))
 }
 
 /// `POST /api/embed {"model", "input"}` → `{"model", "embeddings": [[...]], ...}`.

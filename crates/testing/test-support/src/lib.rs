@@ -1,7 +1,7 @@
 //! `fabric-test-support`: a scripted fake of an LLM model server, for tests.
 //!
 //! Tests of the `fabric` binary and of its LLM adapter need a real HTTP server that behaves
-//! like Ollama or an OpenAI-compatible server, but answers from a script instead of a model,
+//! like Ollama, an OpenAI-compatible server or Anthropic's Messages API, but answers from a script instead of a model,
 //! so that runs are fast and deterministic. Users reuse the same server, through the
 //! `fabric-scripted-llm` binary, to test their own specialists against a scripted model.
 //!
@@ -11,8 +11,11 @@
 //! Layout:
 //! - [`scenario`]: the script format ([`Scenario`], [`Turn`], [`ScriptedCall`], [`ModelInfo`]),
 //!   loaded from JSON or YAML.
-//! - `server`: binding, routing, the one turn counter both wires share, recording, shutdown.
-//! - `openai`: `POST /v1/chat/completions` (JSON or SSE) and `GET /v1/models`.
+//! - `server`: binding, routing, the one turn counter the wires share, recording, shutdown.
+//! - `openai`: `POST /v1/chat/completions` (JSON or SSE) and `GET /v1/models` (which
+//!   Anthropic's model listing reads too).
+//! - `anthropic`: `POST /v1/messages` (JSON or SSE, tool inputs split across
+//!   `input_json_delta`s), refusing requests without `anthropic-version` or `x-api-key`.
 //! - [`postgres`]: a throwaway PostgreSQL cluster ([`PgCluster`], [`shared_cluster`]) for the
 //!   database store's contract tests.
 //! - `ollama`: `POST /api/chat` (JSON or NDJSON), `/api/tags`, `/api/show`, `/api/version`,
@@ -53,6 +56,7 @@
 //!   - content: The notes say hello.
 //! ```
 
+mod anthropic;
 mod embed;
 mod ollama;
 mod openai;

@@ -127,6 +127,9 @@ pub struct Turn {
     /// An extra pause before this reply, in milliseconds (on top of `latency_ms`).
     #[serde(default)]
     pub delay_ms: Option<u64>,
+    /// With `status`: a `Retry-After` header, in seconds.
+    #[serde(default)]
+    pub retry_after_s: Option<u64>,
     /// Token counts to report. Absent: plausible counts are estimated from the sizes.
     #[serde(default)]
     pub usage: Option<UsageSpec>,
@@ -348,9 +351,9 @@ impl Scenario {
                         )));
                     }
                 }
-                None if turn.body.is_some() => {
+                None if turn.body.is_some() || turn.retry_after_s.is_some() => {
                     return Err(ScenarioError::Invalid(format!(
-                        "turn {n}: `body` is the body of an error reply and needs `status`"
+                        "turn {n}: `body` and `retry_after_s` belong to an error reply and need `status`"
                     )));
                 }
                 None => {}

@@ -1,6 +1,6 @@
 //! The HTTP server: binding, routing, the shared turn counter and recording, shutdown.
 //!
-//! The two wires (`openai.rs`, `ollama.rs`) only shape replies; everything that must be the
+//! The wires (`openai.rs`, `ollama.rs`, `anthropic.rs`) only shape replies; everything that must be the
 //! same for both (which turn comes next, what was recorded, delays, errors) lives here.
 
 use std::convert::Infallible;
@@ -23,7 +23,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::scenario::{EmbeddingsMode, OnExhausted, Scenario, ScenarioError, Turn, TurnBy};
-use crate::{embed, ollama, openai};
+use crate::{anthropic, embed, ollama, openai};
 
 /// One chat request the server received, as the client sent it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -236,6 +236,7 @@ pub(crate) struct Scripted {
 pub(crate) enum Wire {
     OpenAi,
     Ollama,
+    Anthropic,
 }
 
 /// Records the request, takes the next turn, waits the scripted delays, and answers errors.
@@ -306,7 +307,13 @@ pub(crate) async fn next_turn(
         ));
     };
     if let Some(status) = turn.status {
-        return Err(error_turn(wire, status, turn.body.as_deref()));
+        let mut reply = error_turn(wire, status, turn.body.as_deref());
+        if let Some(seconds) = turn.retry_after_s {
+            reply
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+        }
+        return Err(reply);
     }
     Ok(Scripted {
         number,
@@ -320,20 +327,26 @@ fn error_turn(wire: Wire, status: u16, body: Option<&str>) -> Response {
     let message = body.unwrap_or("scripted error");
     let value = match serde_json::from_str::<Value>(message) {
         Ok(object @ Value::Object(_)) => object,
-        _ => match wire {
-            Wire::Ollama => json!({ "error": message }),
-            // The shape Ollama's and vLLM's OpenAI-compatible endpoints use.
-            Wire::OpenAi => json!({
-                "error": {
-                    "message": message,
-                    "type": if status.is_server_error() { "api_error" } else { "invalid_request_error" },
-                    "param": null,
-                    "code": null,
-                }
-            }),
-        },
+        _ => error_value(wire, status, message),
     };
     error_json(status, value)
+}
+
+/// An error body shaped the way each wire writes one.
+pub(crate) fn error_value(wire: Wire, status: StatusCode, message: &str) -> Value {
+    match wire {
+        Wire::Ollama => json!({ "error": message }),
+        // The shape Ollama's and vLLM's OpenAI-compatible endpoints use.
+        Wire::OpenAi => json!({
+            "error": {
+                "message": message,
+                "type": if status.is_server_error() { "api_error" } else { "invalid_request_error" },
+                "param": null,
+                "code": null,
+            }
+        }),
+        Wire::Anthropic => anthropic::error_body(anthropic::error_kind(status.as_u16()), message),
+    }
 }
 
 /// A JSON reply serialised up front, so it leaves in one write with a Content-Length.
@@ -472,6 +485,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/embeddings", post(embed::openai))
+        .route("/v1/messages", post(anthropic::messages))
         .fallback(|uri: axum::http::Uri| async move {
             error_json(
                 StatusCode::NOT_FOUND,

@@ -5,6 +5,7 @@
 // broken test setup and should panic loudly.
 #![allow(clippy::unwrap_used)]
 
+mod anthropic;
 mod embed;
 mod mock;
 mod ollama;

@@ -182,6 +182,10 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         &format!("{label} server"),
         &format!("{} answers (used by {users})", model.base_url),
     );
+    if model.backend == Backend::Anthropic {
+        anthropic_checks(key, model, &label, report).await;
+        return;
+    }
     let listed = match bootstrap::list(model).await {
         Ok(listed) => listed,
         Err(e) => {
@@ -208,7 +212,9 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
                 "`ollama pull {}`, or set `models.{key}.model` to an installed model",
                 model.model
             ),
-            Backend::OpenAi => format!("set `models.{key}.model` to one the server lists"),
+            Backend::OpenAi | Backend::Anthropic => {
+                format!("set `models.{key}.model` to one the server lists")
+            }
         };
         report.line(
             Verdict::Fail,
@@ -244,6 +250,59 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
             ),
             Err(why) => report.line(Verdict::Fail, &format!("{label} tools"), &why),
         },
+    }
+}
+
+/// An Anthropic key: its variable is set, the API accepts it (listing the models needs
+/// it), and the model is one the API lists. Claude models all call tools.
+async fn anthropic_checks(
+    key: &str,
+    model: &fabric_config::ModelConfig,
+    label: &str,
+    report: &mut Report,
+) {
+    let var = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
+    if std::env::var(var).map_or(true, |v| v.trim().is_empty()) {
+        report.line(
+            Verdict::Fail,
+            &format!("{label} key"),
+            &format!("`{var}` is not set; export it with your Anthropic API key (or name another variable in `models.{key}.api_key_env`)"),
+        );
+        return;
+    }
+    report.line(
+        Verdict::Ok,
+        &format!("{label} key"),
+        &format!("read from `{var}`"),
+    );
+    match bootstrap::list(model).await {
+        Ok(listed) if listed.iter().any(|m| m.name == model.model) => report.line(
+            Verdict::Ok,
+            &format!("{label} present"),
+            &format!(
+                "the API accepts the key and lists `{}`; Claude models call tools",
+                model.model
+            ),
+        ),
+        Ok(listed) => report.line(
+            Verdict::Fail,
+            &format!("{label} present"),
+            &format!(
+                "the API does not list `{}`; set `models.{key}.model` to one of: {}",
+                model.model,
+                listed
+                    .iter()
+                    .take(8)
+                    .map(|m| m.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        Err(e) => report.line(
+            Verdict::Fail,
+            &format!("{label} key"),
+            &format!("the API refused to list models ({e:#}); check the key in `{var}`"),
+        ),
     }
 }
 

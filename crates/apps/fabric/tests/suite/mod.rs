@@ -1,5 +1,6 @@
 mod fixture;
 
+mod anthropic;
 mod attacks;
 mod budgets;
 mod cli_errors;
