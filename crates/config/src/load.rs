@@ -331,21 +331,45 @@ impl Merger {
             });
         }
         if let Some(b) = raw.budget {
-            if let Some(v) = b.max_tokens {
-                s.budget.max_tokens = Some(self.range("budget.max_tokens", v, 1, 1_000_000_000)?);
-            }
-            if let Some(v) = b.max_cost_usd {
-                if !(v.is_finite() && v > 0.0 && v <= 1_000_000.0) {
+            self.budget("budget", b, &mut s.budget)?;
+        }
+        if let Some(limits) = raw.daily_budget {
+            for (key, limit) in limits {
+                let at = |field: &str| format!("daily_budget.{key}.{field}");
+                if limit.max_tokens.is_none() && limit.max_cost_usd.is_none() {
                     return Err(self.invalid(
-                        "budget.max_cost_usd",
+                        format!("daily_budget.{key}"),
+                        "needs `max_tokens` or `max_cost_usd` (per day)",
+                    ));
+                }
+                let max_tokens = match limit.max_tokens {
+                    Some(v) => Some(self.range(&at("max_tokens"), v, 1, 1_000_000_000_000)?),
+                    None => None,
+                };
+                if let Some(v) = limit.max_cost_usd
+                    && !(v.is_finite() && v > 0.0 && v <= 1_000_000.0)
+                {
+                    return Err(self.invalid(
+                        at("max_cost_usd"),
                         format!("must be US dollars between 0 and 1000000, got {v}"),
                     ));
                 }
-                s.budget.max_cost_usd = Some(v);
+                s.daily_budget.insert(
+                    key,
+                    crate::DailyLimit {
+                        max_tokens,
+                        max_cost_usd: limit.max_cost_usd,
+                    },
+                );
             }
-            if let Some(v) = b.max_wall_s {
-                s.budget.max_wall_s = Some(self.range("budget.max_wall_s", v, 1, 604_800)?);
-            }
+        }
+        if let Some(v) = raw.daily_budget_timezone {
+            s.daily_budget_timezone = parse_zone(&v).ok_or_else(|| {
+                self.invalid(
+                    "daily_budget_timezone",
+                    format!("must be `local`, `UTC` or an offset such as `+02:00`, got `{v}` (for a named zone, set TZ in the fabric's environment and use `local`)"),
+                )
+            })?;
         }
         if let Some(v) = raw.cloud_fallback {
             let model_key = v
@@ -874,6 +898,11 @@ impl Merger {
             Some(n) => Some(self.range(&at("max_repair_rounds"), n, 1, 10)? as u32),
             None => None,
         };
+        if let Some(b) = raw.budget {
+            let mut limits = s.specialist_budgets.get(id).cloned().unwrap_or_default();
+            self.budget(&at("budget"), b, &mut limits)?;
+            s.specialist_budgets.insert(id.to_owned(), limits);
+        }
         match (raw.critic, &mut spec.tooling.critic) {
             (Some(critic), _) => {
                 spec.tooling.critic = Some(fabric_domain::CriticSpec {
@@ -898,6 +927,32 @@ impl Merger {
         match existing {
             Some(i) => s.specialists[i] = Arc::new(spec),
             None => s.specialists.push(Arc::new(spec)),
+        }
+        Ok(())
+    }
+
+    /// Reads a `budget:` map (top-level, or a specialist's) into `into`, limit by limit.
+    fn budget(
+        &self,
+        prefix: &str,
+        b: crate::raw::RawBudget,
+        into: &mut crate::BudgetConfig,
+    ) -> Result<(), ConfigError> {
+        let at = |field: &str| format!("{prefix}.{field}");
+        if let Some(v) = b.max_tokens {
+            into.max_tokens = Some(self.range(&at("max_tokens"), v, 1, 1_000_000_000)?);
+        }
+        if let Some(v) = b.max_cost_usd {
+            if !(v.is_finite() && v > 0.0 && v <= 1_000_000.0) {
+                return Err(self.invalid(
+                    at("max_cost_usd"),
+                    format!("must be US dollars between 0 and 1000000, got {v}"),
+                ));
+            }
+            into.max_cost_usd = Some(v);
+        }
+        if let Some(v) = b.max_wall_s {
+            into.max_wall_s = Some(self.range(&at("max_wall_s"), v, 1, 604_800)?);
         }
         Ok(())
     }
@@ -967,6 +1022,23 @@ impl Merger {
                     fallback.model_key
                 ),
             ));
+        }
+        for (key, limit) in &s.daily_budget {
+            match s.models.get(key) {
+                None => {
+                    return Err(self.invalid(
+                        format!("daily_budget.{key}"),
+                        format!("no model `{key}`; the model keys are: {keys}"),
+                    ));
+                }
+                Some(m) if limit.max_cost_usd.is_some() && m.price_per_mtok.is_none() => {
+                    return Err(self.invalid(
+                        format!("daily_budget.{key}.max_cost_usd"),
+                        format!("needs a price: add `price_per_mtok: {{input: …, output: …}}` to `models.{key}`"),
+                    ));
+                }
+                Some(_) => {}
+            }
         }
         if let Some(routing) = &s.complexity_routing {
             for (name, key) in [("simple", &routing.simple), ("complex", &routing.complex)] {
@@ -1041,3 +1113,22 @@ impl Merger {
 
 #[cfg(test)]
 mod tests;
+
+/// `local`, `UTC` (or `Z`), or `±HH:MM`.
+fn parse_zone(text: &str) -> Option<crate::DayZone> {
+    let text = text.trim();
+    match text.to_ascii_lowercase().as_str() {
+        "local" => return Some(crate::DayZone::Local),
+        "utc" | "z" | "+00:00" => return Some(crate::DayZone::Utc),
+        _ => {}
+    }
+    let (sign, rest) = match text.as_bytes().first()? {
+        b'+' => (1, &text[1..]),
+        b'-' => (-1, &text[1..]),
+        _ => return None,
+    };
+    let (h, m) = rest.split_once(':')?;
+    let (h, m): (i32, i32) = (h.parse().ok()?, m.parse().ok()?);
+    ((0..=14).contains(&h) && (0..60).contains(&m) && h.to_string().len() <= 2)
+        .then_some(crate::DayZone::Offset(sign * (h * 3600 + m * 60)))
+}

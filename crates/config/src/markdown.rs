@@ -160,6 +160,7 @@ struct FrontMatter {
     delegates: Option<Vec<String>>,
     critic: Option<String>,
     max_repair_rounds: Option<u64>,
+    budget: Option<crate::raw::RawBudget>,
 }
 
 struct Source<'a> {
@@ -329,6 +330,7 @@ fn build(
             delegates: fm.delegates,
             critic: fm.critic,
             max_repair_rounds: fm.max_repair_rounds,
+            budget: fm.budget,
         },
         warnings,
     })

@@ -20,6 +20,8 @@ pub(crate) struct RawConfig {
     pub(crate) complexity_routing: Option<RawComplexityRouting>,
     pub(crate) cloud_fallback: Option<RawCloudFallback>,
     pub(crate) budget: Option<RawBudget>,
+    pub(crate) daily_budget: Option<BTreeMap<String, RawDailyLimit>>,
+    pub(crate) daily_budget_timezone: Option<String>,
     pub(crate) local_llm_ensure_available: Option<bool>,
     pub(crate) local_llm_start_cmd: Option<Vec<String>>,
     pub(crate) local_llm_start_timeout_s: Option<u64>,
@@ -104,6 +106,14 @@ pub(crate) struct RawBudget {
     pub(crate) max_wall_s: Option<u64>,
 }
 
+/// One key of `daily_budget:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDailyLimit {
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_cost_usd: Option<f64>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawSpecialist {
@@ -123,6 +133,7 @@ pub(crate) struct RawSpecialist {
     pub(crate) delegates: Option<Vec<String>>,
     pub(crate) critic: Option<String>,
     pub(crate) max_repair_rounds: Option<u64>,
+    pub(crate) budget: Option<RawBudget>,
 }
 
 #[derive(Debug, Default, Deserialize)]

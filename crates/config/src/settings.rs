@@ -67,6 +67,28 @@ pub struct BudgetConfig {
     pub max_wall_s: Option<u64>,
 }
 
+/// What one model key may spend per day (`daily_budget:`), across every run and process
+/// sharing the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct DailyLimit {
+    /// Tokens (prompt and completion) per day.
+    pub max_tokens: Option<u64>,
+    /// US dollars per day (needs the key's `price_per_mtok`).
+    pub max_cost_usd: Option<f64>,
+}
+
+/// Where a day starts and ends for daily budgets (`daily_budget_timezone`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DayZone {
+    /// The machine's zone (`TZ`, else `/etc/localtime`).
+    Local,
+    /// UTC.
+    Utc,
+    /// A fixed offset east of UTC, in seconds (`+02:00`).
+    Offset(i32),
+}
+
 /// Seed 001's `FallbackChatClient`: when a step goes to the cloud model key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CloudFallbackConfig {
@@ -260,6 +282,12 @@ pub struct Settings {
     pub delegation: DelegationConfig,
     /// What a run and the runs it delegates to may spend together (`budget:`).
     pub budget: BudgetConfig,
+    /// Per specialist, the limits that replace `budget:` for the runs it leads.
+    pub specialist_budgets: BTreeMap<String, BudgetConfig>,
+    /// What each model key may spend per day (`daily_budget:`).
+    pub daily_budget: BTreeMap<String, DailyLimit>,
+    /// Where the day of `daily_budget` begins (`daily_budget_timezone`).
+    pub daily_budget_timezone: DayZone,
     /// Keys that still work but have a newer spelling, as messages for the person.
     #[serde(skip)]
     pub deprecations: Vec<String>,

@@ -96,6 +96,12 @@ impl RunBudget {
         self.cost_nano_usd.load(Ordering::Acquire) as f64 / 1e9
     }
 
+    /// Whether the token or cost limit applies to calls at `price` (so their answers are
+    /// capped, and a streamed answer is counted as it arrives).
+    pub fn limits_answers(&self, price: Option<Price>) -> bool {
+        self.max_tokens.is_some() || (self.max_cost_usd.is_some() && price.is_some())
+    }
+
     /// The most completion tokens the next call may ask for so that the token and cost
     /// limits hold, given its prompt (estimated) and the model's own `wanted` limit; `Err`
     /// when not even a short answer fits.
@@ -107,8 +113,7 @@ impl RunBudget {
     ) -> Result<Option<u32>, String> {
         /// An answer shorter than this is not worth asking for.
         const MIN_ANSWER: u64 = 16;
-        let priced = self.max_cost_usd.is_some() && price.is_some();
-        if self.max_tokens.is_none() && !priced {
+        if !self.limits_answers(price) {
             // Nothing to cap by: the prompt is not even measured.
             return Ok(wanted);
         }

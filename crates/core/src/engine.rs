@@ -12,6 +12,7 @@ use fabric_domain::{
 use serde_json::{Map, Value, json};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::gate::Passage;
@@ -82,9 +83,13 @@ pub struct Fallback<'a> {
 }
 
 impl Fallback<'_> {
-    /// Takes one fallback from the run's allowance.
+    /// Takes one fallback from the run's allowance, when the cloud model may be asked
+    /// (its daily budget is not spent).
     pub(crate) fn take(&self) -> bool {
-        use std::sync::atomic::Ordering;
+        if let Some(why) = self.chat.unavailable() {
+            tracing::debug!(model_key = self.model_key, "no cloud fallback: {why}");
+            return false;
+        }
         self.remaining
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
             .is_ok()
@@ -552,6 +557,16 @@ async fn ask(
         stream: model.stream,
     };
     let started = Instant::now();
+    // A streamed answer is counted as it arrives: a server that ignores `max_tokens` is
+    // stopped once the text passes what the budget leaves.
+    let metered = StreamMeter {
+        inner: rec.observer(),
+        chars: AtomicUsize::new(0),
+        limit_chars: max_tokens
+            .filter(|_| model.stream && budget.limits_answers(model.price))
+            .map(StreamMeter::chars_for),
+        over: tokio::sync::Notify::new(),
+    };
     let answer = tokio::select! {
         biased;
         () = ctx.cancel.cancelled() => {
@@ -560,7 +575,15 @@ async fn ask(
         () = until(budget.deadline()) => {
             return Ok(Err((RunStatus::BudgetExceeded, budget.time_reason("a model call"))));
         }
-        answer = chat.chat(request, rec.observer()) => answer,
+        () = metered.over.notified() => {
+            let seen = metered.chars.load(Ordering::Relaxed);
+            budget.charge_tokens((seen / 4) as u64);
+            return Ok(Err((RunStatus::BudgetExceeded, format!(
+                "the model's streamed answer passed what the token and cost budget of this run leaves (about {} tokens) while it streamed, and was stopped ({seen} characters received; the server did not keep to `max_tokens`)",
+                max_tokens.unwrap_or_default()
+            ))));
+        }
+        answer = chat.chat(request, &metered) => answer,
     };
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     let response = match answer {
@@ -605,6 +628,35 @@ async fn ask(
     )
     .await?;
     Ok(Ok(response))
+}
+
+/// The run's observer, counting the streamed text against the budget's cap.
+struct StreamMeter<'a> {
+    inner: &'a dyn crate::ports::RunObserver,
+    chars: AtomicUsize,
+    /// Past this many characters the answer is over its cap; `None`: not counted.
+    limit_chars: Option<usize>,
+    over: tokio::sync::Notify,
+}
+
+impl StreamMeter<'_> {
+    /// Characters that `tokens` may take: four a token, plus a quarter for what the estimate
+    /// errs by, so an answer within its cap is never stopped.
+    fn chars_for(tokens: u32) -> usize {
+        (tokens as usize).saturating_mul(5)
+    }
+}
+
+impl crate::ports::ChatObserver for StreamMeter<'_> {
+    fn on_text_delta(&self, delta: &str) {
+        self.inner.on_text_delta(delta);
+        if let Some(limit) = self.limit_chars {
+            let seen = self.chars.fetch_add(delta.len(), Ordering::Relaxed) + delta.len();
+            if seen > limit {
+                self.over.notify_one();
+            }
+        }
+    }
 }
 
 /// Waits until `deadline`, or forever without one.

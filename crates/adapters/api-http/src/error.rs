@@ -47,6 +47,9 @@ pub enum ApiError {
     /// of its models can call tools, a pull failed. The message says what and how to fix it.
     #[error("{0}")]
     ModelUnavailable(String),
+    /// Every model key the run could use has spent its daily budget (`daily_budget`).
+    #[error("{0}")]
+    DailyBudgetSpent(String),
     /// No run has this id.
     #[error("no run `{0}`")]
     RunNotFound(String),
@@ -115,6 +118,7 @@ impl ApiError {
             Self::RunNotFound(_) => "run_not_found",
             Self::NotPermitted(_) => "not_permitted",
             Self::ModelUnavailable(_) => "model_unavailable",
+            Self::DailyBudgetSpent(_) => "daily_budget_spent",
             Self::RunNotRunning { .. } | Self::RunNotLive(_) => "run_not_running",
             Self::RouteNotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -140,7 +144,7 @@ impl ApiError {
             Self::NotPermitted(_) => StatusCode::FORBIDDEN,
             Self::RunNotRunning { .. } | Self::RunNotLive(_) => StatusCode::CONFLICT,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::TooManyRuns { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyRuns { .. } | Self::DailyBudgetSpent(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::ShuttingDown | Self::ModelUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) | Self::RunCrashed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }

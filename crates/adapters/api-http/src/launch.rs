@@ -68,6 +68,7 @@ pub(crate) fn from_service(state: &AppState, error: ServiceError) -> ApiError {
         ServiceError::UnknownModelKey(m) => ApiError::UnknownModelKey(m),
         ServiceError::NotPermitted(m) => ApiError::NotPermitted(m),
         ServiceError::ModelUnavailable(m) => ApiError::ModelUnavailable(m),
+        ServiceError::BudgetSpent(m) => ApiError::DailyBudgetSpent(m),
         ServiceError::TooManyRuns { limit } => ApiError::TooManyRuns {
             limit,
             retry_after_s: state.inner.config.retry_after_s,

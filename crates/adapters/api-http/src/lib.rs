@@ -29,6 +29,7 @@ mod sse;
 mod state;
 
 pub use error::{ApiError, ErrorBody, ErrorDetail};
+pub use handlers::budget::{BudgetReport, BudgetSource, KeyBudget};
 pub use model::{
     CancelAccepted, EventDoc, EventList, EventsQuery, Health, ListQuery, MAX_STEPS_LIMIT,
     PruneRequest, PruneResult, RunAccepted, RunListItem, RunMetaDoc, RunPage, RunRequest,
@@ -44,7 +45,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use handlers::{catalog, meta, runs, start};
+use handlers::{budget, catalog, meta, runs, start};
 
 /// Every route of the API over `state`. Auth guards all but `/health` and `/openapi.json`.
 pub fn router(state: AppState) -> Router {
@@ -89,6 +90,7 @@ fn api(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(runs::run_status))
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
+        .routes(routes!(budget::budget))
         .route_layer(axum::middleware::from_fn_with_state(
             state,
             auth::require_token,

@@ -60,6 +60,8 @@ pub(crate) struct Inner {
     pub(crate) config: ApiConfig,
     /// Search, stats and pruning over the store's index, when the store has one.
     pub(crate) search: Option<RunSearch>,
+    /// Today's spend per model key (`GET /budget`), when the binary provides it.
+    pub(crate) budget: Option<Arc<dyn crate::BudgetSource>>,
 }
 
 impl AppState {
@@ -70,6 +72,7 @@ impl AppState {
                 service,
                 config,
                 search: None,
+                budget: None,
             }),
         }
     }
@@ -81,7 +84,27 @@ impl AppState {
                 service,
                 config,
                 search: Some(search),
+                budget: None,
             }),
+        }
+    }
+
+    /// With `GET /budget` answered by `source`. Call before the state is shared.
+    pub fn with_budget(self, source: Arc<dyn crate::BudgetSource>) -> Self {
+        let inner = match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => {
+                inner.budget = Some(source);
+                inner
+            }
+            Err(shared) => Inner {
+                service: shared.service.clone(),
+                config: shared.config.clone(),
+                search: shared.search.clone(),
+                budget: Some(source),
+            },
+        };
+        Self {
+            inner: Arc::new(inner),
         }
     }
 

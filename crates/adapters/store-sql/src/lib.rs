@@ -26,6 +26,7 @@ mod document;
 mod error;
 mod index;
 mod ivf;
+mod ledger;
 mod listen;
 mod open;
 mod prune;

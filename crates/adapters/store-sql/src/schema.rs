@@ -8,7 +8,7 @@
 use crate::db::{Arg, Backend, Db};
 
 /// The newest schema version this fabric knows.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// One migration: its version, what it does, and its SQL for each backend.
 struct Migration {
@@ -272,6 +272,30 @@ CREATE TABLE run_queue (
     cancel_requested BOOLEAN NOT NULL DEFAULT FALSE
 );
 CREATE INDEX run_queue_ready ON run_queue (state, enqueued_at);
+"#,
+    },
+    Migration {
+        version: 6,
+        description: "daily spend per model key, for daily budgets (docs/QUALITY.md)",
+        sqlite: r#"
+CREATE TABLE daily_spend (
+    day TEXT NOT NULL,
+    model_key TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    calls INTEGER NOT NULL,
+    PRIMARY KEY (day, model_key)
+);
+"#,
+        postgres: r#"
+CREATE TABLE daily_spend (
+    day TEXT NOT NULL,
+    model_key TEXT NOT NULL,
+    tokens BIGINT NOT NULL,
+    cost_usd DOUBLE PRECISION NOT NULL,
+    calls BIGINT NOT NULL,
+    PRIMARY KEY (day, model_key)
+);
 "#,
     },
 ];

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::daily::Daily;
 use crate::{bootstrap, wiring};
 
 /// Prepares requests with the loaded settings.
@@ -25,6 +26,8 @@ pub(crate) struct AppPreparer {
     pub(crate) settings: Settings,
     /// Search over past runs, for specialists given the `search_runs` tool.
     pub(crate) search: RunSearch,
+    /// The daily budgets per model key, over the store.
+    pub(crate) daily: Arc<Daily>,
 }
 
 #[async_trait]
@@ -53,7 +56,7 @@ impl Preparer for AppPreparer {
         request: TaskRequest,
         context: &PrepareContext,
     ) -> Result<Box<dyn Runnable>, ServiceError> {
-        let prepared = prepare(&self.settings, &self.search, request, context).await?;
+        let prepared = prepare(&self.settings, &self.search, &self.daily, request, context).await?;
         Ok(Box::new(prepared))
     }
 }
@@ -111,6 +114,7 @@ fn internal(error: anyhow::Error) -> ServiceError {
 async fn prepare(
     settings: &Settings,
     search: &RunSearch,
+    daily: &Arc<Daily>,
     request: TaskRequest,
     context: &PrepareContext,
 ) -> Result<PreparedTask, ServiceError> {
@@ -160,6 +164,19 @@ async fn prepare(
             (None, None, Some((key, why))) => (key.clone(), Some(why.clone())),
             (None, None, None) => (settings.default_model_key.clone(), None),
         };
+        // A key whose daily budget is spent gives way to a local one (one a person named
+        // with `--model-key` does not: the run is refused instead).
+        let (model_key, routed) =
+            match daily_choice(settings, daily, &model_key, request.model_key.is_some()).await? {
+                None => (model_key, routed),
+                Some((key, why)) => {
+                    let why = match routed {
+                        Some(before) => format!("{before}; {why}"),
+                        None => why,
+                    };
+                    (key, Some(why))
+                }
+            };
         let config = settings.model(&model_key).ok_or_else(|| {
             ServiceError::UnknownModelKey(format!(
                 "no model key `{model_key}`; the configured keys are: {}",
@@ -207,6 +224,7 @@ async fn prepare(
                         settings.protected_paths.clone(),
                     )),
                 });
+        let chat = daily.meter(&model_key, price_of(config), chat);
         members.push(PreparedMember {
             critic,
             specialist,
@@ -232,7 +250,17 @@ async fn prepare(
     let delegation = &settings.delegation;
     // A person's run: each member's own step limit, together, is the whole tree's budget;
     // delegated children are paid from it.
-    let limits = &settings.budget;
+    // The first specialist's own `budget:` replaces the top-level one, limit by limit.
+    let mut limits = settings.budget.clone();
+    if let Some(own) = members
+        .first()
+        .and_then(|m| settings.specialist_budgets.get(&m.specialist.id))
+    {
+        limits.max_tokens = own.max_tokens.or(limits.max_tokens);
+        limits.max_cost_usd = own.max_cost_usd.or(limits.max_cost_usd);
+        limits.max_wall_s = own.max_wall_s.or(limits.max_wall_s);
+    }
+    let limits = &limits;
     if limits.max_cost_usd.is_some()
         && let Some(m) = members.iter().find(|m| m.model.price.is_none())
     {
@@ -247,6 +275,23 @@ async fn prepare(
         .iter()
         .filter_map(|m| m.critic.as_ref().map(|c| c.max_rounds))
         .sum();
+    // The cloud fallback, unless its daily budget is spent (said in the run's model reason).
+    let mut fallback = cloud_fallback(settings, request.stream)?;
+    if let Some(f) = &mut fallback {
+        match daily.spent(&f.model_key).await {
+            Ok(Some(why)) => {
+                if let Some(first) = members.first_mut() {
+                    first.model_reason = format!(
+                        "{}; cloud fallback to `{}` off: {why}",
+                        first.model_reason, f.model_key
+                    );
+                }
+                fallback = None;
+            }
+            Ok(None) => f.chat = daily.meter(&f.model_key, f.model.price, Arc::clone(&f.chat)),
+            Err(e) => return Err(ServiceError::Store(e.to_string())),
+        }
+    }
     let budget = RunBudget::new(
         delegation.max_depth,
         Some(max_steps.saturating_mul(members.len() as u32 + reviews)),
@@ -257,7 +302,7 @@ async fn prepare(
     Ok(PreparedTask {
         lineage: Lineage::root(Arc::new(budget)),
         share_parent_workspace: delegation.workspace == fabric_config::DelegationWorkspace::Shared,
-        fallback: cloud_fallback(settings, request.stream)?,
+        fallback,
         prompt: request.prompt,
         members,
         recruitment,
@@ -271,6 +316,45 @@ async fn prepare(
         network_allowed: request.network_allowed.unwrap_or(settings.network_allowed),
         sandbox: run_sandbox,
     })
+}
+
+/// When `key`'s daily budget is spent: the key to use instead and why (complexity routing's
+/// `simple` key, else the default key, whichever has budget left), or the refusal when no
+/// key is left or the person named the key. `None`: `key` may be used.
+async fn daily_choice(
+    settings: &Settings,
+    daily: &Daily,
+    key: &str,
+    named: bool,
+) -> Result<Option<(String, String)>, ServiceError> {
+    let store = |e: fabric_core::ports::StoreError| ServiceError::Store(e.to_string());
+    let Some(why) = daily.spent(key).await.map_err(store)? else {
+        return Ok(None);
+    };
+    if named {
+        return Err(ServiceError::BudgetSpent(format!(
+            "{why}; it resets at midnight ({} time). Run with another `--model-key`, or raise `daily_budget.{key}`",
+            daily.zone_name()
+        )));
+    }
+    let candidates = settings
+        .complexity_routing
+        .as_ref()
+        .map(|r| r.simple.clone())
+        .into_iter()
+        .chain(std::iter::once(settings.default_model_key.clone()));
+    for candidate in candidates.filter(|c| c != key) {
+        if daily.spent(&candidate).await.map_err(store)?.is_none() {
+            return Ok(Some((
+                candidate.clone(),
+                format!("{why}: `{candidate}` instead"),
+            )));
+        }
+    }
+    Err(ServiceError::BudgetSpent(format!(
+        "{why}, and no other model key has budget left today; it resets at midnight ({} time). Raise `daily_budget` or wait",
+        daily.zone_name()
+    )))
 }
 
 /// `--pack` names the specialists (one, or a task force in the order given); without it

@@ -52,12 +52,21 @@ pub(crate) enum Command {
     Mcp,
     /// Figures of past runs per specialist, model key or tool (docs/STORE.md).
     Stats(StatsArgs),
+    /// Today's spend per model key with a daily budget (`daily_budget`; docs/QUALITY.md).
+    Budget(BudgetArgs),
     /// The run index: rebuild it from the runlogs and embed what is missing.
     #[command(subcommand)]
     Index(IndexCommand),
     /// The database behind the run store (docs/STORE.md).
     #[command(subcommand)]
     Store(StoreCommand),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BudgetArgs {
+    /// Print JSON (as `GET /budget` answers) instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

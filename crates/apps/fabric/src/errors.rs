@@ -43,6 +43,9 @@ fn classify(error: &anyhow::Error) -> (u8, &'static str) {
             | ServiceError::NotPermitted(_),
         ) => (EXIT_USAGE, "usage_error"),
         Some(ServiceError::ModelUnavailable(_)) => (EXIT_LLM_ERROR, "llm_error"),
+        Some(ServiceError::BudgetSpent(_)) => {
+            (RunStatus::BudgetExceeded.exit_code(), "budget_exceeded")
+        }
         Some(ServiceError::Cancelled) => (RunStatus::Cancelled.exit_code(), "cancelled"),
         _ => (EXIT_FAILURE, "failure"),
     }

@@ -11,6 +11,7 @@ mod app;
 mod bootstrap;
 mod cli;
 mod commands;
+mod daily;
 mod errors;
 mod render;
 mod wiring;

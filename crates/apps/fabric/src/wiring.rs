@@ -70,6 +70,7 @@ pub(crate) fn sandbox(
     Ok((Arc::new(OsSandbox::new(policy)), record))
 }
 use crate::app::AppPreparer;
+use crate::daily::Daily;
 use fabric_core::EmbeddingClient;
 use fabric_core::RunQueue;
 use fabric_core::delegate::{AgentTool, ChildRunner};
@@ -104,6 +105,8 @@ pub(crate) struct Fabric {
     pub(crate) search: RunSearch,
     /// The store itself (the run queue, for `fabric serve` with `store.queue`).
     pub(crate) store: Arc<SqlStore>,
+    /// The daily budgets per model key (`GET /budget`).
+    pub(crate) daily: Arc<Daily>,
 }
 
 /// The store under the settings (`store.url` / `FABRIC_STORE_URL`, else SQLite in the
@@ -134,15 +137,18 @@ pub(crate) fn run_search(settings: &Settings, store: Arc<SqlStore>) -> anyhow::R
 pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow::Result<Fabric> {
     let store = open_store(settings).await?;
     let search = run_search(settings, Arc::clone(&store))?;
+    let daily = Daily::new(settings, store.clone());
     let preparer = Arc::new(AppPreparer {
         settings: settings.clone(),
         search: search.clone(),
+        daily: Arc::clone(&daily),
     });
     let service = RunService::new(store.clone(), preparer, config).on_end(Arc::new(search.clone()));
     Ok(Fabric {
         service,
         search,
         store,
+        daily,
     })
 }
 
@@ -174,10 +180,12 @@ pub(crate) async fn worker_service(
     let store = open_store(settings).await?;
     let search = run_search(settings, Arc::clone(&store))?;
     let queue: Arc<dyn RunQueue> = store.clone();
+    let daily = Daily::new(settings, store.clone());
     let claims = Arc::new(ClaimedStore::new(store, Arc::clone(&queue)));
     let preparer = Arc::new(AppPreparer {
         settings: settings.clone(),
         search: search.clone(),
+        daily,
     });
     let service = RunService::new(claims.clone(), preparer, ServiceConfig::default())
         .on_end(Arc::new(search));

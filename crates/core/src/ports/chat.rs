@@ -253,4 +253,10 @@ pub trait ChatClient: Send + Sync {
         request: ChatRequest<'_>,
         observer: &dyn ChatObserver,
     ) -> Result<ChatResponse, ChatError>;
+
+    /// Why this client should not be asked now, if so (its model key's daily budget is
+    /// spent): a cloud fallback is then not taken.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
 }

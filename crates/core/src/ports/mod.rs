@@ -2,6 +2,7 @@
 
 mod chat;
 mod embed;
+mod ledger;
 mod observer;
 mod queue;
 mod sandbox;
@@ -12,6 +13,7 @@ mod tool;
 
 pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions};
 pub use embed::EmbeddingClient;
+pub use ledger::{DaySpend, SpendLedger};
 pub use observer::{NoopObserver, RunObserver};
 pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Renewal, RunQueue};
 pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice};

@@ -27,6 +27,9 @@ pub enum ServiceError {
     /// a failed pull).
     #[error("{0}")]
     ModelUnavailable(String),
+    /// Every model key the run could use has spent its daily budget (`daily_budget`).
+    #[error("{0}")]
+    BudgetSpent(String),
     /// The service has as many runs in flight as it may.
     #[error("{limit} runs are in flight, the most this server runs at once; try again shortly")]
     TooManyRuns {

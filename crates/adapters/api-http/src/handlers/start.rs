@@ -27,7 +27,7 @@ use crate::{ApiError, AppState, RunRequest, launch};
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 422, description = "`invalid_request`, `unknown_specialist`, `unknown_model_key`", body = ErrorBody),
-        (status = 429, description = "`too_many_runs`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
+        (status = 429, description = "`too_many_runs`, or `daily_budget_spent`: the model keys the run needs spent their daily budget", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
         (status = 500, description = "`internal` (a run that failed inside the fabric names its id)", body = ErrorBody),
         (status = 503, description = "`shutting_down` (with `Retry-After`), or `model_unavailable`: the model cannot be used now (its server cannot be started, none of its models can call tools, a pull failed); the message says why", body = ErrorBody, headers(("Retry-After" = u64, description = "With `shutting_down`: seconds to wait before retrying"))),
     )
@@ -61,7 +61,7 @@ pub(crate) async fn run_blocking(
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 422, description = "`invalid_request`, `unknown_specialist`, `unknown_model_key`", body = ErrorBody),
-        (status = 429, description = "`too_many_runs`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
+        (status = 429, description = "`too_many_runs`, or `daily_budget_spent`: the model keys the run needs spent their daily budget", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
         (status = 500, description = "`internal` (a run that failed inside the fabric names its id)", body = ErrorBody),
         (status = 503, description = "`shutting_down` (with `Retry-After`), or `model_unavailable`: the model cannot be used now (its server cannot be started, none of its models can call tools, a pull failed); the message says why", body = ErrorBody, headers(("Retry-After" = u64, description = "With `shutting_down`: seconds to wait before retrying"))),
     )
@@ -90,7 +90,7 @@ pub(crate) async fn run_stream(
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
         (status = 422, description = "`invalid_request`, `unknown_specialist`, `unknown_model_key`", body = ErrorBody),
-        (status = 429, description = "`too_many_runs`", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
+        (status = 429, description = "`too_many_runs`, or `daily_budget_spent`: the model keys the run needs spent their daily budget", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),
         (status = 500, description = "`internal` (a run that failed inside the fabric names its id)", body = ErrorBody),
         (status = 503, description = "`shutting_down` (with `Retry-After`), or `model_unavailable`: the model cannot be used now (its server cannot be started, none of its models can call tools, a pull failed); the message says why", body = ErrorBody, headers(("Retry-After" = u64, description = "With `shutting_down`: seconds to wait before retrying"))),
     )

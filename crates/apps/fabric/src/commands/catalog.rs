@@ -126,6 +126,51 @@ pub(crate) async fn prune(settings: &Settings, older_than: &str, json: bool) -> 
 }
 
 /// `fabric stats`.
+/// `fabric budget`: today's spend per model key, against its daily budget.
+pub(crate) async fn budget(cli: &Cli, args: &crate::cli::BudgetArgs) -> anyhow::Result<u8> {
+    let settings = wiring::load_settings(cli)?;
+    let store = wiring::open_store(&settings).await?;
+    let report = crate::daily::Daily::new(&settings, store).report().await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(0);
+    }
+    println!("{} ({} time)", report.day, report.timezone);
+    if report.keys.is_empty() {
+        eprintln!(
+            "no daily budget is configured and nothing was counted today (see `daily_budget` in docs/CONFIG.md)"
+        );
+        return Ok(0);
+    }
+    let limit = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+    let table: Vec<[String; 6]> = report
+        .keys
+        .iter()
+        .map(|k| {
+            [
+                k.model_key.clone(),
+                k.tokens.to_string(),
+                limit(k.max_tokens.map(|m| m.to_string())),
+                format!("{:.4}", k.cost_usd),
+                limit(k.max_cost_usd.map(|m| format!("{m:.4}"))),
+                if k.exhausted { "spent" } else { "ok" }.to_owned(),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "MODEL KEY",
+            "TOKENS",
+            "MAX TOKENS",
+            "USD",
+            "MAX USD",
+            "STATE",
+        ],
+        &table,
+    );
+    Ok(0)
+}
+
 pub(crate) async fn stats(cli: &Cli, args: &StatsArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
     let by = match args.by.as_str() {

@@ -26,6 +26,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Serve(args) => serve::serve(&cli, args).await,
         Command::Mcp => mcp::mcp(&cli).await,
         Command::Stats(args) => catalog::stats(&cli, args).await,
+        Command::Budget(args) => catalog::budget(&cli, args).await,
         Command::Index(command) => catalog::index(&cli, command).await,
         Command::Store(command) => catalog::store(&cli, command).await,
     }

@@ -109,7 +109,8 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
         any_host,
     );
     let extra = axum::Router::new().nest_service("/mcp", mcp);
-    let state = AppState::with_search(fabric.service.clone(), fabric.search.clone(), config);
+    let state = AppState::with_search(fabric.service.clone(), fabric.search.clone(), config)
+        .with_budget(fabric.daily.clone());
     let shutdown = async move {
         shutdown_signal().await;
         mcp_cancel.cancel();

@@ -5,7 +5,7 @@ use fabric_test_support::{Turn, UsageSpec};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-use super::fixture::{Fixture, of_kind};
+use super::fixture::{Fixture, assert_config_errors, of_kind};
 
 fn used(turn: Turn, prompt: u64, completion: u64) -> Turn {
     Turn {
@@ -121,4 +121,261 @@ async fn issue_11_the_old_delegation_budget_keys_still_work_with_a_warning() {
         run.stderr
     );
     assert_eq!(run.json()["_meta"]["status"], "budget_exceeded");
+}
+
+/// The fixture's server as the local key `test`, a second scripted server as `cloud` that
+/// complexity routing sends every task to, `cloud_fallback` to it, and a daily budget of
+/// 100 cloud tokens, days in UTC.
+async fn with_daily_cloud(
+    fx: &Fixture,
+    cloud_turns: Vec<Turn>,
+) -> fabric_test_support::ScriptedServer {
+    let cloud =
+        fabric_test_support::ScriptedServer::start(fabric_test_support::Scenario::new(cloud_turns))
+            .await
+            .unwrap();
+    let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(
+        "default_model_key: test\n",
+        &format!(
+            "  cloud:\n    base_url: {}\n    model: big-cloud-model\n    backend: openai\ndefault_model_key: test\n",
+            cloud.base_url()
+        ),
+    );
+    std::fs::write(
+        &fx.config,
+        yaml + "complexity_routing: {threshold: 0, simple: test, complex: cloud}\ncloud_fallback: {model_key: cloud}\ndaily_budget:\n  cloud: {max_tokens: 100}\ndaily_budget_timezone: UTC\n",
+    )
+    .unwrap();
+    cloud
+}
+
+fn finish() -> Turn {
+    Turn::tool_call("finish_task", json!({"summary": "done"}))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_the_daily_budget_is_shared_by_processes_and_resets_at_midnight() {
+    let fx = Fixture::new(vec![listing(), finish(), listing(), finish()]).await;
+    let cloud = with_daily_cloud(
+        &fx,
+        vec![
+            used(listing(), 50, 10),
+            used(finish(), 50, 10),
+            listing(),
+            finish(),
+        ],
+    )
+    .await;
+    let before_midnight = [("FABRIC_FAKE_NOW", "2026-11-23T23:58:00Z")];
+    let run = |env: [(&'static str, &'static str); 1]| {
+        let fx = &fx;
+        async move {
+            let run = fx
+                .fabric_with(
+                    &["run", "list the files", "--pack", "engineering", "--json"],
+                    &env,
+                )
+                .await;
+            (run.code(), run.json(), run.stderr)
+        }
+    };
+
+    // First process: the task goes to the cloud key and spends 120 of its 100 tokens.
+    let (code, first, stderr) = run(before_midnight).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(first["_meta"]["model_key"], "cloud");
+    assert_eq!(cloud.chat_request_count(), 2);
+    let budget = fx
+        .fabric_with(&["budget", "--json"], &before_midnight)
+        .await;
+    let report = budget.json();
+    assert_eq!(report["day"], "2026-11-23");
+    assert_eq!(report["timezone"], "UTC");
+    assert_eq!(report["keys"][0]["model_key"], "cloud");
+    assert_eq!(report["keys"][0]["tokens"], 120);
+    assert_eq!(report["keys"][0]["calls"], 2);
+    assert_eq!(report["keys"][0]["exhausted"], true);
+    let table = fx.fabric_with(&["budget"], &before_midnight).await;
+    assert!(
+        table.stdout.contains("cloud") && table.stdout.contains("spent"),
+        "{}",
+        table.stdout
+    );
+
+    // A second process, the same day: routing and the fallback use the local key, and the
+    // runlog says why.
+    let (code, second, stderr) = run(before_midnight).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(second["_meta"]["model_key"], "test");
+    assert_eq!(cloud.chat_request_count(), 2, "the cloud was not asked");
+    let start = &fx.runlog(&second)[0]["payload"];
+    let reason = start["model_reason"].as_str().unwrap();
+    assert!(
+        reason.contains(
+            "the daily budget of `cloud` is spent (120 of 100 tokens on 2026-11-23): `test` instead"
+        ) && reason.contains("cloud fallback to `cloud` off"),
+        "{reason}"
+    );
+    // Asked for by name, the spent key refuses the run, saying when it resets.
+    let named = fx
+        .fabric_with(
+            &["run", "x", "--pack", "engineering", "--model-key", "cloud"],
+            &before_midnight,
+        )
+        .await;
+    assert_eq!(named.code(), 5, "{}", named.stderr);
+    assert!(
+        named
+            .stderr
+            .contains("the daily budget of `cloud` is spent")
+            && named.stderr.contains("resets at midnight (UTC time)"),
+        "{}",
+        named.stderr
+    );
+
+    // After midnight the cloud key has its budget again.
+    let (code, third, stderr) = run([("FABRIC_FAKE_NOW", "2026-11-24T00:01:00Z")]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(third["_meta"]["model_key"], "cloud");
+    assert_eq!(cloud.chat_request_count(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_when_no_key_has_budget_left_the_run_refuses_to_start() {
+    let fx = Fixture::new(vec![used(listing(), 30, 10), used(finish(), 30, 10)]).await;
+    let _cloud = with_daily_cloud(&fx, vec![used(listing(), 90, 20), used(finish(), 90, 20)]).await;
+    let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(
+        "  cloud: {max_tokens: 100}\n",
+        "  cloud: {max_tokens: 100}\n  test: {max_tokens: 50}\n",
+    );
+    std::fs::write(&fx.config, yaml).unwrap();
+    let now = [("FABRIC_FAKE_NOW", "1795473000")];
+    // The cloud run spends the cloud budget, then a local run (named) the local one.
+    let first = fx
+        .fabric_with(&["run", "a", "--pack", "engineering"], &now)
+        .await;
+    assert_eq!(first.code(), 0, "{}", first.stderr);
+    let second = fx
+        .fabric_with(
+            &["run", "b", "--pack", "engineering", "--model-key", "test"],
+            &now,
+        )
+        .await;
+    assert_eq!(second.code(), 0, "{}", second.stderr);
+    let third = fx
+        .fabric_with(&["run", "c", "--pack", "engineering", "--json"], &now)
+        .await;
+    assert_eq!(third.code(), 5, "{}", third.stderr);
+    assert!(
+        third
+            .stderr
+            .contains("no other model key has budget left today"),
+        "{}",
+        third.stderr
+    );
+    assert_eq!(third.json()["error"]["code"], "budget_exceeded");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_a_specialist_budget_replaces_the_top_level_one() {
+    let fx = Fixture::new(vec![
+        used(listing(), 1_000, 200),
+        used(listing(), 1_000, 200),
+        used(listing(), 1_000, 200),
+    ])
+    .await;
+    fx.append_config(
+        "budget:\n  max_tokens: 100000\nspecialists:\n  engineering:\n    budget: {max_tokens: 1500}\n",
+    );
+    let result = fx.run_json("list the files", &[], 5).await;
+    assert_eq!(result["_meta"]["status"], "budget_exceeded");
+    let reason = result["_meta"]["reason"].as_str().unwrap();
+    assert!(reason.contains("1500"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_daily_budget_keys_are_checked() {
+    assert_config_errors(&[
+        (
+            "daily_budget:\n  gpt: {max_tokens: 10}\n",
+            "`daily_budget.gpt`: no model `gpt`",
+        ),
+        (
+            "daily_budget:\n  test: {}\n",
+            "needs `max_tokens` or `max_cost_usd`",
+        ),
+        (
+            "daily_budget:\n  test: {max_cost_usd: 5}\n",
+            "needs a price",
+        ),
+        (
+            "daily_budget_timezone: Mars/Olympus\n",
+            "must be `local`, `UTC` or an offset",
+        ),
+    ])
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_get_budget_reports_todays_spend_behind_the_token() {
+    use super::serve_fixture::{Options, Served};
+    let fx = Fixture::new(vec![]).await;
+    let _cloud = with_daily_cloud(&fx, vec![used(listing(), 50, 10), used(finish(), 50, 10)]).await;
+    let served = Served::on(
+        fx,
+        Options {
+            auth: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (status, body) = served
+        .post_json(
+            "/run",
+            json!({"prompt": "list the files", "pack": "engineering"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, report) = served.get_json("/budget").await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["keys"][0]["model_key"], "cloud");
+    assert_eq!(report["keys"][0]["tokens"], 120);
+    assert_eq!(report["keys"][0]["max_tokens"], 100);
+    assert_eq!(report["keys"][0]["exhausted"], true);
+    assert_eq!(report["timezone"], "UTC");
+    // Named, the spent key is refused with its own code.
+    let (status, body) = served
+        .post_json(
+            "/run",
+            json!({"prompt": "x", "pack": "engineering", "model_key": "cloud"}),
+        )
+        .await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "daily_budget_spent");
+    let anonymous = reqwest::get(served.url("/budget")).await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_a_streamed_answer_is_counted_as_it_arrives() {
+    // A server that ignores `max_tokens`: 8,000 characters in 12 pieces, 300 ms apart.
+    let mut scenario = fabric_test_support::Scenario::new(vec![Turn::text("word ".repeat(1_600))]);
+    scenario.stream_delay_ms = 300;
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    fx.append_config("budget:\n  max_tokens: 1600\n");
+    let started = Instant::now();
+    let run = fx
+        .fabric(&["run", "say many words", "--pack", "engineering", "--stream"])
+        .await;
+    assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        started.elapsed() < Duration::from_millis(2_500),
+        "stopped while streaming, not after the whole answer: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        run.stderr.contains("while it streamed, and was stopped"),
+        "{}",
+        run.stderr
+    );
 }

@@ -8,7 +8,7 @@ use fabric_test_support::{Scenario, ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
-use super::fixture::{Fixture, of_kind, read_runlog, tool_messages};
+use super::fixture::{Fixture, assert_config_errors, of_kind, read_runlog, tool_messages};
 
 const GATED: &str = "specialists:\n  engineering:\n    critic: reviewer\n";
 
@@ -262,9 +262,7 @@ async fn issue_11_a_rejected_repair_goes_to_the_cloud_model() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_11_a_critic_must_exist_only_read_and_give_a_verdict() {
-    let fx = Fixture::new(vec![]).await;
-    let base = std::fs::read_to_string(&fx.config).unwrap();
-    for (yaml, expected) in [
+    assert_config_errors(&[
         (
             "specialists:\n  engineering:\n    critic: nobody\n",
             "no specialist `nobody`",
@@ -285,10 +283,57 @@ async fn issue_11_a_critic_must_exist_only_read_and_give_a_verdict() {
             "specialists:\n  engineering:\n    critic: reviewer\n    max_repair_rounds: 0\n",
             "between 1 and 10",
         ),
-    ] {
-        std::fs::write(&fx.config, format!("{base}{yaml}")).unwrap();
-        let run = fx.fabric(&["config", "validate"]).await;
-        assert_eq!(run.code(), 2, "{yaml}: {}{}", run.stdout, run.stderr);
-        assert!(run.stderr.contains(expected), "{yaml}: {}", run.stderr);
+    ])
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_the_readme_quality_example_is_a_valid_config() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../README.md"))
+            .unwrap();
+    let block = readme
+        .split("<!-- quality-example -->\n```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README has the quality example");
+    let fx = Fixture::new(vec![]).await;
+    std::fs::write(&fx.config, block).unwrap();
+    let run = fx.fabric(&["config", "validate"]).await;
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    let shown = fx.fabric(&["config", "show"]).await.json();
+    assert_eq!(shown["cloud_fallback"]["critic_rejected"], true);
+    assert_eq!(shown["models"]["cloud"]["backend"], "anthropic");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_the_critic_gate_works_on_the_ollama_and_anthropic_wires() {
+    for backend in ["ollama", "anthropic"] {
+        let mut turns = vec![write("hello.py", "print(1)\n"), finish("first try")];
+        turns.extend(review(false, "it prints 1"));
+        turns.extend([write("hello.py", "print('hello')\n"), finish("fixed")]);
+        turns.extend(review(true, "prints hello"));
+        let fx = Fixture::with_backend(Scenario::new(turns), backend).await;
+        fx.append_config(GATED);
+        let run = fx
+            .fabric_with(
+                &["run", "write hello.py", "--pack", "engineering", "--json"],
+                &[("ANTHROPIC_API_KEY", "sk-ant-test")],
+            )
+            .await;
+        assert_eq!(run.code(), 0, "{backend}: {}\n{}", run.stdout, run.stderr);
+        let result = run.json();
+        assert_eq!(result["summary"], "fixed", "{backend}");
+        assert_eq!(
+            std::fs::read_to_string(workspace_of(&result).join("hello.py")).unwrap(),
+            "print('hello')\n",
+            "{backend}"
+        );
+        let events = fx.runlog(&result);
+        let verdicts: Vec<bool> = of_kind(&events, "critic_review")
+            .iter()
+            .map(|e| e["payload"]["approved"].as_bool().unwrap())
+            .collect();
+        assert_eq!(verdicts, [false, true], "{backend}");
     }
 }

@@ -138,6 +138,19 @@ impl Fixture {
     }
 }
 
+/// For each `(yaml, expected)`: the config with `yaml` appended fails `fabric config
+/// validate` (exit 2) with a message holding `expected`.
+pub(crate) async fn assert_config_errors(cases: &[(&str, &str)]) {
+    let fx = Fixture::new(Vec::new()).await;
+    let base = std::fs::read_to_string(&fx.config).expect("read config");
+    for (yaml, expected) in cases {
+        std::fs::write(&fx.config, format!("{base}{yaml}")).expect("write config");
+        let run = fx.fabric(&["config", "validate"]).await;
+        assert_eq!(run.code(), 2, "{yaml}: {}{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains(expected), "{yaml}: {}", run.stderr);
+    }
+}
+
 pub(crate) fn read_runlog(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert!(text.ends_with('\n'), "runlog ends with a newline");

@@ -1,0 +1,287 @@
+//! Daily budgets per model key (`daily_budget:`; issue #11, docs/QUALITY.md): what each key
+//! spent today is kept in the store, so every process sharing it counts against one budget.
+//!
+//! A key's spend is recorded after each of its model calls (a decorator around its client,
+//! only for keys with a daily budget). When a run is prepared, a key whose budget is spent is
+//! replaced by a local one (complexity routing's `simple` key, else the default key) or, for
+//! the cloud fallback, switched off, and the run's `model_reason` says so; when no key is
+//! left the run is refused. A cloud fallback is also not taken once this process saw the
+//! key's budget spent. A run under way is not stopped by the daily budget (its own `budget:`
+//! stops runs).
+//!
+//! The day runs from midnight to midnight in `daily_budget_timezone`. `FABRIC_FAKE_NOW`
+//! (Unix seconds or RFC 3339) sets the clock, for tests across midnight.
+
+use async_trait::async_trait;
+use chrono::{DateTime, FixedOffset, Local, Utc};
+use fabric_api_http::{BudgetReport, BudgetSource, KeyBudget};
+use fabric_config::{DailyLimit, DayZone, Settings};
+use fabric_core::budget::Price;
+use fabric_core::ports::{DaySpend, SpendLedger, StoreError};
+use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// The variable that sets the clock of daily budgets (tests).
+pub(crate) const FAKE_NOW_ENV: &str = "FABRIC_FAKE_NOW";
+
+/// The daily budgets of one configuration over one store.
+pub(crate) struct Daily {
+    ledger: Arc<dyn SpendLedger>,
+    limits: BTreeMap<String, DailyLimit>,
+    zone: DayZone,
+}
+
+impl Daily {
+    pub(crate) fn new(settings: &Settings, ledger: Arc<dyn SpendLedger>) -> Arc<Self> {
+        Arc::new(Self {
+            ledger,
+            limits: settings.daily_budget.clone(),
+            zone: settings.daily_budget_timezone,
+        })
+    }
+
+    /// Today, `YYYY-MM-DD` in the budget's zone.
+    pub(crate) fn today(&self) -> String {
+        day_of(now_unix(), self.zone)
+    }
+
+    /// The zone, as shown to people.
+    pub(crate) fn zone_name(&self) -> String {
+        match self.zone {
+            DayZone::Local => "local".to_owned(),
+            DayZone::Utc => "UTC".to_owned(),
+            DayZone::Offset(secs) => {
+                let sign = if secs < 0 { '-' } else { '+' };
+                let secs = secs.unsigned_abs();
+                format!("{sign}{:02}:{:02}", secs / 3600, secs % 3600 / 60)
+            }
+        }
+    }
+
+    /// Why `key` may not be used today, when its daily budget is spent.
+    pub(crate) async fn spent(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let Some(limit) = self.limits.get(key) else {
+            return Ok(None);
+        };
+        let today = self.today();
+        let spend = self
+            .ledger
+            .spend_on(&today)
+            .await?
+            .into_iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, s)| s)
+            .unwrap_or_default();
+        Ok(exceeded(key, limit, &spend, &today))
+    }
+
+    /// `inner` counting its spend against `key`'s daily budget, when the key has one.
+    pub(crate) fn meter(
+        self: &Arc<Self>,
+        key: &str,
+        price: Option<Price>,
+        inner: Arc<dyn ChatClient>,
+    ) -> Arc<dyn ChatClient> {
+        match self.limits.get(key) {
+            Some(limit) => Arc::new(Metered {
+                inner,
+                key: key.to_owned(),
+                limit: *limit,
+                price,
+                daily: Arc::clone(self),
+                spent: Mutex::new(None),
+            }),
+            None => inner,
+        }
+    }
+
+    /// Today's spend and limits, every key with a budget or a spend.
+    pub(crate) async fn report(&self) -> Result<BudgetReport, StoreError> {
+        let today = self.today();
+        let spent: BTreeMap<String, DaySpend> =
+            self.ledger.spend_on(&today).await?.into_iter().collect();
+        let mut keys: Vec<String> = self.limits.keys().cloned().collect();
+        keys.extend(
+            spent
+                .keys()
+                .filter(|k| !self.limits.contains_key(*k))
+                .cloned(),
+        );
+        keys.sort();
+        let rows = keys
+            .into_iter()
+            .map(|key| {
+                let spend = spent.get(&key).copied().unwrap_or_default();
+                let limit = self.limits.get(&key).copied().unwrap_or_default();
+                let exhausted = exceeded(&key, &limit, &spend, &today).is_some();
+                KeyBudget {
+                    model_key: key,
+                    tokens: spend.tokens,
+                    cost_usd: spend.cost_usd,
+                    calls: spend.calls,
+                    max_tokens: limit.max_tokens,
+                    max_cost_usd: limit.max_cost_usd,
+                    exhausted,
+                }
+            })
+            .collect();
+        Ok(BudgetReport {
+            day: today,
+            timezone: self.zone_name(),
+            keys: rows,
+        })
+    }
+}
+
+#[async_trait]
+impl BudgetSource for Daily {
+    async fn today(&self) -> Result<BudgetReport, String> {
+        self.report().await.map_err(|e| e.to_string())
+    }
+}
+
+/// Why a key is out of budget, if it is.
+fn exceeded(key: &str, limit: &DailyLimit, spend: &DaySpend, day: &str) -> Option<String> {
+    if let Some(max) = limit.max_tokens
+        && spend.tokens >= max
+    {
+        return Some(format!(
+            "the daily budget of `{key}` is spent ({} of {max} tokens on {day})",
+            spend.tokens
+        ));
+    }
+    if let Some(max) = limit.max_cost_usd
+        && spend.cost_usd >= max
+    {
+        return Some(format!(
+            "the daily budget of `{key}` is spent (${:.4} of ${max:.4} on {day})",
+            spend.cost_usd
+        ));
+    }
+    None
+}
+
+/// A client whose calls are counted against its key's daily budget.
+struct Metered {
+    inner: Arc<dyn ChatClient>,
+    key: String,
+    limit: DailyLimit,
+    price: Option<Price>,
+    daily: Arc<Daily>,
+    /// The day this process saw the budget spent, and why.
+    spent: Mutex<Option<(String, String)>>,
+}
+
+#[async_trait]
+impl ChatClient for Metered {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        observer: &dyn ChatObserver,
+    ) -> Result<ChatResponse, ChatError> {
+        let answer = self.inner.chat(request, observer).await;
+        if let Ok(response) = &answer
+            && let Some(usage) = response.usage
+        {
+            let day = self.daily.today();
+            let cost = self.price.map_or(0.0, |p| p.of(usage));
+            match self
+                .daily
+                .ledger
+                .add_spend(&day, &self.key, usage.total_tokens, cost)
+                .await
+            {
+                Ok(total) => {
+                    if let Some(why) = exceeded(&self.key, &self.limit, &total, &day) {
+                        *self
+                            .spent
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((day, why));
+                    }
+                }
+                // The answer stands: a store that cannot count must not fail the run.
+                Err(e) => {
+                    tracing::warn!(model_key = %self.key, "cannot record the daily spend: {e}")
+                }
+            }
+        }
+        answer
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        let spent = self
+            .spent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*spent {
+            Some((day, why)) if *day == self.daily.today() => Some(why.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Now, in Unix seconds: `FABRIC_FAKE_NOW` when set (Unix seconds or RFC 3339).
+fn now_unix() -> i64 {
+    if let Ok(text) = std::env::var(FAKE_NOW_ENV) {
+        let text = text.trim();
+        if let Ok(secs) = text.parse::<i64>() {
+            return secs;
+        }
+        if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+            return at.timestamp();
+        }
+        tracing::warn!(
+            "{FAKE_NOW_ENV}={text} is neither Unix seconds nor RFC 3339; using the clock"
+        );
+    }
+    Utc::now().timestamp()
+}
+
+/// The day of `unix` in `zone`.
+fn day_of(unix: i64, zone: DayZone) -> String {
+    let at = DateTime::from_timestamp(unix, 0).unwrap_or_default();
+    let format = "%Y-%m-%d";
+    match zone {
+        DayZone::Local => at.with_timezone(&Local).format(format).to_string(),
+        DayZone::Utc => at.format(format).to_string(),
+        DayZone::Offset(secs) => match FixedOffset::east_opt(secs) {
+            Some(offset) => at.with_timezone(&offset).format(format).to_string(),
+            None => at.format(format).to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_turn_at_midnight_in_the_zone() {
+        // 2026-11-23T23:30:00Z
+        let t = 1_795_476_600;
+        assert_eq!(day_of(t, DayZone::Utc), "2026-11-23");
+        assert_eq!(day_of(t, DayZone::Offset(3600)), "2026-11-24");
+        assert_eq!(day_of(t, DayZone::Offset(-5 * 3600)), "2026-11-23");
+        assert_eq!(day_of(t + 1800, DayZone::Utc), "2026-11-24");
+    }
+
+    #[test]
+    fn a_limit_is_spent_at_its_value() {
+        let limit = DailyLimit {
+            max_tokens: Some(100),
+            max_cost_usd: None,
+        };
+        let mut spend = DaySpend {
+            tokens: 99,
+            ..DaySpend::default()
+        };
+        assert!(exceeded("cloud", &limit, &spend, "d").is_none());
+        spend.tokens = 100;
+        let why = exceeded("cloud", &limit, &spend, "d").unwrap_or_default();
+        assert_eq!(
+            why,
+            "the daily budget of `cloud` is spent (100 of 100 tokens on d)"
+        );
+    }
+}
