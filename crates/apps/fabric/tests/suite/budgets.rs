@@ -130,23 +130,11 @@ async fn with_daily_cloud(
     fx: &Fixture,
     cloud_turns: Vec<Turn>,
 ) -> fabric_test_support::ScriptedServer {
-    let cloud =
-        fabric_test_support::ScriptedServer::start(fabric_test_support::Scenario::new(cloud_turns))
-            .await
-            .unwrap();
-    let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(
-        "default_model_key: test\n",
-        &format!(
-            "  cloud:\n    base_url: {}\n    model: big-cloud-model\n    backend: openai\ndefault_model_key: test\n",
-            cloud.base_url()
-        ),
-    );
-    std::fs::write(
-        &fx.config,
-        yaml + "complexity_routing: {threshold: 0, simple: test, complex: cloud}\ncloud_fallback: {model_key: cloud}\ndaily_budget:\n  cloud: {max_tokens: 100}\ndaily_budget_timezone: UTC\n",
+    fx.add_cloud(
+        cloud_turns,
+        "complexity_routing: {threshold: 0, simple: test, complex: cloud}\ncloud_fallback: {model_key: cloud}\ndaily_budget:\n  cloud: {max_tokens: 100}\ndaily_budget_timezone: UTC\n",
     )
-    .unwrap();
-    cloud
+    .await
 }
 
 fn finish() -> Turn {

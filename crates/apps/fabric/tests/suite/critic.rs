@@ -4,7 +4,7 @@
 //! run ends `quality_gate_failed` with the workspace untouched. Through the real binary,
 //! the specialist and its critic both answered by the scripted model server, in order.
 
-use fabric_test_support::{Scenario, ScriptedServer, Turn};
+use fabric_test_support::{Scenario, Turn};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -226,24 +226,15 @@ async fn issue_11_a_rejected_repair_goes_to_the_cloud_model() {
     // (the repair runs on the cloud model)
     turns.extend(review(true, "good"));
     let fx = Fixture::new(turns).await;
-    let cloud = ScriptedServer::start(Scenario::new(vec![
-        write("hello.py", "print('hello')\n"),
-        finish("repaired by the cloud"),
-    ]))
-    .await
-    .unwrap();
-    let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(
-        "default_model_key: test\n",
-        &format!(
-            "  cloud:\n    base_url: {}\n    model: big-cloud-model\n    backend: openai\ndefault_model_key: test\n",
-            cloud.base_url()
-        ),
-    );
-    std::fs::write(
-        &fx.config,
-        format!("{yaml}{GATED}cloud_fallback:\n  model_key: cloud\n  policy: [critic_rejected]\n"),
-    )
-    .unwrap();
+    let cloud = fx
+        .add_cloud(
+            vec![
+                write("hello.py", "print('hello')\n"),
+                finish("repaired by the cloud"),
+            ],
+            &format!("{GATED}cloud_fallback:\n  model_key: cloud\n  policy: [critic_rejected]\n"),
+        )
+        .await;
     let result = fx.run_json("write hello.py printing hello", &[], 0).await;
     assert_eq!(result["summary"], "repaired by the cloud");
     assert_eq!(cloud.chat_request_count(), 2);

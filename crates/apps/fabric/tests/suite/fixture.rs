@@ -62,6 +62,25 @@ impl Fixture {
         std::fs::write(&self.config, text).expect("write config");
     }
 
+    /// Starts a second scripted server with `turns` and adds it to the config as the model
+    /// key `cloud` (`big-cloud-model`, OpenAI wire), followed by the top-level `yaml`.
+    pub(crate) async fn add_cloud(&self, turns: Vec<Turn>, yaml: &str) -> ScriptedServer {
+        let cloud = ScriptedServer::start(Scenario::new(turns))
+            .await
+            .expect("start the cloud server");
+        let config = std::fs::read_to_string(&self.config)
+            .expect("read config")
+            .replace(
+                "default_model_key: test\n",
+                &format!(
+                    "  cloud:\n    base_url: {}\n    model: big-cloud-model\n    backend: openai\ndefault_model_key: test\n",
+                    cloud.base_url()
+                ),
+            );
+        std::fs::write(&self.config, config + yaml).expect("write config");
+        cloud
+    }
+
     pub(crate) fn workspace_root(&self) -> PathBuf {
         self.dir.path().join(".fabric")
     }
