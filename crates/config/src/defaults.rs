@@ -31,6 +31,7 @@ pub(crate) fn ollama_model(model: &str, max_tokens: u32) -> ModelConfig {
         num_ctx: 16_384,
         max_retries: 3,
         price_per_mtok: None,
+        tool_call_repair: None,
     }
 }
 

@@ -773,6 +773,9 @@ impl Merger {
             };
             m.price_per_mtok = Some((price("input", p.input)?, price("output", p.output)?));
         }
+        if let Some(v) = raw.tool_call_repair {
+            m.tool_call_repair = Some(v);
+        }
         Ok(m)
     }
 

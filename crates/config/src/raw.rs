@@ -87,6 +87,7 @@ pub(crate) struct RawModel {
     pub(crate) num_ctx: Option<u32>,
     pub(crate) max_retries: Option<u32>,
     pub(crate) price_per_mtok: Option<RawPrice>,
+    pub(crate) tool_call_repair: Option<bool>,
 }
 
 /// `price_per_mtok:` as written.

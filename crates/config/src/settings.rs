@@ -31,6 +31,19 @@ pub struct ModelConfig {
     /// What its tokens cost in US dollars per million, `(input, output)`, for the cost
     /// budget (`price_per_mtok`); `None`: not priced.
     pub price_per_mtok: Option<(f64, f64)>,
+    /// Recover tool calls the server hands back as text (`tool_call_repair`); `None`: by
+    /// backend (on for Ollama, off for the others), see [`ModelConfig::repairs_tool_calls`].
+    pub tool_call_repair: Option<bool>,
+}
+
+impl ModelConfig {
+    /// Whether tool calls written as text are recovered for this key: as configured, else
+    /// for Ollama (whose parser misses calls in a model's own format) and not for cloud
+    /// and other OpenAI-compatible servers.
+    pub fn repairs_tool_calls(&self) -> bool {
+        self.tool_call_repair
+            .unwrap_or(self.backend == Backend::Ollama)
+    }
 }
 
 /// How the specialists of a task force work together.

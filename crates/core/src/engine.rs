@@ -45,6 +45,9 @@ pub struct ModelParams {
     pub stream: bool,
     /// What its tokens cost, when the config says (`price_per_mtok`).
     pub price: Option<crate::budget::Price>,
+    /// Recover tool calls its server handed back as text (`tool_call_repair`;
+    /// [`crate::repair`]).
+    pub tool_call_repair: bool,
 }
 
 /// How one specialist's loop ended.
@@ -266,6 +269,29 @@ async fn run_steps(
             }
         };
         let replaying = recorded.is_some();
+        // A call the server failed to parse, written in the model's own format, is repaired
+        // (deterministically, so a replayed step repairs the same way under the same ids).
+        let response = match repaired_calls(&response, model, &catalogue, step) {
+            Some(repaired) => {
+                if !replaying {
+                    rec.record(
+                        Some(step),
+                        &runlog::ToolCallRepaired {
+                            format: repaired.format.as_str().to_owned(),
+                            tools: repaired.calls.iter().map(|c| c.name.clone()).collect(),
+                            call_ids: repaired.calls.iter().map(|c| c.id.clone()).collect(),
+                        },
+                    )
+                    .await?;
+                }
+                crate::ports::ChatResponse {
+                    content: repaired.rest,
+                    tool_calls: repaired.calls,
+                    ..response
+                }
+            }
+            None => response,
+        };
         if let Some(u) = response.usage {
             usage.add(u);
             ctx.lineage.budget.charge(u, price);
@@ -684,6 +710,20 @@ fn prompt_estimate(messages: &[Message], definitions: &ToolDefinitions) -> u64 {
         .sum::<usize>()
         + definitions.byte_len();
     (chars / 4) as u64
+}
+
+/// The tool calls a text answer holds, when the model key repairs them and the answer has no
+/// proper call.
+fn repaired_calls(
+    response: &crate::ports::ChatResponse,
+    model: &ModelParams,
+    catalogue: &Catalogue<'_>,
+    step: u32,
+) -> Option<crate::repair::Repaired> {
+    if !model.tool_call_repair || !response.tool_calls.is_empty() {
+        return None;
+    }
+    crate::repair::repair(response.content.as_deref()?, &catalogue.available, step)
 }
 
 /// Whether the member is repairing rejected work on the cloud model.

@@ -18,6 +18,7 @@
 //! - [`budget`]: what a tree of runs may spend together ([`budget::RunBudget`]) and where a
 //!   run sits in it ([`budget::Lineage`]).
 //! - [`delegate`]: sub-agents as tools (`agent__<id>`).
+//! - [`repair`]: tool calls a server failed to parse, recovered from the model's text.
 //! - [`gate`]: the quality gate: a critic reviews staged work before a run may complete.
 //! - [`history`]: a run's runlog read back, to continue the run after its process stopped.
 //! - [`service`]: the run service every front end submits runs to.
@@ -44,6 +45,7 @@ pub mod models;
 pub mod ports;
 mod recorder;
 pub mod recruit;
+pub mod repair;
 pub mod search;
 pub mod service;
 pub mod typed;

@@ -181,6 +181,7 @@ fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
             max_tokens: None,
             stream: false,
             price: None,
+            tool_call_repair: false,
         },
         model_reason: None,
         critic: None,

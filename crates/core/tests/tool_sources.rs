@@ -220,6 +220,7 @@ async fn run(
                 max_tokens: None,
                 stream: false,
                 price: None,
+                tool_call_repair: false,
             },
             model_reason: None,
             critic: None,

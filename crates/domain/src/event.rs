@@ -22,6 +22,8 @@ pub enum EventKind {
     LlmResponse,
     /// The model answered in plain text and was asked to call a tool.
     CorrectiveReprompt,
+    /// Tool calls the server handed back as text were recovered from it.
+    ToolCallRepaired,
     /// A step went to the cloud model because the local one failed in a way it may fix.
     CloudFallback,
     /// The critic reviewed a specialist's staged work (round, verdict, findings).
@@ -55,7 +57,7 @@ pub enum EventKind {
 impl EventKind {
     /// Every kind this version knows (all but [`EventKind::Unknown`]), in the order of
     /// docs/RUNLOG.md, with the reserved `loop_detected` before the terminal kinds.
-    pub const ALL: [EventKind; 20] = [
+    pub const ALL: [EventKind; 21] = [
         Self::RunStart,
         Self::Recruitment,
         Self::TaskForceParallel,
@@ -64,6 +66,7 @@ impl EventKind {
         Self::LlmRequest,
         Self::LlmResponse,
         Self::CorrectiveReprompt,
+        Self::ToolCallRepaired,
         Self::CloudFallback,
         Self::ToolCall,
         Self::ToolResult,
@@ -94,6 +97,7 @@ impl EventKind {
             Self::LlmRequest => "llm_request",
             Self::LlmResponse => "llm_response",
             Self::CorrectiveReprompt => "corrective_reprompt",
+            Self::ToolCallRepaired => "tool_call_repaired",
             Self::CloudFallback => "cloud_fallback",
             Self::CriticReview => "critic_review",
             Self::RepairRound => "repair_round",
@@ -165,6 +169,7 @@ mod tests {
             | EventKind::LlmRequest
             | EventKind::LlmResponse
             | EventKind::CorrectiveReprompt
+            | EventKind::ToolCallRepaired
             | EventKind::CloudFallback
             | EventKind::CriticReview
             | EventKind::RepairRound

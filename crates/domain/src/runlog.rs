@@ -23,7 +23,7 @@ pub use payloads::{
     CloudFallback, CorrectiveReprompt, CriticReview, Finding, LlmRequest, LlmResponse, LlmToolCall,
     McpServer, PackEnd, PackStart, Recruitment, RepairRound, RoutingRequest, RoutingResponse,
     RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, SkippedTool, TaskForceParallel,
-    ToolCall, ToolError, ToolResult,
+    ToolCall, ToolCallRepaired, ToolError, ToolResult,
 };
 pub use vocab::{
     CallPurpose, McpStatus, RoutingMethod, SecurityEventType, TaskForceMode, ToolErrorType,
@@ -81,6 +81,7 @@ fixed_kind! {
     RoutingResponse => LlmResponse,
     CorrectiveReprompt => CorrectiveReprompt,
     CloudFallback => CloudFallback,
+    ToolCallRepaired => ToolCallRepaired,
     CriticReview => CriticReview,
     RepairRound => RepairRound,
     ToolCall => ToolCall,

@@ -1,8 +1,10 @@
 //! The MCP servers of one specialist in one run, as a growing [`ToolSource`].
 //!
 //! [`ToolSource::start`] spawns one task per server: connect, hand-shake and list the tools
-//! within `startup_timeout_s`. The run does not wait for them unless a server is `required`:
-//! tools that are up later are offered from the next step. Each change (ready, failed,
+//! within `startup_timeout_s`. The first model call waits for the servers that are
+//! `required` (the run fails without them) and for those whose tools the specialist's
+//! `tools` name (the run goes on without one that does not come up, recorded); the others
+//! start in the background, and tools that are up later are offered from the next step. Each change (ready, failed,
 //! timed out, stopped, tools changed) is an `mcp_server` notice the loop writes to the
 //! runlog. Dropping [`McpTools`] (the run is over, however it ended) aborts the tasks and
 //! drops every connection, which kills every server's process group.
@@ -92,6 +94,12 @@ impl Shared {
             return true;
         }
         for_server.any(|p| pattern_matches(p, name))
+    }
+
+    /// Whether the specialist's `tools` name this server's tools (exactly or by pattern).
+    fn names_server(&self, server: &str) -> bool {
+        let prefix = format!("{MCP_TOOL_PREFIX}{server}__");
+        self.patterns.iter().any(|p| p.starts_with(&prefix))
     }
 
     /// Marks a server as stopped (it crashed or closed its connection): its tools go, and
@@ -306,36 +314,46 @@ impl ToolSource for McpTools {
         if self.started.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        let mut required = Vec::new();
+        // Waited for before the first model call: `required` servers (the run fails without
+        // them) and servers whose tools the specialist names (the model must see them on
+        // its first step; without them the run goes on, and the notice says why).
+        let mut awaited = Vec::new();
         let servers: Vec<(String, McpServerSpec, watch::Receiver<Status>)> =
             lock(&self.shared.entries)
                 .iter()
                 .map(|(name, e)| (name.clone(), e.spec.clone(), e.status.subscribe()))
                 .collect();
         for (name, spec, status) in servers {
+            let named = self.shared.names_server(&name);
             self.shared.notice(
                 &name,
                 "starting",
-                json!({"transport": spec.transport.kind(), "required": spec.required}),
+                json!({"transport": spec.transport.kind(), "required": spec.required, "awaited": spec.required || named}),
             );
             let task = tokio::spawn(run_server(self.shared.clone(), name.clone()));
             lock(&self.tasks).push(task.abort_handle());
-            if spec.required {
-                required.push((name, status));
+            if spec.required || named {
+                awaited.push((name, spec.required, status));
             }
         }
         let mut errors = Vec::new();
-        for (name, mut status) in required {
+        for (name, required, mut status) in awaited {
+            // Each server's own task gives up after its `startup_timeout_s`.
             let outcome = status
                 .wait_for(|s| *s != Status::Starting)
                 .await
                 .map(|s| s.clone());
             match outcome {
                 Ok(Status::Ready) => {}
-                Ok(Status::Down(why)) => errors.push(format!(
+                Ok(Status::Down(why)) if required => errors.push(format!(
                     "required MCP server `{name}` is not available: {why}"
                 )),
-                _ => errors.push(format!("required MCP server `{name}` is not available")),
+                _ if required => {
+                    errors.push(format!("required MCP server `{name}` is not available"))
+                }
+                // Not required: its `failed`/`timeout` notice is in the runlog; the run goes
+                // on with the other tools.
+                _ => {}
             }
         }
         if errors.is_empty() {

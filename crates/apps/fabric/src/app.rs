@@ -86,6 +86,7 @@ fn cloud_fallback(
             max_tokens: Some(config.max_tokens),
             stream,
             price: price_of(config),
+            tool_call_repair: config.repairs_tool_calls(),
         },
         no_tool_calls: fallback.no_tool_calls,
         malformed_args: fallback.malformed_args,
@@ -239,6 +240,7 @@ async fn prepare(
                 max_tokens: Some(config.max_tokens),
                 stream: request.stream,
                 price: price_of(config),
+                tool_call_repair: config.repairs_tool_calls(),
             },
             model_reason: match routed {
                 Some(why) => format!("{why}; {reason}"),

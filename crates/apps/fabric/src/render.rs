@@ -259,6 +259,16 @@ impl RunObserver for HumanRenderer {
                     ));
                 }
             }
+            EventKind::ToolCallRepaired => {
+                if let Ok(p) = event.payload_as::<runlog::ToolCallRepaired>() {
+                    self.line(format!(
+                        "  {} the server returned the model's call of {} as text ({}); repaired",
+                        self.dim.apply_to("⚙"),
+                        p.tools.join(", "),
+                        p.format
+                    ));
+                }
+            }
             EventKind::CorrectiveReprompt => self.line(format!(
                 "  {} the model answered in text; asking it to use its tools",
                 self.dim.apply_to("↺")

@@ -228,6 +228,7 @@ pub(crate) fn task(tools: Vec<Arc<dyn Tool>>, may_write: bool, network_allowed: 
             max_tokens: None,
             stream: false,
             price: None,
+            tool_call_repair: false,
         },
         max_steps: 10,
         network_allowed,

@@ -123,6 +123,10 @@ pub struct McpServer {
     /// `starting`: whether the run fails without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
+    /// `starting`: whether the first model call waits for it (`required`, or its tools are
+    /// named in the specialist's `tools`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaited: Option<bool>,
     /// `ready`, `tools_changed`: the tool names offered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
@@ -144,6 +148,7 @@ impl McpServer {
             elapsed_ms,
             transport: None,
             required: None,
+            awaited: None,
             tools: None,
             skipped: None,
             error: None,
@@ -237,6 +242,19 @@ pub struct CorrectiveReprompt {
     pub attempt: u32,
     /// How many are allowed in a row.
     pub max_retries: u32,
+}
+
+/// `tool_call_repaired`: the server handed the model's tool calls back as text, and they were
+/// recovered from it (issue #12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRepaired {
+    /// The format they were written in: `hermes`, `python_tag`, `mistral`, `bare_json`,
+    /// `fenced_json`.
+    pub format: String,
+    /// The tools called, in order.
+    pub tools: Vec<String>,
+    /// The ids given to the calls (`repaired_<step>_<n>`).
+    pub call_ids: Vec<String>,
 }
 
 /// `cloud_fallback`: the step goes to the cloud model (seed 001's fields).

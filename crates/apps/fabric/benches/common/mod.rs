@@ -59,6 +59,7 @@ pub(crate) fn task(max_steps: u32) -> Task {
             max_tokens: None,
             stream: false,
             price: None,
+            tool_call_repair: false,
         },
         max_steps,
         network_allowed: false,

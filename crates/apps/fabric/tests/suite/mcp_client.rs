@@ -315,3 +315,92 @@ Work.
         "the server outlived the cancelled run"
     );
 }
+
+#[tokio::test]
+async fn issue_12_a_server_whose_tools_are_named_is_ready_for_the_first_model_call() {
+    let Some(script) = everything() else { return };
+    let fx = Fixture::new(vec![
+        Turn::tool_call("mcp__everything__echo", json!({"message": "first step"})),
+        Turn::tool_call("finish_task", json!({"summary": "echoed"})),
+    ])
+    .await;
+    // Not `required`: named tools are waited for all the same.
+    write_specialist(
+        &fx,
+        &format!(
+            "---
+name: mcp_user
+description: Uses the everything server.
+tools: [mcp__everything__echo]
+mcp_servers:
+  - name: everything
+    command: node
+    args: [{script}, stdio]
+    startup_timeout_s: 60
+---
+Use the tools.
+"
+        ),
+    );
+    let run = fx
+        .fabric(&["run", "echo", "--pack", "mcp_user", "--json"])
+        .await;
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    let events = fx.runlog(&run.json());
+    let starting = &of_kind(&events, "mcp_server")[0]["payload"];
+    assert_eq!(starting["awaited"], true);
+    assert_eq!(starting["required"], false);
+    let first_request = fx.requests()[0].clone();
+    let offered: Vec<&str> = first_request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(offered.contains(&"mcp__everything__echo"), "{offered:?}");
+    assert_eq!(
+        of_kind(&events, "tool_result")[0]["payload"]["tool"],
+        "mcp__everything__echo"
+    );
+}
+
+#[tokio::test]
+async fn issue_12_a_named_server_that_does_not_come_up_is_waited_for_then_left_out() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call("list_files", json!({})),
+        Turn::tool_call("finish_task", json!({"summary": "done without it"})),
+    ])
+    .await;
+    write_specialist(
+        &fx,
+        "---
+name: mcp_user
+description: Names the tools of a server that never answers.
+tools: [list_files, mcp__sleepy__*]
+mcp_servers:
+  - name: sleepy
+    command: sh
+    args: [-c, 'sleep 60']
+    startup_timeout_s: 1
+---
+Work.
+",
+    );
+    let run = fx
+        .fabric(&["run", "list", "--pack", "mcp_user", "--json"])
+        .await;
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    let events = fx.runlog(&run.json());
+    // Its timeout is recorded before the first model call, which went on without it.
+    let kinds = kinds(&events);
+    let timeout = events
+        .iter()
+        .position(|e| e["payload"]["status"] == "timeout")
+        .unwrap_or(usize::MAX);
+    let first_request = kinds.iter().position(|k| *k == "llm_request").unwrap_or(0);
+    assert!(timeout < first_request, "{kinds:?}");
+    assert_eq!(
+        of_kind(&events, "mcp_server")[0]["payload"]["awaited"],
+        true
+    );
+}

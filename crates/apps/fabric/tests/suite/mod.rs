@@ -8,6 +8,7 @@ mod critic;
 mod delegation;
 mod durability;
 mod llm_failures;
+mod local_models;
 mod logs;
 mod loop_errors;
 mod mcp_client;
