@@ -32,6 +32,7 @@ pub(crate) fn ollama_model(model: &str, max_tokens: u32) -> ModelConfig {
         max_retries: 3,
         price_per_mtok: None,
         tool_call_repair: None,
+        context_window: None,
     }
 }
 
@@ -106,6 +107,7 @@ impl Settings {
             specialist_budgets: Default::default(),
             daily_budget: Default::default(),
             daily_budget_timezone: crate::DayZone::Local,
+            summarize_compaction: false,
             deprecations: Vec::new(),
             store: crate::StoreConfig::default(),
             run_index: crate::RunIndexConfig::default(),

@@ -363,6 +363,18 @@ impl Merger {
                 );
             }
         }
+        if let Some(v) = raw.context_compaction {
+            s.summarize_compaction = match v.as_str() {
+                "drop" => false,
+                "summarize" => true,
+                other => {
+                    return Err(self.invalid(
+                        "context_compaction",
+                        format!("must be `drop` or `summarize`, got `{other}`"),
+                    ));
+                }
+            };
+        }
         if let Some(v) = raw.daily_budget_timezone {
             s.daily_budget_timezone = parse_zone(&v).ok_or_else(|| {
                 self.invalid(
@@ -775,6 +787,9 @@ impl Merger {
         }
         if let Some(v) = raw.tool_call_repair {
             m.tool_call_repair = Some(v);
+        }
+        if let Some(v) = raw.context_window {
+            m.context_window = Some(self.range(&at("context_window"), v, 512, 10_000_000)? as u32);
         }
         Ok(m)
     }

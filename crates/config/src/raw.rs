@@ -22,6 +22,7 @@ pub(crate) struct RawConfig {
     pub(crate) budget: Option<RawBudget>,
     pub(crate) daily_budget: Option<BTreeMap<String, RawDailyLimit>>,
     pub(crate) daily_budget_timezone: Option<String>,
+    pub(crate) context_compaction: Option<String>,
     pub(crate) local_llm_ensure_available: Option<bool>,
     pub(crate) local_llm_start_cmd: Option<Vec<String>>,
     pub(crate) local_llm_start_timeout_s: Option<u64>,
@@ -88,6 +89,7 @@ pub(crate) struct RawModel {
     pub(crate) max_retries: Option<u32>,
     pub(crate) price_per_mtok: Option<RawPrice>,
     pub(crate) tool_call_repair: Option<bool>,
+    pub(crate) context_window: Option<u64>,
 }
 
 /// `price_per_mtok:` as written.

@@ -31,6 +31,9 @@ pub struct ModelConfig {
     /// What its tokens cost in US dollars per million, `(input, output)`, for the cost
     /// budget (`price_per_mtok`); `None`: not priced.
     pub price_per_mtok: Option<(f64, f64)>,
+    /// The model's context window in tokens (`context_window`), for servers that do not
+    /// report it; Ollama's is `num_ctx` (or the model's own length, when smaller).
+    pub context_window: Option<u32>,
     /// Recover tool calls the server hands back as text (`tool_call_repair`); `None`: by
     /// backend (on for Ollama, off for the others), see [`ModelConfig::repairs_tool_calls`].
     pub tool_call_repair: Option<bool>,
@@ -301,6 +304,9 @@ pub struct Settings {
     pub daily_budget: BTreeMap<String, DailyLimit>,
     /// Where the day of `daily_budget` begins (`daily_budget_timezone`).
     pub daily_budget_timezone: DayZone,
+    /// How turns left out to fit a context window are stood for (`context_compaction`):
+    /// `false` lists what they called, `true` has the model summarise them.
+    pub summarize_compaction: bool,
     /// Keys that still work but have a newer spelling, as messages for the person.
     #[serde(skip)]
     pub deprecations: Vec<String>,

@@ -48,6 +48,12 @@ pub struct ModelParams {
     /// Recover tool calls its server handed back as text (`tool_call_repair`;
     /// [`crate::repair`]).
     pub tool_call_repair: bool,
+    /// Its context window in tokens, when known: the conversation is compacted to fit it
+    /// ([`crate::context`]).
+    pub context_window: Option<u32>,
+    /// Left-out turns are summarised by the model (`context_compaction: summarize`) rather
+    /// than listed.
+    pub summarize_compaction: bool,
 }
 
 /// How one specialist's loop ended.
@@ -226,6 +232,31 @@ async fn run_steps(
         // Every model call is paid from the budget the whole delegation tree shares.
         if let Err(reason) = ctx.lineage.budget.take_step() {
             return Ok(failed(RunStatus::BudgetExceeded, reason, step, usage));
+        }
+        // The conversation must fit the model's window; compacting is deterministic, so a
+        // replayed step compacts as the live one did (and records nothing again).
+        let replaying_step = replay
+            .front()
+            .is_some_and(|r| r.step == step && r.response.is_some());
+        if let Err(reason) = fit_window(
+            chat,
+            &mut messages,
+            definitions,
+            model,
+            ctx,
+            rec,
+            step,
+            replaying_step,
+            &mut usage,
+        )
+        .await?
+        {
+            return Ok(failed(
+                RunStatus::ContextWindowExceeded,
+                reason,
+                step,
+                usage,
+            ));
         }
         // A recorded answer is replayed, not asked for again; its events are in the runlog.
         let recorded = match replay.front() {
@@ -710,6 +741,93 @@ fn prompt_estimate(messages: &[Message], definitions: &ToolDefinitions) -> u64 {
         .sum::<usize>()
         + definitions.byte_len();
     (chars / 4) as u64
+}
+
+/// Compacts the conversation when it would not fit the model's context window, recording
+/// `context_compacted` (live steps only). `Ok(Err(reason))`: it cannot be made to fit.
+#[allow(clippy::too_many_arguments)]
+async fn fit_window(
+    chat: &dyn ChatClient,
+    messages: &mut Vec<Message>,
+    definitions: &ToolDefinitions,
+    model: &ModelParams,
+    ctx: &ToolContext,
+    rec: Recorder<'_>,
+    step: u32,
+    replaying: bool,
+    usage: &mut Usage,
+) -> Result<Result<(), String>, StoreError> {
+    let Some(window) = model.context_window else {
+        return Ok(Ok(()));
+    };
+    let room = crate::context::room(window, model.max_tokens);
+    let done = match crate::context::compact(messages, definitions, room) {
+        Ok(None) => return Ok(Ok(())),
+        Ok(Some(done)) => done,
+        Err(smallest) => {
+            return Ok(Err(format!(
+                "the conversation does not fit the model's context window of {window} tokens even with only the system prompt, the task and the last step left (about {smallest} tokens, room for {room}); raise the window (`num_ctx` for Ollama, `context_window` otherwise), use a model with a larger one, or shorten the task or the tool results"
+            )));
+        }
+    };
+    if replaying {
+        return Ok(Ok(()));
+    }
+    // The model writes the note for what was left out, when asked to; a failure keeps the
+    // listed note.
+    let mut summary = None;
+    if model.summarize_compaction && done.dropped_messages > 0 {
+        let prompt = [
+            Message::system(
+                "You summarise the earlier steps of an agent's work in a few sentences: what was done, what was found, what files were written. Be factual and brief.",
+            ),
+            Message::user(done.dropped_text.clone()),
+        ];
+        let request = ChatRequest {
+            model: &model.name,
+            messages: &prompt,
+            tools: &ToolDefinitions::none(),
+            temperature: model.temperature,
+            top_p: model.top_p,
+            max_tokens: Some(400),
+            stream: false,
+        };
+        let asked = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => None,
+            answer = chat.chat(request, &crate::ports::NoopObserver) => answer.ok(),
+        };
+        if let Some(answer) = asked {
+            if let Some(u) = answer.usage {
+                usage.add(u);
+                ctx.lineage.budget.charge(u, model.price);
+            }
+            if let Some(text) = answer.content.filter(|t| !t.trim().is_empty()) {
+                crate::context::use_summary(messages, text.trim());
+                summary = Some(text.trim().to_owned());
+            }
+        }
+    }
+    rec.record(
+        Some(step),
+        &runlog::ContextCompacted {
+            window,
+            room,
+            tokens_before: done.tokens_before,
+            tokens_after: crate::context::estimate(messages, definitions),
+            shortened_results: done.shortened,
+            dropped_messages: done.dropped_messages,
+            mode: if summary.is_some() {
+                "summarize"
+            } else {
+                "drop"
+            }
+            .to_owned(),
+            summary,
+        },
+    )
+    .await?;
+    Ok(Ok(()))
 }
 
 /// The tool calls a text answer holds, when the model key repairs them and the answer has no

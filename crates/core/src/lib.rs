@@ -19,6 +19,7 @@
 //!   run sits in it ([`budget::Lineage`]).
 //! - [`delegate`]: sub-agents as tools (`agent__<id>`).
 //! - [`repair`]: tool calls a server failed to parse, recovered from the model's text.
+//! - [`context`]: keeping a conversation inside the model's context window (compaction).
 //! - [`gate`]: the quality gate: a critic reviews staged work before a run may complete.
 //! - [`history`]: a run's runlog read back, to continue the run after its process stopped.
 //! - [`service`]: the run service every front end submits runs to.
@@ -32,6 +33,7 @@
 #![deny(missing_docs)]
 
 pub mod budget;
+pub mod context;
 pub mod delegate;
 pub mod engine;
 mod error;

@@ -24,6 +24,8 @@ pub struct ModelCandidate {
     /// What it can do (`completion`, `tools`, `embedding`); `None` when the server does not
     /// say.
     pub capabilities: Option<Vec<String>>,
+    /// The context length it was trained for (Ollama's `/api/show`), when known.
+    pub context_length: Option<u64>,
 }
 
 impl ModelCandidate {
@@ -204,6 +206,7 @@ mod tests {
             parameter_size: (!size.is_empty()).then(|| size.into()),
             family: None,
             capabilities: caps.map(|c| c.iter().map(|s| (*s).to_owned()).collect()),
+            context_length: None,
         }
     }
 

@@ -250,3 +250,66 @@ async fn a_specialist_without_tools_may_finish_at_once() {
     let outcome = run(&store, &chat, task(vec![], true, false)).await.unwrap();
     assert_eq!(outcome.status, RunStatus::Completed);
 }
+
+/// A model that answers summary requests itself and everything else from a script.
+struct Summarising(ScriptedChat);
+
+#[async_trait::async_trait]
+impl fabric_core::ChatClient for Summarising {
+    async fn chat(
+        &self,
+        request: fabric_core::ChatRequest<'_>,
+        observer: &dyn fabric_core::ChatObserver,
+    ) -> Result<fabric_core::ChatResponse, ChatError> {
+        let system = request.messages[0].content.as_deref().unwrap_or_default();
+        if system.starts_with("You summarise") {
+            assert!(request.tools.is_empty(), "a summary offers no tools");
+            return Ok(fabric_core::ChatResponse {
+                content: Some("Read big.txt several times; it holds x.".into()),
+                ..Default::default()
+            });
+        }
+        self.0.chat(request, observer).await
+    }
+}
+
+#[tokio::test]
+async fn issue_12_turns_left_out_to_fit_the_window_can_be_summarised_by_the_model() {
+    let big = Arc::new(tool("read", ToolAnnotations::default(), |_| {
+        Ok(json!("x".repeat(3_000)))
+    }));
+    let mut answers: Vec<_> = (0..12).map(|_| call("read", json!({}))).collect();
+    answers.push(call("finish_task", json!({"summary": "ok"})));
+    let chat = Summarising(ScriptedChat::new(answers));
+    let store = MemStore::new();
+    let mut t = task(vec![big], true, false);
+    t.max_steps = 20;
+    t.model.context_window = Some(3_000);
+    t.model.max_tokens = Some(200);
+    t.model.summarize_compaction = true;
+    let outcome = execute_task(&store, &chat, t, &NoopObserver, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.reason);
+    let compacted = store.of(EventKind::ContextCompacted);
+    assert!(!compacted.is_empty());
+    let summarised: Vec<_> = compacted
+        .iter()
+        .filter(|e| e.payload["mode"] == "summarize")
+        .collect();
+    assert!(!summarised.is_empty(), "{compacted:?}");
+    assert_eq!(
+        summarised[0].payload["summary"],
+        "Read big.txt several times; it holds x."
+    );
+    // The model saw the summary in place of the left-out turns.
+    let seen = chat.0.seen.lock().unwrap();
+    let last = seen.last().unwrap();
+    assert!(
+        last.iter().any(|m| m
+            .content
+            .as_deref()
+            .is_some_and(|c| c.contains("this is what they did: Read big.txt"))),
+        "{last:?}"
+    );
+}

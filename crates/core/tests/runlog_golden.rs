@@ -182,6 +182,8 @@ fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
             stream: false,
             price: None,
             tool_call_repair: false,
+            context_window: None,
+            summarize_compaction: false,
         },
         model_reason: None,
         critic: None,

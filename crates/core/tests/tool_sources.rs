@@ -221,6 +221,8 @@ async fn run(
                 stream: false,
                 price: None,
                 tool_call_repair: false,
+                context_window: None,
+                summarize_compaction: false,
             },
             model_reason: None,
             critic: None,

@@ -24,6 +24,8 @@ pub enum EventKind {
     CorrectiveReprompt,
     /// Tool calls the server handed back as text were recovered from it.
     ToolCallRepaired,
+    /// The conversation was compacted to fit the model's context window.
+    ContextCompacted,
     /// A step went to the cloud model because the local one failed in a way it may fix.
     CloudFallback,
     /// The critic reviewed a specialist's staged work (round, verdict, findings).
@@ -57,7 +59,7 @@ pub enum EventKind {
 impl EventKind {
     /// Every kind this version knows (all but [`EventKind::Unknown`]), in the order of
     /// docs/RUNLOG.md, with the reserved `loop_detected` before the terminal kinds.
-    pub const ALL: [EventKind; 21] = [
+    pub const ALL: [EventKind; 22] = [
         Self::RunStart,
         Self::Recruitment,
         Self::TaskForceParallel,
@@ -67,6 +69,7 @@ impl EventKind {
         Self::LlmResponse,
         Self::CorrectiveReprompt,
         Self::ToolCallRepaired,
+        Self::ContextCompacted,
         Self::CloudFallback,
         Self::ToolCall,
         Self::ToolResult,
@@ -98,6 +101,7 @@ impl EventKind {
             Self::LlmResponse => "llm_response",
             Self::CorrectiveReprompt => "corrective_reprompt",
             Self::ToolCallRepaired => "tool_call_repaired",
+            Self::ContextCompacted => "context_compacted",
             Self::CloudFallback => "cloud_fallback",
             Self::CriticReview => "critic_review",
             Self::RepairRound => "repair_round",
@@ -170,6 +174,7 @@ mod tests {
             | EventKind::LlmResponse
             | EventKind::CorrectiveReprompt
             | EventKind::ToolCallRepaired
+            | EventKind::ContextCompacted
             | EventKind::CloudFallback
             | EventKind::CriticReview
             | EventKind::RepairRound

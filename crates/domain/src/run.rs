@@ -83,6 +83,9 @@ pub enum RunStatus {
     /// The critic rejected the work as many times as `max_repair_rounds` allows (or could
     /// not review it); the staged changes were kept, not applied (docs/QUALITY.md).
     QualityGateFailed,
+    /// The conversation could not be made to fit the model's context window, even with
+    /// only the system prompt, the task and the last turn left (docs/LOCAL_MODELS.md).
+    ContextWindowExceeded,
 }
 
 impl RunStatus {
@@ -101,6 +104,7 @@ impl RunStatus {
             Self::Failed => "failed",
             Self::Interrupted => "interrupted",
             Self::QualityGateFailed => "quality_gate_failed",
+            Self::ContextWindowExceeded => "context_window_exceeded",
         }
     }
 
@@ -117,7 +121,8 @@ impl RunStatus {
             | Self::Cancelled
             | Self::Failed
             | Self::Interrupted
-            | Self::QualityGateFailed => false,
+            | Self::QualityGateFailed
+            | Self::ContextWindowExceeded => false,
         }
     }
 
@@ -133,7 +138,7 @@ impl RunStatus {
             Self::Failed | Self::Running => 1,
             Self::LlmError => 3,
             Self::ModelUnsupported => 4,
-            Self::MaxStepsExceeded | Self::BudgetExceeded => 5,
+            Self::MaxStepsExceeded | Self::BudgetExceeded | Self::ContextWindowExceeded => 5,
             // Not 0: a script must notice that part of the work is missing.
             Self::Partial => 6,
             Self::Cancelled => 130,
@@ -176,6 +181,7 @@ mod tests {
             RunStatus::Failed,
             RunStatus::Interrupted,
             RunStatus::QualityGateFailed,
+            RunStatus::ContextWindowExceeded,
         ] {
             let text = serde_json::to_string(&status).unwrap_or_default();
             assert_eq!(text, format!("\"{}\"", status.as_str()));

@@ -20,10 +20,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use payloads::{
-    CloudFallback, CorrectiveReprompt, CriticReview, Finding, LlmRequest, LlmResponse, LlmToolCall,
-    McpServer, PackEnd, PackStart, Recruitment, RepairRound, RoutingRequest, RoutingResponse,
-    RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, SkippedTool, TaskForceParallel,
-    ToolCall, ToolCallRepaired, ToolError, ToolResult,
+    CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, Finding, LlmRequest,
+    LlmResponse, LlmToolCall, McpServer, PackEnd, PackStart, Recruitment, RepairRound,
+    RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent,
+    SkippedTool, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult,
 };
 pub use vocab::{
     CallPurpose, McpStatus, RoutingMethod, SecurityEventType, TaskForceMode, ToolErrorType,
@@ -82,6 +82,7 @@ fixed_kind! {
     CorrectiveReprompt => CorrectiveReprompt,
     CloudFallback => CloudFallback,
     ToolCallRepaired => ToolCallRepaired,
+    ContextCompacted => ContextCompacted,
     CriticReview => CriticReview,
     RepairRound => RepairRound,
     ToolCall => ToolCall,

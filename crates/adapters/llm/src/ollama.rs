@@ -98,14 +98,28 @@ impl OllamaClient {
     }
 
     async fn show(&self, model: &str) -> Result<Option<Vec<String>>, ChatError> {
+        Ok(self.show_model(model).await?.capabilities)
+    }
+
+    /// What `/api/show` says of a model: its capabilities (`None` when the server does not
+    /// report them) and its trained context length, in one request.
+    pub async fn describe(
+        &self,
+        model: &str,
+    ) -> Result<(Option<Vec<String>>, Option<u64>), ChatError> {
+        let show = self.show_model(model).await?;
+        let length = show.context_length();
+        Ok((show.capabilities, length))
+    }
+
+    async fn show_model(&self, model: &str) -> Result<Show, ChatError> {
         let url = format!("{}/api/show", self.root);
         let bytes = self
             .transport
             .fetch(Method::POST, &url, Some(&ShowBody { model }))
             .await
             .map_err(|e| classify(e, model, NotFound::MeansModel))?;
-        let show: Show = decode_json(&url, &bytes)?;
-        Ok(show.capabilities)
+        decode_json(&url, &bytes)
     }
 
     async fn whole(&self, body: &ChatBody<'_>) -> Result<ChatResponse, ChatError> {

@@ -213,6 +213,20 @@ pub(crate) struct ShowBody<'a> {
 pub(crate) struct Show {
     #[serde(default)]
     pub(crate) capabilities: Option<Vec<String>>,
+    /// Architecture facts, among them `<arch>.context_length`.
+    #[serde(default)]
+    pub(crate) model_info: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl Show {
+    /// The trained context length (`<arch>.context_length` in `model_info`).
+    pub(crate) fn context_length(&self) -> Option<u64> {
+        self.model_info.as_ref()?.iter().find_map(|(key, value)| {
+            key.ends_with(".context_length")
+                .then(|| value.as_u64())
+                .flatten()
+        })
+    }
 }
 
 #[cfg(test)]

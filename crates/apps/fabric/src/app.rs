@@ -87,12 +87,28 @@ fn cloud_fallback(
             stream,
             price: price_of(config),
             tool_call_repair: config.repairs_tool_calls(),
+            context_window: window_of(config, None),
+            summarize_compaction: settings.summarize_compaction,
         },
         no_tool_calls: fallback.no_tool_calls,
         malformed_args: fallback.malformed_args,
         critic_rejected: fallback.critic_rejected,
         max_per_run: fallback.max_per_run,
     }))
+}
+
+/// A model's context window: Ollama's is the `num_ctx` the fabric sends (or the model's
+/// trained length when smaller); other servers' is `context_window` when configured.
+fn window_of(config: &fabric_config::ModelConfig, trained: Option<u64>) -> Option<u32> {
+    match config.backend {
+        fabric_config::Backend::Ollama => {
+            let trained = trained
+                .and_then(|t| u32::try_from(t).ok())
+                .unwrap_or(u32::MAX);
+            Some(config.num_ctx.min(trained))
+        }
+        _ => config.context_window,
+    }
 }
 
 /// A model key's price, for the cost budget.
@@ -226,6 +242,13 @@ async fn prepare(
                     )),
                 });
         let chat = daily.meter(&model_key, price_of(config), chat);
+        // Discovery already listed the server (cached); `--model` skips it, and so does this.
+        let trained = match (config.backend, &request.model) {
+            (fabric_config::Backend::Ollama, None) => {
+                bootstrap::context_length(config, &name).await
+            }
+            _ => None,
+        };
         members.push(PreparedMember {
             critic,
             specialist,
@@ -241,6 +264,8 @@ async fn prepare(
                 stream: request.stream,
                 price: price_of(config),
                 tool_call_repair: config.repairs_tool_calls(),
+                context_window: window_of(config, trained),
+                summarize_compaction: settings.summarize_compaction,
             },
             model_reason: match routed {
                 Some(why) => format!("{why}; {reason}"),

@@ -153,16 +153,14 @@ async fn fetch_listing(model: &ModelConfig) -> anyhow::Result<Listing> {
             let client = OllamaClient::new(&http, None)?;
             let mut out = Vec::new();
             for m in client.list_models().await? {
-                let capabilities = client
-                    .capabilities(&m.name)
-                    .await
-                    .ok()
-                    .filter(|c| !c.is_empty());
+                let (capabilities, context_length) =
+                    client.describe(&m.name).await.unwrap_or_default();
                 out.push(ModelCandidate {
                     name: m.name,
                     parameter_size: m.parameter_size,
                     family: m.family,
-                    capabilities,
+                    capabilities: capabilities.filter(|c| !c.is_empty()),
+                    context_length,
                 });
             }
             out
@@ -187,6 +185,15 @@ async fn fetch_listing(model: &ModelConfig) -> anyhow::Result<Listing> {
             .collect(),
     };
     Ok(Arc::new(listed))
+}
+
+/// The trained context length of `name` on `model`'s server, when discovery learned it.
+pub(crate) async fn context_length(model: &ModelConfig, name: &str) -> Option<u64> {
+    let listed = list(model).await.ok()?;
+    listed
+        .iter()
+        .find(|m| m.name == name || m.name == format!("{name}:latest"))
+        .and_then(|m| m.context_length)
 }
 
 /// Resolves the model name for a configured model: discovery, and a pull when allowed and

@@ -259,6 +259,19 @@ impl RunObserver for HumanRenderer {
                     ));
                 }
             }
+            EventKind::ContextCompacted => {
+                if let Ok(p) = event.payload_as::<runlog::ContextCompacted>() {
+                    self.line(format!(
+                        "  {} context compacted to fit {} tokens: about {} → {} ({} results shortened, {} messages left out)",
+                        self.dim.apply_to("⇣"),
+                        p.window,
+                        p.tokens_before,
+                        p.tokens_after,
+                        p.shortened_results,
+                        p.dropped_messages
+                    ));
+                }
+            }
             EventKind::ToolCallRepaired => {
                 if let Ok(p) = event.payload_as::<runlog::ToolCallRepaired>() {
                     self.line(format!(

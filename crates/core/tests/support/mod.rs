@@ -229,6 +229,8 @@ pub(crate) fn task(tools: Vec<Arc<dyn Tool>>, may_write: bool, network_allowed: 
             stream: false,
             price: None,
             tool_call_repair: false,
+            context_window: None,
+            summarize_compaction: false,
         },
         max_steps: 10,
         network_allowed,

@@ -257,6 +257,30 @@ pub struct ToolCallRepaired {
     pub call_ids: Vec<String>,
 }
 
+/// `context_compacted`: before a model call, the conversation was compacted to fit the
+/// model's context window (issue #12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextCompacted {
+    /// The window, in tokens.
+    pub window: u32,
+    /// The room the prompt may take (the window less the answer's share).
+    pub room: u64,
+    /// The prompt's estimate before compacting (UTF-8 bytes / 3).
+    pub tokens_before: u64,
+    /// After.
+    pub tokens_after: u64,
+    /// Older tool results shortened.
+    pub shortened_results: usize,
+    /// Messages of older turns left out (answers and their tool results).
+    pub dropped_messages: usize,
+    /// `drop` (a note lists what the left-out turns called) or `summarize` (the model wrote
+    /// the note).
+    pub mode: String,
+    /// The model's summary of the left-out turns, with `summarize`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
 /// `cloud_fallback`: the step goes to the cloud model (seed 001's fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CloudFallback {

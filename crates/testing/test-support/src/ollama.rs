@@ -70,7 +70,10 @@ pub(crate) async fn show(State(shared): State<Arc<Shared>>, body: Bytes) -> Resp
                 "parameters": "",
                 "template": "",
                 "details": details(m),
-                "model_info": {},
+                "model_info": match m.context_length {
+                    Some(n) => json!({ format!("{}.context_length", m.family): n }),
+                    None => json!({}),
+                },
                 "capabilities": m.capabilities,
                 "modified_at": rfc3339_now(),
             }),

@@ -242,6 +242,9 @@ pub struct ModelInfo {
     /// What `/api/show` reports, e.g. `["completion", "tools"]`.
     #[serde(default = "default_capabilities")]
     pub capabilities: Vec<String>,
+    /// The trained context length `/api/show` reports (`<family>.context_length`), if any.
+    #[serde(default)]
+    pub context_length: Option<u64>,
 }
 
 impl ModelInfo {
@@ -253,6 +256,7 @@ impl ModelInfo {
             parameter_size: default_parameter_size(),
             family: default_family(),
             capabilities: default_capabilities(),
+            context_length: None,
         }
     }
 }

@@ -60,6 +60,8 @@ pub(crate) fn task(max_steps: u32) -> Task {
             stream: false,
             price: None,
             tool_call_repair: false,
+            context_window: None,
+            summarize_compaction: false,
         },
         max_steps,
         network_allowed: false,

@@ -64,3 +64,91 @@ async fn issue_12_repair_is_off_for_openai_compatible_servers_unless_configured(
     assert_eq!(result["summary"], "wrote hello.txt");
     assert_eq!(of_kind(&fx.runlog(&result), "tool_call_repaired").len(), 2);
 }
+
+/// An Ollama fixture whose model reports a trained context of `tokens`.
+async fn small_window(turns: Vec<Turn>, tokens: u64) -> Fixture {
+    let mut scenario = Scenario::new(turns);
+    for model in &mut scenario.models {
+        model.context_length = Some(tokens);
+    }
+    Fixture::with_backend(scenario, "ollama").await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_12_a_long_run_is_compacted_to_fit_a_small_context_window() {
+    let content = "line of the notes file, with enough words to take room\n".repeat(28);
+    let mut turns = vec![Turn::tool_call(
+        "write_file",
+        json!({"path": "notes.txt", "content": content}),
+    )];
+    for _ in 0..58 {
+        turns.push(Turn::tool_call("read_file", json!({"path": "notes.txt"})));
+    }
+    turns.push(Turn::tool_call(
+        "finish_task",
+        json!({"summary": "read it 58 times"}),
+    ));
+    let fx = small_window(turns, 4096).await;
+    let result = fx
+        .run_json("read the notes again and again", &["--max-steps", "60"], 0)
+        .await;
+    assert_eq!(result["_meta"]["status"], "completed");
+    assert_eq!(result["_meta"]["steps"], 60);
+    let events = fx.runlog(&result);
+    let compacted = of_kind(&events, "context_compacted");
+    assert!(
+        !compacted.is_empty(),
+        "the conversation had to be compacted"
+    );
+    for event in &compacted {
+        let p = &event["payload"];
+        assert_eq!(p["window"], 4096);
+        assert!(p["tokens_after"].as_u64() <= p["room"].as_u64(), "{p}");
+        assert_eq!(p["mode"], "drop");
+    }
+    assert!(
+        compacted
+            .iter()
+            .any(|e| e["payload"]["dropped_messages"].as_u64() > Some(0))
+    );
+    // Every request kept the system prompt and the task, and stayed bounded.
+    let requests = fx.requests();
+    assert_eq!(requests.len(), 60);
+    for (i, request) in requests.iter().enumerate() {
+        let messages = request["messages"].as_array().unwrap();
+        assert_eq!(messages[0]["role"], "system", "request {i}");
+        assert_eq!(
+            messages[1]["content"], "read the notes again and again",
+            "request {i}"
+        );
+        let bytes: usize = messages
+            .iter()
+            .map(|m| m["content"].as_str().map_or(0, str::len))
+            .sum::<usize>()
+            + request["tools"].to_string().len();
+        assert!(bytes / 3 < 4096, "request {i} has {bytes} bytes");
+        assert_eq!(request["options"]["num_ctx"], 16384);
+    }
+    // The last result was always whole.
+    let last = requests[59]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .cloned()
+        .unwrap();
+    assert_eq!(last["content"].as_str().map(str::len), Some(content.len()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_12_what_cannot_fit_the_window_ends_with_a_typed_status() {
+    let fx = small_window(vec![Turn::tool_call("list_files", json!({}))], 600).await;
+    let result = fx.run_json("list the files", &[], 5).await;
+    assert_eq!(result["_meta"]["status"], "context_window_exceeded");
+    let reason = result["_meta"]["reason"].as_str().unwrap();
+    assert!(reason.contains("context window of 600 tokens"), "{reason}");
+    assert_eq!(
+        fx.server.chat_request_count(),
+        0,
+        "nothing was sent to be cut"
+    );
+}
