@@ -17,6 +17,7 @@ mod defaults;
 mod dirs;
 mod error;
 mod load;
+pub use load::parse_document;
 mod markdown;
 mod mcp;
 mod raw;

@@ -184,6 +184,15 @@ fn read_config(path: &Path) -> Result<String, ConfigError> {
 }
 
 fn parse_raw(text: &str, path: &Path) -> Result<RawConfig, ConfigError> {
+    parse_document(text, path)
+}
+
+/// Parses a JSON (by extension) or YAML document into `T`, with the config's error messages:
+/// the file, the format and the key at fault. Also used for `fabric test` scenario files.
+pub fn parse_document<T: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &Path,
+) -> Result<T, ConfigError> {
     let is_json = path
         .extension()
         .and_then(|e| e.to_str())

@@ -302,7 +302,7 @@ impl RecordedStep {
 
 /// The answer as the model gave it: the whole text and arguments where the runlog's fields
 /// were capped.
-fn response_of(recorded: runlog::LlmResponse) -> ChatResponse {
+pub fn response_of(recorded: runlog::LlmResponse) -> ChatResponse {
     ChatResponse {
         content: recorded.full_content.or(recorded.content),
         tool_calls: recorded

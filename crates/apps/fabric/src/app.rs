@@ -128,7 +128,7 @@ fn internal(error: anyhow::Error) -> ServiceError {
 
 /// Resolves the specialists, the models and the tools for a request. Anything the caller
 /// can fix (an unknown specialist or model key) is typed as such.
-async fn prepare(
+pub(crate) async fn prepare(
     settings: &Settings,
     search: &RunSearch,
     daily: &Arc<Daily>,

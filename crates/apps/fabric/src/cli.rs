@@ -54,12 +54,42 @@ pub(crate) enum Command {
     Stats(StatsArgs),
     /// Today's spend per model key with a daily budget (`daily_budget`; docs/QUALITY.md).
     Budget(BudgetArgs),
+    /// Re-run a recorded run with no model server: each model call gets its recorded
+    /// answer, today's tools and validation do the rest; exits 1 where the run goes another
+    /// way (docs/TESTING.md).
+    Replay(ReplayArgs),
+    /// Run scenario files (scripted model answers and expectations) against your
+    /// specialists, with no model server; prints `N passed, N failed` (docs/TESTING.md).
+    Test(TestArgs),
     /// The run index: rebuild it from the runlogs and embed what is missing.
     #[command(subcommand)]
     Index(IndexCommand),
     /// The database behind the run store (docs/STORE.md).
     #[command(subcommand)]
     Store(StoreCommand),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// The run to replay.
+    pub(crate) run_id: String,
+    /// `current`: today's definition of the specialists; `recorded`: only the tools the
+    /// recording offered them.
+    #[arg(long, default_value = "current", value_parser = ["current", "recorded"])]
+    pub(crate) specialist_from: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TestArgs {
+    /// A scenario file, or a directory of them (`*.yaml`, `*.yml`, `*.json`); default
+    /// `<workspace root>/tests`.
+    pub(crate) path: Option<std::path::PathBuf>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -13,6 +13,7 @@ mod cli;
 mod commands;
 mod daily;
 mod errors;
+mod offline;
 mod render;
 mod wiring;
 

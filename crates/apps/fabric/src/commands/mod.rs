@@ -5,10 +5,12 @@ mod config;
 mod doctor;
 mod logs;
 mod mcp;
+mod replay;
 mod resume;
 mod run;
 mod serve;
 mod specialists;
+mod test;
 mod worker;
 
 use crate::cli::{Cli, Command};
@@ -27,6 +29,8 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Mcp => mcp::mcp(&cli).await,
         Command::Stats(args) => catalog::stats(&cli, args).await,
         Command::Budget(args) => catalog::budget(&cli, args).await,
+        Command::Replay(args) => replay::replay(&cli, args).await,
+        Command::Test(args) => test::test(&cli, args).await,
         Command::Index(command) => catalog::index(&cli, command).await,
         Command::Store(command) => catalog::store(&cli, command).await,
     }

@@ -14,6 +14,7 @@ mod loop_errors;
 mod mcp_client;
 mod mcp_server;
 mod recruit_and_models;
+mod replay;
 mod run_basic;
 mod serve;
 mod serve_fixture;

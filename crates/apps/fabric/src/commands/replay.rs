@@ -1,0 +1,286 @@
+//! `fabric replay RUN_ID`: re-runs a recorded run with no model server (issue #12). Each
+//! model call gets the answer the recording holds; today's specialist, tools and validation
+//! do the rest. Where the new run goes another way than the recorded one (other tools
+//! offered, a call that now fails, a result that changed, more or fewer steps, another
+//! end), that is a divergence, and the exit code is 1.
+
+use fabric_core::history::{RunHistory, response_of};
+use fabric_core::service::{RunService, ServiceConfig, Submission, TaskRequest};
+use fabric_core::{ChatResponse, NoopObserver};
+use fabric_domain::runlog;
+use fabric_domain::{EventKind, RunEvent, RunId};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use crate::app::AppPreparer;
+use crate::cli::{Cli, ReplayArgs};
+use crate::daily::Daily;
+use crate::errors::UsageError;
+use crate::offline::{OfflinePreparer, QueueChat};
+use crate::wiring;
+
+/// Exit code when the replay diverged from the recording.
+const EXIT_DIVERGED: u8 = 1;
+
+pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
+    let settings = wiring::load_settings(cli)?;
+    let id = RunId::parse(&args.run_id)
+        .map_err(|e| UsageError(format!("`{}` is not a run id: {e}", args.run_id)))?;
+    let store = wiring::open_store(&settings).await?;
+    let recorded = fabric_core::RunStore::read_events(store.as_ref(), &id)
+        .await
+        .map_err(|e| UsageError(format!("cannot read run `{id}`: {e}")))?;
+    let history = RunHistory::read(id.clone(), &recorded);
+    let Some(start) = history.start.clone() else {
+        return Err(UsageError(format!(
+            "run `{id}` has no `run_start`: there is nothing to replay"
+        ))
+        .into());
+    };
+    let ids = history.specialist_ids();
+    if ids.is_empty() {
+        return Err(UsageError(format!(
+            "run `{id}` never recruited a specialist: there is nothing to replay"
+        ))
+        .into());
+    }
+    let members = answers_by_member(&recorded, ids.len());
+    let tools =
+        (args.specialist_from == "recorded").then(|| offered_by_member(&recorded, ids.len()));
+    let search = wiring::run_search(&settings, Arc::clone(&store))?;
+    let preparer = OfflinePreparer {
+        app: AppPreparer {
+            settings: settings.clone(),
+            search,
+            daily: Daily::new(&settings, store.clone()),
+        },
+        members: Mutex::new(Some(members.clone())),
+        tools,
+    };
+    let answers: usize = members.iter().map(|q| q.left()).sum();
+    let service = RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default());
+    let request = TaskRequest {
+        prompt: start.prompt.clone(),
+        pack: ids.clone(),
+        model_key: Some(start.model_key.clone()),
+        // The recorded model by name: no discovery, no server.
+        model: Some(start.model.clone()),
+        network_allowed: Some(start.network_allowed),
+        max_steps: Some(start.max_steps),
+        stream: false,
+        sandbox: None,
+    };
+    let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;
+    let new_id = handle.id().clone();
+    let outcome = handle.outcome().await?;
+    service.shutdown(std::time::Duration::from_secs(5)).await;
+    let replayed = fabric_core::RunStore::read_events(store.as_ref(), &new_id).await?;
+    let mut divergences = compare(&recorded, &replayed, ids.len());
+    let unused: usize = members.iter().map(|q| q.left()).sum();
+    if unused > 0 {
+        divergences.push(format!(
+            "the replay ended ({}) with {unused} recorded model answer(s) not asked for",
+            outcome.status
+        ));
+    }
+    let recorded_status = recorded
+        .iter()
+        .rev()
+        .find(|e| e.kind.is_terminal())
+        .and_then(|e| {
+            e.payload
+                .get("status")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+    if let Some(was) = &recorded_status
+        && was != outcome.status.as_str()
+    {
+        divergences.push(format!(
+            "the run ended `{}`; the recording ended `{was}`",
+            outcome.status
+        ));
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "run_id": id,
+                "replay_run_id": new_id,
+                "status": outcome.status,
+                "recorded_status": recorded_status,
+                "divergences": divergences,
+            }))?
+        );
+    } else if divergences.is_empty() {
+        println!(
+            "replayed {id} as {new_id}: {answers} recorded model answer(s), {} step(s), ended {}: no divergence",
+            outcome.steps, outcome.status
+        );
+    } else {
+        println!(
+            "replayed {id} as {new_id}: {} divergence(s):",
+            divergences.len()
+        );
+        for d in &divergences {
+            println!("  - {d}");
+        }
+    }
+    Ok(if divergences.is_empty() {
+        0
+    } else {
+        EXIT_DIVERGED
+    })
+}
+
+/// Per member (`pack_index`), the model answers of its loop in the order they came
+/// (fallback answers included), as the model would give them again.
+fn answers_by_member(events: &[RunEvent], members: usize) -> Vec<Arc<QueueChat>> {
+    let mut by: Vec<Vec<ChatResponse>> = vec![Vec::new(); members.max(1)];
+    for event in events {
+        if event.kind != EventKind::LlmResponse || event.step.is_none() {
+            continue;
+        }
+        let Ok(answer) = event.payload_as::<runlog::LlmResponse>() else {
+            continue;
+        };
+        let index = event.pack_index().unwrap_or(0) as usize;
+        if let Some(list) = by.get_mut(index) {
+            list.push(response_of(answer));
+        }
+    }
+    by.into_iter()
+        .map(|a| QueueChat::new(a, "the recording"))
+        .collect()
+}
+
+/// Per member, the tools its `pack_start` offered.
+fn offered_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<String>> {
+    let mut by = vec![Vec::new(); members.max(1)];
+    for event in events.iter().filter(|e| e.kind == EventKind::PackStart) {
+        if let Ok(start) = event.payload_as::<runlog::PackStart>()
+            && let Some(slot) = by.get_mut(start.pack_index as usize)
+        {
+            *slot = start.tools;
+        }
+    }
+    by
+}
+
+/// How one call ended, as compared.
+#[derive(Debug, Clone, PartialEq)]
+enum Outcome {
+    Result(Value),
+    Error(String, String),
+}
+
+type Calls = BTreeMap<(usize, u32, String), (String, Outcome)>;
+
+/// Each call's outcome, by member, step and call id.
+fn calls(events: &[RunEvent]) -> Calls {
+    let mut out = BTreeMap::new();
+    for event in events {
+        let member = event.pack_index().unwrap_or(0) as usize;
+        let step = event.step.unwrap_or(0);
+        match event.kind {
+            EventKind::ToolResult => {
+                if let Ok(r) = event.payload_as::<runlog::ToolResult>() {
+                    out.insert(
+                        (member, step, r.call_id),
+                        (r.tool, Outcome::Result(stable(r.result))),
+                    );
+                }
+            }
+            EventKind::ToolError => {
+                if let Ok(e) = event.payload_as::<runlog::ToolError>() {
+                    out.insert(
+                        (member, step, e.call_id),
+                        (
+                            e.tool,
+                            Outcome::Error(e.error_type.to_string(), e.error_message),
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A result with what legitimately changes between runs left out (`fetched_at` times).
+fn stable(result: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                map.remove("fetched_at");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    // Tool results are recorded as text; JSON text is compared as JSON.
+    let mut value = match &result {
+        Value::String(text) => serde_json::from_str(text).unwrap_or(result),
+        _ => result,
+    };
+    strip(&mut value);
+    value
+}
+
+/// Where the replayed events go another way than the recorded ones.
+fn compare(recorded: &[RunEvent], replayed: &[RunEvent], members: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let (was, now) = (
+        offered_by_member(recorded, members),
+        offered_by_member(replayed, members),
+    );
+    for (i, (was, now)) in was.iter().zip(&now).enumerate() {
+        let added: Vec<&String> = now.iter().filter(|t| !was.contains(t)).collect();
+        let gone: Vec<&String> = was.iter().filter(|t| !now.contains(t)).collect();
+        if !added.is_empty() || !gone.is_empty() {
+            out.push(format!(
+                "member {i} was offered other tools: new {added:?}, gone {gone:?}"
+            ));
+        }
+    }
+    let (was, now) = (calls(recorded), calls(replayed));
+    let shown = |v: &Outcome| {
+        let text = match v {
+            Outcome::Result(r) => r.to_string(),
+            Outcome::Error(kind, message) => format!("{kind}: {message}"),
+        };
+        crate::render::one_line(&text, 160)
+    };
+    for (key, (tool, outcome)) in &was {
+        let (member, step, call) = key;
+        let at = format!("step {} (member {member}, call {call}), `{tool}`", step + 1);
+        match now.get(key) {
+            None => out.push(format!("{at}: not called in the replay")),
+            Some((_, new)) if new == outcome => {}
+            Some((_, Outcome::Error(kind, message))) if kind == "invalid_args" => {
+                out.push(format!(
+                    "{at}: a validation now fails: {}",
+                    crate::render::one_line(message, 200)
+                ))
+            }
+            Some((_, new)) => out.push(format!(
+                "{at}: the result changed: recorded {}, now {}",
+                shown(outcome),
+                shown(new)
+            )),
+        }
+    }
+    for (key, (tool, _)) in &now {
+        if !was.contains_key(key) {
+            let (member, step, call) = key;
+            out.push(format!(
+                "step {} (member {member}, call {call}): `{tool}` was called in the replay, not in the recording",
+                step + 1
+            ));
+        }
+    }
+    out
+}
