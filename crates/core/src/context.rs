@@ -26,6 +26,10 @@ const BYTES_PER_TOKEN: usize = 3;
 const SHORTENED_CHARS: usize = 300;
 /// The prefix that marks the note standing for left-out turns.
 pub const NOTE_PREFIX: &str = "[Context note:";
+/// What marks a shortened tool result (it is not shortened again).
+const SHORTENED_MARK: &str = "left out to fit the model's context window; call the tool again";
+/// What marks a note written by the model.
+const SUMMARY_MARK: &str = "this is what they did:";
 
 /// About how many tokens a request takes, erring high (see the module doc).
 pub fn estimate(messages: &[Message], definitions: &ToolDefinitions) -> u64 {
@@ -44,10 +48,14 @@ pub fn estimate(messages: &[Message], definitions: &ToolDefinitions) -> u64 {
     (bytes / BYTES_PER_TOKEN) as u64
 }
 
-/// The room a request may take: the window minus what the answer may need.
+/// The share of the window kept for the answer: `max_tokens`, at most a quarter of it.
+pub fn answer_share(window: u32, max_tokens: Option<u32>) -> u32 {
+    max_tokens.unwrap_or(1024).min(window / 4)
+}
+
+/// The room a request may take: the window minus the answer's share.
 pub fn room(window: u32, max_tokens: Option<u32>) -> u64 {
-    let answer = max_tokens.unwrap_or(1024).min(window / 4);
-    u64::from(window.saturating_sub(answer))
+    u64::from(window.saturating_sub(answer_share(window, max_tokens)))
 }
 
 /// What a compaction did.
@@ -107,7 +115,7 @@ pub fn compact(
         let Some(content) = message.content.as_deref() else {
             continue;
         };
-        if content.chars().count() <= SHORTENED_CHARS + 100 {
+        if content.chars().count() <= SHORTENED_CHARS + 100 || content.contains(SHORTENED_MARK) {
             continue;
         }
         let kept: String = content.chars().take(SHORTENED_CHARS).collect();
@@ -143,14 +151,25 @@ pub fn compact(
         if earlier_summary.is_none() {
             earlier_summary = earlier_text.clone();
         }
-        let mut counts = earlier_text
+        // A note may hold a summary the model wrote (kept) and the counts of turns left out
+        // since (merged), one line each.
+        let lines: Vec<&str> = earlier_text
             .as_deref()
-            .map(NoteCounts::parse)
+            .map_or(Vec::new(), |t| t.lines().collect());
+        let kept_summary = lines.iter().find(|l| l.contains(SUMMARY_MARK)).copied();
+        let mut counts = lines
+            .iter()
+            .find(|l| !l.contains(SUMMARY_MARK))
+            .map(|l| NoteCounts::parse(l))
             .unwrap_or_default();
         counts.add(&turn);
+        let note = match kept_summary {
+            Some(summary) => format!("{summary}\n{}", counts.render()),
+            None => counts.render(),
+        };
         match earlier {
-            Some(i) => messages[i].content = Some(counts.render()),
-            None => messages.insert(head, Message::user(counts.render())),
+            Some(i) => messages[i].content = Some(note),
+            None => messages.insert(head, Message::user(note)),
         }
         dropped.extend(turn);
     }
@@ -268,7 +287,8 @@ pub fn use_summary(messages: &mut [Message], summary: &str) {
                 .is_some_and(|c| c.starts_with(NOTE_PREFIX))
     }) {
         note.content = Some(format!(
-            "{NOTE_PREFIX} earlier steps were left out to fit the model's context window; this is what they did: {summary}]"
+            "{NOTE_PREFIX} earlier steps were left out to fit the model's context window; {SUMMARY_MARK} {}]",
+            summary.replace('\n', " ")
         ));
     }
 }
@@ -376,6 +396,42 @@ mod tests {
             })
             .count();
         assert_eq!(notes, 1);
+    }
+
+    #[test]
+    fn a_shortened_result_is_not_shortened_again() {
+        let mut m = conversation(6, 3_000);
+        let room = estimate(&m, &ToolDefinitions::none()) - 2_000;
+        let _ = compact(&mut m, &ToolDefinitions::none(), room);
+        let once: Vec<Option<String>> = m.iter().map(|x| x.content.clone()).collect();
+        let _ = compact(&mut m, &ToolDefinitions::none(), 1);
+        let kept = m
+            .iter()
+            .filter_map(|x| x.content.as_deref())
+            .filter(|c| c.contains(SHORTENED_MARK))
+            .all(|c| once.iter().flatten().any(|o| o == c));
+        assert!(
+            kept,
+            "a shortened result keeps its note of how much was cut"
+        );
+    }
+
+    #[test]
+    fn a_summary_survives_the_next_compaction_with_counts_beside_it() {
+        let mut m = conversation(40, 300);
+        let _ = compact(&mut m, &ToolDefinitions::none(), 2_000);
+        use_summary(&mut m, "read the files");
+        m.extend(turn(98, &"z".repeat(1_500)));
+        m.extend(turn(99, &"y".repeat(1_500)));
+        let _ = compact(&mut m, &ToolDefinitions::none(), 2_000);
+        let note = m
+            .iter()
+            .find_map(|x| x.content.as_deref().filter(|c| c.starts_with(NOTE_PREFIX)))
+            .unwrap_or_default();
+        assert!(
+            note.contains("read the files") && note.contains("earlier step(s)"),
+            "{note}"
+        );
     }
 
     #[test]

@@ -72,6 +72,10 @@ pub struct RecordedStep {
     pub started: HashSet<String>,
     /// The settled calls, by call id.
     pub outcomes: HashMap<String, RecordedOutcome>,
+    /// The tools a repair recovered from the answer's text (`tool_call_repaired`), if any.
+    pub repaired_tools: Option<Vec<String>>,
+    /// The model's summary a compaction before this step used (`context_compacted`).
+    pub summary: Option<String>,
 }
 
 /// How a recorded call ended.
@@ -182,6 +186,29 @@ impl RunHistory {
                         last.replaced_usage.add(u);
                     }
                     last.response = Some(response_of(recorded));
+                }
+            }
+            EventKind::ToolCallRepaired => {
+                if let Ok(repair) = event.payload_as::<runlog::ToolCallRepaired>()
+                    && let Some(last) = self.member(event).steps.back_mut()
+                {
+                    last.repaired_tools = Some(repair.tools);
+                }
+            }
+            EventKind::ContextCompacted if event.step.is_some() => {
+                // Recorded before the step's `llm_request`: it belongs to the next step.
+                let step = event.step.unwrap_or_default();
+                if let Ok(compacted) = event.payload_as::<runlog::ContextCompacted>() {
+                    let member = self.member(event);
+                    if member.steps.back().is_none_or(|s| s.step != step) {
+                        member.steps.push_back(RecordedStep::new(step));
+                    }
+                    if let Some(last) = member.steps.back_mut() {
+                        last.summary = compacted.summary;
+                        if let Some(u) = compacted.summary_usage {
+                            last.replaced_usage.add(u);
+                        }
+                    }
                 }
             }
             EventKind::ToolCall => {
@@ -296,6 +323,8 @@ impl RecordedStep {
             replaced_usage: Usage::default(),
             started: HashSet::new(),
             outcomes: HashMap::new(),
+            repaired_tools: None,
+            summary: None,
         }
     }
 }

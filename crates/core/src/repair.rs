@@ -59,7 +59,7 @@ pub fn repair(text: &str, known: &[String], step: u32) -> Option<Repaired> {
         .or_else(|| python_tag(text))
         .or_else(|| mistral(text))
         .or_else(|| bare(text))
-        .or_else(|| fenced(text))?;
+        .or_else(|| fenced(text, known))?;
     let (format, values, rest) = found;
     let mut calls = Vec::with_capacity(values.len());
     for (n, value) in values.iter().enumerate() {
@@ -150,9 +150,9 @@ fn bare(text: &str) -> Option<Found> {
     Some((Format::BareJson, json_calls(body)?, String::new()))
 }
 
-/// Fenced blocks (```json, ```tool_call or bare ```) that are calls; other blocks and the
-/// prose around them stay text.
-fn fenced(text: &str) -> Option<Found> {
+/// Fenced blocks (```json, ```tool_call or bare ```) that are calls of known tools; other
+/// blocks (a `package.json` shown beside a call) and the prose around them stay text.
+fn fenced(text: &str, known: &[String]) -> Option<Found> {
     let mut values = Vec::new();
     let mut rest = String::new();
     let mut remaining = text;
@@ -169,7 +169,11 @@ fn fenced(text: &str) -> Option<Found> {
         let inner = body[..end].trim();
         let is_json = matches!(info, "" | "json" | "tool_call" | "tool_code" | "JSON");
         match json_calls(inner).filter(|_| is_json) {
-            Some(calls) if calls.iter().all(|c| call_of(c).is_some()) => {
+            Some(calls)
+                if calls.iter().all(|c| {
+                    call_of(c).is_some_and(|(name, _)| known.iter().any(|k| k == name))
+                }) =>
+            {
                 rest.push_str(&remaining[..at]);
                 values.extend(calls);
             }
@@ -192,7 +196,13 @@ fn json_calls(text: &str) -> Option<Vec<Value>> {
 
 /// The name and object arguments of one call, in any of the shapes models write.
 fn call_of(value: &Value) -> Option<(&str, Map<String, Value>)> {
+    /// The keys a call object may have; any other (`version`, `results`, …) means the
+    /// object is data that happens to have a `name`, not a call.
+    const CALL_KEYS: &[&str] = &["name", "arguments", "parameters", "function", "id", "type"];
     let object = value.as_object()?;
+    if object.keys().any(|k| !CALL_KEYS.contains(&k.as_str())) {
+        return None;
+    }
     let (name, arguments) = match object.get("function") {
         Some(Value::Object(function)) => (function.get("name")?, function.get("arguments")),
         _ => (

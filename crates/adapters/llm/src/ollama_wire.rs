@@ -221,11 +221,17 @@ pub(crate) struct Show {
 impl Show {
     /// The trained context length (`<arch>.context_length` in `model_info`).
     pub(crate) fn context_length(&self) -> Option<u64> {
-        self.model_info.as_ref()?.iter().find_map(|(key, value)| {
-            key.ends_with(".context_length")
-                .then(|| value.as_u64())
-                .flatten()
-        })
+        let info = self.model_info.as_ref()?;
+        // `<general.architecture>.context_length`; servers without the architecture key
+        // have one `*.context_length`.
+        match info.get("general.architecture").and_then(|a| a.as_str()) {
+            Some(arch) => info.get(&format!("{arch}.context_length"))?.as_u64(),
+            None => info.iter().find_map(|(key, value)| {
+                key.ends_with(".context_length")
+                    .then(|| value.as_u64())
+                    .flatten()
+            }),
+        }
     }
 }
 

@@ -183,17 +183,22 @@ pub(crate) async fn prepare(
         };
         // A key whose daily budget is spent gives way to a local one (one a person named
         // with `--model-key` does not: the run is refused instead).
-        let (model_key, routed) =
-            match daily_choice(settings, daily, &model_key, request.model_key.is_some()).await? {
-                None => (model_key, routed),
-                Some((key, why)) => {
-                    let why = match routed {
-                        Some(before) => format!("{before}; {why}"),
-                        None => why,
-                    };
-                    (key, Some(why))
-                }
-            };
+        // A continued run goes on with the keys it recorded.
+        let choice = if request.continued {
+            None
+        } else {
+            daily_choice(settings, daily, &model_key, request.model_key.is_some()).await?
+        };
+        let (model_key, routed) = match choice {
+            None => (model_key, routed),
+            Some((key, why)) => {
+                let why = match routed {
+                    Some(before) => format!("{before}; {why}"),
+                    None => why,
+                };
+                (key, Some(why))
+            }
+        };
         let config = settings.model(&model_key).ok_or_else(|| {
             ServiceError::UnknownModelKey(format!(
                 "no model key `{model_key}`; the configured keys are: {}",
@@ -305,7 +310,13 @@ pub(crate) async fn prepare(
     // The cloud fallback, unless its daily budget is spent (said in the run's model reason).
     let mut fallback = cloud_fallback(settings, request.stream)?;
     if let Some(f) = &mut fallback {
-        match daily.spent(&f.model_key).await {
+        // A continued run keeps its fallback (the budget is checked as it takes one).
+        let spent = if request.continued {
+            Ok(None)
+        } else {
+            daily.spent(&f.model_key).await
+        };
+        match spent {
             Ok(Some(why)) => {
                 if let Some(first) = members.first_mut() {
                     first.model_reason = format!(
@@ -354,6 +365,9 @@ async fn daily_choice(
     key: &str,
     named: bool,
 ) -> Result<Option<(String, String)>, ServiceError> {
+    if daily.is_off() {
+        return Ok(None);
+    }
     let store = |e: fabric_core::ports::StoreError| ServiceError::Store(e.to_string());
     let Some(why) = daily.spent(key).await.map_err(store)? else {
         return Ok(None);

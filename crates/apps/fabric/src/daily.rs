@@ -30,6 +30,9 @@ pub(crate) struct Daily {
     ledger: Arc<dyn SpendLedger>,
     limits: BTreeMap<String, DailyLimit>,
     zone: DayZone,
+    /// Per key, the day this process saw its budget spent, and why: every run of the
+    /// process takes no more cloud fallbacks on it that day.
+    spent: Mutex<BTreeMap<String, (String, String)>>,
 }
 
 impl Daily {
@@ -38,7 +41,30 @@ impl Daily {
             ledger,
             limits: settings.daily_budget.clone(),
             zone: settings.daily_budget_timezone,
+            spent: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// No daily budgets at all (offline runs: they make no model calls, so today's spend
+    /// must not change what they do).
+    pub(crate) fn off(ledger: Arc<dyn SpendLedger>) -> Arc<Self> {
+        Arc::new(Self {
+            ledger,
+            limits: BTreeMap::new(),
+            zone: DayZone::Utc,
+            spent: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Whether no key has a daily budget.
+    pub(crate) fn is_off(&self) -> bool {
+        self.limits.is_empty()
+    }
+
+    fn lock_spent(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (String, String)>> {
+        self.spent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Today, `YYYY-MM-DD` in the budget's zone.
@@ -90,7 +116,6 @@ impl Daily {
                 limit: *limit,
                 price,
                 daily: Arc::clone(self),
-                spent: Mutex::new(None),
             }),
             None => inner,
         }
@@ -169,8 +194,6 @@ struct Metered {
     limit: DailyLimit,
     price: Option<Price>,
     daily: Arc<Daily>,
-    /// The day this process saw the budget spent, and why.
-    spent: Mutex<Option<(String, String)>>,
 }
 
 #[async_trait]
@@ -194,10 +217,7 @@ impl ChatClient for Metered {
             {
                 Ok(total) => {
                     if let Some(why) = exceeded(&self.key, &self.limit, &total, &day) {
-                        *self
-                            .spent
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((day, why));
+                        self.daily.lock_spent().insert(self.key.clone(), (day, why));
                     }
                 }
                 // The answer stands: a store that cannot count must not fail the run.
@@ -210,12 +230,9 @@ impl ChatClient for Metered {
     }
 
     fn unavailable(&self) -> Option<String> {
-        let spent = self
-            .spent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match &*spent {
-            Some((day, why)) if *day == self.daily.today() => Some(why.clone()),
+        let today = self.daily.today();
+        match self.daily.lock_spent().get(&self.key) {
+            Some((day, why)) if *day == today => Some(why.clone()),
             _ => None,
         }
     }

@@ -66,9 +66,42 @@ impl ChatClient for QueueChat {
     }
 }
 
+/// The cloud fallback of an offline run: each request goes to the queue of the member whose
+/// system prompt it carries.
+struct ByMember(Vec<(String, Arc<QueueChat>)>);
+
+#[async_trait]
+impl ChatClient for ByMember {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        observer: &dyn ChatObserver,
+    ) -> Result<ChatResponse, ChatError> {
+        let system = request
+            .messages
+            .first()
+            .and_then(|m| m.content.as_deref())
+            .unwrap_or_default();
+        let queue = self
+            .0
+            .iter()
+            .find(|(prompt, _)| system.starts_with(prompt.as_str()))
+            .or_else(|| self.0.first())
+            .map(|(_, q)| Arc::clone(q));
+        match queue {
+            Some(queue) => queue.chat(request, observer).await,
+            None => {
+                QueueChat::new(Vec::new(), "the recording")
+                    .chat(request, observer)
+                    .await
+            }
+        }
+    }
+}
+
 /// The preparer of an offline run: the fabric's own, with each member's client replaced by
-/// its queue (and the cloud fallback by the first member's, which holds its answers in the
-/// order they came). Critics are off: their reviews are runs of their own.
+/// its queue (and the cloud fallback by the queue of the member that asks). Critics are off:
+/// their reviews are runs of their own. Daily budgets are off too: no model is called.
 pub(crate) struct OfflinePreparer {
     pub(crate) app: AppPreparer,
     /// Per member, its answers; taken by the first request (the run itself).
@@ -114,8 +147,21 @@ impl Preparer for OfflinePreparer {
                 member.tools.retain(|t| only.contains(&t.spec().name));
             }
         }
-        if let (Some(fallback), Some(first)) = (&mut task.fallback, queues.first()) {
-            fallback.chat = Arc::clone(first) as Arc<dyn ChatClient>;
+        // A fallback's answers are in the queue of the member that took it, in the order
+        // they came; the member is told apart by its system prompt.
+        if let Some(fallback) = &mut task.fallback {
+            let routes = task
+                .members
+                .iter()
+                .zip(&queues)
+                .map(|(m, q)| {
+                    (
+                        m.specialist.system_prompt.trim_end().to_owned(),
+                        Arc::clone(q),
+                    )
+                })
+                .collect();
+            fallback.chat = Arc::new(ByMember(routes));
         }
         Ok(Box::new(task))
     }

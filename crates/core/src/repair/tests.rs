@@ -205,6 +205,24 @@ fn corpus() -> Vec<Case> {
             "```json\n{\"name\": \"send_email\", \"arguments\": {\"to\": \"x\"}}\n```",
             None,
         ),
+        (
+            "fenced package.json beside a fenced call",
+            "The project:\n```json\n{\"name\": \"my-app\", \"version\": \"1.0.0\"}\n```\nNow:\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"package.json\"}}\n```",
+            Some((
+                FencedJson,
+                vec![("read_file", r#"{"path":"package.json"}"#)],
+            )),
+        ),
+        (
+            "bare data with a name and results",
+            "{\"name\": \"search\", \"results\": [1, 2]}",
+            None,
+        ),
+        (
+            "bare data naming a known tool with other keys",
+            "{\"name\": \"list_files\", \"count\": 3}",
+            None,
+        ),
         // --- Prose ---
         (
             "prose mentioning json",

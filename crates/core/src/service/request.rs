@@ -36,6 +36,10 @@ pub struct TaskRequest {
     pub stream: bool,
     /// The sandbox mode (`--sandbox`).
     pub sandbox: Option<SandboxMode>,
+    /// A run continued after its process stopped (`fabric resume`): it goes on with the
+    /// model keys it recorded, whatever today's daily budgets say (a run under way is not
+    /// stopped by them). Not part of the queued request.
+    pub continued: bool,
 }
 
 impl TaskRequest {
@@ -80,6 +84,7 @@ impl TaskRequest {
                 .and_then(|v| v.as_bool())
                 .unwrap_or(false),
             sandbox: text("sandbox").as_deref().and_then(SandboxMode::parse),
+            continued: false,
         }
     }
 }

@@ -167,6 +167,7 @@ fn request_of(history: &RunHistory) -> Option<TaskRequest> {
             .get("mode")
             .and_then(|m| m.as_str())
             .and_then(SandboxMode::parse),
+        continued: true,
     })
 }
 

@@ -279,6 +279,9 @@ pub struct ContextCompacted {
     /// The model's summary of the left-out turns, with `summarize`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// The tokens the summary call used (counted in the run's usage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_usage: Option<Usage>,
 }
 
 /// `cloud_fallback`: the step goes to the cloud model (seed 001's fields).

@@ -71,7 +71,10 @@ pub(crate) async fn show(State(shared): State<Arc<Shared>>, body: Bytes) -> Resp
                 "template": "",
                 "details": details(m),
                 "model_info": match m.context_length {
-                    Some(n) => json!({ format!("{}.context_length", m.family): n }),
+                    Some(n) => json!({
+                        "general.architecture": m.family,
+                        format!("{}.context_length", m.family): n,
+                    }),
                     None => json!({}),
                 },
                 "capabilities": m.capabilities,

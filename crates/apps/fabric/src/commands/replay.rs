@@ -53,7 +53,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         app: AppPreparer {
             settings: settings.clone(),
             search,
-            daily: Daily::new(&settings, store.clone()),
+            daily: Daily::off(store.clone()),
         },
         members: Mutex::new(Some(members.clone())),
         tools,
@@ -63,13 +63,18 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
     let request = TaskRequest {
         prompt: start.prompt.clone(),
         pack: ids.clone(),
-        model_key: Some(start.model_key.clone()),
+        // Each member's recorded key when they differ (their specialists' own keys), the
+        // shared one otherwise.
+        model_key: history
+            .shared_model_key()
+            .or_else(|| (ids.len() <= 1).then(|| start.model_key.clone())),
         // The recorded model by name: no discovery, no server.
         model: Some(start.model.clone()),
         network_allowed: Some(start.network_allowed),
         max_steps: Some(start.max_steps),
         stream: false,
         sandbox: None,
+        continued: false,
     };
     let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;
     let new_id = handle.id().clone();

@@ -43,6 +43,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                     .sandbox
                     .as_deref()
                     .and_then(fabric_config::SandboxMode::parse),
+                continued: false,
             };
             let submission =
                 Submission::new(request).observed(observer_for(args.json, args.stream));

@@ -156,7 +156,7 @@ pub(crate) async fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<u8> {
             app: AppPreparer {
                 settings: settings.clone(),
                 search: search.clone(),
-                daily: Daily::new(&settings, store.clone()),
+                daily: Daily::off(store.clone()),
             },
             members: Mutex::new(Some(vec![QueueChat::new(answers, "the scenario")])),
             tools: None,

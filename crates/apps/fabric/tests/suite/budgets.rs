@@ -367,3 +367,58 @@ async fn issue_11_a_streamed_answer_is_counted_as_it_arrives() {
         run.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_11_a_continued_run_keeps_its_key_whatever_the_daily_budget_says() {
+    let fx = Fixture::new(vec![]).await;
+    let mut slow_finish = finish();
+    slow_finish.delay_ms = Some(10_000);
+    // The first answer alone spends the cloud key's day; the run is killed while it waits
+    // for the second.
+    let cloud = with_daily_cloud(&fx, vec![used(listing(), 90, 20), slow_finish, finish()]).await;
+    let now = ("FABRIC_FAKE_NOW", "2026-11-23T12:00:00Z");
+    let mut cmd = fx.command(&["run", "list the files", "--pack", "engineering", "--json"]);
+    cmd.env(now.0, now.1)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let runs = fx.workspace_root().join("runs");
+    let mut id = None;
+    for _ in 0..1_000 {
+        let found = std::fs::read_dir(&runs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find_map(|e| e.file_name().into_string().ok());
+        if let Some(run) = &found {
+            let text =
+                std::fs::read_to_string(runs.join(run).join("runlog.jsonl")).unwrap_or_default();
+            if text
+                .lines()
+                .any(|l| l.contains("\"llm_request\"") && l.contains("\"step\":1"))
+            {
+                id = found;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let id = id.expect("the run reached its second model call");
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+
+    let resumed = fx.fabric_with(&["resume", &id, "--json"], &[now]).await;
+    assert_eq!(resumed.code(), 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    let result = resumed.json();
+    assert_eq!(result["_meta"]["status"], "completed");
+    assert_eq!(result["_meta"]["model_key"], "cloud");
+    assert_eq!(
+        fx.server.chat_request_count(),
+        0,
+        "the local model was never asked"
+    );
+    assert_eq!(cloud.chat_request_count(), 3);
+    // A replay makes no model call, so today's spent budget does not change it either.
+    let replay = fx.fabric_with(&["replay", &id, "--json"], &[now]).await;
+    assert_eq!(replay.code(), 0, "{}\n{}", replay.stdout, replay.stderr);
+}

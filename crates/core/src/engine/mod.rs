@@ -6,22 +6,25 @@
 //! answering in plain text, when `max_steps` runs out, when the model server fails, or when
 //! the run is cancelled. It never branches on where a tool came from.
 
-use fabric_domain::{
-    FINISH_TOOL, Message, RunStatus, SpecialistSpec, ToolCall, Usage, runlog, schema,
-};
-use serde_json::{Map, Value, json};
+use fabric_domain::{FINISH_TOOL, Message, RunStatus, SpecialistSpec, Usage, runlog};
+use serde_json::{Value, json};
 use std::collections::VecDeque;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use crate::gate::Passage;
 use crate::history::{RecordedOutcome, RecordedStep};
-use crate::ports::{
-    ChatClient, ChatRequest, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolSource,
-    Withheld,
-};
+use crate::ports::{ChatClient, StoreError, ToolContext, ToolError, ToolSource};
 use crate::recorder::{Recorder, truncate};
+
+mod ask;
+mod calls;
+mod window;
+
+use ask::{ask, until};
+use calls::{
+    Catalogue, Dispatch, corrective_message, dispatch, fallback_payload, parse_arguments,
+    render_result,
+};
+use window::fit_window;
 
 /// Most characters of a tool result sent to the model and written to the runlog.
 pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
@@ -95,6 +98,7 @@ impl Fallback<'_> {
     /// Takes one fallback from the run's allowance, when the cloud model may be asked
     /// (its daily budget is not spent).
     pub(crate) fn take(&self) -> bool {
+        use std::sync::atomic::Ordering;
         if let Some(why) = self.chat.unavailable() {
             tracing::debug!(model_key = self.model_key, "no cloud fallback: {why}");
             return false;
@@ -128,14 +132,6 @@ pub struct LoopInput<'a> {
     /// The critic that reviews the work before the run may complete, if the specialist has
     /// one.
     pub gate: Option<crate::gate::GateState<'a>>,
-}
-
-/// The outcome of dispatching one tool call.
-enum Dispatch {
-    /// A tool returned a result.
-    Done(Value),
-    /// `finish_task` was accepted with this payload.
-    Finished(Value),
 }
 
 /// Runs one specialist's loop to its end, recording every step.
@@ -237,7 +233,8 @@ async fn run_steps(
         // replayed step compacts as the live one did (and records nothing again).
         let replaying_step = replay
             .front()
-            .is_some_and(|r| r.step == step && r.response.is_some());
+            .filter(|r| r.step == step && r.response.is_some())
+            .map(|r| r.summary.clone());
         if let Err(reason) = fit_window(
             chat,
             &mut messages,
@@ -263,17 +260,22 @@ async fn run_steps(
             Some(r) if r.step == step => replay.pop_front(),
             _ => None,
         };
+        // A replayed step is repaired exactly as it was (or not at all), whatever today's
+        // tools and configuration say; `None`: a live step.
+        let mut replayed_repair: Option<Option<Vec<String>>> = None;
         let (response, mut recorded, price) = match recorded {
             Some(RecordedStep {
                 response: Some(response),
                 started,
                 outcomes,
                 replaced_usage,
+                repaired_tools,
                 ..
             }) => {
                 // A local answer a cloud fallback replaced was paid for too.
                 usage.add(replaced_usage);
                 ctx.lineage.budget.charge(replaced_usage, model.price);
+                replayed_repair = Some(repaired_tools);
                 (response, Some((started, outcomes)), model.price)
             }
             // The call was in flight when the process stopped: ask again.
@@ -302,7 +304,7 @@ async fn run_steps(
         let replaying = recorded.is_some();
         // A call the server failed to parse, written in the model's own format, is repaired
         // (deterministically, so a replayed step repairs the same way under the same ids).
-        let response = match repaired_calls(&response, model, &catalogue, step) {
+        let response = match repaired_calls(&response, model, &catalogue, step, replayed_repair) {
             Some(repaired) => {
                 if !replaying {
                     rec.record(
@@ -572,264 +574,6 @@ async fn run_steps(
     ))
 }
 
-/// One live model call: recorded as `llm_request`, then `llm_response` (with the whole
-/// text and arguments when the runlog's fields are capped, so a resumed run continues the
-/// same conversation). `Ok(Err(..))` is how the loop ends: cancelled, or the server failed.
-async fn ask(
-    chat: &dyn ChatClient,
-    messages: &[Message],
-    definitions: &ToolDefinitions,
-    model: &ModelParams,
-    ctx: &ToolContext,
-    rec: Recorder<'_>,
-    step: u32,
-) -> Result<Result<crate::ports::ChatResponse, (RunStatus, String)>, StoreError> {
-    // The call may not take the run past its token or cost budget: its answer is capped to
-    // what is left once its prompt is paid for.
-    let budget = &ctx.lineage.budget;
-    let max_tokens = match budget.cap_completion(
-        model.max_tokens,
-        || prompt_estimate(messages, definitions),
-        model.price,
-    ) {
-        Ok(cap) => cap,
-        Err(reason) => return Ok(Err((RunStatus::BudgetExceeded, reason))),
-    };
-    rec.record(
-        Some(step),
-        &runlog::LlmRequest {
-            model: model.name.clone(),
-            message_count: messages.len(),
-            tool_count: definitions.len(),
-        },
-    )
-    .await?;
-    let request = ChatRequest {
-        model: &model.name,
-        messages,
-        tools: definitions,
-        temperature: model.temperature,
-        top_p: model.top_p,
-        max_tokens,
-        stream: model.stream,
-    };
-    let started = Instant::now();
-    // A streamed answer is counted as it arrives: a server that ignores `max_tokens` is
-    // stopped once the text passes what the budget leaves.
-    let metered = StreamMeter {
-        inner: rec.observer(),
-        chars: AtomicUsize::new(0),
-        limit_chars: max_tokens
-            .filter(|_| model.stream && budget.limits_answers(model.price))
-            .map(StreamMeter::chars_for),
-        over: tokio::sync::Notify::new(),
-    };
-    let answer = tokio::select! {
-        biased;
-        () = ctx.cancel.cancelled() => {
-            return Ok(Err((RunStatus::Cancelled, "the run was cancelled".into())));
-        }
-        () = until(budget.deadline()) => {
-            return Ok(Err((RunStatus::BudgetExceeded, budget.time_reason("a model call"))));
-        }
-        () = metered.over.notified() => {
-            let seen = metered.chars.load(Ordering::Relaxed);
-            budget.charge_tokens((seen / 4) as u64);
-            return Ok(Err((RunStatus::BudgetExceeded, format!(
-                "the model's streamed answer passed what the token and cost budget of this run leaves (about {} tokens) while it streamed, and was stopped ({seen} characters received; the server did not keep to `max_tokens`)",
-                max_tokens.unwrap_or_default()
-            ))));
-        }
-        answer = chat.chat(request, &metered) => answer,
-    };
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let response = match answer {
-        Ok(response) => response,
-        Err(e) => {
-            let status = if e.is_model_unsupported() {
-                RunStatus::ModelUnsupported
-            } else {
-                RunStatus::LlmError
-            };
-            return Ok(Err((status, e.to_string())));
-        }
-    };
-    let capped = |text: &str| truncate(text, MAX_LLM_CONTENT_IN_RUNLOG_CHARS);
-    let whole = |text: &str, cut: &str| (cut.len() != text.len()).then(|| text.to_owned());
-    let content = response.content.as_deref().map(capped);
-    rec.record(
-        Some(step),
-        &runlog::LlmResponse {
-            full_content: match (&response.content, &content) {
-                (Some(text), Some(cut)) => whole(text, cut),
-                _ => None,
-            },
-            content,
-            tool_calls: response
-                .tool_calls
-                .iter()
-                .map(|c| {
-                    let arguments = capped(&c.arguments);
-                    runlog::LlmToolCall {
-                        call_id: Some(c.id.clone()),
-                        name: c.name.clone(),
-                        full_arguments: whole(&c.arguments, &arguments),
-                        arguments,
-                    }
-                })
-                .collect(),
-            usage: response.usage,
-            latency_ms: (latency_ms * 1000.0).round() / 1000.0,
-            finish_reason: response.finish_reason.clone(),
-        },
-    )
-    .await?;
-    Ok(Ok(response))
-}
-
-/// The run's observer, counting the streamed text against the budget's cap.
-struct StreamMeter<'a> {
-    inner: &'a dyn crate::ports::RunObserver,
-    chars: AtomicUsize,
-    /// Past this many characters the answer is over its cap; `None`: not counted.
-    limit_chars: Option<usize>,
-    over: tokio::sync::Notify,
-}
-
-impl StreamMeter<'_> {
-    /// Characters that `tokens` may take: four a token, plus a quarter for what the estimate
-    /// errs by, so an answer within its cap is never stopped.
-    fn chars_for(tokens: u32) -> usize {
-        (tokens as usize).saturating_mul(5)
-    }
-}
-
-impl crate::ports::ChatObserver for StreamMeter<'_> {
-    fn on_text_delta(&self, delta: &str) {
-        self.inner.on_text_delta(delta);
-        if let Some(limit) = self.limit_chars {
-            let seen = self.chars.fetch_add(delta.len(), Ordering::Relaxed) + delta.len();
-            if seen > limit {
-                self.over.notify_one();
-            }
-        }
-    }
-}
-
-/// Waits until `deadline`, or forever without one.
-async fn until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// About how many tokens a request's prompt is: its text and tool definitions at four
-/// characters a token (servers' tokenizers differ; within about a quarter for English and
-/// code), so the answer's cap leaves room for it.
-fn prompt_estimate(messages: &[Message], definitions: &ToolDefinitions) -> u64 {
-    let chars: usize = messages
-        .iter()
-        .map(|m| {
-            m.content.as_deref().map_or(0, str::len)
-                + m.tool_calls
-                    .iter()
-                    .map(|c| c.name.len() + c.arguments.len())
-                    .sum::<usize>()
-                + 8
-        })
-        .sum::<usize>()
-        + definitions.byte_len();
-    (chars / 4) as u64
-}
-
-/// Compacts the conversation when it would not fit the model's context window, recording
-/// `context_compacted` (live steps only). `Ok(Err(reason))`: it cannot be made to fit.
-#[allow(clippy::too_many_arguments)]
-async fn fit_window(
-    chat: &dyn ChatClient,
-    messages: &mut Vec<Message>,
-    definitions: &ToolDefinitions,
-    model: &ModelParams,
-    ctx: &ToolContext,
-    rec: Recorder<'_>,
-    step: u32,
-    replaying: bool,
-    usage: &mut Usage,
-) -> Result<Result<(), String>, StoreError> {
-    let Some(window) = model.context_window else {
-        return Ok(Ok(()));
-    };
-    let room = crate::context::room(window, model.max_tokens);
-    let done = match crate::context::compact(messages, definitions, room) {
-        Ok(None) => return Ok(Ok(())),
-        Ok(Some(done)) => done,
-        Err(smallest) => {
-            return Ok(Err(format!(
-                "the conversation does not fit the model's context window of {window} tokens even with only the system prompt, the task and the last step left (about {smallest} tokens, room for {room}); raise the window (`num_ctx` for Ollama, `context_window` otherwise), use a model with a larger one, or shorten the task or the tool results"
-            )));
-        }
-    };
-    if replaying {
-        return Ok(Ok(()));
-    }
-    // The model writes the note for what was left out, when asked to; a failure keeps the
-    // listed note.
-    let mut summary = None;
-    if model.summarize_compaction && done.dropped_messages > 0 {
-        let prompt = [
-            Message::system(
-                "You summarise the earlier steps of an agent's work in a few sentences: what was done, what was found, what files were written. Be factual and brief.",
-            ),
-            Message::user(done.dropped_text.clone()),
-        ];
-        let request = ChatRequest {
-            model: &model.name,
-            messages: &prompt,
-            tools: &ToolDefinitions::none(),
-            temperature: model.temperature,
-            top_p: model.top_p,
-            max_tokens: Some(400),
-            stream: false,
-        };
-        let asked = tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => None,
-            answer = chat.chat(request, &crate::ports::NoopObserver) => answer.ok(),
-        };
-        if let Some(answer) = asked {
-            if let Some(u) = answer.usage {
-                usage.add(u);
-                ctx.lineage.budget.charge(u, model.price);
-            }
-            if let Some(text) = answer.content.filter(|t| !t.trim().is_empty()) {
-                crate::context::use_summary(messages, text.trim());
-                summary = Some(text.trim().to_owned());
-            }
-        }
-    }
-    rec.record(
-        Some(step),
-        &runlog::ContextCompacted {
-            window,
-            room,
-            tokens_before: done.tokens_before,
-            tokens_after: crate::context::estimate(messages, definitions),
-            shortened_results: done.shortened,
-            dropped_messages: done.dropped_messages,
-            mode: if summary.is_some() {
-                "summarize"
-            } else {
-                "drop"
-            }
-            .to_owned(),
-            summary,
-        },
-    )
-    .await?;
-    Ok(Ok(()))
-}
-
 /// The tool calls a text answer holds, when the model key repairs them and the answer has no
 /// proper call.
 fn repaired_calls(
@@ -837,11 +581,19 @@ fn repaired_calls(
     model: &ModelParams,
     catalogue: &Catalogue<'_>,
     step: u32,
+    replayed: Option<Option<Vec<String>>>,
 ) -> Option<crate::repair::Repaired> {
-    if !model.tool_call_repair || !response.tool_calls.is_empty() {
+    if !response.tool_calls.is_empty() {
         return None;
     }
-    crate::repair::repair(response.content.as_deref()?, &catalogue.available, step)
+    let text = response.content.as_deref()?;
+    match replayed {
+        // Replayed: as recorded, against the tools it named then.
+        Some(Some(tools)) => crate::repair::repair(text, &tools, step),
+        Some(None) => None,
+        None if model.tool_call_repair => crate::repair::repair(text, &catalogue.available, step),
+        None => None,
+    }
 }
 
 /// Whether the member is repairing rejected work on the cloud model.
@@ -896,244 +648,5 @@ fn failed(status: RunStatus, reason: String, steps: u32, usage: Usage) -> LoopOu
         steps,
         usage,
         reason: Some(reason),
-    }
-}
-
-/// Parses the raw argument text. An empty string means no arguments, as several servers send
-/// it for tools without parameters. Arguments nested deeper than `MAX_DEPTH` levels are
-/// refused: the runlog wraps them in more levels, and serde's limit of 128 would then make
-/// the runlog unreadable.
-fn parse_arguments(raw: &str) -> Result<Value, String> {
-    const MAX_DEPTH: usize = 32;
-    fn depth(v: &Value) -> usize {
-        match v {
-            Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
-            Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
-            _ => 0,
-        }
-    }
-    if raw.trim().is_empty() {
-        return Ok(Value::Object(Map::new()));
-    }
-    let value: Value = serde_json::from_str(raw).map_err(|e| e.to_string())?;
-    if depth(&value) > MAX_DEPTH {
-        return Err(format!(
-            "they nest arrays and objects more than {MAX_DEPTH} levels deep; send flatter arguments"
-        ));
-    }
-    Ok(value)
-}
-
-/// What the model may call at one step: built from the tool source, rebuilt when its
-/// version changes.
-struct Catalogue<'a> {
-    version: u64,
-    tools: Vec<Arc<dyn Tool>>,
-    available: Vec<String>,
-    withheld: Vec<Withheld>,
-    /// Serialised once per tool set (`ToolDefinitions`): sent with every request.
-    definitions: ToolDefinitions,
-    finish_schema: &'a Value,
-}
-
-impl<'a> Catalogue<'a> {
-    fn build(source: &dyn ToolSource, finish_definition: &str, finish_schema: &'a Value) -> Self {
-        // The version is read first: a change racing this read only causes one more rebuild.
-        let version = source.version();
-        let tools = source.tools();
-        let mut definitions: Vec<Value> =
-            tools.iter().map(|t| t.spec().openai_definition()).collect();
-        // The text was produced by `serde_json` from a `Value` just above, so it parses.
-        definitions.push(serde_json::from_str(finish_definition).unwrap_or_default());
-        let mut available: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
-        available.push(FINISH_TOOL.to_owned());
-        Self {
-            version,
-            tools,
-            available,
-            withheld: source.withheld(),
-            definitions: ToolDefinitions::new(&definitions),
-            finish_schema,
-        }
-    }
-
-    /// The tool a call names: by its name, or by an old name (alias) it still answers to.
-    fn tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools
-            .iter()
-            .find(|t| t.spec().name == name)
-            .or_else(|| self.tools.iter().find(|t| t.spec().answers_to(name)))
-    }
-}
-
-async fn dispatch(
-    call: &ToolCall,
-    args: Result<Value, String>,
-    catalogue: &Catalogue<'_>,
-    attempted_work: bool,
-    ctx: &ToolContext,
-) -> Result<Dispatch, ToolError> {
-    let available = &catalogue.available;
-    let schema_of = |name: &str| -> Option<&Value> {
-        if name == FINISH_TOOL {
-            Some(catalogue.finish_schema)
-        } else {
-            catalogue.tool(name).map(|t| &t.spec().input_schema)
-        }
-    };
-    let Some(input_schema) = schema_of(&call.name) else {
-        let why = catalogue
-            .withheld
-            .iter()
-            .find(|(name, _)| *name == call.name)
-            .map(|(_, why)| *why);
-        return Err(ToolError::InvalidArguments(match why {
-            Some(why) => format!(
-                "tool `{}` is not available in this run: {why}; the available tools are: {}",
-                call.name,
-                available.join(", ")
-            ),
-            None => format!(
-                "unknown tool `{}`; the available tools are: {}",
-                call.name,
-                available.join(", ")
-            ),
-        }));
-    };
-    let args = args.map_err(|parse_error| {
-        ToolError::InvalidArguments(format!(
-            "the arguments of `{}` are not valid JSON ({parse_error}): {}; send one JSON object, for example {}",
-            call.name,
-            truncate(&call.arguments, 200),
-            skeleton(input_schema)
-        ))
-    })?;
-    schema::validate(input_schema, &args).map_err(|violations| {
-        ToolError::InvalidArguments(format!(
-            "invalid arguments for `{}`: {violations}",
-            call.name
-        ))
-    })?;
-
-    if call.name == FINISH_TOOL {
-        if !attempted_work {
-            let others: Vec<&str> = available
-                .iter()
-                .map(String::as_str)
-                .filter(|n| *n != FINISH_TOOL)
-                .collect();
-            return Err(ToolError::InvalidArguments(format!(
-                "finish_task refused: no other tool has been used yet. Do the task with the tools ({}) first, check the result, then call finish_task",
-                others.join(", ")
-            )));
-        }
-        return Ok(Dispatch::Finished(args));
-    }
-    match catalogue.tool(&call.name) {
-        Some(tool) => tool.call(args, ctx).await.map(Dispatch::Done),
-        // schema_of found it above, so it is here; answer like an unknown tool regardless.
-        None => Err(ToolError::InvalidArguments(format!(
-            "unknown tool `{}`",
-            call.name
-        ))),
-    }
-}
-
-/// A tool result as the model reads it: strings as they are, anything else as JSON.
-fn render_result(result: &Value) -> String {
-    match result {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// An example object with the required fields of a schema, to show a model the shape.
-fn skeleton(schema: &Value) -> String {
-    let mut out = Map::new();
-    let properties = schema.get("properties").and_then(Value::as_object);
-    let required = schema.get("required").and_then(Value::as_array);
-    for key in required.into_iter().flatten().filter_map(Value::as_str) {
-        let kind = properties
-            .and_then(|p| p.get(key))
-            .and_then(|p| p.get("type"))
-            .and_then(|t| {
-                t.as_str()
-                    .or_else(|| t.as_array().and_then(|a| a.first()).and_then(Value::as_str))
-            })
-            .unwrap_or("string");
-        let placeholder = match kind {
-            "array" => json!([]),
-            "object" => json!({}),
-            "integer" | "number" => json!(0),
-            "boolean" => json!(false),
-            _ => json!("..."),
-        };
-        out.insert(key.to_owned(), placeholder);
-    }
-    Value::Object(out).to_string()
-}
-
-fn corrective_message(available: &[String], finish_schema: &Value) -> String {
-    format!(
-        "You answered in plain text, but this task is done only through tool calls. Use the tools ({}) to do the work, then call finish_task with arguments like {}. If the work is already done, call finish_task now.",
-        available.join(", "),
-        skeleton(finish_schema)
-    )
-}
-
-/// The payload of a run whose model never called `finish_task` (seed ADR-003 fallback): the
-/// text goes into the first required string field of the finish schema.
-fn fallback_payload(finish_schema: &Value, text: &str) -> Value {
-    let field = finish_schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .find(|key| finish_schema["properties"][*key]["type"].as_str() == Some("string"))
-        .unwrap_or("summary");
-    let mut payload = Map::new();
-    payload.insert(field.to_owned(), Value::String(text.to_owned()));
-    // The note never replaces the model's text, should the text field itself be `notes`.
-    payload.entry("notes").or_insert_with(|| {
-        Value::String("The model ended without calling finish_task; this payload was built from its last reply.".to_owned())
-    });
-    Value::Object(payload)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn skeleton_shows_required_fields() {
-        let s = json!({"type": "object", "properties": {"summary": {"type": "string"}, "artifacts": {"type": "array"}}, "required": ["summary"]});
-        assert_eq!(skeleton(&s), r#"{"summary":"..."}"#);
-    }
-
-    #[test]
-    fn fallback_uses_first_required_string_field() {
-        let s = json!({"type": "object", "properties": {"executive_summary": {"type": "string"}}, "required": ["executive_summary"]});
-        let p = fallback_payload(&s, "hello");
-        assert_eq!(p["executive_summary"], "hello");
-    }
-
-    #[test]
-    fn empty_arguments_are_an_empty_object() {
-        assert_eq!(parse_arguments("  "), Ok(json!({})));
-        assert!(parse_arguments("{bad").is_err());
-    }
-
-    #[test]
-    fn deeply_nested_arguments_are_refused() {
-        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
-        assert!(parse_arguments(&format!(r#"{{"a":{}}}"#, nested(31))).is_ok());
-        assert_eq!(
-            parse_arguments(&format!(r#"{{"a":{}}}"#, nested(32))),
-            Err(
-                "they nest arrays and objects more than 32 levels deep; send flatter arguments"
-                    .to_owned()
-            )
-        );
     }
 }

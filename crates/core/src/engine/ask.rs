@@ -1,0 +1,190 @@
+//! One model call of the loop: the budget's cap on the answer, the deadline, cancellation,
+//! a streamed answer counted as it arrives, and the `llm_request`/`llm_response` records.
+
+use fabric_domain::{Message, RunStatus, runlog};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use super::{MAX_LLM_CONTENT_IN_RUNLOG_CHARS, ModelParams};
+use crate::ports::{ChatClient, ChatRequest, StoreError, ToolContext, ToolDefinitions};
+use crate::recorder::{Recorder, truncate};
+
+/// One live model call: recorded as `llm_request`, then `llm_response` (with the whole
+/// text and arguments when the runlog's fields are capped, so a resumed run continues the
+/// same conversation). `Ok(Err(..))` is how the loop ends: cancelled, or the server failed.
+pub(super) async fn ask(
+    chat: &dyn ChatClient,
+    messages: &[Message],
+    definitions: &ToolDefinitions,
+    model: &ModelParams,
+    ctx: &ToolContext,
+    rec: Recorder<'_>,
+    step: u32,
+) -> Result<Result<crate::ports::ChatResponse, (RunStatus, String)>, StoreError> {
+    // The call may not take the run past its token or cost budget: its answer is capped to
+    // what is left once its prompt is paid for.
+    let budget = &ctx.lineage.budget;
+    let max_tokens = match budget.cap_completion(
+        model.max_tokens,
+        || prompt_estimate(messages, definitions),
+        model.price,
+    ) {
+        Ok(cap) => cap,
+        Err(reason) => return Ok(Err((RunStatus::BudgetExceeded, reason))),
+    };
+    // With a known window the answer may take only its share, so prompt and answer fit.
+    let max_tokens = match model.context_window {
+        Some(window) => {
+            let share = crate::context::answer_share(window, model.max_tokens);
+            Some(max_tokens.map_or(share, |cap| cap.min(share)))
+        }
+        None => max_tokens,
+    };
+    rec.record(
+        Some(step),
+        &runlog::LlmRequest {
+            model: model.name.clone(),
+            message_count: messages.len(),
+            tool_count: definitions.len(),
+        },
+    )
+    .await?;
+    let request = ChatRequest {
+        model: &model.name,
+        messages,
+        tools: definitions,
+        temperature: model.temperature,
+        top_p: model.top_p,
+        max_tokens,
+        stream: model.stream,
+    };
+    let started = Instant::now();
+    // A streamed answer is counted as it arrives: a server that ignores `max_tokens` is
+    // stopped once the text passes what the budget leaves.
+    let metered = StreamMeter {
+        inner: rec.observer(),
+        chars: AtomicUsize::new(0),
+        limit_chars: max_tokens
+            .filter(|_| model.stream && budget.limits_answers(model.price))
+            .map(StreamMeter::chars_for),
+        over: tokio::sync::Notify::new(),
+    };
+    let answer = tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => {
+            return Ok(Err((RunStatus::Cancelled, "the run was cancelled".into())));
+        }
+        () = until(budget.deadline()) => {
+            return Ok(Err((RunStatus::BudgetExceeded, budget.time_reason("a model call"))));
+        }
+        () = metered.over.notified() => {
+            let seen = metered.chars.load(Ordering::Relaxed);
+            budget.charge_tokens((seen / 4) as u64);
+            return Ok(Err((RunStatus::BudgetExceeded, format!(
+                "the model's streamed answer passed what the token and cost budget of this run leaves (about {} tokens) while it streamed, and was stopped ({seen} characters received; the server did not keep to `max_tokens`)",
+                max_tokens.unwrap_or_default()
+            ))));
+        }
+        answer = chat.chat(request, &metered) => answer,
+    };
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let response = match answer {
+        Ok(response) => response,
+        Err(e) => {
+            let status = if e.is_model_unsupported() {
+                RunStatus::ModelUnsupported
+            } else {
+                RunStatus::LlmError
+            };
+            return Ok(Err((status, e.to_string())));
+        }
+    };
+    let capped = |text: &str| truncate(text, MAX_LLM_CONTENT_IN_RUNLOG_CHARS);
+    let whole = |text: &str, cut: &str| (cut.len() != text.len()).then(|| text.to_owned());
+    let content = response.content.as_deref().map(capped);
+    rec.record(
+        Some(step),
+        &runlog::LlmResponse {
+            full_content: match (&response.content, &content) {
+                (Some(text), Some(cut)) => whole(text, cut),
+                _ => None,
+            },
+            content,
+            tool_calls: response
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    let arguments = capped(&c.arguments);
+                    runlog::LlmToolCall {
+                        call_id: Some(c.id.clone()),
+                        name: c.name.clone(),
+                        full_arguments: whole(&c.arguments, &arguments),
+                        arguments,
+                    }
+                })
+                .collect(),
+            usage: response.usage,
+            latency_ms: (latency_ms * 1000.0).round() / 1000.0,
+            finish_reason: response.finish_reason.clone(),
+        },
+    )
+    .await?;
+    Ok(Ok(response))
+}
+
+/// The run's observer, counting the streamed text against the budget's cap.
+struct StreamMeter<'a> {
+    inner: &'a dyn crate::ports::RunObserver,
+    chars: AtomicUsize,
+    /// Past this many characters the answer is over its cap; `None`: not counted.
+    limit_chars: Option<usize>,
+    over: tokio::sync::Notify,
+}
+
+impl StreamMeter<'_> {
+    /// Characters that `tokens` may take: four a token, plus a quarter for what the estimate
+    /// errs by, so an answer within its cap is never stopped.
+    fn chars_for(tokens: u32) -> usize {
+        (tokens as usize).saturating_mul(5)
+    }
+}
+
+impl crate::ports::ChatObserver for StreamMeter<'_> {
+    fn on_text_delta(&self, delta: &str) {
+        self.inner.on_text_delta(delta);
+        if let Some(limit) = self.limit_chars {
+            let n = delta.chars().count();
+            let seen = self.chars.fetch_add(n, Ordering::Relaxed) + n;
+            if seen > limit {
+                self.over.notify_one();
+            }
+        }
+    }
+}
+
+/// Waits until `deadline`, or forever without one.
+pub(super) async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// About how many tokens a request's prompt is: its text and tool definitions at four
+/// characters a token (servers' tokenizers differ; within about a quarter for English and
+/// code), so the answer's cap leaves room for it.
+fn prompt_estimate(messages: &[Message], definitions: &ToolDefinitions) -> u64 {
+    let chars: usize = messages
+        .iter()
+        .map(|m| {
+            m.content.as_deref().map_or(0, str::len)
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.len())
+                    .sum::<usize>()
+                + 8
+        })
+        .sum::<usize>()
+        + definitions.byte_len();
+    (chars / 4) as u64
+}
