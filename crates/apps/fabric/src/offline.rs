@@ -108,6 +108,9 @@ pub(crate) struct OfflinePreparer {
     pub(crate) members: Mutex<Option<Vec<Arc<QueueChat>>>>,
     /// Only these tools, when set (`fabric replay --specialist-from recorded`), per member.
     pub(crate) tools: Option<Vec<Vec<String>>>,
+    /// Per member, the context window the recording had (`fabric replay`): the model's
+    /// server is not asked for it.
+    pub(crate) windows: Option<Vec<Option<u32>>>,
 }
 
 #[async_trait]
@@ -143,6 +146,9 @@ impl Preparer for OfflinePreparer {
             member.critic = None;
             // A summary would be a model call the answers do not hold.
             member.model.summarize_compaction = false;
+            if let Some(window) = self.windows.as_ref().and_then(|w| w.get(i)) {
+                member.model.context_window = *window;
+            }
             if let Some(only) = self.tools.as_ref().and_then(|t| t.get(i)) {
                 member.tools.retain(|t| only.contains(&t.spec().name));
             }

@@ -384,6 +384,7 @@ impl Shared<'_> {
                 model_key: member.model_key.clone(),
                 model: member.model.name.clone(),
                 handoff_from: handoff.map(|(id, _)| id.to_owned()),
+                context_window: member.model.context_window,
             },
         )
         .await

@@ -96,6 +96,9 @@ pub struct PackStart {
     pub model: String,
     /// In a sequential task force, the member whose result it was handed.
     pub handoff_from: Option<String>,
+    /// The model's context window in tokens, when known (docs/LOCAL_MODELS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u32>,
 }
 
 /// A tool the specialist's patterns did not let in from an MCP server, and why.

@@ -57,6 +57,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         },
         members: Mutex::new(Some(members.clone())),
         tools,
+        windows: Some(windows_by_member(&recorded, ids.len())),
     };
     let answers: usize = members.iter().map(|q| q.left()).sum();
     let service = RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default());
@@ -99,8 +100,14 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         });
+    // A recording that ended during a model call ends the replay there too: with no answer
+    // to give, the replay's own end (`llm_error`) is that same point, not a divergence.
+    let same_point = ended_mid_call(&recorded)
+        && unused == 0
+        && outcome.status == fabric_domain::RunStatus::LlmError;
     if let Some(was) = &recorded_status
         && was != outcome.status.as_str()
+        && !same_point
     {
         divergences.push(format!(
             "the run ended `{}`; the recording ended `{was}`",
@@ -158,6 +165,33 @@ fn answers_by_member(events: &[RunEvent], members: usize) -> Vec<Arc<QueueChat>>
     by.into_iter()
         .map(|a| QueueChat::new(a, "the recording"))
         .collect()
+}
+
+/// Per member, the context window its `pack_start` recorded.
+fn windows_by_member(events: &[RunEvent], members: usize) -> Vec<Option<u32>> {
+    let mut by = vec![None; members.max(1)];
+    for event in events.iter().filter(|e| e.kind == EventKind::PackStart) {
+        if let Ok(start) = event.payload_as::<runlog::PackStart>()
+            && let Some(slot) = by.get_mut(start.pack_index as usize)
+        {
+            *slot = start.context_window;
+        }
+    }
+    by
+}
+
+/// Whether the recording ended during a model call (it was cancelled, ran out of time, or
+/// its process stopped): the replay runs out of answers at the same point.
+fn ended_mid_call(events: &[RunEvent]) -> bool {
+    let calls = events
+        .iter()
+        .filter(|e| e.kind == EventKind::LlmRequest && e.step.is_some())
+        .count();
+    let answers = events
+        .iter()
+        .filter(|e| e.kind == EventKind::LlmResponse && e.step.is_some())
+        .count();
+    calls > answers
 }
 
 /// Per member, the tools its `pack_start` offered.

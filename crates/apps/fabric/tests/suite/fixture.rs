@@ -107,12 +107,17 @@ impl Fixture {
 
     /// The `fabric` command with this fixture's config and workspace, not yet started.
     pub(crate) fn command(&self, args: &[&str]) -> tokio::process::Command {
+        self.command_in(&self.workspace_root(), args)
+    }
+
+    /// The `fabric` command with this fixture's config over another workspace root.
+    fn command_in(&self, workspace: &Path, args: &[&str]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_fabric"));
         cmd.args(args)
             .arg("--config")
             .arg(&self.config)
             .arg("--workspace")
-            .arg(self.workspace_root())
+            .arg(workspace)
             .current_dir(self.dir.path())
             .env("NO_COLOR", "1")
             .env_remove("FABRIC_CONFIG_PATH")
@@ -136,7 +141,48 @@ impl Fixture {
             run.stdout,
             run.stderr
         );
-        run.json()
+        let result = run.json();
+        self.assert_replays(&result).await;
+        result
+    }
+
+    /// Every run a test records this way is replayed with no model server (issue #12), and
+    /// must go the same way. Runs that start child runs (sub-agents, critics) or use MCP
+    /// servers are not replayed: offline runs do not start those.
+    pub(crate) async fn assert_replays(&self, result: &Value) {
+        let Some(id) = result["_meta"]["run_id"].as_str() else {
+            return;
+        };
+        let events = self.runlog(result);
+        let offline_cannot = events.iter().any(|e| {
+            matches!(e["kind"].as_str(), Some("critic_review" | "mcp_server"))
+                || e["payload"]["tool"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("agent__"))
+        });
+        if offline_cannot {
+            return;
+        }
+        // In a copy of the workspace root, so the test's own listings do not see the replay.
+        let copy = tempfile::tempdir().expect("tempdir");
+        copy_dir(&self.workspace_root(), copy.path()).expect("copy the workspace root");
+        let output = self
+            .command_in(copy.path(), &["replay", id, "--json"])
+            .output()
+            .await
+            .expect("fabric replay ran");
+        let replay = Run {
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            output,
+        };
+        assert_eq!(
+            replay.code(),
+            0,
+            "the replay of run {id} diverged:\n{}\n{}",
+            replay.stdout,
+            replay.stderr
+        );
     }
 
     /// Every line of a run's runlog, each checked to be a JSON object with the public shape.
@@ -155,6 +201,23 @@ impl Fixture {
     pub(crate) fn requests(&self) -> Vec<Value> {
         self.server.requests().into_iter().map(|r| r.body).collect()
     }
+}
+
+/// Copies a directory tree (files and directories; the test workspaces hold nothing else
+/// that matters to a replay).
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
 }
 
 /// For each `(yaml, expected)`: the config with `yaml` appended fails `fabric config
