@@ -31,6 +31,7 @@ macro_rules! contract {
         }
         mod postgres {
             $(
+                #[cfg_attr(fabric_no_postgres, ignore = "needs PostgreSQL: run scripts/install-test-deps.sh")]
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let Some(store) = crate::common::postgres().await else { return };

@@ -91,6 +91,10 @@ async fn a_schema_from_a_newer_fabric_is_refused() {
     assert!(fix.contains("upgrade fabric"), "{fix}");
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_schema_from_a_newer_fabric_is_refused() {
     let Some(t) = common::postgres().await else {

@@ -203,6 +203,10 @@ async fn sqlite_indexed_semantic_search() {
     indexed_semantic_search(None).await;
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_indexed_semantic_search() {
     let url = match fabric_test_support::shared_cluster() {

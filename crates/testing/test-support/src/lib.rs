@@ -65,6 +65,36 @@ pub mod scenario;
 mod server;
 
 pub use embed::hash_embedding;
+
+/// The directory scripts/install-test-deps.sh installed the MCP test servers and clients in
+/// (`FABRIC_TEST_DEPS`, else `~/.cache/agent-fabric/test-deps`), or `None` with a message
+/// on stderr when they are not there. With `FABRIC_REQUIRE_TEST_DEPS=1` a missing install
+/// panics instead, also when neither variable is set. (Tests that need them are marked
+/// ignored at build time when they are missing, so this is the backstop.)
+pub fn test_deps() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("FABRIC_TEST_DEPS")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| std::path::PathBuf::from(h).join(".cache/agent-fabric/test-deps"))
+        });
+    let reason = match &dir {
+        Some(dir) if dir.join(".installed").is_file() => return dir.clone().into(),
+        Some(dir) => format!(
+            "the MCP test servers and clients are not installed in {}; run scripts/install-test-deps.sh",
+            dir.display()
+        ),
+        None => "neither FABRIC_TEST_DEPS nor HOME is set, so the MCP test servers cannot be found; set FABRIC_TEST_DEPS to where scripts/install-test-deps.sh installed them".to_owned(),
+    };
+    if std::env::var("FABRIC_REQUIRE_TEST_DEPS").as_deref() == Ok("1") {
+        panic!("FABRIC_REQUIRE_TEST_DEPS=1, but {reason}");
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("SKIPPED: {reason}");
+    }
+    None
+}
 pub use postgres::{PgCluster, PgError, shared_cluster};
 pub use scenario::{
     DEFAULT_EMBEDDING_DIMS, EmbeddingsMode, ModelInfo, OnExhausted, Scenario, ScenarioError,

@@ -106,17 +106,15 @@ async fn json_mode_reports_errors_as_one_json_object() {
     assert_eq!(run.json()["error"]["code"], "config_error");
 }
 
+// Images cannot be pulled here, so with Podman installed there is nothing this test can
+// check end to end (the command line is unit-tested in fabric-tools): it is marked ignored,
+// with the reason, by the build script.
+#[cfg_attr(
+    fabric_has_podman,
+    ignore = "Podman is installed here: the refusal without Podman cannot be exercised"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn a_container_specialist_without_podman_is_refused_before_the_run() {
-    if ["/usr/local/bin/podman", "/usr/bin/podman", "/bin/podman"]
-        .iter()
-        .any(|p| std::path::Path::new(p).is_file())
-    {
-        // Images cannot be pulled here, so with Podman installed there is nothing this test
-        // can check end to end; the command line is unit-tested in fabric-tools.
-        println!("SKIP: Podman is installed on this host; the refusal path cannot be exercised");
-        return;
-    }
     let fx = Fixture::new(vec![]).await;
     let mut yaml = std::fs::read_to_string(&fx.config).unwrap();
     yaml.push_str(

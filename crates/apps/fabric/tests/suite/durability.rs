@@ -242,6 +242,10 @@ async fn issue_10_a_run_killed_at_random_points_is_continued_exactly_once() {
     );
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_10_runs_on_postgresql_are_continued_too() {
     let url = match fabric_test_support::shared_cluster() {

@@ -9,29 +9,10 @@ use std::path::PathBuf;
 use super::fixture::{Fixture, kinds, of_kind};
 
 fn everything() -> Option<String> {
-    let dir = std::env::var_os("FABRIC_TEST_DEPS")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agent-fabric/test-deps"))
-        })?;
-    if dir.join(".installed").is_file() {
-        let script =
-            dir.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-        return Some(script.display().to_string());
-    }
-    let message = format!(
-        "SKIPPED: MCP test servers not installed in {}; run scripts/install-test-deps.sh",
-        dir.display()
-    );
-    assert!(
-        std::env::var("FABRIC_REQUIRE_TEST_DEPS").as_deref() != Ok("1"),
-        "{message}"
-    );
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("{message}");
-    }
-    None
+    let dir = fabric_test_support::test_deps()?;
+    let script =
+        dir.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    Some(script.display().to_string())
 }
 
 /// Whether a process holding `marker` on its command line is still there after up to 5 s
@@ -63,6 +44,10 @@ fn write_specialist(fx: &Fixture, body: &str) {
     std::fs::write(dir.join("mcp_user.md"), body).expect("write specialist");
 }
 
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
 #[tokio::test]
 async fn a_model_calls_an_mcp_tool_and_the_server_is_gone_after_the_run() {
     let Some(script) = everything() else { return };
@@ -316,6 +301,10 @@ Work.
     );
 }
 
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
 #[tokio::test]
 async fn issue_12_a_server_whose_tools_are_named_is_ready_for_the_first_model_call() {
     let Some(script) = everything() else { return };

@@ -11,27 +11,7 @@ use super::serve_fixture::{Options, Served, TOKEN};
 
 /// The venv's python, or `None` with a message when the test deps are not installed.
 fn python() -> Option<PathBuf> {
-    let dir = std::env::var_os("FABRIC_TEST_DEPS")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agent-fabric/test-deps"))
-        })?;
-    if dir.join(".installed").is_file() {
-        return Some(dir.join("venv/bin/python"));
-    }
-    let message = format!(
-        "SKIPPED: the Python MCP client is not installed in {}; run scripts/install-test-deps.sh",
-        dir.display()
-    );
-    assert!(
-        std::env::var("FABRIC_REQUIRE_TEST_DEPS").as_deref() != Ok("1"),
-        "{message}"
-    );
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("{message}");
-    }
-    None
+    fabric_test_support::test_deps().map(|dir| dir.join("venv/bin/python"))
 }
 
 fn script() -> String {
@@ -137,6 +117,10 @@ fn check(seen: &Value) {
     );
 }
 
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
 #[tokio::test]
 async fn a_python_mcp_client_runs_a_task_over_stdio() {
     let Some(python) = python() else { return };
@@ -161,6 +145,10 @@ async fn a_python_mcp_client_runs_a_task_over_stdio() {
     assert_eq!(std::fs::read_to_string(file).unwrap_or_default(), "Hello");
 }
 
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
 #[tokio::test]
 async fn a_python_mcp_client_runs_a_task_over_http_with_the_token() {
     let Some(python) = python() else { return };

@@ -349,6 +349,10 @@ async fn issue9_a_specialist_finds_an_earlier_run_with_the_search_runs_tool() {
 /// The same commands against a real PostgreSQL, chosen by `FABRIC_STORE_URL`: runs made by
 /// two machines (two workspace roots) sharing one database are listed, searched and shown
 /// from either.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue9_the_binary_runs_on_postgresql_chosen_by_fabric_store_url() {
     let url = match fabric_test_support::shared_cluster() {

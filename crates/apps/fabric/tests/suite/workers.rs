@@ -117,6 +117,10 @@ async fn check_stream(served: &Served, id: &str) -> usize {
     frames.len()
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_10_serve_enqueues_workers_run_and_any_node_follows() {
     let Some(url) = database() else { return };
@@ -165,6 +169,10 @@ async fn issue_10_serve_enqueues_workers_run_and_any_node_follows() {
     );
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_10_a_killed_worker_s_run_is_continued_by_another_after_its_lease() {
     let Some(url) = database() else { return };
@@ -199,6 +207,10 @@ async fn issue_10_a_killed_worker_s_run_is_continued_by_another_after_its_lease(
     let _ = second.start_kill();
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_10_a_worker_paused_past_its_lease_writes_nothing_more_to_the_run() {
     let Some(url) = database() else { return };
@@ -255,6 +267,10 @@ async fn issue_10_a_worker_paused_past_its_lease_writes_nothing_more_to_the_run(
     let _ = other.start_kill();
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_10_three_workers_two_api_nodes_two_hundred_runs_one_worker_killed() {
     let Some(url) = database() else { return };
@@ -319,6 +335,10 @@ async fn issue_10_three_workers_two_api_nodes_two_hundred_runs_one_worker_killed
     }
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_10_postgresql_restarted_mid_run_workers_reconnect_and_runs_end() {
     if database().is_none() {
@@ -354,6 +374,10 @@ async fn issue_10_postgresql_restarted_mid_run_workers_reconnect_and_runs_end() 
     let _ = w.start_kill();
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_10_a_running_run_is_cancelled_from_another_node_and_followed_there() {
     let Some(url) = database() else { return };
@@ -390,6 +414,10 @@ async fn issue_10_a_running_run_is_cancelled_from_another_node_and_followed_ther
     let _ = w.start_kill();
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_10_the_queue_runs_oldest_first_and_holds_its_global_limit() {
     let Some(url) = database() else { return };

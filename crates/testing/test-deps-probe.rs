@@ -1,0 +1,55 @@
+// Included by the build scripts of the crates whose tests need the test dependencies
+// (`include!`), so one piece of code decides, at build time, which of those tests to mark
+// ignored with the reason a person reads in `cargo test`'s own report ("ignored, needs
+// PostgreSQL: run scripts/install-test-deps.sh"), instead of letting them pass quietly.
+// With FABRIC_REQUIRE_TEST_DEPS=1 nothing is ignored: the tests run and fail loudly.
+// Plain std, no dependencies: a build script must stay cheap.
+
+/// Where scripts/install-test-deps.sh installs the MCP servers and clients.
+fn test_deps_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("FABRIC_TEST_DEPS")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| std::path::PathBuf::from(h).join(".cache/agent-fabric/test-deps"))
+        })
+}
+
+/// Emits `fabric_no_mcp_deps` and `fabric_no_postgres` when those are missing.
+fn emit_test_deps_cfgs() {
+    println!("cargo::rustc-check-cfg=cfg(fabric_no_mcp_deps)");
+    println!("cargo::rustc-check-cfg=cfg(fabric_no_postgres)");
+    println!("cargo::rustc-check-cfg=cfg(fabric_has_podman)");
+    // A test of the refusal without Podman cannot run where Podman is installed.
+    if ["/usr/local/bin/podman", "/usr/bin/podman", "/bin/podman"]
+        .iter()
+        .any(|p| std::path::Path::new(p).is_file())
+    {
+        println!("cargo::rustc-cfg=fabric_has_podman");
+    }
+    println!("cargo::rerun-if-env-changed=FABRIC_REQUIRE_TEST_DEPS");
+    println!("cargo::rerun-if-env-changed=FABRIC_TEST_DEPS");
+    println!("cargo::rerun-if-env-changed=HOME");
+    if std::env::var("FABRIC_REQUIRE_TEST_DEPS").as_deref() == Ok("1") {
+        return;
+    }
+    match test_deps_dir() {
+        Some(dir) => {
+            let marker = dir.join(".installed");
+            println!("cargo::rerun-if-changed={}", marker.display());
+            if !marker.is_file() {
+                println!("cargo::rustc-cfg=fabric_no_mcp_deps");
+            }
+        }
+        None => println!("cargo::rustc-cfg=fabric_no_mcp_deps"),
+    }
+    println!("cargo::rerun-if-changed=/usr/lib/postgresql");
+    let postgres = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|version| version.path().join("bin/initdb").is_file());
+    if !postgres {
+        println!("cargo::rustc-cfg=fabric_no_postgres");
+    }
+}
