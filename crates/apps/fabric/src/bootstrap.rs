@@ -48,6 +48,15 @@ fn flight(key: String) -> Arc<Mutex<()>> {
     Arc::clone(map.entry(key).or_default())
 }
 
+/// The model key `model` is configured under, for messages (`quality` when it cannot tell).
+fn key_of(settings: &Settings, model: &ModelConfig) -> String {
+    settings
+        .models
+        .iter()
+        .find(|(_, m)| *m == model)
+        .map_or_else(|| settings.default_model_key.clone(), |(k, _)| k.clone())
+}
+
 /// Whether the base URL points at this machine: only then may the fabric start a server.
 pub(crate) fn is_local(base_url: &str) -> bool {
     let rest = base_url
@@ -89,13 +98,8 @@ pub(crate) async fn ensure_available(
     let Some((program, args)) = cmd.split_first() else {
         bail!("`local_llm_start_cmd` is empty; set it to the command that starts the model server");
     };
-    eprintln!(
-        "no model server answers at {}; starting `{}`",
-        model.base_url,
-        cmd.join(" ")
-    );
-    // Detached: its own process group, no stdio tied to ours, so it outlives this run and a
-    // Ctrl-C here does not kill it. The child handle is dropped without waiting on purpose.
+    // Its own process group, no stdio tied to ours, so a server that comes up outlives this
+    // run and a Ctrl-C here does not kill it; one that never answers is killed below.
     let mut command = tokio::process::Command::new(program);
     command
         .args(args)
@@ -104,14 +108,29 @@ pub(crate) async fn ensure_available(
         .stderr(std::process::Stdio::null())
         .process_group(0)
         .kill_on_drop(false);
-    command.spawn().with_context(|| {
-        format!(
-            "cannot start `{}` (local_llm_start_cmd); install it or start the model server yourself",
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && program == "ollama" => {
+            bail!(
+                "no model server answers at {}, and Ollama is not installed (`ollama` is not on PATH). Either install Ollama (https://ollama.com/download) and pull a tool-capable model (`ollama pull qwen2.5:7b`); or point `models.{}.base_url` in the config at a server that runs (any OpenAI-compatible one with `backend: openai`); or try the fabric with no model at all through the scripted server, as the README shows under \"No model at hand?\"",
+                model.base_url,
+                key_of(settings, model)
+            );
+        }
+        Err(e) => bail!(
+            "cannot start `{}` (local_llm_start_cmd): {e}; install it, start the model server yourself, or change `local_llm_start_cmd`",
             cmd.join(" ")
-        )
-    })?;
+        ),
+    };
     let timeout = Duration::from_secs(settings.local_llm_start_timeout_s);
+    eprintln!(
+        "no model server answers at {}; started `{}`, waiting up to {} s for it",
+        model.base_url,
+        cmd.join(" "),
+        timeout.as_secs()
+    );
     let started = Instant::now();
+    let mut told = Duration::ZERO;
     while started.elapsed() < timeout {
         tokio::time::sleep(Duration::from_millis(250)).await;
         if fabric_llm::probe(&model.base_url, Duration::from_secs(1))
@@ -125,9 +144,23 @@ pub(crate) async fn ensure_available(
             );
             return Ok(());
         }
+        // A server that takes long is not silence: say how long, every five seconds.
+        if started.elapsed() >= told + Duration::from_secs(5) {
+            told = started.elapsed();
+            eprintln!(
+                "still waiting for `{}` at {}: {} s of {} s",
+                cmd.join(" "),
+                model.base_url,
+                told.as_secs(),
+                timeout.as_secs()
+            );
+        }
     }
+    // It never answered: it is not left running behind the error.
+    let _ = child.start_kill();
+    let _ = child.wait().await;
     bail!(
-        "started `{}` but nothing answered at {} within {} s; check that the command starts the server on that address, or raise `local_llm_start_timeout_s`",
+        "started `{}` but nothing answered at {} within {} s, so it was stopped again; check that the command starts the server on that address, or raise `local_llm_start_timeout_s`",
         cmd.join(" "),
         model.base_url,
         settings.local_llm_start_timeout_s

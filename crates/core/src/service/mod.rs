@@ -485,7 +485,23 @@ impl RunTask {
         done_tx: oneshot::Sender<Result<RunOutcome, ServiceError>>,
     ) {
         if let Err(error) = &result {
-            tracing::warn!(run_id = %id, %error, "run ended inside the fabric");
+            // What the caller can fix (a request, a model server to start, a budget) is told
+            // to it as the error; only the fabric's own failures are worth a warning.
+            let caller_can_fix = matches!(
+                error,
+                ServiceError::Invalid(_)
+                    | ServiceError::UnknownSpecialist(_)
+                    | ServiceError::UnknownModelKey(_)
+                    | ServiceError::NotPermitted(_)
+                    | ServiceError::ModelUnavailable(_)
+                    | ServiceError::BudgetSpent(_)
+                    | ServiceError::Cancelled
+            );
+            if caller_can_fix {
+                tracing::debug!(run_id = %id, %error, "run did not start");
+            } else {
+                tracing::warn!(run_id = %id, %error, "run ended inside the fabric");
+            }
         }
         self.live
             .finish(result.as_ref().err().map(ToString::to_string).as_deref());

@@ -262,6 +262,76 @@ async fn a_start_command_that_never_serves_fails_clearly() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn issue_14_a_server_that_never_answers_is_waited_for_aloud_then_stopped() {
+    let fx = Fixture::new(vec![]).await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let marker = format!("fabric-slow-server-{}", std::process::id());
+    std::fs::write(
+        &fx.config,
+        format!("models:\n  test:\n    base_url: http://127.0.0.1:{port}\n    model: m\n    backend: ollama\ndefault_model_key: test\nrouting_model_key: test\nlocal_llm_start_cmd: [sh, -c, 'sleep 60; echo {marker}']\nlocal_llm_start_timeout_s: 6\n"),
+    )
+    .unwrap();
+    let run = fx.fabric(&["run", "x", "--pack", "engineering"]).await;
+    assert_eq!(run.code(), 3, "{}", run.stderr);
+    assert!(run.stderr.contains("waiting up to 6 s"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("still waiting for `sh -c"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("so it was stopped again"),
+        "{}",
+        run.stderr
+    );
+    let alive = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+        });
+    assert!(!alive, "the server it started was left running");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_14_without_ollama_installed_the_user_is_told_what_to_do() {
+    let fx = Fixture::new(vec![]).await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    std::fs::write(
+        &fx.config,
+        format!("models:\n  local:\n    base_url: http://localhost:{port}\n    model: qwen2.5:7b\n    backend: ollama\ndefault_model_key: local\nrouting_model_key: local\n"),
+    )
+    .unwrap();
+    // No `ollama` on this PATH (an empty directory).
+    let empty = tempfile::tempdir().unwrap();
+    let run = fx
+        .fabric_with(
+            &["run", "x", "--pack", "engineering", "--json"],
+            &[("PATH", empty.path().to_str().unwrap())],
+        )
+        .await;
+    assert_eq!(run.code(), 3, "{}", run.stderr);
+    for words in [
+        "Ollama is not installed",
+        "https://ollama.com/download",
+        "`models.local.base_url`",
+        "No model at hand?",
+    ] {
+        assert!(run.stderr.contains(words), "{words}: {}", run.stderr);
+    }
+    assert_eq!(run.json()["error"]["code"], "llm_error");
+    assert!(!run.stderr.contains("WARN"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn doctor_reports_each_check() {
     let fx = Fixture::with_backend(Scenario::new(vec![]), "ollama").await;
     let run = fx.fabric(&["doctor"]).await;

@@ -359,9 +359,8 @@ async fn a_model_server_that_cannot_be_started_is_a_503_with_the_reason() {
     assert_eq!(error["error"]["code"], "model_unavailable");
     let message = error["error"]["message"].as_str().unwrap();
     assert!(
-        message.starts_with(
-            "cannot start `fabric-test-no-such-server` (local_llm_start_cmd); install it or start the model server yourself"
-        ),
+        message.starts_with("cannot start `fabric-test-no-such-server` (local_llm_start_cmd): ")
+            && message.contains("install it, start the model server yourself"),
         "{message}"
     );
     let (_, health) = s.get_json("/health").await;
