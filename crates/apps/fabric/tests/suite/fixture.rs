@@ -203,6 +203,38 @@ impl Fixture {
     }
 }
 
+/// A port nothing listens on (bound, then let go).
+pub(crate) fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address").port()
+}
+
+/// Whether a process holding `marker` on its command line is there now.
+pub(crate) fn process_with(marker: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+}
+
+/// Whether a process holding `marker` on its command line is still there after up to 5 s
+/// (a killed process takes a moment to go, longer on a loaded machine).
+pub(crate) fn alive_with(marker: &str) -> bool {
+    let present = || process_with(marker);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while present() {
+        if std::time::Instant::now() > deadline {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
 /// Copies a directory tree (files and directories; the test workspaces hold nothing else
 /// that matters to a replay).
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {

@@ -6,36 +6,13 @@ use fabric_test_support::Turn;
 use serde_json::json;
 use std::path::PathBuf;
 
-use super::fixture::{Fixture, kinds, of_kind};
+use super::fixture::{Fixture, alive_with, kinds, of_kind, process_with};
 
 fn everything() -> Option<String> {
     let dir = fabric_test_support::test_deps()?;
     let script =
         dir.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     Some(script.display().to_string())
-}
-
-/// Whether a process holding `marker` on its command line is still there after up to 5 s
-/// (a killed process takes a moment to go, longer on a loaded machine).
-fn alive_with(marker: &str) -> bool {
-    let present = || {
-        std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|e| {
-                std::fs::read(e.path().join("cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-            })
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while present() {
-        if std::time::Instant::now() > deadline {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    false
 }
 
 fn write_specialist(fx: &Fixture, body: &str) {
@@ -266,16 +243,7 @@ Work.
         .spawn()
         .expect("fabric starts");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let up = || {
-        std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|e| {
-                std::fs::read(e.path().join("cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
-            })
-    };
+    let up = || process_with(&marker);
     while !up() {
         assert!(
             std::time::Instant::now() < deadline,

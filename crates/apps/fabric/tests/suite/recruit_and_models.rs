@@ -3,7 +3,7 @@
 use fabric_test_support::{ModelInfo, Scenario, ScriptedServer, Turn};
 use serde_json::{Value, json};
 
-use super::fixture::{Fixture, of_kind};
+use super::fixture::{Fixture, alive_with, free_port, of_kind};
 
 fn work(summary: &str) -> Vec<Turn> {
     vec![
@@ -264,10 +264,7 @@ async fn a_start_command_that_never_serves_fails_clearly() {
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_14_a_server_that_never_answers_is_waited_for_aloud_then_stopped() {
     let fx = Fixture::new(vec![]).await;
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let marker = format!("fabric-slow-server-{}", std::process::id());
     std::fs::write(
         &fx.config,
@@ -287,24 +284,16 @@ async fn issue_14_a_server_that_never_answers_is_waited_for_aloud_then_stopped()
         "{}",
         run.stderr
     );
-    let alive = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
-        });
-    assert!(!alive, "the server it started was left running");
+    assert!(
+        !alive_with(&marker),
+        "the server it started was left running"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_14_without_ollama_installed_the_user_is_told_what_to_do() {
     let fx = Fixture::new(vec![]).await;
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     std::fs::write(
         &fx.config,
         format!("models:\n  local:\n    base_url: http://localhost:{port}\n    model: qwen2.5:7b\n    backend: ollama\ndefault_model_key: local\nrouting_model_key: local\n"),
