@@ -44,8 +44,9 @@ impl From<RunId> for String {
 }
 
 impl fmt::Display for RunId {
+    // `pad`, not `write_str`: tables line up with `{:<29}`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -149,8 +150,9 @@ impl RunStatus {
 }
 
 impl fmt::Display for RunStatus {
+    // `pad`, not `write_str`: tables line up with `{:<24}`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -164,6 +166,13 @@ mod tests {
         for bad in ["", "..", "a/b", "a\\b", "a b", "../x"] {
             assert!(RunId::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn issue_14_ids_and_statuses_take_a_width() {
+        let id = RunId::parse("20261122-101010-000-abcdef").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(format!("{id:<30}|"), "20261122-101010-000-abcdef    |");
+        assert_eq!(format!("{:<12}|", RunStatus::Failed), "failed      |");
     }
 
     #[test]

@@ -13,6 +13,61 @@ use fabric_domain::SpecialistSpec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+/// Words of a task that only asks to look at something.
+const LOOK_WORDS: &[&str] = &[
+    "review",
+    "audit",
+    "inspect",
+    "explain",
+    "analyze",
+    "analyse",
+    "assess",
+    "check",
+    "summarize",
+    "summarise",
+    "describe",
+    "evaluate",
+    "critique",
+    "examine",
+    "read",
+];
+
+/// Words of a task that asks for a change.
+const CHANGE_WORDS: &[&str] = &[
+    "fix",
+    "change",
+    "write",
+    "implement",
+    "refactor",
+    "create",
+    "add",
+    "update",
+    "edit",
+    "modify",
+    "build",
+    "rewrite",
+    "remove",
+    "delete",
+    "rename",
+    "patch",
+    "make",
+    "generate",
+    "apply",
+    "correct",
+    "improve",
+];
+
+/// Whether the prompt only asks to look (a review, an audit, an explanation) and asks for no
+/// change: then specialists that write are not recruited beside one that only reads.
+pub fn reads_only(prompt_words: &[String]) -> bool {
+    let has = |list: &[&str]| {
+        prompt_words
+            .iter()
+            .any(|w| list.iter().any(|k| word_matches(w, k)))
+    };
+    has(LOOK_WORDS) && !has(CHANGE_WORDS)
+}
+
 /// Suffixes a prompt word may add to a keyword word.
 pub const SUFFIXES: &[&str] = &[
     "s", "es", "ed", "ing", "er", "ers", "ation", "ations", "ment", "ments",

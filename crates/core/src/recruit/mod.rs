@@ -101,6 +101,19 @@ pub fn route_by_keywords(
             .unwrap_or(usize::MAX)
     };
     let mut ordered: Vec<&keywords::Pick> = cover.iter().collect();
+    // A task that only asks to look (review, audit, explain) is not handed to a specialist
+    // that writes when one that only reads covers part of it: "review the code for bugs"
+    // must not bring in an engineer who may change the code.
+    let mut dropped_writers: Vec<String> = Vec::new();
+    if keywords::reads_only(&words) && ordered.iter().any(|p| !specialists[p.index].may_write) {
+        ordered.retain(|p| {
+            let keep = !specialists[p.index].may_write;
+            if !keep {
+                dropped_writers.push(specialists[p.index].id.clone());
+            }
+            keep
+        });
+    }
     ordered.sort_by(|a, b| {
         position(&a.covers)
             .cmp(&position(&b.covers))
@@ -132,6 +145,16 @@ pub fn route_by_keywords(
     if !uncovered.is_empty() {
         let names: Vec<&str> = uncovered.iter().map(|c| c.as_str()).collect();
         reason.push_str(&format!("; no specialist covers {}", names.join(", ")));
+    }
+    if !dropped_writers.is_empty() {
+        reason.push_str(&format!(
+            "; the task only asks to look, so {} (which may write) was left out",
+            dropped_writers
+                .iter()
+                .map(|id| format!("`{id}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     Decision {
         specialist_ids: ordered

@@ -279,3 +279,36 @@ fn llm_answers_are_validated() {
         assert!(err.contains(says), "{bad}: {err}");
     }
 }
+
+#[test]
+fn issue_14_a_review_does_not_bring_in_a_writer() {
+    let mut auditor = spec("auditor", &["code_review"], &["review", "audit", "bugs"]);
+    auditor.may_write = false;
+    let specialists: Vec<Arc<SpecialistSpec>> = vec![
+        Arc::new(spec(
+            "engineering",
+            &["code_execution", "file_io", "software_testing"],
+            &["code", "fix"],
+        )),
+        Arc::new(auditor),
+    ];
+    for prompt in [
+        "please review the code for bugs",
+        "audit this code and explain what it does",
+    ] {
+        let d = route_by_keywords(prompt, &specialists, "engineering");
+        assert_eq!(d.specialist_ids, ["auditor"], "{prompt}: {}", d.reason);
+        assert!(d.reason.contains("only asks to look"), "{}", d.reason);
+    }
+    // Asked to change something, the engineer is recruited.
+    let d = route_by_keywords(
+        "review the code and fix the bugs",
+        &specialists,
+        "engineering",
+    );
+    assert!(
+        d.specialist_ids.contains(&"engineering".to_owned()),
+        "{}",
+        d.reason
+    );
+}

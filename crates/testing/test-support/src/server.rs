@@ -301,9 +301,14 @@ pub(crate) async fn next_turn(
     let Some((number, turn, request)) = taken else {
         let n = shared.scenario.turns.len();
         tracing::warn!("scripted LLM server: scenario exhausted after {n} turns");
-        return Err(error_json(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            json!({ "error": format!("scripted LLM server: scenario exhausted after {n} turns") }),
+        // 409, not a 5xx: asking again cannot help, so clients do not retry it.
+        let message = format!(
+            "scripted LLM server: scenario exhausted after {n} turns; with `turn_by: conversation` a scenario serves any number of runs (each conversation from its first turn)"
+        );
+        return Err(error_turn(
+            wire,
+            StatusCode::CONFLICT.as_u16(),
+            Some(&message),
         ));
     };
     if let Some(status) = turn.status {

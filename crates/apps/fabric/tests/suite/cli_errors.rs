@@ -146,3 +146,20 @@ async fn a_container_specialist_without_podman_is_refused_before_the_run() {
         run.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_14_config_validate_warns_of_write_tools_a_reader_never_gets() {
+    let fx = Fixture::new(vec![]).await;
+    fx.append_config(
+        "specialists:\n  notes:\n    description: Reads notes.\n    system_prompt: Read.\n    tools: [read_file, write_file, shell]\n    may_write: false\n",
+    );
+    let run = fx.fabric(&["config", "validate"]).await;
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "warning: specialist `notes` has `may_write: false` but lists `write_file`, `shell`: runs leave them out"
+        ),
+        "{}",
+        run.stderr
+    );
+}

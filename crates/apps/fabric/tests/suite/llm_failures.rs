@@ -166,3 +166,40 @@ async fn an_installed_model_that_cannot_call_tools_is_refused_before_the_run() {
         run.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_14_the_readme_scenario_serves_any_number_of_runs_and_exhaustion_is_not_retried() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testing/test-support/scenarios/hello.yaml"
+    );
+    let scenario = fabric_test_support::Scenario::from_file(path).unwrap();
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    for _ in 0..2 {
+        let result = fx.run_json("Create hello.txt", &[], 0).await;
+        assert_eq!(result["_meta"]["status"], "completed");
+    }
+
+    // A scenario that serves turns in order runs out, and says so once: not retried.
+    let fx = Fixture::new(vec![fabric_test_support::Turn::tool_call(
+        "finish_task",
+        serde_json::json!({"summary": "once"}),
+    )])
+    .await;
+    let _ = fx.fabric(&["run", "a", "--pack", "engineering"]).await;
+    let before = fx.server.chat_request_count();
+    let second = fx.fabric(&["run", "b", "--pack", "engineering"]).await;
+    assert_eq!(second.code(), 3, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("scenario exhausted after 1 turns")
+            && second.stderr.contains("turn_by: conversation"),
+        "{}",
+        second.stderr
+    );
+    assert_eq!(
+        fx.server.chat_request_count(),
+        before + 1,
+        "the exhausted answer was not retried: {}",
+        second.stderr
+    );
+}
