@@ -461,6 +461,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn issue_14_http_md_lists_every_status() {
+        let doc = include_str!("../../../../docs/HTTP.md");
+        let paragraph = doc
+            .split("Statuses are the runlog's:")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .unwrap_or_else(|| panic!("docs/HTTP.md has no list of statuses"));
+        for status in STATUSES {
+            assert!(
+                paragraph.contains(&format!("`{status}`")),
+                "docs/HTTP.md does not list `{status}`"
+            );
+        }
+    }
+
+    #[test]
     fn statuses_names_every_run_status_as_serde_writes_it() {
         // Exhaustive: a new status fails to compile here until it gets a place in STATUSES.
         let place = |s: RunStatus| match s {

@@ -61,12 +61,22 @@ pub(crate) enum Command {
     /// Run scenario files (scripted model answers and expectations) against your
     /// specialists, with no model server; prints `N passed, N failed` (docs/TESTING.md).
     Test(TestArgs),
+    /// Print the shell completion script for bash, zsh or fish, e.g.
+    /// `fabric completions bash > ~/.local/share/bash-completion/completions/fabric`.
+    Completions(CompletionsArgs),
     /// The run index: rebuild it from the runlogs and embed what is missing.
     #[command(subcommand)]
     Index(IndexCommand),
     /// The database behind the run store (docs/STORE.md).
     #[command(subcommand)]
     Store(StoreCommand),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_parser = ["bash", "zsh", "fish"])]
+    pub(crate) shell: String,
 }
 
 #[derive(Debug, Args)]

@@ -31,7 +31,22 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Budget(args) => catalog::budget(&cli, args).await,
         Command::Replay(args) => replay::replay(&cli, args).await,
         Command::Test(args) => test::test(&cli, args).await,
+        Command::Completions(args) => Ok(completions(&args.shell)),
         Command::Index(command) => catalog::index(&cli, command).await,
         Command::Store(command) => catalog::store(&cli, command).await,
     }
+}
+
+/// Prints the completion script for `shell` (bash, zsh or fish; clap checked the name).
+fn completions(shell: &str) -> u8 {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let shell = match shell {
+        "zsh" => Shell::Zsh,
+        "fish" => Shell::Fish,
+        _ => Shell::Bash,
+    };
+    let mut command = Cli::command();
+    clap_complete::generate(shell, &mut command, "fabric", &mut std::io::stdout());
+    0
 }

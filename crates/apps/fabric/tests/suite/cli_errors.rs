@@ -163,3 +163,22 @@ async fn issue_14_config_validate_warns_of_write_tools_a_reader_never_gets() {
         run.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_14_shell_completions_for_bash_zsh_and_fish() {
+    let fx = Fixture::new(vec![]).await;
+    for (shell, marker) in [
+        ("bash", "_fabric()"),
+        ("zsh", "#compdef fabric"),
+        ("fish", "complete -c fabric"),
+    ] {
+        let run = fx.fabric(&["completions", shell]).await;
+        assert_eq!(run.code(), 0, "{}", run.stderr);
+        assert!(run.stdout.contains(marker), "{shell}: {}", run.stdout);
+        for command in ["run", "replay", "budget", "resume"] {
+            assert!(run.stdout.contains(command), "{shell} lacks `{command}`");
+        }
+    }
+    let bad = fx.fabric(&["completions", "powershell"]).await;
+    assert_eq!(bad.code(), 2);
+}
