@@ -161,19 +161,31 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         );
         return;
     };
-    if let Err(e) = fabric_llm::probe(&model.base_url, Duration::from_secs(3)).await {
-        let fix = if bootstrap::is_local(&model.base_url) && model.backend == Backend::Ollama {
+    if fabric_llm::probe(&model.base_url, Duration::from_secs(3))
+        .await
+        .is_err()
+    {
+        let local_ollama = bootstrap::is_local(&model.base_url) && model.backend == Backend::Ollama;
+        let starter = settings.local_llm_start_cmd.first().map(String::as_str);
+        let fix = if local_ollama && starter == Some("ollama") && on_path("ollama").is_none() {
+            format!(
+                "Ollama is not installed: install it from https://ollama.com/download and pull a tool-capable model (`ollama pull qwen2.5:7b`), point `models.{key}.base_url` at a server that runs, or try the scripted server (README: \"No model at hand?\")"
+            )
+        } else if local_ollama {
             format!(
                 "start it with `{}` (or leave `local_llm_ensure_available` on and `fabric run` starts it)",
                 settings.local_llm_start_cmd.join(" ")
             )
         } else {
-            "check `base_url` and that the server runs".to_owned()
+            format!("check `models.{key}.base_url` and that the server runs")
         };
         report.line(
             Verdict::Fail,
             &format!("{label} server"),
-            &format!("{e} (used by {users}); {fix}"),
+            &format!(
+                "nothing answers at {} (used by {users}); {fix}",
+                model.base_url
+            ),
         );
         return;
     }
@@ -374,4 +386,13 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
         .iter()
         .map(|dir| std::path::Path::new(dir).join(name))
         .find(|p| p.is_file())
+}
+
+/// Where `program` is on PATH, if it is.
+fn on_path(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+    })
 }

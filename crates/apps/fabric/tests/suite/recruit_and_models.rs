@@ -381,7 +381,9 @@ async fn doctor_checks_the_specialists_model_keys_and_fails_on_a_down_server() {
         .find(|l| l.starts_with("[FAIL] model `aux` server: "))
         .unwrap_or_else(|| panic!("no FAIL line for `aux`:\n{}", run.stdout));
     assert!(
-        fail.ends_with("(used by specialist `auditor`); check `base_url` and that the server runs"),
+        fail.ends_with(
+            "(used by specialist `auditor`); check `models.aux.base_url` and that the server runs"
+        ),
         "{fail}"
     );
     // The routing key is checked only when routing asks a model.
@@ -701,4 +703,38 @@ async fn issue_11_invalid_arguments_twice_fall_back_and_a_server_error_never_doe
     assert_eq!(result["_meta"]["status"], "llm_error");
     assert_eq!(cloud.chat_request_count(), 0);
     assert!(of_kind(&fx.runlog(&result), "cloud_fallback").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_14_doctor_says_once_what_to_do_when_ollama_is_not_installed() {
+    let fx = Fixture::new(vec![]).await;
+    std::fs::write(
+        &fx.config,
+        format!(
+            "models:\n  local:\n    base_url: http://localhost:{}\n    model: qwen2.5:7b\n    backend: ollama\ndefault_model_key: local\nrouting_model_key: local\n",
+            free_port()
+        ),
+    )
+    .unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let run = fx
+        .fabric_with(&["doctor"], &[("PATH", empty.path().to_str().unwrap())])
+        .await;
+    assert_ne!(run.code(), 0, "{}", run.stdout);
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("model `local` server"))
+        .unwrap_or_default();
+    assert!(
+        line.starts_with("[FAIL]")
+            && line.contains("Ollama is not installed")
+            && line.contains("https://ollama.com/download"),
+        "{line}"
+    );
+    assert_eq!(
+        line.matches("ollama serve").count(),
+        0,
+        "no advice to start what is not there: {line}"
+    );
 }
