@@ -234,7 +234,7 @@ async fn a_down_local_server_is_started_and_polled() {
         .await;
     let _server = starter.await.unwrap();
     assert_eq!(run.code(), 0, "{}", run.stderr);
-    assert!(run.stderr.contains("starting `touch"), "{}", run.stderr);
+    assert!(run.stderr.contains("started `touch"), "{}", run.stderr);
     assert!(run.stderr.contains("model server is up"), "{}", run.stderr);
 }
 
