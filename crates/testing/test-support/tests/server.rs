@@ -79,16 +79,18 @@ async fn turns_go_in_order_across_both_endpoints_and_are_recorded() {
     .await;
     assert_eq!(third["choices"][0]["message"]["content"], "three");
 
-    // Turns ran out: a loud 500 so the test notices a client that asks too often.
+    // Turns ran out: a 409 (not retried) that says how to serve more runs.
     let (status, exhausted) = post(
         format!("{}/api/chat", server.root_url()),
         json!({"model": "m", "stream": false}),
     )
     .await;
-    assert_eq!(status, 500);
-    assert_eq!(
-        exhausted,
-        json!({"error": "scripted LLM server: scenario exhausted after 3 turns"})
+    assert_eq!(status, 409);
+    let message = exhausted["error"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("scripted LLM server: scenario exhausted after 3 turns")
+            && message.contains("turn_by: conversation"),
+        "{exhausted}"
     );
 
     assert_eq!(server.chat_request_count(), 4);
