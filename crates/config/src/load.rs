@@ -797,6 +797,10 @@ impl Merger {
         if let Some(v) = raw.tool_call_repair {
             m.tool_call_repair = Some(v);
         }
+        if let Some(v) = raw.max_concurrent_requests {
+            m.max_concurrent_requests =
+                Some(self.range(&at("max_concurrent_requests"), v, 1, 10_000)? as u32);
+        }
         if let Some(v) = raw.context_window {
             m.context_window = Some(self.range(&at("context_window"), v, 512, 10_000_000)? as u32);
         }

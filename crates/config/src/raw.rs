@@ -90,6 +90,7 @@ pub(crate) struct RawModel {
     pub(crate) price_per_mtok: Option<RawPrice>,
     pub(crate) tool_call_repair: Option<bool>,
     pub(crate) context_window: Option<u64>,
+    pub(crate) max_concurrent_requests: Option<u64>,
 }
 
 /// `price_per_mtok:` as written.

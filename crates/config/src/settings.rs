@@ -31,6 +31,10 @@ pub struct ModelConfig {
     /// What its tokens cost in US dollars per million, `(input, output)`, for the cost
     /// budget (`price_per_mtok`); `None`: not priced.
     pub price_per_mtok: Option<(f64, f64)>,
+    /// Most requests at once to this key's server, from every run of the process
+    /// (`max_concurrent_requests`); `None`: by backend, see
+    /// [`ModelConfig::concurrent_requests`].
+    pub max_concurrent_requests: Option<u32>,
     /// The model's context window in tokens (`context_window`), for servers that do not
     /// report it; Ollama's is `num_ctx` (or the model's own length, when smaller).
     pub context_window: Option<u32>,
@@ -39,7 +43,29 @@ pub struct ModelConfig {
     pub tool_call_repair: Option<bool>,
 }
 
+/// Requests a local Ollama serves at once by default (its own default, unless
+/// `OLLAMA_NUM_PARALLEL` says otherwise).
+pub const DEFAULT_OLLAMA_PARALLEL: u32 = 4;
+
 impl ModelConfig {
+    /// Most requests at once to this key's server: as configured; for an Ollama on this
+    /// machine `OLLAMA_NUM_PARALLEL` (as Ollama reads it) or 4; no limit for other servers.
+    pub fn concurrent_requests(&self) -> Option<u32> {
+        if self.max_concurrent_requests.is_some() {
+            return self.max_concurrent_requests;
+        }
+        let local = ["://localhost", "://127.0.0.1", "://[::1]"]
+            .iter()
+            .any(|h| self.base_url.contains(h));
+        (self.backend == Backend::Ollama && local).then(|| {
+            std::env::var("OLLAMA_NUM_PARALLEL")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(DEFAULT_OLLAMA_PARALLEL)
+        })
+    }
+
     /// Whether tool calls written as text are recovered for this key: as configured, else
     /// for Ollama (whose parser misses calls in a model's own format) and not for cloud
     /// and other OpenAI-compatible servers.

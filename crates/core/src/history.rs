@@ -345,6 +345,7 @@ pub fn response_of(recorded: runlog::LlmResponse) -> ChatResponse {
             .collect(),
         usage: recorded.usage,
         finish_reason: recorded.finish_reason,
+        queued_ms: None,
     }
 }
 

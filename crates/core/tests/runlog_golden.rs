@@ -260,6 +260,7 @@ async fn single_with_everything() -> Vec<String> {
                 total_tokens: 25,
             }),
             finish_reason: Some("tool_calls".into()),
+            queued_ms: None,
         }),
     ]);
     let mut m = member("eng", &chat);

@@ -79,6 +79,7 @@ impl AnthropicClient {
             tool_calls,
             usage: answer.usage.map(wire::WireUsage::usage),
             finish_reason: answer.stop_reason.as_deref().map(wire::finish_reason),
+            queued_ms: None,
         })
     }
 
@@ -288,6 +289,7 @@ impl StreamState {
                 fabric_domain::Usage::from_counts(self.prompt_tokens, self.output_tokens, None)
             }),
             finish_reason: self.stop_reason.as_deref().map(wire::finish_reason),
+            queued_ms: None,
         }
     }
 }

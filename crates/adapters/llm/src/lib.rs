@@ -36,6 +36,7 @@ mod anthropic_wire;
 mod discover;
 mod embed;
 mod error;
+mod limit;
 mod lines;
 mod ollama;
 mod ollama_wire;
@@ -64,10 +65,14 @@ pub fn build_client(
     settings: &HttpSettings,
     num_ctx: Option<u32>,
 ) -> Result<Arc<dyn ChatClient>, ClientBuildError> {
-    Ok(match backend {
+    let client: Arc<dyn ChatClient> = match backend {
         Backend::Ollama => Arc::new(OllamaClient::new(settings, num_ctx)?),
         Backend::OpenAi => Arc::new(OpenAiClient::new(settings)?),
         Backend::Anthropic => Arc::new(AnthropicClient::new(settings)?),
+    };
+    Ok(match settings.max_concurrent {
+        Some(permits) => Arc::new(limit::Limited::new(client, &settings.base_url, permits)),
+        None => client,
     })
 }
 

@@ -264,6 +264,7 @@ impl StreamState {
             tool_calls: self.calls,
             usage: self.usage,
             finish_reason: self.finish_reason,
+            queued_ms: None,
         }
     }
 }

@@ -133,6 +133,7 @@ fn whole_answer(url: &str, bytes: &[u8]) -> Result<ChatResponse, ChatError> {
         tool_calls,
         usage: answer.usage.map(Into::into),
         finish_reason: choice.finish_reason,
+        queued_ms: None,
     })
 }
 
@@ -283,6 +284,7 @@ impl StreamState {
             tool_calls: self.calls.finish(),
             usage: self.usage,
             finish_reason: self.finish_reason,
+            queued_ms: None,
         }
     }
 }

@@ -39,6 +39,9 @@ pub struct HttpSettings {
     pub max_retries: u32,
     /// The first backoff pause in milliseconds; it doubles with every retry.
     pub backoff_base_ms: u64,
+    /// Most requests at once to this server, from every client of the process
+    /// (`max_concurrent_requests`); `None`: no limit.
+    pub max_concurrent: Option<usize>,
 }
 
 impl HttpSettings {
@@ -52,6 +55,7 @@ impl HttpSettings {
             connect_timeout_s: 5,
             max_retries: 3,
             backoff_base_ms: 500,
+            max_concurrent: None,
         }
     }
 }

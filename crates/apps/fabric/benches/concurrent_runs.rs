@@ -97,6 +97,7 @@ impl ChatClient for SleepyModel {
             tool_calls: vec![call_for(step, self.steps)],
             usage: None,
             finish_reason: Some("tool_calls".into()),
+            queued_ms: None,
         })
     }
 }

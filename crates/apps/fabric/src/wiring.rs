@@ -212,6 +212,7 @@ fn http_of(model: &ModelConfig) -> (fabric_llm::Backend, fabric_llm::HttpSetting
     http.api_key_env = model.api_key_env.clone();
     http.timeout_s = model.timeout_s;
     http.max_retries = model.max_retries;
+    http.max_concurrent = model.concurrent_requests().map(|n| n as usize);
     (model.backend, http)
 }
 

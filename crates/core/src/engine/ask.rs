@@ -126,6 +126,7 @@ pub(super) async fn ask(
             usage: response.usage,
             latency_ms: (latency_ms * 1000.0).round() / 1000.0,
             finish_reason: response.finish_reason.clone(),
+            queued_ms: response.queued_ms,
         },
     )
     .await?;

@@ -100,6 +100,9 @@ pub struct ChatResponse {
     pub usage: Option<Usage>,
     /// Why the model stopped (`stop`, `tool_calls`, `length`, ...), when reported.
     pub finish_reason: Option<String>,
+    /// How long the request waited for a free slot of its endpoint
+    /// (`max_concurrent_requests`), when it waited.
+    pub queued_ms: Option<u64>,
 }
 
 /// Receives text as a streaming model produces it.

@@ -217,6 +217,10 @@ pub struct LlmResponse {
     /// The whole text, only when `content` was capped (for a resumed run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub full_content: Option<String>,
+    /// How long the request waited for a free slot of its endpoint
+    /// (`max_concurrent_requests`), when it waited; `latency_ms` includes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_ms: Option<u64>,
 }
 
 /// `llm_response` of the routing call (`step: null`).

@@ -154,6 +154,7 @@ pub(crate) fn settings(base_url: &str) -> HttpSettings {
         connect_timeout_s: 2,
         max_retries: 2,
         backoff_base_ms: 1,
+        max_concurrent: None,
     }
 }
 

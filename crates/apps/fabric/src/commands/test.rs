@@ -107,6 +107,7 @@ impl Turn {
                 )
             }),
             finish_reason: None,
+            queued_ms: None,
         }
     }
 }

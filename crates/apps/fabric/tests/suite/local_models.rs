@@ -158,3 +158,45 @@ async fn issue_12_what_cannot_fit_the_window_ends_with_a_typed_status() {
         "nothing was sent to be cut"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_14_requests_to_a_local_server_queue_for_its_slots() {
+    let mut scenario = Scenario::new(vec![
+        Turn::tool_call("list_files", json!({})),
+        Turn::tool_call("finish_task", json!({"summary": "done"})),
+    ]);
+    scenario.turn_by = fabric_test_support::TurnBy::Conversation;
+    scenario.latency_ms = 200;
+    let fx = Fixture::with_backend(scenario, "ollama").await;
+    let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(
+        "    max_retries: 2\n",
+        "    max_retries: 2\n    max_concurrent_requests: 1\n",
+    );
+    let member = |id: &str| {
+        format!(
+            "  {id}:\n    description: Lists.\n    system_prompt: List the files.\n    tools: [list_files]\n"
+        )
+    };
+    std::fs::write(
+        &fx.config,
+        format!(
+            "{yaml}task_force_mode: parallel\nspecialists:\n{}{}{}",
+            member("a"),
+            member("b"),
+            member("c")
+        ),
+    )
+    .unwrap();
+    let run = fx
+        .fabric(&["run", "list the files", "--pack", "a,b,c", "--json"])
+        .await;
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    let events = fx.runlog(&run.json());
+    let waits: Vec<u64> = of_kind(&events, "llm_response")
+        .iter()
+        .filter_map(|e| e["payload"]["queued_ms"].as_u64())
+        .collect();
+    // Three members, one slot: while one asks, the others wait their turn, and say so.
+    assert!(waits.len() >= 2, "{waits:?}");
+    assert!(waits.iter().any(|w| *w >= 150), "{waits:?}");
+}
