@@ -1054,6 +1054,26 @@ impl Merger {
                 ),
             ));
         }
+        // One server, one limit: keys naming the same server may not disagree on it.
+        let mut limits: std::collections::BTreeMap<String, (&str, u32)> =
+            std::collections::BTreeMap::new();
+        for (key, model) in &s.models {
+            let Some(n) = model.max_concurrent_requests else {
+                continue;
+            };
+            let endpoint = fabric_domain::endpoint_key(&model.base_url);
+            match limits.get(&endpoint) {
+                Some((other, m)) if *m != n => {
+                    return Err(self.invalid(
+                        format!("models.{key}.max_concurrent_requests"),
+                        format!("is {n}, but `models.{other}` names the same server ({}) with {m}; a server has one limit: give both the same", model.base_url),
+                    ));
+                }
+                _ => {
+                    limits.insert(endpoint, (key.as_str(), n));
+                }
+            }
+        }
         for (key, limit) in &s.daily_budget {
             match s.models.get(key) {
                 None => {

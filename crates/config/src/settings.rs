@@ -49,14 +49,13 @@ pub const DEFAULT_OLLAMA_PARALLEL: u32 = 4;
 
 impl ModelConfig {
     /// Most requests at once to this key's server: as configured; for an Ollama on this
-    /// machine `OLLAMA_NUM_PARALLEL` (as Ollama reads it) or 4; no limit for other servers.
+    /// machine `OLLAMA_NUM_PARALLEL` (read from the fabric's own environment) or 4; no limit
+    /// for other servers.
     pub fn concurrent_requests(&self) -> Option<u32> {
         if self.max_concurrent_requests.is_some() {
             return self.max_concurrent_requests;
         }
-        let local = ["://localhost", "://127.0.0.1", "://[::1]"]
-            .iter()
-            .any(|h| self.base_url.contains(h));
+        let local = fabric_domain::endpoint_key(&self.base_url).contains("://loopback:");
         (self.backend == Backend::Ollama && local).then(|| {
             std::env::var("OLLAMA_NUM_PARALLEL")
                 .ok()

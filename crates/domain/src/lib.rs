@@ -29,7 +29,7 @@ pub use event::{EventKind, RunEvent};
 pub use message::{Message, Role, ToolCall, Usage};
 pub use run::{RunId, RunStatus};
 pub use sandbox::SandboxMode;
-pub use services::{Backend, SearchProvider};
+pub use services::{Backend, SearchProvider, endpoint_key};
 pub use specialist::{
     FINISH_TOOL, SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern,
 };

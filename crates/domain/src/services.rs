@@ -28,3 +28,65 @@ pub enum SearchProvider {
     #[serde(rename = "brave")]
     Brave,
 }
+
+/// The server a base URL names, as one key: scheme, host and port, with the loopback names
+/// (`localhost`, `127.0.0.1`, `[::1]`) as one and the path dropped, so `http://localhost:11434`
+/// and `http://127.0.0.1:11434/v1` are the same Ollama. For limits per server.
+pub fn endpoint_key(base_url: &str) -> String {
+    let url = base_url.trim();
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let authority = rest.split('/').next().unwrap_or_default();
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port))
+            if !host.ends_with(']') || authority.starts_with('[') && !port.contains(']') =>
+        {
+            (host, port.to_owned())
+        }
+        _ => (authority, String::new()),
+    };
+    let port = if port.is_empty() {
+        if scheme.eq_ignore_ascii_case("https") {
+            "443"
+        } else {
+            "80"
+        }
+        .to_owned()
+    } else {
+        port
+    };
+    let host = host.to_ascii_lowercase();
+    let host = match host.as_str() {
+        "localhost" | "127.0.0.1" | "[::1]" => "loopback",
+        other => other,
+    };
+    format!("{}://{host}:{port}", scheme.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_14_one_server_is_one_endpoint() {
+        assert_eq!(
+            endpoint_key("http://localhost:11434"),
+            "http://loopback:11434"
+        );
+        assert_eq!(
+            endpoint_key("http://127.0.0.1:11434/v1/"),
+            "http://loopback:11434"
+        );
+        assert_eq!(
+            endpoint_key("http://[::1]:11434/v1"),
+            "http://loopback:11434"
+        );
+        assert_eq!(
+            endpoint_key("https://api.openai.com/v1"),
+            "https://api.openai.com:443"
+        );
+        assert_ne!(
+            endpoint_key("http://localhost:8000"),
+            endpoint_key("http://localhost:11434")
+        );
+    }
+}

@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 use tokio::sync::Semaphore;
 
-/// The semaphore of `endpoint`, made with `permits` by its first user; later users share it
-/// (and its number: an endpoint has one limit, whichever key first named it).
+/// The semaphore of `endpoint` (one per server, [`fabric_domain::endpoint_key`]), made with
+/// `permits` by its first user; later users share it. Keys naming one server with different
+/// limits are refused by the configuration, so the number is the same whoever comes first.
 fn semaphore(endpoint: &str, permits: usize) -> Arc<Semaphore> {
     static ENDPOINTS: OnceLock<Mutex<HashMap<String, Arc<Semaphore>>>> = OnceLock::new();
     let mut map = ENDPOINTS
@@ -22,7 +23,7 @@ fn semaphore(endpoint: &str, permits: usize) -> Arc<Semaphore> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     Arc::clone(
-        map.entry(endpoint.trim_end_matches('/').to_owned())
+        map.entry(fabric_domain::endpoint_key(endpoint))
             .or_insert_with(|| Arc::new(Semaphore::new(permits.max(1)))),
     )
 }

@@ -48,6 +48,20 @@ fn flight(key: String) -> Arc<Mutex<()>> {
     Arc::clone(map.entry(key).or_default())
 }
 
+/// Stops a started command and its process group: SIGTERM, a moment's grace, SIGKILL.
+async fn stop_group(child: &mut tokio::process::Child) {
+    if let Some(pid) = child
+        .id()
+        .and_then(|id| rustix::process::Pid::from_raw(id as i32))
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::TERM);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+}
+
 /// The model key `model` is configured under, for messages (`quality` when it cannot tell).
 fn key_of(settings: &Settings, model: &ModelConfig) -> String {
     settings
@@ -156,9 +170,16 @@ pub(crate) async fn ensure_available(
             );
         }
     }
-    // It never answered: it is not left running behind the error.
-    let _ = child.start_kill();
-    let _ = child.wait().await;
+    // One last look, so a server that came up at the deadline is not stopped.
+    if fabric_llm::probe(&model.base_url, Duration::from_secs(1))
+        .await
+        .is_ok()
+    {
+        return Ok(());
+    }
+    // It never answered: it is not left running behind the error, nor what it started (a
+    // wrapper script's children share its process group).
+    stop_group(&mut child).await;
     bail!(
         "started `{}` but nothing answered at {} within {} s, so it was stopped again; check that the command starts the server on that address, or raise `local_llm_start_timeout_s`",
         cmd.join(" "),

@@ -421,3 +421,25 @@ fn issue_11_complexity_routing_and_cloud_fallback_are_checked() {
         "{e}"
     );
 }
+
+#[test]
+fn issue_14_one_server_has_one_request_limit() {
+    let e = err(
+        "c.yaml",
+        "models:\n  a: {base_url: \"http://localhost:11434\", model: m, max_concurrent_requests: 2}\n  b: {base_url: \"http://127.0.0.1:11434/v1\", model: m, backend: openai, max_concurrent_requests: 3}\n",
+    );
+    assert!(
+        e.contains("`models.b.max_concurrent_requests`") && e.contains("a server has one limit"),
+        "{e}"
+    );
+    let s = load(
+        "c.yaml",
+        "models:\n  a: {base_url: \"http://localhost:11434\", model: m}\n  c: {base_url: \"http://gpu-box:8000/v1\", model: m, backend: openai}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        s.models["a"].concurrent_requests(),
+        Some(crate::DEFAULT_OLLAMA_PARALLEL)
+    );
+    assert_eq!(s.models["c"].concurrent_requests(), None);
+}

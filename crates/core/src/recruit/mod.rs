@@ -135,7 +135,7 @@ pub fn route_by_keywords(
         .collect();
     let uncovered: Vec<&String> = required
         .iter()
-        .filter(|c| !cover.iter().any(|p| p.covers.contains(c)))
+        .filter(|c| !ordered.iter().any(|p| p.covers.contains(c)))
         .collect();
     let mut reason = format!(
         "prompt asks for {}; {}",

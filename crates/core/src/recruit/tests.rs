@@ -300,15 +300,17 @@ fn issue_14_a_review_does_not_bring_in_a_writer() {
         assert_eq!(d.specialist_ids, ["auditor"], "{prompt}: {}", d.reason);
         assert!(d.reason.contains("only asks to look"), "{}", d.reason);
     }
-    // Asked to change something, the engineer is recruited.
-    let d = route_by_keywords(
+    // Asked to change or run something, the engineer is recruited.
+    for prompt in [
         "review the code and fix the bugs",
-        &specialists,
-        "engineering",
-    );
-    assert!(
-        d.specialist_ids.contains(&"engineering".to_owned()),
-        "{}",
-        d.reason
-    );
+        "review the code and run the test suite to check for bugs",
+        "audit the code and upgrade its libraries",
+    ] {
+        let d = route_by_keywords(prompt, &specialists, "engineering");
+        assert!(
+            d.specialist_ids.contains(&"engineering".to_owned()),
+            "{prompt}: {}",
+            d.reason
+        );
+    }
 }

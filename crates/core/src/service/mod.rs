@@ -498,7 +498,7 @@ impl RunTask {
                     | ServiceError::Cancelled
             );
             if caller_can_fix {
-                tracing::debug!(run_id = %id, %error, "run did not start");
+                tracing::debug!(run_id = %id, %error, "run ended with an error for the caller");
             } else {
                 tracing::warn!(run_id = %id, %error, "run ended inside the fabric");
             }

@@ -302,9 +302,14 @@ pub(crate) async fn next_turn(
         let n = shared.scenario.turns.len();
         tracing::warn!("scripted LLM server: scenario exhausted after {n} turns");
         // 409, not a 5xx: asking again cannot help, so clients do not retry it.
-        let message = format!(
-            "scripted LLM server: scenario exhausted after {n} turns; with `turn_by: conversation` a scenario serves any number of runs (each conversation from its first turn)"
-        );
+        let message = match shared.scenario.turn_by {
+            TurnBy::Order => format!(
+                "scripted LLM server: scenario exhausted after {n} turns; with `turn_by: conversation` a scenario serves any number of runs (each conversation from its first turn)"
+            ),
+            TurnBy::Conversation => format!(
+                "scripted LLM server: scenario exhausted after {n} turns: the conversation went on past its last turn"
+            ),
+        };
         return Err(error_turn(
             wire,
             StatusCode::CONFLICT.as_u16(),

@@ -161,10 +161,14 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         );
         return;
     };
-    if fabric_llm::probe(&model.base_url, Duration::from_secs(3))
-        .await
-        .is_err()
-    {
+    if let Err(e) = fabric_llm::probe(&model.base_url, Duration::from_secs(3)).await {
+        // What went wrong, without the error's own advice (the fix below is the advice).
+        let what = match &e {
+            fabric_core::ChatError::Unreachable { url, detail } => {
+                format!("nothing answers at {url} ({detail})")
+            }
+            other => other.to_string(),
+        };
         let local_ollama = bootstrap::is_local(&model.base_url) && model.backend == Backend::Ollama;
         let starter = settings.local_llm_start_cmd.first().map(String::as_str);
         let fix = if local_ollama && starter == Some("ollama") && on_path("ollama").is_none() {
@@ -182,10 +186,7 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         report.line(
             Verdict::Fail,
             &format!("{label} server"),
-            &format!(
-                "nothing answers at {} (used by {users}); {fix}",
-                model.base_url
-            ),
+            &format!("{what} (used by {users}); {fix}"),
         );
         return;
     }
