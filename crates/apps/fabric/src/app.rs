@@ -28,6 +28,8 @@ pub(crate) struct AppPreparer {
     pub(crate) search: RunSearch,
     /// The daily budgets per model key, over the store.
     pub(crate) daily: Arc<Daily>,
+    /// The model clients, shared by the runs this preparer prepares.
+    pub(crate) clients: wiring::ChatClients,
 }
 
 #[async_trait]
@@ -56,7 +58,7 @@ impl Preparer for AppPreparer {
         request: TaskRequest,
         context: &PrepareContext,
     ) -> Result<Box<dyn Runnable>, ServiceError> {
-        let prepared = prepare(&self.settings, &self.search, &self.daily, request, context).await?;
+        let prepared = prepare(self, request, context).await?;
         Ok(Box::new(prepared))
     }
 }
@@ -65,6 +67,7 @@ impl Preparer for AppPreparer {
 /// no pull (a cloud key names its model).
 fn cloud_fallback(
     settings: &Settings,
+    clients: &wiring::ChatClients,
     stream: bool,
 ) -> Result<Option<fabric_core::service::PreparedFallback>, ServiceError> {
     let Some(fallback) = &settings.cloud_fallback else {
@@ -77,7 +80,7 @@ fn cloud_fallback(
         ))
     })?;
     Ok(Some(fabric_core::service::PreparedFallback {
-        chat: wiring::chat_client(config).map_err(internal)?,
+        chat: clients.get(&fallback.model_key, config).map_err(internal)?,
         model_key: fallback.model_key.clone(),
         model: ModelParams {
             name: config.model.clone(),
@@ -129,17 +132,16 @@ fn internal(error: anyhow::Error) -> ServiceError {
 /// Resolves the specialists, the models and the tools for a request. Anything the caller
 /// can fix (an unknown specialist or model key) is typed as such.
 pub(crate) async fn prepare(
-    settings: &Settings,
-    search: &RunSearch,
-    daily: &Arc<Daily>,
+    app: &AppPreparer,
     request: TaskRequest,
     context: &PrepareContext,
 ) -> Result<PreparedTask, ServiceError> {
+    let (settings, search, daily) = (&app.settings, &app.search, &app.daily);
     // Decided before anything else: a sandbox this host cannot enforce stops the run here,
     // before a model is started or a runlog exists.
     let (sandbox, run_sandbox) = wiring::sandbox(settings, request.sandbox)
         .map_err(|e| ServiceError::Invalid(format!("{e:#}")))?;
-    let (ids, recruitment, routing_call) = recruit_for(settings, &request).await?;
+    let (ids, recruitment, routing_call) = recruit_for(settings, &app.clients, &request).await?;
     // Scored once per task, used by members whose specialist names no model key.
     let by_complexity = settings.complexity_routing.as_ref().map(|routing| {
         let complexity = fabric_core::recruit::complexity::score(&request.prompt);
@@ -222,7 +224,11 @@ pub(crate) async fn prepare(
             };
             clients.insert(
                 model_key.clone(),
-                (wiring::chat_client(config).map_err(internal)?, name, reason),
+                (
+                    app.clients.get(&model_key, config).map_err(internal)?,
+                    name,
+                    reason,
+                ),
             );
         }
         let (chat, name, reason) = clients
@@ -308,7 +314,7 @@ pub(crate) async fn prepare(
         .filter_map(|m| m.critic.as_ref().map(|c| c.max_rounds))
         .sum();
     // The cloud fallback, unless its daily budget is spent (said in the run's model reason).
-    let mut fallback = cloud_fallback(settings, request.stream)?;
+    let mut fallback = cloud_fallback(settings, &app.clients, request.stream)?;
     if let Some(f) = &mut fallback {
         // A continued run keeps its fallback (the budget is checked as it takes one).
         let spent = if request.continued {
@@ -402,6 +408,7 @@ async fn daily_choice(
 /// the router decides (keywords, or the routing model with keyword fallback).
 async fn recruit_for(
     settings: &Settings,
+    clients: &wiring::ChatClients,
     request: &TaskRequest,
 ) -> Result<(Vec<String>, Recruitment, Option<RoutingCall>), ServiceError> {
     if !request.pack.is_empty() {
@@ -431,7 +438,7 @@ async fn recruit_for(
             )
             .await
         }
-        Routing::Llm => llm_route(settings, &request.prompt).await,
+        Routing::Llm => llm_route(settings, clients, &request.prompt).await,
     };
     let recruitment = Recruitment {
         routing_method: decision.routing_method,
@@ -443,7 +450,11 @@ async fn recruit_for(
 
 /// LLM routing on the routing model's own endpoint and model; any failure to even set it up
 /// is a fallback to keywords like any other routing failure.
-async fn llm_route(settings: &Settings, prompt: &str) -> (recruit::Decision, Option<RoutingCall>) {
+async fn llm_route(
+    settings: &Settings,
+    clients: &wiring::ChatClients,
+    prompt: &str,
+) -> (recruit::Decision, Option<RoutingCall>) {
     let key = &settings.routing_model_key;
     let keywords =
         || recruit::route_by_keywords(prompt, &settings.specialists, &settings.default_specialist);
@@ -455,7 +466,7 @@ async fn llm_route(settings: &Settings, prompt: &str) -> (recruit::Decision, Opt
     };
     let setup = async {
         let choice = bootstrap::resolve(settings, config).await?;
-        let chat = wiring::chat_client(config)?;
+        let chat = clients.get(key, config)?;
         anyhow::Ok((choice, chat))
     };
     let (choice, chat) = match setup.await {

@@ -135,8 +135,7 @@ impl Preparer for OfflinePreparer {
                 )
             })?;
         let app = &self.app;
-        let mut task =
-            crate::app::prepare(&app.settings, &app.search, &app.daily, request, context).await?;
+        let mut task = crate::app::prepare(app, request, context).await?;
         for (i, member) in task.members.iter_mut().enumerate() {
             let queue: Arc<dyn ChatClient> = match queues.get(i) {
                 Some(q) => Arc::clone(q) as Arc<dyn ChatClient>,

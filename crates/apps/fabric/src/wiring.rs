@@ -7,6 +7,7 @@ use fabric_core::{ProcessSandbox, RunSandbox};
 use fabric_domain::SpecialistSpec;
 use fabric_sandbox::{Limits, Mode, OsSandbox, Policy};
 use fabric_tools::{BUILTIN_TOOLS, FetchSettings, ToolPolicy, WebSearchSettings};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -142,6 +143,7 @@ pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow
         settings: settings.clone(),
         search: search.clone(),
         daily: Arc::clone(&daily),
+        clients: ChatClients::default(),
     });
     let service = RunService::new(store.clone(), preparer, config).on_end(Arc::new(search.clone()));
     Ok(Fabric {
@@ -186,10 +188,39 @@ pub(crate) async fn worker_service(
         settings: settings.clone(),
         search: search.clone(),
         daily,
+        clients: ChatClients::default(),
     });
     let service = RunService::new(claims.clone(), preparer, ServiceConfig::default())
         .on_end(Arc::new(search));
     Ok((service, queue, claims))
+}
+
+/// The chat clients of one preparer, one per model key, made when a run first needs it and
+/// shared by every run after: a client holds the connection pool and the TLS roots (about
+/// 90 KiB), so a client per run cost that much memory per run in flight and a new connection
+/// to the model server per run (issue #14). The settings of a preparer do not change, so a
+/// key's client never goes stale.
+#[derive(Default)]
+pub(crate) struct ChatClients(std::sync::Mutex<HashMap<String, Arc<dyn ChatClient>>>);
+
+impl ChatClients {
+    /// The client of model key `key`, whose config is `model`.
+    pub(crate) fn get(
+        &self,
+        key: &str,
+        model: &ModelConfig,
+    ) -> anyhow::Result<Arc<dyn ChatClient>> {
+        let mut clients = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = clients.get(key) {
+            return Ok(Arc::clone(client));
+        }
+        let client = chat_client(model)?;
+        clients.insert(key.to_owned(), Arc::clone(&client));
+        Ok(client)
+    }
 }
 
 /// A chat client for one configured model.
@@ -318,4 +349,24 @@ pub(crate) fn tools_for(
         }
     }
     Ok(tools)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::path::Path;
+
+    /// Issue #14: runs share their model key's client (its connection pool and TLS roots)
+    /// instead of building one each.
+    #[test]
+    fn issue_14_runs_share_one_client_per_model_key() {
+        let yaml = "models:\n  a:\n    base_url: http://127.0.0.1:9/v1\n    model: m\n    backend: openai\n  b:\n    base_url: http://127.0.0.1:9/v1\n    model: m\n    backend: openai\ndefault_model_key: a\nrouting_model_key: a\n";
+        let settings = Settings::from_text(yaml, Path::new("test.yaml")).unwrap();
+        let clients = ChatClients::default();
+        let (a, b) = (settings.model("a").unwrap(), settings.model("b").unwrap());
+        let first = clients.get("a", a).unwrap();
+        assert!(Arc::ptr_eq(&first, &clients.get("a", a).unwrap()));
+        assert!(!Arc::ptr_eq(&first, &clients.get("b", b).unwrap()));
+    }
 }

@@ -54,6 +54,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
             settings: settings.clone(),
             search,
             daily: Daily::off(store.clone()),
+            clients: Default::default(),
         },
         members: Mutex::new(Some(members.clone())),
         tools,

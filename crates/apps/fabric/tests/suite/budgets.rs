@@ -393,9 +393,12 @@ async fn issue_11_a_continued_run_keeps_its_key_whatever_the_daily_budget_says()
         if let Some(run) = &found {
             let text =
                 std::fs::read_to_string(runs.join(run).join("runlog.jsonl")).unwrap_or_default();
+            // The runlog records the request before it is sent: wait until the server has
+            // it too, or the resumed run would take the slow answer in its place.
             if text
                 .lines()
                 .any(|l| l.contains("\"llm_request\"") && l.contains("\"step\":1"))
+                && cloud.chat_request_count() == 2
             {
                 id = found;
                 break;
