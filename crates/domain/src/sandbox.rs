@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// How tool processes are confined (docs/SECURITY.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     /// Read-only system, read-write workspace, no network for processes.

@@ -30,6 +30,8 @@ pub(crate) struct AppPreparer {
     pub(crate) daily: Arc<Daily>,
     /// The model clients, shared by the runs this preparer prepares.
     pub(crate) clients: wiring::ChatClients,
+    /// Each specialist's own tools, shared by the runs this preparer prepares.
+    pub(crate) tools: wiring::SharedTools,
 }
 
 #[async_trait]
@@ -235,8 +237,15 @@ pub(crate) async fn prepare(
             .get(&model_key)
             .cloned()
             .ok_or_else(|| ServiceError::Internal(format!("no client for `{model_key}`")))?;
-        let tools = wiring::tools_for(&specialist, settings, &sandbox, &context.children, search)
-            .map_err(|e| ServiceError::Invalid(format!("{e:#}")))?;
+        let tools = wiring::tools_for(
+            &specialist,
+            settings,
+            (&sandbox, request.sandbox),
+            &app.tools,
+            &context.children,
+            search,
+        )
+        .map_err(|e| ServiceError::Invalid(format!("{e:#}")))?;
         let sources = wiring::sources_for(&specialist);
         // Its writes are staged and reviewed before they land (docs/QUALITY.md).
         let critic =

@@ -144,6 +144,7 @@ pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow
         search: search.clone(),
         daily: Arc::clone(&daily),
         clients: ChatClients::default(),
+        tools: SharedTools::default(),
     });
     let service = RunService::new(store.clone(), preparer, config).on_end(Arc::new(search.clone()));
     Ok(Fabric {
@@ -189,6 +190,7 @@ pub(crate) async fn worker_service(
         search: search.clone(),
         daily,
         clients: ChatClients::default(),
+        tools: SharedTools::default(),
     });
     let service = RunService::new(claims.clone(), preparer, ServiceConfig::default())
         .on_end(Arc::new(search));
@@ -257,12 +259,67 @@ pub(crate) fn sources_for(specialist: &SpecialistSpec) -> Vec<Arc<dyn ToolSource
     sources
 }
 
-/// The tools a specialist may use, built from the settings' tool policy.
+/// Each specialist's own tools (the built-in ones and `search_runs`), built once per sandbox
+/// mode and shared by its runs: they hold no state of a run (that comes with each call's
+/// `ToolContext`), and building them anew gave every run its own copies of their schemas
+/// (issue #14). A preparer's settings do not change, so the tools never go stale.
+#[derive(Default)]
+pub(crate) struct SharedTools(std::sync::Mutex<HashMap<ToolsKey, Vec<Arc<dyn Tool>>>>);
+
+/// A specialist's id and the sandbox mode its run asked for.
+type ToolsKey = (String, Option<SandboxMode>);
+
+impl SharedTools {
+    /// The tools kept under `key`, or those `build` makes, kept when it succeeds.
+    fn get_or_build(
+        &self,
+        key: ToolsKey,
+        build: impl FnOnce() -> anyhow::Result<Vec<Arc<dyn Tool>>>,
+    ) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
+        let mut cache = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(tools) = cache.get(&key) {
+            return Ok(tools.clone());
+        }
+        let tools = build()?;
+        cache.insert(key, tools.clone());
+        Ok(tools)
+    }
+}
+
+/// The tools a specialist may use: its own, shared through `shared`, and one `agent__<id>`
+/// tool per delegate, made for this run (it starts child runs of this run).
 pub(crate) fn tools_for(
     specialist: &SpecialistSpec,
     settings: &Settings,
-    sandbox: &Arc<dyn ProcessSandbox>,
+    (sandbox, mode): (&Arc<dyn ProcessSandbox>, Option<SandboxMode>),
+    shared: &SharedTools,
     children: &Arc<dyn ChildRunner>,
+    search: &RunSearch,
+) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
+    let mut tools = shared.get_or_build((specialist.id.clone(), mode), || {
+        own_tools(specialist, settings, sandbox, search)
+    })?;
+    for id in &specialist.tooling.delegates {
+        let target = settings.specialist(id).with_context(|| {
+            format!("specialist `{}` delegates to unknown `{id}`", specialist.id)
+        })?;
+        tools.push(Arc::new(Typed::new(AgentTool::new(
+            id,
+            &target.description,
+            Arc::clone(children),
+        ))));
+    }
+    Ok(tools)
+}
+
+/// A specialist's built-in tools and `search_runs`, built from the settings' tool policy.
+fn own_tools(
+    specialist: &SpecialistSpec,
+    settings: &Settings,
+    sandbox: &Arc<dyn ProcessSandbox>,
     search: &RunSearch,
 ) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
     let mut policy = ToolPolicy::default();
@@ -324,7 +381,7 @@ pub(crate) fn tools_for(
             "tool patterns name MCP servers this specialist does not declare in `mcp_servers`"
         );
     }
-    let mut tools = names
+    names
         .into_iter()
         .map(|name| {
             if name == SEARCH_RUNS_TOOL {
@@ -335,20 +392,7 @@ pub(crate) fn tools_for(
                 format!("specialist `{}` names unknown tool `{name}`", specialist.id)
             })
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    if !specialist.tooling.delegates.is_empty() {
-        for id in &specialist.tooling.delegates {
-            let target = settings.specialist(id).with_context(|| {
-                format!("specialist `{}` delegates to unknown `{id}`", specialist.id)
-            })?;
-            tools.push(Arc::new(Typed::new(AgentTool::new(
-                id,
-                &target.description,
-                Arc::clone(children),
-            ))));
-        }
-    }
-    Ok(tools)
+        .collect()
 }
 
 #[cfg(test)]
@@ -368,5 +412,35 @@ mod tests {
         let first = clients.get("a", a).unwrap();
         assert!(Arc::ptr_eq(&first, &clients.get("a", a).unwrap()));
         assert!(!Arc::ptr_eq(&first, &clients.get("b", b).unwrap()));
+    }
+
+    /// Issue #14: a specialist's own tools are built once per sandbox mode and shared; a
+    /// failed build is not kept.
+    #[test]
+    fn issue_14_runs_share_a_specialists_own_tools() {
+        let shared = SharedTools::default();
+        let builds = std::cell::Cell::new(0);
+        let build = || {
+            builds.set(builds.get() + 1);
+            anyhow::Ok(Vec::new())
+        };
+        let key = |mode| ("engineering".to_owned(), mode);
+        shared.get_or_build(key(None), build).unwrap();
+        shared.get_or_build(key(None), build).unwrap();
+        assert_eq!(builds.get(), 1, "built once for one specialist and mode");
+        shared
+            .get_or_build(key(Some(SandboxMode::Off)), build)
+            .unwrap();
+        assert_eq!(builds.get(), 2, "another mode has its own");
+        let failing = || anyhow::bail!("unknown tool");
+        assert!(
+            shared
+                .get_or_build(key(Some(SandboxMode::Strict)), failing)
+                .is_err()
+        );
+        shared
+            .get_or_build(key(Some(SandboxMode::Strict)), build)
+            .unwrap();
+        assert_eq!(builds.get(), 3, "a failed build is tried again");
     }
 }

@@ -55,6 +55,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
             search,
             daily: Daily::off(store.clone()),
             clients: Default::default(),
+            tools: Default::default(),
         },
         members: Mutex::new(Some(members.clone())),
         tools,
