@@ -180,7 +180,7 @@ impl GateState<'_> {
         local: &ModelParams,
         fallback: Option<&Fallback<'_>>,
     ) -> Result<(), StoreError> {
-        let cloud = fallback.filter(|f| f.critic_rejected && f.take());
+        let cloud = fallback.filter(|f| f.policy.critic_rejected && f.take());
         rec.record(
             Some(step),
             &runlog::RepairRound {

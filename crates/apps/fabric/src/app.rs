@@ -95,10 +95,12 @@ fn cloud_fallback(
             context_window: window_of(config, None),
             summarize_compaction: settings.summarize_compaction,
         },
-        no_tool_calls: fallback.no_tool_calls,
-        malformed_args: fallback.malformed_args,
-        critic_rejected: fallback.critic_rejected,
-        max_per_run: fallback.max_per_run,
+        policy: fabric_core::engine::FallbackPolicy {
+            no_tool_calls: fallback.no_tool_calls,
+            malformed_args: fallback.malformed_args,
+            critic_rejected: fallback.critic_rejected,
+            max_per_run: fallback.max_per_run,
+        },
     }))
 }
 

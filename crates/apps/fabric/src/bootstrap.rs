@@ -219,26 +219,25 @@ async fn fetch_listing(model: &ModelConfig) -> anyhow::Result<Listing> {
             }
             out
         }
-        Backend::OpenAi => OpenAiClient::new(&http)?
-            .list_models()
-            .await?
-            .into_iter()
-            .map(|name| ModelCandidate {
-                name,
-                ..ModelCandidate::default()
-            })
-            .collect(),
-        Backend::Anthropic => fabric_llm::AnthropicClient::new(&http)?
-            .list_models()
-            .await?
-            .into_iter()
-            .map(|name| ModelCandidate {
-                name,
-                ..ModelCandidate::default()
-            })
-            .collect(),
+        Backend::OpenAi => named(OpenAiClient::new(&http)?.list_models().await?),
+        Backend::Anthropic => named(
+            fabric_llm::AnthropicClient::new(&http)?
+                .list_models()
+                .await?,
+        ),
     };
     Ok(Arc::new(listed))
+}
+
+/// Candidates known only by name (servers that list no details).
+fn named(names: Vec<String>) -> Vec<ModelCandidate> {
+    names
+        .into_iter()
+        .map(|name| ModelCandidate {
+            name,
+            ..ModelCandidate::default()
+        })
+        .collect()
 }
 
 /// The trained context length of `name` on `model`'s server, when discovery learned it.

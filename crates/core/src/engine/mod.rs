@@ -83,6 +83,16 @@ pub struct Fallback<'a> {
     pub model: &'a ModelParams,
     /// Its model key, for the runlog.
     pub model_key: &'a str,
+    /// When steps go to it.
+    pub policy: FallbackPolicy,
+    /// Fallbacks left for the whole run (shared by its members).
+    pub remaining: &'a std::sync::atomic::AtomicU32,
+}
+
+/// When a run's steps go to the cloud model, and how often (config `cloud_fallback`), as
+/// every layer from the preparer to the loop carries it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FallbackPolicy {
     /// Fall back when the local model answers without a tool call.
     pub no_tool_calls: bool,
     /// Fall back when the local model sent invalid arguments two steps in a row (the
@@ -90,8 +100,8 @@ pub struct Fallback<'a> {
     pub malformed_args: bool,
     /// Fall back (for the repair) when the critic rejected the work.
     pub critic_rejected: bool,
-    /// Fallbacks left for the whole run (shared by its members).
-    pub remaining: &'a std::sync::atomic::AtomicU32,
+    /// Most fallbacks in one run, across its members.
+    pub max_per_run: u32,
 }
 
 impl Fallback<'_> {
@@ -284,7 +294,7 @@ async fn run_steps(
                     // The repair of rejected work runs on the cloud model (`critic_rejected`).
                     Some(f) if repairing_on_cloud(&gate) => Some(f),
                     // Invalid arguments twice running: this step goes to the cloud model.
-                    Some(f) if f.malformed_args && invalid_streak >= 2 && f.take() => {
+                    Some(f) if f.policy.malformed_args && invalid_streak >= 2 && f.take() => {
                         record_fallback(rec, step, "malformed_args", model, f).await?;
                         invalid_streak = 0;
                         Some(f)
@@ -336,7 +346,7 @@ async fn run_steps(
                 if !replaying
                     && !repairing_on_cloud(&gate)
                     && response.tool_calls.is_empty()
-                    && f.no_tool_calls
+                    && f.policy.no_tool_calls
                     && f.take() =>
             {
                 record_fallback(rec, step, "no_tool_calls", model, f).await?;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::CoreError;
-use crate::engine::ModelParams;
+use crate::engine::{FallbackPolicy, ModelParams};
 use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, RunStore, Tool, ToolSource};
 use crate::recruit::RoutingCall;
 
@@ -123,14 +123,8 @@ pub struct CloudFallback<'a> {
     pub model_key: String,
     /// Its model.
     pub model: ModelParams,
-    /// Fall back when the local model answers without a tool call.
-    pub no_tool_calls: bool,
-    /// Fall back when the local model sent invalid arguments two steps in a row.
-    pub malformed_args: bool,
-    /// Repair rejected work on the cloud model.
-    pub critic_rejected: bool,
-    /// Most fallbacks in one run.
-    pub max_per_run: u32,
+    /// When steps go to it, and how often.
+    pub policy: FallbackPolicy,
 }
 
 /// A task for one or more specialists.

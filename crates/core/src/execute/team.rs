@@ -153,14 +153,13 @@ pub(super) async fn run(
     };
     let parallel_recorded = history.as_ref().is_some_and(|h| h.parallel_recorded);
     // The run's fallbacks are counted together, across its members.
-    let fallbacks_left = AtomicU32::new(force.fallback.as_ref().map_or(0, |f| f.max_per_run));
+    let fallbacks_left =
+        AtomicU32::new(force.fallback.as_ref().map_or(0, |f| f.policy.max_per_run));
     let fallback = force.fallback.as_ref().map(|f| Fallback {
         chat: f.chat,
         model: &f.model,
         model_key: &f.model_key,
-        no_tool_calls: f.no_tool_calls,
-        malformed_args: f.malformed_args,
-        critic_rejected: f.critic_rejected,
+        policy: f.policy,
         remaining: &fallbacks_left,
     });
     let shared = Shared {

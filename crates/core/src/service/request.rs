@@ -8,7 +8,7 @@ use super::ServiceError;
 use crate::CoreError;
 use crate::budget::Lineage;
 use crate::delegate::ChildRunner;
-use crate::engine::ModelParams;
+use crate::engine::{FallbackPolicy, ModelParams};
 use crate::execute::RunOutcome;
 use crate::execute::{Member, Recruitment, TaskForce, TaskForceMode};
 use crate::history::RunHistory;
@@ -243,14 +243,8 @@ pub struct PreparedFallback {
     pub model_key: String,
     /// Its model.
     pub model: ModelParams,
-    /// Fall back when the local model answers without a tool call.
-    pub no_tool_calls: bool,
-    /// Fall back when the local model sent invalid arguments two steps in a row.
-    pub malformed_args: bool,
-    /// Repair rejected work on the cloud model.
-    pub critic_rejected: bool,
-    /// Most fallbacks in one run.
-    pub max_per_run: u32,
+    /// When steps go to it, and how often.
+    pub policy: FallbackPolicy,
 }
 
 /// A task ready to run, owning its members' clients.
@@ -316,10 +310,7 @@ impl PreparedTask {
                     chat: f.chat.as_ref(),
                     model_key: f.model_key.clone(),
                     model: f.model.clone(),
-                    no_tool_calls: f.no_tool_calls,
-                    malformed_args: f.malformed_args,
-                    critic_rejected: f.critic_rejected,
-                    max_per_run: f.max_per_run,
+                    policy: f.policy,
                 }),
         }
     }
