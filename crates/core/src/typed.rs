@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use fabric_domain::{ToolSpec, schema};
 use schemars::JsonSchema;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -56,8 +57,17 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
 
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let input: T::Input = serde_json::from_value(args)
-            .map_err(|e| ToolError::InvalidArguments(format!("invalid arguments: {e}")))?;
+        let input = T::Input::deserialize(&args).map_err(|e| {
+            // serde's message names neither the parameter nor what it accepts ("invalid type:
+            // floating point `1e+20`, expected u64"); the schema check does. The engine runs
+            // that check before the call, but not every caller does.
+            let found = schema::violations(&self.spec.input_schema, &args);
+            ToolError::InvalidArguments(if found.is_empty() {
+                format!("invalid arguments: {e}")
+            } else {
+                format!("invalid arguments: {}", found.join("; "))
+            })
+        })?;
         self.inner.run(input, ctx).await
     }
 
@@ -68,7 +78,7 @@ impl<T: TypedTool> Tool for Typed<T> {
 
     fn check_contract(&self) -> Result<(), String> {
         let derived = fabric_domain::schema_for::<T::Input>();
-        if derived != self.spec.input_schema {
+        if !narrows(&derived, &self.spec.input_schema) {
             return Err(format!(
                 "tool `{}`: input_schema differs from the schema of its input type",
                 self.spec.name
@@ -92,5 +102,73 @@ impl<T: TypedTool> Tool for Typed<T> {
             })?;
         }
         Ok(())
+    }
+}
+
+/// Whether `spec` is `derived`, or `derived` with numeric bounds narrowed: a tool may state a
+/// configured limit in the schema the model reads (shell's `timeout_s` maximum), so a call
+/// beyond it is refused with the range before it runs. Nothing else may differ.
+fn narrows(derived: &Value, spec: &Value) -> bool {
+    match (derived, spec) {
+        (Value::Object(d), Value::Object(s)) => {
+            d.keys().all(|k| s.contains_key(k))
+                && s.iter()
+                    .all(|(key, s)| match (key.as_str(), d.get(key), s) {
+                        ("minimum", None, Value::Number(_))
+                        | ("maximum", None, Value::Number(_)) => true,
+                        ("minimum", Some(Value::Number(d)), Value::Number(s)) => {
+                            s.as_f64() >= d.as_f64()
+                        }
+                        ("maximum", Some(Value::Number(d)), Value::Number(s)) => {
+                            s.as_f64() <= d.as_f64()
+                        }
+                        (_, Some(d), s) => narrows(d, s),
+                        (_, None, _) => false,
+                    })
+        }
+        (Value::Array(d), Value::Array(s)) => {
+            d.len() == s.len() && d.iter().zip(s).all(|(d, s)| narrows(d, s))
+        }
+        _ => derived == spec,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn issue_15_a_spec_may_narrow_numeric_bounds_and_nothing_else() {
+        let derived = json!({"type": "object", "properties": {
+            "timeout_s": {"type": ["integer", "null"], "format": "uint64", "minimum": 1},
+            "maximum": {"type": "string"}
+        }});
+        let narrowed = json!({"type": "object", "properties": {
+            "timeout_s": {"type": ["integer", "null"], "format": "uint64", "minimum": 2, "maximum": 600},
+            "maximum": {"type": "string"}
+        }});
+        assert!(narrows(&derived, &derived));
+        assert!(narrows(&derived, &narrowed));
+        let widened = json!({"type": "object", "properties": {
+            "timeout_s": {"type": ["integer", "null"], "format": "uint64", "minimum": 0},
+            "maximum": {"type": "string"}
+        }});
+        assert!(!narrows(&derived, &widened));
+        let retyped = json!({"type": "object", "properties": {
+            "timeout_s": {"type": "string", "format": "uint64", "minimum": 1},
+            "maximum": {"type": "string"}
+        }});
+        assert!(!narrows(&derived, &retyped));
+        let dropped = json!({"type": "object", "properties": {
+            "timeout_s": {"type": ["integer", "null"], "format": "uint64", "minimum": 1}
+        }});
+        assert!(!narrows(&derived, &dropped));
+        let added = json!({"type": "object", "properties": {
+            "timeout_s": {"type": ["integer", "null"], "format": "uint64", "minimum": 1},
+            "maximum": {"type": "string"},
+            "minimum": {"type": "string"}
+        }});
+        assert!(!narrows(&derived, &added));
     }
 }

@@ -83,10 +83,18 @@ fn check<'a>(schema: &'a Value, value: &'a Value, path: &mut Vec<Seg<'a>>, out: 
             _ => Vec::new(),
         };
         if !allowed.is_empty() && !allowed.iter().any(|t| has_type(value, t)) {
+            let (min, max) = bounds(schema);
+            let phrases: Vec<String> = allowed
+                .iter()
+                .map(|t| match *t {
+                    "integer" | "number" => number_phrase(type_phrase(&[*t]), min, max),
+                    _ => type_phrase(&[*t]),
+                })
+                .collect();
             out.push(format!(
                 "{} must be {}, got {}",
                 subject(path),
-                type_phrase(&allowed),
+                phrases.join(" or "),
                 render(value)
             ));
             return;
@@ -205,23 +213,22 @@ fn check<'a>(schema: &'a Value, value: &'a Value, path: &mut Vec<Seg<'a>>, out: 
             );
         }
         Value::Number(number) => {
-            if let Some(x) = number.as_f64() {
-                if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
-                    && x < min
-                {
-                    out.push(format!(
-                        "{} must be at least {min}, got {number}",
-                        subject(path)
-                    ));
-                }
-                if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
-                    && x > max
-                {
-                    out.push(format!(
-                        "{} must be at most {max}, got {number}",
-                        subject(path)
-                    ));
-                }
+            let (min, max) = bounds(schema);
+            if let Some(x) = number.as_f64()
+                && (min.is_some_and(|min| x < min) || max.is_some_and(|max| x > max))
+            {
+                let noun = match schema.get("type").map(type_names) {
+                    Some(types) if types.contains(&"integer") && !types.contains(&"number") => {
+                        "an integer"
+                    }
+                    _ => "a number",
+                };
+                let allowed = match (min, max) {
+                    (Some(min), Some(max)) => format!("{noun} between {min} and {max}"),
+                    (Some(min), None) => format!("at least {min}"),
+                    (None, _) => format!("at most {}", max.unwrap_or_default()),
+                };
+                out.push(format!("{} must be {allowed}, got {number}", subject(path)));
             }
         }
         Value::Bool(_) | Value::Null => {}
@@ -277,6 +284,25 @@ fn type_names(t: &Value) -> Vec<&str> {
         Value::String(s) => vec![s.as_str()],
         Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
+    }
+}
+
+/// The `minimum` and `maximum` of a numeric schema.
+fn bounds(schema: &serde_json::Map<String, Value>) -> (Option<f64>, Option<f64>) {
+    (
+        schema.get("minimum").and_then(Value::as_f64),
+        schema.get("maximum").and_then(Value::as_f64),
+    )
+}
+
+/// "an integer" with its range, so a refusal of a wrong type already says what fits:
+/// "an integer between 1 and 600".
+fn number_phrase(noun: String, min: Option<f64>, max: Option<f64>) -> String {
+    match (min, max) {
+        (Some(min), Some(max)) => format!("{noun} between {min} and {max}"),
+        (Some(min), None) => format!("{noun} of at least {min}"),
+        (None, Some(max)) => format!("{noun} of at most {max}"),
+        (None, None) => noun,
     }
 }
 
@@ -367,7 +393,9 @@ mod tests {
             "{found:?}"
         );
         assert!(
-            found.contains(&"parameter `timeout_s` must be at least 1, got 0".to_owned()),
+            found.contains(
+                &"parameter `timeout_s` must be an integer between 1 and 600, got 0".to_owned()
+            ),
             "{found:?}"
         );
         assert!(
@@ -383,6 +411,43 @@ mod tests {
             "{found:?}"
         );
         assert!(validate(&schema(), &json!({"path": "a", "timeout_s": null})).is_ok());
+    }
+
+    #[test]
+    fn issue_15_numbers_out_of_range_or_of_the_wrong_type_name_the_range() {
+        for (value, expected) in [
+            (
+                json!(-1),
+                "parameter `timeout_s` must be an integer between 1 and 600, got -1",
+            ),
+            (
+                json!(99_999_999_999_999_999_999.0),
+                "parameter `timeout_s` must be an integer between 1 and 600, got 1e+20",
+            ),
+            (
+                json!("10"),
+                "parameter `timeout_s` must be an integer between 1 and 600 or null, got \"10\"",
+            ),
+        ] {
+            let err = validate(&schema(), &json!({"path": "a", "timeout_s": value})).unwrap_err();
+            assert_eq!(err, expected);
+        }
+        let one_bound = json!({"type": "object", "properties": {
+            "n": {"type": "integer", "minimum": 1},
+            "x": {"type": "number", "maximum": 0.5}
+        }});
+        assert_eq!(
+            validate(&one_bound, &json!({"n": 0})).unwrap_err(),
+            "parameter `n` must be at least 1, got 0"
+        );
+        assert_eq!(
+            validate(&one_bound, &json!({"n": "a"})).unwrap_err(),
+            "parameter `n` must be an integer of at least 1, got \"a\""
+        );
+        assert_eq!(
+            validate(&one_bound, &json!({"x": 2})).unwrap_err(),
+            "parameter `x` must be at most 0.5, got 2"
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@
 mod error;
 mod limits;
 mod linux;
+mod ns;
 mod policy;
 mod probe;
 mod seccomp;

@@ -1,5 +1,6 @@
 //! [`OsSandbox`]: the `ProcessSandbox` that applies the policy to each command.
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -12,8 +13,9 @@ use landlock::{
 use rustix::process::{Resource, Rlimit, setrlimit};
 use seccompiler::BpfProgram;
 
+use crate::ns::{self, Plan, Step};
 use crate::policy::{ABI_TCP, Mode, Policy};
-use crate::seccomp;
+use crate::{SandboxError, seccomp};
 
 /// System directories a command may read and execute from. Everything else outside the
 /// workspace (home directories, the fabric's config and runs, other projects) is invisible.
@@ -29,12 +31,28 @@ const DEVICE_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 #[derive(Debug, Clone)]
 pub struct OsSandbox {
     policy: Policy,
+    /// The namespace setup, when the policy has namespaces.
+    plan: Option<Plan>,
+    /// Paths inside a workspace that commands may read but never change (`.git`, …).
+    protected: Vec<String>,
 }
 
 impl OsSandbox {
-    /// The sandbox applying `policy`.
-    pub fn new(policy: Policy) -> Self {
-        Self { policy }
+    /// The sandbox applying `policy`, keeping the workspace's `protected` paths (relative
+    /// names such as `.git`) read-only for processes where it has namespaces.
+    pub fn new(policy: Policy, protected: Vec<String>) -> Result<Self, SandboxError> {
+        let plan = if policy.namespaces {
+            let plan = Plan::new(SYSTEM_READ, &policy.read_paths, policy.host.root)
+                .map_err(|e| SandboxError::Build(format!("namespaces: {e}")))?;
+            Some(plan)
+        } else {
+            None
+        };
+        Ok(Self {
+            policy,
+            plan,
+            protected,
+        })
     }
 
     /// The policy it applies.
@@ -102,6 +120,10 @@ impl ProcessSandbox for OsSandbox {
         ctx: &ToolContext,
     ) -> Result<SandboxGuard, ToolError> {
         if self.policy.mode == Mode::Off {
+            // SAFETY: the hook runs in the forked child before `exec` and makes one syscall.
+            unsafe {
+                cmd.pre_exec(close_inherited);
+            }
             return Ok(SandboxGuard::default());
         }
         let failed = |what: String| {
@@ -119,16 +141,43 @@ impl ProcessSandbox for OsSandbox {
         let ruleset = self
             .ruleset(&ctx.workspace, tmp.path(), network)
             .map_err(|e| failed(format!("Landlock: {e}")))?;
-        let filter = seccomp::filter(network).map_err(|e| failed(e.to_string()))?;
+        let filters =
+            seccomp::filters(network, self.plan.is_some()).map_err(|e| failed(e.to_string()))?;
+        let namespaces = match &self.plan {
+            Some(plan) => plan
+                .steps(&ns::Command {
+                    workspace: &ctx.workspace,
+                    tmp: tmp.path(),
+                    network,
+                    protected: &self.protected,
+                })
+                .map_err(|e| failed(format!("namespaces: {e}")))?,
+            None => Vec::new(),
+        };
+        // The fresh /proc is granted from inside (see `ns::grant_proc`), through a second
+        // descriptor of the same ruleset.
+        let proc_rule = if namespaces.is_empty() {
+            None
+        } else {
+            let fd: Option<OwnedFd> = ruleset
+                .try_clone()
+                .map_err(|e| failed(format!("Landlock: {e}")))?
+                .into();
+            let abi = ABI::from(self.policy.landlock_abi);
+            fd.map(|fd| (fd, AccessFs::from_read(abi).bits()))
+        };
         let child = ChildSetup {
             limits: rlimits(&self.policy),
+            namespaces,
+            proc_rule,
             drop_capabilities: self.policy.host.root,
             ruleset: Mutex::new(Some(ruleset)),
-            filter,
+            filters,
         };
         // SAFETY: the hook runs in the forked child before `exec`. It only makes syscalls
-        // (setrlimit, prctl, capset, landlock_restrict_self, seccomp) on data prepared in
-        // the parent; it allocates only to report an error, which aborts the spawn. The
+        // (setrlimit, close_range, the namespace steps, prctl, capset,
+        // landlock_restrict_self, seccomp) on data prepared in the parent; it allocates only
+        // to report an error, which aborts the spawn. The
         // mutex was created unlocked in the parent and the child is single-threaded, so
         // taking it cannot block.
         unsafe {
@@ -149,22 +198,48 @@ impl ProcessSandbox for OsSandbox {
     fn enforcing(&self) -> bool {
         self.policy.mode != Mode::Off
     }
+
+    fn explain_spawn_error(&self, error: &std::io::Error) -> Option<String> {
+        ns::explain(error)
+    }
+}
+
+/// Marks every descriptor above 2 close-on-exec: descriptors the fabric inherited from
+/// whoever started it (issue #15) never reach a command, whatever the mode.
+fn close_inherited() -> std::io::Result<()> {
+    // SAFETY: close_range with integer arguments; CLOEXEC only flags descriptors.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3_u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Everything the child applies to itself, prepared in the parent.
 struct ChildSetup {
     limits: Vec<(Resource, u64)>,
+    /// The namespace steps; empty without namespaces.
+    namespaces: Vec<Step>,
+    /// The ruleset (a second descriptor) and the read access to grant the fresh `/proc`.
+    proc_rule: Option<(OwnedFd, u64)>,
     drop_capabilities: bool,
     /// Taken by the one child this hook runs in (`restrict_self` consumes it).
     ruleset: Mutex<Option<RulesetCreated>>,
-    filter: BpfProgram,
+    filters: Vec<BpfProgram>,
 }
 
 impl ChildSetup {
-    /// Runs in the child between fork and exec. Order matters: limits and capabilities
-    /// first (both need privileges the later steps take away), then Landlock (which also
-    /// sets `no_new_privs`, required by seccomp), then seccomp last so the syscalls above
-    /// are not filtered.
+    /// Runs in the child between fork and exec. Order matters: limits first, then the
+    /// namespaces (they fork: the command runs in the second child, the first waits), then
+    /// capabilities (mounting needed them), then Landlock (which also sets `no_new_privs`,
+    /// required by seccomp), then seccomp last so the syscalls above are not filtered.
     fn apply(&self) -> std::io::Result<()> {
         for (resource, value) in &self.limits {
             setrlimit(
@@ -174,6 +249,11 @@ impl ChildSetup {
                     maximum: Some(*value),
                 },
             )?;
+        }
+        close_inherited()?;
+        ns::apply(&self.namespaces)?;
+        if let Some((fd, access)) = &self.proc_rule {
+            ns::grant_proc(fd.as_raw_fd(), *access)?;
         }
         if self.drop_capabilities {
             drop_capabilities()?;
@@ -192,8 +272,10 @@ impl ChildSetup {
                 "Landlock did not enforce the ruleset",
             ));
         }
-        seccompiler::apply_filter(&self.filter)
-            .map_err(|e| std::io::Error::other(format!("seccomp: {e}")))?;
+        for filter in &self.filters {
+            seccompiler::apply_filter(filter)
+                .map_err(|e| std::io::Error::other(format!("seccomp: {e}")))?;
+        }
         Ok(())
     }
 }

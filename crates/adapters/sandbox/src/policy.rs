@@ -59,6 +59,8 @@ pub struct Policy {
     pub limits: Limits,
     /// Directories readable (and executable) besides the system ones, e.g. a toolchain.
     pub read_paths: Vec<PathBuf>,
+    /// Every command gets its own namespaces (the host allows them and the sandbox is on).
+    pub namespaces: bool,
 }
 
 impl Policy {
@@ -91,12 +93,14 @@ impl Policy {
                 abi
             }
         };
+        let namespaces = mode != Mode::Off && host.namespaces.is_ok();
         Ok(Self {
             mode,
             host,
             landlock_abi,
             limits,
             read_paths,
+            namespaces,
         })
     }
 
@@ -122,7 +126,7 @@ impl Policy {
                 Mode::Strict => "network: processes get none (seccomp refuses every non-unix socket; Landlock refuses TCP bind/connect where ABI >= 4); the web tools follow --network-allowed".to_owned(),
                 _ => "network: processes get TCP/UDP when the run allows the network, none otherwise; raw, packet and netlink sockets never".to_owned(),
             },
-            "syscalls (seccomp): ptrace, mount, bpf, module loading, io_uring, keyrings, namespaces and similar refused".to_owned(),
+            "syscalls (seccomp): ptrace, mount, bpf, module loading, io_uring, keyrings, new namespaces (unshare, setns, clone flags; clone3 answers ENOSYS) and similar refused; no setuid or setgid mode bits; no extended attributes or ACLs (EOPNOTSUPP)".to_owned(),
             format!(
                 "limits (setrlimit): cpu {} s, memory {} MiB, {} processes, files up to {} MiB, {} open files, no core dumps",
                 self.limits.cpu_s,
@@ -132,6 +136,21 @@ impl Policy {
                 self.limits.open_files
             ),
         ];
+        if self.namespaces {
+            lines.push("namespaces: every command sees a new root holding only the system directories, the read paths, its workspace and a private /tmp, all read-only and nosuid but the workspace and /tmp; protected paths read-only over the workspace; its own PID namespace and /proc (host processes invisible, every descendant ends with the command), IPC namespace, and network namespace when the network is off".to_owned());
+            if self.host.root {
+                lines.push("root-only files: files and folders under /etc that only root may read (/etc/shadow, host keys) are masked".to_owned());
+            } else {
+                lines.push(
+                    "user namespace: the command's ids map only to the fabric's own".to_owned(),
+                );
+            }
+        } else {
+            lines.push("without namespaces: new process groups, SysV and POSIX IPC refused by seccomp, so the group kill reaches every descendant and nothing outlives the command".to_owned());
+        }
+        lines.push(
+            "descriptors: every descriptor above 2 is closed when the command starts".to_owned(),
+        );
         if self.host.root {
             lines.push("capabilities: all dropped (running as root; SECBIT_NOROOT keeps exec from granting them back)".to_owned());
         }
@@ -167,8 +186,23 @@ impl Policy {
         if abi < 2 {
             lines.push("refusing links and renames across directories (Landlock ABI 1)".to_owned());
         }
-        lines.push("connecting to UNIX socket files (e.g. /var/run/docker.sock): Landlock cannot refuse that on this ABI and seccomp keeps AF_UNIX for local IPC".to_owned());
-        lines.push("protected paths inside the workspace (.git/): the file tools refuse them; processes may write there (Landlock cannot make part of a writable tree read-only)".to_owned());
+        if self.namespaces {
+            lines.push("connecting to UNIX socket files under the system directories or the read paths (e.g. /var/run is not mounted, but a socket under /etc would be reachable)".to_owned());
+            if self.mode == Mode::WorkspaceWriteNetwork {
+                lines.push("abstract UNIX sockets when the run allows the network: the command shares the host's network namespace, and Landlock's scoping only stops it from reaching out, not others from reaching in".to_owned());
+            }
+            lines.push("protected paths that do not exist yet (a new .git/): the shell removes them after the command and records a security_event".to_owned());
+        } else {
+            let why = self
+                .host
+                .namespaces
+                .as_ref()
+                .err()
+                .map_or("off".to_owned(), Clone::clone);
+            lines.push(format!("namespaces ({why}): metadata of files outside the workspace (chmod, utimes), names and sizes of outside files (stat), other processes' command lines under /proc, and abstract UNIX sockets bound by a command are not hidden"));
+            lines.push("connecting to UNIX socket files (e.g. /var/run/docker.sock): Landlock cannot refuse that on this ABI and seccomp keeps AF_UNIX for local IPC".to_owned());
+            lines.push("protected paths inside the workspace (.git/): the file tools refuse them; the shell reverts what a command created there and records a security_event, but cannot undo a change to what existed".to_owned());
+        }
         lines
     }
 
@@ -178,6 +212,7 @@ impl Policy {
             "mode": self.mode.as_str(),
             "enforced_by_kernel": self.mode != Mode::Off,
             "landlock_abi": self.landlock_abi,
+            "namespaces": self.namespaces,
             "enforced": self.enforced(),
             "not_enforced": self.not_enforced(),
             "limits": self.limits.to_json(),
@@ -209,6 +244,7 @@ mod tests {
             seccomp: Ok(()),
             user_namespaces: Some(1),
             root: false,
+            namespaces: Ok(()),
         }
     }
 

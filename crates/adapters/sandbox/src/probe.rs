@@ -1,5 +1,7 @@
 //! What this host's kernel supports, asked once at startup.
 
+use std::sync::OnceLock;
+
 use serde_json::{Value, json};
 
 /// `LANDLOCK_CREATE_RULESET_VERSION`: asks `landlock_create_ruleset` for the ABI version.
@@ -14,8 +16,11 @@ pub struct HostSupport {
     pub landlock_abi: Result<i32, String>,
     /// Whether seccomp filters can be installed (and return an errno).
     pub seccomp: Result<(), String>,
-    /// `user.max_user_namespaces`, if readable. Reported; not used by the sandbox.
+    /// `user.max_user_namespaces`, if readable. Reported.
     pub user_namespaces: Option<u64>,
+    /// Whether a command can get its own mount, PID, IPC and network namespaces (and a user
+    /// namespace when not root) here: the whole setup tried once on `true`, or why not.
+    pub namespaces: Result<(), String>,
     /// The fabric runs as root: `RLIMIT_NPROC` does not apply, capabilities must be dropped.
     pub root: bool,
 }
@@ -30,15 +35,23 @@ impl HostSupport {
             "seccomp": self.seccomp.is_ok(),
             "seccomp_error": self.seccomp.as_ref().err(),
             "user_namespaces": self.user_namespaces,
+            "namespaces": self.namespaces.is_ok(),
+            "namespaces_error": self.namespaces.as_ref().err(),
             "root": self.root,
         })
     }
 }
 
 /// Probes the kernel: Landlock's ABI (the syscall itself, not the LSM list, so a Landlock
-/// disabled at boot is seen as such), seccomp filter support, user namespaces, and whether
-/// we run as root. Cheap: one syscall and a few `/proc` reads.
+/// disabled at boot is seen as such), seccomp filter support, namespaces (by setting them up
+/// for one `true`), and whether we run as root. Done once per process (about a millisecond);
+/// later calls return the same answer.
 pub fn probe() -> HostSupport {
+    static PROBED: OnceLock<HostSupport> = OnceLock::new();
+    PROBED.get_or_init(probe_now).clone()
+}
+
+fn probe_now() -> HostSupport {
     HostSupport {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_owned())
@@ -49,6 +62,55 @@ pub fn probe() -> HostSupport {
             .ok()
             .and_then(|s| s.trim().parse().ok()),
         root: rustix::process::geteuid().is_root(),
+        namespaces: namespaces(),
+    }
+}
+
+/// Sets up the namespaces of a command (without Landlock and seccomp) for `true`.
+fn namespaces() -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let program = ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .ok_or("no `true` program to try them on")?;
+    let dirs = |what: &str| {
+        tempfile::Builder::new()
+            .prefix("fabric-probe-")
+            .tempdir()
+            .map_err(|e| format!("{what}: {e}"))
+    };
+    let (workspace, tmp) = (dirs("a probe workspace")?, dirs("a probe temp directory")?);
+    let root = rustix::process::geteuid().is_root();
+    let plan = crate::ns::Plan::new(
+        &["/usr", "/bin", "/lib", "/lib64", "/etc", "/proc", "/dev"],
+        &[],
+        root,
+    )
+    .map_err(|e| format!("preparing the probe: {e}"))?;
+    let steps = plan
+        .steps(&crate::ns::Command {
+            workspace: workspace.path(),
+            tmp: tmp.path(),
+            network: false,
+            protected: &[],
+        })
+        .map_err(|e| format!("preparing the probe: {e}"))?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.current_dir(workspace.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: the hook only makes syscalls on data prepared above (see `ns::apply`).
+    unsafe {
+        cmd.pre_exec(move || crate::ns::apply(&steps));
+    }
+    let status = cmd.status().map_err(|e| {
+        crate::ns::explain(&e).unwrap_or_else(|| format!("the namespace probe did not start: {e}"))
+    })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the namespace probe ended with {status}"))
     }
 }
 

@@ -60,6 +60,70 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_setsid,
 ];
 
+/// Denied when the command has no namespaces of its own (issue #15): a new process group
+/// escapes the group kill, and SysV and POSIX IPC objects outlive the command and reach the
+/// host's (a new PID and IPC namespace makes all of them harmless, so they stay allowed there).
+const DENIED_WITHOUT_NAMESPACES: &[libc::c_long] = &[
+    libc::SYS_setpgid,
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_shmdt,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
+];
+
+/// Answered `ENOSYS`, so libc and programs fall back to a call the filter can inspect:
+/// `clone3` (its flags sit behind a pointer; glibc falls back to `clone`) and `openat2` (its
+/// mode too; callers fall back to `openat`).
+const NOT_IMPLEMENTED: &[libc::c_long] = &[libc::SYS_clone3, libc::SYS_openat2];
+
+/// Answered `EOPNOTSUPP` ("this filesystem has no extended attributes"), which `cp -a`,
+/// `tar` and `rsync` take in their stride: setting extended attributes and POSIX ACLs, which
+/// Landlock does not cover outside the workspace.
+const NO_XATTRS: &[libc::c_long] = &[
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+    SYS_SETXATTRAT,
+    SYS_REMOVEXATTRAT,
+];
+
+/// `setxattrat` and `removexattrat` (Linux 6.13), not yet in every libc.
+const SYS_SETXATTRAT: libc::c_long = 463;
+const SYS_REMOVEXATTRAT: libc::c_long = 466;
+
+/// The `CLONE_NEW*` flags `clone` must not carry (`unshare` and `setns` are denied whole).
+const CLONE_NAMESPACES: &[libc::c_int] = &[
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWCGROUP,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+];
+
+/// Mode bits no file the command creates or changes may get: a setuid or setgid file left in
+/// the workspace would run with the fabric user's rights (root's, often) when someone runs it
+/// later outside the sandbox.
+const SET_ID_BITS: &[u32] = &[libc::S_ISUID, libc::S_ISGID];
+
 /// `SOCK_RAW` and `SOCK_PACKET`, matched on the type's low bits (flags live above them).
 const SOCK_TYPE_MASK: u64 = 0xf;
 /// The obsolete `SOCK_PACKET` type (libc deprecates the constant, the kernel still takes it).
@@ -73,11 +137,63 @@ fn build(e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Build(format!("seccomp: {e}"))
 }
 
-/// The compiled filter. With `network` false every socket but `AF_UNIX` is refused; with
-/// it true `AF_INET`/`AF_INET6` are allowed too, never raw or packet sockets.
-pub(crate) fn filter(network: bool) -> Result<BpfProgram, SandboxError> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENIED.iter().map(|nr| (*nr, Vec::new())).collect();
+fn whole(calls: &[libc::c_long]) -> BTreeMap<i64, Vec<SeccompRule>> {
+    calls.iter().map(|nr| (*nr, Vec::new())).collect()
+}
+
+/// One rule per flag: the call is refused when `arg` has any of `flags` set.
+fn any_flag(arg: u8, flags: impl Iterator<Item = u64>) -> Result<Vec<SeccompRule>, SandboxError> {
+    flags
+        .map(|flag| {
+            SeccompRule::new(vec![cond(arg, SeccompCmpOp::MaskedEq(flag), flag)?]).map_err(build)
+        })
+        .collect()
+}
+
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProgram, SandboxError> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(build)?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno.unsigned_abs()),
+        arch,
+    )
+    .map_err(build)?;
+    filter.try_into().map_err(build)
+}
+
+/// The compiled filters, installed in this order (seccomp runs every one; a call refused by
+/// any is refused). With `network` false every socket but `AF_UNIX` is refused; with it true
+/// `AF_INET`/`AF_INET6` are allowed too, never raw or packet sockets. Without `namespaces`
+/// the calls of [`DENIED_WITHOUT_NAMESPACES`] are refused too.
+pub(crate) fn filters(network: bool, namespaces: bool) -> Result<Vec<BpfProgram>, SandboxError> {
+    let mut rules = whole(DENIED);
+    if !namespaces {
+        rules.extend(whole(DENIED_WITHOUT_NAMESPACES));
+    }
+    let clone_flags = CLONE_NAMESPACES.iter().map(|f| u64::from(f.unsigned_abs()));
+    rules.insert(libc::SYS_clone, any_flag(0, clone_flags)?);
+    let set_id = || SET_ID_BITS.iter().map(|b| u64::from(*b));
+    // The mode is the second argument of chmod and fchmod, the third of fchmodat(2), mkdirat
+    // and mknodat, the fourth of openat; open, creat, mkdir and mknod take it second or third.
+    let mut modes = vec![
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (libc::SYS_fchmodat2, 2),
+        (libc::SYS_openat, 3),
+        (libc::SYS_mknodat, 2),
+    ];
+    // The legacy calls only some architectures still have.
+    #[cfg(target_arch = "x86_64")]
+    modes.extend([
+        (libc::SYS_chmod, 1),
+        (libc::SYS_creat, 1),
+        (libc::SYS_open, 2),
+        (libc::SYS_mknod, 1),
+    ]);
+    for (call, arg) in modes {
+        rules.insert(call, any_flag(arg, set_id())?);
+    }
     let unix = u64::from(libc::AF_UNIX.unsigned_abs());
     let mut family = vec![cond(0, SeccompCmpOp::Ne, unix)?];
     if network {
@@ -102,22 +218,23 @@ pub(crate) fn filter(network: bool) -> Result<BpfProgram, SandboxError> {
         );
     }
     rules.insert(libc::SYS_socket, socket);
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(build)?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM.unsigned_abs()),
-        arch,
-    )
-    .map_err(build)?;
-    filter.try_into().map_err(build)
+    Ok(vec![
+        compile(rules, libc::EPERM)?,
+        compile(whole(NOT_IMPLEMENTED), libc::ENOSYS)?,
+        compile(whole(NO_XATTRS), libc::EOPNOTSUPP)?,
+    ])
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
-    fn both_filters_compile() {
-        assert!(!super::filter(false).unwrap().is_empty());
-        assert!(!super::filter(true).unwrap().is_empty());
+    fn every_filter_compiles() {
+        for network in [false, true] {
+            for namespaces in [false, true] {
+                let filters = super::filters(network, namespaces).unwrap();
+                assert_eq!(filters.len(), 3);
+                assert!(filters.iter().all(|f| !f.is_empty()));
+            }
+        }
     }
 }

@@ -139,7 +139,7 @@ impl ShellTool {
         let secs = asked.unwrap_or(self.policy.shell_timeout_s.min(max));
         if secs == 0 || secs > max {
             return Err(ToolError::InvalidArguments(format!(
-                "`timeout_s` must be between 1 and {max}, got {secs}"
+                "parameter `timeout_s` must be an integer between 1 and {max}, got {secs}"
             )));
         }
         Ok(Duration::from_secs(secs))
@@ -254,123 +254,142 @@ impl TypedTool for ShellTool {
             "Run one program in the workspace and get its exit code, stdout and stderr. `cmd` is the program and its arguments as separate strings. There is no shell: no pipes, `&&`, redirects, globs or variables. A non-zero exit code is a normal result. Allowed programs: {}.",
             self.allowed_list()
         );
-        ToolSpec::for_input::<ShellInput>("shell", &description)
+        let mut spec = ToolSpec::for_input::<ShellInput>("shell", &description)
             .example(json!({"cmd": ["ls", "-la"]}))
             .example(json!({"cmd": ["cargo", "test", "--quiet"], "timeout_s": 300}))
             .annotate(ToolAnnotations {
                 read_only: false,
                 destructive: true,
                 needs_network: false,
-            })
+            });
+        // The largest `timeout_s` is configured, so the type cannot declare it; the schema
+        // does, so the model reads the range and a call outside it is refused naming it
+        // (issue #15). `Typed::check_contract` allows a schema to narrow numeric bounds.
+        if let Some(timeout) = spec.input_schema.pointer_mut("/properties/timeout_s") {
+            timeout["maximum"] = json!(self.policy.max_shell_timeout_s);
+        }
+        spec
     }
 
     async fn run(&self, input: ShellInput, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let program = self.check_program(&input.cmd)?;
-        let timeout = self.timeout(input.timeout_s)?;
-        if ctx.cancel.is_cancelled() {
-            return Err(ToolError::Failed(format!(
-                "command `{program}` was not started because the run was cancelled"
-            )));
-        }
-        let args = &input.cmd[1..];
-        let mut container_guard = None;
-        let (mut command, _sandbox_guard) = match &self.policy.container {
-            Some(container) => {
-                let (command, guard) = self.container_command(container, program, args, ctx)?;
-                container_guard = Some(guard);
-                (command, None)
+        // Protected paths a command creates are removed after it (where namespaces mount
+        // the existing ones read-only, only new ones can appear), whatever it returned.
+        let absent = self.absent_protected(&ctx.workspace);
+        let outcome: Result<Value, ToolError> = async {
+            let program = self.check_program(&input.cmd)?;
+            let timeout = self.timeout(input.timeout_s)?;
+            if ctx.cancel.is_cancelled() {
+                return Err(ToolError::Failed(format!(
+                    "command `{program}` was not started because the run was cancelled"
+                )));
             }
-            None => {
-                let mut command = self.command(program, args, ctx);
-                // Held until the command has ended: the sandbox's private temp directory
-                // lives in it.
-                let guard = self.sandbox.prepare(command.as_std_mut(), ctx)?;
-                (command, Some(guard))
-            }
-        };
-        tracing::debug!(run_id = %ctx.run_id.as_str(), program, ?args, timeout_s = timeout.as_secs(), "shell command");
+            let args = &input.cmd[1..];
+            let mut container_guard = None;
+            let (mut command, _sandbox_guard) = match &self.policy.container {
+                Some(container) => {
+                    let (command, guard) = self.container_command(container, program, args, ctx)?;
+                    container_guard = Some(guard);
+                    (command, None)
+                }
+                None => {
+                    let mut command = self.command(program, args, ctx);
+                    // Held until the command has ended: the sandbox's private temp directory
+                    // lives in it.
+                    let guard = self.sandbox.prepare(command.as_std_mut(), ctx)?;
+                    (command, Some(guard))
+                }
+            };
+            tracing::debug!(run_id = %ctx.run_id.as_str(), program, ?args, timeout_s = timeout.as_secs(), "shell command");
 
-        let mut child = command.spawn().map_err(|e| spawn_error(program, &e))?;
-        let group = GroupGuard::new(child.id());
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        let cap = self.policy.max_output_chars;
+            let mut child = command.spawn().map_err(|e| {
+                match self.sandbox.explain_spawn_error(&e) {
+                    Some(why) => ToolError::Failed(format!("program `{program}` was not started: {why}")),
+                    None => spawn_error(program, &e),
+                }
+            })?;
+            let group = GroupGuard::new(child.id());
+            let stdout = child.stdout.take();
+            let stderr = child.stderr.take();
+            let cap = self.policy.max_output_chars;
 
-        let work = async {
-            tokio::join!(
-                async {
-                    let status = child.wait().await;
-                    // Whatever the command left running in the background dies with it; that
-                    // also closes the pipes so the readers below finish.
+            let work = async {
+                tokio::join!(
+                    async {
+                        let status = child.wait().await;
+                        // Whatever the command left running in the background dies with it; that
+                        // also closes the pipes so the readers below finish.
+                        group.kill();
+                        status
+                    },
+                    capture(stdout, cap),
+                    capture(stderr, cap),
+                )
+            };
+            tokio::pin!(work);
+
+            let ended = tokio::select! {
+                done = &mut work => Ended::Exited(done),
+                () = tokio::time::sleep(timeout) => Ended::TimedOut,
+                () = ctx.cancel.cancelled() => Ended::Cancelled,
+            };
+            match ended {
+                Ended::Exited((status, out, err)) => {
+                    group.disarm();
+                    if let Some(guard) = container_guard.as_mut() {
+                        guard.disarm();
+                    }
+                    let status = status.map_err(|e| {
+                        ToolError::Failed(format!("waiting for `{program}` failed: {e}"))
+                    })?;
+                    tracing::debug!(program, ?status, "shell command finished");
+                    let mut result = json!({
+                        "exit_code": status.code(),
+                        "stdout": out.render(),
+                        "stderr": err.render(),
+                        "timed_out": false,
+                    });
+                    if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
+                        result["signal"] = json!(signal);
+                    }
+                    if self.sandbox.enforcing()
+                        && !status.success()
+                        && let Some(refusal) = denial::detect(&input.cmd, &result)
+                    {
+                        return Err(refusal);
+                    }
+                    Ok(result)
+                }
+                Ended::TimedOut => {
                     group.kill();
-                    status
-                },
-                capture(stdout, cap),
-                capture(stderr, cap),
-            )
-        };
-        tokio::pin!(work);
-
-        let ended = tokio::select! {
-            done = &mut work => Ended::Exited(done),
-            () = tokio::time::sleep(timeout) => Ended::TimedOut,
-            () = ctx.cancel.cancelled() => Ended::Cancelled,
-        };
-        match ended {
-            Ended::Exited((status, out, err)) => {
-                group.disarm();
-                if let Some(guard) = container_guard.as_mut() {
-                    guard.disarm();
+                    let secs = timeout.as_secs();
+                    tracing::info!(
+                        program,
+                        secs,
+                        "shell command timed out; process group killed"
+                    );
+                    let partial = match tokio::time::timeout(KILL_GRACE, &mut work).await {
+                        Ok((_, out, err)) => partial_output(&out, &err),
+                        Err(_) => String::new(),
+                    };
+                    Err(ToolError::Failed(format!(
+                        "command `{}` timed out after {secs} s and was killed with everything it started; pass a larger `timeout_s` (at most {}) or run something shorter{partial}",
+                        input.cmd.join(" "),
+                        self.policy.max_shell_timeout_s
+                    )))
                 }
-                let status = status.map_err(|e| {
-                    ToolError::Failed(format!("waiting for `{program}` failed: {e}"))
-                })?;
-                tracing::debug!(program, ?status, "shell command finished");
-                let mut result = json!({
-                    "exit_code": status.code(),
-                    "stdout": out.render(),
-                    "stderr": err.render(),
-                    "timed_out": false,
-                });
-                if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
-                    result["signal"] = json!(signal);
+                Ended::Cancelled => {
+                    group.kill();
+                    tracing::info!(program, "run cancelled; shell process group killed");
+                    // Reap the killed leader; bounded, in case something escaped the group.
+                    let _ = tokio::time::timeout(KILL_GRACE, &mut work).await;
+                    Err(ToolError::Failed(format!(
+                        "command `{program}` was stopped because the run was cancelled"
+                    )))
                 }
-                if self.sandbox.enforcing()
-                    && !status.success()
-                    && let Some(refusal) = denial::detect(&input.cmd, &result)
-                {
-                    return Err(refusal);
-                }
-                Ok(result)
-            }
-            Ended::TimedOut => {
-                group.kill();
-                let secs = timeout.as_secs();
-                tracing::info!(
-                    program,
-                    secs,
-                    "shell command timed out; process group killed"
-                );
-                let partial = match tokio::time::timeout(KILL_GRACE, &mut work).await {
-                    Ok((_, out, err)) => partial_output(&out, &err),
-                    Err(_) => String::new(),
-                };
-                Err(ToolError::Failed(format!(
-                    "command `{}` timed out after {secs} s and was killed with everything it started; pass a larger `timeout_s` (at most {}) or run something shorter{partial}",
-                    input.cmd.join(" "),
-                    self.policy.max_shell_timeout_s
-                )))
-            }
-            Ended::Cancelled => {
-                group.kill();
-                tracing::info!(program, "run cancelled; shell process group killed");
-                // Reap the killed leader; bounded, in case something escaped the group.
-                let _ = tokio::time::timeout(KILL_GRACE, &mut work).await;
-                Err(ToolError::Failed(format!(
-                    "command `{program}` was stopped because the run was cancelled"
-                )))
             }
         }
+        .await;
+        self.revert_protected(&absent, &input.cmd, ctx, outcome)
     }
 }
 
@@ -379,6 +398,64 @@ enum Ended<T> {
     Exited(T),
     TimedOut,
     Cancelled,
+}
+
+impl ShellTool {
+    /// The protected paths that do not exist in `workspace` now.
+    fn absent_protected(&self, workspace: &std::path::Path) -> Vec<String> {
+        self.policy
+            .protected_paths
+            .iter()
+            .filter(|p| std::fs::symlink_metadata(workspace.join(p)).is_err())
+            .cloned()
+            .collect()
+    }
+
+    /// Removes the protected paths among `absent` that the command created, and turns the
+    /// outcome into a `protected_path` refusal saying so (recorded as a `security_event`).
+    fn revert_protected(
+        &self,
+        absent: &[String],
+        cmd: &[String],
+        ctx: &ToolContext,
+        outcome: Result<Value, ToolError>,
+    ) -> Result<Value, ToolError> {
+        let mut removed = Vec::new();
+        for name in absent {
+            let path = ctx.workspace.join(name);
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            // Never follows a link: a link is removed as a link.
+            let gone = if meta.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            match gone {
+                Ok(()) => removed.push(name.as_str()),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "could not remove a protected path a command created")
+                }
+            }
+        }
+        if removed.is_empty() {
+            return outcome;
+        }
+        let what = match &outcome {
+            Ok(result) => format!("exit code {}", result["exit_code"]),
+            Err(e) => format!("it failed: {e}"),
+        };
+        let names = removed.join("`, `");
+        Err(ToolError::Denied {
+            event_type: "protected_path".to_owned(),
+            attempted: format!("{} (created `{names}`)", cmd.join(" ")),
+            message: format!(
+                "command `{}` ran ({what}) but created `{names}`, which is protected (protected_paths); it was removed. Leave `{names}` alone and write your changes elsewhere in the workspace",
+                cmd.join(" ")
+            ),
+        })
+    }
 }
 
 fn spawn_error(program: &str, error: &std::io::Error) -> ToolError {
@@ -527,6 +604,94 @@ mod tests {
             text.ends_with("\n[output truncated: 99000 more bytes]"),
             "{text}"
         );
+    }
+
+    /// `shell` as the engine holds it, with `max` as the largest timeout.
+    fn shell_tool(max: u64) -> fabric_core::typed::Typed<ShellTool> {
+        let policy = ToolPolicy {
+            max_shell_timeout_s: max,
+            ..ToolPolicy::default()
+        };
+        fabric_core::typed::Typed::new(ShellTool::new(
+            Arc::new(policy),
+            Arc::new(fabric_core::NoOsSandbox),
+        ))
+    }
+
+    /// A `timeout_s` out of range, too large for any integer type, or of the wrong type is
+    /// refused naming `timeout_s` and its range: by the schema check the engine (and the MCP
+    /// server) runs before the call, and by the tool itself when called directly.
+    #[tokio::test]
+    async fn issue_15_a_bad_timeout_names_timeout_s_and_its_range() {
+        use fabric_core::Tool;
+        let ctx = ToolContext {
+            run_id: fabric_domain::RunId::parse("issue-15").unwrap(),
+            workspace: std::env::temp_dir(),
+            network_allowed: false,
+            cancel: tokio_util::sync::CancellationToken::new(),
+            lineage: Default::default(),
+        };
+        for (max, raw, expected) in [
+            (
+                600,
+                r#"{"cmd":["ls"],"timeout_s":-1}"#,
+                "parameter `timeout_s` must be an integer between 1 and 600, got -1",
+            ),
+            (
+                600,
+                r#"{"cmd":["ls"],"timeout_s":99999999999999999999}"#,
+                "parameter `timeout_s` must be an integer between 1 and 600, got 1e+20",
+            ),
+            (
+                600,
+                r#"{"cmd":["ls"],"timeout_s":"10"}"#,
+                "parameter `timeout_s` must be an integer between 1 and 600 or null, got \"10\"",
+            ),
+            (
+                600,
+                r#"{"cmd":["ls"],"timeout_s":0}"#,
+                "parameter `timeout_s` must be an integer between 1 and 600, got 0",
+            ),
+            (
+                900,
+                r#"{"cmd":["ls"],"timeout_s":901}"#,
+                "parameter `timeout_s` must be an integer between 1 and 900, got 901",
+            ),
+        ] {
+            let tool = shell_tool(max);
+            tool.check_contract().unwrap();
+            let args: Value = serde_json::from_str(raw).unwrap();
+            let checked = fabric_domain::schema::validate(&tool.spec().input_schema, &args);
+            assert_eq!(checked.unwrap_err(), expected, "{raw}");
+            match tool.call(args, &ctx).await {
+                // From the schema when the value does not fit the type, else from the tool.
+                Err(ToolError::InvalidArguments(message)) => assert!(
+                    message == expected || message == format!("invalid arguments: {expected}"),
+                    "{raw}: {message}"
+                ),
+                other => panic!("{raw}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn issue_15_the_tool_itself_names_timeout_s_and_its_range() {
+        let tool = ShellTool::new(
+            Arc::new(ToolPolicy::default()),
+            Arc::new(fabric_core::NoOsSandbox),
+        );
+        for asked in [0, 601] {
+            match tool.timeout(Some(asked)) {
+                Err(ToolError::InvalidArguments(message)) => assert_eq!(
+                    message,
+                    format!(
+                        "parameter `timeout_s` must be an integer between 1 and 600, got {asked}"
+                    )
+                ),
+                other => panic!("{asked}: {other:?}"),
+            }
+        }
+        assert_eq!(tool.timeout(Some(600)).unwrap(), Duration::from_secs(600));
     }
 
     #[test]

@@ -68,7 +68,9 @@ pub(crate) fn sandbox(
         policy: policy.to_json(),
         notices: policy.notices(),
     };
-    Ok((Arc::new(OsSandbox::new(policy)), record))
+    let sandbox = OsSandbox::new(policy, settings.protected_paths.clone())
+        .map_err(|e| UsageError(e.to_string()))?;
+    Ok((Arc::new(sandbox), record))
 }
 use crate::app::AppPreparer;
 use crate::daily::Daily;

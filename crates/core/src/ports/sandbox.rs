@@ -53,6 +53,12 @@ pub trait ProcessSandbox: Send + Sync {
     /// Whether the kernel enforces anything: a failed command's "permission denied" is then
     /// most likely the sandbox, and tools say so.
     fn enforcing(&self) -> bool;
+
+    /// What went wrong when spawning a prepared command failed because of the sandbox's own
+    /// setup (its namespaces), in words; `None` for every other spawn error.
+    fn explain_spawn_error(&self, _error: &std::io::Error) -> Option<String> {
+        None
+    }
 }
 
 /// No OS confinement: commands run with the fabric's own user rights, limited only by the

@@ -253,3 +253,89 @@ fn now_rfc3339() -> String {
         t.year, t.month, t.day, t.hour, t.minute, t.second
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::web::AddressPolicy;
+    use crate::web::tests::marker_server;
+
+    /// Set (to the URL to fetch) only in the child process of the proxy test.
+    const CHILD_URL: &str = "FABRIC_TEST_ISSUE_15_FETCH_URL";
+
+    /// The proxy variables reqwest reads, upper and lower case.
+    const PROXY_VARS: [&str; 6] = [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ];
+
+    fn ctx() -> ToolContext {
+        ToolContext {
+            run_id: fabric_domain::RunId::parse("issue-15").unwrap(),
+            workspace: std::env::temp_dir(),
+            network_allowed: true,
+            cancel: tokio_util::sync::CancellationToken::new(),
+            lineage: Default::default(),
+        }
+    }
+
+    /// The environment's proxy must not carry `fetch_url` past its address checks, on the
+    /// first request nor on a redirect hop. Setting `HTTP_PROXY` in this process would leak
+    /// into every test running beside it, so the test runs itself again as a child process
+    /// with the proxy variables set, and the child does the fetch.
+    #[tokio::test]
+    async fn issue_15_fetch_url_ignores_the_environment_proxy() {
+        if let Ok(url) = std::env::var(CHILD_URL) {
+            let tool = FetchUrlTool::new(FetchSettings {
+                addresses: AddressPolicy {
+                    allow_private: false,
+                    allow_hosts: vec!["127.0.0.1".to_owned()],
+                },
+                ..FetchSettings::default()
+            });
+            let out = tool.run(FetchInput { url }, &ctx()).await.unwrap();
+            assert_eq!(out["text"], "TARGET ANSWER", "{out}");
+            return;
+        }
+        let proxy = marker_server("PROXY ANSWER").await;
+        let end = marker_server("TARGET ANSWER").await;
+        let start = {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let to = format!("http://{end}/end");
+            let router = axum::Router::new().fallback(move || async move {
+                (
+                    axum::http::StatusCode::FOUND,
+                    [(axum::http::header::LOCATION, to)],
+                )
+            });
+            tokio::spawn(async move { axum::serve(listener, router).await });
+            addr
+        };
+        let mut child = tokio::process::Command::new(std::env::current_exe().unwrap());
+        child
+            .args([
+                "--exact",
+                "web::fetch::tests::issue_15_fetch_url_ignores_the_environment_proxy",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_URL, format!("http://{start}/start"))
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy");
+        for var in PROXY_VARS {
+            child.env(var, format!("http://{proxy}"));
+        }
+        let output = child.output().await.unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success() && stdout.contains("1 passed"),
+            "the child fetch failed:\n{stdout}\n{stderr}"
+        );
+    }
+}

@@ -93,8 +93,15 @@ fn require_network(ctx: &fabric_core::ToolContext, tool: &str) -> Result<(), Too
     }
 }
 
-/// An HTTP client that follows no redirects itself: `fetch_url` follows them one by one so
-/// each hop is checked. No client-wide timeout: callers bound the whole operation.
+/// The client of `web_search`, which talks to the search service the operator configured.
+/// It follows no redirects and has no client-wide timeout (callers bound the whole
+/// operation).
+///
+/// It keeps reqwest's default proxy handling: `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and
+/// `NO_PROXY` of the fabric's environment apply, because the service's address comes from
+/// the config, not from the model, and a network that allows the internet only through a
+/// proxy needs it to reach a hosted service such as Brave. `fetch_url` never uses this
+/// client (see [`pin`]).
 ///
 /// One client for the process (a clone shares its connection pool and TLS setup), built on
 /// first use; a failed build is not cached, so a later call tries again.
@@ -115,13 +122,33 @@ fn client_builder() -> reqwest::ClientBuilder {
         .user_agent(USER_AGENT)
 }
 
-/// A client that connects to `host` only at the checked `addrs` (DNS pinning). Built per
-/// fetch: the pinned addresses are part of the client.
+/// `fetch_url`'s client for one hop: it connects to `host` only at the checked `addrs` (DNS
+/// pinning), directly, whatever proxy the environment names. Built per hop: the pinned
+/// addresses are part of the client.
 fn pinned_client(host: &str, addrs: &[std::net::SocketAddr]) -> Result<reqwest::Client, ToolError> {
-    client_builder()
-        .resolve_to_addrs(host, addrs)
+    pin(client_builder(), host, addrs)
         .build()
         .map_err(|e| ToolError::Failed(format!("cannot set up the HTTP client: {e}")))
+}
+
+/// Makes `builder` connect to `host` at `addrs` and nowhere else.
+///
+/// Every proxy is dropped (issue #15): the environment's `HTTP_PROXY`, `HTTPS_PROXY` and
+/// `ALL_PROXY`, which reqwest would otherwise read, and any set on `builder`. Through a
+/// proxy the connection goes to the proxy, which resolves the host and connects on its own,
+/// so the address check and the pinning would protect nothing: a name that resolves to a
+/// public address for the check can resolve to `127.0.0.1` for the proxy, and the proxy
+/// itself is often a service on the local machine or network. So `fetch_url` ignores the
+/// environment's proxy and needs direct access to the sites it fetches; on a network that
+/// allows the web only through a proxy it cannot fetch pages. Sending it through a proxy
+/// would take a proxy that enforces the same address rules itself, which the fabric cannot
+/// check, so there is no setting for it.
+fn pin(
+    builder: reqwest::ClientBuilder,
+    host: &str,
+    addrs: &[std::net::SocketAddr],
+) -> reqwest::ClientBuilder {
+    builder.no_proxy().resolve_to_addrs(host, addrs)
 }
 
 /// Reads a body up to `max` bytes; the rest is never downloaded. Returns whether it was cut.
@@ -165,4 +192,39 @@ async fn off_runtime<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| ToolError::Failed(format!("converting the page to text failed: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An HTTP server on 127.0.0.1 that answers every request, whatever its path or
+    /// method, with `body`.
+    pub(super) async fn marker_server(body: &'static str) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = axum::Router::new().fallback(move || async move { body });
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        addr
+    }
+
+    #[tokio::test]
+    async fn issue_15_the_pinned_client_ignores_a_configured_proxy() {
+        let proxy = marker_server("PROXY ANSWER").await;
+        let target = marker_server("TARGET ANSWER").await;
+        // What the environment's HTTP_PROXY would add, set on the builder instead of in the
+        // environment other tests share.
+        let builder =
+            client_builder().proxy(reqwest::Proxy::all(format!("http://{proxy}")).unwrap());
+        let client = pin(builder, "issue15.example", &[target]).build().unwrap();
+        let body = client
+            .get(format!("http://issue15.example:{}/", target.port()))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(body, "TARGET ANSWER");
+    }
 }

@@ -39,6 +39,8 @@ enum Expect {
     Lacks(&'static str),
     /// The outcome must say this (e.g. that output was cut).
     Shows(&'static str),
+    /// The outcome must say one of these (what a layer says differs with namespaces).
+    ShowsAny(&'static [&'static str]),
 }
 
 struct Attack {
@@ -122,6 +124,13 @@ async fn run_attacks(fx: &Fixture, extra: &[&str], attacks: &[Attack]) -> Vec<Va
     );
     let events = fx.runlog(&result);
     let seen = seen_by_call(&events);
+    // With namespaces (issue #15) the outside does not exist for a command: an attempt to
+    // reach it fails with "No such file or directory" and nothing is refused, so there is
+    // no security_event; the effect checks (`Lacks`, `Absent`) still apply.
+    let namespaces = events
+        .iter()
+        .find(|e| e["kind"] == "run_start")
+        .is_some_and(|e| e["payload"]["sandbox"]["namespaces"] == true);
     let mut failures = Vec::new();
     for a in attacks {
         let Some(s) = seen.get(a.id) else {
@@ -139,12 +148,13 @@ async fn run_attacks(fx: &Fixture, extra: &[&str], attacks: &[Attack]) -> Vec<Va
                         .as_ref()
                         .is_some_and(|e| e["error_type"] == "permission");
                     let event_ok = s.security.iter().any(|e| e["event_type"] == *kind);
-                    if !(error_ok && event_ok) {
+                    let hidden_ok = *kind == "sandbox_denied" && namespaces && hidden(s);
+                    if !(hidden_ok || (error_ok && event_ok)) {
                         failures.push(format!("{}: expected refusal `{kind}`, got {s:?}", a.id));
                     }
                 }
                 Expect::Failed => {
-                    if s.error.is_none() {
+                    if s.error.is_none() && !(namespaces && hidden(s)) {
                         failures.push(format!("{}: expected a tool_error, got {s:?}", a.id));
                     }
                 }
@@ -157,6 +167,12 @@ async fn run_attacks(fx: &Fixture, extra: &[&str], attacks: &[Attack]) -> Vec<Va
                     let all = format!("{:?}{:?}", s.result, s.error);
                     if !all.contains(text) {
                         failures.push(format!("{}: does not show `{text}`: {all}", a.id));
+                    }
+                }
+                Expect::ShowsAny(texts) => {
+                    let all = format!("{:?}{:?}", s.result, s.error);
+                    if !texts.iter().any(|t| all.contains(t)) {
+                        failures.push(format!("{}: shows none of {texts:?}: {all}", a.id));
                     }
                 }
                 Expect::Lacks(text) => {
@@ -173,6 +189,7 @@ async fn run_attacks(fx: &Fixture, extra: &[&str], attacks: &[Attack]) -> Vec<Va
             match (&s.error, s.security.first()) {
                 (_, Some(sec)) => format!("refused: {}", sec["event_type"]),
                 (Some(e), None) => format!("failed: {}", e["error_type"]),
+                (None, None) if namespaces && hidden(s) => "hidden by the namespaces".to_owned(),
                 (None, None) => "ran; effect absent".to_owned(),
             }
         );
@@ -188,12 +205,27 @@ async fn run_attacks(fx: &Fixture, extra: &[&str], attacks: &[Attack]) -> Vec<Va
     events
 }
 
+/// The command failed because what it reached for does not exist in its namespaces.
+fn hidden(s: &Seen) -> bool {
+    s.result.as_deref().is_some_and(|r| {
+        ["No such file or directory", "Directory nonexistent"]
+            .iter()
+            .any(|m| r.contains(m))
+    })
+}
+
 fn scenario(attacks: &[Attack]) -> Vec<Turn> {
-    let mut turns: Vec<Turn> = attacks
-        .iter()
-        .map(|a| {
-            let mut call = ScriptedCall::new(a.tool, a.args.clone());
-            call.id = Some(a.id.to_owned());
+    calls_then_finish(attacks.iter().map(|a| (a.id, a.tool, a.args.clone())))
+}
+
+/// One turn per `(call id, tool, arguments)`, then `finish_task`: an attack scenario.
+pub(super) fn calls_then_finish<'a>(
+    calls: impl Iterator<Item = (&'a str, &'a str, Value)>,
+) -> Vec<Turn> {
+    let mut turns: Vec<Turn> = calls
+        .map(|(id, tool, args)| {
+            let mut call = ScriptedCall::new(tool, args);
+            call.id = Some(id.to_owned());
             Turn {
                 tool_calls: vec![call],
                 ..Turn::default()
@@ -282,7 +314,7 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
     let sh_write = format!("echo pwned > {}", o("sh_written"));
     let swap_cmd = format!("mv swap swap_real && ln -s {} swap", out.display());
 
-    use Expect::{Absent, Failed, Lacks, Refused, Shows};
+    use Expect::{Absent, Failed, Lacks, Refused, Shows, ShowsAny};
     let attacks = vec![
         // Path traversal through the file tools, in every spelling.
         attack(
@@ -490,11 +522,13 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
             vec![Refused("protected_path")],
         ),
         setup("setup_git_link", "shell", sh(&["ln", "-s", ".git", "g"])),
+        // Since issue #15 the shell removes a `.git` the run itself made (the setup above), so
+        // the link dangles; the write must still fail, refused or not found.
         attack(
             "write_git_via_link",
             "write_file",
             json!({"path": "g/hooks/pre-push", "content": "x"}),
-            vec![Refused("protected_path")],
+            vec![Failed],
         ),
         attack(
             "write_git_config",
@@ -532,7 +566,10 @@ async fn the_sandbox_stops_file_process_and_network_attacks() {
             "find_exec",
             "shell",
             sh(&["find", ".", "-maxdepth", "0", "-exec", "cat", &secret, ";"]),
-            vec![Shows("Permission denied"), Lacks(SECRET)],
+            vec![
+                ShowsAny(&["Permission denied", "No such file or directory"]),
+                Lacks(SECRET),
+            ],
         ),
         attack(
             "git_alias",

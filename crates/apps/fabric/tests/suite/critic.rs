@@ -215,7 +215,14 @@ async fn issue_11_staged_writes_stay_under_the_sandbox_and_protected_paths_never
         "a staged hook is never applied"
     );
     let review = &of_kind(&events, "critic_review")[0]["payload"];
-    assert_eq!(review["refused"], json!([".git/hooks/pre-commit"]));
+    // Issue #15: the shell removes the `.git/` a command created in the staging area right
+    // after the command (a `protected_path` event, checked above), so the critic never sees
+    // it; were it still there, applying would refuse it.
+    assert!(
+        review["refused"].as_array().is_none_or(Vec::is_empty)
+            || review["refused"] == json!([".git/hooks/pre-commit"]),
+        "{review}"
+    );
     assert_eq!(review["applied"], json!(["a.txt"]));
 }
 

@@ -1,0 +1,179 @@
+//! Issue #15: what a command sees and can touch inside the sandbox's namespaces, checked by
+//! running real processes through [`OsSandbox::prepare`] and looking at their effects.
+//!
+//! Where this host cannot give a command its namespaces, each test prints `SKIP` with the
+//! probe's reason and fails under `FABRIC_REQUIRE_TEST_DEPS=1`, which CI sets.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use fabric_core::{ProcessSandbox, ToolContext};
+use fabric_domain::RunId;
+use fabric_sandbox::{Limits, Mode, OsSandbox, Policy, probe};
+use tokio_util::sync::CancellationToken;
+
+fn ctx(workspace: &Path, network: bool) -> ToolContext {
+    ToolContext {
+        run_id: RunId::parse("ns-test").unwrap(),
+        workspace: workspace.to_path_buf(),
+        network_allowed: network,
+        cancel: CancellationToken::new(),
+        lineage: Default::default(),
+    }
+}
+
+/// The strict sandbox with namespaces, or `None` (after saying why) where the host has none.
+fn sandbox(mode: Mode) -> Option<OsSandbox> {
+    let policy = Policy::decide(mode, probe(), Limits::default(), vec![]).unwrap();
+    if !policy.namespaces {
+        let why = format!("{:?}", probe().namespaces);
+        assert!(
+            std::env::var_os("FABRIC_REQUIRE_TEST_DEPS").is_none(),
+            "namespaces are required here (FABRIC_REQUIRE_TEST_DEPS) but unavailable: {why}"
+        );
+        eprintln!("SKIP namespaces test: this host gives commands no namespaces: {why}");
+        return None;
+    }
+    Some(OsSandbox::new(policy, vec![".git".to_owned(), ".fabric".to_owned()]).unwrap())
+}
+
+/// Runs `sh -c script` in `workspace` inside the sandbox.
+fn sh(sandbox: &OsSandbox, workspace: &Path, script: &str) -> Output {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(script)
+        .current_dir(workspace)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .process_group(0);
+    let guard = sandbox.prepare(&mut cmd, &ctx(workspace, false)).unwrap();
+    let out = cmd.output().unwrap();
+    drop(guard);
+    out
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+use std::os::unix::process::CommandExt;
+
+#[test]
+fn issue_15_the_host_outside_the_workspace_is_absent_or_read_only() {
+    let Some(sb) = sandbox(Mode::Strict) else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "s").unwrap();
+    std::fs::create_dir(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let script = format!(
+        "echo ok > in-ws.txt && echo tmp > /tmp/t && cat /tmp/t; \
+         stat {out}/secret.txt && echo SAW-OUTSIDE; \
+         touch -d 2001-01-01 /etc/hostname && echo TOUCHED-ETC; \
+         echo hook > .git/hooks-pre-commit && echo WROTE-GIT; \
+         chmod 777 .git/config && echo CHMOD-GIT; \
+         tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]'",
+        out = outside.path().display()
+    );
+    let out = sh(&sb, ws.path(), &script);
+    let all = text(&out);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("in-ws.txt")).unwrap(),
+        "ok\n",
+        "{all}"
+    );
+    assert!(all.contains("tmp"), "{all}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for leak in ["SAW-OUTSIDE", "TOUCHED-ETC", "WROTE-GIT", "CHMOD-GIT"] {
+        assert!(!stdout.lines().any(|l| l == leak), "{leak}: {all}");
+    }
+    assert!(!ws.path().join(".git/hooks-pre-commit").exists());
+    // Only the shell and `ls`/`grep` are processes in the command's own PID namespace.
+    let count: u32 = stdout.lines().last().unwrap().trim().parse().unwrap();
+    assert!((1..=4).contains(&count), "{all}");
+    // The first process of its PID namespace is the command itself, not the host's init.
+    assert!(stdout.contains("/bin/sh -c echo ok"), "{all}");
+    // The private /tmp is not the host's.
+    assert!(!Path::new("/tmp/t").exists() || std::fs::read_to_string("/tmp/t").unwrap() != "tmp\n");
+}
+
+#[test]
+fn issue_15_descendants_die_with_the_command() {
+    let Some(sb) = sandbox(Mode::Strict) else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    // A grandchild in a new process group and a double-forked daemon both try to write
+    // after the command ended.
+    let out = sh(
+        &sb,
+        ws.path(),
+        "(sleep 1; echo late > late1) & (setsid sh -c 'sleep 1; echo late > late2' &) ; echo started",
+    );
+    assert!(text(&out).contains("started"), "{}", text(&out));
+    std::thread::sleep(std::time::Duration::from_millis(1800));
+    assert!(!ws.path().join("late1").exists());
+    assert!(!ws.path().join("late2").exists());
+}
+
+#[test]
+fn issue_15_inherited_descriptors_do_not_reach_the_command() {
+    let Some(sb) = sandbox(Mode::Strict) else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let file = std::fs::File::create(outside.path().join("target.txt")).unwrap();
+    // A descriptor without close-on-exec, as one inherited from whoever started the fabric.
+    let fd = file.as_raw_fd();
+    // SAFETY: duplicating a descriptor we own to a fresh number without CLOEXEC.
+    let inherited = unsafe { libc::dup(fd) };
+    assert!(inherited > 2);
+    let out = sh(
+        &sb,
+        ws.path(),
+        &format!("echo via-fd >&{inherited} && echo WROTE"),
+    );
+    // SAFETY: closing the duplicate we made.
+    unsafe { libc::close(inherited) };
+    assert!(!text(&out).contains("WROTE"), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("target.txt")).unwrap(),
+        ""
+    );
+}
+
+fn host_segments() -> usize {
+    let out = Command::new("ipcs").arg("-m").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).matches("0x").count()
+}
+
+#[test]
+fn issue_15_ipc_and_network_are_the_command_s_own() {
+    let Some(sb) = sandbox(Mode::Strict) else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let before = host_segments();
+    let out = sh(
+        &sb,
+        ws.path(),
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' > ifaces; ipcmk -M 4096",
+    );
+    let all = text(&out);
+    assert!(all.contains("Shared memory id"), "{all}");
+    let interfaces = std::fs::read_to_string(ws.path().join("ifaces")).unwrap();
+    assert_eq!(interfaces.trim(), "lo", "only a loopback: {all}");
+    // The segment lived in the command's own IPC namespace and is gone with it.
+    assert_eq!(host_segments(), before, "{all}");
+}
