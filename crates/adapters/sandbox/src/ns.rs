@@ -268,12 +268,10 @@ impl Plan {
         if workspace != cmd.workspace {
             binds.push((workspace.clone(), cmd.workspace.to_path_buf()));
         }
-        let mut protected = Vec::new();
         for name in cmd.protected {
             let path = workspace.join(name);
             if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink()) {
-                binds.push((path.clone(), path.clone()));
-                protected.push(path);
+                binds.push((path.clone(), path));
             }
         }
         binds.sort_by_key(|(_, target)| target.components().count());
@@ -328,7 +326,6 @@ impl Plan {
             steps.push(Step::Writable(cstr(cmd.workspace)?));
         }
         // The masks and protected paths were made read-only with the rest; they stay so.
-        let _ = protected;
         steps.push(Step::ForkInit);
         steps.push(Step::MountProc);
         steps.push(Step::Chdir(cstr(cmd.workspace)?));

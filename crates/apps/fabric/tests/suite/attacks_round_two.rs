@@ -40,8 +40,6 @@ struct Attempt {
     layer: Layer,
     tool: &'static str,
     args: Value,
-    /// Whether success shows as the `ESCAPED:<id>` marker (else only by a host-side check).
-    marker: bool,
 }
 
 fn py(id: &'static str, layer: Layer, script: String) -> Attempt {
@@ -50,7 +48,6 @@ fn py(id: &'static str, layer: Layer, script: String) -> Attempt {
         layer,
         tool: "shell",
         args: json!({ "cmd": ["python3", "-c", script], "timeout_s": 20 }),
-        marker: true,
     }
 }
 
@@ -374,29 +371,22 @@ fn attempts(t: &Targets, proxy_target: &str, local: u16) -> Vec<Attempt> {
             ),
         ),
         // 8. Protected paths through the shell: reverted after the command, in every mode.
-        Attempt {
-            marker: false,
-            ..py(
+        py(
                 "git_hook_via_shell",
                 Fabric,
                 "import os\nos.makedirs('.git/hooks', exist_ok=True)\nopen('.git/hooks/pre-commit', 'w').write('#!/bin/sh\\necho pwned\\n')".to_owned(),
-            )
-        },
-        Attempt {
-            marker: false,
-            ..py(
+            ),
+        py(
                 "fabric_yaml_via_shell",
                 Fabric,
                 "open('fabric.yaml', 'w').write('sandbox: off\\n')".to_owned(),
-            )
-        },
+            ),
         // 6. fetch_url: a configured proxy, and IPv6 addresses embedding a private IPv4 one.
         Attempt {
             id: "fetch_via_proxy",
             layer: Fabric,
             tool: "fetch_url",
             args: json!({ "url": proxy_target }),
-            marker: false,
         },
     ];
     for (id, host) in [
@@ -409,7 +399,6 @@ fn attempts(t: &Targets, proxy_target: &str, local: u16) -> Vec<Attempt> {
             layer: Fabric,
             tool: "fetch_url",
             args: json!({ "url": format!("http://{host}:{local}/") }),
-            marker: false,
         });
     }
     if is_root() {
@@ -423,11 +412,6 @@ fn attempts(t: &Targets, proxy_target: &str, local: u16) -> Vec<Attempt> {
         ));
     } else {
         eprintln!("SKIP etc_shadow: not root, /etc/shadow is unreadable by plain permissions");
-    }
-    for a in &mut list {
-        if a.tool == "fetch_url" {
-            a.marker = false;
-        }
     }
     list
 }
