@@ -42,8 +42,13 @@ impl OsSandbox {
     /// names such as `.git`) read-only for processes where it has namespaces.
     pub fn new(policy: Policy, protected: Vec<String>) -> Result<Self, SandboxError> {
         let plan = if policy.namespaces {
-            let plan = Plan::new(SYSTEM_READ, &policy.read_paths, policy.host.root)
-                .map_err(|e| SandboxError::Build(format!("namespaces: {e}")))?;
+            let plan = Plan::new(
+                SYSTEM_READ,
+                &policy.read_paths,
+                policy.host.root,
+                policy.unprivileged,
+            )
+            .map_err(|e| SandboxError::Build(format!("namespaces: {e}")))?;
             Some(plan)
         } else {
             None
@@ -137,7 +142,12 @@ impl ProcessSandbox for OsSandbox {
             .prefix("fabric-tmp-")
             .tempdir()
             .map_err(|e| failed(format!("private temp directory: {e}")))?;
-        cmd.env("TMPDIR", tmp.path());
+        // With namespaces the directory is mounted at /tmp and its host path does not exist.
+        if self.plan.is_some() {
+            cmd.env("TMPDIR", "/tmp");
+        } else {
+            cmd.env("TMPDIR", tmp.path());
+        }
         let ruleset = self
             .ruleset(&ctx.workspace, tmp.path(), network)
             .map_err(|e| failed(format!("Landlock: {e}")))?;
@@ -166,11 +176,14 @@ impl ProcessSandbox for OsSandbox {
             let abi = ABI::from(self.policy.landlock_abi);
             fd.map(|fd| (fd, AccessFs::from_read(abi).bits()))
         };
+        // A command switched to nobody has no capabilities left to drop (and no longer may
+        // set the secure bits: its namespace setup set them before switching).
+        let drop_capabilities = self.policy.host.root && !ns::drops_root(&namespaces);
         let child = ChildSetup {
             limits: rlimits(&self.policy),
             namespaces,
             proc_rule,
-            drop_capabilities: self.policy.host.root,
+            drop_capabilities,
             ruleset: Mutex::new(Some(ruleset)),
             filters,
         };

@@ -13,25 +13,46 @@
 //! interface but a downed loopback, no abstract socket shared with the host).
 //!
 //! An unprivileged fabric also gets a user namespace mapping only its own ids, which is what
-//! lets it mount; a fabric running as root needs none (ADR-052 says why it does not map root
-//! to another id) and instead masks the system files only root may read (`/etc/shadow`, host
-//! keys) and drops every capability after the mounts.
+//! lets it mount. A fabric running as root runs the command as `nobody` (65534) once the
+//! mounts are made (ADR-053), so root's ownership of host files gives it nothing; the
+//! workspace and `/tmp` are idmapped mounts on which root's files appear as `nobody`'s and
+//! what the command writes lands as root's, as if root had written it. Where idmapped mounts
+//! are not possible (a file system without support, no user namespaces for root) the command
+//! stays root without capabilities, and the system files only root may read (`/etc/shadow`,
+//! host keys) are masked in every case.
 //!
 //! Every path and byte is prepared in the parent ([`Plan::steps`]); the child only makes
 //! syscalls. A failed step is reported through the spawn error's code ([`explain`]).
 
-use std::ffi::{CString, c_int};
+use std::collections::HashMap;
+use std::ffi::{CString, c_int, c_uint};
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// `MOUNT_ATTR_RDONLY` and `MOUNT_ATTR_NOSUID` of `mount_setattr(2)`.
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const MOUNT_ATTR_NOSUID: u64 = 0x2;
+/// `MOUNT_ATTR_IDMAP`: the mount shows its files' owners through a user namespace's map.
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 /// `AT_RECURSIVE`: `mount_setattr` on a whole tree of mounts.
 const AT_RECURSIVE: c_int = 0x8000;
+/// `OPEN_TREE_CLONE` of `open_tree(2)`: a detached copy of the mount tree.
+const OPEN_TREE_CLONE: c_uint = 1;
+/// `MOVE_MOUNT_F_EMPTY_PATH` of `move_mount(2)`: the source is the descriptor itself.
+const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 0x4;
+
+/// The ids a root fabric's commands run as: `nobody` and `nogroup` on Debian and most
+/// distributions, owning no file of the host.
+pub(crate) const NOBODY: u32 = 65534;
+
+/// The idmapping of the workspace and `/tmp` for commands run as [`NOBODY`]: root and
+/// `nobody` swap places, every other id is itself. Files root owns appear as the command's,
+/// and files the command makes are stored as root's.
+const SWAP_MAP: &str = "0 65534 1\n1 1 65533\n65534 0 1\n65535 65535 4294901760\n";
 
 /// Spawn errors of a failed setup step carry this tag, the step's kind and the errno.
 const STEP_TAG: i32 = 0x4000_0000;
@@ -62,6 +83,13 @@ pub(crate) enum Step {
     Symlink { target: CString, link: CString },
     /// A recursive bind mount.
     Bind { source: CString, target: CString },
+    /// A recursive bind mount whose owners are shown through the idmap user namespace
+    /// `userns` (`open_tree`, `mount_setattr(MOUNT_ATTR_IDMAP)`, `move_mount`).
+    IdmapBind {
+        source: CString,
+        target: CString,
+        userns: c_int,
+    },
     /// Make `dir` the root: `chdir`, `pivot_root(".", ".")`, detach the old root.
     PivotInto(CString),
     /// Read-only and `nosuid` (recursively or for one mount).
@@ -75,6 +103,9 @@ pub(crate) enum Step {
     MountProc,
     /// `chdir`.
     Chdir(CString),
+    /// Become `uid`/`gid` with no supplementary groups; leaving uid 0 empties the
+    /// capability sets. `SECBIT_NOROOT` (locked) is set first, while it still may be.
+    SetIds { uid: u32, gid: u32 },
 }
 
 impl Step {
@@ -94,6 +125,8 @@ impl Step {
             Self::ForkInit => 11,
             Self::MountProc => 12,
             Self::Chdir(_) => 13,
+            Self::IdmapBind { .. } => 14,
+            Self::SetIds { .. } => 15,
         }
     }
 }
@@ -113,7 +146,11 @@ fn kind_name(kind: i32) -> &'static str {
         10 => "making the workspace writable (mount_setattr)",
         11 => "starting the namespace's first process (fork)",
         12 => "mounting a fresh /proc",
-        _ => "entering the workspace (chdir)",
+        13 => "entering the workspace (chdir)",
+        14 => {
+            "mounting the workspace with root's files shown as nobody's (idmapped mount; the file system may not support it)"
+        }
+        _ => "switching to the unprivileged user nobody (setresuid)",
     }
 }
 
@@ -159,6 +196,10 @@ pub(crate) struct Plan {
     masks: Vec<(PathBuf, bool)>,
     /// The ids to map in a user namespace; `None` when running as root (no user namespace).
     user: Option<(u32, u32)>,
+    /// Root only: the user namespace whose map ([`SWAP_MAP`]) idmaps the writable mounts,
+    /// so commands can run as [`NOBODY`]. `None` for a non-root fabric, or where it could
+    /// not be made.
+    idmap: Option<Arc<OwnedFd>>,
     /// The empty directory the child mounts its new root on (each child in its own mount
     /// namespace, so one directory serves them all).
     newroot: Arc<tempfile::TempDir>,
@@ -174,8 +215,14 @@ pub(crate) struct Command<'a> {
 
 impl Plan {
     /// The plan for this host: `system` directories (symlinks among them recreated), the
-    /// extra `read_paths`, and for root the masks of root-only files under `/etc`.
-    pub(crate) fn new(system: &[&str], read_paths: &[PathBuf], root: bool) -> io::Result<Self> {
+    /// extra `read_paths`, and for root the masks of root-only files under `/etc` and, with
+    /// `unprivileged`, commands run as [`NOBODY`] on idmapped mounts.
+    pub(crate) fn new(
+        system: &[&str],
+        read_paths: &[PathBuf],
+        root: bool,
+        unprivileged: bool,
+    ) -> io::Result<Self> {
         let mut entries = Vec::new();
         for dir in system {
             let path = PathBuf::from(dir);
@@ -206,10 +253,16 @@ impl Plan {
             )
         });
         let newroot = tempfile::Builder::new().prefix("fabric-root-").tempdir()?;
+        let idmap = if root && unprivileged {
+            Some(swap_userns()?)
+        } else {
+            None
+        };
         Ok(Self {
             entries,
             masks,
             user,
+            idmap,
             newroot: Arc::new(newroot),
         })
     }
@@ -251,32 +304,39 @@ impl Plan {
             target: cstr(root)?,
             data: c"mode=0755,size=1m".to_owned(),
         });
-        // Binds in path order, so a bind inside another lands on top of it.
-        let mut binds: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let workspace = cmd.workspace.canonicalize()?;
+        // The command runs as nobody only where both writable mounts can be idmapped.
+        let idmap = self
+            .idmap
+            .as_ref()
+            .filter(|_| idmap_supported(&workspace) && idmap_supported(cmd.tmp))
+            .map(|fd| fd.as_raw_fd());
+        // Binds in path order, so a bind inside another lands on top of it. The third field
+        // says whether the bind is idmapped (the workspace, its protected paths and /tmp).
+        let mut binds: Vec<(PathBuf, PathBuf, bool)> = Vec::new();
         for entry in &self.entries {
             match entry {
                 Entry::Link(link, target) => steps.push(Step::Symlink {
                     target: cstr(target)?,
                     link: cstr(&inside(link))?,
                 }),
-                Entry::Dir(dir) => binds.push((dir.clone(), dir.clone())),
+                Entry::Dir(dir) => binds.push((dir.clone(), dir.clone(), false)),
             }
         }
-        binds.push((cmd.tmp.to_path_buf(), PathBuf::from("/tmp")));
-        let workspace = cmd.workspace.canonicalize()?;
-        binds.push((workspace.clone(), workspace.clone()));
+        binds.push((cmd.tmp.to_path_buf(), PathBuf::from("/tmp"), true));
+        binds.push((workspace.clone(), workspace.clone(), true));
         if workspace != cmd.workspace {
-            binds.push((workspace.clone(), cmd.workspace.to_path_buf()));
+            binds.push((workspace.clone(), cmd.workspace.to_path_buf(), true));
         }
         for name in cmd.protected {
             let path = workspace.join(name);
             if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink()) {
-                binds.push((path.clone(), path));
+                binds.push((path.clone(), path, true));
             }
         }
-        binds.sort_by_key(|(_, target)| target.components().count());
+        binds.sort_by_key(|(_, target, _)| target.components().count());
         let mut made = std::collections::HashSet::new();
-        for (source, target) in &binds {
+        for (source, target, mapped) in &binds {
             let mut at = root.to_path_buf();
             let is_dir = source.is_dir();
             let parts: Vec<_> = target
@@ -296,9 +356,14 @@ impl Plan {
                     steps.push(Step::Mkdir(cstr(&at)?));
                 }
             }
-            steps.push(Step::Bind {
-                source: cstr(source)?,
-                target: cstr(&inside(target))?,
+            let (source, target) = (cstr(source)?, cstr(&inside(target))?);
+            steps.push(match idmap {
+                Some(userns) if *mapped => Step::IdmapBind {
+                    source,
+                    target,
+                    userns,
+                },
+                _ => Step::Bind { source, target },
             });
         }
         for (path, is_dir) in &self.masks {
@@ -328,9 +393,21 @@ impl Plan {
         // The masks and protected paths were made read-only with the rest; they stay so.
         steps.push(Step::ForkInit);
         steps.push(Step::MountProc);
+        if idmap.is_some() {
+            steps.push(Step::SetIds {
+                uid: NOBODY,
+                gid: NOBODY,
+            });
+        }
         steps.push(Step::Chdir(cstr(cmd.workspace)?));
         Ok(steps)
     }
+}
+
+/// Whether these steps switch the command to [`NOBODY`] (a root fabric whose workspace and
+/// `/tmp` can be idmapped).
+pub(crate) fn drops_root(steps: &[Step]) -> bool {
+    steps.iter().any(|s| matches!(s, Step::SetIds { .. }))
 }
 
 /// Files and directories under `dir` that only root can read (no read bit for others):
@@ -489,7 +566,187 @@ fn run(step: &Step) -> io::Result<()> {
                 std::ptr::null(),
             )),
             Step::Chdir(path) => check_int(libc::chdir(path.as_ptr())),
+            Step::IdmapBind {
+                source,
+                target,
+                userns,
+            } => idmap_bind(source, target, *userns),
+            Step::SetIds { uid, gid } => {
+                check_int(libc::prctl(
+                    libc::PR_SET_SECUREBITS,
+                    // SECBIT_NOROOT | SECBIT_NOROOT_LOCKED
+                    0x3 as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ))?;
+                check_int(libc::setgroups(0, std::ptr::null()))?;
+                check_int(libc::setresgid(*gid, *gid, *gid))?;
+                check_int(libc::setresuid(*uid, *uid, *uid))
+            }
         }
+    }
+}
+
+/// Mounts a copy of `source`'s tree at `target`, its owners shown through `userns`'s map.
+fn idmap_bind(source: &CString, target: &CString, userns: c_int) -> io::Result<()> {
+    // SAFETY: NUL-terminated paths; the descriptor returned is closed below.
+    let tree = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            source.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as c_uint | AT_RECURSIVE as c_uint,
+        )
+    };
+    check(tree)?;
+    let tree = c_int::try_from(tree).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: u64::try_from(userns).unwrap_or(u64::MAX),
+    };
+    // SAFETY: `tree` is the descriptor opened above, "" a NUL-terminated path, `attr` a live
+    // `struct mount_attr` of the size passed; the kernel only reads them.
+    let set = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | AT_RECURSIVE,
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    let moved = check(set).and_then(|()| {
+        // SAFETY: as above; `target` is a NUL-terminated path.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_move_mount,
+                tree,
+                c"".as_ptr(),
+                libc::AT_FDCWD,
+                target.as_ptr(),
+                MOVE_MOUNT_F_EMPTY_PATH,
+            )
+        })
+    });
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(tree) };
+    moved
+}
+
+/// A user namespace with [`SWAP_MAP`] for uids and gids, held by a descriptor: a child
+/// enters a new user namespace, the parent writes its maps and opens it, the child exits.
+/// The child only makes syscalls, as it must after forking a multi-threaded process.
+fn swap_userns() -> io::Result<Arc<OwnedFd>> {
+    let pipe = || -> io::Result<(OwnedFd, OwnedFd)> {
+        let mut fds = [0 as c_int; 2];
+        // SAFETY: `fds` is a live array of two ints for the kernel to fill.
+        check_int(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+        // SAFETY: both descriptors were just opened and are owned by nothing else.
+        Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    };
+    let (ready_r, ready_w) = pipe()?;
+    let (release_r, release_w) = pipe()?;
+    // SAFETY: the child below only calls unshare, write, read and _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: async-signal-safe syscalls on descriptors inherited from the parent. The
+        // child closes its copies of the ends it does not use, so the parent's close of the
+        // release pipe reaches it as end of file.
+        unsafe {
+            libc::close(release_w.as_raw_fd());
+            libc::close(ready_r.as_raw_fd());
+            let ok = u8::from(libc::unshare(libc::CLONE_NEWUSER) == 0);
+            libc::write(ready_w.as_raw_fd(), (&raw const ok).cast(), 1);
+            let mut byte = 0_u8;
+            libc::read(release_r.as_raw_fd(), (&raw mut byte).cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    drop(ready_w);
+    drop(release_r);
+    let made = (|| {
+        let mut ok = 0_u8;
+        // SAFETY: reading one byte into a live u8.
+        let n = unsafe { libc::read(ready_r.as_raw_fd(), (&raw mut ok).cast(), 1) };
+        if n != 1 || ok != 1 {
+            return Err(io::Error::other(
+                "a user namespace for the idmapped mounts could not be created",
+            ));
+        }
+        std::fs::write(format!("/proc/{pid}/uid_map"), SWAP_MAP)?;
+        std::fs::write(format!("/proc/{pid}/gid_map"), SWAP_MAP)?;
+        let ns = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
+        Ok(Arc::new(OwnedFd::from(ns)))
+    })();
+    drop(release_w);
+    let mut status = 0;
+    // SAFETY: reaping our own child into a live int.
+    unsafe { libc::waitpid(pid, &raw mut status, 0) };
+    made
+}
+
+/// Whether the file system holding `path` can be idmapped, tried once per file system by
+/// idmapping `path` onto itself in a throwaway mount namespace.
+fn idmap_supported(path: &Path) -> bool {
+    static SEEN: OnceLock<Mutex<HashMap<u64, bool>>> = OnceLock::new();
+    let Ok(dev) = std::fs::metadata(path).map(|m| m.dev()) else {
+        return false;
+    };
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(known) = seen.lock().ok().and_then(|m| m.get(&dev).copied()) {
+        return known;
+    }
+    let works = try_idmap(path).inspect_err(|e| {
+        tracing::warn!(path = %path.display(), error = %e, "idmapped mounts do not work here: commands on this file system run as root without capabilities instead of as nobody");
+    });
+    let works = works.is_ok();
+    if let Ok(mut map) = seen.lock() {
+        map.insert(dev, works);
+    }
+    works
+}
+
+fn try_idmap(path: &Path) -> io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let userns = swap_userns()?;
+    let at = cstr(path)?;
+    let steps = vec![
+        Step::Unshare(libc::CLONE_NEWNS),
+        Step::Private,
+        Step::IdmapBind {
+            source: at.clone(),
+            target: at,
+            userns: userns.as_raw_fd(),
+        },
+    ];
+    let program = ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .ok_or_else(|| io::Error::other("no `true` program to try it on"))?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: the hook only makes the syscalls of `apply` on data prepared above.
+    unsafe {
+        cmd.pre_exec(move || apply(&steps));
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| explain(&e).map_or(e, io::Error::other))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "the idmap probe ended with {status}"
+        )))
     }
 }
 
@@ -607,7 +864,7 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         std::fs::create_dir(ws.path().join(".git")).unwrap();
         let tmp = tempfile::tempdir().unwrap();
-        let plan = Plan::new(&["/usr", "/bin", "/etc"], &[], false).unwrap();
+        let plan = Plan::new(&["/usr", "/bin", "/etc"], &[], false, false).unwrap();
         let steps = plan
             .steps(&Command {
                 workspace: ws.path(),

@@ -61,6 +61,9 @@ pub struct Policy {
     pub read_paths: Vec<PathBuf>,
     /// Every command gets its own namespaces (the host allows them and the sandbox is on).
     pub namespaces: bool,
+    /// A root fabric's commands run as `nobody` on idmapped mounts (namespaces, and the host
+    /// allows idmapped mounts).
+    pub unprivileged: bool,
 }
 
 impl Policy {
@@ -94,7 +97,9 @@ impl Policy {
             }
         };
         let namespaces = mode != Mode::Off && host.namespaces.is_ok();
+        let unprivileged = namespaces && host.root && host.unprivileged.is_ok();
         Ok(Self {
+            unprivileged,
             mode,
             host,
             landlock_abi,
@@ -138,6 +143,9 @@ impl Policy {
         ];
         if self.namespaces {
             lines.push("namespaces: every command sees a new root holding only the system directories, the read paths, its workspace and a private /tmp, all read-only and nosuid but the workspace and /tmp; protected paths read-only over the workspace; its own PID namespace and /proc (host processes invisible, every descendant ends with the command), IPC namespace, and network namespace when the network is off".to_owned());
+            if self.unprivileged {
+                lines.push(format!("user: commands run as nobody ({0}:{0}), not root; the workspace and /tmp are idmapped mounts, so root's files there appear as nobody's and what a command writes is stored as root's", crate::ns::NOBODY));
+            }
             if self.host.root {
                 lines.push("root-only files: files and folders under /etc that only root may read (/etc/shadow, host keys) are masked".to_owned());
             } else {
@@ -153,6 +161,9 @@ impl Policy {
         );
         if self.host.root {
             lines.push("capabilities: all dropped (running as root; SECBIT_NOROOT keeps exec from granting them back)".to_owned());
+        }
+        if self.unprivileged {
+            lines.push(format!("process count: RLIMIT_NPROC applies to nobody; it counts every process uid {} has on the host, the commands of concurrent runs included", crate::ns::NOBODY));
         }
         if abi >= ABI_SCOPE {
             lines.push("scoping (Landlock ABI >= 6): no signals to and no abstract sockets of processes outside the sandbox".to_owned());
@@ -170,8 +181,15 @@ impl Policy {
         }
         let abi = self.landlock_abi;
         let mut lines = Vec::new();
-        if self.host.root {
+        if self.host.root && !self.unprivileged {
             lines.push("process count: the kernel does not apply RLIMIT_NPROC to root; fork bombs are stopped by the timeout and the process-group kill".to_owned());
+            let why = self
+                .host
+                .unprivileged
+                .as_ref()
+                .err()
+                .map_or("namespaces are off", String::as_str);
+            lines.push(format!("unprivileged user ({why}): commands run as root without capabilities, so files root owns stay theirs to read where Landlock allows and, without namespaces, to chmod"));
         }
         if abi < ABI_TCP {
             lines.push(format!(
@@ -213,6 +231,7 @@ impl Policy {
             "enforced_by_kernel": self.mode != Mode::Off,
             "landlock_abi": self.landlock_abi,
             "namespaces": self.namespaces,
+            "unprivileged": self.unprivileged,
             "enforced": self.enforced(),
             "not_enforced": self.not_enforced(),
             "limits": self.limits.to_json(),
@@ -245,6 +264,7 @@ mod tests {
             user_namespaces: Some(1),
             root: false,
             namespaces: Ok(()),
+            unprivileged: Err("not root".to_owned()),
         }
     }
 

@@ -21,6 +21,9 @@ pub struct HostSupport {
     /// Whether a command can get its own mount, PID, IPC and network namespaces (and a user
     /// namespace when not root) here: the whole setup tried once on `true`, or why not.
     pub namespaces: Result<(), String>,
+    /// Root only: whether commands can run as `nobody` on idmapped mounts (the whole setup
+    /// tried once on `true`), or why not; for a non-root fabric, why it does not apply.
+    pub unprivileged: Result<(), String>,
     /// The fabric runs as root: `RLIMIT_NPROC` does not apply, capabilities must be dropped.
     pub root: bool,
 }
@@ -37,6 +40,8 @@ impl HostSupport {
             "user_namespaces": self.user_namespaces,
             "namespaces": self.namespaces.is_ok(),
             "namespaces_error": self.namespaces.as_ref().err(),
+            "unprivileged": self.unprivileged.is_ok(),
+            "unprivileged_error": self.unprivileged.as_ref().err(),
             "root": self.root,
         })
     }
@@ -52,6 +57,18 @@ pub fn probe() -> HostSupport {
 }
 
 fn probe_now() -> HostSupport {
+    let root = rustix::process::geteuid().is_root();
+    let (namespaces, unprivileged) = if root {
+        match namespaces(true) {
+            Ok(()) => (Ok(()), Ok(())),
+            Err(why) => (namespaces(false), Err(why)),
+        }
+    } else {
+        (
+            namespaces(false),
+            Err("not running as root: commands keep the fabric's own ids".to_owned()),
+        )
+    };
     HostSupport {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_owned())
@@ -61,13 +78,15 @@ fn probe_now() -> HostSupport {
         user_namespaces: std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
             .ok()
             .and_then(|s| s.trim().parse().ok()),
-        root: rustix::process::geteuid().is_root(),
-        namespaces: namespaces(),
+        root,
+        namespaces,
+        unprivileged,
     }
 }
 
-/// Sets up the namespaces of a command (without Landlock and seccomp) for `true`.
-fn namespaces() -> Result<(), String> {
+/// Sets up the namespaces of a command (without Landlock and seccomp) for `true`, for a
+/// root fabric with `unprivileged` also the idmapped mounts and the switch to `nobody`.
+fn namespaces(unprivileged: bool) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
     let program = ["/usr/bin/true", "/bin/true"]
         .into_iter()
@@ -85,6 +104,7 @@ fn namespaces() -> Result<(), String> {
         &["/usr", "/bin", "/lib", "/lib64", "/etc", "/proc", "/dev"],
         &[],
         root,
+        unprivileged,
     )
     .map_err(|e| format!("preparing the probe: {e}"))?;
     let steps = plan
@@ -95,6 +115,11 @@ fn namespaces() -> Result<(), String> {
             protected: &[],
         })
         .map_err(|e| format!("preparing the probe: {e}"))?;
+    if unprivileged && !crate::ns::drops_root(&steps) {
+        return Err(
+            "idmapped mounts do not work on the temporary directory's file system".to_owned(),
+        );
+    }
     let mut cmd = std::process::Command::new(program);
     cmd.current_dir(workspace.path())
         .stdin(std::process::Stdio::null())

@@ -6,65 +6,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod common;
+
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-use fabric_core::{ProcessSandbox, ToolContext};
-use fabric_domain::RunId;
-use fabric_sandbox::{Limits, Mode, OsSandbox, Policy, probe};
-use tokio_util::sync::CancellationToken;
-
-fn ctx(workspace: &Path, network: bool) -> ToolContext {
-    ToolContext {
-        run_id: RunId::parse("ns-test").unwrap(),
-        workspace: workspace.to_path_buf(),
-        network_allowed: network,
-        cancel: CancellationToken::new(),
-        lineage: Default::default(),
-    }
-}
-
-/// The strict sandbox with namespaces, or `None` (after saying why) where the host has none.
-fn sandbox(mode: Mode) -> Option<OsSandbox> {
-    let policy = Policy::decide(mode, probe(), Limits::default(), vec![]).unwrap();
-    if !policy.namespaces {
-        let why = format!("{:?}", probe().namespaces);
-        assert!(
-            std::env::var_os("FABRIC_REQUIRE_TEST_DEPS").is_none(),
-            "namespaces are required here (FABRIC_REQUIRE_TEST_DEPS) but unavailable: {why}"
-        );
-        eprintln!("SKIP namespaces test: this host gives commands no namespaces: {why}");
-        return None;
-    }
-    Some(OsSandbox::new(policy, vec![".git".to_owned(), ".fabric".to_owned()]).unwrap())
-}
-
-/// Runs `sh -c script` in `workspace` inside the sandbox.
-fn sh(sandbox: &OsSandbox, workspace: &Path, script: &str) -> Output {
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(script)
-        .current_dir(workspace)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .process_group(0);
-    let guard = sandbox.prepare(&mut cmd, &ctx(workspace, false)).unwrap();
-    let out = cmd.output().unwrap();
-    drop(guard);
-    out
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-use std::os::unix::process::CommandExt;
+use common::{sandbox, sh, text};
+use fabric_sandbox::Mode;
 
 #[test]
 fn issue_15_the_host_outside_the_workspace_is_absent_or_read_only() {
