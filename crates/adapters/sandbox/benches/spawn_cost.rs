@@ -1,5 +1,6 @@
 //! What the sandbox costs per command (issue #15): `true` spawned and waited for, N times,
-//! with no sandbox, with Landlock + seccomp only, and with the namespaces too.
+//! with no sandbox, with Landlock + seccomp only, with the namespaces too, and (a root
+//! fabric) with the idmapped mounts and the switch to `nobody` as well.
 //!
 //! `cargo bench -p fabric-sandbox --bench spawn_cost` (env `FABRIC_BENCH_SPAWNS`, default
 //! 300). Prints the mean wall time per command in each setting.
@@ -47,21 +48,31 @@ fn main() {
     let with_ns = Policy::decide(Mode::Strict, probe(), Limits::default(), vec![]).unwrap();
     let mut without_ns = with_ns.clone();
     without_ns.namespaces = false;
+    let mut as_root = with_ns.clone();
+    as_root.unprivileged = false;
     let plain = OsSandbox::new(without_ns, protected.clone()).unwrap();
+    let ns_root = OsSandbox::new(as_root, protected.clone()).unwrap();
     let full = OsSandbox::new(with_ns.clone(), protected).unwrap();
     // Warm up the page cache and the allocator.
     per_command(Some(&full), ws.path(), 20);
     let none = per_command(None, ws.path(), n);
     let landlock = per_command(Some(&plain), ws.path(), n);
+    let ns_only = per_command(Some(&ns_root), ws.path(), n);
     let ns = per_command(Some(&full), ws.path(), n);
     println!("spawn_cost: {n} runs of /bin/true each, mean wall time per command");
     println!("  no sandbox:                  {none:.3} ms");
     println!("  Landlock + seccomp + limits: {landlock:.3} ms");
     if with_ns.namespaces {
         println!(
-            "  + namespaces:                {ns:.3} ms  (namespaces add {:.3} ms)",
-            ns - landlock
+            "  + namespaces:                {ns_only:.3} ms  (namespaces add {:.3} ms)",
+            ns_only - landlock
         );
+        if with_ns.unprivileged {
+            println!(
+                "  + as nobody, idmapped:       {ns:.3} ms  (idmapped mounts and the switch add {:.3} ms)",
+                ns - ns_only
+            );
+        }
     } else {
         println!("  namespaces unavailable here: {:?}", probe().namespaces);
     }

@@ -42,7 +42,7 @@ impl OsSandbox {
     /// names such as `.git`) read-only for processes where it has namespaces.
     pub fn new(policy: Policy, protected: Vec<String>) -> Result<Self, SandboxError> {
         let plan = if policy.namespaces {
-            let plan = Plan::new(
+            let plan = Plan::shared(
                 SYSTEM_READ,
                 &policy.read_paths,
                 policy.host.root,

@@ -267,6 +267,34 @@ impl Plan {
         })
     }
 
+    /// [`Plan::new`], made once per process for each set of arguments and shared: a plan
+    /// walks `/etc`, makes a directory and (root) a user namespace, which a run need not
+    /// pay for again.
+    pub(crate) fn shared(
+        system: &[&str],
+        read_paths: &[PathBuf],
+        root: bool,
+        unprivileged: bool,
+    ) -> io::Result<Self> {
+        type Key = (Vec<String>, Vec<PathBuf>, bool, bool);
+        static PLANS: OnceLock<Mutex<HashMap<Key, Plan>>> = OnceLock::new();
+        let key: Key = (
+            system.iter().map(|s| (*s).to_owned()).collect(),
+            read_paths.to_vec(),
+            root,
+            unprivileged,
+        );
+        let plans = PLANS.get_or_init(Default::default);
+        if let Some(plan) = plans.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(plan);
+        }
+        let plan = Self::new(system, read_paths, root, unprivileged)?;
+        if let Ok(mut map) = plans.lock() {
+            map.entry(key).or_insert_with(|| plan.clone());
+        }
+        Ok(plan)
+    }
+
     /// The steps that give one command its namespaces.
     pub(crate) fn steps(&self, cmd: &Command<'_>) -> io::Result<Vec<Step>> {
         let root = self.newroot.path();

@@ -208,6 +208,58 @@ mod tests {
         addr
     }
 
+    /// Two servers on the same port at 127.0.0.2 and 127.0.0.1, answering `pinned` and
+    /// `rebound`.
+    async fn two_servers_one_port() -> (u16, tokio::task::JoinHandle<()>) {
+        for _ in 0..20 {
+            let pinned = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+            let port = pinned.local_addr().unwrap().port();
+            let Ok(rebound) = tokio::net::TcpListener::bind(("127.0.0.1", port)).await else {
+                continue;
+            };
+            let serve = |l, body: &'static str| {
+                axum::serve(l, axum::Router::new().fallback(move || async move { body }))
+            };
+            let task = tokio::spawn(async move {
+                let _ = tokio::join!(serve(pinned, "PINNED"), serve(rebound, "REBOUND"));
+            });
+            return (port, task);
+        }
+        panic!("no port free on both 127.0.0.1 and 127.0.0.2");
+    }
+
+    #[tokio::test]
+    async fn issue_15_the_connection_goes_to_the_checked_address_not_a_new_lookup() {
+        // DNS rebinding: the name resolves to an allowed address when it is checked and to
+        // another when the connection is made. `localhost` stands for that second answer
+        // (the system resolver gives 127.0.0.1); the client pinned to the checked address
+        // (127.0.0.2) must connect there and never ask the resolver again.
+        let (port, server) = two_servers_one_port().await;
+        let checked: std::net::SocketAddr = ([127, 0, 0, 2], port).into();
+        let client = pinned_client("localhost", &[checked]).unwrap();
+        let body = client
+            .get(format!("http://localhost:{port}/"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(body, "PINNED");
+        // The resolver's own answer reaches the other server: the test can tell them apart.
+        let unpinned = client_builder().no_proxy().build().unwrap();
+        let body = unpinned
+            .get(format!("http://localhost:{port}/"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(body, "REBOUND");
+        server.abort();
+    }
+
     #[tokio::test]
     async fn issue_15_the_pinned_client_ignores_a_configured_proxy() {
         let proxy = marker_server("PROXY ANSWER").await;
