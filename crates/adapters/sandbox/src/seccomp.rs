@@ -166,7 +166,21 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProg
 /// any is refused). With `network` false every socket but `AF_UNIX` is refused; with it true
 /// `AF_INET`/`AF_INET6` are allowed too, never raw or packet sockets. Without `namespaces`
 /// the calls of [`DENIED_WITHOUT_NAMESPACES`] are refused too.
+///
+/// Compiled once per process for each of the four combinations: every command of every run
+/// installs the same programs, and compiling them is a good part of a command's setup.
 pub(crate) fn filters(network: bool, namespaces: bool) -> Result<Vec<BpfProgram>, SandboxError> {
+    static COMPILED: [std::sync::OnceLock<Vec<BpfProgram>>; 4] =
+        [const { std::sync::OnceLock::new() }; 4];
+    let slot = &COMPILED[usize::from(network) * 2 + usize::from(namespaces)];
+    if let Some(programs) = slot.get() {
+        return Ok(programs.clone());
+    }
+    let programs = compile_all(network, namespaces)?;
+    Ok(slot.get_or_init(|| programs).clone())
+}
+
+fn compile_all(network: bool, namespaces: bool) -> Result<Vec<BpfProgram>, SandboxError> {
     let mut rules = whole(DENIED);
     if !namespaces {
         rules.extend(whole(DENIED_WITHOUT_NAMESPACES));

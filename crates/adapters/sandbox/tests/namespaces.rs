@@ -126,3 +126,45 @@ fn issue_15_ipc_and_network_are_the_command_s_own() {
     // The segment lived in the command's own IPC namespace and is gone with it.
     assert_eq!(host_segments(), before, "{all}");
 }
+
+/// The name of the test below, which the copy it starts must skip.
+const AS_NOBODY: &str = "issue_15_an_unprivileged_fabric_gets_the_same_namespaces";
+
+#[test]
+fn issue_15_an_unprivileged_fabric_gets_the_same_namespaces() {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: not root; the tests above already took the unprivileged path");
+        return;
+    }
+    if sandbox(Mode::Strict).is_none() {
+        return;
+    }
+    // A root fabric takes the other path (no user namespace, commands switched to nobody),
+    // so the user-namespace path is tried by this very test binary run as nobody: copied
+    // where nobody may execute it, started with setpriv, all its other tests run there.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("namespaces-as-nobody");
+    std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for (path, mode) in [(dir.path(), 0o755), (copy.as_path(), 0o755)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&copy)
+        .args(["--skip", AS_NOBODY, "--test-threads=2"])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("FABRIC_REQUIRE_TEST_DEPS", "1")
+        .output()
+        .expect("setpriv (util-linux) runs");
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("test result: ok.") && all.contains(" 0 failed"),
+        "{all}"
+    );
+    assert!(!all.contains("test result: ok. 0 passed"), "{all}");
+}
