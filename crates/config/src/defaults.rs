@@ -79,6 +79,7 @@ impl Settings {
             },
             workspace: PathBuf::from(".fabric"),
             server: crate::ServerConfig::default(),
+            telemetry: crate::TelemetryConfig::default(),
             source: None,
             specialist_dirs: Vec::new(),
             web_search: WebSearchConfig {

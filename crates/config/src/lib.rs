@@ -25,6 +25,7 @@ mod security;
 mod server;
 mod settings;
 mod store;
+mod telemetry;
 
 pub use builtins::{
     builtin_specialists, critic_finish_schema, engineering_finish_schema, research_finish_schema,
@@ -40,3 +41,4 @@ pub use settings::{
     TaskForceMode, WebSearchConfig,
 };
 pub use store::{DEFAULT_EMBEDDING_MODEL, RunIndexConfig, STORE_URL_ENV, StoreConfig};
+pub use telemetry::TelemetryConfig;

@@ -503,6 +503,9 @@ impl Merger {
         if let Some(server) = raw.server {
             server.merge(&mut s.server, |key, detail| self.invalid(key, detail))?;
         }
+        if let Some(telemetry) = raw.telemetry {
+            telemetry.merge(&mut s.telemetry, |key, detail| self.invalid(key, detail))?;
+        }
         if let Some(w) = raw.workspace {
             s.workspace = PathBuf::from(w);
         }

@@ -36,6 +36,7 @@ pub(crate) struct RawConfig {
     pub(crate) web_search: Option<RawWebSearch>,
     pub(crate) fetch_url: Option<RawFetchUrl>,
     pub(crate) server: Option<crate::server::RawServer>,
+    pub(crate) telemetry: Option<crate::telemetry::RawTelemetry>,
     pub(crate) sandbox: Option<String>,
     pub(crate) sandbox_limits: Option<crate::security::RawLimits>,
     pub(crate) sandbox_read_paths: Option<Vec<String>>,

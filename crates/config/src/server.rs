@@ -23,6 +23,9 @@ pub struct ServerConfig {
     /// At shutdown, `suspend` runs in flight (stopped without an end, continued at the next
     /// start) instead of cancelling them.
     pub suspend_on_shutdown: bool,
+    /// `GET /metrics` without the bearer token (for a Prometheus that cannot send one);
+    /// off by default: run counts and tool names are not for anyone who can reach the port.
+    pub metrics_public: bool,
 }
 
 impl Default for ServerConfig {
@@ -35,6 +38,7 @@ impl Default for ServerConfig {
             max_body_bytes: 256 * 1024,
             resume_interrupted: true,
             suspend_on_shutdown: false,
+            metrics_public: false,
         }
     }
 }
@@ -50,6 +54,7 @@ pub(crate) struct RawServer {
     pub(crate) max_body_bytes: Option<u64>,
     pub(crate) resume_interrupted: Option<bool>,
     pub(crate) on_shutdown: Option<String>,
+    pub(crate) metrics_public: Option<bool>,
 }
 
 impl RawServer {
@@ -99,6 +104,9 @@ impl RawServer {
         }
         if let Some(resume) = self.resume_interrupted {
             base.resume_interrupted = resume;
+        }
+        if let Some(public) = self.metrics_public {
+            base.metrics_public = public;
         }
         if let Some(mode) = self.on_shutdown {
             base.suspend_on_shutdown = match mode.as_str() {
@@ -157,8 +165,9 @@ mod tests {
 
     #[test]
     fn the_file_sets_every_key() {
-        let s = load("server:\n  host: 0.0.0.0\n  port: 9000\n  api_token_env: MY_TOKEN\n  max_runs_in_flight: 3\n  max_body_bytes: 4096\n  resume_interrupted: false\n  on_shutdown: suspend\n").unwrap();
+        let s = load("server:\n  host: 0.0.0.0\n  port: 9000\n  api_token_env: MY_TOKEN\n  max_runs_in_flight: 3\n  max_body_bytes: 4096\n  resume_interrupted: false\n  on_shutdown: suspend\n  metrics_public: true\n").unwrap();
         assert!(!s.server.resume_interrupted);
+        assert!(s.server.metrics_public);
         assert!(s.server.suspend_on_shutdown);
         assert_eq!(s.server.host, "0.0.0.0");
         assert_eq!(s.server.port, 9000);

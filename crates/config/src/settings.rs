@@ -302,6 +302,8 @@ pub struct Settings {
     pub workspace: PathBuf,
     /// The HTTP API (`fabric serve`).
     pub server: crate::ServerConfig,
+    /// Traces of runs over OTLP (`telemetry:`).
+    pub telemetry: crate::TelemetryConfig,
     /// The file the settings came from, if any.
     pub source: Option<PathBuf>,
     /// The directories markdown specialists were read from, lowest precedence first (empty

@@ -43,6 +43,7 @@ pub mod history;
 mod ids;
 pub mod lazy;
 pub mod live;
+pub mod metrics;
 pub mod models;
 pub mod ports;
 mod recorder;
@@ -56,9 +57,9 @@ pub use error::CoreError;
 pub use ids::{new_run_id, unix_now};
 pub use ports::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ClaimedRun, EmbeddingClient,
-    NewRun, NoOsSandbox, NoopObserver, ProcessSandbox, QueryEmbedding, QueueSignal, QueuedCancel,
-    Renewal, RunCatalog, RunLog, RunObserver, RunQuery, RunQueue, RunSandbox, RunStore,
-    SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools, StatsGroup, StatsQuery,
-    StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolNotice, ToolSource,
-    Withheld,
+    EventSink, NewRun, NoOsSandbox, NoopObserver, ProcessSandbox, QueryEmbedding, QueueSignal,
+    QueuedCancel, Renewal, RunCatalog, RunLog, RunObserver, RunQuery, RunQueue, RunSandbox,
+    RunStore, SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools, StatsGroup,
+    StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolNotice,
+    ToolSource, Withheld,
 };

@@ -14,7 +14,7 @@ mod tool;
 pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions};
 pub use embed::EmbeddingClient;
 pub use ledger::{DaySpend, SpendLedger};
-pub use observer::{NoopObserver, RunObserver};
+pub use observer::{EventSink, NoopObserver, RunObserver};
 pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Renewal, RunQueue};
 pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice};
 pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};

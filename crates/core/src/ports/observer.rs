@@ -31,3 +31,23 @@ impl ChatObserver for NoopObserver {
 impl RunObserver for NoopObserver {
     async fn on_event(&self, _event: &RunEvent) {}
 }
+
+/// A process-wide watcher of every run the service executes (metrics, traces): told each
+/// event with its run's id, synchronously, so it must only count or queue (no I/O, no
+/// waiting).
+pub trait EventSink: Send + Sync {
+    /// One event of run `run`, after it was written to the runlog.
+    fn observe(&self, run: &fabric_domain::RunId, event: &fabric_domain::RunEvent);
+
+    /// Run `run` left the service (ended, suspended or failed before its first event):
+    /// forget what is kept for it.
+    fn forget(&self, run: &fabric_domain::RunId) {
+        let _ = run;
+    }
+
+    /// Run `run` continues a trace started elsewhere: a W3C `traceparent` (`POST /run` with
+    /// the header). Called before its first event. The default ignores it.
+    fn link_parent(&self, run: &fabric_domain::RunId, traceparent: &str) {
+        let _ = (run, traceparent);
+    }
+}

@@ -52,6 +52,8 @@ impl ChildRunner for ServiceChildren {
             }),
             resume: Some(id),
             run_id: None,
+            // A child's spans hang under its parent's by `parent_run_id` (run_start).
+            trace_parent: None,
         };
         let handle = match self.0.submit(submission) {
             Ok(handle) => handle,
@@ -86,6 +88,7 @@ impl ServiceChildren {
             }),
             resume: None,
             run_id: None,
+            trace_parent: None,
         };
         let handle = self.0.submit(submission).map_err(|e| e.to_string())?;
         handle.outcome().await.map_err(|e| e.to_string())

@@ -45,7 +45,9 @@ use crate::budget::Lineage;
 use crate::execute::RunOutcome;
 use crate::history::RunHistory;
 use crate::live::{LiveRun, RunRegistry};
-use crate::ports::{NewRun, RunLog, RunObserver, RunQuery, RunQueue, RunStore, StoreError};
+use crate::ports::{
+    EventSink, NewRun, RunLog, RunObserver, RunQuery, RunQueue, RunStore, StoreError,
+};
 use tee::Tee;
 
 /// Limits of one service.
@@ -85,6 +87,9 @@ pub struct Submission {
     /// The id of a new run, when it was minted already (a run a worker claimed from the
     /// queue); `None`: the service mints one.
     pub run_id: Option<RunId>,
+    /// The W3C `traceparent` of the caller's trace (`POST /run` with the header): the run's
+    /// spans continue it.
+    pub trace_parent: Option<String>,
 }
 
 impl Submission {
@@ -96,6 +101,7 @@ impl Submission {
             parent: None,
             resume: None,
             run_id: None,
+            trace_parent: None,
         }
     }
 
@@ -110,6 +116,12 @@ impl Submission {
     /// With an observer.
     pub fn observed(mut self, observer: Arc<dyn RunObserver>) -> Self {
         self.observer = Some(observer);
+        self
+    }
+
+    /// Continuing the caller's trace (a W3C `traceparent`).
+    pub fn traced(mut self, traceparent: Option<String>) -> Self {
+        self.trace_parent = traceparent;
         self
     }
 }
@@ -194,6 +206,11 @@ struct Inner {
     /// here.
     queue: Option<Arc<dyn RunQueue>>,
     queue_limit: Option<u64>,
+    /// Counted from every event of every run executed here (`GET /metrics`).
+    metrics: Arc<crate::metrics::Metrics>,
+    /// Every event of every run executed here goes to each: the metrics first, then what
+    /// [`RunService::with_sink`] added (traces).
+    sinks: Vec<Arc<dyn EventSink>>,
 }
 
 impl RunService {
@@ -203,6 +220,7 @@ impl RunService {
         preparer: Arc<dyn Preparer>,
         config: ServiceConfig,
     ) -> Self {
+        let metrics = Arc::new(crate::metrics::Metrics::new());
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -219,6 +237,8 @@ impl RunService {
                 on_end: None,
                 queue: None,
                 queue_limit: None,
+                metrics: Arc::clone(&metrics),
+                sinks: vec![metrics],
             }),
         }
     }
@@ -247,6 +267,16 @@ impl RunService {
         self
     }
 
+    /// With one more sink told every event of every run (before any run is submitted).
+    pub fn with_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.sinks.push(sink);
+        } else {
+            tracing::error!("RunService::with_sink called after the service was shared; ignored");
+        }
+        self
+    }
+
     /// The store runs are kept in.
     pub fn store(&self) -> &Arc<dyn RunStore> {
         &self.inner.store
@@ -255,6 +285,14 @@ impl RunService {
     /// The runs in flight.
     pub fn registry(&self) -> &RunRegistry {
         &self.inner.registry
+    }
+
+    /// The metrics of the runs executed here, in the Prometheus text format, with the
+    /// runs in flight now.
+    pub fn metrics_text(&self) -> String {
+        self.inner.metrics.render(crate::metrics::Gauges {
+            runs_in_flight: self.inner.registry.len(),
+        })
     }
 
     /// Checks a request without starting it (the preparer's cheap checks).
@@ -306,6 +344,11 @@ impl RunService {
                 .register_with(id.clone(), parent.cancel.child_token()),
             None => inner.registry.register(id.clone()),
         };
+        if let Some(traceparent) = &submission.trace_parent {
+            for sink in &inner.sinks {
+                sink.link_parent(&id, traceparent);
+            }
+        }
         let (prepared_tx, prepared_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
         let task = RunTask {
@@ -506,6 +549,9 @@ impl RunTask {
         self.live
             .finish(result.as_ref().err().map(ToString::to_string).as_deref());
         self.service.inner.registry.remove(id);
+        for sink in &self.service.inner.sinks {
+            sink.forget(id);
+        }
         // Nobody may be waiting (POST /runs, or a client that went away): that is fine.
         let _ = done_tx.send(result);
     }
@@ -522,6 +568,7 @@ impl RunTask {
     fn observer(&self) -> Tee<'_> {
         Tee {
             live: self.live.as_ref(),
+            sinks: &self.service.inner.sinks,
             extra: self.submission.observer.as_deref(),
         }
     }

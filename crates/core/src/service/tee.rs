@@ -4,11 +4,13 @@ use async_trait::async_trait;
 use fabric_domain::RunEvent;
 
 use crate::live::LiveRun;
-use crate::ports::{ChatObserver, RunObserver};
+use crate::ports::{ChatObserver, EventSink, RunObserver};
 
-/// The live run first (followers by id), then the submitter's observer.
+/// The service's sinks (metrics, traces) and the live run first (followers by id), then the
+/// submitter's observer.
 pub(super) struct Tee<'a> {
     pub(super) live: &'a LiveRun,
+    pub(super) sinks: &'a [std::sync::Arc<dyn EventSink>],
     pub(super) extra: Option<&'a dyn RunObserver>,
 }
 
@@ -23,6 +25,9 @@ impl ChatObserver for Tee<'_> {
 #[async_trait]
 impl RunObserver for Tee<'_> {
     async fn on_event(&self, event: &RunEvent) {
+        for sink in self.sinks {
+            sink.observe(self.live.id(), event);
+        }
         self.live.on_event(event).await;
         if let Some(extra) = self.extra {
             extra.on_event(event).await;

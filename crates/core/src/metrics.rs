@@ -1,0 +1,606 @@
+//! Metrics of the runs one process executes, counted from their events as they pass (issue
+//! #13), and written in the Prometheus text exposition format for `GET /metrics`.
+//!
+//! Every event of every run the [`crate::service::RunService`] executes goes through
+//! [`Metrics::observe`]: a lock and a few map updates, no I/O, nothing kept per event. What
+//! needs two events (a tool's latency: its `tool_call` and its result; a step: one model
+//! request to the next) keeps the first one's time per run until the second arrives, and
+//! forgets the run at its terminal event. Labels come from the events themselves (specialist
+//! ids, model keys, tool names, error types), so their number is bounded by the config.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use fabric_domain::{EventKind, RunEvent, RunId};
+use serde_json::Value;
+
+/// Upper bounds (seconds) of the latency histograms: from a fast tool to a slow model.
+const SECONDS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+/// Upper bounds of the token histogram (the OpenTelemetry GenAI conventions' advice).
+const TOKENS: &[f64] = &[
+    1.0,
+    4.0,
+    16.0,
+    64.0,
+    256.0,
+    1024.0,
+    4096.0,
+    16384.0,
+    65536.0,
+    262_144.0,
+    1_048_576.0,
+    4_194_304.0,
+];
+
+/// A cumulative histogram over fixed bounds.
+#[derive(Debug, Clone)]
+struct Histogram {
+    bounds: &'static [f64],
+    /// One count per bound (not cumulative; summed when written).
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            counts: vec![0; bounds.len()],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    fn observe(&mut self, value: f64) {
+        if let Some(i) = self.bounds.iter().position(|b| value <= *b) {
+            self.counts[i] += 1;
+        }
+        self.sum += value;
+        self.count += 1;
+    }
+}
+
+/// What one run in flight keeps until its second event arrives.
+#[derive(Debug, Default)]
+struct Pending {
+    /// The model key of the member now working (from `run_start`, `pack_start`).
+    model_key: String,
+    /// The key of the next model call when it differs: the routing call's, a cloud
+    /// fallback's. Used once.
+    next_call_key: Option<String>,
+    /// `ts` of the step's model request, until the next one or the end.
+    step_started: Option<f64>,
+    /// `ts` of each tool call by call id, until its result or error.
+    tools: HashMap<String, (String, f64)>,
+    /// MCP servers of this run that are up, so they are counted down when it ends.
+    mcp_up: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    runs_started: u64,
+    runs: BTreeMap<(String, String), u64>,
+    tool_calls: BTreeMap<String, u64>,
+    tool_errors: BTreeMap<(String, String), u64>,
+    security_events: BTreeMap<String, u64>,
+    tokens: BTreeMap<(String, &'static str), u64>,
+    token_usage: BTreeMap<(String, &'static str), Histogram>,
+    model_calls: BTreeMap<String, Histogram>,
+    queued: BTreeMap<String, (u64, f64)>,
+    steps: Option<Histogram>,
+    tool_seconds: BTreeMap<String, Histogram>,
+    mcp_up: BTreeMap<String, i64>,
+    pending: HashMap<RunId, Pending>,
+}
+
+/// The metrics of one process's runs.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    counters: Mutex<Counters>,
+}
+
+/// What the caller knows at the moment it writes the metrics, beside the counts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gauges {
+    /// Runs registered and not ended (preparation included).
+    pub runs_in_flight: usize,
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+fn seconds_between(from: f64, to: f64) -> f64 {
+    (to - from).max(0.0)
+}
+
+impl Metrics {
+    /// Empty metrics.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Counters> {
+        // A panic while counting leaves counts that are still numbers: keep going.
+        self.counters.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts one event of run `run`.
+    fn count(&self, run: &RunId, event: &RunEvent) {
+        let p = &event.payload;
+        let mut c = self.lock();
+        let c = &mut *c;
+        let pending = c.pending.entry(run.clone()).or_default();
+        match event.kind {
+            EventKind::RunStart => {
+                c.runs_started += 1;
+                pending.model_key = text(&p["model_key"]);
+            }
+            // A continued run starts again in this process (its run_start is not repeated).
+            EventKind::RunResumed => c.runs_started += 1,
+            EventKind::PackStart => pending.model_key = text(&p["model_key"]),
+            EventKind::CloudFallback => pending.next_call_key = Some(text(&p["cloud_model_key"])),
+            EventKind::LlmRequest => {
+                if p["purpose"] == "routing" {
+                    pending.next_call_key = Some(text(&p["model_key"]));
+                } else {
+                    if let Some(started) = pending.step_started {
+                        c.steps
+                            .get_or_insert_with(|| Histogram::new(SECONDS))
+                            .observe(seconds_between(started, event.ts));
+                    }
+                    pending.step_started = Some(event.ts);
+                }
+            }
+            EventKind::LlmResponse => {
+                let key = pending
+                    .next_call_key
+                    .take()
+                    .unwrap_or_else(|| pending.model_key.clone());
+                if let Some(ms) = p["latency_ms"].as_f64() {
+                    c.model_calls
+                        .entry(key.clone())
+                        .or_insert_with(|| Histogram::new(SECONDS))
+                        .observe(ms / 1000.0);
+                }
+                if let Some(ms) = p["queued_ms"].as_f64() {
+                    let q = c.queued.entry(key.clone()).or_default();
+                    q.0 += 1;
+                    q.1 += ms / 1000.0;
+                }
+                for (field, kind) in [("prompt_tokens", "input"), ("completion_tokens", "output")] {
+                    if let Some(n) = p["usage"][field].as_u64() {
+                        *c.tokens.entry((key.clone(), kind)).or_default() += n;
+                        #[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
+                        c.token_usage
+                            .entry((key.clone(), kind))
+                            .or_insert_with(|| Histogram::new(TOKENS))
+                            .observe(n as f64);
+                    }
+                }
+            }
+            EventKind::ToolCall => {
+                let tool = text(&p["tool"]);
+                *c.tool_calls.entry(tool.clone()).or_default() += 1;
+                pending.tools.insert(text(&p["call_id"]), (tool, event.ts));
+            }
+            EventKind::ToolResult | EventKind::ToolError => {
+                if let Some((tool, started)) = pending
+                    .tools
+                    .remove(p["call_id"].as_str().unwrap_or_default())
+                {
+                    c.tool_seconds
+                        .entry(tool)
+                        .or_insert_with(|| Histogram::new(SECONDS))
+                        .observe(seconds_between(started, event.ts));
+                }
+                if event.kind == EventKind::ToolError {
+                    *c.tool_errors
+                        .entry((text(&p["tool"]), text(&p["error_type"])))
+                        .or_default() += 1;
+                }
+            }
+            EventKind::SecurityEvent => {
+                *c.security_events.entry(text(&p["event_type"])).or_default() += 1;
+            }
+            EventKind::McpServer => {
+                let server = text(&p["server"]);
+                let was_up = pending.mcp_up.contains(&server);
+                match p["status"].as_str() {
+                    Some("ready" | "tools_changed") if !was_up => {
+                        pending.mcp_up.push(server.clone());
+                        *c.mcp_up.entry(server).or_default() += 1;
+                    }
+                    Some("failed" | "timeout" | "stopped") if was_up => {
+                        pending.mcp_up.retain(|s| *s != server);
+                        *c.mcp_up.entry(server).or_default() -= 1;
+                    }
+                    _ => {}
+                }
+            }
+            EventKind::RunComplete | EventKind::RunFailed => {
+                let specialists: Vec<&str> = p["specialist_ids"]
+                    .as_array()
+                    .map(|ids| ids.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let status = p["status"].as_str().unwrap_or("failed").to_owned();
+                *c.runs.entry((status, specialists.join(","))).or_default() += 1;
+                if let Some(ended) = c.pending.remove(run) {
+                    if let Some(started) = ended.step_started {
+                        c.steps
+                            .get_or_insert_with(|| Histogram::new(SECONDS))
+                            .observe(seconds_between(started, event.ts));
+                    }
+                    for server in ended.mcp_up {
+                        *c.mcp_up.entry(server).or_default() -= 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Drops what is kept for run `run` (it left the registry; normally its terminal event
+    /// already did this), counting its MCP servers down.
+    fn drop_run(&self, run: &RunId) {
+        let mut c = self.lock();
+        if let Some(ended) = c.pending.remove(run) {
+            for server in ended.mcp_up {
+                *c.mcp_up.entry(server).or_default() -= 1;
+            }
+        }
+    }
+
+    /// The metrics in the Prometheus text exposition format (version 0.0.4).
+    pub fn render(&self, gauges: Gauges) -> String {
+        let c = self.lock();
+        let mut out = String::with_capacity(4096);
+        family(
+            &mut out,
+            "fabric_runs_started_total",
+            "counter",
+            "Runs this process started (each resumption counts again).",
+        );
+        sample(&mut out, "fabric_runs_started_total", &[], c.runs_started);
+        family(
+            &mut out,
+            "fabric_runs_total",
+            "counter",
+            "Runs that ended, by status and specialist (a task force's ids joined by commas).",
+        );
+        for ((status, specialist), n) in &c.runs {
+            sample(
+                &mut out,
+                "fabric_runs_total",
+                &[("status", status), ("specialist", specialist)],
+                n,
+            );
+        }
+        family(
+            &mut out,
+            "fabric_runs_in_flight",
+            "gauge",
+            "Runs registered and not ended, preparation included.",
+        );
+        sample(
+            &mut out,
+            "fabric_runs_in_flight",
+            &[],
+            gauges.runs_in_flight,
+        );
+        family(
+            &mut out,
+            "fabric_tool_calls_total",
+            "counter",
+            "Tool calls, by tool.",
+        );
+        for (tool, n) in &c.tool_calls {
+            sample(&mut out, "fabric_tool_calls_total", &[("tool", tool)], n);
+        }
+        family(
+            &mut out,
+            "fabric_tool_errors_total",
+            "counter",
+            "Failed tool calls, by tool and error type.",
+        );
+        for ((tool, kind), n) in &c.tool_errors {
+            sample(
+                &mut out,
+                "fabric_tool_errors_total",
+                &[("tool", tool), ("error_type", kind)],
+                n,
+            );
+        }
+        family(
+            &mut out,
+            "fabric_security_events_total",
+            "counter",
+            "Refusals recorded as security_event, by event type.",
+        );
+        for (kind, n) in &c.security_events {
+            sample(
+                &mut out,
+                "fabric_security_events_total",
+                &[("event_type", kind)],
+                n,
+            );
+        }
+        family(
+            &mut out,
+            "fabric_tokens_total",
+            "counter",
+            "Tokens by model key and type (input, output).",
+        );
+        for ((key, kind), n) in &c.tokens {
+            sample(
+                &mut out,
+                "fabric_tokens_total",
+                &[("model_key", key), ("type", kind)],
+                n,
+            );
+        }
+        family(
+            &mut out,
+            "fabric_model_requests_queued_total",
+            "counter",
+            "Model requests that waited for a free slot of their server (max_concurrent_requests).",
+        );
+        for (key, (n, _)) in &c.queued {
+            sample(
+                &mut out,
+                "fabric_model_requests_queued_total",
+                &[("model_key", key)],
+                n,
+            );
+        }
+        family(
+            &mut out,
+            "fabric_model_queue_wait_seconds_total",
+            "counter",
+            "Seconds model requests waited for a free slot.",
+        );
+        for (key, (_, s)) in &c.queued {
+            sample(
+                &mut out,
+                "fabric_model_queue_wait_seconds_total",
+                &[("model_key", key)],
+                s,
+            );
+        }
+        family(
+            &mut out,
+            "fabric_mcp_servers_up",
+            "gauge",
+            "MCP server processes up, by server name.",
+        );
+        for (server, n) in &c.mcp_up {
+            sample(&mut out, "fabric_mcp_servers_up", &[("server", server)], n);
+        }
+        family(
+            &mut out,
+            "fabric_step_duration_seconds",
+            "histogram",
+            "Loop steps: from one model request to the next, or to the run's end.",
+        );
+        if let Some(h) = &c.steps {
+            histogram(&mut out, "fabric_step_duration_seconds", &[], h);
+        }
+        family(
+            &mut out,
+            "fabric_tool_duration_seconds",
+            "histogram",
+            "Tool calls, from the call to its result or error, by tool.",
+        );
+        for (tool, h) in &c.tool_seconds {
+            histogram(
+                &mut out,
+                "fabric_tool_duration_seconds",
+                &[("tool", tool)],
+                h,
+            );
+        }
+        family(
+            &mut out,
+            "gen_ai_client_operation_duration_seconds",
+            "histogram",
+            "GenAI client operation duration (chat calls), by model key.",
+        );
+        for (key, h) in &c.model_calls {
+            histogram(
+                &mut out,
+                "gen_ai_client_operation_duration_seconds",
+                &[("gen_ai_operation_name", "chat"), ("model_key", key)],
+                h,
+            );
+        }
+        family(
+            &mut out,
+            "gen_ai_client_token_usage",
+            "histogram",
+            "Tokens used per chat call, by model key and token type.",
+        );
+        for ((key, kind), h) in &c.token_usage {
+            histogram(
+                &mut out,
+                "gen_ai_client_token_usage",
+                &[
+                    ("gen_ai_operation_name", "chat"),
+                    ("model_key", key),
+                    ("gen_ai_token_type", kind),
+                ],
+                h,
+            );
+        }
+        out
+    }
+}
+
+/// `# HELP` and `# TYPE` of one metric family.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// One sample line, with its labels escaped as the format requires.
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (label, v)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let escaped = v
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n");
+            let _ = write!(out, "{label}=\"{escaped}\"");
+        }
+        out.push('}');
+    }
+    let _ = writeln!(out, " {value}");
+}
+
+impl crate::ports::EventSink for Metrics {
+    fn observe(&self, run: &RunId, event: &RunEvent) {
+        self.count(run, event);
+    }
+
+    fn forget(&self, run: &RunId) {
+        self.drop_run(run);
+    }
+}
+
+/// A histogram's cumulative `_bucket` lines (with `le`), `_sum` and `_count`.
+fn histogram(out: &mut String, name: &str, labels: &[(&str, &str)], h: &Histogram) {
+    let bucket = format!("{name}_bucket");
+    let mut cumulative = 0;
+    for (bound, n) in h.bounds.iter().zip(&h.counts) {
+        cumulative += n;
+        let le = bound.to_string();
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", &le));
+        sample(out, &bucket, &with_le, cumulative);
+    }
+    let mut with_le = labels.to_vec();
+    with_le.push(("le", "+Inf"));
+    sample(out, &bucket, &with_le, h.count);
+    sample(out, &format!("{name}_sum"), labels, h.sum);
+    sample(out, &format!("{name}_count"), labels, h.count);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::EventSink;
+    use serde_json::json;
+
+    fn ev(kind: EventKind, ts: f64, payload: Value) -> RunEvent {
+        RunEvent {
+            seq: 0,
+            ts,
+            kind,
+            step: None,
+            payload,
+        }
+    }
+
+    fn id(n: u8) -> RunId {
+        RunId::parse(&format!("20260101-000000-000-aaaaaaa{n}")).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_run_s_events_become_counts_histograms_and_gauges() {
+        let m = Metrics::new();
+        let r = id(1);
+        let events = [
+            ev(EventKind::RunStart, 10.0, json!({"model_key": "local"})),
+            ev(
+                EventKind::McpServer,
+                10.0,
+                json!({"server": "fs", "status": "ready"}),
+            ),
+            ev(EventKind::LlmRequest, 10.0, json!({})),
+            ev(
+                EventKind::LlmResponse,
+                10.5,
+                json!({"latency_ms": 500, "queued_ms": 100, "usage": {"prompt_tokens": 100, "completion_tokens": 7}}),
+            ),
+            ev(
+                EventKind::ToolCall,
+                10.5,
+                json!({"tool": "shell", "call_id": "c1"}),
+            ),
+            ev(
+                EventKind::ToolError,
+                10.52,
+                json!({"tool": "shell", "call_id": "c1", "error_type": "permission"}),
+            ),
+            ev(
+                EventKind::SecurityEvent,
+                10.52,
+                json!({"event_type": "sandbox_denied"}),
+            ),
+            ev(
+                EventKind::CloudFallback,
+                10.6,
+                json!({"cloud_model_key": "cloud"}),
+            ),
+            ev(EventKind::LlmRequest, 11.0, json!({})),
+            ev(
+                EventKind::LlmResponse,
+                12.0,
+                json!({"latency_ms": 1000, "usage": {"prompt_tokens": 5, "completion_tokens": 3}}),
+            ),
+            ev(
+                EventKind::RunComplete,
+                12.5,
+                json!({"status": "completed", "specialist_ids": ["engineering", "reviewer"]}),
+            ),
+        ];
+        for e in &events {
+            m.observe(&r, e);
+        }
+        let text = m.render(Gauges { runs_in_flight: 2 });
+        for line in [
+            "fabric_runs_started_total 1",
+            "fabric_runs_total{status=\"completed\",specialist=\"engineering,reviewer\"} 1",
+            "fabric_runs_in_flight 2",
+            "fabric_tool_calls_total{tool=\"shell\"} 1",
+            "fabric_tool_errors_total{tool=\"shell\",error_type=\"permission\"} 1",
+            "fabric_security_events_total{event_type=\"sandbox_denied\"} 1",
+            "fabric_tokens_total{model_key=\"local\",type=\"input\"} 100",
+            "fabric_tokens_total{model_key=\"cloud\",type=\"output\"} 3",
+            "fabric_model_requests_queued_total{model_key=\"local\"} 1",
+            "fabric_model_queue_wait_seconds_total{model_key=\"local\"} 0.1",
+            // Up while the run went on, down with its end.
+            "fabric_mcp_servers_up{server=\"fs\"} 0",
+            // Two steps: 10.0 -> 11.0 and 11.0 -> the end at 12.5.
+            "fabric_step_duration_seconds_count 2",
+            "fabric_step_duration_seconds_sum 2.5",
+            "fabric_tool_duration_seconds_bucket{tool=\"shell\",le=\"0.025\"} 1",
+            "fabric_tool_duration_seconds_bucket{tool=\"shell\",le=\"0.01\"} 0",
+            "gen_ai_client_operation_duration_seconds_bucket{gen_ai_operation_name=\"chat\",model_key=\"cloud\",le=\"1\"} 1",
+            "gen_ai_client_token_usage_bucket{gen_ai_operation_name=\"chat\",model_key=\"local\",gen_ai_token_type=\"input\",le=\"256\"} 1",
+            "gen_ai_client_token_usage_count{gen_ai_operation_name=\"chat\",model_key=\"local\",gen_ai_token_type=\"input\"} 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing `{line}` in\n{text}"
+            );
+        }
+        // Nothing of the run is kept once it ended.
+        assert!(m.lock().pending.is_empty());
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let mut out = String::new();
+        sample(&mut out, "m", &[("tool", "a\"b\\c\nd")], 1);
+        assert_eq!(out, "m{tool=\"a\\\"b\\\\c\\nd\"} 1\n");
+    }
+}
