@@ -5,8 +5,13 @@
 #
 #   npm:  @modelcontextprotocol/server-everything, @modelcontextprotocol/server-filesystem
 #   PyPI: mcp (the official Python SDK), in a venv, to drive `fabric mcp` from outside
+#   PyPI: selenium, in the same venv, to drive the web run viewer in a real browser (4.51.0:
+#         4.52.0 asks for a certifi release PyPI's index here did not have yet)
+#   PyPI: opentelemetry-proto, in the same venv: the OTLP receiver of the trace tests
 #   apt:  postgresql (Debian's server package), for the database store's contract tests,
 #         which start a throwaway cluster from /usr/lib/postgresql/*/bin (needs root)
+#   apt:  chromium and chromium-driver (Debian's packages), the headless browser and its
+#         WebDriver that the web run viewer's tests drive (needs root)
 #
 # The tests find the install through the same variable and skip with a message naming this
 # script when it is missing; .ci/run runs this script first, so in CI nothing is skipped.
@@ -16,20 +21,32 @@ DEPS="${FABRIC_TEST_DEPS:-$HOME/.cache/agent-fabric/test-deps}"
 EVERYTHING_VERSION=2026.8.31
 FILESYSTEM_VERSION=2026.8.31
 PY_MCP_VERSION=2.3.0
-STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION"
+SELENIUM_VERSION=4.51.0
+OTEL_PROTO_VERSION=1.38.0
+STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION"
 
-# PostgreSQL first: it is a system package, not versioned with the stamp below.
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-    echo "== apt: postgresql"
+# `apt_install WHAT PACKAGE...` installs Debian's PACKAGEs, called WHAT in its messages;
+# system packages, not versioned with the stamp below.
+apt_install() {
+    local what="$1"
+    shift
+    echo "== apt: $*"
     if [[ "$(id -u)" != 0 ]]; then
-        echo "PostgreSQL is missing and installing it needs root: apt-get install -y postgresql" >&2
+        echo "$what is missing and installing it needs root: apt-get install -y $*" >&2
         exit 1
     fi
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y --no-install-recommends postgresql \
-        || { apt-get update && apt-get install -y --no-install-recommends postgresql; }
-    # The build scripts that mark PostgreSQL tests ignored watch this file.
+    apt-get install -y --no-install-recommends "$@" \
+        || { apt-get update && apt-get install -y --no-install-recommends "$@"; }
+    # The build scripts that mark tests ignored when these are missing watch this file.
     touch "$(dirname "$0")/../crates/testing/test-deps.stamp"
+}
+
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt_install PostgreSQL postgresql
+fi
+if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
+    apt_install "Chromium or its WebDriver" chromium chromium-driver
 fi
 
 mkdir -p "$DEPS"
@@ -52,9 +69,11 @@ mkdir -p "$DEPS/node"
 # The official conformance suite (@modelcontextprotocol/conformance 0.1.16) needs Node 22
 # (`fs.globSync`); with Node 20 it does not start, so it is not installed here (docs/MCP.md).
 
-echo "== python mcp into $DEPS/venv"
+echo "== python mcp, selenium and opentelemetry-proto into $DEPS/venv"
 python3 -m venv "$DEPS/venv"
-"$DEPS/venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$PY_MCP_VERSION"
+"$DEPS/venv/bin/pip" install --quiet --disable-pip-version-check \
+    "mcp==$PY_MCP_VERSION" "selenium==$SELENIUM_VERSION" \
+    "opentelemetry-proto==$OTEL_PROTO_VERSION"
 
 echo "$STAMP" > "$DEPS/.installed"
 # The build scripts that mark tests ignored when these are missing watch this file.

@@ -15,10 +15,15 @@ fn test_deps_dir() -> Option<std::path::PathBuf> {
         })
 }
 
-/// Emits `fabric_no_mcp_deps` and `fabric_no_postgres` when those are missing.
+/// Where Debian's `chromium` and `chromium-driver` put the browser and its WebDriver.
+const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
+
+/// Emits `fabric_no_mcp_deps`, `fabric_no_postgres` and `fabric_no_browser` when those are
+/// missing.
 fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_mcp_deps)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_postgres)");
+    println!("cargo::rustc-check-cfg=cfg(fabric_no_browser)");
     println!("cargo::rustc-check-cfg=cfg(fabric_has_podman)");
     // A test of the refusal without Podman cannot run where Podman is installed.
     let podman: Vec<&str> = ["/usr/local/bin/podman", "/usr/bin/podman", "/bin/podman"]
@@ -44,16 +49,32 @@ fn emit_test_deps_cfgs() {
         "cargo::rerun-if-changed={}",
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../testing/test-deps.stamp")
     );
+    // The install's stamp names what it installed; Selenium came with a later version of
+    // the script than the MCP packages, so an older install has the one and not the other.
+    let mut selenium = false;
     match test_deps_dir() {
         Some(dir) => {
             let marker = dir.join(".installed");
             if marker.is_file() {
                 println!("cargo::rerun-if-changed={}", marker.display());
+                selenium = std::fs::read_to_string(&marker)
+                    .is_ok_and(|stamp| stamp.contains("selenium="));
             } else {
                 println!("cargo::rustc-cfg=fabric_no_mcp_deps");
             }
         }
         None => println!("cargo::rustc-cfg=fabric_no_mcp_deps"),
+    }
+    let mut browser = selenium;
+    for path in BROWSER_FILES {
+        if std::path::Path::new(path).is_file() {
+            println!("cargo::rerun-if-changed={path}");
+        } else {
+            browser = false;
+        }
+    }
+    if !browser {
+        println!("cargo::rustc-cfg=fabric_no_browser");
     }
     if std::path::Path::new("/usr/lib/postgresql").is_dir() {
         println!("cargo::rerun-if-changed=/usr/lib/postgresql");

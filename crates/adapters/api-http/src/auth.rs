@@ -30,6 +30,46 @@ pub(crate) async fn require_token(
     Ok(next.run(request).await)
 }
 
+/// Without a token, answers only requests addressed to a loopback name. The binary serves
+/// without a token only on loopback addresses, but a page of any site can reach those too
+/// once its name resolves to 127.0.0.1 (DNS rebinding); its requests then carry its own
+/// name in `Host`, so they are refused here. With a token this check is off: such a page
+/// cannot know the token (the web viewer keeps it per origin).
+pub(crate) async fn require_loopback_host(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    if state.inner.config.token.is_none()
+        && let Some(host) = request.headers().get(header::HOST)
+    {
+        let text = host.to_str().unwrap_or_default();
+        if !is_loopback_name(text) {
+            return Err(ApiError::HostNotAllowed(text.chars().take(100).collect()));
+        }
+    }
+    Ok(next.run(request).await)
+}
+
+/// `localhost` (and its subdomains, which browsers resolve to loopback themselves),
+/// `127.x.y.z` and `[::1]`, with or without a port.
+fn is_loopback_name(host: &str) -> bool {
+    let host = host.trim();
+    let name = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((inside, port)) if port.is_empty() || port.starts_with(':') => inside,
+            _ => return false,
+        },
+        None => host.split_once(':').map_or(host, |(name, _port)| name),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    if name == "localhost" || name.ends_with(".localhost") {
+        return true;
+    }
+    name.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Compares in time that depends only on the lengths, so the answer time does not reveal
 /// how much of a guessed token was right.
 fn same(a: &[u8], b: &[u8]) -> bool {
@@ -38,7 +78,35 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::same;
+    use super::{is_loopback_name, same};
+
+    #[test]
+    fn only_loopback_names_pass_without_a_token() {
+        for host in [
+            "127.0.0.1:8787",
+            "127.0.0.1",
+            "127.1.2.3:80",
+            "localhost:8787",
+            "LOCALHOST",
+            "localhost.",
+            "app.localhost:1",
+            "[::1]:8787",
+            "[::1]",
+        ] {
+            assert!(is_loopback_name(host), "{host}");
+        }
+        for host in [
+            "evil.example:8787",
+            "localhost.evil.example",
+            "127.0.0.1.evil.example",
+            "10.0.0.1:8787",
+            "[::2]:8787",
+            "[::1]x",
+            "",
+        ] {
+            assert!(!is_loopback_name(host), "{host}");
+        }
+    }
 
     #[test]
     fn tokens_compare_whole() {

@@ -14,6 +14,12 @@ pub enum ApiError {
     /// No or a wrong bearer token.
     #[error("missing or wrong bearer token; send `Authorization: Bearer <token>`")]
     Unauthorized,
+    /// A server without a token was reached under a name that is not a loopback one: a page
+    /// of another site whose name was made to resolve to this machine (DNS rebinding).
+    #[error(
+        "this server has no token and answers only under a loopback name (127.0.0.1, localhost, [::1]), not `{0}`; open it by one of those, or set a token"
+    )]
+    HostNotAllowed(String),
     /// The body is not JSON at all.
     #[error("the body is not valid JSON: {0}")]
     InvalidJson(String),
@@ -107,6 +113,7 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Unauthorized => "unauthorized",
+            Self::HostNotAllowed(_) => "host_not_allowed",
             Self::InvalidJson(_) => "invalid_json",
             Self::InvalidRequest(_) => "invalid_request",
             Self::UnsupportedMediaType => "unsupported_media_type",
@@ -141,7 +148,7 @@ impl ApiError {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RunNotFound(_) | Self::RouteNotFound => StatusCode::NOT_FOUND,
-            Self::NotPermitted(_) => StatusCode::FORBIDDEN,
+            Self::NotPermitted(_) | Self::HostNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::RunNotRunning { .. } | Self::RunNotLive(_) => StatusCode::CONFLICT,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::TooManyRuns { .. } | Self::DailyBudgetSpent(_) => StatusCode::TOO_MANY_REQUESTS,

@@ -7,7 +7,19 @@ use fabric_core::service::{RunHandle, ServiceError, Submission, TaskRequest};
 
 use crate::{ApiError, AppState, RunRequest};
 
-pub(crate) async fn start(state: &AppState, request: RunRequest) -> Result<RunHandle, ApiError> {
+/// The W3C `traceparent` header of a request, which the run's spans continue.
+pub(crate) fn traceparent(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+pub(crate) async fn start(
+    state: &AppState,
+    request: RunRequest,
+    traceparent: Option<String>,
+) -> Result<RunHandle, ApiError> {
     // A bad request is answered as such even when the server is full: check it first.
     request.validate()?;
     check_ceiling(state, &request)?;
@@ -17,7 +29,7 @@ pub(crate) async fn start(state: &AppState, request: RunRequest) -> Result<RunHa
     let mut handle = state
         .inner
         .service
-        .submit(Submission::new(task_request(request)))
+        .submit(Submission::new(task_request(request)).traced(traceparent))
         .map_err(|e| from_service(state, e))?;
     handle
         .prepared()

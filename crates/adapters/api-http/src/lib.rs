@@ -11,6 +11,7 @@
 //! - `launch`: a request checked against the server's ceiling, submitted to the service.
 //! - `sse`: runlog events as SSE frames, pulled from the run's buffer (back-pressure,
 //!   never dropped events).
+//! - `ui`: the web run viewer, plain files embedded in the binary and served at `/`.
 //! - `handlers`: one module per group of endpoints; `extract`: extractors whose rejections
 //!   are [`ApiError`]s; [`ApiError`]: every error and its one mapping to HTTP.
 //!
@@ -27,6 +28,7 @@ mod openapi;
 mod serve;
 mod sse;
 mod state;
+mod ui;
 
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use handlers::budget::{BudgetReport, BudgetSource, KeyBudget};
@@ -38,6 +40,7 @@ pub use model::{
 };
 pub use serve::{serve, serve_with, serve_with_grace};
 pub use state::{ApiConfig, AppState, RequestCeiling};
+pub use ui::{CONTENT_SECURITY_POLICY, assets_size};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -45,15 +48,22 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use handlers::{budget, catalog, meta, runs, start};
+use handlers::{budget, catalog, meta, metrics, runs, start};
 
-/// Every route of the API over `state`. Auth guards all but `/health` and `/openapi.json`.
+/// Every route of the API over `state`, and the web run viewer at `/`. Auth guards all but
+/// `/health`, `/openapi.json` and the viewer's files; without a token, only loopback `Host`
+/// names are answered.
 pub fn router(state: AppState) -> Router {
     let (router, _document) = api(state.clone());
     router
+        .merge(ui::routes())
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed)
         .layer(DefaultBodyLimit::max(state.inner.config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_loopback_host,
+        ))
         .with_state(state)
 }
 
@@ -79,6 +89,14 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 fn api(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    // `/metrics` keeps the token unless the config opens it to a scraper without one.
+    let mut metrics = OpenApiRouter::new().routes(routes!(metrics::metrics));
+    if !state.inner.config.metrics_public {
+        metrics = metrics.route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    }
     let protected = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(start::run_blocking))
         .routes(routes!(start::run_stream))
@@ -98,7 +116,7 @@ fn api(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let public = OpenApiRouter::new()
         .routes(routes!(meta::health))
         .routes(routes!(meta::openapi_document));
-    protected.merge(public).split_for_parts()
+    protected.merge(metrics).merge(public).split_for_parts()
 }
 
 /// Stand-ins that let [`openapi`] build the document without a server.

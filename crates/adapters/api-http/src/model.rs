@@ -306,6 +306,15 @@ pub struct RunListItem {
     pub summary: Option<String>,
     /// How many events the runlog holds.
     pub events: u64,
+    /// The run that delegated this one (`agent__<id>`), if any.
+    #[schema(value_type = Option<String>)]
+    pub parent_id: Option<RunId>,
+    /// When it ended (seconds since the Unix epoch), or null while it goes on.
+    pub ended_at: Option<f64>,
+    /// Model calls made so far, all members together.
+    pub steps: u32,
+    /// Tokens used so far, all members together.
+    pub tokens: u64,
 }
 
 /// A `status` query parameter, as the closed set of run statuses.
@@ -331,6 +340,10 @@ impl From<RunSummary> for RunListItem {
             prompt: r.prompt,
             summary: r.summary,
             events: r.events,
+            parent_id: r.parent_id,
+            ended_at: r.ended_at,
+            steps: r.steps,
+            tokens: r.usage.total_tokens,
         }
     }
 }
@@ -442,6 +455,9 @@ pub struct ListQuery {
         pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed|context_window_exceeded)$"
     )]
     pub status: Option<String>,
+    /// Only runs this specialist worked on (a task force counts for each member).
+    #[param(min_length = 1, pattern = r"\S")]
+    pub specialist: Option<String>,
     /// Only runs older than this run id (the previous page's `next_before`).
     #[param(pattern = r"^[A-Za-z0-9_-]{1,128}$")]
     pub before: Option<String>,

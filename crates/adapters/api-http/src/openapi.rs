@@ -13,7 +13,7 @@ use crate::model::EventDoc;
 #[openapi(
     info(
         title = "agent-fabric HTTP API",
-        description = "Run tasks with specialist agents, watch them live (SSE), cancel them. See docs/HTTP.md. Every error is an `ErrorBody` with a stable `code`. Besides the answers listed per operation, any path the API does not have answers 404 `not_found` (the `NotFound` response), and a known path called with a method it does not take answers 405 `method_not_allowed` (the `MethodNotAllowed` response).",
+        description = "Run tasks with specialist agents, watch them live (SSE), cancel them. See docs/HTTP.md. Every error is an `ErrorBody` with a stable `code`. Besides the answers listed per operation, any path the API does not have answers 404 `not_found` (the `NotFound` response), and a known path called with a method it does not take answers 405 `method_not_allowed` (the `MethodNotAllowed` response). A server started without a token answers only requests addressed to a loopback name; any other `Host` gets 403 `host_not_allowed` (the `HostNotAllowed` response). The web run viewer at `/` is not described here: it is HTML for people.",
     ),
     components(schemas(ErrorBody, ErrorDetail, EventDoc)),
     modifiers(&BearerAuth),
@@ -39,6 +39,10 @@ impl Modify for BearerAuth {
             (
                 "MethodNotAllowed",
                 "`method_not_allowed`: the endpoint does not take this method",
+            ),
+            (
+                "HostNotAllowed",
+                "`host_not_allowed`: the server has no token and the request's `Host` is not a loopback name (DNS-rebinding protection)",
             ),
         ] {
             let response = ResponseBuilder::new()

@@ -18,6 +18,8 @@ pub struct ApiConfig {
     pub retry_after_s: u64,
     /// The most a request may ask for: a request may only narrow the server's permissions.
     pub ceiling: RequestCeiling,
+    /// `GET /metrics` answers without the token (`server.metrics_public`).
+    pub metrics_public: bool,
 }
 
 /// What the server's configuration allows a request to ask for.
@@ -45,6 +47,7 @@ impl Default for ApiConfig {
             max_body_bytes: 256 * 1024,
             retry_after_s: 2,
             ceiling: RequestCeiling::default(),
+            metrics_public: false,
         }
     }
 }

@@ -212,10 +212,10 @@ async fn the_store_failing_is_a_500_that_hides_its_details() {
 fn the_openapi_document_names_every_error_code_it_can_answer() {
     let doc = serde_json::to_value(fabric_api_http::openapi()).unwrap();
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 13, "{:?}", paths.keys());
+    assert_eq!(paths.len(), 14, "{:?}", paths.keys());
     assert!(doc["paths"]["/openapi.json"]["get"].is_object());
     // The router's own answers, and the statuses a filter may name.
-    for name in ["NotFound", "MethodNotAllowed"] {
+    for name in ["NotFound", "MethodNotAllowed", "HostNotAllowed"] {
         assert_eq!(
             doc["components"]["responses"][name]["content"]["application/json"]["schema"]["$ref"],
             "#/components/schemas/ErrorBody"
@@ -262,4 +262,113 @@ fn the_openapi_document_names_every_error_code_it_can_answer() {
         doc["paths"]["/runs/{id}/cancel"]["post"]["security"],
         json!([{"bearer": []}])
     );
+}
+
+#[tokio::test]
+async fn issue_13_the_web_viewer_is_served_without_the_token_with_strict_headers() {
+    assert!(
+        fabric_api_http::assets_size() < 200 * 1024,
+        "the viewer's files are {} bytes",
+        fabric_api_http::assets_size()
+    );
+    for (path, content_type) in [
+        ("/", "text/html; charset=utf-8"),
+        ("/ui/app.js", "text/javascript; charset=utf-8"),
+        ("/ui/app.css", "text/css; charset=utf-8"),
+    ] {
+        // The server has a token, and the page is still served without one: it holds no data.
+        let response = app(Some("s3cret"))
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let headers = response.headers();
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+        };
+        assert_eq!(header("content-type"), content_type, "{path}");
+        assert_eq!(
+            header("content-security-policy"),
+            fabric_api_http::CONTENT_SECURITY_POLICY
+        );
+        for directive in [
+            "default-src 'none'",
+            "script-src 'self'",
+            "connect-src 'self'",
+            "frame-ancestors 'none'",
+        ] {
+            assert!(
+                header("content-security-policy").contains(directive),
+                "{directive}"
+            );
+        }
+        assert!(!header("content-security-policy").contains("unsafe"));
+        assert_eq!(header("x-content-type-options"), "nosniff");
+        assert_eq!(header("referrer-policy"), "no-referrer");
+        assert_eq!(header("cache-control"), "no-cache");
+        let etag = header("etag").to_owned();
+        assert!(etag.starts_with('"') && etag.len() > 2, "{etag}");
+        // The browser's copy is current: 304 without a body, still with the policy.
+        let again = app(Some("s3cret"))
+            .oneshot(
+                Request::get(path)
+                    .header(header::IF_NONE_MATCH, &etag)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "{path}");
+        assert!(again.headers().contains_key("content-security-policy"));
+        let body = axum::body::to_bytes(again.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        assert!(body.is_empty());
+    }
+    let page = app(None)
+        .oneshot(Request::get("/").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let text = axum::body::to_bytes(page.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&text).contains("/ui/app.js"));
+    // Not a way around the token: the API behind the page still wants it.
+    let (status, _) = call(
+        app(Some("s3cret")),
+        Request::get("/runs").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn issue_13_without_a_token_only_loopback_names_are_answered() {
+    let request = |host: &str, path: &str| {
+        Request::get(path)
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .unwrap()
+    };
+    for host in ["127.0.0.1:8787", "localhost:8787", "[::1]:8787"] {
+        let (status, body) = call(app(None), request(host, "/runs")).await;
+        assert_eq!(status, StatusCode::OK, "{host}: {body}");
+    }
+    // A page of another site whose name resolves to 127.0.0.1 (DNS rebinding) reaches the
+    // same socket with its own name: refused, for the API and for the viewer alike.
+    for path in ["/runs", "/", "/health"] {
+        let (status, body) = call(app(None), request("rebind.example:8787", path)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
+        assert_eq!(body["error"]["code"], "host_not_allowed", "{body}");
+    }
+    // With a token the name does not matter (a server off loopback has one): the token does.
+    let authed = Request::get("/runs")
+        .header(header::HOST, "fabric.example:8787")
+        .header(header::AUTHORIZATION, "Bearer s3cret")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(call(app(Some("s3cret")), authed).await.0, StatusCode::OK);
 }

@@ -110,6 +110,48 @@ pub(crate) struct Fabric {
     pub(crate) store: Arc<SqlStore>,
     /// The daily budgets per model key (`GET /budget`).
     pub(crate) daily: Arc<Daily>,
+    /// Traces over OTLP, when `telemetry.enabled`.
+    pub(crate) telemetry: Option<fabric_telemetry::Telemetry>,
+}
+
+impl Fabric {
+    /// Sends the spans still queued, waiting at most a second: at exit, so an unreachable
+    /// collector costs a command at most that.
+    pub(crate) async fn flush_telemetry(&self) {
+        if let Some(telemetry) = &self.telemetry {
+            telemetry.flush(std::time::Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// The tracer and exporter of `telemetry:` with the standard `OTEL_*` variables, or `None`
+/// when it is off.
+fn telemetry(settings: &Settings) -> anyhow::Result<Option<fabric_telemetry::Telemetry>> {
+    let config = &settings.telemetry;
+    if !config.enabled {
+        return Ok(None);
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    let providers = settings
+        .models
+        .iter()
+        .map(|(key, model)| {
+            let provider = match model.backend {
+                fabric_domain::Backend::Ollama => "ollama",
+                fabric_domain::Backend::OpenAi => "openai",
+                fabric_domain::Backend::Anthropic => "anthropic",
+            };
+            (key.clone(), provider.to_owned())
+        })
+        .collect();
+    let options = fabric_telemetry::TelemetryOptions {
+        traces_url: fabric_telemetry::traces_url(&config.otlp_endpoint, env),
+        resource: fabric_telemetry::resource_from_env(&config.service_name, env)?,
+        capture_content: config.capture_content,
+        providers,
+    };
+    tracing::debug!(url = %options.traces_url, "exporting traces");
+    Ok(Some(fabric_telemetry::Telemetry::start(options)))
 }
 
 /// The store under the settings (`store.url` / `FABRIC_STORE_URL`, else SQLite in the
@@ -148,12 +190,18 @@ pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow
         clients: ChatClients::default(),
         tools: SharedTools::default(),
     });
-    let service = RunService::new(store.clone(), preparer, config).on_end(Arc::new(search.clone()));
+    let mut service =
+        RunService::new(store.clone(), preparer, config).on_end(Arc::new(search.clone()));
+    let telemetry = telemetry(settings)?;
+    if let Some(telemetry) = &telemetry {
+        service = service.with_sink(telemetry.sink());
+    }
     Ok(Fabric {
         service,
         search,
         store,
         daily,
+        telemetry,
     })
 }
 
@@ -181,7 +229,12 @@ pub(crate) fn require_postgres(
 /// A worker's run service: the same preparation, writing through the runs it claims.
 pub(crate) async fn worker_service(
     settings: &Settings,
-) -> anyhow::Result<(RunService, Arc<dyn RunQueue>, Arc<ClaimedStore>)> {
+) -> anyhow::Result<(
+    RunService,
+    Arc<dyn RunQueue>,
+    Arc<ClaimedStore>,
+    Option<fabric_telemetry::Telemetry>,
+)> {
     let store = open_store(settings).await?;
     let search = run_search(settings, Arc::clone(&store))?;
     let queue: Arc<dyn RunQueue> = store.clone();
@@ -194,9 +247,13 @@ pub(crate) async fn worker_service(
         clients: ChatClients::default(),
         tools: SharedTools::default(),
     });
-    let service = RunService::new(claims.clone(), preparer, ServiceConfig::default())
+    let mut service = RunService::new(claims.clone(), preparer, ServiceConfig::default())
         .on_end(Arc::new(search));
-    Ok((service, queue, claims))
+    let telemetry = telemetry(settings)?;
+    if let Some(telemetry) = &telemetry {
+        service = service.with_sink(telemetry.sink());
+    }
+    Ok((service, queue, claims, telemetry))
 }
 
 /// The chat clients of one preparer, one per model key, made when a run first needs it and

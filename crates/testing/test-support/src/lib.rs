@@ -72,20 +72,77 @@ pub use embed::hash_embedding;
 /// panics instead, also when neither variable is set. (Tests that need them are marked
 /// ignored at build time when they are missing, so this is the backstop.)
 pub fn test_deps() -> Option<std::path::PathBuf> {
+    deps_dir().map_or_else(skipped, Some)
+}
+
+/// Where Debian's `chromium` and `chromium-driver` put the browser and its WebDriver (the
+/// build scripts' probe looks at the same two files).
+pub const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
+
+/// The Python of the test deps' venv, with Selenium, when Chromium and chromedriver are
+/// installed too (the web run viewer's browser tests, issue #13); else `None` with a
+/// message on stderr, or a panic with `FABRIC_REQUIRE_TEST_DEPS=1`, as [`test_deps`].
+pub fn browser_deps() -> Option<std::path::PathBuf> {
+    let found = deps_dir().and_then(|dir| {
+        let stamp = std::fs::read_to_string(dir.join(".installed")).unwrap_or_default();
+        if !stamp.contains("selenium=") {
+            return Err(format!(
+                "Selenium is not among the test deps in {} (an install from before it); run scripts/install-test-deps.sh",
+                dir.display()
+            ));
+        }
+        if let Some(missing) = BROWSER_FILES
+            .iter()
+            .find(|path| !std::path::Path::new(path).is_file())
+        {
+            return Err(format!(
+                "{missing} is missing (Debian's chromium and chromium-driver); run scripts/install-test-deps.sh as root"
+            ));
+        }
+        Ok(dir.join("venv/bin/python"))
+    });
+    found.map_or_else(skipped, Some)
+}
+
+/// The Python of the test deps' venv, with the OpenTelemetry protobuf definitions
+/// (`opentelemetry-proto`, for the OTLP receiver of the trace tests, issue #13); else
+/// `None` with a message, or a panic with `FABRIC_REQUIRE_TEST_DEPS=1`, as [`test_deps`].
+pub fn otlp_deps() -> Option<std::path::PathBuf> {
+    let found = deps_dir().and_then(|dir| {
+        let stamp = std::fs::read_to_string(dir.join(".installed")).unwrap_or_default();
+        if stamp.contains("opentelemetry-proto=") {
+            Ok(dir.join("venv/bin/python"))
+        } else {
+            Err(format!(
+                "opentelemetry-proto is not among the test deps in {} (an install from before it); run scripts/install-test-deps.sh",
+                dir.display()
+            ))
+        }
+    });
+    found.map_or_else(skipped, Some)
+}
+
+/// The test deps' directory when the install is there, else why not.
+fn deps_dir() -> Result<std::path::PathBuf, String> {
     let dir = std::env::var_os("FABRIC_TEST_DEPS")
         .map(std::path::PathBuf::from)
         .or_else(|| {
             std::env::var_os("HOME")
                 .map(|h| std::path::PathBuf::from(h).join(".cache/agent-fabric/test-deps"))
         });
-    let reason = match &dir {
-        Some(dir) if dir.join(".installed").is_file() => return dir.clone().into(),
-        Some(dir) => format!(
-            "the MCP test servers and clients are not installed in {}; run scripts/install-test-deps.sh",
+    match dir {
+        Some(dir) if dir.join(".installed").is_file() => Ok(dir),
+        Some(dir) => Err(format!(
+            "the test deps (MCP servers and clients, Selenium) are not installed in {}; run scripts/install-test-deps.sh",
             dir.display()
-        ),
-        None => "neither FABRIC_TEST_DEPS nor HOME is set, so the MCP test servers cannot be found; set FABRIC_TEST_DEPS to where scripts/install-test-deps.sh installed them".to_owned(),
-    };
+        )),
+        None => Err("neither FABRIC_TEST_DEPS nor HOME is set, so the MCP test servers cannot be found; set FABRIC_TEST_DEPS to where scripts/install-test-deps.sh installed them".to_owned()),
+    }
+}
+
+/// A test that cannot run says why where a person sees it, or fails under
+/// `FABRIC_REQUIRE_TEST_DEPS=1` (CI).
+fn skipped<T>(reason: String) -> Option<T> {
     if std::env::var("FABRIC_REQUIRE_TEST_DEPS").as_deref() == Ok("1") {
         panic!("FABRIC_REQUIRE_TEST_DEPS=1, but {reason}");
     }

@@ -3,5 +3,6 @@
 pub(crate) mod budget;
 pub(crate) mod catalog;
 pub(crate) mod meta;
+pub(crate) mod metrics;
 pub(crate) mod runs;
 pub(crate) mod start;

@@ -90,6 +90,14 @@ pub(crate) async fn list_runs(
         )));
     }
     let status = crate::model::parse_status(query.status.as_deref())?;
+    let specialist = match query.specialist {
+        Some(s) if s.trim().is_empty() => {
+            return Err(ApiError::InvalidParameter(
+                "`specialist` is empty; leave it out to list every run".to_owned(),
+            ));
+        }
+        other => other,
+    };
     let before = query
         .before
         .as_deref()
@@ -100,6 +108,7 @@ pub(crate) async fn list_runs(
         limit: limit + 1,
         before,
         status,
+        specialist,
         ..fabric_core::RunQuery::default()
     };
     let found = state

@@ -34,9 +34,10 @@ use crate::{ApiError, AppState, RunRequest, launch};
 )]
 pub(crate) async fn run_blocking(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let handle = launch::start(&state, request).await?;
+    let handle = launch::start(&state, request, launch::traceparent(&headers)).await?;
     let id = handle.id().to_string();
     let outcome = handle.outcome().await.map_err(|e| ApiError::RunCrashed {
         id,
@@ -68,9 +69,10 @@ pub(crate) async fn run_blocking(
 )]
 pub(crate) async fn run_stream(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
-    let handle = launch::start(&state, request).await?;
+    let handle = launch::start(&state, request, launch::traceparent(&headers)).await?;
     Ok(sse::events(Source::Live(std::sync::Arc::clone(handle.live())), None).into_response())
 }
 
@@ -97,9 +99,10 @@ pub(crate) async fn run_stream(
 )]
 pub(crate) async fn start_run(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
-    let handle = launch::start(&state, request).await?;
+    let handle = launch::start(&state, request, launch::traceparent(&headers)).await?;
     let id = handle.id().clone();
     let body = RunAccepted {
         events_url: format!("/runs/{id}/events"),

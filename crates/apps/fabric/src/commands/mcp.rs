@@ -24,6 +24,7 @@ pub(crate) async fn mcp(cli: &Cli) -> anyhow::Result<u8> {
     let served = fabric_mcp::serve_stdio(server(settings, &fabric)).await;
     // The client closed the connection: runs it started still record their end.
     service.shutdown(std::time::Duration::from_secs(10)).await;
+    fabric.flush_telemetry().await;
     served.map_err(anyhow::Error::msg)?;
     Ok(0)
 }

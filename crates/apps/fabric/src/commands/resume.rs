@@ -21,7 +21,7 @@ pub(crate) async fn resume(cli: &Cli, args: &ResumeArgs) -> anyhow::Result<u8> {
         None => None,
     };
     let fabric = wiring::fabric(&settings, ServiceConfig::default()).await?;
-    let service = fabric.service;
+    let service = fabric.service.clone();
     let code = match id {
         Some(id) => {
             let submission = Submission::resume(id).observed(observer_for(args.json, args.stream));
@@ -34,6 +34,7 @@ pub(crate) async fn resume(cli: &Cli, args: &ResumeArgs) -> anyhow::Result<u8> {
         }
     };
     service.shutdown(EMBED_GRACE).await;
+    fabric.flush_telemetry().await;
     code
 }
 

@@ -22,7 +22,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
         None
     };
     let fabric = wiring::fabric(&settings, ServiceConfig::default()).await?;
-    let service = fabric.service;
+    let service = fabric.service.clone();
     // Runs a stopped process left go on alongside this one; their outcomes go to stderr.
     let resumed = if args.resume_interrupted {
         super::resume::start_all(&service).await?
@@ -56,6 +56,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
     // The run is embedded for search in the background; give that a moment before exiting
     // (what is not done then is done by the next `fabric index rebuild` or `fabric serve`).
     service.shutdown(EMBED_GRACE).await;
+    fabric.flush_telemetry().await;
     Ok(if args.prompt.is_some() {
         code
     } else {

@@ -45,6 +45,7 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
             network_allowed: settings.network_allowed,
             max_steps: Some(settings.max_steps),
         },
+        metrics_public: settings.server.metrics_public,
         ..ApiConfig::default()
     };
     if settings.store.queue {
@@ -116,6 +117,7 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
         mcp_cancel.cancel();
     };
     fabric_api_http::serve_with(listener, state, extra, shutdown).await?;
+    fabric.flush_telemetry().await;
     eprintln!("stopped");
     Ok(0)
 }

@@ -15,7 +15,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> anyhow::Result<u8> {
         "a worker takes runs from a shared PostgreSQL store",
         "with SQLite, `fabric serve` runs and continues runs itself",
     )?;
-    let (service, queue, claims) = wiring::worker_service(&settings).await?;
+    let (service, queue, claims, telemetry) = wiring::worker_service(&settings).await?;
     let lease = Duration::from_secs(args.lease_s.unwrap_or(settings.store.lease_s));
     let id = format!(
         "{}:{}:{}",
@@ -46,6 +46,9 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> anyhow::Result<u8> {
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
     worker.run(stop).await?;
+    if let Some(telemetry) = &telemetry {
+        telemetry.flush(Duration::from_secs(1)).await;
+    }
     eprintln!("stopped; runs in flight went back to the queue");
     Ok(0)
 }

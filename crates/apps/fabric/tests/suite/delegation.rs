@@ -16,7 +16,8 @@ delegates: [engineering]
 You lead. Delegate the writing to engineering, then report.
 ";
 
-fn write_lead(fx: &Fixture) {
+/// Writes the `lead` specialist, who delegates to `engineering`, into the fixture's workspace.
+pub(crate) fn write_lead(fx: &Fixture) {
     let dir = fx.workspace_root().join("specialists");
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(dir.join("lead.md"), LEAD).expect("write lead");
@@ -31,9 +32,10 @@ fn child_runlog(fx: &Fixture, run_id: &str) -> Vec<Value> {
     )
 }
 
-#[tokio::test]
-async fn a_delegated_task_runs_as_a_child_and_its_payload_comes_back() {
-    let fx = Fixture::new(vec![
+/// The lead hands `engineering` the writing of hello.txt, the child writes it and
+/// finishes, the lead finishes.
+pub(crate) fn delegated_hello() -> Vec<Turn> {
+    vec![
         Turn::tool_call(
             "agent__engineering",
             json!({"task": "Create hello.txt with Hello"}),
@@ -46,8 +48,12 @@ async fn a_delegated_task_runs_as_a_child_and_its_payload_comes_back() {
         Turn::tool_call("finish_task", json!({"summary": "child wrote hello.txt"})),
         // The lead again.
         Turn::tool_call("finish_task", json!({"summary": "delegated and done"})),
-    ])
-    .await;
+    ]
+}
+
+#[tokio::test]
+async fn a_delegated_task_runs_as_a_child_and_its_payload_comes_back() {
+    let fx = Fixture::new(delegated_hello()).await;
     write_lead(&fx);
     let run = fx
         .fabric(&["run", "make hello", "--pack", "lead", "--json"])

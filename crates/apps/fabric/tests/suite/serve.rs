@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::fixture::kinds;
 use super::serve_fixture::{Options, Served, TOKEN, assert_frames_match_runlog};
 
-fn hello_turns() -> Vec<Turn> {
+pub(crate) fn hello_turns() -> Vec<Turn> {
     vec![
         Turn::tool_call(
             "write_file",
