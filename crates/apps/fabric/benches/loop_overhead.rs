@@ -11,8 +11,13 @@
 //! (`FsRunStore`) and with the database store (`SqlStore` on SQLite, what `fabric run`
 //! takes since issue #9: the runlog line, then the index written behind it), interleaved.
 //!
+//! A third table measures telemetry (issue #13): the same engine run with no observer
+//! (telemetry off: the run service then calls only its metrics) against one whose observer
+//! feeds every event to the metrics and to the tracer, whose exporter posts OTLP protobuf to
+//! a local endpoint that takes and drops it.
+//!
 //! Run: `cargo bench -p fabric --bench loop_overhead` (figures in docs/BENCHMARKS.md);
-//! `BENCH_TABLES=store` for the second table alone, `BENCH_REPS` (15).
+//! `BENCH_TABLES=store` (or `telemetry`) for one table alone, `BENCH_REPS` (15).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -55,7 +60,34 @@ async fn engine_run_sql(steps: usize) -> Duration {
     elapsed
 }
 
+/// Tells every event to the sinks, as the run service does.
+struct Sinks(
+    Vec<std::sync::Arc<dyn fabric_core::EventSink>>,
+    fabric_domain::RunId,
+);
+
+impl fabric_core::ChatObserver for Sinks {
+    fn on_text_delta(&self, _delta: &str) {}
+}
+
+#[async_trait::async_trait]
+impl fabric_core::RunObserver for Sinks {
+    async fn on_event(&self, event: &fabric_domain::RunEvent) {
+        for sink in &self.0 {
+            sink.observe(&self.1, event);
+        }
+    }
+}
+
 async fn engine_run_on(store: &dyn fabric_core::RunStore, steps: usize) -> (Duration, Vec<Value>) {
+    engine_run_observed(store, steps, &NoopObserver).await
+}
+
+async fn engine_run_observed(
+    store: &dyn fabric_core::RunStore,
+    steps: usize,
+    observer: &dyn fabric_core::RunObserver,
+) -> (Duration, Vec<Value>) {
     let server = ScriptedServer::start(scenario(steps)).await.unwrap();
     let chat = fabric_llm::build_client(
         fabric_llm::Backend::OpenAi,
@@ -69,7 +101,7 @@ async fn engine_run_on(store: &dyn fabric_core::RunStore, steps: usize) -> (Dura
         store,
         chat.as_ref(),
         task,
-        &NoopObserver,
+        observer,
         CancellationToken::new(),
     )
     .await
@@ -129,6 +161,65 @@ async fn main() {
     if tables.contains("store") {
         store_table(reps).await;
     }
+    if tables.contains("telemetry") {
+        telemetry_table(reps).await;
+    }
+}
+
+/// An OTLP endpoint that takes every request and drops it.
+async fn null_collector() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/traces", listener.local_addr().unwrap());
+    let router = axum::Router::new().fallback(|| async { "" });
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    url
+}
+
+async fn telemetry_table(reps: usize) {
+    println!("\ntelemetry per step (median of {reps} interleaved runs; ms)");
+    println!(
+        "{:>6} {:>12} {:>12} {:>12} {:>10}",
+        "steps", "off/step", "on/step", "diff/step", "diff"
+    );
+    let telemetry = fabric_telemetry::Telemetry::start(fabric_telemetry::TelemetryOptions {
+        traces_url: null_collector().await,
+        resource: fabric_telemetry::resource_from_env("bench", |_| None).unwrap(),
+        capture_content: false,
+        providers: std::collections::HashMap::new(),
+    });
+    let metrics: std::sync::Arc<dyn fabric_core::EventSink> =
+        std::sync::Arc::new(fabric_core::metrics::Metrics::new());
+    for steps in [10usize, 100] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = fabric_store_fs::FsRunStore::new(dir.path());
+        let on = |n: usize| {
+            Sinks(
+                vec![std::sync::Arc::clone(&metrics), telemetry.sink()],
+                fabric_domain::RunId::parse(&format!("20260101-000000-000-{n:08x}")).unwrap(),
+            )
+        };
+        engine_run_on(&store, steps).await;
+        engine_run_observed(&store, steps, &on(0)).await;
+        let (mut off, mut with, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..reps {
+            let o = engine_run_on(&store, steps).await.0.as_secs_f64() * 1e3 / steps as f64;
+            let w = engine_run_observed(&store, steps, &on(i + 1))
+                .await
+                .0
+                .as_secs_f64()
+                * 1e3
+                / steps as f64;
+            off.push(o);
+            with.push(w);
+            diff.push(w - o);
+        }
+        let (o, w, d) = (median(off), median(with), median(diff));
+        println!(
+            "{steps:>6} {o:>12.3} {w:>12.3} {d:>12.3} {:>9.1}%",
+            d / o * 100.0
+        );
+    }
+    telemetry.flush(Duration::from_secs(2)).await;
 }
 
 async fn loop_table(reps: usize) {
