@@ -36,17 +36,23 @@ const TOKENS: &[f64] = &[
     4_194_304.0,
 ];
 
-/// A cumulative histogram over fixed bounds.
+/// A histogram over fixed bounds.
 #[derive(Debug, Clone)]
-struct Histogram {
-    bounds: &'static [f64],
-    /// One count per bound (not cumulative; summed when written).
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
+pub struct HistogramPoint {
+    /// The upper bounds of the buckets (a last bucket, to infinity, is implied).
+    pub bounds: &'static [f64],
+    /// One count per bound, not cumulative (the observations above the previous bound and
+    /// up to this one).
+    pub counts: Vec<u64>,
+    /// The sum of the observations.
+    pub sum: f64,
+    /// How many there were (the last, unbounded bucket is `count` minus the others).
+    pub count: u64,
 }
 
-impl Histogram {
+type Histogram = HistogramPoint;
+
+impl HistogramPoint {
     fn new(bounds: &'static [f64]) -> Self {
         Self {
             bounds,
@@ -256,197 +262,291 @@ impl Metrics {
         }
     }
 
-    /// The metrics in the Prometheus text exposition format (version 0.0.4).
-    pub fn render(&self, gauges: Gauges) -> String {
+    /// Every metric now, in a form both writers read: [`Metrics::render`] (Prometheus) and
+    /// the OTLP exporter of `fabric-telemetry`.
+    pub fn snapshot(&self, gauges: Gauges) -> Vec<Family> {
         let c = self.lock();
-        let mut out = String::with_capacity(4096);
-        family(
-            &mut out,
+        let counter =
+            |prom: &'static str, otel: &'static str, unit: &'static str, help: &'static str| {
+                Family::new(prom, otel, unit, help, Kind::Counter)
+            };
+        let labels = |pairs: &[(&'static str, &str)]| -> Vec<(&'static str, String)> {
+            pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+        };
+        let mut out = Vec::new();
+
+        let mut f = counter(
             "fabric_runs_started_total",
-            "counter",
-            "Runs this process started (each resumption counts again).",
+            "fabric.runs.started",
+            "{run}",
+            "Runs this process started or continued.",
         );
-        sample(&mut out, "fabric_runs_started_total", &[], c.runs_started);
-        family(
-            &mut out,
+        f.push(Vec::new(), PointValue::Int(c.runs_started));
+        out.push(f);
+        let mut f = counter(
             "fabric_runs_total",
-            "counter",
+            "fabric.runs",
+            "{run}",
             "Runs that ended, by status and specialist (a task force's ids joined by commas).",
         );
         for ((status, specialist), n) in &c.runs {
-            sample(
-                &mut out,
-                "fabric_runs_total",
-                &[("status", status), ("specialist", specialist)],
-                n,
+            f.push(
+                labels(&[("status", status), ("specialist", specialist)]),
+                PointValue::Int(*n),
             );
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = Family::new(
             "fabric_runs_in_flight",
-            "gauge",
+            "fabric.runs.in_flight",
+            "{run}",
             "Runs registered and not ended, preparation included.",
+            Kind::Gauge,
         );
-        sample(
-            &mut out,
-            "fabric_runs_in_flight",
-            &[],
-            gauges.runs_in_flight,
-        );
-        family(
-            &mut out,
+        f.push(Vec::new(), PointValue::Int(gauges.runs_in_flight as u64));
+        out.push(f);
+        let mut f = counter(
             "fabric_tool_calls_total",
-            "counter",
+            "fabric.tool.calls",
+            "{call}",
             "Tool calls, by tool.",
         );
         for (tool, n) in &c.tool_calls {
-            sample(&mut out, "fabric_tool_calls_total", &[("tool", tool)], n);
+            f.push(labels(&[("tool", tool)]), PointValue::Int(*n));
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = counter(
             "fabric_tool_errors_total",
-            "counter",
+            "fabric.tool.errors",
+            "{call}",
             "Failed tool calls, by tool and error type.",
         );
         for ((tool, kind), n) in &c.tool_errors {
-            sample(
-                &mut out,
-                "fabric_tool_errors_total",
-                &[("tool", tool), ("error_type", kind)],
-                n,
+            f.push(
+                labels(&[("tool", tool), ("error_type", kind)]),
+                PointValue::Int(*n),
             );
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = counter(
             "fabric_security_events_total",
-            "counter",
+            "fabric.security_events",
+            "{event}",
             "Refusals recorded as security_event, by event type.",
         );
         for (kind, n) in &c.security_events {
-            sample(
-                &mut out,
-                "fabric_security_events_total",
-                &[("event_type", kind)],
-                n,
-            );
+            f.push(labels(&[("event_type", kind)]), PointValue::Int(*n));
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = counter(
             "fabric_tokens_total",
-            "counter",
+            "fabric.tokens",
+            "{token}",
             "Tokens by model key and type (input, output).",
         );
         for ((key, kind), n) in &c.tokens {
-            sample(
-                &mut out,
-                "fabric_tokens_total",
-                &[("model_key", key), ("type", kind)],
-                n,
+            f.push(
+                labels(&[("model_key", key), ("type", kind)]),
+                PointValue::Int(*n),
             );
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = counter(
             "fabric_model_requests_queued_total",
-            "counter",
+            "fabric.model.requests.queued",
+            "{request}",
             "Model requests that waited for a free slot of their server (max_concurrent_requests).",
         );
         for (key, (n, _)) in &c.queued {
-            sample(
-                &mut out,
-                "fabric_model_requests_queued_total",
-                &[("model_key", key)],
-                n,
-            );
+            f.push(labels(&[("model_key", key)]), PointValue::Int(*n));
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = counter(
             "fabric_model_queue_wait_seconds_total",
-            "counter",
+            "fabric.model.queue.wait",
+            "s",
             "Seconds model requests waited for a free slot.",
         );
-        for (key, (_, s)) in &c.queued {
-            sample(
-                &mut out,
-                "fabric_model_queue_wait_seconds_total",
-                &[("model_key", key)],
-                s,
-            );
+        for (key, (_, secs)) in &c.queued {
+            f.push(labels(&[("model_key", key)]), PointValue::Float(*secs));
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = Family::new(
             "fabric_mcp_servers_up",
-            "gauge",
+            "fabric.mcp.servers.up",
+            "{server}",
             "MCP server processes up, by server name.",
+            Kind::Gauge,
         );
         for (server, n) in &c.mcp_up {
-            sample(&mut out, "fabric_mcp_servers_up", &[("server", server)], n);
+            f.push(labels(&[("server", server)]), PointValue::Signed(*n));
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = Family::new(
             "fabric_step_duration_seconds",
-            "histogram",
+            "fabric.step.duration",
+            "s",
             "Loop steps: from one model request to the next, or to the run's end.",
+            Kind::Histogram,
         );
         if let Some(h) = &c.steps {
-            histogram(&mut out, "fabric_step_duration_seconds", &[], h);
+            f.push(Vec::new(), PointValue::Histogram(h.clone()));
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = Family::new(
             "fabric_tool_duration_seconds",
-            "histogram",
+            "fabric.tool.duration",
+            "s",
             "Tool calls, from the call to its result or error, by tool.",
+            Kind::Histogram,
         );
         for (tool, h) in &c.tool_seconds {
-            histogram(
-                &mut out,
-                "fabric_tool_duration_seconds",
-                &[("tool", tool)],
-                h,
-            );
+            f.push(labels(&[("tool", tool)]), PointValue::Histogram(h.clone()));
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = Family::new(
             "gen_ai_client_operation_duration_seconds",
-            "histogram",
+            "gen_ai.client.operation.duration",
+            "s",
             "GenAI client operation duration (chat calls), by model key.",
+            Kind::Histogram,
         );
         for (key, h) in &c.model_calls {
-            histogram(
-                &mut out,
-                "gen_ai_client_operation_duration_seconds",
-                &[("gen_ai_operation_name", "chat"), ("model_key", key)],
-                h,
+            f.push(
+                labels(&[("gen_ai.operation.name", "chat"), ("model_key", key)]),
+                PointValue::Histogram(h.clone()),
             );
         }
-        family(
-            &mut out,
+        out.push(f);
+        let mut f = Family::new(
             "gen_ai_client_token_usage",
-            "histogram",
+            "gen_ai.client.token.usage",
+            "{token}",
             "Tokens used per chat call, by model key and token type.",
+            Kind::Histogram,
         );
         for ((key, kind), h) in &c.token_usage {
-            histogram(
-                &mut out,
-                "gen_ai_client_token_usage",
-                &[
-                    ("gen_ai_operation_name", "chat"),
+            f.push(
+                labels(&[
+                    ("gen_ai.operation.name", "chat"),
                     ("model_key", key),
-                    ("gen_ai_token_type", kind),
-                ],
-                h,
+                    ("gen_ai.token.type", kind),
+                ]),
+                PointValue::Histogram(h.clone()),
             );
+        }
+        out.push(f);
+        out
+    }
+
+    /// The metrics in the Prometheus text exposition format (version 0.0.4). Label names
+    /// are the attribute names with dots as underscores.
+    pub fn render(&self, gauges: Gauges) -> String {
+        let mut out = String::with_capacity(4096);
+        for f in self.snapshot(gauges) {
+            let kind = match f.kind {
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+                Kind::Histogram => "histogram",
+            };
+            let _ = writeln!(
+                out,
+                "# HELP {0} {1}\n# TYPE {0} {kind}",
+                f.prom_name, f.help
+            );
+            for point in &f.points {
+                let labels: Vec<(String, &str)> = point
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.replace('.', "_"), v.as_str()))
+                    .collect();
+                match &point.value {
+                    PointValue::Int(n) => sample(&mut out, f.prom_name, &labels, n),
+                    PointValue::Signed(n) => sample(&mut out, f.prom_name, &labels, n),
+                    PointValue::Float(x) => sample(&mut out, f.prom_name, &labels, x),
+                    PointValue::Histogram(h) => histogram(&mut out, f.prom_name, &labels, h),
+                }
+            }
         }
         out
     }
 }
 
-/// `# HELP` and `# TYPE` of one metric family.
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+/// What a metric family is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up (a cumulative sum).
+    Counter,
+    /// A value now.
+    Gauge,
+    /// Observations in buckets, cumulative.
+    Histogram,
+}
+
+/// One metric, with its points.
+#[derive(Debug, Clone)]
+pub struct Family {
+    /// Its Prometheus name (`fabric_runs_total`).
+    pub prom_name: &'static str,
+    /// Its OpenTelemetry name (`fabric.runs`).
+    pub otel_name: &'static str,
+    /// Its UCUM unit (`s`, `{token}`).
+    pub unit: &'static str,
+    /// What it counts.
+    pub help: &'static str,
+    /// Counter, gauge or histogram.
+    pub kind: Kind,
+    /// One point per combination of labels.
+    pub points: Vec<Point>,
+}
+
+impl Family {
+    fn new(
+        prom_name: &'static str,
+        otel_name: &'static str,
+        unit: &'static str,
+        help: &'static str,
+        kind: Kind,
+    ) -> Self {
+        Self {
+            prom_name,
+            otel_name,
+            unit,
+            help,
+            kind,
+            points: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, labels: Vec<(&'static str, String)>, value: PointValue) {
+        self.points.push(Point { labels, value });
+    }
+}
+
+/// One point of a family: its labels (attribute names, with dots) and value.
+#[derive(Debug, Clone)]
+pub struct Point {
+    /// Attribute name and value pairs.
+    pub labels: Vec<(&'static str, String)>,
+    /// The value.
+    pub value: PointValue,
+}
+
+/// A point's value.
+#[derive(Debug, Clone)]
+pub enum PointValue {
+    /// A count.
+    Int(u64),
+    /// A gauge that may go below zero in a transient.
+    Signed(i64),
+    /// A float (seconds).
+    Float(f64),
+    /// A histogram.
+    Histogram(HistogramPoint),
 }
 
 /// One sample line, with its labels escaped as the format requires.
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+fn sample(out: &mut String, name: &str, labels: &[(String, &str)], value: impl std::fmt::Display) {
     out.push_str(name);
     if !labels.is_empty() {
         out.push('{');
@@ -476,18 +576,18 @@ impl crate::ports::EventSink for Metrics {
 }
 
 /// A histogram's cumulative `_bucket` lines (with `le`), `_sum` and `_count`.
-fn histogram(out: &mut String, name: &str, labels: &[(&str, &str)], h: &Histogram) {
+fn histogram(out: &mut String, name: &str, labels: &[(String, &str)], h: &HistogramPoint) {
     let bucket = format!("{name}_bucket");
     let mut cumulative = 0;
     for (bound, n) in h.bounds.iter().zip(&h.counts) {
         cumulative += n;
         let le = bound.to_string();
         let mut with_le = labels.to_vec();
-        with_le.push(("le", &le));
+        with_le.push(("le".to_owned(), &le));
         sample(out, &bucket, &with_le, cumulative);
     }
     let mut with_le = labels.to_vec();
-    with_le.push(("le", "+Inf"));
+    with_le.push(("le".to_owned(), "+Inf"));
     sample(out, &bucket, &with_le, h.count);
     sample(out, &format!("{name}_sum"), labels, h.sum);
     sample(out, &format!("{name}_count"), labels, h.count);
@@ -600,7 +700,7 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         let mut out = String::new();
-        sample(&mut out, "m", &[("tool", "a\"b\\c\nd")], 1);
+        sample(&mut out, "m", &[("tool".to_owned(), "a\"b\\c\nd")], 1);
         assert_eq!(out, "m{tool=\"a\\\"b\\\\c\\nd\"} 1\n");
     }
 }

@@ -176,3 +176,82 @@ async fn send(
     }
     batch.clear();
 }
+
+/// What the metrics exporter reads each time: the run service's metrics now.
+pub type Snapshot = Arc<dyn Fn() -> Vec<fabric_core::metrics::Family> + Send + Sync>;
+
+/// Sends the metrics every interval, and on [`MetricsExporter::flush`].
+pub struct MetricsExporter {
+    flush: mpsc::Sender<oneshot::Sender<()>>,
+}
+
+impl MetricsExporter {
+    /// Starts the exporting task on the current runtime: cumulative points from now, posted
+    /// to `url` every `interval`.
+    pub fn start(
+        url: String,
+        resource: Vec<(String, Attr)>,
+        interval: Duration,
+        snapshot: Snapshot,
+    ) -> Self {
+        let (flush, mut requests) = mpsc::channel::<oneshot::Sender<()>>(4);
+        tokio::spawn(async move {
+            let Ok(client) = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build() else {
+                tracing::warn!("telemetry: no HTTP client; metrics are not exported");
+                return;
+            };
+            let start = fabric_core::unix_now();
+            let warned = AtomicBool::new(false);
+            let mut tick = tokio::time::interval(interval);
+            tick.tick().await;
+            loop {
+                let ack = tokio::select! {
+                    _ = tick.tick() => None,
+                    request = requests.recv() => match request {
+                        Some(ack) => Some(ack),
+                        None => return,
+                    },
+                };
+                let body = proto::export_metrics_request(
+                    &resource,
+                    &snapshot(),
+                    start,
+                    fabric_core::unix_now(),
+                );
+                let sent = client
+                    .post(&url)
+                    .header("content-type", "application/x-protobuf")
+                    .body(body)
+                    .send()
+                    .await;
+                let failure = match sent {
+                    Ok(r) if r.status().is_success() => None,
+                    Ok(r) => Some(format!("the collector at {url} answered {}", r.status())),
+                    Err(e) => Some(format!("the collector at {url} cannot be reached: {e}")),
+                };
+                if let Some(why) = failure
+                    && !warned.swap(true, Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        "telemetry: metrics not sent: {why}; further failures are not reported"
+                    );
+                }
+                if let Some(ack) = ack {
+                    let _ = ack.send(());
+                }
+            }
+        });
+        Self { flush }
+    }
+
+    /// Sends the metrics now and waits for it, at most `within`.
+    pub async fn flush(&self, within: Duration) {
+        let (ack, done) = oneshot::channel();
+        let flushed = async {
+            if self.flush.send(ack).await.is_ok() {
+                let _ = done.await;
+            }
+        };
+        let _ = tokio::time::timeout(within, flushed).await;
+    }
+}

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use export::{Exporter, Losses};
+pub use export::{Exporter, Losses, MetricsExporter, Snapshot};
 pub use span::{Attr, Span, SpanSink, Tracer, parse_traceparent};
 
 /// The errors of this crate.
@@ -27,10 +27,12 @@ pub enum TelemetryError {
     ResourceAttributes(String),
 }
 
-/// The tracer and its exporter, running.
+/// The tracer and its exporter, running, and the metrics exporter once started.
 pub struct Telemetry {
     tracer: Arc<Tracer>,
     exporter: Exporter,
+    metrics: std::sync::OnceLock<MetricsExporter>,
+    options: TelemetryOptions,
 }
 
 /// What [`Telemetry::start`] needs.
@@ -44,18 +46,40 @@ pub struct TelemetryOptions {
     pub capture_content: bool,
     /// Model key → `gen_ai.provider.name`.
     pub providers: HashMap<String, String>,
+    /// The whole URL metrics are posted to (`…/v1/metrics`).
+    pub metrics_url: String,
+    /// How often metrics are sent (`OTEL_METRIC_EXPORT_INTERVAL`, 60 s).
+    pub metrics_interval: Duration,
 }
 
 impl Telemetry {
     /// Starts the exporter on the current Tokio runtime.
     pub fn start(options: TelemetryOptions) -> Self {
-        let exporter = Exporter::start(options.traces_url, options.resource);
+        let exporter = Exporter::start(options.traces_url.clone(), options.resource.clone());
         let tracer = Arc::new(Tracer::new(
             Box::new(exporter.clone()),
             options.capture_content,
-            options.providers,
+            options.providers.clone(),
         ));
-        Self { tracer, exporter }
+        Self {
+            tracer,
+            exporter,
+            metrics: std::sync::OnceLock::new(),
+            options,
+        }
+    }
+
+    /// Starts sending the metrics `snapshot` reads (the run service's) over OTLP; once.
+    pub fn export_metrics(&self, snapshot: Snapshot) {
+        let options = &self.options;
+        self.metrics.get_or_init(|| {
+            MetricsExporter::start(
+                options.metrics_url.clone(),
+                options.resource.clone(),
+                options.metrics_interval,
+                snapshot,
+            )
+        });
     }
 
     /// The sink the run service tells every event.
@@ -63,9 +87,12 @@ impl Telemetry {
         Arc::clone(&self.tracer) as Arc<dyn fabric_core::EventSink>
     }
 
-    /// Sends what is queued, waiting at most `within`.
+    /// Sends the queued spans and the metrics now, waiting at most `within` for each.
     pub async fn flush(&self, within: Duration) {
         self.exporter.flush(within).await;
+        if let Some(metrics) = self.metrics.get() {
+            metrics.flush(within).await;
+        }
     }
 }
 
@@ -79,13 +106,37 @@ pub fn encode_for_bench(spans: &[Span]) -> Vec<u8> {
 /// The URL spans go to: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is, else
 /// `OTEL_EXPORTER_OTLP_ENDPOINT` or `configured`, with `/v1/traces` appended.
 pub fn traces_url(configured: &str, env: impl Fn(&str) -> Option<String>) -> String {
-    if let Some(url) = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").filter(|u| !u.is_empty()) {
+    signal_url(configured, env, "TRACES", "traces")
+}
+
+/// The URL metrics go to, as [`traces_url`] with `METRICS` and `/v1/metrics`.
+pub fn metrics_url(configured: &str, env: impl Fn(&str) -> Option<String>) -> String {
+    signal_url(configured, env, "METRICS", "metrics")
+}
+
+fn signal_url(
+    configured: &str,
+    env: impl Fn(&str) -> Option<String>,
+    signal: &str,
+    path: &str,
+) -> String {
+    if let Some(url) =
+        env(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")).filter(|u| !u.is_empty())
+    {
         return url;
     }
     let base = env("OTEL_EXPORTER_OTLP_ENDPOINT")
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| configured.to_owned());
-    format!("{}/v1/traces", base.trim_end_matches('/'))
+    format!("{}/v1/{path}", base.trim_end_matches('/'))
+}
+
+/// `OTEL_METRIC_EXPORT_INTERVAL` (milliseconds), 60 s when unset or not a positive number.
+pub fn metrics_interval(env: impl Fn(&str) -> Option<String>) -> Duration {
+    env("OTEL_METRIC_EXPORT_INTERVAL")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(Duration::from_secs(60), Duration::from_millis)
 }
 
 /// The resource: `service.name` (`OTEL_SERVICE_NAME`, else `configured`), `service.version`,

@@ -1,6 +1,9 @@
-//! The OTLP trace request, encoded by hand in protobuf's wire format: the few messages of
-//! `opentelemetry/proto/collector/trace/v1/trace_service.proto` a span export needs, with
-//! their field numbers, so no code generator or protobuf runtime is built into the binary.
+//! The OTLP trace and metrics requests, encoded by hand in protobuf's wire format: the few
+//! messages of `opentelemetry/proto/collector/{trace,metrics}/v1/*.proto` an export needs,
+//! with their field numbers, so no code generator or protobuf runtime is built into the
+//! binary.
+
+use fabric_core::metrics::{Family, Kind, PointValue};
 
 use crate::span::{Attr, Span};
 
@@ -8,6 +11,8 @@ use crate::span::{Attr, Span};
 const VARINT: u32 = 0;
 const FIXED64: u32 = 1;
 const LEN: u32 = 2;
+/// `AGGREGATION_TEMPORALITY_CUMULATIVE`: every point counts from the process's start.
+const CUMULATIVE: u64 = 2;
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -118,18 +123,125 @@ pub(crate) fn export_request(resource: &[(String, Attr)], spans: &[Span]) -> Vec
     let mut out = Vec::with_capacity(256 * spans.len() + 128);
     // resource_spans 1 { resource 1 { attributes 1 }, scope_spans 2 { scope 1, spans 2 } }
     message(&mut out, 1, |rs| {
-        message(rs, 1, |r| {
-            for (key, value) in resource {
-                key_value(r, 1, key, value);
-            }
-        });
-        message(rs, 2, |ss| {
-            message(ss, 1, |scope| {
-                string(scope, 1, "agent-fabric");
-                string(scope, 2, env!("CARGO_PKG_VERSION"));
-            });
+        resource_and_scope(rs, resource, |ss| {
             for s in spans {
                 span(ss, s);
+            }
+        });
+    });
+    out
+}
+
+/// `Resource` (attributes 1) and `InstrumentationScope` (name 1, version 2): the first two
+/// fields of both `ResourceSpans`/`ScopeSpans` and `ResourceMetrics`/`ScopeMetrics`.
+fn resource_and_scope(
+    out: &mut Vec<u8>,
+    resource: &[(String, Attr)],
+    items: impl FnOnce(&mut Vec<u8>),
+) {
+    message(out, 1, |r| {
+        for (key, value) in resource {
+            key_value(r, 1, key, value);
+        }
+    });
+    message(out, 2, |scoped| {
+        message(scoped, 1, |scope| {
+            string(scope, 1, "agent-fabric");
+            string(scope, 2, env!("CARGO_PKG_VERSION"));
+        });
+        items(scoped);
+    });
+}
+
+/// `NumberDataPoint`: start 2, time 3, as_double 4, as_int 6 (sfixed64), attributes 7.
+fn number_point(
+    out: &mut Vec<u8>,
+    labels: &[(&str, String)],
+    value: &PointValue,
+    start: u64,
+    now: u64,
+) {
+    message(out, 1, |p| {
+        fixed64(p, 2, start);
+        fixed64(p, 3, now);
+        match value {
+            PointValue::Int(n) => fixed64(p, 6, *n),
+            // Two's complement, as sfixed64 is written.
+            PointValue::Signed(n) => fixed64(p, 6, *n as u64),
+            PointValue::Float(x) => {
+                tag(p, 4, FIXED64);
+                p.extend_from_slice(&x.to_le_bytes());
+            }
+            PointValue::Histogram(_) => {}
+        }
+        for (key, v) in labels {
+            key_value(p, 7, key, &Attr::Str(v.clone()));
+        }
+    });
+}
+
+/// An `ExportMetricsServiceRequest` of one resource and one scope: each family a `Metric`
+/// (name 1, description 2, unit 3) holding a `Gauge` (5), a monotonic cumulative `Sum` (7)
+/// or a cumulative `Histogram` (9).
+pub(crate) fn export_metrics_request(
+    resource: &[(String, Attr)],
+    families: &[Family],
+    start: f64,
+    now: f64,
+) -> Vec<u8> {
+    let (start, now) = (nanos(start), nanos(now));
+    let mut out = Vec::with_capacity(4096);
+    message(&mut out, 1, |rm| {
+        resource_and_scope(rm, resource, |sm| {
+            for f in families.iter().filter(|f| !f.points.is_empty()) {
+                message(sm, 2, |m| {
+                    string(m, 1, f.otel_name);
+                    string(m, 2, f.help);
+                    string(m, 3, f.unit);
+                    let field = match f.kind {
+                        Kind::Gauge => 5,
+                        Kind::Counter => 7,
+                        Kind::Histogram => 9,
+                    };
+                    message(m, field, |data| {
+                        for point in &f.points {
+                            match &point.value {
+                                PointValue::Histogram(h) => message(data, 1, |p| {
+                                    fixed64(p, 2, start);
+                                    fixed64(p, 3, now);
+                                    fixed64(p, 4, h.count);
+                                    tag(p, 5, FIXED64);
+                                    p.extend_from_slice(&h.sum.to_le_bytes());
+                                    // Packed: one count per bound, then the bucket above the last.
+                                    let above =
+                                        h.count.saturating_sub(h.counts.iter().sum::<u64>());
+                                    let counts: Vec<u8> = h
+                                        .counts
+                                        .iter()
+                                        .chain(std::iter::once(&above))
+                                        .flat_map(|n| n.to_le_bytes())
+                                        .collect();
+                                    bytes(p, 6, &counts);
+                                    let bounds: Vec<u8> =
+                                        h.bounds.iter().flat_map(|b| b.to_le_bytes()).collect();
+                                    bytes(p, 7, &bounds);
+                                    for (key, v) in &point.labels {
+                                        key_value(p, 9, key, &Attr::Str(v.clone()));
+                                    }
+                                }),
+                                value => number_point(data, &point.labels, value, start, now),
+                            }
+                        }
+                        if f.kind != Kind::Gauge {
+                            tag(data, 2, VARINT);
+                            varint(data, CUMULATIVE);
+                        }
+                        if f.kind == Kind::Counter {
+                            tag(data, 3, VARINT);
+                            varint(data, 1);
+                        }
+                    });
+                });
             }
         });
     });

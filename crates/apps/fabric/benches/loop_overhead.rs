@@ -186,6 +186,8 @@ async fn telemetry_table(reps: usize) {
         resource: fabric_telemetry::resource_from_env("bench", |_| None).unwrap(),
         capture_content: false,
         providers: std::collections::HashMap::new(),
+        metrics_url: String::new(),
+        metrics_interval: Duration::from_secs(3600),
     });
     let metrics: std::sync::Arc<dyn fabric_core::EventSink> =
         std::sync::Arc::new(fabric_core::metrics::Metrics::new());

@@ -124,6 +124,12 @@ impl Fabric {
     }
 }
 
+/// Sends `service`'s metrics over OTLP with the traces.
+fn export_metrics(telemetry: &fabric_telemetry::Telemetry, service: &RunService) {
+    let service = service.clone();
+    telemetry.export_metrics(Arc::new(move || service.metrics_snapshot()));
+}
+
 /// The tracer and exporter of `telemetry:` with the standard `OTEL_*` variables, or `None`
 /// when it is off.
 fn telemetry(settings: &Settings) -> anyhow::Result<Option<fabric_telemetry::Telemetry>> {
@@ -149,6 +155,8 @@ fn telemetry(settings: &Settings) -> anyhow::Result<Option<fabric_telemetry::Tel
         resource: fabric_telemetry::resource_from_env(&config.service_name, env)?,
         capture_content: config.capture_content,
         providers,
+        metrics_url: fabric_telemetry::metrics_url(&config.otlp_endpoint, env),
+        metrics_interval: fabric_telemetry::metrics_interval(env),
     };
     tracing::debug!(url = %options.traces_url, "exporting traces");
     Ok(Some(fabric_telemetry::Telemetry::start(options)))
@@ -195,6 +203,7 @@ pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow
     let telemetry = telemetry(settings)?;
     if let Some(telemetry) = &telemetry {
         service = service.with_sink(telemetry.sink());
+        export_metrics(telemetry, &service);
     }
     Ok(Fabric {
         service,
@@ -252,6 +261,7 @@ pub(crate) async fn worker_service(
     let telemetry = telemetry(settings)?;
     if let Some(telemetry) = &telemetry {
         service = service.with_sink(telemetry.sink());
+        export_metrics(telemetry, &service);
     }
     Ok((service, queue, claims, telemetry))
 }

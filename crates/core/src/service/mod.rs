@@ -290,9 +290,18 @@ impl RunService {
     /// The metrics of the runs executed here, in the Prometheus text format, with the
     /// runs in flight now.
     pub fn metrics_text(&self) -> String {
-        self.inner.metrics.render(crate::metrics::Gauges {
+        self.inner.metrics.render(self.gauges())
+    }
+
+    /// The metrics of the runs executed here, with the runs in flight now, for an exporter.
+    pub fn metrics_snapshot(&self) -> Vec<crate::metrics::Family> {
+        self.inner.metrics.snapshot(self.gauges())
+    }
+
+    fn gauges(&self) -> crate::metrics::Gauges {
+        crate::metrics::Gauges {
             runs_in_flight: self.inner.registry.len(),
-        })
+        }
     }
 
     /// Checks a request without starting it (the preparer's cheap checks).

@@ -63,13 +63,28 @@ impl Receiver {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// The spans received so far.
-    fn spans(&self) -> Vec<Value> {
+    /// Everything received so far, one object a span or a metric.
+    fn received(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.out)
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
+    }
+
+    /// The spans received so far.
+    fn spans(&self) -> Vec<Value> {
+        let mut all = self.received();
+        all.retain(|r| r.get("span_id").is_some());
+        all
+    }
+
+    /// The last export of metric `name`.
+    fn metric(&self, name: &str) -> Option<Value> {
+        self.received()
+            .into_iter()
+            .rev()
+            .find(|r| r["metric"] == name)
     }
 }
 
@@ -240,6 +255,61 @@ async fn issue_13_a_task_force_with_a_sub_agent_is_one_trace_of_genai_spans() {
             assert!(parent_of(s).is_some(), "orphan {s}");
         }
     }
+
+    // The GenAI metrics over OTLP, sent at exit: six chat calls of model key `test`.
+    let duration = receiver
+        .metric("gen_ai.client.operation.duration")
+        .expect("the operation duration metric");
+    assert_eq!(duration["kind"], "histogram");
+    assert_eq!(duration["unit"], "s");
+    assert_eq!(duration["temporality"], 2, "cumulative");
+    let point = &duration["points"][0];
+    assert_eq!(point["attributes"]["gen_ai.operation.name"], "chat");
+    assert_eq!(point["attributes"]["model_key"], "test");
+    assert_eq!(point["count"], 6);
+    let buckets: u64 = point["bucket_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(buckets, 6, "{point}");
+    assert_eq!(
+        point["bucket_counts"].as_array().unwrap().len(),
+        point["explicit_bounds"].as_array().unwrap().len() + 1
+    );
+    let usage = receiver
+        .metric("gen_ai.client.token.usage")
+        .expect("the token usage metric");
+    assert_eq!(usage["unit"], "{token}");
+    let input = usage["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["attributes"]["gen_ai.token.type"] == "input")
+        .expect("input tokens");
+    assert_eq!(input["count"], 6);
+    assert_eq!(
+        input["sum"].as_f64().unwrap() as i64,
+        attr(root, "gen_ai.usage.input_tokens").as_i64().unwrap()
+            + attr(child, "gen_ai.usage.input_tokens").as_i64().unwrap(),
+        "the run's and the sub-agent's input tokens"
+    );
+    let runs = receiver.metric("fabric.runs").expect("runs by status");
+    assert_eq!(runs["kind"], "sum");
+    assert_eq!(runs["monotonic"], true);
+    assert_eq!(runs["resource"]["service.name"], "fabric-under-test");
+    let ended: i64 = runs["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["value"]
+                .as_str()
+                .map_or_else(|| p["value"].as_i64().unwrap(), |v| v.parse().unwrap())
+        })
+        .sum();
+    assert_eq!(ended, 2, "the run and its sub-agent: {runs}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -340,11 +410,10 @@ async fn issue_13_an_unreachable_collector_changes_nothing_about_a_run() {
         .await;
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(run.json()["_meta"]["status"], "completed");
-    // Reported once, in words, on stderr (the CLI's log level shows warnings).
-    let reports = run
-        .stderr
-        .lines()
-        .filter(|l| l.contains("telemetry:"))
-        .count();
-    assert!((1..=2).contains(&reports), "reported once: {}", run.stderr);
+    // Reported once per signal, naming the collector, then the spans' total at exit.
+    for url in ["/v1/traces", "/v1/metrics"] {
+        let reports = run.stderr.lines().filter(|l| l.contains(url)).count();
+        assert_eq!(reports, 1, "{url} reported once: {}", run.stderr);
+    }
+    assert!(run.stderr.contains("spans lost"), "{}", run.stderr);
 }
