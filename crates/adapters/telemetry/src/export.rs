@@ -153,21 +153,7 @@ async fn send(
     if batch.is_empty() {
         return;
     }
-    let body = proto::export_request(resource, batch);
-    let result = client
-        .post(url)
-        .header("content-type", "application/x-protobuf")
-        .body(body)
-        .send()
-        .await;
-    let failure = match result {
-        Ok(response) if response.status().is_success() => None,
-        Ok(response) => Some(format!(
-            "the collector at {url} answered {}",
-            response.status()
-        )),
-        Err(e) => Some(format!("the collector at {url} cannot be reached: {e}")),
-    };
+    let failure = post(client, url, proto::export_request(resource, batch)).await;
     if let Some(why) = failure {
         losses
             .failed
@@ -175,6 +161,21 @@ async fn send(
         losses.warn_once(&why);
     }
     batch.clear();
+}
+
+/// Posts one OTLP protobuf body; `None` when the collector took it, else why not.
+async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>) -> Option<String> {
+    let sent = client
+        .post(url)
+        .header("content-type", "application/x-protobuf")
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.status().is_success() => None,
+        Ok(r) => Some(format!("the collector at {url} answered {}", r.status())),
+        Err(e) => Some(format!("the collector at {url} cannot be reached: {e}")),
+    }
 }
 
 /// What the metrics exporter reads each time: the run service's metrics now.
@@ -218,17 +219,7 @@ impl MetricsExporter {
                     start,
                     fabric_core::unix_now(),
                 );
-                let sent = client
-                    .post(&url)
-                    .header("content-type", "application/x-protobuf")
-                    .body(body)
-                    .send()
-                    .await;
-                let failure = match sent {
-                    Ok(r) if r.status().is_success() => None,
-                    Ok(r) => Some(format!("the collector at {url} answered {}", r.status())),
-                    Err(e) => Some(format!("the collector at {url} cannot be reached: {e}")),
-                };
+                let failure = post(&client, &url, body).await;
                 if let Some(why) = failure
                     && !warned.swap(true, Ordering::Relaxed)
                 {

@@ -71,12 +71,7 @@ class Handler(BaseHTTPRequestHandler):
         with open(OUT, "a") as f:
             for line in lines:
                 f.write(line + "\n")
-        answer = ExportTraceServiceResponse().SerializeToString()
-        self.send_response(200)
-        self.send_header("content-type", "application/x-protobuf")
-        self.send_header("content-length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        self.reply(ExportTraceServiceResponse())
 
     def metrics(self, body):
         request = ExportMetricsServiceRequest()
@@ -110,7 +105,10 @@ class Handler(BaseHTTPRequestHandler):
         with open(OUT, "a") as f:
             for line in lines:
                 f.write(line + "\n")
-        answer = ExportMetricsServiceResponse().SerializeToString()
+        self.reply(ExportMetricsServiceResponse())
+
+    def reply(self, response):
+        answer = response.SerializeToString()
         self.send_response(200)
         self.send_header("content-type", "application/x-protobuf")
         self.send_header("content-length", str(len(answer)))
