@@ -51,6 +51,7 @@ pub mod recruit;
 pub mod repair;
 pub mod search;
 pub mod service;
+pub mod trace;
 pub mod typed;
 
 pub use error::CoreError;

@@ -291,6 +291,11 @@ impl Transport {
         if let Some(body) = body {
             request = request.header(CONTENT_TYPE, "application/json").body(body);
         }
+        // The model call's span, when the run is traced (issue #13): the server's own spans,
+        // if it makes any, become its children.
+        if let Some(traceparent) = fabric_core::trace::current_traceparent() {
+            request = request.header("traceparent", traceparent);
+        }
         let response = request
             .send()
             .await

@@ -76,12 +76,15 @@ pub struct NoInput {}
 pub trait FabricService: Send + Sync + 'static {
     /// Runs a task to its end, sending every runlog event to `events` as it is recorded,
     /// and returns the result object (the finish payload plus `_meta` with the run id).
-    /// `cancel` is cancelled when the client cancels the request.
+    /// `cancel` is cancelled when the client cancels the request. `traceparent` is the
+    /// caller's W3C trace context from the request's `_meta` (SEP-414), which the run's
+    /// spans continue.
     async fn run_task(
         &self,
         input: RunTaskInput,
         events: mpsc::Sender<RunEvent>,
         cancel: CancellationToken,
+        traceparent: Option<String>,
     ) -> Result<Value, String>;
 
     /// The specialists: id, description, tools.
@@ -193,7 +196,10 @@ impl FabricMcpServer {
                         let _ = peer.notify_progress(progress).await;
                     }
                 };
-                let run = self.service.run_task(input, tx, context.ct.clone());
+                let traceparent = context.meta.get_traceparent().map(str::to_owned);
+                let run = self
+                    .service
+                    .run_task(input, tx, context.ct.clone(), traceparent);
                 let (result, ()) = tokio::join!(run, forward);
                 result
             }

@@ -110,7 +110,15 @@ impl Tool for McpTool {
             Value::Object(map) => map,
             _ => serde_json::Map::new(),
         };
-        let params = CallToolRequestParams::new(self.remote_name.clone()).with_arguments(arguments);
+        let mut params =
+            CallToolRequestParams::new(self.remote_name.clone()).with_arguments(arguments);
+        // The tool call's span as the server's parent, in `_meta` (SEP-414), when the run is
+        // traced (issue #13); stdio and HTTP servers alike.
+        if let Some(traceparent) = fabric_core::trace::current_traceparent() {
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.set_traceparent(traceparent);
+            params.meta = Some(meta);
+        }
         let answer = tokio::time::timeout(self.timeout, self.peer.call_tool(params)).await;
         let result = match answer {
             Err(_) => {

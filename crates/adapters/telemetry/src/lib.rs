@@ -69,6 +69,12 @@ impl Telemetry {
         }
     }
 
+    /// Where the trace context of a run's model calls comes from (install it with
+    /// `fabric_core::trace::install`).
+    pub fn trace_source(&self) -> Arc<dyn fabric_core::trace::TraceSource> {
+        Arc::clone(&self.tracer) as Arc<dyn fabric_core::trace::TraceSource>
+    }
+
     /// Starts sending the metrics `snapshot` reads (the run service's) over OTLP; once.
     pub fn export_metrics(&self, snapshot: Snapshot) {
         let options = &self.options;

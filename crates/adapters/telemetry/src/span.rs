@@ -122,22 +122,51 @@ impl Open {
 struct RunTrace {
     trace_id: [u8; 16],
     root: Open,
-    /// The task-force member working now (task forces only).
-    member: Option<Open>,
-    chat: Option<Open>,
+    /// The task-force members working now, by `pack_index` (parallel members overlap).
+    members: HashMap<u32, Open>,
+    /// The model call in flight, by `pack_index` (`None`: a lone specialist, routing).
+    chats: HashMap<Option<u32>, Open>,
     tools: Vec<(String, Open)>,
-    /// The model key of the member working now, for the provider of its calls.
-    model_key: String,
-    /// A cloud fallback's or the routing call's key, for the next model call only.
-    next_call_key: Option<String>,
+    /// The model key of each member (`None`: a lone specialist), for its calls' provider.
+    model_keys: HashMap<Option<u32>, String>,
+    /// A cloud fallback's key, for that member's next model call only.
+    next_call_keys: HashMap<Option<u32>, String>,
     task_force: bool,
 }
 
 impl RunTrace {
-    /// The span new work hangs under: the member's, else the run's.
-    fn current(&self) -> [u8; 8] {
-        self.member.as_ref().unwrap_or(&self.root).span_id
+    /// The span a member's work hangs under: the member's, else the run's.
+    fn current(&self, pack: Option<u32>) -> [u8; 8] {
+        pack.and_then(|i| self.members.get(&i))
+            .unwrap_or(&self.root)
+            .span_id
     }
+
+    /// The model key a member's calls use now.
+    fn model_key(&self, pack: Option<u32>) -> String {
+        self.model_keys
+            .get(&pack)
+            .or_else(|| self.model_keys.get(&None))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The `traceparent` of the latest model or tool call in flight, for its outgoing
+    /// request (a model request, an MCP `tools/call`).
+    fn call_traceparent(&self) -> Option<String> {
+        let call = self
+            .chats
+            .values()
+            .chain(self.tools.iter().map(|(_, tool)| tool))
+            .max_by(|a, b| a.start.total_cmp(&b.start))?;
+        Some(format_traceparent(&self.trace_id, &call.span_id))
+    }
+}
+
+/// A W3C `traceparent` header for `span` of `trace`, sampled.
+pub fn format_traceparent(trace: &[u8; 16], span: &[u8; 8]) -> String {
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    format!("00-{}-{}-01", hex(trace), hex(span))
 }
 
 /// How to read a `traceparent` header: `00-<trace id>-<span id>-<flags>`.
@@ -233,10 +262,17 @@ impl Tracer {
             .as_ref()
             .and_then(|id| state.runs.get(id))
             .map(|parent| {
+                // The latest open call that starts runs: a delegation, or a finish_task
+                // under review (parallel members may have other tools open).
                 let under = parent
                     .tools
-                    .last()
-                    .map_or_else(|| parent.current(), |(_, tool)| tool.span_id);
+                    .iter()
+                    .rev()
+                    .find(|(_, tool)| {
+                        tool.name.starts_with("execute_tool agent__")
+                            || tool.name == "execute_tool finish_task"
+                    })
+                    .map_or_else(|| parent.current(None), |(_, tool)| tool.span_id);
                 (parent.trace_id, Some(under))
             });
         let (trace_id, parent) = match (from_parent, state.remote.remove(run)) {
@@ -263,11 +299,11 @@ impl Tracer {
             RunTrace {
                 trace_id,
                 root,
-                member: None,
-                chat: None,
+                members: HashMap::new(),
+                chats: HashMap::new(),
                 tools: Vec::new(),
-                model_key: text(&p["model_key"]).to_owned(),
-                next_call_key: None,
+                model_keys: HashMap::from([(None, text(&p["model_key"]).to_owned())]),
+                next_call_keys: HashMap::new(),
                 task_force: false,
             },
         );
@@ -295,6 +331,7 @@ impl Tracer {
             return;
         };
         let trace_id = t.trace_id;
+        let pack = event.pack_index();
         match event.kind {
             EventKind::Recruitment => {
                 let ids: Vec<String> = p["specialist_ids"]
@@ -321,7 +358,7 @@ impl Tracer {
                 self.sink.emit(route.end(trace_id, event.ts, None));
             }
             EventKind::PackStart => {
-                t.model_key = text(&p["model_key"]).to_owned();
+                t.model_keys.insert(pack, text(&p["model_key"]).to_owned());
                 if t.task_force {
                     let id = text(&p["specialist_id"]);
                     let mut member = Open::new(
@@ -333,13 +370,13 @@ impl Tracer {
                     member.str("gen_ai.operation.name", "invoke_agent");
                     member.str("gen_ai.agent.name", id);
                     member.str("gen_ai.conversation.id", run.as_str());
-                    if let Some(old) = t.member.replace(member) {
+                    if let Some(old) = t.members.insert(pack.unwrap_or_default(), member) {
                         self.sink.emit(old.end(trace_id, event.ts, None));
                     }
                 }
             }
             EventKind::PackEnd => {
-                if let Some(member) = t.member.take() {
+                if let Some(member) = t.members.remove(&pack.unwrap_or_default()) {
                     let status = text(&p["status"]);
                     let error = (!matches!(status, "completed" | "completed_without_finish"))
                         .then(|| format!("{status}: {}", text(&p["reason"])));
@@ -347,7 +384,8 @@ impl Tracer {
                 }
             }
             EventKind::CloudFallback => {
-                t.next_call_key = Some(text(&p["cloud_model_key"]).to_owned())
+                t.next_call_keys
+                    .insert(pack, text(&p["cloud_model_key"]).to_owned());
             }
             EventKind::LlmRequest => {
                 let model = text(&p["model"]);
@@ -355,11 +393,15 @@ impl Tracer {
                 let key = if routing {
                     text(&p["model_key"]).to_owned()
                 } else {
-                    t.next_call_key
-                        .clone()
-                        .unwrap_or_else(|| t.model_key.clone())
+                    t.next_call_keys
+                        .remove(&pack)
+                        .unwrap_or_else(|| t.model_key(pack))
                 };
-                let parent = if routing { t.root.span_id } else { t.current() };
+                let parent = if routing {
+                    t.root.span_id
+                } else {
+                    t.current(pack)
+                };
                 let mut chat = Open::new(
                     Some(parent),
                     format!("chat {model}"),
@@ -375,13 +417,12 @@ impl Tracer {
                 if routing {
                     chat.str("fabric.purpose", "routing");
                 }
-                if let Some(old) = t.chat.replace(chat) {
+                if let Some(old) = t.chats.insert(pack, chat) {
                     self.sink.emit(old.end(trace_id, event.ts, None));
                 }
             }
             EventKind::LlmResponse => {
-                t.next_call_key = None;
-                if let Some(mut chat) = t.chat.take() {
+                if let Some(mut chat) = t.chats.remove(&pack) {
                     for (field, attr) in [
                         ("prompt_tokens", "gen_ai.usage.input_tokens"),
                         ("completion_tokens", "gen_ai.usage.output_tokens"),
@@ -410,7 +451,7 @@ impl Tracer {
             EventKind::ToolCall => {
                 let tool = text(&p["tool"]);
                 let mut span = Open::new(
-                    Some(t.current()),
+                    Some(t.current(pack)),
                     format!("execute_tool {tool}"),
                     Kind::Internal,
                     event.ts,
@@ -446,7 +487,7 @@ impl Tracer {
                     let server = text(&p["server"]);
                     let elapsed = p["elapsed_ms"].as_f64().unwrap_or(0.0) / 1000.0;
                     let mut span = Open::new(
-                        Some(t.current()),
+                        Some(t.current(pack)),
                         format!("fabric.mcp.start {server}"),
                         Kind::Internal,
                         event.ts - elapsed,
@@ -467,14 +508,14 @@ impl Tracer {
                             Some("the run ended first".to_owned()),
                         ));
                     }
-                    if let Some(chat) = t.chat.take() {
+                    for (_, chat) in t.chats.drain() {
                         self.sink.emit(chat.end(
                             trace_id,
                             end,
                             Some("the run ended first".to_owned()),
                         ));
                     }
-                    if let Some(member) = t.member.take() {
+                    for (_, member) in t.members.drain() {
                         self.sink.emit(member.end(trace_id, end, None));
                     }
                     if t.root.name == "invoke_agent" {
@@ -507,6 +548,12 @@ impl Tracer {
         }
     }
 
+    /// The `traceparent` for the outgoing request of run `run`'s model or tool call in
+    /// flight (the latest one when parallel members overlap), if the run is traced here.
+    pub fn traceparent(&self, run: &RunId) -> Option<String> {
+        self.lock().runs.get(run)?.call_traceparent()
+    }
+
     /// Forgets run `run` without ending its spans (a suspended run; a run that failed
     /// before its first event).
     pub fn forget(&self, run: &RunId) {
@@ -522,6 +569,12 @@ impl Tracer {
         } else {
             tracing::debug!(run_id = %run, traceparent, "malformed traceparent ignored");
         }
+    }
+}
+
+impl fabric_core::trace::TraceSource for Tracer {
+    fn traceparent(&self, run: &RunId) -> Option<String> {
+        Tracer::traceparent(self, run)
     }
 }
 
@@ -569,6 +622,95 @@ mod tests {
 
     fn id(n: u8) -> RunId {
         RunId::parse(&format!("20260101-000000-000-aaaaaaa{n}")).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn parallel_members_keep_their_own_calls() {
+        let spans = Arc::new(Collect::default());
+        let tracer = Tracer::new(Box::new(Arc::clone(&spans)), false, HashMap::new());
+        let run = id(3);
+        let m = |i: u32, extra: Value| {
+            let mut p = json!({"pack_index": i});
+            if let (Some(p), Some(extra)) = (p.as_object_mut(), extra.as_object()) {
+                p.extend(extra.clone());
+            }
+            p
+        };
+        for e in [
+            ev(EventKind::RunStart, 1.0, json!({"model_key": "k"})),
+            ev(
+                EventKind::Recruitment,
+                1.0,
+                json!({"specialist_ids": ["a", "b"], "is_task_force": true}),
+            ),
+            ev(
+                EventKind::PackStart,
+                2.0,
+                m(0, json!({"specialist_id": "a", "model_key": "k"})),
+            ),
+            ev(
+                EventKind::PackStart,
+                2.0,
+                m(1, json!({"specialist_id": "b", "model_key": "cloud"})),
+            ),
+            ev(EventKind::LlmRequest, 3.0, m(0, json!({"model": "x"}))),
+            ev(EventKind::LlmRequest, 3.1, m(1, json!({"model": "y"}))),
+        ] {
+            tracer.observe(&run, &e);
+        }
+        // The latest call in flight is the one a model request would carry.
+        let header = tracer.traceparent(&run).unwrap();
+        for e in [
+            ev(EventKind::LlmResponse, 4.0, m(0, json!({}))),
+            ev(
+                EventKind::ToolCall,
+                4.0,
+                m(0, json!({"tool": "shell", "call_id": "a1"})),
+            ),
+            ev(EventKind::LlmResponse, 5.0, m(1, json!({}))),
+            ev(
+                EventKind::PackEnd,
+                6.0,
+                m(1, json!({"status": "completed"})),
+            ),
+            ev(
+                EventKind::ToolResult,
+                7.0,
+                m(0, json!({"tool": "shell", "call_id": "a1"})),
+            ),
+            ev(
+                EventKind::PackEnd,
+                8.0,
+                m(0, json!({"status": "failed", "reason": "r"})),
+            ),
+            ev(
+                EventKind::RunComplete,
+                9.0,
+                json!({"status": "partial", "specialist_ids": ["a", "b"]}),
+            ),
+        ] {
+            tracer.observe(&run, &e);
+        }
+        let spans = spans.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let named = |n: &str| spans.iter().find(|s| s.name == n).unwrap();
+        let (a, b) = (named("invoke_agent a"), named("invoke_agent b"));
+        assert_eq!((a.start, a.end, b.start, b.end), (2.0, 8.0, 2.0, 6.0));
+        assert_eq!(a.error.as_deref(), Some("failed: r"));
+        assert_eq!(named("chat x").parent, Some(a.span_id));
+        assert_eq!((named("chat x").start, named("chat x").end), (3.0, 4.0));
+        assert_eq!(named("chat y").parent, Some(b.span_id));
+        assert_eq!(named("execute_tool shell").parent, Some(a.span_id));
+        assert!(
+            header.ends_with(&format!(
+                "{}-01",
+                named("chat y")
+                    .span_id
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            )),
+            "{header}"
+        );
     }
 
     #[test]

@@ -159,7 +159,10 @@ fn telemetry(settings: &Settings) -> anyhow::Result<Option<fabric_telemetry::Tel
         metrics_interval: fabric_telemetry::metrics_interval(env),
     };
     tracing::debug!(url = %options.traces_url, "exporting traces");
-    Ok(Some(fabric_telemetry::Telemetry::start(options)))
+    let telemetry = fabric_telemetry::Telemetry::start(options);
+    // Model requests carry the trace context of their chat span.
+    fabric_core::trace::install(telemetry.trace_source());
+    Ok(Some(telemetry))
 }
 
 /// The store under the settings (`store.url` / `FABRIC_STORE_URL`, else SQLite in the

@@ -366,7 +366,11 @@ impl RunService {
             submission,
             _permit: permit,
         };
-        inner.tracker.spawn(task.run(prepared_tx, done_tx));
+        // The run's own task carries its id, for the trace context of its outgoing calls.
+        inner.tracker.spawn(crate::trace::scope(
+            id.clone(),
+            task.run(prepared_tx, done_tx),
+        ));
         Ok(RunHandle {
             id,
             live,

@@ -121,6 +121,11 @@ impl ScriptedServer {
         self.shared.lock().requests.clone()
     }
 
+    /// The W3C `traceparent` headers of the requests received so far, in arrival order.
+    pub fn traceparents(&self) -> Vec<String> {
+        self.shared.lock().traceparents.clone()
+    }
+
     /// How many chat requests arrived so far (answered, failed or exhausted alike).
     pub fn chat_request_count(&self) -> usize {
         self.shared.lock().requests.len()
@@ -197,6 +202,8 @@ struct State {
     embedding_requests: Vec<RecordedRequest>,
     /// Requests per path, every route and method included (a few distinct paths).
     hits: std::collections::BTreeMap<String, usize>,
+    /// The `traceparent` headers received, in arrival order (trace context, issue #13).
+    traceparents: Vec<String>,
 }
 
 impl Shared {
@@ -515,11 +522,20 @@ async fn count_hit(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    *shared
-        .lock()
-        .hits
-        .entry(request.uri().path().to_owned())
-        .or_default() += 1;
+    {
+        let mut state = shared.lock();
+        *state
+            .hits
+            .entry(request.uri().path().to_owned())
+            .or_default() += 1;
+        if let Some(value) = request
+            .headers()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+        {
+            state.traceparents.push(value.to_owned());
+        }
+    }
     next.run(request).await
 }
 

@@ -68,6 +68,7 @@ impl FabricService for McpApp {
         input: RunTaskInput,
         events: mpsc::Sender<RunEvent>,
         cancel: CancellationToken,
+        traceparent: Option<String>,
     ) -> Result<Value, String> {
         let request = TaskRequest {
             prompt: input.prompt,
@@ -75,7 +76,9 @@ impl FabricService for McpApp {
             network_allowed: input.network_allowed,
             ..TaskRequest::default()
         };
-        let submission = Submission::new(request).observed(Arc::new(Forward(events)));
+        let submission = Submission::new(request)
+            .observed(Arc::new(Forward(events)))
+            .traced(traceparent);
         let handle = self.service.submit(submission).map_err(|e| e.to_string())?;
         // The client cancelling the request cancels the run by id.
         let (service, id) = (self.service.clone(), handle.id().clone());

@@ -235,6 +235,15 @@ async fn issue_13_a_task_force_with_a_sub_agent_is_one_trace_of_genai_spans() {
             .entry(parent["span_id"].as_str().unwrap().to_owned())
             .or_default() += 1;
     }
+    // Each model request carried its chat span as its trace context.
+    let mut sent: Vec<String> = fx.server.traceparents();
+    let mut expected: Vec<String> = chats
+        .iter()
+        .map(|c| format!("00-{trace}-{}-01", c["span_id"].as_str().unwrap()))
+        .collect();
+    sent.sort();
+    expected.sort();
+    assert_eq!(sent, expected, "the traceparent of every model request");
     assert_eq!(under[lead["span_id"].as_str().unwrap()], 2);
     assert_eq!(under[child["span_id"].as_str().unwrap()], 2);
     assert_eq!(under[member["span_id"].as_str().unwrap()], 2);
@@ -416,4 +425,99 @@ async fn issue_13_an_unreachable_collector_changes_nothing_about_a_run() {
         assert_eq!(reports, 1, "{url} reported once: {}", run.stderr);
     }
     assert!(run.stderr.contains("spans lost"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_13_traceparent_in_mcp_run_task_meta_becomes_the_run_s_parent() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let Some(receiver) = Receiver::start() else {
+        return;
+    };
+    let fx = Fixture::new(vec![
+        Turn::tool_call("write_file", json!({"path": "a.txt", "content": "a"})),
+        Turn::tool_call("finish_task", json!({"summary": "done"})),
+    ])
+    .await;
+    fx.append_config(&telemetry_yaml(&receiver.endpoint(), false));
+    let mut child = fx
+        .command(&["mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("fabric mcp starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // The MCP handshake, then run_task with the caller's trace context in `_meta` (SEP-414).
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "trace-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_task", "arguments": {"prompt": "write a", "specialist": "engineering"}, "_meta": {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}),
+    ] {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == 2 {
+                return message;
+            }
+        }
+        panic!("fabric mcp ended without answering run_task");
+    })
+    .await
+    .expect("run_task answered within 60 s");
+    assert!(answer["result"].is_object(), "{answer}");
+    // Closing stdin ends the server, which sends its spans before exiting.
+    drop(stdin);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait()).await;
+    let spans = receiver.spans();
+    let root = one(&spans, "invoke_agent engineering");
+    assert_eq!(root["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(root["parent"], "b7ad6b7169203331");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_13_mcp_tool_calls_carry_the_tool_span_as_their_trace_context() {
+    let Some(receiver) = Receiver::start() else {
+        return;
+    };
+    let fx = Fixture::new(vec![
+        Turn::tool_call("mcp__echo__meta", json!({})),
+        Turn::tool_call("finish_task", json!({"summary": "done"})),
+    ])
+    .await;
+    fx.append_config(&telemetry_yaml(&receiver.endpoint(), false));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/meta_echo.py");
+    let dir = fx.workspace_root().join("specialists");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("meta_user.md"),
+        format!(
+            "---\nname: meta_user\ndescription: Calls the meta echo server.\ntools: [mcp__echo__meta]\nmcp_servers:\n  - name: echo\n    command: python3\n    args: [{}]\n    required: true\n---\nCall the tool.\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let run = fx
+        .fabric(&["run", "show meta", "--pack", "meta_user", "--json"])
+        .await;
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    let events = fx.runlog(&run.json());
+    let result = events
+        .iter()
+        .find(|e| e["kind"] == "tool_result" && e["payload"]["tool"] == "mcp__echo__meta")
+        .expect("the MCP tool answered");
+    let text = result["payload"]["result"].to_string();
+    let spans = receiver.spans();
+    let tool = one(&spans, "execute_tool mcp__echo__meta");
+    let expected = format!(
+        "00-{}-{}-01",
+        tool["trace_id"].as_str().unwrap(),
+        tool["span_id"].as_str().unwrap()
+    );
+    assert!(text.contains(&expected), "{expected} in {text}");
 }
