@@ -481,6 +481,31 @@ impl Tracer {
                     self.sink.emit(span.end(trace_id, event.ts, error));
                 }
             }
+            EventKind::CriticReview => {
+                // The review happens inside the `finish_task` call it judges: its verdict
+                // goes on that span (the critic's own run is a child span under it).
+                if let Some((_, span)) = t
+                    .tools
+                    .iter_mut()
+                    .rev()
+                    .find(|(_, tool)| tool.name == "execute_tool finish_task")
+                {
+                    span.str("fabric.critic", text(&p["critic"]));
+                    span.attr(
+                        "fabric.critic.approved",
+                        Attr::Bool(p["approved"].as_bool().unwrap_or(false)),
+                    );
+                    span.attr(
+                        "fabric.critic.round",
+                        Attr::Int(p["round"].as_i64().unwrap_or(0)),
+                    );
+                    let findings = p["findings"].as_array().map_or(0, Vec::len);
+                    span.attr(
+                        "fabric.critic.findings",
+                        Attr::Int(i64::try_from(findings).unwrap_or(i64::MAX)),
+                    );
+                }
+            }
             EventKind::McpServer => {
                 let status = text(&p["status"]);
                 if matches!(status, "ready" | "failed" | "timeout") {
@@ -730,6 +755,21 @@ mod tests {
             ),
             ev(
                 EventKind::ToolCall,
+                1.5,
+                json!({"tool": "finish_task", "call_id": "f"}),
+            ),
+            ev(
+                EventKind::CriticReview,
+                1.6,
+                json!({"critic": "reviewer", "approved": false, "round": 1, "findings": [{"severity": "high"}]}),
+            ),
+            ev(
+                EventKind::ToolError,
+                1.7,
+                json!({"tool": "finish_task", "call_id": "f", "error_type": "rejected", "error_message": "fix it"}),
+            ),
+            ev(
+                EventKind::ToolCall,
                 2.0,
                 json!({"tool": "shell", "call_id": "c"}),
             ),
@@ -765,6 +805,22 @@ mod tests {
             .iter()
             .find(|s| s.name == "execute_tool shell")
             .unwrap();
+        let finish = spans
+            .iter()
+            .find(|s| s.name == "execute_tool finish_task")
+            .unwrap();
+        for (key, value) in [
+            ("fabric.critic", Attr::Str("reviewer".to_owned())),
+            ("fabric.critic.approved", Attr::Bool(false)),
+            ("fabric.critic.round", Attr::Int(1)),
+            ("fabric.critic.findings", Attr::Int(1)),
+            ("error.type", Attr::Str("rejected".to_owned())),
+        ] {
+            assert!(
+                finish.attributes.contains(&(key.to_owned(), value)),
+                "{key}"
+            );
+        }
         assert_eq!(tool.error.as_deref(), Some("no"));
         assert_eq!((tool.start, tool.end), (2.0, 3.0));
         let root = spans.iter().find(|s| s.name == "invoke_agent a").unwrap();
