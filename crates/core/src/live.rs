@@ -224,6 +224,14 @@ impl LiveRun {
         })
     }
 
+    /// Marks the run as stopped without an end (a suspending shutdown: the next start
+    /// continues it): followers' streams end without a terminal event, as docs/HTTP.md
+    /// says, instead of a `run_failed` that would tell them the run failed.
+    pub fn suspend(&self) {
+        lock(&self.state).ended = true;
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// Marks the run as ended. When it ended without a terminal event (the runlog itself
     /// could not be written), followers get a `run_failed` event with the reason, so every
     /// stream ends with a terminal event; that event exists only in memory.

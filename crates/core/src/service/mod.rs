@@ -559,8 +559,13 @@ impl RunTask {
                 tracing::warn!(run_id = %id, %error, "run ended inside the fabric");
             }
         }
-        self.live
-            .finish(result.as_ref().err().map(ToString::to_string).as_deref());
+        if result.is_err() && self.service.inner.suspended.load(Ordering::SeqCst) {
+            // Suspended at shutdown, not ended: the next start continues it.
+            self.live.suspend();
+        } else {
+            self.live
+                .finish(result.as_ref().err().map(ToString::to_string).as_deref());
+        }
         self.service.inner.registry.remove(id);
         for sink in &self.service.inner.sinks {
             sink.forget(id);

@@ -459,6 +459,8 @@ async fn issue_10_serve_suspends_runs_at_shutdown_and_continues_them_at_its_next
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // A follower of the live run: its stream must end without a terminal event.
+    let mut follower = first.follow(&id, None).await;
     // A deploy: SIGTERM while the run waits on its model.
     let pid = first.child.id().expect("pid").to_string();
     let status = std::process::Command::new("kill")
@@ -475,6 +477,15 @@ async fn issue_10_serve_suspends_runs_at_shutdown_and_continues_them_at_its_next
     assert!(
         !text.contains("run_failed") && !text.contains("run_complete"),
         "suspended, not ended:\n{text}"
+    );
+    let frames = follower.rest().await;
+    assert!(!frames.is_empty());
+    assert!(
+        frames
+            .iter()
+            .all(|f| !matches!(f.event.as_deref(), Some("run_failed" | "run_complete"))),
+        "the stream of a suspended run ends without a terminal event: {:?}",
+        frames.iter().map(|f| &f.event).collect::<Vec<_>>()
     );
     // The next start continues it.
     let second = first.another_node().await;
