@@ -2,16 +2,53 @@ use async_trait::async_trait;
 use fabric_domain::{Message, ToolCall, Usage};
 use serde_json::Value;
 use serde_json::value::RawValue;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// The tool definitions offered to a model, serialised once: a JSON array of OpenAI function
 /// definitions. Kept as JSON text rather than a `Value` tree because a run holds them for its
 /// whole life and sends them with every request; text is a third of the memory and needs no
-/// re-encoding per step.
+/// re-encoding per step. Equal texts are shared: runs of one specialist offer the same tools,
+/// so thousands of runs in flight hold one copy (issue #14).
 #[derive(Debug, Clone)]
 pub struct ToolDefinitions {
-    json: Box<RawValue>,
+    json: Arc<RawValue>,
     count: usize,
+}
+
+/// The definitions texts in use, by hash: a run's text is swapped for an equal one another
+/// run holds. Entries die with their last holder and are swept as the table grows.
+fn intern(json: Box<RawValue>) -> Arc<RawValue> {
+    use std::collections::HashMap;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::{Mutex, OnceLock, PoisonError, Weak};
+    type Table = (
+        std::collections::hash_map::RandomState,
+        HashMap<u64, Vec<Weak<RawValue>>>,
+    );
+    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| Mutex::new(Default::default()));
+    // A poisoned table still holds valid weak pointers.
+    let mut guard = table.lock().unwrap_or_else(PoisonError::into_inner);
+    let (state, map) = &mut *guard;
+    let mut hasher = state.build_hasher();
+    hasher.write(json.get().as_bytes());
+    let key = hasher.finish();
+    let bucket = map.entry(key).or_default();
+    bucket.retain(|w| w.strong_count() > 0);
+    if let Some(shared) = bucket
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|held| held.get() == json.get())
+    {
+        return shared;
+    }
+    let fresh: Arc<RawValue> = Arc::from(json);
+    bucket.push(Arc::downgrade(&fresh));
+    if map.len() > 4096 {
+        map.retain(|_, bucket| bucket.iter().any(|w| w.strong_count() > 0));
+    }
+    fresh
 }
 
 impl ToolDefinitions {
@@ -25,7 +62,7 @@ impl ToolDefinitions {
             .and_then(|text| RawValue::from_string(text).ok())
             .unwrap_or_else(Self::empty_json);
         Self {
-            json,
+            json: intern(json),
             count: definitions.len(),
         }
     }
@@ -33,7 +70,7 @@ impl ToolDefinitions {
     /// No tools.
     pub fn none() -> Self {
         Self {
-            json: Self::empty_json(),
+            json: Arc::from(Self::empty_json()),
             count: 0,
         }
     }
@@ -261,5 +298,21 @@ pub trait ChatClient: Send + Sync {
     /// spent): a cloud fallback is then not taken.
     fn unavailable(&self) -> Option<String> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_14_equal_definitions_are_one_copy() {
+        let defs =
+            [serde_json::json!({"type": "function", "function": {"name": "issue14_shared"}})];
+        let (a, b) = (ToolDefinitions::new(&defs), ToolDefinitions::new(&defs));
+        assert!(Arc::ptr_eq(&a.json, &b.json));
+        let other = ToolDefinitions::new(&[serde_json::json!({"name": "issue14_other"})]);
+        assert!(!Arc::ptr_eq(&a.json, &other.json));
+        assert_eq!(a.to_values(), defs);
     }
 }
