@@ -8,6 +8,7 @@
 #   PyPI: selenium, in the same venv, to drive the web run viewer in a real browser (4.51.0:
 #         4.52.0 asks for a certifi release PyPI's index here did not have yet)
 #   PyPI: opentelemetry-proto, in the same venv: the OTLP receiver of the trace tests
+#   PyPI: schemathesis, in the same venv: checks `fabric serve` against its OpenAPI document
 #   apt:  postgresql (Debian's server package), for the database store's contract tests,
 #         which start a throwaway cluster from /usr/lib/postgresql/*/bin (needs root)
 #   apt:  chromium and chromium-driver (Debian's packages), the headless browser and its
@@ -23,7 +24,8 @@ FILESYSTEM_VERSION=2026.8.31
 PY_MCP_VERSION=2.3.0
 SELENIUM_VERSION=4.51.0
 OTEL_PROTO_VERSION=1.38.0
-STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION"
+SCHEMATHESIS_VERSION=4.32.5
+STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION"
 
 # `apt_install WHAT PACKAGE...` installs Debian's PACKAGEs, called WHAT in its messages;
 # system packages, not versioned with the stamp below.
@@ -69,11 +71,11 @@ mkdir -p "$DEPS/node"
 # The official conformance suite (@modelcontextprotocol/conformance 0.1.16) needs Node 22
 # (`fs.globSync`); with Node 20 it does not start, so it is not installed here (docs/MCP.md).
 
-echo "== python mcp, selenium and opentelemetry-proto into $DEPS/venv"
+echo "== python mcp, selenium, opentelemetry-proto and schemathesis into $DEPS/venv"
 python3 -m venv "$DEPS/venv"
 "$DEPS/venv/bin/pip" install --quiet --disable-pip-version-check \
     "mcp==$PY_MCP_VERSION" "selenium==$SELENIUM_VERSION" \
-    "opentelemetry-proto==$OTEL_PROTO_VERSION"
+    "opentelemetry-proto==$OTEL_PROTO_VERSION" "schemathesis==$SCHEMATHESIS_VERSION"
 
 echo "$STAMP" > "$DEPS/.installed"
 # The build scripts that mark tests ignored when these are missing watch this file.

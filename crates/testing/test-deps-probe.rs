@@ -18,12 +18,13 @@ fn test_deps_dir() -> Option<std::path::PathBuf> {
 /// Where Debian's `chromium` and `chromium-driver` put the browser and its WebDriver.
 const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
 
-/// Emits `fabric_no_mcp_deps`, `fabric_no_postgres` and `fabric_no_browser` when those are
-/// missing.
+/// Emits `fabric_no_mcp_deps`, `fabric_no_postgres`, `fabric_no_browser` and
+/// `fabric_no_schemathesis` when those are missing.
 fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_mcp_deps)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_postgres)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_browser)");
+    println!("cargo::rustc-check-cfg=cfg(fabric_no_schemathesis)");
     println!("cargo::rustc-check-cfg=cfg(fabric_has_podman)");
     // A test of the refusal without Podman cannot run where Podman is installed.
     let podman: Vec<&str> = ["/usr/local/bin/podman", "/usr/bin/podman", "/bin/podman"]
@@ -49,21 +50,26 @@ fn emit_test_deps_cfgs() {
         "cargo::rerun-if-changed={}",
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../testing/test-deps.stamp")
     );
-    // The install's stamp names what it installed; Selenium came with a later version of
-    // the script than the MCP packages, so an older install has the one and not the other.
+    // The install's stamp names what it installed; Selenium and schemathesis came with later
+    // versions of the script than the MCP packages, so an older install lacks them.
     let mut selenium = false;
+    let mut schemathesis = false;
     match test_deps_dir() {
         Some(dir) => {
             let marker = dir.join(".installed");
             if marker.is_file() {
                 println!("cargo::rerun-if-changed={}", marker.display());
-                selenium = std::fs::read_to_string(&marker)
-                    .is_ok_and(|stamp| stamp.contains("selenium="));
+                let stamp = std::fs::read_to_string(&marker).unwrap_or_default();
+                selenium = stamp.contains("selenium=");
+                schemathesis = stamp.contains("schemathesis=");
             } else {
                 println!("cargo::rustc-cfg=fabric_no_mcp_deps");
             }
         }
         None => println!("cargo::rustc-cfg=fabric_no_mcp_deps"),
+    }
+    if !schemathesis {
+        println!("cargo::rustc-cfg=fabric_no_schemathesis");
     }
     let mut browser = selenium;
     for path in BROWSER_FILES {

@@ -21,6 +21,7 @@
 mod auth;
 mod error;
 mod extract;
+mod formats;
 mod handlers;
 mod launch;
 mod model;
@@ -35,8 +36,8 @@ pub use handlers::budget::{BudgetReport, BudgetSource, KeyBudget};
 pub use model::{
     CancelAccepted, EventDoc, EventList, EventsQuery, Health, ListQuery, MAX_STEPS_LIMIT,
     PruneRequest, PruneResult, RunAccepted, RunListItem, RunMetaDoc, RunPage, RunRequest,
-    RunResultDoc, RunView, STATUSES, SearchHitDoc, SearchPage, SearchParams, StatsPage,
-    StatsParams, StatusView,
+    RunResultDoc, RunView, STATUSES, SearchHitDoc, SearchPage, SearchParams, SseFrameDoc,
+    StatsPage, StatsParams, StatusView,
 };
 pub use serve::{serve, serve_with, serve_with_grace};
 pub use state::{ApiConfig, AppState, RequestCeiling};
@@ -116,7 +117,9 @@ fn api(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let public = OpenApiRouter::new()
         .routes(routes!(meta::health))
         .routes(routes!(meta::openapi_document));
-    protected.merge(metrics).merge(public).split_for_parts()
+    let (router, mut document) = protected.merge(metrics).merge(public).split_for_parts();
+    openapi::publish_formats(&mut document);
+    (router, document)
 }
 
 /// Stand-ins that let [`openapi`] build the document without a server.

@@ -36,20 +36,23 @@ pub const STATUSES: [&str; 13] = [
 #[serde(deny_unknown_fields)]
 pub struct RunRequest {
     /// What the agent should do. Must not be blank.
-    #[schema(
-        min_length = 1,
-        pattern = r"\S",
-        example = "Create hello.txt containing Hello World"
-    )]
+    // The pattern is `formats::NOT_BLANK_PATTERN`, published by `openapi::publish_formats`.
+    #[schema(min_length = 1, example = "Create hello.txt containing Hello World")]
     pub prompt: String,
     /// The specialist (`--pack`), or a task force as on the command line: `a,b` (in that
-    /// order); default: recruited by the configured routing.
+    /// order); default: recruited by the configured routing. The names are the server's
+    /// config, so this document cannot list them: any other is 422 `unknown_specialist`,
+    /// whose message lists them.
     #[serde(default)]
-    #[schema(min_length = 1, pattern = r"\S")]
+    // The pattern is `formats::NOT_BLANK_PATTERN`, published by `openapi::publish_formats`.
+    #[schema(min_length = 1)]
     pub pack: Option<String>,
     /// The model key from the config; default: the specialist's, else `default_model_key`.
+    /// As with `pack`, any key the config does not have is 422 `unknown_model_key`, whose
+    /// message lists them.
     #[serde(default)]
-    #[schema(min_length = 1, pattern = r"\S")]
+    // The pattern is `formats::NOT_BLANK_PATTERN`, published by `openapi::publish_formats`.
+    #[schema(min_length = 1)]
     pub model_key: Option<String>,
     /// Whether tools may use the network; default: `network_allowed` from the server's
     /// config. `true` is refused (403 `not_permitted`) when the config says `false`.
@@ -57,15 +60,38 @@ pub struct RunRequest {
     pub network_allowed: Option<bool>,
     /// Most model calls (1–1000); default: `max_steps` from the server's config. More than
     /// the config's `max_steps` is refused (403 `not_permitted`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_number")]
     #[schema(minimum = 1, maximum = 1000)]
     pub max_steps: Option<u32>,
+}
+
+/// An integer as JSON Schema has it: `20`, and also `20.0` or `2e1`, numbers without a
+/// fraction, which serde's `u32` refuses (issue #14: schemathesis sent `260.0` for
+/// `max_steps`, valid for the document's `integer`, and got 422).
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let Some(number) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let whole = match number.as_u64() {
+        Some(n) => u32::try_from(n).ok(),
+        None => number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f))
+            // Exact: a whole number within `u32`'s range.
+            .map(|f| f as u32),
+    };
+    whole.map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "`max_steps` must be a whole number between 1 and {MAX_STEPS_LIMIT}, got {number}"
+        ))
+    })
 }
 
 impl RunRequest {
     /// Checks what the types cannot: a blank prompt, a step limit out of range.
     pub fn validate(&self) -> Result<(), ApiError> {
-        if self.prompt.trim().is_empty() {
+        // Blank as the document's pattern has it, which is also blank to the core's `trim`.
+        if crate::formats::is_blank(&self.prompt) {
             return Err(ApiError::InvalidRequest(
                 "`prompt` is empty; say what the agent should do".to_owned(),
             ));
@@ -78,7 +104,7 @@ impl RunRequest {
             )));
         }
         for (name, value) in [("pack", &self.pack), ("model_key", &self.model_key)] {
-            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+            if value.as_deref().is_some_and(crate::formats::is_blank) {
                 return Err(ApiError::InvalidRequest(format!(
                     "`{name}` is empty; leave it out to use the default"
                 )));
@@ -163,6 +189,59 @@ pub struct EventDoc {
     pub step: Option<u32>,
     /// Kind-specific fields (docs/RUNLOG.md).
     pub payload: Value,
+}
+
+/// One frame of an SSE stream of runlog events, described the way OpenAPI 3.1 describes an
+/// item of a `text/event-stream` (and 3.2's `itemSchema`): the frame's fields, with the runlog
+/// line as the JSON content of `data`. Describing the stream by [`EventDoc`] alone read as if
+/// each frame were the runlog object itself (issue #14).
+pub struct SseFrameDoc;
+
+impl utoipa::PartialSchema for SseFrameDoc {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let text = |description: &str| {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(description))
+        };
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some(
+                "One Server-Sent Event: `id` is the event's `seq`, `event` its `kind`, `data` the runlog line (an `EventDoc`, as JSON).",
+            ))
+            .property(
+                "id",
+                text("The event's `seq`; send it back as `Last-Event-ID` to resume after it.")
+                    .pattern(Some(crate::formats::EVENT_ID_PATTERN)),
+            )
+            .property("event", text("The event's `kind`."))
+            .property(
+                "data",
+                text("The runlog line, byte for byte.")
+                    .content_media_type("application/json")
+                    .content_schema(Some(utoipa::openapi::Ref::from_schema_name("EventDoc"))),
+            )
+            .required("id")
+            .required("event")
+            .required("data")
+            .into()
+    }
+}
+
+impl ToSchema for SseFrameDoc {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        schemas.push((
+            <EventDoc as ToSchema>::name().into(),
+            <EventDoc as utoipa::PartialSchema>::schema(),
+        ));
+        <EventDoc as ToSchema>::schemas(schemas);
+    }
 }
 
 /// The answer of `GET /runs/{id}/events` as JSON.
@@ -354,9 +433,13 @@ impl From<RunSummary> for RunListItem {
 #[into_params(parameter_in = Query)]
 pub struct SearchParams {
     /// The words to look for (never SQL or query syntax: every word is taken as written).
-    #[param(min_length = 1, pattern = r"\S")]
+    /// Required.
+    // An `Option` only so that its absence gets the API's own message. The pattern is
+    // `formats::NOT_BLANK_PATTERN`, published by `openapi::publish_formats`.
+    #[param(required = true, min_length = 1)]
     pub q: Option<String>,
-    /// Rank by meaning only (needs an embedding model in the server's config).
+    /// Rank by meaning only. Needs an embedding model in the server's config
+    /// (`run_index.embedding_model_key`); without one, `true` is 422 `invalid_request`.
     pub semantic: Option<bool>,
     /// Only runs this specialist worked on.
     pub specialist: Option<String>,
@@ -366,7 +449,8 @@ pub struct SearchParams {
     )]
     pub status: Option<String>,
     /// Only runs started since: a date (`2026-11-01`), a UTC time (`2026-11-01T12:00:00Z`),
-    /// or a duration back from now (`7d`).
+    /// or a duration back from now (`7d`); its `pattern` is exactly what the server takes.
+    // The pattern is `formats::SINCE_PATTERN`, published by `openapi::publish_formats`.
     pub since: Option<String>,
     /// Hits (1–100, default 10).
     #[param(minimum = 1, maximum = 100)]
@@ -409,6 +493,7 @@ pub struct StatsParams {
     #[param(pattern = "^(specialist|model|tool)$")]
     pub by: Option<String>,
     /// Only runs started since (as in `GET /runs/search`).
+    // The pattern is `formats::SINCE_PATTERN`, published by `openapi::publish_formats`.
     pub since: Option<String>,
 }
 
@@ -428,6 +513,8 @@ pub struct StatsPage {
 #[serde(deny_unknown_fields)]
 pub struct PruneRequest {
     /// Delete ended runs that started longer ago than this: `90s`, `30m`, `12h`, `7d`, `2w`.
+    /// Its `pattern` is exactly what the server takes.
+    // The pattern is `formats::DURATION_PATTERN`, published by `openapi::publish_formats`.
     #[schema(example = "30d")]
     pub older_than: String,
 }
@@ -456,11 +543,50 @@ pub struct ListQuery {
     )]
     pub status: Option<String>,
     /// Only runs this specialist worked on (a task force counts for each member).
-    #[param(min_length = 1, pattern = r"\S")]
+    // The pattern is `formats::NOT_BLANK_PATTERN`, published by `openapi::publish_formats`.
+    #[param(min_length = 1)]
     pub specialist: Option<String>,
     /// Only runs older than this run id (the previous page's `next_before`).
     #[param(pattern = r"^[A-Za-z0-9_-]{1,128}$")]
     pub before: Option<String>,
+}
+
+/// The header of `GET /runs/{id}/events`.
+#[derive(Debug, Default, IntoParams)]
+#[into_params(parameter_in = Header)]
+pub(crate) struct LastEventIdHeader {
+    /// SSE resumption: only events with a greater `seq` (decimal digits; a number beyond
+    /// every `seq` gives none).
+    // Its pattern, `formats::EVENT_ID_PATTERN`, and its type, a string and never null (an
+    // `Option` header comes out nullable, and schemathesis sent `null`, issue #14), are set
+    // by `openapi::publish_formats`.
+    #[param(rename = "Last-Event-ID")]
+    pub(crate) last_event_id: Option<String>,
+}
+
+impl LastEventIdHeader {
+    /// The header of a request, when it is text.
+    pub(crate) fn read(headers: &axum::http::HeaderMap) -> Result<Self, ApiError> {
+        let last_event_id = headers
+            .get("last-event-id")
+            .map(|v| v.to_str().map(str::to_owned).map_err(|_| bad_event_id()))
+            .transpose()?;
+        Ok(Self { last_event_id })
+    }
+
+    /// The `seq` it names, exactly as the document's pattern allows.
+    pub(crate) fn seq(&self) -> Result<Option<u64>, ApiError> {
+        self.last_event_id
+            .as_deref()
+            .map(|text| crate::formats::event_id(text).ok_or_else(bad_event_id))
+            .transpose()
+    }
+}
+
+fn bad_event_id() -> ApiError {
+    ApiError::InvalidParameter(
+        "`Last-Event-ID` must be the `seq` of an event (decimal digits)".to_owned(),
+    )
 }
 
 /// The query of `GET /runs/{id}/events`.

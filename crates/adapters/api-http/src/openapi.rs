@@ -1,11 +1,13 @@
 //! The OpenAPI document: generated from the handlers' annotations and the body types, so it
 //! cannot drift from the code. Served at `GET /openapi.json`.
 
+use utoipa::openapi::schema::{Schema, SchemaType, Type};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, ErrorDetail};
+use crate::formats;
 use crate::model::EventDoc;
 
 /// The document's fixed parts; the paths are added by the router.
@@ -57,6 +59,60 @@ impl Modify for BearerAuth {
             components
                 .responses
                 .insert(name.to_owned(), response.into());
+        }
+    }
+}
+
+/// Sets the `pattern` of each value the server checks with a pattern of `formats`, from the
+/// same constant, so the document allows exactly what the server takes (issue #14). The
+/// derive macros take only literals, hence this pass over the finished document.
+pub(crate) fn publish_formats(doc: &mut utoipa::openapi::OpenApi) {
+    for (path, name, pattern) in [
+        ("/runs/search", "q", formats::NOT_BLANK_PATTERN),
+        ("/runs/search", "since", formats::SINCE_PATTERN),
+        ("/stats", "since", formats::SINCE_PATTERN),
+        ("/runs", "specialist", formats::NOT_BLANK_PATTERN),
+        (
+            "/runs/{id}/events",
+            "Last-Event-ID",
+            formats::EVENT_ID_PATTERN,
+        ),
+    ] {
+        let schema = doc
+            .paths
+            .paths
+            .get_mut(path)
+            .and_then(|item| item.get.as_mut())
+            .and_then(|operation| operation.parameters.as_mut())
+            .into_iter()
+            .flatten()
+            .find_map(|parameter| match parameter {
+                RefOr::T(parameter) if parameter.name == name => parameter.schema.as_mut(),
+                _ => None,
+            });
+        if let Some(RefOr::T(Schema::Object(object))) = schema {
+            object.pattern = Some(pattern.to_owned());
+            // A parameter is left out or sent as text, never null (a header `Option` comes
+            // out nullable, and schemathesis then sent `Last-Event-ID: null`).
+            object.schema_type = SchemaType::Type(Type::String);
+        }
+    }
+    for (component, field, pattern) in [
+        ("RunRequest", "prompt", formats::NOT_BLANK_PATTERN),
+        ("RunRequest", "pack", formats::NOT_BLANK_PATTERN),
+        ("RunRequest", "model_key", formats::NOT_BLANK_PATTERN),
+        ("PruneRequest", "older_than", formats::DURATION_PATTERN),
+    ] {
+        let schema = doc
+            .components
+            .as_mut()
+            .and_then(|components| components.schemas.get_mut(component))
+            .and_then(|schema| match schema {
+                RefOr::T(Schema::Object(object)) => object.properties.get_mut(field),
+                _ => None,
+            });
+        if let Some(RefOr::T(Schema::Object(object))) = schema {
+            object.pattern = Some(pattern.to_owned());
         }
     }
 }

@@ -83,6 +83,16 @@ async fn call(app: axum::Router, request: Request<Body>) -> (StatusCode, Value) 
     )
 }
 
+/// Each request, sent to a server without a token, answers this status and error code.
+async fn expect_errors(cases: impl IntoIterator<Item = (Request<Body>, StatusCode, &str)>) {
+    for (request, status, code) in cases {
+        let label = format!("{} {}", request.method(), request.uri());
+        let (got, body) = call(app(None), request).await;
+        assert_eq!(got, status, "{label}: {body}");
+        assert_eq!(body["error"]["code"], code, "{label}: {body}");
+    }
+}
+
 fn post(path: &str, body: &str) -> Request<Body> {
     Request::post(path)
         .header(header::CONTENT_TYPE, "application/json")
@@ -180,12 +190,7 @@ async fn bad_requests_map_to_their_codes() {
             "method_not_allowed",
         ),
     ];
-    for (request, status, code) in cases {
-        let label = format!("{} {}", request.method(), request.uri());
-        let (got, body) = call(app(None), request).await;
-        assert_eq!(got, status, "{label}: {body}");
-        assert_eq!(body["error"]["code"], code, "{label}: {body}");
-    }
+    expect_errors(cases).await;
 }
 
 #[tokio::test]
@@ -371,4 +376,135 @@ async fn issue_13_without_a_token_only_loopback_names_are_answered() {
         .body(Body::empty())
         .unwrap();
     assert_eq!(call(app(Some("s3cret")), authed).await.0, StatusCode::OK);
+}
+
+/// What schemathesis found against the document (issue #14), each held here: a value the
+/// document allows is taken, one it does not allow is refused.
+#[tokio::test]
+async fn issue_14_the_server_takes_exactly_what_the_document_allows() {
+    let get = |uri: &str| Request::get(uri).body(Body::empty()).unwrap();
+    let events = |last_event_id: &str| {
+        Request::get("/runs/20200101-000000-000-00000000/events")
+            .header("last-event-id", last_event_id)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let cases = [
+        // `max_steps: 260.0` is an integer to JSON Schema: the body is taken (and the pack
+        // then refused by this test's launcher, which refuses every pack).
+        (
+            post("/runs", r#"{"prompt": "x", "max_steps": 2.0, "pack": "a"}"#),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown_specialist",
+        ),
+        (
+            post("/runs", r#"{"prompt": "x", "max_steps": 2.5, "pack": "a"}"#),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post(
+                "/runs",
+                r#"{"prompt": "x", "max_steps": 1e10, "pack": "a"}"#,
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        // Blank is blank in every dialect of `\s`: U+0085 (Rust's, not ECMA's) and U+FEFF
+        // (ECMA's, not Rust's) alone are blank; beside a letter they are text.
+        (
+            post("/runs", "{\"prompt\": \"x\", \"pack\": \"\u{85}\"}"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post("/runs", "{\"prompt\": \"\u{feff}\"}"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post("/runs", "{\"prompt\": \"\u{85}x\", \"pack\": \"a\"}"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown_specialist",
+        ),
+        (
+            get("/runs?specialist=%C2%85"),
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+        ),
+        // `Last-Event-ID` is decimal digits; one beyond every `seq` is taken (the run is
+        // then looked up, and this store has none).
+        (events("null"), StatusCode::BAD_REQUEST, "invalid_parameter"),
+        (events("+1"), StatusCode::BAD_REQUEST, "invalid_parameter"),
+        (
+            events("99999999999999999999999"),
+            StatusCode::NOT_FOUND,
+            "run_not_found",
+        ),
+        // `since` and `older_than` follow their patterns: `parse_since` alone took ` 7d`.
+        (
+            get("/runs/search?q=x&since="),
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+        ),
+        (
+            get("/stats?since=%207d"),
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+        ),
+        (
+            post("/runs/prune", r#"{"older_than": ""}"#),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post("/runs/prune", r#"{"older_than": "7 d"}"#),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+    ];
+    expect_errors(cases).await;
+}
+
+/// The document says what the server does (issue #14): an SSE stream's items are frames
+/// whose `data` is the runlog line as JSON, `q` is required, and a header is never null.
+#[test]
+fn issue_14_the_document_describes_sse_frames_a_required_q_and_a_text_header() {
+    let doc = serde_json::to_value(fabric_api_http::openapi()).unwrap();
+    let frame_ref = json!({"$ref": "#/components/schemas/SseFrameDoc"});
+    assert_eq!(
+        doc["paths"]["/run/stream"]["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"],
+        frame_ref
+    );
+    assert_eq!(
+        doc["paths"]["/runs/{id}/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]
+            ["schema"],
+        frame_ref
+    );
+    let frame = &doc["components"]["schemas"]["SseFrameDoc"];
+    assert_eq!(frame["required"], json!(["id", "event", "data"]));
+    assert_eq!(frame["properties"]["data"]["type"], "string");
+    assert_eq!(
+        frame["properties"]["data"]["contentMediaType"],
+        "application/json"
+    );
+    assert_eq!(
+        frame["properties"]["data"]["contentSchema"],
+        json!({"$ref": "#/components/schemas/EventDoc"})
+    );
+    assert!(doc["components"]["schemas"]["EventDoc"].is_object());
+    let param = |path: &str, name: &str| {
+        doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(param("/runs/search", "q")["required"], true);
+    let last_event_id = param("/runs/{id}/events", "Last-Event-ID");
+    assert_eq!(last_event_id["in"], "header");
+    assert_eq!(last_event_id["required"], false);
+    assert_eq!(last_event_id["schema"]["type"], "string");
 }

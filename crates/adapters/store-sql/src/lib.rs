@@ -198,6 +198,12 @@ impl RunStore for SqlStore {
         queries::read_events(self, id).await
     }
 
+    /// The runlog of the wrapped file store: without it `_meta.runlog` was null for every
+    /// run on this store, while the CLI and the OpenAPI document promise a path (issue #14).
+    fn runlog_path(&self, id: &RunId) -> Option<PathBuf> {
+        self.inner.fs.runlog_path(id)
+    }
+
     async fn flush(&self) {
         writer::flush(&self.inner.writer).await;
     }

@@ -83,23 +83,16 @@ pub const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedrive
 /// installed too (the web run viewer's browser tests, issue #13); else `None` with a
 /// message on stderr, or a panic with `FABRIC_REQUIRE_TEST_DEPS=1`, as [`test_deps`].
 pub fn browser_deps() -> Option<std::path::PathBuf> {
-    let found = deps_dir().and_then(|dir| {
-        let stamp = std::fs::read_to_string(dir.join(".installed")).unwrap_or_default();
-        if !stamp.contains("selenium=") {
-            return Err(format!(
-                "Selenium is not among the test deps in {} (an install from before it); run scripts/install-test-deps.sh",
-                dir.display()
-            ));
-        }
-        if let Some(missing) = BROWSER_FILES
+    let found = venv_file("selenium", "venv/bin/python").and_then(|python| {
+        match BROWSER_FILES
             .iter()
             .find(|path| !std::path::Path::new(path).is_file())
         {
-            return Err(format!(
+            Some(missing) => Err(format!(
                 "{missing} is missing (Debian's chromium and chromium-driver); run scripts/install-test-deps.sh as root"
-            ));
+            )),
+            None => Ok(python),
         }
-        Ok(dir.join("venv/bin/python"))
     });
     found.map_or_else(skipped, Some)
 }
@@ -108,18 +101,30 @@ pub fn browser_deps() -> Option<std::path::PathBuf> {
 /// (`opentelemetry-proto`, for the OTLP receiver of the trace tests, issue #13); else
 /// `None` with a message, or a panic with `FABRIC_REQUIRE_TEST_DEPS=1`, as [`test_deps`].
 pub fn otlp_deps() -> Option<std::path::PathBuf> {
-    let found = deps_dir().and_then(|dir| {
+    venv_file("opentelemetry-proto", "venv/bin/python").map_or_else(skipped, Some)
+}
+
+/// The `st` command of schemathesis in the test deps' venv (the contract run against
+/// `fabric serve`'s OpenAPI document, issue #14); else `None` with a message, or a panic with
+/// `FABRIC_REQUIRE_TEST_DEPS=1`, as [`test_deps`].
+pub fn schemathesis_deps() -> Option<std::path::PathBuf> {
+    venv_file("schemathesis", "venv/bin/st").map_or_else(skipped, Some)
+}
+
+/// `file` of the test deps when the install's stamp names `package` (packages came with
+/// later versions of the script, so an older install may lack one), else why not.
+fn venv_file(package: &str, file: &str) -> Result<std::path::PathBuf, String> {
+    deps_dir().and_then(|dir| {
         let stamp = std::fs::read_to_string(dir.join(".installed")).unwrap_or_default();
-        if stamp.contains("opentelemetry-proto=") {
-            Ok(dir.join("venv/bin/python"))
+        if stamp.contains(&format!("{package}=")) {
+            Ok(dir.join(file))
         } else {
             Err(format!(
-                "opentelemetry-proto is not among the test deps in {} (an install from before it); run scripts/install-test-deps.sh",
+                "{package} is not among the test deps in {} (an install from before it); run scripts/install-test-deps.sh",
                 dir.display()
             ))
         }
-    });
-    found.map_or_else(skipped, Some)
+    })
 }
 
 /// The test deps' directory when the install is there, else why not.

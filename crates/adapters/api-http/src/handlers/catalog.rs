@@ -8,6 +8,7 @@ use fabric_domain::{parse_duration, parse_since};
 
 use crate::error::ErrorBody;
 use crate::extract::{JsonBody, QueryOf};
+use crate::formats;
 use crate::model::{
     PruneRequest, PruneResult, RunListItem, SearchHitDoc, SearchPage, SearchParams, StatsPage,
     StatsParams, parse_status,
@@ -25,6 +26,13 @@ fn search_of(state: &AppState) -> Result<&RunSearch, ApiError> {
 
 fn since(text: Option<&str>) -> Result<Option<f64>, ApiError> {
     text.map(|t| {
+        // The document's pattern first, so the server refuses exactly what it does not allow
+        // (`parse_since` alone is more lenient: spaces around, `+` signs).
+        if !formats::is_since(t) {
+            return Err(ApiError::InvalidParameter(format!(
+                "`since`: `{t}` is not a date; write 2026-11-01, 2026-11-01T12:30:00Z, or a duration back from now such as 7d"
+            )));
+        }
         parse_since(t, fabric_core::unix_now())
             .map_err(|e| ApiError::InvalidParameter(format!("`since`: {e}")))
     })
@@ -41,7 +49,7 @@ fn since(text: Option<&str>) -> Result<Option<f64>, ApiError> {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The runs found, best first, and how they were ranked", body = SearchPage),
-        (status = 400, description = "`invalid_parameter`: an empty `q`, a bad `status`, `since` or `limit`", body = ErrorBody),
+        (status = 400, description = "`invalid_parameter`: an empty `q`, a bad `status`, `since` or `limit`, an unknown parameter", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 422, description = "`invalid_request`: `semantic=true` without an embedding model configured", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
@@ -59,7 +67,7 @@ pub(crate) async fn search_runs(
         )));
     }
     let text = params.q.unwrap_or_default();
-    if text.trim().is_empty() {
+    if formats::is_blank(&text) {
         return Err(ApiError::InvalidParameter(
             "`q` is empty; give the words to look for".to_owned(),
         ));
@@ -161,6 +169,13 @@ pub(crate) async fn prune_runs(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<PruneRequest>,
 ) -> Result<axum::Json<PruneResult>, ApiError> {
+    // The document's pattern first, as for `since`.
+    if !formats::is_duration(&request.older_than) {
+        return Err(ApiError::InvalidRequest(format!(
+            "`older_than`: `{}` is not a duration; write a number and a unit: 90s, 30m, 12h, 7d or 2w",
+            request.older_than
+        )));
+    }
     let age = parse_duration(&request.older_than)
         .map_err(|e| ApiError::InvalidRequest(format!("`older_than`: {e}")))?;
     let deleted = search_of(&state)?

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use crate::error::ErrorBody;
 use crate::extract::{QueryOf, RunIdPath};
 use crate::model::{
-    CancelAccepted, EventDoc, EventList, EventsQuery, ListQuery, RunListItem, RunPage, RunView,
-    StatusView,
+    CancelAccepted, EventList, EventsQuery, LastEventIdHeader, ListQuery, RunListItem, RunPage,
+    RunView, SseFrameDoc, StatusView,
 };
 use crate::sse::{self, Source};
 use crate::{ApiError, AppState};
@@ -91,7 +91,7 @@ pub(crate) async fn list_runs(
     }
     let status = crate::model::parse_status(query.status.as_deref())?;
     let specialist = match query.specialist {
-        Some(s) if s.trim().is_empty() => {
+        Some(s) if crate::formats::is_blank(&s) => {
             return Err(ApiError::InvalidParameter(
                 "`specialist` is empty; leave it out to list every run".to_owned(),
             ));
@@ -192,13 +192,13 @@ pub(crate) async fn run_status(
     params(
         ("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$"),
         EventsQuery,
-        ("Last-Event-ID" = Option<u64>, Header, description = "SSE resumption: only events with a greater `seq`", minimum = 0),
+        LastEventIdHeader,
     ),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The events, as JSON or as an SSE stream", content(
             (EventList = "application/json"),
-            (EventDoc = "text/event-stream"),
+            (SseFrameDoc = "text/event-stream"),
         )),
         (status = 400, description = "`invalid_run_id`, `invalid_parameter`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
@@ -212,20 +212,9 @@ pub(crate) async fn run_events(
     QueryOf(query): QueryOf<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let last_event_id = match headers.get("last-event-id") {
-        None => None,
-        Some(v) => Some(
-            v.to_str()
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-                .ok_or_else(|| {
-                    ApiError::InvalidParameter(
-                        "`Last-Event-ID` must be the `seq` of an event (a non-negative integer)"
-                            .to_owned(),
-                    )
-                })?,
-        ),
-    };
+    // Exactly the document's pattern (issue #14: the document allowed values, `null` among
+    // them, that the server refused).
+    let last_event_id = LastEventIdHeader::read(&headers)?.seq()?;
     let after = last_event_id.or(query.after);
     let found = find(&state, &id).await?;
     if wants_sse(&headers) {

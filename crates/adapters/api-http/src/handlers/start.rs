@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::error::ErrorBody;
 use crate::extract::JsonBody;
-use crate::model::{EventDoc, RunAccepted, RunResultDoc};
+use crate::model::{RunAccepted, RunResultDoc, SseFrameDoc};
 use crate::sse::{self, Source};
 use crate::{ApiError, AppState, RunRequest, launch};
 
@@ -55,7 +55,7 @@ pub(crate) async fn run_blocking(
     request_body = RunRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "An SSE stream: per event `id: <seq>`, `event: <kind>`, `data: <runlog line>`", content_type = "text/event-stream", body = EventDoc),
+        (status = 200, description = "An SSE stream: per event `id: <seq>`, `event: <kind>`, `data: <runlog line>`", content_type = "text/event-stream", body = SseFrameDoc),
         (status = 400, description = "`invalid_json`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`not_permitted`: `network_allowed` or `max_steps` asks for more than the server's config allows", body = ErrorBody),

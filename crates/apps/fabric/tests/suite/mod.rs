@@ -18,6 +18,7 @@ mod metrics;
 mod recruit_and_models;
 mod replay;
 mod run_basic;
+mod schemathesis;
 mod serve;
 mod serve_fixture;
 mod specialists;

@@ -67,6 +67,26 @@ async fn blocking_run_answers_like_fabric_run_json() {
     assert_eq!(after["events"][0]["seq"], 4);
 }
 
+/// `_meta.runlog` is the runlog file's path, as the document and `fabric run --json` say:
+/// the database store (the default) gave null (issue #14, found by schemathesis).
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_14_meta_runlog_names_the_runlog_file() {
+    let s = Served::start(hello_turns()).await;
+    let (code, result) = s.post_json("/run", body("Create hello.txt")).await;
+    assert_eq!(code, 200, "{result}");
+    let meta = &result["_meta"];
+    let run_id = meta["run_id"].as_str().unwrap();
+    let runlog = meta["runlog"].as_str().unwrap_or_else(|| panic!("{meta}"));
+    assert_eq!(
+        std::path::Path::new(runlog),
+        s.fx.workspace_root()
+            .join("runs")
+            .join(run_id)
+            .join("runlog.jsonl")
+    );
+    assert!(std::path::Path::new(runlog).is_file(), "{runlog}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn stream_carries_every_runlog_event_and_ends_with_the_terminal_one() {
     let s = Served::start(hello_turns()).await;
