@@ -141,7 +141,13 @@ impl Metrics {
         let p = &event.payload;
         let mut c = self.lock();
         let c = &mut *c;
-        let pending = c.pending.entry(run.clone()).or_default();
+        // Most events belong to a run already known: clone its id only for the first.
+        if !c.pending.contains_key(run) {
+            c.pending.insert(run.clone(), Pending::default());
+        }
+        let Some(pending) = c.pending.get_mut(run) else {
+            return;
+        };
         match event.kind {
             EventKind::RunStart => {
                 c.runs_started += 1;

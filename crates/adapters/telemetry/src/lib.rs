@@ -95,10 +95,13 @@ impl Telemetry {
 
     /// Sends the queued spans and the metrics now, waiting at most `within` for each.
     pub async fn flush(&self, within: Duration) {
-        self.exporter.flush(within).await;
-        if let Some(metrics) = self.metrics.get() {
-            metrics.flush(within).await;
-        }
+        // Both at once, so a command waits at most `within` at exit, not once per signal.
+        let metrics = async {
+            if let Some(metrics) = self.metrics.get() {
+                metrics.flush(within).await;
+            }
+        };
+        tokio::join!(self.exporter.flush(within), metrics);
     }
 }
 
@@ -139,10 +142,21 @@ fn signal_url(
 
 /// `OTEL_METRIC_EXPORT_INTERVAL` (milliseconds), 60 s when unset or not a positive number.
 pub fn metrics_interval(env: impl Fn(&str) -> Option<String>) -> Duration {
-    env("OTEL_METRIC_EXPORT_INTERVAL")
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|ms| *ms > 0)
-        .map_or(Duration::from_secs(60), Duration::from_millis)
+    const DEFAULT: Duration = Duration::from_secs(60);
+    let Some(text) = env("OTEL_METRIC_EXPORT_INTERVAL") else {
+        return DEFAULT;
+    };
+    match text.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 => Duration::from_millis(ms),
+        // The OpenTelemetry spec: an invalid value is ignored with a warning.
+        _ => {
+            tracing::warn!(
+                value = %text,
+                "OTEL_METRIC_EXPORT_INTERVAL must be a positive number of milliseconds; using 60000"
+            );
+            DEFAULT
+        }
+    }
 }
 
 /// The resource: `service.name` (`OTEL_SERVICE_NAME`, else `configured`), `service.version`,

@@ -208,6 +208,11 @@ mod tests {
         addr
     }
 
+    /// The body of a GET of `url`.
+    async fn text_of(client: &reqwest::Client, url: &str) -> String {
+        client.get(url).send().await.unwrap().text().await.unwrap()
+    }
+
     /// Two servers on the same port at 127.0.0.2 and 127.0.0.1, answering `pinned` and
     /// `rebound`.
     async fn two_servers_one_port() -> (u16, tokio::task::JoinHandle<()>) {
@@ -237,25 +242,11 @@ mod tests {
         let (port, server) = two_servers_one_port().await;
         let checked: std::net::SocketAddr = ([127, 0, 0, 2], port).into();
         let client = pinned_client("localhost", &[checked]).unwrap();
-        let body = client
-            .get(format!("http://localhost:{port}/"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let body = text_of(&client, &format!("http://localhost:{port}/")).await;
         assert_eq!(body, "PINNED");
         // The resolver's own answer reaches the other server: the test can tell them apart.
         let unpinned = client_builder().no_proxy().build().unwrap();
-        let body = unpinned
-            .get(format!("http://localhost:{port}/"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let body = text_of(&unpinned, &format!("http://localhost:{port}/")).await;
         assert_eq!(body, "REBOUND");
         server.abort();
     }
@@ -269,14 +260,11 @@ mod tests {
         let builder =
             client_builder().proxy(reqwest::Proxy::all(format!("http://{proxy}")).unwrap());
         let client = pin(builder, "issue15.example", &[target]).build().unwrap();
-        let body = client
-            .get(format!("http://issue15.example:{}/", target.port()))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let body = text_of(
+            &client,
+            &format!("http://issue15.example:{}/", target.port()),
+        )
+        .await;
         assert_eq!(body, "TARGET ANSWER");
     }
 }
