@@ -284,7 +284,7 @@ async fn single_with_everything() -> Vec<String> {
         outcome: Ok((vec!["eng".into()], "it builds".into())),
     });
     f.sandbox = RunSandbox {
-        policy: json!({"mode": "off", "enforced_by_kernel": false, "limits": {"cpu_s": 60}}),
+        policy: json!({"mode": "off", "enforced_by_kernel": false, "limits": {"cpu_s": 60}}).into(),
         notices: vec![SecurityNotice {
             event_type: "sandbox_off".into(),
             message: "the OS sandbox is off".into(),

@@ -32,6 +32,8 @@ pub(crate) struct AppPreparer {
     pub(crate) clients: wiring::ChatClients,
     /// Each specialist's own tools, shared by the runs this preparer prepares.
     pub(crate) tools: wiring::SharedTools,
+    /// The process sandbox per sandbox mode, shared by the runs this preparer prepares.
+    pub(crate) sandboxes: wiring::SharedSandboxes,
 }
 
 #[async_trait]
@@ -143,7 +145,11 @@ pub(crate) async fn prepare(
     let (settings, search, daily) = (&app.settings, &app.search, &app.daily);
     // Decided before anything else: a sandbox this host cannot enforce stops the run here,
     // before a model is started or a runlog exists.
-    let (sandbox, run_sandbox) = wiring::sandbox(settings, request.sandbox)
+    let (sandbox, run_sandbox) = app
+        .sandboxes
+        .get_or_build(request.sandbox, || {
+            wiring::sandbox(settings, request.sandbox)
+        })
         .map_err(|e| ServiceError::Invalid(format!("{e:#}")))?;
     let (ids, recruitment, routing_call) = recruit_for(settings, &app.clients, &request).await?;
     // Scored once per task, used by members whose specialist names no model key.

@@ -65,7 +65,7 @@ pub(crate) fn sandbox(
         tracing::warn!("the OS sandbox is OFF: tool processes run with the user's full rights");
     }
     let record = RunSandbox {
-        policy: policy.to_json(),
+        policy: Arc::new(policy.to_json()),
         notices: policy.notices(),
     };
     let sandbox = OsSandbox::new(policy, settings.protected_paths.clone())
@@ -200,6 +200,7 @@ pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow
         daily: Arc::clone(&daily),
         clients: ChatClients::default(),
         tools: SharedTools::default(),
+        sandboxes: SharedSandboxes::default(),
     });
     let mut service =
         RunService::new(store.clone(), preparer, config).on_end(Arc::new(search.clone()));
@@ -258,6 +259,7 @@ pub(crate) async fn worker_service(
         daily,
         clients: ChatClients::default(),
         tools: SharedTools::default(),
+        sandboxes: SharedSandboxes::default(),
     });
     let mut service = RunService::new(claims.clone(), preparer, ServiceConfig::default())
         .on_end(Arc::new(search));
@@ -331,35 +333,50 @@ pub(crate) fn sources_for(specialist: &SpecialistSpec) -> Vec<Arc<dyn ToolSource
     sources
 }
 
-/// Each specialist's own tools (the built-in ones and `search_runs`), built once per sandbox
-/// mode and shared by its runs: they hold no state of a run (that comes with each call's
-/// `ToolContext`), and building them anew gave every run its own copies of their schemas
-/// (issue #14). A preparer's settings do not change, so the tools never go stale.
-#[derive(Default)]
-pub(crate) struct SharedTools(std::sync::Mutex<HashMap<ToolsKey, Vec<Arc<dyn Tool>>>>);
+/// Values a preparer builds once and shares between its runs, by key; a failed build is not
+/// kept, so the next run tries again. A preparer's settings do not change, so nothing kept
+/// goes stale.
+pub(crate) struct Memo<K, V>(std::sync::Mutex<HashMap<K, V>>);
 
-/// A specialist's id and the sandbox mode its run asked for.
-type ToolsKey = (String, Option<SandboxMode>);
+impl<K, V> Default for Memo<K, V> {
+    fn default() -> Self {
+        Self(std::sync::Mutex::new(HashMap::new()))
+    }
+}
 
-impl SharedTools {
-    /// The tools kept under `key`, or those `build` makes, kept when it succeeds.
-    fn get_or_build(
+impl<K: std::hash::Hash + Eq, V: Clone> Memo<K, V> {
+    /// The value kept under `key`, or the one `build` makes, kept when it succeeds.
+    pub(crate) fn get_or_build(
         &self,
-        key: ToolsKey,
-        build: impl FnOnce() -> anyhow::Result<Vec<Arc<dyn Tool>>>,
-    ) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
+        key: K,
+        build: impl FnOnce() -> anyhow::Result<V>,
+    ) -> anyhow::Result<V> {
         let mut cache = self
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(tools) = cache.get(&key) {
-            return Ok(tools.clone());
+        if let Some(value) = cache.get(&key) {
+            return Ok(value.clone());
         }
-        let tools = build()?;
-        cache.insert(key, tools.clone());
-        Ok(tools)
+        let value = build()?;
+        cache.insert(key, value.clone());
+        Ok(value)
     }
 }
+
+/// Each specialist's own tools (the built-in ones and `search_runs`), built once per sandbox
+/// mode and shared by its runs: they hold no state of a run (that comes with each call's
+/// `ToolContext`), and building them anew gave every run its own copies of their schemas
+/// (issue #14).
+pub(crate) type SharedTools = Memo<ToolsKey, Vec<Arc<dyn Tool>>>;
+
+/// A specialist's id and the sandbox mode its run asked for.
+type ToolsKey = (String, Option<SandboxMode>);
+
+/// The process sandbox and its runlog record per sandbox mode a run asks for, decided once:
+/// the policy is the same for every run of a mode, and its JSON record (2–3 KiB as a `Value`
+/// tree) made per run cost every run in flight its own copies (issue #14).
+pub(crate) type SharedSandboxes = Memo<Option<SandboxMode>, (Arc<dyn ProcessSandbox>, RunSandbox)>;
 
 /// The tools a specialist may use: its own, shared through `shared`, and one `agent__<id>`
 /// tool per delegate, made for this run (it starts child runs of this run).

@@ -195,27 +195,32 @@ pub async fn execute_task(
 
 /// Runs a task in a run that already exists, so a caller can learn its id first (the HTTP
 /// API answers `202 Accepted` with it before the run ends).
-pub async fn run_task(
+///
+/// This and the other entry points that only pass their arguments on are plain functions
+/// returning the engine's future, not `async fn`s: an `async fn` keeps its arguments in its
+/// own state beside the future it awaits, hundreds of bytes more for every run in flight
+/// (issue #14).
+pub fn run_task<'a>(
     run: NewRun,
-    chat: &dyn ChatClient,
+    chat: &'a dyn ChatClient,
     task: Task,
-    observer: &dyn RunObserver,
+    observer: &'a dyn RunObserver,
     cancel: CancellationToken,
-) -> Result<RunOutcome, CoreError> {
-    run_task_force(run, task.into_force(chat), observer, cancel).await
+) -> impl Future<Output = Result<RunOutcome, CoreError>> + Send + 'a {
+    run_task_force(run, task.into_force(chat), observer, cancel)
 }
 
 /// Continues a single-specialist task in `run`, whose process stopped before its end, from
 /// its recorded `history` (see [`resume_task_force`]).
-pub async fn resume_task(
+pub fn resume_task<'a>(
     run: NewRun,
-    chat: &dyn ChatClient,
+    chat: &'a dyn ChatClient,
     task: Task,
     history: crate::history::RunHistory,
-    observer: &dyn RunObserver,
+    observer: &'a dyn RunObserver,
     cancel: CancellationToken,
-) -> Result<RunOutcome, CoreError> {
-    resume_task_force(run, task.into_force(chat), history, observer, cancel).await
+) -> impl Future<Output = Result<RunOutcome, CoreError>> + Send + 'a {
+    resume_task_force(run, task.into_force(chat), history, observer, cancel)
 }
 
 impl Task {
@@ -258,34 +263,29 @@ pub async fn execute_task_force(
 }
 
 /// Runs a task force in a run that already exists.
-pub async fn run_task_force(
+pub fn run_task_force<'a>(
     run: NewRun,
-    force: TaskForce<'_>,
-    observer: &dyn RunObserver,
+    force: TaskForce<'a>,
+    observer: &'a dyn RunObserver,
     cancel: CancellationToken,
-) -> Result<RunOutcome, CoreError> {
-    check_members(&force)?;
-    team::run(run, force, None, observer, cancel).await
-}
-
-fn check_members(force: &TaskForce<'_>) -> Result<(), CoreError> {
-    if force.members.is_empty() {
-        return Err(CoreError::InvalidTask(
-            "a task needs at least one specialist".to_owned(),
-        ));
-    }
-    Ok(())
+) -> impl Future<Output = Result<RunOutcome, CoreError>> + Send + 'a {
+    team::run(run, Box::new(force), None, observer, cancel)
 }
 
 /// Continues a run whose process stopped before its end, in `run` (reopened by the store):
 /// recorded steps are replayed from `history`, the rest runs live, into the same runlog.
-pub async fn resume_task_force(
+pub fn resume_task_force<'a>(
     run: NewRun,
-    force: TaskForce<'_>,
+    force: TaskForce<'a>,
     history: crate::history::RunHistory,
-    observer: &dyn RunObserver,
+    observer: &'a dyn RunObserver,
     cancel: CancellationToken,
-) -> Result<RunOutcome, CoreError> {
-    check_members(&force)?;
-    team::run(run, force, Some(history), observer, cancel).await
+) -> impl Future<Output = Result<RunOutcome, CoreError>> + Send + 'a {
+    team::run(
+        run,
+        Box::new(force),
+        Some(Box::new(history)),
+        observer,
+        cancel,
+    )
 }

@@ -23,13 +23,21 @@ use crate::lazy::LazyTools;
 use crate::ports::{NewRun, RunObserver, StoreError, ToolContext, ToolSource};
 use crate::recorder::{Journal, Recorder, truncate};
 
+/// Runs (or, with `history`, continues) a task force in `run`. The task force and the
+/// history come boxed: the future keeps its arguments twice (as given and as moved into its
+/// body), and at their size inline that was 2 KiB more for every run in flight (issue #14).
 pub(super) async fn run(
     run: NewRun,
-    force: TaskForce<'_>,
-    mut history: Option<RunHistory>,
+    force: Box<TaskForce<'_>>,
+    mut history: Option<Box<RunHistory>>,
     observer: &dyn RunObserver,
     cancel: CancellationToken,
 ) -> Result<RunOutcome, CoreError> {
+    if force.members.is_empty() {
+        return Err(CoreError::InvalidTask(
+            "a task needs at least one specialist".to_owned(),
+        ));
+    }
     let next_seq = history.as_ref().map_or(0, |h| h.next_seq);
     let journal = Journal::new(run.log.as_ref(), observer, next_seq);
     let rec = journal.recorder();
@@ -115,7 +123,7 @@ pub(super) async fn run(
                     max_steps: force.max_steps,
                     network_allowed,
                     workspace: run.workspace.clone(),
-                    sandbox: force.sandbox.policy.clone(),
+                    sandbox: Value::clone(&force.sandbox.policy),
                     parent_run_id: lineage.parent_run_id.clone(),
                     depth: lineage.depth,
                 },

@@ -6,6 +6,7 @@
 //! another.
 
 use serde_json::Value;
+use std::sync::Arc;
 
 use super::tool::{ToolContext, ToolError};
 
@@ -99,7 +100,9 @@ pub struct SecurityNotice {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunSandbox {
     /// The effective policy as decided at startup; `null` when the caller did not say.
-    pub policy: Value,
+    /// Shared: every run of a sandbox mode records the same policy, and a copy per run in
+    /// flight cost each run kilobytes (issue #14).
+    pub policy: Arc<Value>,
     /// Recorded as `security_event`s right after `run_start`.
     pub notices: Vec<SecurityNotice>,
 }

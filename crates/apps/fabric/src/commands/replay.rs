@@ -56,6 +56,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
             daily: Daily::off(store.clone()),
             clients: Default::default(),
             tools: Default::default(),
+            sandboxes: Default::default(),
         },
         members: Mutex::new(Some(members.clone())),
         tools,

@@ -160,6 +160,7 @@ pub(crate) async fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<u8> {
                 daily: Daily::off(store.clone()),
                 clients: Default::default(),
                 tools: Default::default(),
+                sandboxes: Default::default(),
             },
             members: Mutex::new(Some(vec![QueueChat::new(answers, "the scenario")])),
             tools: None,
