@@ -3,35 +3,59 @@
 //! cancellation by id.
 //!
 //! A [`LiveRun`] is the [`RunObserver`] of its run: every event, after the runlog has it,
-//! is appended to the run's own in-memory buffer and the followers are woken. Followers read
-//! the buffer at their own pace through [`LiveRun::next_event`] with their own cursor, so a
-//! slow follower never loses an event and never slows the run; the buffer is bounded by the
-//! run itself (`max_steps` and the runlog's caps on payloads) and is dropped with the last
-//! follower once the run ended. Finished runs are read from the runlog, the source of truth.
+//! is appended to the run's in-memory window and the followers are woken. Each [`Follower`]
+//! reads at its own pace with its own cursor, so a slow follower never loses an event and
+//! never slows the run.
+//!
+//! The window holds what some follower has not read yet, and always the last event (the
+//! run's status); older events are read back from the store, which has every event before
+//! the window is told of it. Keeping every event of every run in flight cost each run its
+//! whole runlog in memory, 3 KiB or more before its first model answer (issue #14), for
+//! followers that mostly never come. A registry without a store keeps every event.
 
 use async_trait::async_trait;
 use fabric_domain::runlog::{self, Payload};
 use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::ports::{ChatObserver, RunObserver};
+use crate::ports::{ChatObserver, RunObserver, RunStore};
 
 /// The runs in flight in this process, by id.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct RunRegistry {
     runs: Mutex<HashMap<RunId, Arc<LiveRun>>>,
     /// Parent of every run's token: cancelling it cancels every run (server shutdown).
     root: CancellationToken,
+    /// Where the runs' older events are read back from; `None`: every event stays in memory.
+    backlog: Option<Arc<dyn RunStore>>,
+}
+
+impl std::fmt::Debug for RunRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRegistry")
+            .field("runs", &self.len())
+            .field("windowed", &self.backlog.is_some())
+            .finish()
+    }
 }
 
 impl RunRegistry {
-    /// An empty registry.
+    /// An empty registry whose runs keep every event in memory.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty registry whose runs keep only a window of their events in memory and read
+    /// older ones back from `store`, where their runlogs are.
+    pub fn windowed(store: Arc<dyn RunStore>) -> Self {
+        Self {
+            backlog: Some(store),
+            ..Self::default()
+        }
     }
 
     /// Registers a run that is about to start; its token is a child of the registry's, so
@@ -43,7 +67,7 @@ impl RunRegistry {
     /// Registers a run whose token derives from another (a child run's from its parent's),
     /// which itself derives from the registry's.
     pub fn register_with(&self, id: RunId, cancel: CancellationToken) -> Arc<LiveRun> {
-        let run = Arc::new(LiveRun::new(id.clone(), cancel));
+        let run = Arc::new(LiveRun::new(id.clone(), cancel, self.backlog.clone()));
         lock(&self.runs).insert(id, Arc::clone(&run));
         run
     }
@@ -53,7 +77,7 @@ impl RunRegistry {
         lock(&self.runs).get(id).cloned()
     }
 
-    /// Forgets a run once it ended; followers holding it keep reading its buffer.
+    /// Forgets a run once it ended; followers holding it keep reading it.
     pub fn remove(&self, id: &RunId) {
         lock(&self.runs).remove(id);
     }
@@ -74,25 +98,77 @@ impl RunRegistry {
     }
 }
 
-/// One run in flight: its cancellation token and every event it has recorded so far.
-#[derive(Debug)]
+/// One run in flight: its cancellation token and the window of its events.
 pub struct LiveRun {
     id: RunId,
     cancel: CancellationToken,
-    /// The events so far and whether the run has ended, under one lock: a follower that
-    /// sees `ended` has also seen every event recorded before it (the terminal one too).
+    /// Where events that left the window are read back from; `None`: none leave it.
+    backlog: Option<Arc<dyn RunStore>>,
+    /// The window and whether the run has ended, under one lock: a follower that sees
+    /// `ended` has also seen every event recorded before it (the terminal one too).
     state: Mutex<State>,
     /// Bumped after every change of `state`; followers wait on it.
     changed: watch::Sender<u64>,
 }
 
+impl std::fmt::Debug for LiveRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveRun").field("id", &self.id).finish()
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
-    /// The events so far, in `seq` order (the recorder is the only writer), kept as their
-    /// runlog lines: a `Value` tree takes about three times the memory of its text, and
-    /// 10,000 runs in flight each hold every event (docs/BENCHMARKS.md).
-    events: Vec<Stored>,
+    /// The `seq` of `events[0]`: events come in `seq` order without gaps (the recorder is
+    /// the only writer), so the event with `seq` n is at `n - first`. Not 0 for a resumed
+    /// run, whose earlier events were recorded by the process before.
+    first: u64,
+    /// The window, kept as runlog lines: a `Value` tree takes about three times the memory
+    /// of its text.
+    events: VecDeque<Stored>,
     ended: bool,
+    /// The `seq` each follower reads next, by follower number: the window keeps every event
+    /// from the smallest on.
+    cursors: Vec<(u64, u64)>,
+    next_follower: u64,
+}
+
+impl State {
+    fn get(&self, seq: u64) -> Option<&Stored> {
+        let offset = usize::try_from(seq.checked_sub(self.first)?).ok()?;
+        self.events.get(offset)
+    }
+
+    fn last(&self) -> Option<&Stored> {
+        self.events.back()
+    }
+
+    fn push(&mut self, stored: Stored, seq: u64) {
+        if self.events.is_empty() {
+            self.first = seq;
+        }
+        self.events.push_back(stored);
+    }
+
+    /// Drops what no follower needs, keeping the last event.
+    fn trim(&mut self) {
+        let needed = self
+            .cursors
+            .iter()
+            .map(|&(_, next)| next)
+            .min()
+            .unwrap_or(u64::MAX);
+        while self.events.len() > 1 && self.first < needed {
+            self.events.pop_front();
+            self.first += 1;
+        }
+    }
+
+    fn move_cursor(&mut self, follower: u64, next: u64) {
+        if let Some(cursor) = self.cursors.iter_mut().find(|(n, _)| *n == follower) {
+            cursor.1 = next;
+        }
+    }
 }
 
 /// One event as JSON text, with its kind for the checks that need no decoding.
@@ -128,10 +204,11 @@ impl Stored {
 }
 
 impl LiveRun {
-    fn new(id: RunId, cancel: CancellationToken) -> Self {
+    fn new(id: RunId, cancel: CancellationToken, backlog: Option<Arc<dyn RunStore>>) -> Self {
         Self {
             id,
             cancel,
+            backlog,
             state: Mutex::new(State::default()),
             changed: watch::Sender::new(0),
         }
@@ -155,46 +232,56 @@ impl LiveRun {
     /// `running` until the terminal event, then the status it records.
     pub fn status(&self) -> RunStatus {
         lock(&self.state)
-            .events
             .last()
             .filter(|e| e.kind.is_terminal())
             .map_or(RunStatus::Running, |e| terminal_status(&e.decode()))
     }
 
-    /// A copy of the events recorded so far.
-    pub fn events(&self) -> Vec<RunEvent> {
-        self.with_events(<[RunEvent]>::to_vec)
+    /// Every event recorded so far: the window, after what the store has from before it.
+    pub async fn events(&self) -> Vec<RunEvent> {
+        let (first, mut window) = {
+            let state = lock(&self.state);
+            let window: Vec<RunEvent> = state.events.iter().map(Stored::decode).collect();
+            (state.first, window)
+        };
+        if first == 0 {
+            return window;
+        }
+        let mut events = self.backfill(0, first).await;
+        events.append(&mut window);
+        events
     }
 
-    /// Calls `f` with the events recorded so far, decoded from their stored text.
-    pub fn with_events<R>(&self, f: impl FnOnce(&[RunEvent]) -> R) -> R {
-        let decoded: Vec<RunEvent> = lock(&self.state)
-            .events
-            .iter()
-            .map(Stored::decode)
-            .collect();
-        f(&decoded)
+    /// The events with `seq` from `from` up to `until` (excluded), from the store; none
+    /// without one, or when it cannot be read (logged: the window still has the rest).
+    async fn backfill(&self, from: u64, until: u64) -> Vec<RunEvent> {
+        let Some(store) = &self.backlog else {
+            return Vec::new();
+        };
+        match store.read_events(&self.id).await {
+            Ok(mut events) => {
+                events.retain(|e| (from..until).contains(&e.seq));
+                events
+            }
+            Err(e) => {
+                tracing::warn!(run_id = %self.id, error = %e, "cannot read a live run's earlier events back from the store");
+                Vec::new()
+            }
+        }
     }
 
-    /// The event at position `index` (its `seq`), waiting for it while the run goes on;
-    /// `None` once the run has ended without one.
-    pub async fn next_event(&self, index: usize) -> Option<RunEvent> {
-        // Subscribe before looking, so a change made after the look still wakes us.
-        let mut changed = self.changed.subscribe();
-        loop {
-            {
-                // One lock for both: an event recorded before `finish` is always seen.
-                let state = lock(&self.state);
-                if let Some(event) = state.events.get(index) {
-                    return Some(event.decode());
-                }
-                if state.ended {
-                    return None;
-                }
-            }
-            if changed.changed().await.is_err() {
-                return None;
-            }
+    /// A follower reading from the event with `seq` `from` on; the window keeps every event
+    /// it has not read yet.
+    pub fn follow(self: &Arc<Self>, from: u64) -> Follower {
+        let mut state = lock(&self.state);
+        let number = state.next_follower;
+        state.next_follower += 1;
+        state.cursors.push((number, from));
+        Follower {
+            run: Arc::clone(self),
+            number,
+            next: from,
+            earlier: VecDeque::new(),
         }
     }
 
@@ -203,10 +290,10 @@ impl LiveRun {
     /// then [`RunObserver::on_event`]) when the run's own code could not, e.g. after a panic.
     pub fn failure_event(&self, reason: &str) -> Option<RunEvent> {
         let state = lock(&self.state);
-        if state.events.last().is_some_and(|e| e.kind.is_terminal()) {
+        if state.last().is_some_and(|e| e.kind.is_terminal()) {
             return None;
         }
-        let last = state.events.last().map(Stored::decode);
+        let last = state.last().map(Stored::decode);
         let last = last.as_ref();
         Some(RunEvent {
             seq: last.map_or(0, |e| e.seq + 1),
@@ -234,7 +321,8 @@ impl LiveRun {
 
     /// Marks the run as ended. When it ended without a terminal event (the runlog itself
     /// could not be written), followers get a `run_failed` event with the reason, so every
-    /// stream ends with a terminal event; that event exists only in memory.
+    /// stream ends with a terminal event; that event exists only in memory (it is the last
+    /// one, which the window always keeps).
     pub fn finish(&self, failure: Option<&str>) {
         let reason = failure.unwrap_or("the run ended without a terminal event");
         let missing = self.failure_event(reason);
@@ -243,13 +331,90 @@ impl LiveRun {
             // Only the run's own task records events, and it is the one finishing: nothing
             // was recorded since `failure_event` looked.
             if let Some(event) = missing
-                && !state.events.last().is_some_and(|e| e.kind.is_terminal())
+                && !state.last().is_some_and(|e| e.kind.is_terminal())
             {
-                state.events.push(Stored::new(&event));
+                state.push(Stored::new(&event), event.seq);
             }
             state.ended = true;
         }
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// A reader of one run's events in order, from memory or, for what left the window before
+/// it came, from the store. Dropping it lets the window forget what it kept for it.
+pub struct Follower {
+    run: Arc<LiveRun>,
+    number: u64,
+    /// The `seq` it reads next.
+    next: u64,
+    /// Events read back from the store, not yet taken.
+    earlier: VecDeque<RunEvent>,
+}
+
+impl Follower {
+    /// The next event, waiting for it while the run goes on; `None` once the run has ended
+    /// without one.
+    pub async fn next(&mut self) -> Option<RunEvent> {
+        loop {
+            if let Some(event) = self.earlier.pop_front() {
+                self.advance(event.seq + 1);
+                return Some(event);
+            }
+            // Subscribe before looking, so a change made after the look still wakes us.
+            let mut changed = self.run.changed.subscribe();
+            let missing = {
+                // One lock for all: an event recorded before `finish` is always seen.
+                let state = lock(&self.run.state);
+                if let Some(stored) = state.get(self.next) {
+                    let event = stored.decode();
+                    drop(state);
+                    self.advance(event.seq + 1);
+                    return Some(event);
+                }
+                if self.next < state.first && !state.events.is_empty() {
+                    // Left the window before this follower came: the cursor keeps
+                    // everything from `next` on, so only `next..first` is to be read back.
+                    Some(state.first)
+                } else if state.ended {
+                    return None;
+                } else {
+                    None
+                }
+            };
+            if let Some(first) = missing {
+                self.earlier = self.run.backfill(self.next, first).await.into();
+                if self.earlier.is_empty() {
+                    // The store lacks them (unreadable, or none to read from): go on with
+                    // the window rather than wait for events that will not come.
+                    tracing::warn!(run_id = %self.run.id, from = self.next, to = first, "earlier events of a live run are missing; the follower skips them");
+                    self.advance(first);
+                }
+                continue;
+            }
+            if changed.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    fn advance(&mut self, next: u64) {
+        self.next = next;
+        let mut state = lock(&self.run.state);
+        state.move_cursor(self.number, next);
+        if self.run.backlog.is_some() {
+            state.trim();
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let mut state = lock(&self.run.state);
+        state.cursors.retain(|(n, _)| *n != self.number);
+        if self.run.backlog.is_some() {
+            state.trim();
+        }
     }
 }
 
@@ -261,7 +426,13 @@ impl ChatObserver for LiveRun {
 impl RunObserver for LiveRun {
     async fn on_event(&self, event: &RunEvent) {
         let stored = Stored::new(event);
-        lock(&self.state).events.push(stored);
+        {
+            let mut state = lock(&self.state);
+            state.push(stored, event.seq);
+            if self.backlog.is_some() {
+                state.trim();
+            }
+        }
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
@@ -271,8 +442,8 @@ pub fn terminal_status(event: &RunEvent) -> RunStatus {
     event.terminal_status().unwrap_or(RunStatus::Failed)
 }
 
-/// A poisoned lock only means another thread panicked while holding it; the data (a list of
-/// events, a map of runs) is still consistent, so keep going rather than spread the panic.
+/// A poisoned lock only means another thread panicked while holding it; the data (a window
+/// of events, a map of runs) is still consistent, so keep going rather than spread the panic.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -280,6 +451,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ports::{NewRun, RunQuery, StoreError};
+    use fabric_domain::RunSummary;
 
     fn event(seq: u64, kind: EventKind) -> RunEvent {
         RunEvent {
@@ -298,19 +471,50 @@ mod tests {
         RunId::parse("20260101-000000-000-aaaaaaaa").unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// The runlog as the store has it: every event before the live run is told of it.
+    #[derive(Default)]
+    struct Runlog(Mutex<Vec<RunEvent>>);
+
+    impl Runlog {
+        /// Records `event` as the recorder does: runlog first, then the live run.
+        async fn record(&self, run: &LiveRun, event: RunEvent) {
+            lock(&self.0).push(event.clone());
+            run.on_event(&event).await;
+        }
+    }
+
+    #[async_trait]
+    impl RunStore for Runlog {
+        async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
+            Err(StoreError::NotFound(id))
+        }
+        async fn list_runs(&self, _query: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+            Ok(lock(&self.0).clone())
+        }
+    }
+
+    fn in_memory(run: &LiveRun) -> Vec<u64> {
+        let state = lock(&run.state);
+        (state.first..state.first + state.events.len() as u64).collect()
+    }
+
+    async fn read_all(mut follower: Follower) -> Vec<u64> {
+        let mut seen = Vec::new();
+        while let Some(e) = follower.next().await {
+            seen.push(e.seq);
+        }
+        seen
+    }
+
     #[tokio::test]
     async fn a_late_follower_gets_every_event_then_the_end() {
         let registry = RunRegistry::new();
         let run = registry.register(id());
         run.on_event(&event(0, EventKind::RunStart)).await;
-        let follower = Arc::clone(&run);
-        let reader = tokio::spawn(async move {
-            let mut seen = Vec::new();
-            while let Some(e) = follower.next_event(seen.len()).await {
-                seen.push(e.seq);
-            }
-            seen
-        });
+        let reader = tokio::spawn(read_all(run.follow(0)));
         run.on_event(&event(1, EventKind::LlmRequest)).await;
         run.on_event(&event(2, EventKind::RunComplete)).await;
         assert_eq!(run.status(), RunStatus::Completed);
@@ -318,18 +522,81 @@ mod tests {
         registry.remove(run.id());
         assert!(registry.is_empty());
         assert_eq!(reader.await.unwrap_or_default(), vec![0, 1, 2]);
+        assert_eq!(
+            in_memory(&run),
+            vec![0, 1, 2],
+            "without a store every event stays"
+        );
+    }
+
+    /// Issue #14: with a store, a run in flight keeps only its last event and what its
+    /// followers have not read; a late follower reads the rest back from the store.
+    #[tokio::test]
+    async fn issue_14_a_windowed_run_keeps_only_what_its_followers_need() {
+        let log = Arc::new(Runlog::default());
+        let registry = RunRegistry::windowed(log.clone());
+        let run = registry.register(id());
+        for seq in 0..4 {
+            log.record(&run, event(seq, EventKind::LlmRequest)).await;
+        }
+        assert_eq!(in_memory(&run), vec![3], "no follower: only the last event");
+
+        // A follower that stops reading pins the window from where it stands.
+        let mut slow = run.follow(0);
+        assert_eq!(slow.next().await.map(|e| e.seq), Some(0), "read back");
+        assert_eq!(slow.next().await.map(|e| e.seq), Some(1));
+        log.record(&run, event(4, EventKind::LlmRequest)).await;
+        log.record(&run, event(5, EventKind::LlmRequest)).await;
+        assert_eq!(in_memory(&run), vec![3, 4, 5], "kept for the slow follower");
+        assert_eq!(slow.next().await.map(|e| e.seq), Some(2));
+        assert_eq!(slow.next().await.map(|e| e.seq), Some(3));
+        assert_eq!(in_memory(&run), vec![4, 5], "what it read is let go");
+        drop(slow);
+        assert_eq!(in_memory(&run), vec![5], "and all of it when it leaves");
+
+        // Every event, in order, for a follower that came late and one from the middle.
+        let late = tokio::spawn(read_all(run.follow(0)));
+        let middle = tokio::spawn(read_all(run.follow(3)));
+        log.record(&run, event(6, EventKind::RunComplete)).await;
+        run.finish(None);
+        assert_eq!(late.await.unwrap_or_default(), (0..7).collect::<Vec<_>>());
+        assert_eq!(middle.await.unwrap_or_default(), (3..7).collect::<Vec<_>>());
+        let all: Vec<u64> = run.events().await.iter().map(|e| e.seq).collect();
+        assert_eq!(all, (0..7).collect::<Vec<_>>());
+        assert_eq!(run.status(), RunStatus::Completed);
+    }
+
+    /// Issue #14: a resumed run's first live event is not `seq` 0; followers get the events
+    /// by `seq`, the earlier ones from the store (they were counted from 0 in the window).
+    #[tokio::test]
+    async fn issue_14_a_resumed_run_is_followed_by_seq() {
+        let log = Arc::new(Runlog::default());
+        lock(&log.0).extend((0..3).map(|seq| event(seq, EventKind::LlmRequest)));
+        let run = RunRegistry::windowed(log.clone()).register(id());
+        let after_one = run.follow(2);
+        let from_start = run.follow(0);
+        log.record(&run, event(3, EventKind::RunResumed)).await;
+        log.record(&run, event(4, EventKind::RunComplete)).await;
+        run.finish(None);
+        assert_eq!(read_all(after_one).await, vec![2, 3, 4]);
+        assert_eq!(read_all(from_start).await, vec![0, 1, 2, 3, 4]);
+
+        // Without a store the window has every event it was told of, by `seq` too.
+        let run = RunRegistry::new().register(id());
+        run.on_event(&event(3, EventKind::RunResumed)).await;
+        run.on_event(&event(4, EventKind::RunComplete)).await;
+        run.finish(None);
+        assert_eq!(read_all(run.follow(4)).await, vec![4]);
     }
 
     #[tokio::test]
     async fn a_run_without_terminal_event_still_ends_its_streams_with_one() {
-        let registry = RunRegistry::new();
-        let run = registry.register(id());
-        run.on_event(&event(0, EventKind::RunStart)).await;
+        let log = Arc::new(Runlog::default());
+        let run = RunRegistry::windowed(log.clone()).register(id());
+        log.record(&run, event(0, EventKind::RunStart)).await;
         run.finish(Some("disk full"));
-        let last = run
-            .next_event(1)
-            .await
-            .unwrap_or_else(|| panic!("no event"));
+        let mut follower = run.follow(1);
+        let last = follower.next().await.unwrap_or_else(|| panic!("no event"));
         assert_eq!(last.kind, EventKind::RunFailed);
         assert_eq!(last.seq, 1);
         assert_eq!(last.payload["reason"], "disk full");
@@ -338,8 +605,10 @@ mod tests {
             last.payload.to_string(),
             r#"{"reason":"disk full","run_id":"20260101-000000-000-aaaaaaaa","status":"failed"}"#
         );
-        assert!(run.next_event(2).await.is_none());
+        assert!(follower.next().await.is_none());
         assert_eq!(run.status(), RunStatus::Failed);
+        // The in-memory end follows the stored events for a reader from the start.
+        assert_eq!(read_all(run.follow(0)).await, vec![0, 1]);
     }
 
     /// The terminal event and `finish` landing while a follower looks must never lose the
@@ -350,7 +619,7 @@ mod tests {
             .build()
             .unwrap_or_else(|e| panic!("{e}"));
         for _ in 0..3000 {
-            let run = Arc::new(LiveRun::new(id(), CancellationToken::new()));
+            let run = Arc::new(LiveRun::new(id(), CancellationToken::new(), None));
             runtime.block_on(run.on_event(&event(0, EventKind::RunStart)));
             let barrier = Arc::new(std::sync::Barrier::new(2));
             let writer = {
@@ -363,8 +632,9 @@ mod tests {
                     run.finish(None);
                 })
             };
+            let mut follower = run.follow(1);
             barrier.wait();
-            let got = runtime.block_on(run.next_event(1));
+            let got = runtime.block_on(follower.next());
             writer.join().unwrap_or_else(|_| panic!("writer panicked"));
             assert_eq!(got.map(|e| e.kind), Some(EventKind::RunComplete));
         }
@@ -372,7 +642,7 @@ mod tests {
 
     #[tokio::test]
     async fn failure_event_follows_the_last_event_and_only_once() {
-        let run = Arc::new(LiveRun::new(id(), CancellationToken::new()));
+        let run = Arc::new(LiveRun::new(id(), CancellationToken::new(), None));
         run.on_event(&event(0, EventKind::RunStart)).await;
         let failed = run
             .failure_event("it panicked")
@@ -383,11 +653,10 @@ mod tests {
         assert!(run.failure_event("again").is_none());
         run.finish(Some("again"));
         assert_eq!(
-            run.events().len(),
+            run.events().await.len(),
             2,
             "finish adds no second terminal event"
         );
-        assert_eq!(run.with_events(<[RunEvent]>::len), 2);
     }
 
     #[tokio::test]

@@ -29,15 +29,11 @@ pub(crate) fn events(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let first = after.map_or(0, |seq| seq.saturating_add(1));
     let stream = match source {
-        Source::Live(run) => {
-            // `seq` counts from 0 without gaps, so it is also the index in the buffer.
-            let start = usize::try_from(first).unwrap_or(usize::MAX);
-            stream::unfold((run, start), |(run, index)| async move {
-                let event = run.next_event(index).await?;
-                Some((event, (run, index + 1)))
-            })
-            .left_stream()
-        }
+        Source::Live(run) => stream::unfold(run.follow(first), |mut follower| async move {
+            let event = follower.next().await?;
+            Some((event, follower))
+        })
+        .left_stream(),
         Source::Stored(all) => {
             stream::iter(all.into_iter().filter(move |e| e.seq >= first)).right_stream()
         }

@@ -223,9 +223,10 @@ impl RunService {
         let metrics = Arc::new(crate::metrics::Metrics::new());
         Self {
             inner: Arc::new(Inner {
+                // A run's older events are read back from its runlog (docs/BENCHMARKS.md).
+                registry: RunRegistry::windowed(Arc::clone(&store)),
                 store,
                 preparer,
-                registry: RunRegistry::new(),
                 slots: config
                     .max_runs_in_flight
                     .map(|n| Arc::new(Semaphore::new(n))),

@@ -63,7 +63,12 @@ impl RunStore for MemStore {
         Ok(Vec::new())
     }
     async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-        Err(StoreError::NotFound(id.clone()))
+        let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+        let log = logs
+            .get(id)
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        let events = log.0.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(events.clone())
     }
 }
 

@@ -37,21 +37,18 @@ impl Found {
         }
     }
 
-    /// The events with a `seq` of at least `first`, copying only those.
-    fn events_from(self, first: u64) -> Vec<RunEvent> {
-        // `seq` counts from 0 without gaps, so it is also the index.
-        let start = usize::try_from(first).unwrap_or(usize::MAX);
-        match self {
-            Self::Live(run) => run.with_events(|all| all.get(start..).unwrap_or_default().to_vec()),
-            Self::Stored(mut events) => {
-                events.retain(|e| e.seq >= first);
-                events
-            }
-        }
+    /// The events with a `seq` of at least `first`.
+    async fn events_from(self, first: u64) -> Vec<RunEvent> {
+        let mut events = match self {
+            Self::Live(run) => run.events().await,
+            Self::Stored(events) => events,
+        };
+        events.retain(|e| e.seq >= first);
+        events
     }
 }
 
-/// The live run first: its buffer is complete, while its runlog may lag by one event. With
+/// The live run first: its window has the latest events, its store what came before. With
 /// a queue, a run executing on any worker is followed live too.
 async fn find(state: &AppState, id: &RunId) -> Result<Found, ApiError> {
     if let Some(run) = state.service().follow(id).await {
@@ -148,9 +145,10 @@ pub(crate) async fn get_run(
     State(state): State<AppState>,
     RunIdPath(id): RunIdPath,
 ) -> Result<axum::Json<RunView>, ApiError> {
-    // A live run's view is built from its buffered events; a stored one from its runlog.
+    // A live run's view is built from its window and what the store has before it; a
+    // stored one from its runlog.
     let view = match find(&state, &id).await? {
-        Found::Live(run) => run.with_events(|events| RunView::from_events(id, events)),
+        Found::Live(run) => RunView::from_events(id, &run.events().await),
         Found::Stored(events) => RunView::from_events(id, &events),
     };
     Ok(axum::Json(view))
@@ -226,7 +224,7 @@ pub(crate) async fn run_events(
     }
     let status = found.status();
     let first = after.map_or(0, |seq| seq.saturating_add(1));
-    let events = found.events_from(first);
+    let events = found.events_from(first).await;
     Ok(axum::Json(EventList {
         run_id: id,
         status,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::fixture::{Fixture, of_kind, read_runlog};
-use super::serve_fixture::{Options, Served};
+use super::serve_fixture::{Frame, Options, Served};
 
 /// Six steps: a write, a shell command that takes a while, a read, a write, a listing,
 /// `finish_task`.
@@ -487,10 +487,28 @@ async fn issue_10_serve_suspends_runs_at_shutdown_and_continues_them_at_its_next
         "the stream of a suspended run ends without a terminal event: {:?}",
         frames.iter().map(|f| &f.event).collect::<Vec<_>>()
     );
-    // The next start continues it.
+    // The next start continues it. Followed while it waits on its model again (3 s), from
+    // its first event and from the middle: every event by `seq`, without gaps, to the end.
+    // Issue #14: the live window counted a resumed run's events from 0, so a follower got
+    // the wrong events or none.
     let second = first.another_node().await;
+    let mut from_start = second.follow(&id, None).await;
+    let mut from_middle = second.follow(&id, Some(2)).await;
     let status = second.wait_status(&id, "completed").await;
     assert_eq!(status["status"], "completed");
     let events = read_runlog(&runlog);
     assert_eq!(of_kind(&events, "run_resumed").len(), 1);
+    let seqs = |frames: Vec<Frame>| -> Vec<u64> {
+        frames
+            .iter()
+            .map(|f| {
+                f.id.as_deref()
+                    .and_then(|id| id.parse().ok())
+                    .expect("an id")
+            })
+            .collect()
+    };
+    let all: Vec<u64> = (0..events.len() as u64).collect();
+    assert_eq!(seqs(from_start.rest().await), all);
+    assert_eq!(seqs(from_middle.rest().await), all[3..].to_vec());
 }
