@@ -351,7 +351,8 @@ async fn in_flight(runs: usize, steps: usize, latency: Duration, live: bool) -> 
         steps,
         calls: AtomicUsize::new(0),
     });
-    let registry = Arc::new(RunRegistry::new());
+    // As the run service makes it: a window of each run's events, older ones in the store.
+    let registry = Arc::new(RunRegistry::windowed(store.clone()));
     let before = rss_bytes();
     let started = Instant::now();
     let mut set = JoinSet::new();

@@ -56,7 +56,7 @@ pub(super) struct Catalogue<'a> {
 impl<'a> Catalogue<'a> {
     pub(super) fn build(
         source: &dyn ToolSource,
-        finish_definition: &str,
+        finish_definition: Value,
         finish_schema: &'a Value,
     ) -> Self {
         // The version is read first: a change racing this read only causes one more rebuild.
@@ -64,8 +64,7 @@ impl<'a> Catalogue<'a> {
         let tools = source.tools();
         let mut definitions: Vec<Value> =
             tools.iter().map(|t| t.spec().openai_definition()).collect();
-        // The text was produced by `serde_json` from a `Value` just above, so it parses.
-        definitions.push(serde_json::from_str(finish_definition).unwrap_or_default());
+        definitions.push(finish_definition);
         let mut available: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
         available.push(FINISH_TOOL.to_owned());
         Self {

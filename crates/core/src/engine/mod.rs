@@ -204,12 +204,16 @@ async fn run_steps(
         mut gate,
     } = input;
 
-    // The `finish_task` definition is built once; the schema itself is checked against
-    // `specialist.finish_schema`, so no second copy of it lives through the run.
-    // Kept as JSON text for the life of the run (a `Value` tree is about three times the
-    // memory) and decoded only when the tool set changes.
-    let finish_definition = match specialist.finish_tool() {
-        Ok(spec) => spec.openai_definition().to_string(),
+    // The `finish_task` definition is built when the catalogue is, and not kept: the
+    // catalogue's definitions hold it (interned per tool set), and arguments are checked
+    // against `specialist.finish_schema`. A copy kept through the run cost every run in
+    // flight its own kilobyte or more (issue #14).
+    let mut catalogue = match specialist.finish_tool() {
+        Ok(finish) => Catalogue::build(
+            source,
+            finish.openai_definition(),
+            &specialist.finish_schema,
+        ),
         Err(e) => {
             return Ok(failed(
                 RunStatus::Failed,
@@ -219,7 +223,6 @@ async fn run_steps(
             ));
         }
     };
-    let mut catalogue = Catalogue::build(source, &finish_definition, &specialist.finish_schema);
     let mut usage = Usage::default();
     // With no tool to work with, there is no work to require before finish_task.
     let mut attempted_work = catalogue.tools.is_empty();
@@ -231,8 +234,16 @@ async fn run_steps(
         record_notices(source, &rec, Some(step)).await?;
         // Tools that arrived since the last step (a late MCP server, a loaded schema) are
         // offered from this step on; the definitions are rebuilt only when the set changed.
-        if source.version() != catalogue.version {
-            catalogue = Catalogue::build(source, &finish_definition, &specialist.finish_schema);
+        if source.version() != catalogue.version
+            // The specialist did not change since the first build, so its finish tool
+            // builds again; were it ever to fail, the tools of the last build stay.
+            && let Ok(finish) = specialist.finish_tool()
+        {
+            catalogue = Catalogue::build(
+                source,
+                finish.openai_definition(),
+                &specialist.finish_schema,
+            );
         }
         let definitions = &catalogue.definitions;
         // Every model call is paid from the budget the whole delegation tree shares.

@@ -526,8 +526,12 @@ async fn record_routing_call(
 
 /// The specialist's prompt plus the rules of the workspace every specialist works under.
 fn system_prompt(specialist: &SpecialistSpec) -> String {
-    format!(
+    let mut prompt = format!(
         "{}\n\nYou work inside a private workspace directory. Use relative paths only; paths outside the workspace are refused. Act only through tool calls. When the task is done and checked, call finish_task exactly once with your final answer.",
         specialist.system_prompt.trim_end()
-    )
+    );
+    // Kept for the whole run: without this, the growth of `format!`'s buffer left up to
+    // twice its length allocated (about 0.7 KiB a run in flight; issue #14).
+    prompt.shrink_to_fit();
+    prompt
 }
