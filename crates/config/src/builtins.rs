@@ -133,6 +133,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             needs_network: false,
             limitations: Vec::new(),
             tooling: Default::default(),
+            loop_aids: Default::default(),
         },
         SpecialistSpec {
             container_image: None,
@@ -165,6 +166,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             needs_network: true,
             limitations: Vec::new(),
             tooling: Default::default(),
+            loop_aids: Default::default(),
         },
         SpecialistSpec {
             container_image: None,
@@ -199,6 +201,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
                  `mcp__github__*` (docs/MCP.md).",
             ]),
             tooling: Default::default(),
+            loop_aids: Default::default(),
         },
         SpecialistSpec {
             container_image: None,
@@ -217,6 +220,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             needs_network: false,
             limitations: Vec::new(),
             tooling: Default::default(),
+            loop_aids: Default::default(),
         },
     ]
 }

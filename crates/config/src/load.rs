@@ -872,6 +872,7 @@ impl Merger {
                 needs_network: false,
                 limitations: Vec::new(),
                 tooling: Default::default(),
+                loop_aids: Default::default(),
             },
         };
         if let Some(v) = raw.description {
@@ -916,6 +917,12 @@ impl Merger {
         }
         if let Some(v) = raw.needs_network {
             spec.needs_network = v;
+        }
+        if let Some(n) = raw.repeat_limit {
+            spec.loop_aids.repeat_limit = self.range(&at("repeat_limit"), n, 0, 100)? as u32;
+        }
+        if let Some(v) = raw.require_finish {
+            spec.loop_aids.require_finish = v;
         }
         if let Some(servers) = raw.mcp_servers {
             spec.tooling.mcp_servers = crate::mcp::check_servers(servers)

@@ -161,6 +161,8 @@ struct FrontMatter {
     critic: Option<String>,
     max_repair_rounds: Option<u64>,
     budget: Option<crate::raw::RawBudget>,
+    repeat_limit: Option<u64>,
+    require_finish: Option<bool>,
 }
 
 struct Source<'a> {
@@ -331,6 +333,8 @@ fn build(
             critic: fm.critic,
             max_repair_rounds: fm.max_repair_rounds,
             budget: fm.budget,
+            repeat_limit: fm.repeat_limit,
+            require_finish: fm.require_finish,
         },
         warnings,
     })

@@ -139,6 +139,8 @@ pub(crate) struct RawSpecialist {
     pub(crate) critic: Option<String>,
     pub(crate) max_repair_rounds: Option<u64>,
     pub(crate) budget: Option<RawBudget>,
+    pub(crate) repeat_limit: Option<u64>,
+    pub(crate) require_finish: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

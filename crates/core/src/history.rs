@@ -346,6 +346,7 @@ pub fn response_of(recorded: runlog::LlmResponse) -> ChatResponse {
         usage: recorded.usage,
         finish_reason: recorded.finish_reason,
         queued_ms: None,
+        prompt_cache: recorded.prompt_cache,
     }
 }
 

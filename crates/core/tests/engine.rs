@@ -287,6 +287,10 @@ async fn issue_12_turns_left_out_to_fit_the_window_can_be_summarised_by_the_mode
     t.model.context_window = Some(3_000);
     t.model.max_tokens = Some(200);
     t.model.summarize_compaction = true;
+    // The same call with the same result, on purpose: no repetition breaker here.
+    let mut spec = (*t.specialist).clone();
+    spec.loop_aids.repeat_limit = 0;
+    t.specialist = spec.into();
     let outcome = execute_task(&store, &chat, t, &NoopObserver, CancellationToken::new())
         .await
         .unwrap();

@@ -164,6 +164,7 @@ fn specialist(id: &str) -> SpecialistSpec {
         needs_network: false,
         limitations: vec![],
         tooling: Default::default(),
+        loop_aids: Default::default(),
     }
 }
 
@@ -261,6 +262,7 @@ async fn single_with_everything() -> Vec<String> {
             }),
             finish_reason: Some("tool_calls".into()),
             queued_ms: None,
+            prompt_cache: None,
         }),
     ]);
     let mut m = member("eng", &chat);

@@ -158,6 +158,7 @@ fn specialist(id: &str) -> SpecialistSpec {
         needs_network: false,
         limitations: vec![],
         tooling: Default::default(),
+        loop_aids: Default::default(),
     }
 }
 

@@ -193,6 +193,7 @@ fn specialist(loading: ToolLoading) -> SpecialistSpec {
         needs_network: false,
         limitations: vec![],
         tooling: Default::default(),
+        loop_aids: Default::default(),
     };
     spec.tooling.tool_loading = loading;
     spec

@@ -26,12 +26,13 @@ mod tooling;
 
 pub use error::DomainError;
 pub use event::{EventKind, RunEvent};
-pub use message::{Message, Role, ToolCall, Usage};
+pub use message::{Message, PromptCache, Role, ToolCall, Usage};
 pub use run::{RunId, RunStatus};
 pub use sandbox::SandboxMode;
 pub use services::{Backend, SearchProvider, endpoint_key};
 pub use specialist::{
-    FINISH_TOOL, SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern,
+    DEFAULT_REPEAT_LIMIT, FINISH_TOOL, LoopAids, SpecialistSpec, check_finish_schema,
+    check_tool_pattern, is_tool_pattern,
 };
 pub use summary::RunSummary;
 pub use time::{UtcTime, parse_duration, parse_since};

@@ -122,6 +122,17 @@ impl Usage {
     }
 }
 
+/// How a server's prompt cache served one call (llama.cpp's `timings`, or `cached_tokens`
+/// where a server reports OpenAI's `prompt_tokens_details`): re-reading a prompt is most of
+/// a step's time on a CPU, so a run keeps its prompt prefix stable (issue #24).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptCache {
+    /// Prompt tokens taken from the cache.
+    pub cached_tokens: u64,
+    /// Prompt tokens the server evaluated anew.
+    pub evaluated_tokens: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::Usage;

@@ -87,6 +87,9 @@ pub enum RunStatus {
     /// The conversation could not be made to fit the model's context window, even with
     /// only the system prompt, the task and the last turn left (docs/LOCAL_MODELS.md).
     ContextWindowExceeded,
+    /// The model kept repeating one call with the same result after it was told so and the
+    /// repeat was refused (`loop_detected`; docs/LOCAL_MODELS.md).
+    Stalled,
 }
 
 impl RunStatus {
@@ -106,6 +109,7 @@ impl RunStatus {
             Self::Interrupted => "interrupted",
             Self::QualityGateFailed => "quality_gate_failed",
             Self::ContextWindowExceeded => "context_window_exceeded",
+            Self::Stalled => "stalled",
         }
     }
 
@@ -123,7 +127,8 @@ impl RunStatus {
             | Self::Failed
             | Self::Interrupted
             | Self::QualityGateFailed
-            | Self::ContextWindowExceeded => false,
+            | Self::ContextWindowExceeded
+            | Self::Stalled => false,
         }
     }
 
@@ -139,7 +144,10 @@ impl RunStatus {
             Self::Failed | Self::Running => 1,
             Self::LlmError => 3,
             Self::ModelUnsupported => 4,
-            Self::MaxStepsExceeded | Self::BudgetExceeded | Self::ContextWindowExceeded => 5,
+            Self::MaxStepsExceeded
+            | Self::BudgetExceeded
+            | Self::ContextWindowExceeded
+            | Self::Stalled => 5,
             // Not 0: a script must notice that part of the work is missing.
             Self::Partial => 6,
             Self::Cancelled => 130,
@@ -191,6 +199,7 @@ mod tests {
             RunStatus::Interrupted,
             RunStatus::QualityGateFailed,
             RunStatus::ContextWindowExceeded,
+            RunStatus::Stalled,
         ] {
             let text = serde_json::to_string(&status).unwrap_or_default();
             assert_eq!(text, format!("\"{}\"", status.as_str()));

@@ -21,9 +21,10 @@ use serde_json::Value;
 
 pub use payloads::{
     CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, Finding, LlmRequest,
-    LlmResponse, LlmToolCall, McpServer, PackEnd, PackStart, Recruitment, RepairRound,
-    RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent,
-    SkippedTool, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult,
+    LlmResponse, LlmToolCall, LoopDetected, McpServer, PackEnd, PackStart, Recruitment,
+    RepairRound, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart,
+    SecurityEvent, SkippedTool, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError,
+    ToolResult,
 };
 pub use vocab::{
     CallPurpose, McpStatus, RoutingMethod, SecurityEventType, TaskForceMode, ToolErrorType,
@@ -89,6 +90,7 @@ fixed_kind! {
     ToolResult => ToolResult,
     ToolError => ToolError,
     SecurityEvent => SecurityEvent,
+    LoopDetected => LoopDetected,
     RunAborted => RunFailed,
 }
 

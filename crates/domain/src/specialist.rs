@@ -51,10 +51,45 @@ pub struct SpecialistSpec {
     /// MCP servers, lazy tool loading and delegation (all off by default).
     #[serde(default)]
     pub tooling: crate::Tooling,
+    /// What the loop does for a model that repeats itself or never finishes
+    /// (docs/LOCAL_MODELS.md).
+    #[serde(default)]
+    pub loop_aids: LoopAids,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// Calls in a row with the same arguments and the same result after which the model is told
+/// it repeats itself.
+pub const DEFAULT_REPEAT_LIMIT: u32 = 3;
+
+/// The loop's help for small models, switchable per specialist (issue #24).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoopAids {
+    /// A call repeated with the same arguments and the same result this many times in a row
+    /// gets a nudge naming the repetition; a further repeat is refused without running, and
+    /// the run ends `stalled` when the model still repeats (`repeat_limit`; 0: off).
+    #[serde(default = "default_repeat_limit")]
+    pub repeat_limit: u32,
+    /// Plain-text answers never end the run `completed_without_finish`: the model is asked
+    /// to call `finish_task` until it does or `max_steps` runs out (`require_finish`).
+    #[serde(default)]
+    pub require_finish: bool,
+}
+
+fn default_repeat_limit() -> u32 {
+    DEFAULT_REPEAT_LIMIT
+}
+
+impl Default for LoopAids {
+    fn default() -> Self {
+        Self {
+            repeat_limit: DEFAULT_REPEAT_LIMIT,
+            require_finish: false,
+        }
+    }
 }
 
 impl SpecialistSpec {

@@ -15,7 +15,7 @@ use crate::ApiError;
 pub const MAX_STEPS_LIMIT: u32 = 1000;
 
 /// Every run status as the API writes it, in the runlog's order.
-pub const STATUSES: [&str; 13] = [
+pub const STATUSES: [&str; 14] = [
     "running",
     "completed",
     "completed_without_finish",
@@ -29,6 +29,7 @@ pub const STATUSES: [&str; 13] = [
     "interrupted",
     "quality_gate_failed",
     "context_window_exceeded",
+    "stalled",
 ];
 
 /// A task to run: the body of `POST /run`, `POST /run/stream` and `POST /runs`.
@@ -445,7 +446,7 @@ pub struct SearchParams {
     pub specialist: Option<String>,
     /// Only runs with this status.
     #[param(
-        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed|context_window_exceeded)$"
+        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed|context_window_exceeded|stalled)$"
     )]
     pub status: Option<String>,
     /// Only runs started since: a date (`2026-11-01`), a UTC time (`2026-11-01T12:00:00Z`),
@@ -539,7 +540,7 @@ pub struct ListQuery {
     /// Only runs with this status (`running`, `completed`, `partial`, `failed`, `cancelled`,
     /// ...).
     #[param(
-        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed|context_window_exceeded)$"
+        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed|context_window_exceeded|stalled)$"
     )]
     pub status: Option<String>,
     /// Only runs this specialist worked on (a task force counts for each member).
@@ -635,6 +636,7 @@ mod tests {
             RunStatus::Interrupted => 10,
             RunStatus::QualityGateFailed => 11,
             RunStatus::ContextWindowExceeded => 12,
+            RunStatus::Stalled => 13,
         };
         for (i, name) in STATUSES.iter().enumerate() {
             let status: RunStatus = serde_json::from_value(Value::String((*name).to_owned()))

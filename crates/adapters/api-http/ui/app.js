@@ -21,7 +21,7 @@ const FRAME_BUDGET_MS = 10;
 const STATUSES = [
   'running', 'completed', 'completed_without_finish', 'partial', 'max_steps_exceeded',
   'budget_exceeded', 'llm_error', 'model_unsupported', 'cancelled', 'failed', 'interrupted',
-  'quality_gate_failed', 'context_window_exceeded',
+  'quality_gate_failed', 'context_window_exceeded', 'stalled',
 ];
 
 // ---------------------------------------------------------------------------------------

@@ -80,6 +80,7 @@ impl AnthropicClient {
             usage: answer.usage.map(wire::WireUsage::usage),
             finish_reason: answer.stop_reason.as_deref().map(wire::finish_reason),
             queued_ms: None,
+            prompt_cache: None,
         })
     }
 
@@ -290,6 +291,7 @@ impl StreamState {
             }),
             finish_reason: self.stop_reason.as_deref().map(wire::finish_reason),
             queued_ms: None,
+            prompt_cache: None,
         }
     }
 }

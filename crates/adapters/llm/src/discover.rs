@@ -66,6 +66,44 @@ impl OpenAiClient {
     }
 }
 
+/// llama.cpp's `GET /props`: the context window of each slot.
+#[derive(Debug, Default, Deserialize)]
+struct Props {
+    #[serde(default)]
+    default_generation_settings: Option<SlotSettings>,
+    #[serde(default)]
+    n_ctx: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SlotSettings {
+    #[serde(default)]
+    n_ctx: Option<u64>,
+}
+
+impl OpenAiClient {
+    /// The context window the server gives each request, when it reports one: llama.cpp's
+    /// `GET /props` (`default_generation_settings.n_ctx`, the window of one slot). `None`
+    /// for servers without `/props` (vLLM, LM Studio, clouds) or an answer without it.
+    pub async fn context_window(&self) -> Option<u64> {
+        let base = self.base_url();
+        let root = base.strip_suffix("/v1").unwrap_or(base);
+        let url = format!("{root}/props");
+        let bytes = self
+            .transport()
+            .fetch(Method::GET, &url, None::<&()>)
+            .await
+            .map_err(|e| tracing::debug!(%url, "no context window from /props: {e}"))
+            .ok()?;
+        let props: Props = decode_json(&url, &bytes).ok()?;
+        props
+            .default_generation_settings
+            .and_then(|s| s.n_ctx)
+            .or(props.n_ctx)
+            .filter(|n| *n > 0)
+    }
+}
+
 /// One progress line of `POST /api/pull`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct PullProgress {

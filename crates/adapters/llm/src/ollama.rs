@@ -265,6 +265,7 @@ impl StreamState {
             usage: self.usage,
             finish_reason: self.finish_reason,
             queued_ms: None,
+            prompt_cache: None,
         }
     }
 }

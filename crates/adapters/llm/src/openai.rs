@@ -131,9 +131,10 @@ fn whole_answer(url: &str, bytes: &[u8]) -> Result<ChatResponse, ChatError> {
     Ok(ChatResponse {
         content: message.content.filter(|c| !c.is_empty()),
         tool_calls,
-        usage: answer.usage.map(Into::into),
+        usage: answer.usage.as_ref().map(Into::into),
         finish_reason: choice.finish_reason,
         queued_ms: None,
+        prompt_cache: wire::prompt_cache(answer.timings.as_ref(), answer.usage.as_ref()),
     })
 }
 
@@ -195,6 +196,7 @@ struct StreamState {
     calls: CallAssembler,
     usage: Option<fabric_domain::Usage>,
     finish_reason: Option<String>,
+    prompt_cache: Option<fabric_domain::PromptCache>,
 }
 
 impl StreamState {
@@ -259,7 +261,10 @@ impl StreamState {
         if let Some(error) = chunk.error {
             return Err(reported_error(url, &error));
         }
-        if let Some(usage) = chunk.usage {
+        if let Some(cache) = wire::prompt_cache(chunk.timings.as_ref(), chunk.usage.as_ref()) {
+            self.prompt_cache = Some(cache);
+        }
+        if let Some(usage) = &chunk.usage {
             self.usage = Some(usage.into());
         }
         for choice in chunk.choices.unwrap_or_default() {
@@ -285,6 +290,7 @@ impl StreamState {
             usage: self.usage,
             finish_reason: self.finish_reason,
             queued_ms: None,
+            prompt_cache: self.prompt_cache,
         }
     }
 }

@@ -35,8 +35,10 @@ struct StreamOptions {
 #[derive(Debug, Serialize)]
 struct OutMessage<'a> {
     role: Role,
-    /// Always present: `null` is how an assistant message that only calls tools looks.
-    content: Option<&'a str>,
+    /// Always a string: an assistant message that only calls tools has `""`. The spec
+    /// allows `null` there, but llama-cpp-python's server answers 500 to it (issue #24) and
+    /// every server we know takes `""`.
+    content: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<OutToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -78,14 +80,9 @@ impl<'a> Request<'a> {
 }
 
 fn out_message(message: &Message) -> OutMessage<'_> {
-    // Only an assistant message may have `null` content; servers reject it elsewhere.
-    let content = match (message.content.as_deref(), message.role) {
-        (None, Role::Assistant) => None,
-        (content, _) => Some(content.unwrap_or("")),
-    };
     OutMessage {
         role: message.role,
-        content,
+        content: message.content.as_deref().unwrap_or(""),
         tool_calls: message
             .tool_calls
             .iter()
@@ -109,9 +106,46 @@ pub(crate) struct Response {
     pub(crate) choices: Option<Vec<Choice>>,
     #[serde(default)]
     pub(crate) usage: Option<WireUsage>,
+    /// llama.cpp's server: what the prompt cache served.
+    #[serde(default)]
+    pub(crate) timings: Option<Timings>,
     /// Some proxies answer 200 with an error object.
     #[serde(default)]
     pub(crate) error: Option<Value>,
+}
+
+/// llama.cpp's `timings` (in its answers and the last chunk of a stream): `prompt_n` prompt
+/// tokens evaluated, `cache_n` taken from the slot's cache.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Timings {
+    #[serde(default)]
+    prompt_n: Option<u64>,
+    #[serde(default)]
+    cache_n: Option<u64>,
+}
+
+/// How the prompt cache served a call: llama.cpp's `timings`, else the `cached_tokens` of
+/// OpenAI's `prompt_tokens_details` (OpenAI, vLLM, newer llama.cpp) against the prompt.
+pub(crate) fn prompt_cache(
+    timings: Option<&Timings>,
+    usage: Option<&WireUsage>,
+) -> Option<fabric_domain::PromptCache> {
+    if let Some(Timings {
+        prompt_n: Some(evaluated),
+        cache_n,
+    }) = timings
+    {
+        return Some(fabric_domain::PromptCache {
+            cached_tokens: cache_n.unwrap_or(0),
+            evaluated_tokens: *evaluated,
+        });
+    }
+    let usage = usage?;
+    let cached = usage.prompt_tokens_details.as_ref()?.cached_tokens?;
+    Some(fabric_domain::PromptCache {
+        cached_tokens: cached,
+        evaluated_tokens: usage.prompt_tokens.unwrap_or(0).saturating_sub(cached),
+    })
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -170,10 +204,18 @@ pub(crate) struct WireUsage {
     completion_tokens: Option<u64>,
     #[serde(default)]
     total_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
 }
 
-impl From<WireUsage> for Usage {
-    fn from(u: WireUsage) -> Self {
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl From<&WireUsage> for Usage {
+    fn from(u: &WireUsage) -> Self {
         Usage::from_counts(
             u.prompt_tokens.unwrap_or(0),
             u.completion_tokens.unwrap_or(0),
@@ -189,6 +231,8 @@ pub(crate) struct Chunk {
     pub(crate) choices: Option<Vec<ChunkChoice>>,
     #[serde(default)]
     pub(crate) usage: Option<WireUsage>,
+    #[serde(default)]
+    pub(crate) timings: Option<Timings>,
     #[serde(default)]
     pub(crate) error: Option<Value>,
 }
@@ -246,7 +290,7 @@ mod tests {
                 "model": "m",
                 "messages": [
                     {"role": "system", "content": "s"},
-                    {"role": "assistant", "content": null, "tool_calls": [
+                    {"role": "assistant", "content": "", "tool_calls": [
                         {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"p\":1}"}}
                     ]},
                     {"role": "tool", "content": "ok", "tool_call_id": "c1"}
@@ -281,6 +325,25 @@ mod tests {
     }
 
     #[test]
+    fn issue_24_the_prompt_cache_is_read_from_timings_or_usage() {
+        let r: Response = serde_json::from_value(json!({
+            "choices": [], "usage": {"prompt_tokens": 120, "completion_tokens": 5},
+            "timings": {"prompt_n": 8, "cache_n": 112, "prompt_ms": 40.5, "predicted_n": 5}
+        }))
+        .unwrap();
+        let cache = prompt_cache(r.timings.as_ref(), r.usage.as_ref()).unwrap();
+        assert_eq!((cache.cached_tokens, cache.evaluated_tokens), (112, 8));
+        let r: Response = serde_json::from_value(json!({
+            "usage": {"prompt_tokens": 120, "prompt_tokens_details": {"cached_tokens": 100}}
+        }))
+        .unwrap();
+        let cache = prompt_cache(r.timings.as_ref(), r.usage.as_ref()).unwrap();
+        assert_eq!((cache.cached_tokens, cache.evaluated_tokens), (100, 20));
+        let r: Response = serde_json::from_value(json!({"usage": {"prompt_tokens": 120}})).unwrap();
+        assert_eq!(prompt_cache(r.timings.as_ref(), r.usage.as_ref()), None);
+    }
+
+    #[test]
     fn nulls_everywhere_still_parse() {
         let r: Response = serde_json::from_value(json!({
             "choices": [{"message": {"content": null, "tool_calls": null}, "finish_reason": null}],
@@ -291,6 +354,6 @@ mod tests {
         let c: Chunk =
             serde_json::from_value(json!({"choices": null, "usage": {"prompt_tokens": 3}}))
                 .unwrap();
-        assert_eq!(Usage::from(c.usage.unwrap()).total_tokens, 3);
+        assert_eq!(Usage::from(&c.usage.unwrap()).total_tokens, 3);
     }
 }

@@ -24,7 +24,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::paths::{Root, lexical_error, link_escape_error, normalize, resolution_error};
+use crate::paths::{Root, link_escape_error, normalize, normalize_in, resolution_error};
 use crate::policy::ToolPolicy;
 use crate::text::decode;
 
@@ -66,6 +66,18 @@ fn kind(stat: &Stat) -> FileType {
 }
 
 /// Runs blocking file work on the blocking pool.
+/// `raw` normalised ([`normalize`]); a refused path is answered with the workspace path the
+/// model most likely meant, looked up off the async threads ([`normalize_in`]).
+async fn relative_path(workspace: &Path, raw: &str) -> Result<PathBuf, ToolError> {
+    match normalize(raw) {
+        Ok(relative) => Ok(relative),
+        Err(_) => {
+            let (workspace, raw) = (workspace.to_path_buf(), raw.to_owned());
+            blocking("the path check", move || normalize_in(&workspace, &raw)).await
+        }
+    }
+}
+
 async fn blocking<T: Send + 'static>(
     what: &str,
     work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
@@ -116,7 +128,7 @@ impl TypedTool for ReadFileTool {
 
     async fn run(&self, input: ReadInput, ctx: &ToolContext) -> Result<Value, ToolError> {
         let raw = input.path;
-        let relative = normalize(&raw).map_err(|why| lexical_error(&raw, why))?;
+        let relative = relative_path(&ctx.workspace, &raw).await?;
         let workspace = ctx.workspace.clone();
         let max = self.policy.max_read_bytes;
         blocking("read_file", move || {
@@ -246,7 +258,7 @@ impl TypedTool for WriteFileTool {
 
     async fn run(&self, input: WriteInput, ctx: &ToolContext) -> Result<Value, ToolError> {
         let raw = input.path;
-        let relative = normalize(&raw).map_err(|why| lexical_error(&raw, why))?;
+        let relative = relative_path(&ctx.workspace, &raw).await?;
         if relative.as_os_str().is_empty() {
             return Err(ToolError::InvalidArguments(format!(
                 "`path` must name a file, got `{raw}`; use for example `notes.txt`"
@@ -417,7 +429,7 @@ impl TypedTool for ListFilesTool {
 
     async fn run(&self, input: ListInput, ctx: &ToolContext) -> Result<Value, ToolError> {
         let raw = input.path.unwrap_or_else(|| ".".to_owned());
-        let relative = normalize(&raw).map_err(|why| lexical_error(&raw, why))?;
+        let relative = relative_path(&ctx.workspace, &raw).await?;
         let cap = input
             .max_entries
             .unwrap_or(self.policy.max_list_entries)

@@ -97,30 +97,73 @@ pub(crate) fn suggestion(raw: &str) -> String {
 }
 
 /// The refusal for a path outside the workspace, worded so a small model can fix its call.
-pub(crate) fn escape_error(raw: &str, how: &str) -> ToolError {
+pub(crate) fn escape_error(raw: &str, how: &str, meant: &str) -> ToolError {
     ToolError::Denied {
         event_type: PATH_ESCAPE.to_owned(),
         attempted: raw.to_owned(),
         message: format!(
-            "path `{raw}` is outside the workspace{how}; use a path relative to the workspace, such as `{}`",
-            suggestion(raw)
+            "path `{raw}` is outside the workspace{how}; use a path relative to the workspace, most likely `{meant}`"
         ),
     }
 }
 
-/// The refusal of a path [`normalize`] rejected.
-pub(crate) fn lexical_error(raw: &str, why: Lexical) -> ToolError {
-    match why {
+/// Normalises `raw` as [`normalize`] does; a refused absolute or escaping path is answered
+/// with the path inside `workspace` the model most likely meant ([`likely_meant`]), found by
+/// looking only beneath the workspace, never outside it (issue #24). Blocking: run it off
+/// the async threads.
+pub(crate) fn normalize_in(workspace: &Path, raw: &str) -> Result<PathBuf, ToolError> {
+    normalize(raw).map_err(|why| match why {
         Lexical::Nul => ToolError::InvalidArguments(
             "path contains a NUL byte; use a plain relative path such as `src/main.rs`".to_owned(),
         ),
-        Lexical::Absolute | Lexical::Escapes => escape_error(raw, ""),
+        Lexical::Absolute | Lexical::Escapes => {
+            let meant = Root::open(workspace)
+                .map(|root| likely_meant(&root, raw))
+                .unwrap_or_else(|_| suggestion(raw));
+            escape_error(raw, "", &meant)
+        }
+    })
+}
+
+/// The workspace path a refused one most likely meant: for the workspace's own absolute
+/// path, what follows it (`/…/workspace/src/a.rs` → `src/a.rs`); otherwise the longest
+/// tail of the path that exists in the workspace (`/home/u/project/src/a.rs` → `src/a.rs`),
+/// else the longest tail whose folder exists (`/Users/x/hello.txt` → `hello.txt`), else
+/// the file name.
+pub(crate) fn likely_meant(root: &Root, raw: &str) -> String {
+    let cleaned = raw.replace('\0', "");
+    if let Ok(inside) = Path::new(&cleaned).strip_prefix(&root.path)
+        && let Ok(relative) = normalize(&inside.to_string_lossy())
+    {
+        return shown(&relative);
+    }
+    let names: Vec<&OsStr> = Path::new(&cleaned)
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect();
+    let tails = || (0..names.len()).map(|start| names[start..].iter().collect::<PathBuf>());
+    let exists = |relative: &Path| root.open_at(relative, OFlags::PATH).is_ok();
+    tails()
+        .find(|tail| exists(tail))
+        .or_else(|| tails().find(|tail| tail.parent().is_none_or(exists)))
+        .map_or_else(|| ".".to_owned(), |tail| shown(&tail))
+}
+
+/// A relative path as a model should write it (`.` for the workspace itself).
+fn shown(relative: &Path) -> String {
+    if relative.as_os_str().is_empty() {
+        ".".to_owned()
+    } else {
+        relative.to_string_lossy().into_owned()
     }
 }
 
 /// The refusal for a symbolic link that leads out of the workspace.
 pub(crate) fn link_escape_error(raw: &str) -> ToolError {
-    escape_error(raw, " (a symbolic link leads out of it)")
+    escape_error(raw, " (a symbolic link leads out of it)", &suggestion(raw))
 }
 
 /// Maps an error of a resolution beneath the root to the tools' common messages, or `None`
@@ -340,10 +383,10 @@ mod tests {
 
     #[test]
     fn escape_message_is_exact() {
-        let err = escape_error("../x", "");
+        let err = escape_error("../x", "", "x");
         assert_eq!(
             err.to_string(),
-            "path `../x` is outside the workspace; use a path relative to the workspace, such as `x`"
+            "path `../x` is outside the workspace; use a path relative to the workspace, most likely `x`"
         );
         assert_eq!(denied_type(&err), Some(PATH_ESCAPE));
     }
@@ -455,7 +498,7 @@ mod tests {
         let err = resolution_error("out/x", Errno::XDEV).unwrap();
         assert_eq!(
             err.to_string(),
-            "path `out/x` is outside the workspace (a symbolic link leads out of it); use a path relative to the workspace, such as `out/x`"
+            "path `out/x` is outside the workspace (a symbolic link leads out of it); use a path relative to the workspace, most likely `out/x`"
         );
         assert_eq!(denied_type(&err), Some(PATH_ESCAPE));
         let err = resolution_error("f/x", Errno::NOTDIR).unwrap();

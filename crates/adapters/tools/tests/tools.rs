@@ -181,12 +181,61 @@ async fn escapes_are_denied_for_every_file_tool() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "path `../x` is outside the workspace; use a path relative to the workspace, such as `x`"
+        "path `../x` is outside the workspace; use a path relative to the workspace, most likely `x`"
     );
     match err {
         ToolError::Denied { attempted, .. } => assert_eq!(attempted, "../x"),
         other => panic!("{other:?}"),
     }
+}
+
+/// Issue #24: a small model that writes an absolute path is told the workspace path it
+/// most likely meant, and nothing is written outside.
+#[tokio::test]
+async fn issue_24_an_outside_path_is_answered_with_the_path_meant_inside() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/main.rs"), "fn main() {}").unwrap();
+    let c = ctx(dir.path());
+    let workspace = dir.path().canonicalize().unwrap();
+    let cases = [
+        ("write_file", "/Users/x/hello.txt".to_owned(), "hello.txt"),
+        (
+            "read_file",
+            "/home/u/project/src/main.rs".to_owned(),
+            "src/main.rs",
+        ),
+        (
+            "write_file",
+            "/home/u/project/src/lib.rs".to_owned(),
+            "src/lib.rs",
+        ),
+        (
+            "read_file",
+            format!("{}/src/main.rs", workspace.display()),
+            "src/main.rs",
+        ),
+        ("list_files", workspace.display().to_string(), "."),
+        ("read_file", "../../etc/passwd".to_owned(), "passwd"),
+    ];
+    for (name, raw, meant) in cases {
+        let args = if name == "write_file" {
+            json!({"path": raw, "content": "x"})
+        } else {
+            json!({"path": raw})
+        };
+        let err = tool(name).call(args, &c).await.unwrap_err();
+        assert_eq!(event_type(&err), "path_escape", "{name} {raw}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "path `{raw}` is outside the workspace; use a path relative to the workspace, most likely `{meant}`"
+            ),
+            "{name} {raw}"
+        );
+    }
+    assert!(!Path::new("/Users/x/hello.txt").exists());
+    assert!(!dir.path().join("hello.txt").exists());
 }
 
 #[tokio::test]

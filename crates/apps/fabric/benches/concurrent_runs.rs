@@ -98,6 +98,7 @@ impl ChatClient for SleepyModel {
             usage: None,
             finish_reason: Some("tool_calls".into()),
             queued_ms: None,
+            prompt_cache: None,
         })
     }
 }

@@ -107,16 +107,13 @@ fn cloud_fallback(
 }
 
 /// A model's context window: Ollama's is the `num_ctx` the fabric sends (or the model's
-/// trained length when smaller); other servers' is `context_window` when configured.
-fn window_of(config: &fabric_config::ModelConfig, trained: Option<u64>) -> Option<u32> {
+/// trained length when smaller); other servers' is `context_window` when configured, else
+/// what the server reported (llama.cpp's `/props`).
+fn window_of(config: &fabric_config::ModelConfig, reported: Option<u64>) -> Option<u32> {
+    let reported = reported.and_then(|t| u32::try_from(t).ok());
     match config.backend {
-        fabric_config::Backend::Ollama => {
-            let trained = trained
-                .and_then(|t| u32::try_from(t).ok())
-                .unwrap_or(u32::MAX);
-            Some(config.num_ctx.min(trained))
-        }
-        _ => config.context_window,
+        fabric_config::Backend::Ollama => Some(config.num_ctx.min(reported.unwrap_or(u32::MAX))),
+        _ => config.context_window.or(reported),
     }
 }
 
@@ -274,6 +271,10 @@ pub(crate) async fn prepare(
         let trained = match (config.backend, &request.model) {
             (fabric_config::Backend::Ollama, None) => {
                 bootstrap::context_length(config, &name).await
+            }
+            // The server reports one window whatever the model is called (cached listing).
+            (fabric_config::Backend::OpenAi, _) if config.context_window.is_none() => {
+                bootstrap::server_window(config).await
             }
             _ => None,
         };

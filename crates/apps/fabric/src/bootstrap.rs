@@ -219,7 +219,18 @@ async fn fetch_listing(model: &ModelConfig) -> anyhow::Result<Listing> {
             }
             out
         }
-        Backend::OpenAi => named(OpenAiClient::new(&http)?.list_models().await?),
+        Backend::OpenAi => {
+            let client = OpenAiClient::new(&http)?;
+            let mut listed = named(client.list_models().await?);
+            // llama.cpp's server reports the window it gives a request; it serves one model
+            // (issue #24).
+            if let Some(window) = client.context_window().await {
+                for m in &mut listed {
+                    m.context_length = Some(window);
+                }
+            }
+            listed
+        }
         Backend::Anthropic => named(
             fabric_llm::AnthropicClient::new(&http)?
                 .list_models()
@@ -247,6 +258,13 @@ pub(crate) async fn context_length(model: &ModelConfig, name: &str) -> Option<u6
         .iter()
         .find(|m| m.name == name || m.name == format!("{name}:latest"))
         .and_then(|m| m.context_length)
+}
+
+/// The context window an OpenAI-compatible server reported for its requests (llama.cpp's
+/// `/props`), when discovery learned one.
+pub(crate) async fn server_window(model: &ModelConfig) -> Option<u64> {
+    let listed = list(model).await.ok()?;
+    listed.iter().find_map(|m| m.context_length)
 }
 
 /// Resolves the model name for a configured model: discovery, and a pull when allowed and

@@ -38,6 +38,7 @@ pub(crate) struct HumanRenderer {
     dim: Style,
     ok: Style,
     bad: Style,
+    warn: Style,
     accent: Style,
 }
 
@@ -52,6 +53,7 @@ impl HumanRenderer {
             dim: style(Style::new().dim()),
             ok: style(Style::new().green()),
             bad: style(Style::new().red()),
+            warn: style(Style::new().yellow()),
             accent: style(Style::new().cyan().bold()),
         }
     }
@@ -282,12 +284,37 @@ impl RunObserver for HumanRenderer {
                     ));
                 }
             }
+            EventKind::LoopDetected => {
+                if let Ok(p) = event.payload_as::<runlog::LoopDetected>() {
+                    self.line(format!(
+                        "  {} `{}` repeated {} times with the same result; {}",
+                        self.warn.apply_to("↻"),
+                        p.tool,
+                        p.repeats,
+                        match p.action.as_str() {
+                            "nudged" => "telling the model",
+                            "refused" => "refused",
+                            _ => "stopping",
+                        }
+                    ));
+                }
+            }
             EventKind::CorrectiveReprompt => self.line(format!(
                 "  {} the model answered in text; asking it to use its tools",
                 self.dim.apply_to("↺")
             )),
             EventKind::RunComplete => {
                 if let Ok(p) = event.payload_as::<runlog::RunEnd>() {
+                    // Not a green tick: the model never said it was done (issue #24).
+                    if p.status == fabric_domain::RunStatus::CompletedWithoutFinish {
+                        self.line(format!(
+                            "{} ended in {} steps without finish_task: {}",
+                            self.warn.apply_to("⚠"),
+                            p.steps,
+                            p.reason.unwrap_or_default()
+                        ));
+                        return;
+                    }
                     self.line(format!(
                         "{} {} in {} steps",
                         self.ok.apply_to("✔"),
@@ -322,7 +349,6 @@ impl RunObserver for HumanRenderer {
             EventKind::PackStart
             | EventKind::PackEnd
             | EventKind::TaskForceParallel
-            | EventKind::LoopDetected
             | EventKind::Unknown => {}
         }
     }

@@ -127,6 +127,7 @@ pub(super) async fn ask(
             latency_ms: (latency_ms * 1000.0).round() / 1000.0,
             finish_reason: response.finish_reason.clone(),
             queued_ms: response.queued_ms,
+            prompt_cache: response.prompt_cache,
         },
     )
     .await?;

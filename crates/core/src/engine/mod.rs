@@ -17,6 +17,7 @@ use crate::recorder::{Recorder, truncate};
 
 mod ask;
 mod calls;
+mod repeats;
 mod window;
 
 use ask::{ask, until};
@@ -24,6 +25,7 @@ use calls::{
     Catalogue, Dispatch, corrective_message, dispatch, fallback_payload, parse_arguments,
     render_result,
 };
+use repeats::{Repeats, Verdict};
 use window::fit_window;
 
 /// Most characters of a tool result sent to the model and written to the runlog.
@@ -229,6 +231,8 @@ async fn run_steps(
     let mut plain_replies = 0u32;
     // Steps in a row whose calls had invalid arguments (for the `malformed_args` fallback).
     let mut invalid_streak = 0u32;
+    let aids = specialist.loop_aids;
+    let mut repeats = Repeats::new(aids.repeat_limit);
 
     for step in 0..max_steps {
         record_notices(source, &rec, Some(step)).await?;
@@ -377,7 +381,13 @@ async fn run_steps(
 
         if response.tool_calls.is_empty() {
             let text = response.content.unwrap_or_default();
-            if plain_replies < MAX_CORRECTIVE_REPROMPTS {
+            // `require_finish`: asked again until it calls finish_task or max_steps runs out.
+            let max_retries = if aids.require_finish {
+                max_steps
+            } else {
+                MAX_CORRECTIVE_REPROMPTS
+            };
+            if plain_replies < max_retries {
                 plain_replies += 1;
                 if !replaying {
                     rec.record(
@@ -385,7 +395,7 @@ async fn run_steps(
                         &runlog::CorrectiveReprompt {
                             reason: "plain_text_response".to_owned(),
                             attempt: plain_replies,
-                            max_retries: MAX_CORRECTIVE_REPROMPTS,
+                            max_retries,
                         },
                     )
                     .await?;
@@ -398,12 +408,18 @@ async fn run_steps(
                 continue;
             }
             let payload = fallback_payload(&specialist.finish_schema, &text);
+            // Said plainly when nothing was done, so nobody takes it for a success (#24).
+            let reason = if attempted_work {
+                "the model answered in plain text instead of calling finish_task; the payload was built from its reply"
+            } else {
+                "the model answered in plain text and never called a tool or finish_task, so nothing was done; the payload is its reply (give the specialist `require_finish: true` to keep asking for finish_task)"
+            };
             return Ok(LoopOutcome {
                 status: RunStatus::CompletedWithoutFinish,
                 payload,
                 steps: step + 1,
                 usage,
-                reason: Some("the model answered in plain text instead of calling finish_task; the payload was built from its reply".into()),
+                reason: Some(reason.into()),
             });
         }
         plain_replies = 0;
@@ -422,6 +438,15 @@ async fn run_steps(
                 }
                 None => (None, false),
             };
+            // The repetition breaker judges every call but finish_task, replayed or live,
+            // so a continued run reaches the same verdicts at the same calls.
+            let key = repeats::key(&args, &call.arguments);
+            let verdict = if call.name == FINISH_TOOL {
+                Verdict::Run
+            } else {
+                repeats.before(&call.name, &key)
+            };
+            let refused = verdict.refusal().is_some();
             let outcome = if let Some(settled) = settled {
                 if let (RecordedOutcome::Result(_), Ok(args)) = (&settled, &args) {
                     source.replayed(&call.name, args);
@@ -430,19 +455,31 @@ async fn run_steps(
                     && (catalogue.tool(&call.name).is_some()
                         || matches!(settled, RecordedOutcome::Result(_)));
                 attempted_work |= known;
-                match settled {
+                let text = match settled {
                     RecordedOutcome::Result(payload) if call.name == FINISH_TOOL => {
                         return Ok(completed(payload, step + 1, usage));
                     }
-                    RecordedOutcome::Result(result) => {
-                        messages.push(Message::tool_result(&call.id, render_result(&result)));
-                    }
-                    RecordedOutcome::Error(message) => messages.push(Message::tool_result(
-                        &call.id,
-                        json!({"error": message}).to_string(),
-                    )),
-                }
+                    RecordedOutcome::Result(result) => render_result(&result),
+                    RecordedOutcome::Error(message) => json!({"error": message}).to_string(),
+                };
+                // Its `loop_detected` is in the runlog already.
+                let note = match refused {
+                    true => None,
+                    false => repeats.after(&call.name, &key, &text, &catalogue.available),
+                };
+                messages.push(Message::tool_result(&call.id, with_note(text, note)));
                 continue;
+            } else if let Some((action, message)) = verdict.refusal() {
+                if !in_flight {
+                    record_call(rec, step, call, &args).await?;
+                }
+                let repeated = repeats.count() + repeats.refused();
+                let shown = shown_args(call, &args);
+                record_loop(rec, step, call, shown, repeated, action, message).await?;
+                if let Verdict::Stop(reason) = verdict {
+                    return Ok(failed(RunStatus::Stalled, reason, step + 1, usage));
+                }
+                Err(ToolError::Failed(message.to_owned()))
             } else if let Some(resumed) = match (in_flight, catalogue.tool(&call.name), &args) {
                 (true, Some(tool), Ok(args)) if !tool.spec().annotations.read_only => {
                     tool.resume(args.clone(), ctx).await
@@ -457,20 +494,7 @@ async fn run_steps(
                 )))
             } else {
                 if !in_flight {
-                    rec.record(
-                        Some(step),
-                        &runlog::ToolCall {
-                            tool: call.name.clone(),
-                            call_id: call.id.clone(),
-                            args: args.clone().unwrap_or_else(|_| {
-                                Value::String(truncate(
-                                    &call.arguments,
-                                    MAX_LLM_CONTENT_IN_RUNLOG_CHARS,
-                                ))
-                            }),
-                        },
-                    )
-                    .await?;
+                    record_call(rec, step, call, &args).await?;
                 }
                 tokio::select! {
                     biased;
@@ -543,6 +567,7 @@ async fn run_steps(
                         },
                     )
                     .await?;
+                    let text = nudge(rec, step, call, &key, text, &mut repeats, &catalogue).await?;
                     messages.push(Message::tool_result(&call.id, text));
                 }
                 Err(error) => {
@@ -576,10 +601,14 @@ async fn run_steps(
                         )
                         .await?;
                     }
-                    messages.push(Message::tool_result(
-                        &call.id,
-                        json!({"error": message}).to_string(),
-                    ));
+                    let text = json!({"error": message}).to_string();
+                    let text = match refused {
+                        true => text,
+                        false => {
+                            nudge(rec, step, call, &key, text, &mut repeats, &catalogue).await?
+                        }
+                    };
+                    messages.push(Message::tool_result(&call.id, text));
                 }
             }
         }
@@ -614,6 +643,84 @@ fn repaired_calls(
         Some(None) => None,
         None if model.tool_call_repair => crate::repair::repair(text, &catalogue.available, step),
         None => None,
+    }
+}
+
+/// Records a call the model made, before it runs (or is refused).
+async fn record_call(
+    rec: Recorder<'_>,
+    step: u32,
+    call: &fabric_domain::ToolCall,
+    args: &Result<Value, String>,
+) -> Result<(), StoreError> {
+    rec.record(
+        Some(step),
+        &runlog::ToolCall {
+            tool: call.name.clone(),
+            call_id: call.id.clone(),
+            args: shown_args(call, args),
+        },
+    )
+    .await
+}
+
+/// A call's arguments as the runlog shows them: parsed, or the raw text (capped).
+fn shown_args(call: &fabric_domain::ToolCall, args: &Result<Value, String>) -> Value {
+    args.clone().unwrap_or_else(|_| {
+        Value::String(truncate(&call.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS))
+    })
+}
+
+/// Records what the repetition breaker did about a call.
+async fn record_loop(
+    rec: Recorder<'_>,
+    step: u32,
+    call: &fabric_domain::ToolCall,
+    args: Value,
+    repeats: u32,
+    action: &str,
+    message: &str,
+) -> Result<(), StoreError> {
+    rec.record(
+        Some(step),
+        &runlog::LoopDetected {
+            tool: call.name.clone(),
+            call_id: call.id.clone(),
+            args,
+            repeats,
+            action: action.to_owned(),
+            message: message.to_owned(),
+        },
+    )
+    .await
+}
+
+/// The text a live call's result goes back to the model as: with the repetition breaker's
+/// note when the call just completed a streak (recorded as `loop_detected`).
+async fn nudge(
+    rec: Recorder<'_>,
+    step: u32,
+    call: &fabric_domain::ToolCall,
+    key: &str,
+    text: String,
+    repeats: &mut Repeats,
+    catalogue: &Catalogue<'_>,
+) -> Result<String, StoreError> {
+    let note = repeats.after(&call.name, key, &text, &catalogue.available);
+    if let Some(note) = &note {
+        // The key is the arguments' JSON, or their raw text when they were not JSON.
+        let args = serde_json::from_str(key)
+            .unwrap_or_else(|_| Value::String(truncate(key, MAX_LLM_CONTENT_IN_RUNLOG_CHARS)));
+        record_loop(rec, step, call, args, repeats.count(), "nudged", note).await?;
+    }
+    Ok(with_note(text, note))
+}
+
+/// A tool result with the repetition breaker's note after it.
+fn with_note(text: String, note: Option<String>) -> String {
+    match note {
+        Some(note) => format!("{text}\n\n{note}"),
+        None => text,
     }
 }
 

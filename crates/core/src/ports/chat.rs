@@ -140,6 +140,8 @@ pub struct ChatResponse {
     /// How long the request waited for a free slot of its endpoint
     /// (`max_concurrent_requests`), when it waited.
     pub queued_ms: Option<u64>,
+    /// How the server's prompt cache served the call, when it says.
+    pub prompt_cache: Option<fabric_domain::PromptCache>,
 }
 
 /// Receives text as a streaming model produces it.

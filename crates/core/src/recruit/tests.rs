@@ -20,6 +20,7 @@ fn spec(id: &str, caps: &[&str], keywords: &[&str]) -> SpecialistSpec {
         needs_network: false,
         limitations: vec![],
         tooling: Default::default(),
+        loop_aids: Default::default(),
     }
 }
 

@@ -207,6 +207,7 @@ pub(crate) fn specialist(may_write: bool) -> SpecialistSpec {
         needs_network: false,
         limitations: vec![],
         tooling: Default::default(),
+        loop_aids: Default::default(),
     }
 }
 

@@ -221,6 +221,9 @@ pub struct LlmResponse {
     /// (`max_concurrent_requests`), when it waited; `latency_ms` includes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_ms: Option<u64>,
+    /// How the server's prompt cache served the call, when it says (llama.cpp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<crate::PromptCache>,
 }
 
 /// `llm_response` of the routing call (`step: null`).
@@ -249,6 +252,25 @@ pub struct CorrectiveReprompt {
     pub attempt: u32,
     /// How many are allowed in a row.
     pub max_retries: u32,
+}
+
+/// `loop_detected`: the model called one tool with the same arguments and got the same result
+/// `repeat_limit` times in a row (issue #24; docs/LOCAL_MODELS.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoopDetected {
+    /// The tool called.
+    pub tool: String,
+    /// The call that made the streak (`nudged`) or was refused or stopped the run.
+    pub call_id: String,
+    /// Its arguments (parsed, or the raw text when they are not JSON).
+    pub args: Value,
+    /// Identical calls in a row, this one included.
+    pub repeats: u32,
+    /// `nudged` (the result went back with a note naming the repetition), `refused` (the
+    /// call was not run; the model was told why) or `stopped` (the run ends `stalled`).
+    pub action: String,
+    /// What the model was told.
+    pub message: String,
 }
 
 /// `tool_call_repaired`: the server handed the model's tool calls back as text, and they were

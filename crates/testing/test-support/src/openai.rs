@@ -26,6 +26,30 @@ pub(crate) async fn models(State(shared): State<Arc<Shared>>) -> Response {
     json_reply(StatusCode::OK, &json!({ "object": "list", "data": data }))
 }
 
+/// `GET /props`, as llama.cpp's server answers it: the window of one slot, from the first
+/// model's `context_length`; 404 without one, as servers without `/props` answer.
+pub(crate) async fn props(State(shared): State<Arc<Shared>>) -> Response {
+    match shared
+        .scenario
+        .models
+        .first()
+        .and_then(|m| m.context_length)
+    {
+        Some(n_ctx) => json_reply(
+            StatusCode::OK,
+            &json!({
+                "default_generation_settings": {"n_ctx": n_ctx, "params": {"n_predict": -1}},
+                "total_slots": 1,
+                "model_path": "scripted.gguf",
+            }),
+        ),
+        None => json_reply(
+            StatusCode::NOT_FOUND,
+            &json!({"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}}),
+        ),
+    }
+}
+
 /// `POST /v1/chat/completions`: answers with the next turn.
 pub(crate) async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let scripted = match next_turn(&shared, Wire::OpenAi, "/v1/chat/completions", &body).await {

@@ -242,7 +242,8 @@ pub struct ModelInfo {
     /// What `/api/show` reports, e.g. `["completion", "tools"]`.
     #[serde(default = "default_capabilities")]
     pub capabilities: Vec<String>,
-    /// The trained context length `/api/show` reports (`<family>.context_length`), if any.
+    /// The trained context length `/api/show` reports (`<family>.context_length`), and the
+    /// slot window `GET /props` reports (llama.cpp), if any.
     #[serde(default)]
     pub context_length: Option<u64>,
 }

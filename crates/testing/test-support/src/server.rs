@@ -500,6 +500,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/api/pull", post(ollama::pull))
         .route("/api/embed", post(embed::ollama))
         .route("/v1/models", get(openai::models))
+        .route("/props", get(openai::props))
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/embeddings", post(embed::openai))
         .route("/v1/messages", post(anthropic::messages))

@@ -108,6 +108,7 @@ impl Turn {
             }),
             finish_reason: None,
             queued_ms: None,
+            prompt_cache: None,
         }
     }
 }

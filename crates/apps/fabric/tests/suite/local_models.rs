@@ -81,8 +81,14 @@ async fn issue_12_a_long_run_is_compacted_to_fit_a_small_context_window() {
         "write_file",
         json!({"path": "notes.txt", "content": content}),
     )];
-    for _ in 0..58 {
-        turns.push(Turn::tool_call("read_file", json!({"path": "notes.txt"})));
+    // Two spellings of one path, in turns: not the repetition the breaker stops.
+    for i in 0..58 {
+        let path = if i % 2 == 0 {
+            "notes.txt"
+        } else {
+            "./notes.txt"
+        };
+        turns.push(Turn::tool_call("read_file", json!({"path": path})));
     }
     turns.push(Turn::tool_call(
         "finish_task",
@@ -157,6 +163,29 @@ async fn issue_12_what_cannot_fit_the_window_ends_with_a_typed_status() {
         0,
         "nothing was sent to be cut"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_an_openai_compatible_server_reports_its_window_in_props() {
+    let mut scenario = Scenario::new(vec![
+        Turn::tool_call("list_files", json!({})),
+        Turn::tool_call("finish_task", json!({"summary": "listed"})),
+    ]);
+    scenario.models[0].context_length = Some(600);
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    let result = fx.run_json("list the files", &[], 5).await;
+    assert_eq!(result["_meta"]["status"], "context_window_exceeded");
+    let reason = result["_meta"]["reason"].as_str().unwrap();
+    assert!(reason.contains("context window of 600 tokens"), "{reason}");
+    assert_eq!(fx.server.chat_request_count(), 0);
+    // A configured window wins over the reported one.
+    let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(
+        "    max_retries: 2\n",
+        "    max_retries: 2\n    context_window: 100000\n",
+    );
+    std::fs::write(&fx.config, yaml).unwrap();
+    let result = fx.run_json("list the files", &[], 0).await;
+    assert_eq!(result["_meta"]["status"], "completed");
 }
 
 #[tokio::test(flavor = "multi_thread")]
