@@ -32,6 +32,7 @@ pub(crate) fn ollama_model(model: &str, max_tokens: u32) -> ModelConfig {
         max_retries: 3,
         price_per_mtok: None,
         tool_call_repair: None,
+        constrained_decoding: None,
         context_window: None,
         max_concurrent_requests: None,
     }

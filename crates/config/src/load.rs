@@ -800,6 +800,23 @@ impl Merger {
         if let Some(v) = raw.tool_call_repair {
             m.tool_call_repair = Some(v);
         }
+        if let Some(word) = raw.constrained_decoding {
+            let mode = fabric_domain::ConstrainedDecoding::parse(&word).ok_or_else(|| {
+                self.invalid(
+                    at("constrained_decoding"),
+                    format!("must be `off`, `json_schema` or `auto`, got `{word}`"),
+                )
+            })?;
+            if mode != fabric_domain::ConstrainedDecoding::Off
+                && m.backend != fabric_domain::Backend::OpenAi
+            {
+                return Err(self.invalid(
+                    at("constrained_decoding"),
+                    format!("`{word}` needs an OpenAI-compatible server (`backend: openai`, e.g. llama.cpp's server or vLLM); this key's backend has native tool calling only, so use `off`"),
+                ));
+            }
+            m.constrained_decoding = Some(mode);
+        }
         if let Some(v) = raw.max_concurrent_requests {
             m.max_concurrent_requests =
                 Some(self.range(&at("max_concurrent_requests"), v, 1, 10_000)? as u32);

@@ -92,6 +92,7 @@ pub(crate) struct RawModel {
     pub(crate) tool_call_repair: Option<bool>,
     pub(crate) context_window: Option<u64>,
     pub(crate) max_concurrent_requests: Option<u64>,
+    pub(crate) constrained_decoding: Option<String>,
 }
 
 /// `price_per_mtok:` as written.

@@ -41,6 +41,9 @@ pub struct ModelConfig {
     /// Recover tool calls the server hands back as text (`tool_call_repair`); `None`: by
     /// backend (on for Ollama, off for the others), see [`ModelConfig::repairs_tool_calls`].
     pub tool_call_repair: Option<bool>,
+    /// How tool calls are asked for (`constrained_decoding`); `None`: by backend, see
+    /// [`ModelConfig::constrained`].
+    pub constrained_decoding: Option<fabric_domain::ConstrainedDecoding>,
 }
 
 /// Requests a local Ollama serves at once by default (its own default, unless
@@ -71,6 +74,16 @@ impl ModelConfig {
     pub fn repairs_tool_calls(&self) -> bool {
         self.tool_call_repair
             .unwrap_or(self.backend == Backend::Ollama)
+    }
+
+    /// How tool calls are asked for: as configured, else `auto` for OpenAI-compatible
+    /// servers (JSON Schema once the server refuses `tools`) and `off` for the others.
+    pub fn constrained(&self) -> fabric_domain::ConstrainedDecoding {
+        use fabric_domain::ConstrainedDecoding as C;
+        self.constrained_decoding.unwrap_or(match self.backend {
+            Backend::OpenAi => C::Auto,
+            Backend::Ollama | Backend::Anthropic => C::Off,
+        })
     }
 }
 

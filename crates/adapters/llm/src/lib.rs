@@ -33,6 +33,7 @@
 
 mod anthropic;
 mod anthropic_wire;
+mod constrained;
 mod discover;
 mod embed;
 mod error;
@@ -54,6 +55,7 @@ pub use anthropic::AnthropicClient;
 pub use discover::{PullProgress, probe};
 pub use error::ClientBuildError;
 pub use fabric_domain::Backend;
+pub use fabric_domain::ConstrainedDecoding;
 pub use ollama::{OllamaClient, OllamaModel};
 pub use openai::OpenAiClient;
 pub use transport::HttpSettings;

@@ -7,6 +7,11 @@ use fabric_domain::ToolCall;
 use reqwest::Method;
 use serde_json::Value;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::ConstrainedDecoding;
+use crate::constrained::Constrained;
 use crate::error::{ClientBuildError, NotFound, conclude};
 use crate::openai_wire::{self as wire, Chunk};
 use crate::sse::SseParser;
@@ -19,6 +24,9 @@ use crate::transport::{HttpSettings, Transport, cut, decode_json};
 pub struct OpenAiClient {
     transport: Transport,
     url: String,
+    constrained: ConstrainedDecoding,
+    /// `auto` found that the server refuses `tools`: every later call is constrained.
+    refuses_tools: Arc<AtomicBool>,
 }
 
 impl OpenAiClient {
@@ -27,7 +35,12 @@ impl OpenAiClient {
     pub fn new(settings: &HttpSettings) -> Result<Self, ClientBuildError> {
         let transport = Transport::new(settings)?;
         let url = format!("{}/chat/completions", transport.base_url());
-        Ok(Self { transport, url })
+        Ok(Self {
+            transport,
+            url,
+            constrained: settings.constrained,
+            refuses_tools: Arc::default(),
+        })
     }
 
     /// The address chat requests go to.
@@ -166,26 +179,107 @@ impl ChatClient for OpenAiClient {
         request: ChatRequest<'_>,
         observer: &dyn ChatObserver,
     ) -> Result<ChatResponse, ChatError> {
-        let body = wire::Request::new(&request);
         tracing::debug!(
             url = %self.url,
             model = request.model,
             messages = request.messages.len(),
             tools = request.tools.len(),
             stream = request.stream,
+            constrained = ?self.constrained,
             "chat completions request"
         );
-        let result = if request.stream {
-            self.streamed(&body, observer).await
-        } else {
-            self.whole(&body).await
+        let constrain = match self.constrained {
+            ConstrainedDecoding::Off => false,
+            ConstrainedDecoding::JsonSchema => true,
+            ConstrainedDecoding::Auto => self.refuses_tools.load(Ordering::Relaxed),
         };
+        if let Some(c) = constrain.then(|| Constrained::new(request.tools)).flatten() {
+            return self.constrained_chat(request, &c).await;
+        }
+        let result = conclude(
+            self.send(&wire::Request::new(&request), request.stream, observer)
+                .await,
+            request.model,
+            NotFound::OnlyIfBodySaysModel,
+            "openai",
+        );
+        if self.constrained == ConstrainedDecoding::Auto
+            && let Err(error) = &result
+            && refuses_tools(error)
+            && let Some(c) = Constrained::new(request.tools)
+        {
+            tracing::warn!(
+                url = %self.url,
+                "the server refuses `tools` ({error}); asking for tool calls by JSON schema from now on (constrained_decoding: auto)"
+            );
+            self.refuses_tools.store(true, Ordering::Relaxed);
+            return self.constrained_chat(request, &c).await;
+        }
+        result
+    }
+}
+
+impl OpenAiClient {
+    async fn send(
+        &self,
+        body: &wire::Request<'_>,
+        stream: bool,
+        observer: &dyn ChatObserver,
+    ) -> Result<ChatResponse, ChatError> {
+        if stream {
+            self.streamed(body, observer).await
+        } else {
+            self.whole(body).await
+        }
+    }
+
+    /// One call whose answer must be one tool call as JSON ([`Constrained`]). Streamed text
+    /// is not shown: it is a call, not prose.
+    async fn constrained_chat(
+        &self,
+        request: ChatRequest<'_>,
+        constrained: &Constrained,
+    ) -> Result<ChatResponse, ChatError> {
+        let messages = constrained.messages(request.messages);
+        let none = fabric_core::ToolDefinitions::none();
+        let plain = ChatRequest {
+            messages: &messages,
+            tools: &none,
+            ..request
+        };
+        let mut body = wire::Request::new(&plain);
+        body.response_format = Some(serde_json::json!({
+            "type": "json_schema",
+            "json_schema": {"name": "tool_call", "strict": true, "schema": constrained.schema},
+        }));
+        let result = self.send(&body, request.stream, &Silent).await;
         conclude(
-            result,
+            result.map(|r| constrained.parse(r)),
             request.model,
             NotFound::OnlyIfBodySaysModel,
             "openai",
         )
+    }
+}
+
+/// Hears streamed text and says nothing.
+struct Silent;
+
+impl ChatObserver for Silent {
+    fn on_text_delta(&self, _delta: &str) {}
+}
+
+/// Whether an error is the server refusing `tools` itself (llama.cpp's server without
+/// `--jinja`, templates without tool calling), not a failure of the call.
+fn refuses_tools(error: &ChatError) -> bool {
+    match error {
+        ChatError::Status { status, body, .. } if (400..600).contains(status) => {
+            let body = body.to_ascii_lowercase();
+            body.contains("jinja") || (body.contains("tool") && body.contains("support"))
+        }
+        ChatError::ToolsUnsupported { .. } => true,
+        ChatError::RetriesExhausted { last, .. } => refuses_tools(last),
+        _ => false,
     }
 }
 

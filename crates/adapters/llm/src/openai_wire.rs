@@ -25,6 +25,9 @@ pub(crate) struct Request<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    /// Constrained decoding: the JSON Schema every answer must match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) response_format: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -75,6 +78,7 @@ impl<'a> Request<'a> {
             stream_options: request.stream.then_some(StreamOptions {
                 include_usage: true,
             }),
+            response_format: None,
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct HttpSettings {
     /// Most requests at once to this server, from every client of the process
     /// (`max_concurrent_requests`); `None`: no limit.
     pub max_concurrent: Option<usize>,
+    /// How tool calls are asked for (`constrained_decoding`; OpenAI-compatible servers).
+    pub constrained: crate::ConstrainedDecoding,
 }
 
 impl HttpSettings {
@@ -56,6 +58,7 @@ impl HttpSettings {
             max_retries: 3,
             backoff_base_ms: 500,
             max_concurrent: None,
+            constrained: crate::ConstrainedDecoding::Off,
         }
     }
 }

@@ -320,6 +320,7 @@ fn http_of(model: &ModelConfig) -> (fabric_llm::Backend, fabric_llm::HttpSetting
     http.timeout_s = model.timeout_s;
     http.max_retries = model.max_retries;
     http.max_concurrent = model.concurrent_requests().map(|n| n as usize);
+    http.constrained = model.constrained();
     (model.backend, http)
 }
 

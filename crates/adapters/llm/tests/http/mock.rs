@@ -155,6 +155,7 @@ pub(crate) fn settings(base_url: &str) -> HttpSettings {
         max_retries: 2,
         backoff_base_ms: 1,
         max_concurrent: None,
+        constrained: Default::default(),
     }
 }
 

@@ -94,7 +94,8 @@ async fn request_with_tools_history_and_sampling() {
     assert_eq!(body["temperature"], 0.5);
     assert_eq!(body["top_p"], 0.75);
     assert_eq!(body["max_tokens"], 100);
-    assert_eq!(body["messages"][1]["content"], Value::Null);
+    // Issue #24: `""`, not `null`, beside tool calls (llama-cpp-python answers 500 to null).
+    assert_eq!(body["messages"][1]["content"], "");
     assert_eq!(
         body["messages"][1]["tool_calls"],
         json!([{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}])
@@ -593,4 +594,83 @@ async fn build_client_picks_the_backend() {
 fn bad_base_url_is_refused() {
     let error = OpenAiClient::new(&HttpSettings::new("localhost:11434")).unwrap_err();
     assert!(error.to_string().contains("localhost:11434"));
+}
+
+/// Issue #24: a server whose template has no tool calling refuses `tools`; with
+/// `constrained_decoding: auto` the client asks for the call as JSON that matches the
+/// tools' call shapes instead, and keeps doing so.
+#[tokio::test]
+async fn issue_24_auto_asks_by_json_schema_once_the_server_refuses_tools() {
+    let refusal = || {
+        Reply::status(
+            500,
+            r#"{"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}"#,
+        )
+    };
+    let call = |content: &str| {
+        Reply::json(
+            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}),
+        )
+    };
+    let (base, mock) = start(vec![
+        refusal(),
+        refusal(),
+        refusal(),
+        call(r#"{"name": "read_file", "arguments": {"path": "a.txt"}}"#),
+        call("I would rather talk."),
+    ])
+    .await;
+    let mut http = settings(&format!("{base}/v1"));
+    http.constrained = fabric_llm::ConstrainedDecoding::Auto;
+    let client = OpenAiClient::new(&http).unwrap();
+    let messages = user();
+    let first = client
+        .chat(request(&messages, &tools(), false), &NoopObserver)
+        .await
+        .unwrap();
+    assert_eq!(first.content, None);
+    assert_eq!(first.tool_calls.len(), 1);
+    assert_eq!(first.tool_calls[0].name, "read_file");
+    assert_eq!(first.tool_calls[0].arguments, r#"{"path":"a.txt"}"#);
+    // The constrained request: no `tools`, a schema of the call shapes, the tools in the
+    // system prompt.
+    let body = mock.body(3);
+    assert!(body.get("tools").is_none(), "{body}");
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    let shapes = &body["response_format"]["json_schema"]["schema"]["anyOf"];
+    assert_eq!(shapes[0]["properties"]["name"]["const"], "read_file");
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert!(
+        body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("- read_file:")
+    );
+    // The next call goes constrained at once; prose stays prose for the engine to answer.
+    let second = client
+        .chat(request(&messages, &tools(), false), &NoopObserver)
+        .await
+        .unwrap();
+    assert_eq!(second.content.as_deref(), Some("I would rather talk."));
+    assert!(second.tool_calls.is_empty());
+    assert_eq!(mock.received().len(), 5);
+    assert!(mock.body(4).get("response_format").is_some());
+}
+
+/// Without `auto`, the refusal is the error it always was.
+#[tokio::test]
+async fn issue_24_off_keeps_the_servers_refusal() {
+    let refusal = || {
+        Reply::status(
+            500,
+            r#"{"error":{"message":"tools param requires --jinja flag"}}"#,
+        )
+    };
+    let (base, _mock) = start(vec![refusal(), refusal(), refusal()]).await;
+    let client = OpenAiClient::new(&settings(&format!("{base}/v1"))).unwrap();
+    let error = client
+        .chat(request(&user(), &tools(), false), &NoopObserver)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("--jinja"), "{error}");
 }
