@@ -61,6 +61,10 @@ pub(crate) enum Command {
     /// Run scenario files (scripted model answers and expectations) against your
     /// specialists, with no model server; prints `N passed, N failed` (docs/TESTING.md).
     Test(TestArgs),
+    /// Run a task suite against real model keys, each task `--repeat` times, and print per
+    /// key the success rate, steps, tokens, time and prompt-cache hits (docs/LOCAL_MODELS.md);
+    /// without a suite, the built-in one of easy engineering tasks.
+    Eval(EvalArgs),
     /// Print the shell completion script for bash, zsh or fish, e.g.
     /// `fabric completions bash > ~/.local/share/bash-completion/completions/fabric`.
     Completions(CompletionsArgs),
@@ -98,6 +102,22 @@ pub(crate) struct TestArgs {
     /// `<workspace root>/tests`.
     pub(crate) path: Option<std::path::PathBuf>,
     /// Print the results as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EvalArgs {
+    /// A suite file (YAML or JSON: `tasks` with `prompt`, `files`, `expect`); default: the
+    /// built-in suite of easy engineering tasks.
+    pub(crate) suite: Option<std::path::PathBuf>,
+    /// A model key to evaluate; repeat the flag for several (default: `default_model_key`).
+    #[arg(long = "model-key", value_name = "KEY")]
+    pub(crate) model_key: Vec<String>,
+    /// How many times each task runs on each key.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) repeat: u32,
+    /// Print the report as JSON.
     #[arg(long)]
     pub(crate) json: bool,
 }

@@ -191,7 +191,18 @@ pub(crate) fn run_search(settings: &Settings, store: Arc<SqlStore>) -> anyhow::R
 
 /// The store, search and the run service every front end submits runs to.
 pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow::Result<Fabric> {
+    fabric_over(settings, config, |store| store).await
+}
+
+/// [`fabric`], its runs created through what `runs` makes of the store (a store that wraps
+/// it, as `fabric eval` does to place a task's files in each new workspace).
+pub(crate) async fn fabric_over(
+    settings: &Settings,
+    config: ServiceConfig,
+    runs: impl FnOnce(Arc<SqlStore>) -> Arc<dyn fabric_core::RunStore>,
+) -> anyhow::Result<Fabric> {
     let store = open_store(settings).await?;
+    let runs = runs(store.clone());
     let search = run_search(settings, Arc::clone(&store))?;
     let daily = Daily::new(settings, store.clone());
     let preparer = Arc::new(AppPreparer {
@@ -202,8 +213,7 @@ pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow
         tools: SharedTools::default(),
         sandboxes: SharedSandboxes::default(),
     });
-    let mut service =
-        RunService::new(store.clone(), preparer, config).on_end(Arc::new(search.clone()));
+    let mut service = RunService::new(runs, preparer, config).on_end(Arc::new(search.clone()));
     let telemetry = telemetry(settings)?;
     if let Some(telemetry) = &telemetry {
         service = service.with_sink(telemetry.sink());

@@ -3,6 +3,7 @@
 mod catalog;
 mod config;
 mod doctor;
+mod eval;
 mod logs;
 mod mcp;
 mod replay;
@@ -31,6 +32,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Budget(args) => catalog::budget(&cli, args).await,
         Command::Replay(args) => replay::replay(&cli, args).await,
         Command::Test(args) => test::test(&cli, args).await,
+        Command::Eval(args) => eval::eval(&cli, args).await,
         Command::Completions(args) => Ok(completions(&args.shell)),
         Command::Index(command) => catalog::index(&cli, command).await,
         Command::Store(command) => catalog::store(&cli, command).await,

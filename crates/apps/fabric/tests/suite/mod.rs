@@ -8,6 +8,7 @@ mod cli_errors;
 mod critic;
 mod delegation;
 mod durability;
+mod eval;
 mod llm_failures;
 mod local_models;
 mod logs;
