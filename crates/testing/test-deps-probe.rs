@@ -15,16 +15,25 @@ fn test_deps_dir() -> Option<std::path::PathBuf> {
         })
 }
 
+/// What scripts/install-test-deps.sh puts in the test-deps directory for the real model
+/// servers: the small model, llama.cpp's server, llama-cpp-python's interpreter.
+const LLAMA_FILES: [&str; 3] = [
+    "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+    "bin/llama-server",
+    "llama-venv/bin/python",
+];
+
 /// Where Debian's `chromium` and `chromium-driver` put the browser and its WebDriver.
 const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
 
-/// Emits `fabric_no_mcp_deps`, `fabric_no_postgres`, `fabric_no_browser` and
-/// `fabric_no_schemathesis` when those are missing.
+/// Emits `fabric_no_mcp_deps`, `fabric_no_postgres`, `fabric_no_browser`,
+/// `fabric_no_schemathesis` and `fabric_no_llama` when those are missing.
 fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_mcp_deps)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_postgres)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_browser)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_schemathesis)");
+    println!("cargo::rustc-check-cfg=cfg(fabric_no_llama)");
     println!("cargo::rustc-check-cfg=cfg(fabric_has_podman)");
     // A test of the refusal without Podman cannot run where Podman is installed.
     let podman: Vec<&str> = ["/usr/local/bin/podman", "/usr/bin/podman", "/bin/podman"]
@@ -70,6 +79,22 @@ fn emit_test_deps_cfgs() {
     }
     if !schemathesis {
         println!("cargo::rustc-cfg=fabric_no_schemathesis");
+    }
+    // The real model servers and the small model (issue #24).
+    let llama: Vec<std::path::PathBuf> = test_deps_dir()
+        .map(|dir| {
+            LLAMA_FILES
+                .iter()
+                .map(|f| dir.join(f))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !llama.is_empty() && llama.iter().all(|p| p.is_file()) {
+        for path in &llama {
+            println!("cargo::rerun-if-changed={}", path.display());
+        }
+    } else {
+        println!("cargo::rustc-cfg=fabric_no_llama");
     }
     let mut browser = selenium;
     for path in BROWSER_FILES {

@@ -66,13 +66,21 @@ impl OpenAiClient {
     }
 }
 
-/// llama.cpp's `GET /props`: the context window of each slot.
+/// llama.cpp's `GET /props`: the context window of each slot, what the chat template can do.
 #[derive(Debug, Default, Deserialize)]
 struct Props {
     #[serde(default)]
     default_generation_settings: Option<SlotSettings>,
     #[serde(default)]
     n_ctx: Option<u64>,
+    #[serde(default)]
+    chat_template_caps: Option<TemplateCaps>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct TemplateCaps {
+    #[serde(default)]
+    supports_tools: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -86,6 +94,25 @@ impl OpenAiClient {
     /// `GET /props` (`default_generation_settings.n_ctx`, the window of one slot). `None`
     /// for servers without `/props` (vLLM, LM Studio, clouds) or an answer without it.
     pub async fn context_window(&self) -> Option<u64> {
+        let props = self.props().await?;
+        props
+            .default_generation_settings
+            .and_then(|s| s.n_ctx)
+            .or(props.n_ctx)
+            .filter(|n| *n > 0)
+    }
+
+    /// Whether the server says its chat template cannot call tools (llama.cpp's `/props`,
+    /// `chat_template_caps.supports_tools: false`); `false` when it does not say.
+    pub(crate) async fn template_lacks_tools(&self) -> bool {
+        self.props()
+            .await
+            .and_then(|p| p.chat_template_caps)
+            .and_then(|c| c.supports_tools)
+            == Some(false)
+    }
+
+    async fn props(&self) -> Option<Props> {
         let base = self.base_url();
         let root = base.strip_suffix("/v1").unwrap_or(base);
         let url = format!("{root}/props");
@@ -93,14 +120,9 @@ impl OpenAiClient {
             .transport()
             .fetch(Method::GET, &url, None::<&()>)
             .await
-            .map_err(|e| tracing::debug!(%url, "no context window from /props: {e}"))
+            .map_err(|e| tracing::debug!(%url, "no /props: {e}"))
             .ok()?;
-        let props: Props = decode_json(&url, &bytes).ok()?;
-        props
-            .default_generation_settings
-            .and_then(|s| s.n_ctx)
-            .or(props.n_ctx)
-            .filter(|n| *n > 0)
+        decode_json(&url, &bytes).ok()
     }
 }
 

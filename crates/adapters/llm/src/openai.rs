@@ -25,8 +25,14 @@ pub struct OpenAiClient {
     transport: Transport,
     url: String,
     constrained: ConstrainedDecoding,
-    /// `auto` found that the server refuses `tools`: every later call is constrained.
+    /// `auto` found that the server refuses `tools`, or that its template cannot call
+    /// tools: every later call is constrained.
     refuses_tools: Arc<AtomicBool>,
+    /// `auto` asked the server's `/props` what its template can do.
+    probed: Arc<AtomicBool>,
+    /// The server refused `response_format: json_schema` (llama-cpp-python takes only
+    /// `json_object` with a `schema`): later constrained calls use that form.
+    schema_in_json_object: Arc<AtomicBool>,
 }
 
 impl OpenAiClient {
@@ -40,6 +46,8 @@ impl OpenAiClient {
             url,
             constrained: settings.constrained,
             refuses_tools: Arc::default(),
+            probed: Arc::default(),
+            schema_in_json_object: Arc::default(),
         })
     }
 
@@ -191,7 +199,18 @@ impl ChatClient for OpenAiClient {
         let constrain = match self.constrained {
             ConstrainedDecoding::Off => false,
             ConstrainedDecoding::JsonSchema => true,
-            ConstrainedDecoding::Auto => self.refuses_tools.load(Ordering::Relaxed),
+            ConstrainedDecoding::Auto => {
+                // Once per client: a llama.cpp server whose template cannot call tools
+                // takes `tools` and answers in prose, so ask it first.
+                if !request.tools.is_empty()
+                    && !self.probed.swap(true, Ordering::Relaxed)
+                    && self.template_lacks_tools().await
+                {
+                    tracing::info!(url = %self.url, "the server's chat template cannot call tools (/props); asking for tool calls by JSON schema (constrained_decoding: auto)");
+                    self.refuses_tools.store(true, Ordering::Relaxed);
+                }
+                self.refuses_tools.load(Ordering::Relaxed)
+            }
         };
         if let Some(c) = constrain.then(|| Constrained::new(request.tools)).flatten() {
             return self.constrained_chat(request, &c).await;
@@ -248,11 +267,33 @@ impl OpenAiClient {
             ..request
         };
         let mut body = wire::Request::new(&plain);
-        body.response_format = Some(serde_json::json!({
-            "type": "json_schema",
-            "json_schema": {"name": "tool_call", "strict": true, "schema": constrained.schema},
-        }));
-        let result = self.send(&body, request.stream, &Silent).await;
+        let mut result = Err(ChatError::Decode {
+            url: self.url.clone(),
+            detail: "no request was sent".into(),
+        });
+        // `json_schema` is the standard form (OpenAI, llama.cpp's server, vLLM);
+        // llama-cpp-python knows only `json_object` with a `schema` beside it.
+        for in_object in [false, true] {
+            if !in_object && self.schema_in_json_object.load(Ordering::Relaxed) {
+                continue;
+            }
+            body.response_format = Some(if in_object {
+                serde_json::json!({"type": "json_object", "schema": constrained.schema})
+            } else {
+                serde_json::json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": "tool_call", "strict": true, "schema": constrained.schema},
+                })
+            });
+            result = self.send(&body, request.stream, &Silent).await;
+            match &result {
+                Err(error) if !in_object && refuses_json_schema(error) => {
+                    tracing::info!(url = %self.url, "the server refuses response_format json_schema; sending the schema in json_object");
+                    self.schema_in_json_object.store(true, Ordering::Relaxed);
+                }
+                _ => break,
+            }
+        }
         conclude(
             result.map(|r| constrained.parse(r)),
             request.model,
@@ -267,6 +308,18 @@ struct Silent;
 
 impl ChatObserver for Silent {
     fn on_text_delta(&self, _delta: &str) {}
+}
+
+/// Whether an error is the server refusing `response_format: json_schema` (llama-cpp-python
+/// answers 500 with a validation error naming the field).
+fn refuses_json_schema(error: &ChatError) -> bool {
+    match error {
+        ChatError::Status { status, body, .. } if (400..600).contains(status) => {
+            body.contains("response_format") && body.contains("json_object")
+        }
+        ChatError::RetriesExhausted { last, .. } => refuses_json_schema(last),
+        _ => false,
+    }
 }
 
 /// Whether an error is the server refusing `tools` itself (llama.cpp's server without

@@ -16,6 +16,8 @@
 //!   Anthropic's model listing reads too).
 //! - `anthropic`: `POST /v1/messages` (JSON or SSE, tool inputs split across
 //!   `input_json_delta`s), refusing requests without `anthropic-version` or `x-api-key`.
+//! - [`llama`]: real model servers (llama.cpp's `llama-server`, llama-cpp-python's server)
+//!   with a real small model, started on a free loopback port ([`llama::LlamaServer`]).
 //! - [`postgres`]: a throwaway PostgreSQL cluster ([`PgCluster`], [`shared_cluster`]) for the
 //!   database store's contract tests.
 //! - `ollama`: `POST /api/chat` (JSON or NDJSON), `/api/tags`, `/api/show`, `/api/version`,
@@ -58,6 +60,7 @@
 
 mod anthropic;
 mod embed;
+pub mod llama;
 mod ollama;
 mod openai;
 pub mod postgres;

@@ -613,6 +613,8 @@ async fn issue_24_auto_asks_by_json_schema_once_the_server_refuses_tools() {
         )
     };
     let (base, mock) = start(vec![
+        // `GET /props`: a server that has none.
+        Reply::status(404, r#"{"error": "not found"}"#),
         refusal(),
         refusal(),
         refusal(),
@@ -634,7 +636,8 @@ async fn issue_24_auto_asks_by_json_schema_once_the_server_refuses_tools() {
     assert_eq!(first.tool_calls[0].arguments, r#"{"path":"a.txt"}"#);
     // The constrained request: no `tools`, a schema of the call shapes, the tools in the
     // system prompt.
-    let body = mock.body(3);
+    assert_eq!(mock.received()[0].path, "/props");
+    let body = mock.body(4);
     assert!(body.get("tools").is_none(), "{body}");
     assert_eq!(body["response_format"]["type"], "json_schema");
     let shapes = &body["response_format"]["json_schema"]["schema"]["anyOf"];
@@ -653,8 +656,30 @@ async fn issue_24_auto_asks_by_json_schema_once_the_server_refuses_tools() {
         .unwrap();
     assert_eq!(second.content.as_deref(), Some("I would rather talk."));
     assert!(second.tool_calls.is_empty());
-    assert_eq!(mock.received().len(), 5);
-    assert!(mock.body(4).get("response_format").is_some());
+    assert_eq!(mock.received().len(), 6);
+    assert!(mock.body(5).get("response_format").is_some());
+}
+
+/// llama.cpp's server with `--jinja` takes `tools` even when the model's template cannot
+/// call them, and the model answers in prose; its `/props` says so, and `auto` believes it.
+#[tokio::test]
+async fn issue_24_auto_reads_the_templates_abilities_from_props() {
+    let (base, mock) = start(vec![
+        Reply::json(json!({"chat_template_caps": {"supports_tools": false, "supports_tool_calls": false}, "default_generation_settings": {"n_ctx": 4096}})),
+        Reply::json(json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"name\": \"read_file\", \"arguments\": {}}"}, "finish_reason": "stop"}]})),
+    ])
+    .await;
+    let mut http = settings(&format!("{base}/v1"));
+    http.constrained = fabric_llm::ConstrainedDecoding::Auto;
+    let client = OpenAiClient::new(&http).unwrap();
+    let answer = client
+        .chat(request(&user(), &tools(), false), &NoopObserver)
+        .await
+        .unwrap();
+    assert_eq!(answer.tool_calls[0].name, "read_file");
+    let body = mock.body(1);
+    assert!(body.get("tools").is_none());
+    assert_eq!(body["response_format"]["type"], "json_schema");
 }
 
 /// Without `auto`, the refusal is the error it always was.

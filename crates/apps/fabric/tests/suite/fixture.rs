@@ -90,13 +90,23 @@ impl Fixture {
     }
 
     pub(crate) async fn fabric_with(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        self.fabric_within(args, env, 60).await
+    }
+
+    /// `fabric ARGS` with `env`, which must finish within `secs` seconds.
+    pub(crate) async fn fabric_within(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+        secs: u64,
+    ) -> Run {
         let mut cmd = self.command(args);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let output = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
+        let output = tokio::time::timeout(std::time::Duration::from_secs(secs), cmd.output())
             .await
-            .expect("fabric finished within 60 s")
+            .unwrap_or_else(|_| panic!("fabric finished within {secs} s"))
             .expect("fabric ran");
         Run {
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

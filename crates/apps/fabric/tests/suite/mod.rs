@@ -16,6 +16,7 @@ mod loop_errors;
 mod mcp_client;
 mod mcp_server;
 mod metrics;
+mod real_models;
 mod recruit_and_models;
 mod replay;
 mod run_basic;

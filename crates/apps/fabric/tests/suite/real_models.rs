@@ -1,0 +1,214 @@
+//! The real binary against real model servers with a real small model (issue #24):
+//! llama.cpp's `llama-server` and llama-cpp-python's server, both serving SmolLM2-135M.
+//!
+//! These assert on the fabric's behaviour, never on the model's wisdom: a 135M model fails
+//! most tasks, and that is fine. Whatever it does, a run ends with a typed status and a
+//! valid runlog, the second model call after tool results works, and what the servers
+//! report (the window, the prompt cache) is read. Few and short: the model is fast, but CI
+//! time is shared.
+
+use fabric_test_support::llama::{LlamaKind, LlamaServer, MODEL_ALIAS};
+use serde_json::Value;
+
+use super::fixture::{Fixture, of_kind};
+
+/// A fixture whose model key points at `server` (the scripted server stays idle), with
+/// `extra` lines under the key.
+async fn against(server: &LlamaServer, extra: &str) -> Fixture {
+    let fx = Fixture::new(Vec::new()).await;
+    let yaml = format!(
+        "models:\n  test:\n    base_url: {}\n    model: {MODEL_ALIAS}\n    backend: openai\n    timeout_s: 120\n    max_retries: 1\n    max_tokens: 256\n    temperature: 0\n{extra}default_model_key: test\nrouting_model_key: test\n",
+        server.base_url()
+    );
+    std::fs::write(&fx.config, yaml).unwrap();
+    fx
+}
+
+fn start(kind: LlamaKind, ctx: u32) -> LlamaServer {
+    LlamaServer::start(kind, ctx).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs `prompt` on the engineering specialist; the exit code must be the status's, and
+/// the runlog (checked line by line by the fixture) must end with one terminal event.
+async fn run(
+    fx: &Fixture,
+    server: &LlamaServer,
+    prompt: &str,
+    extra: &[&str],
+) -> (Value, Vec<Value>) {
+    let mut args = vec!["run", prompt, "--pack", "engineering", "--json"];
+    args.extend_from_slice(extra);
+    let run = fx.fabric_within(&args, &[], 300).await;
+    // With `--stream`, every event comes first as a JSON line; the result is the last line.
+    let last = run.stdout.trim().lines().last().unwrap_or_default();
+    let result: Value = serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("no result line ({e}):\n{}\n{}", run.stdout, run.stderr));
+    let status = result["_meta"]["status"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let expected = match status.as_str() {
+        "completed" | "completed_without_finish" => 0,
+        "llm_error" => 3,
+        "max_steps_exceeded" | "budget_exceeded" | "context_window_exceeded" | "stalled" => 5,
+        other => panic!(
+            "unexpected status `{other}`: {}\n{}\nserver log:\n{}",
+            run.stdout,
+            run.stderr,
+            server.log()
+        ),
+    };
+    assert_eq!(run.code(), expected, "{}\n{}", run.stdout, run.stderr);
+    let events = fx.runlog(&result);
+    let terminal = events
+        .iter()
+        .filter(|e| matches!(e["kind"].as_str(), Some("run_complete" | "run_failed")))
+        .count();
+    assert_eq!(terminal, 1, "one terminal event");
+    assert_eq!(events.last().unwrap()["payload"]["status"], status.as_str());
+    (result, events)
+}
+
+/// Every model call got an answer: no `llm_error`, and every `llm_request` has its
+/// `llm_response`.
+fn every_call_answered(result: &Value, events: &[Value], server: &LlamaServer) {
+    assert_ne!(
+        result["_meta"]["status"],
+        "llm_error",
+        "{}\nserver log:\n{}",
+        result["_meta"]["reason"],
+        server.log()
+    );
+    assert_eq!(
+        of_kind(events, "llm_request").len(),
+        of_kind(events, "llm_response").len()
+    );
+}
+
+#[cfg_attr(
+    fabric_no_llama,
+    ignore = "needs llama.cpp and the small model: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_llama_server_runs_with_calls_after_tool_results_streamed_and_cached() {
+    // The model's template cannot call tools: with `--jinja` (llama-server's default) the
+    // server takes `tools` and the model answers in prose. `auto` (the default) reads that
+    // from `/props` and asks by JSON schema, so the model calls a tool on the first step and
+    // the second call carries its result.
+    let server = start(LlamaKind::LlamaServer { jinja: true }, 4096);
+    let fx = against(&server, "").await;
+    for stream in [false, true] {
+        let extra: &[&str] = if stream {
+            &["--max-steps", "3", "--stream"]
+        } else {
+            &["--max-steps", "3"]
+        };
+        let (result, events) = run(
+            &fx,
+            &server,
+            "Create hello.txt containing Hello World",
+            extra,
+        )
+        .await;
+        every_call_answered(&result, &events, &server);
+        let responses = of_kind(&events, "llm_response");
+        assert!(
+            !responses[0]["payload"]["tool_calls"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+            "a constrained answer is a call: {}",
+            responses[0]
+        );
+        assert!(responses.len() >= 2, "a second call after the tool result");
+        // llama.cpp reports its prompt cache; from the second step on, the stable prefix
+        // (system prompt, task, first answer) is served from it.
+        let second = &responses[1]["payload"]["prompt_cache"];
+        assert!(
+            second["cached_tokens"].as_u64() > Some(0),
+            "stream {stream}: {second}"
+        );
+    }
+}
+
+#[cfg_attr(
+    fabric_no_llama,
+    ignore = "needs llama.cpp and the small model: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_llama_cpp_python_takes_a_second_call_after_tool_calls() {
+    // Native tool calling through its `chatml-function-calling` format (`auto` keeps it, as
+    // the server takes `tools`). It answered HTTP 500 to the `null` content the fabric sent
+    // beside tool calls, so every run's second call failed.
+    let server = start(LlamaKind::Python, 4096);
+    let fx = against(&server, "").await;
+    let (result, events) = run(
+        &fx,
+        &server,
+        "Create hello.txt containing Hello World",
+        &["--max-steps", "3"],
+    )
+    .await;
+    every_call_answered(&result, &events, &server);
+    let responses = of_kind(&events, "llm_response");
+    let called = |n: usize| {
+        responses[n]["payload"]["tool_calls"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+    };
+    assert!(
+        called(0),
+        "at temperature 0 this model calls a tool first: {}",
+        responses[0]
+    );
+    assert!(
+        responses.len() >= 2,
+        "the call after the tool result was answered"
+    );
+}
+
+#[cfg_attr(
+    fabric_no_llama,
+    ignore = "needs llama.cpp and the small model: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_the_window_is_read_from_the_server() {
+    // No `context_window` in the config: llama.cpp's /props says 512, which the task and
+    // the tools do not fit, so the run ends before anything is sent.
+    let server = start(LlamaKind::LlamaServer { jinja: true }, 512);
+    let fx = against(&server, "").await;
+    let (result, events) = run(&fx, &server, "Create hello.txt containing Hello World", &[]).await;
+    assert_eq!(result["_meta"]["status"], "context_window_exceeded");
+    let reason = result["_meta"]["reason"].as_str().unwrap();
+    assert!(reason.contains("context window of 512 tokens"), "{reason}");
+    assert!(of_kind(&events, "llm_request").is_empty());
+}
+
+#[cfg_attr(
+    fabric_no_llama,
+    ignore = "needs llama.cpp and the small model: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_fabric_eval_runs_the_shipped_suite_on_a_real_model() {
+    // Without `--jinja` the server refuses `tools`; `auto` switches to JSON schema.
+    let server = start(LlamaKind::LlamaServer { jinja: false }, 4096);
+    let fx = against(&server, "").await;
+    let run = fx.fabric_within(&["eval", "--json"], &[], 600).await;
+    assert_eq!(
+        run.code(),
+        0,
+        "{}\n{}\n{}",
+        run.stdout,
+        run.stderr,
+        server.log()
+    );
+    let report = run.json();
+    let key = &report["model_keys"][0];
+    assert_eq!(key["runs"], 4);
+    for attempt in key["attempts"].as_array().unwrap() {
+        assert_ne!(attempt["status"], "llm_error", "{attempt}");
+        assert!(attempt["steps"].as_u64() >= Some(1), "{attempt}");
+    }
+    // The server reports its prompt cache, so the report has a hit rate.
+    assert!(key["cache_hit_rate"].as_f64().is_some(), "{key}");
+}
