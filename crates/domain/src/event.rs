@@ -58,7 +58,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind this version knows (all but [`EventKind::Unknown`]), in the order of
-    /// docs/RUNLOG.md, with the reserved `loop_detected` before the terminal kinds.
+    /// docs/RUNLOG.md, with `loop_detected` before the terminal kinds.
     pub const ALL: [EventKind; 22] = [
         Self::RunStart,
         Self::Recruitment,

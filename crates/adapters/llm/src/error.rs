@@ -69,6 +69,16 @@ pub(crate) fn classify(error: ChatError, model: &str, not_found: NotFound) -> Ch
         return error;
     };
     let lower = body.to_lowercase();
+    let too_long = lower.contains("exceed_context_size")
+        || lower.contains("context_length_exceeded")
+        || lower.contains("maximum context length")
+        || lower.contains("exceeds the available context size");
+    if (400..500).contains(&status) && too_long {
+        return ChatError::ContextExceeded {
+            url,
+            detail: format!("HTTP {status}: {}", crate::transport::cut(&body)),
+        };
+    }
     if lower.contains("does not support tools") || lower.contains("tools are not supported") {
         return ChatError::ToolsUnsupported {
             model: model.to_owned(),
@@ -96,6 +106,23 @@ mod tests {
             status,
             body: body.into(),
         }
+    }
+
+    /// Issue #24: what llama.cpp, llama-cpp-python/OpenAI and vLLM answer to a prompt over
+    /// their window becomes one error, which ends the run `context_window_exceeded`.
+    #[test]
+    fn issue_24_a_prompt_over_the_servers_window_is_named() {
+        for body in [
+            r#"{"error":{"code":400,"message":"request (5000 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}"#,
+            r#"{"error":{"message":"Requested tokens (3000) exceed context window of 2048","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+            r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","code":400}"#,
+        ] {
+            let e = classify(status(400, body), "m", NotFound::OnlyIfBodySaysModel);
+            assert!(e.is_context_exceeded(), "{body}");
+            assert!(e.to_string().contains("set `context_window`"), "{e}");
+        }
+        let other = classify(status(400, r#"{"error":"bad"}"#), "m", NotFound::MeansModel);
+        assert!(!other.is_context_exceeded());
     }
 
     #[test]

@@ -86,6 +86,9 @@ impl OpenAiClient {
         let mut head = Vec::new();
         let whole = loop {
             let Some(chunk) = self.transport.next_chunk(url, &mut response).await? else {
+                if head.trim_ascii_start().is_empty() {
+                    return Err(empty_stream(url));
+                }
                 break head.trim_ascii_start().first() == Some(&b'{');
             };
             head.extend_from_slice(&chunk);
@@ -245,10 +248,17 @@ impl OpenAiClient {
         stream: bool,
         observer: &dyn ChatObserver,
     ) -> Result<ChatResponse, ChatError> {
-        if stream {
-            self.streamed(body, observer).await
-        } else {
-            self.whole(body).await
+        if !stream {
+            return self.whole(body).await;
+        }
+        match self.streamed(body, observer).await {
+            // llama-cpp-python answers a streamed request with tools by an empty 200
+            // (issue #24): the same request, not streamed, gets the answer.
+            Err(error) if error == empty_stream(&self.url) => {
+                tracing::warn!(url = %self.url, "the server sent an empty stream; asking again without streaming");
+                self.whole(&body.unstreamed()).await
+            }
+            other => other,
         }
     }
 
@@ -300,6 +310,14 @@ impl OpenAiClient {
             NotFound::OnlyIfBodySaysModel,
             "openai",
         )
+    }
+}
+
+/// The error of a streamed answer with no event at all.
+fn empty_stream(url: &str) -> ChatError {
+    ChatError::Decode {
+        url: url.to_owned(),
+        detail: "the streamed answer was empty (no event, no `[DONE]`)".to_owned(),
     }
 }
 

@@ -35,7 +35,7 @@ struct StreamOptions {
     include_usage: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct OutMessage<'a> {
     role: Role,
     /// Always a string: an assistant message that only calls tools has `""`. The spec
@@ -48,7 +48,7 @@ struct OutMessage<'a> {
     tool_call_id: Option<&'a str>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct OutToolCall<'a> {
     id: &'a str,
     #[serde(rename = "type")]
@@ -56,7 +56,7 @@ struct OutToolCall<'a> {
     function: OutFunction<'a>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct OutFunction<'a> {
     name: &'a str,
     /// The raw text, as the API wants a string here.
@@ -79,6 +79,24 @@ impl<'a> Request<'a> {
                 include_usage: true,
             }),
             response_format: None,
+        }
+    }
+}
+
+impl Request<'_> {
+    /// The same request, answered whole.
+    pub(crate) fn unstreamed(&self) -> Self {
+        Self {
+            model: self.model,
+            messages: self.messages.clone(),
+            tools: self.tools,
+            tool_choice: self.tool_choice,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_tokens: self.max_tokens,
+            stream: false,
+            stream_options: None,
+            response_format: self.response_format.clone(),
         }
     }
 }

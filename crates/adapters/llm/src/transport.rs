@@ -63,6 +63,18 @@ impl HttpSettings {
     }
 }
 
+/// How long a server that answers "Loading model" is waited for.
+const LOADING_PATIENCE: Duration = Duration::from_secs(120);
+/// How often it is asked again meanwhile.
+const LOADING_POLL: Duration = Duration::from_millis(500);
+
+/// Whether the server said it is still loading its model (llama.cpp's 503
+/// `{"error": {"message": "Loading model", "type": "unavailable_error"}}`).
+fn is_loading(error: &ChatError) -> bool {
+    matches!(error, ChatError::Status { status: 503, body, .. }
+        if body.to_ascii_lowercase().contains("loading model"))
+}
+
 /// The API key, kept out of every `Debug` output and log line.
 #[derive(Clone)]
 struct ApiKey(String);
@@ -229,6 +241,7 @@ impl Transport {
         read: Read,
     ) -> Result<Outcome, ChatError> {
         let mut attempt: u32 = 0;
+        let started = std::time::Instant::now();
         loop {
             attempt += 1;
             let failure = match self.attempt(method.clone(), url, body.clone(), read).await {
@@ -237,6 +250,14 @@ impl Transport {
             };
             if !failure.error.is_retryable() {
                 return Err(failure.error);
+            }
+            // A server still loading its model (llama.cpp answers 503 "Loading model") is
+            // waited for, up to LOADING_PATIENCE, without using up the retries (issue #24).
+            if is_loading(&failure.error) && started.elapsed() < LOADING_PATIENCE {
+                tracing::info!(url, "the model server is still loading its model; waiting");
+                attempt -= 1;
+                tokio::time::sleep(LOADING_POLL).await;
+                continue;
             }
             if attempt > self.max_retries {
                 // With retries switched off the caller wants the plain error, not a wrapper

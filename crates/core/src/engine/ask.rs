@@ -93,6 +93,8 @@ pub(super) async fn ask(
         Err(e) => {
             let status = if e.is_model_unsupported() {
                 RunStatus::ModelUnsupported
+            } else if e.is_context_exceeded() {
+                RunStatus::ContextWindowExceeded
             } else {
                 RunStatus::LlmError
             };

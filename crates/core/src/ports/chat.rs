@@ -202,6 +202,18 @@ pub enum ChatError {
         /// The model name.
         model: String,
     },
+    /// The server says the prompt does not fit its context window (llama.cpp's
+    /// `exceed_context_size_error`, OpenAI's `context_length_exceeded`, vLLM's "maximum
+    /// context length"): the fabric's estimate of the window was wrong or missing.
+    #[error(
+        "the model server at {url} says the conversation does not fit its context window ({detail}); set `context_window` for this model key to the server's window, so the fabric compacts the conversation to fit, or start the server with a larger context"
+    )]
+    ContextExceeded {
+        /// The endpoint.
+        url: String,
+        /// The server's words.
+        detail: String,
+    },
     /// The server refused our credentials.
     #[error(
         "the model server at {url} refused the API key (HTTP {status}); set the environment variable named by `api_key_env`"
@@ -250,11 +262,21 @@ impl ChatError {
             Self::Status { status, .. } => *status == 429 || *status >= 500,
             Self::Embedding { cause, .. } => cause.is_retryable(),
             Self::Timeout { .. }
+            | Self::ContextExceeded { .. }
             | Self::ModelNotFound { .. }
             | Self::ToolsUnsupported { .. }
             | Self::Unauthorized { .. }
             | Self::Decode { .. }
             | Self::RetriesExhausted { .. } => false,
+        }
+    }
+
+    /// Whether the server said the conversation does not fit its window.
+    pub fn is_context_exceeded(&self) -> bool {
+        match self {
+            Self::ContextExceeded { .. } => true,
+            Self::RetriesExhausted { last, .. } => last.is_context_exceeded(),
+            _ => false,
         }
     }
 
@@ -276,6 +298,7 @@ impl ChatError {
             Self::Status { .. } => "http_status",
             Self::ModelNotFound { .. } => "model_not_found",
             Self::ToolsUnsupported { .. } => "tools_unsupported",
+            Self::ContextExceeded { .. } => "context_exceeded",
             Self::Unauthorized { .. } => "unauthorized",
             Self::Decode { .. } => "decode",
             Self::RetriesExhausted { .. } => "retries_exhausted",

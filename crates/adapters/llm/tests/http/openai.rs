@@ -699,3 +699,53 @@ async fn issue_24_off_keeps_the_servers_refusal() {
         .unwrap_err();
     assert!(error.to_string().contains("--jinja"), "{error}");
 }
+
+/// Issue #24: llama.cpp's server answers 503 "Loading model" while it loads; that is waited
+/// for without using up the retries.
+#[tokio::test]
+async fn issue_24_a_server_loading_its_model_is_waited_for() {
+    let loading = || {
+        Reply::status(
+            503,
+            r#"{"error":{"message":"Loading model","type":"unavailable_error","code":503}}"#,
+        )
+    };
+    let (base, mock) = start(vec![
+        loading(),
+        loading(),
+        loading(),
+        loading(),
+        Reply::json(answer(json!({"role": "assistant", "content": "ready"}))),
+    ])
+    .await;
+    // Two retries would not cover four refusals.
+    let client = OpenAiClient::new(&settings(&format!("{base}/v1"))).unwrap();
+    let response = client
+        .chat(request(&user(), &[], false), &NoopObserver)
+        .await
+        .unwrap();
+    assert_eq!(response.content.as_deref(), Some("ready"));
+    assert_eq!(mock.received().len(), 5);
+}
+
+/// Issue #24: llama-cpp-python answers a streamed request with tools by an empty 200; the
+/// request is sent again, not streamed.
+#[tokio::test]
+async fn issue_24_an_empty_stream_is_asked_again_whole() {
+    let (base, mock) = start(vec![
+        Reply::pieces("text/event-stream", &[]),
+        Reply::json(answer(json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        ]}))),
+    ])
+    .await;
+    let client = OpenAiClient::new(&settings(&format!("{base}/v1"))).unwrap();
+    let response = client
+        .chat(request(&user(), &tools(), true), &NoopObserver)
+        .await
+        .unwrap();
+    assert_eq!(response.tool_calls[0].name, "read_file");
+    assert_eq!(mock.body(0)["stream"], true);
+    assert_eq!(mock.body(1)["stream"], false);
+    assert!(mock.body(1).get("stream_options").is_none());
+}
