@@ -347,6 +347,7 @@ pub fn response_of(recorded: runlog::LlmResponse) -> ChatResponse {
         finish_reason: recorded.finish_reason,
         queued_ms: None,
         prompt_cache: recorded.prompt_cache,
+        constrained: recorded.constrained,
     }
 }
 

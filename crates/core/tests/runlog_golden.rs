@@ -263,6 +263,7 @@ async fn single_with_everything() -> Vec<String> {
             finish_reason: Some("tool_calls".into()),
             queued_ms: None,
             prompt_cache: None,
+            constrained: false,
         }),
     ]);
     let mut m = member("eng", &chat);

@@ -81,6 +81,7 @@ impl AnthropicClient {
             finish_reason: answer.stop_reason.as_deref().map(wire::finish_reason),
             queued_ms: None,
             prompt_cache: None,
+            constrained: false,
         })
     }
 
@@ -292,6 +293,7 @@ impl StreamState {
             finish_reason: self.stop_reason.as_deref().map(wire::finish_reason),
             queued_ms: None,
             prompt_cache: None,
+            constrained: false,
         }
     }
 }

@@ -120,6 +120,7 @@ impl Constrained {
     /// The answer with its JSON turned into a tool call; an answer that is not one call of
     /// a known tool stays text, for the engine's corrective message.
     pub(crate) fn parse(&self, mut response: ChatResponse) -> ChatResponse {
+        response.constrained = true;
         if !response.tool_calls.is_empty() {
             return response;
         }

@@ -266,6 +266,7 @@ impl StreamState {
             finish_reason: self.finish_reason,
             queued_ms: None,
             prompt_cache: None,
+            constrained: false,
         }
     }
 }

@@ -159,6 +159,7 @@ fn whole_answer(url: &str, bytes: &[u8]) -> Result<ChatResponse, ChatError> {
         finish_reason: choice.finish_reason,
         queued_ms: None,
         prompt_cache: wire::prompt_cache(answer.timings.as_ref(), answer.usage.as_ref()),
+        constrained: false,
     })
 }
 
@@ -456,6 +457,7 @@ impl StreamState {
             finish_reason: self.finish_reason,
             queued_ms: None,
             prompt_cache: self.prompt_cache,
+            constrained: false,
         }
     }
 }

@@ -99,6 +99,7 @@ impl ChatClient for SleepyModel {
             finish_reason: Some("tool_calls".into()),
             queued_ms: None,
             prompt_cache: None,
+            constrained: false,
         })
     }
 }

@@ -130,6 +130,7 @@ pub(super) async fn ask(
             finish_reason: response.finish_reason.clone(),
             queued_ms: response.queued_ms,
             prompt_cache: response.prompt_cache,
+            constrained: response.constrained,
         },
     )
     .await?;

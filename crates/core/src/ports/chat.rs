@@ -142,6 +142,9 @@ pub struct ChatResponse {
     pub queued_ms: Option<u64>,
     /// How the server's prompt cache served the call, when it says.
     pub prompt_cache: Option<fabric_domain::PromptCache>,
+    /// The answer was asked for by JSON schema (constrained decoding), its call read from
+    /// the JSON.
+    pub constrained: bool,
 }
 
 /// Receives text as a streaming model produces it.

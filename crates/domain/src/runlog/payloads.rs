@@ -224,6 +224,10 @@ pub struct LlmResponse {
     /// How the server's prompt cache served the call, when it says (llama.cpp).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_cache: Option<crate::PromptCache>,
+    /// The answer was asked for by JSON schema (`constrained_decoding`), its call read from
+    /// the JSON; absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub constrained: bool,
 }
 
 /// `llm_response` of the routing call (`step: null`).

@@ -109,6 +109,7 @@ impl Turn {
             finish_reason: None,
             queued_ms: None,
             prompt_cache: None,
+            constrained: false,
         }
     }
 }

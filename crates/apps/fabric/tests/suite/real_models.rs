@@ -69,6 +69,52 @@ async fn run(
     (result, events)
 }
 
+/// The repetition breaker on whatever the model did: after every third identical call in a
+/// row with an identical result, a `loop_detected` note follows; no fourth identical call
+/// ran.
+fn repeats_were_caught(events: &[Value]) {
+    let mut last: Option<(Value, Value, Value)> = None;
+    let mut streak = 0;
+    let mut args = std::collections::HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        let p = &e["payload"];
+        match e["kind"].as_str() {
+            Some("tool_call") => {
+                args.insert(p["call_id"].clone(), (p["tool"].clone(), p["args"].clone()));
+            }
+            Some("tool_result" | "tool_error") if p["tool"] != "finish_task" => {
+                let Some((tool, a)) = args.get(&p["call_id"]).cloned() else {
+                    continue;
+                };
+                let outcome = p
+                    .get("result")
+                    .or(p.get("error_message"))
+                    .cloned()
+                    .unwrap_or_default();
+                let key = (tool, a, outcome);
+                if p["error_message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("not run: "))
+                {
+                    continue;
+                }
+                streak = if last.as_ref() == Some(&key) {
+                    streak + 1
+                } else {
+                    1
+                };
+                last = Some(key);
+                assert!(streak <= 3, "a fourth identical call ran: {e}");
+                if streak == 3 {
+                    assert_eq!(events[i + 1]["kind"], "loop_detected", "{}", events[i + 1]);
+                    assert_eq!(events[i + 1]["payload"]["action"], "nudged");
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Every model call got an answer: no `llm_error`, and every `llm_request` has its
 /// `llm_response`.
 fn every_call_answered(result: &Value, events: &[Value], server: &LlamaServer) {
@@ -83,6 +129,7 @@ fn every_call_answered(result: &Value, events: &[Value], server: &LlamaServer) {
         of_kind(events, "llm_request").len(),
         of_kind(events, "llm_response").len()
     );
+    repeats_were_caught(events);
 }
 
 #[cfg_attr(
@@ -182,6 +229,31 @@ async fn issue_24_the_window_is_read_from_the_server() {
     let reason = result["_meta"]["reason"].as_str().unwrap();
     assert!(reason.contains("context window of 512 tokens"), "{reason}");
     assert!(of_kind(&events, "llm_request").is_empty());
+    drop(server);
+    // A window that holds the task but not many steps: whatever the model does, what is sent
+    // fits the window the server reported (compacted when it must), and the server never
+    // refuses a prompt as too long.
+    let server = start(LlamaKind::LlamaServer { jinja: true }, 3072);
+    let fx = against(&server, "").await;
+    let (result, events) = run(
+        &fx,
+        &server,
+        "Write notes.txt with a long paragraph about rivers, then read it back",
+        &["--max-steps", "12"],
+    )
+    .await;
+    every_call_answered(&result, &events, &server);
+    assert_eq!(
+        of_kind(&events, "pack_start")[0]["payload"]["context_window"],
+        3072
+    );
+    assert_ne!(
+        result["_meta"]["status"], "context_window_exceeded",
+        "{result}"
+    );
+    for e in of_kind(&events, "context_compacted") {
+        assert!(e["payload"]["tokens_after"].as_u64() <= e["payload"]["room"].as_u64());
+    }
 }
 
 #[cfg_attr(
