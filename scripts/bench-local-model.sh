@@ -8,6 +8,7 @@
 #   scripts/install-test-deps.sh            # the servers and the model, once
 #   cargo build --release -p fabric
 #   scripts/bench-local-model.sh [REPEAT]   # REPEAT runs of each task (default 5)
+#   BENCH_ONLY_STEPS=1 scripts/bench-local-model.sh   # only the 20-step run
 #
 # Reports land in target/bench-local-model/; a summary is printed.
 set -euo pipefail
@@ -93,11 +94,13 @@ PY
 PORT=$(free_port)
 serve llama-server "$PORT" /health "$DEPS/bin/llama-server" -m "$MODEL" --alias smollm2 \
     --host 127.0.0.1 --port "$PORT" -c 4096 --parallel 1 -t 2 --no-webui
-evaluate llama-server "$PORT"
+[[ -n "${BENCH_ONLY_STEPS:-}" ]] || evaluate llama-server "$PORT"
 
-# One 20-step run: the prompt cache and the time split per step, from the runlog.
+# One 20-step run: the prompt cache and the time split per step, from the runlog. The
+# repetition breaker is off here, so the run lasts its 20 steps whatever the model repeats.
 echo "== llama-server: a 20-step run"
 config "$OUT/steps.yaml" "$PORT" on
+printf 'specialists:\n  engineering: {repeat_limit: 0}\n' >>"$OUT/steps.yaml"
 "$FABRIC" --config "$OUT/steps.yaml" run \
     "Create the files one.txt, two.txt, three.txt, four.txt, five.txt, six.txt, seven.txt, eight.txt, nine.txt and ten.txt, each holding its own name; then read each back" \
     --pack engineering --max-steps 20 --json >"$OUT/steps-result.json" || true
@@ -129,7 +132,7 @@ if rates:
           f'over {len(rates)} steps')
 PY
 
-if [[ -x "$DEPS/llama-venv/bin/python" ]]; then
+if [[ -z "${BENCH_ONLY_STEPS:-}" && -x "$DEPS/llama-venv/bin/python" ]]; then
     cleanup
     PIDS=()
     PORT=$(free_port)

@@ -229,3 +229,32 @@ async fn issue_14_requests_to_a_local_server_queue_for_its_slots() {
     assert!(waits.len() >= 2, "{waits:?}");
     assert!(waits.iter().any(|w| *w >= 150), "{waits:?}");
 }
+
+/// Issue #24: on a CPU, re-reading the prompt is most of a step, and a server's prompt cache
+/// serves only an unchanged prefix. Each request must start with the whole previous one,
+/// byte for byte (no timestamps, no reordered tools), when nothing had to be compacted.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_each_request_extends_the_previous_one_byte_for_byte() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call("write_file", json!({"path": "a.txt", "content": "one"})),
+        Turn::tool_call("list_files", json!({})),
+        Turn::tool_call("read_file", json!({"path": "a.txt"})),
+        Turn::tool_call("write_file", json!({"path": "b.txt", "content": "two"})),
+        Turn::tool_call("finish_task", json!({"summary": "wrote a and b"})),
+    ])
+    .await;
+    let result = fx.run_json("write a.txt and b.txt", &[], 0).await;
+    assert_eq!(result["_meta"]["status"], "completed");
+    let requests = fx.requests();
+    assert_eq!(requests.len(), 5);
+    for pair in requests.windows(2) {
+        let (before, after) = (&pair[0], &pair[1]);
+        assert_eq!(before["tools"].to_string(), after["tools"].to_string());
+        let old = before["messages"].as_array().unwrap();
+        let new = after["messages"].as_array().unwrap();
+        assert!(new.len() > old.len());
+        for (a, b) in old.iter().zip(new) {
+            assert_eq!(a.to_string(), b.to_string(), "an earlier message changed");
+        }
+    }
+}

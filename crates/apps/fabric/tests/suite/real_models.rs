@@ -212,6 +212,17 @@ async fn issue_24_llama_cpp_python_takes_a_second_call_after_tool_calls() {
         responses.len() >= 2,
         "the call after the tool result was answered"
     );
+    // Streamed: this server answers a streamed request with tools by an empty 200; the
+    // request is asked again whole and the run goes on.
+    let (result, events) = run(
+        &fx,
+        &server,
+        "Create hello.txt containing Hello World",
+        &["--max-steps", "2", "--stream"],
+    )
+    .await;
+    every_call_answered(&result, &events, &server);
+    assert_eq!(of_kind(&events, "llm_response").len(), 2);
 }
 
 #[cfg_attr(
