@@ -807,12 +807,17 @@ impl Merger {
                     format!("must be `off`, `json_schema` or `auto`, got `{word}`"),
                 )
             })?;
-            if mode != fabric_domain::ConstrainedDecoding::Off
-                && m.backend != fabric_domain::Backend::OpenAi
-            {
+            let fits = match m.backend {
+                fabric_domain::Backend::OpenAi => true,
+                fabric_domain::Backend::Ollama => mode != fabric_domain::ConstrainedDecoding::Auto,
+                fabric_domain::Backend::Anthropic => {
+                    mode == fabric_domain::ConstrainedDecoding::Off
+                }
+            };
+            if !fits {
                 return Err(self.invalid(
                     at("constrained_decoding"),
-                    format!("`{word}` needs an OpenAI-compatible server (`backend: openai`, e.g. llama.cpp's server or vLLM); this key's backend has native tool calling only, so use `off`"),
+                    format!("`{word}` is for OpenAI-compatible servers (`backend: openai`: `off`, `json_schema` or `auto`) and Ollama (`off` or `json_schema`, through its `format`); this key's backend takes `off`"),
                 ));
             }
             m.constrained_decoding = Some(mode);

@@ -32,6 +32,8 @@ pub struct OllamaClient {
     root: String,
     chat_url: String,
     num_ctx: Option<u32>,
+    /// `json_schema`: calls are asked for through `format` (issue #24).
+    constrained: bool,
 }
 
 impl OllamaClient {
@@ -49,6 +51,7 @@ impl OllamaClient {
             root,
             chat_url,
             num_ctx,
+            constrained: settings.constrained == crate::ConstrainedDecoding::JsonSchema,
         })
     }
 
@@ -167,7 +170,28 @@ impl ChatClient for OllamaClient {
         request: ChatRequest<'_>,
         observer: &dyn ChatObserver,
     ) -> Result<ChatResponse, ChatError> {
-        let body = ChatBody::new(&request, self.num_ctx);
+        // Constrained decoding: the tools described in the prompt, the call shapes as
+        // `format`, the answer turned back into a call (crate::constrained).
+        let constrained = self
+            .constrained
+            .then(|| crate::constrained::Constrained::new(request.tools))
+            .flatten();
+        let rewritten;
+        let none = fabric_core::ToolDefinitions::none();
+        let body = match &constrained {
+            Some(c) => {
+                rewritten = c.messages(request.messages);
+                let plain = ChatRequest {
+                    messages: &rewritten,
+                    tools: &none,
+                    ..request
+                };
+                let mut body = ChatBody::new(&plain, self.num_ctx);
+                body.format = Some(c.schema.clone());
+                body
+            }
+            None => ChatBody::new(&request, self.num_ctx),
+        };
         tracing::debug!(
             url = %self.chat_url,
             model = request.model,
@@ -177,10 +201,15 @@ impl ChatClient for OllamaClient {
             num_ctx = ?self.num_ctx,
             "ollama chat request"
         );
-        let result = if request.stream {
-            self.streamed(&body, observer).await
-        } else {
-            self.whole(&body).await
+        let result = match (&constrained, request.stream) {
+            (None, true) => self.streamed(&body, observer).await,
+            // Streamed JSON is a call, not prose to show.
+            (Some(_), true) => self.streamed(&body, &fabric_core::NoopObserver).await,
+            (_, false) => self.whole(&body).await,
+        };
+        let result = match &constrained {
+            Some(c) => result.map(|r| c.parse(r)),
+            None => result,
         };
         conclude(result, request.model, NotFound::MeansModel, "ollama")
     }

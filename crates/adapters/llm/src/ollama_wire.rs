@@ -18,6 +18,9 @@ pub(crate) struct ChatBody<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Options::is_empty")]
     options: Options,
+    /// Constrained decoding: the JSON Schema every answer must match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) format: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -88,6 +91,7 @@ impl<'a> ChatBody<'a> {
                 top_p: request.top_p,
                 num_predict: request.max_tokens,
             },
+            format: None,
         }
     }
 }

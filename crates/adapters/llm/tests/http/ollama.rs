@@ -302,3 +302,38 @@ async fn supports_tools_true() {
     let client = OllamaClient::new(&settings(&base), None).unwrap();
     assert_eq!(client.supports_tools("qwen2.5").await.unwrap(), Some(true));
 }
+
+/// Issue #24: `constrained_decoding: json_schema` on an Ollama key asks for the call through
+/// `format` (a JSON Schema of the tools' call shapes), with the tools in the prompt, and
+/// turns the JSON answer into a tool call.
+#[tokio::test]
+async fn issue_24_json_schema_goes_as_format() {
+    let (base, mock) = start(vec![Reply::json(json!({
+        "message": {"role": "assistant", "content": "{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}"},
+        "done": true
+    }))])
+    .await;
+    let mut http = settings(&base);
+    http.constrained = fabric_llm::ConstrainedDecoding::JsonSchema;
+    let client = OllamaClient::new(&http, Some(4096)).unwrap();
+    let messages = vec![Message::user("read a")];
+    let answer = client
+        .chat(request(&messages, &tools(), false), &NoopObserver)
+        .await
+        .unwrap();
+    assert_eq!(answer.tool_calls[0].name, "read_file");
+    assert_eq!(answer.tool_calls[0].arguments, r#"{"path":"a"}"#);
+    assert!(answer.constrained);
+    let body = mock.body(0);
+    assert!(body.get("tools").is_none(), "{body}");
+    assert_eq!(
+        body["format"]["anyOf"][0]["properties"]["name"]["const"],
+        "read_file"
+    );
+    assert!(
+        body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("- read_file:")
+    );
+}

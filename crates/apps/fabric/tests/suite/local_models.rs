@@ -258,3 +258,42 @@ async fn issue_24_each_request_extends_the_previous_one_byte_for_byte() {
         }
     }
 }
+
+/// Issue #24: the loop aids' and constrained decoding's keys are checked, with the fix.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_loop_aid_and_constrained_decoding_keys_are_checked() {
+    super::fixture::assert_config_errors(&[
+        (
+            "specialists:\n  engineering: {repeat_limit: 1000}\n",
+            "`specialists.engineering.repeat_limit`: must be between 0 and 100, got 1000",
+        ),
+        (
+            "specialists:\n  engineering: {require_finish: maybe}\n",
+            "require_finish",
+        ),
+    ])
+    .await;
+    for (backend, word, expected) in [
+        (
+            "openai",
+            "maybe",
+            "must be `off`, `json_schema` or `auto`, got `maybe`",
+        ),
+        ("anthropic", "json_schema", "this key's backend takes `off`"),
+        ("ollama", "auto", "this key's backend takes `off`"),
+    ] {
+        let fx = Fixture::with_backend(Scenario::new(Vec::new()), backend).await;
+        let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(
+            "    max_retries: 2\n",
+            &format!("    max_retries: 2\n    constrained_decoding: {word}\n"),
+        );
+        std::fs::write(&fx.config, yaml).unwrap();
+        let run = fx.fabric(&["config", "validate"]).await;
+        assert_eq!(run.code(), 2, "{backend} {word}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(expected),
+            "{backend} {word}: {}",
+            run.stderr
+        );
+    }
+}
