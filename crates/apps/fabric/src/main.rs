@@ -21,6 +21,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = cli::Cli::parse();
     init_tracing(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -49,6 +50,26 @@ fn main() -> ExitCode {
             ExitCode::from(errors::exit_code(&error))
         }
     }
+}
+
+/// Output into a pipe whose reader has gone (`fabric logs list | head`) ends the command
+/// quietly with exit 0, as ripgrep does, instead of the panic `println!` raises on `EPIPE`
+/// (issue #26). SIGPIPE itself stays ignored: a tool server or client that goes away must
+/// not kill `fabric serve`.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to std") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 /// The fabric's own diagnostics go to stderr, off unless asked for (`-v`) or set with

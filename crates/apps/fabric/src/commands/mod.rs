@@ -49,6 +49,17 @@ fn completions(shell: &str) -> u8 {
         _ => Shell::Bash,
     };
     let mut command = Cli::command();
-    clap_complete::generate(shell, &mut command, "fabric", &mut std::io::stdout());
-    0
+    // Generated into memory, then written: clap_complete panics on a failed write, and a
+    // closed pipe (`fabric completions bash | head`) ends the command quietly (issue #26).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "fabric", &mut script);
+    use std::io::Write;
+    match std::io::stdout().write_all(&script) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("error: cannot write the completion script: {e}");
+            1
+        }
+    }
 }

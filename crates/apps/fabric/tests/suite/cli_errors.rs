@@ -182,3 +182,33 @@ async fn issue_14_shell_completions_for_bash_zsh_and_fish() {
     let bad = fx.fabric(&["completions", "powershell"]).await;
     assert_eq!(bad.code(), 2);
 }
+
+/// Issue #26: `fabric logs list | head`, `config show | head` and the like died with a
+/// broken-pipe panic (exit 101); they end quietly, as Unix tools do.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_output_into_a_closed_pipe_ends_quietly() {
+    let fx = Fixture::new(Vec::new()).await;
+    for args in [
+        &["config", "show"][..],
+        &["specialists", "show", "engineering"],
+        &["completions", "bash"],
+        &["logs", "list"],
+    ] {
+        // The reader is gone before the command writes a byte: every write is EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        // `spawn`, not `output`: tokio's `output` replaces stdout with a pipe of its own.
+        let output = fx
+            .command(args)
+            .stdout(std::process::Stdio::from(writer))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+            .wait_with_output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
