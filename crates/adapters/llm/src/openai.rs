@@ -296,7 +296,9 @@ impl OpenAiClient {
                     "json_schema": {"name": "tool_call", "strict": true, "schema": constrained.schema},
                 })
             });
-            result = self.send(&body, request.stream, &Silent).await;
+            result = self
+                .send(&body, request.stream, &fabric_core::NoopObserver)
+                .await;
             match &result {
                 Err(error) if !in_object && refuses_json_schema(error) => {
                     tracing::info!(url = %self.url, "the server refuses response_format json_schema; sending the schema in json_object");
@@ -320,13 +322,6 @@ fn empty_stream(url: &str) -> ChatError {
         url: url.to_owned(),
         detail: "the streamed answer was empty (no event, no `[DONE]`)".to_owned(),
     }
-}
-
-/// Hears streamed text and says nothing.
-struct Silent;
-
-impl ChatObserver for Silent {
-    fn on_text_delta(&self, _delta: &str) {}
 }
 
 /// Whether an error is the server refusing `response_format: json_schema` (llama-cpp-python

@@ -440,12 +440,11 @@ async fn run_steps(
             };
             // The repetition breaker judges every call but finish_task, replayed or live,
             // so a continued run reaches the same verdicts at the same calls.
-            let key = repeats::key(&args, &call.arguments);
-            let verdict = if call.name == FINISH_TOOL {
-                Verdict::Run
-            } else {
-                repeats.before(&call.name, &key)
+            let key = match call.name == FINISH_TOOL {
+                true => None,
+                false => repeats.key(&call.name, &args, &call.arguments),
             };
+            let verdict = repeats.before(&call.name, key);
             let refused = verdict.refusal().is_some();
             let outcome = if let Some(settled) = settled {
                 if let (RecordedOutcome::Result(_), Ok(args)) = (&settled, &args) {
@@ -465,7 +464,7 @@ async fn run_steps(
                 // Its `loop_detected` is in the runlog already.
                 let note = match refused {
                     true => None,
-                    false => repeats.after(&call.name, &key, &text, &catalogue.available),
+                    false => repeats.after(&call.name, key, &text, &catalogue.available),
                 };
                 messages.push(Message::tool_result(&call.id, with_note(text, note)));
                 continue;
@@ -567,7 +566,7 @@ async fn run_steps(
                         },
                     )
                     .await?;
-                    let text = nudge(rec, step, call, &key, text, &mut repeats, &catalogue).await?;
+                    let text = nudge(rec, step, call, key, text, &mut repeats, &catalogue).await?;
                     messages.push(Message::tool_result(&call.id, text));
                 }
                 Err(error) => {
@@ -605,7 +604,7 @@ async fn run_steps(
                     let text = match refused {
                         true => text,
                         false => {
-                            nudge(rec, step, call, &key, text, &mut repeats, &catalogue).await?
+                            nudge(rec, step, call, key, text, &mut repeats, &catalogue).await?
                         }
                     };
                     messages.push(Message::tool_result(&call.id, text));
@@ -701,16 +700,15 @@ async fn nudge(
     rec: Recorder<'_>,
     step: u32,
     call: &fabric_domain::ToolCall,
-    key: &str,
+    key: Option<u64>,
     text: String,
     repeats: &mut Repeats,
     catalogue: &Catalogue<'_>,
 ) -> Result<String, StoreError> {
     let note = repeats.after(&call.name, key, &text, &catalogue.available);
     if let Some(note) = &note {
-        // The key is the arguments' JSON, or their raw text when they were not JSON.
-        let args = serde_json::from_str(key)
-            .unwrap_or_else(|_| Value::String(truncate(key, MAX_LLM_CONTENT_IN_RUNLOG_CHARS)));
+        // The parsed arguments went to the tool; read again from the call, only here.
+        let args = shown_args(call, &parse_arguments(&call.arguments));
         record_loop(rec, step, call, args, repeats.count(), "nudged", note).await?;
     }
     Ok(with_note(text, note))

@@ -6,6 +6,9 @@
 //! was sent, so a continued run that replays its recorded steps reaches the same verdicts
 //! at the same calls without anything recorded for it.
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
 /// Refusals of the repeated call before the run ends `stalled`.
 pub(crate) const MAX_REFUSALS: u32 = 2;
 
@@ -37,8 +40,10 @@ impl Verdict {
 pub(crate) struct Repeats {
     /// Identical calls in a row that get the nudge (`repeat_limit`); 0: off.
     limit: u32,
-    /// The last call's tool, arguments and result, as the model saw them.
-    last: Option<(String, String, String)>,
+    /// Hashes of the last call (tool and arguments) and of its result as the model saw
+    /// it: a run in flight keeps 16 bytes, not a copy of a result of up to 16,000
+    /// characters.
+    last: Option<(u64, u64)>,
     /// How many times in a row it was called with that result.
     count: u32,
     /// Refusals since the streak reached the limit.
@@ -57,14 +62,11 @@ impl Repeats {
 
     /// The verdict on a call before it runs: a call that repeats a streak at its limit is
     /// refused, and after [`MAX_REFUSALS`] refusals it ends the run.
-    /// `args` is the call's argument key ([`key`]).
-    pub(crate) fn before(&mut self, tool: &str, args: &str) -> Verdict {
+    /// `args` is the call's argument key ([`key`], `None` when the breaker is off).
+    pub(crate) fn before(&mut self, tool: &str, args: Option<u64>) -> Verdict {
         let repeats = self.limit > 0
             && self.count >= self.limit
-            && self
-                .last
-                .as_ref()
-                .is_some_and(|(t, a, _)| t == tool && a == args);
+            && self.last.is_some_and(|(call, _)| Some(call) == args);
         if !repeats {
             return Verdict::Run;
         }
@@ -91,21 +93,18 @@ impl Repeats {
     pub(crate) fn after(
         &mut self,
         tool: &str,
-        args: &str,
+        args: Option<u64>,
         result: &str,
         others: &[String],
     ) -> Option<String> {
-        if self.limit == 0 {
+        let (Some(call), true) = (args, self.limit > 0) else {
             return None;
-        }
-        let same = self
-            .last
-            .as_ref()
-            .is_some_and(|(t, a, r)| t == tool && a == args && r == result);
-        if same {
+        };
+        let seen = (call, hash_of(|h| result.hash(h)));
+        if self.last == Some(seen) {
             self.count += 1;
         } else {
-            self.last = Some((tool.to_owned(), args.to_owned(), result.to_owned()));
+            self.last = Some(seen);
             self.count = 1;
             self.refused = 0;
         }
@@ -139,12 +138,49 @@ impl Repeats {
     }
 }
 
-/// The key two calls' arguments are compared by: the parsed object as JSON text (keys
-/// sorted), or the raw text when it is not JSON.
-pub(crate) fn key(args: &Result<serde_json::Value, String>, raw: &str) -> String {
-    match args {
-        Ok(value) => value.to_string(),
-        Err(_) => raw.to_owned(),
+impl Repeats {
+    /// The key a call is compared by: its tool and its arguments, the parsed object as JSON
+    /// (keys sorted) or the raw text when it is not JSON; `None` when the breaker is off,
+    /// so a run without it pays nothing per call.
+    pub(crate) fn key(
+        &self,
+        tool: &str,
+        args: &Result<serde_json::Value, String>,
+        raw: &str,
+    ) -> Option<u64> {
+        (self.limit > 0).then(|| {
+            hash_of(|h| {
+                tool.hash(h);
+                match args {
+                    // Serialised straight into the hasher: no copy of the arguments.
+                    Ok(value) => {
+                        let _ = serde_json::to_writer(HashWriter(h), value);
+                    }
+                    Err(_) => raw.hash(h),
+                }
+            })
+        })
+    }
+}
+
+/// A hash of what `feed` writes; deterministic (`DefaultHasher::new` has fixed keys), so a
+/// replayed step hashes as the live one did.
+fn hash_of(feed: impl FnOnce(&mut DefaultHasher)) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    feed(&mut hasher);
+    hasher.finish()
+}
+
+/// Lets `serde_json` write into a hasher.
+struct HashWriter<'a>(&'a mut DefaultHasher);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -163,6 +199,15 @@ fn ordinal(n: u32) -> String {
 mod tests {
     use super::*;
 
+    /// The key of a call of `tool` with `args` (JSON text).
+    fn k(r: &Repeats, tool: &str, args: &str) -> Option<u64> {
+        r.key(
+            tool,
+            &serde_json::from_str(args).map_err(|e| e.to_string()),
+            args,
+        )
+    }
+
     fn tools() -> Vec<String> {
         vec![
             "list_files".into(),
@@ -176,16 +221,29 @@ mod tests {
         let mut r = Repeats::new(3);
         let args = "{}";
         for n in 1..=3 {
-            assert_eq!(r.before("list_files", args), Verdict::Run);
-            let note = r.after("list_files", args, "(empty)", &tools());
+            assert_eq!(
+                r.before("list_files", k(&r, "list_files", args)),
+                Verdict::Run
+            );
+            let note = r.after("list_files", k(&r, "list_files", args), "(empty)", &tools());
             assert_eq!(note.is_some(), n == 3, "call {n}");
         }
         let note = {
             let mut again = Repeats::new(3);
             for _ in 0..2 {
-                again.after("list_files", args, "(empty)", &tools());
+                again.after(
+                    "list_files",
+                    k(&again, "list_files", args),
+                    "(empty)",
+                    &tools(),
+                );
             }
-            again.after("list_files", args, "(empty)", &tools())
+            again.after(
+                "list_files",
+                k(&again, "list_files", args),
+                "(empty)",
+                &tools(),
+            )
         };
         assert_eq!(
             note.as_deref(),
@@ -193,16 +251,16 @@ mod tests {
                 "note: this is the 3rd time in a row that `list_files` was called with these arguments and returned this same result; calling it again will not change it, and an identical call will be refused. Act on the result instead: call another tool (write_file), or call finish_task if the work is done."
             )
         );
-        let Verdict::Refuse(first) = r.before("list_files", args) else {
+        let Verdict::Refuse(first) = r.before("list_files", k(&r, "list_files", args)) else {
             panic!("the 4th identical call is refused");
         };
         assert!(first.starts_with("not run: `list_files` was already called 3 times in a row"));
         assert!(first.ends_with("is refused too"), "{first}");
-        let Verdict::Refuse(second) = r.before("list_files", args) else {
+        let Verdict::Refuse(second) = r.before("list_files", k(&r, "list_files", args)) else {
             panic!("the 5th identical call is refused");
         };
         assert!(second.ends_with("ends the run"), "{second}");
-        let Verdict::Stop(reason) = r.before("list_files", args) else {
+        let Verdict::Stop(reason) = r.before("list_files", k(&r, "list_files", args)) else {
             panic!("the 6th identical call stops the run");
         };
         assert!(reason.contains("6 times in a row"), "{reason}");
@@ -212,29 +270,47 @@ mod tests {
     fn issue_24_another_call_or_result_resets_the_streak() {
         let mut r = Repeats::new(3);
         let args = r#"{"path":"a"}"#;
-        r.after("read_file", args, "x", &tools());
-        r.after("read_file", args, "x", &tools());
+        r.after("read_file", k(&r, "read_file", args), "x", &tools());
+        r.after("read_file", k(&r, "read_file", args), "x", &tools());
         // The file changed in between: not a repetition.
-        assert!(r.after("read_file", args, "y", &tools()).is_none());
+        assert!(
+            r.after("read_file", k(&r, "read_file", args), "y", &tools())
+                .is_none()
+        );
         assert_eq!(r.count(), 1);
-        r.after("read_file", args, "y", &tools());
-        r.after("list_files", "{}", "a", &tools());
-        assert_eq!(r.before("read_file", args), Verdict::Run);
+        r.after("read_file", k(&r, "read_file", args), "y", &tools());
+        r.after("list_files", k(&r, "list_files", "{}"), "a", &tools());
+        assert_eq!(
+            r.before("read_file", k(&r, "read_file", args)),
+            Verdict::Run
+        );
         assert_eq!(r.count(), 1);
         // Other arguments after a full streak run.
         let mut r = Repeats::new(2);
-        r.after("read_file", args, "x", &tools());
-        r.after("read_file", args, "x", &tools());
-        assert_eq!(r.before("read_file", r#"{"path":"b"}"#), Verdict::Run);
-        assert!(matches!(r.before("read_file", args), Verdict::Refuse(_)));
+        r.after("read_file", k(&r, "read_file", args), "x", &tools());
+        r.after("read_file", k(&r, "read_file", args), "x", &tools());
+        assert_eq!(
+            r.before("read_file", k(&r, "read_file", r#"{"path":"b"}"#)),
+            Verdict::Run
+        );
+        assert!(matches!(
+            r.before("read_file", k(&r, "read_file", args)),
+            Verdict::Refuse(_)
+        ));
     }
 
     #[test]
     fn issue_24_a_limit_of_zero_is_off() {
         let mut r = Repeats::new(0);
         for _ in 0..10 {
-            assert_eq!(r.before("list_files", "{}"), Verdict::Run);
-            assert!(r.after("list_files", "{}", "", &tools()).is_none());
+            assert_eq!(
+                r.before("list_files", k(&r, "list_files", "{}")),
+                Verdict::Run
+            );
+            assert!(
+                r.after("list_files", k(&r, "list_files", "{}"), "", &tools())
+                    .is_none()
+            );
         }
     }
 }
