@@ -206,11 +206,13 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
         SpecialistSpec {
             container_image: None,
             id: fabric_domain::DEFAULT_CRITIC.to_owned(),
-            description: "Reviews another specialist's staged changes before they are applied \
-                          (the default critic of the quality gate)."
+            description: "Reviews code and files without changing them, and another \
+                          specialist's staged changes before they are applied (the default \
+                          critic of the quality gate)."
                 .to_owned(),
-            // Never recruited by keywords: it reviews, it does not take tasks of its own.
-            keywords: Vec::new(),
+            // Recruited by keywords only for a task that asks to look and to change nothing
+            // ("review the code", "audit this module"): see `recruit::route_by_keywords`.
+            keywords: words(&["review", "audit", "critique", "code review"]),
             capabilities: Vec::new(),
             system_prompt: REVIEWER_PROMPT.to_owned(),
             tools: words(&["read_file", "list_files"]),
@@ -265,4 +267,7 @@ destructive changes.
 Approve (approved: true) when the changes are correct and complete, even if you would have \
 written them differently. Reject (approved: false) only for real problems, each one a finding \
 with severity `error`, the file, and a reason precise enough to fix it from.
+When you are given a task of your own (a review or an audit, with no diff), review the files \
+in your workspace the task names (list_files, then read_file), report each problem as a \
+finding, and approve only when you found no error.
 Call finish_task exactly once with approved, findings and a one-sentence summary.";

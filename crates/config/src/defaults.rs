@@ -74,7 +74,10 @@ impl Settings {
             max_steps: 40,
             network_allowed: false,
             shell: ShellConfig {
-                allowed_commands: None,
+                allowed_commands: fabric_domain::DEFAULT_ALLOWED_COMMANDS
+                    .iter()
+                    .map(|c| (*c).to_owned())
+                    .collect(),
                 timeout_s: 120,
                 pass_env: Vec::new(),
             },

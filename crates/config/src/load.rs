@@ -473,16 +473,26 @@ impl Merger {
             s.network_allowed = v;
         }
         if let Some(shell) = raw.shell {
-            if let Some(commands) = shell.allowed_commands {
-                for (i, c) in commands.iter().enumerate() {
+            for (key, list) in [
+                ("allowed_commands", &shell.allowed_commands),
+                ("also_allow", &shell.also_allow),
+            ] {
+                for (i, c) in list.iter().flatten().enumerate() {
                     if c.is_empty() || c.contains('/') || c.contains(char::is_whitespace) {
                         return Err(self.invalid(
-                            format!("shell.allowed_commands[{i}]"),
+                            format!("shell.{key}[{i}]"),
                             format!("must be a bare program name such as `ls`, got `{c}`"),
                         ));
                     }
                 }
-                s.shell.allowed_commands = Some(commands);
+            }
+            if let Some(commands) = shell.allowed_commands {
+                s.shell.allowed_commands = commands;
+            }
+            for c in shell.also_allow.into_iter().flatten() {
+                if !s.shell.allowed_commands.contains(&c) {
+                    s.shell.allowed_commands.push(c);
+                }
             }
             if let Some(t) = shell.timeout_s {
                 s.shell.timeout_s = self.range("shell.timeout_s", t, 1, 3600)?;
@@ -1020,6 +1030,69 @@ impl Merger {
         Ok(())
     }
 
+    /// A budget in dollars needs a price on every model key its runs may use without a
+    /// `--model-key`: the same rule `fabric run` applies, said by `config validate` too.
+    fn check_cost_budgets(&self, s: &Settings) -> Result<(), ConfigError> {
+        let mut used: Vec<(&str, String)> = vec![(
+            s.default_model_key.as_str(),
+            "`default_model_key`".to_owned(),
+        )];
+        if let Some(r) = &s.complexity_routing {
+            used.push((r.simple.as_str(), "`complexity_routing.simple`".to_owned()));
+            used.push((
+                r.complex.as_str(),
+                "`complexity_routing.complex`".to_owned(),
+            ));
+        }
+        if let Some(f) = &s.cloud_fallback {
+            used.push((
+                f.model_key.as_str(),
+                "`cloud_fallback.model_key`".to_owned(),
+            ));
+        }
+        let own = |id: &str| {
+            s.specialists
+                .iter()
+                .find(|spec| spec.id == id)
+                .and_then(|spec| spec.model_key.as_deref())
+        };
+        let mut budgets: Vec<(String, Vec<(&str, String)>)> = Vec::new();
+        if s.budget.max_cost_usd.is_some() {
+            let mut all = used.clone();
+            for spec in &s.specialists {
+                if let Some(key) = &spec.model_key {
+                    all.push((
+                        key.as_str(),
+                        format!("specialist `{}`'s `model_key`", spec.id),
+                    ));
+                }
+            }
+            budgets.push(("budget.max_cost_usd".to_owned(), all));
+        }
+        for (id, b) in &s.specialist_budgets {
+            if b.max_cost_usd.is_none() {
+                continue;
+            }
+            let keys = match own(id) {
+                Some(key) => vec![(key, format!("specialist `{id}`'s `model_key`"))],
+                None => used.clone(),
+            };
+            budgets.push((format!("specialists.{id}.budget.max_cost_usd"), keys));
+        }
+        for (at, keys) in budgets {
+            if let Some((key, why)) = keys
+                .iter()
+                .find(|(k, _)| s.models.get(*k).is_some_and(|m| m.price_per_mtok.is_none()))
+            {
+                return Err(self.invalid(
+                    at,
+                    format!("needs a price for every model key its runs may use, and `{key}` ({why}) has none; add `price_per_mtok: {{input: …, output: …}}` (US dollars per million tokens) to `models.{key}`"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// A critic must exist, be another specialist, only read, and give a verdict.
     fn check_critic(&self, s: &Settings, id: &str, critic: &str) -> Result<(), ConfigError> {
         let key = format!("specialists.{id}.critic");
@@ -1123,6 +1196,7 @@ impl Merger {
                 Some(_) => {}
             }
         }
+        self.check_cost_budgets(s)?;
         if let Some(routing) = &s.complexity_routing {
             for (name, key) in [("simple", &routing.simple), ("complex", &routing.complex)] {
                 if !s.models.contains_key(key) {

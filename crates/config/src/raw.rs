@@ -148,6 +148,7 @@ pub(crate) struct RawSpecialist {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawShell {
     pub(crate) allowed_commands: Option<Vec<String>>,
+    pub(crate) also_allow: Option<Vec<String>>,
     pub(crate) timeout_s: Option<u64>,
     pub(crate) pass_env: Option<Vec<String>>,
 }

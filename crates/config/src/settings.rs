@@ -76,6 +76,26 @@ impl ModelConfig {
             .unwrap_or(self.backend == Backend::Ollama)
     }
 
+    /// The API key variable this key needs and the environment lacks: Anthropic's API
+    /// takes no request without a key, so a run is refused before its first call rather
+    /// than failing on the server's 401. `None` when nothing is missing.
+    pub fn missing_api_key(&self) -> Option<&str> {
+        if self.backend != Backend::Anthropic {
+            return None;
+        }
+        let var = self.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
+        std::env::var(var)
+            .map_or(true, |v| v.trim().is_empty())
+            .then_some(var)
+    }
+
+    /// What to do about [`ModelConfig::missing_api_key`], for the key called `key`.
+    pub fn missing_api_key_fix(key: &str, var: &str) -> String {
+        format!(
+            "`{var}` is not set; export it with your Anthropic API key (or name another variable in `models.{key}.api_key_env`)"
+        )
+    }
+
     /// How tool calls are asked for: as configured, else `auto` for OpenAI-compatible
     /// servers (JSON Schema once the server refuses `tools`) and `off` for the others.
     pub fn constrained(&self) -> fabric_domain::ConstrainedDecoding {
@@ -171,8 +191,9 @@ pub enum Routing {
 /// Settings of the `shell` tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShellConfig {
-    /// Programs the shell tool may start; `None` keeps the built-in list.
-    pub allowed_commands: Option<Vec<String>>,
+    /// Programs the shell tool may start: the built-in list or `allowed_commands`, plus
+    /// `also_allow` (what `config show` prints is what runs get).
+    pub allowed_commands: Vec<String>,
     /// Default timeout of one command.
     pub timeout_s: u64,
     /// Environment variables passed to tools, by name, from the fabric's own environment.

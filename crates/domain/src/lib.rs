@@ -38,8 +38,8 @@ pub use summary::RunSummary;
 pub use time::{UtcTime, parse_duration, parse_since};
 pub use tool::{PlannerHints, ToolAnnotations, ToolSpec, input_schema_for as schema_for};
 pub use tooling::{
-    AGENT_TOOL_PREFIX, CriticSpec, DEFAULT_CRITIC, DEFAULT_MAX_DELEGATION_DEPTH,
-    DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S,
-    MCP_TOOL_PREFIX, McpServerSpec, McpTransport, ToolLoading, Tooling, mcp_tool_name,
-    pattern_matches,
+    AGENT_TOOL_PREFIX, CriticSpec, DEFAULT_ALLOWED_COMMANDS, DEFAULT_CRITIC,
+    DEFAULT_MAX_DELEGATION_DEPTH, DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_MCP_CALL_TIMEOUT_S,
+    DEFAULT_MCP_STARTUP_TIMEOUT_S, MCP_TOOL_PREFIX, McpServerSpec, McpTransport, ToolLoading,
+    Tooling, mcp_tool_name, pattern_matches,
 };

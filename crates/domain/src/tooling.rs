@@ -37,6 +37,62 @@ pub struct Tooling {
     pub critic: Option<CriticSpec>,
 }
 
+/// The programs `shell` runs by default.
+///
+/// Why these and not others: the list is advice that keeps a model on the path of ordinary
+/// engineering work, not a security boundary. Arguments are not confined (`cat /etc/passwd`
+/// runs), and `cargo`/`rustc` execute code by design (build scripts, proc macros,
+/// `-C linker=`). The wall is the OS sandbox (ADR-011, docs/SECURITY.md). Within that, the
+/// list leaves out every program whose ordinary flags run other programs or code passed as
+/// text, because those turn one allowed name into all of them:
+/// - shells and interpreters (`sh`, `bash`, `python3`, `node`, `perl`, `awk`): code via `-c`/`-e`;
+/// - `env`, `xargs`, `nice`, `timeout`, `nohup`, `stdbuf`: they run the program named next;
+/// - `find` (`-exec`), `git` (`-c core.pager=…`, hooks, aliases), `sed` (`e` runs a command,
+///   `w` writes any file), `sort` (`--compress-program`), `tar` (`--to-command`),
+///   `rg` (`--pre`), `make` (recipes are shell);
+/// - `rm`: deletion is irreversible and its arguments may be absolute paths outside the
+///   workspace; an operator who wants it adds it to `allowed_commands`.
+///
+/// An operator adds programs with `shell.also_allow` (`[python3, pytest]` for Python work)
+/// or replaces the list with `shell.allowed_commands`.
+pub const DEFAULT_ALLOWED_COMMANDS: &[&str] = &[
+    // Looking around.
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "diff",
+    "cmp",
+    "cut",
+    "uniq",
+    "stat",
+    "du",
+    "file",
+    "pwd",
+    "basename",
+    "dirname",
+    "realpath",
+    "sha256sum",
+    "date",
+    // Output and tests.
+    "echo",
+    "printf",
+    "test",
+    "true",
+    "false",
+    // Changing files (the workspace is the place; see above for why `rm` is not here).
+    "mkdir",
+    "touch",
+    "cp",
+    "mv",
+    // The Rust toolchain.
+    "cargo",
+    "rustc",
+    "rustfmt",
+];
+
 /// Default number of critic reviews before a rejected run ends `quality_gate_failed`.
 pub const DEFAULT_MAX_REPAIR_ROUNDS: u32 = 3;
 /// The built-in critic: a read-only specialist that reviews staged changes.

@@ -174,6 +174,11 @@ pub struct RunMetaDoc {
     pub steps: u32,
     /// Tokens used.
     pub usage: Value,
+    /// How the specialists were chosen: `{"method", "reason"}` (`method` is `explicit`,
+    /// `keyword`, `llm` or `keyword_fallback`); null when the run stopped before choosing.
+    pub routing: Option<Value>,
+    /// How discovery chose the model, when it did.
+    pub model_reason: Option<String>,
 }
 
 /// One runlog line: the same object the runlog stores and the SSE `data:` carries.

@@ -166,6 +166,8 @@ impl Runnable for Fake {
             model: "test".to_owned(),
             steps: 0,
             usage: Default::default(),
+            routing: None,
+            model_reason: None,
         })
     }
 }

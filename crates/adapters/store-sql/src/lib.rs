@@ -248,6 +248,10 @@ impl RunCatalog for SqlStore {
         prune::prune(self, before).await
     }
 
+    async fn prunable(&self, before: f64) -> Result<Vec<RunId>, StoreError> {
+        prune::prunable(self, before).await
+    }
+
     async fn reindex(&self) -> Result<usize, StoreError> {
         reconcile::reindex(self).await
     }

@@ -10,20 +10,27 @@ use crate::{SqlStore, index, vectors, vindex};
 /// How many runs are deleted per transaction.
 const CHUNK: usize = 200;
 
-pub(crate) async fn prune(store: &SqlStore, before: f64) -> Result<Vec<RunId>, StoreError> {
-    let db = &store.inner.db;
-    let rows = db
+/// The ended runs that started before `before`, oldest id first.
+pub(crate) async fn prunable(store: &SqlStore, before: f64) -> Result<Vec<RunId>, StoreError> {
+    let rows = store
+        .inner
+        .db
         .fetch_all(
             "SELECT id FROM runs WHERE status <> 'running' AND started_at < $1 ORDER BY id",
             vec![Arg::Real(before)],
         )
         .await
         .map_err(|e| store.err(&e))?;
-    let ids: Vec<RunId> = rows
+    Ok(rows
         .iter()
         .filter_map(|r| r.text("id").ok())
         .filter_map(|id| RunId::parse(&id).ok())
-        .collect();
+        .collect())
+}
+
+pub(crate) async fn prune(store: &SqlStore, before: f64) -> Result<Vec<RunId>, StoreError> {
+    let db = &store.inner.db;
+    let ids = prunable(store, before).await?;
     let backend = db.backend();
     for chunk in ids.chunks(CHUNK) {
         let result = async {

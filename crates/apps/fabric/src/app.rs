@@ -214,6 +214,12 @@ pub(crate) async fn prepare(
                 settings.model_keys().join(", ")
             ))
         })?;
+        if let Some(var) = config.missing_api_key() {
+            return Err(ServiceError::ModelUnavailable(format!(
+                "model key `{model_key}` needs an API key: {}",
+                fabric_config::ModelConfig::missing_api_key_fix(&model_key, var)
+            )));
+        }
         if !clients.contains_key(&model_key) {
             let (name, reason) = match &request.model {
                 Some(name) => (
@@ -331,11 +337,20 @@ pub(crate) async fn prepare(
         .iter()
         .filter_map(|m| m.critic.as_ref().map(|c| c.max_rounds))
         .sum();
-    // The cloud fallback, unless its daily budget is spent (said in the run's model reason).
+    // The cloud fallback, unless its daily budget is spent or its API key is missing (said
+    // in the run's model reason).
     let mut fallback = cloud_fallback(settings, &app.clients, request.stream)?;
     if let Some(f) = &mut fallback {
         // A continued run keeps its fallback (the budget is checked as it takes one).
-        let spent = if request.continued {
+        let missing_key = settings
+            .model(&f.model_key)
+            .and_then(fabric_config::ModelConfig::missing_api_key);
+        let spent = if let Some(var) = missing_key {
+            Ok(Some(fabric_config::ModelConfig::missing_api_key_fix(
+                &f.model_key,
+                var,
+            )))
+        } else if request.continued {
             Ok(None)
         } else {
             daily.spent(&f.model_key).await

@@ -303,6 +303,12 @@ pub(crate) enum LogsCommand {
         /// 12h, 7d, 2w, ...
         #[arg(long, value_name = "DURATION")]
         older_than: String,
+        /// Say which runs would be deleted, and delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Delete without asking (on a terminal, prune asks first).
+        #[arg(long, short = 'y')]
+        yes: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

@@ -423,9 +423,7 @@ fn own_tools(
     search: &RunSearch,
 ) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
     let mut policy = ToolPolicy::default();
-    if let Some(commands) = &settings.shell.allowed_commands {
-        policy.allowed_commands = commands.clone();
-    }
+    policy.allowed_commands = settings.shell.allowed_commands.clone();
     policy.container = specialist
         .container_image
         .as_ref()

@@ -13,7 +13,7 @@ mod merge;
 mod team;
 mod toolset;
 
-use fabric_domain::{RunId, RunStatus, SpecialistSpec, Usage};
+use fabric_domain::{RunId, RunStatus, SpecialistSpec, Usage, runlog};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -178,6 +178,28 @@ pub struct RunOutcome {
     pub steps: u32,
     /// Tokens used, all members together.
     pub usage: Usage,
+    /// How the specialists were chosen and why (`None` when the run never recorded it).
+    pub routing: Option<RoutingNote>,
+    /// How discovery chose the model, when it did.
+    pub model_reason: Option<String>,
+}
+
+/// How a run's specialists were chosen, for `_meta.routing`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RoutingNote {
+    /// `explicit`, `keyword`, `llm` or `keyword_fallback`.
+    pub method: String,
+    /// Why, in words.
+    pub reason: String,
+}
+
+impl From<&runlog::Recruitment> for RoutingNote {
+    fn from(r: &runlog::Recruitment) -> Self {
+        Self {
+            method: r.routing_method.as_str().to_owned(),
+            reason: r.reason.clone(),
+        }
+    }
 }
 
 /// Runs a task to its end: creates the run, records who works on it, runs the loop and

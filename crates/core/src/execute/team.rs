@@ -85,6 +85,19 @@ pub(super) async fn run(
         )))
     });
 
+    // For `_meta`: as first recorded (a resumed run was recruited before it stopped).
+    let recorded = history.as_ref();
+    let routing = Some(recorded.and_then(|h| h.recruitment.as_ref()).map_or_else(
+        || super::RoutingNote {
+            method: force.recruitment.routing_method.clone(),
+            reason: force.recruitment.reason.clone(),
+        },
+        super::RoutingNote::from,
+    ));
+    let model_reason = match recorded.and_then(|h| h.start.as_ref()) {
+        Some(start) => start.model_reason.clone(),
+        None => first.model_reason.clone(),
+    };
     match &history {
         // A resumed run's beginning is in its runlog already; say where it goes on from.
         Some(h) => {
@@ -244,6 +257,8 @@ pub(super) async fn run(
         model: first.model.name.clone(),
         steps,
         usage,
+        routing,
+        model_reason,
     })
 }
 

@@ -260,6 +260,8 @@ pub trait RunCatalog: RunStore {
     /// Deletes the ended runs that started before `before` (seconds since the Unix epoch):
     /// their rows, events, embeddings, runlogs and workspaces. Never a running run.
     async fn prune(&self, before: f64) -> Result<Vec<RunId>, StoreError>;
+    /// The runs [`RunCatalog::prune`] would delete now, deleting nothing (`--dry-run`).
+    async fn prunable(&self, before: f64) -> Result<Vec<RunId>, StoreError>;
     /// Brings the store up to date with the runlogs on disk (runs it lacks or is behind on);
     /// returns how many runs changed.
     async fn reindex(&self) -> Result<usize, StoreError>;

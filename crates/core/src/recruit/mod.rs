@@ -100,6 +100,7 @@ pub fn route_by_keywords(
             .min()
             .unwrap_or(usize::MAX)
     };
+    let ordered_owned: Vec<keywords::Pick>;
     let mut ordered: Vec<&keywords::Pick> = cover.iter().collect();
     // A task that only asks to look (review, audit, explain) is not handed to a specialist
     // that writes when one that only reads covers part of it: "review the code for bugs"
@@ -113,6 +114,26 @@ pub fn route_by_keywords(
             }
             keep
         });
+    } else if keywords::reads_only(&words)
+        && let Some(reader) = best_reader(specialists, &words)
+    {
+        // Only writers cover the task's capabilities, yet a read-only specialist answers to
+        // its words ("review the code" names `code`, which engineering covers, and `review`,
+        // which the reviewer answers to): the reader takes it alone.
+        dropped_writers = ordered
+            .iter()
+            .map(|p| specialists[p.index].id.clone())
+            .collect();
+        let covers = ordered.iter().flat_map(|p| p.covers.clone()).collect();
+        ordered_owned = vec![keywords::Pick {
+            index: reader,
+            covers,
+            tie: Some(format!(
+                "it only reads and answers to {} of its keywords",
+                keywords::keyword_score(&specialists[reader], &words)
+            )),
+        }];
+        ordered = ordered_owned.iter().collect();
     }
     ordered.sort_by(|a, b| {
         position(&a.covers)
@@ -165,6 +186,19 @@ pub fn route_by_keywords(
         required_capabilities: required,
         reason,
     }
+}
+
+/// The read-only specialist whose own keywords fit the prompt best (configuration order on a
+/// tie), if any matches at all.
+fn best_reader(specialists: &[Arc<SpecialistSpec>], words: &[String]) -> Option<usize> {
+    specialists
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.may_write)
+        .map(|(i, s)| (i, keywords::keyword_score(s, words)))
+        .filter(|(_, score)| *score > 0)
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|(i, _)| i)
 }
 
 /// LLM routing with keyword fallback: asks the routing model, and on any failure decides by

@@ -421,6 +421,8 @@ impl RunService {
             "model": outcome.model,
             "steps": outcome.steps,
             "usage": outcome.usage,
+            "routing": outcome.routing,
+            "model_reason": outcome.model_reason,
         });
         let mut object = match &outcome.payload {
             Value::Object(map) => map.clone(),
@@ -547,6 +549,7 @@ impl RunTask {
             let caller_can_fix = matches!(
                 error,
                 ServiceError::Invalid(_)
+                    | ServiceError::AlreadyEnded(_)
                     | ServiceError::UnknownSpecialist(_)
                     | ServiceError::UnknownModelKey(_)
                     | ServiceError::NotPermitted(_)

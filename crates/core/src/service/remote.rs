@@ -93,6 +93,7 @@ async fn follow_into(
     let cancel = live.cancel_token();
     let mut asked = false;
     let mut start: Option<runlog::RunStart> = None;
+    let mut recruitment: Option<runlog::Recruitment> = None;
     loop {
         let event = tokio::select! {
             event = feed.recv() => event,
@@ -115,19 +116,32 @@ async fn follow_into(
         if event.kind == EventKind::RunStart {
             start = event.payload_as().ok();
         }
+        if event.kind == EventKind::Recruitment {
+            recruitment = event.payload_as().ok();
+        }
         live.on_event(&event).await;
         if let Some(observer) = observer {
             observer.on_event(&event).await;
         }
         if event.kind.is_terminal() {
-            return Ok(outcome_of(&id, start.as_ref(), &event));
+            return Ok(outcome_of(
+                &id,
+                start.as_ref(),
+                recruitment.as_ref(),
+                &event,
+            ));
         }
     }
 }
 
 /// A run's outcome from its terminal event (and its `run_start`, for the workspace and
 /// model).
-fn outcome_of(id: &RunId, start: Option<&runlog::RunStart>, end: &RunEvent) -> RunOutcome {
+fn outcome_of(
+    id: &RunId,
+    start: Option<&runlog::RunStart>,
+    recruitment: Option<&runlog::Recruitment>,
+    end: &RunEvent,
+) -> RunOutcome {
     let status = crate::live::terminal_status(end);
     let payload = end.payload_as::<runlog::RunEnd>().ok();
     let reason = payload.as_ref().and_then(|p| p.reason.clone()).or_else(|| {
@@ -153,6 +167,8 @@ fn outcome_of(id: &RunId, start: Option<&runlog::RunStart>, end: &RunEvent) -> R
         model: start.map(|s| s.model.clone()).unwrap_or_default(),
         steps: payload.as_ref().map_or(0, |p| p.steps),
         usage: payload.map(|p| p.usage).unwrap_or_default(),
+        routing: recruitment.map(crate::execute::RoutingNote::from),
+        model_reason: start.and_then(|s| s.model_reason.clone()),
     }
 }
 

@@ -22,11 +22,14 @@ impl RunTask {
     pub(super) async fn reopen(&self) -> Result<Started, ServiceError> {
         let inner = &self.service.inner;
         let id = self.live.id().clone();
-        let run = inner
-            .store
-            .reopen_run(&id)
-            .await
-            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        let run = inner.store.reopen_run(&id).await.map_err(|e| match e {
+            // A typo in the id is the caller's to fix, said as such (exit 2 in the CLI, as
+            // `logs show` does), never a store failure.
+            crate::ports::StoreError::NotFound(_) => ServiceError::Invalid(format!(
+                "no run `{id}`; `fabric logs list` shows the runs and their ids"
+            )),
+            e => ServiceError::Store(e.to_string()),
+        })?;
         let events = inner
             .store
             .read_events(&id)
@@ -139,6 +142,11 @@ impl RunTask {
             model,
             steps: history.answered_steps(),
             usage: history.usage(),
+            routing: history
+                .recruitment
+                .as_ref()
+                .map(crate::execute::RoutingNote::from),
+            model_reason: history.start.as_ref().and_then(|s| s.model_reason.clone()),
         })))
     }
 }

@@ -129,6 +129,8 @@ impl Runnable for Fake {
             model: "m".to_owned(),
             steps: 1,
             usage: fabric_domain::Usage::default(),
+            routing: None,
+            model_reason: None,
         })
     }
 }

@@ -107,22 +107,84 @@ pub(crate) async fn search(settings: &Settings, args: SearchArgs<'_>) -> anyhow:
 }
 
 /// `fabric logs prune`.
-pub(crate) async fn prune(settings: &Settings, older_than: &str, json: bool) -> anyhow::Result<u8> {
+/// How `fabric logs prune` goes about it.
+pub(crate) struct Prune {
+    /// List, delete nothing.
+    pub(crate) dry_run: bool,
+    /// Ask on the terminal before deleting.
+    pub(crate) ask: bool,
+    /// Print JSON.
+    pub(crate) json: bool,
+}
+
+pub(crate) async fn prune(settings: &Settings, older_than: &str, how: Prune) -> anyhow::Result<u8> {
     let age = parse_duration(older_than).map_err(|e| UsageError(format!("--older-than: {e}")))?;
     let store = wiring::open_store(settings).await?;
-    let deleted = store.prune(fabric_core::unix_now() - age).await?;
-    if json {
+    let cutoff = fabric_core::unix_now() - age;
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    if how.dry_run || how.ask {
+        let ids = store.prunable(cutoff).await?;
+        if how.dry_run {
+            if how.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &json!({"would_delete": ids.len(), "run_ids": ids, "dry_run": true})
+                    )?
+                );
+            } else {
+                for id in &ids {
+                    println!("{id}");
+                }
+                eprintln!(
+                    "would delete {} run{} started more than {older_than} ago (dry run: nothing deleted)",
+                    ids.len(),
+                    plural(ids.len())
+                );
+            }
+            return Ok(0);
+        }
+        if ids.is_empty() {
+            println!("no ended run started more than {older_than} ago; nothing to delete");
+            return Ok(0);
+        }
+        let question = format!(
+            "delete {} run{} started more than {older_than} ago, with their runlogs and workspaces? [y/N] ",
+            ids.len(),
+            plural(ids.len())
+        );
+        if !confirm(question).await? {
+            eprintln!("nothing deleted");
+            return Ok(0);
+        }
+    }
+    let deleted = store.prune(cutoff).await?;
+    if how.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({"deleted": deleted.len(), "run_ids": deleted}))?
         );
     } else {
         println!(
-            "deleted {} runs started more than {older_than} ago",
-            deleted.len()
+            "deleted {} run{} started more than {older_than} ago",
+            deleted.len(),
+            plural(deleted.len())
         );
     }
     Ok(0)
+}
+
+/// Asks a yes/no question on the terminal; only `y` or `yes` is a yes.
+async fn confirm(question: String) -> anyhow::Result<bool> {
+    let answer = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        eprint!("{question}");
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await??;
+    Ok(matches!(answer.trim().to_lowercase().as_str(), "y" | "yes"))
 }
 
 /// `fabric stats`.

@@ -220,20 +220,8 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
             &format!("`{}` is installed", model.model),
         );
     } else {
-        let fix = match model.backend {
-            Backend::Ollama => format!(
-                "`ollama pull {}`, or set `models.{key}.model` to an installed model",
-                model.model
-            ),
-            Backend::OpenAi | Backend::Anthropic => {
-                format!("set `models.{key}.model` to one the server lists")
-            }
-        };
-        report.line(
-            Verdict::Fail,
-            &format!("{label} present"),
-            &format!("`{}` is not installed; {fix}", model.model),
-        );
+        let (verdict, what) = missing_model(settings, key, model, &listed);
+        report.line(verdict, &format!("{label} present"), &what);
     }
     if model.backend == Backend::OpenAi {
         report.line(Verdict::Warn, &format!("{label} tools"), "OpenAI-compatible servers do not report tool support; a run tells (`model_unsupported`, exit 4)");
@@ -255,14 +243,52 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
             &format!("{label} tools"),
             "the server does not report capabilities",
         ),
-        (false, _) => match choose_model(&model.model, &listed) {
-            Ok(choice) => report.line(
-                Verdict::Warn,
-                &format!("{label} tools"),
-                &format!("runs would use another model: {}", choice.reason),
+        // The `present` line said what runs will do instead.
+        (false, _) => {}
+    }
+}
+
+/// A configured model the server does not list: what a run does about it (discovery takes
+/// another tool-capable model, or pulls one, or sends the name as configured), a warning
+/// when a run still works, a failure when it cannot.
+fn missing_model(
+    settings: &Settings,
+    key: &str,
+    model: &fabric_config::ModelConfig,
+    listed: &[fabric_core::models::ModelCandidate],
+) -> (Verdict, String) {
+    let name = &model.model;
+    if model.backend != Backend::Ollama {
+        return (
+            Verdict::Warn,
+            format!(
+                "`{name}` is not in the server's model list; runs send it as configured and the server may still answer (set `models.{key}.model` to one it lists to be sure)"
             ),
-            Err(why) => report.line(Verdict::Fail, &format!("{label} tools"), &why),
-        },
+        );
+    }
+    let pull = format!("`ollama pull {name}` to use it");
+    match choose_model(name, listed) {
+        Ok(choice) => (
+            Verdict::Warn,
+            // The reason reads "`X` is not installed; using `Y`: why".
+            format!(
+                "{}; runs will use `{}`; {pull}",
+                choice.reason, choice.model
+            ),
+        ),
+        Err(_) if settings.auto_pull_if_missing => (
+            Verdict::Warn,
+            format!(
+                "`{name}` is not installed and no installed model calls tools; the first run pulls `{}` (`auto_pull_model`), or {pull}",
+                settings.auto_pull_model
+            ),
+        ),
+        Err(why) => (
+            Verdict::Fail,
+            format!(
+                "{why}; {pull}, set `models.{key}.model` to an installed model, or set `auto_pull_if_missing: true`"
+            ),
+        ),
     }
 }
 
@@ -274,15 +300,15 @@ async fn anthropic_checks(
     label: &str,
     report: &mut Report,
 ) {
-    let var = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
-    if std::env::var(var).map_or(true, |v| v.trim().is_empty()) {
+    if let Some(var) = model.missing_api_key() {
         report.line(
             Verdict::Fail,
             &format!("{label} key"),
-            &format!("`{var}` is not set; export it with your Anthropic API key (or name another variable in `models.{key}.api_key_env`)"),
+            &fabric_config::ModelConfig::missing_api_key_fix(key, var),
         );
         return;
     }
+    let var = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
     report.line(
         Verdict::Ok,
         &format!("{label} key"),

@@ -4,6 +4,7 @@ use anyhow::Context;
 use fabric_core::{RunStore, StoreError};
 use fabric_domain::{EventKind, RunEvent, RunId};
 use serde_json::{Value, json};
+use std::io::IsTerminal;
 
 use crate::cli::{Cli, LogsCommand};
 use crate::errors::UsageError;
@@ -77,8 +78,18 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
             )
             .await
         }
-        LogsCommand::Prune { older_than, json } => {
-            super::catalog::prune(&settings, older_than, *json).await
+        LogsCommand::Prune {
+            older_than,
+            dry_run,
+            yes,
+            json,
+        } => {
+            let how = super::catalog::Prune {
+                dry_run: *dry_run,
+                ask: !*yes && !*json && std::io::stdin().is_terminal(),
+                json: *json,
+            };
+            super::catalog::prune(&settings, older_than, how).await
         }
         LogsCommand::Show {
             run_id,

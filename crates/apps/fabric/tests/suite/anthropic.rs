@@ -91,3 +91,27 @@ async fn issue_11_doctor_checks_the_anthropic_key_and_model() {
         "{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_a_missing_anthropic_key_is_refused_before_the_first_call() {
+    // It used to start, send a request without a key and fail on the server's 401 with a
+    // message naming `api_key_env`, not the variable.
+    let fx = Fixture::with_backend(Scenario::new(turns()), "anthropic").await;
+    let mut cmd = fx.command(&["run", "write hello.txt", "--pack", "engineering", "--json"]);
+    cmd.env_remove("ANTHROPIC_API_KEY");
+    let output = cmd.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+    let result: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`ANTHROPIC_API_KEY` is not set")
+            && message.contains("models.test.api_key_env"),
+        "{message}"
+    );
+    assert!(
+        fx.server.requests().is_empty(),
+        "a request went out without the key"
+    );
+}

@@ -282,6 +282,22 @@ async fn issue_11_a_specialist_budget_replaces_the_top_level_one() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn issue_26_config_validate_refuses_a_dollar_budget_without_a_price() {
+    // `config validate` said OK, then `fabric run` refused the same file.
+    assert_config_errors(&[
+        (
+            "budget:\n  max_cost_usd: 1\n",
+            "`budget.max_cost_usd`: needs a price for every model key its runs may use, and `test` (`default_model_key`) has none",
+        ),
+        (
+            "specialists:\n  engineering:\n    budget: {max_cost_usd: 1}\n",
+            "`specialists.engineering.budget.max_cost_usd`: needs a price",
+        ),
+    ])
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn issue_11_daily_budget_keys_are_checked() {
     assert_config_errors(&[
         (

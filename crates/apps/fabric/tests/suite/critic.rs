@@ -287,14 +287,7 @@ async fn issue_11_a_critic_must_exist_only_read_and_give_a_verdict() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_11_the_readme_quality_example_is_a_valid_config() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../README.md"))
-            .unwrap();
-    let block = readme
-        .split("<!-- quality-example -->\n```yaml\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("the README has the quality example");
+    let block = readme_quality_example();
     let fx = Fixture::new(vec![]).await;
     std::fs::write(&fx.config, block).unwrap();
     let run = fx.fabric(&["config", "validate"]).await;
@@ -302,6 +295,76 @@ async fn issue_11_the_readme_quality_example_is_a_valid_config() {
     let shown = fx.fabric(&["config", "show"]).await.json();
     assert_eq!(shown["cloud_fallback"]["critic_rejected"], true);
     assert_eq!(shown["models"]["cloud"]["backend"], "anthropic");
+}
+
+/// The README's quality example, as written there.
+fn readme_quality_example() -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../README.md"))
+            .unwrap();
+    readme
+        .split("<!-- quality-example -->\n```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README has the quality example")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_the_readme_fizzbuzz_example_writes_runs_its_test_and_lands() {
+    // `python3` was not on the shell's allowlist, so the example could not run its test.
+    let fizzbuzz = "def fizzbuzz(n):\n    if n % 15 == 0:\n        return 'FizzBuzz'\n    if n % 3 == 0:\n        return 'Fizz'\n    if n % 5 == 0:\n        return 'Buzz'\n    return str(n)\n";
+    let test = "from fizzbuzz import fizzbuzz\nassert [fizzbuzz(i) for i in (1, 3, 5, 15)] == ['1', 'Fizz', 'Buzz', 'FizzBuzz']\nprint('fizzbuzz test passed')\n";
+    let turns = vec![
+        write("fizzbuzz.py", fizzbuzz),
+        write("test_fizzbuzz.py", test),
+        Turn::tool_call("shell", json!({"cmd": ["python3", "test_fizzbuzz.py"]})),
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": "fizzbuzz with a passing test", "artifacts": ["fizzbuzz.py", "test_fizzbuzz.py"]}),
+        ),
+        Turn::tool_call("read_file", json!({"path": "fizzbuzz.py"})),
+        Turn::tool_call(
+            "finish_task",
+            json!({"approved": true, "findings": [], "summary": "correct, and tested"}),
+        ),
+    ];
+    let fx = Fixture::with_backend(Scenario::new(turns), "ollama").await;
+    let url = fx.server.base_url();
+    let config = readme_quality_example()
+        .replace("http://localhost:11434", &url)
+        .replace("https://api.anthropic.com", &url);
+    std::fs::write(&fx.config, config).unwrap();
+    let shown = fx.fabric(&["config", "show"]).await.json();
+    let allowed = shown["shell"]["allowed_commands"].as_array().unwrap();
+    for program in ["python3", "pytest", "ls", "cargo"] {
+        assert!(allowed.contains(&json!(program)), "{program}: {allowed:?}");
+    }
+    let run = fx
+        .fabric_with(
+            &[
+                "run",
+                "Write fizzbuzz.py and a test for it, run the test",
+                "--pack",
+                "engineering",
+                "--json",
+            ],
+            &[("ANTHROPIC_API_KEY", "sk-ant-test")],
+        )
+        .await;
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    let result = run.json();
+    let events = fx.runlog(&result);
+    let ran = of_kind(&events, "tool_result")
+        .into_iter()
+        .find(|e| e["payload"]["tool"] == "shell")
+        .unwrap_or_else(|| panic!("the test did not run: {events:?}"));
+    let output = ran["payload"].to_string();
+    assert!(output.contains("fizzbuzz test passed"), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(workspace_of(&result).join("fizzbuzz.py")).unwrap(),
+        fizzbuzz
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -365,8 +365,12 @@ async fn issue_10_a_run_that_cannot_go_on_ends_interrupted_with_the_reason() {
         "{}",
         again.stderr
     );
+    // Issue #26: a user's error prints no stray `WARN … run ended inside the fabric`, and
+    // an unknown id exits 2 as `logs show` does.
+    assert!(!again.stderr.contains("WARN"), "{}", again.stderr);
     let unknown = fx.fabric(&["resume", "20990101-000000-000-nosuch"]).await;
-    assert_ne!(unknown.code(), 0);
+    assert_eq!(unknown.code(), 2, "{}", unknown.stderr);
+    assert!(!unknown.stderr.contains("WARN"), "{}", unknown.stderr);
     assert!(
         unknown
             .stderr

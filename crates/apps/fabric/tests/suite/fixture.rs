@@ -127,8 +127,15 @@ impl Fixture {
             .arg("--config")
             .arg(&self.config)
             .arg("--workspace")
-            .arg(workspace)
-            .current_dir(self.dir.path())
+            .arg(workspace);
+        self.isolate(&mut cmd);
+        cmd
+    }
+
+    /// What every `fabric` a test starts runs with: the test's directory, no colours, none
+    /// of the environment's fabric settings.
+    fn isolate(&self, cmd: &mut tokio::process::Command) {
+        cmd.current_dir(self.dir.path())
             .env("NO_COLOR", "1")
             .env_remove("FABRIC_CONFIG_PATH")
             .env_remove("FABRIC_WORKSPACE")
@@ -136,7 +143,38 @@ impl Fixture {
             // The user-level specialists directory is under the test's own directory.
             .env("XDG_CONFIG_HOME", self.dir.path().join("xdg"))
             .kill_on_drop(true);
-        cmd
+    }
+
+    /// Runs `fabric` on a terminal (a pseudo-terminal made by util-linux's `script`), typing
+    /// `input`; returns the exit code and what the terminal showed.
+    pub(crate) async fn on_terminal(&self, args: &[&str], input: &str) -> (i32, String) {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+        let config = self.config.display().to_string();
+        let workspace = self.workspace_root().display().to_string();
+        let mut line: Vec<String> = vec![quote(env!("CARGO_BIN_EXE_fabric"))];
+        line.extend(args.iter().map(|a| quote(a)));
+        line.extend(["--config", &config, "--workspace", &workspace].map(quote));
+        let mut cmd = tokio::process::Command::new("script");
+        self.isolate(&mut cmd);
+        cmd.args(["-qec", &line.join(" "), "/dev/null"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("script (util-linux)");
+        {
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin.write_all(input.as_bytes()).await.expect("type");
+        }
+        let out =
+            tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
+                .await
+                .expect("the terminal session ended")
+                .expect("script");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
     }
 
     /// Runs a task with `--json` and returns the result object, checking the exit code.

@@ -53,6 +53,61 @@ async fn keyword_routing_without_pack() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn issue_26_a_review_goes_to_the_read_only_reviewer_and_json_says_why() {
+    // With the shipped specialists, "review the code" named `code` (engineering's) and
+    // nothing the reviewer covers, so the engineer, who writes, got a review task.
+    for prompt in ["review the code in this workspace", "audit this code"] {
+        let fx = Fixture::new(vec![
+            Turn::tool_call("list_files", json!({})),
+            Turn::tool_call(
+                "finish_task",
+                json!({"approved": true, "findings": [], "summary": "nothing to fix"}),
+            ),
+        ])
+        .await;
+        let (result, _) = run_json(&fx, &[prompt], 0).await;
+        assert_eq!(
+            result["_meta"]["specialist_ids"],
+            json!(["reviewer"]),
+            "{result}"
+        );
+        let routing = &result["_meta"]["routing"];
+        assert_eq!(routing["method"], "keyword", "{result}");
+        let reason = routing["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("`engineering` (which may write) was left out"),
+            "{reason}"
+        );
+        // The model reason is there, null when no discovery chose the model.
+        assert!(
+            result["_meta"]
+                .as_object()
+                .unwrap()
+                .contains_key("model_reason")
+        );
+        // Nothing in the request offers a tool that writes.
+        let tools: Vec<String> = fx.requests()[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(
+            !tools.iter().any(|t| t == "write_file" || t == "shell"),
+            "{tools:?}"
+        );
+    }
+    // Asked for a change, the engineer takes it.
+    let fx = Fixture::new(work("fixed")).await;
+    let (result, _) = run_json(&fx, &["review the code and fix the bugs"], 0).await;
+    assert_eq!(
+        result["_meta"]["specialist_ids"],
+        json!(["engineering"]),
+        "{result}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn llm_routing_uses_the_routing_model_and_is_recorded() {
     let mut turns = vec![Turn::tool_call(
         "route",
@@ -172,6 +227,44 @@ async fn discovery_picks_a_tool_capable_model_and_says_why() {
         .find(|r| r.path == "/api/chat")
         .unwrap();
     assert_eq!(chat.body["model"], "llama3.1:8b");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_doctor_says_what_runs_do_about_a_model_that_is_not_installed() {
+    // Doctor said [FAIL] and exited 1, although discovery makes the runs work.
+    let mut scenario = Scenario::new(vec![]);
+    scenario.models = models(&[("llama3.1:8b", "8.0B", &["completion", "tools"])]);
+    let fx = Fixture::with_backend(scenario, "ollama").await;
+    let text = std::fs::read_to_string(&fx.config)
+        .unwrap()
+        .replace("qwen2.5:7b", "qwen2.5:14b");
+    std::fs::write(&fx.config, text + "auto_pull_if_missing: false\n").unwrap();
+    let run = fx.fabric(&["doctor"]).await;
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("model `test` present"))
+        .unwrap_or_else(|| panic!("no present line:\n{}", run.stdout));
+    assert!(
+        line.starts_with("[warn]")
+            && line.contains("`qwen2.5:14b` is not installed; using `llama3.1:8b`")
+            && line.contains("runs will use `llama3.1:8b`; `ollama pull qwen2.5:14b` to use it"),
+        "{line}"
+    );
+    // With nothing that calls tools and no pulling, no run can work: that fails.
+    let mut scenario = Scenario::new(vec![]);
+    scenario.models = models(&[("gemma:2b", "2B", &["completion"])]);
+    let fx = Fixture::with_backend(scenario, "ollama").await;
+    append_config(&fx, "auto_pull_if_missing: false\n");
+    let run = fx.fabric(&["doctor"]).await;
+    assert_eq!(run.code(), 1, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("[FAIL] model `test` present: `qwen2.5:7b` is not installed and none"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

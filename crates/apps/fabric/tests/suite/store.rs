@@ -149,6 +149,34 @@ async fn issue9_runs_are_listed_searched_counted_and_pruned_from_the_store() {
     // Nothing is old enough to prune at first; then everything is.
     let kept = json_of(&fx, &["logs", "prune", "--older-than", "1d", "--json"]).await;
     assert_eq!(kept["deleted"], 0);
+    // Issue #26: `--dry-run` lists, and on a terminal prune asks; either deletes nothing.
+    let dry = json_of(
+        &fx,
+        &["logs", "prune", "--older-than", "0s", "--dry-run", "--json"],
+    )
+    .await;
+    assert_eq!(dry["would_delete"], 3, "{dry}");
+    let dry = fx
+        .fabric(&["logs", "prune", "--older-than", "0s", "--dry-run"])
+        .await;
+    assert_eq!(dry.stdout.lines().count(), 3, "{}", dry.stdout);
+    assert!(dry.stderr.contains("would delete 3 runs"), "{}", dry.stderr);
+    let (code, shown) = fx
+        .on_terminal(&["logs", "prune", "--older-than", "0s"], "n\n")
+        .await;
+    assert_eq!(code, 0, "{shown}");
+    assert!(
+        shown.contains(
+            "delete 3 runs started more than 0s ago, with their runlogs and workspaces? [y/N]"
+        ) && shown.contains("nothing deleted"),
+        "{shown}"
+    );
+    for id in &ids {
+        assert!(
+            fx.workspace_root().join("runs").join(id).exists(),
+            "{id} deleted"
+        );
+    }
     let pruned = json_of(&fx, &["logs", "prune", "--older-than", "0s", "--json"]).await;
     assert_eq!(pruned["deleted"], 3, "{pruned}");
     for id in &ids {
