@@ -8,13 +8,19 @@
 //!    follows its call) are left out, oldest first, and one note in their place says what
 //!    they did (written by the model when `context_compaction: summarize`);
 //!
+//! 3. then the results of the last turn, kept whole so far, are cut to what fits, largest
+//!    first, each with a note the model can act on (for `read_file`, the lines shown and the
+//!    call that reads the next part; [`cut`]);
+//!
 //! never the system prompt, the task (and the hand-over before the first answer), nor the last
-//! turn. When even that does not fit, the run ends `context_window_exceeded`.
+//! turn's calls. When even that does not fit, the run ends `context_window_exceeded`.
 //!
 //! The estimate is the prompt's UTF-8 bytes divided by three: it errs high for English and
 //! code (about four characters a token) by about a third, and low only for text that takes
 //! more than one token per three bytes (long runs of digits or symbols), so a prompt judged
 //! to fit does.
+
+mod cut;
 
 use fabric_domain::{Message, Role};
 
@@ -69,6 +75,8 @@ pub struct Compaction {
     pub shortened: usize,
     /// Messages left out (model answers and tool results).
     pub dropped_messages: usize,
+    /// Results of the last turn cut to fit.
+    pub cut: usize,
     /// The turns left out, as the note describes them (for a summary by the model).
     pub dropped_text: String,
 }
@@ -115,7 +123,10 @@ pub fn compact(
         let Some(content) = message.content.as_deref() else {
             continue;
         };
-        if content.chars().count() <= SHORTENED_CHARS + 100 || content.contains(SHORTENED_MARK) {
+        if content.chars().count() <= SHORTENED_CHARS + 100
+            || content.contains(SHORTENED_MARK)
+            || content.contains(cut::CUT_MARK)
+        {
             continue;
         }
         let kept: String = content.chars().take(SHORTENED_CHARS).collect();
@@ -174,6 +185,10 @@ pub fn compact(
         dropped.extend(turn);
     }
     done.dropped_messages = dropped.len();
+    // 3. The last turn's results, cut to what fits.
+    if estimate(messages, definitions) > room {
+        done.cut = cut::cut_newest(messages, definitions, room);
+    }
     done.dropped_text = match earlier_summary {
         Some(earlier) => format!("Earlier: {earlier}\n{}", describe(&dropped)),
         None => describe(&dropped),

@@ -24,6 +24,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::lines::Lines;
 use crate::paths::{Root, link_escape_error, normalize, normalize_in, resolution_error};
 use crate::policy::ToolPolicy;
 use crate::text::decode;
@@ -94,6 +95,13 @@ async fn blocking<T: Send + 'static>(
 pub(crate) struct ReadInput {
     /// File to read, relative to the workspace, e.g. "src/main.rs".
     path: String,
+    /// Optional. The first line to read, counting from 1. With `limit`, reads a big file in
+    /// parts.
+    #[schemars(range(min = 1))]
+    offset: Option<u64>,
+    /// Optional. How many lines to read at most. Default: to the end of the file.
+    #[schemars(range(min = 1))]
+    limit: Option<u64>,
 }
 
 /// The `read_file` tool.
@@ -113,11 +121,12 @@ impl TypedTool for ReadFileTool {
 
     fn spec(&self) -> ToolSpec {
         let description = format!(
-            "Read a text file in the workspace and return its content. Files larger than {} bytes are cut, with a note saying so.",
+            "Read a text file in the workspace and return its content. Files larger than {} bytes are cut, with a note saying so. For a big file, read a part at a time: `offset` is the first line (from 1), `limit` how many lines.",
             self.policy.max_read_bytes
         );
         ToolSpec::for_input::<ReadInput>("read_file", &description)
             .example(json!({"path": "src/main.rs"}))
+            .example(json!({"path": "notes/long.txt", "offset": 101, "limit": 100}))
             .annotate(ToolAnnotations {
                 read_only: true,
                 destructive: false,
@@ -131,8 +140,10 @@ impl TypedTool for ReadFileTool {
         let relative = relative_path(&ctx.workspace, &raw).await?;
         let workspace = ctx.workspace.clone();
         let max = self.policy.max_read_bytes;
+        let range = (input.offset.is_some() || input.limit.is_some())
+            .then(|| Lines::new(input.offset.unwrap_or(1), input.limit));
         blocking("read_file", move || {
-            read_blocking(&workspace, &raw, &relative, max)
+            read_blocking(&workspace, &raw, &relative, max, range)
         })
         .await
     }
@@ -143,6 +154,7 @@ fn read_blocking(
     raw: &str,
     relative: &Path,
     max: u64,
+    range: Option<Lines>,
 ) -> Result<Value, ToolError> {
     let root = Root::open(workspace)?;
     // O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it.
@@ -170,6 +182,9 @@ fn read_blocking(
     let links = links(&stat);
     if links > 1 {
         return Err(hard_link_error(raw, links, "read_file does not read it"));
+    }
+    if let Some(range) = range {
+        return range.read(std::fs::File::from(fd), raw, max);
     }
     let mut bytes = Vec::new();
     std::fs::File::from(fd)

@@ -30,6 +30,7 @@
 mod container;
 mod denial;
 mod files;
+mod lines;
 mod paths;
 mod policy;
 mod shell;

@@ -146,7 +146,7 @@ fn schemas_bound_what_they_can() {
 async fn unknown_fields_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let err = tool("read_file")
-        .call(json!({"path": "a", "limit": 3}), &ctx(dir.path()))
+        .call(json!({"path": "a", "lines": 3}), &ctx(dir.path()))
         .await
         .unwrap_err();
     assert!(matches!(err, ToolError::InvalidArguments(_)), "{err:?}");

@@ -30,7 +30,7 @@ pub(super) async fn fit_window(
         Ok(Some(done)) => done,
         Err(smallest) => {
             return Ok(Err(format!(
-                "the conversation does not fit the model's context window of {window} tokens even with only the system prompt, the task and the last step left (about {smallest} tokens, room for {room}); raise the window (`num_ctx` for Ollama, `context_window` otherwise), use a model with a larger one, or shorten the task or the tool results"
+                "the conversation does not fit the model's context window of {window} tokens even with only the system prompt, the task and the last step left, its results cut (about {smallest} tokens, room for {room}); raise the window (`num_ctx` for Ollama, `context_window` otherwise), use a model with a larger one, or shorten the task or the tool results"
             )));
         }
     };
@@ -88,6 +88,7 @@ pub(super) async fn fit_window(
             tokens_after: crate::context::estimate(messages, definitions),
             shortened_results: done.shortened,
             dropped_messages: done.dropped_messages,
+            cut_results: done.cut,
             mode: if summary.is_some() {
                 "summarize"
             } else {

@@ -306,6 +306,10 @@ pub struct ContextCompacted {
     pub shortened_results: usize,
     /// Messages of older turns left out (answers and their tool results).
     pub dropped_messages: usize,
+    /// Results of the last turn cut to what fits, each with a note on how to get the rest
+    /// (absent in runlogs written before it existed).
+    #[serde(default)]
+    pub cut_results: usize,
     /// `drop` (a note lists what the left-out turns called) or `summarize` (the model wrote
     /// the note).
     pub mode: String,

@@ -152,6 +152,64 @@ async fn issue_12_a_long_run_is_compacted_to_fit_a_small_context_window() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn issue_26_a_file_larger_than_the_window_is_read_in_parts() {
+    // Reading a 12,000-character file on a 4,096-token window ended the run
+    // `context_window_exceeded`: the latest result was kept whole.
+    let content: String = (1..=200)
+        .map(|n| format!("line {n}: the river runs to the sea, and the sea is not full\n"))
+        .collect();
+    assert!(content.len() > 12_000);
+    let turns = vec![
+        Turn::tool_call("write_file", json!({"path": "big.txt", "content": content})),
+        Turn::tool_call("read_file", json!({"path": "big.txt"})),
+        Turn::tool_call(
+            "read_file",
+            json!({"path": "big.txt", "offset": 150, "limit": 51}),
+        ),
+        Turn::tool_call("finish_task", json!({"summary": "read it in parts"})),
+    ];
+    let fx = small_window(turns, 4096).await;
+    let result = fx.run_json("summarise big.txt", &[], 0).await;
+    assert_eq!(result["_meta"]["status"], "completed", "{result}");
+    let events = fx.runlog(&result);
+    let cut: Vec<_> = of_kind(&events, "context_compacted")
+        .into_iter()
+        .filter(|e| e["payload"]["cut_results"].as_u64() > Some(0))
+        .collect();
+    assert!(!cut.is_empty(), "the big result was cut");
+    for e in &cut {
+        assert!(e["payload"]["tokens_after"].as_u64() <= e["payload"]["room"].as_u64());
+    }
+    // The model saw the start of the file and the call that reads on.
+    let requests = fx.requests();
+    let after_read = requests[2]["messages"].as_array().unwrap();
+    let seen = after_read.last().unwrap()["content"].as_str().unwrap();
+    assert!(seen.starts_with("line 1: the river"), "{seen}");
+    assert!(
+        seen.contains("cut to fit the model's context window: showing lines 1–")
+            && seen.contains("\"offset\":")
+            && seen.contains("reads the next part"),
+        "{seen}"
+    );
+    // The ranged read answered with its lines and where they are.
+    let ranged = after_read.len();
+    let last = requests[3]["messages"].as_array().unwrap();
+    assert!(last.len() >= ranged);
+    let part = last.last().unwrap()["content"].as_str().unwrap();
+    assert!(part.starts_with("line 150: "), "{part}");
+    assert!(
+        part.ends_with("[lines 150–200 of 200: the end of the file]"),
+        "{part}"
+    );
+    // The runlog keeps the whole result: only the prompt was cut.
+    let read = of_kind(&events, "tool_result")
+        .into_iter()
+        .find(|e| e["payload"]["tool"] == "read_file")
+        .unwrap();
+    assert!(read["payload"].to_string().contains("line 200: "));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn issue_12_what_cannot_fit_the_window_ends_with_a_typed_status() {
     let fx = small_window(vec![Turn::tool_call("list_files", json!({}))], 600).await;
     let result = fx.run_json("list the files", &[], 5).await;
