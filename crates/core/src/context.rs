@@ -301,8 +301,17 @@ pub fn use_summary(messages: &mut [Message], summary: &str) {
                 .as_deref()
                 .is_some_and(|c| c.starts_with(NOTE_PREFIX))
     }) {
+        // The count of steps left out stays in the note: the model learns how far along it
+        // is, and a scripted server keys its answers by it (`turn_by: conversation`).
+        let steps: usize = note
+            .content
+            .as_deref()
+            .unwrap_or_default()
+            .lines()
+            .map(|l| NoteCounts::parse(l).steps)
+            .sum();
         note.content = Some(format!(
-            "{NOTE_PREFIX} earlier steps were left out to fit the model's context window; {SUMMARY_MARK} {}]",
+            "{NOTE_PREFIX} {steps} earlier step(s) were left out to fit the model's context window; {SUMMARY_MARK} {}]",
             summary.replace('\n', " ")
         ));
     }
@@ -447,6 +456,24 @@ mod tests {
             note.contains("read the files") && note.contains("earlier step(s)"),
             "{note}"
         );
+    }
+
+    #[test]
+    fn issue_26_the_note_keeps_counting_the_steps_left_out_through_summaries() {
+        let mut m = conversation(40, 300);
+        let _ = compact(&mut m, &ToolDefinitions::none(), 2_000);
+        use_summary(&mut m, "read the files");
+        m.extend(turn(98, &"z".repeat(1_500)));
+        m.extend(turn(99, &"y".repeat(1_500)));
+        let _ = compact(&mut m, &ToolDefinitions::none(), 2_000);
+        use_summary(&mut m, "read more files");
+        let note = m
+            .iter()
+            .find_map(|x| x.content.as_deref().filter(|c| c.starts_with(NOTE_PREFIX)))
+            .unwrap_or_default();
+        let kept = m.iter().filter(|x| x.role == Role::Assistant).count();
+        let noted: usize = note.lines().map(|l| NoteCounts::parse(l).steps).sum();
+        assert_eq!(noted + kept, 42, "{note}");
     }
 
     #[test]

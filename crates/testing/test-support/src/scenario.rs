@@ -83,10 +83,33 @@ pub enum TurnBy {
     /// The next turn in order: each request consumes one.
     #[default]
     Order,
-    /// Turn N for a request whose conversation holds N assistant messages: the same
-    /// conversation always gets the same answer, however often it is asked (a run resumed
-    /// after its process was killed mid-call asks again).
+    /// Turn N for a request whose conversation took N steps: the same conversation always
+    /// gets the same answer, however often it is asked (a run resumed after its process was
+    /// killed mid-call asks again). The steps are the assistant messages plus those the
+    /// fabric's compaction left out, which its note counts ("[Context note: 12 earlier
+    /// step(s) were left out …"), so a compacted conversation goes on where it was.
     Conversation,
+}
+
+/// How many steps a conversation took: its assistant messages, and the steps a compaction
+/// note says were left out (see [`TurnBy::Conversation`]).
+pub fn steps_taken(messages: &[serde_json::Value]) -> usize {
+    const NOTE: &str = "[Context note:";
+    let answers = messages.iter().filter(|m| m["role"] == "assistant").count();
+    let left_out: usize = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .filter(|c| c.starts_with(NOTE))
+        .flat_map(str::lines)
+        .filter_map(|line| {
+            let rest = line.strip_prefix(NOTE)?.trim_start();
+            let (n, tail) = rest.split_once(' ')?;
+            tail.starts_with("earlier step(s)")
+                .then(|| n.parse::<usize>().ok())?
+        })
+        .sum();
+    answers + left_out
 }
 
 /// What the server does once every turn has been answered.

@@ -280,7 +280,7 @@ pub(crate) async fn next_turn(
                     TurnBy::Order => state.next_turn,
                     TurnBy::Conversation => request["messages"]
                         .as_array()
-                        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count()),
+                        .map_or(0, |m| crate::scenario::steps_taken(m)),
                 };
                 if let Some(turn) = turns.get(index) {
                     state.next_turn += 1;

@@ -67,7 +67,16 @@ async fn issue_12_repair_is_off_for_openai_compatible_servers_unless_configured(
 
 /// An Ollama fixture whose model reports a trained context of `tokens`.
 async fn small_window(turns: Vec<Turn>, tokens: u64) -> Fixture {
+    small_window_by(turns, tokens, fabric_test_support::TurnBy::Order).await
+}
+
+async fn small_window_by(
+    turns: Vec<Turn>,
+    tokens: u64,
+    turn_by: fabric_test_support::TurnBy,
+) -> Fixture {
     let mut scenario = Scenario::new(turns);
+    scenario.turn_by = turn_by;
     for model in &mut scenario.models {
         model.context_length = Some(tokens);
     }
@@ -76,6 +85,17 @@ async fn small_window(turns: Vec<Turn>, tokens: u64) -> Fixture {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_12_a_long_run_is_compacted_to_fit_a_small_context_window() {
+    long_run_on_a_small_window(fabric_test_support::TurnBy::Order).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_the_scripted_server_goes_on_after_compaction_with_turn_by_conversation() {
+    // It picked the answer by the assistant messages in the request, which compaction
+    // lowers, so it answered old turns again until `max_steps`.
+    long_run_on_a_small_window(fabric_test_support::TurnBy::Conversation).await;
+}
+
+async fn long_run_on_a_small_window(turn_by: fabric_test_support::TurnBy) {
     let content = "line of the notes file, with enough words to take room\n".repeat(28);
     let mut turns = vec![Turn::tool_call(
         "write_file",
@@ -94,7 +114,7 @@ async fn issue_12_a_long_run_is_compacted_to_fit_a_small_context_window() {
         "finish_task",
         json!({"summary": "read it 58 times"}),
     ));
-    let fx = small_window(turns, 4096).await;
+    let fx = small_window_by(turns, 4096, turn_by).await;
     let result = fx
         .run_json("read the notes again and again", &["--max-steps", "60"], 0)
         .await;
