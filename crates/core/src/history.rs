@@ -36,6 +36,9 @@ pub struct RunHistory {
     pub next_seq: u64,
     /// When the last event was written.
     pub last_ts: f64,
+    /// Processes the stopped run left running, killed before it goes on (set by the
+    /// service when it continues the run, recorded in `run_resumed`).
+    pub reaped: Vec<u32>,
 }
 
 /// One member's recorded past.
@@ -102,6 +105,7 @@ impl RunHistory {
             parallel_recorded: false,
             next_seq: events.last().map_or(0, |e| e.seq + 1),
             last_ts: events.last().map_or(0.0, |e| e.ts),
+            reaped: Vec::new(),
         };
         for event in events {
             history.fold(event);

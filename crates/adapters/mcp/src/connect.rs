@@ -42,11 +42,17 @@ impl Drop for GroupGuard {
     }
 }
 
+/// What the binary adds to the command of a stdio server before it is spawned: the
+/// parent-death signal of the OS sandbox crate, so a server never outlives the fabric, not
+/// even a `kill -9` (issue #26). A plain function, so this crate needs no other adapter.
+pub type SpawnHook = fn(&mut std::process::Command);
+
 /// Starts or reaches the server and completes the MCP handshake.
 pub(crate) async fn connect(
     spec: &McpServerSpec,
     handler: Handler,
     tail: Arc<StderrTail>,
+    spawn_hook: Option<SpawnHook>,
 ) -> Result<Connection, McpError> {
     match &spec.transport {
         McpTransport::Stdio {
@@ -74,6 +80,9 @@ pub(crate) async fn connect(
                     .envs(vars.iter().map(|(k, v)| (k, v)));
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
+                }
+                if let Some(hook) = spawn_hook {
+                    hook(cmd.as_std_mut());
                 }
             });
             wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);

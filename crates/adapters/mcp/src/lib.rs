@@ -29,6 +29,7 @@ mod sse_legacy;
 mod stderr;
 mod tool;
 
+pub use connect::SpawnHook;
 pub use error::McpError;
 pub use server::{
     FabricMcpServer, FabricService, GetRunInput, NoInput, PruneRunsInput, RunStatsInput,

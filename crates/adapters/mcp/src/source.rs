@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     version: AtomicU64,
     notices: Mutex<VecDeque<ToolNotice>>,
     started_at: Instant,
+    /// Run on each stdio server's command before it is spawned.
+    spawn_hook: Option<crate::connect::SpawnHook>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -217,10 +219,22 @@ impl McpTools {
                 version: AtomicU64::new(0),
                 notices: Mutex::new(VecDeque::new()),
                 started_at: Instant::now(),
+                spawn_hook: None,
             }),
             started: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
         }
+    }
+}
+
+impl McpTools {
+    /// Runs `hook` on the command of every stdio server before it is spawned.
+    pub fn with_spawn_hook(mut self, hook: crate::connect::SpawnHook) -> Self {
+        // Not shared before the run starts its servers: only `new` made this `Arc`.
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.spawn_hook = Some(hook);
+        }
+        self
     }
 }
 
@@ -251,7 +265,7 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         tools_changed: changed_tx,
     };
     let started = tokio::time::timeout(Duration::from_secs(spec.startup_timeout_s), async {
-        let connection = connect(&spec, handler, tail.clone()).await?;
+        let connection = connect(&spec, handler, tail.clone(), shared.spawn_hook).await?;
         let listed = shared.list(&spec, connection.service.peer()).await?;
         Ok::<_, McpError>((connection, listed))
     })

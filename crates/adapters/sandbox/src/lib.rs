@@ -34,6 +34,6 @@ mod seccomp;
 
 pub use error::SandboxError;
 pub use limits::Limits;
-pub use linux::OsSandbox;
+pub use linux::{OsSandbox, dies_with_the_fabric};
 pub use policy::{Mode, Policy};
 pub use probe::{HostSupport, probe};

@@ -124,10 +124,14 @@ impl ProcessSandbox for OsSandbox {
         cmd: &mut std::process::Command,
         ctx: &ToolContext,
     ) -> Result<SandboxGuard, ToolError> {
+        let parent = rustix::process::getpid();
         if self.policy.mode == Mode::Off {
-            // SAFETY: the hook runs in the forked child before `exec` and makes one syscall.
+            // SAFETY: the hook runs in the forked child before `exec` and only makes syscalls.
             unsafe {
-                cmd.pre_exec(close_inherited);
+                cmd.pre_exec(move || {
+                    close_inherited()?;
+                    die_with(Some(parent))
+                });
             }
             return Ok(SandboxGuard::default());
         }
@@ -180,6 +184,7 @@ impl ProcessSandbox for OsSandbox {
         // set the secure bits: its namespace setup set them before switching).
         let drop_capabilities = self.policy.host.root && !ns::drops_root(&namespaces);
         let child = ChildSetup {
+            parent,
             limits: rlimits(&self.policy),
             namespaces,
             proc_rule,
@@ -217,6 +222,34 @@ impl ProcessSandbox for OsSandbox {
     }
 }
 
+/// Arms the parent-death signal: the process is killed when the fabric (`parent`) ends, even
+/// by `kill -9`, instead of running on unwatched (issue #26: a command ran 25 s past its
+/// timeout after the fabric was killed). The signal follows the thread that spawned, and
+/// the fabric spawns from its runtime's worker threads, which live as long as it does.
+/// A parent (when given) already gone before the call means the same: exit now.
+pub(crate) fn die_with(parent: Option<rustix::process::Pid>) -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    let r = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if parent.is_some_and(|p| rustix::process::getppid() != Some(p)) {
+        // SAFETY: `_exit` never returns; nothing of the fabric's must run in this child.
+        unsafe { libc::_exit(137) };
+    }
+    Ok(())
+}
+
+/// Makes a process the fabric starts outside the sandbox (an MCP server) die with the
+/// fabric, as every tool command does: the parent-death signal, armed before `exec`.
+pub fn dies_with_the_fabric(cmd: &mut std::process::Command) {
+    let parent = rustix::process::getpid();
+    // SAFETY: the hook runs in the forked child before `exec` and only makes syscalls.
+    unsafe {
+        cmd.pre_exec(move || die_with(Some(parent)));
+    }
+}
+
 /// Marks every descriptor above 2 close-on-exec: descriptors the fabric inherited from
 /// whoever started it (issue #15) never reach a command, whatever the mode.
 fn close_inherited() -> std::io::Result<()> {
@@ -237,6 +270,8 @@ fn close_inherited() -> std::io::Result<()> {
 
 /// Everything the child applies to itself, prepared in the parent.
 struct ChildSetup {
+    /// The fabric, whose end kills the command.
+    parent: rustix::process::Pid,
     limits: Vec<(Resource, u64)>,
     /// The namespace steps; empty without namespaces.
     namespaces: Vec<Step>,
@@ -254,6 +289,9 @@ impl ChildSetup {
     /// capabilities (mounting needed them), then Landlock (which also sets `no_new_privs`,
     /// required by seccomp), then seccomp last so the syscalls above are not filtered.
     fn apply(&self) -> std::io::Result<()> {
+        // First, before anything that may fail or fork: the namespace steps may end in
+        // `ns::fork_init`, whose waiting parent never comes back here.
+        die_with(Some(self.parent))?;
         for (resource, value) in &self.limits {
             setrlimit(
                 *resource,
@@ -271,6 +309,11 @@ impl ChildSetup {
         if self.drop_capabilities {
             drop_capabilities()?;
         }
+        // A change of user (the namespace steps may switch to nobody) clears the setting:
+        // armed again for the process that execs. Past `ns::fork_init` this is the first
+        // process of the new PID namespace, whose parent (the process the fabric started,
+        // armed above) has no pid here: armed without the check.
+        die_with((self.namespaces.is_empty()).then_some(self.parent))?;
         let ruleset = self
             .ruleset
             .lock()

@@ -837,6 +837,10 @@ fn fork_init() -> io::Result<()> {
         check_int(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) })?;
         return Ok(());
     }
+    // Armed again, in case a step before changed the user (which clears it): this process
+    // must die with the fabric, and with it the namespace (issue #26).
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     // SAFETY: closing our own descriptors, including the spawn's error pipe (the child
     // keeps its copy: a failure after this point still reaches the fabric).
     unsafe { libc::syscall(libc::SYS_close_range, 0_u32, u32::MAX, 0_u32) };

@@ -33,6 +33,7 @@ mod files;
 mod lines;
 mod paths;
 mod policy;
+mod reap;
 mod shell;
 mod staging;
 mod text;
@@ -47,6 +48,7 @@ pub use container::{ContainerSettings, podman_path};
 /// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
 pub use fabric_core::{NoOsSandbox, ProcessSandbox};
 pub use policy::{DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
+pub use reap::reap_leftovers;
 pub use staging::{CopyStager, MAX_STAGED_BYTES, MAX_STAGED_ENTRIES};
 pub use web::{AddressPolicy, FetchSettings, SearchProvider, WebSearchSettings};
 

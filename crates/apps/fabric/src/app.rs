@@ -65,6 +65,14 @@ impl Preparer for AppPreparer {
         let prepared = prepare(self, request, context).await?;
         Ok(Box::new(prepared))
     }
+
+    async fn reap(&self, workspace: &std::path::Path) -> Vec<u32> {
+        let workspace = workspace.to_owned();
+        // Reading `/proc` is blocking file work.
+        tokio::task::spawn_blocking(move || fabric_tools::reap_leftovers(&workspace))
+            .await
+            .unwrap_or_default()
+    }
 }
 
 /// The cloud model steps fall back to (`cloud_fallback`), used as configured: no discovery,

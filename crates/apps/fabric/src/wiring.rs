@@ -339,7 +339,10 @@ fn http_of(model: &ModelConfig) -> (fabric_llm::Backend, fabric_llm::HttpSetting
 pub(crate) fn sources_for(specialist: &SpecialistSpec) -> Vec<Arc<dyn ToolSource>> {
     let mut sources: Vec<Arc<dyn ToolSource>> = Vec::new();
     if !specialist.tooling.mcp_servers.is_empty() {
-        sources.push(Arc::new(fabric_mcp::McpTools::new(specialist)));
+        sources.push(Arc::new(
+            fabric_mcp::McpTools::new(specialist)
+                .with_spawn_hook(fabric_sandbox::dies_with_the_fabric),
+        ));
     }
     sources
 }

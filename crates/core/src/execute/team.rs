@@ -109,6 +109,7 @@ pub(super) async fn run(
                     previous_events: h.next_seq,
                     replayed_steps: h.answered_steps(),
                     last_event_ts: h.last_ts,
+                    reaped_processes: h.reaped.clone(),
                 },
             )
             .await?;

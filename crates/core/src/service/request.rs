@@ -117,6 +117,13 @@ pub trait Preparer: Send + Sync {
         request: TaskRequest,
         context: &PrepareContext,
     ) -> Result<Box<dyn Runnable>, ServiceError>;
+
+    /// Before a stopped run goes on: kills what its commands left running in `workspace`
+    /// and returns their pids (recorded in `run_resumed`). Nothing by default.
+    async fn reap(&self, workspace: &std::path::Path) -> Vec<u32> {
+        let _ = workspace;
+        Vec::new()
+    }
 }
 
 /// A task ready to run. [`PreparedTask`] is the fabric's; tests of front ends script their

@@ -68,6 +68,10 @@ impl RunTask {
                 .interrupted(&history, log.as_ref(), workspace, &reason)
                 .await;
         }
+        // What its commands left running goes before it goes on, so nothing of the stopped
+        // process writes into the workspace beside the continued run.
+        let mut history = history;
+        history.reaped = inner.preparer.reap(&workspace).await;
         let context = PrepareContext {
             children: Arc::new(children::ServiceChildren(self.service.clone())),
         };

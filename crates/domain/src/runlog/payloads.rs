@@ -496,6 +496,10 @@ pub struct RunResumed {
     pub replayed_steps: u32,
     /// When the last event before the stop was written (seconds since the Unix epoch).
     pub last_event_ts: f64,
+    /// Processes the stopped run's commands left running (detached from their command,
+    /// which died with the fabric), killed before the run went on; absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reaped_processes: Vec<u32>,
 }
 
 /// `run_failed` for a run whose own code could not end it (it panicked): the server or CLI

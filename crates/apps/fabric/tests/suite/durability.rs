@@ -516,3 +516,100 @@ async fn issue_10_serve_suspends_runs_at_shutdown_and_continues_them_at_its_next
     assert_eq!(seqs(from_start.rest().await), all);
     assert_eq!(seqs(from_middle.rest().await), all[3..].to_vec());
 }
+
+/// A command that forks a detached grandchild (it writes `late` after 3 s) and then waits.
+fn detaching_turns() -> Vec<Turn> {
+    let script = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    open('child.pid', 'w').write(str(os.getpid()))\n    time.sleep(3)\n    open('late', 'w').write('x')\n    os._exit(0)\nopen('parent.pid', 'w').write(str(os.getpid()))\ntime.sleep(0.2)\nopen('started', 'w').write('x')\ntime.sleep(30)\n";
+    vec![
+        Turn::tool_call("shell", json!({"cmd": ["python3", "-c", script]})),
+        Turn::tool_call("finish_task", json!({"summary": "done"})),
+    ]
+}
+
+/// Starts the run, waits until its command wrote `started`, kills the fabric with SIGKILL.
+async fn kill_once_started(fx: &Fixture, sandbox: &str) -> (String, PathBuf) {
+    let mut child = fx
+        .command(&[
+            "run",
+            "detach",
+            "--pack",
+            "engineering",
+            "--json",
+            "--sandbox",
+            sandbox,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("fabric run starts");
+    for _ in 0..1_500 {
+        if let Some((id, runlog)) = only_run(fx) {
+            let workspace = runlog.parent().unwrap().join("workspace");
+            if workspace.join("started").exists() {
+                child.start_kill().expect("SIGKILL");
+                child.wait().await.expect("wait");
+                return (id, workspace);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the command never started");
+}
+
+fn pid_in(workspace: &Path, file: &str) -> u32 {
+    std::fs::read_to_string(workspace.join(file))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_commands_die_with_the_fabric_and_what_they_detached_is_reaped_on_resume() {
+    // A `shell` command ran 25 s past its timeout after the fabric was killed with -9, and
+    // was still writing after `fabric resume` had completed the run.
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|state| state != "Z"))
+    };
+    // Sandbox off: the command itself dies with the fabric; its detached child does not,
+    // until the resume kills it and says so.
+    let fx = fixture(0, detaching_turns()).await;
+    fx.append_config("  also_allow: [python3]\n");
+    let (id, workspace) = kill_once_started(&fx, "off").await;
+    let (parent, child) = (
+        pid_in(&workspace, "parent.pid"),
+        pid_in(&workspace, "child.pid"),
+    );
+    let mut gone = false;
+    for _ in 0..200 {
+        if !alive(parent) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(gone, "the command {parent} outlived the fabric");
+    assert!(alive(child), "the detached child is there to be reaped");
+    let resumed = fx.fabric(&["resume", &id, "--json"]).await;
+    assert_eq!(resumed.code(), 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    let events = fx.runlog(&resumed.json());
+    let resume = &of_kind(&events, "run_resumed")[0]["payload"];
+    assert_eq!(resume["reaped_processes"], json!([child]), "{resume}");
+    assert!(!alive(child));
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert!(
+        !workspace.join("late").exists(),
+        "the detached child wrote after the resume"
+    );
+
+    // Strict: the command and everything in its PID namespace die with the fabric.
+    let fx = fixture(0, detaching_turns()).await;
+    fx.append_config("  also_allow: [python3]\n");
+    let (_, workspace) = kill_once_started(&fx, "strict").await;
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert!(
+        !workspace.join("late").exists(),
+        "a sandboxed process outlived the fabric"
+    );
+}
