@@ -10,6 +10,7 @@
 
 mod critic;
 mod merge;
+mod prompt;
 mod team;
 mod toolset;
 
