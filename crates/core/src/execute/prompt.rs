@@ -11,7 +11,7 @@
 //! - each once, in the order its tools' contracts list them, at most
 //!   [`MAX_PROMPT_WORKFLOWS`] lines;
 //! - with a known context window, the lines (and their header) take at most
-//!   1/[`WINDOW_SHARE`] of it by the estimate of [`crate::context`]; lines that would pass
+//!   1/[`WORKFLOW_WINDOW_SHARE`] of it by the estimate of [`crate::context`]; lines that would pass
 //!   that are left out, from the last. The system prompt is never compacted away, so
 //!   whatever it holds is paid for at every step.
 
@@ -22,10 +22,10 @@ use crate::context::BYTES_PER_TOKEN;
 use crate::ports::Tool;
 
 /// Most workflow lines a system prompt holds.
-pub(crate) const MAX_PROMPT_WORKFLOWS: usize = 3;
+pub const MAX_PROMPT_WORKFLOWS: usize = 3;
 /// The workflow lines take at most this fraction (1/n) of a known context window: 128
 /// tokens of a 4096-token window, two or three lines.
-pub(crate) const WINDOW_SHARE: u32 = 32;
+pub const WORKFLOW_WINDOW_SHARE: u32 = 32;
 /// What introduces the workflow lines.
 const WORKFLOWS_HEADER: &str = "\n\nWorkflows (usual orders of calls):";
 
@@ -51,7 +51,7 @@ pub(super) fn system_prompt(
 /// The workflow block of the system prompt, empty when no workflow fits.
 fn workflow_lines(tools: &[Arc<dyn Tool>], window: Option<u32>) -> String {
     let specs: Vec<&ToolSpec> = tools.iter().map(|t| t.spec()).collect();
-    let budget = window.map(|w| (w / WINDOW_SHARE) as usize * BYTES_PER_TOKEN);
+    let budget = window.map(|w| (w / WORKFLOW_WINDOW_SHARE) as usize * BYTES_PER_TOKEN);
     let mut block = String::new();
     for workflow in fitting_workflows(&specs)
         .into_iter()
