@@ -27,7 +27,7 @@ use fabric_domain::{Message, Role};
 use crate::ports::ToolDefinitions;
 
 /// Bytes a token is taken to be, for the window (see the module doc).
-const BYTES_PER_TOKEN: usize = 3;
+pub(crate) const BYTES_PER_TOKEN: usize = 3;
 /// What a shortened tool result keeps of its start.
 const SHORTENED_CHARS: usize = 300;
 /// The prefix that marks the note standing for left-out turns.

@@ -5,12 +5,17 @@
 //!
 //! It is one more [`ToolSource`] wrapped around the member's tools, so the loop does not
 //! know about it: loading a schema bumps the version, and the next step offers the tool.
+//!
+//! Both meta-tools answer with the planner metadata of the contracts (seed 004: "meta-tools
+//! expose this metadata for LLM planning"): prerequisites, next tools and the canonical
+//! workflows a tool is a step of, so a model that plans with them learns which tools go
+//! together before it loads them.
 
 use async_trait::async_trait;
 use fabric_domain::{ToolAnnotations, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -167,7 +172,7 @@ impl TypedTool for SearchTools {
     fn spec(&self) -> ToolSpec {
         ToolSpec::for_input::<SearchInput>(
             SEARCH_TOOLS,
-            "Search the tools you can load, by words of what you need. Returns names, short descriptions and planner hints; load a tool's schema with load_tool_schema before calling it.",
+            "Search the tools you can load, by words of what you need. Returns names, short descriptions, planner hints and the workflows (usual sequences of tools) they belong to; load a tool's schema with load_tool_schema before calling it.",
         )
         .example(json!({"query": "read a file"}))
         .annotate(ToolAnnotations {
@@ -192,7 +197,17 @@ impl TypedTool for SearchTools {
             .into_iter()
             .map(|t| {
                 let spec = t.spec();
-                let haystack = format!("{} {}", spec.name, spec.description).to_lowercase();
+                // A workflow's name is its steps' verbs ("search-fetch-cite"), so a query
+                // for a step ("cite") finds the tools of that workflow.
+                let workflows: Vec<&str> = spec
+                    .planner
+                    .workflows
+                    .iter()
+                    .map(|w| w.name.as_str())
+                    .collect();
+                let haystack =
+                    format!("{} {} {}", spec.name, spec.description, workflows.join(" "))
+                        .to_lowercase();
                 let score = words
                     .iter()
                     .filter(|w| haystack.contains(w.as_str()))
@@ -210,18 +225,27 @@ impl TypedTool for SearchTools {
             .limit
             .map_or(DEFAULT_MATCHES, |l| l.clamp(1, 50) as usize);
         let total = scored.len();
+        // Each workflow of the matches once, beside them: several matches are often steps
+        // of the same workflow, and a small model's window should not hold it twice.
+        let mut workflows = Map::new();
         let matches: Vec<Value> = scored
             .into_iter()
             .take(limit)
             .map(|(_, t)| {
                 let spec = t.spec();
                 let summary: String = spec.description.chars().take(200).collect();
+                for w in &spec.planner.workflows {
+                    workflows
+                        .entry(w.name.clone())
+                        .or_insert_with(|| json!(format!("{} ({})", w.sequence(), w.purpose)));
+                }
                 json!({
                     "name": spec.name,
                     "description": summary,
                     "read_only": spec.annotations.read_only,
                     "prerequisites": spec.planner.prerequisites,
                     "next_tools": spec.planner.next_tools,
+                    "workflows": spec.planner.workflows.iter().map(|w| &w.name).collect::<Vec<_>>(),
                     "loaded": loaded.contains(&spec.name),
                 })
             })
@@ -232,7 +256,11 @@ impl TypedTool for SearchTools {
                 "note": "no tool matches these words; try other or fewer words",
             }));
         }
-        Ok(json!({"matches": matches, "total_matches": total}))
+        let mut answer = json!({"matches": matches, "total_matches": total});
+        if !workflows.is_empty() {
+            answer["workflows"] = Value::Object(workflows);
+        }
+        Ok(answer)
     }
 }
 
@@ -289,11 +317,111 @@ impl TypedTool for LoadToolSchema {
         };
         let spec = tool.spec();
         self.state.load(&spec.name);
-        Ok(json!({
+        let mut answer = json!({
             "name": spec.name,
             "description": spec.model_description(),
             "input_schema": spec.input_schema,
             "note": format!("`{}` is loaded: call it directly from now on", spec.name),
-        }))
+        });
+        // The description carries prerequisites and next tools but not workflows (they span
+        // several tools; `ToolSpec::model_description`), so they come here, one line each.
+        if !spec.planner.workflows.is_empty() {
+            answer["workflows"] = spec.planner.workflows.iter().map(|w| w.summary()).collect();
+        }
+        Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::budget::{Lineage, RunBudget};
+    use crate::ports::StaticTools;
+    use fabric_domain::{RunId, Workflow};
+    use tokio_util::sync::CancellationToken;
+
+    struct Named(ToolSpec);
+
+    #[async_trait]
+    impl Tool for Named {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+        async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
+            Ok(Value::Null)
+        }
+    }
+
+    fn tool(name: &str, description: &str, workflows: &[&Workflow]) -> Arc<dyn Tool> {
+        let spec = ToolSpec::with_schema(name, description, json!({"type": "object"})).unwrap();
+        let spec = workflows
+            .iter()
+            .fold(spec, |spec, w| spec.workflow((*w).clone()));
+        Arc::new(Named(spec))
+    }
+
+    fn ctx() -> ToolContext {
+        ToolContext {
+            run_id: RunId::parse("r1").unwrap(),
+            workspace: std::env::temp_dir(),
+            network_allowed: false,
+            cancel: CancellationToken::new(),
+            lineage: Lineage::root(Arc::new(RunBudget::new(2, None, None, None))),
+        }
+    }
+
+    fn lazy() -> LazyTools {
+        let cite = Workflow::new(
+            "search-fetch-cite",
+            "answer from the web",
+            &[&["web_search"], &["fetch_url"], &["finish_task"]],
+        );
+        let tools = vec![
+            tool("web_search", "Search the web.", &[&cite]),
+            tool("fetch_url", "Fetch a web page.", &[&cite]),
+            tool("read_file", "Read a file.", &[]),
+        ];
+        LazyTools::new(Arc::new(StaticTools::new(tools, Vec::new())))
+    }
+
+    async fn call(lazy: &LazyTools, name: &str, args: Value) -> Value {
+        let meta = lazy.meta_tools().iter().find(|t| t.spec().name == name);
+        meta.unwrap().call(args, &ctx()).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn issue_26_search_tools_names_each_workflow_of_its_matches_once() {
+        let lazy = lazy();
+        let found = call(&lazy, SEARCH_TOOLS, json!({"query": "web"})).await;
+        assert_eq!(found["total_matches"], 2, "{found}");
+        for m in found["matches"].as_array().unwrap() {
+            assert_eq!(m["workflows"], json!(["search-fetch-cite"]), "{m}");
+        }
+        assert_eq!(
+            found["workflows"],
+            json!({"search-fetch-cite": "web_search → fetch_url → finish_task (answer from the web)"})
+        );
+        // A step's verb finds the tools of the workflow; a tool of none has none.
+        let cite = call(&lazy, SEARCH_TOOLS, json!({"query": "cite"})).await;
+        assert_eq!(cite["total_matches"], 2, "{cite}");
+        let read = call(&lazy, SEARCH_TOOLS, json!({"query": "file"})).await;
+        assert_eq!(read["matches"][0]["name"], "read_file");
+        assert_eq!(read["matches"][0]["workflows"], json!([]));
+        assert!(read.get("workflows").is_none(), "{read}");
+    }
+
+    #[tokio::test]
+    async fn issue_26_load_tool_schema_gives_the_workflows_of_the_tool() {
+        let lazy = lazy();
+        let loaded = call(&lazy, LOAD_TOOL_SCHEMA, json!({"name": "fetch_url"})).await;
+        assert_eq!(
+            loaded["workflows"],
+            json!([
+                "search-fetch-cite: web_search → fetch_url → finish_task (answer from the web)"
+            ])
+        );
+        let plain = call(&lazy, LOAD_TOOL_SCHEMA, json!({"name": "read_file"})).await;
+        assert!(plain.get("workflows").is_none(), "{plain}");
     }
 }

@@ -36,7 +36,10 @@ pub use specialist::{
 };
 pub use summary::RunSummary;
 pub use time::{UtcTime, parse_duration, parse_since};
-pub use tool::{PlannerHints, ToolAnnotations, ToolSpec, input_schema_for as schema_for};
+pub use tool::{
+    PlannerHints, ToolAnnotations, ToolSpec, Workflow, fitting_workflows,
+    input_schema_for as schema_for,
+};
 pub use tooling::{
     AGENT_TOOL_PREFIX, CriticSpec, DEFAULT_ALLOWED_COMMANDS, DEFAULT_CRITIC,
     DEFAULT_MAX_DELEGATION_DEPTH, DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_MCP_CALL_TIMEOUT_S,

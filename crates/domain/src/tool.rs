@@ -16,8 +16,10 @@ pub struct ToolAnnotations {
     pub needs_network: bool,
 }
 
-/// Planner metadata: how a tool fits into a workflow (seed 004's capability graph). Shown to
-/// the model in the tool's description and by the `search_tools` meta-tool.
+/// Planner metadata: how a tool fits into a workflow (seed 004's capability graph). The
+/// prerequisites and next tools are shown to the model in the tool's description and by the
+/// `search_tools` meta-tool; the workflows by the meta-tools and, when they fit the tool set,
+/// in the system prompt (docs/TOOLS.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannerHints {
     /// Tools usually called before this one (e.g. `list_files` before `read_file`).
@@ -26,12 +28,88 @@ pub struct PlannerHints {
     /// Tools usually called after this one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub next_tools: Vec<String>,
+    /// The canonical workflows this tool is a step of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workflows: Vec<Workflow>,
 }
 
 impl PlannerHints {
     fn is_empty(&self) -> bool {
-        self.prerequisites.is_empty() && self.next_tools.is_empty()
+        self.prerequisites.is_empty() && self.next_tools.is_empty() && self.workflows.is_empty()
     }
+}
+
+/// A canonical workflow (seed 004): a short named sequence of tool calls and the one thing it
+/// is for, e.g. `inspect-edit-verify`: `list_files/read_file → write_file → shell`.
+///
+/// A step names one tool or several that serve the same step (`list_files` or `read_file`
+/// to inspect). A workflow is defined once, in a registry beside the contracts of its tools
+/// (the built-in ones are in `fabric-tools`), and every contract it names carries a copy in
+/// [`PlannerHints::workflows`], so whoever holds a tool's contract (the meta-tools, the
+/// system prompt, the generated docs) sees its workflows without knowing the registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workflow {
+    /// Short and unique, its steps' verbs joined by `-` (`search-fetch-cite`).
+    pub name: String,
+    /// What it is for, in one line.
+    pub purpose: String,
+    /// The steps in order, each one tool name or alternatives.
+    pub steps: Vec<Vec<String>>,
+}
+
+impl Workflow {
+    /// A workflow from its name, purpose and steps (each step one tool or alternatives).
+    pub fn new(name: &str, purpose: &str, steps: &[&[&str]]) -> Self {
+        Self {
+            name: name.to_owned(),
+            purpose: purpose.to_owned(),
+            steps: steps
+                .iter()
+                .map(|step| step.iter().map(|t| (*t).to_owned()).collect())
+                .collect(),
+        }
+    }
+
+    /// Whether `tool` is one of its steps (or one of a step's alternatives).
+    pub fn involves(&self, tool: &str) -> bool {
+        self.steps.iter().flatten().any(|t| t == tool)
+    }
+
+    /// Whether every step can be taken: `has` accepts one of the step's tools. A step of
+    /// `finish_task` can always be taken: every specialist has it.
+    pub fn fits(&self, has: impl Fn(&str) -> bool) -> bool {
+        self.steps
+            .iter()
+            .all(|step| step.iter().any(|t| t == crate::FINISH_TOOL || has(t)))
+    }
+
+    /// The steps as one line: `list_files/read_file → write_file → shell`.
+    pub fn sequence(&self) -> String {
+        self.steps
+            .iter()
+            .map(|step| step.join("/"))
+            .collect::<Vec<_>>()
+            .join(" → ")
+    }
+
+    /// The whole workflow as one line, as models see it:
+    /// `inspect-edit-verify: list_files/read_file → write_file → shell (change files, ...)`.
+    pub fn summary(&self) -> String {
+        format!("{}: {} ({})", self.name, self.sequence(), self.purpose)
+    }
+}
+
+/// The workflows of a tool set that fit it ([`Workflow::fits`]: every step has one of its
+/// tools among `specs`, or is `finish_task`), each once, in the order the contracts list them.
+pub fn fitting_workflows<'a>(specs: &[&'a ToolSpec]) -> Vec<&'a Workflow> {
+    let has = |name: &str| specs.iter().any(|s| s.answers_to(name));
+    let mut fitting: Vec<&Workflow> = Vec::new();
+    for workflow in specs.iter().flat_map(|s| &s.planner.workflows) {
+        if !fitting.iter().any(|w| w.name == workflow.name) && workflow.fits(has) {
+            fitting.push(workflow);
+        }
+    }
+    fitting
 }
 
 /// The one contract of a tool, from which every adapter's definition is generated.
@@ -120,19 +198,28 @@ impl ToolSpec {
         self
     }
 
-    /// Sets the planner hints.
+    /// Sets the planner hints' prerequisites and next tools (its workflows stay).
     #[must_use]
     pub fn plan(mut self, prerequisites: &[&str], next_tools: &[&str]) -> Self {
-        self.planner = PlannerHints {
-            prerequisites: prerequisites.iter().map(|s| (*s).to_owned()).collect(),
-            next_tools: next_tools.iter().map(|s| (*s).to_owned()).collect(),
-        };
+        self.planner.prerequisites = prerequisites.iter().map(|s| (*s).to_owned()).collect();
+        self.planner.next_tools = next_tools.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    /// Adds a workflow this tool is a step of.
+    #[must_use]
+    pub fn workflow(mut self, workflow: Workflow) -> Self {
+        self.planner.workflows.push(workflow);
         self
     }
 
     /// The description as every adapter shows it to a model: the contract's description,
     /// then examples (small local models follow a concrete example far better than a
     /// schema alone), planner hints and old names.
+    ///
+    /// Workflows are left out: every tool definition goes with every request, and a
+    /// workflow spans several tools, so it would be repeated in each of them. The system
+    /// prompt and the meta-tools show each workflow once instead.
     pub fn model_description(&self) -> String {
         let mut description = self.description.clone();
         for example in &self.examples {
@@ -259,6 +346,72 @@ mod tests {
             "{d}"
         );
         assert!(spec.answers_to("cat") && spec.answers_to("read_file") && !spec.answers_to("x"));
+    }
+
+    fn edit() -> Workflow {
+        Workflow::new(
+            "inspect-edit-verify",
+            "change files, then check the change",
+            &[&["list_files", "read_file"], &["write_file"], &["shell"]],
+        )
+    }
+
+    #[test]
+    fn issue_26_a_workflow_reads_as_one_line() {
+        let w = edit();
+        assert_eq!(w.sequence(), "list_files/read_file → write_file → shell");
+        assert_eq!(
+            w.summary(),
+            "inspect-edit-verify: list_files/read_file → write_file → shell (change files, then check the change)"
+        );
+        assert!(w.involves("read_file") && w.involves("shell") && !w.involves("fetch_url"));
+    }
+
+    #[test]
+    fn issue_26_a_workflow_fits_a_tool_set_with_a_tool_for_every_step() {
+        let spec = |name: &str| {
+            ToolSpec::for_input::<ReadInput>(name, "d")
+                .workflow(edit())
+                .plan(&[], &["x"])
+        };
+        // `plan` after `workflow` keeps the workflow.
+        assert_eq!(spec("shell").planner.workflows, vec![edit()]);
+        let (read, write, shell) = (spec("read_file"), spec("write_file"), spec("shell"));
+        let all = fitting_workflows(&[&read, &write, &shell]);
+        assert_eq!(
+            all,
+            vec![&edit()],
+            "once, although three contracts carry it"
+        );
+        assert!(
+            fitting_workflows(&[&read, &write]).is_empty(),
+            "no tool for the verify step"
+        );
+        let cite = Workflow::new(
+            "search-fetch-cite",
+            "p",
+            &[&["read_file"], &["write_file", FINISH]],
+        );
+        assert!(
+            cite.fits(|t| t == "read_file"),
+            "finish_task is always there"
+        );
+        assert!(!cite.fits(|t| t == "write_file"));
+    }
+
+    const FINISH: &str = crate::FINISH_TOOL;
+
+    #[test]
+    fn issue_26_workflows_stay_out_of_the_description_sent_with_every_request() {
+        let spec = ToolSpec::for_input::<ReadInput>("read_file", "Read a file.").workflow(edit());
+        assert!(!spec.model_description().contains("inspect-edit-verify"));
+        let json = serde_json::to_value(&spec).unwrap_or_default();
+        assert_eq!(
+            json["planner"]["workflows"][0]["name"],
+            "inspect-edit-verify"
+        );
+        let back: ToolSpec = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, spec);
     }
 
     #[test]

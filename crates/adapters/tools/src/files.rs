@@ -124,7 +124,7 @@ impl TypedTool for ReadFileTool {
             "Read a text file in the workspace and return its content. Files larger than {} bytes are cut, with a note saying so. For a big file, read a part at a time: `offset` is the first line (from 1), `limit` how many lines.",
             self.policy.max_read_bytes
         );
-        ToolSpec::for_input::<ReadInput>("read_file", &description)
+        let spec = ToolSpec::for_input::<ReadInput>("read_file", &description)
             .example(json!({"path": "src/main.rs"}))
             .example(json!({"path": "notes/long.txt", "offset": 101, "limit": 100}))
             .annotate(ToolAnnotations {
@@ -132,7 +132,8 @@ impl TypedTool for ReadFileTool {
                 destructive: false,
                 needs_network: false,
             })
-            .plan(&["list_files"], &["write_file"])
+            .plan(&["list_files"], &["write_file"]);
+        crate::workflows::attach(spec)
     }
 
     async fn run(&self, input: ReadInput, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -258,7 +259,7 @@ impl TypedTool for WriteFileTool {
     type Input = WriteInput;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::for_input::<WriteInput>(
+        let spec = ToolSpec::for_input::<WriteInput>(
             "write_file",
             "Create or replace a file in the workspace with the given content. Missing folders are created. Returns the path and the number of bytes written.",
         )
@@ -268,7 +269,8 @@ impl TypedTool for WriteFileTool {
             destructive: true,
             needs_network: false,
         })
-        .plan(&["read_file"], &["read_file"])
+        .plan(&["read_file"], &["read_file"]);
+        crate::workflows::attach(spec)
     }
 
     async fn run(&self, input: WriteInput, ctx: &ToolContext) -> Result<Value, ToolError> {
@@ -431,7 +433,7 @@ impl TypedTool for ListFilesTool {
             "List the files and folders under a folder of the workspace, recursively, one path per line. Folders end with `/`. Paths are relative to the workspace, ready for read_file. At most {} entries.",
             self.policy.max_list_entries
         );
-        ToolSpec::for_input::<ListInput>("list_files", &description)
+        let spec = ToolSpec::for_input::<ListInput>("list_files", &description)
             .example(json!({}))
             .example(json!({"path": "src"}))
             .annotate(ToolAnnotations {
@@ -439,7 +441,8 @@ impl TypedTool for ListFilesTool {
                 destructive: false,
                 needs_network: false,
             })
-            .plan(&[], &["read_file"])
+            .plan(&[], &["read_file"]);
+        crate::workflows::attach(spec)
     }
 
     async fn run(&self, input: ListInput, ctx: &ToolContext) -> Result<Value, ToolError> {

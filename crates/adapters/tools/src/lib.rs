@@ -25,6 +25,10 @@
 //!   reported as a `sandbox_denied` refusal, so the model learns why.
 //! - The web tools speak HTTP with reqwest, follow redirects one checked hop at a time, and
 //!   bound every fetch in time, bytes and characters ([`FetchSettings`]).
+//!
+//! Each contract carries the canonical workflows its tool is a step of (`inspect-edit-verify`,
+//! `search-fetch-cite`, ...), defined once in [`builtin_workflows`]; docs/TOOLS.md is
+//! generated from these contracts (`tests/tools_doc.rs`).
 #![deny(missing_docs)]
 
 mod container;
@@ -38,6 +42,7 @@ mod shell;
 mod staging;
 mod text;
 mod web;
+mod workflows;
 
 use std::sync::Arc;
 
@@ -51,6 +56,7 @@ pub use policy::{DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
 pub use reap::reap_leftovers;
 pub use staging::{CopyStager, MAX_STAGED_BYTES, MAX_STAGED_ENTRIES};
 pub use web::{AddressPolicy, FetchSettings, SearchProvider, WebSearchSettings};
+pub use workflows::builtin_workflows;
 
 /// The names of the built-in tools, in the order [`engineering_tools`] returns them.
 pub const BUILTIN_TOOLS: &[&str] = &[

@@ -261,14 +261,15 @@ impl TypedTool for ShellTool {
                 read_only: false,
                 destructive: true,
                 needs_network: false,
-            });
+            })
+            .plan(&["write_file"], &[]);
         // The largest `timeout_s` is configured, so the type cannot declare it; the schema
         // does, so the model reads the range and a call outside it is refused naming it
         // (issue #15). `Typed::check_contract` allows a schema to narrow numeric bounds.
         if let Some(timeout) = spec.input_schema.pointer_mut("/properties/timeout_s") {
             timeout["maximum"] = json!(self.policy.max_shell_timeout_s);
         }
-        spec
+        crate::workflows::attach(spec)
     }
 
     async fn run(&self, input: ShellInput, ctx: &ToolContext) -> Result<Value, ToolError> {

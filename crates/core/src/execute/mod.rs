@@ -10,6 +10,7 @@
 
 mod critic;
 mod merge;
+mod prompt;
 mod team;
 mod toolset;
 
@@ -25,6 +26,7 @@ use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, RunStore, Tool, 
 use crate::recruit::RoutingCall;
 
 pub use merge::HANDOFF_END;
+pub use prompt::{MAX_PROMPT_WORKFLOWS, WORKFLOW_WINDOW_SHARE};
 
 /// How the specialist was chosen, for the `recruitment` event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Running the members of a task: one, in sequence, or in parallel, into one runlog.
 
 use fabric_domain::runlog::{self, RoutingMethod};
-use fabric_domain::{Message, SpecialistSpec, ToolLoading};
+use fabric_domain::{Message, ToolLoading};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
@@ -12,6 +12,7 @@ use super::critic::CriticGate;
 use super::merge::{
     MemberResult, combined_reason, combined_status, handoff_message, merged_payload, totals,
 };
+use super::prompt::system_prompt;
 use super::toolset::{MemberTools, split_allowed};
 use super::{Member, RunOutcome, TaskForce, TaskForceMode};
 use crate::CoreError;
@@ -302,7 +303,11 @@ impl Shared<'_> {
                 .await?;
         }
         let mut messages = vec![
-            Message::system(system_prompt(&member.specialist)),
+            Message::system(system_prompt(
+                &member.specialist,
+                &member.tools,
+                member.model.context_window,
+            )),
             Message::user(self.prompt),
         ];
         if let Some((id, payload)) = handoff {
@@ -538,16 +543,4 @@ async fn record_routing_call(
         },
     )
     .await
-}
-
-/// The specialist's prompt plus the rules of the workspace every specialist works under.
-fn system_prompt(specialist: &SpecialistSpec) -> String {
-    let mut prompt = format!(
-        "{}\n\nYou work inside a private workspace directory. Use relative paths only; paths outside the workspace are refused. Act only through tool calls. When the task is done and checked, call finish_task exactly once with your final answer.",
-        specialist.system_prompt.trim_end()
-    );
-    // Kept for the whole run: without this, the growth of `format!`'s buffer left up to
-    // twice its length allocated (about 0.7 KiB a run in flight; issue #14).
-    prompt.shrink_to_fit();
-    prompt
 }

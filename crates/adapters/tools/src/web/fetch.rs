@@ -51,10 +51,11 @@ impl TypedTool for FetchUrlTool {
             "Fetch a web page and return its readable text (HTML is converted; plain text, JSON and XML are returned as they are), with the final url, title and fetched_at time to cite. Binary files such as PDFs and images are refused. Text longer than {} characters is cut, with truncated: true.",
             self.settings.max_text_chars
         );
-        ToolSpec::for_input::<FetchInput>("fetch_url", &description)
+        let spec = ToolSpec::for_input::<FetchInput>("fetch_url", &description)
             .example(json!({"url": "https://www.rust-lang.org/"}))
             .annotate(WEB)
-            .plan(&["web_search"], &[])
+            .plan(&["web_search"], &["write_file"]);
+        crate::workflows::attach(spec)
     }
 
     async fn run(&self, input: FetchInput, ctx: &ToolContext) -> Result<Value, ToolError> {

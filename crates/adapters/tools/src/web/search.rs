@@ -45,14 +45,15 @@ impl TypedTool for WebSearchTool {
     type Input = SearchInput;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec::for_input::<SearchInput>(
+        let spec = ToolSpec::for_input::<SearchInput>(
             "web_search",
             "Search the web. Returns results with title, url and snippet. Snippets are not sources: fetch_url a result before citing it.",
         )
         .example(json!({"query": "SearXNG JSON API format parameter"}))
         .example(json!({"query": "tokio cancellation safety", "max_results": 5}))
         .annotate(WEB)
-            .plan(&[], &["fetch_url"])
+        .plan(&[], &["fetch_url"]);
+        crate::workflows::attach(spec)
     }
 
     async fn run(&self, input: SearchInput, ctx: &ToolContext) -> Result<Value, ToolError> {
