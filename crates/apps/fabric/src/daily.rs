@@ -33,15 +33,24 @@ pub(crate) struct Daily {
     /// Per key, the day this process saw its budget spent, and why: every run of the
     /// process takes no more cloud fallbacks on it that day.
     spent: Mutex<BTreeMap<String, (String, String)>>,
+    /// Spends of calls cut off midway, recorded beside the run; awaited at exit.
+    pending: tokio_util::task::TaskTracker,
 }
 
 impl Daily {
+    /// Waits until the spends of cut-off calls are recorded (at exit).
+    pub(crate) async fn settle(&self) {
+        self.pending.close();
+        self.pending.wait().await;
+    }
+
     pub(crate) fn new(settings: &Settings, ledger: Arc<dyn SpendLedger>) -> Arc<Self> {
         Arc::new(Self {
             ledger,
             limits: settings.daily_budget.clone(),
             zone: settings.daily_budget_timezone,
             spent: Mutex::new(BTreeMap::new()),
+            pending: tokio_util::task::TaskTracker::new(),
         })
     }
 
@@ -53,6 +62,7 @@ impl Daily {
             limits: BTreeMap::new(),
             zone: DayZone::Utc,
             spent: Mutex::new(BTreeMap::new()),
+            pending: tokio_util::task::TaskTracker::new(),
         })
     }
 
@@ -112,10 +122,12 @@ impl Daily {
         match self.limits.get(key) {
             Some(limit) => Arc::new(Metered {
                 inner,
-                key: key.to_owned(),
-                limit: *limit,
-                price,
-                daily: Arc::clone(self),
+                spender: Spender {
+                    key: key.to_owned(),
+                    limit: *limit,
+                    price,
+                    daily: Arc::clone(self),
+                },
             }),
             None => inner,
         }
@@ -187,13 +199,83 @@ fn exceeded(key: &str, limit: &DailyLimit, spend: &DaySpend, day: &str) -> Optio
     None
 }
 
-/// A client whose calls are counted against its key's daily budget.
-struct Metered {
-    inner: Arc<dyn ChatClient>,
+/// What counts a call against a key's daily budget, owned, so it can outlive the call.
+#[derive(Clone)]
+struct Spender {
     key: String,
     limit: DailyLimit,
     price: Option<Price>,
     daily: Arc<Daily>,
+}
+
+impl Spender {
+    async fn spend(&self, usage: fabric_domain::Usage) {
+        let day = self.daily.today();
+        let cost = self.price.map_or(0.0, |p| p.of(usage));
+        match self
+            .daily
+            .ledger
+            .add_spend(&day, &self.key, usage.total_tokens, cost)
+            .await
+        {
+            Ok(total) => {
+                if let Some(why) = exceeded(&self.key, &self.limit, &total, &day) {
+                    self.daily.lock_spent().insert(self.key.clone(), (day, why));
+                }
+            }
+            // The answer stands: a store that cannot count must not fail the run.
+            Err(e) => {
+                tracing::warn!(model_key = %self.key, "cannot record the daily spend: {e}")
+            }
+        }
+    }
+}
+
+/// Counts the streamed text of a call, and when the call is dropped before its answer, spends
+/// an estimate (four characters a token) of the prompt and of the text received.
+struct CutOff<'a> {
+    spender: Option<Spender>,
+    prompt_chars: usize,
+    received: std::sync::atomic::AtomicUsize,
+    inner: &'a dyn ChatObserver,
+}
+
+impl ChatObserver for CutOff<'_> {
+    fn on_text_delta(&self, delta: &str) {
+        self.received
+            .fetch_add(delta.len(), std::sync::atomic::Ordering::Relaxed);
+        self.inner.on_text_delta(delta);
+    }
+}
+
+impl Drop for CutOff<'_> {
+    fn drop(&mut self) {
+        let Some(spender) = self.spender.take() else {
+            return;
+        };
+        let received = self.received.load(std::sync::atomic::Ordering::Relaxed);
+        if received == 0 {
+            // Nothing streamed: a call cancelled before its answer began.
+            return;
+        }
+        let usage = fabric_domain::Usage::from_counts(
+            (self.prompt_chars / 4) as u64,
+            (received / 4) as u64,
+            None,
+        );
+        // Dropped inside the runtime (the run's task): the spend is recorded beside it, and
+        // the process waits for it before it exits (`Daily::settle`).
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let pending = spender.daily.pending.clone();
+            pending.spawn(async move { spender.spend(usage).await });
+        }
+    }
+}
+
+/// A client whose calls are counted against its key's daily budget.
+struct Metered {
+    inner: Arc<dyn ChatClient>,
+    spender: Spender,
 }
 
 #[async_trait]
@@ -203,35 +285,32 @@ impl ChatClient for Metered {
         request: ChatRequest<'_>,
         observer: &dyn ChatObserver,
     ) -> Result<ChatResponse, ChatError> {
-        let answer = self.inner.chat(request, observer).await;
+        // A streamed answer the run stops midway (its own budget) drops this future before
+        // any usage arrives: the guard then counts what was sent and received (issue #26).
+        let mut cut_off = CutOff {
+            spender: Some(self.spender.clone()),
+            prompt_chars: request
+                .messages
+                .iter()
+                .map(|m| m.content.as_deref().map_or(0, str::len))
+                .sum::<usize>()
+                + request.tools.byte_len(),
+            received: std::sync::atomic::AtomicUsize::new(0),
+            inner: observer,
+        };
+        let answer = self.inner.chat(request, &cut_off).await;
+        cut_off.spender = None;
         if let Ok(response) = &answer
             && let Some(usage) = response.usage
         {
-            let day = self.daily.today();
-            let cost = self.price.map_or(0.0, |p| p.of(usage));
-            match self
-                .daily
-                .ledger
-                .add_spend(&day, &self.key, usage.total_tokens, cost)
-                .await
-            {
-                Ok(total) => {
-                    if let Some(why) = exceeded(&self.key, &self.limit, &total, &day) {
-                        self.daily.lock_spent().insert(self.key.clone(), (day, why));
-                    }
-                }
-                // The answer stands: a store that cannot count must not fail the run.
-                Err(e) => {
-                    tracing::warn!(model_key = %self.key, "cannot record the daily spend: {e}")
-                }
-            }
+            self.spender.spend(usage).await;
         }
         answer
     }
 
     fn unavailable(&self) -> Option<String> {
-        let today = self.daily.today();
-        match self.daily.lock_spent().get(&self.key) {
+        let today = self.spender.daily.today();
+        match self.spender.daily.lock_spent().get(&self.spender.key) {
             Some((day, why)) if *day == today => Some(why.clone()),
             _ => None,
         }

@@ -115,9 +115,11 @@ pub(crate) struct Fabric {
 }
 
 impl Fabric {
-    /// Sends the spans still queued, waiting at most a second: at exit, so an unreachable
-    /// collector costs a command at most that.
+    /// Records the daily spend of calls cut off midway, and sends the spans still queued,
+    /// waiting at most a second for them: at exit, so an unreachable collector costs a
+    /// command at most that.
     pub(crate) async fn flush_telemetry(&self) {
+        self.daily.settle().await;
         if let Some(telemetry) = &self.telemetry {
             telemetry.flush(std::time::Duration::from_secs(1)).await;
         }

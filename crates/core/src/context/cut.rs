@@ -126,8 +126,15 @@ fn cut_text(content: &str, keep: usize, tool: &str, args: &Value) -> String {
             "offset": next,
             "limit": lines.max(1),
         });
+        // A whole-file read counts its lines; a ranged one ends with its own note of where
+        // it is in the file, which this one replaces.
+        let of = if first == 1 {
+            format!(" of the {total} this call returned")
+        } else {
+            String::new()
+        };
         return format!(
-            "{kept}[{CUT_MARK}: showing lines {first}–{} of the {total} this call returned; read_file with {again} reads the next part]",
+            "{kept}[{CUT_MARK}: showing lines {first}–{}{of}; read_file with {again} reads the next part]",
             next.saturating_sub(1)
         );
     }

@@ -1,7 +1,7 @@
 //! One model call of the loop: the budget's cap on the answer, the deadline, cancellation,
 //! a streamed answer counted as it arrives, and the `llm_request`/`llm_response` records.
 
-use fabric_domain::{Message, RunStatus, runlog};
+use fabric_domain::{Message, RunStatus, Usage, runlog};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -11,7 +11,8 @@ use crate::recorder::{Recorder, truncate};
 
 /// One live model call: recorded as `llm_request`, then `llm_response` (with the whole
 /// text and arguments when the runlog's fields are capped, so a resumed run continues the
-/// same conversation). `Ok(Err(..))` is how the loop ends: cancelled, or the server failed.
+/// same conversation). `Ok(Err(..))` is how the loop ends: cancelled, or the server failed,
+/// with the tokens an answer cut off took (estimated), to count in the run's usage.
 pub(super) async fn ask(
     chat: &dyn ChatClient,
     messages: &[Message],
@@ -20,7 +21,7 @@ pub(super) async fn ask(
     ctx: &ToolContext,
     rec: Recorder<'_>,
     step: u32,
-) -> Result<Result<crate::ports::ChatResponse, (RunStatus, String)>, StoreError> {
+) -> Result<Result<crate::ports::ChatResponse, (RunStatus, String, Option<Usage>)>, StoreError> {
     // The call may not take the run past its token or cost budget: its answer is capped to
     // what is left once its prompt is paid for.
     let budget = &ctx.lineage.budget;
@@ -30,7 +31,7 @@ pub(super) async fn ask(
         model.price,
     ) {
         Ok(cap) => cap,
-        Err(reason) => return Ok(Err((RunStatus::BudgetExceeded, reason))),
+        Err(reason) => return Ok(Err((RunStatus::BudgetExceeded, reason, None))),
     };
     // With a known window the answer may take only its share, so prompt and answer fit.
     let max_tokens = match model.context_window {
@@ -72,18 +73,27 @@ pub(super) async fn ask(
     let answer = tokio::select! {
         biased;
         () = ctx.cancel.cancelled() => {
-            return Ok(Err((RunStatus::Cancelled, "the run was cancelled".into())));
+            return Ok(Err((RunStatus::Cancelled, "the run was cancelled".into(), None)));
         }
         () = until(budget.deadline()) => {
-            return Ok(Err((RunStatus::BudgetExceeded, budget.time_reason("a model call"))));
+            return Ok(Err((RunStatus::BudgetExceeded, budget.time_reason("a model call"), None)));
         }
         () = metered.over.notified() => {
+            // No usage comes from a server cut off mid-answer: what it took is estimated,
+            // the prompt as sent and the text received, and counted in the run's usage and
+            // budget (issue #26: it showed 0 tokens after about 2,500 were streamed).
             let seen = metered.chars.load(Ordering::Relaxed);
-            budget.charge_tokens((seen / 4) as u64);
+            let spent = Usage::from_counts(
+                prompt_estimate(messages, definitions),
+                (seen / 4) as u64,
+                None,
+            );
+            budget.charge(spent, model.price);
             return Ok(Err((RunStatus::BudgetExceeded, format!(
-                "the model's streamed answer passed what the token and cost budget of this run leaves (about {} tokens) while it streamed, and was stopped ({seen} characters received; the server did not keep to `max_tokens`)",
-                max_tokens.unwrap_or_default()
-            ))));
+                "the model's streamed answer passed what the token and cost budget of this run leaves (about {} tokens) while it streamed, and was stopped ({seen} characters received; the server did not keep to `max_tokens`); counted as about {} tokens, estimated from the prompt sent and the text received",
+                max_tokens.unwrap_or_default(),
+                spent.total_tokens
+            ), Some(spent))));
         }
         answer = chat.chat(request, &metered) => answer,
     };
@@ -98,7 +108,7 @@ pub(super) async fn ask(
             } else {
                 RunStatus::LlmError
             };
-            return Ok(Err((status, e.to_string())));
+            return Ok(Err((status, e.to_string(), None)));
         }
     };
     let capped = |text: &str| truncate(text, MAX_LLM_CONTENT_IN_RUNLOG_CHARS);

@@ -322,7 +322,12 @@ async fn run_steps(
                 };
                 match ask(asked, &messages, definitions, asked_model, ctx, rec, step).await? {
                     Ok(response) => (response, None, asked_model.price),
-                    Err((status, reason)) => return Ok(failed(status, reason, step, usage)),
+                    Err((status, reason, spent)) => {
+                        if let Some(u) = spent {
+                            usage.add(u);
+                        }
+                        return Ok(failed(status, reason, step, usage));
+                    }
                 }
             }
         };
@@ -373,7 +378,12 @@ async fn run_steps(
                         }
                         cloud
                     }
-                    Err((status, reason)) => return Ok(failed(status, reason, step, usage)),
+                    Err((status, reason, spent)) => {
+                        if let Some(u) = spent {
+                            usage.add(u);
+                        }
+                        return Ok(failed(status, reason, step, usage));
+                    }
                 }
             }
             _ => response,

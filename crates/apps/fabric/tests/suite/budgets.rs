@@ -385,6 +385,58 @@ async fn issue_11_a_streamed_answer_is_counted_as_it_arrives() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn issue_26_what_a_stopped_stream_took_is_counted_in_the_run_and_the_day() {
+    // `_meta.usage` showed 0 tokens after about 2,500 were streamed, and the day's spend
+    // missed them too.
+    let mut scenario = fabric_test_support::Scenario::new(vec![Turn::text("word ".repeat(1_600))]);
+    scenario.stream_delay_ms = 100;
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    fx.append_config(
+        "budget:\n  max_tokens: 1600\ndaily_budget:\n  test: {max_tokens: 1000000}\ndaily_budget_timezone: UTC\n",
+    );
+    let run = fx
+        .fabric(&[
+            "run",
+            "say many words",
+            "--pack",
+            "engineering",
+            "--stream",
+            "--json",
+        ])
+        .await;
+    assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
+    let last = run.stdout.trim().lines().last().unwrap_or_default();
+    let result: serde_json::Value = serde_json::from_str(last).unwrap();
+    let usage = &result["_meta"]["usage"];
+    // The prompt and what streamed before the stop: past the budget of 1,600 it broke.
+    assert!(usage["completion_tokens"].as_u64() > Some(100), "{usage}");
+    assert!(usage["prompt_tokens"].as_u64() > Some(0), "{usage}");
+    assert!(usage["total_tokens"].as_u64() > Some(1_600), "{usage}");
+    let reason = result["_meta"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("estimated from the prompt sent and the text received"),
+        "{reason}"
+    );
+    // The run's end in the store says the same (what `fabric stats` sums).
+    let events = fx.runlog(&result);
+    assert_eq!(events.last().unwrap()["payload"]["usage"], *usage);
+    // And the day's spend of the key counts the cut-off call.
+    let mut spent = 0;
+    for _ in 0..50 {
+        let report = fx.fabric(&["budget", "--json"]).await.json();
+        spent = report["keys"][0]["tokens"].as_u64().unwrap_or(0);
+        if spent > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        spent >= 1_000,
+        "the day's spend missed the streamed answer: {spent}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn issue_11_a_continued_run_keeps_its_key_whatever_the_daily_budget_says() {
     let fx = Fixture::new(vec![]).await;
     let mut slow_finish = finish();
