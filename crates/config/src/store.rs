@@ -53,8 +53,12 @@ impl StoreConfig {
     }
 }
 
+/// The similarity below which a run is no match by meaning, unless set
+/// (`run_index.min_similarity`; docs/STORE.md says how to choose it for a model).
+pub(crate) const DEFAULT_MIN_SIMILARITY: f64 = 0.3;
+
 /// Semantic search over past runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunIndexConfig {
     /// The key in `models:` whose server makes the embeddings (its `base_url`, `backend`,
     /// `api_key_env`, `timeout_s`, `max_retries`); `None`: no semantic search, text search
@@ -62,6 +66,9 @@ pub struct RunIndexConfig {
     pub embedding_model_key: Option<String>,
     /// The embedding model's name on that server, e.g. `nomic-embed-text`.
     pub embedding_model: String,
+    /// The cosine similarity (−1 to 1) a run needs to count as a match by meaning; a run
+    /// below it is found only by its words.
+    pub min_similarity: f64,
 }
 
 impl Default for RunIndexConfig {
@@ -69,6 +76,7 @@ impl Default for RunIndexConfig {
         Self {
             embedding_model_key: None,
             embedding_model: DEFAULT_EMBEDDING_MODEL.to_owned(),
+            min_similarity: DEFAULT_MIN_SIMILARITY,
         }
     }
 }
@@ -89,6 +97,7 @@ pub(crate) struct RawStore {
 pub(crate) struct RawRunIndex {
     pub(crate) embedding_model_key: Option<String>,
     pub(crate) embedding_model: Option<String>,
+    pub(crate) min_similarity: Option<f64>,
 }
 
 impl RawStore {
@@ -153,6 +162,15 @@ impl RawRunIndex {
                 ));
             }
             base.embedding_model = model;
+        }
+        if let Some(floor) = self.min_similarity {
+            if !(-1.0..=1.0).contains(&floor) {
+                return Err(invalid(
+                    "run_index.min_similarity",
+                    format!("must be a cosine similarity between -1 and 1, got {floor}"),
+                ));
+            }
+            base.min_similarity = floor;
         }
         Ok(())
     }

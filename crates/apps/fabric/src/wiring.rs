@@ -185,6 +185,7 @@ pub(crate) fn run_search(settings: &Settings, store: Arc<SqlStore>) -> anyhow::R
             Some(Embedding {
                 client: embedding_client(model)?,
                 model: settings.run_index.embedding_model.clone(),
+                min_similarity: settings.run_index.min_similarity,
             })
         }
     };

@@ -34,6 +34,10 @@ pub struct Embedding {
     pub client: Arc<dyn EmbeddingClient>,
     /// The model's name on that server.
     pub model: String,
+    /// The similarity a run needs to be a match by meaning (`run_index.min_similarity`):
+    /// every run has some similarity to any query, so without a floor a search for
+    /// nonsense lists them all.
+    pub min_similarity: f64,
 }
 
 /// What a person or a specialist asks.
@@ -187,11 +191,24 @@ impl RunSearch {
                 ),
             },
         };
-        let hits = self.catalog.search(&query).await.map_err(|e| match e {
+        // Some hits may fall under the floor: ask for more, to still give `limit`.
+        if let (Some(_), Some(_)) = (&query.embedding, &self.embedding) {
+            query.limit = request.limit.saturating_mul(2).min(request.limit + 200);
+        }
+        let mut hits = self.catalog.search(&query).await.map_err(|e| match e {
             // The store's own words for a query it cannot run (only punctuation, say).
             StoreError::InvalidQuery(message) => SearchError::Invalid(message),
             other => SearchError::Store(other),
         })?;
+        if let (Some(_), Some(embedding)) = (&query.embedding, &self.embedding) {
+            hits.retain(|hit| {
+                hit.text_score.is_some()
+                    || hit
+                        .semantic_score
+                        .is_some_and(|s| s >= embedding.min_similarity)
+            });
+            hits.truncate(request.limit);
+        }
         Ok(SearchResults { mode, hits, note })
     }
 

@@ -202,12 +202,36 @@ async fn issue9_semantic_and_hybrid_search_with_embeddings_made_when_runs_end() 
     let semantic = json_of(&fx, &["logs", "search", "sea poem", "--semantic", "--json"]).await;
     assert_eq!(semantic["mode"], "semantic");
     assert_eq!(semantic["hits"][0]["run_id"], ids[1].as_str(), "{semantic}");
-    // Every run has an embedding, so semantic search ranks all of them.
-    assert_eq!(semantic["hits"].as_array().unwrap().len(), 3);
+    // Issue #26: every run has some similarity to any query; those under the floor
+    // (`run_index.min_similarity`) are no match by meaning.
+    for hit in semantic["hits"].as_array().unwrap() {
+        // In semantic mode the score is the similarity.
+        assert!(hit["score"].as_f64() >= Some(0.3), "{semantic}");
+    }
+    assert!(semantic["hits"].as_array().unwrap().len() < 3, "{semantic}");
 
     let hybrid = json_of(&fx, &["logs", "search", "invoice totals", "--json"]).await;
     assert_eq!(hybrid["mode"], "hybrid");
     assert_eq!(hybrid["hits"][0]["run_id"], ids[0].as_str(), "{hybrid}");
+
+    // Nonsense matches nothing, and says so.
+    for args in [
+        vec!["logs", "search", "zzzqqq"],
+        vec!["logs", "search", "zzzqqq", "--semantic"],
+    ] {
+        let none = fx.fabric(&args).await;
+        assert_eq!(none.code(), 0, "{}", none.stderr);
+        assert!(none.stdout.trim().is_empty(), "{args:?}: {}", none.stdout);
+        assert!(
+            none.stderr.contains("no run matches `zzzqqq`"),
+            "{}",
+            none.stderr
+        );
+    }
+    // The floor is the config's: at -1 every run is a match by meaning again.
+    fx.append_config("  min_similarity: -1\n");
+    let all = json_of(&fx, &["logs", "search", "zzzqqq", "--semantic", "--json"]).await;
+    assert_eq!(all["hits"].as_array().unwrap().len(), 3, "{all}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
