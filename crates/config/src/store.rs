@@ -286,7 +286,7 @@ mod tests {
         for (text, expected) in [
             (
                 "run_index:\n  embeding_model: x\n",
-                "`run_index.embeding_model`: unknown field `embeding_model`, expected `embedding_model_key` or `embedding_model`",
+                "`run_index.embeding_model`: unknown field `embeding_model`, expected one of `embedding_model_key`, `embedding_model`, `min_similarity`",
             ),
             (
                 "store:\n  path: x\n",
@@ -303,6 +303,10 @@ mod tests {
             (
                 "run_index:\n  embedding_model_key: \"\"\n",
                 "`run_index.embedding_model_key`",
+            ),
+            (
+                "run_index:\n  min_similarity: 2\n",
+                "`run_index.min_similarity`: must be a cosine similarity between -1 and 1, got 2",
             ),
             (
                 "store:\n  url: \"mysql://root:hunter2@h/db\"\n",
