@@ -38,6 +38,9 @@ pub struct RunBudget {
     tokens: AtomicU64,
     /// Spent, in billionths of a dollar (an atomic integer; a float has no atomic add).
     cost_nano_usd: AtomicU64,
+    /// Steps the tree's runs handed to the cloud model (`cloud_fallback.max_per_run` caps
+    /// the tree, critics' and children's runs included).
+    fallbacks: AtomicU32,
 }
 
 impl RunBudget {
@@ -59,6 +62,7 @@ impl RunBudget {
             steps: AtomicU32::new(0),
             tokens: AtomicU64::new(0),
             cost_nano_usd: AtomicU64::new(0),
+            fallbacks: AtomicU32::new(0),
         }
     }
 
@@ -66,6 +70,20 @@ impl RunBudget {
     pub fn with_cost_limit(mut self, max_cost_usd: Option<f64>) -> Self {
         self.max_cost_usd = max_cost_usd;
         self
+    }
+
+    /// Takes one cloud fallback for the tree, if fewer than `max` were taken.
+    pub fn take_fallback(&self, max: u32) -> bool {
+        self.fallbacks
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Cloud fallbacks the tree took.
+    pub fn fallbacks_taken(&self) -> u32 {
+        self.fallbacks.load(Ordering::Acquire)
     }
 
     /// When the time budget runs out, if there is one.
@@ -252,6 +270,20 @@ impl Lineage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_26_cloud_fallbacks_are_counted_per_tree() {
+        // A critic's or a delegated child's run has the child lineage of the run it serves:
+        // its fallbacks count against the same `max_per_run` (it used to have its own).
+        let root = Lineage::root(Arc::new(RunBudget::unlimited()));
+        let critic = root.child(RunId::parse("20261127-000000-000-deadbeef").unwrap());
+        assert!(critic.budget.take_fallback(2));
+        assert!(root.budget.take_fallback(2));
+        assert!(!critic.budget.take_fallback(2), "a third in the tree");
+        assert!(!root.budget.take_fallback(2));
+        assert_eq!(root.budget.fallbacks_taken(), 2);
+        assert!(!RunBudget::unlimited().take_fallback(0), "none allowed");
+    }
 
     fn usage(prompt: u64, completion: u64) -> Usage {
         Usage {

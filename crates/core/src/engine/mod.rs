@@ -87,8 +87,9 @@ pub struct Fallback<'a> {
     pub model_key: &'a str,
     /// When steps go to it.
     pub policy: FallbackPolicy,
-    /// Fallbacks left for the whole run (shared by its members).
-    pub remaining: &'a std::sync::atomic::AtomicU32,
+    /// The budget of the run's whole tree, which counts the fallbacks its runs take
+    /// (members, critics and delegated children together).
+    pub tree: &'a crate::budget::RunBudget,
 }
 
 /// When a run's steps go to the cloud model, and how often (config `cloud_fallback`), as
@@ -102,22 +103,20 @@ pub struct FallbackPolicy {
     pub malformed_args: bool,
     /// Fall back (for the repair) when the critic rejected the work.
     pub critic_rejected: bool,
-    /// Most fallbacks in one run, across its members.
+    /// Most fallbacks in one run's tree: its members, its critic's reviews and the runs
+    /// it delegates to, together.
     pub max_per_run: u32,
 }
 
 impl Fallback<'_> {
-    /// Takes one fallback from the run's allowance, when the cloud model may be asked
+    /// Takes one fallback from the tree's allowance, when the cloud model may be asked
     /// (its daily budget is not spent).
     pub(crate) fn take(&self) -> bool {
-        use std::sync::atomic::Ordering;
         if let Some(why) = self.chat.unavailable() {
             tracing::debug!(model_key = self.model_key, "no cloud fallback: {why}");
             return false;
         }
-        self.remaining
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .is_ok()
+        self.tree.take_fallback(self.policy.max_per_run)
     }
 }
 

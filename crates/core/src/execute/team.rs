@@ -4,7 +4,6 @@ use fabric_domain::runlog::{self, RoutingMethod};
 use fabric_domain::{Message, ToolLoading};
 use serde_json::Value;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -175,15 +174,14 @@ pub(super) async fn run(
         lineage,
     };
     let parallel_recorded = history.as_ref().is_some_and(|h| h.parallel_recorded);
-    // The run's fallbacks are counted together, across its members.
-    let fallbacks_left =
-        AtomicU32::new(force.fallback.as_ref().map_or(0, |f| f.policy.max_per_run));
+    // The fallbacks are counted by the tree's budget: across the members, and the critic's
+    // and children's runs, which share it (issue #26: a critic's run had its own count).
     let fallback = force.fallback.as_ref().map(|f| Fallback {
         chat: f.chat,
         model: &f.model,
         model_key: &f.model_key,
         policy: f.policy,
-        remaining: &fallbacks_left,
+        tree: &ctx.lineage.budget,
     });
     let shared = Shared {
         prompt: &force.prompt,
