@@ -74,6 +74,24 @@ pub(crate) enum Command {
     /// The database behind the run store (docs/STORE.md).
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Serve a scripted model (the one the tests use) over Ollama's, OpenAI's and
+    /// Anthropic's HTTP APIs: try the fabric with no model, or script the answers your
+    /// specialists get (docs/TESTING.md). Without `--scenario`, a run that writes hello.txt.
+    MockLlm(MockLlmArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MockLlmArgs {
+    /// The scenario file, JSON or YAML (docs/TESTING.md); default: the built-in hello
+    /// scenario, which serves any number of runs.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) scenario: Option<std::path::PathBuf>,
+    /// The port to listen on; 0 picks a free one (read it from the first line printed).
+    #[arg(long, default_value_t = 11435)]
+    pub(crate) port: u16,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub(crate) host: String,
 }
 
 #[derive(Debug, Args)]

@@ -61,6 +61,9 @@ pub const DEFAULT_EMBEDDING_DIMS: usize = 768;
 /// The longest embedding a scenario may ask for; real models stay well below it.
 const MAX_EMBEDDING_DIMS: usize = 65_536;
 
+/// The built-in hello scenario ([`Scenario::hello`]).
+const HELLO_YAML: &str = include_str!("../scenarios/hello.yaml");
+
 impl Default for Scenario {
     fn default() -> Self {
         Self {
@@ -331,6 +334,12 @@ impl Scenario {
         }
     }
 
+    /// The README's scenario: an engineering run that writes hello.txt, lists the workspace
+    /// and finishes, answered by conversation, so it serves any number of runs.
+    pub fn hello() -> Result<Self, ScenarioError> {
+        Self::from_yaml(HELLO_YAML)
+    }
+
     /// Parses a scenario from JSON (when the text starts with `{`) or else YAML.
     pub fn from_str_auto(text: &str) -> Result<Self, ScenarioError> {
         if text.trim_start().starts_with('{') {
@@ -425,6 +434,13 @@ fn empty_object() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_built_in_hello_scenario_parses_and_serves_by_conversation() {
+        let s = Scenario::hello().unwrap();
+        assert_eq!(s.turn_by, TurnBy::Conversation);
+        assert_eq!(s.turns.len(), 3);
+    }
 
     #[test]
     fn defaults_fill_a_minimal_scenario() {

@@ -6,6 +6,7 @@ mod doctor;
 mod eval;
 mod logs;
 mod mcp;
+mod mock_llm;
 mod replay;
 mod resume;
 mod run;
@@ -36,6 +37,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Completions(args) => Ok(completions(&args.shell)),
         Command::Index(command) => catalog::index(&cli, command).await,
         Command::Store(command) => catalog::store(&cli, command).await,
+        Command::MockLlm(args) => mock_llm::mock_llm(args).await,
     }
 }
 

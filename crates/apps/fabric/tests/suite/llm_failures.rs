@@ -203,3 +203,70 @@ async fn issue_14_the_readme_scenario_serves_any_number_of_runs_and_exhaustion_i
         second.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_fabric_mock_llm_serves_the_readme_example_from_the_binary() {
+    // `fabric-scripted-llm` needed the source checkout; `fabric mock-llm` ships it.
+    use tokio::io::AsyncBufReadExt;
+    let fx = Fixture::new(vec![]).await;
+    let mut server = fx
+        .command(&["mock-llm", "--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("it says where it listens")
+        .unwrap()
+        .unwrap_or_default();
+    let url = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("first line: {first}"))
+        .to_owned();
+    // The README's config, pointed at the port it chose.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../README.md"))
+            .unwrap();
+    let example = readme
+        .split("<!-- mock-llm-example -->\n```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README has the mock-llm example");
+    assert!(
+        example.starts_with("fabric mock-llm --port 18080 &"),
+        "{example}"
+    );
+    let yaml = example
+        .split("<<'YAML'\n")
+        .nth(1)
+        .and_then(|rest| rest.split("YAML\n").next())
+        .unwrap()
+        .replace("http://127.0.0.1:18080", &url);
+    std::fs::write(&fx.config, yaml).unwrap();
+    for _ in 0..2 {
+        let run = fx
+            .fabric(&["run", "Create hello.txt", "--pack", "engineering", "--json"])
+            .await;
+        assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+        let result = run.json();
+        let workspace = std::path::PathBuf::from(result["_meta"]["workspace"].as_str().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(workspace.join("hello.txt")).unwrap(),
+            "Hello World"
+        );
+    }
+    server.start_kill().unwrap();
+    let _ = server.wait().await;
+
+    // A scenario with a mistake is a usage error naming the file.
+    let bad = fx.dir.path().join("bad.yaml");
+    std::fs::write(&bad, "turns: [{nonsense: 1}]\n").unwrap();
+    let run = fx
+        .fabric(&["mock-llm", "--scenario", bad.to_str().unwrap()])
+        .await;
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    assert!(run.stderr.contains("bad.yaml"), "{}", run.stderr);
+}
