@@ -90,8 +90,10 @@ When done, call finish_task with executive_summary, key_findings, citations \
 
 const ENTERPRISE_PROMPT_EXTRA: &str = "
 Enterprise research: prefer internal and primary sources over the open web, and tag how \
-confident you are in each finding (HIGH, MEDIUM, LOW) in notes. Never report that something \
-does not exist before you have searched at least three different ways.";
+confident you are in each finding (HIGH, MEDIUM, LOW) in notes. Search this fabric's past runs \
+(search_runs) before the web: what was done and found before is the first internal source. \
+Never report that something does not exist before you have searched at least three \
+different ways.";
 
 fn words(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| (*s).to_owned()).collect()
@@ -188,14 +190,17 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
                 "file_io",
             ]),
             system_prompt: format!("{RESEARCH_PROMPT}\n{ENTERPRISE_PROMPT_EXTRA}"),
-            tools: research_tools,
+            tools: {
+                // Past runs of this fabric are an internal source too (docs/STORE.md).
+                let mut tools = research_tools;
+                tools.push("search_runs".to_owned());
+                tools
+            },
             finish_schema: research_finish_schema(),
             model_key: None,
             may_write: true,
             needs_network: true,
             limitations: words(&[
-                "Searching past runs needs the run index, which does not exist yet; until then \
-                 this specialist searches the web and the run's workspace only.",
                 "Internal sources (GitHub, wikis, trackers) come through MCP servers: none is \
                  configured by default; add them with `mcp_servers` and tools such as \
                  `mcp__github__*` (docs/MCP.md).",

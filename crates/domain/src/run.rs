@@ -93,6 +93,24 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every status, for documentation checks and listings.
+    pub const ALL: [RunStatus; 14] = [
+        Self::Running,
+        Self::Completed,
+        Self::CompletedWithoutFinish,
+        Self::Partial,
+        Self::MaxStepsExceeded,
+        Self::BudgetExceeded,
+        Self::LlmError,
+        Self::ModelUnsupported,
+        Self::Cancelled,
+        Self::Failed,
+        Self::Interrupted,
+        Self::QualityGateFailed,
+        Self::ContextWindowExceeded,
+        Self::Stalled,
+    ];
+
     /// The status as written in runlogs and APIs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -167,6 +185,36 @@ impl fmt::Display for RunStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_lists_every_status_once() {
+        // A new variant breaks this match until it is listed in `ALL` too.
+        let position = |s: RunStatus| match s {
+            RunStatus::Running
+            | RunStatus::Completed
+            | RunStatus::CompletedWithoutFinish
+            | RunStatus::Partial
+            | RunStatus::MaxStepsExceeded
+            | RunStatus::BudgetExceeded
+            | RunStatus::LlmError
+            | RunStatus::ModelUnsupported
+            | RunStatus::Cancelled
+            | RunStatus::Failed
+            | RunStatus::Interrupted
+            | RunStatus::QualityGateFailed
+            | RunStatus::ContextWindowExceeded
+            | RunStatus::Stalled => RunStatus::ALL.iter().position(|x| *x == s),
+        };
+        for s in RunStatus::ALL {
+            assert!(position(s).is_some());
+            let text = serde_json::to_string(&s).unwrap_or_default();
+            assert_eq!(text, format!("\"{}\"", s.as_str()));
+        }
+        let mut seen: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), RunStatus::ALL.len());
+    }
 
     #[test]
     fn run_ids_refuse_path_characters() {

@@ -122,6 +122,7 @@ fn specialists_override_and_add_and_tools_are_checked() {
             "web_search",
             "fetch_url",
             "list_files",
+            "search_runs",
         ])
         .unwrap_err()
         .to_string();
@@ -151,6 +152,7 @@ const TOOLS: &[&str] = &[
     "list_files",
     "web_search",
     "fetch_url",
+    "search_runs",
 ];
 
 fn write(dir: &Path, name: &str, text: &str) {
@@ -298,8 +300,10 @@ fn builtins_include_research_with_citations() {
         research.finish_schema["properties"]["citations"]["items"]["properties"]["url"].is_object()
     );
     let enterprise = s.specialist("enterprise_research").unwrap();
+    // Issue #26: the run index exists; enterprise research searches past runs.
+    assert!(enterprise.tools.iter().any(|t| t == "search_runs"));
     assert!(
-        enterprise
+        !enterprise
             .limitations
             .iter()
             .any(|l| l.contains("run index"))

@@ -508,7 +508,13 @@ impl Staged for CopyStaged {
                 manifest.push(".manifest.json");
                 let _ = std::fs::remove_file(root.join(manifest));
             }
-            std::fs::remove_dir_all(&area.dir).map_err(|e| e.to_string())
+            std::fs::remove_dir_all(&area.dir).map_err(|e| e.to_string())?;
+            // `staged/` itself goes with its last area (issue #26: an empty one stayed);
+            // one still holding another member's area is not empty and stays.
+            if let Some(root) = area.dir.parent() {
+                let _ = std::fs::remove_dir(root);
+            }
+            Ok::<(), String>(())
         })
         .await;
     }

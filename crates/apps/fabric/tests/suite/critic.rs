@@ -62,6 +62,9 @@ async fn issue_11_a_critic_rejects_twice_then_approves_and_only_then_the_work_la
         std::fs::read_to_string(workspace.join("hello.py")).unwrap(),
         "print('hello')\n"
     );
+    // Issue #26: the staging area is gone, `staged/` included (an empty one stayed).
+    let run_dir = workspace.parent().unwrap();
+    assert!(!run_dir.join("staged").exists(), "{}", run_dir.display());
 
     let events = fx.runlog(&result);
     let reviews = of_kind(&events, "critic_review");

@@ -7,6 +7,7 @@ mod budgets;
 mod cli_errors;
 mod critic;
 mod delegation;
+mod docs_contracts;
 mod durability;
 mod eval;
 mod llm_failures;
