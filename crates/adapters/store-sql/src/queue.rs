@@ -204,8 +204,12 @@ impl RunQueue for SqlStore {
             event.seq = u64::try_from(seq).unwrap_or(0);
             let line =
                 serde_json::to_string(&event).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
-            crate::index::insert_events(&mut tx, &[(id.as_str(), &event, Some(line.as_str()))])
-                .await?;
+            crate::index::insert_events(
+                &mut tx,
+                &[(id.as_str(), &event, Some(line.as_str()))],
+                false,
+            )
+            .await?;
             tx.execute(
                 "UPDATE runs SET status = 'cancelled', reason = $2, ended_at = $3, events = $4 WHERE id = $1",
                 vec![

@@ -184,7 +184,7 @@ async fn postgres_dropping_mid_run_does_not_fail_the_run_and_reindex_repairs_it(
     store.flush().await;
 
     cluster.start_server().unwrap();
-    assert_eq!(store.reindex().await.unwrap(), 1);
+    assert_eq!(store.reindex().await.unwrap().runs, 1);
     let row = store
         .list_runs(&RunQuery {
             limit: 5,
