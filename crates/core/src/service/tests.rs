@@ -426,6 +426,15 @@ impl crate::ports::RunQueue for FakeQueue {
     }
 }
 
+fn worker_config() -> WorkerConfig {
+    WorkerConfig {
+        id: "w1".to_owned(),
+        concurrency: 1,
+        lease: Duration::from_secs(30),
+        idle_poll: Duration::from_secs(1),
+    }
+}
+
 /// Issue #26: a run taken over twice after its workers were killed (its third claim) that
 /// then fails once (PostgreSQL down for longer than a write retries) goes back to the
 /// queue: it has failed once, not three times. It is ended `failed` at its third failure.
@@ -474,4 +483,48 @@ async fn issue_26_takeovers_do_not_use_up_the_failure_allowance() {
         }
         assert_eq!(claims.fence_of(&id), None);
     }
+}
+
+/// Issue #26: a run that ends normally while the renewal of its lease is on its way (the
+/// renewal then finds it done, not running) was reported "lost the lease" 6 ms after it
+/// completed. The renewal says so only of a run still held here; a run really taken over
+/// is still reported, revoked and stopped.
+#[tokio::test]
+async fn issue_26_a_run_that_ends_during_its_renewal_is_not_reported_lost() {
+    let store = Arc::new(MemStore::default());
+    let queue = Arc::new(FakeQueue::new(Arc::clone(&store)));
+    let claims = Arc::new(ClaimedStore::new(
+        Arc::clone(&store) as Arc<dyn RunStore>,
+        Arc::clone(&queue) as Arc<dyn crate::ports::RunQueue>,
+    ));
+    let cancelled = Mutex::new(Vec::new());
+    let cancel = |id: &RunId| {
+        cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(id.clone());
+    };
+    let (ended, taken) = (crate::new_run_id(), crate::new_run_id());
+    claims.hold(ended.clone(), 1);
+    claims.hold(taken.clone(), 2);
+    // During the round trip, `ended` completes: `run_claimed` lets go of its claim, then
+    // marks it done in the queue, so its renewal is not kept.
+    let during = Arc::clone(&claims);
+    let done = ended.clone();
+    *queue.on_renew.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(move || {
+        assert!(during.drop_run(&done, 1));
+    }));
+    let lost = super::worker::renew_held(queue.as_ref(), &claims, &worker_config(), &cancel)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        lost,
+        vec![taken.clone()],
+        "only the run another worker took"
+    );
+    assert_eq!(
+        *cancelled.lock().unwrap_or_else(|e| e.into_inner()),
+        vec![taken]
+    );
+    assert!(claims.held().is_empty());
 }

@@ -16,7 +16,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::{ClaimedStore, RunService, ServiceError, Submission, TaskRequest};
-use crate::ports::{ClaimedRun, QueueSignal, Release, RunQueue};
+use crate::ports::{ClaimedRun, QueueSignal, Release, RunQueue, StoreError};
 
 /// How a worker works.
 #[derive(Debug, Clone)]
@@ -157,30 +157,54 @@ impl Worker {
                     () = tokio::time::sleep(every) => {}
                     () = stop.cancelled() => return,
                 }
-                let held = claims.held();
-                if held.is_empty() {
-                    continue;
-                }
-                let renewals = match queue.renew(&config.id, &held, config.lease).await {
-                    Ok(renewals) => renewals,
-                    Err(e) => {
-                        tracing::warn!(worker = %config.id, error = %e, "cannot renew leases; retrying");
-                        continue;
-                    }
+                let cancel = |id: &RunId| {
+                    service.cancel(id);
                 };
-                for ((id, fence), renewal) in held.iter().zip(renewals) {
-                    if !renewal.kept {
-                        claims.revoke(id, *fence);
-                        claims.drop_run(id, *fence);
-                        service.cancel(id);
-                        tracing::warn!(worker = %config.id, run_id = %id, "lost the lease of this run (it stalled past its lease and another worker took it over): stopped it here without writing to it");
-                    } else if renewal.cancel_requested {
-                        service.cancel(id);
-                    }
+                if let Err(e) = renew_held(queue.as_ref(), &claims, &config, &cancel).await {
+                    tracing::warn!(worker = %config.id, error = %e, "cannot renew leases; retrying");
                 }
             }
         })
     }
+}
+
+/// One round of renewals: renews every lease held, stops (through `cancel`) the runs it
+/// lost and passes on cancellations; returns the runs lost.
+///
+/// The list of runs is taken before the round trip, so a run may end here meanwhile: it
+/// marks itself done in the queue (after letting go of its claim), and its renewal then
+/// finds it no longer running. Such a run was not lost: a renewal not kept counts only
+/// while the run is still held with that fence, so "lost the lease" is said only of runs
+/// another worker took (issue #26: a false alarm 6 ms after a run completed).
+pub(super) async fn renew_held(
+    queue: &dyn RunQueue,
+    claims: &ClaimedStore,
+    config: &WorkerConfig,
+    cancel: &(dyn Fn(&RunId) + Sync),
+) -> Result<Vec<RunId>, StoreError> {
+    let held = claims.held();
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    let renewals = queue.renew(&config.id, &held, config.lease).await?;
+    let mut lost = Vec::new();
+    for ((id, fence), renewal) in held.iter().zip(renewals) {
+        if !renewal.kept {
+            // `run_claimed` lets go of its claim before it releases the run in the queue,
+            // so a run released while its renewal was on the way is no longer held here.
+            if claims.fence_of(id) != Some(*fence) {
+                continue;
+            }
+            claims.revoke(id, *fence);
+            claims.drop_run(id, *fence);
+            cancel(id);
+            tracing::warn!(worker = %config.id, run_id = %id, "lost the lease of this run (it stalled past its lease and another worker took it over): stopped it here without writing to it");
+            lost.push(id.clone());
+        } else if renewal.cancel_requested {
+            cancel(id);
+        }
+    }
+    Ok(lost)
 }
 
 /// Runs one claimed run to its end and marks it done, unless it was lost meanwhile.
@@ -238,6 +262,8 @@ pub(super) async fn run_claimed(
         Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => Release::HandBack,
         Err(e) => end_or_hand_back(service, queue, &id, fence, failures, worker, e).await,
     };
+    // The claim goes first, the queue second: a renewal on its way meanwhile then sees the
+    // run is no longer held here (`renew_held`).
     if claims.drop_run(&id, fence)
         && let Err(e) = queue.release(&id, fence, release).await
     {
