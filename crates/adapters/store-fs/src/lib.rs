@@ -17,7 +17,7 @@ use fabric_core::{NewRun, RunQuery, RunStore, StoreError};
 use fabric_domain::{RunEvent, RunId, RunSummary};
 use std::path::{Path, PathBuf};
 
-pub use log::FileRunLog;
+pub use log::{FileRunLog, parse_runlog_lines};
 
 /// Name of the runlog file inside a run directory.
 pub const RUNLOG_FILE: &str = "runlog.jsonl";
@@ -84,6 +84,30 @@ impl FsRunStore {
         tokio::task::spawn_blocking(move || FileRunLog::claimed(&runlog))
             .await
             .unwrap_or(true)
+    }
+
+    /// A run's events, each with its runlog line as written (without its newline): what an
+    /// index compares with, or keeps, byte for byte.
+    pub async fn read_event_lines(
+        &self,
+        id: &RunId,
+    ) -> Result<Vec<(RunEvent, String)>, StoreError> {
+        let (path, text) = self.read_runlog(id).await?;
+        Ok(parse_runlog_lines(&path, &text)?
+            .into_iter()
+            .map(|(event, line)| (event, line.to_owned()))
+            .collect())
+    }
+
+    async fn read_runlog(&self, id: &RunId) -> Result<(PathBuf, String), StoreError> {
+        let path = self.run_dir(id).join(RUNLOG_FILE);
+        match tokio::fs::read_to_string(&path).await {
+            Ok(text) => Ok((path, text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(StoreError::NotFound(id.clone()))
+            }
+            Err(e) => Err(io_error("cannot read", &path, &e)),
+        }
     }
 
     /// The ids of every run directory, oldest first.
@@ -197,14 +221,7 @@ impl RunStore for FsRunStore {
     }
 
     async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-        let path = self.run_dir(id).join(RUNLOG_FILE);
-        let text = match tokio::fs::read_to_string(&path).await {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(StoreError::NotFound(id.clone()));
-            }
-            Err(e) => return Err(io_error("cannot read", &path, &e)),
-        };
+        let (path, text) = self.read_runlog(id).await?;
         log::parse_runlog(&path, &text)
     }
 }

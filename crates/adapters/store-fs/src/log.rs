@@ -175,21 +175,40 @@ fn run_name(path: &Path) -> String {
     )
 }
 
-/// Parses a whole runlog. A last line without its newline that does not parse is what a
-/// process killed mid-write leaves; it is skipped with a warning instead of failing the read.
+/// Parses a whole runlog. A last line without its newline is what a process killed
+/// mid-write (or a full disk) leaves; it is skipped with a warning instead of failing the
+/// read, even when it happens to be whole JSON: continuing the run cuts it
+/// ([`FileRunLog::trim_torn_tail`]) and writes another event at its `seq`, so a reader that
+/// took it (the store's index, issue #26) would keep an event the runlog does not have. An
+/// event is in the runlog once its newline is.
 pub(crate) fn parse_runlog(path: &Path, text: &str) -> Result<Vec<RunEvent>, StoreError> {
-    let complete = text.ends_with('\n');
-    let lines: Vec<&str> = text.lines().collect();
-    let mut events = Vec::with_capacity(lines.len());
-    for (index, line) in lines.iter().enumerate() {
+    Ok(parse_runlog_lines(path, text)?
+        .into_iter()
+        .map(|(event, _)| event)
+        .collect())
+}
+
+/// [`parse_runlog`], each event with its line as written (without its newline): a store
+/// that indexes the runlog keeps the very line.
+pub fn parse_runlog_lines<'a>(
+    path: &Path,
+    text: &'a str,
+) -> Result<Vec<(RunEvent, &'a str)>, StoreError> {
+    // Everything after the last newline is not (yet) a line of the runlog.
+    let (whole, torn) = match text.rfind('\n') {
+        Some(end) => text.split_at(end + 1),
+        None => ("", text),
+    };
+    if !torn.trim().is_empty() {
+        tracing::warn!(path = %path.display(), "skipping a last runlog line without its newline");
+    }
+    let mut events = Vec::new();
+    for (index, line) in whole.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         match serde_json::from_str::<RunEvent>(line) {
-            Ok(event) => events.push(event),
-            Err(e) if !complete && index + 1 == lines.len() => {
-                tracing::warn!(path = %path.display(), error = %e, "skipping a partial last runlog line");
-            }
+            Ok(event) => events.push((event, line)),
             Err(e) => {
                 return Err(StoreError::Corrupt {
                     path: path.to_path_buf(),

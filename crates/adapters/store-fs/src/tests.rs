@@ -127,6 +127,43 @@ fn partial_last_line_is_skipped_but_corrupt_middle_is_reported() {
     assert!(err.to_string().contains("runlog.jsonl:2"), "{err}");
 }
 
+/// Issue #26: a last line that is whole JSON but lacks its newline is not an event of the
+/// runlog either: continuing the run cuts it and writes another event at its `seq`, so a
+/// reader that took it (the store's index) kept an event the runlog no longer has.
+#[tokio::test]
+async fn issue_26_a_whole_last_line_without_its_newline_is_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsRunStore::new(dir.path());
+    let id = RunId::parse("20260101-000000-000-aaaaaaaa").unwrap();
+    let run = store.create_run(id.clone()).await.unwrap();
+    run.log
+        .append(&event(0, EventKind::RunStart, json!({})))
+        .await
+        .unwrap();
+    drop(run);
+    let path = store.run_dir(&id).join(RUNLOG_FILE);
+    let torn = serde_json::to_string(&event(1, EventKind::LlmRequest, json!({}))).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut file, torn.as_bytes()).unwrap();
+    drop(file);
+    // Read as the resume will leave it: without the line it cuts.
+    let read = store.read_events(&id).await.unwrap();
+    assert_eq!(read.iter().map(|e| e.seq).collect::<Vec<_>>(), [0]);
+    let lines = store.read_event_lines(&id).await.unwrap();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(
+        lines[0].1,
+        serde_json::to_string(&event(0, EventKind::RunStart, json!({}))).unwrap()
+    );
+    let (_, reopened) = store.reopen(&id).await.unwrap();
+    drop(reopened);
+    assert_eq!(store.read_events(&id).await.unwrap(), read);
+    assert!(std::fs::read_to_string(&path).unwrap().ends_with("}\n"));
+}
+
 #[tokio::test]
 async fn concurrent_appends_stay_whole_lines() {
     let dir = tempfile::tempdir().unwrap();

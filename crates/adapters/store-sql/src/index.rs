@@ -30,10 +30,14 @@ pub(crate) fn tool_of(event: &RunEvent) -> Option<String> {
 /// databases' limits on bound values.
 const EVENTS_PER_STATEMENT: usize = 100;
 
-/// Records events unless they are already there, many to a statement.
+/// Records events many to a statement. An event already there at its `(run_id, seq)` is
+/// kept, unless `replace` and its line differs: a caller writing what the runlog has now
+/// (the source of truth) replaces what an earlier process indexed at that `seq` (issue #26:
+/// a torn last line indexed, then cut by `fabric resume`, which wrote another event there).
 pub(crate) async fn insert_events(
     tx: &mut Tx,
     events: &[(&str, &RunEvent, Option<&str>)],
+    replace: bool,
 ) -> Result<(), sqlx::Error> {
     for chunk in events.chunks(EVENTS_PER_STATEMENT) {
         let mut sql =
@@ -64,7 +68,15 @@ pub(crate) async fn insert_events(
                 Arg::Text(line),
             ]);
         }
-        sql.push_str(" ON CONFLICT (run_id, seq) DO NOTHING");
+        sql.push_str(if replace {
+            // Only a differing line is rewritten: the same line (the usual case, and every
+            // event of a queued run, inserted under its fence first) costs no write.
+            " ON CONFLICT (run_id, seq) DO UPDATE SET ts = excluded.ts, kind = excluded.kind, \
+             step = excluded.step, tool = excluded.tool, line = excluded.line \
+             WHERE events.line <> excluded.line"
+        } else {
+            " ON CONFLICT (run_id, seq) DO NOTHING"
+        });
         tx.execute(&sql, args).await?;
     }
     Ok(())
@@ -240,16 +252,19 @@ pub(crate) async fn delete_document(
     tx.execute(sql, vec![run_id.into()]).await.map(drop)
 }
 
-/// Indexes a whole run from its runlog's events: events, row, and document when it ended.
+/// Indexes a whole run from its runlog's events with their lines: events (replacing any
+/// that differ from the runlog's), row, and document when it ended.
 pub(crate) async fn index_run(
     tx: &mut Tx,
     backend: Backend,
     run: &RunSummary,
-    events: &[RunEvent],
+    events: &[(RunEvent, String)],
 ) -> Result<(), sqlx::Error> {
-    let lines: Vec<(&str, &RunEvent, Option<&str>)> =
-        events.iter().map(|e| (run.id.as_str(), e, None)).collect();
-    insert_events(tx, &lines).await?;
+    let lines: Vec<(&str, &RunEvent, Option<&str>)> = events
+        .iter()
+        .map(|(e, line)| (run.id.as_str(), e, Some(line.as_str())))
+        .collect();
+    insert_events(tx, &lines, true).await?;
     upsert_run(tx, run, true).await?;
     if run.ended_at.is_some() {
         write_document(tx, backend, run).await?;

@@ -47,8 +47,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fabric_core::{
-    NewRun, RunCatalog, RunQuery, RunStore, SearchHit, SearchQuery, StatsQuery, StatsRow,
-    StoreError,
+    NewRun, Reindexed, RunCatalog, RunQuery, RunStore, SearchHit, SearchQuery, StatsQuery,
+    StatsRow, StoreError,
 };
 use fabric_domain::{RunEvent, RunId, RunSummary};
 use fabric_store_fs::FsRunStore;
@@ -252,7 +252,7 @@ impl RunCatalog for SqlStore {
         prune::prunable(self, before).await
     }
 
-    async fn reindex(&self) -> Result<usize, StoreError> {
+    async fn reindex(&self) -> Result<Reindexed, StoreError> {
         reconcile::reindex(self).await
     }
 

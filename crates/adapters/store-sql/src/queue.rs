@@ -10,7 +10,9 @@
 
 use async_trait::async_trait;
 use fabric_core::StoreError;
-use fabric_core::{ClaimedRun, NewRun, QueueSignal, QueuedCancel, Renewal, RunLog, RunQueue};
+use fabric_core::{
+    ClaimedRun, NewRun, QueueSignal, QueuedCancel, Release, Renewal, RunLog, RunQueue,
+};
 use fabric_domain::{RunEvent, RunId, RunSummary};
 use fabric_store_fs::{FileRunLog, RUNLOG_FILE};
 use serde_json::Value;
@@ -98,7 +100,7 @@ impl RunQueue for SqlStore {
                      WHERE run_id = (SELECT run_id FROM run_queue \
                         WHERE state = 'queued' OR (state = 'running' AND lease_until < {NOW}) \
                         ORDER BY enqueued_at, run_id LIMIT 1 FOR UPDATE SKIP LOCKED) \
-                     RETURNING run_id, request, fence, attempts"
+                     RETURNING run_id, request, fence, attempts, failures"
                 ),
                 vec![worker.into(), Arg::Real(lease.as_secs_f64())],
             )
@@ -115,6 +117,8 @@ impl RunQueue for SqlStore {
             request: serde_json::from_str(&request).unwrap_or(Value::Null),
             fence: row.int("fence").map_err(|e| self.err(&e))?,
             attempts: u32::try_from(row.int("attempts").map_err(|e| self.err(&e))?)
+                .unwrap_or(u32::MAX),
+            failures: u32::try_from(row.int("failures").map_err(|e| self.err(&e))?)
                 .unwrap_or(u32::MAX),
         }))
     }
@@ -159,14 +163,25 @@ impl RunQueue for SqlStore {
         Ok(out)
     }
 
-    async fn release(&self, id: &RunId, fence: i64, done: bool) -> Result<(), StoreError> {
+    async fn release(&self, id: &RunId, fence: i64, how: Release) -> Result<(), StoreError> {
         self.require_postgres()?;
-        let sql = if done {
-            "UPDATE run_queue SET state = 'done', lease_until = NULL WHERE run_id = $1 AND fence = $2"
-        } else {
-            "WITH back AS (UPDATE run_queue SET state = 'queued', owner = NULL, lease_until = NULL \
-             WHERE run_id = $1 AND fence = $2 AND state = 'running' RETURNING run_id) \
-             SELECT pg_notify('fabric_queue', run_id) FROM back"
+        let sql = match how {
+            Release::Done => {
+                "UPDATE run_queue SET state = 'done', lease_until = NULL WHERE run_id = $1 AND fence = $2"
+            }
+            Release::HandBack => {
+                "WITH back AS (UPDATE run_queue SET state = 'queued', owner = NULL, lease_until = NULL \
+                 WHERE run_id = $1 AND fence = $2 AND state = 'running' RETURNING run_id) \
+                 SELECT pg_notify('fabric_queue', run_id) FROM back"
+            }
+            // The failure is counted in the same statement that hands the run back, so a
+            // count is never lost nor doubled by a retry (the fence matches once).
+            Release::Failed => {
+                "WITH back AS (UPDATE run_queue SET state = 'queued', owner = NULL, lease_until = NULL, \
+                 failures = failures + 1 \
+                 WHERE run_id = $1 AND fence = $2 AND state = 'running' RETURNING run_id) \
+                 SELECT pg_notify('fabric_queue', run_id) FROM back"
+            }
         };
         self.inner
             .db
@@ -204,8 +219,12 @@ impl RunQueue for SqlStore {
             event.seq = u64::try_from(seq).unwrap_or(0);
             let line =
                 serde_json::to_string(&event).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
-            crate::index::insert_events(&mut tx, &[(id.as_str(), &event, Some(line.as_str()))])
-                .await?;
+            crate::index::insert_events(
+                &mut tx,
+                &[(id.as_str(), &event, Some(line.as_str()))],
+                false,
+            )
+            .await?;
             tx.execute(
                 "UPDATE runs SET status = 'cancelled', reason = $2, ended_at = $3, events = $4 WHERE id = $1",
                 vec![

@@ -4,17 +4,18 @@
 //!   existed (remembered per root in `fabric_meta`), and runs marked `running` whose runlog
 //!   on this machine has more lines than the index has events (a process killed between the
 //!   two writes).
-//! - `reindex()`: every runlog on disk the index lacks or is behind on, then the vector
-//!   index's counts and training (`vindex::refresh`).
+//! - `reindex()`: every runlog on disk the index lacks or is behind on, every run whose
+//!   indexed events differ from its runlog's lines (issue #26: the runlog's replace them),
+//!   then the vector index's counts and training (`vindex::refresh`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use fabric_core::{RunStore, StoreError};
-use fabric_domain::{RunId, RunSummary};
+use fabric_core::{Reindexed, StoreError};
+use fabric_domain::{RunEvent, RunId};
 use fabric_store_fs::RUNLOG_FILE;
 
 use crate::db::Arg;
-use crate::{SqlStore, index, vindex};
+use crate::{SqlStore, index, vindex, writer};
 
 /// The open-time part.
 pub(crate) async fn catch_up(store: &SqlStore) -> Result<usize, StoreError> {
@@ -28,7 +29,7 @@ pub(crate) async fn catch_up(store: &SqlStore) -> Result<usize, StoreError> {
         .await
         .map_err(|e| store.err(&e))?;
     if imported.is_none() {
-        let changed = reindex(store).await?;
+        let changed = reindex(store).await?.runs;
         db.execute(
             "INSERT INTO fabric_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             vec![key.as_str().into(), Arg::Text(fabric_core::unix_now().to_string())],
@@ -59,19 +60,20 @@ pub(crate) async fn catch_up(store: &SqlStore) -> Result<usize, StoreError> {
         let Some(lines) = runlog_lines(store, &id).await else {
             continue;
         };
-        if lines > usize::try_from(indexed).unwrap_or(0) && reindex_run(store, &id).await? {
+        if lines > usize::try_from(indexed).unwrap_or(0) && reindex_run(store, &id, false).await? {
             changed += 1;
         }
     }
     Ok(changed)
 }
 
-/// Every run on disk the index lacks, or has fewer events of than its runlog.
-pub(crate) async fn reindex(store: &SqlStore) -> Result<usize, StoreError> {
+/// Every run on disk the index lacks or is behind on, and every run whose indexed events
+/// disagree with its runlog's lines (repaired: the runlog's replace them).
+pub(crate) async fn reindex(store: &SqlStore) -> Result<Reindexed, StoreError> {
     let runs_dir = store.inner.fs.runs_dir();
     let mut entries = match tokio::fs::read_dir(&runs_dir).await {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Reindexed::default()),
         Err(e) => {
             return Err(StoreError::Io {
                 action: "cannot read",
@@ -89,7 +91,17 @@ pub(crate) async fn reindex(store: &SqlStore) -> Result<usize, StoreError> {
         .iter()
         .filter_map(|r| Some((r.text("id").ok()?, r.int("n").ok()?)))
         .collect();
-    let mut changed = 0;
+    // A queued run's events go to the database first and to its runlog second, and taking
+    // it over rebuilds the runlog from the database (docs/DURABILITY.md): the database is
+    // its truth, so it is only ever caught up, never "repaired" from a runlog.
+    let queued: HashSet<String> = db
+        .fetch_all("SELECT run_id FROM run_queue", vec![])
+        .await
+        .map_err(|e| store.err(&e))?
+        .iter()
+        .filter_map(|r| r.text("run_id").ok())
+        .collect();
+    let mut done = Reindexed::default();
     while let Ok(Some(entry)) = entries.next_entry().await {
         let Some(id) = entry
             .file_name()
@@ -98,34 +110,127 @@ pub(crate) async fn reindex(store: &SqlStore) -> Result<usize, StoreError> {
         else {
             continue;
         };
-        let Some(lines) = runlog_lines(store, &id).await else {
-            continue;
-        };
         let indexed = counts.get(id.as_str()).copied();
-        let behind = indexed.is_none_or(|n| lines > usize::try_from(n).unwrap_or(0));
-        if behind && reindex_run(store, &id).await? {
-            changed += 1;
+        let agreement = match indexed {
+            None => Agreement::Behind,
+            Some(n) if queued.contains(id.as_str()) => {
+                let Some(lines) = runlog_lines(store, &id).await else {
+                    continue;
+                };
+                if lines > usize::try_from(n).unwrap_or(0) {
+                    Agreement::Behind
+                } else {
+                    Agreement::Same
+                }
+            }
+            Some(n) => compare(store, &id, n).await?,
+        };
+        match agreement {
+            Agreement::Same => {}
+            Agreement::Behind => {
+                if reindex_run(store, &id, false).await? {
+                    done.runs += 1;
+                }
+            }
+            Agreement::Differs => {
+                if reindex_run(store, &id, true).await? {
+                    tracing::warn!(store = %store.inner.name, run = %id, "the index had events its runlog does not have; replaced them with the runlog's");
+                    done.runs += 1;
+                    done.repaired += 1;
+                }
+            }
         }
     }
     // The vector index too: counts, and lists to train (a database from before the index).
     vindex::refresh(store).await.map_err(|e| store.err(&e))?;
-    Ok(changed)
+    Ok(done)
 }
 
-/// The number of non-empty lines of a run's runlog on this machine, if it has one.
+/// How a run's index stands against its runlog.
+enum Agreement {
+    /// Every event the same (or the runlog cannot be read: nothing to compare with).
+    Same,
+    /// The index lacks some of the runlog's events, or its row counts fewer.
+    Behind,
+    /// The index has an event the runlog does not: at a `seq` the runlog lacks, or another
+    /// event at the same `seq`.
+    Differs,
+}
+
+/// Compares the indexed events of a run (whose row counts `row_events`) with its runlog.
+async fn compare(store: &SqlStore, id: &RunId, row_events: i64) -> Result<Agreement, StoreError> {
+    // The index first, the runlog second: a running run's line reaches its runlog before
+    // the index, so every event read here is in the runlog read next, and a run going on
+    // meanwhile never looks damaged.
+    let rows = store
+        .inner
+        .db
+        .fetch_all(
+            "SELECT seq, line FROM events WHERE run_id = $1 ORDER BY seq",
+            vec![id.as_str().into()],
+        )
+        .await
+        .map_err(|e| store.err(&e))?;
+    let logged = match store.inner.fs.read_event_lines(id).await {
+        Ok(logged) => logged,
+        Err(e @ (StoreError::Corrupt { .. } | StoreError::Io { .. })) => {
+            tracing::warn!(store = %store.inner.name, run = %id, error = %e, "cannot compare the index with an unreadable runlog");
+            return Ok(Agreement::Same);
+        }
+        Err(StoreError::NotFound(_)) => return Ok(Agreement::Same),
+        Err(e) => return Err(e),
+    };
+    let by_seq: HashMap<u64, &(RunEvent, String)> =
+        logged.iter().map(|pair| (pair.0.seq, pair)).collect();
+    let mut seen = HashSet::with_capacity(rows.len());
+    for row in &rows {
+        let (Ok(seq), Ok(line)) = (row.int("seq"), row.text("line")) else {
+            return Ok(Agreement::Differs);
+        };
+        let seq = u64::try_from(seq).unwrap_or(u64::MAX);
+        seen.insert(seq);
+        let Some((event, logged_line)) = by_seq.get(&seq) else {
+            return Ok(Agreement::Differs);
+        };
+        // A row indexed before lines were kept as written is the event re-serialised: the
+        // same event in other bytes is no difference.
+        if line != *logged_line
+            && serde_json::from_str::<RunEvent>(&line).ok().as_ref() != Some(event)
+        {
+            return Ok(Agreement::Differs);
+        }
+    }
+    let missing = logged.iter().any(|(event, _)| !seen.contains(&event.seq));
+    if missing || usize::try_from(row_events).unwrap_or(0) < logged.len() {
+        Ok(Agreement::Behind)
+    } else {
+        Ok(Agreement::Same)
+    }
+}
+
+/// The number of newline-terminated, non-empty lines of a run's runlog on this machine, if
+/// it has one (a last line without its newline is not one yet: docs/RUNLOG.md).
 async fn runlog_lines(store: &SqlStore, id: &RunId) -> Option<usize> {
     let path = store.inner.fs.run_dir(id).join(RUNLOG_FILE);
     let text = tokio::fs::read(&path).await.ok()?;
+    let whole = text
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(&text[..0], |end| &text[..=end]);
     Some(
-        text.split(|b| *b == b'\n')
+        whole
+            .split(|b| *b == b'\n')
             .filter(|l| l.iter().any(|b| !b.is_ascii_whitespace()))
             .count(),
     )
 }
 
 /// Indexes one run from its runlog; `false` when the runlog cannot be read (logged).
-async fn reindex_run(store: &SqlStore, id: &RunId) -> Result<bool, StoreError> {
-    let events = match store.inner.fs.read_events(id).await {
+/// `repair`: the index disagrees with the runlog, so the run's events are replaced by the
+/// runlog's (those it does not have go) and its row with the runlog's, even when the old
+/// row counted more events.
+async fn reindex_run(store: &SqlStore, id: &RunId, repair: bool) -> Result<bool, StoreError> {
+    let events = match store.inner.fs.read_event_lines(id).await {
         Ok(events) => events,
         Err(e @ (StoreError::Corrupt { .. } | StoreError::Io { .. })) => {
             tracing::warn!(store = %store.inner.name, run = %id, error = %e, "cannot index an unreadable runlog");
@@ -134,10 +239,24 @@ async fn reindex_run(store: &SqlStore, id: &RunId) -> Result<bool, StoreError> {
         Err(StoreError::NotFound(_)) => return Ok(false),
         Err(e) => return Err(e),
     };
-    let summary = RunSummary::from_events(id.clone(), &events);
+    let summary = writer::summarise(id, &events);
     let backend = store.inner.db.backend();
     let result = async {
         let mut tx = store.inner.db.begin().await?;
+        if repair {
+            tx.execute(
+                "DELETE FROM events WHERE run_id = $1",
+                vec![id.as_str().into()],
+            )
+            .await?;
+            // Rows only move forward (`upsert_run_rows`); the damaged row may count an
+            // event the runlog does not have, so it is let go of first.
+            tx.execute(
+                "UPDATE runs SET events = 0 WHERE id = $1",
+                vec![id.as_str().into()],
+            )
+            .await?;
+        }
         index::index_run(&mut tx, backend, &summary, &events).await?;
         tx.commit().await
     }

@@ -8,7 +8,7 @@
 use crate::db::{Arg, Backend, Db};
 
 /// The newest schema version this fabric knows.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// One migration: its version, what it does, and its SQL for each backend.
 struct Migration {
@@ -297,6 +297,15 @@ CREATE TABLE daily_spend (
     PRIMARY KEY (day, model_key)
 );
 "#,
+    },
+    Migration {
+        version: 7,
+        description: "run_queue.failures: claims that ended in an error, apart from takeovers (issue #26)",
+        // `attempts` counts claims, takeovers after a worker stopped included; a run is
+        // ended `failed` after its third failure, so failures are counted apart. Rows from
+        // before start at 0: their earlier claims are not known to have failed.
+        sqlite: "ALTER TABLE run_queue ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;",
+        postgres: "ALTER TABLE run_queue ADD COLUMN failures BIGINT NOT NULL DEFAULT 0;",
     },
 ];
 

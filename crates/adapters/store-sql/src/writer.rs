@@ -455,7 +455,9 @@ async fn write(writer: &mut Writer, batch: &Folded) {
             .iter()
             .map(|(run, event, line)| (run.as_str(), event, Some(line.as_str())))
             .collect();
-        index::insert_events(&mut tx, &lines).await?;
+        // The lines were just appended to their runlogs: they replace whatever an earlier
+        // process indexed at their `seq` (issue #26).
+        index::insert_events(&mut tx, &lines, true).await?;
         let rows: Vec<&RunSummary> = batch.rows.iter().map(|(row, _)| row).collect();
         index::upsert_run_rows(&mut tx, &rows, true).await?;
         let relinked: Vec<&RunSummary> = batch
@@ -501,7 +503,7 @@ async fn write(writer: &mut Writer, batch: &Folded) {
 
 /// Re-reads a run the writer fell behind on from its runlog, now that the database answers.
 async fn catch_up_run(writer: &mut Writer, backend: Backend, id: &RunId) {
-    let events = match writer.fs.read_events(id).await {
+    let events = match writer.fs.read_event_lines(id).await {
         Ok(events) => events,
         // Pruned meanwhile: nothing left to repair.
         Err(StoreError::NotFound(_)) => {
@@ -510,7 +512,7 @@ async fn catch_up_run(writer: &mut Writer, backend: Backend, id: &RunId) {
         }
         Err(_) => return,
     };
-    let summary = RunSummary::from_events(id.clone(), &events);
+    let summary = summarise(id, &events);
     let result = async {
         let mut tx = writer.db.begin().await?;
         index::index_run(&mut tx, backend, &summary, &events).await?;
@@ -520,4 +522,13 @@ async fn catch_up_run(writer: &mut Writer, backend: Backend, id: &RunId) {
     if result.is_ok() {
         writer.behind.remove(id);
     }
+}
+
+/// A run's summary folded from its runlog's events with their lines.
+pub(crate) fn summarise(id: &RunId, events: &[(RunEvent, String)]) -> RunSummary {
+    let mut summary = RunSummary::new(id.clone());
+    for (event, _) in events {
+        summary.apply(event);
+    }
+    summary
 }

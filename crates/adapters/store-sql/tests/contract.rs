@@ -14,7 +14,7 @@ use common::{Script, TestStore, events, run};
 use fabric_core::{
     QueryEmbedding, RunCatalog, RunQuery, RunStore, SearchQuery, StatsGroup, StatsQuery, StoreError,
 };
-use fabric_domain::{RunStatus, RunSummary};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, RunSummary};
 use fabric_store_fs::{FsRunStore, RUNLOG_FILE};
 use std::io::Write;
 
@@ -54,6 +54,7 @@ contract!(
     a_running_runs_row_follows_its_events_within_a_second,
     runs_from_before_the_store_are_imported_on_first_open,
     events_come_from_the_database_when_the_runlog_is_elsewhere,
+    issue_26_a_torn_but_whole_last_line_never_outlives_its_runlog,
 );
 
 fn all() -> RunQuery {
@@ -525,7 +526,7 @@ async fn prune_deletes_ended_runs_everywhere(t: &TestStore) {
     assert!(hits.is_empty());
     assert!(s.missing_embeddings("fake", 10).await.unwrap().len() == 1);
     // Nothing is left to reindex from the pruned run.
-    assert_eq!(s.reindex().await.unwrap(), 0);
+    assert_eq!(s.reindex().await.unwrap().runs, 0);
 }
 
 async fn a_kill_between_the_two_writes_is_caught_up(t: &TestStore) {
@@ -576,8 +577,8 @@ async fn a_kill_between_the_two_writes_is_caught_up(t: &TestStore) {
         format!("{text}{}\n", serde_json::to_string(&extra).unwrap()),
     )
     .unwrap();
-    assert_eq!(reopened.reindex().await.unwrap(), 1);
-    assert_eq!(reopened.reindex().await.unwrap(), 0, "idempotent");
+    assert_eq!(reopened.reindex().await.unwrap().runs, 1);
+    assert_eq!(reopened.reindex().await.unwrap().runs, 0, "idempotent");
     let row = reopened
         .list_runs(&all())
         .await
@@ -589,7 +590,7 @@ async fn a_kill_between_the_two_writes_is_caught_up(t: &TestStore) {
     // A run whose row never made it to the database at all.
     let fs = FsRunStore::new(t.root());
     let lost = run(&fs, &Script::default()).await;
-    assert_eq!(reopened.reindex().await.unwrap(), 1);
+    assert_eq!(reopened.reindex().await.unwrap().runs, 1);
     assert_eq!(
         reopened.get_run(&lost).await.unwrap().status,
         RunStatus::Completed
@@ -691,4 +692,152 @@ async fn a_running_runs_row_follows_its_events_within_a_second(t: &TestStore) {
     let reopened = t.reopen().await;
     let again = reopened.list_runs(&all()).await.unwrap().remove(0);
     assert_eq!(again, row);
+}
+
+/// The events the database has for a run, read with its runlog moved aside (a run's events
+/// are otherwise read from its runlog).
+async fn indexed(t: &TestStore, s: &fabric_store_sql::SqlStore, id: &RunId) -> Vec<RunEvent> {
+    let path = t.root().join("runs").join(id.as_str()).join(RUNLOG_FILE);
+    let aside = path.with_extension("aside");
+    std::fs::rename(&path, &aside).unwrap();
+    let events = s.read_events(id).await;
+    std::fs::rename(&aside, &path).unwrap();
+    events.unwrap()
+}
+
+/// What an older fabric's index may hold: `line` at `seq` of run `id`, whatever was there.
+async fn plant(t: &TestStore, id: &RunId, event: &RunEvent) {
+    use sqlx::Connection;
+    let line = serde_json::to_string(event).unwrap();
+    let seq = i64::try_from(event.seq).unwrap();
+    // The same statements on either driver's connection.
+    macro_rules! plant_on {
+        ($conn:expr) => {{
+            sqlx::query("DELETE FROM events WHERE run_id = $1 AND seq = $2")
+                .bind(id.as_str())
+                .bind(seq)
+                .execute(&mut $conn)
+                .await
+                .unwrap();
+            sqlx::query(
+                "INSERT INTO events (run_id, seq, ts, kind, step, tool, line) VALUES ($1, $2, $3, $4, NULL, NULL, $5)",
+            )
+            .bind(id.as_str())
+            .bind(seq)
+            .bind(event.ts)
+            .bind(event.kind.as_str())
+            .bind(line)
+            .execute(&mut $conn)
+            .await
+            .unwrap();
+            $conn.close().await.unwrap();
+        }};
+    }
+    match &t.url {
+        None => {
+            let mut conn = sqlx::SqliteConnection::connect_with(
+                &sqlx::sqlite::SqliteConnectOptions::new()
+                    .filename(t.root().join(fabric_store_sql::SQLITE_FILE)),
+            )
+            .await
+            .unwrap();
+            plant_on!(conn);
+        }
+        Some(url) => {
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            plant_on!(conn);
+        }
+    }
+}
+
+/// Issue #26 (found by the kill -9 soak): a process killed with its last line written whole
+/// but without its newline. The store that opens next must not index that line: `fabric
+/// resume` cuts it and writes another event at its `seq`, and the index kept the cut one for
+/// good. And an index an older fabric damaged so is repaired by `fabric index rebuild`.
+async fn issue_26_a_torn_but_whole_last_line_never_outlives_its_runlog(t: &TestStore) {
+    let s = &t.store;
+    let new = s.create_run(fabric_core::new_run_id()).await.unwrap();
+    let id = new.id.clone();
+    let script = events(&id, &Script::default());
+    for event in &script[..2] {
+        new.log.append(event).await.unwrap();
+    }
+    s.flush().await;
+    drop(new);
+    // Killed with the tool call written but for its newline.
+    let path = t.root().join("runs").join(id.as_str()).join(RUNLOG_FILE);
+    let torn = script[2].clone();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    file.write_all(serde_json::to_string(&torn).unwrap().as_bytes())
+        .unwrap();
+    drop(file);
+
+    // A new process opens the store (catching up with running runs) and continues the run:
+    // the torn line is cut, and the model asked again chose another call.
+    let reopened = t.reopen().await;
+    let run = reopened.reopen_run(&id).await.unwrap();
+    let mut again = torn.clone();
+    again.payload =
+        serde_json::json!({"tool": "search_runs", "call_id": "c2", "args": {"query": "quokka"}});
+    run.log.append(&again).await.unwrap();
+    for event in &script[3..] {
+        run.log.append(event).await.unwrap();
+    }
+    reopened.flush().await;
+    drop(run);
+    let logged = FsRunStore::new(t.root()).read_events(&id).await.unwrap();
+    assert_eq!(logged[2], again);
+    assert_eq!(
+        indexed(t, &reopened, &id).await,
+        logged,
+        "the index has what the runlog has"
+    );
+    assert_eq!(reopened.get_run(&id).await.unwrap().events, 5);
+    assert_eq!(
+        reopened.reindex().await.unwrap(),
+        fabric_core::Reindexed::default(),
+        "nothing to repair"
+    );
+
+    // An index an older fabric left: the cut event at seq 2, and one past the runlog's end.
+    plant(t, &id, &torn).await;
+    let mut beyond = script[4].clone();
+    beyond.seq = 5;
+    beyond.kind = EventKind::Unknown;
+    plant(t, &id, &beyond).await;
+    assert_ne!(indexed(t, &reopened, &id).await, logged);
+    assert_eq!(
+        reopened.reindex().await.unwrap(),
+        fabric_core::Reindexed {
+            runs: 1,
+            repaired: 1
+        }
+    );
+    assert_eq!(indexed(t, &reopened, &id).await, logged);
+    let row = reopened
+        .list_runs(&all())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.id == id)
+        .unwrap();
+    assert_eq!(row, RunSummary::from_events(id.clone(), &logged));
+    assert_eq!(
+        reopened.reindex().await.unwrap(),
+        fabric_core::Reindexed::default(),
+        "idempotent"
+    );
+    // The run's words are searched from the runlog's events, not the cut one's.
+    let hits = reopened
+        .search(&SearchQuery {
+            text: "quokka".into(),
+            limit: 5,
+            ..SearchQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
 }

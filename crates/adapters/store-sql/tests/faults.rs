@@ -184,7 +184,7 @@ async fn postgres_dropping_mid_run_does_not_fail_the_run_and_reindex_repairs_it(
     store.flush().await;
 
     cluster.start_server().unwrap();
-    assert_eq!(store.reindex().await.unwrap(), 1);
+    assert_eq!(store.reindex().await.unwrap().runs, 1);
     let row = store
         .list_runs(&RunQuery {
             limit: 5,
@@ -195,4 +195,55 @@ async fn postgres_dropping_mid_run_does_not_fail_the_run_and_reindex_repairs_it(
         .remove(0);
     assert_eq!((row.status, row.events), (RunStatus::Completed, 5));
     store.close().await;
+}
+
+/// Issue #26: the queue counts a run's failures apart from its claims. Takeovers after a
+/// worker stopped (its lease ran out) and hand-backs at shutdown are claims, not failures;
+/// a release as failed counts one, once, and only under the current fence.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_26_the_queue_counts_failures_not_takeovers() {
+    use fabric_core::{Release, RunQueue};
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    let s = &t.store;
+    let id = new_run_id();
+    assert!(
+        s.enqueue(&id, &serde_json::json!({"prompt": "x"}), None)
+            .await
+            .unwrap()
+    );
+    let short = Duration::from_millis(200);
+    let claim = async |worker: &str, lease: Duration| {
+        let claimed = s.claim(worker, lease).await.unwrap().unwrap();
+        assert_eq!(claimed.id, id);
+        claimed
+    };
+    // Two workers killed in turn: each lease runs out and the next worker takes over.
+    let first = claim("w1", short).await;
+    assert_eq!((first.attempts, first.failures), (1, 0));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let second = claim("w2", short).await;
+    assert_eq!((second.attempts, second.failures), (2, 0));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let third = claim("w3", Duration::from_secs(30)).await;
+    assert_eq!((third.attempts, third.failures), (3, 0));
+    // Its first real failure.
+    s.release(&id, third.fence, Release::Failed).await.unwrap();
+    let fourth = claim("w4", Duration::from_secs(30)).await;
+    assert_eq!((fourth.attempts, fourth.failures), (4, 1));
+    // A stale worker's release (an older fence) counts nothing; a shutdown's hand-back
+    // neither.
+    s.release(&id, third.fence, Release::Failed).await.unwrap();
+    s.release(&id, fourth.fence, Release::HandBack)
+        .await
+        .unwrap();
+    let fifth = claim("w5", Duration::from_secs(30)).await;
+    assert_eq!((fifth.attempts, fifth.failures), (5, 1));
+    s.release(&id, fifth.fence, Release::Done).await.unwrap();
+    assert!(s.claim("w6", short).await.unwrap().is_none());
 }

@@ -15,12 +15,12 @@ pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, T
 pub use embed::EmbeddingClient;
 pub use ledger::{DaySpend, SpendLedger};
 pub use observer::{EventSink, NoopObserver, RunObserver};
-pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Renewal, RunQueue};
+pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Release, Renewal, RunQueue};
 pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice};
 pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};
 pub use staging::{Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager};
 pub use store::{
-    NewRun, QueryEmbedding, RunCatalog, RunLog, RunQuery, RunStore, SearchHit, SearchQuery,
-    StatsGroup, StatsQuery, StatsRow, StoreError,
+    NewRun, QueryEmbedding, Reindexed, RunCatalog, RunLog, RunQuery, RunStore, SearchHit,
+    SearchQuery, StatsGroup, StatsQuery, StatsRow, StoreError,
 };
 pub use tool::{Tool, ToolContext, ToolError};

@@ -22,8 +22,25 @@ pub struct ClaimedRun {
     /// out while it was paused) cannot write to it any more.
     pub fence: i64,
     /// How many times the run was claimed, this claim included (more than 1: it was taken
-    /// over from a worker that stopped).
+    /// over from a worker that stopped, or handed back).
     pub attempts: u32,
+    /// How many earlier claims ended in an error of the run's own ([`Release::Failed`]). A
+    /// takeover after a worker stopped (killed, paused past its lease) or a hand-back at
+    /// shutdown is not one: a run fails after its third *failure*, not its third claim
+    /// (issue #26: two worker kills used the allowance up).
+    pub failures: u32,
+}
+
+/// How a worker lets go of a claimed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Its end is recorded: it is done.
+    Done,
+    /// Back to the queue for another worker to continue (this one stops: shutdown).
+    HandBack,
+    /// Back to the queue after an error of its own on this worker, counted in
+    /// [`ClaimedRun::failures`].
+    Failed,
 }
 
 /// What renewing one lease found.
@@ -70,9 +87,8 @@ pub trait RunQueue: Send + Sync {
         lease: Duration,
     ) -> Result<Vec<Renewal>, StoreError>;
 
-    /// Lets go of a claimed run: `done` (its end is recorded), or back to the queue for
-    /// another worker to continue (this one stops). Ignored with an older fence.
-    async fn release(&self, id: &RunId, fence: i64, done: bool) -> Result<(), StoreError>;
+    /// Lets go of a claimed run (see [`Release`]). Ignored with an older fence.
+    async fn release(&self, id: &RunId, fence: i64, how: Release) -> Result<(), StoreError>;
 
     /// Asks to cancel a run wherever it is.
     async fn cancel(&self, id: &RunId) -> Result<QueuedCancel, StoreError>;

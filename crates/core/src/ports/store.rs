@@ -236,6 +236,16 @@ pub struct StatsRow {
     pub tool_error_rate: Option<f64>,
 }
 
+/// What [`RunCatalog::reindex`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reindexed {
+    /// Runs brought up to date from their runlogs (lacking, behind, or repaired).
+    pub runs: usize,
+    /// Of those, runs whose indexed events disagreed with their runlog (an event the runlog
+    /// does not have, or another at the same `seq`: issue #26), replaced by the runlog's.
+    pub repaired: usize,
+}
+
 /// What the store knows across runs: search, stats, embeddings and pruning. Implemented by
 /// the database-backed store; the engine never needs it.
 #[async_trait]
@@ -262,9 +272,10 @@ pub trait RunCatalog: RunStore {
     async fn prune(&self, before: f64) -> Result<Vec<RunId>, StoreError>;
     /// The runs [`RunCatalog::prune`] would delete now, deleting nothing (`--dry-run`).
     async fn prunable(&self, before: f64) -> Result<Vec<RunId>, StoreError>;
-    /// Brings the store up to date with the runlogs on disk (runs it lacks or is behind on);
-    /// returns how many runs changed.
-    async fn reindex(&self) -> Result<usize, StoreError>;
+    /// Brings the store up to date with the runlogs on disk (runs it lacks or is behind on,
+    /// and runs whose indexed events differ from their runlog's, which the runlog's
+    /// replace); says how many runs changed.
+    async fn reindex(&self) -> Result<Reindexed, StoreError>;
     /// The store, safe to print (`sqlite:/path`, `postgres://host/db`).
     fn describe(&self) -> String;
 }

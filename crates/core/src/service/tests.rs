@@ -321,3 +321,210 @@ async fn shutdown_abandons_preparations_and_refuses_new_runs() {
         Some(ServiceError::ShuttingDown)
     );
 }
+
+/// A queue for one worker's decisions: `started` says no the first time it is asked (the
+/// claimed run starts fresh) and yes after; releases and cancellations are recorded; a
+/// renewal runs `on_renew` (what happens here during its round trip) and keeps nothing.
+struct FakeQueue {
+    store: Arc<MemStore>,
+    asked_started: std::sync::atomic::AtomicUsize,
+    releases: Mutex<Vec<(RunId, i64, crate::ports::Release)>>,
+    on_renew: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl FakeQueue {
+    fn new(store: Arc<MemStore>) -> Self {
+        Self {
+            store,
+            asked_started: std::sync::atomic::AtomicUsize::new(0),
+            releases: Mutex::new(Vec::new()),
+            on_renew: Mutex::new(None),
+        }
+    }
+
+    fn releases(&self) -> Vec<(RunId, i64, crate::ports::Release)> {
+        self.releases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+fn not_here<T>() -> Result<T, StoreError> {
+    Err(StoreError::InvalidQuery("not used by this test".to_owned()))
+}
+
+#[async_trait]
+impl crate::ports::RunQueue for FakeQueue {
+    async fn enqueue(&self, _: &RunId, _: &Value, _: Option<u64>) -> Result<bool, StoreError> {
+        not_here()
+    }
+    async fn claim(
+        &self,
+        _: &str,
+        _: Duration,
+    ) -> Result<Option<crate::ports::ClaimedRun>, StoreError> {
+        not_here()
+    }
+    async fn renew(
+        &self,
+        _: &str,
+        runs: &[(RunId, i64)],
+        _: Duration,
+    ) -> Result<Vec<crate::ports::Renewal>, StoreError> {
+        let hook = self
+            .on_renew
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(hook) = hook {
+            hook();
+        }
+        Ok(runs
+            .iter()
+            .map(|_| crate::ports::Renewal {
+                kept: false,
+                cancel_requested: false,
+            })
+            .collect())
+    }
+    async fn release(
+        &self,
+        id: &RunId,
+        fence: i64,
+        how: crate::ports::Release,
+    ) -> Result<(), StoreError> {
+        self.releases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((id.clone(), fence, how));
+        Ok(())
+    }
+    async fn cancel(&self, _: &RunId) -> Result<crate::ports::QueuedCancel, StoreError> {
+        not_here()
+    }
+    async fn started(&self, _: &RunId) -> Result<bool, StoreError> {
+        let asked = self
+            .asked_started
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(asked > 0)
+    }
+    async fn open_claimed(&self, id: &RunId, _: i64, _: bool) -> Result<NewRun, StoreError> {
+        self.store.create_run(id.clone()).await
+    }
+    async fn follow(
+        &self,
+        _: &RunId,
+        _: Option<u64>,
+    ) -> Result<tokio::sync::mpsc::Receiver<RunEvent>, StoreError> {
+        not_here()
+    }
+    async fn signals(
+        &self,
+    ) -> Result<tokio::sync::mpsc::Receiver<crate::ports::QueueSignal>, StoreError> {
+        not_here()
+    }
+}
+
+fn worker_config() -> WorkerConfig {
+    WorkerConfig {
+        id: "w1".to_owned(),
+        concurrency: 1,
+        lease: Duration::from_secs(30),
+        idle_poll: Duration::from_secs(1),
+    }
+}
+
+/// Issue #26: a run taken over twice after its workers were killed (its third claim) that
+/// then fails once (PostgreSQL down for longer than a write retries) goes back to the
+/// queue: it has failed once, not three times. It is ended `failed` at its third failure.
+/// Before the fix the queue counted claims, so this run was ended `failed` at once.
+#[tokio::test]
+async fn issue_26_takeovers_do_not_use_up_the_failure_allowance() {
+    for (failures, ended) in [(0, false), (1, false), (2, true)] {
+        let failing = Prep {
+            fail: Some(ServiceError::Store(
+                "cannot reach postgres://db/fabric".to_owned(),
+            )),
+            ..prep(Script::Complete)
+        };
+        let (service, store) = service(failing, None);
+        let queue = Arc::new(FakeQueue::new(Arc::clone(&store)));
+        let claims = ClaimedStore::new(
+            Arc::clone(&store) as Arc<dyn RunStore>,
+            Arc::clone(&queue) as Arc<dyn crate::ports::RunQueue>,
+        );
+        let id = crate::new_run_id();
+        let claimed = crate::ports::ClaimedRun {
+            id: id.clone(),
+            request: json!({"prompt": "go on"}),
+            fence: 3,
+            attempts: 3 + failures,
+            failures,
+        };
+        super::worker::run_claimed(&service, queue.as_ref(), &claims, "w1", claimed).await;
+        let how = if ended {
+            crate::ports::Release::Done
+        } else {
+            crate::ports::Release::Failed
+        };
+        assert_eq!(
+            queue.releases(),
+            [(id.clone(), 3, how)],
+            "after {failures} earlier failures"
+        );
+        if ended {
+            assert_eq!(store.kinds(&id), [EventKind::RunFailed]);
+            let events = store.read_events(&id).await.unwrap_or_default();
+            let reason = events[0].payload["reason"].as_str().unwrap_or_default();
+            assert!(reason.contains("failed on 3 workers"), "{reason}");
+        } else {
+            assert!(store.ids().is_empty(), "not ended: handed back");
+        }
+        assert_eq!(claims.fence_of(&id), None);
+    }
+}
+
+/// Issue #26: a run that ends normally while the renewal of its lease is on its way (the
+/// renewal then finds it done, not running) was reported "lost the lease" 6 ms after it
+/// completed. The renewal says so only of a run still held here; a run really taken over
+/// is still reported, revoked and stopped.
+#[tokio::test]
+async fn issue_26_a_run_that_ends_during_its_renewal_is_not_reported_lost() {
+    let store = Arc::new(MemStore::default());
+    let queue = Arc::new(FakeQueue::new(Arc::clone(&store)));
+    let claims = Arc::new(ClaimedStore::new(
+        Arc::clone(&store) as Arc<dyn RunStore>,
+        Arc::clone(&queue) as Arc<dyn crate::ports::RunQueue>,
+    ));
+    let cancelled = Mutex::new(Vec::new());
+    let cancel = |id: &RunId| {
+        cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(id.clone());
+    };
+    let (ended, taken) = (crate::new_run_id(), crate::new_run_id());
+    claims.hold(ended.clone(), 1);
+    claims.hold(taken.clone(), 2);
+    // During the round trip, `ended` completes: `run_claimed` lets go of its claim, then
+    // marks it done in the queue, so its renewal is not kept.
+    let during = Arc::clone(&claims);
+    let done = ended.clone();
+    *queue.on_renew.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(move || {
+        assert!(during.drop_run(&done, 1));
+    }));
+    let lost = super::worker::renew_held(queue.as_ref(), &claims, &worker_config(), &cancel)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        lost,
+        vec![taken.clone()],
+        "only the run another worker took"
+    );
+    assert_eq!(
+        *cancelled.lock().unwrap_or_else(|e| e.into_inner()),
+        vec![taken]
+    );
+    assert!(claims.held().is_empty());
+}

@@ -16,7 +16,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::{ClaimedStore, RunService, ServiceError, Submission, TaskRequest};
-use crate::ports::{ClaimedRun, QueueSignal, RunQueue};
+use crate::ports::{ClaimedRun, QueueSignal, Release, RunQueue, StoreError};
 
 /// How a worker works.
 #[derive(Debug, Clone)]
@@ -114,7 +114,7 @@ impl Worker {
         let _ = tokio::time::timeout(Duration::from_secs(10), self.service.drained()).await;
         for (id, fence) in held {
             self.claims.drop_run(&id, fence);
-            if let Err(e) = self.queue.release(&id, fence, false).await {
+            if let Err(e) = self.queue.release(&id, fence, Release::HandBack).await {
                 tracing::warn!(run_id = %id, error = %e, "cannot hand a run back to the queue; it is taken over when its lease runs out");
             }
         }
@@ -157,34 +157,58 @@ impl Worker {
                     () = tokio::time::sleep(every) => {}
                     () = stop.cancelled() => return,
                 }
-                let held = claims.held();
-                if held.is_empty() {
-                    continue;
-                }
-                let renewals = match queue.renew(&config.id, &held, config.lease).await {
-                    Ok(renewals) => renewals,
-                    Err(e) => {
-                        tracing::warn!(worker = %config.id, error = %e, "cannot renew leases; retrying");
-                        continue;
-                    }
+                let cancel = |id: &RunId| {
+                    service.cancel(id);
                 };
-                for ((id, fence), renewal) in held.iter().zip(renewals) {
-                    if !renewal.kept {
-                        claims.revoke(id, *fence);
-                        claims.drop_run(id, *fence);
-                        service.cancel(id);
-                        tracing::warn!(worker = %config.id, run_id = %id, "lost the lease of this run (it stalled past its lease and another worker took it over): stopped it here without writing to it");
-                    } else if renewal.cancel_requested {
-                        service.cancel(id);
-                    }
+                if let Err(e) = renew_held(queue.as_ref(), &claims, &config, &cancel).await {
+                    tracing::warn!(worker = %config.id, error = %e, "cannot renew leases; retrying");
                 }
             }
         })
     }
 }
 
+/// One round of renewals: renews every lease held, stops (through `cancel`) the runs it
+/// lost and passes on cancellations; returns the runs lost.
+///
+/// The list of runs is taken before the round trip, so a run may end here meanwhile: it
+/// marks itself done in the queue (after letting go of its claim), and its renewal then
+/// finds it no longer running. Such a run was not lost: a renewal not kept counts only
+/// while the run is still held with that fence, so "lost the lease" is said only of runs
+/// another worker took (issue #26: a false alarm 6 ms after a run completed).
+pub(super) async fn renew_held(
+    queue: &dyn RunQueue,
+    claims: &ClaimedStore,
+    config: &WorkerConfig,
+    cancel: &(dyn Fn(&RunId) + Sync),
+) -> Result<Vec<RunId>, StoreError> {
+    let held = claims.held();
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    let renewals = queue.renew(&config.id, &held, config.lease).await?;
+    let mut lost = Vec::new();
+    for ((id, fence), renewal) in held.iter().zip(renewals) {
+        if !renewal.kept {
+            // `run_claimed` lets go of its claim before it releases the run in the queue,
+            // so a run released while its renewal was on the way is no longer held here.
+            if claims.fence_of(id) != Some(*fence) {
+                continue;
+            }
+            claims.revoke(id, *fence);
+            claims.drop_run(id, *fence);
+            cancel(id);
+            tracing::warn!(worker = %config.id, run_id = %id, "lost the lease of this run (it stalled past its lease and another worker took it over): stopped it here without writing to it");
+            lost.push(id.clone());
+        } else if renewal.cancel_requested {
+            cancel(id);
+        }
+    }
+    Ok(lost)
+}
+
 /// Runs one claimed run to its end and marks it done, unless it was lost meanwhile.
-async fn run_claimed(
+pub(super) async fn run_claimed(
     service: &RunService,
     queue: &dyn RunQueue,
     claims: &ClaimedStore,
@@ -196,6 +220,7 @@ async fn run_claimed(
         request,
         fence,
         attempts,
+        failures,
     } = claimed;
     claims.hold(id.clone(), fence);
     // Started before (a run taken over): continued from what it recorded. Asked of the
@@ -205,7 +230,7 @@ async fn run_claimed(
         Err(e) => {
             tracing::warn!(worker, run_id = %id, error = %e, "cannot tell whether a claimed run started; handing it back");
             if claims.drop_run(&id, fence) {
-                let _ = queue.release(&id, fence, false).await;
+                let _ = queue.release(&id, fence, Release::HandBack).await;
             }
             return;
         }
@@ -218,56 +243,61 @@ async fn run_claimed(
             ..Submission::new(TaskRequest::from_json(&request))
         }
     };
-    tracing::info!(worker, run_id = %id, fence, attempts, resumed = started, "claimed a run");
+    tracing::info!(worker, run_id = %id, fence, attempts, failures, resumed = started, "claimed a run");
     let outcome = match service.submit(submission) {
         Ok(handle) => handle.outcome().await,
         Err(e) => Err(e),
     };
-    let done = match &outcome {
-        Ok(_) => true,
+    let release = match &outcome {
+        Ok(_) => Release::Done,
         // A run that had ended before this claim (its worker stopped right after recording
         // the end) is simply done.
-        Err(ServiceError::AlreadyEnded(_)) => true,
+        Err(ServiceError::AlreadyEnded(_)) => Release::Done,
         // Given up here (lost to another worker, or handed back at shutdown): whoever gave
         // it up deals with the queue.
         Err(_) if claims.is_revoked(&id, fence) || claims.fence_of(&id) != Some(fence) => {
             return;
         }
-        // Stopped here before it went on (shutdown): back to the queue.
-        Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => false,
-        Err(e) => end_or_hand_back(service, queue, &id, fence, attempts, worker, e).await,
+        // Stopped here before it went on (shutdown): back to the queue, no failure.
+        Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => Release::HandBack,
+        Err(e) => end_or_hand_back(service, queue, &id, fence, failures, worker, e).await,
     };
+    // The claim goes first, the queue second: a renewal on its way meanwhile then sees the
+    // run is no longer held here (`renew_held`).
     if claims.drop_run(&id, fence)
-        && let Err(e) = queue.release(&id, fence, done).await
+        && let Err(e) = queue.release(&id, fence, release).await
     {
         tracing::warn!(worker, run_id = %id, error = %e, "cannot mark a run done in the queue");
     }
 }
 
-/// Claims of one run that may fail before it is ended `failed` rather than handed back.
-const MAX_ATTEMPTS: u32 = 3;
+/// Claims of one run that may fail (end in an error of the run's own) before it is ended
+/// `failed` rather than handed back. Takeovers after a worker stopped are not failures.
+const MAX_FAILURES: u32 = 3;
 
 /// A claimed run that stopped here without its end, for a reason of its own (a model that
-/// cannot be used, a store that refused a write): one that never started, or that failed on
-/// its last allowed attempt, is ended `failed` with the reason (so it is not claimed again
-/// and again); any other goes back to the queue for another worker. Whether it started is
-/// asked again of the shared store. Returns whether it is done.
+/// cannot be used, a store that refused a write): one that never started, or whose failure
+/// here is its last allowed one, is ended `failed` with the reason (so it is not claimed
+/// again and again); any other goes back to the queue for another worker, this failure
+/// counted. `failures`: those of earlier claims. Whether it started is asked again of the
+/// shared store. Returns how to release it.
 async fn end_or_hand_back(
     service: &RunService,
     queue: &dyn RunQueue,
     id: &RunId,
     fence: i64,
-    attempts: u32,
+    failures: u32,
     worker: &str,
     error: &ServiceError,
-) -> bool {
+) -> Release {
     let started = queue.started(id).await.unwrap_or(true);
-    if started && attempts < MAX_ATTEMPTS {
-        tracing::warn!(worker, run_id = %id, %error, attempts, "a claimed run stopped without its end; it goes back to the queue");
-        return false;
+    let failures = failures.saturating_add(1);
+    if started && failures < MAX_FAILURES {
+        tracing::warn!(worker, run_id = %id, %error, failures, "a claimed run stopped without its end; it goes back to the queue");
+        return Release::Failed;
     }
     let reason = if started {
-        format!("the run failed on {attempts} workers in turn, the last time with: {error}")
+        format!("the run failed on {failures} workers in turn, the last time with: {error}")
     } else {
         error.to_string()
     };
@@ -280,10 +310,10 @@ async fn end_or_hand_back(
     }
     .await;
     match written {
-        Ok(()) => true,
+        Ok(()) => Release::Done,
         Err(e) => {
             tracing::warn!(worker, run_id = %id, error = %e, "cannot record the end of a run that failed; it goes back to the queue");
-            false
+            Release::Failed
         }
     }
 }

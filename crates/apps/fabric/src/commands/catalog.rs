@@ -307,7 +307,8 @@ pub(crate) async fn index(cli: &Cli, command: &IndexCommand) -> anyhow::Result<u
             "{}",
             serde_json::to_string_pretty(&json!({
                 "store": RunCatalog::describe(store.as_ref()),
-                "runs_reindexed": reindexed,
+                "runs_reindexed": reindexed.runs,
+                "runs_repaired": reindexed.repaired,
                 "semantic": search.is_semantic(),
                 "embedded": report.embedded,
                 "embedding_stopped": report.stopped,
@@ -318,9 +319,16 @@ pub(crate) async fn index(cli: &Cli, command: &IndexCommand) -> anyhow::Result<u
         }
     } else {
         println!(
-            "{}: {reindexed} runs brought up to date from their runlogs",
-            RunCatalog::describe(store.as_ref())
+            "{}: {} runs brought up to date from their runlogs",
+            RunCatalog::describe(store.as_ref()),
+            reindexed.runs
         );
+        if reindexed.repaired > 0 {
+            println!(
+                "{} of them repaired: the index had events their runlogs do not have, now replaced by the runlogs'",
+                reindexed.repaired
+            );
+        }
         if search.is_semantic() {
             println!("{} runs embedded", report.embedded);
         } else {
