@@ -209,6 +209,7 @@ fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode) -> TaskForce<'a> {
         sandbox: Default::default(),
         lineage: None,
         fallback: None,
+        origin: Default::default(),
     }
 }
 

@@ -202,6 +202,7 @@ fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode, max_parallel: usize)
         sandbox: Default::default(),
         lineage: None,
         fallback: None,
+        origin: Default::default(),
     }
 }
 

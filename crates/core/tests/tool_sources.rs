@@ -241,6 +241,7 @@ async fn run(
         lineage: None,
         fallback: None,
         sandbox: Default::default(),
+        origin: Default::default(),
     };
     fabric_core::execute::execute_task_force(store, force, &NoopObserver, CancellationToken::new())
         .await

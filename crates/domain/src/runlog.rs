@@ -27,7 +27,8 @@ pub use payloads::{
     ToolResult,
 };
 pub use vocab::{
-    CallPurpose, McpStatus, RoutingMethod, SecurityEventType, TaskForceMode, ToolErrorType,
+    CallPurpose, McpStatus, RoutingMethod, RunOrigin, SecurityEventType, TaskForceMode,
+    ToolErrorType,
 };
 
 use crate::{DomainError, EventKind, RunEvent};

@@ -15,6 +15,9 @@ pub struct RunSummary {
     pub id: RunId,
     /// The run that delegated this one (`agent__<id>`), if any.
     pub parent_id: Option<RunId>,
+    /// Who started it (`run_start.origin`).
+    #[serde(default)]
+    pub origin: crate::runlog::RunOrigin,
     /// When it started, in seconds since the Unix epoch (its first event).
     pub started_at: f64,
     /// When it ended (its terminal event), or `None` while it goes on.
@@ -53,6 +56,7 @@ impl RunSummary {
         Self {
             id,
             parent_id: None,
+            origin: crate::runlog::RunOrigin::User,
             started_at: 0.0,
             ended_at: None,
             status: RunStatus::Running,
@@ -93,6 +97,12 @@ impl RunSummary {
             EventKind::RunStart => {
                 let start: StartFields = fields(event);
                 self.prompt = start.prompt.unwrap_or_default();
+                // Written before `origin` existed: a child is known by its parent.
+                self.origin = match (start.origin, &start.parent_run_id) {
+                    (Some(origin), _) => origin,
+                    (None, Some(_)) => crate::runlog::RunOrigin::Child,
+                    (None, None) => crate::runlog::RunOrigin::User,
+                };
                 self.parent_id = start.parent_run_id;
                 self.note_model(start.model_key, start.model);
             }
@@ -173,6 +183,8 @@ struct StartFields {
     prompt: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
     parent_run_id: Option<RunId>,
+    #[serde(default, deserialize_with = "lenient")]
+    origin: Option<crate::runlog::RunOrigin>,
     #[serde(default, deserialize_with = "lenient")]
     model_key: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
@@ -285,6 +297,8 @@ mod tests {
         let s = RunSummary::from_events(id("r"), &events);
         assert_eq!(s.prompt, "p");
         assert_eq!(s.parent_id, Some(id("q")));
+        // Written before `origin` existed: a child by its parent.
+        assert_eq!(s.origin, crate::runlog::RunOrigin::Child);
         assert_eq!(s.specialist_ids, ["a", "b"]);
         assert_eq!(s.model_keys, ["k", "k2"]);
         assert_eq!(s.models, ["m"]);

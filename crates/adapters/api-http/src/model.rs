@@ -501,6 +501,9 @@ pub struct StatsParams {
     /// Only runs started since (as in `GET /runs/search`).
     // The pattern is `formats::SINCE_PATTERN`, published by `openapi::publish_formats`.
     pub since: Option<String>,
+    /// Count replays, `fabric test` and `fabric eval` runs too (default `false`: the runs
+    /// people started, with their children and critics).
+    pub all: Option<bool>,
 }
 
 /// What `GET /stats` answers.

@@ -234,6 +234,7 @@ pub fn matches(run: &RunSummary, query: &RunQuery) -> bool {
             .as_ref()
             .is_none_or(|s| run.specialist_ids.contains(s))
         && query.since.is_none_or(|t| run.started_at >= t)
+        && query.origin.as_ref().is_none_or(|o| run.origin == *o)
 }
 
 #[cfg(test)]

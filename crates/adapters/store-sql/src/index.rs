@@ -83,9 +83,12 @@ pub(crate) async fn insert_events(
 }
 
 const RUN_COLUMNS: &str = "id, parent_id, prompt, specialist_ids, model_keys, models, status, reason, started_at, ended_at, \
-     steps, prompt_tokens, completion_tokens, total_tokens, tool_calls, tool_errors, events, summary, result";
+     steps, prompt_tokens, completion_tokens, total_tokens, tool_calls, tool_errors, events, summary, result, origin";
 
-/// Run rows per `INSERT` statement (19 values each, far under both databases' limits).
+/// Values per run row.
+const RUN_VALUES: usize = 20;
+
+/// Run rows per `INSERT` statement (20 values each, far under both databases' limits).
 const RUNS_PER_STATEMENT: usize = 50;
 /// `(id, run_id)` pairs per `INSERT` into the link tables.
 const LINKS_PER_STATEMENT: usize = 400;
@@ -126,16 +129,19 @@ pub(crate) async fn upsert_run_rows(
          ended_at = excluded.ended_at, steps = excluded.steps, prompt_tokens = excluded.prompt_tokens, \
          completion_tokens = excluded.completion_tokens, total_tokens = excluded.total_tokens, \
          tool_calls = excluded.tool_calls, tool_errors = excluded.tool_errors, events = excluded.events, \
-         summary = excluded.summary, result = excluded.result \
+         summary = excluded.summary, result = excluded.result, origin = excluded.origin \
          WHERE runs.events <= excluded.events"
     } else {
         "ON CONFLICT (id) DO NOTHING"
     };
     for chunk in runs.chunks(RUNS_PER_STATEMENT) {
         let mut values = Vec::with_capacity(chunk.len());
-        let mut args = Vec::with_capacity(chunk.len() * 19);
+        let mut args = Vec::with_capacity(chunk.len() * RUN_VALUES);
         for (i, run) in chunk.iter().enumerate() {
-            values.push(format!("({})", crate::db::placeholders(i * 19 + 1, 19)));
+            values.push(format!(
+                "({})",
+                crate::db::placeholders(i * RUN_VALUES + 1, RUN_VALUES)
+            ));
             args.extend([
                 run.id.as_str().into(),
                 Arg::OptText(run.parent_id.as_ref().map(|p| p.as_str().to_owned())),
@@ -156,6 +162,7 @@ pub(crate) async fn upsert_run_rows(
                 Arg::Int(int(run.events)),
                 Arg::OptText(run.summary.clone()),
                 Arg::OptText(run.result.as_ref().map(ToString::to_string)),
+                run.origin.as_str().into(),
             ]);
         }
         let sql = format!(

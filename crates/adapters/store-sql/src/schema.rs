@@ -8,7 +8,7 @@
 use crate::db::{Arg, Backend, Db};
 
 /// The newest schema version this fabric knows.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// One migration: its version, what it does, and its SQL for each backend.
 struct Migration {
@@ -306,6 +306,22 @@ CREATE TABLE daily_spend (
         // before start at 0: their earlier claims are not known to have failed.
         sqlite: "ALTER TABLE run_queue ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;",
         postgres: "ALTER TABLE run_queue ADD COLUMN failures BIGINT NOT NULL DEFAULT 0;",
+    },
+    Migration {
+        version: 8,
+        description: "runs.origin: who started a run (user, child, critic, replay, test, eval; issue #26)",
+        // Rows from before were people's runs or their children, known by their parent;
+        // replays and tests made before cannot be told apart and stay `user`.
+        sqlite: r#"
+ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT 'user';
+UPDATE runs SET origin = 'child' WHERE parent_id IS NOT NULL;
+CREATE INDEX runs_origin_id ON runs (origin, id);
+"#,
+        postgres: r#"
+ALTER TABLE runs ADD COLUMN origin TEXT COLLATE "C" NOT NULL DEFAULT 'user';
+UPDATE runs SET origin = 'child' WHERE parent_id IS NOT NULL;
+CREATE INDEX runs_origin_id ON runs (origin, id);
+"#,
     },
 ];
 

@@ -26,13 +26,18 @@ pub(crate) async fn stats(
     query: &StatsQuery,
 ) -> Result<Vec<StatsRow>, StoreError> {
     let mut args: Vec<Arg> = Vec::new();
-    let since = match query.since {
+    let mut filter = match query.since {
         Some(since) => {
             args.push(Arg::Real(since));
-            " AND r.started_at >= $1"
+            " AND r.started_at >= $1".to_owned()
         }
-        None => "",
+        None => String::new(),
     };
+    if !query.all {
+        // What people's runs did, not replays, tests or evaluations (issue #26).
+        filter.push_str(" AND r.origin IN ('user', 'child', 'critic')");
+    }
+    let since = filter.as_str();
     // `g` is the grouping relation: (key, run_id) pairs.
     let group = match query.by {
         StatsGroup::Specialist => "SELECT specialist_id AS key, run_id FROM run_specialists",

@@ -432,7 +432,11 @@ async fn stats_by_specialist_model_and_tool(t: &TestStore) {
     )
     .await;
     s.flush().await;
-    let stats = |by, since| StatsQuery { by, since };
+    let stats = |by, since| StatsQuery {
+        by,
+        since,
+        all: false,
+    };
     let rows = s.stats(&stats(StatsGroup::Specialist, None)).await.unwrap();
     assert_eq!(rows.len(), 2);
     let eng = &rows[0];

@@ -14,6 +14,7 @@ use fabric_core::search::RunSearch;
 use fabric_core::service::{
     PrepareContext, PreparedMember, PreparedTask, Preparer, Runnable, ServiceError, TaskRequest,
 };
+use fabric_domain::runlog::RunOrigin;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -232,7 +233,17 @@ pub(crate) async fn prepare(
             let (name, reason) = match &request.model {
                 Some(name) => (
                     name.clone(),
-                    format!("`{name}` given with --model; discovery skipped"),
+                    match request.origin {
+                        RunOrigin::Replay => {
+                            format!("`{name}` as recorded; `fabric replay` asks no server")
+                        }
+                        RunOrigin::Test => {
+                            format!(
+                                "`{name}`: the scenario's answers; `fabric test` asks no server"
+                            )
+                        }
+                        _ => format!("`{name}` given with --model; discovery skipped"),
+                    },
                 ),
                 None => {
                     // Marked, so the HTTP API can answer 503 with the reason; the text is
@@ -385,6 +396,7 @@ pub(crate) async fn prepare(
     )
     .with_cost_limit(limits.max_cost_usd);
     Ok(PreparedTask {
+        origin: request.origin,
         lineage: Lineage::root(Arc::new(budget)),
         share_parent_workspace: delegation.workspace == fabric_config::DelegationWorkspace::Shared,
         fallback,

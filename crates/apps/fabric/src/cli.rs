@@ -156,6 +156,9 @@ pub(crate) struct StatsArgs {
     /// duration back from now (7d).
     #[arg(long, value_name = "DATE")]
     pub(crate) since: Option<String>,
+    /// Count replays, `fabric test` and `fabric eval` runs too.
+    #[arg(long)]
+    pub(crate) all: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
@@ -286,6 +289,10 @@ pub(crate) enum LogsCommand {
         /// How many runs to show.
         #[arg(long, short = 'n', default_value_t = 20)]
         limit: usize,
+        /// Every run, not only those people started: delegated runs, critics' reviews,
+        /// replays, `fabric test` and `fabric eval` runs too, with their origin.
+        #[arg(long)]
+        all: bool,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,

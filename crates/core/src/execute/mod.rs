@@ -155,6 +155,8 @@ pub struct TaskForce<'a> {
     pub lineage: Option<crate::budget::Lineage>,
     /// The cloud model to fall back to, if any.
     pub fallback: Option<CloudFallback<'a>>,
+    /// Who started the run (`run_start.origin`).
+    pub origin: runlog::RunOrigin,
 }
 
 /// How a run ended.
@@ -270,6 +272,7 @@ impl Task {
             network_allowed: self.network_allowed,
             sandbox: self.sandbox,
             lineage: None,
+            origin: runlog::RunOrigin::User,
             fallback: None,
         }
     }

@@ -134,6 +134,7 @@ pub(super) async fn run(
                     model_key: first.model_key.clone(),
                     model: first.model.name.clone(),
                     model_reason: first.model_reason.clone(),
+                    origin: force.origin.clone(),
                     max_steps: force.max_steps,
                     network_allowed,
                     workspace: run.workspace.clone(),

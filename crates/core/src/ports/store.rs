@@ -95,6 +95,8 @@ pub struct RunQuery {
     pub specialist: Option<String>,
     /// Only runs started at or after this time (seconds since the Unix epoch).
     pub since: Option<f64>,
+    /// Only runs of this origin (`fabric logs list` shows `user` runs unless `--all`).
+    pub origin: Option<fabric_domain::runlog::RunOrigin>,
 }
 
 /// The append-only event log of one run.
@@ -207,6 +209,9 @@ pub struct StatsQuery {
     pub by: StatsGroup,
     /// Only runs started at or after this time (seconds since the Unix epoch).
     pub since: Option<f64>,
+    /// Replays, `fabric test` and `fabric eval` runs too; by default only what people's runs
+    /// did (with their children and critics) is counted.
+    pub all: bool,
 }
 
 /// The figures of one group.

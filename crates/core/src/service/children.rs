@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 use fabric_domain::RunId;
+use fabric_domain::runlog::RunOrigin;
 
 use super::{ParentRun, RunService, Submission, TaskRequest};
 use crate::delegate::ChildRunner;
@@ -22,7 +23,8 @@ impl ChildRunner for ServiceChildren {
         task: String,
         parent: &ToolContext,
     ) -> Result<RunOutcome, String> {
-        self.start(specialist, task, parent, false).await
+        self.start(specialist, task, parent, false, RunOrigin::Child)
+            .await
     }
 
     async fn run_child_in_workspace(
@@ -31,7 +33,9 @@ impl ChildRunner for ServiceChildren {
         task: String,
         parent: &ToolContext,
     ) -> Result<RunOutcome, String> {
-        self.start(specialist, task, parent, true).await
+        // Only the quality gate runs a child in the parent's own workspace: its critic.
+        self.start(specialist, task, parent, true, RunOrigin::Critic)
+            .await
     }
 
     async fn resume_child(
@@ -71,12 +75,14 @@ impl ServiceChildren {
         task: String,
         parent: &ToolContext,
         share_workspace: bool,
+        origin: RunOrigin,
     ) -> Result<RunOutcome, String> {
         let submission = Submission {
             request: TaskRequest {
                 prompt: task,
                 pack: vec![specialist.to_owned()],
                 network_allowed: Some(parent.network_allowed),
+                origin,
                 ..TaskRequest::default()
             },
             observer: None,

@@ -40,6 +40,9 @@ pub struct TaskRequest {
     /// model keys it recorded, whatever today's daily budgets say (a run under way is not
     /// stopped by them). Not part of the queued request.
     pub continued: bool,
+    /// Who asks (`run_start.origin`): a person by default; the service sets `child` and
+    /// `critic`, `fabric replay`, `test` and `eval` their own.
+    pub origin: fabric_domain::runlog::RunOrigin,
 }
 
 impl TaskRequest {
@@ -54,6 +57,7 @@ impl TaskRequest {
             "max_steps": self.max_steps,
             "stream": self.stream,
             "sandbox": self.sandbox,
+            "origin": self.origin,
         })
     }
 
@@ -85,6 +89,9 @@ impl TaskRequest {
                 .unwrap_or(false),
             sandbox: text("sandbox").as_deref().and_then(SandboxMode::parse),
             continued: false,
+            origin: text("origin")
+                .map(|o| fabric_domain::runlog::RunOrigin::from(o.as_str()))
+                .unwrap_or_default(),
         }
     }
 }
@@ -281,6 +288,8 @@ pub struct PreparedTask {
     pub share_parent_workspace: bool,
     /// The cloud model to fall back to, if configured.
     pub fallback: Option<PreparedFallback>,
+    /// Who asked (the request's origin).
+    pub origin: fabric_domain::runlog::RunOrigin,
 }
 
 impl PreparedTask {
@@ -310,6 +319,7 @@ impl PreparedTask {
             network_allowed: self.network_allowed,
             sandbox: self.sandbox.clone(),
             lineage: Some(self.lineage.clone()),
+            origin: self.origin.clone(),
             fallback: self
                 .fallback
                 .as_ref()

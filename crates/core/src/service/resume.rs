@@ -180,6 +180,8 @@ fn request_of(history: &RunHistory) -> Option<TaskRequest> {
             .and_then(|m| m.as_str())
             .and_then(SandboxMode::parse),
         continued: true,
+        // The continued run keeps who started it (`run_start` is not written again).
+        origin: start.origin.clone(),
     })
 }
 

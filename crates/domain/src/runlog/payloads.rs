@@ -14,7 +14,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 use super::vocab::{
-    CallPurpose, McpStatus, RoutingMethod, SecurityEventType, TaskForceMode, ToolErrorType,
+    CallPurpose, McpStatus, RoutingMethod, RunOrigin, SecurityEventType, TaskForceMode,
+    ToolErrorType,
 };
 use crate::{RunId, RunStatus, ToolLoading, Usage};
 
@@ -31,6 +32,10 @@ pub struct RunStart {
     pub model: String,
     /// How discovery chose the model, when it did.
     pub model_reason: Option<String>,
+    /// Who started the run; `user` in runlogs written before it existed (a child's is then
+    /// known by its `parent_run_id`).
+    #[serde(default)]
+    pub origin: RunOrigin,
     /// The step limit per member.
     pub max_steps: u32,
     /// Whether tools may use the network.

@@ -157,6 +157,36 @@ vocabulary! {
     }
 }
 
+vocabulary! {
+    /// `run_start.origin`: who started a run (issue #26). `fabric logs list` shows the runs
+    /// people started unless asked for all; stats count replays, tests and evaluations only
+    /// when asked.
+    #[derive(Default)]
+    pub enum RunOrigin {
+        /// A person or a client: the CLI, the HTTP API, the MCP server.
+        #[default]
+        User = "user",
+        /// A run delegated through `agent__<id>`.
+        Child = "child",
+        /// A critic's review in the quality gate.
+        Critic = "critic",
+        /// `fabric replay`.
+        Replay = "replay",
+        /// `fabric test`.
+        Test = "test",
+        /// `fabric eval`.
+        Eval = "eval",
+    }
+}
+
+impl RunOrigin {
+    /// Whether runs of this origin are counted in `fabric stats` by default: what people
+    /// and their runs' children and critics did, not replays, tests or evaluations.
+    pub fn counts_in_stats(&self) -> bool {
+        matches!(self, Self::User | Self::Child | Self::Critic)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

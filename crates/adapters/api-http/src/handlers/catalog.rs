@@ -139,6 +139,7 @@ pub(crate) async fn stats(
     let query = StatsQuery {
         by,
         since: since(params.since.as_deref())?,
+        all: params.all.unwrap_or(false),
     };
     let rows = search_of(&state)?
         .catalog()

@@ -243,6 +243,7 @@ pub(crate) async fn stats(cli: &Cli, args: &StatsArgs) -> anyhow::Result<u8> {
     let query = StatsQuery {
         by,
         since: since(args.since.as_deref())?,
+        all: args.all,
     };
     let store = wiring::open_store(&settings).await?;
     let rows = store.stats(&query).await?;

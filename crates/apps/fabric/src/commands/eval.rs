@@ -227,6 +227,8 @@ async fn attempt(
         ],
         model_key: Some(key.to_owned()),
         max_steps: task.max_steps,
+        // Kept out of `logs list` and `stats` unless asked (issue #24).
+        origin: fabric_domain::runlog::RunOrigin::Eval,
         ..TaskRequest::default()
     };
     let started = Instant::now();

@@ -14,11 +14,13 @@ use crate::wiring;
 pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
     match command {
-        LogsCommand::List { limit, json } => {
+        LogsCommand::List { limit, all, json } => {
             let store = wiring::open_store(&settings).await?;
             let runs = store
                 .list_runs(&fabric_core::RunQuery {
                     limit: *limit,
+                    // The runs people started, unless all are asked for (issue #26).
+                    origin: (!*all).then_some(fabric_domain::runlog::RunOrigin::User),
                     ..Default::default()
                 })
                 .await?;
@@ -28,27 +30,48 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
                     .map(|r| {
                         json!({"run_id": r.id, "started_at": r.started_at, "status": r.status,
                                "specialist_ids": r.specialist_ids, "prompt": r.prompt,
-                               "summary": r.summary, "events": r.events})
+                               "summary": r.summary, "events": r.events, "origin": r.origin,
+                               "parent_id": r.parent_id})
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(0);
             }
             if runs.is_empty() {
-                eprintln!("no runs in {}", settings.workspace.display());
+                eprintln!(
+                    "no runs in {}{}",
+                    settings.workspace.display(),
+                    if *all {
+                        ""
+                    } else {
+                        " started by people (`--all` lists delegated, review, replay, test and eval runs too)"
+                    }
+                );
                 return Ok(0);
             }
+            let origin = |run: &fabric_domain::RunSummary| {
+                if *all {
+                    format!("{:<8} ", run.origin.as_str())
+                } else {
+                    String::new()
+                }
+            };
             println!(
-                "{:<29} {:<20} {:<24} {:<12} SUMMARY",
-                "RUN ID", "STARTED (UTC)", "STATUS", "SPECIALISTS"
+                "{:<29} {:<20} {:<24} {}{:<12} SUMMARY",
+                "RUN ID",
+                "STARTED (UTC)",
+                "STATUS",
+                if *all { "ORIGIN   " } else { "" },
+                "SPECIALISTS"
             );
             for run in runs {
                 let summary = run.summary.as_deref().unwrap_or(&run.prompt);
                 println!(
-                    "{:<29} {:<20} {:<24} {:<12} {}",
+                    "{:<29} {:<20} {:<24} {}{:<12} {}",
                     run.id,
                     timestamp(run.started_at),
                     run.status,
+                    origin(&run),
                     run.specialist_ids.join(","),
                     one_line(summary, 60)
                 );

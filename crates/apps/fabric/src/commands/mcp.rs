@@ -170,7 +170,11 @@ impl FabricService for McpApp {
         let rows = self
             .search
             .catalog()
-            .stats(&StatsQuery { by, since })
+            .stats(&StatsQuery {
+                by,
+                since,
+                all: false,
+            })
             .await
             .map_err(|e| e.to_string())?;
         Ok(json!({"by": by, "rows": rows}))

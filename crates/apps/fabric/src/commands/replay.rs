@@ -79,6 +79,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         stream: false,
         sandbox: None,
         continued: false,
+        origin: fabric_domain::runlog::RunOrigin::Replay,
     };
     let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;
     let new_id = handle.id().clone();

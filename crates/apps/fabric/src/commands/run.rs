@@ -44,6 +44,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                     .as_deref()
                     .and_then(fabric_config::SandboxMode::parse),
                 continued: false,
+                origin: fabric_domain::runlog::RunOrigin::User,
             };
             let submission =
                 Submission::new(request).observed(observer_for(args.json, args.stream));

@@ -175,6 +175,7 @@ pub(crate) async fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<u8> {
             // No discovery and no server: the name only labels the runlog.
             model: Some("scenario".to_owned()),
             max_steps: scenario.max_steps,
+            origin: fabric_domain::runlog::RunOrigin::Test,
             ..TaskRequest::default()
         };
         let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;

@@ -71,6 +71,12 @@ async fn issue_24_fabric_eval_runs_a_suite_and_judges_it_by_its_effects() {
         .join(answer["run_id"].as_str().unwrap())
         .join("runlog.jsonl");
     let events = read_runlog(&runlog);
+    // Marked as evaluation runs (issue #24): out of `logs list` and `stats` unless asked.
+    assert_eq!(events[0]["payload"]["origin"], "eval");
+    let listed = fx.fabric(&["logs", "list", "--json"]).await.json();
+    assert_eq!(listed, json!([]), "{listed}");
+    let all = fx.fabric(&["logs", "list", "--all", "--json"]).await.json();
+    assert_eq!(all.as_array().map(Vec::len), Some(2), "{all}");
     let results = of_kind(&events, "tool_result");
     assert!(
         results[0]["payload"]["result"]

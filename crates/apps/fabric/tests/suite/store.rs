@@ -546,3 +546,56 @@ async fn issue9_a_full_disk_is_named_with_the_fix_and_loses_no_run() {
     let result = fx.run_json("Write alpha", &[], 0).await;
     assert_eq!(result["_meta"]["status"], "completed");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_replays_are_not_listed_or_counted_as_peoples_runs() {
+    // A replay that called no model added a run and its tokens to `logs list` and
+    // `fabric stats`, and its model reason said `--model` was given.
+    let fx = Fixture::new(run_turns("a.txt", "alpha", "Wrote alpha")).await;
+    let result = fx
+        .run_json("Write alpha into a.txt", &["--max-steps", "5"], 0)
+        .await;
+    let id = result["_meta"]["run_id"].as_str().unwrap().to_owned();
+    let replay = fx.fabric(&["replay", &id, "--json"]).await;
+    assert_eq!(replay.code(), 0, "{}\n{}", replay.stdout, replay.stderr);
+
+    let listed = json_of(&fx, &["logs", "list", "--json"]).await;
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["run_id"], id.as_str());
+    assert_eq!(listed[0]["origin"], "user");
+    let all = json_of(&fx, &["logs", "list", "--all", "--json"]).await;
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    let replayed = all.iter().find(|r| r["run_id"] != id.as_str()).unwrap();
+    assert_eq!(replayed["origin"], "replay");
+    let table = fx.fabric(&["logs", "list", "--all"]).await;
+    assert!(
+        table.stdout.contains("ORIGIN") && table.stdout.contains("replay"),
+        "{}",
+        table.stdout
+    );
+
+    // The replay's runlog says what it is, and why its model.
+    let replay_log = super::fixture::read_runlog(
+        &fx.workspace_root()
+            .join("runs")
+            .join(replayed["run_id"].as_str().unwrap())
+            .join("runlog.jsonl"),
+    );
+    let start = &replay_log[0]["payload"];
+    assert_eq!(start["origin"], "replay");
+    assert!(
+        start["model_reason"]
+            .as_str()
+            .unwrap()
+            .contains("as recorded"),
+        "{start}"
+    );
+
+    // Stats count the person's run only, unless asked.
+    let stats = json_of(&fx, &["stats", "--json"]).await;
+    assert_eq!(stats["rows"][0]["runs"], 1, "{stats}");
+    let stats = json_of(&fx, &["stats", "--all", "--json"]).await;
+    assert_eq!(stats["rows"][0]["runs"], 2, "{stats}");
+}
