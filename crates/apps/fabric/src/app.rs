@@ -82,6 +82,7 @@ fn cloud_fallback(
     settings: &Settings,
     clients: &wiring::ChatClients,
     stream: bool,
+    offline: bool,
 ) -> Result<Option<fabric_core::service::PreparedFallback>, ServiceError> {
     let Some(fallback) = &settings.cloud_fallback else {
         return Ok(None);
@@ -93,7 +94,11 @@ fn cloud_fallback(
         ))
     })?;
     Ok(Some(fabric_core::service::PreparedFallback {
-        chat: clients.get(&fallback.model_key, config).map_err(internal)?,
+        chat: if offline {
+            crate::offline::QueueChat::new(Vec::new(), "the recording") as Arc<dyn ChatClient>
+        } else {
+            clients.get(&fallback.model_key, config).map_err(internal)?
+        },
         model_key: fallback.model_key.clone(),
         model: ModelParams {
             name: config.model.clone(),
@@ -149,6 +154,9 @@ pub(crate) async fn prepare(
     context: &PrepareContext,
 ) -> Result<PreparedTask, ServiceError> {
     let (settings, search, daily) = (&app.settings, &app.search, &app.daily);
+    // `fabric replay` and `fabric test` answer from a recording or a scenario (their
+    // preparer puts the answers in place): no server is asked, no key is needed.
+    let offline = matches!(request.origin, RunOrigin::Replay | RunOrigin::Test);
     // Decided before anything else: a sandbox this host cannot enforce stops the run here,
     // before a model is started or a runlog exists.
     let (sandbox, run_sandbox) = app
@@ -223,7 +231,7 @@ pub(crate) async fn prepare(
                 settings.model_keys().join(", ")
             ))
         })?;
-        if let Some(var) = config.missing_api_key() {
+        if !offline && let Some(var) = config.missing_api_key() {
             return Err(ServiceError::ModelUnavailable(format!(
                 "model key `{model_key}` needs an API key: {}",
                 fabric_config::ModelConfig::missing_api_key_fix(&model_key, var)
@@ -254,14 +262,14 @@ pub(crate) async fn prepare(
                     (choice.model, choice.reason)
                 }
             };
-            clients.insert(
-                model_key.clone(),
-                (
-                    app.clients.get(&model_key, config).map_err(internal)?,
-                    name,
-                    reason,
-                ),
-            );
+            // Offline, the answers come from the recording or the scenario: no client is
+            // built, so nothing reads the key's API variable or warns it is unset.
+            let chat = if offline {
+                crate::offline::QueueChat::new(Vec::new(), "the recording") as Arc<dyn ChatClient>
+            } else {
+                app.clients.get(&model_key, config).map_err(internal)?
+            };
+            clients.insert(model_key.clone(), (chat, name, reason));
         }
         let (chat, name, reason) = clients
             .get(&model_key)
@@ -298,7 +306,7 @@ pub(crate) async fn prepare(
                 bootstrap::context_length(config, &name).await
             }
             // The server reports one window whatever the model is called (cached listing).
-            (fabric_config::Backend::OpenAi, _) if config.context_window.is_none() => {
+            (fabric_config::Backend::OpenAi, _) if config.context_window.is_none() && !offline => {
                 bootstrap::server_window(config).await
             }
             _ => None,
@@ -358,12 +366,13 @@ pub(crate) async fn prepare(
         .sum();
     // The cloud fallback, unless its daily budget is spent or its API key is missing (said
     // in the run's model reason).
-    let mut fallback = cloud_fallback(settings, &app.clients, request.stream)?;
+    let mut fallback = cloud_fallback(settings, &app.clients, request.stream, offline)?;
     if let Some(f) = &mut fallback {
         // A continued run keeps its fallback (the budget is checked as it takes one).
         let missing_key = settings
             .model(&f.model_key)
-            .and_then(fabric_config::ModelConfig::missing_api_key);
+            .and_then(fabric_config::ModelConfig::missing_api_key)
+            .filter(|_| !offline);
         let spent = if let Some(var) = missing_key {
             Ok(Some(fabric_config::ModelConfig::missing_api_key_fix(
                 &f.model_key,

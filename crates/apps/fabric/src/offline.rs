@@ -111,6 +111,107 @@ pub(crate) struct OfflinePreparer {
     /// Per member, the context window the recording had (`fabric replay`): the model's
     /// server is not asked for it.
     pub(crate) windows: Option<Vec<Option<u32>>>,
+    /// Per member, the calls the recording shows interrupted (its process stopped while they
+    /// ran, and the continued run reported them so): `(tool, arguments, message)`, answered
+    /// as recorded instead of run again (`fabric replay`).
+    pub(crate) interrupted: Vec<Vec<(String, serde_json::Value, String)>>,
+    /// Per member, its critic's recorded verdicts in order (`critic_review`: the critic's
+    /// run, and its `{approved, findings}`), given again instead of running the critic.
+    pub(crate) verdicts: Vec<Vec<(Option<fabric_domain::RunId>, serde_json::Value)>>,
+}
+
+/// A critic that answers with the verdicts a recording holds, in order (issue #26: a
+/// replay of a run whose critic rejected the work saw divergences, the critic being off).
+struct RecordedVerdicts {
+    verdicts: Mutex<VecDeque<(Option<fabric_domain::RunId>, serde_json::Value)>>,
+}
+
+#[async_trait]
+impl fabric_core::delegate::ChildRunner for RecordedVerdicts {
+    async fn run_child(
+        &self,
+        specialist: &str,
+        _task: String,
+        parent: &fabric_core::ToolContext,
+    ) -> Result<fabric_core::execute::RunOutcome, String> {
+        let (run_id, payload) = self
+            .verdicts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop_front()
+            .ok_or_else(|| format!("the recording holds no more reviews by `{specialist}`"))?;
+        Ok(fabric_core::execute::RunOutcome {
+            run_id: run_id.unwrap_or_else(fabric_core::new_run_id),
+            status: fabric_domain::RunStatus::Completed,
+            payload,
+            reason: None,
+            workspace: parent.workspace.clone(),
+            specialist_ids: vec![specialist.to_owned()],
+            model_key: String::new(),
+            model: String::new(),
+            steps: 0,
+            usage: fabric_domain::Usage::default(),
+            routing: None,
+            model_reason: None,
+        })
+    }
+}
+
+/// A tool whose calls the recording shows interrupted: a call with the same arguments gets
+/// the recorded interruption, once, instead of running again (a replay re-executed commands
+/// whose process had been killed, and saw a divergence where the run had none; issue #26).
+struct AsRecorded {
+    inner: Arc<dyn fabric_core::Tool>,
+    pending: Mutex<Vec<(serde_json::Value, String)>>,
+}
+
+#[async_trait]
+impl fabric_core::Tool for AsRecorded {
+    fn spec(&self) -> &fabric_domain::ToolSpec {
+        self.inner.spec()
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        ctx: &fabric_core::ToolContext,
+    ) -> Result<serde_json::Value, fabric_core::ToolError> {
+        let recorded = {
+            let mut pending = self
+                .pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            pending
+                .iter()
+                .position(|(a, _)| *a == args)
+                .map(|at| pending.remove(at).1)
+        };
+        match recorded {
+            Some(message) => Err(fabric_core::ToolError::Interrupted(message)),
+            None => self.inner.call(args, ctx).await,
+        }
+    }
+}
+
+/// `tools`, each one the recording shows an interrupted call of wrapped in [`AsRecorded`].
+fn as_recorded(
+    tools: &mut [Arc<dyn fabric_core::Tool>],
+    interrupted: &[(String, serde_json::Value, String)],
+) {
+    for tool in tools.iter_mut() {
+        let name = tool.spec().name.clone();
+        let pending: Vec<(serde_json::Value, String)> = interrupted
+            .iter()
+            .filter(|(t, _, _)| *t == name)
+            .map(|(_, a, m)| (a.clone(), m.clone()))
+            .collect();
+        if !pending.is_empty() {
+            *tool = Arc::new(AsRecorded {
+                inner: Arc::clone(tool),
+                pending: Mutex::new(pending),
+            });
+        }
+    }
 }
 
 #[async_trait]
@@ -142,7 +243,18 @@ impl Preparer for OfflinePreparer {
                 None => QueueChat::new(Vec::new(), "the recording"),
             };
             member.chat = queue;
-            member.critic = None;
+            // A critic's reviews are runs of their own: replayed, its recorded verdicts
+            // answer in order; otherwise (a scenario) there is no critic.
+            let verdicts = self.verdicts.get(i).filter(|v| !v.is_empty());
+            member.critic = match (member.critic.take(), verdicts) {
+                (Some(mut critic), Some(verdicts)) => {
+                    critic.runner = Arc::new(RecordedVerdicts {
+                        verdicts: Mutex::new(verdicts.iter().cloned().collect()),
+                    });
+                    Some(critic)
+                }
+                _ => None,
+            };
             // A summary would be a model call the answers do not hold.
             member.model.summarize_compaction = false;
             if let Some(window) = self.windows.as_ref().and_then(|w| w.get(i)) {
@@ -150,6 +262,9 @@ impl Preparer for OfflinePreparer {
             }
             if let Some(only) = self.tools.as_ref().and_then(|t| t.get(i)) {
                 member.tools.retain(|t| only.contains(&t.spec().name));
+            }
+            if let Some(interrupted) = self.interrupted.get(i) {
+                as_recorded(&mut member.tools, interrupted);
             }
         }
         // A fallback's answers are in the queue of the member that took it, in the order

@@ -61,6 +61,8 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         members: Mutex::new(Some(members.clone())),
         tools,
         windows: Some(windows_by_member(&recorded, ids.len())),
+        interrupted: interrupted_by_member(&recorded, ids.len()),
+        verdicts: verdicts_by_member(&recorded, ids.len()),
     };
     let answers: usize = members.iter().map(|q| q.left()).sum();
     let service = RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default());
@@ -169,6 +171,50 @@ fn answers_by_member(events: &[RunEvent], members: usize) -> Vec<Arc<QueueChat>>
     by.into_iter()
         .map(|a| QueueChat::new(a, "the recording"))
         .collect()
+}
+
+/// Per member, the calls recorded as interrupted (`tool_error` of type `interrupted`): the
+/// tool, the arguments of its `tool_call`, and the message.
+fn interrupted_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<(String, Value, String)>> {
+    let mut by = vec![Vec::new(); members.max(1)];
+    for event in events.iter().filter(|e| e.kind == EventKind::ToolError) {
+        let Ok(error) = event.payload_as::<runlog::ToolError>() else {
+            continue;
+        };
+        if error.error_type != runlog::ToolErrorType::Interrupted {
+            continue;
+        }
+        let args = events.iter().find_map(|e| {
+            (e.kind == EventKind::ToolCall)
+                .then(|| e.payload_as::<runlog::ToolCall>().ok())
+                .flatten()
+                .filter(|c| c.call_id == error.call_id)
+                .map(|c| c.args)
+        });
+        let index = event.pack_index().unwrap_or(0) as usize;
+        if let (Some(args), Some(list)) = (args, by.get_mut(index)) {
+            list.push((error.tool, args, error.error_message));
+        }
+    }
+    by
+}
+
+/// Per member, its critic's verdicts in order: the critic's run and `{approved, findings}`.
+fn verdicts_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<(Option<RunId>, Value)>> {
+    let mut by = vec![Vec::new(); members.max(1)];
+    for event in events.iter().filter(|e| e.kind == EventKind::CriticReview) {
+        let Ok(review) = event.payload_as::<runlog::CriticReview>() else {
+            continue;
+        };
+        let index = event.pack_index().unwrap_or(0) as usize;
+        if let Some(list) = by.get_mut(index) {
+            list.push((
+                review.critic_run_id,
+                json!({"approved": review.approved, "findings": review.findings}),
+            ));
+        }
+    }
+    by
 }
 
 /// Per member, the context window its `pack_start` recorded.

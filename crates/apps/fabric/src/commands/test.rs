@@ -167,6 +167,8 @@ pub(crate) async fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<u8> {
             members: Mutex::new(Some(vec![QueueChat::new(answers, "the scenario")])),
             tools: None,
             windows: None,
+            interrupted: Vec::new(),
+            verdicts: Vec::new(),
         };
         let service = RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default());
         let request = TaskRequest {

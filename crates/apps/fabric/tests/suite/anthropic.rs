@@ -115,3 +115,26 @@ async fn issue_26_a_missing_anthropic_key_is_refused_before_the_first_call() {
         "a request went out without the key"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_a_recorded_anthropic_run_replays_without_the_key_and_without_a_warning() {
+    let fx = Fixture::with_backend(Scenario::new(turns()), "anthropic").await;
+    let run = fx
+        .fabric_with(
+            &["run", "write hello.txt", "--pack", "engineering", "--json"],
+            &[KEY],
+        )
+        .await;
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let id = run.json()["_meta"]["run_id"].as_str().unwrap().to_owned();
+    let mut cmd = fx.command(&["replay", &id, "--json"]);
+    cmd.env_remove("ANTHROPIC_API_KEY");
+    let output = cmd.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        !stderr.contains("ANTHROPIC_API_KEY") && !stderr.contains("WARN"),
+        "{stderr}"
+    );
+}

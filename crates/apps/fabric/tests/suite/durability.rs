@@ -602,6 +602,21 @@ async fn issue_26_commands_die_with_the_fabric_and_what_they_detached_is_reaped_
         !workspace.join("late").exists(),
         "the detached child wrote after the resume"
     );
+    // Issue #26: a replay answers the interrupted call as recorded, without running the
+    // command again, and finds no divergence.
+    let replay = fx.fabric(&["replay", &id, "--json"]).await;
+    assert_eq!(replay.code(), 0, "{}\n{}", replay.stdout, replay.stderr);
+    let report = replay.json();
+    assert_eq!(report["divergences"], json!([]), "{report}");
+    let replayed = fx
+        .workspace_root()
+        .join("runs")
+        .join(report["replay_run_id"].as_str().unwrap())
+        .join("workspace");
+    assert!(
+        !replayed.join("started").exists(),
+        "the replay ran the command again"
+    );
 
     // Strict: the command and everything in its PID namespace die with the fabric.
     let fx = fixture(0, detaching_turns()).await;
