@@ -35,7 +35,7 @@ pub use error::ConfigError;
 pub use security::{NetworkConfig, SandboxConfig, SandboxLimits, SandboxMode};
 pub use server::ServerConfig;
 pub use settings::{
-    Backend, BudgetConfig, CloudFallbackConfig, ComplexityRouting, DEFAULT_OLLAMA_PARALLEL,
+    Backend, BudgetConfig, CloudFallbackConfig, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OLLAMA_PARALLEL,
     DailyLimit, DayZone, DelegationConfig, DelegationWorkspace, FetchUrlConfig, ModelConfig,
     Routing, SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource,
     TaskForceMode, WebSearchConfig,

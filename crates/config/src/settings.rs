@@ -50,21 +50,31 @@ pub struct ModelConfig {
 /// `OLLAMA_NUM_PARALLEL` says otherwise).
 pub const DEFAULT_OLLAMA_PARALLEL: u32 = 4;
 
+/// Requests at once to an OpenAI-compatible or Anthropic server by default (issue #26): no
+/// server serves a thousand at once (llama.cpp has a few slots, vLLM 256 sequences), and
+/// every request waiting at the server holds a connection (about 43 KiB a run in flight);
+/// waiting here costs nothing. Raise it for a server that serves more (vLLM, a cloud API
+/// with a high rate limit).
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: u32 = 16;
+
 impl ModelConfig {
     /// Most requests at once to this key's server: as configured; for an Ollama on this
-    /// machine `OLLAMA_NUM_PARALLEL` (read from the fabric's own environment) or 4; no limit
-    /// for other servers.
+    /// machine `OLLAMA_NUM_PARALLEL` (read from the fabric's own environment), else 4 for
+    /// any Ollama; 16 for OpenAI-compatible and Anthropic servers
+    /// ([`DEFAULT_MAX_CONCURRENT_REQUESTS`]). Always a limit since issue #26.
     pub fn concurrent_requests(&self) -> Option<u32> {
         if self.max_concurrent_requests.is_some() {
             return self.max_concurrent_requests;
         }
         let local = fabric_domain::endpoint_key(&self.base_url).contains("://loopback:");
-        (self.backend == Backend::Ollama && local).then(|| {
-            std::env::var("OLLAMA_NUM_PARALLEL")
+        Some(match self.backend {
+            Backend::Ollama if local => std::env::var("OLLAMA_NUM_PARALLEL")
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
                 .filter(|n| *n > 0)
-                .unwrap_or(DEFAULT_OLLAMA_PARALLEL)
+                .unwrap_or(DEFAULT_OLLAMA_PARALLEL),
+            Backend::Ollama => DEFAULT_OLLAMA_PARALLEL,
+            Backend::OpenAi | Backend::Anthropic => DEFAULT_MAX_CONCURRENT_REQUESTS,
         })
     }
 

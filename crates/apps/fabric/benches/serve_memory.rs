@@ -12,8 +12,9 @@
 //! Cases (`FABRIC_BENCH_SERVE_CASES`, comma-separated, each `endpoint:runs:limit`):
 //! `runs` is `POST /runs` (the answer comes back once the run is prepared), `run` is
 //! `POST /run` (the connection is held until the run ends); `limit` is
-//! `models.<key>.max_concurrent_requests` (`none` for no limit: one connection to the model
-//! server per run).
+//! `models.<key>.max_concurrent_requests`, or `default` to leave it out (the default config:
+//! 16 for an OpenAI-compatible server since issue #26; before, no limit, one connection to
+//! the model server per run).
 //!
 //! Run: `cargo bench -p fabric --bench serve_memory` (figures in docs/BENCHMARKS.md).
 #![allow(
@@ -32,7 +33,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio::task::JoinSet;
 
-const DEFAULT_CASES: &str = "runs:10000:64,runs:1000:none,run:5000:64";
+const DEFAULT_CASES: &str = "runs:1000:default,runs:10000:default,runs:10000:64,run:5000:64";
 
 /// Runs started before the baseline is read.
 const WARM: usize = 100;
@@ -71,7 +72,8 @@ fn parse_cases(text: &str) -> Vec<Case> {
             Case {
                 endpoint: parts[0].to_owned(),
                 runs: parts[1].parse().expect("runs is a number"),
-                limit: (parts[2] != "none").then(|| parts[2].parse().expect("limit is a number")),
+                limit: (parts[2] != "default")
+                    .then(|| parts[2].parse().expect("limit is a number or `default`")),
             }
         })
         .collect()
@@ -253,7 +255,7 @@ async fn main() {
             "{:>9} {:>7} {:>6} {kib:>10.1} {base_mib:>12.1} {:>10.1}",
             format!("/{}", case.endpoint),
             case.runs,
-            case.limit.map_or("none".to_owned(), |n| n.to_string()),
+            case.limit.map_or("default".to_owned(), |n| n.to_string()),
             submit.as_secs_f64(),
         );
     }
