@@ -40,6 +40,41 @@ impl SqlStore {
     }
 }
 
+impl SqlStore {
+    /// Who carries on a run the queue knows (issue #26), on the database's clock: a worker
+    /// whose lease is current ([`Liveness::Held`]), none yet (queued, handed back, or its
+    /// worker's lease ran out: [`Liveness::Queued`]); `None` when the queue has no live row
+    /// for it (not a queued run, or not PostgreSQL), and its runlog's lock says.
+    pub(crate) async fn queue_liveness(
+        &self,
+        id: &RunId,
+    ) -> Result<Option<fabric_core::Liveness>, StoreError> {
+        if self.inner.db.backend() != Backend::Postgres {
+            return Ok(None);
+        }
+        let row = self
+            .inner
+            .db
+            .fetch_optional(
+                &format!(
+                    "SELECT CASE WHEN state = 'running' AND lease_until >= {NOW} THEN 1 ELSE 0 END AS held \
+                     FROM run_queue WHERE run_id = $1 AND state IN ('queued', 'running')"
+                ),
+                vec![id.as_str().into()],
+            )
+            .await
+            .map_err(|e| self.err(&e))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        Ok(Some(if row.int("held").map_err(|e| self.err(&e))? == 1 {
+            fabric_core::Liveness::Held
+        } else {
+            fabric_core::Liveness::Queued
+        }))
+    }
+}
+
 #[async_trait]
 impl RunQueue for SqlStore {
     async fn enqueue(
