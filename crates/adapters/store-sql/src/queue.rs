@@ -57,7 +57,7 @@ impl SqlStore {
             .db
             .fetch_optional(
                 &format!(
-                    "SELECT CASE WHEN state = 'running' AND lease_until >= {NOW} THEN 1 ELSE 0 END AS held \
+                    "SELECT CAST(CASE WHEN state = 'running' AND lease_until >= {NOW} THEN 1 ELSE 0 END AS BIGINT) AS held \
                      FROM run_queue WHERE run_id = $1 AND state IN ('queued', 'running')"
                 ),
                 vec![id.as_str().into()],

@@ -528,3 +528,44 @@ async fn issue_26_a_run_that_ends_during_its_renewal_is_not_reported_lost() {
     );
     assert!(claims.held().is_empty());
 }
+
+/// A store that answers [`RunStore::liveness`] as told.
+struct LivenessStore(crate::ports::Liveness);
+
+#[async_trait]
+impl RunStore for LivenessStore {
+    async fn create_run(&self, _: RunId) -> Result<NewRun, StoreError> {
+        not_here()
+    }
+    async fn list_runs(&self, _: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
+        not_here()
+    }
+    async fn read_events(&self, _: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+        not_here()
+    }
+    async fn liveness(&self, _: &RunId) -> crate::ports::Liveness {
+        self.0
+    }
+}
+
+/// Issue #26: with `store.queue: true` and no worker, a run waited without a word. A run
+/// still queued after the wait is said to be unclaimed, with what to do; one a worker holds
+/// (or that this process cannot see) is not.
+#[tokio::test]
+async fn issue_26_a_run_no_worker_claimed_is_said_so() {
+    use crate::ports::Liveness;
+    let id = crate::new_run_id();
+    let waited = Duration::from_secs(30);
+    let notice =
+        super::remote::unclaimed_notice(&LivenessStore(Liveness::Queued), &id, waited).await;
+    let notice = notice.unwrap_or_default();
+    assert!(
+        notice.contains(&format!("no worker has claimed run {id} for 30 s"))
+            && notice.contains("`fabric worker`"),
+        "{notice}"
+    );
+    for other in [Liveness::Held, Liveness::Unknown, Liveness::Interrupted] {
+        let notice = super::remote::unclaimed_notice(&LivenessStore(other), &id, waited).await;
+        assert_eq!(notice, None, "{other:?}");
+    }
+}
