@@ -129,13 +129,16 @@ impl RunQueue for SqlStore {
             .inner
             .db
             .fetch_optional(
+                // The row's state before the update says whether a lease ran out (a
+                // takeover), which the worker reports.
                 &format!(
-                    "UPDATE run_queue SET state = 'running', owner = $1, fence = fence + 1, attempts = attempts + 1, \
-                     lease_until = {NOW} + $2 \
-                     WHERE run_id = (SELECT run_id FROM run_queue \
+                    "WITH next AS (SELECT run_id, state AS was FROM run_queue \
                         WHERE state = 'queued' OR (state = 'running' AND lease_until < {NOW}) \
                         ORDER BY enqueued_at, run_id LIMIT 1 FOR UPDATE SKIP LOCKED) \
-                     RETURNING run_id, request, fence, attempts, failures"
+                     UPDATE run_queue AS q SET state = 'running', owner = $1, fence = q.fence + 1, attempts = q.attempts + 1, \
+                     lease_until = {NOW} + $2 \
+                     FROM next WHERE q.run_id = next.run_id \
+                     RETURNING q.run_id, q.request, q.fence, q.attempts, q.failures, next.was"
                 ),
                 vec![worker.into(), Arg::Real(lease.as_secs_f64())],
             )
@@ -155,6 +158,7 @@ impl RunQueue for SqlStore {
                 .unwrap_or(u32::MAX),
             failures: u32::try_from(row.int("failures").map_err(|e| self.err(&e))?)
                 .unwrap_or(u32::MAX),
+            lease_expired: row.text("was").map_err(|e| self.err(&e))? == "running",
         }))
     }
 

@@ -870,9 +870,10 @@ async fn issue_26_liveness_follows_the_runlog_lock_and_the_queue_lease(t: &TestS
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(claimed.id, queued);
+    assert_eq!((&claimed.id, claimed.lease_expired), (&queued, false));
     assert_eq!(s.liveness(&queued).await, Liveness::Held);
-    // A lease that runs out at once: the run waits to be taken over.
+    // A lease that runs out at once: the run waits to be taken over, and the next claim
+    // says it took it from a worker whose lease expired.
     s.renew(
         "w1",
         &[(queued.clone(), claimed.fence)],
@@ -887,5 +888,5 @@ async fn issue_26_liveness_follows_the_runlog_lock_and_the_queue_lease(t: &TestS
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(taken.id, queued);
+    assert_eq!((&taken.id, taken.lease_expired), (&queued, true));
 }

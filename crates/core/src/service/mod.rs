@@ -39,7 +39,7 @@ pub use remote::cancelled_before_start;
 pub use request::{
     PrepareContext, PreparedFallback, PreparedMember, PreparedTask, Preparer, Runnable, TaskRequest,
 };
-pub use worker::{Worker, WorkerConfig};
+pub use worker::{Worker, WorkerConfig, WorkerReport, WorkerReporter};
 
 use crate::budget::Lineage;
 use crate::execute::RunOutcome;

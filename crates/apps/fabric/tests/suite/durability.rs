@@ -729,3 +729,28 @@ async fn issue_26_a_killed_run_is_shown_interrupted_resumable_not_running() {
     assert_eq!(row["status"], "completed", "{row}");
     assert_eq!(row["resumable"], false, "{row}");
 }
+
+/// Issue #26: `fabric resume --all` said how many runs it continued, not which, nor how
+/// long each took.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_resume_all_says_which_runs_it_takes_and_how_they_end() {
+    let mut slow = turns();
+    slow[2].delay_ms = Some(1_000);
+    let fx = fixture(0, slow).await;
+    let (id, _) = kill_when(&fx, "llm_request", 2).await;
+    let all = fx.fabric(&["resume", "--all"]).await;
+    assert_eq!(all.code(), 0, "{}", all.stderr);
+    assert!(
+        all.stderr.contains(&format!(
+            "resuming run {id} (engineering): its process is gone"
+        )),
+        "{}",
+        all.stderr
+    );
+    assert!(
+        all.stderr
+            .contains(&format!("run {id} resumed and ended completed in ")),
+        "{}",
+        all.stderr
+    );
+}
