@@ -35,10 +35,10 @@ pub use error::ConfigError;
 pub use security::{NetworkConfig, SandboxConfig, SandboxLimits, SandboxMode};
 pub use server::ServerConfig;
 pub use settings::{
-    Backend, BudgetConfig, CloudFallbackConfig, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OLLAMA_PARALLEL,
-    DailyLimit, DayZone, DelegationConfig, DelegationWorkspace, FetchUrlConfig, ModelConfig,
-    Routing, SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource,
-    TaskForceMode, WebSearchConfig,
+    Backend, BudgetConfig, CloudFallbackConfig, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_OLLAMA_PARALLEL, DailyLimit, DayZone, DelegationConfig, DelegationWorkspace,
+    FetchUrlConfig, ModelConfig, Routing, SearchProvider, Settings, ShellConfig, SpecialistOrigin,
+    SpecialistSource, TaskForceMode, WebSearchConfig,
 };
 pub use store::{DEFAULT_EMBEDDING_MODEL, RunIndexConfig, STORE_URL_ENV, StoreConfig};
 pub use telemetry::TelemetryConfig;

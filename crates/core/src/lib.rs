@@ -58,9 +58,9 @@ pub use error::CoreError;
 pub use ids::{new_run_id, unix_now};
 pub use ports::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ClaimedRun, EmbeddingClient,
-    EventSink, NewRun, NoOsSandbox, NoopObserver, ProcessSandbox, QueryEmbedding, QueueSignal,
-    QueuedCancel, Reindexed, Release, Renewal, RunCatalog, RunLog, RunObserver, RunQuery, RunQueue,
-    RunSandbox, RunStore, SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools,
-    StatsGroup, StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError,
-    ToolNotice, ToolSource, Withheld,
+    EventSink, Liveness, NewRun, NoOsSandbox, NoopObserver, ProcessSandbox, QueryEmbedding,
+    QueueSignal, QueuedCancel, Reindexed, Release, Renewal, RunCatalog, RunLog, RunObserver,
+    RunQuery, RunQueue, RunSandbox, RunStore, SandboxGuard, SearchHit, SearchQuery, SecurityNotice,
+    StaticTools, StatsGroup, StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions,
+    ToolError, ToolNotice, ToolSource, Withheld,
 };

@@ -3,6 +3,7 @@
 //! Runlog events go out exactly as the runlog stores them (`fabric_domain::RunEvent`);
 //! [`EventDoc`] only describes that shape for the OpenAPI document.
 
+use fabric_core::Liveness;
 use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, RunSummary, runlog};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -277,6 +278,15 @@ pub struct StatusView {
     pub status: RunStatus,
     /// Whether this server is running it now (and can cancel it).
     pub live: bool,
+    /// `true` when the run is `running` but no process carries it on any more (it was
+    /// killed or crashed: its runlog's lock is free): `fabric resume <id>` continues it. The
+    /// CLI shows it as `interrupted (resumable)`. Derived at each read, never stored; false
+    /// when this server cannot tell (the run's runlog is on another machine).
+    pub resumable: bool,
+    /// `true` when the run is `running` but waits for a worker to claim it (`store.queue:
+    /// true`): no worker has taken it yet, or its worker's lease ran out and none has taken
+    /// it over yet. Derived at each read, never stored.
+    pub queued: bool,
 }
 
 /// The answer of `POST /runs/{id}/cancel`.
@@ -319,6 +329,15 @@ pub struct RunView {
     pub result: Option<Value>,
     /// How many events the runlog holds.
     pub events: usize,
+    /// `true` when the run is `running` but no process carries it on any more (it was
+    /// killed or crashed: its runlog's lock is free): `fabric resume <id>` continues it. The
+    /// CLI shows it as `interrupted (resumable)`. Derived at each read, never stored; false
+    /// when this server cannot tell (the run's runlog is on another machine).
+    pub resumable: bool,
+    /// `true` when the run is `running` but waits for a worker to claim it (`store.queue:
+    /// true`): no worker has taken it yet, or its worker's lease ran out and none has taken
+    /// it over yet. Derived at each read, never stored.
+    pub queued: bool,
 }
 
 impl RunView {
@@ -359,7 +378,16 @@ impl RunView {
             usage: end.and_then(|e| serde_json::to_value(e.usage).ok()),
             result,
             events: events.len(),
+            resumable: false,
+            queued: false,
         }
+    }
+
+    /// With what a probe found about who carries the run on ([`crate::handlers`]).
+    pub(crate) fn with_liveness(mut self, liveness: Liveness) -> Self {
+        self.resumable = liveness.resumable();
+        self.queued = liveness.queued();
+        self
     }
 }
 
@@ -400,6 +428,15 @@ pub struct RunListItem {
     pub steps: u32,
     /// Tokens used so far, all members together.
     pub tokens: u64,
+    /// `true` when the run is `running` but no process carries it on any more (it was
+    /// killed or crashed: its runlog's lock is free): `fabric resume <id>` continues it. The
+    /// CLI shows it as `interrupted (resumable)`. Derived at each read, never stored; false
+    /// when this server cannot tell (the run's runlog is on another machine).
+    pub resumable: bool,
+    /// `true` when the run is `running` but waits for a worker to claim it (`store.queue:
+    /// true`): no worker has taken it yet, or its worker's lease ran out and none has taken
+    /// it over yet. Derived at each read, never stored.
+    pub queued: bool,
 }
 
 /// A `status` query parameter, as the closed set of run statuses.
@@ -429,7 +466,18 @@ impl From<RunSummary> for RunListItem {
             ended_at: r.ended_at,
             steps: r.steps,
             tokens: r.usage.total_tokens,
+            resumable: false,
+            queued: false,
         }
+    }
+}
+
+impl RunListItem {
+    /// With what a probe found about who carries the run on.
+    pub(crate) fn with_liveness(mut self, liveness: Liveness) -> Self {
+        self.resumable = liveness.resumable();
+        self.queued = liveness.queued();
+        self
     }
 }
 

@@ -86,6 +86,20 @@ impl FsRunStore {
             .unwrap_or(true)
     }
 
+    /// Who carries on run `id` as far as its runlog's lock says ([`FileRunLog::probe`]):
+    /// held, interrupted (the lock is free), or unknown (no runlog here).
+    pub async fn lock_liveness(&self, id: &RunId) -> fabric_core::Liveness {
+        let runlog = self.run_dir(id).join(RUNLOG_FILE);
+        let probed = tokio::task::spawn_blocking(move || FileRunLog::probe(&runlog))
+            .await
+            .unwrap_or(None);
+        match probed {
+            Some(true) => fabric_core::Liveness::Held,
+            Some(false) => fabric_core::Liveness::Interrupted,
+            None => fabric_core::Liveness::Unknown,
+        }
+    }
+
     /// A run's events, each with its runlog line as written (without its newline): what an
     /// index compares with, or keeps, byte for byte.
     pub async fn read_event_lines(
@@ -218,6 +232,10 @@ impl RunStore for FsRunStore {
 
     fn runlog_path(&self, id: &RunId) -> Option<PathBuf> {
         Some(self.run_dir(id).join(RUNLOG_FILE))
+    }
+
+    async fn liveness(&self, id: &RunId) -> fabric_core::Liveness {
+        self.lock_liveness(id).await
     }
 
     async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {

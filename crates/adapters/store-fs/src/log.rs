@@ -35,10 +35,21 @@ impl FileRunLog {
                     .append(true)
                     .read(true)
                     .open(&path)?;
-                match file.try_lock() {
-                    Ok(()) => Ok(Ok(file)),
-                    Err(std::fs::TryLockError::WouldBlock) => Ok(Err(())),
-                    Err(std::fs::TryLockError::Error(e)) => Err(e),
+                // A reader probing the lock ([`FileRunLog::probe`]) holds a shared lock for
+                // the moment of one `flock` call: a claim that meets one tries again
+                // shortly, so listing runs never makes a run's start or resumption fail.
+                // A run really held elsewhere is refused after these few tries.
+                let mut tries = 0;
+                loop {
+                    match file.try_lock() {
+                        Ok(()) => return Ok(Ok(file)),
+                        Err(std::fs::TryLockError::WouldBlock) if tries < CLAIM_TRIES => {
+                            tries += 1;
+                            std::thread::sleep(CLAIM_RETRY);
+                        }
+                        Err(std::fs::TryLockError::WouldBlock) => return Ok(Err(())),
+                        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+                    }
                 }
             })
             .await
@@ -119,15 +130,26 @@ impl FileRunLog {
     /// there). A runlog that does not exist is not claimed. Blocking: one `open` and one
     /// `flock`, for the blocking pool or a one-off check.
     pub fn claimed(path: &Path) -> bool {
-        let Ok(file) = File::open(path) else {
-            return false;
-        };
-        // A shared lock is refused only while someone holds the exclusive one; checkers
-        // never block each other. Dropping `file` releases what was taken.
-        matches!(
-            file.try_lock_shared(),
-            Err(std::fs::TryLockError::WouldBlock)
-        )
+        Self::probe(path) == Some(true)
+    }
+
+    /// Whether a process holds the runlog at `path` (`Some(true)`), or none does
+    /// (`Some(false)`: the process that ran it is gone); `None` when there is no runlog here
+    /// to ask (a run on another machine sharing the database), so nothing is claimed.
+    /// Blocking: one `open` and one non-blocking `flock`.
+    ///
+    /// The probe never keeps the lock: it takes a *shared* lock, which is refused only while
+    /// someone holds the exclusive one (checkers never block each other), and drops it at
+    /// once with the file. A claim that meets it in that instant tries again
+    /// ([`FileRunLog::create`]).
+    pub fn probe(path: &Path) -> Option<bool> {
+        let file = File::open(path).ok()?;
+        match file.try_lock_shared() {
+            Ok(()) => Some(false),
+            Err(std::fs::TryLockError::WouldBlock) => Some(true),
+            // A file system that cannot lock cannot tell either.
+            Err(std::fs::TryLockError::Error(_)) => None,
+        }
     }
 
     /// The runlog line of `event`, without its newline (what [`FileRunLog::append_line`]
@@ -166,6 +188,12 @@ impl RunLog for FileRunLog {
         self.append_line(&self.encode(event)?)
     }
 }
+
+/// How many more times a claim tries a runlog whose lock it met taken, and how long it
+/// waits before each: enough to outlast a probe (one `flock` call), short enough that
+/// refusing a run held elsewhere stays quick (0.1 s).
+const CLAIM_TRIES: u32 = 20;
+const CLAIM_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The run a runlog belongs to, by its directory's name, for messages.
 fn run_name(path: &Path) -> String {

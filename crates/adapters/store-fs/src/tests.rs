@@ -272,3 +272,47 @@ async fn issue_10_reopening_cuts_a_half_written_last_line() {
         .unwrap();
     assert_eq!(store.read_events(&id).await.unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn issue_26_liveness_tells_a_held_run_from_one_whose_process_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsRunStore::new(dir.path());
+    let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let id = run.id.clone();
+    assert_eq!(store.liveness(&id).await, fabric_core::Liveness::Held);
+    drop(run);
+    assert_eq!(
+        store.liveness(&id).await,
+        fabric_core::Liveness::Interrupted
+    );
+    // Probing kept nothing: the run can be claimed right after, and is held again.
+    let again = store.reopen_run(&id).await.unwrap();
+    assert_eq!(store.liveness(&id).await, fabric_core::Liveness::Held);
+    drop(again);
+    // No runlog here (a run of another machine sharing the database): nothing is claimed.
+    let elsewhere = fabric_core::new_run_id();
+    assert_eq!(
+        store.liveness(&elsewhere).await,
+        fabric_core::Liveness::Unknown
+    );
+}
+
+#[tokio::test]
+async fn issue_26_a_probe_at_the_moment_of_a_claim_does_not_make_it_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsRunStore::new(dir.path());
+    let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let id = run.id.clone();
+    drop(run);
+    // A lister's probe holds a shared lock for an instant; here it is stretched to 30 ms.
+    let path = store.run_dir(&id).join(RUNLOG_FILE);
+    let probe = std::fs::File::open(&path).unwrap();
+    probe.lock_shared().unwrap();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        drop(probe);
+    });
+    let claimed = store.reopen_run(&id).await;
+    releaser.join().unwrap();
+    assert!(claimed.is_ok(), "{:?}", claimed.err());
+}

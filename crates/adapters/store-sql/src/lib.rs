@@ -215,6 +215,19 @@ impl RunStore for SqlStore {
     async fn interrupted_runs(&self) -> Result<Vec<RunId>, StoreError> {
         queries::interrupted_runs(self).await
     }
+
+    /// A run of the queue by its lease (leases, not locks, say who holds those: a worker may
+    /// be on another machine); any other by its runlog's lock, when the runlog is here.
+    async fn liveness(&self, id: &RunId) -> fabric_core::Liveness {
+        match self.queue_liveness(id).await {
+            Ok(Some(liveness)) => liveness,
+            Ok(None) => self.inner.fs.lock_liveness(id).await,
+            Err(e) => {
+                tracing::warn!(run_id = %id, error = %e, "cannot read a run's queue row");
+                fabric_core::Liveness::Unknown
+            }
+        }
+    }
 }
 
 #[async_trait]

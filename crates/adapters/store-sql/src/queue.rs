@@ -40,6 +40,41 @@ impl SqlStore {
     }
 }
 
+impl SqlStore {
+    /// Who carries on a run the queue knows (issue #26), on the database's clock: a worker
+    /// whose lease is current ([`Liveness::Held`]), none yet (queued, handed back, or its
+    /// worker's lease ran out: [`Liveness::Queued`]); `None` when the queue has no live row
+    /// for it (not a queued run, or not PostgreSQL), and its runlog's lock says.
+    pub(crate) async fn queue_liveness(
+        &self,
+        id: &RunId,
+    ) -> Result<Option<fabric_core::Liveness>, StoreError> {
+        if self.inner.db.backend() != Backend::Postgres {
+            return Ok(None);
+        }
+        let row = self
+            .inner
+            .db
+            .fetch_optional(
+                &format!(
+                    "SELECT CAST(CASE WHEN state = 'running' AND lease_until >= {NOW} THEN 1 ELSE 0 END AS BIGINT) AS held \
+                     FROM run_queue WHERE run_id = $1 AND state IN ('queued', 'running')"
+                ),
+                vec![id.as_str().into()],
+            )
+            .await
+            .map_err(|e| self.err(&e))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        Ok(Some(if row.int("held").map_err(|e| self.err(&e))? == 1 {
+            fabric_core::Liveness::Held
+        } else {
+            fabric_core::Liveness::Queued
+        }))
+    }
+}
+
 #[async_trait]
 impl RunQueue for SqlStore {
     async fn enqueue(
@@ -94,13 +129,16 @@ impl RunQueue for SqlStore {
             .inner
             .db
             .fetch_optional(
+                // The row's state before the update says whether a lease ran out (a
+                // takeover), which the worker reports.
                 &format!(
-                    "UPDATE run_queue SET state = 'running', owner = $1, fence = fence + 1, attempts = attempts + 1, \
-                     lease_until = {NOW} + $2 \
-                     WHERE run_id = (SELECT run_id FROM run_queue \
+                    "WITH next AS (SELECT run_id, state AS was FROM run_queue \
                         WHERE state = 'queued' OR (state = 'running' AND lease_until < {NOW}) \
                         ORDER BY enqueued_at, run_id LIMIT 1 FOR UPDATE SKIP LOCKED) \
-                     RETURNING run_id, request, fence, attempts, failures"
+                     UPDATE run_queue AS q SET state = 'running', owner = $1, fence = q.fence + 1, attempts = q.attempts + 1, \
+                     lease_until = {NOW} + $2 \
+                     FROM next WHERE q.run_id = next.run_id \
+                     RETURNING q.run_id, q.request, q.fence, q.attempts, q.failures, next.was"
                 ),
                 vec![worker.into(), Arg::Real(lease.as_secs_f64())],
             )
@@ -120,6 +158,7 @@ impl RunQueue for SqlStore {
                 .unwrap_or(u32::MAX),
             failures: u32::try_from(row.int("failures").map_err(|e| self.err(&e))?)
                 .unwrap_or(u32::MAX),
+            lease_expired: row.text("was").map_err(|e| self.err(&e))? == "running",
         }))
     }
 

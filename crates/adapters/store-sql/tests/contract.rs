@@ -55,6 +55,7 @@ contract!(
     runs_from_before_the_store_are_imported_on_first_open,
     events_come_from_the_database_when_the_runlog_is_elsewhere,
     issue_26_a_torn_but_whole_last_line_never_outlives_its_runlog,
+    issue_26_liveness_follows_the_runlog_lock_and_the_queue_lease,
 );
 
 fn all() -> RunQuery {
@@ -844,4 +845,52 @@ async fn issue_26_a_torn_but_whole_last_line_never_outlives_its_runlog(t: &TestS
         .await
         .unwrap();
     assert_eq!(hits.len(), 1);
+}
+
+/// Issue #26: a run killed with `kill -9` showed `running` until resumed. A run's liveness
+/// is its runlog's lock (held while its process lives, free once it is gone) and, for a
+/// run of the queue (PostgreSQL), its lease: queued until a worker claims it, held while
+/// the lease is current, queued again once it ran out.
+async fn issue_26_liveness_follows_the_runlog_lock_and_the_queue_lease(t: &TestStore) {
+    use fabric_core::{Liveness, RunQueue};
+    let s = &t.store;
+    let new = s.create_run(fabric_core::new_run_id()).await.unwrap();
+    let id = new.id.clone();
+    assert_eq!(s.liveness(&id).await, Liveness::Held);
+    drop(new);
+    assert_eq!(s.liveness(&id).await, Liveness::Interrupted);
+    if !s.describe().starts_with("postgres") {
+        return;
+    }
+    let queued = fabric_core::new_run_id();
+    assert!(
+        s.enqueue(&queued, &serde_json::json!({"prompt": "p"}), None)
+            .await
+            .unwrap()
+    );
+    assert_eq!(s.liveness(&queued).await, Liveness::Queued);
+    let claimed = s
+        .claim("w1", std::time::Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((&claimed.id, claimed.lease_expired), (&queued, false));
+    assert_eq!(s.liveness(&queued).await, Liveness::Held);
+    // A lease that runs out at once: the run waits to be taken over, and the next claim
+    // says it took it from a worker whose lease expired.
+    s.renew(
+        "w1",
+        &[(queued.clone(), claimed.fence)],
+        std::time::Duration::ZERO,
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(s.liveness(&queued).await, Liveness::Queued);
+    let taken = s
+        .claim("w2", std::time::Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((&taken.id, taken.lease_expired), (&queued, true));
 }

@@ -20,7 +20,7 @@ pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, Securit
 pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};
 pub use staging::{Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager};
 pub use store::{
-    NewRun, QueryEmbedding, Reindexed, RunCatalog, RunLog, RunQuery, RunStore, SearchHit,
+    Liveness, NewRun, QueryEmbedding, Reindexed, RunCatalog, RunLog, RunQuery, RunStore, SearchHit,
     SearchQuery, StatsGroup, StatsQuery, StatsRow, StoreError,
 };
 pub use tool::{Tool, ToolContext, ToolError};

@@ -29,6 +29,10 @@ pub struct ClaimedRun {
     /// shutdown is not one: a run fails after its third *failure*, not its third claim
     /// (issue #26: two worker kills used the allowance up).
     pub failures: u32,
+    /// Whether it was taken from a worker whose lease had run out (that worker stopped,
+    /// hung or lost the network without handing it back), rather than taken from the
+    /// queue (new, or handed back).
+    pub lease_expired: bool,
 }
 
 /// How a worker lets go of a claimed run.

@@ -139,10 +139,51 @@ pub trait RunStore: Send + Sync {
     async fn interrupted_runs(&self) -> Result<Vec<RunId>, StoreError> {
         Ok(Vec::new())
     }
+    /// Who, if anyone, is carrying on run `id`, whose runlog has no end (`running`); see
+    /// [`Liveness`]. Asked only of runs listed or shown as `running`, so the cost stays at
+    /// one probe per such run. By default [`Liveness::Unknown`]: a store that cannot tell
+    /// claims nothing.
+    async fn liveness(&self, id: &RunId) -> Liveness {
+        let _ = id;
+        Liveness::Unknown
+    }
     /// Waits until everything appended before is in the store's index (a store that writes
     /// an index behind its runlogs lists a run's latest state a moment after its runlog has
     /// it). The run service calls it at shutdown, so a process exits with its index current.
     async fn flush(&self) {}
+}
+
+/// What a run stored as `running` (its runlog has no end) is doing, as far as this process
+/// can tell (issue #26: a run killed with `kill -9` showed `running` until resumed). Derived
+/// when a run is listed or shown, never stored: the stored status stays `running` until the
+/// run records its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    /// A live process holds its runlog, or a worker holds its lease: it is going on.
+    Held,
+    /// No process holds its runlog: the one running it is gone (killed, crashed), and
+    /// `fabric resume` continues it.
+    Interrupted,
+    /// It waits in the queue for a worker: never claimed yet, or its worker's lease ran out
+    /// and no worker has taken it over yet.
+    Queued,
+    /// This process cannot tell (its runlog is on another machine, the store has no lock to
+    /// probe): nothing is claimed either way.
+    Unknown,
+}
+
+impl Liveness {
+    /// Whether `fabric resume` would continue the run (only a run this process can see is
+    /// unclaimed).
+    pub fn resumable(self) -> bool {
+        self == Self::Interrupted
+    }
+
+    /// Whether the run waits for a worker to claim it.
+    pub fn queued(self) -> bool {
+        self == Self::Queued
+    }
 }
 
 /// A search over every run (`fabric logs search`, `GET /runs/search`, `search_runs`).

@@ -184,6 +184,10 @@ impl RunStore for ClaimedStore {
         self.inner.runlog_path(id)
     }
 
+    async fn liveness(&self, id: &RunId) -> crate::ports::Liveness {
+        self.inner.liveness(id).await
+    }
+
     async fn flush(&self) {
         self.inner.flush().await;
     }

@@ -39,7 +39,7 @@ pub use remote::cancelled_before_start;
 pub use request::{
     PrepareContext, PreparedFallback, PreparedMember, PreparedTask, Preparer, Runnable, TaskRequest,
 };
-pub use worker::{Worker, WorkerConfig};
+pub use worker::{Worker, WorkerConfig, WorkerReport, WorkerReporter};
 
 use crate::budget::Lineage;
 use crate::execute::RunOutcome;
@@ -206,6 +206,9 @@ struct Inner {
     /// here.
     queue: Option<Arc<dyn RunQueue>>,
     queue_limit: Option<u64>,
+    /// How long a run enqueued here may wait for a worker before the service says so
+    /// (issue #26: with no worker, `POST /run` waited without a word).
+    unclaimed_notice: std::time::Duration,
     /// Counted from every event of every run executed here (`GET /metrics`).
     metrics: Arc<crate::metrics::Metrics>,
     /// Every event of every run executed here goes to each: the metrics first, then what
@@ -238,6 +241,7 @@ impl RunService {
                 on_end: None,
                 queue: None,
                 queue_limit: None,
+                unclaimed_notice: std::time::Duration::from_secs(30),
                 metrics: Arc::clone(&metrics),
                 sinks: vec![metrics],
             }),
@@ -254,6 +258,20 @@ impl RunService {
             inner.queue_limit = limit;
         } else {
             tracing::error!("RunService::enqueue_to called after the service was shared; ignored");
+        }
+        self
+    }
+
+    /// Says (a warning in the log) when a run enqueued here has waited `after` for a worker
+    /// to claim it, and again each time it waits that long anew (its worker's lease ran
+    /// out); 30 s unless set (before any run is submitted).
+    pub fn say_unclaimed_after(mut self, after: std::time::Duration) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.unclaimed_notice = after.max(std::time::Duration::from_secs(1));
+        } else {
+            tracing::error!(
+                "RunService::say_unclaimed_after called after the service was shared; ignored"
+            );
         }
         self
     }

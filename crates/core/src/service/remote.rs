@@ -10,13 +10,15 @@
 use fabric_domain::runlog::{self, Payload};
 use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
 use serde_json::Value;
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::{RunService, RunTask, ServiceError};
 use crate::execute::RunOutcome;
 use crate::live::LiveRun;
-use crate::ports::{QueuedCancel, RunObserver, RunQueue};
+use crate::ports::{Liveness, QueuedCancel, RunObserver, RunQueue, RunStore};
 
 impl RunTask {
     /// The queue, when this run is to be enqueued rather than run here: a new run a person
@@ -50,8 +52,51 @@ impl RunTask {
             return Err(error);
         }
         let _ = prepared_tx.send(Ok(()));
-        follow_into(queue, &self.live, self.submission.observer.as_deref()).await
+        let store = Arc::clone(&self.service.inner.store);
+        let every = self.service.inner.unclaimed_notice;
+        tokio::select! {
+            outcome = follow_into(queue, &self.live, self.submission.observer.as_deref()) => outcome,
+            never = say_when_unclaimed(store.as_ref(), &id, every) => match never {},
+        }
     }
+}
+
+/// Warns, every time run `id` has waited `every` for a worker to claim it, that no worker
+/// has (issue #26: with `store.queue: true` and no worker running, a run sat `running` with
+/// no events and `POST /run` waited without a word). Once per wait: said again only after
+/// a worker took it and it came back to the queue. Runs until dropped (the run's feed
+/// ended).
+async fn say_when_unclaimed(store: &dyn RunStore, id: &RunId, every: Duration) -> Infallible {
+    let mut waiting_since = Instant::now();
+    let mut said = false;
+    loop {
+        tokio::time::sleep(every).await;
+        match unclaimed_notice(store, id, waiting_since.elapsed()).await {
+            Some(notice) if !said => {
+                tracing::warn!(run_id = %id, "{notice}");
+                said = true;
+            }
+            Some(_) => {}
+            None => {
+                said = false;
+                waiting_since = Instant::now();
+            }
+        }
+    }
+}
+
+/// What to say of run `id` after it `waited`, if it still waits for a worker.
+pub(super) async fn unclaimed_notice(
+    store: &dyn RunStore,
+    id: &RunId,
+    waited: Duration,
+) -> Option<String> {
+    (store.liveness(id).await == Liveness::Queued).then(|| {
+        format!(
+            "no worker has claimed run {id} for {} s: no worker is running, or every worker is busy; start one with `fabric worker`",
+            waited.as_secs()
+        )
+    })
 }
 
 impl RunService {

@@ -461,8 +461,9 @@ async fn issue_26_takeovers_do_not_use_up_the_failure_allowance() {
             fence: 3,
             attempts: 3 + failures,
             failures,
+            lease_expired: true,
         };
-        super::worker::run_claimed(&service, queue.as_ref(), &claims, "w1", claimed).await;
+        super::worker::run_claimed(&service, queue.as_ref(), &claims, "w1", claimed, &|_| {}).await;
         let how = if ended {
             crate::ports::Release::Done
         } else {
@@ -527,4 +528,129 @@ async fn issue_26_a_run_that_ends_during_its_renewal_is_not_reported_lost() {
         vec![taken]
     );
     assert!(claims.held().is_empty());
+}
+
+/// A store that answers [`RunStore::liveness`] as told.
+struct LivenessStore(crate::ports::Liveness);
+
+#[async_trait]
+impl RunStore for LivenessStore {
+    async fn create_run(&self, _: RunId) -> Result<NewRun, StoreError> {
+        not_here()
+    }
+    async fn list_runs(&self, _: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
+        not_here()
+    }
+    async fn read_events(&self, _: &RunId) -> Result<Vec<RunEvent>, StoreError> {
+        not_here()
+    }
+    async fn liveness(&self, _: &RunId) -> crate::ports::Liveness {
+        self.0
+    }
+}
+
+/// Issue #26: with `store.queue: true` and no worker, a run waited without a word. A run
+/// still queued after the wait is said to be unclaimed, with what to do; one a worker holds
+/// (or that this process cannot see) is not.
+#[tokio::test]
+async fn issue_26_a_run_no_worker_claimed_is_said_so() {
+    use crate::ports::Liveness;
+    let id = crate::new_run_id();
+    let waited = Duration::from_secs(30);
+    let notice =
+        super::remote::unclaimed_notice(&LivenessStore(Liveness::Queued), &id, waited).await;
+    let notice = notice.unwrap_or_default();
+    assert!(
+        notice.contains(&format!("no worker has claimed run {id} for 30 s"))
+            && notice.contains("`fabric worker`"),
+        "{notice}"
+    );
+    for other in [Liveness::Held, Liveness::Unknown, Liveness::Interrupted] {
+        let notice = super::remote::unclaimed_notice(&LivenessStore(other), &id, waited).await;
+        assert_eq!(notice, None, "{other:?}");
+    }
+}
+
+/// Issue #26: a worker said nothing of what it claimed, took over or finished. It reports
+/// a claim (with the requested specialist, and whether a lease ran out) and the run's end,
+/// with the time it took here; a run that failed and goes back to the queue is reported
+/// handed back with the error.
+#[tokio::test]
+async fn issue_26_a_worker_reports_what_it_claims_and_how_it_ends() {
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let told = Arc::clone(&reports);
+    let report = move |r: &super::WorkerReport| {
+        told.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(r.clone());
+    };
+    let (running, store) = service(prep(Script::Complete), None);
+    let queue = Arc::new(FakeQueue::new(Arc::clone(&store)));
+    let claims = ClaimedStore::new(
+        Arc::clone(&store) as Arc<dyn RunStore>,
+        Arc::clone(&queue) as Arc<dyn crate::ports::RunQueue>,
+    );
+    let id = crate::new_run_id();
+    let claimed = crate::ports::ClaimedRun {
+        id: id.clone(),
+        request: json!({"prompt": "go", "pack": ["engineering"]}),
+        fence: 1,
+        attempts: 1,
+        failures: 0,
+        lease_expired: false,
+    };
+    super::worker::run_claimed(&running, queue.as_ref(), &claims, "w1", claimed, &report).await;
+    let seen = reports.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[0],
+        super::WorkerReport::Claimed {
+            id: id.clone(),
+            specialists: vec!["engineering".to_owned()],
+            lease_expired: false,
+            resumed: false,
+        }
+    );
+    assert!(
+        matches!(&seen[1], super::WorkerReport::Ended { id: ended, status: RunStatus::Completed, .. } if *ended == id),
+        "{seen:?}"
+    );
+
+    // A run taken over that fails here goes back to the queue, reported with the error.
+    reports.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    let failing = Prep {
+        fail: Some(ServiceError::Store("cannot reach the store".to_owned())),
+        ..prep(Script::Complete)
+    };
+    let (failing, store) = service(failing, None);
+    let queue = Arc::new(FakeQueue::new(Arc::clone(&store)));
+    let claims = ClaimedStore::new(
+        Arc::clone(&store) as Arc<dyn RunStore>,
+        Arc::clone(&queue) as Arc<dyn crate::ports::RunQueue>,
+    );
+    let id = crate::new_run_id();
+    let claimed = crate::ports::ClaimedRun {
+        id: id.clone(),
+        request: json!({"prompt": "go on"}),
+        fence: 2,
+        attempts: 2,
+        failures: 0,
+        lease_expired: true,
+    };
+    super::worker::run_claimed(&failing, queue.as_ref(), &claims, "w1", claimed, &report).await;
+    let seen = reports.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(
+        matches!(
+            &seen[0],
+            super::WorkerReport::Claimed {
+                lease_expired: true,
+                ..
+            }
+        ),
+        "{seen:?}"
+    );
+    assert!(
+        matches!(&seen[1], super::WorkerReport::HandedBack { reason, .. } if reason.contains("cannot reach the store")),
+        "{seen:?}"
+    );
 }

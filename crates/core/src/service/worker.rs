@@ -9,9 +9,9 @@
 //! gone (another worker claimed it after this one stalled past its lease) stops the run here
 //! without writing to it; the fence refuses any write that races that.
 
-use fabric_domain::RunId;
+use fabric_domain::{RunId, RunStatus};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -31,12 +31,53 @@ pub struct WorkerConfig {
     pub idle_poll: Duration,
 }
 
+/// What a worker did with a run, as it happens, for its process to tell (issue #26: a
+/// worker said nothing of what it claimed, took over or finished). The library reports;
+/// the binary prints.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerReport {
+    /// It claimed a run: new or handed back (`lease_expired: false`), or taken over from a
+    /// worker whose lease ran out. `resumed`: the run had started and is continued from its
+    /// recorded events. `specialists`: who works on it, when known yet (a new run without
+    /// `pack` is routed once it starts).
+    Claimed {
+        /// The run.
+        id: RunId,
+        /// Its specialists, as recorded or requested; empty when routing decides.
+        specialists: Vec<String>,
+        /// Taken from a worker whose lease ran out.
+        lease_expired: bool,
+        /// Continued from its recorded events rather than started.
+        resumed: bool,
+    },
+    /// A run it ran ended here, its end recorded.
+    Ended {
+        /// The run.
+        id: RunId,
+        /// How it ended.
+        status: RunStatus,
+        /// How long it ran on this worker, from its claim.
+        elapsed: Duration,
+    },
+    /// A run went back to the queue for another worker, without its end.
+    HandedBack {
+        /// The run.
+        id: RunId,
+        /// Why: this worker stops, or the error it met here.
+        reason: String,
+    },
+}
+
+/// Told each [`WorkerReport`].
+pub type WorkerReporter = Arc<dyn Fn(&WorkerReport) + Send + Sync>;
+
 /// One worker process's loop.
 pub struct Worker {
     service: RunService,
     queue: Arc<dyn RunQueue>,
     claims: Arc<ClaimedStore>,
     config: WorkerConfig,
+    report: WorkerReporter,
 }
 
 impl Worker {
@@ -52,7 +93,14 @@ impl Worker {
             queue,
             claims,
             config,
+            report: Arc::new(|_: &WorkerReport| {}),
         }
+    }
+
+    /// Tells `report` what the worker claims, takes over, finishes and hands back.
+    pub fn reporting(mut self, report: WorkerReporter) -> Self {
+        self.report = report;
+        self
     }
 
     /// Claims and runs until `stop` is cancelled; then gives its runs back to the queue
@@ -99,8 +147,17 @@ impl Worker {
                 Arc::clone(&self.claims),
             );
             let worker = self.config.id.clone();
+            let report = Arc::clone(&self.report);
             tokio::spawn(async move {
-                run_claimed(&service, queue.as_ref(), &claims, &worker, claimed).await;
+                run_claimed(
+                    &service,
+                    queue.as_ref(),
+                    &claims,
+                    &worker,
+                    claimed,
+                    &*report,
+                )
+                .await;
                 drop(permit);
             });
         }
@@ -114,8 +171,14 @@ impl Worker {
         let _ = tokio::time::timeout(Duration::from_secs(10), self.service.drained()).await;
         for (id, fence) in held {
             self.claims.drop_run(&id, fence);
-            if let Err(e) = self.queue.release(&id, fence, Release::HandBack).await {
-                tracing::warn!(run_id = %id, error = %e, "cannot hand a run back to the queue; it is taken over when its lease runs out");
+            match self.queue.release(&id, fence, Release::HandBack).await {
+                Ok(()) => (self.report)(&WorkerReport::HandedBack {
+                    id,
+                    reason: "this worker stops".to_owned(),
+                }),
+                Err(e) => {
+                    tracing::warn!(run_id = %id, error = %e, "cannot hand a run back to the queue; it is taken over when its lease runs out");
+                }
             }
         }
         Ok(())
@@ -207,13 +270,15 @@ pub(super) async fn renew_held(
     Ok(lost)
 }
 
-/// Runs one claimed run to its end and marks it done, unless it was lost meanwhile.
+/// Runs one claimed run to its end and marks it done, unless it was lost meanwhile; tells
+/// `report` what it claimed and how that went.
 pub(super) async fn run_claimed(
     service: &RunService,
     queue: &dyn RunQueue,
     claims: &ClaimedStore,
     worker: &str,
     claimed: ClaimedRun,
+    report: &(dyn Fn(&WorkerReport) + Send + Sync),
 ) {
     let ClaimedRun {
         id,
@@ -221,7 +286,9 @@ pub(super) async fn run_claimed(
         fence,
         attempts,
         failures,
+        lease_expired,
     } = claimed;
+    let since = Instant::now();
     claims.hold(id.clone(), fence);
     // Started before (a run taken over): continued from what it recorded. Asked of the
     // shared store, which a stopped worker wrote before its runlog file.
@@ -235,39 +302,94 @@ pub(super) async fn run_claimed(
             return;
         }
     };
-    let submission = if started {
-        Submission::resume(id.clone())
+    let (submission, specialists) = if started {
+        // Who worked on it so far, as recorded; a run that stopped before its recruitment
+        // has none yet.
+        let specialists = service
+            .store()
+            .get_run(&id)
+            .await
+            .map(|run| run.specialist_ids)
+            .unwrap_or_default();
+        (Submission::resume(id.clone()), specialists)
     } else {
-        Submission {
-            run_id: Some(id.clone()),
-            ..Submission::new(TaskRequest::from_json(&request))
-        }
+        let request = TaskRequest::from_json(&request);
+        let specialists = request.pack.clone();
+        (
+            Submission {
+                run_id: Some(id.clone()),
+                ..Submission::new(request)
+            },
+            specialists,
+        )
     };
     tracing::info!(worker, run_id = %id, fence, attempts, failures, resumed = started, "claimed a run");
+    report(&WorkerReport::Claimed {
+        id: id.clone(),
+        specialists,
+        lease_expired,
+        resumed: started,
+    });
     let outcome = match service.submit(submission) {
         Ok(handle) => handle.outcome().await,
         Err(e) => Err(e),
     };
-    let release = match &outcome {
-        Ok(_) => Release::Done,
+    // What to tell once the queue has it: how it ended, or why it went back.
+    let (release, told) = match &outcome {
+        Ok(outcome) => (
+            Release::Done,
+            Some(WorkerReport::Ended {
+                id: id.clone(),
+                status: outcome.status,
+                elapsed: since.elapsed(),
+            }),
+        ),
         // A run that had ended before this claim (its worker stopped right after recording
-        // the end) is simply done.
-        Err(ServiceError::AlreadyEnded(_)) => Release::Done,
+        // the end) is simply done: nothing ended here.
+        Err(ServiceError::AlreadyEnded(_)) => (Release::Done, None),
         // Given up here (lost to another worker, or handed back at shutdown): whoever gave
         // it up deals with the queue.
         Err(_) if claims.is_revoked(&id, fence) || claims.fence_of(&id) != Some(fence) => {
             return;
         }
         // Stopped here before it went on (shutdown): back to the queue, no failure.
-        Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => Release::HandBack,
-        Err(e) => end_or_hand_back(service, queue, &id, fence, failures, worker, e).await,
+        Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => (
+            Release::HandBack,
+            Some(WorkerReport::HandedBack {
+                id: id.clone(),
+                reason: "this worker stops".to_owned(),
+            }),
+        ),
+        Err(e) => {
+            let release = end_or_hand_back(service, queue, &id, fence, failures, worker, e).await;
+            let told = match release {
+                // Its end, `failed` with the reason, is recorded.
+                Release::Done => WorkerReport::Ended {
+                    id: id.clone(),
+                    status: RunStatus::Failed,
+                    elapsed: since.elapsed(),
+                },
+                Release::HandBack | Release::Failed => WorkerReport::HandedBack {
+                    id: id.clone(),
+                    reason: e.to_string(),
+                },
+            };
+            (release, Some(told))
+        }
     };
     // The claim goes first, the queue second: a renewal on its way meanwhile then sees the
     // run is no longer held here (`renew_held`).
-    if claims.drop_run(&id, fence)
-        && let Err(e) = queue.release(&id, fence, release).await
-    {
-        tracing::warn!(worker, run_id = %id, error = %e, "cannot mark a run done in the queue");
+    if claims.drop_run(&id, fence) {
+        match queue.release(&id, fence, release).await {
+            Ok(()) => {
+                if let Some(told) = told {
+                    report(&told);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(worker, run_id = %id, error = %e, "cannot mark a run done in the queue");
+            }
+        }
     }
 }
 

@@ -90,20 +90,21 @@ pub(crate) async fn search_runs(
             }
             SearchError::Store(e) => ApiError::from_store(e),
         })?;
+    let mut hits = Vec::with_capacity(results.hits.len());
+    for hit in results.hits {
+        let liveness = super::runs::liveness_of(&state, &hit.run.id, hit.run.status).await;
+        hits.push(SearchHitDoc {
+            score: hit.score,
+            text_score: hit.text_score,
+            semantic_score: hit.semantic_score,
+            snippet: hit.snippet,
+            run: RunListItem::from(hit.run).with_liveness(liveness),
+        });
+    }
     Ok(axum::Json(SearchPage {
         mode: results.mode,
         note: results.note,
-        hits: results
-            .hits
-            .into_iter()
-            .map(|hit| SearchHitDoc {
-                score: hit.score,
-                text_score: hit.text_score,
-                semantic_score: hit.semantic_score,
-                snippet: hit.snippet,
-                run: RunListItem::from(hit.run),
-            })
-            .collect(),
+        hits,
     }))
 }
 

@@ -3,6 +3,7 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use fabric_core::Liveness;
 use fabric_core::live::LiveRun;
 use fabric_domain::{RunEvent, RunId, RunStatus};
 use std::sync::Arc;
@@ -62,6 +63,16 @@ async fn find(state: &AppState, id: &RunId) -> Result<Found, ApiError> {
     Ok(Found::Stored(events))
 }
 
+/// Who carries on a run that has no end (issue #26): probed only for a `running` one, so a
+/// page costs at most one probe per such run.
+pub(crate) async fn liveness_of(state: &AppState, id: &RunId, status: RunStatus) -> Liveness {
+    if status == RunStatus::Running {
+        state.store().liveness(id).await
+    } else {
+        Liveness::Unknown
+    }
+}
+
 /// Lists runs, newest first, a page at a time.
 #[utoipa::path(
     get,
@@ -114,11 +125,11 @@ pub(crate) async fn list_runs(
         .await
         .map_err(ApiError::from_store)?;
     let more = found.len() > limit;
-    let runs: Vec<RunListItem> = found
-        .into_iter()
-        .take(limit)
-        .map(RunListItem::from)
-        .collect();
+    let mut runs = Vec::with_capacity(limit);
+    for run in found.into_iter().take(limit) {
+        let liveness = liveness_of(&state, &run.id, run.status).await;
+        runs.push(RunListItem::from(run).with_liveness(liveness));
+    }
     let next_before = match (more, runs.last()) {
         (true, Some(last)) => Some(last.run_id.to_string()),
         _ => None,
@@ -151,7 +162,8 @@ pub(crate) async fn get_run(
         Found::Live(run) => RunView::from_events(id, &run.events().await),
         Found::Stored(events) => RunView::from_events(id, &events),
     };
-    Ok(axum::Json(view))
+    let liveness = liveness_of(&state, &view.run_id, view.status).await;
+    Ok(axum::Json(view.with_liveness(liveness)))
 }
 
 /// How a run stands: `running` or how it ended.
@@ -174,9 +186,13 @@ pub(crate) async fn run_status(
     RunIdPath(id): RunIdPath,
 ) -> Result<axum::Json<StatusView>, ApiError> {
     let found = find(&state, &id).await?;
+    let status = found.status();
+    let liveness = liveness_of(&state, &id, status).await;
     Ok(axum::Json(StatusView {
-        status: found.status(),
+        status,
         live: matches!(found, Found::Live(_)),
+        resumable: liveness.resumable(),
+        queued: liveness.queued(),
         run_id: id,
     }))
 }

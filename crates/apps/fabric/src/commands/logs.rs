@@ -1,8 +1,8 @@
 //! `fabric logs list | show`.
 
 use anyhow::Context;
-use fabric_core::{RunStore, StoreError};
-use fabric_domain::{EventKind, RunEvent, RunId};
+use fabric_core::{Liveness, RunStore, StoreError};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 
@@ -24,14 +24,20 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
                     ..Default::default()
                 })
                 .await?;
+            let mut liveness = Vec::with_capacity(runs.len());
+            for run in &runs {
+                liveness.push(liveness_of(store.as_ref(), &run.id, run.status).await);
+            }
             if *json {
                 let rows: Vec<Value> = runs
                     .iter()
-                    .map(|r| {
+                    .zip(&liveness)
+                    .map(|(r, l)| {
                         json!({"run_id": r.id, "started_at": r.started_at, "status": r.status,
                                "specialist_ids": r.specialist_ids, "prompt": r.prompt,
                                "summary": r.summary, "events": r.events, "origin": r.origin,
-                               "parent_id": r.parent_id})
+                               "parent_id": r.parent_id,
+                               "resumable": l.resumable(), "queued": l.queued()})
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -64,17 +70,37 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
                 if *all { "ORIGIN   " } else { "" },
                 "SPECIALISTS"
             );
-            for run in runs {
+            for (run, l) in runs.iter().zip(&liveness) {
                 let summary = run.summary.as_deref().unwrap_or(&run.prompt);
                 println!(
                     "{:<29} {:<20} {:<24} {}{:<12} {}",
                     run.id,
                     timestamp(run.started_at),
-                    run.status,
-                    origin(&run),
+                    shown_status(run.status, *l),
+                    origin(run),
                     run.specialist_ids.join(","),
                     one_line(summary, 60)
                 );
+            }
+            let interrupted: Vec<&RunId> = runs
+                .iter()
+                .zip(&liveness)
+                .filter(|(_, l)| l.resumable())
+                .map(|(r, _)| &r.id)
+                .collect();
+            match interrupted.as_slice() {
+                [] => {}
+                [id] => eprintln!(
+                    "run {id} was interrupted (its process is gone); `fabric resume {id}` continues it"
+                ),
+                [id, ..] => eprintln!(
+                    "{} runs were interrupted (their processes are gone); `fabric resume {id}` continues one, `fabric resume --all` every one",
+                    interrupted.len()
+                ),
+            }
+            let queued = liveness.iter().filter(|l| l.queued()).count();
+            if queued > 0 {
+                eprintln!("{}", queued_hint(queued));
             }
             Ok(0)
         }
@@ -132,6 +158,17 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
                 }
                 other => other.with_context(|| format!("reading run {id}"))?,
             };
+            // On stderr, so `--json`'s lines stay the runlog's.
+            if !events.last().is_some_and(|e| e.kind.is_terminal()) {
+                let liveness = liveness_of(store.as_ref(), &id, RunStatus::Running).await;
+                if liveness.resumable() {
+                    eprintln!(
+                        "run {id} is interrupted (resumable): its process is gone before its end; `fabric resume {id}` continues it"
+                    );
+                } else if liveness.queued() {
+                    eprintln!("{}", queued_hint(1));
+                }
+            }
             if *json {
                 // The lines exactly as stored, so kinds written by a newer fabric survive.
                 // A run made on another machine sharing the store has no runlog here: its
@@ -163,6 +200,32 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
             }
             Ok(0)
         }
+    }
+}
+
+/// Who carries on a run without an end (issue #26), probed only for a `running` one.
+async fn liveness_of(store: &dyn RunStore, id: &RunId, status: RunStatus) -> Liveness {
+    if status == RunStatus::Running {
+        store.liveness(id).await
+    } else {
+        Liveness::Unknown
+    }
+}
+
+/// The STATUS column: the stored status, or for a run without an end what it is doing.
+fn shown_status(status: RunStatus, liveness: Liveness) -> String {
+    match liveness {
+        Liveness::Interrupted => "interrupted (resumable)".to_owned(),
+        Liveness::Queued => "queued".to_owned(),
+        Liveness::Held | Liveness::Unknown => status.as_str().to_owned(),
+    }
+}
+
+fn queued_hint(queued: usize) -> String {
+    if queued == 1 {
+        "1 run waits for a worker to claim it; start one with `fabric worker`".to_owned()
+    } else {
+        format!("{queued} runs wait for a worker to claim them; start one with `fabric worker`")
     }
 }
 

@@ -1,8 +1,10 @@
 //! `fabric resume`: continue a run whose process stopped before its end, or every such run
 //! (docs/DURABILITY.md).
 
-use fabric_core::service::{RunHandle, RunService, ServiceConfig, Submission};
+use fabric_core::execute::RunOutcome;
+use fabric_core::service::{RunService, ServiceConfig, ServiceError, Submission};
 use fabric_domain::RunId;
+use std::time::{Duration, Instant};
 
 use super::run::{EMBED_GRACE, follow, observer_for};
 use crate::cli::{Cli, ResumeArgs};
@@ -38,8 +40,14 @@ pub(crate) async fn resume(cli: &Cli, args: &ResumeArgs) -> anyhow::Result<u8> {
     code
 }
 
-/// Submits every interrupted run; says how many on stderr.
-pub(super) async fn start_all(service: &RunService) -> anyhow::Result<Vec<RunHandle>> {
+/// A run `--all` continues: its outcome once it ends, and how long it ran here.
+pub(super) type Resuming =
+    tokio::task::JoinHandle<(RunId, Result<RunOutcome, ServiceError>, Duration)>;
+
+/// Submits every interrupted run; says how many on stderr, and a line for each it takes
+/// (issue #26: which runs it took was not said).
+pub(super) async fn start_all(service: &RunService) -> anyhow::Result<Vec<Resuming>> {
+    let since = Instant::now();
     let (handles, refused) = service.resume_interrupted(None).await?;
     if !handles.is_empty() {
         eprintln!(
@@ -48,21 +56,49 @@ pub(super) async fn start_all(service: &RunService) -> anyhow::Result<Vec<RunHan
             if handles.len() == 1 { "" } else { "s" }
         );
     }
+    let mut resuming = Vec::with_capacity(handles.len());
+    for handle in handles {
+        let id = handle.id().clone();
+        // Who worked on it, as recorded; a run that stopped before its recruitment has none.
+        let specialists = service
+            .store()
+            .get_run(&id)
+            .await
+            .map(|run| run.specialist_ids)
+            .unwrap_or_default();
+        eprintln!(
+            "resuming run {id} ({}): its process is gone; continuing from its last step",
+            specialists_of(&specialists)
+        );
+        // Awaited here, as it ends, so its time is its own whatever order they are reported in.
+        resuming.push(tokio::spawn(async move {
+            let outcome = handle.outcome().await;
+            (id, outcome, since.elapsed())
+        }));
+    }
     for (id, error) in refused {
         eprintln!("run {id} stays interrupted for now: {error}");
     }
-    Ok(handles)
+    Ok(resuming)
 }
 
-/// Waits for continued runs and reports each: a line on stderr, or with `json` its result
-/// object as one line on stdout. Returns 0 when every one succeeded, else the exit code of
-/// the first that did not.
-pub(super) async fn report_all(service: &RunService, handles: Vec<RunHandle>, json: bool) -> u8 {
+/// Specialists as said in a report line.
+pub(super) fn specialists_of(ids: &[String]) -> String {
+    if ids.is_empty() {
+        "specialist not chosen yet".to_owned()
+    } else {
+        ids.join(", ")
+    }
+}
+
+/// Waits for continued runs and reports each: a line on stderr (how it ended, in how long),
+/// or with `json` its result object as one line on stdout too. Returns 0 when every one
+/// succeeded, else the exit code of the first that did not.
+pub(super) async fn report_all(service: &RunService, handles: Vec<Resuming>, json: bool) -> u8 {
     let mut code = 0;
     for handle in handles {
-        let id = handle.id().clone();
-        let (line, exit) = match handle.outcome().await {
-            Ok(outcome) => {
+        let (line, exit) = match handle.await {
+            Ok((id, Ok(outcome), elapsed)) => {
                 if json {
                     println!("{}", service.result_object(&outcome));
                 }
@@ -72,12 +108,20 @@ pub(super) async fn report_all(service: &RunService, handles: Vec<RunHandle>, js
                     .map(|r| format!(": {r}"))
                     .unwrap_or_default();
                 (
-                    format!("run {id} resumed and ended {}{reason}", outcome.status),
+                    format!(
+                        "run {id} resumed and ended {} in {:.1} s{reason}",
+                        outcome.status,
+                        elapsed.as_secs_f64()
+                    ),
                     outcome.status.exit_code(),
                 )
             }
-            Err(error) => (
+            Ok((id, Err(error), _)) => (
                 format!("run {id} could not be continued: {error}"),
+                crate::errors::EXIT_FAILURE,
+            ),
+            Err(join) => (
+                format!("a continued run's task stopped: {join}"),
                 crate::errors::EXIT_FAILURE,
             ),
         };

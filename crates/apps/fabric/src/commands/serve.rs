@@ -69,7 +69,10 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
         let queue: std::sync::Arc<dyn fabric_core::RunQueue> = fabric.store.clone();
         fabric.service = fabric
             .service
-            .enqueue_to(queue, settings.store.max_runs_in_flight);
+            .enqueue_to(queue, settings.store.max_runs_in_flight)
+            // A run not claimed within a lease: any live worker with a free slot looks
+            // every second, so none is running or all are busy.
+            .say_unclaimed_after(std::time::Duration::from_secs(settings.store.lease_s));
     }
     // Runs a stopped process left unfinished go on here (their clients find them by id).
     // (With a queue, workers continue runs; this node runs none.)

@@ -628,3 +628,144 @@ async fn issue_26_commands_die_with_the_fabric_and_what_they_detached_is_reaped_
         "a sandboxed process outlived the fabric"
     );
 }
+
+/// The row of run `id` in `fabric logs list --json`.
+async fn listed(fx: &Fixture, id: &str) -> Value {
+    let list = fx.fabric(&["logs", "list", "--json"]).await;
+    assert_eq!(list.code(), 0, "{}", list.stderr);
+    let rows: Value = serde_json::from_str(&list.stdout).expect("logs list --json is JSON");
+    rows.as_array()
+        .and_then(|rows| rows.iter().find(|r| r["run_id"] == id))
+        .cloned()
+        .unwrap_or_else(|| panic!("run {id} is not listed: {}", list.stdout))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_a_killed_run_is_shown_interrupted_resumable_not_running() {
+    let mut slow = turns();
+    // Long enough to list the run twice while it waits on its model, short enough for the
+    // continued run, which asks that step again.
+    slow[2].delay_ms = Some(4_000);
+    let fx = fixture(0, slow).await;
+    let mut child = fx
+        .command(&["run", "write a and b", "--pack", "engineering", "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("fabric run starts");
+    let mut id = None;
+    for _ in 0..1_000 {
+        if let Some((run, runlog)) = only_run(&fx)
+            && std::fs::read_to_string(&runlog)
+                .unwrap_or_default()
+                .contains("\"step\":2")
+        {
+            id = Some(run);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let id = id.expect("the run reached step 2");
+
+    // Still going in its process: `running`, and not resumable.
+    let row = listed(&fx, &id).await;
+    assert_eq!(row["status"], "running", "{row}");
+    assert_eq!(row["resumable"], false, "{row}");
+    let table = fx.fabric(&["logs", "list"]).await;
+    assert!(!table.stdout.contains("interrupted"), "{}", table.stdout);
+
+    child.start_kill().expect("SIGKILL");
+    child.wait().await.expect("wait");
+
+    // Killed: the stored status stays `running` (nothing recorded its end), and what it is
+    // doing is derived from its runlog's free lock.
+    let row = listed(&fx, &id).await;
+    assert_eq!(row["status"], "running", "{row}");
+    assert_eq!(row["resumable"], true, "{row}");
+    assert_eq!(row["queued"], false, "{row}");
+    let table = fx.fabric(&["logs", "list"]).await;
+    let line = table
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{}", table.stdout));
+    assert!(line.contains("interrupted (resumable)"), "{line}");
+    assert!(
+        table.stderr.contains(&format!("`fabric resume {id}`")),
+        "{}",
+        table.stderr
+    );
+    let show = fx.fabric(&["logs", "show", &id]).await;
+    assert_eq!(show.code(), 0, "{}", show.stderr);
+    assert!(
+        show.stderr.contains("interrupted (resumable)")
+            && show.stderr.contains(&format!("`fabric resume {id}`")),
+        "{}",
+        show.stderr
+    );
+
+    // The HTTP API says the same (a server that does not continue it at start).
+    let served = Served::on(
+        fx,
+        Options {
+            config: "server:\n  resume_interrupted: false\n",
+            ..Options::default()
+        },
+    )
+    .await;
+    let (code, page) = served.get_json("/runs").await;
+    assert_eq!(code, 200, "{page}");
+    let item = page["runs"]
+        .as_array()
+        .and_then(|runs| runs.iter().find(|r| r["run_id"] == id.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (&item["status"], &item["resumable"], &item["queued"]),
+        (&json!("running"), &json!(true), &json!(false)),
+        "{page}"
+    );
+    let (code, view) = served.get_json(&format!("/runs/{id}")).await;
+    assert_eq!(code, 200, "{view}");
+    assert_eq!(
+        (&view["status"], &view["resumable"]),
+        (&json!("running"), &json!(true)),
+        "{view}"
+    );
+    let (_, status) = served.get_json(&format!("/runs/{id}/status")).await;
+    assert_eq!(status["resumable"], true, "{status}");
+    let fx = served.fx.clone();
+    drop(served);
+
+    // Probing kept no lock: the run is continued, and then listed as it ended.
+    let resumed = fx.fabric(&["resume", &id, "--json"]).await;
+    assert_eq!(resumed.code(), 0, "{}", resumed.stderr);
+    let row = listed(&fx, &id).await;
+    assert_eq!(row["status"], "completed", "{row}");
+    assert_eq!(row["resumable"], false, "{row}");
+}
+
+/// Issue #26: `fabric resume --all` said how many runs it continued, not which, nor how
+/// long each took.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_resume_all_says_which_runs_it_takes_and_how_they_end() {
+    let mut slow = turns();
+    slow[2].delay_ms = Some(1_000);
+    let fx = fixture(0, slow).await;
+    let (id, _) = kill_when(&fx, "llm_request", 2).await;
+    let all = fx.fabric(&["resume", "--all"]).await;
+    assert_eq!(all.code(), 0, "{}", all.stderr);
+    assert!(
+        all.stderr.contains(&format!(
+            "resuming run {id} (engineering): its process is gone"
+        )),
+        "{}",
+        all.stderr
+    );
+    assert!(
+        all.stderr
+            .contains(&format!("run {id} resumed and ended completed in ")),
+        "{}",
+        all.stderr
+    );
+}

@@ -30,6 +30,8 @@ pub(crate) struct Options {
     pub(crate) auth: bool,
     /// Rewrites the whole config (the scripted server's URL and the YAML) before serving.
     pub(crate) rewrite: Option<fn(&str, &str) -> String>,
+    /// Where the server's stderr goes (its log); discarded without.
+    pub(crate) stderr: Option<std::path::PathBuf>,
 }
 
 impl Served {
@@ -75,7 +77,10 @@ impl Served {
             .env_remove("FABRIC_WORKSPACE")
             .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(match &options.stderr {
+                Some(path) => Stdio::from(std::fs::File::create(path).expect("server log")),
+                None => Stdio::null(),
+            })
             .kill_on_drop(true);
         if options.auth {
             cmd.env("FABRIC_TEST_TOKEN", TOKEN);

@@ -184,7 +184,7 @@ async fn issue_10_a_killed_worker_s_run_is_continued_by_another_after_its_lease(
     let api = Served::on(fx, Options::default()).await;
     let id = api.start_run("write a and b").await;
     wait_for(&root, &id, "llm_request", 2).await;
-    let (mut second, _) = worker(&api.fx, "second", 1);
+    let (mut second, second_log) = worker(&api.fx, "second", 1);
     first.start_kill().expect("SIGKILL");
     first.wait().await.expect("wait");
     let killed_at = Instant::now();
@@ -204,6 +204,14 @@ async fn issue_10_a_killed_worker_s_run_is_continued_by_another_after_its_lease(
     check_stream(&api, &id).await;
     // Taken over once the 2 s lease ran out, not long after.
     assert!(taken_over_in < Duration::from_secs(15), "{taken_over_in:?}");
+    // And said so by the worker that took it (issue #26).
+    let told = wait_text(&second_log, "ended completed", Duration::from_secs(10)).await;
+    assert!(
+        told.contains(&format!(
+            "took over run {id} (engineering) from a worker whose lease expired; continuing from its last step"
+        )),
+        "{told}"
+    );
     let _ = second.start_kill();
 }
 
@@ -454,5 +462,93 @@ async fn issue_10_the_queue_runs_oldest_first_and_holds_its_global_limit() {
         starts.push(events[0]["ts"].as_f64().unwrap());
     }
     assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
+    let _ = w.start_kill();
+}
+
+/// Waits until the file at `path` has `text`; what it has.
+async fn wait_text(path: &Path, text: &str, within: Duration) -> String {
+    let started = Instant::now();
+    loop {
+        let seen = std::fs::read_to_string(path).unwrap_or_default();
+        if seen.contains(text) || started.elapsed() > within {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Issue #26: with `store.queue: true` and no worker, a run showed `running` with no events
+/// and its client waited without a word. It shows `queued` (`GET /runs`, `GET /runs/{id}`,
+/// `fabric logs list`), the API node says no worker has claimed it after a lease, and the
+/// worker that then claims it says so, and how it ended.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_26_a_run_no_worker_claims_is_shown_queued_and_said_so() {
+    let Some(url) = database() else { return };
+    let fx = fixture(turns(), &url, 2).await;
+    let server_log = fx.dir.path().join("serve.log");
+    let api = Served::on(
+        fx,
+        Options {
+            stderr: Some(server_log.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let id = api.start_run("write a and b").await;
+
+    let (code, view) = api.get_json(&format!("/runs/{id}")).await;
+    assert_eq!(code, 200, "{view}");
+    assert_eq!(
+        (&view["status"], &view["queued"], &view["resumable"]),
+        (&json!("running"), &json!(true), &json!(false)),
+        "{view}"
+    );
+    let (_, page) = api.get_json("/runs").await;
+    let item = page["runs"]
+        .as_array()
+        .and_then(|runs| runs.iter().find(|r| r["run_id"] == id.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(item["queued"], true, "{page}");
+    let list = api.fx.fabric(&["logs", "list"]).await;
+    let line = list
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{}", list.stdout));
+    assert!(line.contains("queued"), "{line}");
+    assert!(list.stderr.contains("`fabric worker`"), "{}", list.stderr);
+
+    // After a lease (2 s here) unclaimed, the node that enqueued it says so.
+    let said = wait_text(
+        &server_log,
+        &format!("no worker has claimed run {id}"),
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(
+        said.contains(&format!("no worker has claimed run {id}")) && said.contains("fabric worker"),
+        "{said}"
+    );
+
+    // A worker claims it, and says which run it took and how it ended.
+    let (mut w, worker_log) = worker(&api.fx, "w", 1);
+    assert_eq!(
+        wait_end(&api, &id, Duration::from_secs(30)).await,
+        "completed"
+    );
+    let (_, view) = api.get_json(&format!("/runs/{id}")).await;
+    assert_eq!(view["queued"], false, "{view}");
+    let ended = format!("run {id} ended completed in ");
+    let told = wait_text(&worker_log, &ended, Duration::from_secs(10)).await;
+    assert!(
+        told.contains(&format!("claimed run {id} (engineering)")),
+        "{told}"
+    );
+    assert!(told.contains(&ended), "{told}");
     let _ = w.start_kill();
 }
