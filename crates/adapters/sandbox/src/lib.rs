@@ -24,6 +24,7 @@
 //! syscall); each block says why it is sound.
 #![deny(missing_docs)]
 
+mod cache;
 mod error;
 mod limits;
 mod linux;

@@ -218,7 +218,12 @@ impl ProcessSandbox for OsSandbox {
     }
 
     fn explain_spawn_error(&self, error: &std::io::Error) -> Option<String> {
-        ns::explain(error)
+        let why = ns::explain(error);
+        if why.is_some() {
+            // The namespaces no longer set up: the next process probes again.
+            crate::cache::forget();
+        }
+        why
     }
 }
 

@@ -58,17 +58,22 @@ pub fn probe() -> HostSupport {
 
 fn probe_now() -> HostSupport {
     let root = rustix::process::geteuid().is_root();
-    let (namespaces, unprivileged) = if root {
+    let not_root = || Err("not running as root: commands keep the fabric's own ids".to_owned());
+    let kept = crate::cache::works(root);
+    let (namespaces, unprivileged) = if kept {
+        // The whole setup worked here before, on this boot, kernel and user.
+        (Ok(()), if root { Ok(()) } else { not_root() })
+    } else if root {
         match namespaces(true) {
             Ok(()) => (Ok(()), Ok(())),
             Err(why) => (namespaces(false), Err(why)),
         }
     } else {
-        (
-            namespaces(false),
-            Err("not running as root: commands keep the fabric's own ids".to_owned()),
-        )
+        (namespaces(false), not_root())
     };
+    if !kept && namespaces.is_ok() && (!root || unprivileged.is_ok()) {
+        crate::cache::remember(root);
+    }
     HostSupport {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_owned())
