@@ -422,6 +422,9 @@ pub struct RunListItem {
     /// The run that delegated this one (`agent__<id>`), if any.
     #[schema(value_type = Option<String>)]
     pub parent_id: Option<RunId>,
+    /// Who started it: `user`, `child`, `critic`, `replay`, `test` or `eval`.
+    #[schema(value_type = String)]
+    pub origin: fabric_domain::runlog::RunOrigin,
     /// When it ended (seconds since the Unix epoch), or null while it goes on.
     pub ended_at: Option<f64>,
     /// Model calls made so far, all members together.
@@ -463,6 +466,7 @@ impl From<RunSummary> for RunListItem {
             summary: r.summary,
             events: r.events,
             parent_id: r.parent_id,
+            origin: r.origin,
             ended_at: r.ended_at,
             steps: r.steps,
             tokens: r.usage.total_tokens,

@@ -822,6 +822,8 @@ async fn runs_are_listed_newest_first_a_page_at_a_time() {
     let next = page["next_before"].as_str().unwrap();
     let (_, page2) = s.get_json(&format!("/runs?limit=2&before={next}")).await;
     assert_eq!(page2["runs"][0]["run_id"], ids[0].as_str());
+    // Issue #26: each run says who started it.
+    assert_eq!(page2["runs"][0]["origin"], "user", "{page2}");
     assert!(page2["next_before"].is_null());
     let (_, failed) = s.get_json("/runs?status=llm_error").await;
     assert_eq!(failed["runs"].as_array().unwrap().len(), 1);
