@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use fabric_core::{StatsGroup, StatsQuery, StatsRow, StoreError};
+use fabric_domain::runlog::RunOrigin;
 
 use crate::SqlStore;
 use crate::db::{Arg, Row};
@@ -34,8 +35,13 @@ pub(crate) async fn stats(
         None => String::new(),
     };
     if !query.all {
-        // What people's runs did, not replays, tests or evaluations (issue #26).
-        filter.push_str(" AND r.origin IN ('user', 'child', 'critic')");
+        // What people's runs did, not replays, tests or evaluations (issue #26). The words
+        // are the vocabulary's own (fixed snake_case), so they go in as literals.
+        let counted: Vec<String> = RunOrigin::COUNTED_IN_STATS
+            .iter()
+            .map(|o| format!("'{}'", o.as_str()))
+            .collect();
+        filter.push_str(&format!(" AND r.origin IN ({})", counted.join(", ")));
     }
     let since = filter.as_str();
     // `g` is the grouping relation: (key, run_id) pairs.

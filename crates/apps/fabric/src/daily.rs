@@ -122,12 +122,12 @@ impl Daily {
         match self.limits.get(key) {
             Some(limit) => Arc::new(Metered {
                 inner,
-                spender: Spender {
+                spender: Arc::new(Spender {
                     key: key.to_owned(),
                     limit: *limit,
                     price,
                     daily: Arc::clone(self),
-                },
+                }),
             }),
             None => inner,
         }
@@ -234,7 +234,7 @@ impl Spender {
 /// Counts the streamed text of a call, and when the call is dropped before its answer, spends
 /// an estimate (four characters a token) of the prompt and of the text received.
 struct CutOff<'a> {
-    spender: Option<Spender>,
+    spender: Option<Arc<Spender>>,
     prompt_chars: usize,
     received: std::sync::atomic::AtomicUsize,
     inner: &'a dyn ChatObserver,
@@ -275,7 +275,8 @@ impl Drop for CutOff<'_> {
 /// A client whose calls are counted against its key's daily budget.
 struct Metered {
     inner: Arc<dyn ChatClient>,
-    spender: Spender,
+    // Shared with a cut-off call's guard, which may outlive the call.
+    spender: Arc<Spender>,
 }
 
 #[async_trait]
@@ -288,7 +289,7 @@ impl ChatClient for Metered {
         // A streamed answer the run stops midway (its own budget) drops this future before
         // any usage arrives: the guard then counts what was sent and received (issue #26).
         let mut cut_off = CutOff {
-            spender: Some(self.spender.clone()),
+            spender: Some(Arc::clone(&self.spender)),
             prompt_chars: request
                 .messages
                 .iter()

@@ -301,6 +301,17 @@ impl RunService {
         &self.inner.store
     }
 
+    /// Who worked on a run, as recorded; none for a run that stopped before its
+    /// recruitment (or that the store cannot read: this only names runs in messages).
+    pub async fn recorded_specialists(&self, id: &RunId) -> Vec<String> {
+        self.inner
+            .store
+            .get_run(id)
+            .await
+            .map(|run| run.specialist_ids)
+            .unwrap_or_default()
+    }
+
     /// The runs in flight.
     pub fn registry(&self) -> &RunRegistry {
         &self.inner.registry

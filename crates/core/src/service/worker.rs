@@ -303,14 +303,7 @@ pub(super) async fn run_claimed(
         }
     };
     let (submission, specialists) = if started {
-        // Who worked on it so far, as recorded; a run that stopped before its recruitment
-        // has none yet.
-        let specialists = service
-            .store()
-            .get_run(&id)
-            .await
-            .map(|run| run.specialist_ids)
-            .unwrap_or_default();
+        let specialists = service.recorded_specialists(&id).await;
         (Submission::resume(id.clone()), specialists)
     } else {
         let request = TaskRequest::from_json(&request);

@@ -180,11 +180,9 @@ vocabulary! {
 }
 
 impl RunOrigin {
-    /// Whether runs of this origin are counted in `fabric stats` by default: what people
-    /// and their runs' children and critics did, not replays, tests or evaluations.
-    pub fn counts_in_stats(&self) -> bool {
-        matches!(self, Self::User | Self::Child | Self::Critic)
-    }
+    /// The origins `fabric stats` counts by default: what people and their runs' children
+    /// and critics did, not replays, tests or evaluations.
+    pub const COUNTED_IN_STATS: [RunOrigin; 3] = [Self::User, Self::Child, Self::Critic];
 }
 
 #[cfg(test)]

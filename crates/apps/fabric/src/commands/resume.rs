@@ -59,13 +59,7 @@ pub(super) async fn start_all(service: &RunService) -> anyhow::Result<Vec<Resumi
     let mut resuming = Vec::with_capacity(handles.len());
     for handle in handles {
         let id = handle.id().clone();
-        // Who worked on it, as recorded; a run that stopped before its recruitment has none.
-        let specialists = service
-            .store()
-            .get_run(&id)
-            .await
-            .map(|run| run.specialist_ids)
-            .unwrap_or_default();
+        let specialists = service.recorded_specialists(&id).await;
         eprintln!(
             "resuming run {id} ({}): its process is gone; continuing from its last step",
             specialists_of(&specialists)
