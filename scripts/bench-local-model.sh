@@ -9,12 +9,17 @@
 #   cargo build --release -p fabric
 #   scripts/bench-local-model.sh [REPEAT]   # REPEAT runs of each task (default 5)
 #   BENCH_ONLY_STEPS=1 scripts/bench-local-model.sh   # only the 20-step run
+#   BENCH_SERVER=llama-cpp-python BENCH_AIDS=off scripts/bench-local-model.sh 5
+#                                           # one server (llama-server or llama-cpp-python),
+#                                           # one setting of the aids (on or off)
 #
 # Reports land in target/bench-local-model/; a summary is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REPEAT="${1:-5}"
+SERVER="${BENCH_SERVER:-all}"
+AIDS="${BENCH_AIDS:-on off}"
 DEPS="${FABRIC_TEST_DEPS:-$HOME/.cache/agent-fabric/test-deps}"
 MODEL="$DEPS/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 TARGET="${CARGO_TARGET_DIR:-target}"
@@ -72,7 +77,7 @@ config() {
 # `evaluate NAME PORT` runs the suite with the aids on and off.
 evaluate() {
     local name="$1" port="$2"
-    for aids in on off; do
+    for aids in $AIDS; do
         config "$OUT/$name-$aids.yaml" "$port" "$aids"
         echo "== $name, aids $aids: fabric eval --repeat $REPEAT"
         "$FABRIC" --config "$OUT/$name-$aids.yaml" eval --repeat "$REPEAT" --json >"$OUT/$name-$aids.json"
@@ -91,6 +96,7 @@ PY
     done
 }
 
+if [[ "$SERVER" == all || "$SERVER" == llama-server ]]; then
 PORT=$(free_port)
 serve llama-server "$PORT" /health "$DEPS/bin/llama-server" -m "$MODEL" --alias smollm2 \
     --host 127.0.0.1 --port "$PORT" -c 4096 --parallel 1 -t 2 --no-webui
@@ -131,8 +137,9 @@ if rates:
     print(f'prompt cache after step 1: min {min(rates)*100:.1f}%, mean {sum(rates)/len(rates)*100:.1f}% '
           f'over {len(rates)} steps')
 PY
+fi
 
-if [[ -z "${BENCH_ONLY_STEPS:-}" && -x "$DEPS/llama-venv/bin/python" ]]; then
+if [[ -z "${BENCH_ONLY_STEPS:-}" && "$SERVER" != llama-server && -x "$DEPS/llama-venv/bin/python" ]]; then
     cleanup
     PIDS=()
     PORT=$(free_port)

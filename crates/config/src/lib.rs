@@ -32,7 +32,7 @@ pub use builtins::{
 };
 pub use dirs::{LoadOptions, user_specialist_dir};
 pub use error::ConfigError;
-pub use security::{NetworkConfig, SandboxConfig, SandboxLimits, SandboxMode};
+pub use security::{NetworkConfig, SandboxCgroup, SandboxConfig, SandboxLimits, SandboxMode};
 pub use server::ServerConfig;
 pub use settings::{
     Backend, BudgetConfig, CloudFallbackConfig, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS,

@@ -21,6 +21,21 @@ pub struct SandboxLimits {
     pub file_size_mb: u64,
     /// Open files per process.
     pub open_files: u64,
+    /// Whether each command also gets a memory and pids cgroup.
+    pub cgroup: SandboxCgroup,
+}
+
+/// `sandbox_limits.cgroup`: a memory and pids cgroup per command (issue #31).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxCgroup {
+    /// Where the host allows it (`fabric doctor` says whether it does).
+    #[default]
+    Auto,
+    /// Always; a host that cannot refuses to run commands.
+    Required,
+    /// Never: `setrlimit` alone.
+    Off,
 }
 
 impl Default for SandboxLimits {
@@ -31,6 +46,7 @@ impl Default for SandboxLimits {
             processes: 1024,
             file_size_mb: 1024,
             open_files: 1024,
+            cgroup: SandboxCgroup::Auto,
         }
     }
 }
@@ -82,6 +98,7 @@ pub(crate) struct RawLimits {
     pub(crate) processes: Option<u64>,
     pub(crate) file_size_mb: Option<u64>,
     pub(crate) open_files: Option<u64>,
+    pub(crate) cgroup: Option<SandboxCgroup>,
 }
 
 /// `network` as written in the file.
@@ -113,6 +130,9 @@ impl RawLimits {
         }
         if let Some(v) = self.open_files {
             base.open_files = range("sandbox_limits.open_files", v, 16, 1 << 20)?;
+        }
+        if let Some(v) = self.cgroup {
+            base.cgroup = v;
         }
         Ok(())
     }

@@ -26,10 +26,13 @@
 //! - [`search`]: search over past runs, and their embeddings.
 //! - [`lazy`]: progressive tool loading: `search_tools` and `load_tool_schema` in front of a
 //!   member's tools.
+//! - [`fs`]: removing a directory tree of any depth without recursion, for every adapter
+//!   that deletes what a command made (private temp dirs, protected-path reverts, staging,
+//!   pruning).
 //! - [`live`]: the runs in flight in this process, with their cancellation tokens and event
 //!   buffers, so the HTTP API can follow, resume and cancel runs by id.
 //!
-//! The core depends only on `fabric-domain`; the binary wires concrete adapters into it.
+//! The core depends only on `fabric-domain` (and `rustix` for [`fs`]); the binary wires concrete adapters into it.
 #![deny(missing_docs)]
 
 pub mod budget;
@@ -38,6 +41,7 @@ pub mod delegate;
 pub mod engine;
 mod error;
 pub mod execute;
+pub mod fs;
 pub mod gate;
 pub mod history;
 mod ids;
@@ -57,10 +61,10 @@ pub mod typed;
 pub use error::CoreError;
 pub use ids::{new_run_id, unix_now};
 pub use ports::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ClaimedRun, EmbeddingClient,
-    EventSink, Liveness, NewRun, NoOsSandbox, NoopObserver, ProcessSandbox, QueryEmbedding,
-    QueueSignal, QueuedCancel, Reindexed, Release, Renewal, RunCatalog, RunLog, RunObserver,
-    RunQuery, RunQueue, RunSandbox, RunStore, SandboxGuard, SearchHit, SearchQuery, SecurityNotice,
-    StaticTools, StatsGroup, StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions,
-    ToolError, ToolNotice, ToolSource, Withheld,
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ClaimedRun, CommandWatch,
+    EmbeddingClient, EventSink, Liveness, NewRun, NoOsSandbox, NoopObserver, ProcessSandbox,
+    QueryEmbedding, QueueSignal, QueuedCancel, Reindexed, Release, Renewal, RunCatalog, RunLog,
+    RunObserver, RunQuery, RunQueue, RunSandbox, RunStore, SandboxGuard, SearchHit, SearchQuery,
+    SecurityNotice, StaticTools, StatsGroup, StatsQuery, StatsRow, StoreError, Tool, ToolContext,
+    ToolDefinitions, ToolError, ToolNotice, ToolSource, Withheld,
 };

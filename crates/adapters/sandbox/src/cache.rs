@@ -34,11 +34,26 @@ fn key(root: bool) -> String {
         read("/proc/sys/kernel/osrelease"),
         rustix::process::geteuid().as_raw().to_string(),
         root.to_string(),
+        // A root fabric started without CAP_SYS_ADMIN (`setpriv --bounding-set
+        // -sys_admin`, a container's defaults) cannot make namespaces (issue #31).
+        capabilities(),
         read("/proc/sys/user/max_user_namespaces"),
         read("/proc/sys/kernel/unprivileged_userns_clone"),
         read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
     ]
     .join("|")
+}
+
+/// This process's effective capabilities, as `/proc/self/status` shows them.
+fn capabilities() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_owned()))
+        })
+        .unwrap_or_default()
 }
 
 /// Whether a kept verdict says the whole setup works here.

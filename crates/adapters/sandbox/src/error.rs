@@ -15,6 +15,11 @@ pub enum SandboxError {
         /// What is missing.
         why: String,
     },
+    /// `sandbox_limits.cgroup: required` on a host that cannot give commands a cgroup.
+    #[error(
+        "`sandbox_limits.cgroup` is `required` but this host cannot give commands a memory and pids cgroup: {0}. Run `fabric doctor` for details; with `sandbox_limits.cgroup: auto` commands run with the setrlimit limits alone"
+    )]
+    CgroupsRequired(String),
     /// A mode name that is not one of the modes.
     #[error("unknown sandbox mode `{0}`; use strict, workspace-write-network or off")]
     UnknownMode(String),

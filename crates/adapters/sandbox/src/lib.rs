@@ -4,7 +4,8 @@
 //! What it does, per command, between `fork` and `exec` (a `pre_exec` hook, prepared in the
 //! parent so the child only makes syscalls):
 //! - resource limits with `setrlimit`: CPU time, address space, processes, file size, no
-//!   core dumps ([`Limits`]);
+//!   core dumps ([`Limits`]); and where the host allows it a memory and pids cgroup per
+//!   command, which counts what `setrlimit` cannot see (shared memory, kernel buffers);
 //! - when running as root, no capabilities: `SECBIT_NOROOT` and empty capability sets, so
 //!   `exec` grants none (raw sockets, module loading and mounts need them);
 //! - Landlock for the filesystem: system paths read-only, the run's workspace and a private
@@ -25,6 +26,7 @@
 #![deny(missing_docs)]
 
 mod cache;
+mod cgroup;
 mod error;
 mod limits;
 mod linux;
@@ -33,8 +35,9 @@ mod policy;
 mod probe;
 mod seccomp;
 
+pub use cgroup::CgroupHost;
 pub use error::SandboxError;
-pub use limits::Limits;
+pub use limits::{CgroupUse, Limits};
 pub use linux::{OsSandbox, dies_with_the_fabric};
 pub use policy::{Mode, Policy};
 pub use probe::{HostSupport, probe};

@@ -18,6 +18,31 @@ pub struct Limits {
     pub file_size_bytes: u64,
     /// Open files per process (`RLIMIT_NOFILE`).
     pub open_files: u64,
+    /// Whether memory and processes are also capped by a cgroup per command.
+    pub cgroup: CgroupUse,
+}
+
+/// `sandbox_limits.cgroup`: whether each command gets a memory and pids cgroup (issue #31).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CgroupUse {
+    /// Where the host allows it; recorded either way.
+    #[default]
+    Auto,
+    /// Always: a host without cgroups refuses to run commands (fails closed).
+    Required,
+    /// Never: only `setrlimit`.
+    Off,
+}
+
+impl CgroupUse {
+    /// The name used in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Required => "required",
+            Self::Off => "off",
+        }
+    }
 }
 
 impl Default for Limits {
@@ -32,6 +57,7 @@ impl Default for Limits {
             processes: 1024,
             file_size_bytes: 1024 * MIB,
             open_files: 1024,
+            cgroup: CgroupUse::Auto,
         }
     }
 }
@@ -45,6 +71,7 @@ impl Limits {
             "processes": self.processes,
             "file_size_bytes": self.file_size_bytes,
             "open_files": self.open_files,
+            "cgroup": self.cgroup.as_str(),
         })
     }
 }

@@ -5,7 +5,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use fabric_core::{ProcessSandbox, SandboxGuard, ToolContext, ToolError};
+use fabric_core::{CommandWatch, ProcessSandbox, SandboxGuard, ToolContext, ToolError};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
@@ -13,6 +13,7 @@ use landlock::{
 use rustix::process::{Resource, Rlimit, setrlimit};
 use seccompiler::BpfProgram;
 
+use crate::cgroup::CommandCgroup;
 use crate::ns::{self, Plan, Step};
 use crate::policy::{ABI_TCP, Mode, Policy};
 use crate::{SandboxError, seccomp};
@@ -142,10 +143,14 @@ impl ProcessSandbox for OsSandbox {
         };
         let network = self.policy.process_network(ctx.network_allowed);
         // A private temporary directory per command, removed when the guard drops.
-        let tmp = tempfile::Builder::new()
-            .prefix("fabric-tmp-")
-            .tempdir()
-            .map_err(|e| failed(format!("private temp directory: {e}")))?;
+        let tmp = PrivateTmp::new().map_err(|e| failed(format!("private temp directory: {e}")))?;
+        let cgroup = match (&self.policy.host.cgroups, self.policy.cgroups) {
+            (Ok(host), true) => Some(
+                host.create(&self.policy.limits)
+                    .map_err(|e| failed(format!("cgroup: {e}")))?,
+            ),
+            _ => None,
+        };
         // With namespaces the directory is mounted at /tmp and its host path does not exist.
         if self.plan.is_some() {
             cmd.env("TMPDIR", "/tmp");
@@ -185,6 +190,10 @@ impl ProcessSandbox for OsSandbox {
         let drop_capabilities = self.policy.host.root && !ns::drops_root(&namespaces);
         let child = ChildSetup {
             parent,
+            cgroups: cgroup
+                .as_ref()
+                .map(CommandCgroup::join_fds)
+                .unwrap_or_default(),
             limits: rlimits(&self.policy),
             namespaces,
             proc_rule,
@@ -202,7 +211,10 @@ impl ProcessSandbox for OsSandbox {
             cmd.pre_exec(move || child.apply());
         }
         tracing::debug!(run_id = %ctx.run_id.as_str(), network, tmp = %tmp.path().display(), "sandboxed command");
-        Ok(SandboxGuard::holding(tmp))
+        Ok(SandboxGuard::watching(CommandResources {
+            cgroup,
+            _tmp: tmp,
+        }))
     }
 
     fn describe(&self) -> String {
@@ -224,6 +236,48 @@ impl ProcessSandbox for OsSandbox {
             crate::cache::forget();
         }
         why
+    }
+}
+
+/// What a command holds until it has ended. The cgroup goes first: its processes, and the
+/// files they kept open in the temporary directory, are gone by then.
+struct CommandResources {
+    cgroup: Option<CommandCgroup>,
+    /// Held for its `Drop`.
+    _tmp: PrivateTmp,
+}
+
+impl CommandWatch for CommandResources {
+    fn limits_hit(&self) -> Option<String> {
+        self.cgroup.as_ref().and_then(CommandCgroup::limits_hit)
+    }
+}
+
+/// A command's private temporary directory, removed when the command has ended, whatever
+/// it left there: without recursion, so a tree of any depth cannot overflow the stack and
+/// take the fabric down (issue #31).
+struct PrivateTmp(PathBuf);
+
+impl PrivateTmp {
+    fn new() -> std::io::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("fabric-tmp-").tempdir()?;
+        Ok(Self(dir.keep()))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        match fabric_core::fs::remove_tree(&self.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %self.0.display(), error = %e, "could not remove a command's private temp directory")
+            }
+        }
     }
 }
 
@@ -277,6 +331,8 @@ fn close_inherited() -> std::io::Result<()> {
 struct ChildSetup {
     /// The fabric, whose end kills the command.
     parent: rustix::process::Pid,
+    /// `cgroup.procs` of the command's cgroups, joined first (empty without cgroups).
+    cgroups: Vec<i32>,
     limits: Vec<(Resource, u64)>,
     /// The namespace steps; empty without namespaces.
     namespaces: Vec<Step>,
@@ -297,6 +353,8 @@ impl ChildSetup {
         // First, before anything that may fail or fork: the namespace steps may end in
         // `ns::fork_init`, whose waiting parent never comes back here.
         die_with(Some(self.parent))?;
+        // Before anything that allocates or forks: every process of the command is counted.
+        crate::cgroup::join(&self.cgroups)?;
         for (resource, value) in &self.limits {
             setrlimit(
                 *resource,
@@ -314,6 +372,7 @@ impl ChildSetup {
         if self.drop_capabilities {
             drop_capabilities()?;
         }
+        join_fresh_session_keyring()?;
         // A change of user (the namespace steps may switch to nobody) clears the setting:
         // armed again for the process that execs. Past `ns::fork_init` this is the first
         // process of the new PID namespace, whose parent (the process the fabric started,
@@ -339,6 +398,28 @@ impl ChildSetup {
         }
         Ok(())
     }
+}
+
+/// A new, empty session keyring for the command (issue #31): the fabric's own session
+/// keyring, and what it holds, is no longer the command's to search or to list as its own.
+/// A kernel without keys support has nothing to hide.
+fn join_fresh_session_keyring() -> std::io::Result<()> {
+    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+    // SAFETY: keyctl with a null name: the kernel makes an anonymous keyring.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_JOIN_SESSION_KEYRING,
+            std::ptr::null::<libc::c_char>(),
+        )
+    };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ENOSYS) {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 /// Root keeps no capability across `exec`: `SECBIT_NOROOT` (locked) stops exec from granting

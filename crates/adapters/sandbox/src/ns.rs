@@ -54,6 +54,9 @@ pub(crate) const NOBODY: u32 = 65534;
 /// and files the command makes are stored as root's.
 const SWAP_MAP: &str = "0 65534 1\n1 1 65533\n65534 0 1\n65535 65535 4294901760\n";
 
+/// The keyring listings of `/proc`, masked in a command's fresh `/proc`.
+const PROC_KEYS: &[&str] = &["/proc/keys", "/proc/key-users"];
+
 /// Spawn errors of a failed setup step carry this tag, the step's kind and the errno.
 const STEP_TAG: i32 = 0x4000_0000;
 
@@ -421,6 +424,16 @@ impl Plan {
         // The masks and protected paths were made read-only with the rest; they stay so.
         steps.push(Step::ForkInit);
         steps.push(Step::MountProc);
+        // The keys of every keyring the command's uid may view, by name (issue #31); the
+        // calls that read their contents are refused by seccomp anyway.
+        for listing in PROC_KEYS {
+            if Path::new(listing).exists() {
+                steps.push(Step::Bind {
+                    source: c"/dev/null".to_owned(),
+                    target: CString::new(*listing).map_err(io::Error::other)?,
+                });
+            }
+        }
         if idmap.is_some() {
             steps.push(Step::SetIds {
                 uid: NOBODY,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use fabric_core::SecurityNotice;
 use serde_json::{Value, json};
 
-use crate::{HostSupport, Limits, SandboxError};
+use crate::{CgroupUse, HostSupport, Limits, SandboxError};
 
 /// The Landlock ABI that brought TCP rules.
 pub(crate) const ABI_TCP: i32 = 4;
@@ -64,6 +64,9 @@ pub struct Policy {
     /// A root fabric's commands run as `nobody` on idmapped mounts (namespaces, and the host
     /// allows idmapped mounts).
     pub unprivileged: bool,
+    /// Every command gets a memory and pids cgroup (the host allows it, the sandbox is on
+    /// and `sandbox_limits.cgroup` is not `off`).
+    pub cgroups: bool,
 }
 
 impl Policy {
@@ -98,7 +101,15 @@ impl Policy {
         };
         let namespaces = mode != Mode::Off && host.namespaces.is_ok();
         let unprivileged = namespaces && host.root && host.unprivileged.is_ok();
+        let cgroups = mode != Mode::Off && limits.cgroup != CgroupUse::Off && host.cgroups.is_ok();
+        if mode != Mode::Off
+            && limits.cgroup == CgroupUse::Required
+            && let Err(why) = &host.cgroups
+        {
+            return Err(SandboxError::CgroupsRequired(why.clone()));
+        }
         Ok(Self {
+            cgroups,
             unprivileged,
             mode,
             host,
@@ -162,7 +173,14 @@ impl Policy {
         if self.host.root {
             lines.push("capabilities: all dropped (running as root; SECBIT_NOROOT keeps exec from granting them back)".to_owned());
         }
-        if self.unprivileged {
+        if let (true, Ok(cgroups)) = (self.cgroups, &self.host.cgroups) {
+            lines.push(format!(
+                "memory and processes (a cgroup per command, v{}): {} MiB of memory, shared memory, tmpfs files and kernel buffers included (the kernel kills inside the group beyond it), and {} processes and threads of this command alone",
+                cgroups.version,
+                self.limits.memory_bytes / (1024 * 1024),
+                self.limits.processes
+            ));
+        } else if self.unprivileged {
             lines.push(format!("process count: RLIMIT_NPROC applies to nobody; it counts every process uid {} has on the host, the commands of concurrent runs included", crate::ns::NOBODY));
         }
         if abi >= ABI_SCOPE {
@@ -181,8 +199,18 @@ impl Policy {
         }
         let abi = self.landlock_abi;
         let mut lines = Vec::new();
-        if self.host.root && !self.unprivileged {
+        if !self.cgroups {
+            let why = match (&self.host.cgroups, self.limits.cgroup) {
+                (_, CgroupUse::Off) => "sandbox_limits.cgroup is off".to_owned(),
+                (Err(why), _) => why.clone(),
+                (Ok(_), _) => "off".to_owned(),
+            };
+            lines.push(format!("memory the address-space limit cannot see, per command (no cgroup: {why}): shared memory (memfd, tmpfs files) and kernel buffers (sockets) are not capped"));
+        }
+        if self.host.root && !self.unprivileged && !self.cgroups {
             lines.push("process count: the kernel does not apply RLIMIT_NPROC to root; fork bombs are stopped by the timeout and the process-group kill".to_owned());
+        }
+        if self.host.root && !self.unprivileged {
             let why = self
                 .host
                 .unprivileged
@@ -232,6 +260,7 @@ impl Policy {
             "landlock_abi": self.landlock_abi,
             "namespaces": self.namespaces,
             "unprivileged": self.unprivileged,
+            "cgroups": self.cgroups,
             "enforced": self.enforced(),
             "not_enforced": self.not_enforced(),
             "limits": self.limits.to_json(),
@@ -265,6 +294,7 @@ mod tests {
             root: false,
             namespaces: Ok(()),
             unprivileged: Err("not root".to_owned()),
+            cgroups: Err("no cgroups in tests".to_owned()),
         }
     }
 

@@ -26,6 +26,8 @@ pub struct HostSupport {
     pub unprivileged: Result<(), String>,
     /// The fabric runs as root: `RLIMIT_NPROC` does not apply, capabilities must be dropped.
     pub root: bool,
+    /// Where commands' memory and pids cgroups are made, or why they cannot be.
+    pub cgroups: Result<crate::CgroupHost, String>,
 }
 
 impl HostSupport {
@@ -43,6 +45,8 @@ impl HostSupport {
             "unprivileged": self.unprivileged.is_ok(),
             "unprivileged_error": self.unprivileged.as_ref().err(),
             "root": self.root,
+            "cgroups": self.cgroups.as_ref().ok().map(|c| c.describe()),
+            "cgroups_error": self.cgroups.as_ref().err(),
         })
     }
 }
@@ -86,6 +90,7 @@ fn probe_now() -> HostSupport {
         root,
         namespaces,
         unprivileged,
+        cgroups: crate::cgroup::probe(),
     }
 }
 

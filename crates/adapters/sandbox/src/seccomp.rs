@@ -49,6 +49,8 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_userfaultfd,
     libc::SYS_acct,
     libc::SYS_quotactl,
+    // The descriptor form of `quotactl` (issue #31: it was left open beside it).
+    libc::SYS_quotactl_fd,
     libc::SYS_syslog,
     libc::SYS_fsopen,
     libc::SYS_fsmount,
@@ -83,12 +85,46 @@ const DENIED_WITHOUT_NAMESPACES: &[libc::c_long] = &[
     libc::SYS_mq_timedreceive,
     libc::SYS_mq_notify,
     libc::SYS_mq_getsetattr,
+    // Calls that reach another process by pid or pidfd with no more than a matching uid
+    // (issue #31); in a PID namespace only the command's own processes are in reach.
+    libc::SYS_kcmp,
+    libc::SYS_pidfd_getfd,
+    libc::SYS_process_madvise,
+    // fanotify watches whole mounts and file systems, beyond what Landlock scopes.
+    libc::SYS_fanotify_init,
+];
+
+/// Without namespaces, calls that take a pid are allowed only on the caller itself (pid
+/// 0), so a command cannot lower another process's limits, priority, scheduling, CPU
+/// affinity, I/O priority or memory placement (issue #31: `prlimit64` needs no more than a
+/// matching uid). Each entry: the call and the argument holding the pid.
+const SELF_ONLY: &[(libc::c_long, u8)] = &[
+    (libc::SYS_prlimit64, 0),
+    (libc::SYS_sched_setscheduler, 0),
+    (libc::SYS_sched_setparam, 0),
+    (libc::SYS_sched_setaffinity, 0),
+    (libc::SYS_sched_setattr, 0),
+    (libc::SYS_migrate_pages, 0),
+    (libc::SYS_move_pages, 0),
+];
+
+/// `setpriority(which, who, prio)` and `ioprio_set(which, who, prio)`: `who` must be 0
+/// (the caller, its process group or its user), and `which` must not name the user (every
+/// process of the uid): `PRIO_USER` and `IOPRIO_WHO_USER`.
+const SELF_OR_GROUP: &[(libc::c_long, u64)] = &[
+    (libc::SYS_setpriority, 2), // PRIO_USER
+    (libc::SYS_ioprio_set, 3),  // IOPRIO_WHO_USER
 ];
 
 /// Answered `ENOSYS`, so libc and programs fall back to a call the filter can inspect:
 /// `clone3` (its flags sit behind a pointer; glibc falls back to `clone`) and `openat2` (its
 /// mode too; callers fall back to `openat`).
 const NOT_IMPLEMENTED: &[libc::c_long] = &[libc::SYS_clone3, libc::SYS_openat2];
+
+/// Also answered `ENOSYS` without namespaces: inotify reports the names of files made
+/// anywhere the command can look up, live (issue #31), and Landlock does not scope watches.
+/// Programs take `ENOSYS` as "no inotify here" and poll instead (`tail -f` does).
+const NOT_IMPLEMENTED_WITHOUT_NAMESPACES: &[libc::c_long] = &[libc::SYS_inotify_init1];
 
 /// Answered `EOPNOTSUPP` ("this filesystem has no extended attributes"), which `cp -a`,
 /// `tar` and `rsync` take in their stride: setting extended attributes and POSIX ACLs, which
@@ -182,8 +218,27 @@ pub(crate) fn filters(network: bool, namespaces: bool) -> Result<Vec<BpfProgram>
 
 fn compile_all(network: bool, namespaces: bool) -> Result<Vec<BpfProgram>, SandboxError> {
     let mut rules = whole(DENIED);
+    let mut not_implemented = whole(NOT_IMPLEMENTED);
     if !namespaces {
         rules.extend(whole(DENIED_WITHOUT_NAMESPACES));
+        for (call, arg) in SELF_ONLY {
+            rules.insert(
+                *call,
+                vec![SeccompRule::new(vec![cond(*arg, SeccompCmpOp::Ne, 0)?]).map_err(build)?],
+            );
+        }
+        for (call, user) in SELF_OR_GROUP {
+            rules.insert(
+                *call,
+                vec![
+                    SeccompRule::new(vec![cond(1, SeccompCmpOp::Ne, 0)?]).map_err(build)?,
+                    SeccompRule::new(vec![cond(0, SeccompCmpOp::Eq, *user)?]).map_err(build)?,
+                ],
+            );
+        }
+        not_implemented.extend(whole(NOT_IMPLEMENTED_WITHOUT_NAMESPACES));
+        #[cfg(target_arch = "x86_64")]
+        not_implemented.insert(libc::SYS_inotify_init, Vec::new());
     }
     let clone_flags = CLONE_NAMESPACES.iter().map(|f| u64::from(f.unsigned_abs()));
     rules.insert(libc::SYS_clone, any_flag(0, clone_flags)?);
@@ -234,7 +289,7 @@ fn compile_all(network: bool, namespaces: bool) -> Result<Vec<BpfProgram>, Sandb
     rules.insert(libc::SYS_socket, socket);
     Ok(vec![
         compile(rules, libc::EPERM)?,
-        compile(whole(NOT_IMPLEMENTED), libc::ENOSYS)?,
+        compile(not_implemented, libc::ENOSYS)?,
         compile(whole(NO_XATTRS), libc::EOPNOTSUPP)?,
     ])
 }

@@ -150,16 +150,28 @@ fn issue_15_an_unprivileged_fabric_gets_the_same_namespaces() {
     for (path, mode) in [(dir.path(), 0o755), (copy.as_path(), 0o755)] {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(&copy)
-        .args(["--skip", AS_NOBODY, "--test-threads=2"])
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("FABRIC_REQUIRE_TEST_DEPS", "1")
-        .output()
-        .expect("setpriv (util-linux) runs");
+    // The other tests of this binary fork while the copy is written; a child between its
+    // fork and its exec still holds the copy open for writing, and exec answers "Text file
+    // busy" until it lets go (a race of the test, not of the fabric): try again briefly.
+    let mut tries = 0;
+    let out = loop {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&copy)
+            .args(["--skip", AS_NOBODY, "--test-threads=2"])
+            .current_dir(dir.path())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("FABRIC_REQUIRE_TEST_DEPS", "1")
+            .output()
+            .expect("setpriv (util-linux) runs");
+        tries += 1;
+        if tries < 50 && text(&out).contains("Text file busy") {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            continue;
+        }
+        break out;
+    };
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     assert!(

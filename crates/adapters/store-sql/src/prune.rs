@@ -59,7 +59,13 @@ pub(crate) async fn prune(store: &SqlStore, before: f64) -> Result<Vec<RunId>, S
         result.map_err(|e| store.err(&e))?;
         for id in chunk {
             let dir = store.inner.fs.run_dir(id);
-            match tokio::fs::remove_dir_all(&dir).await {
+            // Without recursion (issue #31): a workspace may hold a tree of any depth.
+            let target = dir.clone();
+            let removed =
+                tokio::task::spawn_blocking(move || fabric_core::fs::remove_tree(&target))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+            match removed {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {

@@ -53,17 +53,28 @@ const SIGXFSZ: i64 = 25;
 const ALLOWED: &str = "The OS sandbox lets commands read system files, write only inside the workspace and a private temporary directory ($TMPDIR), and use the network only when the run allows it.";
 
 /// A refusal for a failed command whose output (or end signal) shows the sandbox stopped it.
-pub(crate) fn detect(cmd: &[String], result: &Value) -> Option<ToolError> {
+/// `limits_hit` is what the sandbox itself counted (a cgroup's OOM kills or refused forks),
+/// which wins over guessing from the output.
+pub(crate) fn detect(
+    cmd: &[String],
+    result: &Value,
+    limits_hit: Option<String>,
+) -> Option<ToolError> {
     let stderr = result["stderr"].as_str().unwrap_or_default();
     let stdout = result["stdout"].as_str().unwrap_or_default();
-    let why = match result["signal"].as_i64() {
-        Some(SIGXFSZ) => Some("a file larger than the sandbox's size limit (killed by SIGXFSZ)"),
-        Some(SIGXCPU) => Some("more CPU time than the sandbox's limit (killed by SIGXCPU)"),
+    let why = match (limits_hit, result["signal"].as_i64()) {
+        (Some(hit), _) => hit,
+        (None, Some(SIGXFSZ)) => {
+            "a file larger than the sandbox's size limit (killed by SIGXFSZ)".to_owned()
+        }
+        (None, Some(SIGXCPU)) => {
+            "more CPU time than the sandbox's limit (killed by SIGXCPU)".to_owned()
+        }
         _ => MARKERS
             .iter()
             .find(|(text, _)| stderr.contains(text) || stdout.contains(text))
-            .map(|(_, why)| *why),
-    }?;
+            .map(|(_, why)| (*why).to_owned())?,
+    };
     let exit = match result["exit_code"].as_i64() {
         Some(code) => format!("exit code {code}"),
         None => format!("signal {}", result["signal"]),
@@ -106,7 +117,7 @@ mod tests {
             event_type,
             attempted,
             message,
-        }) = detect(&cmd(), &result)
+        }) = detect(&cmd(), &result, None)
         else {
             panic!("not detected");
         };
@@ -119,8 +130,8 @@ mod tests {
     #[test]
     fn limit_signals_are_refusals_and_plain_failures_are_not() {
         let result = json!({"exit_code": null, "signal": 25, "stdout": "", "stderr": ""});
-        assert!(detect(&cmd(), &result).is_some());
+        assert!(detect(&cmd(), &result, None).is_some());
         let result = json!({"exit_code": 1, "stdout": "", "stderr": "no such file"});
-        assert!(detect(&cmd(), &result).is_none());
+        assert!(detect(&cmd(), &result, None).is_none());
     }
 }

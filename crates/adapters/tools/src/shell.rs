@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fabric_core::typed::TypedTool;
-use fabric_core::{ToolContext, ToolError};
+use fabric_core::{SandboxGuard, ToolContext, ToolError};
 use fabric_domain::{ToolAnnotations, ToolSpec};
 use rustix::process::{Pid, Signal, kill_process_group};
 use schemars::JsonSchema;
@@ -286,7 +286,7 @@ impl TypedTool for ShellTool {
             }
             let args = &input.cmd[1..];
             let mut container_guard = None;
-            let (mut command, _sandbox_guard) = match &self.policy.container {
+            let (mut command, sandbox_guard) = match &self.policy.container {
                 Some(container) => {
                     let (command, guard) = self.container_command(container, program, args, ctx)?;
                     container_guard = Some(guard);
@@ -352,9 +352,12 @@ impl TypedTool for ShellTool {
                     if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
                         result["signal"] = json!(signal);
                     }
+                    // What the sandbox counted (a cgroup's OOM kills, refused forks) names the
+                    // limit better than the command's own words.
+                    let limits_hit = sandbox_guard.as_ref().and_then(SandboxGuard::limits_hit);
                     if self.sandbox.enforcing()
                         && !status.success()
-                        && let Some(refusal) = denial::detect(&input.cmd, &result)
+                        && let Some(refusal) = denial::detect(&input.cmd, &result, limits_hit)
                     {
                         return Err(refusal);
                     }
@@ -390,7 +393,8 @@ impl TypedTool for ShellTool {
             }
         }
         .await;
-        self.revert_protected(&absent, &input.cmd, ctx, outcome)
+        self.revert_protected(absent, &input.cmd, ctx, outcome)
+            .await
     }
 }
 
@@ -414,32 +418,36 @@ impl ShellTool {
 
     /// Removes the protected paths among `absent` that the command created, and turns the
     /// outcome into a `protected_path` refusal saying so (recorded as a `security_event`).
-    fn revert_protected(
+    async fn revert_protected(
         &self,
-        absent: &[String],
+        absent: Vec<String>,
         cmd: &[String],
         ctx: &ToolContext,
         outcome: Result<Value, ToolError>,
     ) -> Result<Value, ToolError> {
-        let mut removed = Vec::new();
-        for name in absent {
-            let path = ctx.workspace.join(name);
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            // Never follows a link: a link is removed as a link.
-            let gone = if meta.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            match gone {
-                Ok(()) => removed.push(name.as_str()),
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "could not remove a protected path a command created")
+        if absent.is_empty() {
+            return outcome;
+        }
+        let workspace = ctx.workspace.clone();
+        // Off the async threads: a tree the command made may be large or deep.
+        let removed = tokio::task::spawn_blocking(move || {
+            let mut removed = Vec::new();
+            for name in absent {
+                let path = workspace.join(&name);
+                // Never follows a link (a link is removed as a link) and survives any depth
+                // (issue #31: a 25,000-deep `.git` overflowed the recursive removal's stack).
+                match fabric_core::fs::remove_tree(&path) {
+                    Ok(()) => removed.push(name),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "could not remove a protected path a command created")
+                    }
                 }
             }
-        }
+            removed
+        })
+        .await
+        .unwrap_or_default();
         if removed.is_empty() {
             return outcome;
         }

@@ -33,6 +33,11 @@ pub(crate) fn sandbox_policy(
         processes: l.processes,
         file_size_bytes: l.file_size_mb.saturating_mul(MIB),
         open_files: l.open_files,
+        cgroup: match l.cgroup {
+            fabric_config::SandboxCgroup::Auto => fabric_sandbox::CgroupUse::Auto,
+            fabric_config::SandboxCgroup::Required => fabric_sandbox::CgroupUse::Required,
+            fabric_config::SandboxCgroup::Off => fabric_sandbox::CgroupUse::Off,
+        },
     };
     Policy::decide(mode, fabric_sandbox::probe(), limits, read_paths(settings))
 }

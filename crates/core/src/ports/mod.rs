@@ -16,7 +16,9 @@ pub use embed::EmbeddingClient;
 pub use ledger::{DaySpend, SpendLedger};
 pub use observer::{EventSink, NoopObserver, RunObserver};
 pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Release, Renewal, RunQueue};
-pub use sandbox::{NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice};
+pub use sandbox::{
+    CommandWatch, NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice,
+};
 pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};
 pub use staging::{Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager};
 pub use store::{

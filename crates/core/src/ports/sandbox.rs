@@ -10,15 +10,41 @@ use std::sync::Arc;
 
 use super::tool::{ToolContext, ToolError};
 
-/// Keeps what a sandboxed command needs (e.g. its private temporary directory) alive until
-/// the command has ended; dropping it releases them.
+/// What a sandbox can tell about a command once it has ended.
+pub trait CommandWatch: Send + Sync {
+    /// The resource limits the command ran into ("more memory than the sandbox's limit of
+    /// 1024 MiB …"), in words for the model; `None` when it ran into none.
+    fn limits_hit(&self) -> Option<String>;
+}
+
+/// Keeps what a sandboxed command needs (e.g. its private temporary directory, its cgroup)
+/// alive until the command has ended; dropping it releases them.
 #[derive(Default)]
-pub struct SandboxGuard(Option<Box<dyn Send + Sync>>);
+pub struct SandboxGuard(Option<Box<dyn CommandWatch>>);
+
+/// A held resource with nothing to tell.
+struct Held<T>(T);
+
+impl<T: Send + Sync> CommandWatch for Held<T> {
+    fn limits_hit(&self) -> Option<String> {
+        None
+    }
+}
 
 impl SandboxGuard {
     /// A guard holding `resource` until it is dropped.
     pub fn holding(resource: impl Send + Sync + 'static) -> Self {
+        Self(Some(Box::new(Held(resource))))
+    }
+
+    /// A guard holding `resource`, which can say what limits the command ran into.
+    pub fn watching(resource: impl CommandWatch + 'static) -> Self {
         Self(Some(Box::new(resource)))
+    }
+
+    /// The resource limits the command ran into, if the sandbox counts them.
+    pub fn limits_hit(&self) -> Option<String> {
+        self.0.as_ref().and_then(|w| w.limits_hit())
     }
 }
 

@@ -146,7 +146,7 @@ impl Area {
             // always whole and has its manifest.
             let partial = root.join(format!("{name}.partial"));
             if partial.exists() {
-                std::fs::remove_dir_all(&partial)
+                fabric_core::fs::remove_tree(&partial)
                     .map_err(|e| io_error("cannot remove", &partial, &e))?;
             }
             std::fs::create_dir_all(&partial)
@@ -508,7 +508,7 @@ impl Staged for CopyStaged {
                 manifest.push(".manifest.json");
                 let _ = std::fs::remove_file(root.join(manifest));
             }
-            std::fs::remove_dir_all(&area.dir).map_err(|e| e.to_string())?;
+            fabric_core::fs::remove_tree(&area.dir).map_err(|e| e.to_string())?;
             // `staged/` itself goes with its last area (issue #26: an empty one stayed);
             // one still holding another member's area is not empty and stays.
             if let Some(root) = area.dir.parent() {

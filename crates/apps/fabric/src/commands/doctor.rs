@@ -375,6 +375,18 @@ fn sandbox_checks(settings: &Settings, report: &mut Report) {
             "cannot read /proc/sys/user/max_user_namespaces",
         ),
     }
+    match &host.cgroups {
+        Ok(cgroups) => report.line(
+            Verdict::Ok,
+            "cgroups",
+            &format!("{} (a memory and pids cgroup per command)", cgroups.describe()),
+        ),
+        Err(why) => report.line(
+            Verdict::Warn,
+            "cgroups",
+            &format!("none for commands: {why}; memory is capped by RLIMIT_AS alone, which shared memory and kernel buffers escape"),
+        ),
+    }
     match which("podman") {
         Some(path) => report.line(Verdict::Ok, "podman", &format!("{} (for specialists with `container_image`)", path.display())),
         None => report.line(Verdict::Warn, "podman", "not installed; specialists with `container_image` cannot run their shell (`apt-get install podman`)"),

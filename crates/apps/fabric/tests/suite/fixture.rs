@@ -22,6 +22,17 @@ impl Run {
         self.output.status.code().unwrap_or(-1)
     }
 
+    /// Asserts the exit code, showing both streams when it differs.
+    pub(crate) fn assert_code(&self, expected: i32) {
+        assert_eq!(
+            self.code(),
+            expected,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
+
     pub(crate) fn json(&self) -> Value {
         serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
             panic!(
@@ -100,7 +111,33 @@ impl Fixture {
         env: &[(&str, &str)],
         secs: u64,
     ) -> Run {
-        let mut cmd = self.command(args);
+        self.fabric_via(&[], args, env, secs).await
+    }
+
+    /// `fabric ARGS` started through the `wrapper` command line (`setpriv …`, which then
+    /// runs the binary), with `env`; it must finish within `secs` seconds.
+    pub(crate) async fn fabric_via(
+        &self,
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+        secs: u64,
+    ) -> Run {
+        let mut cmd = match wrapper.split_first() {
+            None => self.command(args),
+            Some((program, rest)) => {
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(rest)
+                    .arg(env!("CARGO_BIN_EXE_fabric"))
+                    .args(args)
+                    .arg("--config")
+                    .arg(&self.config)
+                    .arg("--workspace")
+                    .arg(self.workspace_root());
+                self.isolate(&mut cmd);
+                cmd
+            }
+        };
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -58,13 +58,7 @@ Use the tools.
     let run = fx
         .fabric(&["run", "echo something", "--pack", "mcp_user", "--json"])
         .await;
-    assert_eq!(
-        run.code(),
-        0,
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout,
-        run.stderr
-    );
+    run.assert_code(0);
     let result = run.json();
     assert_eq!(result["summary"], "echoed");
     let events = fx.runlog(&result);
@@ -150,13 +144,7 @@ Work.
     let run = fx
         .fabric(&["run", "list", "--pack", "mcp_user", "--json"])
         .await;
-    assert_eq!(
-        run.code(),
-        0,
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout,
-        run.stderr
-    );
+    run.assert_code(0);
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     let events = fx.runlog(&run.json());
     let servers = of_kind(&events, "mcp_server");
