@@ -23,6 +23,10 @@ pub struct SandboxLimits {
     pub open_files: u64,
     /// Whether each command also gets a memory and pids cgroup.
     pub cgroup: SandboxCgroup,
+    /// MiB one command may add to its workspace and temp directory.
+    pub disk_mb: u64,
+    /// Files and directories one command may add there.
+    pub files: u64,
 }
 
 /// `sandbox_limits.cgroup`: a memory and pids cgroup per command (issue #31).
@@ -47,6 +51,8 @@ impl Default for SandboxLimits {
             file_size_mb: 1024,
             open_files: 1024,
             cgroup: SandboxCgroup::Auto,
+            disk_mb: 8192,
+            files: 100_000,
         }
     }
 }
@@ -99,6 +105,8 @@ pub(crate) struct RawLimits {
     pub(crate) file_size_mb: Option<u64>,
     pub(crate) open_files: Option<u64>,
     pub(crate) cgroup: Option<SandboxCgroup>,
+    pub(crate) disk_mb: Option<u64>,
+    pub(crate) files: Option<u64>,
 }
 
 /// `network` as written in the file.
@@ -133,6 +141,12 @@ impl RawLimits {
         }
         if let Some(v) = self.cgroup {
             base.cgroup = v;
+        }
+        if let Some(v) = self.disk_mb {
+            base.disk_mb = range("sandbox_limits.disk_mb", v, 1, 1 << 24)?;
+        }
+        if let Some(v) = self.files {
+            base.files = range("sandbox_limits.files", v, 16, 1 << 32)?;
         }
         Ok(())
     }

@@ -142,6 +142,85 @@ fn first_subdirectory(dir: &OwnedFd, device: u64) -> io::Result<Option<CString>>
     Ok(None)
 }
 
+/// What one command may add to the disk while it runs (issue #31): bytes and files under
+/// `paths` (its workspace and private temp directory), counted as growth over what was
+/// there when it started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskWatch {
+    /// The directories counted.
+    pub paths: Vec<std::path::PathBuf>,
+    /// Bytes it may add (allocated blocks, so sparse files count what they really use).
+    pub max_bytes: u64,
+    /// Files and directories it may add.
+    pub max_files: u64,
+}
+
+/// Bytes allocated and entries under `paths`, walked with an explicit stack (no depth can
+/// overflow it), links counted but never followed, unreadable entries skipped.
+pub fn usage(paths: &[std::path::PathBuf]) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let (mut bytes, mut files) = (0_u64, 0_u64);
+    let mut stack: Vec<std::path::PathBuf> = paths.to_vec();
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            files += 1;
+            bytes += meta.blocks() * 512;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    (bytes, files)
+}
+
+/// The shortest pause between two counts of a [`DiskWatch`].
+pub const MIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl DiskWatch {
+    /// Resolves when the command has added more than it may, with the reason in words for
+    /// the model; never resolves otherwise (race it against the command's end). The first
+    /// count is the baseline; later counts come at intervals of ten times what a count takes
+    /// (at least [`MIN_PAUSE`]), so watching a large workspace costs at most a tenth of a
+    /// core, and what a command can add between two counts is what it writes in that pause.
+    pub async fn exceeded(self) -> String {
+        let count = |paths: Vec<std::path::PathBuf>| async move {
+            let started = std::time::Instant::now();
+            let counted = tokio::task::spawn_blocking(move || usage(&paths))
+                .await
+                .unwrap_or((0, 0));
+            (counted, started.elapsed())
+        };
+        let ((base_bytes, base_files), took) = count(self.paths.clone()).await;
+        let mut pause = (took * 10).max(MIN_PAUSE);
+        loop {
+            tokio::time::sleep(pause).await;
+            let ((bytes, files), took) = count(self.paths.clone()).await;
+            pause = (took * 10).max(MIN_PAUSE);
+            let (added_bytes, added_files) = (
+                bytes.saturating_sub(base_bytes),
+                files.saturating_sub(base_files),
+            );
+            if added_bytes > self.max_bytes {
+                return format!(
+                    "it wrote {} MiB to the workspace and its temp directory, more than the sandbox's limit of {} MiB per command (sandbox_limits.disk_mb)",
+                    added_bytes >> 20,
+                    self.max_bytes >> 20
+                );
+            }
+            if added_files > self.max_files {
+                return format!(
+                    "it made {added_files} files and directories in the workspace and its temp directory, more than the sandbox's limit of {} per command (sandbox_limits.files)",
+                    self.max_files
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +289,42 @@ mod tests {
         std::os::unix::fs::symlink(&outside, &link).unwrap();
         remove_tree(&link).unwrap();
         assert!(outside.join("keep.txt").exists());
+    }
+
+    #[test]
+    fn usage_counts_files_and_blocks_without_following_links() {
+        let base = tempfile::tempdir().unwrap();
+        let tree = base.path().join("t");
+        std::fs::create_dir_all(tree.join("a/b")).unwrap();
+        std::fs::write(tree.join("a/b/f"), vec![1u8; 64 * 1024]).unwrap();
+        std::os::unix::fs::symlink("/usr", tree.join("a/usr")).unwrap();
+        let (bytes, files) = usage(&[tree]);
+        // a, b, f and the link.
+        assert_eq!(files, 4);
+        assert!(bytes >= 64 * 1024, "{bytes}");
+    }
+
+    #[tokio::test]
+    async fn issue_31_a_command_that_writes_past_the_cap_is_caught() {
+        let base = tempfile::tempdir().unwrap();
+        let watch = DiskWatch {
+            paths: vec![base.path().to_path_buf()],
+            max_bytes: u64::MAX,
+            max_files: 50,
+        };
+        let dir = base.path().to_path_buf();
+        let writer = tokio::task::spawn_blocking(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            for i in 0..100 {
+                std::fs::write(dir.join(format!("f{i}")), "x").unwrap();
+            }
+        });
+        let why = tokio::time::timeout(std::time::Duration::from_secs(10), watch.exceeded())
+            .await
+            .expect("caught within 10 s");
+        writer.await.unwrap();
+        assert!(why.contains("sandbox_limits.files"), "{why}");
+        assert!(why.contains("limit of 50 per command"), "{why}");
     }
 
     #[test]

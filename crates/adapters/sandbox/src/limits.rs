@@ -20,6 +20,11 @@ pub struct Limits {
     pub open_files: u64,
     /// Whether memory and processes are also capped by a cgroup per command.
     pub cgroup: CgroupUse,
+    /// Bytes one command may add to its workspace and private temp directory, watched while
+    /// it runs.
+    pub disk_bytes: u64,
+    /// Files and directories one command may add there.
+    pub files: u64,
 }
 
 /// `sandbox_limits.cgroup`: whether each command gets a memory and pids cgroup (issue #31).
@@ -58,6 +63,8 @@ impl Default for Limits {
             file_size_bytes: 1024 * MIB,
             open_files: 1024,
             cgroup: CgroupUse::Auto,
+            disk_bytes: 8 * 1024 * MIB,
+            files: 100_000,
         }
     }
 }
@@ -72,6 +79,8 @@ impl Limits {
             "file_size_bytes": self.file_size_bytes,
             "open_files": self.open_files,
             "cgroup": self.cgroup.as_str(),
+            "disk_bytes": self.disk_bytes,
+            "files": self.files,
         })
     }
 }

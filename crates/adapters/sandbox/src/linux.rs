@@ -5,6 +5,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use fabric_core::fs::DiskWatch;
 use fabric_core::{CommandWatch, ProcessSandbox, SandboxGuard, ToolContext, ToolError};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
@@ -211,8 +212,14 @@ impl ProcessSandbox for OsSandbox {
             cmd.pre_exec(move || child.apply());
         }
         tracing::debug!(run_id = %ctx.run_id.as_str(), network, tmp = %tmp.path().display(), "sandboxed command");
+        let disk = DiskWatch {
+            paths: vec![ctx.workspace.clone(), tmp.path().to_path_buf()],
+            max_bytes: self.policy.limits.disk_bytes,
+            max_files: self.policy.limits.files,
+        };
         Ok(SandboxGuard::watching(CommandResources {
             cgroup,
+            disk,
             _tmp: tmp,
         }))
     }
@@ -243,6 +250,7 @@ impl ProcessSandbox for OsSandbox {
 /// files they kept open in the temporary directory, are gone by then.
 struct CommandResources {
     cgroup: Option<CommandCgroup>,
+    disk: DiskWatch,
     /// Held for its `Drop`.
     _tmp: PrivateTmp,
 }
@@ -250,6 +258,10 @@ struct CommandResources {
 impl CommandWatch for CommandResources {
     fn limits_hit(&self) -> Option<String> {
         self.cgroup.as_ref().and_then(CommandCgroup::limits_hit)
+    }
+
+    fn disk_watch(&self) -> Option<DiskWatch> {
+        Some(self.disk.clone())
     }
 }
 

@@ -173,6 +173,11 @@ impl Policy {
         if self.host.root {
             lines.push("capabilities: all dropped (running as root; SECBIT_NOROOT keeps exec from granting them back)".to_owned());
         }
+        lines.push(format!(
+            "disk (watched while the command runs): it may add {} MiB and {} files and directories to its workspace and temp directory, or it is killed with everything it started",
+            self.limits.disk_bytes / (1024 * 1024),
+            self.limits.files
+        ));
         if let (true, Ok(cgroups)) = (self.cgroups, &self.host.cgroups) {
             lines.push(format!(
                 "memory and processes (a cgroup per command, v{}): {} MiB of memory, shared memory, tmpfs files and kernel buffers included (the kernel kills inside the group beyond it), and {} processes and threads of this command alone",
@@ -219,6 +224,7 @@ impl Policy {
                 .map_or("namespaces are off", String::as_str);
             lines.push(format!("unprivileged user ({why}): commands run as root without capabilities, so files root owns stay theirs to read where Landlock allows and, without namespaces, to chmod"));
         }
+        lines.push("an exact disk quota: the disk cap is a count taken every 0.1 s or more (ten times what a count costs), so what a command writes between two counts passes before it is stopped, and what it wrote stays".to_owned());
         if abi < ABI_TCP {
             lines.push(format!(
                 "TCP rules in Landlock (ABI {abi} < 4): seccomp alone refuses network sockets"

@@ -327,11 +327,21 @@ impl TypedTool for ShellTool {
                 )
             };
             tokio::pin!(work);
+            // What the command may add to the disk, watched while it runs (issue #31).
+            let disk = sandbox_guard.as_ref().and_then(SandboxGuard::disk_watch);
+            let over_disk = async move {
+                match disk {
+                    Some(watch) => watch.exceeded().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(over_disk);
 
             let ended = tokio::select! {
                 done = &mut work => Ended::Exited(done),
                 () = tokio::time::sleep(timeout) => Ended::TimedOut,
                 () = ctx.cancel.cancelled() => Ended::Cancelled,
+                why = &mut over_disk => Ended::OverDisk(why),
             };
             match ended {
                 Ended::Exited((status, out, err)) => {
@@ -381,6 +391,22 @@ impl TypedTool for ShellTool {
                         self.policy.max_shell_timeout_s
                     )))
                 }
+                Ended::OverDisk(why) => {
+                    group.kill();
+                    tracing::info!(program, why, "shell command over its disk cap; process group killed");
+                    let partial = match tokio::time::timeout(KILL_GRACE, &mut work).await {
+                        Ok((_, out, err)) => partial_output(&out, &err),
+                        Err(_) => String::new(),
+                    };
+                    let command = input.cmd.join(" ");
+                    Err(ToolError::Denied {
+                        event_type: denial::SANDBOX_DENIED.to_owned(),
+                        attempted: command.clone(),
+                        message: format!(
+                            "command `{command}` was stopped by the OS sandbox: {why}. It was killed with everything it started; what it wrote is still there. Remove what is not needed, or write less at a time{partial}"
+                        ),
+                    })
+                }
                 Ended::Cancelled => {
                     group.kill();
                     tracing::info!(program, "run cancelled; shell process group killed");
@@ -403,6 +429,8 @@ enum Ended<T> {
     Exited(T),
     TimedOut,
     Cancelled,
+    /// The command added more to the disk than it may; why, in words.
+    OverDisk(String),
 }
 
 impl ShellTool {

@@ -38,6 +38,8 @@ pub(crate) fn sandbox_policy(
             fabric_config::SandboxCgroup::Required => fabric_sandbox::CgroupUse::Required,
             fabric_config::SandboxCgroup::Off => fabric_sandbox::CgroupUse::Off,
         },
+        disk_bytes: l.disk_mb.saturating_mul(MIB),
+        files: l.files,
     };
     Policy::decide(mode, fabric_sandbox::probe(), limits, read_paths(settings))
 }

@@ -15,6 +15,11 @@ pub trait CommandWatch: Send + Sync {
     /// The resource limits the command ran into ("more memory than the sandbox's limit of
     /// 1024 MiB …"), in words for the model; `None` when it ran into none.
     fn limits_hit(&self) -> Option<String>;
+
+    /// What the command may add to the disk while it runs, where the sandbox caps it.
+    fn disk_watch(&self) -> Option<crate::fs::DiskWatch> {
+        None
+    }
 }
 
 /// Keeps what a sandboxed command needs (e.g. its private temporary directory, its cgroup)
@@ -45,6 +50,11 @@ impl SandboxGuard {
     /// The resource limits the command ran into, if the sandbox counts them.
     pub fn limits_hit(&self) -> Option<String> {
         self.0.as_ref().and_then(|w| w.limits_hit())
+    }
+
+    /// What the command may add to the disk while it runs, if the sandbox caps it.
+    pub fn disk_watch(&self) -> Option<crate::fs::DiskWatch> {
+        self.0.as_ref().and_then(|w| w.disk_watch())
     }
 }
 

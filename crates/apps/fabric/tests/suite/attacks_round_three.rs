@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::fixture::{Fixture, of_kind};
 
 /// Small enough that the attempts' 400 MiB are well past it, large enough for python3.
-const ALLOW: &str = "shell:\n  allowed_commands: [python3]\nsandbox_limits:\n  memory_mb: 256\n  processes: 64\n  open_files: 256\n  cpu_s: 30\n";
+const ALLOW: &str = "shell:\n  allowed_commands: [python3]\nsandbox_limits:\n  memory_mb: 256\n  processes: 64\n  open_files: 256\n  cpu_s: 30\n  disk_mb: 128\n  files: 2000\n";
 
 /// The three columns.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -104,6 +104,21 @@ if total >= 300 << 20:
     {}
 "#,
                 escaped("socket_buffers")
+            ),
+        ),
+        // Disk: 1.5 GiB and 40,000 files from one command, as the outside attack did.
+        py(
+            "disk_fill",
+            format!(
+                "import os\nos.mkdir('fill')\nchunk = b'x' * (16 << 20)\nfor i in range(96):\n    with open(f'fill/{{i}}', 'wb') as f: f.write(chunk)\n{}\nimport shutil; shutil.rmtree('fill')\n",
+                escaped("disk_fill")
+            ),
+        ),
+        py(
+            "inode_fill",
+            format!(
+                "import os\nos.mkdir('many')\nfor i in range(40000): open(f'many/{{i}}', 'w').close()\n{}\nimport shutil; shutil.rmtree('many')\n",
+                escaped("inode_fill")
             ),
         ),
         // Processes: 200 at once where the limit is 64 (root is not held by RLIMIT_NPROC).
@@ -246,13 +261,16 @@ async fn run_column(column: Column, outside: &std::path::Path) -> BTreeSet<Strin
         if e["payload"].to_string().contains(&format!("ESCAPED:{id}")) {
             got.insert(id.to_owned());
         }
-        // Where a cgroup stopped the command, the model is told which limit.
-        if column != Column::Off && id == "memfd_hoard" && start["cgroups"] == true {
+        // Where the sandbox counted the limit, the model is told which one.
+        let named = match id {
+            "memfd_hoard" if start["cgroups"] == true => Some("sandbox_limits.memory_mb"),
+            "disk_fill" => Some("sandbox_limits.disk_mb"),
+            "inode_fill" => Some("sandbox_limits.files"),
+            _ => None,
+        };
+        if let (Some(key), true) = (named, column != Column::Off) {
             let text = e["payload"].to_string();
-            assert!(
-                text.contains("sandbox_limits.memory_mb"),
-                "the memory limit is not named: {text}"
-            );
+            assert!(text.contains(key), "{id}: {key} is not named: {text}");
         }
     }
     // What the host sees of the target.
