@@ -152,7 +152,8 @@ impl ProcessSandbox for OsSandbox {
             ),
             _ => None,
         };
-        // With namespaces the directory is mounted at /tmp and its host path does not exist.
+        // With namespaces /tmp is a sized tmpfs of the command's own (the host directory is
+        // then unused); without, the host directory is the command's TMPDIR.
         if self.plan.is_some() {
             cmd.env("TMPDIR", "/tmp");
         } else {
@@ -167,16 +168,17 @@ impl ProcessSandbox for OsSandbox {
             Some(plan) => plan
                 .steps(&ns::Command {
                     workspace: &ctx.workspace,
-                    tmp: tmp.path(),
+                    tmp_bytes: self.policy.limits.disk_bytes,
+                    tmp_files: self.policy.limits.files,
                     network,
                     protected: &self.protected,
                 })
                 .map_err(|e| failed(format!("namespaces: {e}")))?,
             None => Vec::new(),
         };
-        // The fresh /proc is granted from inside (see `ns::grant_proc`), through a second
-        // descriptor of the same ruleset.
-        let proc_rule = if namespaces.is_empty() {
+        // The fresh /proc and the private /tmp are granted from inside (see `ns::grant`),
+        // through a second descriptor of the same ruleset.
+        let inside_rules = if namespaces.is_empty() {
             None
         } else {
             let fd: Option<OwnedFd> = ruleset
@@ -184,7 +186,15 @@ impl ProcessSandbox for OsSandbox {
                 .map_err(|e| failed(format!("Landlock: {e}")))?
                 .into();
             let abi = ABI::from(self.policy.landlock_abi);
-            fd.map(|fd| (fd, AccessFs::from_read(abi).bits()))
+            fd.map(|fd| {
+                (
+                    fd,
+                    [
+                        (c"/proc", AccessFs::from_read(abi).bits()),
+                        (c"/tmp", AccessFs::from_all(abi).bits()),
+                    ],
+                )
+            })
         };
         // A command switched to nobody has no capabilities left to drop (and no longer may
         // set the secure bits: its namespace setup set them before switching).
@@ -197,7 +207,7 @@ impl ProcessSandbox for OsSandbox {
                 .unwrap_or_default(),
             limits: rlimits(&self.policy),
             namespaces,
-            proc_rule,
+            inside_rules,
             drop_capabilities,
             ruleset: Mutex::new(Some(ruleset)),
             filters,
@@ -348,8 +358,9 @@ struct ChildSetup {
     limits: Vec<(Resource, u64)>,
     /// The namespace steps; empty without namespaces.
     namespaces: Vec<Step>,
-    /// The ruleset (a second descriptor) and the read access to grant the fresh `/proc`.
-    proc_rule: Option<(OwnedFd, u64)>,
+    /// The ruleset (a second descriptor) and the access to grant beneath the mounts made
+    /// inside the namespaces (`/proc` read, `/tmp` everything).
+    inside_rules: Option<(OwnedFd, [(&'static std::ffi::CStr, u64); 2])>,
     drop_capabilities: bool,
     /// Taken by the one child this hook runs in (`restrict_self` consumes it).
     ruleset: Mutex<Option<RulesetCreated>>,
@@ -378,8 +389,10 @@ impl ChildSetup {
         }
         close_inherited()?;
         ns::apply(&self.namespaces)?;
-        if let Some((fd, access)) = &self.proc_rule {
-            ns::grant_proc(fd.as_raw_fd(), *access)?;
+        if let Some((fd, rules)) = &self.inside_rules {
+            for (path, access) in rules {
+                ns::grant(fd.as_raw_fd(), path, *access)?;
+            }
         }
         if self.drop_capabilities {
             drop_capabilities()?;

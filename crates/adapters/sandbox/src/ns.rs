@@ -211,7 +211,9 @@ pub(crate) struct Plan {
 /// The protected paths and the per-command parts of a setup.
 pub(crate) struct Command<'a> {
     pub(crate) workspace: &'a Path,
-    pub(crate) tmp: &'a Path,
+    /// Bytes and files (inodes) the private `/tmp` holds at most.
+    pub(crate) tmp_bytes: u64,
+    pub(crate) tmp_files: u64,
     pub(crate) network: bool,
     pub(crate) protected: &'a [String],
 }
@@ -340,7 +342,7 @@ impl Plan {
         let idmap = self
             .idmap
             .as_ref()
-            .filter(|_| idmap_supported(&workspace) && idmap_supported(cmd.tmp))
+            .filter(|_| idmap_supported(&workspace))
             .map(|fd| fd.as_raw_fd());
         // Binds in path order, so a bind inside another lands on top of it. The third field
         // says whether the bind is idmapped (the workspace, its protected paths and /tmp).
@@ -354,7 +356,21 @@ impl Plan {
                 Entry::Dir(dir) => binds.push((dir.clone(), dir.clone(), false)),
             }
         }
-        binds.push((cmd.tmp.to_path_buf(), PathBuf::from("/tmp"), true));
+        // The private /tmp is a tmpfs of its own, sized (issue #31): a cap the kernel keeps
+        // exactly, counted in the command's memory cgroup, gone with the namespace (nothing
+        // for the fabric to remove). Mounted before the binds, so a workspace under /tmp
+        // lands on top of it.
+        let tmp = inside(Path::new("/tmp"));
+        steps.push(Step::Mkdir(cstr(&tmp)?));
+        steps.push(Step::Tmpfs {
+            target: cstr(&tmp)?,
+            data: CString::new(format!(
+                "mode=1777,size={},nr_inodes={}",
+                cmd.tmp_bytes.max(4096),
+                cmd.tmp_files.max(16)
+            ))
+            .map_err(io::Error::other)?,
+        });
         binds.push((workspace.clone(), workspace.clone(), true));
         if workspace != cmd.workspace {
             binds.push((workspace.clone(), cmd.workspace.to_path_buf(), true));
@@ -801,14 +817,15 @@ struct PathBeneathAttr {
 /// `LANDLOCK_RULE_PATH_BENEATH`.
 const LANDLOCK_RULE_PATH_BENEATH: c_int = 1;
 
-/// Grants `access` beneath the fresh `/proc` to the Landlock ruleset `ruleset_fd`. The rule
-/// the parent made for the host's `/proc` does not reach it: Landlock checks the mount on
-/// top, not the directory it hides. Runs in the child after [`Step::MountProc`].
-pub(crate) fn grant_proc(ruleset_fd: c_int, access: u64) -> io::Result<()> {
+/// Grants `access` beneath `path`, a mount made inside the namespaces (the fresh `/proc`,
+/// the private `/tmp`), to the Landlock ruleset `ruleset_fd`. The rules the parent made do
+/// not reach it: Landlock checks the mount on top, not the directory it hides. Runs in the
+/// child once the namespace steps are done.
+pub(crate) fn grant(ruleset_fd: c_int, path: &std::ffi::CStr, access: u64) -> io::Result<()> {
     // SAFETY: a NUL-terminated path; the descriptor is closed below.
     let fd = unsafe {
         libc::open(
-            c"/proc".as_ptr(),
+            path.as_ptr(),
             libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
         )
     };
@@ -908,12 +925,12 @@ mod tests {
     fn binds_come_parent_first_and_protected_paths_ride_on_the_workspace() {
         let ws = tempfile::tempdir().unwrap();
         std::fs::create_dir(ws.path().join(".git")).unwrap();
-        let tmp = tempfile::tempdir().unwrap();
         let plan = Plan::new(&["/usr", "/bin", "/etc"], &[], false, false).unwrap();
         let steps = plan
             .steps(&Command {
                 workspace: ws.path(),
-                tmp: tmp.path(),
+                tmp_bytes: 1 << 20,
+                tmp_files: 100,
                 network: false,
                 protected: &[".git".to_owned(), ".fabric".to_owned()],
             })
@@ -930,8 +947,21 @@ mod tests {
             .position(|b| b.ends_with(&ws.path().canonicalize().unwrap().display().to_string()))
             .unwrap();
         let git_at = binds.iter().position(|b| b.ends_with("/.git")).unwrap();
-        let tmp_at = binds.iter().position(|b| b.ends_with("/tmp")).unwrap();
-        assert!(tmp_at < ws_at && ws_at < git_at, "{binds:?}");
+        assert!(ws_at < git_at, "{binds:?}");
+        // The sized tmpfs at /tmp comes before every bind, so a workspace under /tmp lands
+        // on top of it.
+        let tmp_at = steps
+            .iter()
+            .position(|s| {
+                matches!(s, Step::Tmpfs { target, data } if target.to_string_lossy().ends_with("/tmp")
+                    && data.to_string_lossy().contains("size=1048576,nr_inodes=100"))
+            })
+            .unwrap();
+        let first_bind = steps
+            .iter()
+            .position(|s| matches!(s, Step::Bind { .. }))
+            .unwrap();
+        assert!(tmp_at < first_bind, "{steps:?}");
         assert!(!binds.iter().any(|b| b.ends_with(".fabric")), "{binds:?}");
         assert!(matches!(steps[0], Step::Unshare(f) if f & libc::CLONE_NEWNET != 0));
     }

@@ -108,7 +108,7 @@ fn namespaces(unprivileged: bool) -> Result<(), String> {
             .tempdir()
             .map_err(|e| format!("{what}: {e}"))
     };
-    let (workspace, tmp) = (dirs("a probe workspace")?, dirs("a probe temp directory")?);
+    let workspace = dirs("a probe workspace")?;
     let root = rustix::process::geteuid().is_root();
     let plan = crate::ns::Plan::new(
         &["/usr", "/bin", "/lib", "/lib64", "/etc", "/proc", "/dev"],
@@ -120,7 +120,8 @@ fn namespaces(unprivileged: bool) -> Result<(), String> {
     let steps = plan
         .steps(&crate::ns::Command {
             workspace: workspace.path(),
-            tmp: tmp.path(),
+            tmp_bytes: 1 << 20,
+            tmp_files: 64,
             network: false,
             protected: &[],
         })

@@ -115,6 +115,13 @@ if total >= 300 << 20:
             ),
         ),
         py(
+            "tmp_fill",
+            format!(
+                "import os\ntmp = os.environ.get('TMPDIR', '/tmp')\nchunk = b'x' * (16 << 20)\nfor i in range(24):\n    with open(f'{{tmp}}/fill{{i}}', 'wb') as f: f.write(chunk)\n{}\nfor i in range(24): os.remove(f'{{tmp}}/fill{{i}}')\n",
+                escaped("tmp_fill")
+            ),
+        ),
+        py(
             "inode_fill",
             format!(
                 "import os\nos.mkdir('many')\nfor i in range(40000): open(f'many/{{i}}', 'w').close()\n{}\nimport shutil; shutil.rmtree('many')\n",
@@ -265,6 +272,8 @@ async fn run_column(column: Column, outside: &std::path::Path) -> BTreeSet<Strin
         let named = match id {
             "memfd_hoard" if start["cgroups"] == true => Some("sandbox_limits.memory_mb"),
             "disk_fill" => Some("sandbox_limits.disk_mb"),
+            // With namespaces /tmp is a sized tmpfs: the kernel answers "No space left".
+            "tmp_fill" if column == Column::NoNamespaces => Some("sandbox_limits.disk_mb"),
             "inode_fill" => Some("sandbox_limits.files"),
             _ => None,
         };
