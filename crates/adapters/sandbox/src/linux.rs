@@ -471,12 +471,18 @@ fn drop_capabilities() -> std::io::Result<()> {
 
 fn rlimits(policy: &Policy) -> Vec<(Resource, u64)> {
     let limits = policy.limits;
-    vec![
+    let mut rlimits = vec![
         (Resource::Cpu, limits.cpu_s),
         (Resource::As, limits.memory_bytes),
-        (Resource::Nproc, limits.processes),
         (Resource::Fsize, limits.file_size_bytes),
         (Resource::Nofile, limits.open_files),
         (Resource::Core, 0),
-    ]
+    ];
+    // The cgroup's `pids.max` counts this command's processes alone; `RLIMIT_NPROC` would
+    // count every process of the uid (the commands of concurrent runs, all `nobody`) and
+    // make one run's fork bomb fail another's forks (issue #31).
+    if !policy.cgroups {
+        rlimits.push((Resource::Nproc, limits.processes));
+    }
+    rlimits
 }

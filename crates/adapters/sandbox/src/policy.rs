@@ -144,10 +144,15 @@ impl Policy {
             },
             "syscalls (seccomp): ptrace, mount, bpf, module loading, io_uring, keyrings, new namespaces (unshare, setns, clone flags; clone3 answers ENOSYS) and similar refused; no setuid or setgid mode bits; no extended attributes or ACLs (EOPNOTSUPP)".to_owned(),
             format!(
-                "limits (setrlimit): cpu {} s, memory {} MiB, {} processes, files up to {} MiB, {} open files, no core dumps",
+                "limits (setrlimit): cpu {} s, address space {} MiB, {}files up to {} MiB, {} open files, no core dumps",
                 self.limits.cpu_s,
                 self.limits.memory_bytes / (1024 * 1024),
-                self.limits.processes,
+                // With a cgroup, the processes are counted there, per command.
+                if self.cgroups {
+                    String::new()
+                } else {
+                    format!("{} processes, ", self.limits.processes)
+                },
                 self.limits.file_size_bytes / (1024 * 1024),
                 self.limits.open_files
             ),
