@@ -343,7 +343,7 @@ impl TypedTool for ShellTool {
                 () = ctx.cancel.cancelled() => Ended::Cancelled,
                 why = &mut over_disk => Ended::OverDisk(why),
             };
-            match ended {
+            let result = match ended {
                 Ended::Exited((status, out, err)) => {
                     group.disarm();
                     if let Some(guard) = container_guard.as_mut() {
@@ -369,9 +369,10 @@ impl TypedTool for ShellTool {
                         && !status.success()
                         && let Some(refusal) = denial::detect(&input.cmd, &result, limits_hit)
                     {
-                        return Err(refusal);
+                        Err(refusal)
+                    } else {
+                        Ok(result)
                     }
-                    Ok(result)
                 }
                 Ended::TimedOut => {
                     group.kill();
@@ -416,7 +417,13 @@ impl TypedTool for ShellTool {
                         "command `{program}` was stopped because the run was cancelled"
                     )))
                 }
+            };
+            // The command's resources (its cgroup, its private temp directory, which may hold
+            // a tree of any size) are released off the async threads.
+            if let Some(guard) = sandbox_guard {
+                let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
             }
+            result
         }
         .await;
         self.revert_protected(absent, &input.cmd, ctx, outcome)
