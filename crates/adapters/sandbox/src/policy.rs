@@ -350,6 +350,24 @@ mod tests {
     }
 
     #[test]
+    fn issue_31_required_cgroups_fail_closed_and_auto_reports_the_gap() {
+        let limits = Limits {
+            cgroup: CgroupUse::Required,
+            ..Limits::default()
+        };
+        let err = Policy::decide(Mode::Strict, host(Ok(6)), limits, vec![]).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("no cgroups in tests"), "{text}");
+        assert!(text.contains("sandbox_limits.cgroup: auto"), "{text}");
+        // Off needs nothing from the host.
+        assert!(Policy::decide(Mode::Off, host(Ok(6)), limits, vec![]).is_ok());
+        let policy = Policy::decide(Mode::Strict, host(Ok(6)), Limits::default(), vec![]).unwrap();
+        assert!(!policy.cgroups);
+        let gaps = policy.not_enforced().join("\n");
+        assert!(gaps.contains("no cgroup: no cgroups in tests"), "{gaps}");
+    }
+
+    #[test]
     fn modes_round_trip() {
         for mode in [Mode::Strict, Mode::WorkspaceWriteNetwork, Mode::Off] {
             assert_eq!(Mode::parse(mode.as_str()).unwrap(), mode);

@@ -418,3 +418,40 @@ print('built', flush=True)
         .collect();
     assert!(left.is_empty(), "private temp dirs left behind: {left:?}");
 }
+
+/// `fabric doctor` says whether commands get a cgroup on this host, and what follows from
+/// it; `sandbox_limits.cgroup: off` turns the line into a gap.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_31_doctor_says_which_limits_are_real() {
+    let fx = Fixture::new(vec![]).await;
+    let run = fx.fabric(&["doctor"]).await;
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("] cgroups: "))
+        .unwrap_or_else(|| panic!("no cgroups line:\n{}", run.stdout));
+    if line.starts_with("[ok  ]") {
+        assert!(line.contains("cgroup v"), "{line}");
+        assert!(
+            run.stdout
+                .contains("sandbox enforces: memory and processes (a cgroup per command"),
+            "{}",
+            run.stdout
+        );
+    } else {
+        assert!(
+            std::env::var_os("FABRIC_REQUIRE_TEST_DEPS").is_none(),
+            "CI hosts give commands cgroups: {line}"
+        );
+        eprintln!("SKIP the cgroup half: {line}");
+    }
+    fx.append_config("sandbox_limits:\n  cgroup: \"off\"\n");
+    let run = fx.fabric(&["doctor"]).await;
+    assert!(
+        run.stdout.contains(
+            "sandbox does not enforce: memory the address-space limit cannot see, per command (no cgroup: sandbox_limits.cgroup is off)"
+        ),
+        "{}",
+        run.stdout
+    );
+}
