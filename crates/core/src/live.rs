@@ -127,6 +127,11 @@ struct State {
     /// of its text.
     events: VecDeque<Stored>,
     ended: bool,
+    /// Notices for the people following the run ([`RunObserver::on_notice`]), the latest
+    /// few; `notices_said` counts every notice ever given, so a follower knows what it has
+    /// not seen.
+    notices: VecDeque<String>,
+    notices_said: u64,
     /// The `seq` each follower reads next, by follower number: the window keeps every event
     /// from the smallest on.
     cursors: Vec<(u64, u64)>,
@@ -277,11 +282,13 @@ impl LiveRun {
         let number = state.next_follower;
         state.next_follower += 1;
         state.cursors.push((number, from));
+        let notices_seen = state.notices_said;
         Follower {
             run: Arc::clone(self),
             number,
             next: from,
             earlier: VecDeque::new(),
+            notices_seen,
         }
     }
 
@@ -350,27 +357,63 @@ pub struct Follower {
     next: u64,
     /// Events read back from the store, not yet taken.
     earlier: VecDeque<RunEvent>,
+    /// How many of the run's notices it has taken (it sees those given after it came).
+    notices_seen: u64,
 }
+
+/// What a follower reads: the run's events and, between them, notices for people.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Followed {
+    /// A runlog event.
+    Event(RunEvent),
+    /// A notice ([`RunObserver::on_notice`]): not an event, not in the runlog.
+    Notice(String),
+}
+
+/// The notices a run keeps for followers that have not read them yet.
+const NOTICES_KEPT: usize = 8;
 
 impl Follower {
     /// The next event, waiting for it while the run goes on; `None` once the run has ended
-    /// without one.
+    /// without one. Notices are skipped.
     pub async fn next(&mut self) -> Option<RunEvent> {
+        loop {
+            match self.next_followed().await? {
+                Followed::Event(event) => return Some(event),
+                Followed::Notice(_) => {}
+            }
+        }
+    }
+
+    /// The next event or notice, waiting while the run goes on; `None` once the run has
+    /// ended without one.
+    pub async fn next_followed(&mut self) -> Option<Followed> {
         loop {
             if let Some(event) = self.earlier.pop_front() {
                 self.advance(event.seq + 1);
-                return Some(event);
+                return Some(Followed::Event(event));
             }
             // Subscribe before looking, so a change made after the look still wakes us.
             let mut changed = self.run.changed.subscribe();
             let missing = {
                 // One lock for all: an event recorded before `finish` is always seen.
                 let state = lock(&self.run.state);
+                if state.notices_said > self.notices_seen {
+                    // The oldest kept one it has not seen (older ones were dropped).
+                    let kept = state.notices.len() as u64;
+                    let first_kept = state.notices_said - kept;
+                    let at = self.notices_seen.max(first_kept);
+                    self.notices_seen = at + 1;
+                    // `at` is within the kept notices: first_kept <= at < notices_said.
+                    let notice =
+                        state.notices[usize::try_from(at - first_kept).unwrap_or(0)].clone();
+                    return Some(Followed::Notice(notice));
+                }
                 if let Some(stored) = state.get(self.next) {
                     let event = stored.decode();
                     drop(state);
                     self.advance(event.seq + 1);
-                    return Some(event);
+                    return Some(Followed::Event(event));
                 }
                 if self.next < state.first && !state.events.is_empty() {
                     // Left the window before this follower came: the cursor keeps
@@ -432,6 +475,18 @@ impl RunObserver for LiveRun {
             if self.backlog.is_some() {
                 state.trim();
             }
+        }
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn on_notice(&self, notice: &str) {
+        {
+            let mut state = lock(&self.state);
+            if state.notices.len() == NOTICES_KEPT {
+                state.notices.pop_front();
+            }
+            state.notices.push_back(notice.to_owned());
+            state.notices_said += 1;
         }
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -507,6 +562,35 @@ mod tests {
             seen.push(e.seq);
         }
         seen
+    }
+
+    #[tokio::test]
+    async fn issue_26_followers_get_notices_given_after_they_came_between_events() {
+        let registry = RunRegistry::new();
+        let run = registry.register(id());
+        run.on_notice("before anyone followed");
+        let mut follower = run.follow(0);
+        let mut plain = run.follow(0);
+        run.on_event(&event(0, EventKind::RunStart)).await;
+        run.on_notice("no worker has claimed it");
+        run.on_event(&event(1, EventKind::RunComplete)).await;
+        run.finish(None);
+        let mut seen = Vec::new();
+        while let Some(item) = follower.next_followed().await {
+            seen.push(match item {
+                Followed::Event(e) => e.kind.as_str().to_owned(),
+                Followed::Notice(n) => n,
+            });
+        }
+        // A notice comes before the events not yet read when it was given.
+        assert_eq!(
+            seen,
+            ["no worker has claimed it", "run_start", "run_complete"]
+        );
+        // `next` gives events only.
+        assert_eq!(plain.next().await.map(|e| e.seq), Some(0));
+        assert_eq!(plain.next().await.map(|e| e.seq), Some(1));
+        assert!(plain.next().await.is_none());
     }
 
     #[tokio::test]

@@ -7,7 +7,7 @@
 //! stream is dropped and the run goes on.
 
 use axum::response::sse::{Event, KeepAlive, Sse};
-use fabric_core::live::LiveRun;
+use fabric_core::live::{Followed, LiveRun};
 use fabric_domain::RunEvent;
 use futures_util::Stream;
 use futures_util::stream::{self, StreamExt};
@@ -29,16 +29,34 @@ pub(crate) fn events(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let first = after.map_or(0, |seq| seq.saturating_add(1));
     let stream = match source {
-        Source::Live(run) => stream::unfold(run.follow(first), |mut follower| async move {
-            let event = follower.next().await?;
-            Some((event, follower))
-        })
-        .left_stream(),
-        Source::Stored(all) => {
-            stream::iter(all.into_iter().filter(move |e| e.seq >= first)).right_stream()
+        Source::Live(run) => {
+            let id = run.id().clone();
+            stream::unfold(run.follow(first), move |mut follower| {
+                let id = id.clone();
+                async move {
+                    let frame = match follower.next_followed().await? {
+                        Followed::Event(event) => to_sse(&event),
+                        Followed::Notice(notice) => notice_frame(&id, &notice),
+                    };
+                    Some((frame, follower))
+                }
+            })
+            .left_stream()
         }
+        Source::Stored(all) => stream::iter(all.into_iter().filter(move |e| e.seq >= first))
+            .map(|event| to_sse(&event))
+            .right_stream(),
     };
-    Sse::new(stream.map(|event| Ok(to_sse(&event)))).keep_alive(KeepAlive::default())
+    Sse::new(stream.map(Ok)).keep_alive(KeepAlive::default())
+}
+
+/// A notice for the people following a run (issue #26: no worker has claimed it yet): an
+/// `event: notice` frame with no `id:`, so it does not move `Last-Event-ID`, and
+/// `data: {"run_id": …, "notice": …}`. Not in the runlog.
+fn notice_frame(id: &fabric_domain::RunId, notice: &str) -> Event {
+    Event::default()
+        .event("notice")
+        .data(serde_json::json!({"run_id": id.as_str(), "notice": notice}).to_string())
 }
 
 fn to_sse(event: &RunEvent) -> Event {

@@ -109,6 +109,10 @@ impl RunObserver for HumanRenderer {
         }
     }
 
+    fn on_notice(&self, notice: &str) {
+        self.line(format!("{} {notice}", self.warn.apply_to("⚠")));
+    }
+
     async fn on_event(&self, event: &RunEvent) {
         // Payloads are read as their runlog structs; one that does not fit prints nothing.
         let step = event.step.map(|s| s + 1).unwrap_or_default();
@@ -390,6 +394,11 @@ impl RunObserver for JsonLinesRenderer {
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
         }
+    }
+
+    /// On stderr: stdout holds runlog lines only.
+    fn on_notice(&self, notice: &str) {
+        let _ = writeln!(std::io::stderr().lock(), "fabric: {notice}");
     }
 }
 

@@ -17,6 +17,13 @@ pub trait RunObserver: ChatObserver {
     fn on_prepared(&self, notes: &[String]) {
         let _ = notes;
     }
+
+    /// Something a person watching should know that is not an event of the run and is not
+    /// in its runlog: e.g. that no worker has claimed a queued run yet (issue #26). The
+    /// default ignores it.
+    fn on_notice(&self, notice: &str) {
+        let _ = notice;
+    }
 }
 
 /// A watcher that ignores everything.

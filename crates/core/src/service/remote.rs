@@ -54,19 +54,31 @@ impl RunTask {
         let _ = prepared_tx.send(Ok(()));
         let store = Arc::clone(&self.service.inner.store);
         let every = self.service.inner.unclaimed_notice;
+        let observer = self.submission.observer.as_deref();
+        let tell = |notice: &str| {
+            self.live.on_notice(notice);
+            if let Some(observer) = observer {
+                observer.on_notice(notice);
+            }
+        };
         tokio::select! {
-            outcome = follow_into(queue, &self.live, self.submission.observer.as_deref()) => outcome,
-            never = say_when_unclaimed(store.as_ref(), &id, every) => match never {},
+            outcome = follow_into(queue, &self.live, observer) => outcome,
+            never = say_when_unclaimed(store.as_ref(), &id, every, &tell) => match never {},
         }
     }
 }
 
 /// Warns, every time run `id` has waited `every` for a worker to claim it, that no worker
 /// has (issue #26: with `store.queue: true` and no worker running, a run sat `running` with
-/// no events and `POST /run` waited without a word). Once per wait: said again only after
-/// a worker took it and it came back to the queue. Runs until dropped (the run's feed
-/// ended).
-async fn say_when_unclaimed(store: &dyn RunStore, id: &RunId, every: Duration) -> Infallible {
+/// no events and `POST /run` waited without a word): in the log, and through `tell` to the
+/// people following it (the CLI, SSE streams). Once per wait: said again only after a
+/// worker took it and it came back to the queue. Runs until dropped (the run's feed ended).
+async fn say_when_unclaimed(
+    store: &dyn RunStore,
+    id: &RunId,
+    every: Duration,
+    tell: &(dyn Fn(&str) + Send + Sync),
+) -> Infallible {
     let mut waiting_since = Instant::now();
     let mut said = false;
     loop {
@@ -74,6 +86,7 @@ async fn say_when_unclaimed(store: &dyn RunStore, id: &RunId, every: Duration) -
         match unclaimed_notice(store, id, waiting_since.elapsed()).await {
             Some(notice) if !said => {
                 tracing::warn!(run_id = %id, "{notice}");
+                tell(&notice);
                 said = true;
             }
             Some(_) => {}

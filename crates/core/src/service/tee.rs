@@ -39,4 +39,11 @@ impl RunObserver for Tee<'_> {
             extra.on_prepared(notes);
         }
     }
+
+    fn on_notice(&self, notice: &str) {
+        self.live.on_notice(notice);
+        if let Some(extra) = self.extra {
+            extra.on_notice(notice);
+        }
+    }
 }

@@ -499,6 +499,8 @@ async fn issue_26_a_run_no_worker_claims_is_shown_queued_and_said_so() {
     )
     .await;
     let id = api.start_run("write a and b").await;
+    // A client following the run is told too, in an `event: notice` frame.
+    let mut stream = api.follow(&id, None).await;
 
     let (code, view) = api.get_json(&format!("/runs/{id}")).await;
     assert_eq!(code, 200, "{view}");
@@ -533,6 +535,23 @@ async fn issue_26_a_run_no_worker_claims_is_shown_queued_and_said_so() {
     assert!(
         said.contains(&format!("no worker has claimed run {id}")) && said.contains("fabric worker"),
         "{said}"
+    );
+    let frame = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("a frame within 10 s")
+        .expect("the stream goes on");
+    assert_eq!(frame.event.as_deref(), Some("notice"), "{frame:?}");
+    assert_eq!(
+        frame.id, None,
+        "a notice does not move Last-Event-ID: {frame:?}"
+    );
+    let notice = frame.json();
+    assert_eq!(notice["run_id"], id.as_str(), "{notice}");
+    assert!(
+        notice["notice"]
+            .as_str()
+            .is_some_and(|n| n.contains("no worker has claimed run") && n.contains("fabric worker")),
+        "{notice}"
     );
 
     // A worker claims it, and says which run it took and how it ended.
