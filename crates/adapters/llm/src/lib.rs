@@ -44,6 +44,7 @@ mod ollama_wire;
 mod openai;
 mod openai_wire;
 mod sse;
+mod tls;
 mod toolcalls;
 mod transport;
 

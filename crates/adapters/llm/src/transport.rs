@@ -153,7 +153,13 @@ impl Transport {
                 url: settings.base_url.clone(),
             });
         }
+        // Worded as reqwest's own builder error was when it read the roots itself.
+        let tls =
+            crate::tls::client_config(&base_url).map_err(|e| ClientBuildError::HttpClient {
+                detail: format!("builder error: {}", error_chain(&e)),
+            })?;
         let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
             .connect_timeout(Duration::from_secs(settings.connect_timeout_s))
             .read_timeout(Duration::from_secs(settings.timeout_s))
             .user_agent(concat!("agent-fabric/", env!("CARGO_PKG_VERSION")))

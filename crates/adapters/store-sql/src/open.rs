@@ -9,7 +9,7 @@ use fabric_store_fs::FsRunStore;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::db::Db;
+use crate::db::{Conn, Db};
 use crate::error::{SqlError, redact};
 use crate::schema::{self, Migrated, SCHEMA_VERSION};
 use crate::{Inner, SQLITE_FILE, SqlStore, StoreOptions, reconcile, vectors, writer};
@@ -38,10 +38,16 @@ pub(crate) async fn open(
             );
         }
     };
-    if let Err(e) = migrate(&db, &name).await {
-        db.close().await;
-        return Err(e);
-    }
+    // The version check and the open-time reads of `catch_up` go on one connection (see
+    // `Conn`); a schema that is not current is migrated through the pool, then one is taken
+    // again.
+    let conn = match open_current(&db, &name).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            db.close().await;
+            return Err(e);
+        }
+    };
     let (sender, receiver) = writer::channel(options.queue);
     let store = SqlStore {
         inner: Arc::new(Inner {
@@ -61,8 +67,25 @@ pub(crate) async fn open(
         writer::Writer::new(db, name, root.to_path_buf(), options),
         receiver,
     ));
-    reconcile::catch_up(&store).await?;
+    reconcile::catch_up(&store, conn).await?;
     Ok(store)
+}
+
+/// A connection to a database whose schema is this fabric's: migrated if it was older,
+/// refused if it is newer.
+async fn open_current(db: &Db, name: &str) -> Result<Conn, StoreError> {
+    let sql_error = |e: sqlx::Error| SqlError::from_sqlx(&e, name).into_store(name);
+    let mut conn = db.acquire().await.map_err(sql_error)?;
+    if schema::current_version(&mut conn)
+        .await
+        .map_err(sql_error)?
+        == SCHEMA_VERSION
+    {
+        return Ok(conn);
+    }
+    drop(conn);
+    migrate(db, name).await?;
+    db.acquire().await.map_err(sql_error)
 }
 
 /// Migrates, or refuses a database from a newer fabric.

@@ -14,14 +14,14 @@ use fabric_core::{Reindexed, StoreError};
 use fabric_domain::{RunEvent, RunId};
 use fabric_store_fs::RUNLOG_FILE;
 
-use crate::db::Arg;
+use crate::db::{Arg, Conn};
 use crate::{SqlStore, index, vindex, writer};
 
 /// The open-time part.
-pub(crate) async fn catch_up(store: &SqlStore) -> Result<usize, StoreError> {
+pub(crate) async fn catch_up(store: &SqlStore, mut conn: Conn) -> Result<usize, StoreError> {
     let key = format!("imported:{}", store.inner.root.display());
     let db = &store.inner.db;
-    let imported = db
+    let imported = conn
         .fetch_optional(
             "SELECT value FROM fabric_meta WHERE key = $1",
             vec![key.as_str().into()],
@@ -29,6 +29,7 @@ pub(crate) async fn catch_up(store: &SqlStore) -> Result<usize, StoreError> {
         .await
         .map_err(|e| store.err(&e))?;
     if imported.is_none() {
+        drop(conn);
         let changed = reindex(store).await?.runs;
         db.execute(
             "INSERT INTO fabric_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -41,7 +42,7 @@ pub(crate) async fn catch_up(store: &SqlStore) -> Result<usize, StoreError> {
         }
         return Ok(changed);
     }
-    let rows = db
+    let rows = conn
         .fetch_all(
             // The row's own count: a row is written with (or after) its events, so it is
             // behind whenever they are, and also when only the row lags (it is rewritten at
@@ -51,6 +52,7 @@ pub(crate) async fn catch_up(store: &SqlStore) -> Result<usize, StoreError> {
         )
         .await
         .map_err(|e| store.err(&e))?;
+    drop(conn);
     let mut changed = 0;
     for row in rows {
         let (Ok(id), Ok(indexed)) = (row.text("id"), row.int("n")) else {

@@ -5,7 +5,7 @@
 //! guessed at. Each migration runs in one transaction with the version row, so a crash leaves
 //! either the old or the new schema.
 
-use crate::db::{Arg, Backend, Db};
+use crate::db::{Arg, Backend, Conn, Db};
 
 /// The newest schema version this fabric knows.
 pub const SCHEMA_VERSION: i64 = 8;
@@ -326,7 +326,7 @@ CREATE INDEX runs_origin_id ON runs (origin, id);
 ];
 
 /// The highest version recorded, or 0 for an empty database.
-pub(crate) async fn current_version(db: &Db) -> Result<i64, sqlx::Error> {
+pub(crate) async fn current_version(db: &mut Conn) -> Result<i64, sqlx::Error> {
     let exists_sql = match db.backend() {
         Backend::Sqlite => {
             "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'fabric_schema'"
@@ -372,7 +372,7 @@ pub(crate) async fn migrate(db: &Db) -> Result<Migrated, sqlx::Error> {
 
 /// Applies the migrations the database lacks up to `target` (tests build old schemas).
 async fn migrate_to(db: &Db, target: i64) -> Result<Migrated, sqlx::Error> {
-    let found = current_version(db).await?;
+    let found = current_version(&mut db.acquire().await?).await?;
     if found > SCHEMA_VERSION {
         return Ok(Migrated::Newer(found));
     }
@@ -456,7 +456,9 @@ mod tests {
             migrate_to(&db, 4).await.unwrap(),
             Migrated::UpToDate(1)
         ));
-        assert_eq!(current_version(&db).await.unwrap(), 4);
+        let mut conn = db.acquire().await.unwrap();
+        assert_eq!(current_version(&mut conn).await.unwrap(), 4);
+        drop(conn);
         let again = vec![Arg::from("r1"), Arg::Int(2), Arg::from("{}")];
         assert_eq!(db.execute(insert, again).await.unwrap(), 0);
         let next = vec![Arg::from("r1"), Arg::Int(3), Arg::from("{}")];

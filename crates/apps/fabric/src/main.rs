@@ -24,10 +24,17 @@ fn main() -> ExitCode {
     quiet_on_broken_pipe();
     let cli = cli::Cli::parse();
     init_tracing(cli.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `fabric run` and `fabric resume` wait on one run (or a few) whose work is waiting for
+    // the model, the tools and the store's own threads: on the calling thread they save the
+    // worker threads' start and, at every step, the wake-ups of tasks handed between them
+    // (issue #26). Everything else (`serve`, `worker`, `mcp`, `eval`, ...) serves many at once.
+    let mut builder = match &cli.command {
+        cli::Command::Run(_) | cli::Command::Resume(_) => {
+            tokio::runtime::Builder::new_current_thread()
+        }
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

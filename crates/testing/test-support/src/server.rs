@@ -66,6 +66,27 @@ impl ScriptedServer {
         scenario: Scenario,
         addr: impl ToSocketAddrs,
     ) -> Result<Self, ServerError> {
+        Self::start_with(scenario, addr, true).await
+    }
+
+    /// [`ScriptedServer::start_on`] for a server that runs for long and whose recordings
+    /// nobody reads (`fabric mock-llm`, `fabric-scripted-llm`): it keeps no request bodies,
+    /// so [`ScriptedServer::requests`] and [`ScriptedServer::embedding_requests`] stay empty.
+    /// Kept, every body of every run stayed in memory (a 100-step run's bodies add up to
+    /// about 20 MB as JSON trees), and copying each one cost more time per request than the
+    /// answer did (issue #26).
+    pub async fn serve_on(
+        scenario: Scenario,
+        addr: impl ToSocketAddrs,
+    ) -> Result<Self, ServerError> {
+        Self::start_with(scenario, addr, false).await
+    }
+
+    async fn start_with(
+        scenario: Scenario,
+        addr: impl ToSocketAddrs,
+        record: bool,
+    ) -> Result<Self, ServerError> {
         scenario.validate()?;
         let listener = TcpListener::bind(addr).await.map_err(ServerError::Bind)?;
         let addr = listener.local_addr().map_err(ServerError::Bind)?;
@@ -80,6 +101,7 @@ impl ScriptedServer {
             embeddings_down: AtomicBool::new(scenario.embeddings == EmbeddingsMode::Down),
             scenario,
             state: Mutex::new(State::default()),
+            record,
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let app = router(Arc::clone(&shared));
@@ -128,7 +150,7 @@ impl ScriptedServer {
 
     /// How many chat requests arrived so far (answered, failed or exhausted alike).
     pub fn chat_request_count(&self) -> usize {
-        self.shared.lock().requests.len()
+        self.shared.lock().chat_requests
     }
 
     /// How many requests of any kind arrived for `path` (e.g. `/api/tags`) so far, unknown
@@ -193,11 +215,15 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     /// Outside `state` so a test can flip it while requests are in flight.
     embeddings_down: AtomicBool,
+    /// Whether request bodies are kept for [`ScriptedServer::requests`].
+    record: bool,
 }
 
 #[derive(Debug, Default)]
 struct State {
     next_turn: usize,
+    /// Chat requests received, counted whether or not their bodies are kept.
+    chat_requests: usize,
     requests: Vec<RecordedRequest>,
     embedding_requests: Vec<RecordedRequest>,
     /// Requests per path, every route and method included (a few distinct paths).
@@ -216,6 +242,9 @@ impl Shared {
 
     /// Keeps an embedding request's body for [`ScriptedServer::embedding_requests`].
     pub(crate) fn record_embedding(&self, path: &str, body: Value) {
+        if !self.record {
+            return;
+        }
         self.lock().embedding_requests.push(RecordedRequest {
             path: path.to_owned(),
             body,
@@ -255,17 +284,20 @@ pub(crate) async fn next_turn(
     raw: &Bytes,
 ) -> Result<Scripted, Response> {
     let parsed = serde_json::from_slice::<Value>(raw);
-    let recorded = match &parsed {
+    let recorded = shared.record.then(|| match &parsed {
         Ok(body) => body.clone(),
         Err(_) => Value::String(String::from_utf8_lossy(raw).into_owned()),
-    };
+    });
     // Record and take the turn under one lock, so the recording order is the turn order.
     let taken = {
         let mut state = shared.lock();
-        state.requests.push(RecordedRequest {
-            path: path.to_owned(),
-            body: recorded,
-        });
+        state.chat_requests += 1;
+        if let Some(body) = recorded {
+            state.requests.push(RecordedRequest {
+                path: path.to_owned(),
+                body,
+            });
+        }
         match parsed {
             // A malformed request is the client's bug: answer it without spending a turn.
             Err(err) => {

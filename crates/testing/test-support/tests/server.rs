@@ -338,6 +338,32 @@ async fn repeat_last_keeps_answering() {
     assert_eq!(server.chat_request_count(), 4);
 }
 
+/// Issue #26: a server for long use (`fabric mock-llm`) answers the same but keeps no bodies,
+/// so serving many runs does not grow its memory; it still counts them.
+#[tokio::test]
+async fn a_served_scenario_keeps_no_request_bodies() {
+    let mut scenario = Scenario::new(vec![Turn::text("first")]);
+    scenario.on_exhausted = OnExhausted::RepeatLast;
+    let server = ScriptedServer::serve_on(scenario, ("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let url = format!("{}/chat/completions", server.base_url());
+    for _ in 0..3 {
+        let (status, body) = post(url.clone(), json!({"model": "m"})).await;
+        assert_eq!(status, 200);
+        assert_eq!(body["choices"][0]["message"]["content"], "first");
+    }
+    let (status, _) = post(
+        format!("{}/embeddings", server.base_url()),
+        json!({"model": "m", "input": "x"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(server.chat_request_count(), 3);
+    assert!(server.requests().is_empty());
+    assert!(server.embedding_requests().is_empty());
+}
+
 #[tokio::test]
 async fn wire_quirks_are_scriptable() {
     let server = ScriptedServer::start(Scenario::new(vec![Turn {

@@ -21,7 +21,7 @@ pub(crate) async fn mock_llm(args: &MockLlmArgs) -> anyhow::Result<u8> {
         })?,
         None => Scenario::hello().context("the built-in hello scenario")?,
     };
-    let server = ScriptedServer::start_on(scenario, (args.host.as_str(), args.port))
+    let server = ScriptedServer::serve_on(scenario, (args.host.as_str(), args.port))
         .await
         .map_err(|e| {
             UsageError(format!(

@@ -39,7 +39,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(dims) = args.embedding_dims {
         scenario.embedding_dims = dims;
     }
-    let server = ScriptedServer::start_on(scenario, (args.host.as_str(), args.port))
+    let server = ScriptedServer::serve_on(scenario, (args.host.as_str(), args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
     println!("listening on {}", server.root_url());
