@@ -3,7 +3,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use fabric_core::fs::DiskWatch;
 use fabric_core::{CommandWatch, ProcessSandbox, SandboxGuard, ToolContext, ToolError};
@@ -33,8 +33,10 @@ const DEVICE_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 #[derive(Debug, Clone)]
 pub struct OsSandbox {
     policy: Policy,
-    /// The namespace setup, when the policy has namespaces.
-    plan: Option<Plan>,
+    /// The namespace setup, when the policy has namespaces: made at the first command
+    /// (issue #26: a run whose tools start no process does not pay for scanning `/etc`
+    /// and, as root, making a user namespace).
+    plan: Option<Arc<OnceLock<Result<Plan, String>>>>,
     /// Paths inside a workspace that commands may read but never change (`.git`, …).
     protected: Vec<String>,
 }
@@ -43,18 +45,7 @@ impl OsSandbox {
     /// The sandbox applying `policy`, keeping the workspace's `protected` paths (relative
     /// names such as `.git`) read-only for processes where it has namespaces.
     pub fn new(policy: Policy, protected: Vec<String>) -> Result<Self, SandboxError> {
-        let plan = if policy.namespaces {
-            let plan = Plan::shared(
-                SYSTEM_READ,
-                &policy.read_paths,
-                policy.host.root,
-                policy.unprivileged,
-            )
-            .map_err(|e| SandboxError::Build(format!("namespaces: {e}")))?;
-            Some(plan)
-        } else {
-            None
-        };
+        let plan = policy.namespaces.then(Default::default);
         Ok(Self {
             policy,
             plan,
@@ -65,6 +56,21 @@ impl OsSandbox {
     /// The policy it applies.
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// The namespace plan, made the first time it is asked for.
+    fn plan(&self) -> Option<Result<&Plan, String>> {
+        let cell = self.plan.as_ref()?;
+        let made = cell.get_or_init(|| {
+            Plan::shared(
+                SYSTEM_READ,
+                &self.policy.read_paths,
+                self.policy.host.root,
+                self.policy.unprivileged,
+            )
+            .map_err(|e| e.to_string())
+        });
+        Some(made.as_ref().map_err(Clone::clone))
     }
 
     fn ruleset(
@@ -154,7 +160,11 @@ impl ProcessSandbox for OsSandbox {
         };
         // With namespaces /tmp is a sized tmpfs of the command's own (the host directory is
         // then unused); without, the host directory is the command's TMPDIR.
-        if self.plan.is_some() {
+        let plan = self
+            .plan()
+            .transpose()
+            .map_err(|e| failed(format!("namespaces: {e}")))?;
+        if plan.is_some() {
             cmd.env("TMPDIR", "/tmp");
         } else {
             cmd.env("TMPDIR", tmp.path());
@@ -163,8 +173,8 @@ impl ProcessSandbox for OsSandbox {
             .ruleset(&ctx.workspace, tmp.path(), network)
             .map_err(|e| failed(format!("Landlock: {e}")))?;
         let filters =
-            seccomp::filters(network, self.plan.is_some()).map_err(|e| failed(e.to_string()))?;
-        let namespaces = match &self.plan {
+            seccomp::filters(network, plan.is_some()).map_err(|e| failed(e.to_string()))?;
+        let namespaces = match plan {
             Some(plan) => plan
                 .steps(&ns::Command {
                     workspace: &ctx.workspace,
