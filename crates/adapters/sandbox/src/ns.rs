@@ -289,14 +289,17 @@ impl Plan {
             root,
             unprivileged,
         );
-        let plans = PLANS.get_or_init(Default::default);
-        if let Some(plan) = plans.lock().ok().and_then(|m| m.get(&key).cloned()) {
-            return Ok(plan);
+        // Made under the lock: commands starting at once wait for one plan instead of
+        // each making their own.
+        let mut plans = PLANS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(plan) = plans.get(&key) {
+            return Ok(plan.clone());
         }
         let plan = Self::new(system, read_paths, root, unprivileged)?;
-        if let Ok(mut map) = plans.lock() {
-            map.entry(key).or_insert_with(|| plan.clone());
-        }
+        plans.insert(key, plan.clone());
         Ok(plan)
     }
 
@@ -698,6 +701,14 @@ fn idmap_bind(source: &CString, target: &CString, userns: c_int) -> io::Result<(
 /// enters a new user namespace, the parent writes its maps and opens it, the child exits.
 /// The child only makes syscalls, as it must after forking a multi-threaded process.
 fn swap_userns() -> io::Result<Arc<OwnedFd>> {
+    // One at a time: a child forked here keeps, until it exits, a copy of every descriptor
+    // the process had, so two children made at once would each hold the other's release
+    // pipe open and neither would ever see its end (found when the namespace plan became
+    // lazy and two commands made it at once, issue #26).
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let pipe = || -> io::Result<(OwnedFd, OwnedFd)> {
         let mut fds = [0 as c_int; 2];
         // SAFETY: `fds` is a live array of two ints for the kernel to fill.
@@ -717,6 +728,8 @@ fn swap_userns() -> io::Result<Arc<OwnedFd>> {
         // child closes its copies of the ends it does not use, so the parent's close of the
         // release pipe reaches it as end of file.
         unsafe {
+            // Never outlives the fabric, whatever happens to it meanwhile.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             libc::close(release_w.as_raw_fd());
             libc::close(ready_r.as_raw_fd());
             let ok = u8::from(libc::unshare(libc::CLONE_NEWUSER) == 0);
@@ -919,6 +932,31 @@ mod tests {
         assert!(text.contains("bind-mounting a directory"), "{text}");
         assert!(text.contains("not permitted"), "{text}");
         assert!(explain(&io::Error::from_raw_os_error(libc::ENOENT)).is_none());
+    }
+
+    /// Two plans made at once (a lazy plan, two commands starting together) each forked a
+    /// child holding the other's release pipe: both waited forever.
+    #[test]
+    fn user_namespaces_for_idmaps_can_be_made_from_many_threads_at_once() {
+        if !rustix::process::geteuid().is_root() || swap_userns().is_err() {
+            eprintln!("SKIP: needs root with user namespaces");
+            return;
+        }
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        for _ in 0..4 {
+            let done = done_tx.clone();
+            std::thread::spawn(move || {
+                for _ in 0..25 {
+                    swap_userns().unwrap();
+                }
+                let _ = done.send(());
+            });
+        }
+        for _ in 0..4 {
+            done_rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("every thread made its namespaces within 60 s");
+        }
     }
 
     #[test]

@@ -51,6 +51,16 @@ fn py(id: &'static str, layer: Layer, script: String) -> Attempt {
     }
 }
 
+/// A child leaves the command's process group with `call`, then writes `file` after the
+/// command has ended. The command waits until the child has left (or failed to): under
+/// load a child not yet scheduled when the command exits would die in the group kill even
+/// with the sandbox off, and the attempt would prove nothing.
+fn escape_then_write(call: &str, file: &str) -> String {
+    format!(
+        "import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.close(r)\n    try:\n        {call}\n    except OSError:\n        os._exit(1)\n    os.write(w, b'x')\n    os.close(w)\n    time.sleep(1.5)\n    open('{file}', 'w').write('x')\n    os._exit(0)\nos.close(w)\nos.read(r, 1)\nprint('started')"
+    )
+}
+
 /// The line a script prints when its attack worked (split so the source never holds it).
 fn escaped(id: &str) -> String {
     format!("print('ESC' + 'APED:{id}', flush=True)")
@@ -225,12 +235,12 @@ fn attempts(t: &Targets, proxy_target: &str, local: u16) -> Vec<Attempt> {
         py(
             "setsid_escape",
             Os,
-            "import os, time\nif os.fork() == 0:\n    try:\n        os.setsid()\n    except OSError:\n        os._exit(1)\n    time.sleep(1.5)\n    open('late_setsid', 'w').write('x')\n    os._exit(0)\nprint('started')".to_owned(),
+            escape_then_write("os.setsid()", "late_setsid"),
         ),
         py(
             "setpgid_escape",
             Os,
-            "import os, time\nif os.fork() == 0:\n    try:\n        os.setpgid(0, 0)\n    except OSError:\n        os._exit(1)\n    time.sleep(1.5)\n    open('late_setpgid', 'w').write('x')\n    os._exit(0)\nprint('started')".to_owned(),
+            escape_then_write("os.setpgid(0, 0)", "late_setpgid"),
         ),
         // 5. IPC outside the filesystem.
         py(
