@@ -456,7 +456,27 @@ fn canary_server(body: &'static str) -> (u16, Arc<AtomicUsize>) {
 
 const CANARY: &str = "proxied-canary-0b7d1e";
 
-async fn run_once(sandbox_off: bool, t: &Targets) -> Outcome {
+/// What gets through in the no-namespace column, as SECURITY.md's table says ("not stopped"
+/// in the "no ns" column): each must get through there (so the table's gaps are real), and
+/// nothing else may.
+const GAPS_WITHOUT_NAMESPACES: &[&str] = &[
+    // "metadata of outside files (chmod, utimes)": files Landlock lets it reach, the user's.
+    "meta_chmod",
+    "meta_utime",
+    "meta_runlog_chmod",
+    // "names and sizes of outside files (stat)".
+    "stat_outside",
+    // "abstract UNIX sockets reached from the host".
+    "abstract_socket_listen",
+    // "other processes' command lines under /proc".
+    "proc_cmdline",
+    // "/etc/shadow as root".
+    "etc_shadow",
+];
+
+/// One run of the scenario: under `strict` (with namespaces, or `no_namespaces`: a root
+/// fabric started without `CAP_SYS_ADMIN`, so the probe finds none) or `--sandbox off`.
+async fn run_once(sandbox_off: bool, no_namespaces: bool, t: &Targets) -> Outcome {
     let (proxy_port, _) = canary_server(CANARY);
     let (local_port, local_hits) = canary_server(CANARY);
     // Whatever runs, an abstract-socket client on the host keeps trying to connect.
@@ -497,8 +517,14 @@ async fn run_once(sandbox_off: bool, t: &Targets) -> Outcome {
         args.extend(["--sandbox", "off"]);
     }
     let proxy = format!("http://127.0.0.1:{proxy_port}");
+    let wrapper: &[&str] = if no_namespaces {
+        &["setpriv", "--bounding-set=-sys_admin", "--"]
+    } else {
+        &[]
+    };
     let run = fx
-        .fabric_with(
+        .fabric_via(
+            wrapper,
             &args,
             &[
                 ("HTTP_PROXY", proxy.as_str()),
@@ -507,6 +533,7 @@ async fn run_once(sandbox_off: bool, t: &Targets) -> Outcome {
                 ("NO_PROXY", "127.0.0.1,localhost"),
                 ("no_proxy", "127.0.0.1,localhost"),
             ],
+            60,
         )
         .await;
     let result = run.json();
@@ -518,6 +545,9 @@ async fn run_once(sandbox_off: bool, t: &Targets) -> Outcome {
     );
     let events = fx.runlog(&result);
     let start = &of_kind(&events, "run_start")[0]["payload"];
+    if !sandbox_off {
+        assert_eq!(start["sandbox"]["namespaces"], !no_namespaces, "{start}");
+    }
     let workspace = PathBuf::from(start["workspace"].as_str().expect("workspace"));
     // Late writers get their 1.5 s and more.
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
@@ -595,7 +625,11 @@ async fn run_once(sandbox_off: bool, t: &Targets) -> Outcome {
     for a in &list {
         eprintln!(
             "attack2 {:<8} {:<24} {:?} {}",
-            if sandbox_off { "off" } else { "strict" },
+            match (sandbox_off, no_namespaces) {
+                (true, _) => "off",
+                (false, false) => "strict",
+                (false, true) => "no-ns",
+            },
             a.id,
             a.layer,
             if escaped.contains(a.id) || effects.contains(a.id) {
@@ -650,8 +684,17 @@ async fn issue_15_round_two_attacks_fail_and_each_layer_is_proved() {
         inherited_fd: inherited.as_raw_fd(),
     };
 
-    let strict = run_once(false, &t).await;
-    let off = run_once(true, &t).await;
+    let strict = run_once(false, false, &t).await;
+    let off = run_once(true, false, &t).await;
+    // The no-namespace column (issue #27): a root fabric without CAP_SYS_ADMIN.
+    let no_ns = if is_root() {
+        Some(run_once(false, true, &t).await)
+    } else {
+        eprintln!(
+            "SKIPPED COLUMN: the no-namespace column needs a root fabric started without CAP_SYS_ADMIN (setpriv); this test runs as a non-root user"
+        );
+        None
+    };
     let _ = holder.kill();
     let _ = holder.wait();
     remove_ipc("-m", [shm_id]);
@@ -662,6 +705,19 @@ async fn issue_15_round_two_attacks_fail_and_each_layer_is_proved() {
         std::fs::read_to_string(t.outside.path().join("fd-target.txt")).unwrap_or_default();
     let mut failures = Vec::new();
     for a in &list {
+        if let Some(no_ns) = &no_ns {
+            let hit = no_ns.escaped.contains(a.id) || no_ns.effects.contains(a.id);
+            let gap = GAPS_WITHOUT_NAMESPACES.contains(&a.id);
+            if hit && !gap {
+                failures.push(format!("{}: escaped under strict without namespaces", a.id));
+            }
+            if gap && !hit {
+                failures.push(format!(
+                    "{}: listed as a gap without namespaces (SECURITY.md) but stopped: update the table",
+                    a.id
+                ));
+            }
+        }
         let strict_hit = strict.escaped.contains(a.id) || strict.effects.contains(a.id);
         let off_hit = off.escaped.contains(a.id) || off.effects.contains(a.id);
         if strict_hit {
