@@ -455,8 +455,14 @@ mod tests {
             allow_private: true,
             allow_hosts: Vec::new(),
         };
-        // Whatever interfaces this machine has (a network namespace may have none up).
-        for ip in list_own_addresses() {
+        // Whatever interfaces this machine has; at least one (loopback), or the loop below
+        // would check nothing (issue #27).
+        let listed = list_own_addresses();
+        assert!(
+            !listed.is_empty(),
+            "getifaddrs listed no address: this test would check nothing"
+        );
+        for ip in listed {
             let host = ip.to_string();
             let url = format!("http://{}/", SocketAddr::new(ip, 80));
             let err = deny.check("fetch_url", &url, &host, 80).await.unwrap_err();
