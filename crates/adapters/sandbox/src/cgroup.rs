@@ -235,12 +235,13 @@ impl CommandCgroup {
 
     /// The limits the command ran into, in words for the model and the runlog.
     pub(crate) fn limits_hit(&self) -> Option<String> {
-        let memory = &self.dirs[0];
-        let oom_kills = if self.version == 1 {
-            counter(&memory.join("memory.oom_control"), "oom_kill")
-        } else {
-            counter(&memory.join("memory.events"), "oom_kill")
-        };
+        let oom_kills = self.dirs.first().map_or(0, |memory| {
+            if self.version == 1 {
+                counter(&memory.join("memory.oom_control"), "oom_kill")
+            } else {
+                counter(&memory.join("memory.events"), "oom_kill")
+            }
+        });
         let pids = self
             .dirs
             .last()

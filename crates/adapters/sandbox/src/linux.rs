@@ -407,7 +407,7 @@ impl ChildSetup {
         if self.drop_capabilities {
             drop_capabilities()?;
         }
-        join_fresh_session_keyring()?;
+        join_fresh_session_keyring();
         // A change of user (the namespace steps may switch to nobody) clears the setting:
         // armed again for the process that execs. Past `ns::fork_init` this is the first
         // process of the new PID namespace, whose parent (the process the fabric started,
@@ -437,24 +437,19 @@ impl ChildSetup {
 
 /// A new, empty session keyring for the command (issue #31): the fabric's own session
 /// keyring, and what it holds, is no longer the command's to search or to list as its own.
-/// A kernel without keys support has nothing to hide.
-fn join_fresh_session_keyring() -> std::io::Result<()> {
+/// Best effort: a kernel without keys support has nothing to hide, and a user at its key
+/// quota (200 keys for a non-root user by default, so many commands at once) keeps the
+/// old keyring, whose contents seccomp keeps out of reach anyway (`keyctl` is refused).
+fn join_fresh_session_keyring() {
     const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
     // SAFETY: keyctl with a null name: the kernel makes an anonymous keyring.
-    let r = unsafe {
+    unsafe {
         libc::syscall(
             libc::SYS_keyctl,
             KEYCTL_JOIN_SESSION_KEYRING,
             std::ptr::null::<libc::c_char>(),
-        )
-    };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ENOSYS) {
-            return Err(e);
-        }
+        );
     }
-    Ok(())
 }
 
 /// Root keeps no capability across `exec`: `SECBIT_NOROOT` (locked) stops exec from granting
