@@ -109,6 +109,10 @@ fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
     &span["attributes"][key]
 }
 
+#[cfg_attr(
+    fabric_no_otlp,
+    ignore = "needs the OTLP receiver's packages: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_13_a_task_force_with_a_sub_agent_is_one_trace_of_genai_spans() {
     let Some(receiver) = Receiver::start() else {
@@ -324,6 +328,10 @@ async fn issue_13_a_task_force_with_a_sub_agent_is_one_trace_of_genai_spans() {
     assert_eq!(ended, 2, "the run and its sub-agent: {runs}");
 }
 
+#[cfg_attr(
+    fabric_no_otlp,
+    ignore = "needs the OTLP receiver's packages: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_13_traceparent_on_post_run_becomes_the_run_s_parent_and_content_is_opt_in() {
     let Some(receiver) = Receiver::start() else {
@@ -430,6 +438,10 @@ async fn issue_13_an_unreachable_collector_changes_nothing_about_a_run() {
     assert!(run.stderr.contains("spans lost"), "{}", run.stderr);
 }
 
+#[cfg_attr(
+    fabric_no_otlp,
+    ignore = "needs the OTLP receiver's packages: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_13_traceparent_in_mcp_run_task_meta_becomes_the_run_s_parent() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -483,6 +495,10 @@ async fn issue_13_traceparent_in_mcp_run_task_meta_becomes_the_run_s_parent() {
     assert_eq!(root["parent"], "b7ad6b7169203331");
 }
 
+#[cfg_attr(
+    fabric_no_otlp,
+    ignore = "needs the OTLP receiver's packages: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_13_mcp_tool_calls_carry_the_tool_span_as_their_trace_context() {
     let Some(receiver) = Receiver::start() else {
