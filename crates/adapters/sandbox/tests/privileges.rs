@@ -39,6 +39,7 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+#[cfg_attr(fabric_not_root, ignore = "needs a root fabric: run the tests as root")]
 #[test]
 fn issue_15_a_root_fabric_runs_commands_as_nobody_and_what_they_write_stays_root_s() {
     if !is_root() {
@@ -113,6 +114,7 @@ fn issue_15_a_root_fabric_runs_commands_as_nobody_and_what_they_write_stays_root
     assert!(stdout.contains("PermissionError"), "{all}");
 }
 
+#[cfg_attr(fabric_not_root, ignore = "needs a root fabric: run the tests as root")]
 #[test]
 fn issue_15_without_namespaces_a_root_command_keeps_no_capability() {
     if !is_root() {
