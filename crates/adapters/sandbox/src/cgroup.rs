@@ -64,12 +64,39 @@ pub(crate) fn probe() -> Result<CgroupHost, String> {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     let host = locate(&own, &mounts)?;
+    // What a fabric killed with `kill -9` left: its commands died with it (the parent-death
+    // signal), so their cgroups are empty and can go.
+    for dir in [&host.memory, &host.pids] {
+        remove_stale(dir);
+    }
     // Made and removed once: creating a directory is what every command will need.
     let made = host
         .create(&crate::Limits::default())
         .map_err(|e| format!("cannot make a cgroup under the fabric's own: {e}"))?;
     drop(made);
     Ok(host)
+}
+
+/// Removes the empty `fabric-<pid>-<n>` cgroups under `dir` whose fabric is gone.
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("fabric-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            // A cgroup still holding a process is refused (EBUSY) and stays.
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
 }
 
 /// The controllers' mount points and the fabric's place in them, from `/proc/self/cgroup`
@@ -349,6 +376,21 @@ mod tests {
             err.contains("/nonexistent-cgroup2/user.slice/fabric.scope"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn stale_cgroups_of_gone_fabrics_are_removed_and_others_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // No process has pid 4194305 (above the kernel's largest pid_max).
+        let gone = dir.path().join("fabric-4194305-0");
+        let alive = dir.path().join(format!("fabric-{}-0", std::process::id()));
+        let other = dir.path().join("not-ours");
+        for d in [&gone, &alive, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        remove_stale(dir.path());
+        assert!(!gone.exists());
+        assert!(alive.exists() && other.exists());
     }
 
     #[test]
