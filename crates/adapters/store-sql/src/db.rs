@@ -197,7 +197,76 @@ impl Db {
     }
 }
 
+/// One connection of either kind, borrowed from a [`Conn`] or a [`Tx`] (a transaction is a
+/// connection underneath): the queries both run, written once.
+enum On<'a> {
+    Sqlite(&'a mut sqlx::SqliteConnection),
+    Postgres(&'a mut sqlx::PgConnection),
+}
+
+impl On<'_> {
+    fn backend(&self) -> Backend {
+        match self {
+            Self::Sqlite(_) => Backend::Sqlite,
+            Self::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    async fn execute(self, sql: &str, args: Vec<Arg>) -> Result<u64, sqlx::Error> {
+        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
+        Ok(match self {
+            Self::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+                .execute(conn)
+                .await?
+                .rows_affected(),
+            Self::Postgres(conn) => bind_all!(sqlx::query::<Postgres>(sql), args)
+                .execute(conn)
+                .await?
+                .rows_affected(),
+        })
+    }
+
+    async fn fetch_all(self, sql: &str, args: Vec<Arg>) -> Result<Vec<Row>, sqlx::Error> {
+        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
+        Ok(match self {
+            Self::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+                .fetch_all(conn)
+                .await?
+                .into_iter()
+                .map(Row::Sqlite)
+                .collect(),
+            Self::Postgres(conn) => bind_all!(sqlx::query::<Postgres>(sql), args)
+                .fetch_all(conn)
+                .await?
+                .into_iter()
+                .map(Row::Postgres)
+                .collect(),
+        })
+    }
+
+    async fn fetch_optional(self, sql: &str, args: Vec<Arg>) -> Result<Option<Row>, sqlx::Error> {
+        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
+        Ok(match self {
+            Self::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
+                .fetch_optional(conn)
+                .await?
+                .map(Row::Sqlite),
+            Self::Postgres(conn) => bind_all!(sqlx::query::<Postgres>(sql), args)
+                .fetch_optional(conn)
+                .await?
+                .map(Row::Postgres),
+        })
+    }
+}
+
 impl Conn {
+    fn on(&mut self) -> On<'_> {
+        match self {
+            Self::Sqlite(conn) => On::Sqlite(conn),
+            Self::Postgres(conn) => On::Postgres(conn),
+        }
+    }
+
     pub(crate) fn backend(&self) -> Backend {
         match self {
             Self::Sqlite(_) => Backend::Sqlite,
@@ -211,21 +280,7 @@ impl Conn {
         sql: &str,
         args: Vec<Arg>,
     ) -> Result<Vec<Row>, sqlx::Error> {
-        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
-        Ok(match self {
-            Self::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
-                .fetch_all(&mut **conn)
-                .await?
-                .into_iter()
-                .map(Row::Sqlite)
-                .collect(),
-            Self::Postgres(conn) => bind_all!(sqlx::query::<Postgres>(sql), args)
-                .fetch_all(&mut **conn)
-                .await?
-                .into_iter()
-                .map(Row::Postgres)
-                .collect(),
-        })
+        self.on().fetch_all(sql, args).await
     }
 
     /// Runs one query on this connection; returns its first row, if any.
@@ -234,41 +289,21 @@ impl Conn {
         sql: &str,
         args: Vec<Arg>,
     ) -> Result<Option<Row>, sqlx::Error> {
-        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
-        Ok(match self {
-            Self::Sqlite(conn) => bind_all!(sqlx::query::<Sqlite>(sql), args)
-                .fetch_optional(&mut **conn)
-                .await?
-                .map(Row::Sqlite),
-            Self::Postgres(conn) => bind_all!(sqlx::query::<Postgres>(sql), args)
-                .fetch_optional(&mut **conn)
-                .await?
-                .map(Row::Postgres),
-        })
+        self.on().fetch_optional(sql, args).await
     }
 }
 
 impl Tx {
-    fn backend(&self) -> Backend {
+    fn on(&mut self) -> On<'_> {
         match self {
-            Self::Sqlite(_) => Backend::Sqlite,
-            Self::Postgres(_) => Backend::Postgres,
+            Self::Sqlite(tx) => On::Sqlite(tx),
+            Self::Postgres(tx) => On::Postgres(tx),
         }
     }
 
     /// Runs one statement in the transaction; returns the rows it changed.
     pub(crate) async fn execute(&mut self, sql: &str, args: Vec<Arg>) -> Result<u64, sqlx::Error> {
-        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
-        Ok(match self {
-            Self::Sqlite(tx) => bind_all!(sqlx::query::<Sqlite>(sql), args)
-                .execute(&mut **tx)
-                .await?
-                .rows_affected(),
-            Self::Postgres(tx) => bind_all!(sqlx::query::<Postgres>(sql), args)
-                .execute(&mut **tx)
-                .await?
-                .rows_affected(),
-        })
+        self.on().execute(sql, args).await
     }
 
     /// Runs several statements without values (migrations).
@@ -285,21 +320,7 @@ impl Tx {
         sql: &str,
         args: Vec<Arg>,
     ) -> Result<Vec<Row>, sqlx::Error> {
-        let sql = AssertSqlSafe(for_backend(self.backend(), sql));
-        Ok(match self {
-            Self::Sqlite(tx) => bind_all!(sqlx::query::<Sqlite>(sql), args)
-                .fetch_all(&mut **tx)
-                .await?
-                .into_iter()
-                .map(Row::Sqlite)
-                .collect(),
-            Self::Postgres(tx) => bind_all!(sqlx::query::<Postgres>(sql), args)
-                .fetch_all(&mut **tx)
-                .await?
-                .into_iter()
-                .map(Row::Postgres)
-                .collect(),
-        })
+        self.on().fetch_all(sql, args).await
     }
 
     /// Makes the transaction's writes durable.
