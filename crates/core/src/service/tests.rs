@@ -325,6 +325,17 @@ async fn shutdown_abandons_preparations_and_refuses_new_runs() {
 /// A queue for one worker's decisions: `started` says no the first time it is asked (the
 /// claimed run starts fresh) and yes after; releases and cancellations are recorded; a
 /// renewal runs `on_renew` (what happens here during its round trip) and keeps nothing.
+/// What a worker runs over `store`: a queue that records into it, and the claimed store the
+/// worker's service writes through.
+fn worker_side(store: &Arc<MemStore>) -> (Arc<FakeQueue>, ClaimedStore) {
+    let queue = Arc::new(FakeQueue::new(Arc::clone(store)));
+    let claims = ClaimedStore::new(
+        Arc::clone(store) as Arc<dyn RunStore>,
+        Arc::clone(&queue) as Arc<dyn crate::ports::RunQueue>,
+    );
+    (queue, claims)
+}
+
 struct FakeQueue {
     store: Arc<MemStore>,
     asked_started: std::sync::atomic::AtomicUsize,
@@ -449,11 +460,7 @@ async fn issue_26_takeovers_do_not_use_up_the_failure_allowance() {
             ..prep(Script::Complete)
         };
         let (service, store) = service(failing, None);
-        let queue = Arc::new(FakeQueue::new(Arc::clone(&store)));
-        let claims = ClaimedStore::new(
-            Arc::clone(&store) as Arc<dyn RunStore>,
-            Arc::clone(&queue) as Arc<dyn crate::ports::RunQueue>,
-        );
+        let (queue, claims) = worker_side(&store);
         let id = crate::new_run_id();
         let claimed = crate::ports::ClaimedRun {
             id: id.clone(),
@@ -585,11 +592,7 @@ async fn issue_26_a_worker_reports_what_it_claims_and_how_it_ends() {
             .push(r.clone());
     };
     let (running, store) = service(prep(Script::Complete), None);
-    let queue = Arc::new(FakeQueue::new(Arc::clone(&store)));
-    let claims = ClaimedStore::new(
-        Arc::clone(&store) as Arc<dyn RunStore>,
-        Arc::clone(&queue) as Arc<dyn crate::ports::RunQueue>,
-    );
+    let (queue, claims) = worker_side(&store);
     let id = crate::new_run_id();
     let claimed = crate::ports::ClaimedRun {
         id: id.clone(),
@@ -623,11 +626,7 @@ async fn issue_26_a_worker_reports_what_it_claims_and_how_it_ends() {
         ..prep(Script::Complete)
     };
     let (failing, store) = service(failing, None);
-    let queue = Arc::new(FakeQueue::new(Arc::clone(&store)));
-    let claims = ClaimedStore::new(
-        Arc::clone(&store) as Arc<dyn RunStore>,
-        Arc::clone(&queue) as Arc<dyn crate::ports::RunQueue>,
-    );
+    let (queue, claims) = worker_side(&store);
     let id = crate::new_run_id();
     let claimed = crate::ports::ClaimedRun {
         id: id.clone(),

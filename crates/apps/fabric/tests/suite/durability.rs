@@ -50,6 +50,28 @@ fn only_run(fx: &Fixture) -> Option<(String, PathBuf)> {
     Some((id, runlog))
 }
 
+/// Starts `fabric run` in the background and waits (10 s at most) until its runlog has
+/// reached step 2; the process and the run's id.
+async fn run_until_step_two(fx: &Fixture) -> (tokio::process::Child, String) {
+    let child = fx
+        .command(&["run", "write a and b", "--pack", "engineering", "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("fabric run starts");
+    for _ in 0..1_000 {
+        if let Some((run, runlog)) = only_run(fx)
+            && std::fs::read_to_string(&runlog)
+                .unwrap_or_default()
+                .contains("\"step\":2")
+        {
+            return (child, run);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the run did not reach step 2 within 10 s");
+}
+
 /// Starts `fabric run` and kills it with SIGKILL `extra` after its runlog has `lines`
 /// lines; whether it had ended by itself first.
 async fn run_and_kill(fx: &Fixture, env: &[(&str, &str)], lines: usize, extra: Duration) -> bool {
@@ -385,25 +407,7 @@ async fn issue_10_a_run_still_running_elsewhere_is_not_taken_over() {
     let mut slow = turns();
     slow[2].delay_ms = Some(3_000);
     let fx = fixture(0, slow).await;
-    let mut child = fx
-        .command(&["run", "write a and b", "--pack", "engineering", "--json"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut id = None;
-    for _ in 0..500 {
-        if let Some((run, runlog)) = only_run(&fx)
-            && std::fs::read_to_string(&runlog)
-                .unwrap_or_default()
-                .contains("\"step\":2")
-        {
-            id = Some(run);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let id = id.expect("the run reached step 2");
+    let (mut child, id) = run_until_step_two(&fx).await;
     let taken = fx.fabric(&["resume", &id]).await;
     assert_ne!(taken.code(), 0);
     assert!(
@@ -647,25 +651,7 @@ async fn issue_26_a_killed_run_is_shown_interrupted_resumable_not_running() {
     // continued run, which asks that step again.
     slow[2].delay_ms = Some(4_000);
     let fx = fixture(0, slow).await;
-    let mut child = fx
-        .command(&["run", "write a and b", "--pack", "engineering", "--json"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("fabric run starts");
-    let mut id = None;
-    for _ in 0..1_000 {
-        if let Some((run, runlog)) = only_run(&fx)
-            && std::fs::read_to_string(&runlog)
-                .unwrap_or_default()
-                .contains("\"step\":2")
-        {
-            id = Some(run);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let id = id.expect("the run reached step 2");
+    let (mut child, id) = run_until_step_two(&fx).await;
 
     // Still going in its process: `running`, and not resumable.
     let row = listed(&fx, &id).await;
