@@ -12,7 +12,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::server::{
-    Scripted, Shared, Wire, fragments, json_reply, model_name, next_turn, streaming_reply, usage,
+    Scripted, Shared, Wire, fragments, json_reply, named_model, next_turn, streaming_reply, usage,
 };
 
 /// `POST /v1/messages`: answers with the next turn.
@@ -47,7 +47,7 @@ pub(crate) async fn messages(
         Err(reply) => return reply,
     };
     let reply = Reply::new(&shared, &scripted);
-    if scripted.request.get("stream").and_then(Value::as_bool) == Some(true) {
+    if scripted.request.stream == Some(true) {
         streaming_reply(
             "text/event-stream",
             reply.sse_events(),
@@ -103,7 +103,7 @@ impl<'a> Reply<'a> {
         Self {
             scripted,
             id: format!("msg_scripted_{}", scripted.number),
-            model: model_name(shared, &scripted.request),
+            model: named_model(shared, scripted.request.model.as_deref()),
             stop_reason,
             usage: (!turn.omit_usage).then(|| usage(scripted, output_chars)),
         }

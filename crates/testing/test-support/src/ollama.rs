@@ -11,7 +11,8 @@ use serde_json::{Map, Value, json};
 
 use crate::scenario::{ModelInfo, ScriptedCall};
 use crate::server::{
-    Shared, Wire, fragments, json_reply, model_name, next_turn, rfc3339_now, streaming_reply, usage,
+    Shared, Wire, fragments, json_reply, named_model, next_turn, rfc3339_now, streaming_reply,
+    usage,
 };
 
 /// The version `/api/version` reports: recent enough that clients enable tool calling and
@@ -95,7 +96,7 @@ pub(crate) async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Resp
         Err(reply) => return reply,
     };
     let turn = &scripted.turn;
-    let model = model_name(&shared, &scripted.request);
+    let model = named_model(&shared, scripted.request.model.as_deref());
     let calls: Vec<Value> = turn.tool_calls.iter().map(wire_call).collect();
     let content = if turn.content_null {
         Value::Null
@@ -132,7 +133,7 @@ pub(crate) async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Resp
         object.insert("eval_duration".into(), json!(1_000_000 * completion));
     }
 
-    let stream = scripted.request.get("stream").and_then(Value::as_bool) != Some(false);
+    let stream = scripted.request.stream != Some(false);
     if !stream {
         // One object: the final line with the whole message in it.
         let mut message = Map::new();

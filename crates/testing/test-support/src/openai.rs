@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::scenario::ScriptedCall;
 use crate::server::{
-    Scripted, Shared, Wire, fragments, json_reply, model_name, next_turn, streaming_reply,
+    Scripted, Shared, Wire, fragments, json_reply, named_model, next_turn, streaming_reply,
     unix_now, usage,
 };
 
@@ -57,16 +57,10 @@ pub(crate) async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Resp
         Err(reply) => return reply,
     };
     let reply = Reply::new(&shared, &scripted);
-    let stream = scripted.request.get("stream").and_then(Value::as_bool) == Some(true);
-    if stream {
-        let include_usage = scripted
-            .request
-            .pointer("/stream_options/include_usage")
-            .and_then(Value::as_bool)
-            == Some(true);
+    if scripted.request.stream == Some(true) {
         streaming_reply(
             "text/event-stream",
-            reply.sse_events(include_usage),
+            reply.sse_events(scripted.request.include_usage),
             shared.scenario.stream_delay_ms,
         )
     } else {
@@ -110,7 +104,7 @@ impl<'a> Reply<'a> {
         Self {
             scripted,
             id: format!("chatcmpl-scripted-{}", scripted.number),
-            model: model_name(shared, &scripted.request),
+            model: named_model(shared, scripted.request.model.as_deref()),
             created: unix_now(),
             arguments,
             finish_reason,

@@ -95,15 +95,21 @@ pub enum TurnBy {
 }
 
 /// How many steps a conversation took: its assistant messages, and the steps a compaction
-/// note says were left out (see [`TurnBy::Conversation`]).
-pub fn steps_taken(messages: &[serde_json::Value]) -> usize {
+/// note says were left out (see [`TurnBy::Conversation`]), from each message's role and, for a
+/// user's text, its content.
+pub fn steps_taken<'a>(messages: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) -> usize {
     const NOTE: &str = "[Context note:";
-    let answers = messages.iter().filter(|m| m["role"] == "assistant").count();
-    let left_out: usize = messages
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .filter_map(|m| m["content"].as_str())
-        .filter(|c| c.starts_with(NOTE))
+    let mut answers = 0;
+    let mut notes = Vec::new();
+    for (role, content) in messages {
+        match (role, content) {
+            ("assistant", _) => answers += 1,
+            ("user", Some(text)) if text.starts_with(NOTE) => notes.push(text),
+            _ => {}
+        }
+    }
+    let left_out: usize = notes
+        .into_iter()
         .flat_map(str::lines)
         .filter_map(|line| {
             let rest = line.strip_prefix(NOTE)?.trim_start();

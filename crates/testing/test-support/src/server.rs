@@ -263,8 +263,97 @@ pub(crate) struct Scripted {
     /// 1-based number of the turn in the script (used in default call ids).
     pub(crate) number: usize,
     pub(crate) turn: Turn,
-    /// The request body, for streaming flags, the model name and the usage estimate.
-    pub(crate) request: Value,
+    /// What the reply needs from the request: streaming flags, the model name and the
+    /// usage estimate.
+    pub(crate) request: RequestHead,
+}
+
+/// What the wires read from a chat request, read without building the request's JSON tree:
+/// a conversation is sent whole at every step, and building it as a tree (then writing it
+/// out again to estimate its tokens) was most of this server's time per request, which
+/// benchmarks through the CLI count beside the fabric's (issue #26).
+#[derive(Debug, Default)]
+pub(crate) struct RequestHead {
+    pub(crate) model: Option<String>,
+    /// `stream`, when it is a boolean.
+    pub(crate) stream: Option<bool>,
+    /// `stream_options.include_usage` is `true`.
+    pub(crate) include_usage: bool,
+    /// The length of the `messages` JSON, for the prompt-usage estimate.
+    messages_chars: usize,
+    /// The steps the conversation took (see [`crate::scenario::steps_taken`]).
+    steps: usize,
+}
+
+/// The top level of a request, each field kept as its JSON text; others are skipped.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(default, borrow)]
+    model: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    stream: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    stream_options: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    messages: Option<&'a serde_json::value::RawValue>,
+}
+
+/// One message of a request, as far as counting steps needs it.
+#[derive(serde::Deserialize)]
+struct Said<'a> {
+    #[serde(default, borrow)]
+    role: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    content: Option<&'a serde_json::value::RawValue>,
+}
+
+impl RequestHead {
+    /// Reads a request body; `Err` when it is not JSON. A JSON body of another shape reads
+    /// as an empty head (served like any request, as a tree it was).
+    fn read(raw: &[u8]) -> Result<Self, serde_json::Error> {
+        let head = match serde_json::from_slice::<Head<'_>>(raw) {
+            Ok(head) => head,
+            Err(_) => {
+                serde_json::from_slice::<serde::de::IgnoredAny>(raw)?;
+                return Ok(Self::default());
+            }
+        };
+        // Leniently, as reading a tree did: a field of another type counts as absent.
+        fn text<T: serde::de::DeserializeOwned>(
+            raw: Option<&serde_json::value::RawValue>,
+        ) -> Option<T> {
+            raw.and_then(|r| serde_json::from_str(r.get()).ok())
+        }
+        let include_usage = text::<Value>(head.stream_options)
+            .and_then(|o| o.get("include_usage").and_then(Value::as_bool))
+            == Some(true);
+        let (messages_chars, steps) = head.messages.map_or((0, 0), |raw| {
+            let said: Vec<Said<'_>> = serde_json::from_str(raw.get()).unwrap_or_default();
+            let pairs: Vec<(String, Option<String>)> = said
+                .iter()
+                .map(|m| {
+                    let role: String = text(m.role).unwrap_or_default();
+                    // Only a user's text can be a compaction note: other contents are not
+                    // decoded.
+                    let content = (role == "user")
+                        .then(|| text::<String>(m.content))
+                        .flatten();
+                    (role, content)
+                })
+                .collect();
+            (
+                raw.get().len(),
+                crate::scenario::steps_taken(pairs.iter().map(|(r, c)| (r.as_str(), c.as_deref()))),
+            )
+        });
+        Ok(Self {
+            model: text(head.model),
+            stream: text(head.stream),
+            include_usage,
+            messages_chars,
+            steps,
+        })
+    }
 }
 
 /// Which wire asked: error bodies are shaped the way each wire does it.
@@ -283,11 +372,13 @@ pub(crate) async fn next_turn(
     path: &str,
     raw: &Bytes,
 ) -> Result<Scripted, Response> {
-    let parsed = serde_json::from_slice::<Value>(raw);
-    let recorded = shared.record.then(|| match &parsed {
-        Ok(body) => body.clone(),
-        Err(_) => Value::String(String::from_utf8_lossy(raw).into_owned()),
-    });
+    let parsed = RequestHead::read(raw);
+    let recorded = shared
+        .record
+        .then(|| match serde_json::from_slice::<Value>(raw) {
+            Ok(body) => body,
+            Err(_) => Value::String(String::from_utf8_lossy(raw).into_owned()),
+        });
     // Record and take the turn under one lock, so the recording order is the turn order.
     let taken = {
         let mut state = shared.lock();
@@ -310,9 +401,7 @@ pub(crate) async fn next_turn(
                 let turns = &shared.scenario.turns;
                 let index = match shared.scenario.turn_by {
                     TurnBy::Order => state.next_turn,
-                    TurnBy::Conversation => request["messages"]
-                        .as_array()
-                        .map_or(0, |m| crate::scenario::steps_taken(m)),
+                    TurnBy::Conversation => request.steps,
                 };
                 if let Some(turn) = turns.get(index) {
                     state.next_turn += 1;
@@ -466,13 +555,9 @@ pub(crate) fn fragments(text: &str) -> Vec<String> {
 /// The token counts of one reply: the turn's own numbers, else about four characters a token.
 pub(crate) fn usage(scripted: &Scripted, output_chars: usize) -> (u64, u64) {
     let spec = scripted.turn.usage.unwrap_or_default();
-    let prompt = spec.prompt_tokens.unwrap_or_else(|| {
-        let chars = scripted
-            .request
-            .get("messages")
-            .map_or(0, |m| m.to_string().len());
-        (chars as u64 / 4).max(1)
-    });
+    let prompt = spec
+        .prompt_tokens
+        .unwrap_or_else(|| (scripted.request.messages_chars as u64 / 4).max(1));
     let completion = spec
         .completion_tokens
         .unwrap_or_else(|| (output_chars as u64 / 4).max(1));
@@ -481,9 +566,12 @@ pub(crate) fn usage(scripted: &Scripted, output_chars: usize) -> (u64, u64) {
 
 /// The model name to echo: the request's, else the first scripted model's.
 pub(crate) fn model_name(shared: &Shared, request: &Value) -> String {
-    request
-        .get("model")
-        .and_then(Value::as_str)
+    named_model(shared, request.get("model").and_then(Value::as_str))
+}
+
+/// `model` when the request named one, else the first scripted model's name.
+pub(crate) fn named_model(shared: &Shared, model: Option<&str>) -> String {
+    model
         .map(str::to_owned)
         .or_else(|| shared.scenario.models.first().map(|m| m.name.clone()))
         .unwrap_or_else(|| "scripted".to_owned())
