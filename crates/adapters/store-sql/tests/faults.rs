@@ -144,6 +144,10 @@ async fn unreachable_postgres_names_host_and_port_and_never_the_password() {
     assert!(!detail.contains("pw@"), "{detail}");
 }
 
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_dropping_mid_run_does_not_fail_the_run_and_reindex_repairs_it() {
     let cluster = match fabric_test_support::PgCluster::start() {

@@ -47,6 +47,9 @@ pub struct CopyStager {
     /// Paths the workspace protects (`protected_paths`): staged changes under them are
     /// shown to the critic but never applied.
     protected: Arc<Vec<String>>,
+    /// Most bytes and entries an area copies ([`MAX_STAGED_BYTES`], [`MAX_STAGED_ENTRIES`];
+    /// smaller in tests, which cannot copy a gigabyte to prove the limit).
+    limits: (u64, usize),
 }
 
 impl CopyStager {
@@ -54,6 +57,7 @@ impl CopyStager {
     pub fn new(protected_paths: Vec<String>) -> Self {
         Self {
             protected: Arc::new(protected_paths),
+            limits: (MAX_STAGED_BYTES, MAX_STAGED_ENTRIES),
         }
     }
 }
@@ -71,7 +75,8 @@ impl Stager for CopyStager {
         let workspace = workspace.to_path_buf();
         let name = name.to_owned();
         let protected = Arc::clone(&self.protected);
-        let area = blocking(move || Area::open(workspace, &name, protected)).await?;
+        let limits = self.limits;
+        let area = blocking(move || Area::open(workspace, &name, protected, limits)).await?;
         Ok(Arc::new(CopyStaged {
             dir: area.dir.clone(),
             area: Arc::new(area),
@@ -124,7 +129,12 @@ struct Area {
 
 impl Area {
     /// Reopens the area `name` when it exists, or copies the workspace into a new one.
-    fn open(workspace: PathBuf, name: &str, protected: Arc<Vec<String>>) -> Result<Self, String> {
+    fn open(
+        workspace: PathBuf,
+        name: &str,
+        protected: Arc<Vec<String>>,
+        limits: (u64, usize),
+    ) -> Result<Self, String> {
         let root = workspace
             .parent()
             .ok_or_else(|| {
@@ -156,9 +166,24 @@ impl Area {
             let to =
                 fsat::open_root(&partial).map_err(|e| io_error("cannot open", &partial, &e))?;
             let mut manifest = BTreeMap::new();
-            let mut budget = (MAX_STAGED_BYTES, MAX_STAGED_ENTRIES);
-            copy_tree(from.as_fd(), to.as_fd(), "", &mut manifest, &mut budget)
-                .map_err(|e| format!("cannot stage the workspace {}: {e}", workspace.display()))?;
+            let mut budget = limits;
+            if let Err(e) = copy_tree(
+                from.as_fd(),
+                to.as_fd(),
+                "",
+                &mut manifest,
+                &mut budget,
+                limits,
+            ) {
+                // A refused copy can be up to a gigabyte: not left behind until the next try.
+                if let Err(removing) = fabric_core::fs::remove_tree(&partial) {
+                    tracing::warn!("cannot remove {}: {removing}", partial.display());
+                }
+                return Err(format!(
+                    "cannot stage the workspace {}: {e}",
+                    workspace.display()
+                ));
+            }
             let text = serde_json::to_vec(&manifest).map_err(|e| e.to_string())?;
             std::fs::write(&manifest_path, text)
                 .map_err(|e| io_error("cannot write", &manifest_path, &e))?;
@@ -527,13 +552,14 @@ fn copy_tree(
     prefix: &str,
     manifest: &mut BTreeMap<String, Entry>,
     budget: &mut (u64, usize),
+    limits: (u64, usize),
 ) -> Result<(), String> {
     let names =
         fsat::entries(from).map_err(|e| format!("cannot list {}: {e}", shown_prefix(prefix)))?;
     for name in names {
         let path = join(prefix, &name)?;
         budget.1 = budget.1.checked_sub(1).ok_or_else(|| {
-            format!("the workspace holds more than {MAX_STAGED_ENTRIES} files; the critic gate copies the workspace and refuses one this large")
+            format!("the workspace holds more than {} files; the critic gate copies the workspace and refuses one this large", limits.1)
         })?;
         let failed = |e: io::Error| format!("cannot copy `{}`: {e}", shown_path(&path));
         let Some(meta) = fsat::lstat(from, &name).map_err(failed)? else {
@@ -545,11 +571,18 @@ fn copy_tree(
                 .map_err(|e| failed(e.into()))?;
             let sub_to = fsat::open_dir(to, &name).map_err(failed)?;
             manifest.insert(path.clone(), Entry::Dir);
-            copy_tree(sub_from.as_fd(), sub_to.as_fd(), &path, manifest, budget)?;
+            copy_tree(
+                sub_from.as_fd(),
+                sub_to.as_fd(),
+                &path,
+                manifest,
+                budget,
+                limits,
+            )?;
         } else if meta.is_file() {
             let (mut source, meta) = fsat::open_file(from, &name).map_err(failed)?;
             budget.0 = budget.0.checked_sub(meta.len()).ok_or_else(|| {
-                format!("the workspace holds more than {MAX_STAGED_BYTES} bytes; the critic gate copies the workspace and refuses one this large")
+                format!("the workspace holds more than {} bytes; the critic gate copies the workspace and refuses one this large", limits.0)
             })?;
             let mode = meta.permissions().mode();
             let mut copy = fsat::create_new(to, &name, mode).map_err(failed)?;

@@ -163,6 +163,59 @@ async fn a_workspace_file_changed_since_staging_is_not_overwritten() {
     );
     assert_eq!(read(&ws.join("old.txt")), "theirs\n");
     assert!(!ws.join("new.txt").exists());
+    // Issue #27: `new.txt` sorts first, so its new content was written beside it before
+    // `old.txt` was found changed; applying all or nothing removes it again.
+    let mut names: Vec<String> = fs::read_dir(&ws)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|e| {
+            e.unwrap_or_else(|e| panic!("{e}"))
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["old.txt", "src"],
+        "nothing half-applied is left behind"
+    );
+}
+
+/// Issue #27: the staging area's size limits hold. At a small scale: the same code counts
+/// toward [`MAX_STAGED_BYTES`] and [`MAX_STAGED_ENTRIES`]. The workspace holds 3 entries
+/// (`src`, `src/main.py`, `old.txt`) and 16 bytes.
+#[tokio::test]
+async fn issue_27_a_workspace_over_the_staging_limits_is_refused_and_not_copied() {
+    let (root, ws) = workspace();
+    let limited = |bytes, entries| CopyStager {
+        protected: Arc::new(Vec::new()),
+        limits: (bytes, entries),
+    };
+    let staged_root = root.path().join("staged");
+    let left = || {
+        fs::read_dir(&staged_root)
+            .map(|d| d.count())
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let Err(e) = limited(1 << 20, 2).stage(&ws, "r-0").await else {
+        panic!("3 entries were staged under a limit of 2");
+    };
+    assert!(
+        e.contains("more than 2 files") && e.contains("refuses"),
+        "{e}"
+    );
+    assert_eq!(left(), 0, "a refused copy is removed");
+    let Err(e) = limited(15, 100).stage(&ws, "r-1").await else {
+        panic!("16 bytes were staged under a limit of 15");
+    };
+    assert!(e.contains("more than 15 bytes"), "{e}");
+    assert_eq!(left(), 0, "a refused copy is removed");
+    // Exactly at both limits it is staged.
+    limited(16, 3)
+        .stage(&ws, "r-2")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[tokio::test]
