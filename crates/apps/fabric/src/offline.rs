@@ -117,13 +117,26 @@ pub(crate) struct OfflinePreparer {
     pub(crate) interrupted: Vec<Vec<(String, serde_json::Value, String)>>,
     /// Per member, its critic's recorded verdicts in order (`critic_review`: the critic's
     /// run, and its `{approved, findings}`), given again instead of running the critic.
-    pub(crate) verdicts: Vec<Vec<(Option<fabric_domain::RunId>, serde_json::Value)>>,
+    pub(crate) verdicts: Vec<Vec<RecordedVerdict>>,
+}
+
+/// One review as a recording holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct RecordedVerdict {
+    /// The critic's run.
+    pub(crate) run_id: Option<fabric_domain::RunId>,
+    /// `{approved, findings}`.
+    pub(crate) payload: serde_json::Value,
+    /// How the critic's run ended: `completed`, or how it failed to give a verdict.
+    pub(crate) status: fabric_domain::RunStatus,
+    pub(crate) reason: Option<String>,
 }
 
 /// A critic that answers with the verdicts a recording holds, in order (issue #26: a
-/// replay of a run whose critic rejected the work saw divergences, the critic being off).
+/// replay of a run whose critic rejected the work saw divergences, the critic being off;
+/// issue #27: one whose critic's run failed, too).
 struct RecordedVerdicts {
-    verdicts: Mutex<VecDeque<(Option<fabric_domain::RunId>, serde_json::Value)>>,
+    verdicts: Mutex<VecDeque<RecordedVerdict>>,
 }
 
 #[async_trait]
@@ -134,17 +147,17 @@ impl fabric_core::delegate::ChildRunner for RecordedVerdicts {
         _task: String,
         parent: &fabric_core::ToolContext,
     ) -> Result<fabric_core::execute::RunOutcome, String> {
-        let (run_id, payload) = self
+        let recorded = self
             .verdicts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop_front()
             .ok_or_else(|| format!("the recording holds no more reviews by `{specialist}`"))?;
         Ok(fabric_core::execute::RunOutcome {
-            run_id: run_id.unwrap_or_else(fabric_core::new_run_id),
-            status: fabric_domain::RunStatus::Completed,
-            payload,
-            reason: None,
+            run_id: recorded.run_id.unwrap_or_else(fabric_core::new_run_id),
+            status: recorded.status,
+            payload: recorded.payload,
+            reason: recorded.reason,
             workspace: parent.workspace.clone(),
             specialist_ids: vec![specialist.to_owned()],
             model_key: String::new(),

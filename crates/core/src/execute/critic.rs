@@ -90,6 +90,8 @@ impl CriticGate {
             critic: self.critic.specialist.clone(),
             critic_run_id,
             approved: false,
+            critic_status: None,
+            critic_reason: None,
             findings: Vec::new(),
             files: diff.changes.iter().map(|c| c.path.clone()).collect(),
             applied: Vec::new(),
@@ -155,6 +157,9 @@ impl FinishGate for CriticGate {
         };
         let mut review = self.review(round, Some(outcome.run_id.clone()), &diff);
         if !outcome.status.is_success() {
+            // Recorded, so a replay gives the same non-verdict (issue #27).
+            review.critic_status = Some(outcome.status);
+            review.critic_reason.clone_from(&outcome.reason);
             let (status, why) = match outcome.status {
                 RunStatus::Cancelled => (RunStatus::Cancelled, "the run was cancelled".to_owned()),
                 RunStatus::BudgetExceeded => (

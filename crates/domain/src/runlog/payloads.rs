@@ -365,6 +365,14 @@ pub struct CriticReview {
     pub critic_run_id: Option<RunId>,
     /// Whether the work was approved.
     pub approved: bool,
+    /// The critic's run did not complete, so it gave no verdict: how it ended (absent when
+    /// it completed). The run then ends too (`quality_gate_failed`, or the critic's
+    /// `cancelled` or `budget_exceeded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critic_status: Option<crate::RunStatus>,
+    /// Why the critic's run ended so, when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critic_reason: Option<String>,
     /// What the critic found.
     pub findings: Vec<Finding>,
     /// The staged files the review covered (added, changed or deleted), relative to the

@@ -8,7 +8,7 @@ use fabric_core::history::{RunHistory, response_of};
 use fabric_core::service::{RunService, ServiceConfig, Submission, TaskRequest};
 use fabric_core::{ChatResponse, NoopObserver};
 use fabric_domain::runlog;
-use fabric_domain::{EventKind, RunEvent, RunId};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ use crate::app::AppPreparer;
 use crate::cli::{Cli, ReplayArgs};
 use crate::daily::Daily;
 use crate::errors::UsageError;
-use crate::offline::{OfflinePreparer, QueueChat};
+use crate::offline::{OfflinePreparer, QueueChat, RecordedVerdict};
 use crate::wiring;
 
 /// Exit code when the replay diverged from the recording.
@@ -199,8 +199,9 @@ fn interrupted_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<(String
     by
 }
 
-/// Per member, its critic's verdicts in order: the critic's run and `{approved, findings}`.
-fn verdicts_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<(Option<RunId>, Value)>> {
+/// Per member, its critic's verdicts in order: the critic's run and `{approved, findings}`,
+/// or how its run ended when it gave none.
+fn verdicts_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<RecordedVerdict>> {
     let mut by = vec![Vec::new(); members.max(1)];
     for event in events.iter().filter(|e| e.kind == EventKind::CriticReview) {
         let Ok(review) = event.payload_as::<runlog::CriticReview>() else {
@@ -208,10 +209,12 @@ fn verdicts_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<(Option<Ru
         };
         let index = event.pack_index().unwrap_or(0) as usize;
         if let Some(list) = by.get_mut(index) {
-            list.push((
-                review.critic_run_id,
-                json!({"approved": review.approved, "findings": review.findings}),
-            ));
+            list.push(RecordedVerdict {
+                run_id: review.critic_run_id,
+                payload: json!({"approved": review.approved, "findings": review.findings}),
+                status: review.critic_status.unwrap_or(RunStatus::Completed),
+                reason: review.critic_reason,
+            });
         }
     }
     by

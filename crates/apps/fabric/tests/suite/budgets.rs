@@ -42,6 +42,48 @@ async fn issue_11_the_time_budget_stops_a_model_call_in_flight() {
     );
 }
 
+/// Issue #27: the time budget also ends a tool call in flight, and its process with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_the_time_budget_stops_a_tool_in_flight_and_its_process() {
+    // A duration no other process on the machine sleeps, to find this one by.
+    let seconds = format!("29.{:03}", std::process::id() % 1000);
+    let fx = Fixture::new(vec![Turn::tool_call(
+        "shell",
+        json!({"cmd": ["sh", "-c", format!("sleep {seconds}; touch late.txt")]}),
+    )])
+    .await;
+    fx.append_config("budget:\n  max_wall_s: 1\nshell:\n  allowed_commands: [sh, sleep, touch]\n");
+    let started = Instant::now();
+    let result = fx.run_json("wait a while", &[], 5).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "stopped at the limit, not after the tool: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(result["_meta"]["status"], "budget_exceeded");
+    let reason = result["_meta"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("(1 s) ran out during the tool `shell`"),
+        "{reason}"
+    );
+    // The command is gone once the run has answered (within a moment for the kernel to
+    // reap it), not left sleeping until it would have written its file.
+    let sleeping = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            std::fs::read(entry.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&seconds))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while sleeping() {
+        assert!(
+            Instant::now() < deadline,
+            "`sleep {seconds}` still runs after the run ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_11_the_token_budget_caps_each_call_and_is_never_passed() {
     let fx = Fixture::new(vec![
@@ -90,7 +132,17 @@ async fn issue_11_the_cost_budget_prices_each_call_by_its_model_key() {
         reason.contains("cost budget") && reason.contains("$2.5000"),
         "{reason}"
     );
-    assert!(fx.requests().len() <= 2);
+    // Issue #27: the dollars spent, priced as the docs say, never pass the limit: the
+    // first call cost $1.50 and the $1.00 left cannot pay for the next one's prompt.
+    let usage = &result["_meta"]["usage"];
+    let spent = usage["prompt_tokens"].as_u64().unwrap() as f64 / 1_000.0
+        + usage["completion_tokens"].as_u64().unwrap() as f64 / 1_000.0;
+    assert!(
+        spent <= 2.5,
+        "${spent} spent under a limit of $2.50: {usage}"
+    );
+    assert_eq!(spent, 1.5, "{usage}");
+    assert_eq!(fx.requests().len(), 1);
 
     // A dollar budget without a price is named as such, before anything runs.
     let fx = Fixture::new(vec![listing()]).await;

@@ -39,6 +39,16 @@ fn review(approved: bool, reason: &str) -> [Turn; 2] {
     ]
 }
 
+/// Runs "write hello.py printing hello" with the critic gate on, expecting exit `code`.
+async fn gated_hello(turns: Vec<Turn>, code: i32) -> (Fixture, Value) {
+    let fx = Fixture::new(turns).await;
+    fx.append_config(GATED);
+    let result = fx
+        .run_json("write hello.py printing hello", &[], code)
+        .await;
+    (fx, result)
+}
+
 fn workspace_of(result: &Value) -> PathBuf {
     PathBuf::from(result["_meta"]["workspace"].as_str().unwrap())
 }
@@ -51,9 +61,7 @@ async fn issue_11_a_critic_rejects_twice_then_approves_and_only_then_the_work_la
     turns.extend(review(false, "`helo` is misspelt"));
     turns.extend([write("hello.py", "print('hello')\n"), finish("fixed")]);
     turns.extend(review(true, "prints hello"));
-    let fx = Fixture::new(turns).await;
-    fx.append_config(GATED);
-    let result = fx.run_json("write hello.py printing hello", &[], 0).await;
+    let (fx, result) = gated_hello(turns, 0).await;
     assert_eq!(result["_meta"]["status"], "completed");
     assert_eq!(result["summary"], "fixed");
     // Exactly the approved content, nothing staged on the way.
@@ -147,9 +155,7 @@ async fn issue_11_three_rejections_end_quality_gate_failed_with_the_work_kept_no
         turns.extend([write("hello.py", &format!("print({n})\n")), finish("try")]);
         turns.extend(review(false, "still wrong"));
     }
-    let fx = Fixture::new(turns).await;
-    fx.append_config(GATED);
-    let result = fx.run_json("write hello.py printing hello", &[], 8).await;
+    let (fx, result) = gated_hello(turns, 8).await;
     assert_eq!(result["_meta"]["status"], "quality_gate_failed");
     let reason = result["_meta"]["reason"].as_str().unwrap();
     assert!(
@@ -219,13 +225,10 @@ async fn issue_11_staged_writes_stay_under_the_sandbox_and_protected_paths_never
     );
     let review = &of_kind(&events, "critic_review")[0]["payload"];
     // Issue #15: the shell removes the `.git/` a command created in the staging area right
-    // after the command (a `protected_path` event, checked above), so the critic never sees
-    // it; were it still there, applying would refuse it.
-    assert!(
-        review["refused"].as_array().is_none_or(Vec::is_empty)
-            || review["refused"] == json!([".git/hooks/pre-commit"]),
-        "{review}"
-    );
+    // after the command (a `protected_path` event, checked above), so the `cp` into it finds
+    // no directory and the critic never sees a hook: nothing is left to refuse (issue #27:
+    // this accepted a refused hook too, which would mean the removal stopped working).
+    assert!(review.get("refused").is_none(), "{review}");
     assert_eq!(review["applied"], json!(["a.txt"]));
 }
 
@@ -259,6 +262,68 @@ async fn issue_11_a_rejected_repair_goes_to_the_cloud_model() {
         std::fs::read_to_string(workspace_of(&result).join("hello.py")).unwrap(),
         "print('hello')\n"
     );
+}
+
+/// Issue #27: a critic that answers in prose gave no verdict: only an explicit
+/// `approved: true` lets the work land, so prose is a rejection, its text the finding.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_a_critic_answering_in_prose_rejects_with_its_words() {
+    let mut turns = vec![write("hello.py", "print(1)\n"), finish("first")];
+    // Asked once more to use its tools, the critic answers in prose again, and its run ends
+    // `completed_without_finish`.
+    turns.push(Turn::text("It looks wrong."));
+    turns.push(Turn::text("It prints 1, not hello."));
+    turns.extend([write("hello.py", "print('hello')\n"), finish("second")]);
+    turns.extend(review(true, "good"));
+    let (fx, result) = gated_hello(turns, 0).await;
+    assert_eq!(result["summary"], "second");
+    let events = fx.runlog(&result);
+    let reviews = of_kind(&events, "critic_review");
+    assert_eq!(reviews.len(), 2);
+    let first = &reviews[0]["payload"];
+    assert_eq!(first["approved"], false, "{first}");
+    assert_eq!(
+        first["findings"][0]["reason"], "It prints 1, not hello.",
+        "{first}"
+    );
+    assert!(first.get("applied").is_none(), "{first}");
+    assert_eq!(reviews[1]["payload"]["applied"], json!(["hello.py"]));
+    assert_eq!(of_kind(&events, "repair_round").len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(workspace_of(&result).join("hello.py")).unwrap(),
+        "print('hello')\n"
+    );
+}
+
+/// Issue #27: a critic whose run fails gives no verdict, and the work is not applied: the
+/// run ends `quality_gate_failed` naming the critic's run, with the staged work kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_a_critic_whose_run_fails_gives_no_verdict_and_nothing_lands() {
+    let turns = vec![
+        write("hello.py", "print(1)\n"),
+        finish("first"),
+        // The critic's model call is refused (400 is not retried).
+        Turn::error(400, "the critic's model is misconfigured"),
+    ];
+    let (fx, result) = gated_hello(turns, 8).await;
+    assert_eq!(result["_meta"]["status"], "quality_gate_failed");
+    let reason = result["_meta"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("the critic `reviewer` gave no verdict: its run")
+            && reason.contains("ended llm_error"),
+        "{reason}"
+    );
+    assert!(!workspace_of(&result).join("hello.py").exists());
+    let events = fx.runlog(&result);
+    let review = &of_kind(&events, "critic_review")[0]["payload"];
+    assert_eq!(review["approved"], false, "{review}");
+    let staged = PathBuf::from(review["staged_dir"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(staged.join("hello.py")).unwrap(),
+        "print(1)\n",
+        "the staged work is kept for inspection"
+    );
+    assert!(reason.contains(&staged.display().to_string()), "{reason}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -754,6 +754,44 @@ async fn issue_11_a_step_without_a_tool_call_falls_back_to_the_cloud_model() {
     );
 }
 
+/// Issue #27: `cloud_fallback.max_per_run` caps a run's cloud calls: the third step without
+/// a tool call stays with the local model (a corrective reprompt), not a third fallback.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_max_per_run_caps_the_cloud_fallbacks_of_a_run() {
+    let fx = Fixture::new(vec![
+        Turn::text("I would list the files first."),
+        Turn::text("Then I would list them again."),
+        Turn::text("And then I would be done."),
+        Turn::tool_call("finish_task", json!({"summary": "done"})),
+    ])
+    .await;
+    let cloud = with_cloud(
+        &fx,
+        vec![
+            Turn::tool_call("list_files", json!({"max_entries": 1})),
+            Turn::tool_call("list_files", json!({"max_entries": 2})),
+            Turn::tool_call("list_files", json!({"max_entries": 3})),
+        ],
+    )
+    .await;
+    let (result, _) = run_json(&fx, &["list the files", "--pack", "engineering"], 0).await;
+    assert_eq!(result["_meta"]["status"], "completed");
+    assert_eq!(cloud.chat_request_count(), 2, "max_per_run: 2");
+    let events = fx.runlog(&result);
+    let steps: Vec<&Value> = of_kind(&events, "cloud_fallback")
+        .iter()
+        .map(|e| &e["step"])
+        .collect();
+    assert_eq!(steps, [&json!(0), &json!(1)]);
+    let reprompts = of_kind(&events, "corrective_reprompt");
+    assert_eq!(
+        reprompts.len(),
+        1,
+        "the third prose answer is corrected locally"
+    );
+    assert_eq!(reprompts[0]["step"], 2);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_11_invalid_arguments_twice_fall_back_and_a_server_error_never_does() {
     let fx = Fixture::new(vec![
