@@ -495,3 +495,196 @@ async fn issue_27_every_seccomp_denial_is_attacked_and_refused_by_seccomp() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// What the host offers a command to reach: a process of the test's (same uid, so only a
+/// layer of the sandbox can refuse the signal), an abstract UNIX socket, a UDP and a TCP
+/// listener on loopback.
+struct Outside {
+    target: std::process::Child,
+    abstract_name: String,
+    abstract_listener: std::os::unix::net::UnixListener,
+    udp: std::net::UdpSocket,
+    tcp: std::net::TcpListener,
+}
+
+impl Outside {
+    fn new(tag: &str) -> Self {
+        use std::os::linux::net::SocketAddrExt;
+        let abstract_name = format!("fabric-issue-27-{}-{tag}", std::process::id());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+            .expect("abstract address");
+        let abstract_listener =
+            std::os::unix::net::UnixListener::bind_addr(&addr).expect("abstract listener");
+        abstract_listener
+            .set_nonblocking(true)
+            .expect("nonblocking");
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+        udp.set_nonblocking(true).expect("nonblocking");
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
+        tcp.set_nonblocking(true).expect("nonblocking");
+        let target = std::process::Command::new("sleep")
+            .arg("300")
+            .spawn()
+            .expect("target process");
+        Self {
+            target,
+            abstract_name,
+            abstract_listener,
+            udp,
+            tcp,
+        }
+    }
+
+    /// The attempts on each, in one script.
+    fn script(&self) -> String {
+        format!(
+            r#"{PRELUDE}import socket
+def abstract():
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect('\0{name}')
+def udp():
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'fabric27', ('127.0.0.1', {udp}))
+def tcp():
+    s = socket.socket()
+    s.settimeout(5)
+    s.connect(('127.0.0.1', {tcp}))
+probe('signal', lambda: os.kill({pid}, 15))
+probe('abstract', abstract)
+probe('udp', udp)
+probe('tcp', tcp)
+"#,
+            name = self.abstract_name,
+            udp = self.udp.local_addr().expect("addr").port(),
+            tcp = self.tcp.local_addr().expect("addr").port(),
+            pid = self.target.id(),
+        )
+    }
+
+    /// What the host saw, by attempt: `OK` where it was reached. The run has ended, so
+    /// whatever reached it is queued by now.
+    fn reached(&mut self) -> BTreeMap<&'static str, bool> {
+        // A target that is still running answers `None`; one the command killed, its status.
+        let killed = self.target.try_wait().expect("wait").is_some_and(
+            |status: std::process::ExitStatus| {
+                use std::os::unix::process::ExitStatusExt;
+                status.signal() == Some(15)
+            },
+        );
+        let mut buf = [0u8; 16];
+        BTreeMap::from([
+            ("signal", killed),
+            ("abstract", self.abstract_listener.accept().is_ok()),
+            ("udp", self.udp.recv_from(&mut buf).is_ok()),
+            ("tcp", self.tcp.accept().is_ok()),
+        ])
+    }
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        let _ = self.target.kill();
+        let _ = self.target.wait();
+    }
+}
+
+/// Signals and abstract UNIX sockets outside the sandbox (Landlock's scoping, ABI >= 6),
+/// and the network `workspace-write-network` gives a command, by column, mode and whether
+/// the run allows the network. The expected answers name the layer: `ESRCH` and
+/// `ECONNREFUSED` are the namespaces (the process or the socket's name is not there),
+/// `EPERM` on a signal or an abstract socket is Landlock's scope (the test's process has the
+/// command's uid where there are no namespaces, so plain permissions allow it), `EPERM` on
+/// `socket()` is seccomp's socket rule, `EACCES` would be Landlock's TCP rule.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_landlock_scoping_and_workspace_write_network_through_the_binary() {
+    // (column, mode, --network-allowed, expected answers: signal, abstract, udp, tcp)
+    type Case = (Column, &'static str, bool, [&'static str; 4]);
+    let cases: &[Case] = &[
+        // strict: the network namespace and seccomp; the PID namespace.
+        (
+            Column::Namespaces,
+            "strict",
+            true,
+            ["ESRCH", "ECONNREFUSED", "EPERM", "EPERM"],
+        ),
+        // Without namespaces only Landlock's scope stands between the command and the
+        // host's processes and abstract sockets.
+        (
+            Column::NoNamespaces,
+            "strict",
+            true,
+            ["EPERM", "EPERM", "EPERM", "EPERM"],
+        ),
+        // workspace-write-network with the network: TCP and UDP reach the host; the command
+        // shares the host's network namespace, so Landlock alone refuses its abstract sockets.
+        (
+            Column::Namespaces,
+            "workspace-write-network",
+            true,
+            ["ESRCH", "EPERM", "OK", "OK"],
+        ),
+        (
+            Column::NoNamespaces,
+            "workspace-write-network",
+            true,
+            ["EPERM", "EPERM", "OK", "OK"],
+        ),
+        // workspace-write-network in a run without the network: nothing but AF_UNIX.
+        (
+            Column::Namespaces,
+            "workspace-write-network",
+            false,
+            ["ESRCH", "ECONNREFUSED", "EPERM", "EPERM"],
+        ),
+        (
+            Column::NoNamespaces,
+            "workspace-write-network",
+            false,
+            ["EPERM", "EPERM", "EPERM", "EPERM"],
+        ),
+        // With the sandbox off every attempt reaches its target, so none proves nothing.
+        (Column::Off, "off", true, ["OK", "OK", "OK", "OK"]),
+    ];
+    let columns = Column::on_this_host();
+    let mut failures = Vec::new();
+    for (n, (column, mode, network, expected)) in cases.iter().enumerate() {
+        if !columns.contains(column) {
+            continue;
+        }
+        let mut outside = Outside::new(&n.to_string());
+        let mut extra = Vec::new();
+        if *column != Column::Off {
+            extra.extend(["--sandbox", mode]);
+        }
+        if *network {
+            extra.push("--network-allowed");
+        }
+        let (answers, sandbox) = probe_run(*column, &extra, outside.script()).await;
+        if *column != Column::Off {
+            assert_eq!(sandbox["mode"], *mode, "{sandbox}");
+        }
+        let reached = outside.reached();
+        for (id, want) in ["signal", "abstract", "udp", "tcp"].iter().zip(expected) {
+            let answer = answers.get(*id).map_or("missing", String::as_str);
+            let seen = reached[id];
+            eprintln!(
+                "scope27 {:<13} {mode:<24} network={network:<5} {id:<9} {answer:<13} host reached: {seen}",
+                column.name()
+            );
+            if answer != *want {
+                failures.push(format!(
+                    "{id} ({}, {mode}, network {network}): answered {answer}, expected {want}",
+                    column.name()
+                ));
+            }
+            // The host's side agrees with the command's: reached exactly when it said OK.
+            if seen != (*want == "OK") {
+                failures.push(format!(
+                    "{id} ({}, {mode}, network {network}): the host saw reached={seen}",
+                    column.name()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
