@@ -688,3 +688,210 @@ async fn issue_27_landlock_scoping_and_workspace_write_network_through_the_binar
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// IPv6 spellings of 127.0.0.1 that `fetch_url` must judge by the IPv4 address they carry:
+/// (call id, host in the URL, address, the refusal's words).
+const EMBEDDINGS: &[(&str, &str, &str, &str)] = &[
+    (
+        "fetch_ipv4_compatible",
+        "[::127.0.0.1]",
+        "::7f00:1",
+        "IPv4-compatible address embedding a loopback IPv4",
+    ),
+    (
+        "fetch_nat64",
+        "[64:ff9b::7f00:1]",
+        "64:ff9b::7f00:1",
+        "NAT64 address embedding a loopback IPv4",
+    ),
+    (
+        "fetch_6to4",
+        "[2002:7f00:1::1]",
+        "2002:7f00:1::1",
+        "6to4 address embedding a loopback IPv4",
+    ),
+];
+
+/// `local` routes on the loopback device for the [`EMBEDDINGS`]' addresses: with them the
+/// host's own stack accepts connections to those addresses, like 127.0.0.0/8, without their
+/// being interface addresses (which `fetch_url` refuses as the machine's own, for another
+/// reason). Removed again when dropped, also when the test fails.
+struct LocalRoutes;
+
+impl LocalRoutes {
+    fn add() -> Self {
+        for (_, _, addr, _) in EMBEDDINGS {
+            let out = std::process::Command::new("ip")
+                .args([
+                    "-6",
+                    "route",
+                    "replace",
+                    "local",
+                    &format!("{addr}/128"),
+                    "dev",
+                    "lo",
+                ])
+                .output()
+                .expect("ip (iproute2)");
+            assert!(
+                out.status.success(),
+                "ip -6 route replace local {addr}/128 dev lo: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Self
+    }
+}
+
+impl Drop for LocalRoutes {
+    fn drop(&mut self) {
+        for (_, _, addr, _) in EMBEDDINGS {
+            let _ = std::process::Command::new("ip")
+                .args([
+                    "-6",
+                    "route",
+                    "del",
+                    "local",
+                    &format!("{addr}/128"),
+                    "dev",
+                    "lo",
+                ])
+                .output();
+        }
+    }
+}
+
+/// `fetch_url` to IPv6 addresses that carry 127.0.0.1 (IPv4-compatible, NAT64, 6to4), made
+/// reachable: a listener on `[::]` behind local routes. The test reaches it at each address
+/// itself, a run whose config allows the three addresses fetches the listener's page
+/// through each, and a run without that must refuse each (`address_denied`, naming the
+/// embedding) with the listener seeing no connection. The same run has the fabric's
+/// environment name a proxy (a listener of the test's) that `fetch_url` must not use.
+///
+/// The research pack: round two's engineering pack has no `fetch_url`, so these attempts
+/// there were refused as an unknown tool and proved nothing.
+#[cfg_attr(
+    fabric_not_root,
+    ignore = "needs root: the test adds local routes for the IPv6 addresses (ip -6 route)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_fetch_url_refuses_ipv6_spellings_of_a_reachable_loopback_listener() {
+    const PAGE: &str = "issue-27-loopback-page-3f8a";
+    const PROXIED: &str = "issue-27-proxied-page-9d2c";
+    let _routes = LocalRoutes::add();
+    let (port, hits) = super::attacks_round_two::canary_server("[::]:0", PAGE);
+    for (_, _, addr, _) in EMBEDDINGS {
+        let ip: std::net::Ipv6Addr = addr.parse().expect("address");
+        std::net::TcpStream::connect((ip, port))
+            .unwrap_or_else(|e| panic!("the listener is not reachable at [{addr}]:{port}: {e}"));
+    }
+    // The server thread counts a connection once it accepts it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while hits.load(std::sync::atomic::Ordering::SeqCst) < EMBEDDINGS.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener saw {hits:?} connections"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (proxy_port, proxy_hits) = super::attacks_round_two::canary_server("127.0.0.1:0", PROXIED);
+    let proxy = format!("http://127.0.0.1:{proxy_port}");
+    let proxy_env = [
+        ("HTTP_PROXY", proxy.as_str()),
+        ("http_proxy", proxy.as_str()),
+        ("ALL_PROXY", proxy.as_str()),
+        // The model server is on loopback: its client may use the proxy for the rest.
+        ("NO_PROXY", "127.0.0.1,localhost"),
+        ("no_proxy", "127.0.0.1,localhost"),
+    ];
+    // A public address: through the proxy the page would come back; directly, this host
+    // has no route to it.
+    let via_proxy = (
+        "fetch_via_proxy",
+        "fetch_url",
+        json!({"url": "http://93.184.216.34/"}),
+    );
+    let calls = || {
+        let mut turns = super::attacks::calls_then_finish(
+            EMBEDDINGS
+                .iter()
+                .map(|(id, host, _, _)| {
+                    (
+                        *id,
+                        "fetch_url",
+                        json!({ "url": format!("http://{host}:{port}/") }),
+                    )
+                })
+                .chain(std::iter::once(via_proxy.clone())),
+        );
+        turns.pop();
+        turns.push(fabric_test_support::Turn::tool_call(
+            "finish_task",
+            json!({"executive_summary": "x", "key_findings": ["x"], "citations": []}),
+        ));
+        turns
+    };
+    let args = [
+        "run",
+        "issue 27",
+        "--pack",
+        "research",
+        "--json",
+        "--network-allowed",
+    ];
+    // Allowed by the operator: each address reaches the page.
+    let allowed = Fixture::new(calls()).await;
+    let list: Vec<&str> = EMBEDDINGS.iter().map(|(_, _, addr, _)| *addr).collect();
+    allowed.append_config(&format!("network:\n  allow_hosts: {list:?}\n"));
+    let before = hits.load(std::sync::atomic::Ordering::SeqCst);
+    let events = allowed.runlog(&allowed.fabric_with(&args, &proxy_env).await.json());
+    for (id, ..) in EMBEDDINGS {
+        let result = events
+            .iter()
+            .find(|e| e["kind"] == "tool_result" && e["payload"]["call_id"] == *id)
+            .unwrap_or_else(|| panic!("{id}: no result when allowed: {events:?}"));
+        assert!(
+            result["payload"].to_string().contains(PAGE),
+            "{id}: {result}"
+        );
+    }
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst) - before,
+        EMBEDDINGS.len()
+    );
+    // Not allowed: each refused by the address check, nothing reaches the listener.
+    let denied = Fixture::new(calls()).await;
+    let before = hits.load(std::sync::atomic::Ordering::SeqCst);
+    let events = denied.runlog(&denied.fabric_with(&args, &proxy_env).await.json());
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        before,
+        "fetch_url reached the loopback listener"
+    );
+    for (id, _, _, words) in EMBEDDINGS {
+        let of_call = |kind: &str| {
+            events
+                .iter()
+                .find(|e| e["kind"] == kind && e["payload"]["call_id"] == *id)
+                .unwrap_or_else(|| panic!("{id}: no {kind}: {events:?}"))
+        };
+        assert_eq!(
+            of_call("security_event")["payload"]["event_type"],
+            "address_denied"
+        );
+        let error = of_call("tool_error")["payload"].to_string();
+        assert!(error.contains(words), "{id}: {error}");
+        assert!(!error.contains(PAGE), "{id}: {error}");
+    }
+    let proxied = events
+        .iter()
+        .find(|e| e["kind"] == "tool_error" && e["payload"]["call_id"] == "fetch_via_proxy")
+        .unwrap_or_else(|| panic!("fetch_via_proxy: no tool_error: {events:?}"));
+    assert_eq!(proxied["payload"]["tool"], "fetch_url", "{proxied}");
+    assert!(!proxied.to_string().contains(PROXIED), "{proxied}");
+    assert_eq!(
+        proxy_hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "fetch_url went through the environment's proxy"
+    );
+}
