@@ -720,44 +720,30 @@ struct LocalRoutes;
 
 impl LocalRoutes {
     fn add() -> Self {
-        for (_, _, addr, _) in EMBEDDINGS {
-            let out = std::process::Command::new("ip")
-                .args([
-                    "-6",
-                    "route",
-                    "replace",
-                    "local",
-                    &format!("{addr}/128"),
-                    "dev",
-                    "lo",
-                ])
-                .output()
-                .expect("ip (iproute2)");
-            assert!(
-                out.status.success(),
-                "ip -6 route replace local {addr}/128 dev lo: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+        for out in Self::each("replace") {
+            assert!(out.status.success(), "ip -6 route replace: {out:?}");
         }
         Self
+    }
+
+    /// `ip -6 route <verb> local <address>/128 dev lo` for each address.
+    fn each(verb: &str) -> Vec<std::process::Output> {
+        EMBEDDINGS
+            .iter()
+            .map(|(_, _, addr, _)| {
+                std::process::Command::new("ip")
+                    .args(["-6", "route", verb, "local", &format!("{addr}/128")])
+                    .args(["dev", "lo"])
+                    .output()
+                    .expect("ip (iproute2)")
+            })
+            .collect()
     }
 }
 
 impl Drop for LocalRoutes {
     fn drop(&mut self) {
-        for (_, _, addr, _) in EMBEDDINGS {
-            let _ = std::process::Command::new("ip")
-                .args([
-                    "-6",
-                    "route",
-                    "del",
-                    "local",
-                    &format!("{addr}/128"),
-                    "dev",
-                    "lo",
-                ])
-                .output();
-        }
+        Self::each("del");
     }
 }
 
