@@ -24,7 +24,7 @@ use fabric_test_support::Turn;
 use serde_json::{Value, json};
 
 use super::attacks_round_three::Column;
-use super::fixture::{Fixture, of_kind};
+use super::fixture::{Fixture, gone_within, of_kind};
 
 /// Which layer an attempt is counted for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -515,8 +515,15 @@ async fn run_once(sandbox_off: bool, no_namespaces: bool, t: &Targets) -> Outcom
         assert_eq!(start["sandbox"]["namespaces"], !no_namespaces, "{start}");
     }
     let workspace = PathBuf::from(start["workspace"].as_str().expect("workspace"));
-    // Late writers get their 1.5 s and more.
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    // Issue #27: not a fixed sleep, which a slow machine turns into a false pass. A late
+    // writer holds its file's name on its command line until it has written (1.5 s after it
+    // left the group, with the sandbox off); once none is left, none can write any more.
+    for marker in ["late_setsid", "late_setpgid"] {
+        assert!(
+            gone_within(marker, std::time::Duration::from_secs(30)),
+            "a late writer ({marker}) outlived the command by 30 s"
+        );
+    }
     stop.store(1, Ordering::SeqCst);
     connector.join().expect("connector");
 
