@@ -1,20 +1,9 @@
 //! Marks the tests that only mean something for a root fabric as ignored, with the reason,
-//! when the tests are built by another user (issue #27: they returned as a quiet pass).
-//! Plain std: the effective uid from `/proc/self/status`.
+//! when the tests are built by another user (see the included file).
+
+include!("../../testing/root-probe.rs");
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(fabric_not_root)");
     println!("cargo::rerun-if-changed=build.rs");
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        println!("cargo::rustc-cfg=fabric_not_root");
-    }
+    emit_not_root_cfg();
 }

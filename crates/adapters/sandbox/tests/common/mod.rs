@@ -77,3 +77,26 @@ pub(crate) fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// Whether, within `limit`, no process on the host holds `marker` on its command line (the
+/// positive signal that a window in which such a process could still act has passed).
+#[allow(dead_code)] // Not every test binary that includes this module waits for processes.
+pub(crate) fn gone_within(marker: &str, limit: std::time::Duration) -> bool {
+    let holds_marker = |entry: std::fs::DirEntry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+    };
+    let start = std::time::Instant::now();
+    loop {
+        let present = std::fs::read_dir("/proc")
+            .map(|dir| dir.flatten().any(holds_marker))
+            .unwrap_or(false);
+        if !present {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -21,20 +21,59 @@ use super::fixture::{Fixture, of_kind};
 /// Small enough that the attempts' 400 MiB are well past it, large enough for python3.
 const ALLOW: &str = "shell:\n  allowed_commands: [python3]\nsandbox_limits:\n  memory_mb: 256\n  processes: 64\n  open_files: 256\n  cpu_s: 30\n  disk_mb: 128\n  files: 2000\n";
 
-/// The three columns.
+/// The three columns (shared by the suites of issue #27).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Column {
+pub(super) enum Column {
     Namespaces,
     NoNamespaces,
     Off,
 }
 
 impl Column {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Self::Namespaces => "strict",
             Self::NoNamespaces => "strict-no-ns",
             Self::Off => "off",
+        }
+    }
+
+    /// The command line the fabric is started through: without `CAP_SYS_ADMIN` for the
+    /// no-namespace column, so the probe finds no namespaces, as in a container.
+    pub(super) fn wrapper(self) -> &'static [&'static str] {
+        match self {
+            Self::NoNamespaces => &["setpriv", "--bounding-set=-sys_admin", "--"],
+            _ => &[],
+        }
+    }
+
+    /// The arguments the column adds to `fabric run`.
+    pub(super) fn sandbox_args(self) -> &'static [&'static str] {
+        match self {
+            Self::Off => &["--sandbox", "off"],
+            _ => &[],
+        }
+    }
+
+    /// Checks that the run's `run_start` sandbox field is the column's.
+    pub(super) fn assert_start(self, sandbox: &Value) {
+        match self {
+            Self::Namespaces => assert_eq!(sandbox["namespaces"], true, "{sandbox}"),
+            Self::NoNamespaces => assert_eq!(sandbox["namespaces"], false, "{sandbox}"),
+            Self::Off => assert_eq!(sandbox["mode"], "off", "{sandbox}"),
+        }
+    }
+
+    /// The columns this host can run, saying why one is left out: the no-namespace column
+    /// needs a root fabric to drop `CAP_SYS_ADMIN` from.
+    pub(super) fn on_this_host() -> Vec<Self> {
+        if is_root() {
+            vec![Self::Namespaces, Self::NoNamespaces, Self::Off]
+        } else {
+            eprintln!(
+                "SKIPPED COLUMN: the no-namespace column needs a root fabric started without CAP_SYS_ADMIN (setpriv); this test runs as a non-root user"
+            );
+            vec![Self::Namespaces, Self::Off]
         }
     }
 }
@@ -205,7 +244,7 @@ assert l.syscall(250, 5, key, 0x3f000000) == 0, ctypes.get_errno()
 os.execvp(sys.argv[1], sys.argv[1:])
 "#;
 
-fn is_root() -> bool {
+pub(super) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
@@ -241,22 +280,14 @@ async fn run_column(column: Column, outside: &std::path::Path) -> BTreeSet<Strin
         "--max-steps",
         "50",
     ];
-    if column == Column::Off {
-        args.extend(["--sandbox", "off"]);
-    }
+    args.extend(column.sandbox_args());
     let mut wrapper = vec!["python3", "-c", KEYRING_WRAPPER];
-    if column == Column::NoNamespaces {
-        wrapper.extend(["setpriv", "--bounding-set=-sys_admin", "--"]);
-    }
+    wrapper.extend(column.wrapper());
     let run = fx.fabric_via(&wrapper, &args, &[], 600).await;
     let result = run.json();
     let events = fx.runlog(&result);
     let start = &of_kind(&events, "run_start")[0]["payload"]["sandbox"];
-    match column {
-        Column::Namespaces => assert_eq!(start["namespaces"], true, "{start}"),
-        Column::NoNamespaces => assert_eq!(start["namespaces"], false, "{start}"),
-        Column::Off => assert_eq!(start["mode"], "off", "{start}"),
-    }
+    column.assert_start(start);
     let mut got = BTreeSet::new();
     for e in &events {
         if !matches!(e["kind"].as_str(), Some("tool_result" | "tool_error")) {
@@ -308,29 +339,23 @@ async fn run_column(column: Column, outside: &std::path::Path) -> BTreeSet<Strin
 async fn issue_31_round_three_attacks_fail_in_both_columns_and_succeed_unsandboxed() {
     let outside = tempfile::tempdir().expect("outside");
     let outside = outside.path().canonicalize().expect("canonical");
-    let strict = run_column(Column::Namespaces, &outside).await;
-    let off = run_column(Column::Off, &outside).await;
-    let no_ns = if is_root() {
-        Some(run_column(Column::NoNamespaces, &outside).await)
-    } else {
-        eprintln!(
-            "SKIPPED COLUMN: the no-namespace column needs a root fabric started without CAP_SYS_ADMIN (setpriv); this test runs as a non-root user"
-        );
-        None
-    };
+    let mut columns = Vec::new();
+    for column in Column::on_this_host() {
+        columns.push((column, run_column(column, &outside).await));
+    }
     let all: Vec<String> = attempts(1, "/").into_iter().map(|(id, _)| id).collect();
     let mut failures = Vec::new();
     for id in &all {
-        if strict.contains(id) {
-            failures.push(format!("{id}: escaped under strict"));
-        }
-        if no_ns.as_ref().is_some_and(|c| c.contains(id)) {
-            failures.push(format!("{id}: escaped under strict without namespaces"));
-        }
-        if !off.contains(id) {
-            failures.push(format!(
-                "{id}: did not succeed with --sandbox off, so it proves nothing"
-            ));
+        for (column, got) in &columns {
+            match column {
+                Column::Off if !got.contains(id) => failures.push(format!(
+                    "{id}: did not succeed with --sandbox off, so it proves nothing"
+                )),
+                Column::Namespaces | Column::NoNamespaces if got.contains(id) => {
+                    failures.push(format!("{id}: escaped under {}", column.name()));
+                }
+                _ => {}
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use fabric_test_support::Turn;
 use serde_json::{Value, json};
 
-use super::fixture::{Fixture, of_kind};
+use super::attacks_round_three::Column;
+use super::fixture::{Fixture, gone_within, of_kind};
 
 /// Which layer an attempt is counted for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -123,7 +124,7 @@ struct Targets {
     inherited_fd: i32,
 }
 
-fn attempts(t: &Targets, proxy_target: &str, local: u16) -> Vec<Attempt> {
+fn attempts(t: &Targets) -> Vec<Attempt> {
     use Layer::{Fabric, Os};
     let meta = t.meta.display();
     let outdir = t.outside.path().display();
@@ -392,26 +393,10 @@ fn attempts(t: &Targets, proxy_target: &str, local: u16) -> Vec<Attempt> {
                 Fabric,
                 "open('fabric.yaml', 'w').write('sandbox: off\\n')".to_owned(),
             ),
-        // 6. fetch_url: a configured proxy, and IPv6 addresses embedding a private IPv4 one.
-        Attempt {
-            id: "fetch_via_proxy",
-            layer: Fabric,
-            tool: "fetch_url",
-            args: json!({ "url": proxy_target }),
-        },
+        // 6. fetch_url (a configured proxy, IPv6 addresses embedding a loopback IPv4 one) is
+        // attacked in attacks_issue_27.rs with the research pack: this run's engineering
+        // pack has no fetch_url, so the attempts here were refused as an unknown tool.
     ];
-    for (id, host) in [
-        ("fetch_ipv4_compatible", "[::127.0.0.1]"),
-        ("fetch_nat64", "[64:ff9b::7f00:1]"),
-        ("fetch_6to4", "[2002:7f00:1::1]"),
-    ] {
-        list.push(Attempt {
-            id,
-            layer: Fabric,
-            tool: "fetch_url",
-            args: json!({ "url": format!("http://{host}:{local}/") }),
-        });
-    }
     if is_root() {
         list.push(py(
             "etc_shadow",
@@ -431,9 +416,9 @@ fn scenario(attempts: &[Attempt]) -> Vec<Turn> {
     super::attacks::calls_then_finish(attempts.iter().map(|a| (a.id, a.tool, a.args.clone())))
 }
 
-/// A one-shot HTTP server answering every request with `body`; counts requests.
-fn canary_server(body: &'static str) -> (u16, Arc<AtomicUsize>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+/// An HTTP server on `addr` answering every request with `body`; counts requests.
+pub(super) fn canary_server(addr: &str, body: &'static str) -> (u16, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind(addr).expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let hits = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&hits);
@@ -453,8 +438,6 @@ fn canary_server(body: &'static str) -> (u16, Arc<AtomicUsize>) {
     });
     (port, hits)
 }
-
-const CANARY: &str = "proxied-canary-0b7d1e";
 
 /// What gets through in the no-namespace column, as SECURITY.md's table says ("not stopped"
 /// in the "no ns" column): each must get through there (so the table's gaps are real), and
@@ -477,8 +460,6 @@ const GAPS_WITHOUT_NAMESPACES: &[&str] = &[
 /// One run of the scenario: under `strict` (with namespaces, or `no_namespaces`: a root
 /// fabric started without `CAP_SYS_ADMIN`, so the probe finds none) or `--sandbox off`.
 async fn run_once(sandbox_off: bool, no_namespaces: bool, t: &Targets) -> Outcome {
-    let (proxy_port, _) = canary_server(CANARY);
-    let (local_port, local_hits) = canary_server(CANARY);
     // Whatever runs, an abstract-socket client on the host keeps trying to connect.
     let reached = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicUsize::new(0));
@@ -499,8 +480,7 @@ async fn run_once(sandbox_off: bool, no_namespaces: bool, t: &Targets) -> Outcom
     };
     let shm_before = host_ipc_ids("-m");
     let msg_before = host_ipc_ids("-q");
-    let proxy_target = "http://93.184.216.34/";
-    let list = attempts(t, proxy_target, local_port);
+    let list = attempts(t);
     let fx = Fixture::new(scenario(&list)).await;
     fx.append_config(ALLOW);
     let mut args = vec![
@@ -516,26 +496,12 @@ async fn run_once(sandbox_off: bool, no_namespaces: bool, t: &Targets) -> Outcom
     if sandbox_off {
         args.extend(["--sandbox", "off"]);
     }
-    let proxy = format!("http://127.0.0.1:{proxy_port}");
-    let wrapper: &[&str] = if no_namespaces {
-        &["setpriv", "--bounding-set=-sys_admin", "--"]
+    let wrapper = if no_namespaces {
+        Column::NoNamespaces.wrapper()
     } else {
         &[]
     };
-    let run = fx
-        .fabric_via(
-            wrapper,
-            &args,
-            &[
-                ("HTTP_PROXY", proxy.as_str()),
-                ("http_proxy", proxy.as_str()),
-                ("ALL_PROXY", proxy.as_str()),
-                ("NO_PROXY", "127.0.0.1,localhost"),
-                ("no_proxy", "127.0.0.1,localhost"),
-            ],
-            60,
-        )
-        .await;
+    let run = fx.fabric_via(wrapper, &args, &[], 60).await;
     let result = run.json();
     assert!(
         result["_meta"]["run_id"].is_string(),
@@ -549,8 +515,15 @@ async fn run_once(sandbox_off: bool, no_namespaces: bool, t: &Targets) -> Outcom
         assert_eq!(start["sandbox"]["namespaces"], !no_namespaces, "{start}");
     }
     let workspace = PathBuf::from(start["workspace"].as_str().expect("workspace"));
-    // Late writers get their 1.5 s and more.
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    // Issue #27: not a fixed sleep, which a slow machine turns into a false pass. A late
+    // writer holds its file's name on its command line until it has written (1.5 s after it
+    // left the group, with the sandbox off); once none is left, none can write any more.
+    for marker in ["late_setsid", "late_setpgid"] {
+        assert!(
+            gone_within(marker, std::time::Duration::from_secs(30)),
+            "a late writer ({marker}) outlived the command by 30 s"
+        );
+    }
     stop.store(1, Ordering::SeqCst);
     connector.join().expect("connector");
 
@@ -563,9 +536,6 @@ async fn run_once(sandbox_off: bool, no_namespaces: bool, t: &Targets) -> Outcom
         if matches!(e["kind"].as_str(), Some("tool_result" | "tool_error")) {
             recorded.insert(id.to_owned());
             if e["payload"].to_string().contains(&format!("ESCAPED:{id}")) {
-                escaped.insert(id.to_owned());
-            }
-            if e["payload"].to_string().contains(CANARY) {
                 escaped.insert(id.to_owned());
             }
         }
@@ -616,9 +586,6 @@ async fn run_once(sandbox_off: bool, no_namespaces: bool, t: &Targets) -> Outcom
     }
     if reached.load(Ordering::SeqCst) > 0 {
         effects.insert("abstract_socket_listen".to_owned());
-    }
-    if local_hits.load(Ordering::SeqCst) > 0 {
-        effects.insert("fetch_local_reached".to_owned());
     }
     // Restore what the off run changed.
     std::fs::set_permissions(&t.meta, std::fs::Permissions::from_mode(0o644)).expect("chmod");
@@ -700,7 +667,7 @@ async fn issue_15_round_two_attacks_fail_and_each_layer_is_proved() {
     remove_ipc("-m", [shm_id]);
     drop(inherited);
 
-    let list = attempts(&t, "", 0);
+    let list = attempts(&t);
     let fd_written =
         std::fs::read_to_string(t.outside.path().join("fd-target.txt")).unwrap_or_default();
     let mut failures = Vec::new();
@@ -737,10 +704,6 @@ async fn issue_15_round_two_attacks_fail_and_each_layer_is_proved() {
     assert!(
         fd_written.is_empty(),
         "a command wrote through an inherited descriptor"
-    );
-    assert!(
-        !strict.effects.contains("fetch_local_reached"),
-        "fetch_url reached a loopback service"
     );
     // The shell's revert of protected paths is recorded.
     for outcome in [&strict, &off] {

@@ -310,15 +310,20 @@ pub(crate) fn process_with(marker: &str) -> bool {
 /// Whether a process holding `marker` on its command line is still there after up to 5 s
 /// (a killed process takes a moment to go, longer on a loaded machine).
 pub(crate) fn alive_with(marker: &str) -> bool {
-    let present = || process_with(marker);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while present() {
+    !gone_within(marker, std::time::Duration::from_secs(5))
+}
+
+/// Whether, within `limit`, no process holding `marker` on its command line is left: the
+/// positive signal that a window in which such a process could still act has passed.
+pub(crate) fn gone_within(marker: &str, limit: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while process_with(marker) {
         if std::time::Instant::now() > deadline {
-            return true;
+            return false;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    false
+    true
 }
 
 /// Copies a directory tree (files and directories; the test workspaces hold nothing else

@@ -2,6 +2,7 @@ mod fixture;
 
 mod anthropic;
 mod attacks;
+mod attacks_issue_27;
 mod attacks_round_three;
 mod attacks_round_two;
 mod budgets;
