@@ -12,11 +12,13 @@
 //! answers (no HTTP): with thousands of sockets the HTTP client's and the fake server's buffers
 //! (both in this process) would dominate the figure and say nothing about the fabric. Memory
 //! per run = (RSS with all N waiting on the model - RSS before) / N, from /proc/self/statm.
-//! Measured with the CLI's observer (none) and with the HTTP API's (`LiveRun`, which buffers
-//! every event for followers), both over the file store; and through the run service over the
-//! SQLite store, the path every front end takes since issue #9, and through the service over
-//! files alone (`FABRIC_BENCH_MEMORY_CASES` picks the cases: `none`, `live`, `service`,
-//! `service-files`).
+//! Measured with no observer (`none`: `execute_task` alone, no run service around it; no
+//! front end takes this path) and with `LiveRun` (`live`: what the run service attaches to
+//! each run, keeping a window of its events for followers), both over the file store; and
+//! through the run service over the SQLite store (`service`), the path every front end takes
+//! since issue #9, `fabric run` included, and through the service over files alone
+//! (`service-files`). `FABRIC_BENCH_MEMORY_CASES` picks the cases (`none,live,service` by
+//! default).
 //!
 //! Run: `cargo bench -p fabric --bench concurrent_runs` (figures in docs/BENCHMARKS.md).
 #![allow(

@@ -5,7 +5,10 @@
 //! keep-alive connection), schema checks, the no-op tool, and a real JSONL runlog on disk.
 //! The floor replays the very request bodies the engine sent, in order, over one pooled
 //! reqwest client to a fresh server with the same script, and decodes each answer: the same
-//! bytes, the same server, nothing of ours in between. Overhead = engine - floor.
+//! bytes, the same server, nothing of ours in between. Overhead = engine - floor, per run;
+//! the table prints the median of those differences (not clamped: a negative one keeps its
+//! sign) and their 25th and 75th percentiles, so a figure near zero can be read against its
+//! spread.
 //!
 //! A second table compares the run store: the same engine run with the file runlog
 //! (`FsRunStore`) and with the database store (`SqlStore` on SQLite, what `fabric run`
@@ -147,6 +150,14 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
+/// The 25th and 75th percentiles of `xs` (nearest rank).
+fn quartiles(xs: &[f64]) -> (f64, f64) {
+    let mut xs = xs.to_vec();
+    xs.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| xs[((xs.len() - 1) as f64 * q).round() as usize];
+    (at(0.25), at(0.75))
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let reps: usize = std::env::var("BENCH_REPS")
@@ -225,10 +236,12 @@ async fn telemetry_table(reps: usize) {
 }
 
 async fn loop_table(reps: usize) {
-    println!("loop overhead per step (median of {reps} runs; ms)");
     println!(
-        "{:>6} {:>12} {:>12} {:>14} {:>10}",
-        "steps", "engine/step", "floor/step", "overhead/step", "overhead"
+        "loop overhead per step (median of {reps} runs; overhead: median of the per-run differences, and their p25..p75; ms)"
+    );
+    println!(
+        "{:>6} {:>12} {:>12} {:>14} {:>10} {:>18}",
+        "steps", "engine/step", "floor/step", "overhead/step", "overhead", "p25..p75"
     );
     for steps in [10usize, 100] {
         // Warm-up: first connections, page cache, allocator.
@@ -248,9 +261,11 @@ async fn loop_table(reps: usize) {
             floor.push(f);
             diff.push(e - f);
         }
+        let (q1, q3) = quartiles(&diff);
+        let spread = format!("{q1:.3}..{q3:.3}");
         let (e, f, d) = (median(engine), median(floor), median(diff));
         println!(
-            "{steps:>6} {e:>12.3} {f:>12.3} {d:>14.3} {:>9.1}%",
+            "{steps:>6} {e:>12.3} {f:>12.3} {d:>14.3} {:>9.1}% {spread:>18}",
             d / f * 100.0
         );
     }
