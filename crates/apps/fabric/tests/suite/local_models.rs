@@ -1,7 +1,7 @@
 //! What small local models and their servers do (issue #12), through the real binary.
 
 use fabric_test_support::{Scenario, Turn};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::fixture::{Fixture, of_kind};
 
@@ -95,7 +95,10 @@ async fn issue_26_the_scripted_server_goes_on_after_compaction_with_turn_by_conv
     long_run_on_a_small_window(fabric_test_support::TurnBy::Conversation).await;
 }
 
-async fn long_run_on_a_small_window(turn_by: fabric_test_support::TurnBy) {
+/// Runs a 60-step conversation on a 4,096-token window (compacted along the way), checks
+/// it with the fabric's own estimate, and returns the requests the model server received
+/// (issue #27 measures them again with a real tokenizer: `real_models.rs`).
+pub(super) async fn long_run_on_a_small_window(turn_by: fabric_test_support::TurnBy) -> Vec<Value> {
     let content = "line of the notes file, with enough words to take room\n".repeat(28);
     let mut turns = vec![Turn::tool_call(
         "write_file",
@@ -169,6 +172,7 @@ async fn long_run_on_a_small_window(turn_by: fabric_test_support::TurnBy) {
         .cloned()
         .unwrap();
     assert_eq!(last["content"].as_str().map(str::len), Some(content.len()));
+    requests
 }
 
 #[tokio::test(flavor = "multi_thread")]

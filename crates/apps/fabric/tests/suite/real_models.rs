@@ -312,3 +312,60 @@ async fn issue_24_fabric_eval_runs_the_shipped_suite_on_a_real_model() {
     // The server reports its prompt cache, so the report has a hit rate.
     assert!(key["cache_hit_rate"].as_f64().is_some(), "{key}");
 }
+
+/// Issue #27: compaction keeps the prompt and the answer inside the window together, by a
+/// tokenizer that is not the fabric's estimate: the small model's own, through
+/// `llama-server`'s `/tokenize`. Every request of a compacted 60-step run (scripted, on a
+/// 4,096-token window) is written out as the model's ChatML would show it, with the tool
+/// definitions beside it, counted, and added to the answer's share (`num_predict`).
+#[cfg_attr(
+    fabric_no_llama,
+    ignore = "needs llama.cpp and the small model: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_compacted_prompts_and_their_answers_fit_the_window_by_a_real_tokenizer() {
+    let requests =
+        super::local_models::long_run_on_a_small_window(fabric_test_support::TurnBy::Order).await;
+    let (_turn, server) = start(LlamaKind::LlamaServer { jinja: true }, 4096).await;
+    let root = server.base_url().trim_end_matches("/v1").to_owned();
+    let client = reqwest::Client::new();
+    let count = |text: String| {
+        let client = client.clone();
+        let url = format!("{root}/tokenize");
+        async move {
+            let answer: Value = client
+                .post(url)
+                .json(&serde_json::json!({"content": text, "parse_special": true}))
+                .send()
+                .await
+                .expect("/tokenize answered")
+                .json()
+                .await
+                .expect("/tokenize JSON");
+            answer["tokens"].as_array().map_or(0, Vec::len)
+        }
+    };
+    let mut most = 0;
+    for (i, request) in requests.iter().enumerate() {
+        let mut chatml = String::new();
+        for message in request["messages"].as_array().unwrap() {
+            let role = message["role"].as_str().unwrap_or("user");
+            let content = message["content"].as_str().unwrap_or_default();
+            let calls = message
+                .get("tool_calls")
+                .map(Value::to_string)
+                .unwrap_or_default();
+            chatml.push_str(&format!("<|im_start|>{role}\n{content}{calls}<|im_end|>\n"));
+        }
+        chatml.push_str("<|im_start|>assistant\n");
+        let prompt = count(chatml).await + count(request["tools"].to_string()).await;
+        let answer = request["options"]["num_predict"].as_u64().unwrap() as usize;
+        assert!(
+            prompt + answer <= 4096,
+            "request {i}: {prompt} prompt tokens + {answer} for the answer > 4096"
+        );
+        most = most.max(prompt + answer);
+    }
+    // Not vacuous: the run came near the window (compaction had work to do).
+    assert!(most > 2048, "the largest request took only {most} tokens");
+}
