@@ -1,0 +1,315 @@
+//! The run queue (`src/queue.rs`) on a real PostgreSQL (issue #27): claim order, `SKIP
+//! LOCKED` under concurrent claimers, lease expiry, failures counted toward the three-failures
+//! rule, hand-back, and the fence on a claimed run's event insert, alone, refusing a stale
+//! worker. The queue is PostgreSQL's only: on SQLite every call is refused with the fix.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::{Script, TestStore, events};
+use fabric_core::{ClaimedRun, Release, RunQueue, StoreError, new_run_id};
+use fabric_domain::RunId;
+use fabric_store_fs::RUNLOG_FILE;
+use fabric_store_sql::SqlStore;
+use serde_json::json;
+use sqlx::Connection;
+
+const LONG: Duration = Duration::from_secs(300);
+
+async fn enqueue(store: &SqlStore, id: &RunId) {
+    assert!(
+        store
+            .enqueue(id, &json!({"prompt": "write hello world"}), None)
+            .await
+            .unwrap()
+    );
+}
+
+/// Claims by `worker` until one is granted: the positive sign that a lease has run out
+/// (polling on the database's clock, not sleeping the lease on ours); how long it took.
+async fn claim_when_expired(store: &SqlStore, worker: &str) -> (ClaimedRun, Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(claimed) = store.claim(worker, LONG).await.unwrap() {
+            return (claimed, started.elapsed());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the lease never ran out"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The `seq`s the events table holds for run `id`, read on a connection of its own.
+async fn stored_seqs(t: &TestStore, id: &RunId) -> Vec<i64> {
+    let mut conn = sqlx::PgConnection::connect(t.url.as_deref().unwrap())
+        .await
+        .unwrap();
+    let seqs: Vec<(i64,)> = sqlx::query_as("SELECT seq FROM events WHERE run_id = $1 ORDER BY seq")
+        .bind(id.as_str())
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    seqs.into_iter().map(|(s,)| s).collect()
+}
+
+fn runlog_seqs(t: &TestStore, id: &RunId) -> Vec<u64> {
+    let text =
+        std::fs::read_to_string(t.root().join("runs").join(id.as_str()).join(RUNLOG_FILE)).unwrap();
+    text.lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Issue #27: a worker paused past its lease, whose run another worker has claimed (and
+/// opened) but not yet written to, tries its next event. Its `seq` is free, nothing renews
+/// here and the runlog file comes second: only the fence in the insert can refuse it. It is
+/// refused, and neither the events table nor the runlog has it; the new owner's write at
+/// the same `seq` goes in.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_the_fence_alone_refuses_a_stale_worker_s_insert() {
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    // Two workers: two processes, two stores on the one database.
+    let (a, b) = (&t.store, t.reopen().await);
+    let id = new_run_id();
+    enqueue(a, &id).await;
+    let stale = a
+        .claim("a", Duration::from_millis(300))
+        .await
+        .unwrap()
+        .unwrap();
+    let run = a.open_claimed(&id, stale.fence, true).await.unwrap();
+    let script = events(&id, &Script::default());
+    for event in &script[..3] {
+        run.log.append(event).await.unwrap();
+    }
+    // Worker a stalls; its lease runs out and b takes the run over.
+    let (taken, _) = claim_when_expired(&b, "b").await;
+    assert_eq!((&taken.id, taken.lease_expired), (&id, true));
+    assert_eq!(taken.fence, stale.fence + 1);
+    let new = b.open_claimed(&id, taken.fence, false).await.unwrap();
+    // a wakes and writes its next event, at the `seq` nobody has written yet.
+    match run.log.append(&script[3]).await {
+        Err(StoreError::Fenced { run, fence }) => {
+            assert_eq!((run, fence), (id.clone(), stale.fence));
+        }
+        other => panic!("the stale worker's insert was not refused: {other:?}"),
+    }
+    assert_eq!(stored_seqs(&t, &id).await, [0, 1, 2]);
+    assert_eq!(runlog_seqs(&t, &id), [0, 1, 2]);
+    // The seq was free: the current owner's write there goes in.
+    new.log.append(&script[3]).await.unwrap();
+    assert_eq!(stored_seqs(&t, &id).await, [0, 1, 2, 3]);
+    assert_eq!(runlog_seqs(&t, &id), [0, 1, 2, 3]);
+    b.close().await;
+}
+
+/// Issue #27: claims take the oldest enqueued run first, by the time it was enqueued (not by
+/// its id), and none once all are held.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_claims_take_the_oldest_run_first() {
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    let s = &t.store;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(new_run_id());
+        // Ids are minted from the clock; keep them apart so their order is their minting's.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Enqueued in the reverse of the ids' order.
+    ids.reverse();
+    for id in &ids {
+        enqueue(s, id).await;
+    }
+    let mut claimed = Vec::new();
+    while let Some(run) = s.claim("w", LONG).await.unwrap() {
+        assert!(!run.lease_expired);
+        claimed.push(run.id);
+    }
+    assert_eq!(claimed, ids);
+}
+
+/// Issue #27: twelve claimers on three stores (three worker processes), all at once, over
+/// twenty runs: each run is granted exactly once (`FOR UPDATE SKIP LOCKED`), and every run
+/// is granted.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn issue_27_concurrent_claimers_never_get_the_same_run() {
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    let mut ids = BTreeSet::new();
+    for _ in 0..20 {
+        let id = new_run_id();
+        enqueue(&t.store, &id).await;
+        ids.insert(id);
+    }
+    let stores = [t.store.clone(), t.reopen().await, t.reopen().await];
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(12));
+    let mut claimers = Vec::new();
+    for n in 0..12 {
+        let store = stores[n % 3].clone();
+        let start = std::sync::Arc::clone(&start);
+        claimers.push(tokio::spawn(async move {
+            start.wait().await;
+            let mut got = Vec::new();
+            while let Some(run) = store.claim(&format!("w{n}"), LONG).await.unwrap() {
+                got.push(run.id);
+            }
+            got
+        }));
+    }
+    let mut granted = Vec::new();
+    for claimer in claimers {
+        granted.extend(claimer.await.unwrap());
+    }
+    let distinct: BTreeSet<RunId> = granted.iter().cloned().collect();
+    assert_eq!(
+        granted.len(),
+        distinct.len(),
+        "a run granted twice: {granted:?}"
+    );
+    assert_eq!(distinct, ids);
+}
+
+/// Issue #27: a held lease keeps the run from other claimers, renewing it keeps it held;
+/// once it runs out the run is claimable again, with a fence one higher, reported as a
+/// takeover, and the former owner's renewal is no longer kept.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_an_expired_lease_is_claimable_again() {
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    let s = &t.store;
+    let id = new_run_id();
+    enqueue(s, &id).await;
+    let lease = Duration::from_millis(800);
+    let first = s.claim("a", lease).await.unwrap().unwrap();
+    assert_eq!((first.fence, first.lease_expired), (1, false));
+    assert!(s.claim("b", LONG).await.unwrap().is_none(), "held");
+    let kept = s
+        .renew("a", &[(id.clone(), first.fence)], lease)
+        .await
+        .unwrap();
+    assert!(kept[0].kept);
+    let renewed_at = Instant::now();
+    let (second, _) = claim_when_expired(s, "b").await;
+    // Not before the renewed lease ran out.
+    assert!(renewed_at.elapsed() >= lease, "{:?}", renewed_at.elapsed());
+    assert_eq!(
+        (
+            &second.id,
+            second.fence,
+            second.lease_expired,
+            second.attempts
+        ),
+        (&id, 2, true, 2)
+    );
+    let lost = s
+        .renew("a", &[(id.clone(), first.fence)], lease)
+        .await
+        .unwrap();
+    assert!(!lost[0].kept);
+    assert!(s.claim("c", LONG).await.unwrap().is_none(), "b holds it");
+}
+
+/// Issue #27: each failed claim is counted once, so the third claim after two failures
+/// says so (the worker ends the run `failed` when that claim fails too: core's
+/// `issue_26_takeovers_do_not_use_up_the_failure_allowance`); a takeover counts none.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_failed_claims_are_counted_toward_the_third() {
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    let s = &t.store;
+    let id = new_run_id();
+    enqueue(s, &id).await;
+    for failures in 0..3 {
+        let run = s.claim("w", LONG).await.unwrap().unwrap();
+        assert_eq!((&run.id, run.failures), (&id, failures));
+        s.release(&id, run.fence, Release::Failed).await.unwrap();
+    }
+    let fourth = s.claim("w", LONG).await.unwrap().unwrap();
+    assert_eq!((fourth.failures, fourth.attempts), (3, 4));
+}
+
+/// Issue #27: a run handed back (a worker stopping on SIGTERM) is claimable at once, long
+/// before its lease would have run out, not as a takeover and not as a failure; a hand-back
+/// under an older fence changes nothing.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_a_handed_back_run_is_claimable_at_once() {
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    let s = &t.store;
+    let id = new_run_id();
+    enqueue(s, &id).await;
+    let first = s.claim("a", LONG).await.unwrap().unwrap();
+    s.release(&id, first.fence, Release::HandBack)
+        .await
+        .unwrap();
+    let second = s.claim("b", LONG).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            &second.id,
+            second.fence,
+            second.lease_expired,
+            second.failures
+        ),
+        (&id, first.fence + 1, false, 0)
+    );
+    // The stopped worker's late hand-back does not free b's run.
+    s.release(&id, first.fence, Release::HandBack)
+        .await
+        .unwrap();
+    assert!(s.claim("c", LONG).await.unwrap().is_none());
+}
+
+/// Issue #27: the queue on SQLite refuses with the fix rather than half working.
+#[tokio::test]
+async fn issue_27_the_queue_on_sqlite_is_refused_with_the_fix() {
+    let t = common::sqlite().await;
+    match t.store.claim("w", LONG).await {
+        Err(StoreError::InvalidQuery(why)) => {
+            assert!(why.contains("needs PostgreSQL"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
