@@ -3,9 +3,9 @@
 //! scripted model server answering by conversation (a resumed run that asks a recorded
 //! question again would be seen in its request counts).
 
-use fabric_test_support::{Scenario, Turn, TurnBy};
+use fabric_test_support::{Scenario, Turn, TurnBy, UsageSpec};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -261,6 +261,186 @@ async fn issue_10_a_run_killed_at_random_points_is_continued_exactly_once() {
     assert!(
         continued >= rounds * 3 / 4,
         "most kills land mid-run: {continued} of {rounds}"
+    );
+}
+
+/// Four steps: three shell commands, each appending its own line to `effects.txt` (so a
+/// call run twice shows in the file, unlike the idempotent tools above), and
+/// `finish_task`. Each answer reports fixed, distinct token counts (step `n`: `1000 (n+1)`
+/// prompt, `10 n + 1` completion), so a run's total says whether every answer was counted
+/// once.
+fn appending_turns() -> Vec<Turn> {
+    let mut turns: Vec<Turn> = (0..3)
+        .map(|n| {
+            Turn::tool_call(
+                "shell",
+                json!({"cmd": ["sh", "-c", format!("echo call-{n} >> effects.txt")]}),
+            )
+        })
+        .collect();
+    turns.push(Turn::tool_call(
+        "finish_task",
+        json!({"summary": "appended three lines", "artifacts": ["effects.txt"], "next_steps": [], "notes": ""}),
+    ));
+    for (n, turn) in (0..).zip(&mut turns) {
+        turn.usage = Some(UsageSpec {
+            prompt_tokens: Some(1_000 * (n + 1)),
+            completion_tokens: Some(10 * n + 1),
+        });
+    }
+    turns
+}
+
+/// The token total of a run of [`appending_turns`] that counted each answer once.
+const APPENDING_TOKENS: u64 = (1_000 + 2_000 + 3_000 + 4_000) + (1 + 11 + 21 + 31);
+
+async fn appending_fixture() -> Fixture {
+    let mut scenario = Scenario::new(appending_turns());
+    scenario.turn_by = TurnBy::Conversation;
+    scenario.latency_ms = 20;
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    fx.append_config("shell:\n  allowed_commands: [sh]\n");
+    fx
+}
+
+/// The events a killed run recorded: whole lines only (a killed process leaves no torn
+/// one), with or without an end.
+fn read_prefix(runlog: &Path) -> Vec<Value> {
+    std::fs::read_to_string(runlog)
+        .expect("runlog")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a whole line"))
+        .collect()
+}
+
+/// How many events of `events` are of `kind` at `step`.
+fn at_step(events: &[Value], kind: &str, step: u64) -> usize {
+    events
+        .iter()
+        .filter(|e| e["kind"] == kind && e["step"] == step)
+        .count()
+}
+
+/// A run of [`appending_turns`] killed with its runlog at `prefix` and continued: ended
+/// once, completed; one `tool_call` per `call_id`; each command's line at most once (and
+/// exactly once when its call was not interrupted); each answer recorded in the prefix never
+/// asked for again, and every other question asked once, the one in flight at the kill at
+/// most twice; the tokens those of an uninterrupted run.
+fn check_exactly_once(fx: &Fixture, runlog: &Path, prefix: &[Value], context: &str) {
+    let events = read_runlog(runlog);
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| matches!(e["kind"].as_str(), Some("run_complete" | "run_failed")))
+        .collect();
+    assert_eq!(ends.len(), 1, "{context}: {ends:?}");
+    assert_eq!(ends[0]["payload"]["status"], "completed", "{context}");
+    let asked = asked_per_turn(fx);
+    for step in 0..4u64 {
+        let times = asked.get(&(step as usize)).copied().unwrap_or(0);
+        let answered = at_step(prefix, "llm_response", step) > 0;
+        let in_flight = !answered && at_step(prefix, "llm_request", step) > 0;
+        if in_flight {
+            // Sent before the kill or not: asked again either way, never a third time.
+            assert!(
+                (1..=2).contains(&times),
+                "step {step} asked {times} times: {context}"
+            );
+        } else {
+            assert_eq!(times, 1, "step {step} (answered: {answered}): {context}");
+        }
+    }
+    assert_eq!(
+        ends[0]["payload"]["usage"]["total_tokens"], APPENDING_TOKENS,
+        "every token counted once: {context}"
+    );
+    let mut calls: BTreeMap<String, usize> = BTreeMap::new();
+    for e in of_kind(&events, "tool_call") {
+        let id = e["payload"]["call_id"].as_str().expect("call_id");
+        *calls.entry(id.to_owned()).or_insert(0) += 1;
+    }
+    assert_eq!(calls.len(), 4, "{context}: {calls:?}");
+    assert!(calls.values().all(|n| *n == 1), "{context}: {calls:?}");
+    let workspace = PathBuf::from(
+        events[0]["payload"]["workspace"]
+            .as_str()
+            .expect("workspace"),
+    );
+    let effects = std::fs::read_to_string(workspace.join("effects.txt")).unwrap_or_default();
+    for n in 0..3u64 {
+        let ran = effects
+            .lines()
+            .filter(|l| *l == format!("call-{n}"))
+            .count();
+        let interrupted = events.iter().any(|e| {
+            e["kind"] == "tool_error"
+                && e["step"] == n
+                && e["payload"]["error_type"] == "interrupted"
+        });
+        if interrupted {
+            assert!(ran <= 1, "call {n} ran {ran} times: {context}\n{effects}");
+        } else {
+            assert_eq!(ran, 1, "call {n}: {context}\n{effects}");
+        }
+    }
+}
+
+/// Issue #27: the kill loop's tools are idempotent, so a call run twice went unseen, and it
+/// allowed one question asked again at any kill point. Here the run is killed with SIGKILL
+/// after each of its events in turn (as soon as its runlog has that many lines) and
+/// continued; each call's effect shows in a file, and the model's request counts are exact.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_killed_after_every_event_no_call_runs_twice_and_no_answer_is_asked_again() {
+    let fx = appending_fixture().await;
+    let whole = fx
+        .fabric(&["run", "append", "--pack", "engineering", "--json"])
+        .await;
+    assert_eq!(whole.code(), 0, "{}", whole.stderr);
+    let (_, runlog) = only_run(&fx).expect("the run");
+    let events = read_runlog(&runlog);
+    check_exactly_once(&fx, &runlog, &events, "uninterrupted");
+
+    let (mut landed, mut mid_step) = (BTreeSet::new(), 0);
+    for lines in 1..=events.len() {
+        let fx = appending_fixture().await;
+        let ended = run_and_kill(&fx, &[], lines, Duration::ZERO).await;
+        let (id, runlog) = only_run(&fx).expect("the run exists after its first line");
+        let prefix = read_prefix(&runlog);
+        let context = format!("killed at line {lines}, after {} events", prefix.len());
+        landed.insert(prefix.len());
+        // Killed between an answer and the results of its calls.
+        let last_answer = prefix.iter().rposition(|e| e["kind"] == "llm_response");
+        if last_answer.is_some_and(|i| {
+            !prefix[i..]
+                .iter()
+                .any(|e| matches!(e["kind"].as_str(), Some("tool_result" | "tool_error")))
+        }) {
+            mid_step += 1;
+        }
+        let finished = prefix
+            .iter()
+            .any(|e| e["kind"] == "run_complete" || e["kind"] == "run_failed");
+        if !(ended || finished) {
+            let resumed = fx.fabric(&["resume", &id, "--json"]).await;
+            assert_eq!(
+                resumed.code(),
+                0,
+                "{context}\nstdout:\n{}\nstderr:\n{}",
+                resumed.stdout,
+                resumed.stderr
+            );
+        }
+        check_exactly_once(&fx, &runlog, &prefix, &context);
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "issue_27 kill at every event: {} events; kills landed after {landed:?} events, {mid_step} between an answer and its results",
+            events.len()
+        );
+    }
+    assert!(
+        mid_step >= 1,
+        "no kill landed between an answer and its results"
     );
 }
 
