@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{Script, TestStore, events};
 use fabric_core::{ClaimedRun, Release, RunQueue, StoreError, new_run_id};
-use fabric_domain::RunId;
+use fabric_domain::{RunEvent, RunId};
 use fabric_store_fs::RUNLOG_FILE;
 use fabric_store_sql::SqlStore;
 use serde_json::json;
@@ -118,6 +118,63 @@ async fn issue_27_the_fence_alone_refuses_a_stale_worker_s_insert() {
     assert_eq!(stored_seqs(&t, &id).await, [0, 1, 2, 3]);
     assert_eq!(runlog_seqs(&t, &id), [0, 1, 2, 3]);
     b.close().await;
+}
+
+/// Writes `event` of run `id` into the events table as the store's insert does, on a
+/// connection of its own: what a try that committed before its reply was lost leaves.
+async fn insert_directly(t: &TestStore, id: &RunId, event: &RunEvent) {
+    let mut conn = sqlx::PgConnection::connect(t.url.as_deref().unwrap())
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO events (run_id, seq, ts, kind, step, tool, line) VALUES ($1, $2, $3, $4, $5, NULL, $6)",
+    )
+    .bind(id.as_str())
+    .bind(i64::try_from(event.seq).unwrap())
+    .bind(event.ts)
+    .bind(event.kind.as_str())
+    .bind(event.step.map(i64::from))
+    .bind(serde_json::to_string(event).unwrap())
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+}
+
+/// Issue #27: a claimed run's write whose reply was lost (the database restarting after
+/// it committed) is retried; the retry inserts nothing, finds its own line at its `seq` and
+/// goes on, writing the runlog line once. A different line at that `seq` (another writer's)
+/// is refused.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_a_retried_write_finds_its_own_line_after_a_lost_reply() {
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    let s = &t.store;
+    let id = new_run_id();
+    enqueue(s, &id).await;
+    let claimed = s.claim("w", LONG).await.unwrap().unwrap();
+    let run = s.open_claimed(&id, claimed.fence, true).await.unwrap();
+    let script = events(&id, &Script::default());
+    run.log.append(&script[0]).await.unwrap();
+    // The first try of seq 1 committed; its reply never came.
+    insert_directly(&t, &id, &script[1]).await;
+    run.log.append(&script[1]).await.unwrap();
+    assert_eq!(stored_seqs(&t, &id).await, [0, 1]);
+    assert_eq!(runlog_seqs(&t, &id), [0, 1]);
+    // Someone else's line at seq 2 is not this writer's: refused.
+    let mut other = script[2].clone();
+    other.ts += 1.0;
+    insert_directly(&t, &id, &other).await;
+    assert!(matches!(
+        run.log.append(&script[2]).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert_eq!(runlog_seqs(&t, &id), [0, 1]);
 }
 
 /// Issue #27: claims take the oldest enqueued run first, by the time it was enqueued (not by
