@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::fixture::{Fixture, of_kind, read_runlog};
+use super::fixture::{Fixture, kinds, of_kind, read_runlog};
 use super::serve_fixture::{Frame, Options, Served};
 
 /// Six steps: a write, a shell command that takes a while, a read, a write, a listing,
@@ -111,8 +111,19 @@ async fn run_and_kill(fx: &Fixture, env: &[(&str, &str)], lines: usize, extra: D
 
 /// Starts `fabric run` and kills it once its runlog shows `kind` at `step`.
 async fn kill_when(fx: &Fixture, kind: &str, step: u64) -> (String, PathBuf) {
+    let args = ["run", "write a and b", "--pack", "engineering", "--json"];
+    kill_when_running(fx, &args, kind, step).await
+}
+
+/// Starts `fabric ARGS` and kills it once its runlog shows `kind` at `step`.
+async fn kill_when_running(
+    fx: &Fixture,
+    args: &[&str],
+    kind: &str,
+    step: u64,
+) -> (String, PathBuf) {
     let mut child = fx
-        .command(&["run", "write a and b", "--pack", "engineering", "--json"])
+        .command(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -546,12 +557,7 @@ async fn issue_10_a_run_that_cannot_go_on_ends_interrupted_with_the_reason() {
     let (id, runlog) = kill_when(&fx_gone, "llm_request", 2).await;
     let workspace = runlog.parent().unwrap().join("workspace");
     std::fs::remove_dir_all(&workspace).unwrap();
-    let resumed = fx_gone.fabric(&["resume", &id, "--json"]).await;
-    assert_eq!(resumed.code(), 7, "{}", resumed.stderr);
-    let reason = resumed.json()["_meta"]["reason"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let reason = resumed_interrupted(&fx_gone, &id).await;
     assert!(reason.contains("no longer exists"), "{reason}");
 
     // A run that completed is not resumed; an unknown id is named.
@@ -579,6 +585,95 @@ async fn issue_10_a_run_that_cannot_go_on_ends_interrupted_with_the_reason() {
             .contains("no run `20990101-000000-000-nosuch`"),
         "{}",
         unknown.stderr
+    );
+}
+
+/// A run killed while its first question waits on the model (1 s), its runlog then cut to
+/// its first `keep` lines: what a kill between two of its first writes leaves (a window of
+/// microseconds between `run_start` and `recruitment`, too narrow for a signal to land in
+/// reliably). The run's id and runlog.
+async fn killed_and_cut(fx: &Fixture, keep: usize) -> (String, PathBuf) {
+    let (id, runlog) = kill_when(fx, "llm_request", 0).await;
+    let text = std::fs::read_to_string(&runlog).expect("runlog");
+    let kept: String = text.split_inclusive('\n').take(keep).collect();
+    std::fs::write(&runlog, kept).expect("cut the runlog");
+    (id, runlog)
+}
+
+/// `fabric resume ID --json`, which must end the run `interrupted` (exit 7); the reason.
+async fn resumed_interrupted(fx: &Fixture, id: &str) -> String {
+    let resumed = fx.fabric(&["resume", id, "--json"]).await;
+    assert_eq!(resumed.code(), 7, "{}\n{}", resumed.stdout, resumed.stderr);
+    let result = resumed.json();
+    assert_eq!(result["_meta"]["status"], "interrupted", "{result}");
+    result["_meta"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn slow_first_step() -> Vec<Turn> {
+    let mut slow = turns();
+    slow[0].delay_ms = Some(1_000);
+    slow
+}
+
+/// Issue #27: a run whose process stopped after `run_start` but before `recruitment` is
+/// routed again (nothing was done yet): its `recruitment` is recorded after `run_resumed`
+/// and it completes. One that stopped before `run_start` has no task to continue: it ends
+/// `interrupted`, saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_stopped_before_recruitment_is_routed_again_and_before_run_start_is_interrupted() {
+    let fx = fixture(0, slow_first_step()).await;
+    let (id, runlog) = killed_and_cut(&fx, 1).await;
+    assert_eq!(kinds(&read_prefix(&runlog)), ["run_start"]);
+    let resumed = fx.fabric(&["resume", &id, "--json"]).await;
+    assert_eq!(resumed.code(), 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    let events = read_runlog(&runlog);
+    assert_eq!(
+        kinds(&events)[..3],
+        ["run_start", "run_resumed", "recruitment"],
+        "{:?}",
+        kinds(&events)
+    );
+    let recruited = &events[2]["payload"]["specialist_ids"];
+    assert_eq!(recruited, &json!(["engineering"]), "{}", events[2]);
+    check_continued(&fx, &runlog, "stopped before recruitment");
+
+    let fx = fixture(0, slow_first_step()).await;
+    let (id, runlog) = killed_and_cut(&fx, 0).await;
+    let reason = resumed_interrupted(&fx, &id).await;
+    assert!(
+        reason.contains("stopped before it recorded its start"),
+        "{reason}"
+    );
+    let events = read_runlog(&runlog);
+    assert_eq!(kinds(&events), ["run_failed"]);
+    assert_eq!(events[0]["payload"]["status"], "interrupted");
+}
+
+/// Issue #27: a run whose specialist the configuration no longer has (removed while the run
+/// was stopped) cannot be prepared again: it ends `interrupted` with the reason, never left
+/// running.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_a_run_whose_specialist_was_removed_ends_interrupted() {
+    let fx = fixture(0, slow_first_step()).await;
+    let before = std::fs::read_to_string(&fx.config).expect("config");
+    fx.append_config(
+        "specialists:\n  builder:\n    description: Builds.\n    system_prompt: You build.\n    tools: [read_file, write_file, list_files, shell]\n",
+    );
+    let args = ["run", "write a and b", "--pack", "builder", "--json"];
+    let (id, runlog) = kill_when_running(&fx, &args, "llm_request", 0).await;
+    std::fs::write(&fx.config, before).expect("config without `builder`");
+    let reason = resumed_interrupted(&fx, &id).await;
+    assert!(
+        reason.contains("cannot be continued") && reason.contains("builder"),
+        "{reason}"
+    );
+    let events = read_runlog(&runlog);
+    assert_eq!(
+        events.last().expect("end")["payload"]["status"],
+        "interrupted"
     );
 }
 
