@@ -29,6 +29,20 @@ async fn enqueue(store: &SqlStore, id: &RunId) {
     );
 }
 
+/// A run enqueued, claimed by worker `a` for `lease` and opened for writing, with the
+/// events of a scripted run to write: the claim, the open run, the events.
+async fn opened(
+    store: &SqlStore,
+    lease: Duration,
+) -> (ClaimedRun, fabric_core::NewRun, Vec<RunEvent>) {
+    let id = new_run_id();
+    enqueue(store, &id).await;
+    let claimed = store.claim("a", lease).await.unwrap().unwrap();
+    let run = store.open_claimed(&id, claimed.fence, true).await.unwrap();
+    let script = events(&id, &Script::default());
+    (claimed, run, script)
+}
+
 /// Claims by `worker` until one is granted: the positive sign that a lease has run out
 /// (polling on the database's clock, not sleeping the lease on ours); how long it took.
 async fn claim_when_expired(store: &SqlStore, worker: &str) -> (ClaimedRun, Duration) {
@@ -87,15 +101,8 @@ async fn issue_27_the_fence_alone_refuses_a_stale_worker_s_insert() {
     };
     // Two workers: two processes, two stores on the one database.
     let (a, b) = (&t.store, t.reopen().await);
-    let id = new_run_id();
-    enqueue(a, &id).await;
-    let stale = a
-        .claim("a", Duration::from_millis(300))
-        .await
-        .unwrap()
-        .unwrap();
-    let run = a.open_claimed(&id, stale.fence, true).await.unwrap();
-    let script = events(&id, &Script::default());
+    let (stale, run, script) = opened(a, Duration::from_millis(300)).await;
+    let id = stale.id.clone();
     for event in &script[..3] {
         run.log.append(event).await.unwrap();
     }
@@ -155,11 +162,8 @@ async fn issue_27_a_retried_write_finds_its_own_line_after_a_lost_reply() {
         return;
     };
     let s = &t.store;
-    let id = new_run_id();
-    enqueue(s, &id).await;
-    let claimed = s.claim("w", LONG).await.unwrap().unwrap();
-    let run = s.open_claimed(&id, claimed.fence, true).await.unwrap();
-    let script = events(&id, &Script::default());
+    let (claimed, run, script) = opened(s, LONG).await;
+    let id = claimed.id;
     run.log.append(&script[0]).await.unwrap();
     // The first try of seq 1 committed; its reply never came.
     insert_directly(&t, &id, &script[1]).await;
@@ -175,6 +179,67 @@ async fn issue_27_a_retried_write_finds_its_own_line_after_a_lost_reply() {
         Err(StoreError::Fenced { .. })
     ));
     assert_eq!(runlog_seqs(&t, &id), [0, 1]);
+}
+
+/// Issue #27: a claim and a stale worker's write that race are ordered by the share lock
+/// the fence check takes on the run's queue row. A claim's update (fence + 1) is held open
+/// in a transaction; the stale worker's insert, still under the old fence, must wait for
+/// it rather than read the old fence and go in, and once the claim commits it is refused.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_a_stale_write_racing_a_claim_waits_for_it_and_is_refused() {
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    let s = &t.store;
+    let (stale, run, script) = opened(s, LONG).await;
+    let id = stale.id;
+    run.log.append(&script[0]).await.unwrap();
+    // The claim, in flight: its row updated, not yet committed.
+    let url = t.url.as_deref().unwrap();
+    let mut claim = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut claim).await.unwrap();
+    sqlx::query("UPDATE run_queue SET fence = fence + 1, owner = 'b' WHERE run_id = $1")
+        .bind(id.as_str())
+        .execute(&mut claim)
+        .await
+        .unwrap();
+    let write = tokio::spawn(async move {
+        let result = run.log.append(&script[1]).await;
+        (run, result)
+    });
+    // The positive sign that the write waits on the claim: a session of this database
+    // waiting for a lock (not a pause that a slow machine could outlast).
+    let mut watch = sqlx::PgConnection::connect(url).await.unwrap();
+    let started = Instant::now();
+    loop {
+        let waiting: (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut watch)
+        .await
+        .unwrap();
+        if waiting.0 > 0 {
+            break;
+        }
+        assert!(
+            !write.is_finished(),
+            "the stale write did not wait for the claim in flight"
+        );
+        assert!(started.elapsed() < Duration::from_secs(30), "no lock wait");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    sqlx::query("COMMIT").execute(&mut claim).await.unwrap();
+    let (_run, result) = write.await.unwrap();
+    assert!(
+        matches!(result, Err(StoreError::Fenced { .. })),
+        "{result:?}"
+    );
+    assert_eq!(stored_seqs(&t, &id).await, [0]);
+    assert_eq!(runlog_seqs(&t, &id), [0]);
 }
 
 /// Issue #27: claims take the oldest enqueued run first, by the time it was enqueued (not by
