@@ -5,7 +5,7 @@
 
 use fabric_test_support::{Scenario, Turn, TurnBy, UsageSpec};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -410,6 +410,11 @@ fn check_exactly_once(fx: &Fixture, runlog: &Path, prefix: &[Value], context: &s
 /// allowed one question asked again at any kill point. Here the run is killed with SIGKILL
 /// after each of its events in turn (as soon as its runlog has that many lines) and
 /// continued; each call's effect shows in a file, and the model's request counts are exact.
+/// The kills land where the process waits: on the model (after `llm_request`, the
+/// answer's `llm_response` then recorded or not) and on a command (after `tool_call`, its
+/// answer recorded); the other events are written back to back, microseconds apart, and a
+/// cut between them (right after `llm_response`, say) is `core/tests/resume.rs`'s, which
+/// cuts after every event.
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_27_killed_after_every_event_no_call_runs_twice_and_no_answer_is_asked_again() {
     let fx = appending_fixture().await;
@@ -421,14 +426,17 @@ async fn issue_27_killed_after_every_event_no_call_runs_twice_and_no_answer_is_a
     let events = read_runlog(&runlog);
     check_exactly_once(&fx, &runlog, &events, "uninterrupted");
 
-    let (mut landed, mut mid_step) = (BTreeSet::new(), 0);
+    let (mut landed, mut mid_step) = (BTreeMap::new(), 0);
     for lines in 1..=events.len() {
         let fx = appending_fixture().await;
         let ended = run_and_kill(&fx, &[], lines, Duration::ZERO).await;
         let (id, runlog) = only_run(&fx).expect("the run exists after its first line");
         let prefix = read_prefix(&runlog);
         let context = format!("killed at line {lines}, after {} events", prefix.len());
-        landed.insert(prefix.len());
+        let last = prefix
+            .last()
+            .map_or("", |e| e["kind"].as_str().unwrap_or(""));
+        landed.insert(prefix.len(), last.to_owned());
         // Killed between an answer and the results of its calls.
         let last_answer = prefix.iter().rposition(|e| e["kind"] == "llm_response");
         if last_answer.is_some_and(|i| {
@@ -456,7 +464,7 @@ async fn issue_27_killed_after_every_event_no_call_runs_twice_and_no_answer_is_a
     #[allow(clippy::print_stderr)]
     {
         eprintln!(
-            "issue_27 kill at every event: {} events; kills landed after {landed:?} events, {mid_step} between an answer and its results",
+            "issue_27 kill at every event: {} events; kills landed after (events, the last one's kind) {landed:?}, {mid_step} between an answer and its results",
             events.len()
         );
     }
