@@ -14,6 +14,7 @@ use fabric_core::{
 };
 use fabric_domain::{
     EventKind, Message, Role, RunEvent, RunId, RunStatus, ToolAnnotations, ToolCall, ToolSpec,
+    Usage,
 };
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -113,19 +114,30 @@ fn calls(calls: &[(&str, &str, Value)]) -> ChatResponse {
 }
 
 /// Three steps: a read and a write; a long text and a write with long arguments (both
-/// longer than the runlog's caps); `finish_task`.
+/// longer than the runlog's caps); `finish_task`. Each answer reports its own token usage
+/// (issue #27: with none, "every token counted once" compared 0 with 0).
 fn script() -> Vec<ChatResponse> {
     let long_path = "p".repeat(2_500);
     let mut second = calls(&[("c-w1", "write", json!({"path": long_path}))]);
     second.content = Some("x".repeat(3_000));
-    vec![
+    let mut answers = vec![
         calls(&[
             ("c-r0", "read", json!({"path": "a"})),
             ("c-w0", "write", json!({"path": "w0"})),
         ]),
         second,
         calls(&[("c-f", "finish_task", json!({"summary": "done"}))]),
-    ]
+    ];
+    for (turn, answer) in (1..).zip(&mut answers) {
+        answer.usage = Some(usage_of(turn));
+    }
+    answers
+}
+
+/// The tokens the model reports for its answer of turn `turn` (from 1): distinct per turn,
+/// so a turn counted twice or not at all changes the sum.
+fn usage_of(turn: u64) -> Usage {
+    Usage::from_counts(1_000 * turn, 10 * turn + 1, None)
 }
 
 struct Tools {
@@ -172,6 +184,11 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
     .await
     .unwrap();
     assert_eq!(whole.status, RunStatus::Completed);
+    let mut spent = Usage::default();
+    for turn in 1..=3 {
+        spent.add(usage_of(turn));
+    }
+    assert_eq!(whole.usage, spent, "the model's tokens, each answer once");
     let events = store.events.lock().unwrap().clone();
     let original_requests = model.seen.lock().unwrap().clone();
     assert_eq!(original_requests.len(), 3);
@@ -186,10 +203,16 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
     );
 
     let (mut interrupted_cuts, mut reread_cuts) = (0, 0);
-    for cut in 1..events.len() - 1 {
+    // Cut after every event, the terminal one included (issue #27).
+    for cut in 1..=events.len() {
         let prefix: Vec<RunEvent> = events[..cut].to_vec();
         let history = RunHistory::read(RunId::parse("test-run").unwrap(), &prefix);
-        let recorded_turns = history.answered_steps() as usize;
+        // The oracle is the prefix itself, not the history's reading of it (the code under
+        // test): the answers it recorded are the model calls not to make again.
+        let recorded_turns = prefix
+            .iter()
+            .filter(|e| e.kind == EventKind::LlmResponse)
+            .count();
         let log = Arc::new(Mutex::new(prefix.clone()));
         let run = NewRun {
             id: RunId::parse("test-run").unwrap(),
@@ -204,7 +227,7 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
             seen: Mutex::default(),
         };
         let tools = Tools::new();
-        let outcome = resume_task(
+        let resumed = resume_task(
             run,
             &model,
             task(tools.list(), true, false),
@@ -212,10 +235,19 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
             &NoopObserver,
             CancellationToken::new(),
         )
-        .await
-        .unwrap();
+        .await;
         let all = log.lock().unwrap().clone();
         let context = format!("cut after {cut} events ({:?})", events[cut - 1].kind);
+        if cut == events.len() {
+            // Cut after its end: there is nothing to continue, and nothing is written or
+            // asked.
+            assert!(resumed.is_err(), "{context}: {resumed:?}");
+            assert_eq!(all, events, "{context}");
+            assert_eq!(model.turns_asked(), Vec::<usize>::new(), "{context}");
+            assert!(tools.write.ran.lock().unwrap().is_empty(), "{context}");
+            continue;
+        }
+        let outcome = resumed.unwrap();
 
         // It ends once, completed, with a gap-free runlog.
         assert_eq!(outcome.status, RunStatus::Completed, "{context}");
@@ -223,7 +255,11 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
         for (i, e) in all.iter().enumerate() {
             assert_eq!(e.seq, i as u64, "{context}");
         }
-        assert_eq!(all.iter().filter(|e| e.kind.is_terminal()).count(), 1);
+        assert_eq!(
+            all.iter().filter(|e| e.kind.is_terminal()).count(),
+            1,
+            "{context}"
+        );
         assert!(all.last().unwrap().kind.is_terminal(), "{context}");
         assert_eq!(
             all.iter()

@@ -38,6 +38,15 @@ pub(super) async fn run(
             "a task needs at least one specialist".to_owned(),
         ));
     }
+    // A run ends exactly once: continuing one that recorded its end would write a second
+    // (issue #27: seen with a run cut after its `run_complete`). The run service refuses
+    // such a run before it gets here; this holds for every caller of the engine.
+    if let Some(status) = history.as_ref().and_then(|h| h.ended) {
+        return Err(CoreError::InvalidTask(format!(
+            "run `{}` already ended ({status}); there is nothing to continue",
+            run.id
+        )));
+    }
     let next_seq = history.as_ref().map_or(0, |h| h.next_seq);
     let journal = Journal::new(run.log.as_ref(), observer, next_seq);
     let rec = journal.recorder();

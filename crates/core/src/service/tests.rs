@@ -70,6 +70,17 @@ impl RunStore for MemStore {
         let events = log.0.lock().unwrap_or_else(|e| e.into_inner());
         Ok(events.clone())
     }
+    async fn reopen_run(&self, id: &RunId) -> Result<NewRun, StoreError> {
+        let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+        let log = logs
+            .get(id)
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        Ok(NewRun {
+            id: id.clone(),
+            workspace: std::env::temp_dir(),
+            log: Box::new(Handle(Arc::clone(log))),
+        })
+    }
 }
 
 struct Handle(Arc<MemLog>);
@@ -320,6 +331,60 @@ async fn shutdown_abandons_preparations_and_refuses_new_runs() {
         service.submit(request("late")).err(),
         Some(ServiceError::ShuttingDown)
     );
+}
+
+/// Issue #27: a run being continued that is cancelled again while it is prepared (Ctrl-C,
+/// shutdown) records nothing: it is not ended, so it stays interrupted and can be
+/// continued later.
+#[tokio::test]
+async fn issue_27_a_run_cancelled_while_prepared_again_stays_interrupted() {
+    let gated = Prep {
+        gate: Some(Arc::new(Notify::new())),
+        ..prep(Script::Complete)
+    };
+    let (service, store) = service(gated, None);
+    let id = crate::new_run_id();
+    let start = fabric_domain::runlog::RunStart {
+        run_id: id.clone(),
+        prompt: "go on".to_owned(),
+        model_key: "k".to_owned(),
+        model: "m".to_owned(),
+        model_reason: None,
+        origin: fabric_domain::runlog::RunOrigin::default(),
+        max_steps: 10,
+        network_allowed: false,
+        workspace: std::env::temp_dir(),
+        sandbox: serde_json::Value::Null,
+        parent_run_id: None,
+        depth: 0,
+    };
+    let new = store
+        .create_run(id.clone())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let event = RunEvent {
+        seq: 0,
+        ts: 1.0,
+        kind: EventKind::RunStart,
+        step: None,
+        payload: serde_json::to_value(&start).unwrap_or_else(|e| panic!("{e}")),
+    };
+    new.log
+        .append(&event)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut handle = service
+        .submit(Submission::resume(id.clone()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Waits in preparation (its gate is never opened) until cancelled.
+    for _ in 0..100 {
+        if service.cancel(&id) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(handle.prepared().await, Err(ServiceError::Cancelled));
+    assert_eq!(store.kinds(&id), [EventKind::RunStart], "nothing recorded");
 }
 
 /// A queue for one worker's decisions: `started` says no the first time it is asked (the

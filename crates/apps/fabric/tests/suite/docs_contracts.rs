@@ -2,7 +2,8 @@
 //! has appears in docs/CLI.md (or docs/TESTING.md, which documents the testing commands),
 //! every run status and event kind in docs/RUNLOG.md and the statuses in CLI.md's exit
 //! codes, every config key `config show` prints in docs/CONFIG.md; and the reverse for the
-//! closed sets: every status and kind the docs list is one the code knows.
+//! closed sets: every status and kind the docs list is one the code knows. And every test
+//! docs/DURABILITY.md names as the proof of a claim exists (issue #27).
 
 use fabric_domain::{EventKind, RunStatus};
 
@@ -238,4 +239,50 @@ fn issue_26_every_config_key_is_in_config_md() {
         missing.is_empty(),
         "keys `config show` prints that CONFIG.md does not document: {missing:?}"
     );
+}
+
+/// Issue #27: every test docs/DURABILITY.md's "Proven by" table names is a test function in
+/// the file named in the same cell (or, after "the same", the row's earlier file), so the
+/// table cannot go on naming a test that was renamed or removed.
+#[test]
+fn issue_27_every_test_durability_md_names_exists_in_its_file() {
+    let text = doc("DURABILITY.md");
+    let table = text
+        .split("## Proven by")
+        .nth(1)
+        .expect("a `Proven by` section");
+    let root = format!("{}/../../..", env!("CARGO_MANIFEST_DIR"));
+    let full_path = |short: &str| -> String {
+        let long = if let Some(rest) = short.strip_prefix("suite/") {
+            format!("crates/apps/fabric/tests/suite/{rest}")
+        } else if short.starts_with("store-sql/") || short.starts_with("store-fs/") {
+            format!("crates/adapters/{short}")
+        } else if short.starts_with("core/") {
+            format!("crates/{short}")
+        } else {
+            panic!("an unknown path `{short}` in DURABILITY.md's table")
+        };
+        format!("{root}/{long}")
+    };
+    let mut checked = 0;
+    for row in table.lines().filter(|l| l.starts_with("| ")) {
+        let Some(cell) = row.trim_end_matches('|').rsplit(" | ").next() else {
+            continue;
+        };
+        let mut file: Option<String> = None;
+        for name in backticked(cell) {
+            if name.ends_with(".rs") {
+                let path = full_path(name);
+                file =
+                    Some(std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")));
+            } else if let Some(source) = &file {
+                assert!(
+                    source.contains(&format!("fn {name}(")),
+                    "DURABILITY.md names `{name}`, which its file does not define"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 30, "only {checked} tests named");
 }

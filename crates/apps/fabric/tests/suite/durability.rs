@@ -3,13 +3,13 @@
 //! scripted model server answering by conversation (a resumed run that asks a recorded
 //! question again would be seen in its request counts).
 
-use fabric_test_support::{Scenario, Turn, TurnBy};
+use fabric_test_support::{Scenario, Turn, TurnBy, UsageSpec};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::fixture::{Fixture, of_kind, read_runlog};
+use super::fixture::{Fixture, kinds, of_kind, read_runlog};
 use super::serve_fixture::{Frame, Options, Served};
 
 /// Six steps: a write, a shell command that takes a while, a read, a write, a listing,
@@ -111,8 +111,19 @@ async fn run_and_kill(fx: &Fixture, env: &[(&str, &str)], lines: usize, extra: D
 
 /// Starts `fabric run` and kills it once its runlog shows `kind` at `step`.
 async fn kill_when(fx: &Fixture, kind: &str, step: u64) -> (String, PathBuf) {
+    let args = ["run", "write a and b", "--pack", "engineering", "--json"];
+    kill_when_running(fx, &args, kind, step).await
+}
+
+/// Starts `fabric ARGS` and kills it once its runlog shows `kind` at `step`.
+async fn kill_when_running(
+    fx: &Fixture,
+    args: &[&str],
+    kind: &str,
+    step: u64,
+) -> (String, PathBuf) {
     let mut child = fx
-        .command(&["run", "write a and b", "--pack", "engineering", "--json"])
+        .command(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -215,6 +226,7 @@ async fn kill_and_continue(rounds: u64, env: &[(&str, &str)]) -> u64 {
             check_continued(&fx, &runlog, &context);
             continue;
         }
+        let prefix = read_prefix(&runlog);
         let resumed = fx.fabric_with(&["resume", &id, "--json"], env).await;
         assert_eq!(
             resumed.code(),
@@ -227,6 +239,7 @@ async fn kill_and_continue(rounds: u64, env: &[(&str, &str)]) -> u64 {
         assert_eq!(result["_meta"]["status"], "completed", "{context}");
         assert_eq!(result["_meta"]["run_id"], id.as_str(), "{context}");
         check_continued(&fx, &runlog, &context);
+        assert_asked_once(&fx, &prefix, 6, &context);
         let events = read_runlog(&runlog);
         assert_eq!(of_kind(&events, "run_resumed").len(), 1, "{context}");
         // The store's index holds the whole run, not only what the second process wrote.
@@ -261,6 +274,203 @@ async fn issue_10_a_run_killed_at_random_points_is_continued_exactly_once() {
     assert!(
         continued >= rounds * 3 / 4,
         "most kills land mid-run: {continued} of {rounds}"
+    );
+}
+
+/// Four steps: three shell commands, each appending its own line to `effects.txt` (so a
+/// call run twice shows in the file, unlike the idempotent tools above), and
+/// `finish_task`. Each answer reports fixed, distinct token counts (step `n`: `1000 (n+1)`
+/// prompt, `10 n + 1` completion), so a run's total says whether every answer was counted
+/// once.
+fn appending_turns() -> Vec<Turn> {
+    let mut turns: Vec<Turn> = (0..3)
+        .map(|n| {
+            Turn::tool_call(
+                "shell",
+                json!({"cmd": ["sh", "-c", format!("echo call-{n} >> effects.txt")]}),
+            )
+        })
+        .collect();
+    turns.push(Turn::tool_call(
+        "finish_task",
+        json!({"summary": "appended three lines", "artifacts": ["effects.txt"], "next_steps": [], "notes": ""}),
+    ));
+    for (n, turn) in (0..).zip(&mut turns) {
+        turn.usage = Some(UsageSpec {
+            prompt_tokens: Some(1_000 * (n + 1)),
+            completion_tokens: Some(10 * n + 1),
+        });
+    }
+    turns
+}
+
+/// The token total of a run of [`appending_turns`] that counted each answer once.
+const APPENDING_TOKENS: u64 = (1_000 + 2_000 + 3_000 + 4_000) + (1 + 11 + 21 + 31);
+
+async fn appending_fixture() -> Fixture {
+    let mut scenario = Scenario::new(appending_turns());
+    scenario.turn_by = TurnBy::Conversation;
+    scenario.latency_ms = 20;
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    fx.append_config("shell:\n  allowed_commands: [sh]\n");
+    fx
+}
+
+/// The events a killed run recorded: whole lines only (a killed process leaves no torn
+/// one), with or without an end.
+fn read_prefix(runlog: &Path) -> Vec<Value> {
+    std::fs::read_to_string(runlog)
+        .expect("runlog")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a whole line"))
+        .collect()
+}
+
+/// How many events of `events` are of `kind` at `step`.
+fn at_step(events: &[Value], kind: &str, step: u64) -> usize {
+    events
+        .iter()
+        .filter(|e| e["kind"] == kind && e["step"] == step)
+        .count()
+}
+
+/// Each of the `steps` questions of a run killed with its runlog at `prefix` and continued
+/// was asked exactly once, but the one in flight at the kill (its `llm_request` in the
+/// prefix, its `llm_response` not), asked again whether or not it had been sent: once or
+/// twice. An answer the prefix recorded is never asked for again (issue #27: one re-ask was
+/// allowed at any kill point).
+fn assert_asked_once(fx: &Fixture, prefix: &[Value], steps: u64, context: &str) {
+    let asked = asked_per_turn(fx);
+    assert_eq!(asked.len() as u64, steps, "{context}: {asked:?}");
+    for step in 0..steps {
+        let times = asked.get(&(step as usize)).copied().unwrap_or(0);
+        let answered = at_step(prefix, "llm_response", step) > 0;
+        let in_flight = !answered && at_step(prefix, "llm_request", step) > 0;
+        if in_flight {
+            assert!(
+                (1..=2).contains(&times),
+                "step {step} asked {times} times: {context}"
+            );
+        } else {
+            assert_eq!(times, 1, "step {step} (answered: {answered}): {context}");
+        }
+    }
+}
+
+/// A run of [`appending_turns`] killed with its runlog at `prefix` and continued: ended
+/// once, completed; one `tool_call` per `call_id`; each command's line at most once (and
+/// exactly once when its call was not interrupted); each answer recorded in the prefix never
+/// asked for again, and every other question asked once, the one in flight at the kill at
+/// most twice; the tokens those of an uninterrupted run.
+fn check_exactly_once(fx: &Fixture, runlog: &Path, prefix: &[Value], context: &str) {
+    let events = read_runlog(runlog);
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| matches!(e["kind"].as_str(), Some("run_complete" | "run_failed")))
+        .collect();
+    assert_eq!(ends.len(), 1, "{context}: {ends:?}");
+    assert_eq!(ends[0]["payload"]["status"], "completed", "{context}");
+    assert_asked_once(fx, prefix, 4, context);
+    assert_eq!(
+        ends[0]["payload"]["usage"]["total_tokens"], APPENDING_TOKENS,
+        "every token counted once: {context}"
+    );
+    let mut calls: BTreeMap<String, usize> = BTreeMap::new();
+    for e in of_kind(&events, "tool_call") {
+        let id = e["payload"]["call_id"].as_str().expect("call_id");
+        *calls.entry(id.to_owned()).or_insert(0) += 1;
+    }
+    assert_eq!(calls.len(), 4, "{context}: {calls:?}");
+    assert!(calls.values().all(|n| *n == 1), "{context}: {calls:?}");
+    let workspace = PathBuf::from(
+        events[0]["payload"]["workspace"]
+            .as_str()
+            .expect("workspace"),
+    );
+    let effects = std::fs::read_to_string(workspace.join("effects.txt")).unwrap_or_default();
+    for n in 0..3u64 {
+        let ran = effects
+            .lines()
+            .filter(|l| *l == format!("call-{n}"))
+            .count();
+        let interrupted = events.iter().any(|e| {
+            e["kind"] == "tool_error"
+                && e["step"] == n
+                && e["payload"]["error_type"] == "interrupted"
+        });
+        if interrupted {
+            assert!(ran <= 1, "call {n} ran {ran} times: {context}\n{effects}");
+        } else {
+            assert_eq!(ran, 1, "call {n}: {context}\n{effects}");
+        }
+    }
+}
+
+/// Issue #27: the kill loop's tools are idempotent, so a call run twice went unseen, and it
+/// allowed one question asked again at any kill point. Here the run is killed with SIGKILL
+/// after each of its events in turn (as soon as its runlog has that many lines) and
+/// continued; each call's effect shows in a file, and the model's request counts are exact.
+/// The kills land where the process waits: on the model (after `llm_request`, the
+/// answer's `llm_response` then recorded or not) and on a command (after `tool_call`, its
+/// answer recorded); the other events are written back to back, microseconds apart, and a
+/// cut between them (right after `llm_response`, say) is `core/tests/resume.rs`'s, which
+/// cuts after every event.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_killed_after_every_event_no_call_runs_twice_and_no_answer_is_asked_again() {
+    let fx = appending_fixture().await;
+    let whole = fx
+        .fabric(&["run", "append", "--pack", "engineering", "--json"])
+        .await;
+    assert_eq!(whole.code(), 0, "{}", whole.stderr);
+    let (_, runlog) = only_run(&fx).expect("the run");
+    let events = read_runlog(&runlog);
+    check_exactly_once(&fx, &runlog, &events, "uninterrupted");
+
+    let (mut landed, mut mid_step) = (BTreeMap::new(), 0);
+    for lines in 1..=events.len() {
+        let fx = appending_fixture().await;
+        let ended = run_and_kill(&fx, &[], lines, Duration::ZERO).await;
+        let (id, runlog) = only_run(&fx).expect("the run exists after its first line");
+        let prefix = read_prefix(&runlog);
+        let context = format!("killed at line {lines}, after {} events", prefix.len());
+        let last = prefix
+            .last()
+            .map_or("", |e| e["kind"].as_str().unwrap_or(""));
+        landed.insert(prefix.len(), last.to_owned());
+        // Killed between an answer and the results of its calls.
+        let last_answer = prefix.iter().rposition(|e| e["kind"] == "llm_response");
+        if last_answer.is_some_and(|i| {
+            !prefix[i..]
+                .iter()
+                .any(|e| matches!(e["kind"].as_str(), Some("tool_result" | "tool_error")))
+        }) {
+            mid_step += 1;
+        }
+        let finished = prefix
+            .iter()
+            .any(|e| e["kind"] == "run_complete" || e["kind"] == "run_failed");
+        if !(ended || finished) {
+            let resumed = fx.fabric(&["resume", &id, "--json"]).await;
+            assert_eq!(
+                resumed.code(),
+                0,
+                "{context}\nstdout:\n{}\nstderr:\n{}",
+                resumed.stdout,
+                resumed.stderr
+            );
+        }
+        check_exactly_once(&fx, &runlog, &prefix, &context);
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "issue_27 kill at every event: {} events; kills landed after (events, the last one's kind) {landed:?}, {mid_step} between an answer and its results",
+            events.len()
+        );
+    }
+    assert!(
+        mid_step >= 1,
+        "no kill landed between an answer and its results"
     );
 }
 
@@ -366,12 +576,7 @@ async fn issue_10_a_run_that_cannot_go_on_ends_interrupted_with_the_reason() {
     let (id, runlog) = kill_when(&fx_gone, "llm_request", 2).await;
     let workspace = runlog.parent().unwrap().join("workspace");
     std::fs::remove_dir_all(&workspace).unwrap();
-    let resumed = fx_gone.fabric(&["resume", &id, "--json"]).await;
-    assert_eq!(resumed.code(), 7, "{}", resumed.stderr);
-    let reason = resumed.json()["_meta"]["reason"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let reason = resumed_interrupted(&fx_gone, &id).await;
     assert!(reason.contains("no longer exists"), "{reason}");
 
     // A run that completed is not resumed; an unknown id is named.
@@ -399,6 +604,95 @@ async fn issue_10_a_run_that_cannot_go_on_ends_interrupted_with_the_reason() {
             .contains("no run `20990101-000000-000-nosuch`"),
         "{}",
         unknown.stderr
+    );
+}
+
+/// A run killed while its first question waits on the model (1 s), its runlog then cut to
+/// its first `keep` lines: what a kill between two of its first writes leaves (a window of
+/// microseconds between `run_start` and `recruitment`, too narrow for a signal to land in
+/// reliably). The run's id and runlog.
+async fn killed_and_cut(fx: &Fixture, keep: usize) -> (String, PathBuf) {
+    let (id, runlog) = kill_when(fx, "llm_request", 0).await;
+    let text = std::fs::read_to_string(&runlog).expect("runlog");
+    let kept: String = text.split_inclusive('\n').take(keep).collect();
+    std::fs::write(&runlog, kept).expect("cut the runlog");
+    (id, runlog)
+}
+
+/// `fabric resume ID --json`, which must end the run `interrupted` (exit 7); the reason.
+async fn resumed_interrupted(fx: &Fixture, id: &str) -> String {
+    let resumed = fx.fabric(&["resume", id, "--json"]).await;
+    assert_eq!(resumed.code(), 7, "{}\n{}", resumed.stdout, resumed.stderr);
+    let result = resumed.json();
+    assert_eq!(result["_meta"]["status"], "interrupted", "{result}");
+    result["_meta"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn slow_first_step() -> Vec<Turn> {
+    let mut slow = turns();
+    slow[0].delay_ms = Some(1_000);
+    slow
+}
+
+/// Issue #27: a run whose process stopped after `run_start` but before `recruitment` is
+/// routed again (nothing was done yet): its `recruitment` is recorded after `run_resumed`
+/// and it completes. One that stopped before `run_start` has no task to continue: it ends
+/// `interrupted`, saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_stopped_before_recruitment_is_routed_again_and_before_run_start_is_interrupted() {
+    let fx = fixture(0, slow_first_step()).await;
+    let (id, runlog) = killed_and_cut(&fx, 1).await;
+    assert_eq!(kinds(&read_prefix(&runlog)), ["run_start"]);
+    let resumed = fx.fabric(&["resume", &id, "--json"]).await;
+    assert_eq!(resumed.code(), 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    let events = read_runlog(&runlog);
+    assert_eq!(
+        kinds(&events)[..3],
+        ["run_start", "run_resumed", "recruitment"],
+        "{:?}",
+        kinds(&events)
+    );
+    let recruited = &events[2]["payload"]["specialist_ids"];
+    assert_eq!(recruited, &json!(["engineering"]), "{}", events[2]);
+    check_continued(&fx, &runlog, "stopped before recruitment");
+
+    let fx = fixture(0, slow_first_step()).await;
+    let (id, runlog) = killed_and_cut(&fx, 0).await;
+    let reason = resumed_interrupted(&fx, &id).await;
+    assert!(
+        reason.contains("stopped before it recorded its start"),
+        "{reason}"
+    );
+    let events = read_runlog(&runlog);
+    assert_eq!(kinds(&events), ["run_failed"]);
+    assert_eq!(events[0]["payload"]["status"], "interrupted");
+}
+
+/// Issue #27: a run whose specialist the configuration no longer has (removed while the run
+/// was stopped) cannot be prepared again: it ends `interrupted` with the reason, never left
+/// running.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_a_run_whose_specialist_was_removed_ends_interrupted() {
+    let fx = fixture(0, slow_first_step()).await;
+    let before = std::fs::read_to_string(&fx.config).expect("config");
+    fx.append_config(
+        "specialists:\n  builder:\n    description: Builds.\n    system_prompt: You build.\n    tools: [read_file, write_file, list_files, shell]\n",
+    );
+    let args = ["run", "write a and b", "--pack", "builder", "--json"];
+    let (id, runlog) = kill_when_running(&fx, &args, "llm_request", 0).await;
+    std::fs::write(&fx.config, before).expect("config without `builder`");
+    let reason = resumed_interrupted(&fx, &id).await;
+    assert!(
+        reason.contains("cannot be continued") && reason.contains("builder"),
+        "{reason}"
+    );
+    let events = read_runlog(&runlog);
+    assert_eq!(
+        events.last().expect("end")["payload"]["status"],
+        "interrupted"
     );
 }
 

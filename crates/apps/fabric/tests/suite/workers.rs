@@ -2,7 +2,7 @@
 //! enqueues, `fabric worker` processes claim runs under leases with fencing tokens, any API
 //! node follows any run. Real processes, a real PostgreSQL, the scripted model server.
 
-use fabric_test_support::{Scenario, Turn, TurnBy};
+use fabric_test_support::{Scenario, Turn, TurnBy, UsageSpec};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,8 +13,10 @@ use tokio::process::Child;
 use super::fixture::{Fixture, of_kind, read_runlog};
 use super::serve_fixture::{Options, Served};
 
+/// Five steps, each answer with fixed, distinct token counts (step `n`: `1000 (n+1)` prompt,
+/// `10 n + 1` completion), so a run's total says whether every answer was counted once.
 fn turns() -> Vec<Turn> {
-    vec![
+    let mut turns = vec![
         Turn::tool_call("write_file", json!({"path": "a.txt", "content": "A"})),
         Turn::tool_call("read_file", json!({"path": "a.txt"})),
         Turn::tool_call("write_file", json!({"path": "b.txt", "content": "B"})),
@@ -23,7 +25,26 @@ fn turns() -> Vec<Turn> {
             "finish_task",
             json!({"summary": "wrote a and b", "artifacts": ["a.txt", "b.txt"], "next_steps": [], "notes": ""}),
         ),
-    ]
+    ];
+    for (n, turn) in (0..).zip(&mut turns) {
+        turn.usage = Some(UsageSpec {
+            prompt_tokens: Some(1_000 * (n + 1)),
+            completion_tokens: Some(10 * n + 1),
+        });
+    }
+    turns
+}
+
+/// The token total of a run of [`turns`] that counted each answer once, as an
+/// uninterrupted run does (checked in `issue_10_serve_enqueues_workers_run_and_any_node_follows`).
+const TOKENS: u64 = (1_000 + 2_000 + 3_000 + 4_000 + 5_000) + (1 + 11 + 21 + 31 + 41);
+
+/// The token total a run's end recorded.
+fn tokens_of(events: &[Value]) -> u64 {
+    let end = events.last().expect("events");
+    end["payload"]["usage"]["total_tokens"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no usage in {end}"))
 }
 
 /// A fresh database on the shared test cluster, or `None` (said on stderr) without one.
@@ -62,6 +83,27 @@ fn worker(fx: &Fixture, name: &str, concurrency: u32) -> (Child, PathBuf) {
         .spawn()
         .expect("fabric worker starts");
     (child, log)
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`, `-TERM`) to a worker process.
+fn signal(child: &Child, signal: &str) {
+    let pid = child.id().expect("a running worker").to_string();
+    let sent = std::process::Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "kill {signal} {pid}");
+}
+
+/// Stops a worker with SIGTERM and waits for it to exit, successfully, within 30 s: the
+/// positive sign that nothing more can come from it.
+async fn terminate(child: &mut Child) {
+    signal(child, "-TERM");
+    let exited = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the worker stops on SIGTERM")
+        .expect("wait");
+    assert!(exited.success(), "{exited:?}");
 }
 
 fn runlog_path(root: &Path, id: &str) -> PathBuf {
@@ -147,6 +189,7 @@ async fn issue_10_serve_enqueues_workers_run_and_any_node_follows() {
         let events = read_runlog(&runlog_path(&root, id));
         assert_eq!(check_stream(&api, id).await, events.len());
         assert_eq!(of_kind(&events, "run_resumed").len(), 0);
+        assert_eq!(tokens_of(&events), TOKENS, "{id}");
     }
     // A queued run cancelled before any worker takes it never starts.
     let _ = w1.start_kill();
@@ -201,6 +244,9 @@ async fn issue_10_a_killed_worker_s_run_is_continued_by_another_after_its_lease(
     }
     assert_eq!(steps.len(), 5, "{steps:?}");
     assert!(steps.values().all(|n| *n == 1), "{steps:?}");
+    // Issue #27: the tokens of the answers the killed worker recorded are counted once, by
+    // the worker that took the run over, as in an uninterrupted run.
+    assert_eq!(tokens_of(&events), TOKENS);
     check_stream(&api, &id).await;
     // Taken over once the 2 s lease ran out, not long after.
     assert!(taken_over_in < Duration::from_secs(15), "{taken_over_in:?}");
@@ -212,6 +258,57 @@ async fn issue_10_a_killed_worker_s_run_is_continued_by_another_after_its_lease(
         )),
         "{told}"
     );
+    let _ = second.start_kill();
+}
+
+/// Issue #27: a worker stopped with SIGTERM mid-run hands its run back to the queue; with a
+/// 60 s lease, only the hand-back lets another worker continue it within seconds, as a
+/// claim (not a takeover), each answer asked for and counted once.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_27_a_worker_stopped_with_sigterm_hands_its_run_back() {
+    let Some(url) = database() else { return };
+    let mut slow = turns();
+    slow[2].delay_ms = Some(2_000);
+    let fx = fixture(slow, &url, 60).await;
+    let root = fx.workspace_root();
+    let (mut first, first_log) = worker(&fx, "first", 1);
+    let api = Served::on(fx, Options::default()).await;
+    let id = api.start_run("write a and b").await;
+    wait_for(&root, &id, "llm_request", 2).await;
+    terminate(&mut first).await;
+    let said = std::fs::read_to_string(&first_log).unwrap_or_default();
+    assert!(
+        said.contains(&format!(
+            "run {id} went back to the queue for another worker: this worker stops"
+        )),
+        "{said}"
+    );
+    let (mut second, second_log) = worker(&api.fx, "second", 1);
+    let handed_at = Instant::now();
+    assert_eq!(
+        wait_end(&api, &id, Duration::from_secs(30)).await,
+        "completed"
+    );
+    // Far within the 60 s lease: it was handed back, not taken over.
+    assert!(handed_at.elapsed() < Duration::from_secs(30));
+    let told = wait_text(&second_log, "ended completed", Duration::from_secs(10)).await;
+    assert!(
+        told.contains(&format!("claimed run {id} (engineering)")),
+        "{told}"
+    );
+    let events = read_runlog(&runlog_path(&root, &id));
+    assert_eq!(of_kind(&events, "run_resumed").len(), 1);
+    let steps: Vec<u64> = of_kind(&events, "llm_response")
+        .iter()
+        .map(|e| e["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, vec![0, 1, 2, 3, 4]);
+    assert_eq!(tokens_of(&events), TOKENS);
+    check_stream(&api, &id).await;
     let _ = second.start_kill();
 }
 
@@ -230,12 +327,7 @@ async fn issue_10_a_worker_paused_past_its_lease_writes_nothing_more_to_the_run(
     let api = Served::on(fx, Options::default()).await;
     let id = api.start_run("write a and b").await;
     wait_for(&root, &id, "llm_request", 2).await;
-    let pid = paused.id().expect("pid").to_string();
-    let stopped = std::process::Command::new("kill")
-        .args(["-STOP", &pid])
-        .status()
-        .expect("kill -STOP");
-    assert!(stopped.success());
+    signal(&paused, "-STOP");
     // Another worker takes the run over once the lease ran out, and finishes it.
     let (mut other, _) = worker(&api.fx, "other", 1);
     assert_eq!(
@@ -244,11 +336,7 @@ async fn issue_10_a_worker_paused_past_its_lease_writes_nothing_more_to_the_run(
     );
     let before = std::fs::read_to_string(runlog_path(&root, &id)).unwrap();
     // The paused worker wakes: its model answer has long arrived, and it must not be written.
-    let resumed = std::process::Command::new("kill")
-        .args(["-CONT", &pid])
-        .status()
-        .expect("kill -CONT");
-    assert!(resumed.success());
+    signal(&paused, "-CONT");
     let mut said = String::new();
     for _ in 0..100 {
         said = std::fs::read_to_string(&paused_log).unwrap_or_default();
@@ -261,7 +349,9 @@ async fn issue_10_a_worker_paused_past_its_lease_writes_nothing_more_to_the_run(
         said.contains("lost the lease") || said.contains("no longer current"),
         "the paused worker says it lost the run:\n{said}"
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Issue #27: not a fixed pause, which a slow machine outlasts, but the worker's end: once
+    // it has stopped (it holds no run to hand back), nothing more can come from it.
+    terminate(&mut paused).await;
     let after = std::fs::read_to_string(runlog_path(&root, &id)).unwrap();
     assert_eq!(before, after, "nothing more was written to the run");
     let events = read_runlog(&runlog_path(&root, &id));
@@ -271,7 +361,6 @@ async fn issue_10_a_worker_paused_past_its_lease_writes_nothing_more_to_the_run(
         .collect();
     assert_eq!(steps, vec![0, 1, 2, 3, 4]);
     assert_eq!(check_stream(&api, &id).await, events.len());
-    let _ = paused.start_kill();
     let _ = other.start_kill();
 }
 
