@@ -1,5 +1,7 @@
 //! The arithmetic of the vector index (ADR-041), free of the database: spherical k-means
-//! over unit vectors, nearest lists, and int8 codes. `vindex` keeps its results in tables.
+//! over unit vectors, nearest lists, int8 codes, a vector's stored bytes and a model's trained
+//! lists. `vindex` keeps its results in tables; a leaf that `vectors`, `vindex` and `vlists`
+//! all read (issue #28).
 
 /// Below this many vectors of a model, semantic search stays exact (a scan of a few
 /// megabytes; an index would only lose recall): `StoreOptions::vector_index_min`'s default.
@@ -9,6 +11,39 @@ const ROUNDS: usize = 8;
 /// Training vectors per list: a sample, since training on all of 100k vectors costs
 /// seconds for no better lists.
 const SAMPLE_PER_LIST: usize = 32;
+
+/// A vector as stored.
+pub(crate) fn encode(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A stored vector, or `None` when the bytes are not whole `f32`s.
+pub(crate) fn decode(bytes: &[u8]) -> Option<Vec<f32>> {
+    bytes.len().is_multiple_of(4).then(|| {
+        bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    })
+}
+
+/// A model's trained lists.
+#[derive(Debug)]
+pub(crate) struct Trained {
+    pub(crate) version: i64,
+    pub(crate) dims: usize,
+    pub(crate) lists: usize,
+    pub(crate) centroids: Vec<f32>,
+    /// Lists a query reads: calibrated at training, 0 for an index trained before that.
+    pub(crate) probes: usize,
+}
+
+impl Trained {
+    /// Lists a query reads at first.
+    pub(crate) fn probes(&self) -> usize {
+        probes_in_use(self.lists, self.probes)
+    }
+}
 
 /// The dot product, in eight lanes so the compiler vectorises it.
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {

@@ -24,6 +24,7 @@
 mod db;
 mod document;
 mod error;
+mod filters;
 mod index;
 mod ivf;
 mod ledger;

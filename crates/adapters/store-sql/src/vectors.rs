@@ -12,26 +12,11 @@ use fabric_core::{QueryEmbedding, SearchQuery, StoreError};
 use fabric_domain::RunId;
 
 use crate::db::Arg;
-use crate::ivf::normalised;
+use crate::ivf::{decode, encode, normalised};
 use crate::queries::{SUMMARY_COLUMNS, summary};
-use crate::{SqlStore, search, vindex, vlists};
+use crate::{SqlStore, filters, vindex, vlists};
 
 const GENERATION_KEY: &str = "embeddings_generation";
-
-/// A vector as stored.
-pub(crate) fn encode(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// A stored vector, or `None` when the bytes are not whole `f32`s.
-pub(crate) fn decode(bytes: &[u8]) -> Option<Vec<f32>> {
-    bytes.len().is_multiple_of(4).then(|| {
-        bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
-    })
-}
 
 /// One model's vectors, normalised, in one block.
 #[derive(Debug, Default)]
@@ -242,7 +227,8 @@ pub(crate) async fn semantic(
         .filter(|t| t.dims == embedding.vector.len());
     let Some(trained) = trained else {
         let model = model_vectors(store, &embedding.model).await?;
-        let ranked = search::filtered(store, query, model.ranked(&embedding.vector), depth).await?;
+        let ranked =
+            filters::filtered(store, query, model.ranked(&embedding.vector), depth).await?;
         return Ok(Semantic {
             ranked,
             exact: Some(model),
@@ -270,7 +256,7 @@ pub(crate) async fn semantic(
                 .iter()
                 .map(|(id, s)| (id.clone(), f64::from(*s))),
         );
-        let ranked = search::filtered(store, query, ranked, depth).await?;
+        let ranked = filters::filtered(store, query, ranked, depth).await?;
         if ranked.len() >= depth || probes >= trained.lists {
             return Ok(Semantic {
                 ranked,

@@ -20,32 +20,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::SqlStore;
 use crate::db::{Arg, Row, Tx, placeholders};
-use crate::ivf::{self, Calibration};
-use crate::vectors::{decode, encode};
+use crate::ivf::{self, Calibration, Trained, decode, encode};
 use crate::vlists;
 
 /// Vectors read per page while training (bounded memory: one page plus the sample).
 const PAGE: i64 = 2_000;
 /// Codes written per statement.
 const INSERT_ROWS: usize = 100;
-
-/// A model's trained lists.
-#[derive(Debug)]
-pub(crate) struct Trained {
-    pub(crate) version: i64,
-    pub(crate) dims: usize,
-    pub(crate) lists: usize,
-    pub(crate) centroids: Vec<f32>,
-    /// Lists a query reads: calibrated at training, 0 for an index trained before that.
-    pub(crate) probes: usize,
-}
-
-impl Trained {
-    /// Lists a query reads at first.
-    pub(crate) fn probes(&self) -> usize {
-        ivf::probes_in_use(self.lists, self.probes)
-    }
-}
 
 /// The per-store cache of trained centroids by model (checked against `version`), and the
 /// models being trained by this store.

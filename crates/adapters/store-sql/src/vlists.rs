@@ -14,8 +14,7 @@ use std::collections::HashSet;
 
 use crate::SqlStore;
 use crate::db::{Arg, Row, Tx, placeholders};
-use crate::ivf;
-use crate::vindex::Trained;
+use crate::ivf::{self, Trained};
 
 /// Most vectors in one chunk (about 200 KB at 768 dimensions).
 const CHUNK_MAX: usize = 256;

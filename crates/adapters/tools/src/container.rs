@@ -10,32 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::shell::SAFE_PATH;
-
-/// Where and how a specialist's `shell` commands run in a container.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerSettings {
-    /// The image, e.g. `docker.io/library/rust:1.95`; it must be present locally.
-    pub image: String,
-    /// Podman's `--memory` value.
-    pub memory: String,
-    /// Podman's `--pids-limit` value.
-    pub pids_limit: u32,
-    /// Podman's `--cpus` value.
-    pub cpus: String,
-}
-
-impl ContainerSettings {
-    /// Settings for `image` with the default limits (2 GiB, 256 processes, 1 CPU).
-    pub fn new(image: impl Into<String>) -> Self {
-        Self {
-            image: image.into(),
-            memory: "2g".to_owned(),
-            pids_limit: 256,
-            cpus: "1".to_owned(),
-        }
-    }
-}
+use crate::policy::{ContainerSettings, SAFE_PATH};
 
 /// The workspace's path inside the container.
 pub(crate) const CONTAINER_WORKSPACE: &str = "/workspace";

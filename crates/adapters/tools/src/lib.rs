@@ -49,10 +49,10 @@ use std::sync::Arc;
 use fabric_core::Tool;
 use fabric_core::typed::Typed;
 
-pub use container::{ContainerSettings, podman_path};
+pub use container::podman_path;
 /// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
 pub use fabric_core::{NoOsSandbox, ProcessSandbox};
-pub use policy::{DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
+pub use policy::{ContainerSettings, DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
 pub use reap::reap_leftovers;
 pub use staging::{CopyStager, MAX_STAGED_BYTES, MAX_STAGED_ENTRIES};
 pub use web::{AddressPolicy, FetchSettings, SearchProvider, WebSearchSettings};

@@ -1,4 +1,6 @@
-//! What the built-in tools may do: the shell allowlist and the size and time limits.
+//! What the built-in tools may do: the shell allowlist, the size and time limits, the
+//! container settings and the `PATH` commands see. A leaf: `shell` and `container` both read
+//! it, and it reads neither.
 
 use crate::web::{FetchSettings, WebSearchSettings};
 
@@ -31,7 +33,7 @@ pub struct ToolPolicy {
     pub protected_paths: Vec<String>,
     /// When set, `shell` runs its commands in this container through Podman instead of on
     /// the host (a specialist's `container_image`).
-    pub container: Option<crate::container::ContainerSettings>,
+    pub container: Option<ContainerSettings>,
 }
 
 impl Default for ToolPolicy {
@@ -101,5 +103,34 @@ mod tests {
             assert!(policy.allows(needed), "{needed}");
         }
         assert!(policy.allowed_commands.iter().all(|c| !c.contains('/')));
+    }
+}
+
+/// The only directories programs are looked up in: system locations, never the workspace or
+/// the fabric's own `PATH`.
+pub(crate) const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Where and how a specialist's `shell` commands run in a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSettings {
+    /// The image, e.g. `docker.io/library/rust:1.95`; it must be present locally.
+    pub image: String,
+    /// Podman's `--memory` value.
+    pub memory: String,
+    /// Podman's `--pids-limit` value.
+    pub pids_limit: u32,
+    /// Podman's `--cpus` value.
+    pub cpus: String,
+}
+
+impl ContainerSettings {
+    /// Settings for `image` with the default limits (2 GiB, 256 processes, 1 CPU).
+    pub fn new(image: impl Into<String>) -> Self {
+        Self {
+            image: image.into(),
+            memory: "2g".to_owned(),
+            pids_limit: 256,
+            cpus: "1".to_owned(),
+        }
     }
 }

@@ -32,18 +32,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::container::{ContainerGuard, ContainerSettings, podman_args, podman_path};
+use crate::container::{ContainerGuard, podman_args, podman_path};
 use crate::denial;
-use crate::policy::ToolPolicy;
+use crate::policy::{ContainerSettings, SAFE_PATH, ToolPolicy};
 use crate::text::decode;
 use fabric_core::ProcessSandbox;
 
 /// The `event_type` of a refused program.
 pub(crate) const COMMAND_NOT_ALLOWED: &str = "command_not_allowed";
-
-/// The only directories programs are looked up in: system locations, never the workspace or
-/// the fabric's own `PATH`.
-pub(crate) const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// How long to wait for a killed command's pipes to close before giving up on its output.
 /// Only a process that left the group (e.g. with `setsid`) can keep them open.

@@ -141,3 +141,129 @@ fn every_crate_root_has_a_crate_doc() {
         missing.join("\n  ")
     );
 }
+
+/// Module circles untangled by a leaf module (issue #28) must not come back. Per group, the
+/// modules (files under a crate directory) and which of them each one names (`crate::m`,
+/// `super::m`, or `m` in a `use crate::{…}` list) must form no cycle.
+const UNTANGLED: &[(&str, &[&str])] = &[
+    // `policy` holds the container settings and the `PATH`; `shell` and `container` read it.
+    ("adapters/tools/src", &["shell", "container", "policy"]),
+    // `filters` (search's conditions) and `ivf` (vector bytes, trained lists) are the leaves.
+    (
+        "adapters/store-sql/src",
+        &["search", "vectors", "vindex", "vlists", "filters", "ivf"],
+    ),
+    // `follow` is what `run` and `resume` share.
+    ("apps/fabric/src/commands", &["run", "resume", "follow"]),
+];
+
+/// The text of module `name` under `dir`: `name.rs`, or every file under `name/`.
+fn module_text(dir: &std::path::Path, name: &str) -> String {
+    let file = dir.join(format!("{name}.rs"));
+    if file.is_file() {
+        return std::fs::read_to_string(file).unwrap();
+    }
+    let mut text = String::new();
+    let mut stack = vec![dir.join(name)];
+    while let Some(path) = stack.pop() {
+        for entry in std::fs::read_dir(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                text.push_str(&std::fs::read_to_string(path).unwrap());
+            }
+        }
+    }
+    text
+}
+
+/// Whether `text` names the sibling module `other`.
+fn names_module(text: &str, other: &str) -> bool {
+    let word = |s: &str| {
+        s.chars()
+            .next()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+    };
+    for prefix in ["crate::", "super::"] {
+        let needle = format!("{prefix}{other}");
+        if text
+            .match_indices(&needle)
+            .any(|(at, _)| word(&text[at + needle.len()..]))
+        {
+            return true;
+        }
+    }
+    // `use crate::{SqlStore, filters, vindex};`
+    text.match_indices("use crate::{").any(|(at, found)| {
+        let list = &text[at + found.len()..];
+        let list = &list[..list.find('}').unwrap_or(list.len())];
+        list.split(',').any(|item| {
+            let item = item.trim();
+            item == other
+                || item.starts_with(&format!("{other}::"))
+                || item == format!("{other}::*")
+        })
+    })
+}
+
+#[test]
+fn issue_28_untangled_module_circles_stay_untangled() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for (dir, modules) in UNTANGLED {
+        let dir = crates.join(dir);
+        let texts: Vec<String> = modules.iter().map(|m| module_text(&dir, m)).collect();
+        let edges: Vec<Vec<usize>> = texts
+            .iter()
+            .enumerate()
+            .map(|(from, text)| {
+                (0..modules.len())
+                    .filter(|&to| to != from && names_module(text, modules[to]))
+                    .collect()
+            })
+            .collect();
+        // Not vacuous: the leaves are read by someone.
+        assert!(
+            edges.iter().any(|e| !e.is_empty()),
+            "no module of {} names another: the check reads nothing",
+            dir.display()
+        );
+        // Depth-first search for a cycle, reported as its path.
+        fn visit(
+            node: usize,
+            edges: &[Vec<usize>],
+            path: &mut Vec<usize>,
+            done: &mut [bool],
+        ) -> Option<Vec<usize>> {
+            if let Some(at) = path.iter().position(|&n| n == node) {
+                let mut cycle = path[at..].to_vec();
+                cycle.push(node);
+                return Some(cycle);
+            }
+            if done[node] {
+                return None;
+            }
+            path.push(node);
+            for &next in &edges[node] {
+                if let Some(cycle) = visit(next, edges, path, done) {
+                    return Some(cycle);
+                }
+            }
+            path.pop();
+            done[node] = true;
+            None
+        }
+        let mut done = vec![false; modules.len()];
+        for start in 0..modules.len() {
+            if let Some(cycle) = visit(start, &edges, &mut Vec::new(), &mut done) {
+                let names: Vec<&str> = cycle.iter().map(|&i| modules[i]).collect();
+                panic!(
+                    "a module circle came back in {}: {} (move what they share to a leaf module)",
+                    dir.display(),
+                    names.join(" -> ")
+                );
+            }
+        }
+    }
+}

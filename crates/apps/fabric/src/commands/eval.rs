@@ -175,7 +175,7 @@ pub(crate) async fn eval(cli: &Cli, args: &EvalArgs) -> anyhow::Result<u8> {
         }
         reports.push(summarise(key, attempts));
     }
-    service.shutdown(super::run::EMBED_GRACE).await;
+    service.shutdown(super::follow::EMBED_GRACE).await;
     let report = serde_json::json!({"suite": suite_name, "repeat": args.repeat.max(1), "model_keys": reports});
     let saved = save_report(&settings.workspace, &suite_name, &report);
     if args.json {

@@ -4,6 +4,7 @@ mod catalog;
 mod config;
 mod doctor;
 mod eval;
+mod follow;
 mod logs;
 mod mcp;
 mod mock_llm;

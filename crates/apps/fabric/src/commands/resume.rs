@@ -6,7 +6,7 @@ use fabric_core::service::{RunService, ServiceConfig, ServiceError, Submission};
 use fabric_domain::RunId;
 use std::time::{Duration, Instant};
 
-use super::run::{EMBED_GRACE, follow, observer_for};
+use super::follow::{EMBED_GRACE, follow, observer_for};
 use crate::cli::{Cli, ResumeArgs};
 use crate::errors::UsageError;
 use crate::wiring;

@@ -1,0 +1,94 @@
+//! Following a run at the terminal, shared by `fabric run` and `fabric resume` (a leaf, so
+//! neither command imports the other): who renders its events, the wait for Ctrl-C or
+//! SIGTERM, and the result printed at its end.
+
+use fabric_core::service::{RunHandle, RunService};
+use fabric_core::{NoopObserver, RunObserver};
+use fabric_domain::RunStatus;
+use std::sync::Arc;
+
+use crate::render::{HumanRenderer, JsonLinesRenderer};
+
+/// How long `fabric run` waits, after printing the result, for the run to be embedded.
+pub(super) const EMBED_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Who watches a run at the terminal: the human renderer, every event as JSONL
+/// (`--json --stream`), or nobody (`--json`: only the result is printed).
+pub(super) fn observer_for(json: bool, stream: bool) -> Arc<dyn RunObserver> {
+    match (json, stream) {
+        (true, true) => Arc::new(JsonLinesRenderer),
+        (true, false) => Arc::new(NoopObserver),
+        (false, _) => Arc::new(HumanRenderer::new()),
+    }
+}
+
+/// Follows one submitted run to its end, cancelling it on Ctrl-C or SIGTERM, and prints its
+/// result; returns the exit code of its status.
+pub(super) async fn follow(
+    service: &RunService,
+    mut handle: RunHandle,
+    json: bool,
+) -> anyhow::Result<u8> {
+    // Ctrl-C or SIGTERM cancels the run by id, during preparation too.
+    let watcher = tokio::spawn(cancel_on_signal(service.clone(), handle.id().clone()));
+    let prepared = handle.prepared().await;
+    if let Err(error) = prepared {
+        watcher.abort();
+        return Err(error.into());
+    }
+    let outcome = handle.outcome().await;
+    watcher.abort();
+    let outcome = outcome?;
+
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&service.result_object(&outcome))?
+        );
+    } else if outcome.status.has_result() {
+        println!("{}", serde_json::to_string_pretty(&outcome.payload)?);
+        if outcome.status == RunStatus::Partial {
+            eprintln!(
+                "note: part of the task force failed: {}",
+                outcome.reason.as_deref().unwrap_or("no reason recorded")
+            );
+        }
+        if outcome.status == RunStatus::CompletedWithoutFinish {
+            eprintln!(
+                "note: the model never called finish_task; the result was built from its last reply"
+            );
+        }
+    } else {
+        eprintln!(
+            "run {} ended {}: {}",
+            outcome.run_id,
+            outcome.status,
+            outcome.reason.as_deref().unwrap_or("no reason recorded")
+        );
+        eprintln!("see `fabric logs show {}`", outcome.run_id);
+    }
+    Ok(outcome.status.exit_code())
+}
+
+/// The first Ctrl-C or SIGTERM cancels the run, which then ends cleanly (children killed,
+/// runlog closed with `run_failed`); a second one exits at once.
+async fn cancel_on_signal(service: RunService, id: fabric_domain::RunId) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        tracing::warn!("cannot listen for SIGTERM; only Ctrl-C cancels the run");
+        let _ = tokio::signal::ctrl_c().await;
+        service.cancel(&id);
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    eprintln!("\ncancelling the run (press Ctrl-C again to exit at once)");
+    service.cancel(&id);
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    std::process::exit(130);
+}
