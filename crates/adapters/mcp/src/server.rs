@@ -237,9 +237,17 @@ impl ServerHandler for FabricMcpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools: Vec<Value> = self.tools.iter().map(ToolSpec::mcp_definition).collect();
-        serde_json::from_value(json!({"tools": tools}))
-            .map_err(|e| ErrorData::internal_error(format!("tool list: {e}"), None))
+        let tools = self
+            .tools
+            .iter()
+            .map(|t| serde_json::from_value(t.mcp_definition()))
+            .collect::<Result<Vec<rmcp::model::Tool>, _>>()
+            .map_err(|e| ErrorData::internal_error(format!("tool list: {e}"), None))?;
+        // Through the constructor, which sets `resultType: "complete"`: the 2026-07-28
+        // revision requires it, and rmcp strips it for clients of older ones. Built from raw
+        // JSON it was missing, and the Python SDK's default client refused every list (issue
+        // #29).
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(

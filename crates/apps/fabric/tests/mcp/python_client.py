@@ -3,6 +3,10 @@
 usage: python_client.py stdio FABRIC_BIN CONFIG WORKSPACE
        python_client.py http URL TOKEN
 
+`stdio-default` and `http-default` take the same arguments and connect the way the SDK does by
+default (`Client(...)`: it probes `server/discover` and speaks the newest revision both sides
+know, 2026-07-28); `stdio` and `http` use the legacy `initialize` handshake (issue #29).
+
 Lists the tools, calls list_specialists, run_task (collecting progress notifications),
 get_run, search_runs and run_stats, and prints one JSON object with what it saw, for the Rust
 test to check.
@@ -11,12 +15,11 @@ import asyncio
 import json
 import sys
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 
-async def exercise(session):
-    await session.initialize()
+async def exercise(session, version):
     tools = await session.list_tools()
     specialists = await session.call_tool("list_specialists", {})
     progress = []
@@ -36,6 +39,7 @@ async def exercise(session):
     bad_search = await session.call_tool("search_runs", {"query": "x", "limit": 99})
     bad = await session.call_tool("run_task", {"prompt": 7})
     return {
+        "protocol_version": version,
         "tools": [
             {"name": t.name, "inputSchema": t.input_schema, "description": t.description}
             for t in tools.tools
@@ -53,26 +57,35 @@ async def exercise(session):
     }
 
 
+async def legacy(transport):
+    async with transport as streams:
+        read, write = streams[0], streams[1]
+        async with ClientSession(read, write) as session:
+            result = await session.initialize()
+            return await exercise(session, result.protocol_version)
+
+
+async def default(server):
+    async with Client(server) as client:
+        return await exercise(client, client.protocol_version)
+
+
 async def main():
     mode = sys.argv[1]
-    if mode == "stdio":
+    if mode.startswith("stdio"):
         fabric, config, workspace = sys.argv[2:5]
         params = StdioServerParameters(
             command=fabric, args=["mcp", "--config", config, "--workspace", workspace]
         )
-        async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
-                out = await exercise(session)
+        out = await (default(params) if mode == "stdio-default" else legacy(stdio_client(params)))
     else:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
         url, token = sys.argv[2:4]
         client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
-        async with streamable_http_client(url, http_client=client) as streams:
-            read, write = streams[0], streams[1]
-            async with ClientSession(read, write) as session:
-                out = await exercise(session)
+        transport = streamable_http_client(url, http_client=client)
+        out = await (default(transport) if mode == "http-default" else legacy(transport))
     print(json.dumps(out))
 
 

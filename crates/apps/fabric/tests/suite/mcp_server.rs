@@ -123,18 +123,35 @@ fn check(seen: &Value) {
 )]
 #[tokio::test]
 async fn a_python_mcp_client_runs_a_task_over_stdio() {
+    over_stdio("stdio", "2025-11-25").await;
+}
+
+/// Issue #29: the SDK's default client (`Client(...)`, which negotiates 2026-07-28) refused
+/// every tool list, `resultType` missing from it.
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_29_the_python_sdks_default_client_runs_a_task_over_stdio() {
+    over_stdio("stdio-default", "2026-07-28").await;
+}
+
+/// The Python client in `mode` over `fabric mcp`, expecting the revision `version`.
+async fn over_stdio(mode: &str, version: &str) {
     let Some(python) = python() else { return };
     let fx = Fixture::new(turns()).await;
     let seen = drive(
         &python,
         &[
-            "stdio".into(),
+            mode.into(),
             env!("CARGO_BIN_EXE_fabric").into(),
             fx.config.display().to_string(),
             fx.workspace_root().display().to_string(),
         ],
     )
     .await;
+    assert_eq!(seen["protocol_version"], version);
     check(&seen);
     let run_id = seen["run"]["_meta"]["run_id"].as_str().unwrap_or_default();
     let file = fx
@@ -151,6 +168,22 @@ async fn a_python_mcp_client_runs_a_task_over_stdio() {
 )]
 #[tokio::test]
 async fn a_python_mcp_client_runs_a_task_over_http_with_the_token() {
+    over_http("http", "2025-11-25").await;
+}
+
+/// Issue #29: as over stdio, the SDK's default client on `/mcp`.
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_29_the_python_sdks_default_client_runs_a_task_over_http() {
+    over_http("http-default", "2026-07-28").await;
+}
+
+/// The Python client in `mode` over `/mcp` of `fabric serve`, expecting the revision
+/// `version`; then `/mcp` without the token.
+async fn over_http(mode: &str, version: &str) {
     let Some(python) = python() else { return };
     let served = Served::with(
         Scenario::new(turns()),
@@ -161,7 +194,8 @@ async fn a_python_mcp_client_runs_a_task_over_http_with_the_token() {
     )
     .await;
     let url = format!("{}/mcp", served.base);
-    let seen = drive(&python, &["http".into(), url.clone(), TOKEN.into()]).await;
+    let seen = drive(&python, &[mode.into(), url.clone(), TOKEN.into()]).await;
+    assert_eq!(seen["protocol_version"], version);
     check(&seen);
     // Without the token, /mcp is refused like every other protected endpoint.
     let refused = reqwest::Client::new()
