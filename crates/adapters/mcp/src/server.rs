@@ -297,6 +297,16 @@ pub async fn serve_stdio(server: FabricMcpServer) -> Result<(), String> {
     Ok(())
 }
 
+/// The browser origins `/mcp` accepts: pages served from this machine, on any port.
+pub(crate) const LOCAL_ORIGINS: &[&str] = &[
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
 /// The streamable HTTP service of `server`, to mount at `/mcp`; `cancel` ends its streams
 /// at shutdown. rmcp accepts only loopback `Host` headers by default (DNS-rebinding
 /// protection); `any_host` lifts that for a server bound to another address, which the
@@ -309,7 +319,12 @@ pub fn http_service(
     FabricMcpServer,
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
 > {
-    let mut config = rmcp::transport::StreamableHttpServerConfig::default();
+    // A browser's `Origin` must be a page on this machine (the MCP Inspector, a local app):
+    // the 2025-11-25 revision requires 403 for any other, so a page elsewhere cannot drive
+    // the server through a user's browser. Clients that are not browsers send none and pass.
+    let mut config = rmcp::transport::StreamableHttpServerConfig::default()
+        .with_allowed_origins(LOCAL_ORIGINS.iter().copied())
+        .enforce_origin_validation();
     if any_host {
         config = config.disable_allowed_hosts();
     }

@@ -185,6 +185,16 @@ async fn issue_29_the_python_sdks_default_client_runs_a_task_over_http() {
 /// `version`; then `/mcp` without the token.
 async fn over_http(mode: &str, version: &str) {
     let Some(python) = python() else { return };
+    let (_served, url) = served_mcp().await;
+    let seen = drive(&python, &[mode.into(), url.clone(), TOKEN.into()]).await;
+    assert_eq!(seen["protocol_version"], version);
+    check(&seen);
+    // Without the token, /mcp is refused like every other protected endpoint.
+    assert_eq!(initialize(&url, None, None).await, 401);
+}
+
+/// `fabric serve` with the token, and its `/mcp` URL.
+async fn served_mcp() -> (Served, String) {
     let served = Served::with(
         Scenario::new(turns()),
         Options {
@@ -194,17 +204,33 @@ async fn over_http(mode: &str, version: &str) {
     )
     .await;
     let url = format!("{}/mcp", served.base);
-    let seen = drive(&python, &[mode.into(), url.clone(), TOKEN.into()]).await;
-    assert_eq!(seen["protocol_version"], version);
-    check(&seen);
-    // Without the token, /mcp is refused like every other protected endpoint.
-    let refused = reqwest::Client::new()
-        .post(&url)
+    (served, url)
+}
+
+/// The HTTP status of an `initialize` POST to `url`, with the token and `Origin` given.
+async fn initialize(url: &str, token: Option<&str>, origin: Option<&str>) -> u16 {
+    let mut request = reqwest::Client::new()
+        .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(refused.status(), 401);
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(origin) = origin {
+        request = request.header("origin", origin);
+    }
+    request.send().await.expect("request").status().as_u16()
+}
+
+/// Issue #29: a browser page from elsewhere is refused with 403 (the 2025-11-25 revision's
+/// DNS-rebinding rule), even with the token; a page on this machine and a client that sends
+/// no `Origin` are served.
+#[tokio::test]
+async fn issue_29_mcp_refuses_a_browser_origin_from_elsewhere() {
+    let (_served, url) = served_mcp().await;
+    let with = |origin| initialize(&url, Some(TOKEN), origin);
+    assert_eq!(with(Some("http://evil.example")).await, 403);
+    assert_eq!(with(Some("http://localhost:6274")).await, 200);
+    assert_eq!(with(None).await, 200);
 }
