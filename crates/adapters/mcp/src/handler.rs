@@ -12,6 +12,18 @@ pub(crate) struct Handler {
 }
 
 impl ClientHandler for Handler {
+    /// Who we are to the server: the fabric by its name and version (rmcp's default names
+    /// rmcp), asking in the `initialize` handshake for its newest revision, 2025-11-25
+    /// (2026-07-28 has no `initialize`; issue #29).
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut info = rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("agent-fabric", env!("CARGO_PKG_VERSION")),
+        );
+        info.protocol_version = rmcp::model::ProtocolVersion::V_2025_11_25;
+        info
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         // Full means a relisting is already pending, which will see this change too.
         let _ = self.tools_changed.try_send(());

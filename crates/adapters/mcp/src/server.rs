@@ -250,6 +250,49 @@ impl ServerHandler for FabricMcpServer {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
+    // Issue #29: rmcp answers these with empty lists by default, for capabilities this
+    // server never declares; a client then believes there are none rather than that they
+    // are not offered. "Method not found" says what is true.
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        Err(ErrorData::method_not_found::<
+            rmcp::model::ListPromptsRequestMethod,
+        >())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        Err(ErrorData::method_not_found::<
+            rmcp::model::ListResourcesRequestMethod,
+        >())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        Err(ErrorData::method_not_found::<
+            rmcp::model::ListResourceTemplatesRequestMethod,
+        >())
+    }
+
+    async fn complete(
+        &self,
+        _request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        Err(ErrorData::method_not_found::<
+            rmcp::model::CompleteRequestMethod,
+        >())
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,

@@ -382,6 +382,19 @@ async fn a_crash_mid_call_is_a_tool_error_and_the_tools_go() {
     source.start(&ctx).await.unwrap_or_else(|e| panic!("{e}"));
     wait_for_tools(&source, 2).await;
 
+    // Issue #29: the fabric introduces itself by its own name and version (not as
+    // `rmcp`), and asks, in an `initialize`, for the newest revision that has one.
+    let hello = call(&source, "mcp__crashy__hello", json!({}), &ctx)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let text = hello.to_string();
+    assert!(
+        text.contains(r#"\"name\":\"agent-fabric\""#)
+            && text.contains(&format!(r#"\"version\":\"{}\""#, env!("CARGO_PKG_VERSION")))
+            && text.contains(r#"\"protocolVersion\":\"2025-11-25\""#),
+        "{text}"
+    );
+
     let hung = call(&source, "mcp__crashy__hang", json!({}), &ctx).await;
     assert!(
         matches!(&hung, Err(ToolError::Failed(m)) if m.contains("did not answer within 1 s")),

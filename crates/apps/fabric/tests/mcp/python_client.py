@@ -38,7 +38,16 @@ async def exercise(session, version):
     stats = await session.call_tool("run_stats", {"by": "tool"})
     bad_search = await session.call_tool("search_runs", {"query": "x", "limit": 99})
     bad = await session.call_tool("run_task", {"prompt": 7})
+    # Capabilities the server does not declare are "method not found", not empty lists.
+    undeclared = {}
+    for name in ["list_prompts", "list_resources", "list_resource_templates"]:
+        try:
+            await getattr(session, name)()
+            undeclared[name] = "answered"
+        except Exception as e:  # the SDK's MCPError carries the JSON-RPC error
+            undeclared[name] = getattr(getattr(e, "error", None), "code", repr(e))
     return {
+        "undeclared": undeclared,
         "protocol_version": version,
         "tools": [
             {"name": t.name, "inputSchema": t.input_schema, "description": t.description}
