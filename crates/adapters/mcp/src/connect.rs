@@ -8,6 +8,7 @@
 use fabric_domain::{McpServerSpec, McpTransport};
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::service::RunningService;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
@@ -108,7 +109,7 @@ pub(crate) async fn connect(
             // The guard is created before the handshake, so a failed or abandoned handshake
             // still kills the group.
             let service = handler
-                .serve(process)
+                .serve_with_lifecycle(process, lifecycle())
                 .await
                 .map_err(|e| McpError::Initialize {
                     server: spec.name.clone(),
@@ -169,7 +170,7 @@ pub(crate) async fn connect(
             let transport =
                 StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
             let service = handler
-                .serve(transport)
+                .serve_with_lifecycle(transport, lifecycle())
                 .await
                 .map_err(|e| McpError::Initialize {
                     server: spec.name.clone(),
@@ -210,4 +211,15 @@ fn header_pairs(
         pairs.push((reqwest::header::AUTHORIZATION, value));
     }
     Ok(pairs)
+}
+
+/// How the fabric opens a connection (issue #29): it asks `server/discover` first and speaks
+/// 2026-07-28 with a server that answers it, and falls back to the `initialize` handshake
+/// (2025-11-25) with one that does not, as the Python SDK's default client does. The legacy
+/// HTTP+SSE transport keeps the handshake only (its servers predate discovery).
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(rmcp::model::ProtocolVersion::V_2025_11_25),
+    }
 }

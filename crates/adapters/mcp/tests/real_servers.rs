@@ -426,6 +426,35 @@ async fn a_crash_mid_call_is_a_tool_error_and_the_tools_go() {
     assert_no_process_left(&marker).await;
 }
 
+/// Issue #29: a server that speaks only the 2026-07-28 revision (no `initialize`) is reached:
+/// the fabric asks `server/discover` first, and every request then carries the revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_29_a_server_that_speaks_only_2026_07_28_is_reached() {
+    let marker = marker();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/modern_server.js");
+    let server = stdio(
+        "modern",
+        "node",
+        vec![script.display().to_string(), marker.clone()],
+    );
+    let source = McpTools::new(&specialist(vec![server], &[]));
+    let ctx = ctx(dir.path());
+    source.start(&ctx).await.unwrap_or_else(|e| panic!("{e}"));
+    wait_for_tools(&source, 1).await;
+    let hello = call(&source, "mcp__modern__hello", json!({}), &ctx)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let text = hello.to_string();
+    assert!(
+        text.contains(r#"\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\""#)
+            && text.contains(r#"\"initializeSeen\":false"#),
+        "{text}"
+    );
+    drop(source);
+    assert_no_process_left(&marker).await;
+}
+
 #[test]
 fn a_panic_in_the_run_still_kills_the_server() {
     let marker = marker();
