@@ -5,7 +5,8 @@ use fabric_domain::{Message, RunStatus, Usage, runlog};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use super::{MAX_LLM_CONTENT_IN_RUNLOG_CHARS, ModelParams};
+use super::MAX_LLM_CONTENT_IN_RUNLOG_CHARS;
+use crate::params::ModelParams;
 use crate::ports::{ChatClient, ChatRequest, StoreError, ToolContext, ToolDefinitions};
 use crate::recorder::{Recorder, truncate};
 

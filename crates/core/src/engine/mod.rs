@@ -10,9 +10,10 @@ use fabric_domain::{FINISH_TOOL, Message, RunStatus, SpecialistSpec, Usage, runl
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 
+use crate::fallback::record_fallback;
 use crate::gate::Passage;
-use crate::history::{RecordedOutcome, RecordedStep};
 use crate::ports::{ChatClient, StoreError, ToolContext, ToolError, ToolSource};
+use crate::recorded::{RecordedOutcome, RecordedStep};
 use crate::recorder::{Recorder, truncate};
 
 mod ask;
@@ -28,97 +29,18 @@ use calls::{
 use repeats::{Repeats, Verdict};
 use window::fit_window;
 
+// The loop's inputs and outputs, defined in leaf modules so the gate and the runlog's reader
+// share them without importing the loop; named here, where callers meet them.
+pub use crate::fallback::{Fallback, FallbackPolicy};
+pub use crate::outcome::LoopOutcome;
+pub use crate::params::ModelParams;
+
 /// Most characters of a tool result sent to the model and written to the runlog.
 pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
 /// Most characters of model text written to the runlog per response.
 pub const MAX_LLM_CONTENT_IN_RUNLOG_CHARS: usize = 2_000;
 /// Plain-text replies in a row answered with a corrective message before giving up.
 pub const MAX_CORRECTIVE_REPROMPTS: u32 = 1;
-
-/// The model and how to sample it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelParams {
-    /// The model name on the server.
-    pub name: String,
-    /// Sampling temperature.
-    pub temperature: Option<f32>,
-    /// Nucleus sampling.
-    pub top_p: Option<f32>,
-    /// Upper bound of generated tokens per call.
-    pub max_tokens: Option<u32>,
-    /// Stream responses.
-    pub stream: bool,
-    /// What its tokens cost, when the config says (`price_per_mtok`).
-    pub price: Option<crate::budget::Price>,
-    /// Recover tool calls its server handed back as text (`tool_call_repair`;
-    /// [`crate::repair`]).
-    pub tool_call_repair: bool,
-    /// Its context window in tokens, when known: the conversation is compacted to fit it
-    /// ([`crate::context`]).
-    pub context_window: Option<u32>,
-    /// Left-out turns are summarised by the model (`context_compaction: summarize`) rather
-    /// than listed.
-    pub summarize_compaction: bool,
-}
-
-/// How one specialist's loop ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LoopOutcome {
-    /// The typed status.
-    pub status: RunStatus,
-    /// The finish payload (or the fallback payload); `null` when the loop failed.
-    pub payload: Value,
-    /// Model calls made.
-    pub steps: u32,
-    /// Tokens used.
-    pub usage: Usage,
-    /// Why it failed, for statuses other than `completed`.
-    pub reason: Option<String>,
-}
-
-/// A stronger model a step goes to when the local one fails in a way it may fix (seed 000
-/// ADR-008: by quality, never by a connection failure), up to a number of times per run.
-pub struct Fallback<'a> {
-    /// Its client.
-    pub chat: &'a dyn ChatClient,
-    /// Its model.
-    pub model: &'a ModelParams,
-    /// Its model key, for the runlog.
-    pub model_key: &'a str,
-    /// When steps go to it.
-    pub policy: FallbackPolicy,
-    /// The budget of the run's whole tree, which counts the fallbacks its runs take
-    /// (members, critics and delegated children together).
-    pub tree: &'a crate::budget::RunBudget,
-}
-
-/// When a run's steps go to the cloud model, and how often (config `cloud_fallback`), as
-/// every layer from the preparer to the loop carries it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FallbackPolicy {
-    /// Fall back when the local model answers without a tool call.
-    pub no_tool_calls: bool,
-    /// Fall back when the local model sent invalid arguments two steps in a row (the
-    /// corrective error message did not help).
-    pub malformed_args: bool,
-    /// Fall back (for the repair) when the critic rejected the work.
-    pub critic_rejected: bool,
-    /// Most fallbacks in one run's tree: its members, its critic's reviews and the runs
-    /// it delegates to, together.
-    pub max_per_run: u32,
-}
-
-impl Fallback<'_> {
-    /// Takes one fallback from the tree's allowance, when the cloud model may be asked
-    /// (its daily budget is not spent).
-    pub(crate) fn take(&self) -> bool {
-        if let Some(why) = self.chat.unavailable() {
-            tracing::debug!(model_key = self.model_key, "no cloud fallback: {why}");
-            return false;
-        }
-        self.tree.take_fallback(self.policy.max_per_run)
-    }
-}
 
 /// What the loop needs besides the model and the tools.
 pub struct LoopInput<'a> {
@@ -169,7 +91,7 @@ pub(crate) async fn run_loop(
             } else {
                 RunStatus::Failed
             };
-            Ok(failed(status, reason, 0, Usage::default()))
+            Ok(LoopOutcome::failed(status, reason, 0, Usage::default()))
         }
     };
     // What the tool source noticed during the last step still belongs in the runlog.
@@ -216,7 +138,7 @@ async fn run_steps(
             &specialist.finish_schema,
         ),
         Err(e) => {
-            return Ok(failed(
+            return Ok(LoopOutcome::failed(
                 RunStatus::Failed,
                 e.to_string(),
                 0,
@@ -251,7 +173,12 @@ async fn run_steps(
         let definitions = &catalogue.definitions;
         // Every model call is paid from the budget the whole delegation tree shares.
         if let Err(reason) = ctx.lineage.budget.take_step() {
-            return Ok(failed(RunStatus::BudgetExceeded, reason, step, usage));
+            return Ok(LoopOutcome::failed(
+                RunStatus::BudgetExceeded,
+                reason,
+                step,
+                usage,
+            ));
         }
         // The conversation must fit the model's window; compacting is deterministic, so a
         // replayed step compacts as the live one did (and records nothing again).
@@ -272,7 +199,7 @@ async fn run_steps(
         )
         .await?
         {
-            return Ok(failed(
+            return Ok(LoopOutcome::failed(
                 RunStatus::ContextWindowExceeded,
                 reason,
                 step,
@@ -325,7 +252,7 @@ async fn run_steps(
                         if let Some(u) = spent {
                             usage.add(u);
                         }
-                        return Ok(failed(status, reason, step, usage));
+                        return Ok(LoopOutcome::failed(status, reason, step, usage));
                     }
                 }
             }
@@ -381,7 +308,7 @@ async fn run_steps(
                         if let Some(u) = spent {
                             usage.add(u);
                         }
-                        return Ok(failed(status, reason, step, usage));
+                        return Ok(LoopOutcome::failed(status, reason, step, usage));
                     }
                 }
             }
@@ -465,7 +392,7 @@ async fn run_steps(
                 attempted_work |= known;
                 let text = match settled {
                     RecordedOutcome::Result(payload) if call.name == FINISH_TOOL => {
-                        return Ok(completed(payload, step + 1, usage));
+                        return Ok(LoopOutcome::completed(payload, step + 1, usage));
                     }
                     RecordedOutcome::Result(result) => render_result(&result),
                     RecordedOutcome::Error(message) => json!({"error": message}).to_string(),
@@ -485,7 +412,12 @@ async fn run_steps(
                 let shown = shown_args(call, &args);
                 record_loop(rec, step, call, shown, repeated, action, message).await?;
                 if let Verdict::Stop(reason) = verdict {
-                    return Ok(failed(RunStatus::Stalled, reason, step + 1, usage));
+                    return Ok(LoopOutcome::failed(
+                        RunStatus::Stalled,
+                        reason,
+                        step + 1,
+                        usage,
+                    ));
                 }
                 Err(ToolError::Failed(message.to_owned()))
             } else if let Some(resumed) = match (in_flight, catalogue.tool(&call.name), &args) {
@@ -507,11 +439,11 @@ async fn run_steps(
                 tokio::select! {
                     biased;
                     () = ctx.cancel.cancelled() => {
-                        return Ok(failed(RunStatus::Cancelled, "the run was cancelled".into(), step + 1, usage));
+                        return Ok(LoopOutcome::failed(RunStatus::Cancelled, "the run was cancelled".into(), step + 1, usage));
                     }
                     () = until(ctx.lineage.budget.deadline()) => {
                         let reason = ctx.lineage.budget.time_reason(&format!("the tool `{}`", call.name));
-                        return Ok(failed(RunStatus::BudgetExceeded, reason, step + 1, usage));
+                        return Ok(LoopOutcome::failed(RunStatus::BudgetExceeded, reason, step + 1, usage));
                     }
                     outcome = dispatch(call, args, &catalogue, attempted_work, ctx) => outcome,
                 }
@@ -527,7 +459,7 @@ async fn run_steps(
                         match g.pass(&payload, ctx, rec, step).await? {
                             Passage::Complete => {}
                             Passage::End(status, reason) => {
-                                return Ok(failed(status, reason, step + 1, usage));
+                                return Ok(LoopOutcome::failed(status, reason, step + 1, usage));
                             }
                             Passage::Repair(message) => {
                                 rec.record(
@@ -562,7 +494,7 @@ async fn run_steps(
                     if let Some(g) = &gate {
                         g.discard().await;
                     }
-                    return Ok(completed(payload, step + 1, usage));
+                    return Ok(LoopOutcome::completed(payload, step + 1, usage));
                 }
                 Ok(Dispatch::Done(result)) => {
                     let text = truncate(&render_result(&result), MAX_TOOL_RESULT_CHARS);
@@ -622,7 +554,7 @@ async fn run_steps(
         }
         invalid_streak = if invalid_here { invalid_streak + 1 } else { 0 };
     }
-    Ok(failed(
+    Ok(LoopOutcome::failed(
         RunStatus::MaxStepsExceeded,
         format!(
             "reached max_steps ({max_steps}) without finish_task; raise it with `--max-steps` or `max_steps` in the config, or simplify the task"
@@ -736,26 +668,6 @@ fn repairing_on_cloud(gate: &Option<crate::gate::GateState<'_>>) -> bool {
     gate.as_ref().is_some_and(|g| g.repair_on_cloud)
 }
 
-/// Records that a step goes to the cloud model, and why.
-pub(crate) async fn record_fallback(
-    rec: Recorder<'_>,
-    step: u32,
-    reason: &str,
-    local: &ModelParams,
-    fallback: &Fallback<'_>,
-) -> Result<(), StoreError> {
-    rec.record(
-        Some(step),
-        &runlog::CloudFallback {
-            reason: reason.to_owned(),
-            local_model: local.name.clone(),
-            cloud_model: fallback.model.name.clone(),
-            cloud_model_key: fallback.model_key.to_owned(),
-        },
-    )
-    .await
-}
-
 /// Whether the tool a call names only reads, by its contract (`finish_task` only checks its
 /// payload); an unknown tool does not.
 fn reads_only(catalogue: &Catalogue<'_>, name: &str) -> bool {
@@ -763,25 +675,4 @@ fn reads_only(catalogue: &Catalogue<'_>, name: &str) -> bool {
         || catalogue
             .tool(name)
             .is_some_and(|t| t.spec().annotations.read_only)
-}
-
-/// An accepted `finish_task`.
-fn completed(payload: Value, steps: u32, usage: Usage) -> LoopOutcome {
-    LoopOutcome {
-        status: RunStatus::Completed,
-        payload,
-        steps,
-        usage,
-        reason: None,
-    }
-}
-
-fn failed(status: RunStatus, reason: String, steps: u32, usage: Usage) -> LoopOutcome {
-    LoopOutcome {
-        status,
-        payload: Value::Null,
-        steps,
-        usage,
-        reason: Some(reason),
-    }
 }

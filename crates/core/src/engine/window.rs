@@ -3,7 +3,7 @@
 
 use fabric_domain::{Message, Usage, runlog};
 
-use super::ModelParams;
+use crate::params::ModelParams;
 use crate::ports::{ChatClient, ChatRequest, StoreError, ToolContext, ToolDefinitions};
 use crate::recorder::Recorder;
 

@@ -10,7 +10,8 @@
 //!
 //! Only dependencies that ship count (normal and build); dev-dependencies are free, so adapters
 //! can test against `fabric-test-support`. It also checks that each crate root opens with a
-//! `//!` crate doc.
+//! `//!` crate doc, and that the core's loop, quality gate and runlog reader do not import each
+//! other in a circle again (issue #28): what they share lives in leaf modules.
 
 // Helpers outside #[test] functions panic too: in a test, a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -139,5 +140,88 @@ fn every_crate_root_has_a_crate_doc() {
         missing.is_empty(),
         "crate roots that do not start with a `//!` crate doc:\n  {}",
         missing.join("\n  ")
+    );
+}
+
+/// Modules of `fabric-core` (paths under `crates/core/src`) and the core modules each must not
+/// import, with the reason: the loop uses the gate and replays recorded steps; the gate and the
+/// runlog's reader never reach back into the loop, and the leaves they share reach none of them.
+const CORE_FORBIDDEN: &[(&str, &[&str], &str)] = &[
+    (
+        "gate.rs",
+        &["engine", "history"],
+        "the gate takes the model and fallback from the leaves `params` and `fallback`",
+    ),
+    (
+        "history.rs",
+        &["engine", "gate"],
+        "the runlog's reader builds `LoopOutcome` and `RecordedStep` from the leaves `outcome` and `recorded`",
+    ),
+    (
+        "engine",
+        &["history"],
+        "the loop replays `RecordedStep` from the leaf `recorded`",
+    ),
+];
+
+/// The leaves those modules share (`ModelParams`, the cloud fallback, `LoopOutcome`,
+/// `RecordedStep`): each imports none of the modules that share it.
+const CORE_LEAVES: &[&str] = &["params.rs", "fallback.rs", "outcome.rs", "recorded.rs"];
+const LEAF_FORBIDDEN: &[&str] = &["engine", "gate", "history", "execute"];
+
+/// The Rust files of a module: the file itself, or every file under its folder.
+fn module_files(path: &std::path::Path) -> Vec<std::path::PathBuf> {
+    if path.is_file() {
+        return vec![path.to_owned()];
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).unwrap() {
+        files.extend(module_files(&entry.unwrap().path()));
+    }
+    files.retain(|f| f.extension().is_some_and(|e| e == "rs"));
+    files
+}
+
+#[test]
+fn core_loop_gate_and_history_import_no_circle() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../core/src");
+    let mut violations = Vec::new();
+    let leaves = CORE_LEAVES.iter().map(|leaf| {
+        (
+            *leaf,
+            LEAF_FORBIDDEN,
+            "a leaf imports none of the modules that share it",
+        )
+    });
+    for (module, forbidden, rule) in CORE_FORBIDDEN.iter().copied().chain(leaves) {
+        let files = module_files(&src.join(module));
+        // Guard against passing vacuously because a module moved.
+        assert!(!files.is_empty(), "no fabric-core module {module}");
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            // Doc comments may name a module to link it; only code counts.
+            let code = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim_start().starts_with("//"));
+            for (n, line) in code {
+                for target in forbidden {
+                    if line.contains(&format!("crate::{target}::"))
+                        || line.contains(&format!("crate::{target};"))
+                    {
+                        violations.push(format!(
+                            "{}:{} uses crate::{target}: {rule}",
+                            file.display(),
+                            n + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "imports that bring back the engine/gate/history circle (issue #28):\n  {}",
+        violations.join("\n  ")
     );
 }
