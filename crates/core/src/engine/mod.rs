@@ -117,7 +117,7 @@ async fn record_notices(
 }
 
 /// Why the loop does not go on to its next move.
-pub(super) enum Stop {
+enum Stop {
     /// `finish_task` was accepted (and passed the gate, if any) with this payload.
     Finished(Value),
     /// The model kept answering in plain text: the payload built from its reply, and why
