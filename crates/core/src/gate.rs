@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use fabric_domain::{RunStatus, runlog};
 use serde_json::Value;
 
-use crate::engine::{Fallback, ModelParams};
+use crate::fallback::{Fallback, record_fallback};
+use crate::params::ModelParams;
 use crate::ports::{StoreError, ToolContext};
 use crate::recorder::Recorder;
 
@@ -191,7 +192,7 @@ impl GateState<'_> {
         )
         .await?;
         if let Some(f) = cloud {
-            crate::engine::record_fallback(rec, step, "critic_rejected", local, f).await?;
+            record_fallback(rec, step, "critic_rejected", local, f).await?;
             self.repair_on_cloud = true;
         }
         Ok(())

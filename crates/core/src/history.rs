@@ -11,9 +11,10 @@
 use fabric_domain::runlog::{self, Payload, TaskForceMode};
 use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, ToolCall, Usage};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use crate::ports::ChatResponse;
+pub use crate::recorded::{RecordedOutcome, RecordedStep};
 
 /// A run's recorded past.
 #[derive(Debug, Clone)]
@@ -53,41 +54,13 @@ pub struct MemberHistory {
     pub steps: VecDeque<RecordedStep>,
     /// How its loop ended, when its `pack_end` was written (task-force members): it is not
     /// run again.
-    pub ended: Option<crate::engine::LoopOutcome>,
+    pub ended: Option<crate::outcome::LoopOutcome>,
     /// Critic reviews recorded (`critic_review`).
     pub critic_rounds: u32,
     /// Whether the repair under way had gone to the cloud model (`critic_rejected`).
     pub repair_on_cloud: bool,
     /// Whether the last review approved the work.
     pub critic_approved: bool,
-}
-
-/// One step of a member's loop as recorded.
-#[derive(Debug, Clone)]
-pub struct RecordedStep {
-    /// The step number.
-    pub step: u32,
-    /// The model's answer; `None` when the call was in flight when the process stopped.
-    pub response: Option<ChatResponse>,
-    /// Tokens of earlier answers to the same step that a cloud fallback replaced.
-    pub replaced_usage: Usage,
-    /// The calls whose `tool_call` was written (they were started).
-    pub started: HashSet<String>,
-    /// The settled calls, by call id.
-    pub outcomes: HashMap<String, RecordedOutcome>,
-    /// The tools a repair recovered from the answer's text (`tool_call_repaired`), if any.
-    pub repaired_tools: Option<Vec<String>>,
-    /// The model's summary a compaction before this step used (`context_compacted`).
-    pub summary: Option<String>,
-}
-
-/// How a recorded call ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RecordedOutcome {
-    /// `tool_result`: the text the model was given, or the `finish_task` payload.
-    Result(Value),
-    /// `tool_error`: exactly what the model was told.
-    Error(String),
 }
 
 impl RunHistory {
@@ -136,7 +109,7 @@ impl RunHistory {
             }
             EventKind::PackEnd => {
                 if let Ok(end) = event.payload_as::<runlog::PackEnd>() {
-                    self.member(event).ended = Some(crate::engine::LoopOutcome {
+                    self.member(event).ended = Some(crate::outcome::LoopOutcome {
                         status: end.status,
                         payload: end.result.unwrap_or(Value::Null),
                         steps: end.steps,
@@ -316,20 +289,6 @@ impl RunHistory {
             step: None,
             payload: end.to_json()?,
         })
-    }
-}
-
-impl RecordedStep {
-    fn new(step: u32) -> Self {
-        Self {
-            step,
-            response: None,
-            replaced_usage: Usage::default(),
-            started: HashSet::new(),
-            outcomes: HashMap::new(),
-            repaired_tools: None,
-            summary: None,
-        }
     }
 }
 

@@ -5,28 +5,38 @@
 //! `finish_task` with a payload that fits the specialist's finish schema, when it keeps
 //! answering in plain text, when `max_steps` runs out, when the model server fails, or when
 //! the run is cancelled. It never branches on where a tool came from.
+//!
+//! The loop is a small state machine: a `Loop` holds what the run has said and spent so
+//! far, and each step makes three moves over it (issue #28). It *answers* (`answer.rs`: one
+//! `Answer` whose source is the runlog, the member's model or the cloud model), *settles
+//! each call* of the answer (`settle.rs`: replayed, refused, resumed, interrupted or
+//! dispatched), and *finishes* when `finish_task` passes the gate. Anything that ends the
+//! loop is a `Stop`, which `Loop::outcome` turns into the [`LoopOutcome`], in one place.
 
-use fabric_domain::{FINISH_TOOL, Message, RunStatus, SpecialistSpec, Usage, runlog};
-use serde_json::{Value, json};
+use fabric_domain::{Message, RunStatus, SpecialistSpec, Usage};
+use serde_json::Value;
 use std::collections::VecDeque;
 
-use crate::gate::Passage;
-use crate::history::{RecordedOutcome, RecordedStep};
-use crate::ports::{ChatClient, StoreError, ToolContext, ToolError, ToolSource};
-use crate::recorder::{Recorder, truncate};
+use crate::gate::GateState;
+use crate::ports::{ChatClient, StoreError, ToolContext, ToolSource};
+use crate::recorded::RecordedStep;
+use crate::recorder::Recorder;
 
+mod answer;
 mod ask;
 mod calls;
 mod repeats;
+mod settle;
 mod window;
 
-use ask::{ask, until};
-use calls::{
-    Catalogue, Dispatch, corrective_message, dispatch, fallback_payload, parse_arguments,
-    render_result,
-};
-use repeats::{Repeats, Verdict};
-use window::fit_window;
+use calls::Catalogue;
+use repeats::Repeats;
+
+// The loop's inputs and outputs, defined in leaf modules so the gate and the runlog's reader
+// share them without importing the loop; named here, where callers meet them.
+pub use crate::fallback::{Fallback, FallbackPolicy};
+pub use crate::outcome::LoopOutcome;
+pub use crate::params::ModelParams;
 
 /// Most characters of a tool result sent to the model and written to the runlog.
 pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
@@ -34,91 +44,6 @@ pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
 pub const MAX_LLM_CONTENT_IN_RUNLOG_CHARS: usize = 2_000;
 /// Plain-text replies in a row answered with a corrective message before giving up.
 pub const MAX_CORRECTIVE_REPROMPTS: u32 = 1;
-
-/// The model and how to sample it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelParams {
-    /// The model name on the server.
-    pub name: String,
-    /// Sampling temperature.
-    pub temperature: Option<f32>,
-    /// Nucleus sampling.
-    pub top_p: Option<f32>,
-    /// Upper bound of generated tokens per call.
-    pub max_tokens: Option<u32>,
-    /// Stream responses.
-    pub stream: bool,
-    /// What its tokens cost, when the config says (`price_per_mtok`).
-    pub price: Option<crate::budget::Price>,
-    /// Recover tool calls its server handed back as text (`tool_call_repair`;
-    /// [`crate::repair`]).
-    pub tool_call_repair: bool,
-    /// Its context window in tokens, when known: the conversation is compacted to fit it
-    /// ([`crate::context`]).
-    pub context_window: Option<u32>,
-    /// Left-out turns are summarised by the model (`context_compaction: summarize`) rather
-    /// than listed.
-    pub summarize_compaction: bool,
-}
-
-/// How one specialist's loop ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LoopOutcome {
-    /// The typed status.
-    pub status: RunStatus,
-    /// The finish payload (or the fallback payload); `null` when the loop failed.
-    pub payload: Value,
-    /// Model calls made.
-    pub steps: u32,
-    /// Tokens used.
-    pub usage: Usage,
-    /// Why it failed, for statuses other than `completed`.
-    pub reason: Option<String>,
-}
-
-/// A stronger model a step goes to when the local one fails in a way it may fix (seed 000
-/// ADR-008: by quality, never by a connection failure), up to a number of times per run.
-pub struct Fallback<'a> {
-    /// Its client.
-    pub chat: &'a dyn ChatClient,
-    /// Its model.
-    pub model: &'a ModelParams,
-    /// Its model key, for the runlog.
-    pub model_key: &'a str,
-    /// When steps go to it.
-    pub policy: FallbackPolicy,
-    /// The budget of the run's whole tree, which counts the fallbacks its runs take
-    /// (members, critics and delegated children together).
-    pub tree: &'a crate::budget::RunBudget,
-}
-
-/// When a run's steps go to the cloud model, and how often (config `cloud_fallback`), as
-/// every layer from the preparer to the loop carries it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FallbackPolicy {
-    /// Fall back when the local model answers without a tool call.
-    pub no_tool_calls: bool,
-    /// Fall back when the local model sent invalid arguments two steps in a row (the
-    /// corrective error message did not help).
-    pub malformed_args: bool,
-    /// Fall back (for the repair) when the critic rejected the work.
-    pub critic_rejected: bool,
-    /// Most fallbacks in one run's tree: its members, its critic's reviews and the runs
-    /// it delegates to, together.
-    pub max_per_run: u32,
-}
-
-impl Fallback<'_> {
-    /// Takes one fallback from the tree's allowance, when the cloud model may be asked
-    /// (its daily budget is not spent).
-    pub(crate) fn take(&self) -> bool {
-        if let Some(why) = self.chat.unavailable() {
-            tracing::debug!(model_key = self.model_key, "no cloud fallback: {why}");
-            return false;
-        }
-        self.tree.take_fallback(self.policy.max_per_run)
-    }
-}
 
 /// What the loop needs besides the model and the tools.
 pub struct LoopInput<'a> {
@@ -142,7 +67,7 @@ pub struct LoopInput<'a> {
     pub fallback: Option<&'a Fallback<'a>>,
     /// The critic that reviews the work before the run may complete, if the specialist has
     /// one.
-    pub gate: Option<crate::gate::GateState<'a>>,
+    pub gate: Option<GateState<'a>>,
 }
 
 /// Runs one specialist's loop to its end, recording every step.
@@ -162,14 +87,17 @@ pub(crate) async fn run_loop(
         started = source.start(ctx) => started,
     };
     let outcome = match started {
-        Ok(()) => run_steps(chat, input, rec).await,
+        Ok(()) => match Loop::new(chat, input, rec) {
+            Ok(mut state) => state.run().await,
+            Err(outcome) => Ok(outcome),
+        },
         Err(reason) => {
             let status = if ctx.cancel.is_cancelled() {
                 RunStatus::Cancelled
             } else {
                 RunStatus::Failed
             };
-            Ok(failed(status, reason, 0, Usage::default()))
+            Ok(LoopOutcome::failed(status, reason, 0, Usage::default()))
         }
     };
     // What the tool source noticed during the last step still belongs in the runlog.
@@ -188,600 +116,175 @@ async fn record_notices(
     Ok(())
 }
 
-async fn run_steps(
-    chat: &dyn ChatClient,
-    input: LoopInput<'_>,
-    rec: Recorder<'_>,
-) -> Result<LoopOutcome, StoreError> {
-    let LoopInput {
-        specialist,
-        tools: source,
-        mut messages,
-        model,
-        max_steps,
-        ctx,
-        mut replay,
-        fallback,
-        mut gate,
-    } = input;
+/// Why the loop does not go on to its next move.
+enum Stop {
+    /// `finish_task` was accepted (and passed the gate, if any) with this payload.
+    Finished(Value),
+    /// The model kept answering in plain text: the payload built from its reply, and why
+    /// the run did not finish.
+    Unfinished(Value, &'static str),
+    /// The run ends with this status, for this reason.
+    Ended(RunStatus, String),
+    /// The runlog cannot be written: the one failure [`run_loop`] returns as an error.
+    Store(StoreError),
+}
 
-    // The `finish_task` definition is built when the catalogue is, and not kept: the
-    // catalogue's definitions hold it (interned per tool set), and arguments are checked
-    // against `specialist.finish_schema`. A copy kept through the run cost every run in
-    // flight its own kilobyte or more (issue #14).
-    let mut catalogue = match specialist.finish_tool() {
-        Ok(finish) => Catalogue::build(
-            source,
-            finish.openai_definition(),
-            &specialist.finish_schema,
-        ),
-        Err(e) => {
-            return Ok(failed(
-                RunStatus::Failed,
-                e.to_string(),
-                0,
-                Usage::default(),
-            ));
-        }
-    };
-    let mut usage = Usage::default();
-    // With no tool to work with, there is no work to require before finish_task.
-    let mut attempted_work = catalogue.tools.is_empty();
-    let mut plain_replies = 0u32;
-    // Steps in a row whose calls had invalid arguments (for the `malformed_args` fallback).
-    let mut invalid_streak = 0u32;
-    let aids = specialist.loop_aids;
-    let mut repeats = Repeats::new(aids.repeat_limit);
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
 
-    for step in 0..max_steps {
-        record_notices(source, &rec, Some(step)).await?;
-        // Tools that arrived since the last step (a late MCP server, a loaded schema) are
-        // offered from this step on; the definitions are rebuilt only when the set changed.
-        if source.version() != catalogue.version
-            // The specialist did not change since the first build, so its finish tool
-            // builds again; were it ever to fail, the tools of the last build stay.
-            && let Ok(finish) = specialist.finish_tool()
-        {
-            catalogue = Catalogue::build(
-                source,
+/// One specialist's loop between its moves: what it works with, and what it has said and
+/// spent so far.
+struct Loop<'a, 'r> {
+    chat: &'a dyn ChatClient,
+    specialist: &'a SpecialistSpec,
+    source: &'a dyn ToolSource,
+    model: &'a ModelParams,
+    max_steps: u32,
+    ctx: &'a ToolContext,
+    fallback: Option<&'a Fallback<'a>>,
+    gate: Option<GateState<'a>>,
+    rec: Recorder<'r>,
+    /// Recorded steps not replayed yet, in order.
+    replay: VecDeque<RecordedStep>,
+    /// The conversation so far.
+    messages: Vec<Message>,
+    /// What the model may call: rebuilt between steps when the tool source changed.
+    catalogue: Catalogue<'a>,
+    /// Tokens used.
+    usage: Usage,
+    /// Model calls counted in the outcome: the current step's once it is answered.
+    steps: u32,
+    /// Whether a known tool other than `finish_task` was called (`finish_task` is refused
+    /// before).
+    attempted_work: bool,
+    /// Plain-text replies in a row.
+    plain_replies: u32,
+    /// Steps in a row whose calls had invalid arguments (for the `malformed_args` fallback).
+    invalid_streak: u32,
+    /// The repetition breaker.
+    repeats: Repeats,
+}
+
+impl<'a, 'r> Loop<'a, 'r> {
+    /// The loop before its first step; `Err`: the outcome of a loop that cannot start.
+    fn new(
+        chat: &'a dyn ChatClient,
+        input: LoopInput<'a>,
+        rec: Recorder<'r>,
+    ) -> Result<Self, LoopOutcome> {
+        let specialist = input.specialist;
+        // The `finish_task` definition is built when the catalogue is, and not kept: the
+        // catalogue's definitions hold it (interned per tool set), and arguments are checked
+        // against `specialist.finish_schema`. A copy kept through the run cost every run in
+        // flight its own kilobyte or more (issue #14).
+        let catalogue = match specialist.finish_tool() {
+            Ok(finish) => Catalogue::build(
+                input.tools,
                 finish.openai_definition(),
                 &specialist.finish_schema,
+            ),
+            Err(e) => {
+                let reason = e.to_string();
+                return Err(LoopOutcome::failed(
+                    RunStatus::Failed,
+                    reason,
+                    0,
+                    Usage::default(),
+                ));
+            }
+        };
+        Ok(Self {
+            chat,
+            specialist,
+            source: input.tools,
+            model: input.model,
+            max_steps: input.max_steps,
+            ctx: input.ctx,
+            fallback: input.fallback,
+            gate: input.gate,
+            rec,
+            replay: input.replay,
+            messages: input.messages,
+            // With no tool to work with, there is no work to require before finish_task.
+            attempted_work: catalogue.tools.is_empty(),
+            catalogue,
+            usage: Usage::default(),
+            steps: 0,
+            plain_replies: 0,
+            invalid_streak: 0,
+            repeats: Repeats::new(specialist.loop_aids.repeat_limit),
+        })
+    }
+
+    /// Runs the steps until one stops the loop, or `max_steps` runs out.
+    async fn run(&mut self) -> Result<LoopOutcome, StoreError> {
+        for step in 0..self.max_steps {
+            if let Err(stop) = self.step(step).await {
+                return self.outcome(stop);
+            }
+        }
+        let max_steps = self.max_steps;
+        self.steps = max_steps;
+        self.outcome(Stop::Ended(
+            RunStatus::MaxStepsExceeded,
+            format!(
+                "reached max_steps ({max_steps}) without finish_task; raise it with `--max-steps` or `max_steps` in the config, or simplify the task"
+            ),
+        ))
+    }
+
+    /// One step: the model's answer, then each of its calls settled in order.
+    async fn step(&mut self, step: u32) -> Result<(), Stop> {
+        self.steps = step;
+        record_notices(self.source, &self.rec, Some(step)).await?;
+        self.refresh_catalogue();
+        // Every model call is paid from the budget the whole delegation tree shares.
+        if let Err(reason) = self.ctx.lineage.budget.take_step() {
+            return Err(Stop::Ended(RunStatus::BudgetExceeded, reason));
+        }
+        self.fit_window(step).await?;
+        let answer = self.answer(step).await?;
+        self.steps = step + 1;
+        if answer.response.tool_calls.is_empty() {
+            return self.plain_reply(step, answer).await;
+        }
+        self.plain_replies = 0;
+        self.settle_calls(step, answer).await
+    }
+
+    /// Tools that arrived since the last step (a late MCP server, a loaded schema) are
+    /// offered from this step on; the definitions are rebuilt only when the set changed.
+    fn refresh_catalogue(&mut self) {
+        if self.source.version() != self.catalogue.version
+            // The specialist did not change since the first build, so its finish tool
+            // builds again; were it ever to fail, the tools of the last build stay.
+            && let Ok(finish) = self.specialist.finish_tool()
+        {
+            self.catalogue = Catalogue::build(
+                self.source,
+                finish.openai_definition(),
+                &self.specialist.finish_schema,
             );
         }
-        let definitions = &catalogue.definitions;
-        // Every model call is paid from the budget the whole delegation tree shares.
-        if let Err(reason) = ctx.lineage.budget.take_step() {
-            return Ok(failed(RunStatus::BudgetExceeded, reason, step, usage));
-        }
-        // The conversation must fit the model's window; compacting is deterministic, so a
-        // replayed step compacts as the live one did (and records nothing again).
-        let replaying_step = replay
-            .front()
-            .filter(|r| r.step == step && r.response.is_some())
-            .map(|r| r.summary.clone());
-        if let Err(reason) = fit_window(
-            chat,
-            &mut messages,
-            definitions,
-            model,
-            ctx,
-            rec,
-            step,
-            replaying_step,
-            &mut usage,
-        )
-        .await?
-        {
-            return Ok(failed(
-                RunStatus::ContextWindowExceeded,
-                reason,
-                step,
-                usage,
-            ));
-        }
-        // A recorded answer is replayed, not asked for again; its events are in the runlog.
-        let recorded = match replay.front() {
-            Some(r) if r.step == step => replay.pop_front(),
-            _ => None,
-        };
-        // A replayed step is repaired exactly as it was (or not at all), whatever today's
-        // tools and configuration say; `None`: a live step.
-        let mut replayed_repair: Option<Option<Vec<String>>> = None;
-        let (response, mut recorded, price) = match recorded {
-            Some(RecordedStep {
-                response: Some(response),
-                started,
-                outcomes,
-                replaced_usage,
-                repaired_tools,
-                ..
-            }) => {
-                // A local answer a cloud fallback replaced was paid for too.
-                usage.add(replaced_usage);
-                ctx.lineage.budget.charge(replaced_usage, model.price);
-                replayed_repair = Some(repaired_tools);
-                (response, Some((started, outcomes)), model.price)
-            }
-            // The call was in flight when the process stopped: ask again.
-            _ => {
-                let cloud = match fallback {
-                    // The repair of rejected work runs on the cloud model (`critic_rejected`).
-                    Some(f) if repairing_on_cloud(&gate) => Some(f),
-                    // Invalid arguments twice running: this step goes to the cloud model.
-                    Some(f) if f.policy.malformed_args && invalid_streak >= 2 && f.take() => {
-                        record_fallback(rec, step, "malformed_args", model, f).await?;
-                        invalid_streak = 0;
-                        Some(f)
-                    }
-                    _ => None,
-                };
-                let (asked, asked_model) = match cloud {
-                    Some(f) => (f.chat, f.model),
-                    None => (chat, model),
-                };
-                match ask(asked, &messages, definitions, asked_model, ctx, rec, step).await? {
-                    Ok(response) => (response, None, asked_model.price),
-                    Err((status, reason, spent)) => {
-                        if let Some(u) = spent {
-                            usage.add(u);
-                        }
-                        return Ok(failed(status, reason, step, usage));
-                    }
-                }
-            }
-        };
-        let replaying = recorded.is_some();
-        // A call the server failed to parse, written in the model's own format, is repaired
-        // (deterministically, so a replayed step repairs the same way under the same ids).
-        let response = match repaired_calls(&response, model, &catalogue, step, replayed_repair) {
-            Some(repaired) => {
-                if !replaying {
-                    rec.record(
-                        Some(step),
-                        &runlog::ToolCallRepaired {
-                            format: repaired.format.as_str().to_owned(),
-                            tools: repaired.calls.iter().map(|c| c.name.clone()).collect(),
-                            call_ids: repaired.calls.iter().map(|c| c.id.clone()).collect(),
-                        },
-                    )
-                    .await?;
-                }
-                crate::ports::ChatResponse {
-                    content: repaired.rest,
-                    tool_calls: repaired.calls,
-                    ..response
-                }
-            }
-            None => response,
-        };
-        if let Some(u) = response.usage {
-            usage.add(u);
-            ctx.lineage.budget.charge(u, price);
-        }
-        // No tool call where one is needed: the same step is asked of the cloud model, and
-        // its answer is the step's.
-        let response = match fallback {
-            Some(f)
-                if !replaying
-                    && !repairing_on_cloud(&gate)
-                    && response.tool_calls.is_empty()
-                    && f.policy.no_tool_calls
-                    && f.take() =>
-            {
-                record_fallback(rec, step, "no_tool_calls", model, f).await?;
-                match ask(f.chat, &messages, definitions, f.model, ctx, rec, step).await? {
-                    Ok(cloud) => {
-                        if let Some(u) = cloud.usage {
-                            usage.add(u);
-                            ctx.lineage.budget.charge(u, f.model.price);
-                        }
-                        cloud
-                    }
-                    Err((status, reason, spent)) => {
-                        if let Some(u) = spent {
-                            usage.add(u);
-                        }
-                        return Ok(failed(status, reason, step, usage));
-                    }
-                }
-            }
-            _ => response,
-        };
+    }
 
-        if response.tool_calls.is_empty() {
-            let text = response.content.unwrap_or_default();
-            // `require_finish`: asked again until it calls finish_task or max_steps runs out.
-            let max_retries = if aids.require_finish {
-                max_steps
-            } else {
-                MAX_CORRECTIVE_REPROMPTS
-            };
-            if plain_replies < max_retries {
-                plain_replies += 1;
-                if !replaying {
-                    rec.record(
-                        Some(step),
-                        &runlog::CorrectiveReprompt {
-                            reason: "plain_text_response".to_owned(),
-                            attempt: plain_replies,
-                            max_retries,
-                        },
-                    )
-                    .await?;
-                }
-                messages.push(Message::assistant(Some(text), Vec::new()));
-                messages.push(Message::user(corrective_message(
-                    &catalogue.available,
-                    &specialist.finish_schema,
-                )));
-                continue;
-            }
-            let payload = fallback_payload(&specialist.finish_schema, &text);
-            // Said plainly when nothing was done, so nobody takes it for a success (#24).
-            let reason = if attempted_work {
-                "the model answered in plain text instead of calling finish_task; the payload was built from its reply"
-            } else {
-                "the model answered in plain text and never called a tool or finish_task, so nothing was done; the payload is its reply (give the specialist `require_finish: true` to keep asking for finish_task)"
-            };
-            return Ok(LoopOutcome {
+    /// How the loop ended, from what stopped it and what it counted.
+    fn outcome(&self, stop: Stop) -> Result<LoopOutcome, StoreError> {
+        let (steps, usage) = (self.steps, self.usage);
+        Ok(match stop {
+            Stop::Finished(payload) => LoopOutcome::completed(payload, steps, usage),
+            Stop::Unfinished(payload, reason) => LoopOutcome {
                 status: RunStatus::CompletedWithoutFinish,
                 payload,
-                steps: step + 1,
+                steps,
                 usage,
                 reason: Some(reason.into()),
-            });
-        }
-        plain_replies = 0;
-
-        let calls = response.tool_calls;
-        messages.push(Message::assistant(response.content, calls.clone()));
-        let mut invalid_here = false;
-        for call in &calls {
-            let args = parse_arguments(&call.arguments);
-            // Settled before the stop: replayed as recorded. Started but not settled: in
-            // flight at the stop, run again only when the tool only reads (at-least-once for
-            // those, at-most-once for every other tool; docs/DURABILITY.md).
-            let (settled, in_flight) = match recorded.as_mut() {
-                Some((started, outcomes)) => {
-                    (outcomes.remove(&call.id), started.contains(&call.id))
-                }
-                None => (None, false),
-            };
-            // The repetition breaker judges every call but finish_task, replayed or live,
-            // so a continued run reaches the same verdicts at the same calls.
-            let key = match call.name == FINISH_TOOL {
-                true => None,
-                false => repeats.key(&call.name, &args, &call.arguments),
-            };
-            let verdict = repeats.before(&call.name, key);
-            let refused = verdict.refusal().is_some();
-            let outcome = if let Some(settled) = settled {
-                if let (RecordedOutcome::Result(_), Ok(args)) = (&settled, &args) {
-                    source.replayed(&call.name, args);
-                }
-                let known = call.name != FINISH_TOOL
-                    && (catalogue.tool(&call.name).is_some()
-                        || matches!(settled, RecordedOutcome::Result(_)));
-                attempted_work |= known;
-                let text = match settled {
-                    RecordedOutcome::Result(payload) if call.name == FINISH_TOOL => {
-                        return Ok(completed(payload, step + 1, usage));
-                    }
-                    RecordedOutcome::Result(result) => render_result(&result),
-                    RecordedOutcome::Error(message) => json!({"error": message}).to_string(),
-                };
-                // Its `loop_detected` is in the runlog already.
-                let note = match refused {
-                    true => None,
-                    false => repeats.after(&call.name, key, &text, &catalogue.available),
-                };
-                messages.push(Message::tool_result(&call.id, with_note(text, note)));
-                continue;
-            } else if let Some((action, message)) = verdict.refusal() {
-                if !in_flight {
-                    record_call(rec, step, call, &args).await?;
-                }
-                let repeated = repeats.count() + repeats.refused();
-                let shown = shown_args(call, &args);
-                record_loop(rec, step, call, shown, repeated, action, message).await?;
-                if let Verdict::Stop(reason) = verdict {
-                    return Ok(failed(RunStatus::Stalled, reason, step + 1, usage));
-                }
-                Err(ToolError::Failed(message.to_owned()))
-            } else if let Some(resumed) = match (in_flight, catalogue.tool(&call.name), &args) {
-                (true, Some(tool), Ok(args)) if !tool.spec().annotations.read_only => {
-                    tool.resume(args.clone(), ctx).await
-                }
-                _ => None,
-            } {
-                resumed.map(Dispatch::Done)
-            } else if in_flight && !reads_only(&catalogue, &call.name) {
-                Err(ToolError::Interrupted(format!(
-                    "this call of `{}` was interrupted: the fabric process running it stopped before it returned, and it was not run again because it may change things. Its effect is unknown: check what it would have changed (for example read the files) before calling it again",
-                    call.name
-                )))
-            } else {
-                if !in_flight {
-                    record_call(rec, step, call, &args).await?;
-                }
-                tokio::select! {
-                    biased;
-                    () = ctx.cancel.cancelled() => {
-                        return Ok(failed(RunStatus::Cancelled, "the run was cancelled".into(), step + 1, usage));
-                    }
-                    () = until(ctx.lineage.budget.deadline()) => {
-                        let reason = ctx.lineage.budget.time_reason(&format!("the tool `{}`", call.name));
-                        return Ok(failed(RunStatus::BudgetExceeded, reason, step + 1, usage));
-                    }
-                    outcome = dispatch(call, args, &catalogue, attempted_work, ctx) => outcome,
-                }
-            };
-            if call.name != FINISH_TOOL && catalogue.tool(&call.name).is_some() {
-                attempted_work = true;
-            }
-            match outcome {
-                Ok(Dispatch::Finished(payload)) => {
-                    // A critic reviews the work first: the run completes only when it
-                    // approves (and the staged changes are applied).
-                    if let Some(g) = gate.as_mut() {
-                        match g.pass(&payload, ctx, rec, step).await? {
-                            Passage::Complete => {}
-                            Passage::End(status, reason) => {
-                                return Ok(failed(status, reason, step + 1, usage));
-                            }
-                            Passage::Repair(message) => {
-                                rec.record(
-                                    Some(step),
-                                    &runlog::ToolError {
-                                        tool: FINISH_TOOL.to_owned(),
-                                        call_id: call.id.clone(),
-                                        error_type: runlog::ToolErrorType::Rejected,
-                                        error_message: message.clone(),
-                                    },
-                                )
-                                .await?;
-                                messages.push(Message::tool_result(
-                                    &call.id,
-                                    json!({"error": message}).to_string(),
-                                ));
-                                g.begin_repair(rec, step, model, fallback).await?;
-                                invalid_streak = 0;
-                                continue;
-                            }
-                        }
-                    }
-                    rec.record(
-                        Some(step),
-                        &runlog::ToolResult {
-                            tool: FINISH_TOOL.to_owned(),
-                            call_id: call.id.clone(),
-                            result: payload.clone(),
-                        },
-                    )
-                    .await?;
-                    if let Some(g) = &gate {
-                        g.discard().await;
-                    }
-                    return Ok(completed(payload, step + 1, usage));
-                }
-                Ok(Dispatch::Done(result)) => {
-                    let text = truncate(&render_result(&result), MAX_TOOL_RESULT_CHARS);
-                    rec.record(
-                        Some(step),
-                        &runlog::ToolResult {
-                            tool: call.name.clone(),
-                            call_id: call.id.clone(),
-                            result: Value::String(text.clone()),
-                        },
-                    )
-                    .await?;
-                    let text = nudge(rec, step, call, key, text, &mut repeats, &catalogue).await?;
-                    messages.push(Message::tool_result(&call.id, text));
-                }
-                Err(error) => {
-                    invalid_here |= matches!(error, ToolError::InvalidArguments(_));
-                    let message = error.to_string();
-                    rec.record(
-                        Some(step),
-                        &runlog::ToolError {
-                            tool: call.name.clone(),
-                            call_id: call.id.clone(),
-                            error_type: error.error_type(),
-                            error_message: message.clone(),
-                        },
-                    )
-                    .await?;
-                    if let ToolError::Denied {
-                        event_type,
-                        attempted,
-                        ..
-                    } = &error
-                    {
-                        rec.record(
-                            Some(step),
-                            &runlog::SecurityEvent {
-                                event_type: event_type.as_str().into(),
-                                tool: Some(call.name.clone()),
-                                call_id: Some(call.id.clone()),
-                                attempted: attempted.clone(),
-                                error_message: message.clone(),
-                            },
-                        )
-                        .await?;
-                    }
-                    let text = json!({"error": message}).to_string();
-                    let text = match refused {
-                        true => text,
-                        false => {
-                            nudge(rec, step, call, key, text, &mut repeats, &catalogue).await?
-                        }
-                    };
-                    messages.push(Message::tool_result(&call.id, text));
-                }
-            }
-        }
-        invalid_streak = if invalid_here { invalid_streak + 1 } else { 0 };
-    }
-    Ok(failed(
-        RunStatus::MaxStepsExceeded,
-        format!(
-            "reached max_steps ({max_steps}) without finish_task; raise it with `--max-steps` or `max_steps` in the config, or simplify the task"
-        ),
-        max_steps,
-        usage,
-    ))
-}
-
-/// The tool calls a text answer holds, when the model key repairs them and the answer has no
-/// proper call.
-fn repaired_calls(
-    response: &crate::ports::ChatResponse,
-    model: &ModelParams,
-    catalogue: &Catalogue<'_>,
-    step: u32,
-    replayed: Option<Option<Vec<String>>>,
-) -> Option<crate::repair::Repaired> {
-    if !response.tool_calls.is_empty() {
-        return None;
-    }
-    let text = response.content.as_deref()?;
-    match replayed {
-        // Replayed: as recorded, against the tools it named then.
-        Some(Some(tools)) => crate::repair::repair(text, &tools, step),
-        Some(None) => None,
-        None if model.tool_call_repair => crate::repair::repair(text, &catalogue.available, step),
-        None => None,
-    }
-}
-
-/// Records a call the model made, before it runs (or is refused).
-async fn record_call(
-    rec: Recorder<'_>,
-    step: u32,
-    call: &fabric_domain::ToolCall,
-    args: &Result<Value, String>,
-) -> Result<(), StoreError> {
-    rec.record(
-        Some(step),
-        &runlog::ToolCall {
-            tool: call.name.clone(),
-            call_id: call.id.clone(),
-            args: shown_args(call, args),
-        },
-    )
-    .await
-}
-
-/// A call's arguments as the runlog shows them: parsed, or the raw text (capped).
-fn shown_args(call: &fabric_domain::ToolCall, args: &Result<Value, String>) -> Value {
-    args.clone().unwrap_or_else(|_| {
-        Value::String(truncate(&call.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS))
-    })
-}
-
-/// Records what the repetition breaker did about a call.
-async fn record_loop(
-    rec: Recorder<'_>,
-    step: u32,
-    call: &fabric_domain::ToolCall,
-    args: Value,
-    repeats: u32,
-    action: &str,
-    message: &str,
-) -> Result<(), StoreError> {
-    rec.record(
-        Some(step),
-        &runlog::LoopDetected {
-            tool: call.name.clone(),
-            call_id: call.id.clone(),
-            args,
-            repeats,
-            action: action.to_owned(),
-            message: message.to_owned(),
-        },
-    )
-    .await
-}
-
-/// The text a live call's result goes back to the model as: with the repetition breaker's
-/// note when the call just completed a streak (recorded as `loop_detected`).
-async fn nudge(
-    rec: Recorder<'_>,
-    step: u32,
-    call: &fabric_domain::ToolCall,
-    key: Option<u64>,
-    text: String,
-    repeats: &mut Repeats,
-    catalogue: &Catalogue<'_>,
-) -> Result<String, StoreError> {
-    let note = repeats.after(&call.name, key, &text, &catalogue.available);
-    if let Some(note) = &note {
-        // The parsed arguments went to the tool; read again from the call, only here.
-        let args = shown_args(call, &parse_arguments(&call.arguments));
-        record_loop(rec, step, call, args, repeats.count(), "nudged", note).await?;
-    }
-    Ok(with_note(text, note))
-}
-
-/// A tool result with the repetition breaker's note after it.
-fn with_note(text: String, note: Option<String>) -> String {
-    match note {
-        Some(note) => format!("{text}\n\n{note}"),
-        None => text,
-    }
-}
-
-/// Whether the member is repairing rejected work on the cloud model.
-fn repairing_on_cloud(gate: &Option<crate::gate::GateState<'_>>) -> bool {
-    gate.as_ref().is_some_and(|g| g.repair_on_cloud)
-}
-
-/// Records that a step goes to the cloud model, and why.
-pub(crate) async fn record_fallback(
-    rec: Recorder<'_>,
-    step: u32,
-    reason: &str,
-    local: &ModelParams,
-    fallback: &Fallback<'_>,
-) -> Result<(), StoreError> {
-    rec.record(
-        Some(step),
-        &runlog::CloudFallback {
-            reason: reason.to_owned(),
-            local_model: local.name.clone(),
-            cloud_model: fallback.model.name.clone(),
-            cloud_model_key: fallback.model_key.to_owned(),
-        },
-    )
-    .await
-}
-
-/// Whether the tool a call names only reads, by its contract (`finish_task` only checks its
-/// payload); an unknown tool does not.
-fn reads_only(catalogue: &Catalogue<'_>, name: &str) -> bool {
-    name == FINISH_TOOL
-        || catalogue
-            .tool(name)
-            .is_some_and(|t| t.spec().annotations.read_only)
-}
-
-/// An accepted `finish_task`.
-fn completed(payload: Value, steps: u32, usage: Usage) -> LoopOutcome {
-    LoopOutcome {
-        status: RunStatus::Completed,
-        payload,
-        steps,
-        usage,
-        reason: None,
-    }
-}
-
-fn failed(status: RunStatus, reason: String, steps: u32, usage: Usage) -> LoopOutcome {
-    LoopOutcome {
-        status,
-        payload: Value::Null,
-        steps,
-        usage,
-        reason: Some(reason),
+            },
+            Stop::Ended(status, reason) => LoopOutcome::failed(status, reason, steps, usage),
+            Stop::Store(e) => return Err(e),
+        })
     }
 }

@@ -1,0 +1,448 @@
+//! The *settle a call* and *finish* moves: each call of an answer is replayed, refused,
+//! resumed, reported interrupted or dispatched, and its result (or exact error) goes back to
+//! the model and into the runlog; an accepted `finish_task` passes the gate and ends the loop.
+
+use fabric_domain::{FINISH_TOOL, Message, RunStatus, ToolCall, runlog};
+use serde_json::{Value, json};
+
+use super::answer::{Answer, Recorded, Source};
+use super::ask::until;
+use super::calls::{Catalogue, Dispatch, dispatch, parse_arguments, render_result};
+use super::repeats::Verdict;
+use super::{Loop, MAX_LLM_CONTENT_IN_RUNLOG_CHARS, MAX_TOOL_RESULT_CHARS, Stop};
+use crate::gate::Passage;
+use crate::ports::{StoreError, ToolError};
+use crate::recorded::RecordedOutcome;
+use crate::recorder::{Recorder, truncate};
+
+/// How one call of an answer is settled.
+enum Settlement {
+    /// Settled before the run's process stopped: replayed as recorded.
+    Replayed(RecordedOutcome),
+    /// Refused by the repetition breaker; the model is told this.
+    Refused(String),
+    /// Refused by the repetition breaker once too often: the run ends `stalled`, for this
+    /// reason.
+    Stalled(String),
+    /// In flight at the stop, and its tool settled it itself ([`crate::ports::Tool::resume`]).
+    Resumed(Result<Value, ToolError>),
+    /// In flight at the stop, and run again it might change things twice: not run.
+    Interrupted,
+    /// Run now.
+    Dispatched,
+}
+
+/// What a call that ran (or was refused) came to.
+type CallOutcome = Result<Dispatch, ToolError>;
+
+impl<'a> Loop<'a, '_> {
+    /// Settles each call of an answer, in order.
+    pub(super) async fn settle_calls(&mut self, step: u32, answer: Answer<'a>) -> Result<(), Stop> {
+        let calls = answer.response.tool_calls;
+        self.messages
+            .push(Message::assistant(answer.response.content, calls.clone()));
+        let mut recorded = match answer.source {
+            Source::Replayed(recorded) => Some(recorded),
+            Source::Live | Source::Cloud(_) => None,
+        };
+        let mut invalid_here = false;
+        for call in &calls {
+            invalid_here |= self.settle(step, call, recorded.as_mut()).await?;
+        }
+        self.invalid_streak = if invalid_here {
+            self.invalid_streak + 1
+        } else {
+            0
+        };
+        Ok(())
+    }
+
+    /// Settles one call; `true`: its arguments were invalid.
+    async fn settle(
+        &mut self,
+        step: u32,
+        call: &ToolCall,
+        recorded: Option<&mut Recorded>,
+    ) -> Result<bool, Stop> {
+        let args = parse_arguments(&call.arguments);
+        // Settled before the stop: replayed as recorded. Started but not settled: in flight
+        // at the stop, run again only when the tool only reads (at-least-once for those,
+        // at-most-once for every other tool; docs/DURABILITY.md).
+        let (settled, in_flight) = match recorded {
+            Some(r) => (r.outcomes.remove(&call.id), r.started.contains(&call.id)),
+            None => (None, false),
+        };
+        // The repetition breaker judges every call but finish_task, replayed or live, so a
+        // continued run reaches the same verdicts at the same calls.
+        let key = match call.name == FINISH_TOOL {
+            true => None,
+            false => self.repeats.key(&call.name, &args, &call.arguments),
+        };
+        let verdict = self.repeats.before(&call.name, key);
+        let refused = verdict.refusal().is_some();
+        let settlement = self.settlement(settled, verdict, call, &args, in_flight);
+        let outcome = match settlement.await {
+            Settlement::Replayed(settled) => {
+                self.replay_call(call, &args, key, refused, settled)?;
+                return Ok(false);
+            }
+            Settlement::Refused(message) => {
+                self.record_refusal(step, call, &args, in_flight, "refused", &message)
+                    .await?;
+                Err(ToolError::Failed(message))
+            }
+            Settlement::Stalled(reason) => {
+                self.record_refusal(step, call, &args, in_flight, "stopped", &reason)
+                    .await?;
+                return Err(Stop::Ended(RunStatus::Stalled, reason));
+            }
+            Settlement::Resumed(resumed) => resumed.map(Dispatch::Done),
+            Settlement::Interrupted => Err(ToolError::Interrupted(format!(
+                "this call of `{}` was interrupted: the fabric process running it stopped before it returned, and it was not run again because it may change things. Its effect is unknown: check what it would have changed (for example read the files) before calling it again",
+                call.name
+            ))),
+            Settlement::Dispatched => self.run_call(step, call, args, in_flight).await?,
+        };
+        if call.name != FINISH_TOOL && self.catalogue.tool(&call.name).is_some() {
+            self.attempted_work = true;
+        }
+        match outcome {
+            Ok(Dispatch::Finished(payload)) => self.finish(step, call, payload).await?,
+            Ok(Dispatch::Done(result)) => self.record_result(step, call, key, result).await?,
+            Err(error) => {
+                let invalid = matches!(error, ToolError::InvalidArguments(_));
+                self.record_error(step, call, key, refused, error).await?;
+                return Ok(invalid);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Which way a call settles, in order of precedence.
+    async fn settlement(
+        &self,
+        settled: Option<RecordedOutcome>,
+        verdict: Verdict,
+        call: &ToolCall,
+        args: &Result<Value, String>,
+        in_flight: bool,
+    ) -> Settlement {
+        if let Some(settled) = settled {
+            return Settlement::Replayed(settled);
+        }
+        match verdict {
+            Verdict::Refuse(message) => return Settlement::Refused(message),
+            Verdict::Stop(reason) => return Settlement::Stalled(reason),
+            Verdict::Run => {}
+        }
+        if !in_flight {
+            return Settlement::Dispatched;
+        }
+        if let (Some(tool), Ok(args)) = (self.catalogue.tool(&call.name), args)
+            && !tool.spec().annotations.read_only
+            && let Some(resumed) = tool.resume(args.clone(), self.ctx).await
+        {
+            return Settlement::Resumed(resumed);
+        }
+        if reads_only(&self.catalogue, &call.name) {
+            Settlement::Dispatched
+        } else {
+            Settlement::Interrupted
+        }
+    }
+
+    /// A call settled before the stop goes back to the model as it was; its events are in
+    /// the runlog already.
+    fn replay_call(
+        &mut self,
+        call: &ToolCall,
+        args: &Result<Value, String>,
+        key: Option<u64>,
+        refused: bool,
+        settled: RecordedOutcome,
+    ) -> Result<(), Stop> {
+        if let (RecordedOutcome::Result(_), Ok(args)) = (&settled, args) {
+            self.source.replayed(&call.name, args);
+        }
+        let known = call.name != FINISH_TOOL
+            && (self.catalogue.tool(&call.name).is_some()
+                || matches!(settled, RecordedOutcome::Result(_)));
+        self.attempted_work |= known;
+        let text = match settled {
+            RecordedOutcome::Result(payload) if call.name == FINISH_TOOL => {
+                return Err(Stop::Finished(payload));
+            }
+            RecordedOutcome::Result(result) => render_result(&result),
+            RecordedOutcome::Error(message) => json!({"error": message}).to_string(),
+        };
+        // Its `loop_detected` is in the runlog already.
+        let note = match refused {
+            true => None,
+            false => self
+                .repeats
+                .after(&call.name, key, &text, &self.catalogue.available),
+        };
+        self.messages
+            .push(Message::tool_result(&call.id, with_note(text, note)));
+        Ok(())
+    }
+
+    /// Records a call the repetition breaker refused, and what it did.
+    async fn record_refusal(
+        &self,
+        step: u32,
+        call: &ToolCall,
+        args: &Result<Value, String>,
+        in_flight: bool,
+        action: &str,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        if !in_flight {
+            record_call(self.rec, step, call, args).await?;
+        }
+        let repeated = self.repeats.count() + self.repeats.refused();
+        let shown = shown_args(call, args);
+        record_loop(self.rec, step, call, shown, repeated, action, message).await
+    }
+
+    /// Runs a call, unless the run is cancelled or out of time first.
+    async fn run_call(
+        &self,
+        step: u32,
+        call: &ToolCall,
+        args: Result<Value, String>,
+        in_flight: bool,
+    ) -> Result<CallOutcome, Stop> {
+        if !in_flight {
+            record_call(self.rec, step, call, &args).await?;
+        }
+        let ctx = self.ctx;
+        let budget = &ctx.lineage.budget;
+        tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => {
+                Err(Stop::Ended(RunStatus::Cancelled, "the run was cancelled".into()))
+            }
+            () = until(budget.deadline()) => {
+                let reason = budget.time_reason(&format!("the tool `{}`", call.name));
+                Err(Stop::Ended(RunStatus::BudgetExceeded, reason))
+            }
+            outcome = dispatch(call, args, &self.catalogue, self.attempted_work, ctx) => Ok(outcome),
+        }
+    }
+
+    /// An accepted `finish_task`: a critic reviews the work first, and the run completes
+    /// only when it approves (and the staged changes are applied).
+    async fn finish(&mut self, step: u32, call: &ToolCall, payload: Value) -> Result<(), Stop> {
+        if let Some(g) = self.gate.as_mut() {
+            match g.pass(&payload, self.ctx, self.rec, step).await? {
+                Passage::Complete => {}
+                Passage::End(status, reason) => return Err(Stop::Ended(status, reason)),
+                Passage::Repair(message) => return self.repair_rejected(step, call, message).await,
+            }
+        }
+        self.rec
+            .record(
+                Some(step),
+                &runlog::ToolResult {
+                    tool: FINISH_TOOL.to_owned(),
+                    call_id: call.id.clone(),
+                    result: payload.clone(),
+                },
+            )
+            .await?;
+        if let Some(g) = &self.gate {
+            g.discard().await;
+        }
+        Err(Stop::Finished(payload))
+    }
+
+    /// Rejected work goes back to the model as the `finish_task` result, for a repair.
+    async fn repair_rejected(
+        &mut self,
+        step: u32,
+        call: &ToolCall,
+        message: String,
+    ) -> Result<(), Stop> {
+        self.rec
+            .record(
+                Some(step),
+                &runlog::ToolError {
+                    tool: FINISH_TOOL.to_owned(),
+                    call_id: call.id.clone(),
+                    error_type: runlog::ToolErrorType::Rejected,
+                    error_message: message.clone(),
+                },
+            )
+            .await?;
+        let text = json!({"error": message}).to_string();
+        self.messages.push(Message::tool_result(&call.id, text));
+        if let Some(g) = self.gate.as_mut() {
+            g.begin_repair(self.rec, step, self.model, self.fallback)
+                .await?;
+        }
+        self.invalid_streak = 0;
+        Ok(())
+    }
+
+    /// A tool's result goes to the runlog and back to the model (capped).
+    async fn record_result(
+        &mut self,
+        step: u32,
+        call: &ToolCall,
+        key: Option<u64>,
+        result: Value,
+    ) -> Result<(), StoreError> {
+        let text = truncate(&render_result(&result), MAX_TOOL_RESULT_CHARS);
+        self.rec
+            .record(
+                Some(step),
+                &runlog::ToolResult {
+                    tool: call.name.clone(),
+                    call_id: call.id.clone(),
+                    result: Value::String(text.clone()),
+                },
+            )
+            .await?;
+        let text = self.nudge(step, call, key, text).await?;
+        self.messages.push(Message::tool_result(&call.id, text));
+        Ok(())
+    }
+
+    /// A call's error goes to the runlog (a refused one as a security event too) and back
+    /// to the model, exactly.
+    async fn record_error(
+        &mut self,
+        step: u32,
+        call: &ToolCall,
+        key: Option<u64>,
+        refused: bool,
+        error: ToolError,
+    ) -> Result<(), StoreError> {
+        let message = error.to_string();
+        self.rec
+            .record(
+                Some(step),
+                &runlog::ToolError {
+                    tool: call.name.clone(),
+                    call_id: call.id.clone(),
+                    error_type: error.error_type(),
+                    error_message: message.clone(),
+                },
+            )
+            .await?;
+        if let ToolError::Denied {
+            event_type,
+            attempted,
+            ..
+        } = &error
+        {
+            self.rec
+                .record(
+                    Some(step),
+                    &runlog::SecurityEvent {
+                        event_type: event_type.as_str().into(),
+                        tool: Some(call.name.clone()),
+                        call_id: Some(call.id.clone()),
+                        attempted: attempted.clone(),
+                        error_message: message.clone(),
+                    },
+                )
+                .await?;
+        }
+        let text = json!({"error": message}).to_string();
+        let text = match refused {
+            true => text,
+            false => self.nudge(step, call, key, text).await?,
+        };
+        self.messages.push(Message::tool_result(&call.id, text));
+        Ok(())
+    }
+
+    /// The text a live call's result goes back to the model as: with the repetition
+    /// breaker's note when the call just completed a streak (recorded as `loop_detected`).
+    async fn nudge(
+        &mut self,
+        step: u32,
+        call: &ToolCall,
+        key: Option<u64>,
+        text: String,
+    ) -> Result<String, StoreError> {
+        let note = self
+            .repeats
+            .after(&call.name, key, &text, &self.catalogue.available);
+        if let Some(note) = &note {
+            // The parsed arguments went to the tool; read again from the call, only here.
+            let args = shown_args(call, &parse_arguments(&call.arguments));
+            let count = self.repeats.count();
+            record_loop(self.rec, step, call, args, count, "nudged", note).await?;
+        }
+        Ok(with_note(text, note))
+    }
+}
+
+/// Records a call the model made, before it runs (or is refused).
+async fn record_call(
+    rec: Recorder<'_>,
+    step: u32,
+    call: &ToolCall,
+    args: &Result<Value, String>,
+) -> Result<(), StoreError> {
+    rec.record(
+        Some(step),
+        &runlog::ToolCall {
+            tool: call.name.clone(),
+            call_id: call.id.clone(),
+            args: shown_args(call, args),
+        },
+    )
+    .await
+}
+
+/// A call's arguments as the runlog shows them: parsed, or the raw text (capped).
+fn shown_args(call: &ToolCall, args: &Result<Value, String>) -> Value {
+    args.clone().unwrap_or_else(|_| {
+        Value::String(truncate(&call.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS))
+    })
+}
+
+/// Records what the repetition breaker did about a call.
+async fn record_loop(
+    rec: Recorder<'_>,
+    step: u32,
+    call: &ToolCall,
+    args: Value,
+    repeats: u32,
+    action: &str,
+    message: &str,
+) -> Result<(), StoreError> {
+    rec.record(
+        Some(step),
+        &runlog::LoopDetected {
+            tool: call.name.clone(),
+            call_id: call.id.clone(),
+            args,
+            repeats,
+            action: action.to_owned(),
+            message: message.to_owned(),
+        },
+    )
+    .await
+}
+
+/// A tool result with the repetition breaker's note after it.
+fn with_note(text: String, note: Option<String>) -> String {
+    match note {
+        Some(note) => format!("{text}\n\n{note}"),
+        None => text,
+    }
+}
+
+/// Whether the tool a call names only reads, by its contract (`finish_task` only checks its
+/// payload); an unknown tool does not.
+fn reads_only(catalogue: &Catalogue<'_>, name: &str) -> bool {
+    name == FINISH_TOOL
+        || catalogue
+            .tool(name)
+            .is_some_and(|t| t.spec().annotations.read_only)
+}
