@@ -13,6 +13,7 @@
 //! recorder adds; read it with [`RunEvent::pack_index`].
 
 mod payloads;
+mod view;
 mod vocab;
 
 use serde::de::DeserializeOwned;
@@ -26,6 +27,7 @@ pub use payloads::{
     SecurityEvent, SkippedTool, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError,
     ToolResult,
 };
+pub use view::EventPayload;
 pub use vocab::{
     CallPurpose, McpStatus, RoutingMethod, RunOrigin, SecurityEventType, TaskForceMode,
     ToolErrorType,
