@@ -13,6 +13,7 @@
 //! recorder adds; read it with [`RunEvent::pack_index`].
 
 mod payloads;
+mod sample;
 mod view;
 mod vocab;
 
@@ -27,6 +28,7 @@ pub use payloads::{
     SecurityEvent, SkippedTool, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError,
     ToolResult,
 };
+pub use sample::sample_payload;
 pub use view::EventPayload;
 pub use vocab::{
     CallPurpose, McpStatus, RoutingMethod, RunOrigin, SecurityEventType, TaskForceMode,
