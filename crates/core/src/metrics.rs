@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use fabric_domain::{EventKind, RunEvent, RunId};
-use serde_json::Value;
+use fabric_domain::runlog::{EventPayload, McpStatus};
+use fabric_domain::{RunEvent, RunId, RunStatus};
 
 /// Upper bounds (seconds) of the latency histograms: from a fast tool to a slow model.
 const SECONDS: &[f64] = &[
@@ -87,6 +87,15 @@ struct Pending {
     mcp_up: Vec<String>,
 }
 
+impl Pending {
+    /// The key of the model call answered now: the one set for it alone, else the member's.
+    fn take_call_key(&mut self) -> String {
+        self.next_call_key
+            .take()
+            .unwrap_or_else(|| self.model_key.clone())
+    }
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     runs_started: u64,
@@ -104,6 +113,42 @@ struct Counters {
     pending: HashMap<RunId, Pending>,
 }
 
+impl Counters {
+    /// A model call of `key` answered after `latency_ms`.
+    fn model_call(&mut self, key: &str, latency_ms: f64) {
+        self.model_calls
+            .entry(key.to_owned())
+            .or_insert_with(|| Histogram::new(SECONDS))
+            .observe(latency_ms / 1000.0);
+    }
+
+    /// A tool call of `tool` begun at `started` ended at `ended`.
+    fn tool_ended(&mut self, tool: String, started: f64, ended: f64) {
+        self.tool_seconds
+            .entry(tool)
+            .or_insert_with(|| Histogram::new(SECONDS))
+            .observe(seconds_between(started, ended));
+    }
+
+    /// Run `run` ended at `ts`: counted by status and specialists, and forgotten.
+    fn run_ended(&mut self, run: &RunId, ts: f64, status: RunStatus, specialists: &[String]) {
+        *self
+            .runs
+            .entry((status.as_str().to_owned(), specialists.join(",")))
+            .or_default() += 1;
+        if let Some(ended) = self.pending.remove(run) {
+            if let Some(started) = ended.step_started {
+                self.steps
+                    .get_or_insert_with(|| Histogram::new(SECONDS))
+                    .observe(seconds_between(started, ts));
+            }
+            for server in ended.mcp_up {
+                *self.mcp_up.entry(server).or_default() -= 1;
+            }
+        }
+    }
+}
+
 /// The metrics of one process's runs.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -115,10 +160,6 @@ pub struct Metrics {
 pub struct Gauges {
     /// Runs registered and not ended (preparation included).
     pub runs_in_flight: usize,
-}
-
-fn text(value: &Value) -> String {
-    value.as_str().unwrap_or_default().to_owned()
 }
 
 fn seconds_between(from: f64, to: f64) -> f64 {
@@ -138,7 +179,18 @@ impl Metrics {
 
     /// Counts one event of run `run`.
     fn count(&self, run: &RunId, event: &RunEvent) {
-        let p = &event.payload;
+        let payload = match event.typed() {
+            Ok(payload) => payload,
+            Err(e) => {
+                // Every payload the fabric writes fits its struct: this one is left out,
+                // and a run that ends so is forgotten all the same.
+                tracing::debug!(run_id = %run, error = %e, "event left out of the metrics");
+                if event.kind.is_terminal() {
+                    self.drop_run(run);
+                }
+                return;
+            }
+        };
         let mut c = self.lock();
         let c = &mut *c;
         // Most events belong to a run already known: clone its id only for the first.
@@ -148,45 +200,43 @@ impl Metrics {
         let Some(pending) = c.pending.get_mut(run) else {
             return;
         };
-        match event.kind {
-            EventKind::RunStart => {
+        match payload {
+            EventPayload::RunStart(start) => {
                 c.runs_started += 1;
-                pending.model_key = text(&p["model_key"]);
+                pending.model_key = start.model_key;
             }
             // A continued run starts again in this process (its run_start is not repeated).
-            EventKind::RunResumed => c.runs_started += 1,
-            EventKind::PackStart => pending.model_key = text(&p["model_key"]),
-            EventKind::CloudFallback => pending.next_call_key = Some(text(&p["cloud_model_key"])),
-            EventKind::LlmRequest => {
-                if p["purpose"] == "routing" {
-                    pending.next_call_key = Some(text(&p["model_key"]));
-                } else {
-                    if let Some(started) = pending.step_started {
-                        c.steps
-                            .get_or_insert_with(|| Histogram::new(SECONDS))
-                            .observe(seconds_between(started, event.ts));
-                    }
-                    pending.step_started = Some(event.ts);
-                }
+            EventPayload::RunResumed(_) => c.runs_started += 1,
+            EventPayload::PackStart(start) => pending.model_key = start.model_key,
+            EventPayload::CloudFallback(fallback) => {
+                pending.next_call_key = Some(fallback.cloud_model_key);
             }
-            EventKind::LlmResponse => {
-                let key = pending
-                    .next_call_key
-                    .take()
-                    .unwrap_or_else(|| pending.model_key.clone());
-                if let Some(ms) = p["latency_ms"].as_f64() {
-                    c.model_calls
-                        .entry(key.clone())
-                        .or_insert_with(|| Histogram::new(SECONDS))
-                        .observe(ms / 1000.0);
+            EventPayload::RoutingRequest(request) => {
+                pending.next_call_key = Some(request.model_key);
+            }
+            EventPayload::LlmRequest(_) => {
+                if let Some(started) = pending.step_started {
+                    c.steps
+                        .get_or_insert_with(|| Histogram::new(SECONDS))
+                        .observe(seconds_between(started, event.ts));
                 }
-                if let Some(ms) = p["queued_ms"].as_f64() {
+                pending.step_started = Some(event.ts);
+            }
+            EventPayload::LlmResponse(response) => {
+                let key = pending.take_call_key();
+                c.model_call(&key, response.latency_ms);
+                if let Some(ms) = response.queued_ms {
                     let q = c.queued.entry(key.clone()).or_default();
                     q.0 += 1;
-                    q.1 += ms / 1000.0;
+                    #[allow(clippy::cast_precision_loss)] // milliseconds far below 2^52
+                    let seconds = ms as f64 / 1000.0;
+                    q.1 += seconds;
                 }
-                for (field, kind) in [("prompt_tokens", "input"), ("completion_tokens", "output")] {
-                    if let Some(n) = p["usage"][field].as_u64() {
+                if let Some(usage) = response.usage {
+                    for (n, kind) in [
+                        (usage.prompt_tokens, "input"),
+                        (usage.completion_tokens, "output"),
+                    ] {
                         *c.tokens.entry((key.clone(), kind)).or_default() += n;
                         #[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
                         c.token_usage
@@ -196,64 +246,67 @@ impl Metrics {
                     }
                 }
             }
-            EventKind::ToolCall => {
-                let tool = text(&p["tool"]);
-                *c.tool_calls.entry(tool.clone()).or_default() += 1;
-                pending.tools.insert(text(&p["call_id"]), (tool, event.ts));
+            EventPayload::RoutingResponse(response) => {
+                let key = pending.take_call_key();
+                c.model_call(&key, response.latency_ms);
             }
-            EventKind::ToolResult | EventKind::ToolError => {
-                if let Some((tool, started)) = pending
-                    .tools
-                    .remove(p["call_id"].as_str().unwrap_or_default())
-                {
-                    c.tool_seconds
-                        .entry(tool)
-                        .or_insert_with(|| Histogram::new(SECONDS))
-                        .observe(seconds_between(started, event.ts));
-                }
-                if event.kind == EventKind::ToolError {
-                    *c.tool_errors
-                        .entry((text(&p["tool"]), text(&p["error_type"])))
-                        .or_default() += 1;
+            EventPayload::ToolCall(call) => {
+                *c.tool_calls.entry(call.tool.clone()).or_default() += 1;
+                pending.tools.insert(call.call_id, (call.tool, event.ts));
+            }
+            EventPayload::ToolResult(result) => {
+                if let Some((tool, started)) = pending.tools.remove(&result.call_id) {
+                    c.tool_ended(tool, started, event.ts);
                 }
             }
-            EventKind::SecurityEvent => {
-                *c.security_events.entry(text(&p["event_type"])).or_default() += 1;
+            EventPayload::ToolError(error) => {
+                if let Some((tool, started)) = pending.tools.remove(&error.call_id) {
+                    c.tool_ended(tool, started, event.ts);
+                }
+                *c.tool_errors
+                    .entry((error.tool, error.error_type.as_str().to_owned()))
+                    .or_default() += 1;
             }
-            EventKind::McpServer => {
-                let server = text(&p["server"]);
+            EventPayload::SecurityEvent(security) => {
+                *c.security_events
+                    .entry(security.event_type.as_str().to_owned())
+                    .or_default() += 1;
+            }
+            EventPayload::McpServer(notice) => {
+                let server = notice.server;
                 let was_up = pending.mcp_up.contains(&server);
-                match p["status"].as_str() {
-                    Some("ready" | "tools_changed") if !was_up => {
+                match notice.status {
+                    McpStatus::Ready | McpStatus::ToolsChanged if !was_up => {
                         pending.mcp_up.push(server.clone());
                         *c.mcp_up.entry(server).or_default() += 1;
                     }
-                    Some("failed" | "timeout" | "stopped") if was_up => {
+                    McpStatus::Failed | McpStatus::Timeout | McpStatus::Stopped if was_up => {
                         pending.mcp_up.retain(|s| *s != server);
                         *c.mcp_up.entry(server).or_default() -= 1;
                     }
-                    _ => {}
+                    McpStatus::Starting
+                    | McpStatus::Ready
+                    | McpStatus::ToolsChanged
+                    | McpStatus::Failed
+                    | McpStatus::Timeout
+                    | McpStatus::Stopped
+                    | McpStatus::Other(_) => {}
                 }
             }
-            EventKind::RunComplete | EventKind::RunFailed => {
-                let specialists: Vec<&str> = p["specialist_ids"]
-                    .as_array()
-                    .map(|ids| ids.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                let status = p["status"].as_str().unwrap_or("failed").to_owned();
-                *c.runs.entry((status, specialists.join(","))).or_default() += 1;
-                if let Some(ended) = c.pending.remove(run) {
-                    if let Some(started) = ended.step_started {
-                        c.steps
-                            .get_or_insert_with(|| Histogram::new(SECONDS))
-                            .observe(seconds_between(started, event.ts));
-                    }
-                    for server in ended.mcp_up {
-                        *c.mcp_up.entry(server).or_default() -= 1;
-                    }
-                }
+            EventPayload::RunComplete(end) | EventPayload::RunFailed(end) => {
+                c.run_ended(run, event.ts, end.status, &end.specialist_ids);
             }
-            _ => {}
+            EventPayload::RunAborted(aborted) => c.run_ended(run, event.ts, aborted.status, &[]),
+            EventPayload::Recruitment(_)
+            | EventPayload::TaskForceParallel(_)
+            | EventPayload::PackEnd(_)
+            | EventPayload::CorrectiveReprompt(_)
+            | EventPayload::ToolCallRepaired(_)
+            | EventPayload::ContextCompacted(_)
+            | EventPayload::CriticReview(_)
+            | EventPayload::RepairRound(_)
+            | EventPayload::LoopDetected(_)
+            | EventPayload::Unknown(_) => {}
         }
     }
 
@@ -603,16 +656,11 @@ fn histogram(out: &mut String, name: &str, labels: &[(String, &str)], h: &Histog
 mod tests {
     use super::*;
     use crate::ports::EventSink;
-    use serde_json::json;
+    use fabric_domain::EventKind;
+    use serde_json::{Value, json};
 
     fn ev(kind: EventKind, ts: f64, payload: Value) -> RunEvent {
-        RunEvent {
-            seq: 0,
-            ts,
-            kind,
-            step: None,
-            payload,
-        }
+        RunEvent::sample(kind, ts, payload)
     }
 
     fn id(n: u8) -> RunId {
@@ -634,7 +682,7 @@ mod tests {
             ev(
                 EventKind::LlmResponse,
                 10.5,
-                json!({"latency_ms": 500, "queued_ms": 100, "usage": {"prompt_tokens": 100, "completion_tokens": 7}}),
+                json!({"latency_ms": 500, "queued_ms": 100, "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107}}),
             ),
             ev(
                 EventKind::ToolCall,
@@ -660,7 +708,7 @@ mod tests {
             ev(
                 EventKind::LlmResponse,
                 12.0,
-                json!({"latency_ms": 1000, "usage": {"prompt_tokens": 5, "completion_tokens": 3}}),
+                json!({"latency_ms": 1000, "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}),
             ),
             ev(
                 EventKind::RunComplete,

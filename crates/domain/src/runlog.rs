@@ -13,6 +13,8 @@
 //! recorder adds; read it with [`RunEvent::pack_index`].
 
 mod payloads;
+mod sample;
+mod view;
 mod vocab;
 
 use serde::de::DeserializeOwned;
@@ -26,6 +28,8 @@ pub use payloads::{
     SecurityEvent, SkippedTool, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError,
     ToolResult,
 };
+pub use sample::sample_payload;
+pub use view::EventPayload;
 pub use vocab::{
     CallPurpose, McpStatus, RoutingMethod, RunOrigin, SecurityEventType, TaskForceMode,
     ToolErrorType,

@@ -11,8 +11,8 @@
 
 use async_trait::async_trait;
 use fabric_core::{Tool, ToolContext, ToolNotice, ToolSource};
+use fabric_domain::runlog::{McpServer, McpStatus, Payload as _, SkippedTool};
 use fabric_domain::{EventKind, MCP_TOOL_PREFIX, McpServerSpec, SpecialistSpec, pattern_matches};
-use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,15 +64,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn notice(&self, server: &str, status: &str, mut payload: Value) {
-        if let Value::Object(map) = &mut payload {
-            map.insert("server".into(), json!(server));
-            map.insert("status".into(), json!(status));
-            map.insert(
-                "elapsed_ms".into(),
-                json!(self.started_at.elapsed().as_millis() as u64),
-            );
-        }
+    /// Queues an `mcp_server` notice of `server`, with the fields `details` sets for its
+    /// status.
+    fn notice(&self, server: &str, status: McpStatus, details: impl FnOnce(&mut McpServer)) {
+        let elapsed_ms = u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut notice = McpServer::new(server, status, elapsed_ms);
+        details(&mut notice);
+        // A notice holds names and texts only, which JSON always holds.
+        let payload = notice.to_json().unwrap_or_default();
         let mut notices = lock(&self.notices);
         if notices.len() == MAX_PENDING_NOTICES {
             notices.pop_front();
@@ -118,11 +117,11 @@ impl Shared {
             entry.status.send_replace(Status::Down("stopped".into()));
             drop(entries);
             self.version.fetch_add(1, Ordering::AcqRel);
-            self.notice(
-                server,
-                "stopped",
-                json!({"error": format!("the server closed its connection{tail}; its tools were removed")}),
-            );
+            self.notice(server, McpStatus::Stopped, |n| {
+                n.error = Some(format!(
+                    "the server closed its connection{tail}; its tools were removed"
+                ));
+            });
         }
         tail
     }
@@ -148,7 +147,7 @@ impl Shared {
         self: &Arc<Self>,
         spec: &McpServerSpec,
         peer: &rmcp::service::Peer<rmcp::RoleClient>,
-    ) -> Result<(Vec<Arc<dyn Tool>>, Vec<Value>), McpError> {
+    ) -> Result<(Vec<Arc<dyn Tool>>, Vec<SkippedTool>), McpError> {
         let listed = peer
             .list_all_tools()
             .await
@@ -173,7 +172,10 @@ impl Shared {
                     }
                 }
                 Converted::Skipped(remote, reason) => {
-                    skipped.push(json!({"tool": remote, "reason": reason}));
+                    skipped.push(SkippedTool {
+                        tool: remote,
+                        reason,
+                    });
                 }
             }
         }
@@ -272,14 +274,14 @@ async fn run_server(shared: Arc<Shared>, name: String) {
     .await;
     let (connection, (tools, skipped)) = match started {
         Ok(Ok(up)) => up,
-        Ok(Err(e)) => return fail(&shared, &name, "failed", e.to_string()),
+        Ok(Err(e)) => return fail(&shared, &name, McpStatus::Failed, e.to_string()),
         Err(_) => {
             let e = McpError::StartupTimeout {
                 server: name.clone(),
                 seconds: spec.startup_timeout_s,
                 tail: tail.describe(),
             };
-            return fail(&shared, &name, "timeout", e.to_string());
+            return fail(&shared, &name, McpStatus::Timeout, e.to_string());
         }
     };
     let peer = connection.service.peer().clone();
@@ -289,7 +291,10 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         entry.connection = Some(connection);
     }
     shared.version.fetch_add(1, Ordering::AcqRel);
-    shared.notice(&name, "ready", json!({"tools": names, "skipped": skipped}));
+    shared.notice(&name, McpStatus::Ready, |n| {
+        n.tools = Some(names);
+        n.skipped = Some(skipped);
+    });
     // Last, so a run waiting for this required server finds the notice already there.
     if let Some(entry) = lock(&shared.entries).get(&name) {
         entry.status.send_replace(Status::Ready);
@@ -303,20 +308,21 @@ async fn run_server(shared: Arc<Shared>, name: String) {
                     entry.tools = tools;
                 }
                 shared.version.fetch_add(1, Ordering::AcqRel);
-                shared.notice(
-                    &name,
-                    "tools_changed",
-                    json!({"tools": names, "skipped": skipped}),
-                );
+                shared.notice(&name, McpStatus::ToolsChanged, |n| {
+                    n.tools = Some(names);
+                    n.skipped = Some(skipped);
+                });
             }
-            Err(e) => shared.notice(&name, "tools_changed", json!({"error": e.to_string()})),
+            Err(e) => shared.notice(&name, McpStatus::ToolsChanged, |n| {
+                n.error = Some(e.to_string());
+            }),
         }
     }
 }
 
-fn fail(shared: &Shared, name: &str, status: &str, error: String) {
+fn fail(shared: &Shared, name: &str, status: McpStatus, error: String) {
     tracing::warn!(server = name, "{error}");
-    shared.notice(name, status, json!({"error": error}));
+    shared.notice(name, status, |n| n.error = Some(error.clone()));
     if let Some(entry) = lock(&shared.entries).get(name) {
         entry.status.send_replace(Status::Down(error));
     }
@@ -339,11 +345,11 @@ impl ToolSource for McpTools {
                 .collect();
         for (name, spec, status) in servers {
             let named = self.shared.names_server(&name);
-            self.shared.notice(
-                &name,
-                "starting",
-                json!({"transport": spec.transport.kind(), "required": spec.required, "awaited": spec.required || named}),
-            );
+            self.shared.notice(&name, McpStatus::Starting, |n| {
+                n.transport = Some(spec.transport.kind().to_owned());
+                n.required = Some(spec.required);
+                n.awaited = Some(spec.required || named);
+            });
             let task = tokio::spawn(run_server(self.shared.clone(), name.clone()));
             lock(&self.tasks).push(task.abort_handle());
             if spec.required || named {

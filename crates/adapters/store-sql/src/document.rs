@@ -1,7 +1,8 @@
 //! Pure text functions of search: the document a run is found by, and a user's words turned
 //! into a full-text query that can only ever mean "these words".
 
-use fabric_domain::{EventKind, RunEvent, RunSummary};
+use fabric_domain::runlog::EventPayload;
+use fabric_domain::{RunEvent, RunSummary};
 use serde_json::Value;
 
 /// The most text of one run that goes into the full-text index.
@@ -24,24 +25,76 @@ pub fn search_document(summary: &RunSummary, events: &[RunEvent], cap: usize) ->
         if doc.len() >= cap {
             break;
         }
-        let payload = &event.payload;
-        let text = match event.kind {
-            EventKind::ToolCall => format!(
-                "{} {}",
-                payload["tool"].as_str().unwrap_or_default(),
-                value_text(&payload["args"])
-            ),
-            EventKind::ToolResult => value_text(&payload["result"]),
-            EventKind::ToolError => format!(
-                "{} {}",
-                payload["tool"].as_str().unwrap_or_default(),
-                payload["error_message"].as_str().unwrap_or_default()
-            ),
-            _ => continue,
+        let text = match ToolEvent::of(event) {
+            Some(ToolEvent::Call { tool, args }) => format!("{tool} {}", value_text(&args)),
+            Some(ToolEvent::Result { result, .. }) => value_text(&result),
+            Some(ToolEvent::Error { tool, message }) => format!("{tool} {message}"),
+            None => continue,
         };
         push(&mut doc, &text, cap);
     }
     doc
+}
+
+/// What search and stats by tool take from the events of a tool call.
+pub(crate) enum ToolEvent {
+    /// `tool_call`.
+    Call { tool: String, args: Value },
+    /// `tool_result`.
+    Result { tool: String, result: Value },
+    /// `tool_error`.
+    Error { tool: String, message: String },
+}
+
+impl ToolEvent {
+    /// The tool call `event` is part of; `None` for other events and for a payload that
+    /// does not fit its kind (it is indexed without a tool).
+    pub(crate) fn of(event: &RunEvent) -> Option<Self> {
+        match event.typed().ok()? {
+            EventPayload::ToolCall(call) => Some(Self::Call {
+                tool: call.tool,
+                args: call.args,
+            }),
+            EventPayload::ToolResult(result) => Some(Self::Result {
+                tool: result.tool,
+                result: result.result,
+            }),
+            EventPayload::ToolError(error) => Some(Self::Error {
+                tool: error.tool,
+                message: error.error_message,
+            }),
+            EventPayload::RunStart(_)
+            | EventPayload::Recruitment(_)
+            | EventPayload::TaskForceParallel(_)
+            | EventPayload::PackStart(_)
+            | EventPayload::PackEnd(_)
+            | EventPayload::McpServer(_)
+            | EventPayload::LlmRequest(_)
+            | EventPayload::RoutingRequest(_)
+            | EventPayload::LlmResponse(_)
+            | EventPayload::RoutingResponse(_)
+            | EventPayload::CorrectiveReprompt(_)
+            | EventPayload::ToolCallRepaired(_)
+            | EventPayload::ContextCompacted(_)
+            | EventPayload::CloudFallback(_)
+            | EventPayload::CriticReview(_)
+            | EventPayload::RepairRound(_)
+            | EventPayload::SecurityEvent(_)
+            | EventPayload::LoopDetected(_)
+            | EventPayload::RunResumed(_)
+            | EventPayload::RunComplete(_)
+            | EventPayload::RunFailed(_)
+            | EventPayload::RunAborted(_)
+            | EventPayload::Unknown(_) => None,
+        }
+    }
+
+    /// The tool called.
+    pub(crate) fn tool(self) -> String {
+        match self {
+            Self::Call { tool, .. } | Self::Result { tool, .. } | Self::Error { tool, .. } => tool,
+        }
+    }
 }
 
 /// A JSON value as text: strings as they are, anything else as compact JSON.
@@ -138,7 +191,7 @@ pub fn snippet(text: &str, words: &[String], radius: usize) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabric_domain::RunId;
+    use fabric_domain::{EventKind, RunId};
     use serde_json::json;
 
     #[test]
@@ -158,24 +211,26 @@ mod tests {
         summary.prompt = "write hello".into();
         summary.summary = Some("wrote it".into());
         let events = vec![
-            RunEvent {
-                seq: 0,
-                ts: 1.0,
-                kind: EventKind::ToolCall,
-                step: Some(0),
-                payload: json!({"tool": "write_file", "args": {"path": "hello.txt"}}),
-            },
-            RunEvent {
-                seq: 1,
-                ts: 1.0,
-                kind: EventKind::ToolResult,
-                step: Some(0),
-                payload: json!({"tool": "write_file", "result": "wrote 11 bytes"}),
-            },
+            RunEvent::sample(
+                EventKind::ToolCall,
+                1.0,
+                json!({"tool": "write_file", "args": {"path": "hello.txt"}}),
+            ),
+            RunEvent::sample(
+                EventKind::ToolResult,
+                1.0,
+                json!({"tool": "write_file", "result": "wrote 11 bytes"}),
+            ),
+            RunEvent::sample(
+                EventKind::ToolError,
+                1.0,
+                json!({"tool": "shell", "error_message": "no such command: zz"}),
+            ),
         ];
         let doc = search_document(&summary, &events, DOCUMENT_CAP);
         assert!(doc.contains("write hello") && doc.contains("hello.txt"));
         assert!(doc.contains("wrote 11 bytes"));
+        assert!(doc.contains("shell no such command: zz"), "{doc}");
         let capped = search_document(&summary, &events, 12);
         assert!(capped.len() <= 12, "{capped}");
     }

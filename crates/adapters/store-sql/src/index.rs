@@ -2,10 +2,10 @@
 //! (from a [`RunSummary`]) and, once a run ended, its full-text document. Shared by the
 //! writer task and reindexing, inside their transactions.
 
-use fabric_domain::{EventKind, RunEvent, RunSummary};
+use fabric_domain::{RunEvent, RunSummary};
 
 use crate::db::{Arg, Backend, Tx};
-use crate::document::{DOCUMENT_CAP, search_document};
+use crate::document::{DOCUMENT_CAP, ToolEvent, search_document};
 
 fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -17,12 +17,7 @@ fn json_list(items: &[String]) -> String {
 
 /// The tool an event is about (`tool_call`, `tool_result`, `tool_error`), for stats by tool.
 pub(crate) fn tool_of(event: &RunEvent) -> Option<String> {
-    matches!(
-        event.kind,
-        EventKind::ToolCall | EventKind::ToolResult | EventKind::ToolError
-    )
-    .then(|| event.payload["tool"].as_str().map(str::to_owned))
-    .flatten()
+    ToolEvent::of(event).map(ToolEvent::tool)
 }
 
 /// Events per `INSERT` statement: one statement per row cost a round trip to the driver

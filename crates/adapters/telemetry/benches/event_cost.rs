@@ -31,13 +31,8 @@ impl SpanSink for Batching {
 }
 
 fn events(steps: usize) -> Vec<RunEvent> {
-    let ev = |kind, ts: f64, payload| RunEvent {
-        seq: 0,
-        ts,
-        kind,
-        step: None,
-        payload,
-    };
+    // Full payloads, as the fabric writes them: the sinks decode each one.
+    let ev = RunEvent::sample;
     let mut out = vec![
         ev(
             EventKind::RunStart,
@@ -59,7 +54,7 @@ fn events(steps: usize) -> Vec<RunEvent> {
         let t = 1.0 + i as f64;
         let call = format!("c{i}");
         out.push(ev(EventKind::LlmRequest, t, json!({"model": "qwen2.5:7b"})));
-        out.push(ev(EventKind::LlmResponse, t + 0.5, json!({"latency_ms": 500, "finish_reason": "tool_calls", "usage": {"prompt_tokens": 900, "completion_tokens": 40}})));
+        out.push(ev(EventKind::LlmResponse, t + 0.5, json!({"latency_ms": 500, "finish_reason": "tool_calls", "usage": {"prompt_tokens": 900, "completion_tokens": 40, "total_tokens": 940}})));
         out.push(ev(
             EventKind::ToolCall,
             t + 0.5,
@@ -71,7 +66,7 @@ fn events(steps: usize) -> Vec<RunEvent> {
             json!({"tool": "shell", "call_id": call, "result": "ok"}),
         ));
     }
-    out.push(ev(EventKind::RunComplete, 200.0, json!({"status": "completed", "specialist_ids": ["engineering"], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})));
+    out.push(ev(EventKind::RunComplete, 200.0, json!({"status": "completed", "specialist_ids": ["engineering"], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})));
     out
 }
 

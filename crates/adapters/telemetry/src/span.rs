@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use fabric_domain::{EventKind, RunEvent, RunId};
+use fabric_domain::runlog::{EventPayload, LlmToolCall, McpStatus, RunStart};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, Usage};
 use serde_json::Value;
 
 /// An attribute value.
@@ -151,6 +152,12 @@ impl RunTrace {
             .unwrap_or_default()
     }
 
+    /// Takes the span of tool call `call_id` out of those in flight.
+    fn take_tool(&mut self, call_id: &str) -> Option<Open> {
+        let i = self.tools.iter().position(|(id, _)| id == call_id)?;
+        Some(self.tools.remove(i).1)
+    }
+
     /// The `traceparent` of the latest model or tool call in flight, for its outgoing
     /// request (a model request, an MCP `tools/call`).
     fn call_traceparent(&self) -> Option<String> {
@@ -205,17 +212,16 @@ struct State {
     remote: HashMap<RunId, ([u8; 16], [u8; 8])>,
 }
 
-fn text(v: &Value) -> &str {
-    v.as_str().unwrap_or_default()
-}
-
 /// A content attribute's text, capped (a tool result may be megabytes).
 fn capped(v: &Value) -> String {
-    const CAP: usize = 4096;
-    let mut s = match v {
+    cap(match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
-    };
+    })
+}
+
+fn cap(mut s: String) -> String {
+    const CAP: usize = 4096;
     if s.len() > CAP {
         let mut end = CAP;
         while !s.is_char_boundary(end) {
@@ -225,6 +231,36 @@ fn capped(v: &Value) -> String {
         s.push('…');
     }
     s
+}
+
+/// The token counts of a model call or a run, as GenAI attributes.
+fn usage_attrs(span: &mut Open, usage: Usage) {
+    for (n, attr) in [
+        (usage.prompt_tokens, "gen_ai.usage.input_tokens"),
+        (usage.completion_tokens, "gen_ai.usage.output_tokens"),
+    ] {
+        if let Ok(n) = i64::try_from(n) {
+            span.attr(attr, Attr::Int(n));
+        }
+    }
+}
+
+/// What a `chat` span takes from an answer, a member's or the routing call's.
+struct Answer<'a> {
+    usage: Option<Usage>,
+    finish_reason: Option<&'a str>,
+    content: Option<&'a str>,
+    tool_calls: &'a [LlmToolCall],
+    /// Why the routing call's answer was not used.
+    error: Option<&'a str>,
+}
+
+/// What a run's root span takes from its end, a run's own or a host's for a panicked run.
+struct End<'a> {
+    specialist_ids: &'a [String],
+    status: RunStatus,
+    usage: Option<Usage>,
+    reason: Option<&'a str>,
 }
 
 impl Tracer {
@@ -251,11 +287,10 @@ impl Tracer {
         self.providers.get(key).map(String::as_str)
     }
 
-    fn start_run(&self, state: &mut State, run: &RunId, event: &RunEvent) {
-        let p = &event.payload;
-        let parent_run = p["parent_run_id"]
-            .as_str()
-            .and_then(|id| RunId::parse(id).ok());
+    /// Opens run `run`'s root span: from its `run_start`, or with `None` for a run continued
+    /// in this process (its `run_start` was written by the process before).
+    fn start_run(&self, state: &mut State, run: &RunId, ts: f64, start: Option<&RunStart>) {
+        let parent_run = start.and_then(|s| s.parent_run_id.clone());
         // A child continues its parent's trace under the tool call now open (the
         // `agent__…` call, or `finish_task` for a critic), else under the parent's agent.
         let from_parent = parent_run
@@ -280,20 +315,22 @@ impl Tracer {
             (None, Some((trace, span))) => (trace, Some(span)),
             (None, None) => (*uuid::Uuid::new_v4().as_bytes(), None),
         };
-        let mut root = Open::new(parent, "invoke_agent".to_owned(), Kind::Internal, event.ts);
+        let mut root = Open::new(parent, "invoke_agent".to_owned(), Kind::Internal, ts);
         root.str("gen_ai.operation.name", "invoke_agent");
         root.str("gen_ai.conversation.id", run.as_str());
         root.str("fabric.run_id", run.as_str());
-        if let Some(depth) = p["depth"].as_i64() {
-            root.attr("fabric.depth", Attr::Int(depth));
+        if let Some(start) = start {
+            root.attr("fabric.depth", Attr::Int(i64::from(start.depth)));
         }
         if let Some(parent) = &parent_run {
             root.str("fabric.parent_run_id", parent.as_str());
         }
         if self.capture_content {
-            let messages = serde_json::json!([{"role": "user", "parts": [{"type": "text", "content": p["prompt"]}]}]);
+            let prompt = start.map(|s| s.prompt.as_str());
+            let messages = serde_json::json!([{"role": "user", "parts": [{"type": "text", "content": prompt}]}]);
             root.str("gen_ai.input.messages", &messages.to_string());
         }
+        let model_key = start.map(|s| s.model_key.clone()).unwrap_or_default();
         state.runs.insert(
             run.clone(),
             RunTrace {
@@ -302,65 +339,137 @@ impl Tracer {
                 members: HashMap::new(),
                 chats: HashMap::new(),
                 tools: Vec::new(),
-                model_keys: HashMap::from([(None, text(&p["model_key"]).to_owned())]),
+                model_keys: HashMap::from([(None, model_key)]),
                 next_call_keys: HashMap::new(),
                 task_force: false,
             },
         );
     }
 
+    /// Opens the span of a model call: a member's (`routing_key` `None`: the key is the
+    /// member's, or a cloud fallback's for this one call) or the routing call's.
+    fn start_chat(
+        &self,
+        t: &mut RunTrace,
+        pack: Option<u32>,
+        ts: f64,
+        model: &str,
+        routing_key: Option<&str>,
+    ) {
+        let routing = routing_key.is_some();
+        let key = match routing_key {
+            Some(key) => key.to_owned(),
+            None => t
+                .next_call_keys
+                .remove(&pack)
+                .unwrap_or_else(|| t.model_key(pack)),
+        };
+        let parent = if routing {
+            t.root.span_id
+        } else {
+            t.current(pack)
+        };
+        let mut chat = Open::new(Some(parent), format!("chat {model}"), Kind::Client, ts);
+        chat.str("gen_ai.operation.name", "chat");
+        chat.str("gen_ai.request.model", model);
+        if let Some(provider) = self.provider(&key) {
+            chat.str("gen_ai.provider.name", provider);
+        }
+        chat.str("fabric.model_key", &key);
+        if routing {
+            chat.str("fabric.purpose", "routing");
+        }
+        if let Some(old) = t.chats.insert(pack, chat) {
+            self.sink.emit(old.end(t.trace_id, ts, None));
+        }
+    }
+
+    /// Ends the span of the model call in flight with its answer.
+    fn end_chat(&self, t: &mut RunTrace, pack: Option<u32>, ts: f64, answer: Answer<'_>) {
+        let Some(mut chat) = t.chats.remove(&pack) else {
+            return;
+        };
+        if let Some(usage) = answer.usage {
+            usage_attrs(&mut chat, usage);
+        }
+        if let Some(reason) = answer.finish_reason {
+            chat.attr(
+                "gen_ai.response.finish_reasons",
+                Attr::StrArray(vec![reason.to_owned()]),
+            );
+        }
+        if self.capture_content {
+            let message = serde_json::json!([{"role": "assistant", "parts": [{"type": "text", "content": answer.content}], "tool_calls": answer.tool_calls}]);
+            chat.str("gen_ai.output.messages", &capped(&message));
+        }
+        let error = answer.error.map(str::to_owned);
+        if error.is_some() {
+            chat.str("error.type", "routing_answer_unused");
+        }
+        self.sink.emit(chat.end(t.trace_id, ts, error));
+    }
+
     /// Takes one event of run `run`.
     pub fn observe(&self, run: &RunId, event: &RunEvent) {
-        let p = &event.payload;
-        let mut state = self.lock();
-        // A continued run's events go on in this process without a new `run_start`: its
-        // spans from here on get a root of their own (the first process's trace ended
-        // with it).
-        let resumed = event.kind == EventKind::RunResumed && !state.runs.contains_key(run);
-        if event.kind == EventKind::RunStart || resumed {
-            self.start_run(&mut state, run, event);
-            if resumed && let Some(t) = state.runs.get_mut(run) {
-                t.root.attr(
-                    "fabric.resumption",
-                    Attr::Int(event.payload["resumption"].as_i64().unwrap_or(1)),
-                );
+        let payload = match event.typed() {
+            Ok(payload) => payload,
+            Err(e) => {
+                // Every payload the fabric writes fits its struct, so this is a runlog
+                // from elsewhere: the trace goes on without the event, and a run that ends
+                // so leaves nothing behind.
+                tracing::debug!(run_id = %run, error = %e, "event left out of the trace");
+                if event.kind.is_terminal() {
+                    self.forget(run);
+                }
+                return;
             }
-            return;
+        };
+        let mut state = self.lock();
+        match &payload {
+            EventPayload::RunStart(start) => {
+                self.start_run(&mut state, run, event.ts, Some(start));
+                return;
+            }
+            // A continued run's events go on in this process without a new `run_start`:
+            // its spans from here on get a root of their own (the first process's trace
+            // ended with it).
+            EventPayload::RunResumed(resumed) if !state.runs.contains_key(run) => {
+                self.start_run(&mut state, run, event.ts, None);
+                if let Some(t) = state.runs.get_mut(run) {
+                    t.root.attr(
+                        "fabric.resumption",
+                        Attr::Int(i64::from(resumed.resumption)),
+                    );
+                }
+                return;
+            }
+            _ => {}
         }
         let Some(t) = state.runs.get_mut(run) else {
             return;
         };
         let trace_id = t.trace_id;
         let pack = event.pack_index();
-        match event.kind {
-            EventKind::Recruitment => {
-                let ids: Vec<String> = p["specialist_ids"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let agent = ids.join(",");
+        match payload {
+            EventPayload::Recruitment(r) => {
+                let agent = r.specialist_ids.join(",");
                 t.root.name = format!("invoke_agent {agent}");
                 t.root.str("gen_ai.agent.name", &agent);
-                t.task_force = p["is_task_force"].as_bool().unwrap_or(false);
+                t.task_force = r.is_task_force;
                 let mut route = Open::new(
                     Some(t.root.span_id),
                     "fabric.route".to_owned(),
                     Kind::Internal,
                     t.root.start,
                 );
-                route.str("fabric.routing_method", text(&p["routing_method"]));
-                route.attr("fabric.specialist_ids", Attr::StrArray(ids));
+                route.str("fabric.routing_method", r.routing_method.as_str());
+                route.attr("fabric.specialist_ids", Attr::StrArray(r.specialist_ids));
                 self.sink.emit(route.end(trace_id, event.ts, None));
             }
-            EventKind::PackStart => {
-                t.model_keys.insert(pack, text(&p["model_key"]).to_owned());
+            EventPayload::PackStart(start) => {
+                t.model_keys.insert(pack, start.model_key);
                 if t.task_force {
-                    let id = text(&p["specialist_id"]);
+                    let id = start.specialist_id.as_str();
                     let mut member = Open::new(
                         Some(t.root.span_id),
                         format!("invoke_agent {id}"),
@@ -375,81 +484,49 @@ impl Tracer {
                     }
                 }
             }
-            EventKind::PackEnd => {
+            EventPayload::PackEnd(end) => {
                 if let Some(member) = t.members.remove(&pack.unwrap_or_default()) {
-                    let status = text(&p["status"]);
-                    let error = (!matches!(status, "completed" | "completed_without_finish"))
-                        .then(|| format!("{status}: {}", text(&p["reason"])));
+                    let error = (!end.status.is_success()).then(|| {
+                        format!(
+                            "{}: {}",
+                            end.status.as_str(),
+                            end.reason.as_deref().unwrap_or_default()
+                        )
+                    });
                     self.sink.emit(member.end(trace_id, event.ts, error));
                 }
             }
-            EventKind::CloudFallback => {
-                t.next_call_keys
-                    .insert(pack, text(&p["cloud_model_key"]).to_owned());
+            EventPayload::CloudFallback(fallback) => {
+                t.next_call_keys.insert(pack, fallback.cloud_model_key);
             }
-            EventKind::LlmRequest => {
-                let model = text(&p["model"]);
-                let routing = p["purpose"] == "routing";
-                let key = if routing {
-                    text(&p["model_key"]).to_owned()
-                } else {
-                    t.next_call_keys
-                        .remove(&pack)
-                        .unwrap_or_else(|| t.model_key(pack))
+            EventPayload::LlmRequest(request) => {
+                self.start_chat(t, pack, event.ts, &request.model, None);
+            }
+            EventPayload::RoutingRequest(request) => {
+                self.start_chat(t, pack, event.ts, &request.model, Some(&request.model_key));
+            }
+            EventPayload::LlmResponse(response) => {
+                let answer = Answer {
+                    usage: response.usage,
+                    finish_reason: response.finish_reason.as_deref(),
+                    content: response.content.as_deref(),
+                    tool_calls: &response.tool_calls,
+                    error: None,
                 };
-                let parent = if routing {
-                    t.root.span_id
-                } else {
-                    t.current(pack)
+                self.end_chat(t, pack, event.ts, answer);
+            }
+            EventPayload::RoutingResponse(response) => {
+                let answer = Answer {
+                    usage: None,
+                    finish_reason: None,
+                    content: response.content.as_deref(),
+                    tool_calls: &response.tool_calls,
+                    error: response.error.as_deref(),
                 };
-                let mut chat = Open::new(
-                    Some(parent),
-                    format!("chat {model}"),
-                    Kind::Client,
-                    event.ts,
-                );
-                chat.str("gen_ai.operation.name", "chat");
-                chat.str("gen_ai.request.model", model);
-                if let Some(provider) = self.provider(&key) {
-                    chat.str("gen_ai.provider.name", provider);
-                }
-                chat.str("fabric.model_key", &key);
-                if routing {
-                    chat.str("fabric.purpose", "routing");
-                }
-                if let Some(old) = t.chats.insert(pack, chat) {
-                    self.sink.emit(old.end(trace_id, event.ts, None));
-                }
+                self.end_chat(t, pack, event.ts, answer);
             }
-            EventKind::LlmResponse => {
-                if let Some(mut chat) = t.chats.remove(&pack) {
-                    for (field, attr) in [
-                        ("prompt_tokens", "gen_ai.usage.input_tokens"),
-                        ("completion_tokens", "gen_ai.usage.output_tokens"),
-                    ] {
-                        if let Some(n) = p["usage"][field].as_i64() {
-                            chat.attr(attr, Attr::Int(n));
-                        }
-                    }
-                    if let Some(reason) = p["finish_reason"].as_str() {
-                        chat.attr(
-                            "gen_ai.response.finish_reasons",
-                            Attr::StrArray(vec![reason.to_owned()]),
-                        );
-                    }
-                    if self.capture_content {
-                        let message = serde_json::json!([{"role": "assistant", "parts": [{"type": "text", "content": p["content"]}], "tool_calls": p["tool_calls"]}]);
-                        chat.str("gen_ai.output.messages", &capped(&message));
-                    }
-                    let error = p["error"].as_str().map(str::to_owned);
-                    if error.is_some() {
-                        chat.str("error.type", "routing_answer_unused");
-                    }
-                    self.sink.emit(chat.end(trace_id, event.ts, error));
-                }
-            }
-            EventKind::ToolCall => {
-                let tool = text(&p["tool"]);
+            EventPayload::ToolCall(call) => {
+                let tool = call.tool.as_str();
                 let mut span = Open::new(
                     Some(t.current(pack)),
                     format!("execute_tool {tool}"),
@@ -458,30 +535,29 @@ impl Tracer {
                 );
                 span.str("gen_ai.operation.name", "execute_tool");
                 span.str("gen_ai.tool.name", tool);
-                span.str("gen_ai.tool.call.id", text(&p["call_id"]));
+                span.str("gen_ai.tool.call.id", &call.call_id);
                 span.str("gen_ai.tool.type", "function");
                 if self.capture_content {
-                    span.str("gen_ai.tool.call.arguments", &capped(&p["args"]));
+                    span.str("gen_ai.tool.call.arguments", &capped(&call.args));
                 }
-                t.tools.push((text(&p["call_id"]).to_owned(), span));
+                t.tools.push((call.call_id, span));
             }
-            EventKind::ToolResult | EventKind::ToolError => {
-                let call = text(&p["call_id"]);
-                if let Some(i) = t.tools.iter().position(|(id, _)| id == call) {
-                    let (_, mut span) = t.tools.remove(i);
-                    let error = if event.kind == EventKind::ToolError {
-                        span.str("error.type", text(&p["error_type"]));
-                        Some(text(&p["error_message"]).to_owned())
-                    } else {
-                        if self.capture_content {
-                            span.str("gen_ai.tool.call.result", &capped(&p["result"]));
-                        }
-                        None
-                    };
-                    self.sink.emit(span.end(trace_id, event.ts, error));
+            EventPayload::ToolResult(result) => {
+                if let Some(mut span) = t.take_tool(&result.call_id) {
+                    if self.capture_content {
+                        span.str("gen_ai.tool.call.result", &capped(&result.result));
+                    }
+                    self.sink.emit(span.end(trace_id, event.ts, None));
                 }
             }
-            EventKind::CriticReview => {
+            EventPayload::ToolError(error) => {
+                if let Some(mut span) = t.take_tool(&error.call_id) {
+                    span.str("error.type", error.error_type.as_str());
+                    self.sink
+                        .emit(span.end(trace_id, event.ts, Some(error.error_message)));
+                }
+            }
+            EventPayload::CriticReview(review) => {
                 // The review happens inside the `finish_task` call it judges: its verdict
                 // goes on that span (the critic's own run is a child span under it).
                 if let Some((_, span)) = t
@@ -490,27 +566,23 @@ impl Tracer {
                     .rev()
                     .find(|(_, tool)| tool.name == "execute_tool finish_task")
                 {
-                    span.str("fabric.critic", text(&p["critic"]));
-                    span.attr(
-                        "fabric.critic.approved",
-                        Attr::Bool(p["approved"].as_bool().unwrap_or(false)),
-                    );
-                    span.attr(
-                        "fabric.critic.round",
-                        Attr::Int(p["round"].as_i64().unwrap_or(0)),
-                    );
-                    let findings = p["findings"].as_array().map_or(0, Vec::len);
+                    span.str("fabric.critic", &review.critic);
+                    span.attr("fabric.critic.approved", Attr::Bool(review.approved));
+                    span.attr("fabric.critic.round", Attr::Int(i64::from(review.round)));
                     span.attr(
                         "fabric.critic.findings",
-                        Attr::Int(i64::try_from(findings).unwrap_or(i64::MAX)),
+                        Attr::Int(i64::try_from(review.findings.len()).unwrap_or(i64::MAX)),
                     );
                 }
             }
-            EventKind::McpServer => {
-                let status = text(&p["status"]);
-                if matches!(status, "ready" | "failed" | "timeout") {
-                    let server = text(&p["server"]);
-                    let elapsed = p["elapsed_ms"].as_f64().unwrap_or(0.0) / 1000.0;
+            EventPayload::McpServer(notice) => {
+                if matches!(
+                    notice.status,
+                    McpStatus::Ready | McpStatus::Failed | McpStatus::Timeout
+                ) {
+                    let server = notice.server.as_str();
+                    #[allow(clippy::cast_precision_loss)] // milliseconds far below 2^52
+                    let elapsed = notice.elapsed_ms as f64 / 1000.0;
                     let mut span = Open::new(
                         Some(t.current(pack)),
                         format!("fabric.mcp.start {server}"),
@@ -518,59 +590,77 @@ impl Tracer {
                         event.ts - elapsed,
                     );
                     span.str("fabric.mcp.server", server);
-                    span.str("fabric.mcp.status", status);
-                    let error = (status != "ready").then(|| capped(&p["error"]));
+                    span.str("fabric.mcp.status", notice.status.as_str());
+                    let error = (notice.status != McpStatus::Ready)
+                        .then(|| cap(notice.error.unwrap_or_default()));
                     self.sink.emit(span.end(trace_id, event.ts, error));
                 }
             }
-            EventKind::RunComplete | EventKind::RunFailed => {
-                if let Some(mut t) = state.runs.remove(run) {
-                    let end = event.ts;
-                    for (_, tool) in t.tools.drain(..) {
-                        self.sink.emit(tool.end(
-                            trace_id,
-                            end,
-                            Some("the run ended first".to_owned()),
-                        ));
-                    }
-                    for (_, chat) in t.chats.drain() {
-                        self.sink.emit(chat.end(
-                            trace_id,
-                            end,
-                            Some("the run ended first".to_owned()),
-                        ));
-                    }
-                    for (_, member) in t.members.drain() {
-                        self.sink.emit(member.end(trace_id, end, None));
-                    }
-                    if t.root.name == "invoke_agent" {
-                        // A resumed run saw no recruitment here: name it from its end.
-                        let ids: Vec<&str> = p["specialist_ids"]
-                            .as_array()
-                            .map(|a| a.iter().filter_map(Value::as_str).collect())
-                            .unwrap_or_default();
-                        t.root.name = format!("invoke_agent {}", ids.join(","));
-                        t.root.str("gen_ai.agent.name", &ids.join(","));
-                    }
-                    let status = text(&p["status"]).to_owned();
-                    for (field, attr) in [
-                        ("prompt_tokens", "gen_ai.usage.input_tokens"),
-                        ("completion_tokens", "gen_ai.usage.output_tokens"),
-                    ] {
-                        if let Some(n) = p["usage"][field].as_i64() {
-                            t.root.attr(attr, Attr::Int(n));
-                        }
-                    }
-                    let error = (event.kind == EventKind::RunFailed).then(|| {
-                        t.root.str("error.type", &status);
-                        format!("{status}: {}", text(&p["reason"]))
-                    });
-                    t.root.str("fabric.status", &status);
-                    self.sink.emit(t.root.end(trace_id, end, error));
-                }
+            EventPayload::RunComplete(end) | EventPayload::RunFailed(end) => {
+                let failed = event.kind == EventKind::RunFailed;
+                let end = End {
+                    specialist_ids: &end.specialist_ids,
+                    status: end.status,
+                    usage: Some(end.usage),
+                    reason: end.reason.as_deref(),
+                };
+                self.end_run(&mut state, run, event.ts, failed, &end);
             }
-            _ => {}
+            EventPayload::RunAborted(aborted) => {
+                let end = End {
+                    specialist_ids: &[],
+                    status: aborted.status,
+                    usage: None,
+                    reason: Some(&aborted.reason),
+                };
+                self.end_run(&mut state, run, event.ts, true, &end);
+            }
+            // Started above, or a resumption of a run already traced here.
+            EventPayload::RunStart(_) | EventPayload::RunResumed(_) => {}
+            EventPayload::TaskForceParallel(_)
+            | EventPayload::CorrectiveReprompt(_)
+            | EventPayload::ToolCallRepaired(_)
+            | EventPayload::ContextCompacted(_)
+            | EventPayload::RepairRound(_)
+            | EventPayload::SecurityEvent(_)
+            | EventPayload::LoopDetected(_)
+            | EventPayload::Unknown(_) => {}
         }
+    }
+
+    /// Ends run `run`'s trace: what is still open ends with it, then its root.
+    fn end_run(&self, state: &mut State, run: &RunId, ts: f64, failed: bool, end: &End<'_>) {
+        let Some(mut t) = state.runs.remove(run) else {
+            return;
+        };
+        let trace_id = t.trace_id;
+        for (_, tool) in t.tools.drain(..) {
+            self.sink
+                .emit(tool.end(trace_id, ts, Some("the run ended first".to_owned())));
+        }
+        for (_, chat) in t.chats.drain() {
+            self.sink
+                .emit(chat.end(trace_id, ts, Some("the run ended first".to_owned())));
+        }
+        for (_, member) in t.members.drain() {
+            self.sink.emit(member.end(trace_id, ts, None));
+        }
+        if t.root.name == "invoke_agent" {
+            // A resumed run saw no recruitment here: name it from its end.
+            let ids = end.specialist_ids.join(",");
+            t.root.name = format!("invoke_agent {ids}");
+            t.root.str("gen_ai.agent.name", &ids);
+        }
+        let status = end.status.as_str();
+        if let Some(usage) = end.usage {
+            usage_attrs(&mut t.root, usage);
+        }
+        let error = failed.then(|| {
+            t.root.str("error.type", status);
+            format!("{status}: {}", end.reason.unwrap_or_default())
+        });
+        t.root.str("fabric.status", status);
+        self.sink.emit(t.root.end(trace_id, ts, error));
     }
 
     /// The `traceparent` for the outgoing request of run `run`'s model or tool call in
@@ -636,13 +726,7 @@ mod tests {
     }
 
     fn ev(kind: EventKind, ts: f64, payload: Value) -> RunEvent {
-        RunEvent {
-            seq: 0,
-            ts,
-            kind,
-            step: None,
-            payload,
-        }
+        RunEvent::sample(kind, ts, payload)
     }
 
     fn id(n: u8) -> RunId {
@@ -761,7 +845,7 @@ mod tests {
             ev(
                 EventKind::CriticReview,
                 1.6,
-                json!({"critic": "reviewer", "approved": false, "round": 1, "findings": [{"severity": "high"}]}),
+                json!({"critic": "reviewer", "approved": false, "round": 1, "findings": [{"severity": "high", "reason": "untested"}]}),
             ),
             ev(
                 EventKind::ToolError,

@@ -1,0 +1,77 @@
+//! Events built by hand for the tests of sinks (telemetry, metrics, stores): a test names the
+//! fields it is about and the rest get placeholders, so the event still decodes with
+//! [`RunEvent::typed`] as the fabric's own events do.
+
+use serde_json::{Value, json};
+
+use crate::{EventKind, RunEvent};
+
+/// A payload of `kind` with every field a reader requires, as placeholders: a member's
+/// `llm_request` and `llm_response` (not the routing call's), a run's own `run_failed`;
+/// an empty object for [`EventKind::Unknown`].
+pub fn sample_payload(kind: EventKind) -> Value {
+    let usage = json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0});
+    let end = json!({"run_id": "r", "status": "completed", "specialist_ids": [],
+        "task_force_mode": "single", "steps": 0, "usage": usage, "reason": null});
+    match kind {
+        EventKind::RunStart => json!({"run_id": "r", "prompt": "", "model_key": "", "model": "",
+            "model_reason": null, "max_steps": 1, "network_allowed": false, "workspace": "/",
+            "sandbox": null, "parent_run_id": null, "depth": 0}),
+        EventKind::Recruitment => json!({"specialist_id": "", "specialist_ids": [],
+            "required_capabilities": [], "routing_method": "explicit", "reason": "",
+            "is_task_force": false, "task_force_mode": "single"}),
+        EventKind::TaskForceParallel => json!({"specialist_ids": [], "max_parallel": 1}),
+        EventKind::PackStart => json!({"specialist_id": "", "pack_index": 0, "tools": [],
+            "model_key": "", "model": "", "handoff_from": null}),
+        EventKind::PackEnd => json!({"specialist_id": "", "status": "completed", "steps": 0,
+            "usage": usage, "reason": null}),
+        EventKind::McpServer => json!({"server": "", "status": "starting", "elapsed_ms": 0}),
+        EventKind::LlmRequest => json!({"model": "", "message_count": 0, "tool_count": 0}),
+        EventKind::LlmResponse => json!({"content": null, "tool_calls": [], "usage": null,
+            "latency_ms": 0.0, "finish_reason": null}),
+        EventKind::CorrectiveReprompt => json!({"reason": "", "attempt": 1, "max_retries": 1}),
+        EventKind::ToolCallRepaired => json!({"format": "", "tools": [], "call_ids": []}),
+        EventKind::ContextCompacted => json!({"window": 0, "room": 0, "tokens_before": 0,
+            "tokens_after": 0, "shortened_results": 0, "dropped_messages": 0, "mode": "drop"}),
+        EventKind::CloudFallback => json!({"reason": "", "local_model": "", "cloud_model": "",
+            "cloud_model_key": ""}),
+        EventKind::CriticReview => json!({"round": 1, "max_rounds": 1, "critic": "",
+            "approved": true, "findings": [], "files": [], "staged_dir": "/"}),
+        EventKind::RepairRound => json!({"round": 2, "max_rounds": 2, "model_key": ""}),
+        EventKind::ToolCall => json!({"tool": "", "call_id": "", "args": {}}),
+        EventKind::ToolResult => json!({"tool": "", "call_id": "", "result": ""}),
+        EventKind::ToolError => json!({"tool": "", "call_id": "", "error_type": "failed",
+            "error_message": ""}),
+        EventKind::SecurityEvent => json!({"event_type": "path_escape",
+            "tool": null, "attempted": "", "error_message": ""}),
+        EventKind::LoopDetected => json!({"tool": "", "call_id": "", "args": {}, "repeats": 2,
+            "action": "nudged", "message": ""}),
+        EventKind::RunResumed => json!({"run_id": "r", "resumption": 1, "previous_events": 0,
+            "replayed_steps": 0, "last_event_ts": 0.0}),
+        EventKind::RunComplete => end,
+        EventKind::RunFailed => {
+            let mut end = end;
+            end["status"] = json!("failed");
+            end
+        }
+        EventKind::Unknown => json!({}),
+    }
+}
+
+impl RunEvent {
+    /// An event of `kind` at `ts` (`seq` 0, no step) whose payload is `fields` over
+    /// [`sample_payload`]: for tests, which name only the fields they are about.
+    pub fn sample(kind: EventKind, ts: f64, fields: Value) -> Self {
+        let mut payload = sample_payload(kind);
+        if let (Value::Object(payload), Value::Object(fields)) = (&mut payload, fields) {
+            payload.extend(fields);
+        }
+        RunEvent {
+            seq: 0,
+            ts,
+            kind,
+            step: None,
+            payload,
+        }
+    }
+}
