@@ -48,13 +48,84 @@ impl Drop for GroupGuard {
 /// even a `kill -9` (issue #26). A plain function, so this crate needs no other adapter.
 pub type SpawnHook = fn(&mut std::process::Command);
 
-/// Starts or reaches the server and completes the MCP handshake.
+/// Starts or reaches the server and completes the MCP handshake: `server/discover` first
+/// (see [`lifecycle`]). A server that answers it with something else than a discovery (a
+/// hand-written legacy server answering every request with `{}`) is started or reached
+/// again and gets the `initialize` handshake: rmcp gives up on such an answer instead of
+/// falling back.
 pub(crate) async fn connect(
     spec: &McpServerSpec,
     handler: Handler,
     tail: Arc<StderrTail>,
     spawn_hook: Option<SpawnHook>,
 ) -> Result<Connection, McpError> {
+    match connect_with(spec, handler.clone(), tail.clone(), spawn_hook, lifecycle()).await {
+        Ok(connection) => Ok(connection),
+        Err(Failed::Discovery(error)) => {
+            tracing::debug!(server = %spec.name, %error, "discovery misunderstood; trying the initialize handshake");
+            connect_with(
+                spec,
+                handler,
+                tail,
+                spawn_hook,
+                ClientLifecycleMode::Initialize,
+            )
+            .await
+            .map_err(Failed::into_error)
+        }
+        Err(failed) => Err(failed.into_error()),
+    }
+}
+
+/// Why a connection attempt failed.
+enum Failed {
+    /// The server answered `server/discover` with something else than a discovery.
+    Discovery(McpError),
+    Other(McpError),
+}
+
+impl Failed {
+    fn into_error(self) -> McpError {
+        match self {
+            Self::Discovery(e) | Self::Other(e) => e,
+        }
+    }
+}
+
+impl From<McpError> for Failed {
+    fn from(error: McpError) -> Self {
+        Self::Other(error)
+    }
+}
+
+/// The handshake's error as [`Failed`], with `detail` added to its message.
+fn handshake_failed(
+    spec: &McpServerSpec,
+    error: rmcp::service::ClientInitializeError,
+    detail: String,
+) -> Failed {
+    let misunderstood = matches!(
+        error,
+        rmcp::service::ClientInitializeError::ExpectedInitResult(_)
+    );
+    let error = McpError::Initialize {
+        server: spec.name.clone(),
+        detail: format!("{error}{detail}"),
+    };
+    if misunderstood {
+        Failed::Discovery(error)
+    } else {
+        Failed::Other(error)
+    }
+}
+
+async fn connect_with(
+    spec: &McpServerSpec,
+    handler: Handler,
+    tail: Arc<StderrTail>,
+    spawn_hook: Option<SpawnHook>,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Connection, Failed> {
     match &spec.transport {
         McpTransport::Stdio {
             command,
@@ -109,12 +180,9 @@ pub(crate) async fn connect(
             // The guard is created before the handshake, so a failed or abandoned handshake
             // still kills the group.
             let service = handler
-                .serve_with_lifecycle(process, lifecycle())
+                .serve_with_lifecycle(process, lifecycle)
                 .await
-                .map_err(|e| McpError::Initialize {
-                    server: spec.name.clone(),
-                    detail: format!("{e}{}", tail.describe()),
-                })?;
+                .map_err(|e| handshake_failed(spec, e, tail.describe()))?;
             Ok(Connection {
                 service,
                 _guard: guard,
@@ -170,12 +238,9 @@ pub(crate) async fn connect(
             let transport =
                 StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
             let service = handler
-                .serve_with_lifecycle(transport, lifecycle())
+                .serve_with_lifecycle(transport, lifecycle)
                 .await
-                .map_err(|e| McpError::Initialize {
-                    server: spec.name.clone(),
-                    detail: e.to_string(),
-                })?;
+                .map_err(|e| handshake_failed(spec, e, String::new()))?;
             Ok(Connection {
                 service,
                 _guard: None,

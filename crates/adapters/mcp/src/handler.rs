@@ -6,6 +6,7 @@ use rmcp::service::{NotificationContext, RoleClient};
 use tokio::sync::mpsc;
 
 /// The client handler of one server.
+#[derive(Clone)]
 pub(crate) struct Handler {
     /// Capacity 1: several announcements before the next listing are one relisting.
     pub(crate) tools_changed: mpsc::Sender<()>,
