@@ -434,16 +434,12 @@ impl Merger {
             });
         }
         if let Some(v) = raw.task_force_mode {
-            s.task_force_mode = match v.as_str() {
-                "sequential" => TaskForceMode::Sequential,
-                "parallel" => TaskForceMode::Parallel,
-                other => {
-                    return Err(self.invalid(
-                        "task_force_mode",
-                        format!("must be `sequential` or `parallel`, got `{other}`"),
-                    ));
-                }
-            };
+            s.task_force_mode = TaskForceMode::parse(&v).ok_or_else(|| {
+                self.invalid(
+                    "task_force_mode",
+                    format!("must be `sequential` or `parallel`, got `{v}`"),
+                )
+            })?;
         }
         if let Some(v) = raw.local_llm_ensure_available {
             s.local_llm_ensure_available = v;

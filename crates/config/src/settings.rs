@@ -1,5 +1,5 @@
 use fabric_domain::SpecialistSpec;
-pub use fabric_domain::{Backend, SearchProvider};
+pub use fabric_domain::{Backend, SearchProvider, TaskForceMode};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -115,16 +115,6 @@ impl ModelConfig {
             Backend::Ollama | Backend::Anthropic => C::Off,
         })
     }
-}
-
-/// How the specialists of a task force work together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskForceMode {
-    /// One after another, each seeing the previous one's result.
-    Sequential,
-    /// At the same time, results merged.
-    Parallel,
 }
 
 /// Model choice by task complexity (seed 003): a score from 0 to 100; at or above

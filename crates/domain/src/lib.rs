@@ -20,6 +20,7 @@ pub mod schema;
 mod services;
 mod specialist;
 mod summary;
+mod task_force;
 mod time;
 mod tool;
 mod tooling;
@@ -35,6 +36,7 @@ pub use specialist::{
     check_tool_pattern, is_tool_pattern,
 };
 pub use summary::RunSummary;
+pub use task_force::TaskForceMode;
 pub use time::{UtcTime, parse_duration, parse_since};
 pub use tool::{
     PlannerHints, ToolAnnotations, ToolSpec, Workflow, fitting_workflows,

@@ -4,11 +4,11 @@
 //! own tools and model. The run service (fabric-core) calls it for every run.
 
 use async_trait::async_trait;
-use fabric_config::{Routing, Settings, TaskForceMode};
+use fabric_config::{Routing, Settings};
 use fabric_core::ChatClient;
 use fabric_core::budget::{Lineage, RunBudget};
 use fabric_core::engine::ModelParams;
-use fabric_core::execute::{self, Recruitment};
+use fabric_core::execute::Recruitment;
 use fabric_core::recruit::{self, LlmRouting, RoutingCall};
 use fabric_core::search::RunSearch;
 use fabric_core::service::{
@@ -413,10 +413,7 @@ pub(crate) async fn prepare(
         members,
         recruitment,
         routing_call,
-        mode: match settings.task_force_mode {
-            TaskForceMode::Sequential => execute::TaskForceMode::Sequential,
-            TaskForceMode::Parallel => execute::TaskForceMode::Parallel,
-        },
+        mode: settings.task_force_mode,
         max_parallel: settings.task_force_max_parallel as usize,
         max_steps,
         network_allowed: request.network_allowed.unwrap_or(settings.network_allowed),

@@ -25,6 +25,7 @@ use crate::engine::{FallbackPolicy, ModelParams};
 use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, RunStore, Tool, ToolSource};
 use crate::recruit::RoutingCall;
 
+pub use fabric_domain::TaskForceMode;
 pub use merge::HANDOFF_END;
 pub use prompt::{MAX_PROMPT_WORKFLOWS, WORKFLOW_WINDOW_SHARE};
 
@@ -38,25 +39,6 @@ pub struct Recruitment {
     pub required_capabilities: Vec<String>,
     /// Why these specialists, in words.
     pub reason: String,
-}
-
-/// How the members of a task force work together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskForceMode {
-    /// One after another, each given the previous one's finish payload.
-    Sequential,
-    /// At the same time (up to `max_parallel`), results merged in recruitment order.
-    Parallel,
-}
-
-impl TaskForceMode {
-    /// The mode as written in runlogs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sequential => "sequential",
-            Self::Parallel => "parallel",
-        }
-    }
 }
 
 /// One task to run by one specialist.

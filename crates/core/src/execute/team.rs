@@ -75,10 +75,7 @@ pub(super) async fn run(
     let ids: Vec<String> = members.iter().map(|m| m.specialist.id.clone()).collect();
     let is_task_force = members.len() > 1;
     let mode = if is_task_force {
-        match force.mode {
-            TaskForceMode::Sequential => runlog::TaskForceMode::Sequential,
-            TaskForceMode::Parallel => runlog::TaskForceMode::Parallel,
-        }
+        force.mode.into()
     } else {
         runlog::TaskForceMode::Single
     };
