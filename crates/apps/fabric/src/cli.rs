@@ -1,7 +1,15 @@
 //! The command line: every flag here is a public contract (docs/CLI.md).
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use fabric_domain::SandboxMode;
 use std::path::PathBuf;
+
+/// `--sandbox`: the domain's words as the choices, read into its [`SandboxMode`].
+fn sandbox_mode() -> impl TypedValueParser<Value = SandboxMode> {
+    PossibleValuesParser::new(SandboxMode::WORDS)
+        .try_map(|word| SandboxMode::parse(&word).ok_or("not a sandbox mode"))
+}
 
 /// agent-fabric: run tasks with specialist agents on local models.
 #[derive(Debug, Parser)]
@@ -278,8 +286,8 @@ pub(crate) struct RunArgs {
     /// `strict` (workspace writable, no network for processes), `workspace-write-network`
     /// (processes may use the network when the run allows it), `off` (no OS sandbox; loudly
     /// recorded). See docs/SECURITY.md.
-    #[arg(long, value_name = "MODE", value_parser = ["strict", "workspace-write-network", "off"])]
-    pub(crate) sandbox: Option<String>,
+    #[arg(long, value_name = "MODE", value_parser = sandbox_mode())]
+    pub(crate) sandbox: Option<SandboxMode>,
 }
 
 #[derive(Debug, Subcommand)]
