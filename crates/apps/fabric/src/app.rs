@@ -14,7 +14,7 @@ use fabric_core::search::RunSearch;
 use fabric_core::service::{
     PrepareContext, PreparedMember, PreparedTask, Preparer, Runnable, ServiceError, TaskRequest,
 };
-use fabric_domain::runlog::RunOrigin;
+use fabric_domain::runlog::{RoutingMethod, RunOrigin};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -481,7 +481,7 @@ async fn recruit_for(
             ids.push(id.clone());
         }
         let recruitment = Recruitment {
-            routing_method: "explicit".to_owned(),
+            routing_method: RoutingMethod::Explicit,
             required_capabilities: Vec::new(),
             reason: format!("--pack {}", ids.join(",")),
         };
@@ -519,7 +519,7 @@ async fn llm_route(
         || recruit::route_by_keywords(prompt, &settings.specialists, &settings.default_specialist);
     let Some(config) = settings.model(key) else {
         let mut d = keywords();
-        d.routing_method = "keyword_fallback".to_owned();
+        d.routing_method = RoutingMethod::KeywordFallback;
         d.reason = format!("no routing model `{key}`; keyword routing: {}", d.reason);
         return (d, None);
     };
@@ -532,7 +532,7 @@ async fn llm_route(
         Ok(ok) => ok,
         Err(e) => {
             let mut d = keywords();
-            d.routing_method = "keyword_fallback".to_owned();
+            d.routing_method = RoutingMethod::KeywordFallback;
             d.reason = format!(
                 "routing model `{key}` unusable ({e:#}); keyword routing: {}",
                 d.reason

@@ -34,7 +34,7 @@ pub use prompt::{MAX_PROMPT_WORKFLOWS, WORKFLOW_WINDOW_SHARE};
 pub struct Recruitment {
     /// `explicit` (`--pack`), `keyword`, `llm` or `keyword_fallback` (a keyword decision
     /// that fell back to the default specialist is still `keyword`, and says so in `reason`).
-    pub routing_method: String,
+    pub routing_method: runlog::RoutingMethod,
     /// Capabilities inferred from the prompt.
     pub required_capabilities: Vec<String>,
     /// Why these specialists, in words.
@@ -174,7 +174,7 @@ pub struct RunOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RoutingNote {
     /// `explicit`, `keyword`, `llm` or `keyword_fallback`.
-    pub method: String,
+    pub method: runlog::RoutingMethod,
     /// Why, in words.
     pub reason: String,
 }
@@ -182,7 +182,7 @@ pub struct RoutingNote {
 impl From<&runlog::Recruitment> for RoutingNote {
     fn from(r: &runlog::Recruitment) -> Self {
         Self {
-            method: r.routing_method.as_str().to_owned(),
+            method: r.routing_method.clone(),
             reason: r.reason.clone(),
         }
     }
