@@ -19,6 +19,7 @@ mod sandbox;
 pub mod schema;
 mod services;
 mod specialist;
+mod stats;
 mod summary;
 mod task_force;
 mod time;
@@ -35,6 +36,7 @@ pub use specialist::{
     DEFAULT_REPEAT_LIMIT, FINISH_TOOL, LoopAids, SpecialistSpec, check_finish_schema,
     check_tool_pattern, is_tool_pattern,
 };
+pub use stats::StatsGroup;
 pub use summary::RunSummary;
 pub use task_force::TaskForceMode;
 pub use time::{UtcTime, parse_duration, parse_since};

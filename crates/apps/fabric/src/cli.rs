@@ -2,13 +2,19 @@
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use fabric_domain::SandboxMode;
+use fabric_domain::{SandboxMode, StatsGroup};
 use std::path::PathBuf;
 
-/// `--sandbox`: the domain's words as the choices, read into its [`SandboxMode`].
-fn sandbox_mode() -> impl TypedValueParser<Value = SandboxMode> {
-    PossibleValuesParser::new(SandboxMode::WORDS)
-        .try_map(|word| SandboxMode::parse(&word).ok_or("not a sandbox mode"))
+/// A flag whose choices are a domain set's words, read into the domain type: help, errors
+/// and completions list `words`.
+fn one_of<T, const N: usize>(
+    words: [&'static str; N],
+    parse: fn(&str) -> Option<T>,
+) -> impl TypedValueParser<Value = T>
+where
+    T: Clone + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(words).try_map(move |word| parse(&word).ok_or("not one of the words"))
 }
 
 /// agent-fabric: run tasks with specialist agents on local models.
@@ -158,8 +164,8 @@ pub(crate) struct BudgetArgs {
 #[derive(Debug, Args)]
 pub(crate) struct StatsArgs {
     /// Group by `specialist`, `model` (model key) or `tool`.
-    #[arg(long, default_value = "specialist", value_parser = ["specialist", "model", "tool"])]
-    pub(crate) by: String,
+    #[arg(long, default_value = "specialist", value_parser = one_of(StatsGroup::WORDS, StatsGroup::parse))]
+    pub(crate) by: StatsGroup,
     /// Only runs started since: a date (2026-11-01), a UTC time (2026-11-01T12:00:00Z) or a
     /// duration back from now (7d).
     #[arg(long, value_name = "DATE")]
@@ -286,7 +292,7 @@ pub(crate) struct RunArgs {
     /// `strict` (workspace writable, no network for processes), `workspace-write-network`
     /// (processes may use the network when the run allows it), `off` (no OS sandbox; loudly
     /// recorded). See docs/SECURITY.md.
-    #[arg(long, value_name = "MODE", value_parser = sandbox_mode())]
+    #[arg(long, value_name = "MODE", value_parser = one_of(SandboxMode::WORDS, SandboxMode::parse))]
     pub(crate) sandbox: Option<SandboxMode>,
 }
 
