@@ -25,6 +25,7 @@ mod task_force;
 mod time;
 mod tool;
 mod tooling;
+mod words;
 
 pub use error::DomainError;
 pub use event::{EventKind, RunEvent};

@@ -7,14 +7,15 @@ use std::path::PathBuf;
 
 /// A flag whose choices are a domain set's words, read into the domain type: help, errors
 /// and completions list `words`.
-fn one_of<T, const N: usize>(
-    words: [&'static str; N],
+fn one_of<T>(
+    words: &'static [&'static str],
     parse: fn(&str) -> Option<T>,
 ) -> impl TypedValueParser<Value = T>
 where
     T: Clone + Send + Sync + 'static,
 {
-    PossibleValuesParser::new(words).try_map(move |word| parse(&word).ok_or("not one of the words"))
+    PossibleValuesParser::new(words.iter().copied())
+        .try_map(move |word| parse(&word).ok_or("not one of the words"))
 }
 
 /// agent-fabric: run tasks with specialist agents on local models.
