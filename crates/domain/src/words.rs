@@ -50,7 +50,7 @@ pub(crate) use closed_set;
 
 #[cfg(test)]
 mod tests {
-    use crate::{SandboxMode, StatsGroup, TaskForceMode};
+    use crate::{ConstrainedDecoding, SandboxMode, StatsGroup, TaskForceMode};
 
     fn round_trips<T>(all: &[T], words: &[&str], as_str: fn(T) -> &'static str)
     where
@@ -81,6 +81,12 @@ mod tests {
         );
         assert_eq!(StatsGroup::WORDS, ["specialist", "model", "tool"]);
         assert_eq!(TaskForceMode::WORDS, ["sequential", "parallel"]);
+        round_trips(
+            ConstrainedDecoding::ALL,
+            ConstrainedDecoding::WORDS,
+            ConstrainedDecoding::as_str,
+        );
+        assert_eq!(ConstrainedDecoding::WORDS, ["off", "json_schema", "auto"]);
         for word in SandboxMode::WORDS {
             assert_eq!(
                 SandboxMode::parse(word).map(SandboxMode::as_str),
