@@ -309,16 +309,9 @@ impl Merger {
                 self.range("task_force_max_parallel", u64::from(v), 1, 64)? as u32;
         }
         if let Some(v) = raw.routing {
-            s.routing = match v.as_str() {
-                "keyword" => Routing::Keyword,
-                "llm" => Routing::Llm,
-                other => {
-                    return Err(self.invalid(
-                        "routing",
-                        format!("must be `keyword` or `llm`, got `{other}`"),
-                    ));
-                }
-            };
+            s.routing = Routing::parse(&v).ok_or_else(|| {
+                self.invalid("routing", format!("must be `keyword` or `llm`, got `{v}`"))
+            })?;
         }
         if let Some(v) = raw.complexity_routing {
             let threshold = match v.threshold {

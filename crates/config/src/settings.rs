@@ -1,5 +1,5 @@
 use fabric_domain::SpecialistSpec;
-pub use fabric_domain::{Backend, SearchProvider, TaskForceMode};
+pub use fabric_domain::{Backend, Routing, SearchProvider, TaskForceMode};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -176,16 +176,6 @@ pub struct CloudFallbackConfig {
     pub critic_rejected: bool,
     /// Most fallbacks in one run.
     pub max_per_run: u32,
-}
-
-/// How a prompt is routed to specialists when the run names none (ADR in DECISIONS.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Routing {
-    /// Whole-word keywords and a greedy cover: instant and deterministic.
-    Keyword,
-    /// Ask the `routing_model_key` model; keywords decide when it fails.
-    Llm,
 }
 
 /// Settings of the `shell` tool.

@@ -39,7 +39,7 @@ pub use specialist::{
 };
 pub use stats::StatsGroup;
 pub use summary::RunSummary;
-pub use task_force::TaskForceMode;
+pub use task_force::{Routing, TaskForceMode};
 pub use time::{UtcTime, parse_duration, parse_since};
 pub use tool::{
     PlannerHints, ToolAnnotations, ToolSpec, Workflow, fitting_workflows,

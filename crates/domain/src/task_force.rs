@@ -1,5 +1,6 @@
-//! How the members of a task force work together: one closed set, read by the config, run by
-//! the engine, and written to the runlog as its `task_force_mode` word.
+//! How a task force is formed and works: how its members are chosen ([`Routing`]) and how they
+//! work together ([`TaskForceMode`], read by the config, run by the engine, and written to the
+//! runlog as its `task_force_mode` word).
 
 use crate::runlog;
 use crate::words::closed_set;
@@ -12,6 +13,17 @@ closed_set! {
         Sequential = "sequential",
         /// At the same time (up to `max_parallel`), results merged in recruitment order.
         Parallel = "parallel",
+    }
+}
+
+closed_set! {
+    /// How a prompt is routed to specialists when the run names none (ADR in DECISIONS.md).
+    pub enum Routing {
+        /// Whole-word keywords and a greedy cover: instant and deterministic.
+        #[default]
+        Keyword = "keyword",
+        /// Ask the `routing_model_key` model; keywords decide when it fails.
+        Llm = "llm",
     }
 }
 
@@ -46,6 +58,12 @@ mod tests {
             assert_eq!(wire.as_str(), mode.as_str());
             assert_eq!(TaskForceMode::recorded(&wire), mode);
         }
+        assert_eq!(Routing::WORDS, ["keyword", "llm"]);
+        assert_eq!(Routing::parse("llm"), Some(Routing::Llm));
+        assert_eq!(
+            serde_json::to_value(Routing::Keyword).unwrap(),
+            serde_json::json!("keyword")
+        );
         assert_eq!(
             TaskForceMode::recorded(&runlog::TaskForceMode::Single),
             TaskForceMode::Sequential
