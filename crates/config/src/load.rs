@@ -560,16 +560,12 @@ impl Merger {
                 c.timeout_s = Some(self.range("delegation.timeout_s", v, 1, 86_400)?);
             }
             if let Some(v) = d.workspace {
-                c.workspace = match v.as_str() {
-                    "separate" => DelegationWorkspace::Separate,
-                    "shared" => DelegationWorkspace::Shared,
-                    other => {
-                        return Err(self.invalid(
-                            "delegation.workspace",
-                            format!("must be `separate` or `shared`, got `{other}`"),
-                        ));
-                    }
-                };
+                c.workspace = DelegationWorkspace::parse(&v).ok_or_else(|| {
+                    self.invalid(
+                        "delegation.workspace",
+                        format!("must be `separate` or `shared`, got `{v}`"),
+                    )
+                })?;
             }
         }
         Ok(())

@@ -1,5 +1,5 @@
 use fabric_domain::SpecialistSpec;
-pub use fabric_domain::{Backend, Routing, SearchProvider, TaskForceMode};
+pub use fabric_domain::{Backend, DelegationWorkspace, Routing, SearchProvider, TaskForceMode};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -216,16 +216,6 @@ pub struct FetchUrlConfig {
     pub max_text_chars: u64,
     /// Redirects followed at most.
     pub max_redirects: u32,
-}
-
-/// Where a delegated (child) run works.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DelegationWorkspace {
-    /// In its own run's workspace; the parent sees its result, not its files.
-    Separate,
-    /// In the parent's workspace, so it can work on the parent's files.
-    Shared,
 }
 
 /// Limits on sub-agents (`delegates`): every run of one tree shares them.

@@ -50,7 +50,7 @@ pub(crate) use closed_set;
 
 #[cfg(test)]
 mod tests {
-    use crate::{ConstrainedDecoding, SandboxMode, StatsGroup, TaskForceMode};
+    use crate::{ConstrainedDecoding, DelegationWorkspace, SandboxMode, StatsGroup, TaskForceMode};
 
     fn round_trips<T>(all: &[T], words: &[&str], as_str: fn(T) -> &'static str)
     where
@@ -87,6 +87,12 @@ mod tests {
             ConstrainedDecoding::as_str,
         );
         assert_eq!(ConstrainedDecoding::WORDS, ["off", "json_schema", "auto"]);
+        round_trips(
+            DelegationWorkspace::ALL,
+            DelegationWorkspace::WORDS,
+            DelegationWorkspace::as_str,
+        );
+        assert_eq!(DelegationWorkspace::WORDS, ["separate", "shared"]);
         for word in SandboxMode::WORDS {
             assert_eq!(
                 SandboxMode::parse(word).map(SandboxMode::as_str),
