@@ -625,16 +625,12 @@ impl Merger {
     fn web_search(&self, s: &mut Settings, raw: RawWebSearch) -> Result<(), ConfigError> {
         let w = &mut s.web_search;
         if let Some(p) = raw.provider {
-            w.provider = match p.as_str() {
-                "searxng" => SearchProvider::Searxng,
-                "brave" => SearchProvider::Brave,
-                other => {
-                    return Err(self.invalid(
-                        "web_search.provider",
-                        format!("must be `searxng` or `brave`, got `{other}`"),
-                    ));
-                }
-            };
+            w.provider = SearchProvider::parse(&p).ok_or_else(|| {
+                self.invalid(
+                    "web_search.provider",
+                    format!("must be `searxng` or `brave`, got `{p}`"),
+                )
+            })?;
             // A provider's own address and key variable, unless the file names others.
             if w.provider == SearchProvider::Brave {
                 w.base_url = BRAVE_URL.to_owned();

@@ -34,16 +34,16 @@ closed_set! {
     }
 }
 
-/// Which web search service `web_search` asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum SearchProvider {
-    /// A SearXNG instance's JSON API (`{base_url}/search?q=...&format=json`); no key.
-    #[serde(rename = "searxng")]
-    Searxng,
-    /// The Brave Search API (`{base_url}/res/v1/web/search`), with the key from the
-    /// environment variable `api_key_env` in `X-Subscription-Token`.
-    #[serde(rename = "brave")]
-    Brave,
+closed_set! {
+    /// Which web search service `web_search` asks (`web_search.provider`).
+    pub enum SearchProvider {
+        /// A SearXNG instance's JSON API (`{base_url}/search?q=...&format=json`); no key.
+        #[default]
+        Searxng = "searxng",
+        /// The Brave Search API (`{base_url}/res/v1/web/search`), with the key from the
+        /// environment variable `api_key_env` in `X-Subscription-Token`.
+        Brave = "brave",
+    }
 }
 
 /// The server a base URL names, as one key: scheme, host and port, with the loopback names

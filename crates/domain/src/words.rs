@@ -50,7 +50,10 @@ pub(crate) use closed_set;
 
 #[cfg(test)]
 mod tests {
-    use crate::{ConstrainedDecoding, DelegationWorkspace, SandboxMode, StatsGroup, TaskForceMode};
+    use crate::{
+        ConstrainedDecoding, DelegationWorkspace, SandboxMode, SearchProvider, StatsGroup,
+        TaskForceMode,
+    };
 
     fn round_trips<T>(all: &[T], words: &[&str], as_str: fn(T) -> &'static str)
     where
@@ -93,6 +96,12 @@ mod tests {
             DelegationWorkspace::as_str,
         );
         assert_eq!(DelegationWorkspace::WORDS, ["separate", "shared"]);
+        round_trips(
+            SearchProvider::ALL,
+            SearchProvider::WORDS,
+            SearchProvider::as_str,
+        );
+        assert_eq!(SearchProvider::WORDS, ["searxng", "brave"]);
         for word in SandboxMode::WORDS {
             assert_eq!(
                 SandboxMode::parse(word).map(SandboxMode::as_str),
