@@ -309,16 +309,9 @@ impl Merger {
                 self.range("task_force_max_parallel", u64::from(v), 1, 64)? as u32;
         }
         if let Some(v) = raw.routing {
-            s.routing = match v.as_str() {
-                "keyword" => Routing::Keyword,
-                "llm" => Routing::Llm,
-                other => {
-                    return Err(self.invalid(
-                        "routing",
-                        format!("must be `keyword` or `llm`, got `{other}`"),
-                    ));
-                }
-            };
+            s.routing = Routing::parse(&v).ok_or_else(|| {
+                self.invalid("routing", format!("must be `keyword` or `llm`, got `{v}`"))
+            })?;
         }
         if let Some(v) = raw.complexity_routing {
             let threshold = match v.threshold {
@@ -434,16 +427,12 @@ impl Merger {
             });
         }
         if let Some(v) = raw.task_force_mode {
-            s.task_force_mode = match v.as_str() {
-                "sequential" => TaskForceMode::Sequential,
-                "parallel" => TaskForceMode::Parallel,
-                other => {
-                    return Err(self.invalid(
-                        "task_force_mode",
-                        format!("must be `sequential` or `parallel`, got `{other}`"),
-                    ));
-                }
-            };
+            s.task_force_mode = TaskForceMode::parse(&v).ok_or_else(|| {
+                self.invalid(
+                    "task_force_mode",
+                    format!("must be `sequential` or `parallel`, got `{v}`"),
+                )
+            })?;
         }
         if let Some(v) = raw.local_llm_ensure_available {
             s.local_llm_ensure_available = v;
@@ -571,16 +560,12 @@ impl Merger {
                 c.timeout_s = Some(self.range("delegation.timeout_s", v, 1, 86_400)?);
             }
             if let Some(v) = d.workspace {
-                c.workspace = match v.as_str() {
-                    "separate" => DelegationWorkspace::Separate,
-                    "shared" => DelegationWorkspace::Shared,
-                    other => {
-                        return Err(self.invalid(
-                            "delegation.workspace",
-                            format!("must be `separate` or `shared`, got `{other}`"),
-                        ));
-                    }
-                };
+                c.workspace = DelegationWorkspace::parse(&v).ok_or_else(|| {
+                    self.invalid(
+                        "delegation.workspace",
+                        format!("must be `separate` or `shared`, got `{v}`"),
+                    )
+                })?;
             }
         }
         Ok(())
@@ -640,16 +625,12 @@ impl Merger {
     fn web_search(&self, s: &mut Settings, raw: RawWebSearch) -> Result<(), ConfigError> {
         let w = &mut s.web_search;
         if let Some(p) = raw.provider {
-            w.provider = match p.as_str() {
-                "searxng" => SearchProvider::Searxng,
-                "brave" => SearchProvider::Brave,
-                other => {
-                    return Err(self.invalid(
-                        "web_search.provider",
-                        format!("must be `searxng` or `brave`, got `{other}`"),
-                    ));
-                }
-            };
+            w.provider = SearchProvider::parse(&p).ok_or_else(|| {
+                self.invalid(
+                    "web_search.provider",
+                    format!("must be `searxng` or `brave`, got `{p}`"),
+                )
+            })?;
             // A provider's own address and key variable, unless the file names others.
             if w.provider == SearchProvider::Brave {
                 w.base_url = BRAVE_URL.to_owned();

@@ -1,5 +1,5 @@
 use fabric_domain::SpecialistSpec;
-pub use fabric_domain::{Backend, SearchProvider};
+pub use fabric_domain::{Backend, DelegationWorkspace, Routing, SearchProvider, TaskForceMode};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -117,16 +117,6 @@ impl ModelConfig {
     }
 }
 
-/// How the specialists of a task force work together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskForceMode {
-    /// One after another, each seeing the previous one's result.
-    Sequential,
-    /// At the same time, results merged.
-    Parallel,
-}
-
 /// Model choice by task complexity (seed 003): a score from 0 to 100; at or above
 /// `threshold` the `complex` key, below it the `simple` one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -188,16 +178,6 @@ pub struct CloudFallbackConfig {
     pub max_per_run: u32,
 }
 
-/// How a prompt is routed to specialists when the run names none (ADR in DECISIONS.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Routing {
-    /// Whole-word keywords and a greedy cover: instant and deterministic.
-    Keyword,
-    /// Ask the `routing_model_key` model; keywords decide when it fails.
-    Llm,
-}
-
 /// Settings of the `shell` tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShellConfig {
@@ -236,16 +216,6 @@ pub struct FetchUrlConfig {
     pub max_text_chars: u64,
     /// Redirects followed at most.
     pub max_redirects: u32,
-}
-
-/// Where a delegated (child) run works.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DelegationWorkspace {
-    /// In its own run's workspace; the parent sees its result, not its files.
-    Separate,
-    /// In the parent's workspace, so it can work on the parent's files.
-    Shared,
 }
 
 /// Limits on sub-agents (`delegates`): every run of one tree shares them.

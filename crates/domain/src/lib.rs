@@ -19,10 +19,13 @@ mod sandbox;
 pub mod schema;
 mod services;
 mod specialist;
+mod stats;
 mod summary;
+mod task_force;
 mod time;
 mod tool;
 mod tooling;
+mod words;
 
 pub use error::DomainError;
 pub use event::{EventKind, RunEvent};
@@ -34,7 +37,9 @@ pub use specialist::{
     DEFAULT_REPEAT_LIMIT, FINISH_TOOL, LoopAids, SpecialistSpec, check_finish_schema,
     check_tool_pattern, is_tool_pattern,
 };
+pub use stats::StatsGroup;
 pub use summary::RunSummary;
+pub use task_force::{Routing, TaskForceMode};
 pub use time::{UtcTime, parse_duration, parse_since};
 pub use tool::{
     PlannerHints, ToolAnnotations, ToolSpec, Workflow, fitting_workflows,
@@ -43,6 +48,6 @@ pub use tool::{
 pub use tooling::{
     AGENT_TOOL_PREFIX, CriticSpec, DEFAULT_ALLOWED_COMMANDS, DEFAULT_CRITIC,
     DEFAULT_MAX_DELEGATION_DEPTH, DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_MCP_CALL_TIMEOUT_S,
-    DEFAULT_MCP_STARTUP_TIMEOUT_S, MCP_TOOL_PREFIX, McpServerSpec, McpTransport, ToolLoading,
-    Tooling, mcp_tool_name, pattern_matches,
+    DEFAULT_MCP_STARTUP_TIMEOUT_S, DelegationWorkspace, MCP_TOOL_PREFIX, McpServerSpec,
+    McpTransport, ToolLoading, Tooling, mcp_tool_name, pattern_matches,
 };

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::words::closed_set;
+
 /// Which wire protocol a model server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Backend {
@@ -17,43 +19,31 @@ pub enum Backend {
     Anthropic,
 }
 
-/// How a model key gets its tool calls (`models.<key>.constrained_decoding`; issue #24).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConstrainedDecoding {
-    /// Native tool calling only.
-    #[default]
-    Off,
-    /// Every call is asked for as one JSON object that must match a tool's call shape (the
-    /// server's grammar sampler enforces it); the tools are described in the system prompt.
-    JsonSchema,
-    /// Native tool calling until the server refuses `tools` (a chat template without tool
-    /// calling); then JSON Schema, for the rest of the process.
-    Auto,
-}
-
-impl ConstrainedDecoding {
-    /// The mode a config word names.
-    pub fn parse(word: &str) -> Option<Self> {
-        match word {
-            "off" => Some(Self::Off),
-            "json_schema" => Some(Self::JsonSchema),
-            "auto" => Some(Self::Auto),
-            _ => None,
-        }
+closed_set! {
+    /// How a model key gets its tool calls (`models.<key>.constrained_decoding`; issue #24).
+    pub enum ConstrainedDecoding {
+        /// Native tool calling only.
+        #[default]
+        Off = "off",
+        /// Every call is asked for as one JSON object that must match a tool's call shape (the
+        /// server's grammar sampler enforces it); the tools are described in the system prompt.
+        JsonSchema = "json_schema",
+        /// Native tool calling until the server refuses `tools` (a chat template without tool
+        /// calling); then JSON Schema, for the rest of the process.
+        Auto = "auto",
     }
 }
 
-/// Which web search service `web_search` asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum SearchProvider {
-    /// A SearXNG instance's JSON API (`{base_url}/search?q=...&format=json`); no key.
-    #[serde(rename = "searxng")]
-    Searxng,
-    /// The Brave Search API (`{base_url}/res/v1/web/search`), with the key from the
-    /// environment variable `api_key_env` in `X-Subscription-Token`.
-    #[serde(rename = "brave")]
-    Brave,
+closed_set! {
+    /// Which web search service `web_search` asks (`web_search.provider`).
+    pub enum SearchProvider {
+        /// A SearXNG instance's JSON API (`{base_url}/search?q=...&format=json`); no key.
+        #[default]
+        Searxng = "searxng",
+        /// The Brave Search API (`{base_url}/res/v1/web/search`), with the key from the
+        /// environment variable `api_key_env` in `X-Subscription-Token`.
+        Brave = "brave",
+    }
 }
 
 /// The server a base URL names, as one key: scheme, host and port, with the loopback names

@@ -18,6 +18,17 @@ pub const DEFAULT_MCP_CALL_TIMEOUT_S: u64 = 120;
 /// Default depth of delegation: a run may start children, and they grandchildren.
 pub const DEFAULT_MAX_DELEGATION_DEPTH: u32 = 2;
 
+crate::words::closed_set! {
+    /// Where a delegated (child) run works (`delegation.workspace`).
+    pub enum DelegationWorkspace {
+        /// In its own run's workspace; the parent sees its result, not its files.
+        #[default]
+        Separate = "separate",
+        /// In the parent's workspace, so it can work on the parent's files.
+        Shared = "shared",
+    }
+}
+
 /// The extra tooling of one specialist. Every field defaults to "none", so a specialist
 /// that names none of them behaves as before.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

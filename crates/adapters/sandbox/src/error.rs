@@ -20,9 +20,6 @@ pub enum SandboxError {
         "`sandbox_limits.cgroup` is `required` but this host cannot give commands a memory and pids cgroup: {0}. Run `fabric doctor` for details; with `sandbox_limits.cgroup: auto` commands run with the setrlimit limits alone"
     )]
     CgroupsRequired(String),
-    /// A mode name that is not one of the modes.
-    #[error("unknown sandbox mode `{0}`; use strict, workspace-write-network or off")]
-    UnknownMode(String),
     /// Building the Landlock ruleset or the seccomp filter failed.
     #[error("cannot build the sandbox: {0}")]
     Build(String),

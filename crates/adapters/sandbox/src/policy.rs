@@ -12,39 +12,8 @@ pub(crate) const ABI_TCP: i32 = 4;
 /// The Landlock ABI that brought signal and abstract-socket scoping.
 const ABI_SCOPE: i32 = 6;
 
-/// How tool processes are confined, as chosen by `--sandbox` or `sandbox:`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// Read-only system, read-write workspace and private temp, no network for processes
-    /// (even when the run allows the network: that is for the web tools).
-    #[default]
-    Strict,
-    /// As strict, but processes may use TCP/UDP when the run allows the network.
-    WorkspaceWriteNetwork,
-    /// No OS sandbox: loudly recorded, never the default.
-    Off,
-}
-
-impl Mode {
-    /// The name used on the command line, in the config and in the runlog.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Strict => "strict",
-            Self::WorkspaceWriteNetwork => "workspace-write-network",
-            Self::Off => "off",
-        }
-    }
-
-    /// Parses a mode name.
-    pub fn parse(name: &str) -> Result<Self, SandboxError> {
-        match name {
-            "strict" => Ok(Self::Strict),
-            "workspace-write-network" => Ok(Self::WorkspaceWriteNetwork),
-            "off" => Ok(Self::Off),
-            other => Err(SandboxError::UnknownMode(other.to_owned())),
-        }
-    }
-}
+/// How tool processes are confined: the domain's one closed set of modes.
+pub use fabric_domain::SandboxMode as Mode;
 
 /// The effective sandbox policy of this process: what every tool command gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -365,13 +334,5 @@ mod tests {
         assert!(!policy.cgroups);
         let gaps = policy.not_enforced().join("\n");
         assert!(gaps.contains("no cgroup: no cgroups in tests"), "{gaps}");
-    }
-
-    #[test]
-    fn modes_round_trip() {
-        for mode in [Mode::Strict, Mode::WorkspaceWriteNetwork, Mode::Off] {
-            assert_eq!(Mode::parse(mode.as_str()).unwrap(), mode);
-        }
-        assert!(Mode::parse("loose").is_err());
     }
 }

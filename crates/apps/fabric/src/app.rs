@@ -4,17 +4,17 @@
 //! own tools and model. The run service (fabric-core) calls it for every run.
 
 use async_trait::async_trait;
-use fabric_config::{Routing, Settings, TaskForceMode};
+use fabric_config::{Routing, Settings};
 use fabric_core::ChatClient;
 use fabric_core::budget::{Lineage, RunBudget};
 use fabric_core::engine::ModelParams;
-use fabric_core::execute::{self, Recruitment};
+use fabric_core::execute::Recruitment;
 use fabric_core::recruit::{self, LlmRouting, RoutingCall};
 use fabric_core::search::RunSearch;
 use fabric_core::service::{
     PrepareContext, PreparedMember, PreparedTask, Preparer, Runnable, ServiceError, TaskRequest,
 };
-use fabric_domain::runlog::RunOrigin;
+use fabric_domain::runlog::{RoutingMethod, RunOrigin};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -413,10 +413,7 @@ pub(crate) async fn prepare(
         members,
         recruitment,
         routing_call,
-        mode: match settings.task_force_mode {
-            TaskForceMode::Sequential => execute::TaskForceMode::Sequential,
-            TaskForceMode::Parallel => execute::TaskForceMode::Parallel,
-        },
+        mode: settings.task_force_mode,
         max_parallel: settings.task_force_max_parallel as usize,
         max_steps,
         network_allowed: request.network_allowed.unwrap_or(settings.network_allowed),
@@ -484,7 +481,7 @@ async fn recruit_for(
             ids.push(id.clone());
         }
         let recruitment = Recruitment {
-            routing_method: "explicit".to_owned(),
+            routing_method: RoutingMethod::Explicit,
             required_capabilities: Vec::new(),
             reason: format!("--pack {}", ids.join(",")),
         };
@@ -522,7 +519,7 @@ async fn llm_route(
         || recruit::route_by_keywords(prompt, &settings.specialists, &settings.default_specialist);
     let Some(config) = settings.model(key) else {
         let mut d = keywords();
-        d.routing_method = "keyword_fallback".to_owned();
+        d.routing_method = RoutingMethod::KeywordFallback;
         d.reason = format!("no routing model `{key}`; keyword routing: {}", d.reason);
         return (d, None);
     };
@@ -535,7 +532,7 @@ async fn llm_route(
         Ok(ok) => ok,
         Err(e) => {
             let mut d = keywords();
-            d.routing_method = "keyword_fallback".to_owned();
+            d.routing_method = RoutingMethod::KeywordFallback;
             d.reason = format!(
                 "routing model `{key}` unusable ({e:#}); keyword routing: {}",
                 d.reason

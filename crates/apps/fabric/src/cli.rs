@@ -1,7 +1,22 @@
 //! The command line: every flag here is a public contract (docs/CLI.md).
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use fabric_domain::{SandboxMode, StatsGroup};
 use std::path::PathBuf;
+
+/// A flag whose choices are a domain set's words, read into the domain type: help, errors
+/// and completions list `words`.
+fn one_of<T>(
+    words: &'static [&'static str],
+    parse: fn(&str) -> Option<T>,
+) -> impl TypedValueParser<Value = T>
+where
+    T: Clone + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(words.iter().copied())
+        .try_map(move |word| parse(&word).ok_or("not one of the words"))
+}
 
 /// agent-fabric: run tasks with specialist agents on local models.
 #[derive(Debug, Parser)]
@@ -150,8 +165,8 @@ pub(crate) struct BudgetArgs {
 #[derive(Debug, Args)]
 pub(crate) struct StatsArgs {
     /// Group by `specialist`, `model` (model key) or `tool`.
-    #[arg(long, default_value = "specialist", value_parser = ["specialist", "model", "tool"])]
-    pub(crate) by: String,
+    #[arg(long, default_value = "specialist", value_parser = one_of(StatsGroup::WORDS, StatsGroup::parse))]
+    pub(crate) by: StatsGroup,
     /// Only runs started since: a date (2026-11-01), a UTC time (2026-11-01T12:00:00Z) or a
     /// duration back from now (7d).
     #[arg(long, value_name = "DATE")]
@@ -278,8 +293,8 @@ pub(crate) struct RunArgs {
     /// `strict` (workspace writable, no network for processes), `workspace-write-network`
     /// (processes may use the network when the run allows it), `off` (no OS sandbox; loudly
     /// recorded). See docs/SECURITY.md.
-    #[arg(long, value_name = "MODE", value_parser = ["strict", "workspace-write-network", "off"])]
-    pub(crate) sandbox: Option<String>,
+    #[arg(long, value_name = "MODE", value_parser = one_of(SandboxMode::WORDS, SandboxMode::parse))]
+    pub(crate) sandbox: Option<SandboxMode>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -5,7 +5,7 @@ use fabric_config::{LoadOptions, ModelConfig, SandboxMode, Settings};
 use fabric_core::{ChatClient, Tool, ToolSource};
 use fabric_core::{ProcessSandbox, RunSandbox};
 use fabric_domain::SpecialistSpec;
-use fabric_sandbox::{Limits, Mode, OsSandbox, Policy};
+use fabric_sandbox::{Limits, OsSandbox, Policy};
 use fabric_tools::{BUILTIN_TOOLS, FetchSettings, ToolPolicy, WebSearchSettings};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -20,11 +20,7 @@ pub(crate) fn sandbox_policy(
     settings: &Settings,
     mode: Option<SandboxMode>,
 ) -> Result<Policy, fabric_sandbox::SandboxError> {
-    let mode = match mode.unwrap_or(settings.sandbox.mode) {
-        SandboxMode::Strict => Mode::Strict,
-        SandboxMode::WorkspaceWriteNetwork => Mode::WorkspaceWriteNetwork,
-        SandboxMode::Off => Mode::Off,
-    };
+    let mode = mode.unwrap_or(settings.sandbox.mode);
     let l = settings.sandbox.limits;
     const MIB: u64 = 1024 * 1024;
     let limits = Limits {
@@ -68,7 +64,7 @@ pub(crate) fn sandbox(
     mode: Option<SandboxMode>,
 ) -> anyhow::Result<(Arc<dyn ProcessSandbox>, RunSandbox)> {
     let policy = sandbox_policy(settings, mode).map_err(|e| UsageError(e.to_string()))?;
-    if policy.mode == Mode::Off {
+    if policy.mode == SandboxMode::Off {
         tracing::warn!("the OS sandbox is OFF: tool processes run with the user's full rights");
     }
     let record = RunSandbox {

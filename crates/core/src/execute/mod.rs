@@ -25,6 +25,7 @@ use crate::engine::{FallbackPolicy, ModelParams};
 use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, RunStore, Tool, ToolSource};
 use crate::recruit::RoutingCall;
 
+pub use fabric_domain::TaskForceMode;
 pub use merge::HANDOFF_END;
 pub use prompt::{MAX_PROMPT_WORKFLOWS, WORKFLOW_WINDOW_SHARE};
 
@@ -33,30 +34,11 @@ pub use prompt::{MAX_PROMPT_WORKFLOWS, WORKFLOW_WINDOW_SHARE};
 pub struct Recruitment {
     /// `explicit` (`--pack`), `keyword`, `llm` or `keyword_fallback` (a keyword decision
     /// that fell back to the default specialist is still `keyword`, and says so in `reason`).
-    pub routing_method: String,
+    pub routing_method: runlog::RoutingMethod,
     /// Capabilities inferred from the prompt.
     pub required_capabilities: Vec<String>,
     /// Why these specialists, in words.
     pub reason: String,
-}
-
-/// How the members of a task force work together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskForceMode {
-    /// One after another, each given the previous one's finish payload.
-    Sequential,
-    /// At the same time (up to `max_parallel`), results merged in recruitment order.
-    Parallel,
-}
-
-impl TaskForceMode {
-    /// The mode as written in runlogs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sequential => "sequential",
-            Self::Parallel => "parallel",
-        }
-    }
 }
 
 /// One task to run by one specialist.
@@ -192,7 +174,7 @@ pub struct RunOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RoutingNote {
     /// `explicit`, `keyword`, `llm` or `keyword_fallback`.
-    pub method: String,
+    pub method: runlog::RoutingMethod,
     /// Why, in words.
     pub reason: String,
 }
@@ -200,7 +182,7 @@ pub struct RoutingNote {
 impl From<&runlog::Recruitment> for RoutingNote {
     fn from(r: &runlog::Recruitment) -> Self {
         Self {
-            method: r.routing_method.as_str().to_owned(),
+            method: r.routing_method.clone(),
             reason: r.reason.clone(),
         }
     }

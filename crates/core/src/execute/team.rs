@@ -1,6 +1,6 @@
 //! Running the members of a task: one, in sequence, or in parallel, into one runlog.
 
-use fabric_domain::runlog::{self, RoutingMethod};
+use fabric_domain::runlog;
 use fabric_domain::{Message, ToolLoading};
 use serde_json::Value;
 use std::sync::Arc;
@@ -75,10 +75,7 @@ pub(super) async fn run(
     let ids: Vec<String> = members.iter().map(|m| m.specialist.id.clone()).collect();
     let is_task_force = members.len() > 1;
     let mode = if is_task_force {
-        match force.mode {
-            TaskForceMode::Sequential => runlog::TaskForceMode::Sequential,
-            TaskForceMode::Parallel => runlog::TaskForceMode::Parallel,
-        }
+        force.mode.into()
     } else {
         runlog::TaskForceMode::Single
     };
@@ -504,7 +501,7 @@ async fn record_recruitment(
             specialist_id: ids[0].clone(),
             specialist_ids: ids.to_vec(),
             required_capabilities: recruitment.required_capabilities.clone(),
-            routing_method: RoutingMethod::from(recruitment.routing_method.as_str()),
+            routing_method: recruitment.routing_method.clone(),
             reason: recruitment.reason.clone(),
             is_task_force: ids.len() > 1,
             task_force_mode: mode,

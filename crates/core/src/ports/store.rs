@@ -1,4 +1,5 @@
 use async_trait::async_trait;
+pub use fabric_domain::StatsGroup;
 use fabric_domain::{RunEvent, RunId, RunStatus, RunSummary};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -228,19 +229,6 @@ pub struct SearchHit {
     pub semantic_score: Option<f64>,
     /// A short excerpt around the matched words.
     pub snippet: Option<String>,
-}
-
-/// How `fabric stats` groups runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StatsGroup {
-    /// By specialist (a task force counts for each member).
-    #[default]
-    Specialist,
-    /// By model key.
-    Model,
-    /// By tool (calls and errors).
-    Tool,
 }
 
 /// Which runs to count.

@@ -16,6 +16,7 @@ pub mod keywords;
 mod llm;
 
 use fabric_domain::SpecialistSpec;
+use fabric_domain::runlog::RoutingMethod;
 use std::sync::Arc;
 
 pub use keywords::CapabilityMap;
@@ -30,7 +31,7 @@ pub struct Decision {
     /// (parallel ones).
     pub specialist_ids: Vec<String>,
     /// `explicit`, `keyword`, `llm` or `keyword_fallback`.
-    pub routing_method: String,
+    pub routing_method: RoutingMethod,
     /// Capabilities inferred from the prompt (by keywords, whatever the method).
     pub required_capabilities: Vec<String>,
     /// Why these specialists, in words.
@@ -88,7 +89,7 @@ pub fn route_by_keywords(
         };
         return Decision {
             specialist_ids: vec![id],
-            routing_method: "keyword".to_owned(),
+            routing_method: RoutingMethod::Keyword,
             required_capabilities: required,
             reason,
         };
@@ -182,7 +183,7 @@ pub fn route_by_keywords(
             .iter()
             .map(|p| specialists[p.index].id.clone())
             .collect(),
-        routing_method: "keyword".to_owned(),
+        routing_method: RoutingMethod::Keyword,
         required_capabilities: required,
         reason,
     }
@@ -218,7 +219,7 @@ pub async fn route(
         Ok((ids, reason)) => (
             Decision {
                 specialist_ids: ids.clone(),
-                routing_method: "llm".to_owned(),
+                routing_method: RoutingMethod::Llm,
                 required_capabilities: by_keywords.required_capabilities,
                 reason: format!("routing model `{}`: {reason}", settings.model),
             },
@@ -226,7 +227,7 @@ pub async fn route(
         ),
         Err(failure) => (
             Decision {
-                routing_method: "keyword_fallback".to_owned(),
+                routing_method: RoutingMethod::KeywordFallback,
                 reason: format!(
                     "LLM routing failed ({failure}); keyword routing: {}",
                     by_keywords.reason

@@ -137,7 +137,7 @@ fn one_specialist_when_one_covers_everything() {
         "engineering",
     );
     assert_eq!(d.specialist_ids, ["engineering"]);
-    assert_eq!(d.routing_method, "keyword");
+    assert_eq!(d.routing_method, RoutingMethod::Keyword);
     assert_eq!(
         d.required_capabilities,
         ["code_execution", "software_testing"]

@@ -1,7 +1,7 @@
 //! What a front end asks for, and the port that turns it into a task ready to run.
 
 use async_trait::async_trait;
-use fabric_domain::{SandboxMode, SpecialistSpec, runlog};
+use fabric_domain::{SandboxMode, SpecialistSpec};
 use std::sync::Arc;
 
 use super::ServiceError;
@@ -211,10 +211,7 @@ impl Runnable for PreparedTask {
         // As recorded: the same mode, limits and models, so the conversation goes on as it
         // began (the configuration may have changed its defaults since).
         if history.recruitment.is_some() {
-            force.mode = match history.mode() {
-                runlog::TaskForceMode::Parallel => TaskForceMode::Parallel,
-                _ => TaskForceMode::Sequential,
-            };
+            force.mode = TaskForceMode::recorded(&history.mode());
         }
         if let Some(start) = &history.start {
             force.max_steps = start.max_steps;

@@ -128,14 +128,12 @@ pub(crate) async fn stats(
     QueryOf(params): QueryOf<StatsParams>,
 ) -> Result<axum::Json<StatsPage>, ApiError> {
     let by = match params.by.as_deref() {
-        None | Some("specialist") => StatsGroup::Specialist,
-        Some("model") => StatsGroup::Model,
-        Some("tool") => StatsGroup::Tool,
-        Some(other) => {
-            return Err(ApiError::InvalidParameter(format!(
-                "`by` must be specialist, model or tool; got `{other}`"
-            )));
-        }
+        None => StatsGroup::default(),
+        Some(word) => StatsGroup::parse(word).ok_or_else(|| {
+            ApiError::InvalidParameter(format!(
+                "`by` must be specialist, model or tool; got `{word}`"
+            ))
+        })?,
     };
     let query = StatsQuery {
         by,

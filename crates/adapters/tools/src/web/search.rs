@@ -77,10 +77,7 @@ impl TypedTool for WebSearchTool {
             )))??,
             () = ctx.cancel.cancelled() => return Err(ToolError::Failed("cancelled".to_owned())),
         };
-        let provider = match self.settings.provider {
-            SearchProvider::Searxng => "searxng",
-            SearchProvider::Brave => "brave",
-        };
+        let provider = self.settings.provider.as_str();
         let mut out = json!({"query": query, "provider": provider, "results": results});
         if results_empty(&out) {
             out["note"] = json!("no results; try other words or a broader query");

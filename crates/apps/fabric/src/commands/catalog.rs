@@ -235,11 +235,7 @@ pub(crate) async fn budget(cli: &Cli, args: &crate::cli::BudgetArgs) -> anyhow::
 
 pub(crate) async fn stats(cli: &Cli, args: &StatsArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
-    let by = match args.by.as_str() {
-        "model" => StatsGroup::Model,
-        "tool" => StatsGroup::Tool,
-        _ => StatsGroup::Specialist,
-    };
+    let by = args.by;
     let query = StatsQuery {
         by,
         since: since(args.since.as_deref())?,

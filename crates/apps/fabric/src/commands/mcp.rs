@@ -150,14 +150,10 @@ impl FabricService for McpApp {
 
     async fn run_stats(&self, input: RunStatsInput) -> Result<Value, String> {
         let by = match input.by.as_deref() {
-            None | Some("specialist") => StatsGroup::Specialist,
-            Some("model") => StatsGroup::Model,
-            Some("tool") => StatsGroup::Tool,
-            Some(other) => {
-                return Err(format!(
-                    "parameter `by` must be specialist, model or tool; got `{other}`"
-                ));
-            }
+            None => StatsGroup::default(),
+            Some(word) => StatsGroup::parse(word).ok_or_else(|| {
+                format!("parameter `by` must be specialist, model or tool; got `{word}`")
+            })?,
         };
         let since = input
             .since

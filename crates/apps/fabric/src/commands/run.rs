@@ -33,10 +33,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                 network_allowed,
                 max_steps: args.max_steps,
                 stream: args.stream,
-                sandbox: args
-                    .sandbox
-                    .as_deref()
-                    .and_then(fabric_config::SandboxMode::parse),
+                sandbox: args.sandbox,
                 continued: false,
                 origin: fabric_domain::runlog::RunOrigin::User,
             };
