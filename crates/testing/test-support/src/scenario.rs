@@ -94,17 +94,19 @@ pub enum TurnBy {
     Conversation,
 }
 
+/// How the fabric's compaction note starts (its `context::NOTE_PREFIX`).
+pub(crate) const NOTE_PREFIX: &str = "[Context note:";
+
 /// How many steps a conversation took: its assistant messages, and the steps a compaction
 /// note says were left out (see [`TurnBy::Conversation`]), from each message's role and, for a
 /// user's text, its content.
 pub fn steps_taken<'a>(messages: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) -> usize {
-    const NOTE: &str = "[Context note:";
     let mut answers = 0;
     let mut notes = Vec::new();
     for (role, content) in messages {
         match (role, content) {
             ("assistant", _) => answers += 1,
-            ("user", Some(text)) if text.starts_with(NOTE) => notes.push(text),
+            ("user", Some(text)) if text.starts_with(NOTE_PREFIX) => notes.push(text),
             _ => {}
         }
     }
@@ -112,7 +114,7 @@ pub fn steps_taken<'a>(messages: impl IntoIterator<Item = (&'a str, Option<&'a s
         .into_iter()
         .flat_map(str::lines)
         .filter_map(|line| {
-            let rest = line.strip_prefix(NOTE)?.trim_start();
+            let rest = line.strip_prefix(NOTE_PREFIX)?.trim_start();
             let (n, tail) = rest.split_once(' ')?;
             tail.starts_with("earlier step(s)")
                 .then(|| n.parse::<usize>().ok())?

@@ -333,9 +333,13 @@ impl RequestHead {
                 .iter()
                 .map(|m| {
                     let role: String = text(m.role).unwrap_or_default();
-                    // Only a user's text can be a compaction note: other contents are not
-                    // decoded.
-                    let content = (role == "user")
+                    // Only a user's text that starts like a compaction note is decoded:
+                    // the rest (the task, tool results) is only counted.
+                    let note = m
+                        .content
+                        .and_then(|c| c.get().strip_prefix('"'))
+                        .is_some_and(|c| c.starts_with(crate::scenario::NOTE_PREFIX));
+                    let content = (role == "user" && note)
                         .then(|| text::<String>(m.content))
                         .flatten();
                     (role, content)
