@@ -1,6 +1,9 @@
 //! Reading the file and merging it over the defaults, checking every value on the way.
 
-use fabric_domain::{SpecialistSpec, check_finish_schema, check_tool_pattern, is_tool_pattern};
+use fabric_domain::{
+    ContextCompaction, FallbackReason, SpecialistSpec, check_finish_schema, check_tool_pattern,
+    is_tool_pattern,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,10 +14,7 @@ use crate::dirs::{LoadOptions, expand_home, read_specialist_dir};
 use crate::error::ConfigError;
 use crate::markdown::parse_markdown;
 use crate::raw::{RawConfig, RawFetchUrl, RawModel, RawSpecialist, RawWebSearch};
-use crate::settings::{
-    Backend, DelegationWorkspace, ModelConfig, Routing, SearchProvider, Settings, SpecialistSource,
-    TaskForceMode,
-};
+use crate::settings::{Backend, ModelConfig, SearchProvider, Settings, SpecialistSource};
 
 impl Settings {
     /// The defaults, overlaid with the file at `path` when one is given. Markdown specialist
@@ -309,9 +309,7 @@ impl Merger {
                 self.range("task_force_max_parallel", u64::from(v), 1, 64)? as u32;
         }
         if let Some(v) = raw.routing {
-            s.routing = Routing::parse(&v).ok_or_else(|| {
-                self.invalid("routing", format!("must be `keyword` or `llm`, got `{v}`"))
-            })?;
+            s.routing = v;
         }
         if let Some(v) = raw.complexity_routing {
             let threshold = match v.threshold {
@@ -366,16 +364,7 @@ impl Merger {
             }
         }
         if let Some(v) = raw.context_compaction {
-            s.summarize_compaction = match v.as_str() {
-                "drop" => false,
-                "summarize" => true,
-                other => {
-                    return Err(self.invalid(
-                        "context_compaction",
-                        format!("must be `drop` or `summarize`, got `{other}`"),
-                    ));
-                }
-            };
+            s.summarize_compaction = v == ContextCompaction::Summarize;
         }
         if let Some(v) = raw.daily_budget_timezone {
             s.daily_budget_timezone = parse_zone(&v).ok_or_else(|| {
@@ -396,43 +385,24 @@ impl Merger {
                         .to_owned(),
                 )
                 })?;
-            let policy = v
-                .policy
-                .unwrap_or_else(|| vec!["no_tool_calls".to_owned(), "malformed_args".to_owned()]);
-            let (mut no_tool_calls, mut malformed_args, mut critic_rejected) =
-                (false, false, false);
-            for (i, p) in policy.iter().enumerate() {
-                match p.as_str() {
-                    "no_tool_calls" => no_tool_calls = true,
-                    "malformed_args" => malformed_args = true,
-                    "critic_rejected" => critic_rejected = true,
-                    other => {
-                        return Err(self.invalid(
-                            format!("cloud_fallback.policy[{i}]"),
-                            format!("must be `no_tool_calls`, `malformed_args` or `critic_rejected`, got `{other}`"),
-                        ));
-                    }
-                }
-            }
+            let policy = v.policy.unwrap_or_else(|| {
+                vec![FallbackReason::NoToolCalls, FallbackReason::MalformedArgs]
+            });
+            let on = |reason| policy.contains(&reason);
             let max_per_run = match v.max_per_run {
                 Some(n) => self.range("cloud_fallback.max_per_run", n, 1, 1000)? as u32,
                 None => 3,
             };
             s.cloud_fallback = Some(crate::CloudFallbackConfig {
                 model_key,
-                no_tool_calls,
-                malformed_args,
-                critic_rejected,
+                no_tool_calls: on(FallbackReason::NoToolCalls),
+                malformed_args: on(FallbackReason::MalformedArgs),
+                critic_rejected: on(FallbackReason::CriticRejected),
                 max_per_run,
             });
         }
         if let Some(v) = raw.task_force_mode {
-            s.task_force_mode = TaskForceMode::parse(&v).ok_or_else(|| {
-                self.invalid(
-                    "task_force_mode",
-                    format!("must be `sequential` or `parallel`, got `{v}`"),
-                )
-            })?;
+            s.task_force_mode = v;
         }
         if let Some(v) = raw.local_llm_ensure_available {
             s.local_llm_ensure_available = v;
@@ -560,12 +530,7 @@ impl Merger {
                 c.timeout_s = Some(self.range("delegation.timeout_s", v, 1, 86_400)?);
             }
             if let Some(v) = d.workspace {
-                c.workspace = DelegationWorkspace::parse(&v).ok_or_else(|| {
-                    self.invalid(
-                        "delegation.workspace",
-                        format!("must be `separate` or `shared`, got `{v}`"),
-                    )
-                })?;
+                c.workspace = v;
             }
         }
         Ok(())
@@ -574,17 +539,12 @@ impl Merger {
     fn security(
         &self,
         s: &mut Settings,
-        mode: Option<String>,
+        mode: Option<crate::SandboxMode>,
         limits: Option<crate::security::RawLimits>,
         read_paths: Option<Vec<String>>,
     ) -> Result<(), ConfigError> {
         if let Some(mode) = mode {
-            s.sandbox.mode = crate::SandboxMode::parse(&mode).ok_or_else(|| {
-                self.invalid(
-                    "sandbox",
-                    format!("must be `strict`, `workspace-write-network` or `off`, got `{mode}`"),
-                )
-            })?;
+            s.sandbox.mode = mode;
         }
         if let Some(limits) = limits {
             limits.merge(&mut s.sandbox.limits, |key, v, min, max| {
@@ -625,12 +585,7 @@ impl Merger {
     fn web_search(&self, s: &mut Settings, raw: RawWebSearch) -> Result<(), ConfigError> {
         let w = &mut s.web_search;
         if let Some(p) = raw.provider {
-            w.provider = SearchProvider::parse(&p).ok_or_else(|| {
-                self.invalid(
-                    "web_search.provider",
-                    format!("must be `searxng` or `brave`, got `{p}`"),
-                )
-            })?;
+            w.provider = p;
             // A provider's own address and key variable, unless the file names others.
             if w.provider == SearchProvider::Brave {
                 w.base_url = BRAVE_URL.to_owned();
@@ -726,18 +681,7 @@ impl Merger {
             m.model = v;
         }
         if let Some(v) = raw.backend {
-            m.backend = match v.as_str() {
-                "ollama" => Backend::Ollama,
-                // `generic` is the seed's name for an OpenAI-compatible server.
-                "openai" | "generic" | "vllm" => Backend::OpenAi,
-                "anthropic" => Backend::Anthropic,
-                other => {
-                    return Err(self.invalid(
-                        at("backend"),
-                        format!("must be `ollama`, `openai` or `anthropic`, got `{other}`"),
-                    ));
-                }
-            };
+            m.backend = v;
         }
         if let Some(v) = raw.api_key_env {
             m.api_key_env = Some(v);
@@ -791,13 +735,8 @@ impl Merger {
         if let Some(v) = raw.tool_call_repair {
             m.tool_call_repair = Some(v);
         }
-        if let Some(word) = raw.constrained_decoding {
-            let mode = fabric_domain::ConstrainedDecoding::parse(&word).ok_or_else(|| {
-                self.invalid(
-                    at("constrained_decoding"),
-                    format!("must be `off`, `json_schema` or `auto`, got `{word}`"),
-                )
-            })?;
+        if let Some(mode) = raw.constrained_decoding {
+            let word = mode.as_str();
             let fits = match m.backend {
                 fabric_domain::Backend::OpenAi => true,
                 fabric_domain::Backend::Ollama => mode != fabric_domain::ConstrainedDecoding::Auto,
@@ -942,8 +881,7 @@ impl Merger {
                 .map_err(|(key, detail)| self.invalid(at(&key), detail))?;
         }
         if let Some(v) = raw.tool_loading {
-            spec.tooling.tool_loading = crate::mcp::check_tool_loading(&v)
-                .map_err(|detail| self.invalid(at("tool_loading"), detail))?;
+            spec.tooling.tool_loading = v;
         }
         if let Some(v) = raw.delegates {
             spec.tooling.delegates = v;

@@ -1,8 +1,7 @@
-//! The `mcp_servers`, `tool_loading` and `delegates` keys of a specialist, checked.
+//! The `mcp_servers` key of a specialist, checked.
 
 use fabric_domain::{
     DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, McpServerSpec, McpTransport,
-    ToolLoading,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -219,15 +218,6 @@ fn range(v: u64, min: u64, max: u64, at: &str) -> Result<u64, Problem> {
             at.to_owned(),
             format!("must be between {min} and {max}, got {v}"),
         ))
-    }
-}
-
-/// `eager` or `lazy`.
-pub(crate) fn check_tool_loading(v: &str) -> Result<ToolLoading, String> {
-    match v {
-        "eager" => Ok(ToolLoading::Eager),
-        "lazy" => Ok(ToolLoading::Lazy),
-        other => Err(format!("must be `eager` or `lazy`, got `{other}`")),
     }
 }
 

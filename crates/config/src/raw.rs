@@ -14,15 +14,15 @@ pub(crate) struct RawConfig {
     pub(crate) specialists: Option<BTreeMap<String, RawSpecialist>>,
     pub(crate) default_specialist: Option<String>,
     pub(crate) routing_model_key: Option<String>,
-    pub(crate) task_force_mode: Option<String>,
+    pub(crate) task_force_mode: Option<fabric_domain::TaskForceMode>,
     pub(crate) task_force_max_parallel: Option<u32>,
-    pub(crate) routing: Option<String>,
+    pub(crate) routing: Option<fabric_domain::Routing>,
     pub(crate) complexity_routing: Option<RawComplexityRouting>,
     pub(crate) cloud_fallback: Option<RawCloudFallback>,
     pub(crate) budget: Option<RawBudget>,
     pub(crate) daily_budget: Option<BTreeMap<String, RawDailyLimit>>,
     pub(crate) daily_budget_timezone: Option<String>,
-    pub(crate) context_compaction: Option<String>,
+    pub(crate) context_compaction: Option<fabric_domain::ContextCompaction>,
     pub(crate) local_llm_ensure_available: Option<bool>,
     pub(crate) local_llm_start_cmd: Option<Vec<String>>,
     pub(crate) local_llm_start_timeout_s: Option<u64>,
@@ -37,7 +37,7 @@ pub(crate) struct RawConfig {
     pub(crate) fetch_url: Option<RawFetchUrl>,
     pub(crate) server: Option<crate::server::RawServer>,
     pub(crate) telemetry: Option<crate::telemetry::RawTelemetry>,
-    pub(crate) sandbox: Option<String>,
+    pub(crate) sandbox: Option<fabric_domain::SandboxMode>,
     pub(crate) sandbox_limits: Option<crate::security::RawLimits>,
     pub(crate) sandbox_read_paths: Option<Vec<String>>,
     pub(crate) protected_paths: Option<Vec<String>>,
@@ -53,13 +53,13 @@ pub(crate) struct RawDelegation {
     pub(crate) max_depth: Option<u32>,
     pub(crate) max_tokens: Option<u64>,
     pub(crate) timeout_s: Option<u64>,
-    pub(crate) workspace: Option<String>,
+    pub(crate) workspace: Option<fabric_domain::DelegationWorkspace>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawWebSearch {
-    pub(crate) provider: Option<String>,
+    pub(crate) provider: Option<fabric_domain::SearchProvider>,
     pub(crate) base_url: Option<String>,
     pub(crate) api_key_env: Option<String>,
     pub(crate) timeout_s: Option<u64>,
@@ -80,7 +80,7 @@ pub(crate) struct RawFetchUrl {
 pub(crate) struct RawModel {
     pub(crate) base_url: Option<String>,
     pub(crate) model: Option<String>,
-    pub(crate) backend: Option<String>,
+    pub(crate) backend: Option<fabric_domain::Backend>,
     pub(crate) api_key_env: Option<String>,
     pub(crate) temperature: Option<f32>,
     pub(crate) top_p: Option<f32>,
@@ -92,7 +92,7 @@ pub(crate) struct RawModel {
     pub(crate) tool_call_repair: Option<bool>,
     pub(crate) context_window: Option<u64>,
     pub(crate) max_concurrent_requests: Option<u64>,
-    pub(crate) constrained_decoding: Option<String>,
+    pub(crate) constrained_decoding: Option<fabric_domain::ConstrainedDecoding>,
 }
 
 /// `price_per_mtok:` as written.
@@ -135,7 +135,7 @@ pub(crate) struct RawSpecialist {
     pub(crate) limitations: Option<Vec<String>>,
     pub(crate) container_image: Option<String>,
     pub(crate) mcp_servers: Option<Vec<crate::mcp::RawMcpServer>>,
-    pub(crate) tool_loading: Option<String>,
+    pub(crate) tool_loading: Option<fabric_domain::ToolLoading>,
     pub(crate) delegates: Option<Vec<String>>,
     pub(crate) critic: Option<String>,
     pub(crate) max_repair_rounds: Option<u64>,
@@ -167,6 +167,6 @@ pub(crate) struct RawComplexityRouting {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawCloudFallback {
     pub(crate) model_key: Option<String>,
-    pub(crate) policy: Option<Vec<String>>,
+    pub(crate) policy: Option<Vec<fabric_domain::FallbackReason>>,
     pub(crate) max_per_run: Option<u64>,
 }

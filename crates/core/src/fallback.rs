@@ -2,7 +2,7 @@
 //! loop ([`crate::engine`]) and the quality gate ([`crate::gate`]), which both send steps to
 //! it, so neither imports the other for it.
 
-use fabric_domain::runlog;
+use fabric_domain::{FallbackReason, runlog};
 
 use crate::params::ModelParams;
 use crate::ports::{ChatClient, StoreError};
@@ -56,14 +56,14 @@ impl Fallback<'_> {
 pub(crate) async fn record_fallback(
     rec: Recorder<'_>,
     step: u32,
-    reason: &str,
+    reason: FallbackReason,
     local: &ModelParams,
     fallback: &Fallback<'_>,
 ) -> Result<(), StoreError> {
     rec.record(
         Some(step),
         &runlog::CloudFallback {
-            reason: reason.to_owned(),
+            reason: reason.as_str().to_owned(),
             local_model: local.name.clone(),
             cloud_model: fallback.model.name.clone(),
             cloud_model_key: fallback.model_key.to_owned(),

@@ -8,7 +8,7 @@
 //! staged ([`crate::execute`] builds the gate over a critic child run and a staging area).
 
 use async_trait::async_trait;
-use fabric_domain::{RunStatus, runlog};
+use fabric_domain::{FallbackReason, RunStatus, runlog};
 use serde_json::Value;
 
 use crate::fallback::{Fallback, record_fallback};
@@ -192,7 +192,7 @@ impl GateState<'_> {
         )
         .await?;
         if let Some(f) = cloud {
-            record_fallback(rec, step, "critic_rejected", local, f).await?;
+            record_fallback(rec, step, FallbackReason::CriticRejected, local, f).await?;
             self.repair_on_cloud = true;
         }
         Ok(())

@@ -9,7 +9,7 @@
 //! whose answer was not recorded.
 
 use fabric_domain::runlog::{self, Payload, TaskForceMode};
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, ToolCall, Usage};
+use fabric_domain::{EventKind, FallbackReason, RunEvent, RunId, RunStatus, ToolCall, Usage};
 use serde_json::Value;
 use std::collections::VecDeque;
 
@@ -135,8 +135,8 @@ impl RunHistory {
                 member.critic_approved = approved;
             }
             EventKind::CloudFallback => {
-                let critic =
-                    event.payload.get("reason").and_then(Value::as_str) == Some("critic_rejected");
+                let critic = event.payload.get("reason").and_then(Value::as_str)
+                    == Some(FallbackReason::CriticRejected.as_str());
                 if critic {
                     self.member(event).repair_on_cloud = true;
                 }

@@ -32,17 +32,17 @@ pub use event::{EventKind, RunEvent};
 pub use message::{Message, PromptCache, Role, ToolCall, Usage};
 pub use run::{RunId, RunStatus};
 pub use sandbox::SandboxMode;
-pub use services::{Backend, ConstrainedDecoding, SearchProvider, endpoint_key};
+pub use services::{Backend, ConstrainedDecoding, FallbackReason, SearchProvider, endpoint_key};
 pub use specialist::{
     DEFAULT_REPEAT_LIMIT, FINISH_TOOL, LoopAids, SpecialistSpec, check_finish_schema,
     check_tool_pattern, is_tool_pattern,
 };
 pub use stats::StatsGroup;
-pub use summary::RunSummary;
-pub use task_force::{Routing, TaskForceMode};
+pub use summary::{RunSummary, result_summary};
+pub use task_force::{ContextCompaction, Routing, TaskForceMode};
 pub use time::{UtcTime, parse_duration, parse_since};
 pub use tool::{
-    PlannerHints, ToolAnnotations, ToolSpec, Workflow, fitting_workflows,
+    PlannerHints, ToolAnnotations, ToolSpec, Workflow, builtin, fitting_workflows,
     input_schema_for as schema_for,
 };
 pub use tooling::{

@@ -1,22 +1,34 @@
 //! The outside services the fabric talks to, each a closed set defined once: the config
 //! parses into these, and the adapters branch on them.
 
-use serde::Serialize;
-
 use crate::words::closed_set;
 
-/// Which wire protocol a model server speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum Backend {
-    /// Ollama: its native chat API (so `num_ctx` can be set) plus model listing.
-    #[serde(rename = "ollama")]
-    Ollama,
-    /// Any OpenAI-compatible Chat Completions server (vLLM, llama.cpp, LM Studio, cloud).
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// Anthropic's Messages API (`/v1/messages`), the key in `x-api-key`.
-    #[serde(rename = "anthropic")]
-    Anthropic,
+closed_set! {
+    /// Which wire protocol a model server speaks.
+    pub enum Backend {
+        /// Ollama: its native chat API (so `num_ctx` can be set) plus model listing.
+        #[default]
+        Ollama = "ollama",
+        /// Any OpenAI-compatible Chat Completions server (vLLM, llama.cpp, LM Studio, cloud).
+        /// `generic` is the seed's name for it.
+        OpenAi = "openai" | "generic" | "vllm",
+        /// Anthropic's Messages API (`/v1/messages`), the key in `x-api-key`.
+        Anthropic = "anthropic",
+    }
+}
+
+closed_set! {
+    /// Why a step was asked of the cloud model instead of the local one: the words of
+    /// `cloud_fallback.policy` and of a `cloud_fallback` event's `reason`.
+    pub enum FallbackReason {
+        /// The local model answered without a tool call.
+        #[default]
+        NoToolCalls = "no_tool_calls",
+        /// The local model sent invalid arguments two steps in a row.
+        MalformedArgs = "malformed_args",
+        /// The critic rejected the work: the repair runs on the cloud model.
+        CriticRejected = "critic_rejected",
+    }
 }
 
 closed_set! {

@@ -27,6 +27,18 @@ closed_set! {
     }
 }
 
+closed_set! {
+    /// What happens to the oldest messages when a conversation outgrows the model's context
+    /// window (`context_compaction`).
+    pub enum ContextCompaction {
+        /// Left out, with a note saying how many.
+        #[default]
+        Drop = "drop",
+        /// Replaced by the model's own summary of them.
+        Summarize = "summarize",
+    }
+}
+
 impl TaskForceMode {
     /// The mode a recorded run used, to go on as it began: `parallel` stays parallel, every
     /// other word (`single`, `sequential`, one this version does not know) is sequential.

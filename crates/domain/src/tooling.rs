@@ -118,16 +118,16 @@ pub struct CriticSpec {
     pub max_repair_rounds: u32,
 }
 
-/// How tool schemas reach the model.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolLoading {
-    /// Every tool's definition is sent with every model call.
-    #[default]
-    Eager,
-    /// Only `search_tools`, `load_tool_schema` and `finish_task` are sent; a tool becomes
-    /// callable once its schema is loaded, and stays so for the rest of the run.
-    Lazy,
+crate::words::closed_set! {
+    /// How tool schemas reach the model (`tool_loading`).
+    pub enum ToolLoading {
+        /// Every tool's definition is sent with every model call.
+        #[default]
+        Eager = "eager",
+        /// Only `search_tools`, `load_tool_schema` and `finish_task` are sent; a tool becomes
+        /// callable once its schema is loaded, and stays so for the rest of the run.
+        Lazy = "lazy",
+    }
 }
 
 /// One MCP server a specialist uses.

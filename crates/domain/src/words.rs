@@ -1,12 +1,16 @@
 //! Closed sets of words: each an enum whose words are written once, with the list of them
 //! (for the CLI's choices), both directions of conversion and serde through the words.
 
-/// Declares a closed set: the enum, `ALL`, `WORDS`, `as_str`, `parse` and `Serialize`.
+/// Declares a closed set: the enum, `ALL`, `WORDS`, `as_str`, `parse`, `Serialize` and
+/// `Deserialize`. A variant may take older names after its word (`OpenAi = "openai" |
+/// "generic"`): `parse` and serde read them, `WORDS` and `as_str` give only the word.
+/// A word outside the set fails to deserialize with the config's message, "must be `a`,
+/// `b` or `c`, got `x`", so every key holding a closed set explains itself the same way.
 macro_rules! closed_set {
     (
         $(#[$meta:meta])*
         pub enum $name:ident {
-            $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal $(| $alias:literal)*, )+
         }
     ) => {
         $(#[$meta])*
@@ -32,7 +36,7 @@ macro_rules! closed_set {
             /// The value a word names.
             pub fn parse(word: &str) -> Option<Self> {
                 match word {
-                    $( $text => Some(Self::$variant), )+
+                    $( $text $(| $alias)* => Some(Self::$variant), )+
                     _ => None,
                 }
             }
@@ -43,7 +47,27 @@ macro_rules! closed_set {
                 serializer.serialize_str(self.as_str())
             }
         }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let word = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+                Self::parse(&word).ok_or_else(|| {
+                    serde::de::Error::custom($crate::words::not_one_of(Self::WORDS, &word))
+                })
+            }
+        }
     };
+}
+
+/// The message for a word outside a closed set: "must be `a`, `b` or `c`, got `x`".
+pub(crate) fn not_one_of(words: &[&str], got: &str) -> String {
+    let quoted: Vec<String> = words.iter().map(|w| format!("`{w}`")).collect();
+    let choices = match quoted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    format!("must be {choices}, got `{got}`")
 }
 
 pub(crate) use closed_set;

@@ -452,3 +452,84 @@ fn issue_14_one_server_has_one_request_limit() {
         Some(crate::DEFAULT_MAX_CONCURRENT_REQUESTS)
     );
 }
+
+/// Every key holding a closed set is read by serde through the domain's enum, and a word
+/// outside the set is named with its key and every word of the set, as before issue #28.
+#[test]
+fn issue_28_every_closed_set_key_names_its_key_and_words() {
+    let cases = [
+        ("routing: fast\n", "routing", "`keyword` or `llm`", "fast"),
+        (
+            "task_force_mode: both\n",
+            "task_force_mode",
+            "`sequential` or `parallel`",
+            "both",
+        ),
+        (
+            "context_compaction: keep\n",
+            "context_compaction",
+            "`drop` or `summarize`",
+            "keep",
+        ),
+        (
+            "sandbox: loose\n",
+            "sandbox",
+            "`strict`, `workspace-write-network` or `off`",
+            "loose",
+        ),
+        (
+            "delegation:\n  workspace: mine\n",
+            "delegation.workspace",
+            "`separate` or `shared`",
+            "mine",
+        ),
+        (
+            "web_search:\n  provider: bing\n",
+            "web_search.provider",
+            "`searxng` or `brave`",
+            "bing",
+        ),
+        (
+            "models:\n  fast:\n    backend: llamafile\n",
+            "models.fast.backend",
+            "`ollama`, `openai` or `anthropic`",
+            "llamafile",
+        ),
+        (
+            "models:\n  fast:\n    constrained_decoding: always\n",
+            "models.fast.constrained_decoding",
+            "`off`, `json_schema` or `auto`",
+            "always",
+        ),
+        (
+            "cloud_fallback:\n  model_key: quality\n  policy: [no_tool_calls, sometimes]\n",
+            "cloud_fallback.policy[1]",
+            "`no_tool_calls`, `malformed_args` or `critic_rejected`",
+            "sometimes",
+        ),
+        (
+            "specialists:\n  engineering:\n    tool_loading: later\n",
+            "specialists.engineering.tool_loading",
+            "`eager` or `lazy`",
+            "later",
+        ),
+    ];
+    for (text, key, words, got) in cases {
+        assert_eq!(
+            err("c.yaml", text),
+            format!("c.yaml: `{key}`: must be {words}, got `{got}`"),
+            "{text}"
+        );
+    }
+    // The seed's older names still read as the word they stand for.
+    for alias in ["generic", "vllm", "openai"] {
+        let s = load(
+            "c.yaml",
+            &format!("models:\n  fast:\n    backend: {alias}\n"),
+        )
+        .unwrap();
+        assert_eq!(s.models["fast"].backend, Backend::OpenAi, "{alias}");
+    }
+    let s = load("c.yaml", "context_compaction: summarize\n").unwrap();
+    assert!(s.summarize_compaction);
+}

@@ -2,7 +2,7 @@
 //! (live) or the cloud model, repaired when the model wrote its calls as text, and paid for;
 //! and what the loop does with an answer that calls no tool.
 
-use fabric_domain::{Message, runlog};
+use fabric_domain::{FallbackReason, Message, runlog};
 use std::collections::{HashMap, HashSet};
 
 use super::calls::{corrective_message, fallback_payload};
@@ -105,7 +105,8 @@ impl<'a> Loop<'a, '_> {
             Some(f) if self.repairing_on_cloud() => Some(f),
             // Invalid arguments twice running: this step goes to the cloud model.
             Some(f) if f.policy.malformed_args && self.invalid_streak >= 2 && f.take() => {
-                record_fallback(self.rec, step, "malformed_args", self.model, f).await?;
+                record_fallback(self.rec, step, FallbackReason::MalformedArgs, self.model, f)
+                    .await?;
                 self.invalid_streak = 0;
                 Some(f)
             }
@@ -191,7 +192,7 @@ impl<'a> Loop<'a, '_> {
             }
             _ => return Ok(answer),
         };
-        record_fallback(self.rec, step, "no_tool_calls", self.model, f).await?;
+        record_fallback(self.rec, step, FallbackReason::NoToolCalls, self.model, f).await?;
         let cloud = self.ask(f.chat, f.model, step).await?;
         if let Some(u) = cloud.usage {
             self.usage.add(u);
