@@ -3,6 +3,7 @@
 //! override them by id.
 
 use fabric_domain::SpecialistSpec;
+use fabric_domain::builtin::{FETCH_URL, LIST_FILES, READ_FILE, SHELL, WEB_SEARCH, WRITE_FILE};
 use serde_json::{Value, json};
 
 /// The finish schema of the engineering specialist: what it hands back when done.
@@ -101,13 +102,7 @@ fn words(list: &[&str]) -> Vec<String> {
 
 /// The specialists every installation has.
 pub fn builtin_specialists() -> Vec<SpecialistSpec> {
-    let research_tools = words(&[
-        "web_search",
-        "fetch_url",
-        "read_file",
-        "write_file",
-        "list_files",
-    ]);
+    let research_tools = words(&[WEB_SEARCH, FETCH_URL, READ_FILE, WRITE_FILE, LIST_FILES]);
     vec![
         SpecialistSpec {
             container_image: None,
@@ -128,7 +123,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             ]),
             capabilities: words(&["code_execution", "file_io", "software_testing"]),
             system_prompt: ENGINEERING_PROMPT.to_owned(),
-            tools: words(&["shell", "read_file", "write_file", "list_files"]),
+            tools: words(&[SHELL, READ_FILE, WRITE_FILE, LIST_FILES]),
             finish_schema: engineering_finish_schema(),
             model_key: None,
             may_write: true,
@@ -220,7 +215,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             keywords: words(&["review", "audit", "critique", "code review"]),
             capabilities: Vec::new(),
             system_prompt: REVIEWER_PROMPT.to_owned(),
-            tools: words(&["read_file", "list_files"]),
+            tools: words(&[READ_FILE, LIST_FILES]),
             finish_schema: critic_finish_schema(),
             model_key: None,
             may_write: false,

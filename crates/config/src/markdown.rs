@@ -7,6 +7,7 @@
 //! Keys that only matter to those tools are ignored on purpose ([`IGNORED_KEYS`]); any other
 //! key is an error naming the file, the line and the key.
 
+use fabric_domain::builtin;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -61,26 +62,19 @@ pub(crate) const IGNORED_KEYS: &[(&str, bool, &str)] = &[
 /// The tools a Claude Code agent gets when it names none: all of ours. Tools needing the
 /// network are still offered only to runs that allow it, and write tools only when
 /// `may_write` holds.
-pub(crate) const INHERITED_TOOLS: &[&str] = &[
-    "shell",
-    "read_file",
-    "write_file",
-    "list_files",
-    "web_search",
-    "fetch_url",
-];
+pub(crate) const INHERITED_TOOLS: &[&str] = builtin::ALL;
 
 /// Claude Code's tool names and ours, where an equivalent exists.
 const CLAUDE_TOOLS: &[(&str, Option<&str>)] = &[
-    ("Read", Some("read_file")),
-    ("Write", Some("write_file")),
-    ("Edit", Some("write_file")),
-    ("MultiEdit", Some("write_file")),
-    ("Bash", Some("shell")),
-    ("Glob", Some("list_files")),
-    ("LS", Some("list_files")),
-    ("WebFetch", Some("fetch_url")),
-    ("WebSearch", Some("web_search")),
+    ("Read", Some(builtin::READ_FILE)),
+    ("Write", Some(builtin::WRITE_FILE)),
+    ("Edit", Some(builtin::WRITE_FILE)),
+    ("MultiEdit", Some(builtin::WRITE_FILE)),
+    ("Bash", Some(builtin::SHELL)),
+    ("Glob", Some(builtin::LIST_FILES)),
+    ("LS", Some(builtin::LIST_FILES)),
+    ("WebFetch", Some(builtin::FETCH_URL)),
+    ("WebSearch", Some(builtin::WEB_SEARCH)),
     ("Grep", None),
     ("NotebookRead", None),
     ("NotebookEdit", None),
@@ -156,7 +150,7 @@ struct FrontMatter {
     limitations: Option<Vec<String>>,
     container_image: Option<String>,
     mcp_servers: Option<Vec<crate::mcp::RawMcpServer>>,
-    tool_loading: Option<String>,
+    tool_loading: Option<fabric_domain::ToolLoading>,
     delegates: Option<Vec<String>>,
     critic: Option<String>,
     max_repair_rounds: Option<u64>,

@@ -230,13 +230,13 @@ fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Optio
     Ok(T::deserialize(&value).ok())
 }
 
-/// The `summary` of a finish payload, or the first string field when it has another name
-/// (research's `executive_summary`).
-fn result_summary(result: &Value) -> Option<String> {
+/// A finish payload's one-line summary, the one rule for the run's `summary` and a merged
+/// member's line: `summary`, else `executive_summary` (research's), else its first string.
+pub fn result_summary(result: &Value) -> Option<String> {
     let object = result.as_object()?;
-    object
-        .get("summary")
-        .and_then(Value::as_str)
+    ["summary", "executive_summary"]
+        .iter()
+        .find_map(|k| object.get(*k).and_then(Value::as_str))
         .or_else(|| object.values().find_map(Value::as_str))
         .map(str::to_owned)
 }
@@ -324,5 +324,23 @@ mod tests {
         assert_eq!(s.status, RunStatus::Failed);
         assert_eq!(s.ended_at, Some(2.0));
         assert_eq!(s.summary, None);
+    }
+
+    /// One rule for a payload's line (it was written twice, and the two disagreed on a
+    /// payload with `executive_summary` and an earlier string key).
+    #[test]
+    fn issue_28_one_summary_rule() {
+        let line = |v: Value| result_summary(&v);
+        assert_eq!(
+            line(json!({"answer": "a", "summary": "s"})),
+            Some("s".into())
+        );
+        assert_eq!(
+            line(json!({"answer": "a", "executive_summary": "e"})),
+            Some("e".into())
+        );
+        assert_eq!(line(json!({"n": 1, "title": "t"})), Some("t".into()));
+        assert_eq!(line(json!({"n": 1})), None);
+        assert_eq!(line(json!("text")), None);
     }
 }

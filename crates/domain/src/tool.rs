@@ -4,6 +4,27 @@ use serde_json::{Value, json};
 
 use crate::DomainError;
 
+/// The names of the built-in tools, defined once: the tools adapter names its tools with
+/// them and the config checks and lists specialists' tools with them.
+pub mod builtin {
+    /// Runs a command in the workspace.
+    pub const SHELL: &str = "shell";
+    /// Reads a file of the workspace.
+    pub const READ_FILE: &str = "read_file";
+    /// Creates or replaces a file of the workspace.
+    pub const WRITE_FILE: &str = "write_file";
+    /// Lists the workspace's files.
+    pub const LIST_FILES: &str = "list_files";
+    /// Searches the web.
+    pub const WEB_SEARCH: &str = "web_search";
+    /// Fetches a web page as text.
+    pub const FETCH_URL: &str = "fetch_url";
+    /// Every built-in tool, in the order the docs list them.
+    pub const ALL: &[&str] = &[
+        SHELL, READ_FILE, WRITE_FILE, LIST_FILES, WEB_SEARCH, FETCH_URL,
+    ];
+}
+
 /// What a tool does to the world, so planners and policies can reason about it without
 /// running it. The names follow MCP's tool annotations.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use fabric_core::typed::TypedTool;
 use fabric_core::{ToolContext, ToolError};
-use fabric_domain::{ToolAnnotations, ToolSpec};
+use fabric_domain::{ToolAnnotations, ToolSpec, builtin};
 use rustix::fs::{FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use schemars::JsonSchema;
@@ -124,7 +124,7 @@ impl TypedTool for ReadFileTool {
             "Read a text file in the workspace and return its content. Files larger than {} bytes are cut, with a note saying so. For a big file, read a part at a time: `offset` is the first line (from 1), `limit` how many lines.",
             self.policy.max_read_bytes
         );
-        let spec = ToolSpec::for_input::<ReadInput>("read_file", &description)
+        let spec = ToolSpec::for_input::<ReadInput>(builtin::READ_FILE, &description)
             .example(json!({"path": "src/main.rs"}))
             .example(json!({"path": "notes/long.txt", "offset": 101, "limit": 100}))
             .annotate(ToolAnnotations {
@@ -260,7 +260,7 @@ impl TypedTool for WriteFileTool {
 
     fn spec(&self) -> ToolSpec {
         let spec = ToolSpec::for_input::<WriteInput>(
-            "write_file",
+            builtin::WRITE_FILE,
             "Create or replace a file in the workspace with the given content. Missing folders are created. Returns the path and the number of bytes written.",
         )
         .example(json!({"path": "notes/todo.md", "content": "# TODO\n- write tests\n"}))
@@ -433,7 +433,7 @@ impl TypedTool for ListFilesTool {
             "List the files and folders under a folder of the workspace, recursively, one path per line. Folders end with `/`. Paths are relative to the workspace, ready for read_file. At most {} entries.",
             self.policy.max_list_entries
         );
-        let spec = ToolSpec::for_input::<ListInput>("list_files", &description)
+        let spec = ToolSpec::for_input::<ListInput>(builtin::LIST_FILES, &description)
             .example(json!({}))
             .example(json!({"path": "src"}))
             .annotate(ToolAnnotations {

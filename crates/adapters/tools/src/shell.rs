@@ -25,7 +25,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fabric_core::typed::TypedTool;
 use fabric_core::{SandboxGuard, ToolContext, ToolError};
-use fabric_domain::{ToolAnnotations, ToolSpec};
+use fabric_domain::{ToolAnnotations, ToolSpec, builtin};
 use rustix::process::{Pid, Signal, kill_process_group};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -250,7 +250,7 @@ impl TypedTool for ShellTool {
             "Run one program in the workspace and get its exit code, stdout and stderr. `cmd` is the program and its arguments as separate strings. There is no shell: no pipes, `&&`, redirects, globs or variables. A non-zero exit code is a normal result. Allowed programs: {}.",
             self.allowed_list()
         );
-        let mut spec = ToolSpec::for_input::<ShellInput>("shell", &description)
+        let mut spec = ToolSpec::for_input::<ShellInput>(builtin::SHELL, &description)
             .example(json!({"cmd": ["ls", "-la"]}))
             .example(json!({"cmd": ["cargo", "test", "--quiet"], "timeout_s": 300}))
             .annotate(ToolAnnotations {

@@ -73,7 +73,8 @@ pub(crate) fn merged_payload(mode: &str, results: &[MemberResult]) -> Value {
                 lines.push(format!(
                     "{}: {}",
                     r.specialist_id,
-                    summary_of(&o.payload).unwrap_or_else(|| o.status.to_string())
+                    fabric_domain::result_summary(&o.payload)
+                        .unwrap_or_else(|| o.status.to_string())
                 ));
                 section.insert("status".into(), json!(o.status));
                 section.insert("result".into(), o.payload.clone());
@@ -124,16 +125,6 @@ pub(crate) fn totals(results: &[MemberResult]) -> (u32, Usage) {
         usage.add(o.usage);
     }
     (steps, usage)
-}
-
-/// A payload's one-line summary: `summary`, `executive_summary`, else its first string.
-fn summary_of(payload: &Value) -> Option<String> {
-    let map = payload.as_object()?;
-    ["summary", "executive_summary"]
-        .iter()
-        .find_map(|k| map.get(*k).and_then(Value::as_str))
-        .or_else(|| map.values().find_map(Value::as_str))
-        .map(str::to_owned)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use fabric_core::typed::TypedTool;
 use fabric_core::{ToolContext, ToolError};
-use fabric_domain::{ToolSpec, UtcTime};
+use fabric_domain::{ToolSpec, UtcTime, builtin};
 use reqwest::Url;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -51,7 +51,7 @@ impl TypedTool for FetchUrlTool {
             "Fetch a web page and return its readable text (HTML is converted; plain text, JSON and XML are returned as they are), with the final url, title and fetched_at time to cite. Binary files such as PDFs and images are refused. Text longer than {} characters is cut, with truncated: true.",
             self.settings.max_text_chars
         );
-        let spec = ToolSpec::for_input::<FetchInput>("fetch_url", &description)
+        let spec = ToolSpec::for_input::<FetchInput>(builtin::FETCH_URL, &description)
             .example(json!({"url": "https://www.rust-lang.org/"}))
             .annotate(WEB)
             .plan(&["web_search"], &["write_file"]);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fabric_core::typed::TypedTool;
 use fabric_core::{ToolContext, ToolError};
-use fabric_domain::ToolSpec;
+use fabric_domain::{ToolSpec, builtin};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -46,7 +46,7 @@ impl TypedTool for WebSearchTool {
 
     fn spec(&self) -> ToolSpec {
         let spec = ToolSpec::for_input::<SearchInput>(
-            "web_search",
+            builtin::WEB_SEARCH,
             "Search the web. Returns results with title, url and snippet. Snippets are not sources: fetch_url a result before citing it.",
         )
         .example(json!({"query": "SearXNG JSON API format parameter"}))
