@@ -1,4 +1,5 @@
 use super::*;
+use crate::settings::{Backend, SearchProvider};
 
 fn load(name: &str, text: &str) -> Result<Settings, ConfigError> {
     Settings::from_text(text, Path::new(name))

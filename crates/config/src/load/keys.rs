@@ -1,0 +1,440 @@
+//! The top-level keys of one config file, merged group by group over the layer below.
+
+use fabric_domain::{ContextCompaction, FallbackReason};
+use std::path::PathBuf;
+
+use crate::defaults::{BRAVE_KEY_ENV, BRAVE_URL};
+use crate::dirs::expand_home;
+use crate::error::ConfigError;
+use crate::raw::{RawConfig, RawFetchUrl, RawWebSearch};
+use crate::settings::{SearchProvider, Settings};
+
+use super::Merger;
+
+impl Merger {
+    pub(super) fn apply(&self, s: &mut Settings, raw: RawConfig) -> Result<(), ConfigError> {
+        if let Some(models) = raw.models {
+            for (key, model) in models {
+                let base = s.models.get(&key).cloned();
+                let merged = self.model(&key, base, model)?;
+                s.models.insert(key, merged);
+            }
+        }
+        set(&mut s.default_model_key, raw.default_model_key);
+        set(&mut s.default_specialist, raw.default_specialist);
+        set(&mut s.routing_model_key, raw.routing_model_key);
+        if let Some(v) = raw.task_force_max_parallel {
+            s.task_force_max_parallel =
+                self.range("task_force_max_parallel", u64::from(v), 1, 64)? as u32;
+        }
+        set(&mut s.routing, raw.routing);
+        if let Some(v) = raw.complexity_routing {
+            self.complexity_routing(s, v)?;
+        }
+        if let Some(b) = raw.budget {
+            self.budget("budget", b, &mut s.budget)?;
+        }
+        if let Some(limits) = raw.daily_budget {
+            self.daily_budget(s, limits)?;
+        }
+        if let Some(v) = raw.context_compaction {
+            s.summarize_compaction = v == ContextCompaction::Summarize;
+        }
+        if let Some(v) = raw.daily_budget_timezone {
+            s.daily_budget_timezone = parse_zone(&v).ok_or_else(|| {
+                self.invalid(
+                    "daily_budget_timezone",
+                    format!("must be `local`, `UTC` or an offset such as `+02:00`, got `{v}` (for a named zone, set TZ in the fabric's environment and use `local`)"),
+                )
+            })?;
+        }
+        if let Some(v) = raw.cloud_fallback {
+            self.cloud_fallback(s, v)?;
+        }
+        set(&mut s.task_force_mode, raw.task_force_mode);
+        set(
+            &mut s.local_llm_ensure_available,
+            raw.local_llm_ensure_available,
+        );
+        if let Some(v) = raw.local_llm_start_cmd {
+            if v.is_empty() || v[0].trim().is_empty() {
+                return Err(self.invalid(
+                    "local_llm_start_cmd",
+                    "must name a program, e.g. [\"ollama\", \"serve\"]",
+                ));
+            }
+            s.local_llm_start_cmd = v;
+        }
+        if let Some(v) = raw.local_llm_start_timeout_s {
+            s.local_llm_start_timeout_s = self.range("local_llm_start_timeout_s", v, 1, 3600)?;
+        }
+        set(&mut s.auto_pull_if_missing, raw.auto_pull_if_missing);
+        set(&mut s.auto_pull_model, raw.auto_pull_model);
+        if let Some(v) = raw.max_steps {
+            s.max_steps = self.range("max_steps", u64::from(v), 1, 1000)? as u32;
+        }
+        set(&mut s.network_allowed, raw.network_allowed);
+        if let Some(shell) = raw.shell {
+            self.shell(s, shell)?;
+        }
+        if let Some(server) = raw.server {
+            server.merge(&mut s.server, |key, detail| self.invalid(key, detail))?;
+        }
+        if let Some(telemetry) = raw.telemetry {
+            telemetry.merge(&mut s.telemetry, |key, detail| self.invalid(key, detail))?;
+        }
+        if let Some(w) = raw.workspace {
+            s.workspace = PathBuf::from(w);
+        }
+        if let Some(web) = raw.web_search {
+            self.web_search(s, web)?;
+        }
+        if let Some(fetch) = raw.fetch_url {
+            self.fetch_url(s, fetch)?;
+        }
+        self.security(s, raw.sandbox, raw.sandbox_limits, raw.sandbox_read_paths)?;
+        self.paths_and_hosts(s, raw.protected_paths, raw.network)?;
+        if let Some(store) = raw.store {
+            store.merge(&mut s.store, |key, detail| self.invalid(key, detail))?;
+        }
+        if let Some(index) = raw.run_index {
+            index.merge(&mut s.run_index, |key, detail| self.invalid(key, detail))?;
+        }
+        if let Some(d) = raw.delegation {
+            self.delegation(s, d)?;
+        }
+        Ok(())
+    }
+
+    /// `complexity_routing:`: the threshold and the two model keys.
+    pub(super) fn complexity_routing(
+        &self,
+        s: &mut Settings,
+        v: crate::raw::RawComplexityRouting,
+    ) -> Result<(), ConfigError> {
+        let threshold = match v.threshold {
+            Some(t) => self.range("complexity_routing.threshold", t, 0, 100)? as u8,
+            None => 60,
+        };
+        let key = |name: &str, value: Option<String>| {
+            value.filter(|k| !k.trim().is_empty()).ok_or_else(|| {
+                self.invalid(
+                    format!("complexity_routing.{name}"),
+                    "must name a key of `models:` (for example `fast` for simple tasks, `quality` for complex ones)".to_owned(),
+                )
+            })
+        };
+        s.complexity_routing = Some(crate::ComplexityRouting {
+            threshold,
+            simple: key("simple", v.simple)?,
+            complex: key("complex", v.complex)?,
+        });
+        Ok(())
+    }
+
+    /// `daily_budget:`: a limit per model key and day.
+    pub(super) fn daily_budget(
+        &self,
+        s: &mut Settings,
+        limits: std::collections::BTreeMap<String, crate::raw::RawDailyLimit>,
+    ) -> Result<(), ConfigError> {
+        for (key, limit) in limits {
+            let at = |field: &str| format!("daily_budget.{key}.{field}");
+            if limit.max_tokens.is_none() && limit.max_cost_usd.is_none() {
+                return Err(self.invalid(
+                    format!("daily_budget.{key}"),
+                    "needs `max_tokens` or `max_cost_usd` (per day)",
+                ));
+            }
+            let max_tokens = match limit.max_tokens {
+                Some(v) => Some(self.range(&at("max_tokens"), v, 1, 1_000_000_000_000)?),
+                None => None,
+            };
+            if let Some(v) = limit.max_cost_usd
+                && !(v.is_finite() && v > 0.0 && v <= 1_000_000.0)
+            {
+                return Err(self.invalid(
+                    at("max_cost_usd"),
+                    format!("must be US dollars between 0 and 1000000, got {v}"),
+                ));
+            }
+            s.daily_budget.insert(
+                key,
+                crate::DailyLimit {
+                    max_tokens,
+                    max_cost_usd: limit.max_cost_usd,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// `cloud_fallback:`: the cloud key, when it is asked, and how often.
+    pub(super) fn cloud_fallback(
+        &self,
+        s: &mut Settings,
+        v: crate::raw::RawCloudFallback,
+    ) -> Result<(), ConfigError> {
+        let model_key = v
+            .model_key
+            .filter(|k| !k.trim().is_empty())
+            .ok_or_else(|| {
+                self.invalid(
+                    "cloud_fallback.model_key",
+                    "must name a key of `models:` (the cloud model asked when the local one fails)"
+                        .to_owned(),
+                )
+            })?;
+        let policy = v
+            .policy
+            .unwrap_or_else(|| vec![FallbackReason::NoToolCalls, FallbackReason::MalformedArgs]);
+        let on = |reason| policy.contains(&reason);
+        let max_per_run = match v.max_per_run {
+            Some(n) => self.range("cloud_fallback.max_per_run", n, 1, 1000)? as u32,
+            None => 3,
+        };
+        s.cloud_fallback = Some(crate::CloudFallbackConfig {
+            model_key,
+            no_tool_calls: on(FallbackReason::NoToolCalls),
+            malformed_args: on(FallbackReason::MalformedArgs),
+            critic_rejected: on(FallbackReason::CriticRejected),
+            max_per_run,
+        });
+        Ok(())
+    }
+
+    /// `shell:`: the commands allowed, the timeout and the variables passed on.
+    pub(super) fn shell(
+        &self,
+        s: &mut Settings,
+        shell: crate::raw::RawShell,
+    ) -> Result<(), ConfigError> {
+        for (key, list) in [
+            ("allowed_commands", &shell.allowed_commands),
+            ("also_allow", &shell.also_allow),
+        ] {
+            for (i, c) in list.iter().flatten().enumerate() {
+                if c.is_empty() || c.contains('/') || c.contains(char::is_whitespace) {
+                    return Err(self.invalid(
+                        format!("shell.{key}[{i}]"),
+                        format!("must be a bare program name such as `ls`, got `{c}`"),
+                    ));
+                }
+            }
+        }
+        if let Some(commands) = shell.allowed_commands {
+            s.shell.allowed_commands = commands;
+        }
+        for c in shell.also_allow.into_iter().flatten() {
+            if !s.shell.allowed_commands.contains(&c) {
+                s.shell.allowed_commands.push(c);
+            }
+        }
+        if let Some(t) = shell.timeout_s {
+            s.shell.timeout_s = self.range("shell.timeout_s", t, 1, 3600)?;
+        }
+        if let Some(names) = shell.pass_env {
+            for (i, name) in names.iter().enumerate() {
+                // Loader variables inject code into every program a tool starts.
+                if name.starts_with("LD_") || name.starts_with("DYLD_") || name.is_empty() {
+                    return Err(self.invalid(
+                        format!("shell.pass_env[{i}]"),
+                        format!("`{name}` may not be passed to tools: loader variables inject code into every program they start"),
+                    ));
+                }
+            }
+            s.shell.pass_env = names;
+        }
+        Ok(())
+    }
+
+    /// `delegation:`: how deep, how much and where children work.
+    pub(super) fn delegation(
+        &self,
+        s: &mut Settings,
+        d: crate::raw::RawDelegation,
+    ) -> Result<(), ConfigError> {
+        let c = &mut s.delegation;
+        if let Some(v) = d.max_depth {
+            c.max_depth = self.range("delegation.max_depth", u64::from(v), 0, 5)? as u32;
+        }
+        if let Some(v) = d.max_tokens {
+            c.max_tokens = Some(self.range("delegation.max_tokens", v, 1, 100_000_000)?);
+        }
+        if let Some(v) = d.timeout_s {
+            c.timeout_s = Some(self.range("delegation.timeout_s", v, 1, 86_400)?);
+        }
+        if let Some(v) = d.workspace {
+            c.workspace = v;
+        }
+        Ok(())
+    }
+
+    /// `protected_paths:` and `network:`, each entry checked.
+    pub(super) fn paths_and_hosts(
+        &self,
+        s: &mut Settings,
+        protected_paths: Option<Vec<String>>,
+        network: Option<crate::security::RawNetwork>,
+    ) -> Result<(), ConfigError> {
+        if let Some(paths) = protected_paths {
+            for (i, p) in paths.iter().enumerate() {
+                if p.trim().is_empty() || p.starts_with('/') || p.split('/').any(|c| c == "..") {
+                    return Err(self.invalid(
+                    format!("protected_paths[{i}]"),
+                    format!("must be a path relative to the workspace without `..`, such as `.git`, got `{p}`"),
+                ));
+                }
+            }
+            s.protected_paths = paths;
+        }
+        if let Some(network) = network {
+            if let Some(v) = network.allow_private {
+                s.network.allow_private = v;
+            }
+            if let Some(hosts) = network.allow_hosts {
+                for (i, h) in hosts.iter().enumerate() {
+                    if h.trim().is_empty() || h.contains(char::is_whitespace) {
+                        return Err(self.invalid(
+                        format!("network.allow_hosts[{i}]"),
+                        format!("must be a host name, an address or a CIDR range such as `10.0.0.0/8`, got `{h}`"),
+                    ));
+                    }
+                }
+                s.network.allow_hosts = hosts;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn security(
+        &self,
+        s: &mut Settings,
+        mode: Option<crate::SandboxMode>,
+        limits: Option<crate::security::RawLimits>,
+        read_paths: Option<Vec<String>>,
+    ) -> Result<(), ConfigError> {
+        if let Some(mode) = mode {
+            s.sandbox.mode = mode;
+        }
+        if let Some(limits) = limits {
+            limits.merge(&mut s.sandbox.limits, |key, v, min, max| {
+                self.range(key, v, min, max)
+            })?;
+        }
+        if let Some(paths) = read_paths {
+            let mut out = Vec::new();
+            for (i, p) in paths.iter().enumerate() {
+                let path = expand_home(p);
+                if !path.is_absolute() {
+                    return Err(self.invalid(
+                        format!("sandbox_read_paths[{i}]"),
+                        format!("must be an absolute directory (or start with `~/`), got `{p}`"),
+                    ));
+                }
+                out.push(path);
+            }
+            s.sandbox.read_paths = out;
+        }
+        Ok(())
+    }
+
+    /// Checks `specialist_dirs` and expands `~/`.
+    pub(super) fn dirs(&self, dirs: &[String]) -> Result<Vec<PathBuf>, ConfigError> {
+        dirs.iter()
+            .enumerate()
+            .map(|(i, d)| {
+                if d.trim().is_empty() {
+                    Err(self.invalid(format!("specialist_dirs[{i}]"), "must name a directory"))
+                } else {
+                    Ok(expand_home(d))
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn web_search(
+        &self,
+        s: &mut Settings,
+        raw: RawWebSearch,
+    ) -> Result<(), ConfigError> {
+        let w = &mut s.web_search;
+        if let Some(p) = raw.provider {
+            w.provider = p;
+            // A provider's own address and key variable, unless the file names others.
+            if w.provider == SearchProvider::Brave {
+                w.base_url = BRAVE_URL.to_owned();
+                w.api_key_env = Some(BRAVE_KEY_ENV.to_owned());
+            }
+        }
+        if let Some(url) = raw.base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(self.invalid(
+                    "web_search.base_url",
+                    format!("must start with http:// or https://, got `{url}`"),
+                ));
+            }
+            w.base_url = url.trim_end_matches('/').to_owned();
+        }
+        if let Some(name) = raw.api_key_env {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(self.invalid(
+                    "web_search.api_key_env",
+                    "must be the name of an environment variable, e.g. BRAVE_SEARCH_API_KEY",
+                ));
+            }
+            w.api_key_env = Some(name);
+        }
+        if let Some(t) = raw.timeout_s {
+            w.timeout_s = self.range("web_search.timeout_s", t, 1, 300)?;
+        }
+        if let Some(n) = raw.max_results {
+            w.max_results = self.range("web_search.max_results", u64::from(n), 1, 50)? as u32;
+        }
+        Ok(())
+    }
+
+    pub(super) fn fetch_url(&self, s: &mut Settings, raw: RawFetchUrl) -> Result<(), ConfigError> {
+        let f = &mut s.fetch_url;
+        if let Some(t) = raw.timeout_s {
+            f.timeout_s = self.range("fetch_url.timeout_s", t, 1, 300)?;
+        }
+        if let Some(b) = raw.max_download_bytes {
+            f.max_download_bytes =
+                self.range("fetch_url.max_download_bytes", b, 1024, 64 * 1024 * 1024)?;
+        }
+        if let Some(c) = raw.max_text_chars {
+            f.max_text_chars = self.range("fetch_url.max_text_chars", c, 1000, 1_000_000)?;
+        }
+        if let Some(r) = raw.max_redirects {
+            f.max_redirects = self.range("fetch_url.max_redirects", u64::from(r), 0, 20)? as u32;
+        }
+        Ok(())
+    }
+}
+
+/// A key given in the file replaces the value below it.
+fn set<T>(into: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *into = v;
+    }
+}
+
+/// `local`, `UTC` (or `Z`), or `±HH:MM`.
+fn parse_zone(text: &str) -> Option<crate::DayZone> {
+    let text = text.trim();
+    match text.to_ascii_lowercase().as_str() {
+        "local" => return Some(crate::DayZone::Local),
+        "utc" | "z" | "+00:00" => return Some(crate::DayZone::Utc),
+        _ => {}
+    }
+    let (sign, rest) = match text.as_bytes().first()? {
+        b'+' => (1, &text[1..]),
+        b'-' => (-1, &text[1..]),
+        _ => return None,
+    };
+    let (h, m) = rest.split_once(':')?;
+    let (h, m): (i32, i32) = (h.parse().ok()?, m.parse().ok()?);
+    ((0..=14).contains(&h) && (0..60).contains(&m) && h.to_string().len() <= 2)
+        .then_some(crate::DayZone::Offset(sign * (h * 3600 + m * 60)))
+}

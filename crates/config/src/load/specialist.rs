@@ -1,0 +1,200 @@
+//! One specialist (from `specialists:` or a markdown file) and `budget:` maps.
+
+use fabric_domain::{SpecialistSpec, check_finish_schema};
+use std::sync::Arc;
+
+use crate::builtins::engineering_finish_schema;
+use crate::error::ConfigError;
+use crate::raw::RawSpecialist;
+use crate::settings::Settings;
+
+use super::Merger;
+
+impl Merger {
+    /// Merges one specialist over `s`; `prefix` is its key path in messages (`specialists.ID`
+    /// in the config file, empty in a markdown file).
+    pub(super) fn specialist(
+        &self,
+        s: &mut Settings,
+        id: &str,
+        raw: RawSpecialist,
+        prefix: &str,
+    ) -> Result<(), ConfigError> {
+        let at = |field: &str| {
+            if prefix.is_empty() {
+                field.to_owned()
+            } else {
+                format!("{prefix}.{field}")
+            }
+        };
+        let valid_id = !id.is_empty()
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid_id {
+            return Err(self.invalid(
+                if prefix.is_empty() {
+                    format!("name: {id}")
+                } else {
+                    prefix.to_owned()
+                },
+                "ids hold only letters, digits, `_` and `-`",
+            ));
+        }
+        let existing = s.specialists.iter().position(|x| x.id == id);
+        let mut spec = match existing {
+            Some(i) => s.specialists[i].as_ref().clone(),
+            None => SpecialistSpec {
+                container_image: None,
+                id: id.to_owned(),
+                description: raw.description.clone().ok_or_else(|| {
+                    self.invalid(
+                        at("description"),
+                        "a new specialist needs a one-line `description`",
+                    )
+                })?,
+                keywords: Vec::new(),
+                capabilities: Vec::new(),
+                system_prompt: raw.system_prompt.clone().ok_or_else(|| {
+                    self.invalid(
+                        at("system_prompt"),
+                        "a new specialist needs a `system_prompt`",
+                    )
+                })?,
+                tools: raw.tools.clone().ok_or_else(|| {
+                    self.invalid(
+                        at("tools"),
+                        "a new specialist needs `tools`, e.g. [read_file, list_files]",
+                    )
+                })?,
+                finish_schema: engineering_finish_schema(),
+                model_key: None,
+                may_write: true,
+                needs_network: false,
+                limitations: Vec::new(),
+                tooling: Default::default(),
+                loop_aids: Default::default(),
+            },
+        };
+        if let Some(v) = raw.description {
+            spec.description = v;
+        }
+        if let Some(v) = raw.keywords {
+            spec.keywords = v;
+        }
+        if let Some(v) = raw.capabilities {
+            spec.capabilities = v;
+        }
+        if let Some(v) = raw.system_prompt {
+            spec.system_prompt = v;
+        }
+        if let Some(v) = raw.tools {
+            spec.tools = v;
+        }
+        if let Some(schema) = raw.finish_schema {
+            check_finish_schema(&schema).map_err(|e| self.invalid(at("finish_schema"), e))?;
+            spec.finish_schema = schema;
+        }
+        if let Some(image) = raw.container_image {
+            if image.trim().is_empty()
+                || image.contains(char::is_whitespace)
+                || image.starts_with('-')
+            {
+                return Err(self.invalid(
+                    at("container_image"),
+                    format!("must be an image reference such as `docker.io/library/rust:1.95`, got `{image}`"),
+                ));
+            }
+            spec.container_image = Some(image);
+        }
+        if let Some(v) = raw.limitations {
+            spec.limitations = v;
+        }
+        if let Some(v) = raw.model_key {
+            spec.model_key = Some(v);
+        }
+        if let Some(v) = raw.may_write {
+            spec.may_write = v;
+        }
+        if let Some(v) = raw.needs_network {
+            spec.needs_network = v;
+        }
+        if let Some(n) = raw.repeat_limit {
+            spec.loop_aids.repeat_limit = self.range(&at("repeat_limit"), n, 0, 100)? as u32;
+        }
+        if let Some(v) = raw.require_finish {
+            spec.loop_aids.require_finish = v;
+        }
+        if let Some(servers) = raw.mcp_servers {
+            spec.tooling.mcp_servers = crate::mcp::check_servers(servers)
+                .map_err(|(key, detail)| self.invalid(at(&key), detail))?;
+        }
+        if let Some(v) = raw.tool_loading {
+            spec.tooling.tool_loading = v;
+        }
+        if let Some(v) = raw.delegates {
+            spec.tooling.delegates = v;
+        }
+        let rounds = match raw.max_repair_rounds {
+            Some(n) => Some(self.range(&at("max_repair_rounds"), n, 1, 10)? as u32),
+            None => None,
+        };
+        if let Some(b) = raw.budget {
+            let mut limits = s.specialist_budgets.get(id).cloned().unwrap_or_default();
+            self.budget(&at("budget"), b, &mut limits)?;
+            s.specialist_budgets.insert(id.to_owned(), limits);
+        }
+        match (raw.critic, &mut spec.tooling.critic) {
+            (Some(critic), _) => {
+                spec.tooling.critic = Some(fabric_domain::CriticSpec {
+                    specialist: critic,
+                    max_repair_rounds: rounds.unwrap_or(fabric_domain::DEFAULT_MAX_REPAIR_ROUNDS),
+                });
+            }
+            (None, Some(existing)) => {
+                if let Some(n) = rounds {
+                    existing.max_repair_rounds = n;
+                }
+            }
+            (None, None) => {
+                if rounds.is_some() {
+                    return Err(self.invalid(
+                        at("max_repair_rounds"),
+                        "limits the critic's reviews, and this specialist has no `critic`; add `critic: reviewer` (or another read-only specialist)",
+                    ));
+                }
+            }
+        }
+        match existing {
+            Some(i) => s.specialists[i] = Arc::new(spec),
+            None => s.specialists.push(Arc::new(spec)),
+        }
+        Ok(())
+    }
+
+    /// Reads a `budget:` map (top-level, or a specialist's) into `into`, limit by limit.
+    pub(super) fn budget(
+        &self,
+        prefix: &str,
+        b: crate::raw::RawBudget,
+        into: &mut crate::BudgetConfig,
+    ) -> Result<(), ConfigError> {
+        let at = |field: &str| format!("{prefix}.{field}");
+        if let Some(v) = b.max_tokens {
+            into.max_tokens = Some(self.range(&at("max_tokens"), v, 1, 1_000_000_000)?);
+        }
+        if let Some(v) = b.max_cost_usd {
+            if !(v.is_finite() && v > 0.0 && v <= 1_000_000.0) {
+                return Err(self.invalid(
+                    at("max_cost_usd"),
+                    format!("must be US dollars between 0 and 1000000, got {v}"),
+                ));
+            }
+            into.max_cost_usd = Some(v);
+        }
+        if let Some(v) = b.max_wall_s {
+            into.max_wall_s = Some(self.range(&at("max_wall_s"), v, 1, 604_800)?);
+        }
+        Ok(())
+    }
+}
