@@ -33,6 +33,7 @@ pub(crate) fn ollama_model(model: &str, max_tokens: u32) -> ModelConfig {
         price_per_mtok: None,
         tool_call_repair: None,
         constrained_decoding: None,
+        response_chaining: Default::default(),
         context_window: None,
         max_concurrent_requests: None,
     }

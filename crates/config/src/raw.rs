@@ -93,6 +93,7 @@ pub(crate) struct RawModel {
     pub(crate) context_window: Option<u64>,
     pub(crate) max_concurrent_requests: Option<u64>,
     pub(crate) constrained_decoding: Option<fabric_domain::ConstrainedDecoding>,
+    pub(crate) response_chaining: Option<fabric_domain::ResponseChaining>,
 }
 
 /// `price_per_mtok:` as written.

@@ -44,6 +44,9 @@ pub struct ModelConfig {
     /// How tool calls are asked for (`constrained_decoding`); `None`: by backend, see
     /// [`ModelConfig::constrained`].
     pub constrained_decoding: Option<fabric_domain::ConstrainedDecoding>,
+    /// How a Responses API key sends a conversation (`response_chaining`, only for
+    /// `backend: openai-responses`).
+    pub response_chaining: fabric_domain::ResponseChaining,
 }
 
 /// Requests a local Ollama serves at once by default (its own default, unless
@@ -74,7 +77,9 @@ impl ModelConfig {
                 .filter(|n| *n > 0)
                 .unwrap_or(DEFAULT_OLLAMA_PARALLEL),
             Backend::Ollama => DEFAULT_OLLAMA_PARALLEL,
-            Backend::OpenAi | Backend::Anthropic => DEFAULT_MAX_CONCURRENT_REQUESTS,
+            Backend::OpenAi | Backend::Anthropic | Backend::OpenAiResponses => {
+                DEFAULT_MAX_CONCURRENT_REQUESTS
+            }
         })
     }
 
@@ -112,7 +117,7 @@ impl ModelConfig {
         use fabric_domain::ConstrainedDecoding as C;
         self.constrained_decoding.unwrap_or(match self.backend {
             Backend::OpenAi => C::Auto,
-            Backend::Ollama | Backend::Anthropic => C::Off,
+            Backend::Ollama | Backend::Anthropic | Backend::OpenAiResponses => C::Off,
         })
     }
 }

@@ -32,7 +32,9 @@ pub use event::{EventKind, RunEvent};
 pub use message::{Message, PromptCache, Role, ToolCall, Usage};
 pub use run::{RunId, RunStatus};
 pub use sandbox::SandboxMode;
-pub use services::{Backend, ConstrainedDecoding, FallbackReason, SearchProvider, endpoint_key};
+pub use services::{
+    Backend, ConstrainedDecoding, FallbackReason, ResponseChaining, SearchProvider, endpoint_key,
+};
 pub use specialist::{
     DEFAULT_REPEAT_LIMIT, FINISH_TOOL, LoopAids, SpecialistSpec, check_finish_schema,
     check_tool_pattern, is_tool_pattern,

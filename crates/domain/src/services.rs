@@ -14,6 +14,22 @@ closed_set! {
         OpenAi = "openai" | "generic" | "vllm",
         /// Anthropic's Messages API (`/v1/messages`), the key in `x-api-key`.
         Anthropic = "anthropic",
+        /// OpenAI's Responses API (`/v1/responses`): OpenAI's own models, and servers that
+        /// speak it (llama.cpp's `llama-server`, vLLM).
+        OpenAiResponses = "openai-responses",
+    }
+}
+
+closed_set! {
+    /// How a Responses API model key sends a conversation (`models.<key>.response_chaining`).
+    pub enum ResponseChaining {
+        /// The whole conversation every time, with `store: false`: the server keeps nothing,
+        /// and the reasoning items the model returned are sent back with their turn.
+        #[default]
+        FullInput = "full_input",
+        /// Only what follows the last answer, with `previous_response_id`: the server keeps
+        /// the rest (`store: true`); a turn it does not know is sent whole.
+        PreviousResponseId = "previous_response_id",
     }
 }
 

@@ -120,28 +120,13 @@ fn api_root(base: &str) -> String {
 /// An error object (`{"type": "overloaded_error", "message": …}`) as the port's error:
 /// overload and rate limits keep their HTTP meaning, so they are retried like the status.
 fn reported_error(url: &str, error: &Value) -> ChatError {
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .unwrap_or_else(|| error.to_string());
     let status = match error.get("type").and_then(Value::as_str) {
         Some("overloaded_error") => Some(529),
         Some("rate_limit_error") => Some(429),
         Some("api_error") => Some(500),
         _ => None,
     };
-    match status {
-        Some(status) => ChatError::Status {
-            url: url.to_owned(),
-            status,
-            body: cut(&message),
-        },
-        None => ChatError::Decode {
-            url: url.to_owned(),
-            detail: format!("the server reported an error: {}", cut(&message)),
-        },
-    }
+    crate::error::reported_error(url, error, status)
 }
 
 #[async_trait]

@@ -96,6 +96,45 @@ pub(crate) fn classify(error: ChatError, model: &str, not_found: NotFound) -> Ch
     ChatError::Status { url, status, body }
 }
 
+/// An error object a server sent inside an answer or a stream (`{"message": …}`), as the
+/// port's error. With the HTTP status it stands for (each wire reads that from its own
+/// codes) it is retried and classified like that status; without one it names what the
+/// server said.
+pub(crate) fn reported_error(
+    url: &str,
+    error: &serde_json::Value,
+    status: Option<u16>,
+) -> ChatError {
+    let message = error
+        .get("message")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| error.to_string());
+    match status {
+        Some(status) => ChatError::Status {
+            url: url.to_owned(),
+            status,
+            body: crate::transport::cut(&message),
+        },
+        None => ChatError::Decode {
+            url: url.to_owned(),
+            detail: format!(
+                "the server reported an error: {}",
+                crate::transport::cut(&message)
+            ),
+        },
+    }
+}
+
+/// The HTTP status an error object's numeric `code` gives, as OpenAI-compatible servers
+/// (llama.cpp, vLLM) write it.
+pub(crate) fn numeric_status(error: &serde_json::Value) -> Option<u16> {
+    match error.get("code").and_then(serde_json::Value::as_u64) {
+        Some(status @ 400..=599) => Some(status as u16),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! `fabric-llm`: the model server adapters of agent-fabric.
 //!
 //! This crate sits on the outside of the hexagon. It implements fabric-core's
-//! [`ChatClient`] port for three kinds of server and hands the engine one normalised
+//! [`ChatClient`] port for four kinds of server and hands the engine one normalised
 //! [`ChatResponse`](fabric_core::ChatResponse) whatever the server sent:
 //!
 //! - [`OpenAiClient`]: any OpenAI-compatible Chat Completions server (`/chat/completions`),
@@ -10,6 +10,9 @@
 //!   `/v1` lets us set `num_ctx`; it also lists models and reads their capabilities.
 //! - [`AnthropicClient`]: Anthropic's Messages API (`/v1/messages`, streamed as SSE events
 //!   with `content_block_delta`s), tools as `tool_use`/`tool_result` blocks.
+//! - [`ResponsesClient`]: OpenAI's Responses API (`/v1/responses`, streamed as semantic SSE
+//!   events), tools as `function_call`/`function_call_output` items, the whole conversation
+//!   sent each time or chained by `previous_response_id`.
 //!
 //! All share one transport: a pooled HTTP client, the API key read once from the
 //! environment variable the config names, retries with capped exponential backoff on the
@@ -43,6 +46,8 @@ mod ollama;
 mod ollama_wire;
 mod openai;
 mod openai_wire;
+mod responses;
+mod responses_wire;
 mod sse;
 mod tls;
 mod toolcalls;
@@ -59,6 +64,7 @@ pub use fabric_domain::Backend;
 pub use fabric_domain::ConstrainedDecoding;
 pub use ollama::{OllamaClient, OllamaModel};
 pub use openai::OpenAiClient;
+pub use responses::ResponsesClient;
 pub use transport::HttpSettings;
 
 /// Builds the client for `backend`. `num_ctx` is the context window asked of Ollama on
@@ -72,6 +78,7 @@ pub fn build_client(
         Backend::Ollama => Arc::new(OllamaClient::new(settings, num_ctx)?),
         Backend::OpenAi => Arc::new(OpenAiClient::new(settings)?),
         Backend::Anthropic => Arc::new(AnthropicClient::new(settings)?),
+        Backend::OpenAiResponses => Arc::new(ResponsesClient::new(settings)?),
     };
     Ok(match settings.max_concurrent {
         Some(permits) => Arc::new(limit::Limited::new(client, &settings.base_url, permits)),
@@ -87,7 +94,8 @@ pub fn build_embedder(
 ) -> Result<Arc<dyn EmbeddingClient>, ClientBuildError> {
     Ok(match backend {
         Backend::Ollama => Arc::new(OllamaClient::new(settings, None)?),
-        Backend::OpenAi => Arc::new(OpenAiClient::new(settings)?),
+        // A server that speaks the Responses API embeds through `/embeddings` as well.
+        Backend::OpenAi | Backend::OpenAiResponses => Arc::new(OpenAiClient::new(settings)?),
         Backend::Anthropic => {
             return Err(ClientBuildError::NoEmbeddings {
                 backend: "anthropic",

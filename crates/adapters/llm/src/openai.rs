@@ -163,25 +163,10 @@ fn whole_answer(url: &str, bytes: &[u8]) -> Result<ChatResponse, ChatError> {
     })
 }
 
+/// Servers that put an error in a 200 answer usually give its HTTP code too; keeping it lets
+/// `classify` and retries treat it like the status it stands for.
 fn reported_error(url: &str, error: &Value) -> ChatError {
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .unwrap_or_else(|| error.to_string());
-    // Servers that put an error in a 200 answer usually give its HTTP code too; keeping it
-    // lets `classify` and retries treat it like the status it stands for.
-    match error.get("code").and_then(Value::as_u64) {
-        Some(status @ 400..=599) => ChatError::Status {
-            url: url.to_owned(),
-            status: status as u16,
-            body: cut(&message),
-        },
-        _ => ChatError::Decode {
-            url: url.to_owned(),
-            detail: format!("the server reported an error: {}", cut(&message)),
-        },
-    }
+    crate::error::reported_error(url, error, crate::error::numeric_status(error))
 }
 
 #[async_trait]

@@ -44,6 +44,8 @@ pub struct HttpSettings {
     pub max_concurrent: Option<usize>,
     /// How tool calls are asked for (`constrained_decoding`; OpenAI-compatible servers).
     pub constrained: crate::ConstrainedDecoding,
+    /// How a Responses API client sends a conversation (`response_chaining`).
+    pub chaining: fabric_domain::ResponseChaining,
 }
 
 impl HttpSettings {
@@ -59,6 +61,7 @@ impl HttpSettings {
             backoff_base_ms: 500,
             max_concurrent: None,
             constrained: crate::ConstrainedDecoding::Off,
+            chaining: fabric_domain::ResponseChaining::FullInput,
         }
     }
 }

@@ -219,7 +219,8 @@ async fn fetch_listing(model: &ModelConfig) -> anyhow::Result<Listing> {
             }
             out
         }
-        Backend::OpenAi => {
+        // A Responses API server lists its models as any OpenAI-compatible one does.
+        Backend::OpenAi | Backend::OpenAiResponses => {
             let client = OpenAiClient::new(&http)?;
             let mut listed = named(client.list_models().await?);
             // llama.cpp's server reports the window it gives a request; it serves one model

@@ -149,7 +149,9 @@ fn telemetry(settings: &Settings) -> anyhow::Result<Option<fabric_telemetry::Tel
         .map(|(key, model)| {
             let provider = match model.backend {
                 fabric_domain::Backend::Ollama => "ollama",
-                fabric_domain::Backend::OpenAi => "openai",
+                fabric_domain::Backend::OpenAi | fabric_domain::Backend::OpenAiResponses => {
+                    "openai"
+                }
                 fabric_domain::Backend::Anthropic => "anthropic",
             };
             (key.clone(), provider.to_owned())
@@ -337,6 +339,7 @@ fn http_of(model: &ModelConfig) -> (fabric_llm::Backend, fabric_llm::HttpSetting
     http.max_retries = model.max_retries;
     http.max_concurrent = model.concurrent_requests().map(|n| n as usize);
     http.constrained = model.constrained();
+    http.chaining = model.response_chaining;
     (model.backend, http)
 }
 

@@ -102,7 +102,7 @@ impl Merger {
             let fits = match m.backend {
                 fabric_domain::Backend::OpenAi => true,
                 fabric_domain::Backend::Ollama => mode != fabric_domain::ConstrainedDecoding::Auto,
-                fabric_domain::Backend::Anthropic => {
+                fabric_domain::Backend::Anthropic | fabric_domain::Backend::OpenAiResponses => {
                     mode == fabric_domain::ConstrainedDecoding::Off
                 }
             };
@@ -113,6 +113,15 @@ impl Merger {
                 ));
             }
             m.constrained_decoding = Some(mode);
+        }
+        if let Some(v) = raw.response_chaining {
+            if m.backend != Backend::OpenAiResponses {
+                return Err(self.invalid(
+                    at("response_chaining"),
+                    "is for `backend: openai-responses` (the Responses API); this key's backend sends the whole conversation every time",
+                ));
+            }
+            m.response_chaining = v;
         }
         if let Some(v) = raw.max_concurrent_requests {
             m.max_concurrent_requests =

@@ -12,7 +12,8 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::server::{
-    Scripted, Shared, Wire, fragments, json_reply, named_model, next_turn, streaming_reply, usage,
+    Scripted, Shared, Wire, fragments, json_reply, named_model, next_turn, streaming_reply,
+    turn_usage,
 };
 
 /// `POST /v1/messages`: answers with the next turn.
@@ -87,12 +88,6 @@ struct Reply<'a> {
 impl<'a> Reply<'a> {
     fn new(shared: &Shared, scripted: &'a Scripted) -> Self {
         let turn = &scripted.turn;
-        let output_chars = turn.content.as_deref().map_or(0, str::len)
-            + turn
-                .tool_calls
-                .iter()
-                .map(|c| c.arguments.to_string().len())
-                .sum::<usize>();
         let stop_reason = match turn.finish_reason.as_deref() {
             Some("length") => "max_tokens".to_owned(),
             Some("stop") => "end_turn".to_owned(),
@@ -105,7 +100,7 @@ impl<'a> Reply<'a> {
             id: format!("msg_scripted_{}", scripted.number),
             model: named_model(shared, scripted.request.model.as_deref()),
             stop_reason,
-            usage: (!turn.omit_usage).then(|| usage(scripted, output_chars)),
+            usage: turn_usage(scripted),
         }
     }
 

@@ -1,7 +1,8 @@
 //! `fabric-test-support`: a scripted fake of an LLM model server, for tests.
 //!
 //! Tests of the `fabric` binary and of its LLM adapter need a real HTTP server that behaves
-//! like Ollama, an OpenAI-compatible server or Anthropic's Messages API, but answers from a script instead of a model,
+//! like Ollama, an OpenAI-compatible server, Anthropic's Messages API or OpenAI's Responses
+//! API, but answers from a script instead of a model,
 //! so that runs are fast and deterministic. Users reuse the same server, through the
 //! `fabric-scripted-llm` binary, to test their own specialists against a scripted model.
 //!
@@ -16,6 +17,9 @@
 //!   Anthropic's model listing reads too).
 //! - `anthropic`: `POST /v1/messages` (JSON or SSE, tool inputs split across
 //!   `input_json_delta`s), refusing requests without `anthropic-version` or `x-api-key`.
+//! - `responses`: `POST /v1/responses` (JSON or semantic SSE events, arguments split across
+//!   `response.function_call_arguments.delta`s), answers kept by id for requests chained by
+//!   `previous_response_id`.
 //! - [`llama`]: real model servers (llama.cpp's `llama-server`, llama-cpp-python's server)
 //!   with a real small model, started on a free loopback port ([`llama::LlamaServer`]).
 //! - [`postgres`]: a throwaway PostgreSQL cluster ([`PgCluster`], [`shared_cluster`]) for the
@@ -64,6 +68,7 @@ pub mod llama;
 mod ollama;
 mod openai;
 pub mod postgres;
+mod responses;
 pub mod scenario;
 mod server;
 

@@ -1,6 +1,6 @@
 //! The HTTP server: binding, routing, the shared turn counter and recording, shutdown.
 //!
-//! The wires (`openai.rs`, `ollama.rs`, `anthropic.rs`) only shape replies; everything that must be the
+//! The wires (`openai.rs`, `ollama.rs`, `anthropic.rs`, `responses.rs`) only shape replies; everything that must be the
 //! same for both (which turn comes next, what was recorded, delays, errors) lives here.
 
 use std::convert::Infallible;
@@ -23,7 +23,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::scenario::{EmbeddingsMode, OnExhausted, Scenario, ScenarioError, Turn, TurnBy};
-use crate::{anthropic, embed, ollama, openai};
+use crate::{anthropic, embed, ollama, openai, responses};
 
 /// One chat request the server received, as the client sent it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -230,6 +230,9 @@ struct State {
     hits: std::collections::BTreeMap<String, usize>,
     /// The `traceparent` headers received, in arrival order (trace context, issue #13).
     traceparents: Vec<String>,
+    /// The Responses wire's answers by id, with the steps their conversation took through
+    /// them, for requests chained by `previous_response_id`.
+    responses: std::collections::HashMap<String, usize>,
 }
 
 impl Shared {
@@ -254,6 +257,11 @@ impl Shared {
     /// Whether the embedding endpoints answer 503.
     pub(crate) fn embeddings_down(&self) -> bool {
         self.embeddings_down.load(Ordering::Relaxed)
+    }
+
+    /// Keeps a Responses answer's id, for a later request chained to it.
+    pub(crate) fn remember_response(&self, id: String, steps: usize) {
+        self.lock().responses.insert(id, steps);
     }
 }
 
@@ -281,8 +289,11 @@ pub(crate) struct RequestHead {
     pub(crate) include_usage: bool,
     /// The length of the `messages` JSON, for the prompt-usage estimate.
     messages_chars: usize,
-    /// The steps the conversation took (see [`crate::scenario::steps_taken`]).
-    steps: usize,
+    /// The steps the conversation took (see [`crate::scenario::steps_taken`]), not counting
+    /// those before `previous_response_id`.
+    pub(crate) steps: usize,
+    /// The Responses wire's `previous_response_id`.
+    pub(crate) previous_response_id: Option<String>,
 }
 
 /// The top level of a request, each field kept as its JSON text; others are skipped.
@@ -296,6 +307,13 @@ struct Head<'a> {
     stream_options: Option<&'a serde_json::value::RawValue>,
     #[serde(default, borrow)]
     messages: Option<&'a serde_json::value::RawValue>,
+    /// The Responses wire's conversation: items instead of messages.
+    #[serde(default, borrow)]
+    input: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    instructions: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    previous_response_id: Option<&'a serde_json::value::RawValue>,
 }
 
 /// One message of a request, as far as counting steps needs it.
@@ -305,6 +323,9 @@ struct Said<'a> {
     role: Option<&'a serde_json::value::RawValue>,
     #[serde(default, borrow)]
     content: Option<&'a serde_json::value::RawValue>,
+    /// A Responses item's type (`function_call`, `function_call_output`, `reasoning`).
+    #[serde(default, rename = "type", borrow)]
+    kind: Option<&'a serde_json::value::RawValue>,
 }
 
 impl RequestHead {
@@ -327,12 +348,21 @@ impl RequestHead {
         let include_usage = text::<Value>(head.stream_options)
             .and_then(|o| o.get("include_usage").and_then(Value::as_bool))
             == Some(true);
-        let (messages_chars, steps) = head.messages.map_or((0, 0), |raw| {
+        let items = head.messages.or(head.input);
+        let (messages_chars, steps) = items.map_or((0, 0), |raw| {
             let said: Vec<Said<'_>> = serde_json::from_str(raw.get()).unwrap_or_default();
-            let pairs: Vec<(String, Option<String>)> = said
+            let mut pairs: Vec<(String, Option<String>)> = said
                 .iter()
                 .map(|m| {
-                    let role: String = text(m.role).unwrap_or_default();
+                    let role: String = text(m.role).unwrap_or_else(|| {
+                        // A Responses item: a call is the assistant's, its output the tool's.
+                        match text::<String>(m.kind).as_deref() {
+                            Some("function_call") => "assistant",
+                            Some("function_call_output") => "tool",
+                            _ => "",
+                        }
+                        .to_owned()
+                    });
                     // Only a user's text that starts like a compaction note is decoded:
                     // the rest (the task, tool results) is only counted.
                     let note = m
@@ -345,8 +375,12 @@ impl RequestHead {
                     (role, content)
                 })
                 .collect();
+            // One turn of the Responses wire is several items (its text, then each call).
+            if head.input.is_some() {
+                pairs.dedup_by(|b, a| a.0 == "assistant" && b.0 == "assistant");
+            }
             (
-                raw.get().len(),
+                raw.get().len() + head.instructions.map_or(0, |i| i.get().len()),
                 crate::scenario::steps_taken(pairs.iter().map(|(r, c)| (r.as_str(), c.as_deref()))),
             )
         });
@@ -356,6 +390,7 @@ impl RequestHead {
             include_usage,
             messages_chars,
             steps,
+            previous_response_id: text(head.previous_response_id),
         })
     }
 }
@@ -366,6 +401,7 @@ pub(crate) enum Wire {
     OpenAi,
     Ollama,
     Anthropic,
+    Responses,
 }
 
 /// Records the request, takes the next turn, waits the scripted delays, and answers errors.
@@ -401,7 +437,21 @@ pub(crate) async fn next_turn(
                     json!({ "error": format!("invalid JSON body: {err}") }),
                 ));
             }
-            Ok(request) => {
+            Ok(mut request) => {
+                if let Some(id) = &request.previous_response_id {
+                    // As the API answers a chain to an answer it does not keep.
+                    let Some(before) = state.responses.get(id) else {
+                        return Err(error_json(
+                            StatusCode::BAD_REQUEST,
+                            error_value(
+                                wire,
+                                StatusCode::BAD_REQUEST,
+                                &format!("Previous response with id '{id}' not found."),
+                            ),
+                        ));
+                    };
+                    request.steps += before;
+                }
                 let turns = &shared.scenario.turns;
                 let index = match shared.scenario.turn_by {
                     TurnBy::Order => state.next_turn,
@@ -478,8 +528,9 @@ fn error_turn(wire: Wire, status: u16, body: Option<&str>) -> Response {
 pub(crate) fn error_value(wire: Wire, status: StatusCode, message: &str) -> Value {
     match wire {
         Wire::Ollama => json!({ "error": message }),
-        // The shape Ollama's and vLLM's OpenAI-compatible endpoints use.
-        Wire::OpenAi => json!({
+        // The shape Ollama's and vLLM's OpenAI-compatible endpoints use, and the Responses
+        // API's for an HTTP error.
+        Wire::OpenAi | Wire::Responses => json!({
             "error": {
                 "message": message,
                 "type": if status.is_server_error() { "api_error" } else { "invalid_request_error" },
@@ -568,6 +619,18 @@ pub(crate) fn usage(scripted: &Scripted, output_chars: usize) -> (u64, u64) {
     (prompt, completion)
 }
 
+/// [`usage`] for a turn whose calls' arguments go as written, `None` when the turn omits it.
+pub(crate) fn turn_usage(scripted: &Scripted) -> Option<(u64, u64)> {
+    let turn = &scripted.turn;
+    let output_chars = turn.content.as_deref().map_or(0, str::len)
+        + turn
+            .tool_calls
+            .iter()
+            .map(|c| c.arguments.to_string().len())
+            .sum::<usize>();
+    (!turn.omit_usage).then(|| usage(scripted, output_chars))
+}
+
 /// The model name to echo: the request's, else the first scripted model's.
 pub(crate) fn model_name(shared: &Shared, request: &Value) -> String {
     named_model(shared, request.get("model").and_then(Value::as_str))
@@ -628,6 +691,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/embeddings", post(embed::openai))
         .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/responses", post(responses::create))
         .fallback(|uri: axum::http::Uri| async move {
             error_json(
                 StatusCode::NOT_FOUND,

@@ -10,3 +10,4 @@ mod embed;
 mod mock;
 mod ollama;
 mod openai;
+mod responses;

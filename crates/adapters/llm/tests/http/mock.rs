@@ -156,6 +156,7 @@ pub(crate) fn settings(base_url: &str) -> HttpSettings {
         backoff_base_ms: 1,
         max_concurrent: None,
         constrained: Default::default(),
+        chaining: Default::default(),
     }
 }
 

@@ -22,6 +22,7 @@ mod metrics;
 mod real_models;
 mod recruit_and_models;
 mod replay;
+mod responses_api;
 mod run_basic;
 mod schemathesis;
 mod serve;

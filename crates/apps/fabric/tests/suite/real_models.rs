@@ -369,3 +369,49 @@ async fn issue_27_compacted_prompts_and_their_answers_fit_the_window_by_a_real_t
     // Not vacuous: the run came near the window (compaction had work to do).
     assert!(most > 2048, "the largest request took only {most} tokens");
 }
+
+#[cfg_attr(
+    fabric_no_llama,
+    ignore = "needs llama.cpp and the small model: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_30_llama_server_speaks_the_responses_api_whole_streamed_and_unchained() {
+    // llama.cpp's `/v1/responses` takes the whole conversation and refuses
+    // `previous_response_id` as unsupported: a key that asks for chaining falls back to
+    // the whole conversation after the first refusal, and no call fails.
+    let (_turn, server) = start(LlamaKind::LlamaServer { jinja: true }, 4096).await;
+    // Two runs of two steps: the machine's two cores are shared with the rest of the suite.
+    for (chaining, extra) in [
+        ("full_input", &["--max-steps", "2"][..]),
+        (
+            "previous_response_id",
+            &["--max-steps", "2", "--stream"][..],
+        ),
+    ] {
+        let fx = against(&server, &format!("    response_chaining: {chaining}\n")).await;
+        let text = std::fs::read_to_string(&fx.config)
+            .unwrap()
+            .replace("    backend: openai\n", "    backend: openai-responses\n");
+        std::fs::write(&fx.config, text).unwrap();
+        let (result, events) = run(
+            &fx,
+            &server,
+            "Create hello.txt containing Hello World",
+            extra,
+        )
+        .await;
+        every_call_answered(&result, &events, &server);
+        let responses = of_kind(&events, "llm_response");
+        assert_eq!(
+            responses.len(),
+            2,
+            "{chaining} {extra:?}: a second call after the first answer"
+        );
+        for r in &responses {
+            assert!(
+                r["payload"]["usage"]["prompt_tokens"].as_u64() > Some(0),
+                "{r}"
+            );
+        }
+    }
+}

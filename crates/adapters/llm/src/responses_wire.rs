@@ -1,0 +1,307 @@
+//! The JSON of OpenAI's Responses API (`POST {base}/responses`). The conversation becomes a
+//! list of input items: system messages the top-level `instructions`, user and assistant text
+//! `message` items, tool calls `function_call` items and tool results `function_call_output`
+//! items, each paired by `call_id`. Tools are flat function tools (`{"type": "function",
+//! "name", "parameters"}`, not Chat Completions' nested `function`). Answers are read
+//! leniently: unknown output items and events are skipped, arguments may come as text or
+//! as an object.
+
+use fabric_core::ChatRequest;
+use fabric_domain::{Message, PromptCache, Role, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+/// One request. `input` is every item of the conversation, or, when chained, only the items
+/// after the turn `previous_response_id` names.
+#[derive(Debug, Serialize)]
+pub(crate) struct Request<'a> {
+    pub(crate) model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) instructions: Option<String>,
+    pub(crate) input: Vec<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) top_p: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) max_output_tokens: Option<u32>,
+    pub(crate) stream: bool,
+    /// `false` when the whole conversation is sent each time: the server need keep nothing.
+    pub(crate) store: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) previous_response_id: Option<String>,
+    /// Reasoning models' items come back encrypted, to be sent again with the next turn when
+    /// the server keeps nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) include: Vec<&'static str>,
+}
+
+impl<'a> Request<'a> {
+    /// The request for `tail` (the whole conversation, or the items after a chained turn).
+    /// The instructions are always every system message of the whole conversation: the API
+    /// does not carry them over from a previous response. `reasoning_for` gives the
+    /// reasoning items an assistant message came with, sent back before it.
+    pub(crate) fn new(
+        request: &ChatRequest<'a>,
+        tail: &[Message],
+        reasoning_for: &dyn Fn(&Message) -> Vec<Value>,
+    ) -> Self {
+        let instructions: Vec<&str> = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::System)
+            .filter_map(|m| m.content.as_deref())
+            .collect();
+        let mut input = Vec::new();
+        for message in tail {
+            match message.role {
+                Role::System => {}
+                Role::User => input.push(text_item("user", message)),
+                Role::Tool => input.push(json!({
+                    "type": "function_call_output",
+                    "call_id": message.tool_call_id.as_deref().unwrap_or(""),
+                    "output": message.content.as_deref().unwrap_or(""),
+                })),
+                Role::Assistant => {
+                    input.extend(reasoning_for(message));
+                    if message.content.as_deref().is_some_and(|t| !t.is_empty()) {
+                        input.push(text_item("assistant", message));
+                    }
+                    for call in &message.tool_calls {
+                        input.push(json!({
+                            "type": "function_call",
+                            "call_id": call.id,
+                            "name": call.name,
+                            "arguments": call.arguments,
+                        }));
+                    }
+                }
+            }
+        }
+        Self {
+            model: request.model,
+            instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
+            input,
+            tools: request
+                .tools
+                .to_values()
+                .iter()
+                .filter_map(function_tool)
+                .collect(),
+            temperature: request.temperature,
+            top_p: request.top_p,
+            max_output_tokens: request.max_tokens,
+            stream: request.stream,
+            store: false,
+            previous_response_id: None,
+            include: Vec::new(),
+        }
+    }
+}
+
+fn text_item(role: &str, message: &Message) -> Value {
+    json!({"type": "message", "role": role, "content": message.content.as_deref().unwrap_or("")})
+}
+
+/// A Chat Completions function definition as a Responses function tool.
+fn function_tool(definition: &Value) -> Option<Value> {
+    let function = definition.get("function")?;
+    let mut tool = Map::new();
+    tool.insert("type".into(), json!("function"));
+    tool.insert("name".into(), function.get("name")?.clone());
+    if let Some(description) = function.get("description") {
+        tool.insert("description".into(), description.clone());
+    }
+    tool.insert(
+        "parameters".into(),
+        function
+            .get("parameters")
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+    );
+    // Strict mode would refuse our schemas' optional properties.
+    tool.insert("strict".into(), json!(false));
+    Some(Value::Object(tool))
+}
+
+/// A response object: the whole answer, or the one a stream's last event carries.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Response {
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    #[serde(default)]
+    pub(crate) status: Option<String>,
+    #[serde(default)]
+    pub(crate) output: Vec<Item>,
+    #[serde(default)]
+    pub(crate) usage: Option<WireUsage>,
+    #[serde(default)]
+    pub(crate) error: Option<Value>,
+    #[serde(default)]
+    pub(crate) incomplete_details: Option<Incomplete>,
+}
+
+/// Why a response stopped early.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Incomplete {
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
+}
+
+impl Response {
+    /// The finish reason in Chat Completions' words, which the engine reads.
+    pub(crate) fn finish_reason(&self, has_calls: bool) -> String {
+        let early = self
+            .incomplete_details
+            .as_ref()
+            .and_then(|d| d.reason.as_deref());
+        match (self.status.as_deref(), early) {
+            (Some("incomplete"), Some("max_output_tokens")) => "length",
+            (Some("incomplete"), Some("content_filter")) => "content_filter",
+            _ if has_calls => "tool_calls",
+            _ => "stop",
+        }
+        .to_owned()
+    }
+}
+
+/// One output item.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Item {
+    Message {
+        #[serde(default)]
+        content: Vec<Part>,
+    },
+    FunctionCall {
+        /// The item's own id (`fc_…`), which argument deltas name.
+        #[serde(default)]
+        id: Option<String>,
+        #[serde(default)]
+        call_id: Option<String>,
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        arguments: Option<Value>,
+    },
+    /// Kept whole, to be sent back as it came.
+    Reasoning(Map<String, Value>),
+    #[serde(other)]
+    Other,
+}
+
+/// One part of a message item.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Part {
+    OutputText {
+        #[serde(default)]
+        text: String,
+    },
+    Refusal {
+        #[serde(default)]
+        refusal: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+impl Part {
+    pub(crate) fn text(&self) -> &str {
+        match self {
+            Self::OutputText { text } => text,
+            Self::Refusal { refusal } => refusal,
+            Self::Other => "",
+        }
+    }
+}
+
+/// A reasoning item as it goes back into the input.
+pub(crate) fn reasoning_input(mut fields: Map<String, Value>) -> Value {
+    fields.insert("type".into(), json!("reasoning"));
+    // Output-only fields the input refuses.
+    fields.remove("status");
+    Value::Object(fields)
+}
+
+/// `usage`, as the API counts it.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    pub(crate) input_tokens: u64,
+    #[serde(default)]
+    pub(crate) output_tokens: u64,
+    #[serde(default)]
+    pub(crate) total_tokens: Option<u64>,
+    #[serde(default)]
+    pub(crate) input_tokens_details: Option<InputDetails>,
+}
+
+/// `usage.input_tokens_details`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct InputDetails {
+    #[serde(default)]
+    pub(crate) cached_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    pub(crate) fn usage(&self) -> Usage {
+        Usage::from_counts(self.input_tokens, self.output_tokens, self.total_tokens)
+    }
+
+    pub(crate) fn prompt_cache(&self) -> Option<PromptCache> {
+        let cached = self.input_tokens_details.as_ref()?.cached_tokens?;
+        Some(PromptCache {
+            cached_tokens: cached,
+            evaluated_tokens: self.input_tokens.saturating_sub(cached),
+        })
+    }
+}
+
+/// One event of a streamed response.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type")]
+pub(crate) enum Event {
+    #[serde(rename = "response.output_item.added")]
+    ItemAdded {
+        #[serde(default)]
+        output_index: Option<u64>,
+        item: Item,
+    },
+    #[serde(rename = "response.output_text.delta")]
+    TextDelta {
+        #[serde(default)]
+        delta: String,
+    },
+    #[serde(rename = "response.function_call_arguments.delta")]
+    ArgumentsDelta {
+        #[serde(default)]
+        output_index: Option<u64>,
+        #[serde(default)]
+        item_id: Option<String>,
+        #[serde(default)]
+        delta: String,
+    },
+    #[serde(rename = "response.output_item.done")]
+    ItemDone {
+        #[serde(default)]
+        output_index: Option<u64>,
+        item: Item,
+    },
+    #[serde(rename = "response.completed", alias = "response.incomplete")]
+    Completed { response: Response },
+    #[serde(rename = "response.failed")]
+    Failed {
+        #[serde(default)]
+        response: Option<Response>,
+    },
+    #[serde(rename = "error")]
+    Error {
+        #[serde(flatten)]
+        error: Map<String, Value>,
+    },
+    #[serde(other)]
+    Other,
+}
