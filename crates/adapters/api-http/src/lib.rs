@@ -11,6 +11,8 @@
 //! - `launch`: a request checked against the server's ceiling, submitted to the service.
 //! - `sse`: runlog events as SSE frames, pulled from the run's buffer (back-pressure,
 //!   never dropped events).
+//! - `a2a`: the Agent2Agent protocol: the agent card and the JSON-RPC binding, a task being
+//!   a run.
 //! - `ui`: the web run viewer, plain files embedded in the binary and served at `/`.
 //! - `handlers`: one module per group of endpoints; `extract`: extractors whose rejections
 //!   are [`ApiError`]s; [`ApiError`]: every error and its one mapping to HTTP.
@@ -18,6 +20,7 @@
 //! Key decision: runs belong to the server, not to the request. A client that goes away
 //! leaves its run going; runs are cancelled by `POST /runs/{id}/cancel` or at shutdown.
 
+mod a2a;
 mod auth;
 mod error;
 mod extract;
@@ -31,6 +34,7 @@ mod sse;
 mod state;
 mod ui;
 
+pub use a2a::{A2aSkill, AgentCardInfo};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use handlers::budget::{BudgetReport, BudgetSource, KeyBudget};
 pub use model::{
@@ -57,6 +61,7 @@ use handlers::{budget, catalog, meta, metrics, runs, start};
 pub fn router(state: AppState) -> Router {
     let (router, _document) = api(state.clone());
     router
+        .merge(a2a::routes(state.clone()))
         .merge(ui::routes())
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed)

@@ -58,6 +58,7 @@ pub struct AppState {
     pub(crate) inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 pub(crate) struct Inner {
     pub(crate) service: RunService,
     pub(crate) config: ApiConfig,
@@ -65,6 +66,8 @@ pub(crate) struct Inner {
     pub(crate) search: Option<RunSearch>,
     /// Today's spend per model key (`GET /budget`), when the binary provides it.
     pub(crate) budget: Option<Arc<dyn crate::BudgetSource>>,
+    /// What the A2A agent card says about this fabric (`/.well-known/agent-card.json`).
+    pub(crate) a2a: Option<crate::AgentCardInfo>,
 }
 
 impl AppState {
@@ -76,6 +79,7 @@ impl AppState {
                 config,
                 search: None,
                 budget: None,
+                a2a: None,
             }),
         }
     }
@@ -88,24 +92,24 @@ impl AppState {
                 config,
                 search: Some(search),
                 budget: None,
+                a2a: None,
             }),
         }
     }
 
     /// With `GET /budget` answered by `source`. Call before the state is shared.
     pub fn with_budget(self, source: Arc<dyn crate::BudgetSource>) -> Self {
-        let inner = match Arc::try_unwrap(self.inner) {
-            Ok(mut inner) => {
-                inner.budget = Some(source);
-                inner
-            }
-            Err(shared) => Inner {
-                service: shared.service.clone(),
-                config: shared.config.clone(),
-                search: shared.search.clone(),
-                budget: Some(source),
-            },
-        };
+        self.edit(|inner| inner.budget = Some(source))
+    }
+
+    /// With the A2A agent card saying `info` (its skills: the specialists).
+    pub fn with_agent_card(self, info: crate::AgentCardInfo) -> Self {
+        self.edit(|inner| inner.a2a = Some(info))
+    }
+
+    fn edit(self, change: impl FnOnce(&mut Inner)) -> Self {
+        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| (*shared).clone());
+        change(&mut inner);
         Self {
             inner: Arc::new(inner),
         }

@@ -114,7 +114,8 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
     );
     let extra = axum::Router::new().nest_service("/mcp", mcp);
     let state = AppState::with_search(fabric.service.clone(), fabric.search.clone(), config)
-        .with_budget(fabric.daily.clone());
+        .with_budget(fabric.daily.clone())
+        .with_agent_card(agent_card(&settings));
     let shutdown = async move {
         shutdown_signal().await;
         mcp_cancel.cancel();
@@ -170,5 +171,24 @@ pub(super) async fn terminated() {
             tracing::warn!(%e, "cannot listen for SIGTERM; only Ctrl-C stops this process");
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+/// The A2A agent card: one skill per specialist, its keywords as tags.
+fn agent_card(settings: &fabric_config::Settings) -> fabric_api_http::AgentCardInfo {
+    fabric_api_http::AgentCardInfo {
+        name: "agent-fabric".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        description: "Runs tasks with specialist agents on local models: each skill is a specialist; name one in the message's `metadata.specialist`, or leave it to routing.".to_owned(),
+        skills: settings
+            .specialists
+            .iter()
+            .map(|s| fabric_api_http::A2aSkill {
+                id: s.id.clone(),
+                description: s.description.clone(),
+                tags: s.keywords.clone(),
+                examples: Vec::new(),
+            })
+            .collect(),
     }
 }

@@ -1,5 +1,6 @@
 mod fixture;
 
+mod a2a_server;
 mod anthropic;
 mod attacks;
 mod attacks_issue_27;

@@ -1,0 +1,128 @@
+//! A task's updates as the SSE stream of `SendStreamingMessage` and `SubscribeToTask`: each
+//! `data:` a JSON-RPC response whose result is a `StreamResponse`: the task first, a status
+//! update for each tool the run calls, then the result as an artifact and the final status.
+//! Pulled from the run's buffer like `/runs/{id}/events`, so a slow client loses nothing.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use fabric_core::live::LiveRun;
+use fabric_domain::{EventKind, RunEvent};
+use futures_util::Stream;
+use futures_util::stream::{self, StreamExt};
+use serde_json::{Value, json};
+
+use super::{success, task};
+use crate::AppState;
+
+/// One frame.
+fn frame(id: &Value, result: Value) -> Event {
+    Event::default().data(success(id, result).to_string())
+}
+
+/// A stream of one answer (a rejected task).
+pub(crate) fn once(answer: Value) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    Sse::new(stream::iter([
+        Ok(Event::default().data(answer.to_string())),
+    ]))
+}
+
+enum Step {
+    Start,
+    Follow(fabric_core::live::Follower),
+    Done,
+}
+
+/// The updates of `live` for the request `id`, until the task ends.
+pub(crate) fn run(
+    state: AppState,
+    id: Value,
+    live: Arc<LiveRun>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let task_id = live.id().to_string();
+    let frames = stream::unfold(Step::Start, move |step| {
+        let (state, id, live, task_id) = (
+            state.clone(),
+            id.clone(),
+            Arc::clone(&live),
+            task_id.clone(),
+        );
+        async move {
+            match step {
+                Step::Start => {
+                    let first = json!({"task": {
+                        "id": task_id, "contextId": task_id,
+                        "status": {"state": "TASK_STATE_WORKING", "timestamp": task::timestamp(now())},
+                    }});
+                    Some((vec![frame(&id, first)], Step::Follow(live.follow(0))))
+                }
+                Step::Follow(mut follower) => loop {
+                    let Some(event) = follower.next().await else {
+                        return Some((end(&state, &id, &live).await, Step::Done));
+                    };
+                    if let Some(update) = update_of(&task_id, &event) {
+                        return Some((vec![frame(&id, update)], Step::Follow(follower)));
+                    }
+                    if matches!(event.kind, EventKind::RunComplete | EventKind::RunFailed) {
+                        return Some((end(&state, &id, &live).await, Step::Done));
+                    }
+                },
+                Step::Done => None,
+            }
+        }
+    });
+    Sse::new(frames.flat_map(stream::iter).map(Ok)).keep_alive(KeepAlive::default())
+}
+
+/// A status update for an event worth telling a client about: a tool call.
+fn update_of(task_id: &str, event: &RunEvent) -> Option<Value> {
+    if event.kind != EventKind::ToolCall {
+        return None;
+    }
+    let tool = event.payload.get("tool").and_then(Value::as_str)?;
+    let text = match event.step {
+        Some(step) => format!("step {step}: calling `{tool}`"),
+        None => format!("calling `{tool}`"),
+    };
+    Some(json!({"statusUpdate": {
+        "taskId": task_id, "contextId": task_id,
+        "status": {
+            "state": "TASK_STATE_WORKING",
+            "timestamp": task::timestamp(event.ts),
+            "message": task::agent_message(task_id, task_id, &text),
+        },
+    }}))
+}
+
+/// The last frames: the result as an artifact, then the final status.
+async fn end(state: &AppState, id: &Value, live: &LiveRun) -> Vec<Event> {
+    let task_id = live.id();
+    let run = match super::summary(state, task_id).await {
+        Ok(run) => run,
+        Err(error) => return vec![Event::default().data(super::failure(id, error).to_string())],
+    };
+    let context = task_id.as_str();
+    let mut frames = Vec::new();
+    if let Some(artifact) = task::artifact_of(&run) {
+        frames.push(frame(
+            id,
+            json!({"artifactUpdate": {
+                "taskId": context, "contextId": context, "artifact": artifact, "lastChunk": true,
+            }}),
+        ));
+    }
+    frames.push(frame(
+        id,
+        json!({"statusUpdate": {
+            "taskId": context, "contextId": context, "status": task::status_of(&run, context),
+        }}),
+    ));
+    frames
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

@@ -1,0 +1,151 @@
+//! A run seen as an A2A task: the run id is the task id, its status the task's state, its
+//! result an artifact. Projections only: nothing here is stored.
+
+use fabric_domain::{RunStatus, RunSummary, UtcTime};
+use serde_json::{Value, json};
+
+/// A task's state in the protocol's words.
+pub(crate) fn state_of(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Running => "TASK_STATE_WORKING",
+        RunStatus::Completed | RunStatus::CompletedWithoutFinish | RunStatus::Partial => {
+            "TASK_STATE_COMPLETED"
+        }
+        RunStatus::Cancelled => "TASK_STATE_CANCELED",
+        RunStatus::MaxStepsExceeded
+        | RunStatus::BudgetExceeded
+        | RunStatus::LlmError
+        | RunStatus::ModelUnsupported
+        | RunStatus::Failed
+        | RunStatus::Interrupted
+        | RunStatus::QualityGateFailed
+        | RunStatus::ContextWindowExceeded
+        | RunStatus::Stalled => "TASK_STATE_FAILED",
+    }
+}
+
+/// Seconds since the epoch as the protocol's timestamp (RFC 3339, UTC, `…T…Z`).
+pub(crate) fn timestamp(unix: f64) -> String {
+    format!("{}Z", UtcTime::from_unix(unix.max(0.0) as u64)).replacen(' ', "T", 1)
+}
+
+/// An agent's message with one text part.
+pub(crate) fn agent_message(task_id: &str, context_id: &str, text: &str) -> Value {
+    json!({
+        "messageId": format!("{task_id}-status"),
+        "taskId": task_id,
+        "contextId": context_id,
+        "role": "ROLE_AGENT",
+        "parts": [{"text": text}],
+    })
+}
+
+/// The run's status as a task status: its state, when it changed, and for an ended run a
+/// message saying how (the summary, or the reason it failed).
+pub(crate) fn status_of(run: &RunSummary, context_id: &str) -> Value {
+    let state = state_of(run.status);
+    let mut status = json!({
+        "state": state,
+        "timestamp": timestamp(run.ended_at.unwrap_or(run.started_at)),
+    });
+    let said = match run.status {
+        RunStatus::Running => None,
+        s if s.has_result() => run.summary.clone(),
+        _ => Some(format!(
+            "{}: {}",
+            run.status,
+            run.reason
+                .as_deref()
+                .unwrap_or("the run ended without a result")
+        )),
+    };
+    if let Some(text) = said {
+        status["message"] = agent_message(run.id.as_str(), context_id, &text);
+    }
+    status
+}
+
+/// The run's result as the task's artifact: its summary as text and the whole finish
+/// payload as data.
+pub(crate) fn artifact_of(run: &RunSummary) -> Option<Value> {
+    let result = run.result.as_ref().filter(|_| run.status.has_result())?;
+    let mut parts = Vec::new();
+    if let Some(summary) = &run.summary {
+        parts.push(json!({"text": summary}));
+    }
+    parts.push(json!({"data": result, "mediaType": "application/json"}));
+    Some(json!({
+        "artifactId": format!("{}-result", run.id),
+        "name": "result",
+        "description": "The run's result: its summary, and the specialist's finish payload.",
+        "parts": parts,
+    }))
+}
+
+/// The task of a run. `history` adds the user's message (the run's prompt).
+pub(crate) fn task_of(run: &RunSummary, context_id: &str, history: bool) -> Value {
+    let id = run.id.as_str();
+    let mut task = json!({
+        "id": id,
+        "contextId": context_id,
+        "status": status_of(run, context_id),
+        "metadata": {"specialists": run.specialist_ids, "steps": run.steps},
+    });
+    if let Some(artifact) = artifact_of(run) {
+        task["artifacts"] = json!([artifact]);
+    }
+    if history {
+        task["history"] = json!([{
+            "messageId": format!("{id}-prompt"),
+            "taskId": id,
+            "contextId": context_id,
+            "role": "ROLE_USER",
+            "parts": [{"text": run.prompt}],
+        }]);
+    }
+    task
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric_domain::RunId;
+
+    fn run(status: RunStatus) -> RunSummary {
+        let mut run = RunSummary::new(
+            RunId::parse("20261127-120000-abcdef").unwrap_or_else(|e| panic!("{e}")),
+        );
+        run.status = status;
+        run.prompt = "write a.txt".into();
+        run.started_at = 1_795_000_000.0;
+        run
+    }
+
+    #[test]
+    fn issue_30_every_status_has_a_state_and_failures_say_why() {
+        for status in RunStatus::ALL {
+            assert!(state_of(status).starts_with("TASK_STATE_"));
+        }
+        let mut failed = run(RunStatus::LlmError);
+        failed.reason = Some("the model server answered 500".into());
+        let task = task_of(&failed, "ctx", false);
+        assert_eq!(task["status"]["state"], "TASK_STATE_FAILED");
+        assert_eq!(
+            task["status"]["message"]["parts"][0]["text"],
+            "llm_error: the model server answered 500"
+        );
+        assert!(task.get("artifacts").is_none());
+        let mut done = run(RunStatus::Completed);
+        done.summary = Some("wrote a.txt".into());
+        done.result = Some(json!({"summary": "wrote a.txt", "artifacts": ["a.txt"]}));
+        let task = task_of(&done, "ctx", true);
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+        assert_eq!(task["artifacts"][0]["parts"][0]["text"], "wrote a.txt");
+        assert_eq!(
+            task["artifacts"][0]["parts"][1]["data"]["artifacts"][0],
+            "a.txt"
+        );
+        assert_eq!(task["history"][0]["parts"][0]["text"], "write a.txt");
+        assert_eq!(timestamp(1_795_000_000.0), "2026-11-18T11:06:40Z");
+    }
+}

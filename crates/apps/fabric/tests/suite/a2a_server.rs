@@ -1,0 +1,249 @@
+//! `fabric serve` as an A2A agent (issue #30), driven by the official Python A2A SDK
+//! (`a2a-sdk`, pinned in the test deps): the card, a task sent and waited for, one streamed,
+//! read back, listed, one cancelled, one followed, and the protocol's errors.
+
+use std::path::PathBuf;
+
+use fabric_test_support::scenario::TurnBy;
+use fabric_test_support::{Scenario, Turn};
+use serde_json::{Value, json};
+
+use super::serve_fixture::{Options, Served, TOKEN};
+
+fn scenario() -> Scenario {
+    let mut finish = Turn::tool_call("finish_task", json!({"summary": "wrote the file"}));
+    // Long enough to cancel a task, or subscribe to it, while it runs.
+    finish.delay_ms = Some(2500);
+    let mut scenario = Scenario::new(vec![
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "hello.txt", "content": "Hello"}),
+        ),
+        finish,
+    ]);
+    scenario.turn_by = TurnBy::Conversation;
+    scenario
+}
+
+async fn drive(base: &str) -> Value {
+    let python = fabric_test_support::test_deps()
+        .map(|dir| dir.join("venv/bin/python"))
+        .expect("test deps");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/a2a/python_client.py");
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        tokio::process::Command::new(python)
+            .arg(script)
+            .args([base, TOKEN])
+            .output(),
+    )
+    .await
+    .expect("the A2A client finished in time")
+    .expect("the A2A client ran");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn states(events: &Value) -> Vec<String> {
+    events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            e.pointer("/task/status/state")
+                .or(e.pointer("/statusUpdate/status/state"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+#[cfg_attr(
+    fabric_no_a2a,
+    ignore = "needs the Python A2A SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_30_the_python_a2a_sdk_sends_follows_lists_and_cancels_tasks() {
+    let served = Served::with(
+        scenario(),
+        Options {
+            auth: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let seen = drive(&served.base).await;
+
+    let card = &seen["card"];
+    assert_eq!(card["name"], "agent-fabric");
+    assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        format!("{}/a2a", served.base)
+    );
+    let skills: Vec<&str> = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(skills.contains(&"engineering"), "{skills:?}");
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+
+    // The task is the run: completed, its result an artifact, the workspace written.
+    let task = &seen["blocking"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "wrote the file");
+    assert_eq!(
+        task["artifacts"][0]["parts"][1]["data"]["summary"],
+        "wrote the file"
+    );
+    let id = task["id"].as_str().unwrap();
+    let (code, run) = served.get_json(&format!("/runs/{id}")).await;
+    assert_eq!(code, 200);
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["specialist_ids"], json!(["engineering"]));
+
+    // Streamed: the task, a status per tool call, the artifact, the final status.
+    let stream = &seen["stream"];
+    let streamed = states(stream);
+    assert_eq!(
+        streamed.first().map(String::as_str),
+        Some("TASK_STATE_WORKING")
+    );
+    assert_eq!(
+        streamed.last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED"),
+        "{stream}"
+    );
+    let said: Vec<&str> = stream
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.pointer("/statusUpdate/status/message/parts/0/text"))
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(said.iter().any(|t| t.contains("`write_file`")), "{said:?}");
+    assert!(
+        stream
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e.get("artifactUpdate").is_some())
+    );
+
+    assert_eq!(seen["get"]["id"], id);
+    assert_eq!(
+        seen["get"]["history"][0]["parts"][0]["text"],
+        "Create hello.txt"
+    );
+    let listed: Vec<&str> = seen["list"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert!(listed.contains(&id), "{listed:?}");
+
+    assert_eq!(seen["started"]["status"]["state"], "TASK_STATE_WORKING");
+    assert_eq!(
+        seen["canceled"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{}",
+        seen["canceled"]
+    );
+    let subscribed = states(&seen["subscribed"]);
+    assert_eq!(
+        subscribed.last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED"),
+        "{subscribed:?}"
+    );
+
+    let errors = &seen["errors"];
+    for (key, wanted) in [
+        ("unknown_task", "TaskNotFoundError"),
+        ("no_text", "InvalidParamsError"),
+        ("not_cancelable", "TaskNotCancelableError"),
+    ] {
+        let text = errors[key].as_str().unwrap();
+        assert!(text.starts_with(wanted), "{key}: {text}");
+    }
+    assert!(errors["no_text"].as_str().unwrap().contains("no text"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_30_the_a2a_endpoint_keeps_the_token_and_answers_bad_requests_in_json_rpc() {
+    let served = Served::with(
+        scenario(),
+        Options {
+            auth: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let http = reqwest::Client::new();
+    // The card is public (discovery); the endpoint is not.
+    let card = http
+        .get(format!("{}/.well-known/agent-card.json", served.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(card.status(), 200);
+    let post = |body: &'static str, token: bool| {
+        let mut request = http
+            .post(format!("{}/a2a", served.base))
+            .header("content-type", "application/json")
+            .body(body);
+        if token {
+            request = request.bearer_auth(TOKEN);
+        }
+        request.send()
+    };
+    let refused = post(
+        r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 401);
+    for (body, code) in [
+        ("{not json", -32700),
+        (r#"{"id":1,"method":"GetTask"}"#, -32600),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"Nope","params":{}}"#,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"bogus"}}"#,
+            -32001,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","taskId":"t","parts":[{"text":"go on"}]}}}"#,
+            -32004,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{}}"#,
+            -32003,
+        ),
+    ] {
+        let answer: Value = post(body, true).await.unwrap().json().await.unwrap();
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.len() > 10),
+            "{answer}"
+        );
+    }
+}
