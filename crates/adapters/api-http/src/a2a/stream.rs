@@ -53,7 +53,7 @@ pub(crate) fn run(
                 Step::Start => {
                     let first = json!({"task": {
                         "id": task_id, "contextId": task_id,
-                        "status": {"state": "TASK_STATE_WORKING", "timestamp": task::timestamp(now())},
+                        "status": {"state": "TASK_STATE_WORKING", "timestamp": task::timestamp(super::now())},
                     }});
                     Some((vec![frame(&id, first)], Step::Follow(live.follow(0))))
                 }
@@ -119,10 +119,4 @@ async fn end(state: &AppState, id: &Value, live: &LiveRun) -> Vec<Event> {
         }}),
     ));
     frames
-}
-
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }

@@ -25,6 +25,18 @@ fn scenario() -> Scenario {
     scenario
 }
 
+/// `fabric serve` with the token, over [`scenario`].
+async fn served() -> Served {
+    Served::with(
+        scenario(),
+        Options {
+            auth: true,
+            ..Options::default()
+        },
+    )
+    .await
+}
+
 async fn drive(base: &str) -> Value {
     let python = fabric_test_support::test_deps()
         .map(|dir| dir.join("venv/bin/python"))
@@ -69,14 +81,7 @@ fn states(events: &Value) -> Vec<String> {
 )]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_30_the_python_a2a_sdk_sends_follows_lists_and_cancels_tasks() {
-    let served = Served::with(
-        scenario(),
-        Options {
-            auth: true,
-            ..Options::default()
-        },
-    )
-    .await;
+    let served = served().await;
     let seen = drive(&served.base).await;
 
     let card = &seen["card"];
@@ -180,14 +185,7 @@ async fn issue_30_the_python_a2a_sdk_sends_follows_lists_and_cancels_tasks() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_30_the_a2a_endpoint_keeps_the_token_and_answers_bad_requests_in_json_rpc() {
-    let served = Served::with(
-        scenario(),
-        Options {
-            auth: true,
-            ..Options::default()
-        },
-    )
-    .await;
+    let served = served().await;
     let http = reqwest::Client::new();
     // The card is public (discovery); the endpoint is not.
     let card = http
