@@ -31,6 +31,7 @@
 //! generated from these contracts (`tests/tools_doc.rs`).
 #![deny(missing_docs)]
 
+pub mod a2a;
 mod container;
 mod denial;
 mod files;
