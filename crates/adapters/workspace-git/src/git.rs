@@ -20,8 +20,9 @@ const MIN_VERSION: (u32, u32) = (2, 40);
 
 /// Settings given on every command line (`-c`), which win over the repository's own:
 /// no hooks, no signing, no file-system monitor (a command the repository could name), no
-/// automatic gc in the user's repository, and Git LFS filters off, so LFS files stay the
-/// pointers the repository holds (ADR-065).
+/// automatic gc in the user's repository, Git LFS filters off, so LFS files stay the
+/// pointers the repository holds, and the output the adapter reads back (patches fed to
+/// `git apply`, `git log` formats) in git's default shape (ADR-065).
 const OVERRIDES: &[&str] = &[
     "core.hooksPath=/dev/null",
     "commit.gpgSign=false",
@@ -33,6 +34,13 @@ const OVERRIDES: &[&str] = &[
     "filter.lfs.smudge=",
     "filter.lfs.clean=",
     "filter.lfs.required=false",
+    "diff.noprefix=false",
+    "diff.mnemonicPrefix=false",
+    "diff.relative=false",
+    "diff.srcPrefix=a/",
+    "diff.dstPrefix=b/",
+    "apply.whitespace=nowarn",
+    "log.showSignature=false",
     "advice.detachedHead=false",
     "init.defaultBranch=main",
 ];

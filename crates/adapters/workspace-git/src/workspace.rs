@@ -47,6 +47,20 @@ pub(crate) struct GitWorkspace {
     pub(crate) leased: Mutex<String>,
 }
 
+/// The spec with a remote given as a relative path made absolute: git runs in the
+/// workspace or the repository, where the path would mean something else.
+fn resolved(spec: &WorkspaceSpec) -> WorkspaceSpec {
+    let mut spec = spec.clone();
+    if let Some(remote) = &spec.remote
+        && !remote.contains(':')
+        && Path::new(remote).is_relative()
+        && let Ok(path) = std::path::absolute(remote)
+    {
+        spec.remote = Some(path.display().to_string());
+    }
+    spec
+}
+
 fn absolute(path: &Path) -> Result<PathBuf, WorkspaceError> {
     std::path::absolute(path).map_err(|e| WorkspaceError::Io {
         action: "cannot resolve",
@@ -332,6 +346,7 @@ impl GitWorkspace {
         spec: &WorkspaceSpec,
     ) -> Result<Self, WorkspaceError> {
         git.check().await?;
+        let spec = &resolved(spec);
         let dir = absolute(&spec.dir)?;
         let branch = branch_name(&spec.run_id);
         match &spec.origin {
@@ -396,7 +411,7 @@ impl GitWorkspace {
                     "fabric: run {} starts\n\nFabric-Run: {}\n",
                     spec.run_id, spec.run_id
                 );
-                let base = ws.commit_all(&message, None).await?;
+                let base = ws.commit_all(&message, None, None).await?;
                 ws.base = base;
                 Ok(ws)
             }
@@ -408,6 +423,7 @@ impl GitWorkspace {
         spec: &WorkspaceSpec,
     ) -> Result<Self, WorkspaceError> {
         git.check().await?;
+        let spec = &resolved(spec);
         let dir = absolute(&spec.dir)?;
         let branch = branch_name(&spec.run_id);
         let not_found = || WorkspaceError::NotFound {
@@ -504,34 +520,51 @@ impl GitWorkspace {
         Ok(ws)
     }
 
-    /// Stages everything, and commits it as `message` on the branch when the tree differs
-    /// from `parent`'s (or always, without a parent). Returns the new commit, or `parent`.
+    /// Stages `changed` (the paths `git status` named; everything when `None`), and commits
+    /// the result as `message` on the branch when the tree differs from `parent`'s (a commit
+    /// and its tree; or always, without a parent). Returns the new commit, or `parent`.
     async fn commit_all(
         &self,
         message: &str,
-        parent: Option<&CommitId>,
+        parent: Option<(&CommitId, &str)>,
+        changed: Option<&[String]>,
     ) -> Result<CommitId, WorkspaceError> {
         let git = &self.git;
-        git.run(Some(&self.at), ["add", "--all"], None)
-            .await?
-            .checked(&self.dir)?;
+        match changed {
+            // Only the changed paths: a second scan of a large tree would double the
+            // checkpoint's cost (docs/BENCHMARKS.md, "#25"). Literal, so a name with `*` in it
+            // is that name, not a pattern.
+            Some(paths) => {
+                let mut list = Vec::new();
+                for path in paths {
+                    list.extend_from_slice(path.as_bytes());
+                    list.push(0);
+                }
+                let args = [
+                    "--literal-pathspecs",
+                    "add",
+                    "--all",
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ];
+                git.run(Some(&self.at), args, Some(&list))
+                    .await?
+                    .checked(&self.dir)?;
+            }
+            None => {
+                git.run(Some(&self.at), ["add", "--all"], None)
+                    .await?
+                    .checked(&self.dir)?;
+            }
+        }
         let tree = git
             .run(Some(&self.at), ["write-tree"], None)
             .await?
             .checked(&self.dir)?
             .text();
         let mut args = vec!["commit-tree".to_string(), tree.clone()];
-        if let Some(parent) = parent {
-            let parent_tree = git
-                .run(
-                    Some(&self.at),
-                    ["rev-parse", &format!("{parent}^{{tree}}")],
-                    None,
-                )
-                .await?
-                .checked(&self.dir)?
-                .text();
-            if parent_tree == tree {
+        if let Some((parent, parent_tree)) = parent {
+            if *parent_tree == tree {
                 return Ok(parent.clone());
             }
             args.extend(["-p".to_string(), parent.to_string()]);
@@ -543,7 +576,7 @@ impl GitWorkspace {
             .checked(&self.dir)?
             .text();
         // The old value guards against a second writer: the update fails if the branch moved.
-        let old = parent.map(|p| p.to_string()).unwrap_or_default();
+        let old = parent.map(|(p, _)| p.to_string()).unwrap_or_default();
         git.run(
             Some(&self.at),
             [
@@ -662,8 +695,21 @@ impl Workspace for GitWorkspace {
                 ignored,
             });
         }
-        let head = self.head().await?;
-        let commit = self.commit_all(&self.message(note), Some(&head)).await?;
+        // The last checkpoint and its tree, in one process: each git call costs a spawn.
+        let ran = self
+            .git
+            .run(Some(&self.at), ["rev-parse", "HEAD", "HEAD^{tree}"], None)
+            .await?
+            .checked(&self.dir)?;
+        let text = ran.text();
+        let mut lines = text.lines();
+        let (Some(head), Some(tree)) = (lines.next(), lines.next()) else {
+            return Err(ran.error(&self.dir));
+        };
+        let head = CommitId(head.to_string());
+        let commit = self
+            .commit_all(&self.message(note), Some((&head, tree)), Some(&changed))
+            .await?;
         Ok(Checkpointed {
             commit: (commit != head).then_some(commit),
             ignored,

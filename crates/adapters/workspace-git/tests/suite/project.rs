@@ -431,3 +431,41 @@ async fn issue_25_submodules_stay_empty_and_lfs_pointers_stay_pointers() {
     );
     assert!(git(ws.dir(), &["show", "HEAD:big.bin"]).ends_with("edited"));
 }
+
+#[tokio::test]
+async fn issue_25_odd_file_names_are_committed_as_named_not_as_patterns() {
+    let root = tempfile::tempdir().unwrap();
+    let repo = repo(root.path());
+    let ws = open(root.path(), &repo, "r1").await;
+    // As a pattern `[x].md` would name `x.md`, and the file itself would not be staged.
+    write(&ws.dir().join("[x].md"), "brackets\n");
+    write(&ws.dir().join("a*.txt"), "star\n");
+    write(&ws.dir().join("dir with space/ünï [x].md"), "odd\n");
+    std::fs::rename(ws.dir().join("README.md"), ws.dir().join("-README.md")).unwrap();
+    let done = ws.checkpoint(&note(1, &["shell"])).await.unwrap();
+    assert!(done.commit.is_some());
+    let files = git(
+        ws.dir(),
+        &[
+            "show",
+            "--format=",
+            "--name-only",
+            "--no-renames",
+            "-z",
+            "HEAD",
+        ],
+    );
+    let mut files: Vec<&str> = files.split('\0').filter(|f| !f.is_empty()).collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "-README.md",
+            "README.md",
+            "[x].md",
+            "a*.txt",
+            "dir with space/ünï [x].md"
+        ]
+    );
+    assert_eq!(git(ws.dir(), &["status", "--porcelain"]), "");
+}
