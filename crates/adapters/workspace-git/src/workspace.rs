@@ -462,6 +462,11 @@ impl GitWorkspace {
                             return Err(not_found());
                         }
                     }
+                    if let Ok(mut entries) = tokio::fs::read_dir(&dir).await
+                        && entries.next_entry().await.ok().flatten().is_some()
+                    {
+                        return Err(WorkspaceError::DirTaken { path: dir });
+                    }
                     if let Some(parent) = dir.parent() {
                         create_dir_all(parent).await?;
                     }

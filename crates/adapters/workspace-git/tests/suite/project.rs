@@ -330,6 +330,16 @@ async fn issue_25_reopen_rebuilds_a_deleted_worktree_from_the_branch() {
     assert_eq!(again.base(), &base);
     assert_eq!(again.head().await.unwrap().as_str(), one);
     assert_eq!(read(&again.dir().join("a.txt")), "a\n");
+    // A directory in its place holding something else is not taken over.
+    drop(again);
+    std::fs::remove_dir_all(&spec.dir).unwrap();
+    write(&spec.dir.join("other.txt"), "someone else's\n");
+    let err = match spaces.reopen(&spec).await {
+        Ok(_) => panic!("the directory holds something else"),
+        Err(e) => e,
+    };
+    assert!(matches!(err, WorkspaceError::DirTaken { .. }), "{err:?}");
+    assert_eq!(read(&spec.dir.join("other.txt")), "someone else's\n");
 }
 
 #[tokio::test]
