@@ -57,6 +57,32 @@ async fn issue_25_every_step_that_changed_files_is_one_commit_by_the_fabric_with
     }
     git(&repo, &["config", "commit.gpgsign", "true"]);
     git(&repo, &["config", "user.signingkey", "NOKEY"]);
+    // Hooks named by the repository's config, each leaving a mark if it ever runs: checking
+    // out the worktree, moving a ref and committing would all call one.
+    let hooks = root.path().join("hooks");
+    let marks = root.path().join("marks");
+    for hook in [
+        "post-checkout",
+        "reference-transaction",
+        "pre-commit",
+        "commit-msg",
+        "post-commit",
+        "pre-push",
+    ] {
+        let path = hooks.join(hook);
+        write(
+            &path,
+            &format!(
+                "#!/bin/sh\nmkdir -p {0}; touch {0}/{hook}\n",
+                marks.display()
+            ),
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    git(
+        &repo,
+        &["config", "core.hooksPath", hooks.to_str().unwrap()],
+    );
 
     let ws = open(root.path(), &repo, "r1").await;
     let one = step(ws.as_ref(), 1, "a.txt", "a\n").await;
@@ -103,6 +129,11 @@ async fn issue_25_every_step_that_changed_files_is_one_commit_by_the_fabric_with
         "D\tREADME.md\nA\tb.txt"
     );
     assert_eq!(git(dir, &["status", "--porcelain"]), "");
+    assert!(
+        !marks.exists(),
+        "a hook ran: {:?}",
+        std::fs::read_dir(&marks).ok()
+    );
 }
 
 #[tokio::test]
