@@ -231,8 +231,10 @@ impl Git {
                 Stdio::null()
             })
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
+        // Not killed when the caller stops waiting (a cancelled run): a git killed mid-write
+        // leaves its `index.lock` behind and the next command fails. Every command here is
+        // short, and ends on its own.
         let missing = |e: std::io::Error| WorkspaceError::GitMissing {
             program: self.program.display().to_string(),
             detail: e.to_string(),

@@ -514,6 +514,7 @@ impl GitWorkspace {
             }
         };
         let mut ws = Self::assemble(git, spec, dir, kind, CommitId(String::new()));
+        ws.clear_stale_locks().await?;
         let tip = commit_of(&ws.git, &ws.at, &format!("refs/heads/{branch}"))
             .await?
             .ok_or_else(not_found)?;
@@ -597,6 +598,34 @@ impl GitWorkspace {
         .await?
         .checked(&self.dir)?;
         Ok(CommitId(commit))
+    }
+
+    /// Removes the locks a process killed mid-checkpoint left (the index's, the branch's):
+    /// a run is reopened only by the process that holds its claim, so no live git holds them.
+    async fn clear_stale_locks(&self) -> Result<(), WorkspaceError> {
+        let branch_lock = format!("refs/heads/{}.lock", self.branch);
+        let ran = self
+            .git
+            .run(
+                Some(&self.at),
+                [
+                    "rev-parse",
+                    "--git-path",
+                    "index.lock",
+                    "--git-path",
+                    &branch_lock,
+                ],
+                None,
+            )
+            .await?
+            .checked(&self.dir)?;
+        for lock in ran.text().lines() {
+            let path = self.dir.join(lock);
+            if tokio::fs::remove_file(&path).await.is_ok() {
+                tracing::warn!(path = %path.display(), "removed a lock a stopped process left");
+            }
+        }
+        Ok(())
     }
 
     fn message(&self, note: &StepNote) -> String {

@@ -62,7 +62,8 @@ pub struct WorkspaceSpec {
     /// Where its files come from.
     pub origin: WorkspaceOrigin,
     /// The directory the tools work in. For a project, a directory outside the user's
-    /// working tree that does not exist yet (the caller's `.fabric/worktrees/<run-id>`).
+    /// working tree that does not exist yet (the caller's `.fabric/worktrees/<run-id>`); for
+    /// a scratch workspace, the run's workspace directory.
     pub dir: PathBuf,
     /// Where each checkpoint is pushed for workers that do not share this disk
     /// (`store.workspace_remote`: any URL or path git can push to), if anywhere.
@@ -360,8 +361,10 @@ impl WorkspaceError {
 #[async_trait]
 pub trait Workspaces: Send + Sync {
     /// The workspace of a new run: a worktree on the new branch `fabric/<run-id>` from the
-    /// base, or an empty scratch history over `spec.dir`, with the base as its one commit.
-    /// Pushed to the remote when there is one. The user's working tree is never touched.
+    /// base, or a scratch history over `spec.dir` (created if missing) whose one commit, the
+    /// base, holds what the directory holds. The user's working tree is never touched.
+    /// Nothing is pushed yet: the caller pushes ([`Workspace::push`]) after this and after
+    /// each checkpoint, retrying what is retryable.
     async fn create(&self, spec: &WorkspaceSpec) -> Result<Arc<dyn Workspace>, WorkspaceError>;
 
     /// The workspace of a run being continued: as this disk has it, or, when it has none,
@@ -416,7 +419,8 @@ pub trait Workspace: Send + Sync {
     async fn push(&self) -> Result<(), WorkspaceError>;
 
     /// Fetches the branch from the remote and returns its tip there (`None` without a
-    /// remote or when it is not there); the files and the branch here do not move.
+    /// remote or when it is not there); the files and the branch here do not move. That tip
+    /// becomes the lease of the next [`Workspace::push`].
     async fn fetch_branch(&self) -> Result<Option<CommitId>, WorkspaceError>;
 
     /// Removes the workspace and its branch ([`Workspaces::discard`]).

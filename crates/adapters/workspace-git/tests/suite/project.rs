@@ -510,3 +510,27 @@ async fn issue_25_odd_file_names_are_committed_as_named_not_as_patterns() {
     );
     assert_eq!(git(ws.dir(), &["status", "--porcelain"]), "");
 }
+
+#[tokio::test]
+async fn issue_25_a_process_killed_mid_checkpoint_leaves_no_lock_that_stops_the_resume() {
+    let root = tempfile::tempdir().unwrap();
+    let repo = repo(root.path());
+    let spec = project(root.path(), &repo, "r1");
+    let spaces = GitWorkspaces::new();
+    let ws = spaces.create(&spec).await.unwrap();
+    step(ws.as_ref(), 1, "a.txt", "a\n").await;
+    // What a `git add` or `update-ref` killed with the fabric leaves behind.
+    for lock in ["index.lock", "refs/heads/fabric/r1.lock"] {
+        let path = git(ws.dir(), &["rev-parse", "--git-path", lock]);
+        write(&ws.dir().join(path), "");
+    }
+    write(&ws.dir().join("b.txt"), "b\n");
+    assert!(ws.checkpoint(&note(2, &["shell"])).await.is_err());
+    drop(ws);
+    let again = spaces.reopen(&spec).await.unwrap();
+    step(again.as_ref(), 2, "b.txt", "b\n").await;
+    assert_eq!(
+        steps(again.dir(), &format!("{}..fabric/r1", again.base())),
+        ["1", "2"]
+    );
+}
