@@ -17,6 +17,10 @@ async fn issue_25_apply_brings_the_changes_into_a_clean_working_tree_uncommitted
         .await
         .unwrap();
     let head = git(&repo, &["rev-parse", "HEAD"]);
+    // Settings that would change the patch the adapter hands to `git apply`.
+    git(&repo, &["config", "diff.noprefix", "true"]);
+    git(&repo, &["config", "diff.mnemonicPrefix", "true"]);
+    git(&repo, &["config", "apply.whitespace", "error"]);
 
     let applied = ws.apply(ApplyMode::WorkingTree).await.unwrap();
     assert_eq!(applied.files, ["README.md", "src/lib.rs", "src/two.rs"]);

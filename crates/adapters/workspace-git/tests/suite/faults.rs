@@ -179,3 +179,27 @@ async fn issue_25_a_repository_on_a_read_only_disk_is_refused() {
     assert!(matches!(err, WorkspaceError::ReadOnly { .. }), "{err:?}");
     assert!(err.to_string().contains("writable disk"), "{err}");
 }
+
+#[tokio::test]
+async fn issue_25_a_git_too_old_is_a_clear_error() {
+    let root = tempfile::tempdir().unwrap();
+    let repo = repo(root.path());
+    let old = root.path().join("old-git");
+    write(&old, "#!/bin/sh\necho 'git version 2.30.2'\n");
+    std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let err = match GitWorkspaces::with_program(&old)
+        .create(&project(root.path(), &repo, "r1"))
+        .await
+    {
+        Ok(_) => panic!("too old"),
+        Err(e) => e,
+    };
+    assert_eq!(
+        err,
+        WorkspaceError::GitTooOld {
+            found: "2.30.2".into(),
+            need: "2.40".into()
+        }
+    );
+    assert!(err.to_string().contains("needs git 2.40 or newer"), "{err}");
+}

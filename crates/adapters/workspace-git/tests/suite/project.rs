@@ -83,6 +83,9 @@ async fn issue_25_every_step_that_changed_files_is_one_commit_by_the_fabric_with
         &repo,
         &["config", "core.hooksPath", hooks.to_str().unwrap()],
     );
+    // Settings that would hide new files from `git status` or sign the log's output.
+    git(&repo, &["config", "status.showUntrackedFiles", "no"]);
+    git(&repo, &["config", "log.showSignature", "true"]);
 
     let ws = open(root.path(), &repo, "r1").await;
     let one = step(ws.as_ref(), 1, "a.txt", "a\n").await;
