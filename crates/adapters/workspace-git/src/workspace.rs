@@ -866,7 +866,17 @@ pub(crate) async fn discard(git: &Git, spec: &WorkspaceSpec) -> Result<(), Works
     let branch = branch_name(&spec.run_id);
     match &spec.origin {
         WorkspaceOrigin::Project { repo, .. } => {
-            let top = toplevel(git, repo).await?;
+            let top = match toplevel(git, repo).await {
+                Ok(top) => top,
+                // The repository is gone (deleted, or no longer one): its branch and records
+                // went with it, and only the directory is left to remove.
+                Err(
+                    WorkspaceError::NotADirectory { .. } | WorkspaceError::NotARepository { .. },
+                ) => {
+                    return remove_tree(&dir).await;
+                }
+                Err(e) => return Err(e),
+            };
             let at_top = At::Dir(top.clone());
             if tokio::fs::symlink_metadata(dir.join(".git")).await.is_ok() {
                 let removed = git

@@ -347,6 +347,19 @@ async fn issue_25_discard_removes_the_worktree_and_the_branch_and_is_idempotent(
         Err(e) => e,
     };
     assert!(matches!(err, WorkspaceError::NotFound { .. }), "{err:?}");
+    // A run whose repository was deleted since: only its directory is left to remove.
+    let ws = spaces
+        .create(&project(root.path(), &repo, "r3"))
+        .await
+        .unwrap();
+    let dir = ws.dir().to_path_buf();
+    drop(ws);
+    std::fs::remove_dir_all(&repo).unwrap();
+    spaces
+        .discard(&project(root.path(), &repo, "r3"))
+        .await
+        .unwrap();
+    assert!(!dir.exists());
 }
 
 #[tokio::test]
