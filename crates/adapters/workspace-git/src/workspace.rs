@@ -45,6 +45,11 @@ pub(crate) struct GitWorkspace {
     /// it is not there): the lease of the next push, so a worker whose run was taken over
     /// cannot push over its successor's steps. Held across a push, so pushes go one at a time.
     pub(crate) leased: Mutex<String>,
+    /// The last checkpoint this object made and its tree, so the next one needs no
+    /// `rev-parse` (a process start is most of a checkpoint on a small tree). Safe to trust:
+    /// the branch is moved only with the old value expected, so a stale entry fails the
+    /// update instead of forking the branch. Cleared by a restore.
+    last: Mutex<Option<(CommitId, String)>>,
 }
 
 /// The spec with a remote given as a relative path made absolute: git runs in the
@@ -338,6 +343,7 @@ impl GitWorkspace {
             kind,
             at,
             leased: Mutex::new(String::new()),
+            last: Mutex::new(None),
         }
     }
 
@@ -411,7 +417,7 @@ impl GitWorkspace {
                     "fabric: run {} starts\n\nFabric-Run: {}\n",
                     spec.run_id, spec.run_id
                 );
-                let base = ws.commit_all(&message, None, None).await?;
+                let (base, _) = ws.commit_all(&message, None, None).await?;
                 ws.base = base;
                 Ok(ws)
             }
@@ -534,7 +540,7 @@ impl GitWorkspace {
         message: &str,
         parent: Option<(&CommitId, &str)>,
         changed: Option<&[String]>,
-    ) -> Result<CommitId, WorkspaceError> {
+    ) -> Result<(CommitId, String), WorkspaceError> {
         let git = &self.git;
         match changed {
             // Only the changed paths: a second scan of a large tree would double the
@@ -571,7 +577,7 @@ impl GitWorkspace {
         let mut args = vec!["commit-tree".to_string(), tree.clone()];
         if let Some((parent, parent_tree)) = parent {
             if *parent_tree == tree {
-                return Ok(parent.clone());
+                return Ok((parent.clone(), tree));
             }
             args.extend(["-p".to_string(), parent.to_string()]);
         }
@@ -597,7 +603,7 @@ impl GitWorkspace {
         )
         .await?
         .checked(&self.dir)?;
-        Ok(CommitId(commit))
+        Ok((CommitId(commit), tree))
     }
 
     /// Removes the locks a process killed mid-checkpoint left (the index's, the branch's):
@@ -729,21 +735,28 @@ impl Workspace for GitWorkspace {
                 ignored,
             });
         }
-        // The last checkpoint and its tree, in one process: each git call costs a spawn.
-        let ran = self
-            .git
-            .run(Some(&self.at), ["rev-parse", "HEAD", "HEAD^{tree}"], None)
-            .await?
-            .checked(&self.dir)?;
-        let text = ran.text();
-        let mut lines = text.lines();
-        let (Some(head), Some(tree)) = (lines.next(), lines.next()) else {
-            return Err(ran.error(&self.dir));
+        let mut last = self.last.lock().await;
+        let (head, tree) = match last.take() {
+            Some(known) => known,
+            None => {
+                // The last checkpoint and its tree, in one process.
+                let ran = self
+                    .git
+                    .run(Some(&self.at), ["rev-parse", "HEAD", "HEAD^{tree}"], None)
+                    .await?
+                    .checked(&self.dir)?;
+                let text = ran.text();
+                let mut lines = text.lines();
+                let (Some(head), Some(tree)) = (lines.next(), lines.next()) else {
+                    return Err(ran.error(&self.dir));
+                };
+                (CommitId(head.to_string()), tree.to_string())
+            }
         };
-        let head = CommitId(head.to_string());
-        let commit = self
-            .commit_all(&self.message(note), Some((&head, tree)), Some(&changed))
+        let (commit, new_tree) = self
+            .commit_all(&self.message(note), Some((&head, &tree)), Some(&changed))
             .await?;
+        *last = Some((commit.clone(), new_tree));
         Ok(Checkpointed {
             commit: (commit != head).then_some(commit),
             ignored,
@@ -754,6 +767,9 @@ impl Workspace for GitWorkspace {
         let not_found = || WorkspaceError::CommitNotFound {
             commit: commit.clone(),
         };
+        // Held to the end, so no checkpoint runs while the files and the branch move.
+        let mut last = self.last.lock().await;
+        *last = None;
         let Some(found) = commit_of(&self.git, &self.at, commit.as_str()).await? else {
             return Err(not_found());
         };
