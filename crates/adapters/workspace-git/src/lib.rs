@@ -28,6 +28,7 @@
 
 mod apply;
 mod git;
+mod open;
 mod remote;
 mod workspace;
 
@@ -78,6 +79,6 @@ impl Workspaces for GitWorkspaces {
     }
 
     async fn discard(&self, spec: &WorkspaceSpec) -> Result<(), WorkspaceError> {
-        workspace::discard(&self.git, spec).await
+        open::discard(&self.git, spec).await
     }
 }

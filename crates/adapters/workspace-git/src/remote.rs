@@ -2,7 +2,8 @@
 //! branch fetched by a worker that takes a run over.
 
 use crate::git::redact;
-use crate::workspace::{GitWorkspace, fetch_into, last_line, remote_ref};
+use crate::open::{fetch_into, last_line};
+use crate::workspace::{GitWorkspace, remote_ref};
 use fabric_core::ports::{CommitId, Workspace, WorkspaceError};
 
 /// Pushes the branch's tip, expecting the remote's to be what this worker last saw; the
