@@ -10,6 +10,7 @@ mod source;
 mod staging;
 mod store;
 mod tool;
+mod workspace;
 
 pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions};
 pub use embed::EmbeddingClient;
@@ -26,3 +27,7 @@ pub use store::{
     SearchQuery, StatsGroup, StatsQuery, StatsRow, StoreError,
 };
 pub use tool::{Tool, ToolContext, ToolError};
+pub use workspace::{
+    AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileStat, StepNote, Workspace,
+    WorkspaceError, WorkspaceOrigin, WorkspaceSpec, Workspaces,
+};

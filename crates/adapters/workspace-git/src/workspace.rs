@@ -1,0 +1,432 @@
+//! One run's workspace: checkpoints, restore and diffs. Making and finding it again is in
+//! `open.rs`, applying the result in `apply.rs`, the remote in `remote.rs`.
+
+use crate::git::{At, Git, fields};
+use crate::open::remove_tree;
+use async_trait::async_trait;
+use fabric_core::ports::{
+    AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileStat, StepNote, Workspace,
+    WorkspaceError, WorkspaceSpec,
+};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+/// The branch of run `run_id`.
+pub fn branch_name(run_id: &str) -> String {
+    format!("fabric/{run_id}")
+}
+
+/// Where the last fetched tip of a run's branch on the remote is kept, beside the branch.
+pub(crate) fn remote_ref(run_id: &str) -> String {
+    format!("refs/fabric/remote/{run_id}")
+}
+
+/// Whether the workspace is a project's worktree or a scratch directory.
+#[derive(Debug, Clone)]
+pub(crate) enum Kind {
+    /// A worktree of the repository whose working tree's top is `top`.
+    Project { top: PathBuf },
+    /// A directory versioned by the repository at `git_dir`.
+    Scratch { git_dir: PathBuf },
+}
+
+/// One run's workspace on git.
+#[derive(Debug)]
+pub(crate) struct GitWorkspace {
+    pub(crate) git: Arc<Git>,
+    pub(crate) spec: WorkspaceSpec,
+    pub(crate) dir: PathBuf,
+    pub(crate) branch: String,
+    pub(crate) base: CommitId,
+    pub(crate) kind: Kind,
+    /// Where the workspace's own commands run.
+    pub(crate) at: At,
+    /// The branch's tip on the remote as this worker last pushed or fetched it (empty when
+    /// it is not there): the lease of the next push, so a worker whose run was taken over
+    /// cannot push over its successor's steps. Held across a push, so pushes go one at a time.
+    pub(crate) leased: Mutex<String>,
+    /// The last checkpoint this object made and its tree, so the next one needs no
+    /// `rev-parse` (a process start is most of a checkpoint on a small tree). Safe to trust:
+    /// the branch is moved only with the old value expected, so a stale entry fails the
+    /// update instead of forking the branch. Cleared by a restore.
+    last: Mutex<Option<(CommitId, String)>>,
+}
+
+/// The commit `name` names at `at`, if any.
+pub(crate) async fn commit_of(
+    git: &Git,
+    at: &At,
+    name: &str,
+) -> Result<Option<CommitId>, WorkspaceError> {
+    let ran = git
+        .run(
+            Some(at),
+            [
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                "--end-of-options",
+                &format!("{name}^{{commit}}"),
+            ],
+            None,
+        )
+        .await?;
+    Ok(ran.ok.then(|| CommitId(ran.text())))
+}
+
+impl GitWorkspace {
+    pub(crate) fn assemble(
+        git: Arc<Git>,
+        spec: &WorkspaceSpec,
+        dir: PathBuf,
+        kind: Kind,
+        base: CommitId,
+    ) -> Self {
+        let at = match &kind {
+            Kind::Project { .. } => At::Dir(dir.clone()),
+            Kind::Scratch { git_dir } => At::Split {
+                git_dir: git_dir.clone(),
+                work_tree: dir.clone(),
+            },
+        };
+        Self {
+            git,
+            spec: spec.clone(),
+            dir,
+            branch: branch_name(&spec.run_id),
+            base,
+            kind,
+            at,
+            leased: Mutex::new(String::new()),
+            last: Mutex::new(None),
+        }
+    }
+
+    /// Stages `changed` (the paths `git status` named; everything when `None`), and commits
+    /// the result as `message` on the branch when the tree differs from `parent`'s (a commit
+    /// and its tree; or always, without a parent). Returns the new commit, or `parent`.
+    pub(crate) async fn commit_all(
+        &self,
+        message: &str,
+        parent: Option<(&CommitId, &str)>,
+        changed: Option<&[String]>,
+    ) -> Result<(CommitId, String), WorkspaceError> {
+        let git = &self.git;
+        match changed {
+            // Only the changed paths: a second scan of a large tree would double the
+            // checkpoint's cost (docs/BENCHMARKS.md, "#25"). Literal, so a name with `*` in it
+            // is that name, not a pattern.
+            Some(paths) => {
+                let mut list = Vec::new();
+                for path in paths {
+                    list.extend_from_slice(path.as_bytes());
+                    list.push(0);
+                }
+                let args = [
+                    "--literal-pathspecs",
+                    "add",
+                    "--all",
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ];
+                git.run(Some(&self.at), args, Some(&list))
+                    .await?
+                    .checked(&self.dir)?;
+            }
+            None => {
+                git.run(Some(&self.at), ["add", "--all"], None)
+                    .await?
+                    .checked(&self.dir)?;
+            }
+        }
+        let tree = git
+            .run(Some(&self.at), ["write-tree"], None)
+            .await?
+            .checked(&self.dir)?
+            .text();
+        let mut args = vec!["commit-tree".to_string(), tree.clone()];
+        if let Some((parent, parent_tree)) = parent {
+            if *parent_tree == tree {
+                return Ok((parent.clone(), tree));
+            }
+            args.extend(["-p".to_string(), parent.to_string()]);
+        }
+        args.extend(["-F".to_string(), "-".to_string()]);
+        let commit = git
+            .run(Some(&self.at), &args, Some(message.as_bytes()))
+            .await?
+            .checked(&self.dir)?
+            .text();
+        // The old value guards against a second writer: the update fails if the branch moved.
+        let old = parent.map(|(p, _)| p.to_string()).unwrap_or_default();
+        git.run(
+            Some(&self.at),
+            [
+                "update-ref",
+                "-m",
+                "fabric: checkpoint",
+                &format!("refs/heads/{}", self.branch),
+                &commit,
+                &old,
+            ],
+            None,
+        )
+        .await?
+        .checked(&self.dir)?;
+        Ok((CommitId(commit), tree))
+    }
+
+    fn message(&self, note: &StepNote) -> String {
+        let tools = if note.tools.is_empty() {
+            "no tool".to_string()
+        } else {
+            note.tools.join(", ")
+        };
+        let mut message = format!(
+            "fabric: run {}, step {}: {tools}\n\n",
+            self.spec.run_id, note.step
+        );
+        if let Some(summary) = note.summary.as_deref().map(str::trim)
+            && !summary.is_empty()
+        {
+            message.push_str(summary);
+            message.push_str("\n\n");
+        }
+        message.push_str(&format!(
+            "Fabric-Run: {}\nFabric-Step: {}\n",
+            self.spec.run_id, note.step
+        ));
+        if !note.tools.is_empty() {
+            message.push_str(&format!("Fabric-Tools: {tools}\n"));
+        }
+        message.push_str(&format!("Fabric-Base: {}\n", self.base));
+        message
+    }
+
+    pub(crate) fn project_top(&self) -> Result<&Path, WorkspaceError> {
+        match &self.kind {
+            Kind::Project { top } => Ok(top),
+            Kind::Scratch { .. } => Err(WorkspaceError::NoProject {
+                run_id: self.spec.run_id.clone(),
+            }),
+        }
+    }
+}
+
+/// What `git status --porcelain -z` says: whether anything changed, and what is ignored.
+pub(crate) fn parse_status(bytes: &[u8]) -> (Vec<String>, Vec<String>) {
+    let mut changed = Vec::new();
+    let mut ignored = Vec::new();
+    for field in fields(bytes) {
+        let (Some(xy), Some(path)) = (field.get(..2), field.get(3..)) else {
+            continue;
+        };
+        if xy == "!!" {
+            ignored.push(path.to_string());
+        } else {
+            changed.push(path.to_string());
+        }
+    }
+    (changed, ignored)
+}
+
+#[async_trait]
+impl Workspace for GitWorkspace {
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    fn base(&self) -> &CommitId {
+        &self.base
+    }
+
+    async fn head(&self) -> Result<CommitId, WorkspaceError> {
+        commit_of(&self.git, &self.at, "HEAD")
+            .await?
+            .ok_or_else(|| WorkspaceError::NotFound {
+                run_id: self.spec.run_id.clone(),
+                where_: String::new(),
+            })
+    }
+
+    async fn checkpoint(&self, note: &StepNote) -> Result<Checkpointed, WorkspaceError> {
+        let status = self
+            .git
+            .run(
+                Some(&self.at),
+                [
+                    "status",
+                    "--porcelain=v1",
+                    "-z",
+                    "--no-renames",
+                    "--ignored=traditional",
+                    "--untracked-files=normal",
+                ],
+                None,
+            )
+            .await?
+            .checked(&self.dir)?;
+        let (changed, ignored) = parse_status(&status.stdout);
+        if changed.is_empty() {
+            return Ok(Checkpointed {
+                commit: None,
+                ignored,
+            });
+        }
+        let mut last = self.last.lock().await;
+        let (head, tree) = match last.take() {
+            Some(known) => known,
+            None => {
+                // The last checkpoint and its tree, in one process.
+                let ran = self
+                    .git
+                    .run(Some(&self.at), ["rev-parse", "HEAD", "HEAD^{tree}"], None)
+                    .await?
+                    .checked(&self.dir)?;
+                let text = ran.text();
+                let mut lines = text.lines();
+                let (Some(head), Some(tree)) = (lines.next(), lines.next()) else {
+                    return Err(ran.error(&self.dir));
+                };
+                (CommitId(head.to_string()), tree.to_string())
+            }
+        };
+        let (commit, new_tree) = self
+            .commit_all(&self.message(note), Some((&head, &tree)), Some(&changed))
+            .await?;
+        *last = Some((commit.clone(), new_tree));
+        Ok(Checkpointed {
+            commit: (commit != head).then_some(commit),
+            ignored,
+        })
+    }
+
+    async fn restore(&self, commit: &CommitId) -> Result<(), WorkspaceError> {
+        let not_found = || WorkspaceError::CommitNotFound {
+            commit: commit.clone(),
+        };
+        // Held to the end, so no checkpoint runs while the files and the branch move.
+        let mut last = self.last.lock().await;
+        *last = None;
+        let Some(found) = commit_of(&self.git, &self.at, commit.as_str()).await? else {
+            return Err(not_found());
+        };
+        // A checkpoint of this run is in its branch's history here or on the remote (a
+        // recorded step is never ahead of both).
+        let mut ours = false;
+        for tip in [
+            format!("refs/heads/{}", self.branch),
+            remote_ref(&self.spec.run_id),
+        ] {
+            let ran = self
+                .git
+                .run(
+                    Some(&self.at),
+                    ["merge-base", "--is-ancestor", found.as_str(), &tip],
+                    None,
+                )
+                .await?;
+            if ran.ok {
+                ours = true;
+                break;
+            }
+        }
+        if !ours {
+            return Err(not_found());
+        }
+        self.git
+            .run(
+                Some(&self.at),
+                ["reset", "--hard", "--quiet", found.as_str()],
+                None,
+            )
+            .await?
+            .checked(&self.dir)?;
+        let mut clean = vec!["clean", "-ffdxq"];
+        for keep in &self.spec.keep {
+            clean.extend(["-e", keep.as_str()]);
+        }
+        self.git
+            .run(Some(&self.at), &clean, None)
+            .await?
+            .checked(&self.dir)?;
+        if let Kind::Scratch { .. } = self.kind {
+            // git never looks at a `.git` at the top of a work tree, so `clean` leaves one the
+            // tools made; no checkpoint holds it.
+            remove_tree(&self.dir.join(".git")).await?;
+        }
+        Ok(())
+    }
+
+    async fn diff_stat(&self) -> Result<DiffStat, WorkspaceError> {
+        let head = self.head().await?;
+        let flags = ["--numstat", "-z", "--no-renames"];
+        let out = self
+            .git
+            .diff(
+                &self.at,
+                &self.dir,
+                &flags,
+                self.base.as_str(),
+                head.as_str(),
+            )
+            .await?;
+        let files = fields(&out)
+            .filter_map(|line| {
+                let mut parts = line.splitn(3, '\t');
+                let added = parts.next()?.parse().ok();
+                let removed = parts.next()?.parse().ok();
+                let path = parts.next()?.to_string();
+                Some(FileStat {
+                    path,
+                    added,
+                    removed,
+                })
+            })
+            .collect();
+        Ok(DiffStat { files })
+    }
+
+    async fn diff(&self) -> Result<String, WorkspaceError> {
+        let head = self.head().await?;
+        let out = self
+            .git
+            .diff(&self.at, &self.dir, &[], self.base.as_str(), head.as_str())
+            .await?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    async fn apply(&self, mode: ApplyMode) -> Result<AppliedRun, WorkspaceError> {
+        crate::apply::apply(self, mode).await
+    }
+
+    async fn push(&self) -> Result<(), WorkspaceError> {
+        crate::remote::push(self).await
+    }
+
+    async fn fetch_branch(&self) -> Result<Option<CommitId>, WorkspaceError> {
+        crate::remote::fetch_branch(self).await
+    }
+
+    async fn discard(&self) -> Result<(), WorkspaceError> {
+        crate::open::discard(&self.git, &self.spec).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_separates_changes_from_ignored_paths() {
+        let out = b" M a.txt\0?? new/\0!! target/\0D  gone\0";
+        let (changed, ignored) = parse_status(out);
+        assert_eq!(changed, ["a.txt", "new/", "gone"]);
+        assert_eq!(ignored, ["target/"]);
+    }
+}

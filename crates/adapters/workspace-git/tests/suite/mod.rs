@@ -1,0 +1,6 @@
+mod apply;
+mod faults;
+mod project;
+mod remote;
+mod scratch;
+mod support;
