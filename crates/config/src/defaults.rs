@@ -104,6 +104,7 @@ impl Settings {
             sandbox: crate::SandboxConfig::default(),
             protected_paths: crate::security::default_protected_paths(),
             network: crate::NetworkConfig::default(),
+            agents: Default::default(),
             delegation: crate::settings::DelegationConfig {
                 max_depth: fabric_domain::DEFAULT_MAX_DELEGATION_DEPTH,
                 max_tokens: None,

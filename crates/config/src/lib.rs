@@ -37,8 +37,8 @@ pub use server::ServerConfig;
 pub use settings::{
     Backend, BudgetConfig, CloudFallbackConfig, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_OLLAMA_PARALLEL, DailyLimit, DayZone, DelegationConfig, DelegationWorkspace,
-    FetchUrlConfig, ModelConfig, Routing, SearchProvider, Settings, ShellConfig, SpecialistOrigin,
-    SpecialistSource, TaskForceMode, WebSearchConfig,
+    FetchUrlConfig, ModelConfig, RemoteAgentSettings, Routing, SearchProvider, Settings,
+    ShellConfig, SpecialistOrigin, SpecialistSource, TaskForceMode, WebSearchConfig,
 };
 pub use store::{DEFAULT_EMBEDDING_MODEL, RunIndexConfig, STORE_URL_ENV, StoreConfig};
 pub use telemetry::TelemetryConfig;

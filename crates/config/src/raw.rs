@@ -43,8 +43,18 @@ pub(crate) struct RawConfig {
     pub(crate) protected_paths: Option<Vec<String>>,
     pub(crate) network: Option<crate::security::RawNetwork>,
     pub(crate) delegation: Option<RawDelegation>,
+    pub(crate) agents: Option<BTreeMap<String, RawAgent>>,
     pub(crate) store: Option<crate::store::RawStore>,
     pub(crate) run_index: Option<crate::store::RawRunIndex>,
+}
+
+/// One key of `agents:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAgent {
+    pub(crate) url: Option<String>,
+    pub(crate) token_env: Option<String>,
+    pub(crate) timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

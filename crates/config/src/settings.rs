@@ -223,6 +223,18 @@ pub struct FetchUrlConfig {
     pub max_redirects: u32,
 }
 
+/// A remote A2A agent (`agents.<name>`): a specialist that names it in `delegates` gets the
+/// tool `agent__<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RemoteAgentSettings {
+    /// The agent's base URL; its card is at `{url}/.well-known/agent-card.json`.
+    pub url: String,
+    /// The environment variable holding its bearer token, if it needs one.
+    pub token_env: Option<String>,
+    /// The most one task may take, in seconds (the run's time budget may cut it shorter).
+    pub timeout_s: u64,
+}
+
 /// Limits on sub-agents (`delegates`): every run of one tree shares them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DelegationConfig {
@@ -342,6 +354,8 @@ pub struct Settings {
     pub network: crate::NetworkConfig,
     /// Sub-agent limits.
     pub delegation: DelegationConfig,
+    /// Remote A2A agents a specialist may hand tasks to (`agents:`), by name.
+    pub agents: BTreeMap<String, RemoteAgentSettings>,
     /// What a run and the runs it delegates to may spend together (`budget:`).
     pub budget: BudgetConfig,
     /// Per specialist, the limits that replace `budget:` for the runs it leads.

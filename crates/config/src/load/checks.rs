@@ -215,6 +215,12 @@ impl Merger {
                 ),
             ));
         }
+        if let Some(name) = s.agents.keys().find(|name| s.specialist(name).is_some()) {
+            return Err(self.invalid(
+                format!("agents.{name}"),
+                format!("a specialist is called `{name}` too, and both would be the tool `agent__{name}`; rename the agent"),
+            ));
+        }
         for spec in &s.specialists {
             if let Some(critic) = &spec.tooling.critic {
                 self.check_critic(s, &spec.id, &critic.specialist)?;
@@ -222,10 +228,15 @@ impl Merger {
             for (i, id) in spec.tooling.delegates.iter().enumerate() {
                 let problem = if *id == spec.id {
                     Some("a specialist cannot delegate to itself".to_owned())
-                } else if s.specialist(id).is_none() {
+                } else if s.specialist(id).is_none() && !s.agents.contains_key(id) {
                     Some(format!(
-                        "no specialist `{id}`; the specialists are: {}",
-                        s.specialist_ids().join(", ")
+                        "no specialist or remote agent `{id}`; the specialists are: {}; the agents (`agents:`): {}",
+                        s.specialist_ids().join(", "),
+                        if s.agents.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            s.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                        }
                     ))
                 } else {
                     None

@@ -103,6 +103,9 @@ impl Merger {
         if let Some(d) = raw.delegation {
             self.delegation(s, d)?;
         }
+        for (name, agent) in raw.agents.into_iter().flatten() {
+            self.agent(s, name, agent)?;
+        }
         Ok(())
     }
 
@@ -245,6 +248,62 @@ impl Merger {
             }
             s.shell.pass_env = names;
         }
+        Ok(())
+    }
+
+    /// One key of `agents:`: a remote A2A agent.
+    fn agent(
+        &self,
+        s: &mut Settings,
+        name: String,
+        raw: crate::raw::RawAgent,
+    ) -> Result<(), ConfigError> {
+        let at = |field: &str| format!("agents.{name}.{field}");
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(self.invalid(
+                format!("agents.{name}"),
+                "names hold only letters, digits, `_` and `-` (the tool is `agent__<name>`)",
+            ));
+        }
+        let base = s.agents.get(&name).cloned();
+        let url = match (raw.url, base.as_ref()) {
+            (Some(url), _) => url,
+            (None, Some(base)) => base.url.clone(),
+            (None, None) => {
+                return Err(self.invalid(at("url"), "is needed: the agent's base URL, whose card is at `{url}/.well-known/agent-card.json`"));
+            }
+        };
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(self.invalid(
+                at("url"),
+                format!("must start with http:// or https://, got `{url}`"),
+            ));
+        }
+        if let Some(var) = &raw.token_env
+            && (var.is_empty() || var.contains(['=', '\0']))
+        {
+            return Err(self.invalid(
+                at("token_env"),
+                "must be the name of an environment variable holding the agent's bearer token",
+            ));
+        }
+        let timeout_s = match raw.timeout_s {
+            Some(t) => self.range(&at("timeout_s"), t, 1, 86_400)?,
+            None => base.as_ref().map_or(600, |b| b.timeout_s),
+        };
+        let token_env = raw.token_env.or(base.and_then(|b| b.token_env));
+        s.agents.insert(
+            name,
+            crate::settings::RemoteAgentSettings {
+                url: url.trim_end_matches('/').to_owned(),
+                token_env,
+                timeout_s,
+            },
+        );
         Ok(())
     }
 

@@ -74,7 +74,7 @@ fn bad_values_name_key_and_allowed_range() {
     );
     let e = err("c.yaml", "models:\n  fast:\n    backend: llamafile\n");
     assert!(
-        e.contains("must be `ollama`, `openai` or `anthropic`, got `llamafile`"),
+        e.contains("must be `ollama`, `openai`, `anthropic` or `openai-responses`, got `llamafile`"),
         "{e}"
     );
     let e = err("c.yaml", "max_steps: many\n");
@@ -493,7 +493,7 @@ fn issue_28_every_closed_set_key_names_its_key_and_words() {
         (
             "models:\n  fast:\n    backend: llamafile\n",
             "models.fast.backend",
-            "`ollama`, `openai` or `anthropic`",
+            "`ollama`, `openai`, `anthropic` or `openai-responses`",
             "llamafile",
         ),
         (
@@ -533,4 +533,46 @@ fn issue_28_every_closed_set_key_names_its_key_and_words() {
     }
     let s = load("c.yaml", "context_compaction: summarize\n").unwrap();
     assert!(s.summarize_compaction);
+}
+
+#[test]
+fn issue_30_remote_agents_are_checked_and_named_in_delegates() {
+    let s = load(
+        "c.yaml",
+        "agents:\n  poet:\n    url: http://127.0.0.1:9999/\n    token_env: POET_TOKEN\nspecialists:\n  engineering:\n    delegates: [poet]\n",
+    )
+    .unwrap();
+    let poet = &s.agents["poet"];
+    assert_eq!(poet.url, "http://127.0.0.1:9999");
+    assert_eq!(poet.token_env.as_deref(), Some("POET_TOKEN"));
+    assert_eq!(poet.timeout_s, 600);
+    for (text, wanted) in [
+        (
+            "agents:\n  poet: {}\n",
+            "c.yaml: `agents.poet.url`: is needed",
+        ),
+        (
+            "agents:\n  poet:\n    url: ftp://x\n",
+            "must start with http://",
+        ),
+        (
+            "agents:\n  poet:\n    url: http://x\n    timeout_s: 0\n",
+            "`agents.poet.timeout_s`: must be between 1 and 86400",
+        ),
+        (
+            "agents:\n  'po et':\n    url: http://x\n",
+            "names hold only letters",
+        ),
+        (
+            "agents:\n  research:\n    url: http://x\n",
+            "a specialist is called `research` too",
+        ),
+        (
+            "specialists:\n  engineering:\n    delegates: [poet]\n",
+            "no specialist or remote agent `poet`",
+        ),
+    ] {
+        let e = err("c.yaml", text);
+        assert!(e.contains(wanted), "{text}: {e}");
+    }
 }
