@@ -22,7 +22,10 @@ use crate::service::RunEnded;
 
 mod tool;
 
-pub use tool::{SEARCH_RUNS_TOOL, SearchRunsInput, SearchRunsTool, results_json, search_runs_spec};
+pub use tool::{
+    SEARCH_RUNS_TOOL, SearchRunsInput, SearchRunsTool, results_json, search_runs_spec,
+    since_parameter,
+};
 
 /// Runs embedded per call when catching up, so one slow batch never holds much.
 const EMBED_BATCH: usize = 32;
@@ -99,6 +102,18 @@ pub enum SearchError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl SearchError {
+    /// What the caller must do: fix the request, search again later or by text (the
+    /// embedding model did not answer), or what the store says.
+    pub fn remedy(&self) -> crate::Remedy {
+        match self {
+            Self::Invalid(_) => crate::Remedy::FixInput,
+            Self::EmbeddingUnavailable { .. } => crate::Remedy::Retry,
+            Self::Store(e) => e.remedy(),
+        }
+    }
 }
 
 /// How a catch-up went.
