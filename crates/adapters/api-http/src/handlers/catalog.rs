@@ -85,7 +85,7 @@ pub(crate) async fn search_runs(
         .await
         .map_err(|e| match e {
             SearchError::Invalid(m) => ApiError::InvalidRequest(m),
-            e @ SearchError::EmbeddingUnavailable { .. } => {
+            e @ (SearchError::EmbeddingUnavailable { .. } | SearchError::Embedding(_)) => {
                 ApiError::ModelUnavailable(e.to_string())
             }
             SearchError::Store(e) => ApiError::from_store(e),
