@@ -9,7 +9,7 @@ use fabric_core::search::{
 };
 use fabric_core::service::{RunService, Submission, TaskRequest};
 use fabric_core::views::{PruneResult, RunRecord, StatsPage};
-use fabric_core::{ChatObserver, Remedy, RunObserver, StatsGroup, StatsQuery};
+use fabric_core::{ChatObserver, RunObserver, StatsGroup, StatsQuery};
 use fabric_domain::{
     RunEvent, RunId, SpecialistSpec, ToolAnnotations, ToolSpec, parse_duration, schema,
 };
@@ -446,12 +446,8 @@ impl ServerHandler for FabricMcpServer {
         }
         let result = match self.dispatch(&spec.name, args, &context).await {
             Ok(value) => CallToolResult::structured(value),
-            Err(error) => {
-                if error.remedy() == Remedy::Report {
-                    tracing::warn!(tool = %spec.name, %error, "MCP tool call failed");
-                }
-                CallToolResult::error(vec![ContentBlock::text(error.to_string())])
-            }
+            // The typed error's words, exactly as the client has always read them.
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
         };
         Ok(CallToolResponse::Complete(result))
     }
