@@ -6,6 +6,47 @@ use fabric_domain::{RunId, Usage};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Which limit of a run tree's budget is used up: the run ends `budget_exceeded` with this
+/// message as its reason (so it stays exactly as written here).
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum BudgetSpent {
+    /// The tree's time is up.
+    #[error("the time budget of this run and the runs it delegated to ({seconds} s) is used up")]
+    Time {
+        /// The time budget, in seconds.
+        seconds: u64,
+    },
+    /// The tree's tokens are used up.
+    #[error(
+        "the token budget of this run and the runs it delegated to is used up ({used} of {max} tokens)"
+    )]
+    Tokens {
+        /// Tokens used.
+        used: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The tree's dollars are spent.
+    #[error(
+        "the cost budget of this run and the runs it delegated to is used up (${spent:.4} of ${max:.4})"
+    )]
+    Cost {
+        /// Dollars spent.
+        spent: f64,
+        /// The limit.
+        max: f64,
+    },
+    /// The tree made as many model calls as it may.
+    #[error(
+        "the step budget of this run and the runs it delegated to is used up ({max} model calls)"
+    )]
+    Steps {
+        /// The limit.
+        max: u32,
+    },
+}
 
 /// What a model key's tokens cost, in US dollars per million (`price_per_mtok`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -178,38 +219,30 @@ impl RunBudget {
     }
 
     /// Takes one model call from the budget, or says which limit is used up.
-    pub fn take_step(&self) -> Result<(), String> {
+    pub fn take_step(&self) -> Result<(), BudgetSpent> {
         if let Some(deadline) = self.deadline
             && Instant::now() >= deadline
         {
-            return Err(format!(
-                "the time budget of this run and the runs it delegated to ({} s) is used up",
-                self.time.map_or(0, |t| t.as_secs())
-            ));
+            let seconds = self.time.map_or(0, |t| t.as_secs());
+            return Err(BudgetSpent::Time { seconds });
         }
         if let Some(max) = self.max_tokens {
             let used = self.tokens.load(Ordering::Acquire);
             if used >= max {
-                return Err(format!(
-                    "the token budget of this run and the runs it delegated to is used up ({used} of {max} tokens)"
-                ));
+                return Err(BudgetSpent::Tokens { used, max });
             }
         }
         if let Some(max) = self.max_cost_usd {
             let spent = self.cost_usd();
             if spent >= max {
-                return Err(format!(
-                    "the cost budget of this run and the runs it delegated to is used up (${spent:.4} of ${max:.4})"
-                ));
+                return Err(BudgetSpent::Cost { spent, max });
             }
         }
         let used = self.steps.fetch_add(1, Ordering::AcqRel) + 1;
         if let Some(max) = self.max_steps
             && used > max
         {
-            return Err(format!(
-                "the step budget of this run and the runs it delegated to is used up ({max} model calls)"
-            ));
+            return Err(BudgetSpent::Steps { max });
         }
         Ok(())
     }
@@ -324,6 +357,8 @@ mod tests {
         );
         budget.charge(usage(1_000, 1_000), Some(price));
         assert!((budget.cost_usd() - 0.01).abs() < 1e-9);
-        assert!(budget.take_step().unwrap_err().contains("cost budget"));
+        let spent = budget.take_step().unwrap_err();
+        assert!(matches!(spent, BudgetSpent::Cost { .. }), "{spent}");
+        assert!(spent.to_string().contains("cost budget"));
     }
 }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub use crate::budget::{Lineage, RunBudget};
 use crate::execute::RunOutcome;
 use crate::ports::{ToolContext, ToolError};
+use crate::service::ServiceError;
 use crate::typed::TypedTool;
 
 /// Starts child runs; the run service implements it, so a child is prepared like
@@ -23,13 +24,14 @@ use crate::typed::TypedTool;
 #[async_trait]
 pub trait ChildRunner: Send + Sync {
     /// Runs `task` with specialist `specialist` as a child of the run `parent` works for,
-    /// to its end. `Err` means it could not even start.
+    /// to its end. `Err` means it could not even start (the service's refusal, typed:
+    /// [`ServiceError::remedy`] says whether the parent's model can fix its request).
     async fn run_child(
         &self,
         specialist: &str,
         task: String,
         parent: &ToolContext,
-    ) -> Result<RunOutcome, String>;
+    ) -> Result<RunOutcome, ServiceError>;
 
     /// Runs `task` like [`run_child`](Self::run_child), but always in `parent.workspace`,
     /// whatever `delegation.workspace` says: a critic reviews the staged work there.
@@ -38,7 +40,7 @@ pub trait ChildRunner: Send + Sync {
         specialist: &str,
         task: String,
         parent: &ToolContext,
-    ) -> Result<RunOutcome, String> {
+    ) -> Result<RunOutcome, ServiceError> {
         self.run_child(specialist, task, parent).await
     }
 
@@ -50,7 +52,7 @@ pub trait ChildRunner: Send + Sync {
         specialist: &str,
         task: &str,
         parent: &ToolContext,
-    ) -> Option<Result<RunOutcome, String>> {
+    ) -> Option<Result<RunOutcome, ServiceError>> {
         let _ = (specialist, task, parent);
         None
     }

@@ -18,3 +18,29 @@ pub enum CoreError {
     #[error("{0}")]
     InvalidTask(String),
 }
+
+/// What the caller of a port must do about one of its errors (issue #28, goose's
+/// classification): each port's error enum answers it with a `remedy()` method, so callers
+/// decide by kind, never by reading the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remedy {
+    /// Nothing is wrong with the request: the same call may succeed later (a busy service, a
+    /// model or store that is down for now).
+    Retry,
+    /// The request is wrong as given: the caller fixes it (the message says how) and asks
+    /// again.
+    FixInput,
+    /// It will not work by asking again: report it (a broken store, a bug, a panic, a host
+    /// that cannot do it).
+    Report,
+}
+
+impl CoreError {
+    /// What the caller must do.
+    pub fn remedy(&self) -> Remedy {
+        match self {
+            Self::Store(e) => e.remedy(),
+            Self::Domain(_) | Self::InvalidTask(_) => Remedy::FixInput,
+        }
+    }
+}

@@ -51,7 +51,7 @@ pub trait FinishGate: Send + Sync {
 
     /// Applies the approved work to the workspace (idempotent); the error says why not and
     /// whether any of it was applied.
-    async fn apply(&self) -> Result<(), String>;
+    async fn apply(&self) -> Result<(), crate::ports::StagingError>;
 
     /// Drops the staged work once the run recorded its completion.
     async fn discard(&self);

@@ -90,7 +90,7 @@ impl LazyTools {
 
 #[async_trait]
 impl ToolSource for LazyTools {
-    async fn start(&self, ctx: &ToolContext) -> Result<(), String> {
+    async fn start(&self, ctx: &ToolContext) -> Result<(), crate::ports::SourceError> {
         self.state.inner.start(ctx).await
     }
 

@@ -61,8 +61,9 @@ pub mod search;
 pub mod service;
 pub mod trace;
 pub mod typed;
+pub mod views;
 
-pub use error::CoreError;
+pub use error::{CoreError, Remedy};
 pub use ids::{new_run_id, unix_now};
 pub use ports::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ClaimedRun, CommandWatch,

@@ -2,7 +2,7 @@
 //! handler receives the type, so the two cannot disagree.
 
 use async_trait::async_trait;
-use fabric_domain::{ToolSpec, schema};
+use fabric_domain::{DomainError, ToolSpec, schema};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -76,29 +76,25 @@ impl<T: TypedTool> Tool for Typed<T> {
         self.inner.resume(input, ctx).await
     }
 
-    fn check_contract(&self) -> Result<(), String> {
+    fn check_contract(&self) -> Result<(), DomainError> {
+        let invalid = |reason: String| DomainError::InvalidToolSchema {
+            tool: self.spec.name.clone(),
+            reason,
+        };
         let derived = fabric_domain::schema_for::<T::Input>();
         if !narrows(&derived, &self.spec.input_schema) {
-            return Err(format!(
-                "tool `{}`: input_schema differs from the schema of its input type",
-                self.spec.name
+            return Err(invalid(
+                "input_schema differs from the schema of its input type".to_owned(),
             ));
         }
         if self.spec.examples.is_empty() {
-            return Err(format!("tool `{}` has no example", self.spec.name));
+            return Err(invalid("has no example".to_owned()));
         }
         for example in &self.spec.examples {
-            schema::validate(&self.spec.input_schema, example).map_err(|e| {
-                format!(
-                    "tool `{}`: example {example} breaks the schema: {e}",
-                    self.spec.name
-                )
-            })?;
+            schema::validate(&self.spec.input_schema, example)
+                .map_err(|e| invalid(format!("example {example} breaks the schema: {e}")))?;
             serde_json::from_value::<T::Input>(example.clone()).map_err(|e| {
-                format!(
-                    "tool `{}`: example {example} is refused by the handler: {e}",
-                    self.spec.name
-                )
+                invalid(format!("example {example} is refused by the handler: {e}"))
             })?;
         }
         Ok(())

@@ -161,9 +161,11 @@ impl Growing {
 
 #[async_trait]
 impl ToolSource for Growing {
-    async fn start(&self, _ctx: &ToolContext) -> Result<(), String> {
+    async fn start(&self, _ctx: &ToolContext) -> Result<(), fabric_core::ports::SourceError> {
         match &self.fail_start {
-            Some(e) => Err(e.clone()),
+            Some(e) => Err(fabric_core::ports::SourceError::Unavailable(vec![
+                e.clone(),
+            ])),
             None => Ok(()),
         }
     }

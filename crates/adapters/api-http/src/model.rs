@@ -558,17 +558,6 @@ pub struct StatsParams {
     pub all: Option<bool>,
 }
 
-/// What `GET /stats` answers.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct StatsPage {
-    /// The grouping.
-    #[schema(value_type = String)]
-    pub by: fabric_core::StatsGroup,
-    /// One row per group.
-    #[schema(value_type = Vec<Object>)]
-    pub rows: Vec<fabric_core::StatsRow>,
-}
-
 /// The body of `POST /runs/prune`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -578,15 +567,6 @@ pub struct PruneRequest {
     // The pattern is `formats::DURATION_PATTERN`, published by `openapi::publish_formats`.
     #[schema(example = "30d")]
     pub older_than: String,
-}
-
-/// What `POST /runs/prune` deleted.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PruneResult {
-    /// How many runs.
-    pub deleted: usize,
-    /// Their ids.
-    pub run_ids: Vec<String>,
 }
 
 /// The query of `GET /runs`.

@@ -201,7 +201,7 @@ async fn connect_with(
                 .await
                 .map_err(|detail| McpError::Initialize {
                     server: spec.name.clone(),
-                    detail,
+                    detail: detail.to_string(),
                 })?;
             let service =
                 handler

@@ -1,8 +1,18 @@
+use fabric_core::Remedy;
+use fabric_core::StoreError;
+use fabric_core::search::SearchError;
+use fabric_core::service::ServiceError;
 use thiserror::Error;
 
-/// Why an MCP server could not be used. Every message names the server and says what to
-/// check; it goes into the runlog's `mcp_server` event and, for required servers, the run's
-/// reason.
+/// What went wrong on either side of MCP.
+///
+/// As a client: why an MCP server could not be used. Every message names the server and
+/// says what to check; it goes into the runlog's `mcp_server` event and, for required
+/// servers, the run's reason.
+///
+/// As a server: why a tool call of `fabric mcp` failed. The message is the tool error the
+/// client (often a model) reads, so it says exactly what was wrong; [`McpError::remedy`] says
+/// what the caller must do.
 #[derive(Debug, Error)]
 pub enum McpError {
     /// The server's program could not be started.
@@ -63,4 +73,51 @@ pub enum McpError {
         /// The last lines the server wrote to stderr, if any.
         tail: String,
     },
+    /// A tool's arguments do not fit it.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// A tool this server does not offer.
+    #[error("unknown tool `{0}`")]
+    UnknownTool(String),
+    /// The run service refused the task, or the run ended inside the fabric.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// The store failed, or has no such run.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A search was refused or failed.
+    #[error(transparent)]
+    Search(#[from] SearchError),
+    /// An answer could not be written as JSON.
+    #[error("the answer could not be written as JSON: {0}")]
+    Answer(String),
+    /// The MCP handshake on stdio failed.
+    #[error("MCP handshake on stdio failed: {0}")]
+    Handshake(String),
+    /// The stdio server stopped with an error.
+    #[error("the MCP server stopped: {0}")]
+    Stopped(String),
+}
+
+impl McpError {
+    /// What the caller must do: fix its arguments, try again later (a server that did not
+    /// start in time, a busy service), or report it.
+    pub fn remedy(&self) -> Remedy {
+        match self {
+            Self::MissingEnv { .. }
+            | Self::BadHeader { .. }
+            | Self::InvalidArguments(_)
+            | Self::UnknownTool(_) => Remedy::FixInput,
+            Self::StartupTimeout { .. } => Remedy::Retry,
+            Self::Service(e) => e.remedy(),
+            Self::Store(e) => e.remedy(),
+            Self::Search(e) => e.remedy(),
+            Self::Spawn { .. }
+            | Self::Initialize { .. }
+            | Self::ListTools { .. }
+            | Self::Answer(_)
+            | Self::Handshake(_)
+            | Self::Stopped(_) => Remedy::Report,
+        }
+    }
 }

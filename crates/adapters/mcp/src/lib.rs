@@ -10,9 +10,10 @@
 //! loop treats it like any built-in tool. Servers that are slow, fail or crash become
 //! `mcp_server` runlog events and exact tool errors, never silently missing tools.
 //!
-//! The server side: [`FabricMcpServer`] offers `run_task`, `list_specialists` and `get_run`
-//! over stdio ([`serve_stdio`]) or streamable HTTP ([`http_service`]), doing the work
-//! through a [`FabricService`] the binary implements with its application function.
+//! The server side: [`FabricMcpServer`] offers `run_task`, `list_specialists`, `get_run`,
+//! `search_runs`, `run_stats` and `prune_runs` over stdio ([`serve_stdio`]) or streamable
+//! HTTP ([`http_service`]), doing the work through the core's `RunService` as the HTTP API
+//! does, and answering with the core's shared views; its failures are typed [`McpError`]s.
 //!
 //! Key decisions (docs/DECISIONS.md, ADR-030..): fresh servers per run (no state shared
 //! between runs), each stdio server in its own process group killed synchronously when the
@@ -32,7 +33,7 @@ mod tool;
 pub use connect::SpawnHook;
 pub use error::McpError;
 pub use server::{
-    FabricMcpServer, FabricService, GetRunInput, NoInput, PruneRunsInput, RunStatsInput,
-    RunTaskInput, http_service, serve_stdio, server_tools,
+    FabricMcpServer, GetRunInput, NoInput, PruneRunsInput, RunStatsInput, RunTaskInput,
+    SpecialistEntry, SpecialistList, http_service, serve_stdio, server_tools,
 };
 pub use source::McpTools;

@@ -1,11 +1,18 @@
 //! The fabric as an MCP server: `fabric mcp` (stdio) and `/mcp` on `fabric serve`
 //! (streamable HTTP). Its tools are contracts like any other ([`ToolSpec`]), listed through
-//! [`ToolSpec::mcp_definition`]; the work is done by a [`FabricService`] the binary
-//! implements with its one application function, so MCP behaves like the CLI and HTTP.
+//! [`ToolSpec::mcp_definition`]; the work is done by the core's [`RunService`], as for the
+//! CLI and HTTP, and the answers are the core's shared [`fabric_core::views`] (issue #28).
 
 use async_trait::async_trait;
-use fabric_core::search::{SearchRunsInput, search_runs_spec};
-use fabric_domain::{RunEvent, ToolAnnotations, ToolSpec, schema};
+use fabric_core::search::{
+    RunSearch, SearchRunsInput, results_json, search_runs_spec, since_parameter,
+};
+use fabric_core::service::{RunService, Submission, TaskRequest};
+use fabric_core::views::{PruneResult, RunRecord, StatsPage};
+use fabric_core::{ChatObserver, RunObserver, StatsGroup, StatsQuery};
+use fabric_domain::{
+    RunEvent, RunId, SpecialistSpec, ToolAnnotations, ToolSpec, parse_duration, schema,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
@@ -14,7 +21,9 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+use crate::McpError;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -71,36 +80,53 @@ pub struct PruneRunsInput {
 #[serde(deny_unknown_fields)]
 pub struct NoInput {}
 
-/// What the MCP server does, implemented by the binary over its application function.
-#[async_trait]
-pub trait FabricService: Send + Sync + 'static {
-    /// Runs a task to its end, sending every runlog event to `events` as it is recorded,
-    /// and returns the result object (the finish payload plus `_meta` with the run id).
-    /// `cancel` is cancelled when the client cancels the request. `traceparent` is the
-    /// caller's W3C trace context from the request's `_meta` (SEP-414), which the run's
-    /// spans continue.
-    async fn run_task(
-        &self,
-        input: RunTaskInput,
-        events: mpsc::Sender<RunEvent>,
-        cancel: CancellationToken,
-        traceparent: Option<String>,
-    ) -> Result<Value, String>;
+/// What `list_specialists` answers: who `run_task` can use, and who it uses by default.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpecialistList {
+    /// The specialists, in the configuration's order.
+    pub specialists: Vec<SpecialistEntry>,
+    /// The specialist a task without one is routed to when routing finds none.
+    pub default: String,
+}
 
-    /// The specialists: id, description, tools.
-    async fn list_specialists(&self) -> Result<Value, String>;
+/// One specialist as `list_specialists` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpecialistEntry {
+    /// Its id, for `run_task`'s `specialist`.
+    pub id: String,
+    /// What it does.
+    pub description: String,
+    /// Its built-in tools.
+    pub tools: Vec<String>,
+    /// The MCP servers it starts, by name.
+    pub mcp_servers: Vec<String>,
+    /// The specialists it may delegate to.
+    pub delegates: Vec<String>,
+}
 
-    /// A run's status, result and events.
-    async fn get_run(&self, run_id: &str) -> Result<Value, String>;
-
-    /// Past runs that match (the `search_runs` contract of fabric-core).
-    async fn search_runs(&self, input: SearchRunsInput) -> Result<Value, String>;
-
-    /// Figures per specialist, model key or tool.
-    async fn run_stats(&self, input: RunStatsInput) -> Result<Value, String>;
-
-    /// Deletes ended runs older than a duration.
-    async fn prune_runs(&self, input: PruneRunsInput) -> Result<Value, String>;
+impl SpecialistList {
+    /// The list of `specialists`, with `default` the default.
+    pub fn new(specialists: &[Arc<SpecialistSpec>], default: &str) -> Self {
+        let specialists = specialists
+            .iter()
+            .map(|s| SpecialistEntry {
+                id: s.id.clone(),
+                description: s.description.clone(),
+                tools: s.tools.clone(),
+                mcp_servers: s
+                    .tooling
+                    .mcp_servers
+                    .iter()
+                    .map(|m| m.name.clone())
+                    .collect(),
+                delegates: s.tooling.delegates.clone(),
+            })
+            .collect();
+        Self {
+            specialists,
+            default: default.to_owned(),
+        }
+    }
 }
 
 /// The tools this server offers, as contracts.
@@ -157,18 +183,39 @@ pub fn server_tools() -> Vec<ToolSpec> {
     ]
 }
 
-/// The MCP server handler.
+/// The MCP server handler: the run service's front end, as the HTTP API is.
 #[derive(Clone)]
 pub struct FabricMcpServer {
-    service: Arc<dyn FabricService>,
+    service: RunService,
+    search: RunSearch,
+    specialists: Arc<SpecialistList>,
     tools: Arc<Vec<ToolSpec>>,
 }
 
+/// Hands every event of a run to the MCP server's progress notifications.
+struct Forward(mpsc::Sender<RunEvent>);
+
+impl ChatObserver for Forward {
+    fn on_text_delta(&self, _delta: &str) {}
+}
+
+#[async_trait]
+impl RunObserver for Forward {
+    async fn on_event(&self, event: &RunEvent) {
+        // Awaited: the run waits for a slow client instead of dropping events; a client
+        // that went away closes the channel and the run goes on.
+        let _ = self.0.send(event.clone()).await;
+    }
+}
+
 impl FabricMcpServer {
-    /// A server over `service`.
-    pub fn new(service: Arc<dyn FabricService>) -> Self {
+    /// A server starting runs through `service` (shared with `fabric serve`, so its limits
+    /// and shutdown drain cover MCP runs too), searching with `search`.
+    pub fn new(service: RunService, search: RunSearch, specialists: SpecialistList) -> Self {
         Self {
             service,
+            search,
+            specialists: Arc::new(specialists),
             tools: Arc::new(server_tools()),
         }
     }
@@ -178,49 +225,128 @@ impl FabricMcpServer {
         name: &str,
         args: Value,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, McpError> {
         match name {
-            "run_task" => {
-                let input: RunTaskInput = parse(args)?;
-                let (tx, mut rx) = mpsc::channel::<RunEvent>(EVENT_BUFFER);
-                let token = context.meta.get_progress_token();
-                let peer = context.peer.clone();
-                let forward = async move {
-                    while let Some(event) = rx.recv().await {
-                        let Some(token) = &token else { continue };
-                        let line = serde_json::to_string(&event).unwrap_or_default();
-                        let progress =
-                            ProgressNotificationParam::new(token.clone(), (event.seq + 1) as f64)
-                                .with_message(line);
-                        // A client that went away does not stop the run.
-                        let _ = peer.notify_progress(progress).await;
-                    }
-                };
-                let traceparent = context.meta.get_traceparent().map(str::to_owned);
-                let run = self
-                    .service
-                    .run_task(input, tx, context.ct.clone(), traceparent);
-                let (result, ()) = tokio::join!(run, forward);
-                result
-            }
+            "run_task" => self.run_task(parse(args)?, context).await,
             "list_specialists" => {
                 let _: NoInput = parse(args)?;
-                self.service.list_specialists().await
+                answer(&*self.specialists)
             }
             "get_run" => {
                 let input: GetRunInput = parse(args)?;
-                self.service.get_run(&input.run_id).await
+                answer(&self.get_run(&input.run_id).await?)
             }
-            "search_runs" => self.service.search_runs(parse(args)?).await,
-            "run_stats" => self.service.run_stats(parse(args)?).await,
-            "prune_runs" => self.service.prune_runs(parse(args)?).await,
-            other => Err(format!("unknown tool `{other}`")),
+            "search_runs" => {
+                let input: SearchRunsInput = parse(args)?;
+                let request = input.to_request(fabric_core::unix_now())?;
+                Ok(results_json(&self.search.search(&request).await?))
+            }
+            "run_stats" => answer(&self.run_stats(parse(args)?).await?),
+            "prune_runs" => answer(&self.prune_runs(parse(args)?).await?),
+            other => Err(McpError::UnknownTool(other.to_owned())),
         }
+    }
+
+    /// Runs a task to its end, sending every runlog event to the client as a progress
+    /// notification; the client cancelling the request cancels the run by id. The caller's
+    /// W3C trace context from the request's `_meta` (SEP-414) is continued by the run's spans.
+    async fn run_task(
+        &self,
+        input: RunTaskInput,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, McpError> {
+        let (tx, mut rx) = mpsc::channel::<RunEvent>(EVENT_BUFFER);
+        let token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let forward = async move {
+            while let Some(event) = rx.recv().await {
+                let Some(token) = &token else { continue };
+                let line = serde_json::to_string(&event).unwrap_or_default();
+                let progress =
+                    ProgressNotificationParam::new(token.clone(), (event.seq + 1) as f64)
+                        .with_message(line);
+                // A client that went away does not stop the run.
+                let _ = peer.notify_progress(progress).await;
+            }
+        };
+        let traceparent = context.meta.get_traceparent().map(str::to_owned);
+        let request = TaskRequest {
+            prompt: input.prompt,
+            pack: input.specialist.into_iter().collect(),
+            network_allowed: input.network_allowed,
+            ..TaskRequest::default()
+        };
+        let submission = Submission::new(request)
+            .observed(Arc::new(Forward(tx)))
+            .traced(traceparent);
+        let cancel = context.ct.clone();
+        let run = async move {
+            let handle = self.service.submit(submission)?;
+            let (service, id) = (self.service.clone(), handle.id().clone());
+            let watcher = tokio::spawn(async move {
+                cancel.cancelled().await;
+                service.cancel(&id);
+            });
+            let outcome = handle.outcome().await;
+            watcher.abort();
+            Ok::<_, McpError>(self.service.result_object(&outcome?))
+        };
+        let (result, ()) = tokio::join!(run, forward);
+        result
+    }
+
+    /// A run's status, result and events.
+    async fn get_run(&self, run_id: &str) -> Result<RunRecord, McpError> {
+        let id = RunId::parse(run_id).map_err(|e| McpError::InvalidArguments(e.to_string()))?;
+        let events = self.service.store().read_events(&id).await?;
+        Ok(RunRecord::from_events(id, events))
+    }
+
+    /// Figures per specialist, model key or tool.
+    async fn run_stats(&self, input: RunStatsInput) -> Result<StatsPage, McpError> {
+        let by = match input.by.as_deref() {
+            None => StatsGroup::default(),
+            Some(word) => StatsGroup::parse(word).ok_or_else(|| {
+                McpError::InvalidArguments(format!(
+                    "parameter `by` must be specialist, model or tool; got `{word}`"
+                ))
+            })?,
+        };
+        let since = input
+            .since
+            .as_deref()
+            .map(|s| since_parameter(s, fabric_core::unix_now()))
+            .transpose()?;
+        let query = StatsQuery {
+            by,
+            since,
+            all: false,
+        };
+        let rows = self.search.catalog().stats(&query).await?;
+        Ok(StatsPage { by, rows })
+    }
+
+    /// Deletes ended runs older than a duration.
+    async fn prune_runs(&self, input: PruneRunsInput) -> Result<PruneResult, McpError> {
+        let age = parse_duration(&input.older_than)
+            .map_err(|e| McpError::InvalidArguments(format!("parameter `older_than`: {e}")))?;
+        let deleted = self
+            .search
+            .catalog()
+            .prune(fabric_core::unix_now() - age)
+            .await?;
+        Ok(PruneResult::of(&deleted))
     }
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, String> {
-    serde_json::from_value(args).map_err(|e| format!("invalid arguments: {e}"))
+fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, McpError> {
+    serde_json::from_value(args)
+        .map_err(|e| McpError::InvalidArguments(format!("invalid arguments: {e}")))
+}
+
+/// A typed answer as the tool result's structured content.
+fn answer<T: Serialize>(value: &T) -> Result<Value, McpError> {
+    serde_json::to_value(value).map_err(|e| McpError::Answer(e.to_string()))
 }
 
 impl ServerHandler for FabricMcpServer {
@@ -320,23 +446,24 @@ impl ServerHandler for FabricMcpServer {
         }
         let result = match self.dispatch(&spec.name, args, &context).await {
             Ok(value) => CallToolResult::structured(value),
-            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+            // The typed error's words, exactly as the client has always read them.
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
         };
         Ok(CallToolResponse::Complete(result))
     }
 }
 
 /// Serves `server` on stdin/stdout until the client closes the connection.
-pub async fn serve_stdio(server: FabricMcpServer) -> Result<(), String> {
+pub async fn serve_stdio(server: FabricMcpServer) -> Result<(), McpError> {
     use rmcp::ServiceExt;
     let running = server
         .serve(rmcp::transport::stdio())
         .await
-        .map_err(|e| format!("MCP handshake on stdio failed: {e}"))?;
+        .map_err(|e| McpError::Handshake(e.to_string()))?;
     running
         .waiting()
         .await
-        .map_err(|e| format!("the MCP server stopped: {e}"))?;
+        .map_err(|e| McpError::Stopped(e.to_string()))?;
     Ok(())
 }
 

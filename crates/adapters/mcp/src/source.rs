@@ -10,6 +10,7 @@
 //! drops every connection, which kills every server's process group.
 
 use async_trait::async_trait;
+use fabric_core::ports::SourceError;
 use fabric_core::{Tool, ToolContext, ToolNotice, ToolSource};
 use fabric_domain::runlog::{McpServer, McpStatus, Payload as _, SkippedTool};
 use fabric_domain::{EventKind, MCP_TOOL_PREFIX, McpServerSpec, SpecialistSpec, pattern_matches};
@@ -330,7 +331,7 @@ fn fail(shared: &Shared, name: &str, status: McpStatus, error: String) {
 
 #[async_trait]
 impl ToolSource for McpTools {
-    async fn start(&self, _ctx: &ToolContext) -> Result<(), String> {
+    async fn start(&self, _ctx: &ToolContext) -> Result<(), SourceError> {
         if self.started.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -379,7 +380,7 @@ impl ToolSource for McpTools {
         if errors.is_empty() {
             Ok(())
         } else {
-            Err(errors.join("; "))
+            Err(SourceError::Unavailable(errors))
         }
     }
 

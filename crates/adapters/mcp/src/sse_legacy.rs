@@ -12,12 +12,19 @@ use std::pin::Pin;
 
 /// Why a message could not be posted.
 #[derive(Debug, thiserror::Error)]
-#[error("posting to the MCP server's message endpoint failed: {0}")]
-pub(crate) struct PostError(String);
+pub(crate) enum LegacySseError {
+    /// The stream could not be opened, or ended before naming its message endpoint: the
+    /// detail of the server's `Initialize` failure.
+    #[error("{0}")]
+    Open(String),
+    /// A message could not be posted.
+    #[error("posting to the MCP server's message endpoint failed: {0}")]
+    Post(String),
+}
 
 /// The outgoing half.
 pub(crate) type MessageSink =
-    Pin<Box<dyn Sink<TxJsonRpcMessage<RoleClient>, Error = PostError> + Send>>;
+    Pin<Box<dyn Sink<TxJsonRpcMessage<RoleClient>, Error = LegacySseError> + Send>>;
 /// The incoming half.
 pub(crate) type MessageStream = Pin<Box<dyn Stream<Item = RxJsonRpcMessage<RoleClient>> + Send>>;
 
@@ -26,19 +33,19 @@ pub(crate) async fn open(
     client: reqwest::Client,
     url: &str,
     headers: HeaderMap,
-) -> Result<(MessageSink, MessageStream), String> {
+) -> Result<(MessageSink, MessageStream), LegacySseError> {
     let response = client
         .get(url)
         .headers(headers.clone())
         .header(ACCEPT, "text/event-stream")
         .send()
         .await
-        .map_err(|e| format!("cannot open the SSE stream at {url}: {e}"))?;
+        .map_err(|e| LegacySseError::Open(format!("cannot open the SSE stream at {url}: {e}")))?;
     if !response.status().is_success() {
-        return Err(format!(
+        return Err(LegacySseError::Open(format!(
             "the SSE stream at {url} answered {}",
             response.status()
-        ));
+        )));
     }
     let base = response.url().clone();
     let mut events = SseStream::from_bytes_stream(response.bytes_stream());
@@ -46,16 +53,22 @@ pub(crate) async fn open(
         match events.next().await {
             Some(Ok(event)) if event.event.as_deref() == Some("endpoint") => {
                 let data = event.data.unwrap_or_default();
-                break base
-                    .join(data.trim())
-                    .map_err(|e| format!("the server's endpoint `{data}` is not a URL: {e}"))?;
+                break base.join(data.trim()).map_err(|e| {
+                    LegacySseError::Open(format!(
+                        "the server's endpoint `{data}` is not a URL: {e}"
+                    ))
+                })?;
             }
             Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(format!("the SSE stream at {url} broke: {e}")),
+            Some(Err(e)) => {
+                return Err(LegacySseError::Open(format!(
+                    "the SSE stream at {url} broke: {e}"
+                )));
+            }
             None => {
-                return Err(format!(
+                return Err(LegacySseError::Open(format!(
                     "the SSE stream at {url} ended before naming its message endpoint"
-                ));
+                )));
             }
         }
     };
@@ -82,9 +95,9 @@ pub(crate) async fn open(
                 .json(&message)
                 .send()
                 .await
-                .map_err(|e| PostError(e.to_string()))?;
+                .map_err(|e| LegacySseError::Post(e.to_string()))?;
             if !response.status().is_success() {
-                return Err(PostError(format!(
+                return Err(LegacySseError::Post(format!(
                     "{} answered {}",
                     endpoint,
                     response.status()

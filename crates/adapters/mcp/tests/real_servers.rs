@@ -335,6 +335,7 @@ async fn a_server_that_never_starts_times_out_and_is_killed() {
         .start(&ctx(dir.path()))
         .await
         .err()
+        .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(
         err.contains("required MCP server `sleepy`") && err.contains("startup_timeout_s"),
@@ -640,6 +641,7 @@ async fn a_token_variable_that_is_not_set_is_a_clear_failure() {
         .start(&ctx(dir.path()))
         .await
         .err()
+        .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(
         err.contains("`FABRIC_TEST_SURELY_UNSET_TOKEN` is not set"),

@@ -24,6 +24,7 @@
 //! the fabric must be started in a delegated cgroup of its own (see SECURITY.md), and the
 //! probe says so when it is not.
 
+use crate::SandboxError;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -58,7 +59,7 @@ impl CgroupHost {
 
 /// Finds the fabric's cgroups and proves a command cgroup can be made there (one is made
 /// and removed), or says why not.
-pub(crate) fn probe() -> Result<CgroupHost, String> {
+pub(crate) fn probe() -> Result<CgroupHost, SandboxError> {
     let own = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
     let mounts = std::fs::read_to_string("/proc/self/mountinfo")
@@ -101,7 +102,7 @@ fn remove_stale(dir: &Path) {
 
 /// The controllers' mount points and the fabric's place in them, from `/proc/self/cgroup`
 /// and `/proc/self/mountinfo`.
-fn locate(own: &str, mountinfo: &str) -> Result<CgroupHost, String> {
+fn locate(own: &str, mountinfo: &str) -> Result<CgroupHost, SandboxError> {
     // v1: "4:memory:/path"; v2: "0::/path".
     let path_of = |controller: &str| {
         own.lines().find_map(|line| {
@@ -133,7 +134,7 @@ fn locate(own: &str, mountinfo: &str) -> Result<CgroupHost, String> {
             mount_of("cgroup", Some("memory")),
             mount_of("cgroup", Some("pids")),
         ) else {
-            return Err("cgroup v1 memory and pids controllers are not mounted".to_owned());
+            return Err("cgroup v1 memory and pids controllers are not mounted".into());
         };
         return Ok(CgroupHost {
             version: 1,
@@ -150,11 +151,11 @@ fn locate(own: &str, mountinfo: &str) -> Result<CgroupHost, String> {
     let delegated = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
     let has = |c: &str| delegated.split_whitespace().any(|d| d == c);
     if !(has("memory") && has("pids")) {
-        return Err(format!(
+        return Err(SandboxError::Unsupported(format!(
             "cgroup v2: the fabric's cgroup {} does not hand the memory and pids controllers to its children (cgroup.subtree_control: `{}`); start the fabric in a delegated cgroup of its own, e.g. `systemd-run --scope -p Delegate=yes fabric …`, whose processes sit in a child cgroup",
             dir.display(),
             delegated.trim()
-        ));
+        )));
     }
     Ok(CgroupHost {
         version: 2,
@@ -363,7 +364,7 @@ mod tests {
     fn v1_without_a_mounted_controller_says_so() {
         let mounts = V1_MOUNTS.lines().next().unwrap();
         let err = locate(V1_CGROUP, mounts).unwrap_err();
-        assert!(err.contains("not mounted"), "{err}");
+        assert!(err.to_string().contains("not mounted"), "{err}");
     }
 
     #[test]
@@ -371,9 +372,10 @@ mod tests {
         let own = "0::/user.slice/fabric.scope\n";
         let mounts = "29 24 0:26 / /nonexistent-cgroup2 rw - cgroup2 cgroup2 rw\n";
         let err = locate(own, mounts).unwrap_err();
-        assert!(err.contains("Delegate=yes"), "{err}");
+        assert!(err.to_string().contains("Delegate=yes"), "{err}");
         assert!(
-            err.contains("/nonexistent-cgroup2/user.slice/fabric.scope"),
+            err.to_string()
+                .contains("/nonexistent-cgroup2/user.slice/fabric.scope"),
             "{err}"
         );
     }

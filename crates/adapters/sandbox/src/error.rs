@@ -3,7 +3,7 @@
 use thiserror::Error;
 
 /// Why a sandbox could not be set up.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SandboxError {
     /// The configured mode needs something this host does not offer.
     #[error(
@@ -23,4 +23,33 @@ pub enum SandboxError {
     /// Building the Landlock ruleset or the seccomp filter failed.
     #[error("cannot build the sandbox: {0}")]
     Build(String),
+    /// This host lacks a feature, or refused it (`fabric doctor`'s and `run_start`'s
+    /// `*_error` fields): the probe's or the kernel's words, shown as they are.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl SandboxError {
+    /// What the caller must do: change the configuration (`--sandbox off`, `cgroup: auto`),
+    /// or report what this host lacks.
+    pub fn remedy(&self) -> fabric_core::Remedy {
+        match self {
+            Self::Unenforceable { .. } | Self::CgroupsRequired(_) => fabric_core::Remedy::FixInput,
+            Self::Build(_) | Self::Unsupported(_) => fabric_core::Remedy::Report,
+        }
+    }
+}
+
+impl From<String> for SandboxError {
+    /// A probe's or the kernel's words: what this host lacks.
+    fn from(why: String) -> Self {
+        Self::Unsupported(why)
+    }
+}
+
+impl From<&str> for SandboxError {
+    /// A probe's words: what this host lacks.
+    fn from(why: &str) -> Self {
+        Self::Unsupported(why.to_owned())
+    }
 }

@@ -36,7 +36,7 @@ pub struct OsSandbox {
     /// The namespace setup, when the policy has namespaces: made at the first command
     /// (issue #26: a run whose tools start no process does not pay for scanning `/etc`
     /// and, as root, making a user namespace).
-    plan: Option<Arc<OnceLock<Result<Plan, String>>>>,
+    plan: Option<Arc<OnceLock<Result<Plan, SandboxError>>>>,
     /// Paths inside a workspace that commands may read but never change (`.git`, …).
     protected: Vec<String>,
 }
@@ -59,7 +59,7 @@ impl OsSandbox {
     }
 
     /// The namespace plan, made the first time it is asked for.
-    fn plan(&self) -> Option<Result<&Plan, String>> {
+    fn plan(&self) -> Option<Result<&Plan, SandboxError>> {
         let cell = self.plan.as_ref()?;
         let made = cell.get_or_init(|| {
             Plan::shared(
@@ -68,7 +68,7 @@ impl OsSandbox {
                 self.policy.host.root,
                 self.policy.unprivileged,
             )
-            .map_err(|e| e.to_string())
+            .map_err(|e| SandboxError::Unsupported(e.to_string()))
         });
         Some(made.as_ref().map_err(Clone::clone))
     }
@@ -78,7 +78,7 @@ impl OsSandbox {
         workspace: &Path,
         tmp: &Path,
         network: bool,
-    ) -> Result<RulesetCreated, String> {
+    ) -> Result<RulesetCreated, SandboxError> {
         let abi = ABI::from(self.policy.landlock_abi);
         let mut ruleset = Ruleset::default()
             // The ABI comes from the kernel itself, so everything asked for is supported;

@@ -57,13 +57,13 @@ impl Policy {
                     .clone()
                     .map_err(|why| SandboxError::Unenforceable {
                         mode: mode.as_str().to_owned(),
-                        why,
+                        why: why.to_string(),
                     })?;
                 host.seccomp
                     .clone()
                     .map_err(|why| SandboxError::Unenforceable {
                         mode: mode.as_str().to_owned(),
-                        why,
+                        why: why.to_string(),
                     })?;
                 abi
             }
@@ -75,7 +75,7 @@ impl Policy {
             && limits.cgroup == CgroupUse::Required
             && let Err(why) = &host.cgroups
         {
-            return Err(SandboxError::CgroupsRequired(why.clone()));
+            return Err(SandboxError::CgroupsRequired(why.to_string()));
         }
         Ok(Self {
             cgroups,
@@ -181,7 +181,7 @@ impl Policy {
         if !self.cgroups {
             let why = match (&self.host.cgroups, self.limits.cgroup) {
                 (_, CgroupUse::Off) => "sandbox_limits.cgroup is off".to_owned(),
-                (Err(why), _) => why.clone(),
+                (Err(why), _) => why.to_string(),
                 (Ok(_), _) => "off".to_owned(),
             };
             lines.push(format!("memory the address-space limit cannot see, per command (no cgroup: {why}): shared memory (memfd, tmpfs files) and kernel buffers (sockets) are not capped"));
@@ -195,7 +195,7 @@ impl Policy {
                 .unprivileged
                 .as_ref()
                 .err()
-                .map_or("namespaces are off", String::as_str);
+                .map_or("namespaces are off".to_owned(), ToString::to_string);
             lines.push(format!("unprivileged user ({why}): commands run as root without capabilities, so files root owns stay theirs to read where Landlock allows and, without namespaces, to chmod"));
         }
         lines.push("an exact disk quota: the disk cap is a count taken every 0.1 s or more (ten times what a count costs), so what a command writes between two counts passes before it is stopped, and what it wrote stays".to_owned());
@@ -224,7 +224,7 @@ impl Policy {
                 .namespaces
                 .as_ref()
                 .err()
-                .map_or("off".to_owned(), Clone::clone);
+                .map_or("off".to_owned(), ToString::to_string);
             lines.push(format!("namespaces ({why}): metadata of files outside the workspace (chmod, utimes), names and sizes of outside files (stat), other processes' command lines under /proc, and abstract UNIX sockets bound by a command are not hidden"));
             lines.push("connecting to UNIX socket files (e.g. /var/run/docker.sock): Landlock cannot refuse that on this ABI and seccomp keeps AF_UNIX for local IPC".to_owned());
             lines.push("protected paths inside the workspace (.git/): the file tools refuse them; the shell reverts what a command created there and records a security_event, but cannot undo a change to what existed".to_owned());
@@ -265,7 +265,7 @@ impl Policy {
 mod tests {
     use super::*;
 
-    fn host(abi: Result<i32, String>) -> HostSupport {
+    fn host(abi: Result<i32, SandboxError>) -> HostSupport {
         HostSupport {
             kernel: "test".to_owned(),
             landlock_abi: abi,
@@ -273,8 +273,8 @@ mod tests {
             user_namespaces: Some(1),
             root: false,
             namespaces: Ok(()),
-            unprivileged: Err("not root".to_owned()),
-            cgroups: Err("no cgroups in tests".to_owned()),
+            unprivileged: Err(SandboxError::Unsupported("not root".to_owned())),
+            cgroups: Err(SandboxError::Unsupported("no cgroups in tests".to_owned())),
         }
     }
 
@@ -282,7 +282,7 @@ mod tests {
     fn strict_without_landlock_refuses_and_says_how_to_opt_down() {
         let err = Policy::decide(
             Mode::Strict,
-            host(Err("no landlock".to_owned())),
+            host(Err(SandboxError::Unsupported("no landlock".to_owned()))),
             Limits::default(),
             vec![],
         )
@@ -300,7 +300,7 @@ mod tests {
     fn off_is_always_possible_and_noisy() {
         let policy = Policy::decide(
             Mode::Off,
-            host(Err("x".to_owned())),
+            host(Err(SandboxError::Unsupported("x".to_owned()))),
             Limits::default(),
             vec![],
         )

@@ -1,5 +1,6 @@
 //! What this host's kernel supports, asked once at startup.
 
+use crate::SandboxError;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
@@ -13,21 +14,21 @@ pub struct HostSupport {
     /// `uname -r`.
     pub kernel: String,
     /// The Landlock ABI version, or why there is none (not built in, not enabled at boot).
-    pub landlock_abi: Result<i32, String>,
+    pub landlock_abi: Result<i32, SandboxError>,
     /// Whether seccomp filters can be installed (and return an errno).
-    pub seccomp: Result<(), String>,
+    pub seccomp: Result<(), SandboxError>,
     /// `user.max_user_namespaces`, if readable. Reported.
     pub user_namespaces: Option<u64>,
     /// Whether a command can get its own mount, PID, IPC and network namespaces (and a user
     /// namespace when not root) here: the whole setup tried once on `true`, or why not.
-    pub namespaces: Result<(), String>,
+    pub namespaces: Result<(), SandboxError>,
     /// Root only: whether commands can run as `nobody` on idmapped mounts (the whole setup
     /// tried once on `true`), or why not; for a non-root fabric, why it does not apply.
-    pub unprivileged: Result<(), String>,
+    pub unprivileged: Result<(), SandboxError>,
     /// The fabric runs as root: `RLIMIT_NPROC` does not apply, capabilities must be dropped.
     pub root: bool,
     /// Where commands' memory and pids cgroups are made, or why they cannot be.
-    pub cgroups: Result<crate::CgroupHost, String>,
+    pub cgroups: Result<crate::CgroupHost, SandboxError>,
 }
 
 impl HostSupport {
@@ -36,17 +37,17 @@ impl HostSupport {
         json!({
             "kernel": self.kernel,
             "landlock_abi": self.landlock_abi.as_ref().ok(),
-            "landlock_error": self.landlock_abi.as_ref().err(),
+            "landlock_error": self.landlock_abi.as_ref().err().map(ToString::to_string),
             "seccomp": self.seccomp.is_ok(),
-            "seccomp_error": self.seccomp.as_ref().err(),
+            "seccomp_error": self.seccomp.as_ref().err().map(ToString::to_string),
             "user_namespaces": self.user_namespaces,
             "namespaces": self.namespaces.is_ok(),
-            "namespaces_error": self.namespaces.as_ref().err(),
+            "namespaces_error": self.namespaces.as_ref().err().map(ToString::to_string),
             "unprivileged": self.unprivileged.is_ok(),
-            "unprivileged_error": self.unprivileged.as_ref().err(),
+            "unprivileged_error": self.unprivileged.as_ref().err().map(ToString::to_string),
             "root": self.root,
             "cgroups": self.cgroups.as_ref().ok().map(|c| c.describe()),
-            "cgroups_error": self.cgroups.as_ref().err(),
+            "cgroups_error": self.cgroups.as_ref().err().map(ToString::to_string),
         })
     }
 }
@@ -62,7 +63,7 @@ pub fn probe() -> HostSupport {
 
 fn probe_now() -> HostSupport {
     let root = rustix::process::geteuid().is_root();
-    let not_root = || Err("not running as root: commands keep the fabric's own ids".to_owned());
+    let not_root = || Err("not running as root: commands keep the fabric's own ids".into());
     let kept = crate::cache::works(root);
     let (namespaces, unprivileged) = if kept {
         // The whole setup worked here before, on this boot, kernel and user.
@@ -96,7 +97,7 @@ fn probe_now() -> HostSupport {
 
 /// Sets up the namespaces of a command (without Landlock and seccomp) for `true`, for a
 /// root fabric with `unprivileged` also the idmapped mounts and the switch to `nobody`.
-fn namespaces(unprivileged: bool) -> Result<(), String> {
+fn namespaces(unprivileged: bool) -> Result<(), SandboxError> {
     use std::os::unix::process::CommandExt;
     let program = ["/usr/bin/true", "/bin/true"]
         .into_iter()
@@ -127,9 +128,7 @@ fn namespaces(unprivileged: bool) -> Result<(), String> {
         })
         .map_err(|e| format!("preparing the probe: {e}"))?;
     if unprivileged && !crate::ns::drops_root(&steps) {
-        return Err(
-            "idmapped mounts do not work on the temporary directory's file system".to_owned(),
-        );
+        return Err("idmapped mounts do not work on the temporary directory's file system".into());
     }
     let mut cmd = std::process::Command::new(program);
     cmd.current_dir(workspace.path())
@@ -146,11 +145,13 @@ fn namespaces(unprivileged: bool) -> Result<(), String> {
     if status.success() {
         Ok(())
     } else {
-        Err(format!("the namespace probe ended with {status}"))
+        Err(SandboxError::Unsupported(format!(
+            "the namespace probe ended with {status}"
+        )))
     }
 }
 
-fn landlock_abi() -> Result<i32, String> {
+fn landlock_abi() -> Result<i32, SandboxError> {
     // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the syscall reads
     // no memory and only returns the ABI version (or -1 and errno); no fd is created.
     let abi = unsafe {
@@ -162,28 +163,30 @@ fn landlock_abi() -> Result<i32, String> {
         )
     };
     if abi >= 1 {
-        return i32::try_from(abi).map_err(|_| format!("unexpected Landlock ABI {abi}"));
+        return i32::try_from(abi).map_err(|_| format!("unexpected Landlock ABI {abi}").into());
     }
     let errno = std::io::Error::last_os_error();
-    Err(match errno.raw_os_error() {
+    Err(SandboxError::Unsupported(match errno.raw_os_error() {
         Some(libc::ENOSYS) => "the kernel has no Landlock (built without CONFIG_SECURITY_LANDLOCK, or older than 5.13)".to_owned(),
         Some(libc::EOPNOTSUPP) => "Landlock is built in but not enabled at boot (add `landlock` to the `lsm=` kernel parameter)".to_owned(),
         _ => format!("the Landlock probe failed: {errno}"),
-    })
+    }))
 }
 
-fn seccomp() -> Result<(), String> {
+fn seccomp() -> Result<(), SandboxError> {
     let status = std::fs::read_to_string("/proc/self/status")
         .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
     if !status.lines().any(|l| l.starts_with("Seccomp:")) {
-        return Err("the kernel has no seccomp (CONFIG_SECCOMP)".to_owned());
+        return Err("the kernel has no seccomp (CONFIG_SECCOMP)".into());
     }
     match std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail") {
         Ok(actions) if actions.split_whitespace().any(|a| a == "errno") => Ok(()),
-        Ok(actions) => Err(format!(
+        Ok(actions) => Err(SandboxError::Unsupported(format!(
             "seccomp filters cannot return an errno here (actions: {})",
             actions.trim()
-        )),
-        Err(e) => Err(format!("seccomp filter support unknown: {e}")),
+        ))),
+        Err(e) => Err(SandboxError::Unsupported(format!(
+            "seccomp filter support unknown: {e}"
+        ))),
     }
 }

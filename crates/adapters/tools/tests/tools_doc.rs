@@ -34,8 +34,10 @@ impl ChildRunner for NoChildren {
         _specialist: &str,
         _task: String,
         _parent: &ToolContext,
-    ) -> Result<RunOutcome, String> {
-        Err("the docs generator runs no child".to_owned())
+    ) -> Result<RunOutcome, fabric_core::service::ServiceError> {
+        Err(fabric_core::service::ServiceError::Internal(
+            "the docs generator runs no child".to_owned(),
+        ))
     }
 }
 

@@ -173,8 +173,8 @@ impl Daily {
 
 #[async_trait]
 impl BudgetSource for Daily {
-    async fn today(&self) -> Result<BudgetReport, String> {
-        self.report().await.map_err(|e| e.to_string())
+    async fn today(&self) -> Result<BudgetReport, StoreError> {
+        self.report().await
     }
 }
 

@@ -146,13 +146,17 @@ impl fabric_core::delegate::ChildRunner for RecordedVerdicts {
         specialist: &str,
         _task: String,
         parent: &fabric_core::ToolContext,
-    ) -> Result<fabric_core::execute::RunOutcome, String> {
+    ) -> Result<fabric_core::execute::RunOutcome, fabric_core::service::ServiceError> {
         let recorded = self
             .verdicts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop_front()
-            .ok_or_else(|| format!("the recording holds no more reviews by `{specialist}`"))?;
+            .ok_or_else(|| {
+                fabric_core::service::ServiceError::Internal(format!(
+                    "the recording holds no more reviews by `{specialist}`"
+                ))
+            })?;
         Ok(fabric_core::execute::RunOutcome {
             run_id: recorded.run_id.unwrap_or_else(fabric_core::new_run_id),
             status: recorded.status,

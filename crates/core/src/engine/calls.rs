@@ -16,12 +16,28 @@ pub(super) enum Dispatch {
     Finished(Value),
 }
 
+/// How deep a call's arguments may nest (see [`parse_arguments`]).
+const MAX_DEPTH: usize = 32;
+
+/// Why a call's argument text is not arguments. The words go to the model inside the tool
+/// error `dispatch` writes, so they stay exactly as they were.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ArgumentsError {
+    /// Not JSON, in the parser's words.
+    #[error("{0}")]
+    NotJson(String),
+    /// Nested deeper than [`MAX_DEPTH`].
+    #[error(
+        "they nest arrays and objects more than {MAX_DEPTH} levels deep; send flatter arguments"
+    )]
+    TooDeep,
+}
+
 /// Parses the raw argument text. An empty string means no arguments, as several servers send
 /// it for tools without parameters. Arguments nested deeper than `MAX_DEPTH` levels are
 /// refused: the runlog wraps them in more levels, and serde's limit of 128 would then make
 /// the runlog unreadable.
-pub(super) fn parse_arguments(raw: &str) -> Result<Value, String> {
-    const MAX_DEPTH: usize = 32;
+pub(super) fn parse_arguments(raw: &str) -> Result<Value, ArgumentsError> {
     fn depth(v: &Value) -> usize {
         match v {
             Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
@@ -32,11 +48,10 @@ pub(super) fn parse_arguments(raw: &str) -> Result<Value, String> {
     if raw.trim().is_empty() {
         return Ok(Value::Object(Map::new()));
     }
-    let value: Value = serde_json::from_str(raw).map_err(|e| e.to_string())?;
+    let value: Value =
+        serde_json::from_str(raw).map_err(|e| ArgumentsError::NotJson(e.to_string()))?;
     if depth(&value) > MAX_DEPTH {
-        return Err(format!(
-            "they nest arrays and objects more than {MAX_DEPTH} levels deep; send flatter arguments"
-        ));
+        return Err(ArgumentsError::TooDeep);
     }
     Ok(value)
 }
@@ -88,7 +103,7 @@ impl<'a> Catalogue<'a> {
 
 pub(super) async fn dispatch(
     call: &ToolCall,
-    args: Result<Value, String>,
+    args: Result<Value, ArgumentsError>,
     catalogue: &Catalogue<'_>,
     attempted_work: bool,
     ctx: &ToolContext,
@@ -248,8 +263,10 @@ mod tests {
     fn deeply_nested_arguments_are_refused() {
         let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
         assert!(parse_arguments(&format!(r#"{{"a":{}}}"#, nested(31))).is_ok());
+        let refused = parse_arguments(&format!(r#"{{"a":{}}}"#, nested(32)));
+        assert_eq!(refused, Err(ArgumentsError::TooDeep));
         assert_eq!(
-            parse_arguments(&format!(r#"{{"a":{}}}"#, nested(32))),
+            refused.map_err(|e| e.to_string()),
             Err(
                 "they nest arrays and objects more than 32 levels deep; send flatter arguments"
                     .to_owned()

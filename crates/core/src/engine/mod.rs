@@ -83,7 +83,7 @@ pub(crate) async fn run_loop(
     let ctx = input.ctx;
     let started = tokio::select! {
         biased;
-        () = ctx.cancel.cancelled() => Err("the run was cancelled".to_owned()),
+        () = ctx.cancel.cancelled() => Err(crate::ports::SourceError::Cancelled),
         started = source.start(ctx) => started,
     };
     let outcome = match started {
@@ -97,7 +97,12 @@ pub(crate) async fn run_loop(
             } else {
                 RunStatus::Failed
             };
-            Ok(LoopOutcome::failed(status, reason, 0, Usage::default()))
+            Ok(LoopOutcome::failed(
+                status,
+                reason.to_string(),
+                0,
+                Usage::default(),
+            ))
         }
     };
     // What the tool source noticed during the last step still belongs in the runlog.
@@ -243,7 +248,7 @@ impl<'a, 'r> Loop<'a, 'r> {
         self.refresh_catalogue();
         // Every model call is paid from the budget the whole delegation tree shares.
         if let Err(reason) = self.ctx.lineage.budget.take_step() {
-            return Err(Stop::Ended(RunStatus::BudgetExceeded, reason));
+            return Err(Stop::Ended(RunStatus::BudgetExceeded, reason.to_string()));
         }
         self.fit_window(step).await?;
         let answer = self.answer(step).await?;

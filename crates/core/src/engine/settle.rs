@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::answer::{Answer, Recorded, Source};
 use super::ask::until;
-use super::calls::{Catalogue, Dispatch, dispatch, parse_arguments, render_result};
+use super::calls::{ArgumentsError, Catalogue, Dispatch, dispatch, parse_arguments, render_result};
 use super::repeats::Verdict;
 use super::{Loop, MAX_LLM_CONTENT_IN_RUNLOG_CHARS, MAX_TOOL_RESULT_CHARS, Stop};
 use crate::gate::Passage;
@@ -76,7 +76,9 @@ impl<'a> Loop<'a, '_> {
         // continued run reaches the same verdicts at the same calls.
         let key = match call.name == FINISH_TOOL {
             true => None,
-            false => self.repeats.key(&call.name, &args, &call.arguments),
+            false => self
+                .repeats
+                .key(&call.name, args.as_ref().ok(), &call.arguments),
         };
         let verdict = self.repeats.before(&call.name, key);
         let refused = verdict.refusal().is_some();
@@ -124,7 +126,7 @@ impl<'a> Loop<'a, '_> {
         settled: Option<RecordedOutcome>,
         verdict: Verdict,
         call: &ToolCall,
-        args: &Result<Value, String>,
+        args: &Result<Value, ArgumentsError>,
         in_flight: bool,
     ) -> Settlement {
         if let Some(settled) = settled {
@@ -156,7 +158,7 @@ impl<'a> Loop<'a, '_> {
     fn replay_call(
         &mut self,
         call: &ToolCall,
-        args: &Result<Value, String>,
+        args: &Result<Value, ArgumentsError>,
         key: Option<u64>,
         refused: bool,
         settled: RecordedOutcome,
@@ -192,7 +194,7 @@ impl<'a> Loop<'a, '_> {
         &self,
         step: u32,
         call: &ToolCall,
-        args: &Result<Value, String>,
+        args: &Result<Value, ArgumentsError>,
         in_flight: bool,
         action: &str,
         message: &str,
@@ -210,7 +212,7 @@ impl<'a> Loop<'a, '_> {
         &self,
         step: u32,
         call: &ToolCall,
-        args: Result<Value, String>,
+        args: Result<Value, ArgumentsError>,
         in_flight: bool,
     ) -> Result<CallOutcome, Stop> {
         if !in_flight {
@@ -386,7 +388,7 @@ async fn record_call(
     rec: Recorder<'_>,
     step: u32,
     call: &ToolCall,
-    args: &Result<Value, String>,
+    args: &Result<Value, ArgumentsError>,
 ) -> Result<(), StoreError> {
     rec.record(
         Some(step),
@@ -400,7 +402,7 @@ async fn record_call(
 }
 
 /// A call's arguments as the runlog shows them: parsed, or the raw text (capped).
-fn shown_args(call: &ToolCall, args: &Result<Value, String>) -> Value {
+fn shown_args(call: &ToolCall, args: &Result<Value, ArgumentsError>) -> Value {
     args.clone().unwrap_or_else(|_| {
         Value::String(truncate(&call.arguments, MAX_LLM_CONTENT_IN_RUNLOG_CHARS))
     })

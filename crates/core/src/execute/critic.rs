@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::MemberCritic;
 use crate::gate::{FinishGate, Verdict};
-use crate::ports::{Staged, StagedDiff, ToolContext};
+use crate::ports::{Staged, StagedDiff, StagingError, ToolContext};
 
 /// Most characters of the finish payload shown to the critic.
 const MAX_PAYLOAD_CHARS: usize = 8_000;
@@ -37,13 +37,13 @@ impl CriticGate {
         prompt: &str,
         specialist: &str,
         index: Option<u32>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StagingError> {
         let name = format!("{}-{}", ctx.run_id, index.unwrap_or(0));
         let staged = critic
             .stager
             .stage(&ctx.workspace, &name)
             .await
-            .map_err(|e| format!("cannot stage the workspace for the critic gate: {e}"))?;
+            .map_err(|e| e.context("cannot stage the workspace for the critic gate"))?;
         Ok(Self {
             critic: critic.clone(),
             staged,
@@ -200,7 +200,7 @@ impl FinishGate for CriticGate {
         Verdict::Approved(review)
     }
 
-    async fn apply(&self) -> Result<(), String> {
+    async fn apply(&self) -> Result<(), StagingError> {
         self.staged.apply().await.map(|_| ())
     }
 

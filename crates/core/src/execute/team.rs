@@ -332,7 +332,7 @@ impl Shared<'_> {
                             payload: Value::Null,
                             steps: 0,
                             usage: fabric_domain::Usage::default(),
-                            reason: Some(reason),
+                            reason: Some(reason.to_string()),
                         });
                     }
                 }

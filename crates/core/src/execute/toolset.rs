@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use fabric_domain::{SpecialistSpec, ToolSpec};
 use std::sync::Arc;
 
-use crate::ports::{Tool, ToolContext, ToolNotice, ToolSource, Withheld};
+use crate::ports::{SourceError, Tool, ToolContext, ToolNotice, ToolSource, Withheld};
 
 /// Why a tool is left out of a run, or `None` when the run and the specialist may use it.
 pub(crate) fn withhold_reason(
@@ -53,15 +53,22 @@ pub(crate) struct MemberTools {
 
 #[async_trait]
 impl ToolSource for MemberTools {
-    async fn start(&self, ctx: &ToolContext) -> Result<(), String> {
+    async fn start(&self, ctx: &ToolContext) -> Result<(), SourceError> {
         // Concurrently: one slow required server must not delay the start of another.
         let starts = self.sources.iter().map(|s| s.start(ctx));
         let results = futures_util::future::join_all(starts).await;
-        let errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
-        if errors.is_empty() {
+        let mut missing = Vec::new();
+        for result in results {
+            match result {
+                Ok(()) => {}
+                Err(SourceError::Unavailable(servers)) => missing.extend(servers),
+                Err(SourceError::Cancelled) => return Err(SourceError::Cancelled),
+            }
+        }
+        if missing.is_empty() {
             Ok(())
         } else {
-            Err(errors.join("; "))
+            Err(SourceError::Unavailable(missing))
         }
     }
 

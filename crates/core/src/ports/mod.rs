@@ -20,8 +20,8 @@ pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Release, Renewal, RunQueu
 pub use sandbox::{
     CommandWatch, NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice,
 };
-pub use source::{StaticTools, ToolNotice, ToolSource, Withheld};
-pub use staging::{Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager};
+pub use source::{SourceError, StaticTools, ToolNotice, ToolSource, Withheld};
+pub use staging::{Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager, StagingError};
 pub use store::{
     Liveness, NewRun, QueryEmbedding, Reindexed, RunCatalog, RunLog, RunQuery, RunStore, SearchHit,
     SearchQuery, StatsGroup, StatsQuery, StatsRow, StoreError,

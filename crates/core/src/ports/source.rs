@@ -2,8 +2,32 @@ use async_trait::async_trait;
 use fabric_domain::EventKind;
 use serde_json::Value;
 use std::sync::Arc;
+use thiserror::Error;
 
 use super::{Tool, ToolContext};
+
+/// Why a tool source did not start: the run cannot go on without what it lacks, so it
+/// ends with this message as its reason.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum SourceError {
+    /// Tools the run cannot do without are not available (a required MCP server that did not
+    /// start); one message per server, each naming it and why.
+    #[error("{}", .0.join("; "))]
+    Unavailable(Vec<String>),
+    /// The run was cancelled while its tools were starting.
+    #[error("the run was cancelled")]
+    Cancelled,
+}
+
+impl SourceError {
+    /// What the caller must do: try again once the servers are up, or nothing (cancelled).
+    pub fn remedy(&self) -> crate::Remedy {
+        match self {
+            Self::Unavailable(_) => crate::Remedy::Retry,
+            Self::Cancelled => crate::Remedy::Report,
+        }
+    }
+}
 
 /// A tool left out of a run, and why (e.g. it needs the network the run does not allow).
 pub type Withheld = (String, &'static str);
@@ -27,7 +51,7 @@ pub trait ToolSource: Send + Sync {
     /// Called once before the first model call. Sources that connect to something begin
     /// here, in the background; an `Err` (a required MCP server that did not start) ends the
     /// run with status `failed` and this message as its reason.
-    async fn start(&self, _ctx: &ToolContext) -> Result<(), String> {
+    async fn start(&self, _ctx: &ToolContext) -> Result<(), SourceError> {
         Ok(())
     }
 

@@ -73,6 +73,20 @@ pub enum StoreError {
     InvalidQuery(String),
 }
 
+impl StoreError {
+    /// What the caller must do: fix a run id or query that names nothing, wait for a run
+    /// another process holds or for a database that is down, report the rest.
+    pub fn remedy(&self) -> crate::Remedy {
+        match self {
+            Self::NotFound(_) | Self::InvalidQuery(_) => crate::Remedy::FixInput,
+            Self::Claimed(_) | Self::Database { .. } => crate::Remedy::Retry,
+            Self::Io { .. } | Self::Corrupt { .. } | Self::Fenced { .. } | Self::Suspended => {
+                crate::Remedy::Report
+            }
+        }
+    }
+}
+
 /// A run that was just created: its id, its private workspace and its open runlog.
 pub struct NewRun {
     /// The id.

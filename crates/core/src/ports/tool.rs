@@ -79,7 +79,7 @@ pub trait Tool: Send + Sync {
 
     /// Checks that the contract's examples are accepted by the handler's input type; used by
     /// the contract parity tests. Tools without a Rust input type have nothing to check.
-    fn check_contract(&self) -> Result<(), String> {
+    fn check_contract(&self) -> Result<(), fabric_domain::DomainError> {
         Ok(())
     }
 }

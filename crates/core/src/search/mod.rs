@@ -22,7 +22,10 @@ use crate::service::RunEnded;
 
 mod tool;
 
-pub use tool::{SEARCH_RUNS_TOOL, SearchRunsInput, SearchRunsTool, results_json, search_runs_spec};
+pub use tool::{
+    SEARCH_RUNS_TOOL, SearchRunsInput, SearchRunsTool, results_json, search_runs_spec,
+    since_parameter,
+};
 
 /// Runs embedded per call when catching up, so one slow batch never holds much.
 const EMBED_BATCH: usize = 32;
@@ -99,6 +102,21 @@ pub enum SearchError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The embedding model did not embed a text, in its words (a run left findable by text).
+    #[error("{0}")]
+    Embedding(String),
+}
+
+impl SearchError {
+    /// What the caller must do: fix the request, search again later or by text (the
+    /// embedding model did not answer), or what the store says.
+    pub fn remedy(&self) -> crate::Remedy {
+        match self {
+            Self::Invalid(_) => crate::Remedy::FixInput,
+            Self::EmbeddingUnavailable { .. } | Self::Embedding(_) => crate::Remedy::Retry,
+            Self::Store(e) => e.remedy(),
+        }
+    }
 }
 
 /// How a catch-up went.
@@ -179,7 +197,7 @@ impl RunSearch {
                 Err(detail) if request.semantic => {
                     return Err(SearchError::EmbeddingUnavailable {
                         model: embedding.model.clone(),
-                        detail,
+                        detail: detail.to_string(),
                     });
                 }
                 Err(detail) => (
@@ -214,16 +232,15 @@ impl RunSearch {
 
     /// Embeds one ended run (its prompt and result). `Ok(false)` when no embedding model is
     /// configured.
-    pub async fn embed_run(&self, id: &RunId) -> Result<bool, String> {
+    pub async fn embed_run(&self, id: &RunId) -> Result<bool, SearchError> {
         let Some(embedding) = &self.embedding else {
             return Ok(false);
         };
-        let run = self.catalog.get_run(id).await.map_err(|e| e.to_string())?;
+        let run = self.catalog.get_run(id).await?;
         let vector = embed_one(embedding, &run.embedding_text()).await?;
         self.catalog
             .put_embedding(id, &embedding.model, &vector)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         Ok(true)
     }
 
@@ -272,18 +289,18 @@ impl RunSearch {
     }
 }
 
-async fn embed_one(embedding: &Embedding, text: &str) -> Result<Vec<f32>, String> {
+async fn embed_one(embedding: &Embedding, text: &str) -> Result<Vec<f32>, SearchError> {
     let mut vectors = embedding
         .client
         .embed(&embedding.model, &[text.to_owned()])
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| SearchError::Embedding(e.to_string()))?;
     match vectors.pop() {
         Some(vector) if vectors.is_empty() && !vector.is_empty() => Ok(vector),
-        _ => Err(format!(
+        _ => Err(SearchError::Embedding(format!(
             "the embedding model `{}` did not answer one vector",
             embedding.model
-        )),
+        ))),
     }
 }
 

@@ -43,29 +43,29 @@ pub struct SearchRunsInput {
 }
 
 impl SearchRunsInput {
-    /// The request it asks for, or a message naming the wrong parameter.
-    pub fn to_request(&self, now: f64) -> Result<SearchRequest, String> {
+    /// The request it asks for, or [`SearchError::Invalid`] naming the wrong parameter.
+    pub fn to_request(&self, now: f64) -> Result<SearchRequest, SearchError> {
         let status = self
             .status
             .as_deref()
             .map(|s| {
                 serde_json::from_value::<RunStatus>(Value::String(s.to_owned())).map_err(|_| {
-                    format!(
+                    SearchError::Invalid(format!(
                         "parameter `status` must be a run status such as completed, failed or cancelled; got `{s}`"
-                    )
+                    ))
                 })
             })
             .transpose()?;
         let since = self
             .since
             .as_deref()
-            .map(|s| parse_since(s, now).map_err(|e| format!("parameter `since`: {e}")))
+            .map(|s| since_parameter(s, now))
             .transpose()?;
         let limit = self.limit.unwrap_or(5);
         if !(1..=MAX_HITS).contains(&limit) {
-            return Err(format!(
+            return Err(SearchError::Invalid(format!(
                 "parameter `limit` must be between 1 and {MAX_HITS}, got {limit}"
-            ));
+            )));
         }
         Ok(SearchRequest {
             text: self.query.clone(),
@@ -90,6 +90,11 @@ pub fn search_runs_spec() -> ToolSpec {
         read_only: true,
         ..ToolAnnotations::default()
     })
+}
+
+/// A tool's `since` parameter (`2026-11-01`, `7d`) as a time, `now` being the time now.
+pub fn since_parameter(text: &str, now: f64) -> Result<f64, SearchError> {
+    parse_since(text, now).map_err(|e| SearchError::Invalid(format!("parameter `since`: {e}")))
 }
 
 /// The hits as the tool and the MCP server answer them: small, one object per run.
@@ -134,10 +139,11 @@ impl TypedTool for SearchRunsTool {
     }
 
     async fn run(&self, input: SearchRunsInput, _ctx: &ToolContext) -> Result<Value, ToolError> {
-        let request = input
-            .to_request(crate::unix_now())
-            .map_err(ToolError::InvalidArguments)?;
-        match self.search.search(&request).await {
+        let found = match input.to_request(crate::unix_now()) {
+            Ok(request) => self.search.search(&request).await,
+            Err(invalid) => Err(invalid),
+        };
+        match found {
             Ok(results) => Ok(results_json(&results)),
             Err(SearchError::Invalid(message)) => Err(ToolError::InvalidArguments(message)),
             Err(other) => Err(ToolError::Failed(other.to_string())),

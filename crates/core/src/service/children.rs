@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use fabric_domain::RunId;
 use fabric_domain::runlog::RunOrigin;
 
-use super::{ParentRun, RunService, Submission, TaskRequest};
+use super::{ParentRun, RunService, ServiceError, Submission, TaskRequest};
 use crate::delegate::ChildRunner;
 use crate::execute::RunOutcome;
 use crate::history::RunHistory;
@@ -22,7 +22,7 @@ impl ChildRunner for ServiceChildren {
         specialist: &str,
         task: String,
         parent: &ToolContext,
-    ) -> Result<RunOutcome, String> {
+    ) -> Result<RunOutcome, ServiceError> {
         self.start(specialist, task, parent, false, RunOrigin::Child)
             .await
     }
@@ -32,7 +32,7 @@ impl ChildRunner for ServiceChildren {
         specialist: &str,
         task: String,
         parent: &ToolContext,
-    ) -> Result<RunOutcome, String> {
+    ) -> Result<RunOutcome, ServiceError> {
         // Only the quality gate runs a child in the parent's own workspace: its critic.
         self.start(specialist, task, parent, true, RunOrigin::Critic)
             .await
@@ -43,7 +43,7 @@ impl ChildRunner for ServiceChildren {
         specialist: &str,
         task: &str,
         parent: &ToolContext,
-    ) -> Option<Result<RunOutcome, String>> {
+    ) -> Option<Result<RunOutcome, ServiceError>> {
         let id = self.interrupted_child(specialist, task, parent).await?;
         let submission = Submission {
             request: TaskRequest::default(),
@@ -61,9 +61,9 @@ impl ChildRunner for ServiceChildren {
         };
         let handle = match self.0.submit(submission) {
             Ok(handle) => handle,
-            Err(e) => return Some(Err(e.to_string())),
+            Err(e) => return Some(Err(e)),
         };
-        Some(handle.outcome().await.map_err(|e| e.to_string()))
+        Some(handle.outcome().await)
     }
 }
 
@@ -76,7 +76,7 @@ impl ServiceChildren {
         parent: &ToolContext,
         share_workspace: bool,
         origin: RunOrigin,
-    ) -> Result<RunOutcome, String> {
+    ) -> Result<RunOutcome, ServiceError> {
         let submission = Submission {
             request: TaskRequest {
                 prompt: task,
@@ -96,8 +96,7 @@ impl ServiceChildren {
             run_id: None,
             trace_parent: None,
         };
-        let handle = self.0.submit(submission).map_err(|e| e.to_string())?;
-        handle.outcome().await.map_err(|e| e.to_string())
+        self.0.submit(submission)?.outcome().await
     }
 
     /// The interrupted run that `specialist` was doing `task` in for `parent`, if any.

@@ -53,6 +53,27 @@ pub enum ServiceError {
     Internal(String),
 }
 
+impl ServiceError {
+    /// What the caller must do: fix the request, try again shortly (the service is full or
+    /// a model is down), or report it.
+    pub fn remedy(&self) -> crate::Remedy {
+        match self {
+            Self::Invalid(_)
+            | Self::AlreadyEnded(_)
+            | Self::UnknownSpecialist(_)
+            | Self::UnknownModelKey(_)
+            | Self::NotPermitted(_) => crate::Remedy::FixInput,
+            Self::ModelUnavailable(_) | Self::TooManyRuns { .. } => crate::Remedy::Retry,
+            Self::BudgetSpent(_)
+            | Self::ShuttingDown
+            | Self::Cancelled
+            | Self::Store(_)
+            | Self::Panicked(_)
+            | Self::Internal(_) => crate::Remedy::Report,
+        }
+    }
+}
+
 impl From<crate::CoreError> for ServiceError {
     fn from(error: crate::CoreError) -> Self {
         match error {

@@ -11,7 +11,8 @@
 //! Only dependencies that ship count (normal and build); dev-dependencies are free, so adapters
 //! can test against `fabric-test-support`. It also checks that each crate root opens with a
 //! `//!` crate doc, and that the core's loop, quality gate and runlog reader do not import each
-//! other in a circle again (issue #28): what they share lives in leaf modules.
+//! other in a circle again (issue #28): what they share lives in leaf modules; and that library
+//! source keeps at most 20 `Result<_, String>` (issue #28: errors are typed at the ports).
 
 // Helpers outside #[test] functions panic too: in a test, a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -284,4 +285,67 @@ fn issue_28_untangled_module_circles_stay_untangled() {
             }
         }
     }
+}
+
+/// Most `Result<_, String>` lines library source may hold (issue #28, step 5: errors are typed
+/// at the ports, each enum saying what the caller must do; what remains is a message meant
+/// for a person, such as a duration that does not parse).
+const MAX_STRING_ERRORS: usize = 20;
+
+/// The lines of `text` that `grep 'Result<[^>]*, String>'` finds.
+fn string_error_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines().enumerate().filter(|(_, line)| {
+        line.match_indices("Result<").any(|(at, _)| {
+            let rest = &line[at + "Result<".len()..];
+            rest.find('>')
+                .is_some_and(|end| rest[..end].ends_with(", String"))
+        })
+    })
+}
+
+/// Every `.rs` file under `dir`, but those under a `tests` directory.
+fn library_sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path
+                .file_name()
+                .is_some_and(|n| n != "tests" && n != "target")
+            {
+                library_sources(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn issue_28_errors_at_the_ports_stay_typed() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    library_sources(&crates, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (line, code) in string_error_lines(&text) {
+            let shown = file.strip_prefix(&crates).unwrap_or(file).display();
+            found.push(format!("{shown}:{}: {}", line + 1, code.trim()));
+        }
+    }
+    assert!(
+        files.len() > 100,
+        "the check reads nothing: {}",
+        crates.display()
+    );
+    assert!(
+        found.len() <= MAX_STRING_ERRORS,
+        "{} lines of library source return `Result<_, String>`, more than {MAX_STRING_ERRORS}: give the port or function an error enum that says what the caller must do (see `fabric_core::Remedy`), keeping the message text:\n{}",
+        found.len(),
+        found.join("\n")
+    );
 }

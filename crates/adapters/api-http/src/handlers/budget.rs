@@ -41,8 +41,8 @@ pub struct KeyBudget {
 /// What the server reports at `GET /budget`; the binary computes it over its store.
 #[async_trait]
 pub trait BudgetSource: Send + Sync {
-    /// Today's spend, or why it cannot be read.
-    async fn today(&self) -> Result<BudgetReport, String>;
+    /// Today's spend, or why the store could not be read.
+    async fn today(&self) -> Result<BudgetReport, fabric_core::StoreError>;
 }
 
 /// Today's spend per model key with a daily budget (`daily_budget`), and the limits.
@@ -65,7 +65,8 @@ pub(crate) async fn budget(
             .today()
             .await
             .map(axum::Json)
-            .map_err(ApiError::Internal),
+            // Whatever the store said, a 500 with its words, as before the error was typed.
+            .map_err(|e| ApiError::Internal(e.to_string())),
         None => Ok(axum::Json(BudgetReport {
             day: String::new(),
             timezone: String::new(),

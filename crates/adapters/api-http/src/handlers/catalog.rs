@@ -10,10 +10,10 @@ use crate::error::ErrorBody;
 use crate::extract::{JsonBody, QueryOf};
 use crate::formats;
 use crate::model::{
-    PruneRequest, PruneResult, RunListItem, SearchHitDoc, SearchPage, SearchParams, StatsPage,
-    StatsParams, parse_status,
+    PruneRequest, RunListItem, SearchHitDoc, SearchPage, SearchParams, StatsParams, parse_status,
 };
 use crate::{ApiError, AppState};
+use fabric_core::views::{PruneResult, StatsPage};
 
 /// Most hits a search may ask for.
 const MAX_HITS: usize = 100;
@@ -85,7 +85,7 @@ pub(crate) async fn search_runs(
         .await
         .map_err(|e| match e {
             SearchError::Invalid(m) => ApiError::InvalidRequest(m),
-            e @ SearchError::EmbeddingUnavailable { .. } => {
+            e @ (SearchError::EmbeddingUnavailable { .. } | SearchError::Embedding(_)) => {
                 ApiError::ModelUnavailable(e.to_string())
             }
             SearchError::Store(e) => ApiError::from_store(e),
@@ -183,8 +183,5 @@ pub(crate) async fn prune_runs(
         .prune(fabric_core::unix_now() - age)
         .await
         .map_err(ApiError::from_store)?;
-    Ok(axum::Json(PruneResult {
-        deleted: deleted.len(),
-        run_ids: deleted.iter().map(ToString::to_string).collect(),
-    }))
+    Ok(axum::Json(PruneResult::of(&deleted)))
 }

@@ -20,7 +20,9 @@ mod diff;
 mod fsat;
 
 use async_trait::async_trait;
-use fabric_core::ports::{Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager};
+use fabric_core::ports::{
+    Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager, StagingError,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -64,13 +66,15 @@ impl CopyStager {
 
 #[async_trait]
 impl Stager for CopyStager {
-    async fn stage(&self, workspace: &Path, name: &str) -> Result<Arc<dyn Staged>, String> {
+    async fn stage(&self, workspace: &Path, name: &str) -> Result<Arc<dyn Staged>, StagingError> {
         let valid = !name.is_empty()
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         if !valid {
-            return Err(format!("invalid staging area name `{name}`"));
+            return Err(StagingError::Refused(format!(
+                "invalid staging area name `{name}`"
+            )));
         }
         let workspace = workspace.to_path_buf();
         let name = name.to_owned();
@@ -109,11 +113,11 @@ struct CopyStaged {
 
 /// Runs blocking file work on the blocking pool.
 async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
+    work: impl FnOnce() -> Result<T, StagingError> + Send + 'static,
+) -> Result<T, StagingError> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| format!("the staging work stopped: {e}"))?
+        .map_err(|e| StagingError::Io(format!("the staging work stopped: {e}")))?
 }
 
 /// Names of temporary files in the workspace, unique in the process.
@@ -134,14 +138,14 @@ impl Area {
         name: &str,
         protected: Arc<Vec<String>>,
         limits: (u64, usize),
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StagingError> {
         let root = workspace
             .parent()
             .ok_or_else(|| {
-                format!(
+                StagingError::Io(format!(
                     "the workspace {} has no parent directory",
                     workspace.display()
-                )
+                ))
             })?
             .join("staged");
         let dir = root.join(name);
@@ -149,8 +153,12 @@ impl Area {
         let manifest = if dir.is_dir() {
             let text = std::fs::read(&manifest_path)
                 .map_err(|e| io_error("cannot read", &manifest_path, &e))?;
-            serde_json::from_slice(&text)
-                .map_err(|e| format!("the manifest {} is damaged: {e}", manifest_path.display()))?
+            serde_json::from_slice(&text).map_err(|e| {
+                StagingError::Io(format!(
+                    "the manifest {} is damaged: {e}",
+                    manifest_path.display()
+                ))
+            })?
         } else {
             // Copied beside its final name and renamed last, so an area that exists is
             // always whole and has its manifest.
@@ -179,12 +187,13 @@ impl Area {
                 if let Err(removing) = fabric_core::fs::remove_tree(&partial) {
                     tracing::warn!("cannot remove {}: {removing}", partial.display());
                 }
-                return Err(format!(
-                    "cannot stage the workspace {}: {e}",
+                return Err(e.context(&format!(
+                    "cannot stage the workspace {}",
                     workspace.display()
-                ));
+                )));
             }
-            let text = serde_json::to_vec(&manifest).map_err(|e| e.to_string())?;
+            let text =
+                serde_json::to_vec(&manifest).map_err(|e| StagingError::Io(e.to_string()))?;
             std::fs::write(&manifest_path, text)
                 .map_err(|e| io_error("cannot write", &manifest_path, &e))?;
             std::fs::rename(&partial, &dir).map_err(|e| io_error("cannot create", &dir, &e))?;
@@ -201,7 +210,7 @@ impl Area {
         })
     }
 
-    fn roots(&self) -> Result<(OwnedFd, OwnedFd), String> {
+    fn roots(&self) -> Result<(OwnedFd, OwnedFd), StagingError> {
         let ws = fsat::open_root(&self.workspace)
             .map_err(|e| io_error("cannot open", &self.workspace, &e))?;
         let st = fsat::open_root(&self.dir).map_err(|e| io_error("cannot open", &self.dir, &e))?;
@@ -221,10 +230,14 @@ impl Area {
         &self,
         ws: BorrowedFd<'_>,
         st: BorrowedFd<'_>,
-    ) -> Result<Vec<(StagedChange, Option<Entry>)>, String> {
+    ) -> Result<Vec<(StagedChange, Option<Entry>)>, StagingError> {
         let mut now = BTreeMap::new();
-        scan(st, "", &mut now)
-            .map_err(|e| format!("cannot read the staging area {}: {e}", self.dir.display()))?;
+        scan(st, "", &mut now).map_err(|e| {
+            e.context(&format!(
+                "cannot read the staging area {}",
+                self.dir.display()
+            ))
+        })?;
         let mut changes = Vec::new();
         for (path, entry) in &now {
             let kind = match (self.manifest.get(path), entry) {
@@ -265,7 +278,7 @@ impl Area {
         }
     }
 
-    fn diff(&self) -> Result<StagedDiff, String> {
+    fn diff(&self) -> Result<StagedDiff, StagingError> {
         let (ws, st) = self.roots()?;
         let changes = self.changes(ws.as_fd(), st.as_fd())?;
         let mut text = String::new();
@@ -295,7 +308,7 @@ impl Area {
         })
     }
 
-    fn apply(&self) -> Result<Applied, String> {
+    fn apply(&self) -> Result<Applied, StagingError> {
         let (ws, st) = self.roots()?;
         let changes = self.changes(ws.as_fd(), st.as_fd())?;
         let mut applied = Applied::default();
@@ -318,10 +331,10 @@ impl Area {
                     .components()
                     .any(|c| !matches!(c, Component::Normal(_)))
                 {
-                    return Err(format!(
+                    return Err(StagingError::Refused(format!(
                         "refusing the staged path `{}`",
                         shown_path(&change.path)
-                    ));
+                    )));
                 }
                 // What the workspace must still hold for the staged version to replace it.
                 let expect = match self.manifest.get(&change.path) {
@@ -347,7 +360,10 @@ impl Area {
                         let (parent, name) = fsat::parent_of(ws.as_fd(), path, true)
                             .map_err(|e| self.apply_error(&change.path, &e))?
                             .ok_or_else(|| {
-                                format!("cannot apply `{}`", shown_path(&change.path))
+                                StagingError::Io(format!(
+                                    "cannot apply `{}`",
+                                    shown_path(&change.path)
+                                ))
                             })?;
                         if let Entry::File { .. } = staged
                             && same_file(ws.as_fd(), st.as_fd(), path)
@@ -370,27 +386,29 @@ impl Area {
                             path: &change.path,
                         });
                         let last = pending.last().map(|p| p.dir.as_fd());
-                        let dir = last.ok_or_else(|| "internal: no pending entry".to_owned())?;
+                        let dir = last.ok_or_else(|| {
+                            StagingError::Io("internal: no pending entry".to_owned())
+                        })?;
                         write_temp(dir, &temp, st.as_fd(), path, staged)
                             .map_err(|e| self.apply_error(&change.path, &e))?;
                     }
                 }
             }
-            Ok::<(), String>(())
+            Ok::<(), StagingError>(())
         })();
         if let Err(e) = prepared {
             remove_temps(&pending);
-            return Err(format!("nothing was applied: {e}"));
+            return Err(e.context("nothing was applied"));
         }
         let total = pending.len() + deletions.len();
         for (done, p) in pending.iter().enumerate() {
             if let Err(e) = rustix::fs::renameat(p.dir.as_fd(), &p.temp, p.dir.as_fd(), &p.name) {
                 remove_temps(&pending[done..]);
-                return Err(format!(
+                return Err(StagingError::Io(format!(
                     "applying stopped after {done} of {total} change(s): cannot replace `{}` ({}); the workspace holds part of the changes",
                     shown_path(p.path),
                     io::Error::from(e)
-                ));
+                )));
             }
             applied.applied.push(p.path.to_owned());
         }
@@ -398,12 +416,12 @@ impl Area {
             match rustix::fs::unlinkat(dir.as_fd(), name, rustix::fs::AtFlags::empty()) {
                 Ok(()) | Err(rustix::io::Errno::NOENT) => applied.applied.push((*path).to_owned()),
                 Err(e) => {
-                    return Err(format!(
+                    return Err(StagingError::Io(format!(
                         "applying stopped after {} of {total} change(s): cannot delete `{}` ({}); the workspace holds part of the changes",
                         pending.len() + done,
                         shown_path(path),
                         io::Error::from(e)
-                    ));
+                    )));
                 }
             }
         }
@@ -419,7 +437,7 @@ impl Area {
         name: &OsStr,
         expect: Expect,
         path: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), StagingError> {
         let now = fsat::lstat(dir, name).map_err(|e| self.apply_error(path, &e))?;
         let unchanged = match (&now, expect) {
             (None, _) | (_, Expect::Anything) => true,
@@ -429,14 +447,14 @@ impl Area {
         if unchanged {
             Ok(())
         } else {
-            Err(format!(
+            Err(StagingError::Conflict(format!(
                 "`{}` in the workspace changed since the work was staged (another member of the task force, or a process outside the fabric); the staged version would overwrite that change",
                 shown_path(path)
-            ))
+            )))
         }
     }
 
-    fn apply_error(&self, path: &str, e: &io::Error) -> String {
+    fn apply_error(&self, path: &str, e: &io::Error) -> StagingError {
         let why =
             if e.raw_os_error() == Some(libc_eloop()) || e.raw_os_error() == Some(libc_enotdir()) {
                 "a directory on its way in the workspace is a symbolic link or not a directory"
@@ -444,7 +462,7 @@ impl Area {
             } else {
                 e.to_string()
             };
-        format!("cannot apply `{}`: {why}", shown_path(path))
+        StagingError::Io(format!("cannot apply `{}`: {why}", shown_path(path)))
     }
 }
 
@@ -510,12 +528,12 @@ impl Staged for CopyStaged {
         &self.dir
     }
 
-    async fn diff(&self) -> Result<StagedDiff, String> {
+    async fn diff(&self) -> Result<StagedDiff, StagingError> {
         let area = Arc::clone(&self.area);
         blocking(move || area.diff()).await
     }
 
-    async fn apply(&self) -> Result<Applied, String> {
+    async fn apply(&self) -> Result<Applied, StagingError> {
         let area = Arc::clone(&self.area);
         blocking(move || area.apply()).await
     }
@@ -533,13 +551,13 @@ impl Staged for CopyStaged {
                 manifest.push(".manifest.json");
                 let _ = std::fs::remove_file(root.join(manifest));
             }
-            fabric_core::fs::remove_tree(&area.dir).map_err(|e| e.to_string())?;
+            fabric_core::fs::remove_tree(&area.dir).map_err(|e| StagingError::Io(e.to_string()))?;
             // `staged/` itself goes with its last area (issue #26: an empty one stayed);
             // one still holding another member's area is not empty and stays.
             if let Some(root) = area.dir.parent() {
                 let _ = std::fs::remove_dir(root);
             }
-            Ok::<(), String>(())
+            Ok::<(), StagingError>(())
         })
         .await;
     }
@@ -553,15 +571,15 @@ fn copy_tree(
     manifest: &mut BTreeMap<String, Entry>,
     budget: &mut (u64, usize),
     limits: (u64, usize),
-) -> Result<(), String> {
-    let names =
-        fsat::entries(from).map_err(|e| format!("cannot list {}: {e}", shown_prefix(prefix)))?;
+) -> Result<(), StagingError> {
+    let names = fsat::entries(from).map_err(|e| list_error(prefix, &e))?;
     for name in names {
         let path = join(prefix, &name)?;
         budget.1 = budget.1.checked_sub(1).ok_or_else(|| {
-            format!("the workspace holds more than {} files; the critic gate copies the workspace and refuses one this large", limits.1)
+            StagingError::Refused(format!("the workspace holds more than {} files; the critic gate copies the workspace and refuses one this large", limits.1))
         })?;
-        let failed = |e: io::Error| format!("cannot copy `{}`: {e}", shown_path(&path));
+        let failed =
+            |e: io::Error| StagingError::Io(format!("cannot copy `{}`: {e}", shown_path(&path)));
         let Some(meta) = fsat::lstat(from, &name).map_err(failed)? else {
             continue;
         };
@@ -582,7 +600,7 @@ fn copy_tree(
         } else if meta.is_file() {
             let (mut source, meta) = fsat::open_file(from, &name).map_err(failed)?;
             budget.0 = budget.0.checked_sub(meta.len()).ok_or_else(|| {
-                format!("the workspace holds more than {} bytes; the critic gate copies the workspace and refuses one this large", limits.0)
+                StagingError::Refused(format!("the workspace holds more than {} bytes; the critic gate copies the workspace and refuses one this large", limits.0))
             })?;
             let mode = meta.permissions().mode();
             let mut copy = fsat::create_new(to, &name, mode).map_err(failed)?;
@@ -612,9 +630,8 @@ fn scan(
     dir: BorrowedFd<'_>,
     prefix: &str,
     out: &mut BTreeMap<String, Entry>,
-) -> Result<(), String> {
-    let names =
-        fsat::entries(dir).map_err(|e| format!("cannot list {}: {e}", shown_prefix(prefix)))?;
+) -> Result<(), StagingError> {
+    let names = fsat::entries(dir).map_err(|e| list_error(prefix, &e))?;
     for name in names {
         let path = join(prefix, &name)?;
         // Removed while scanning: it is gone.
@@ -646,19 +663,23 @@ fn scan(
 
 /// `prefix/name`; a name that is not UTF-8 is refused (it could not be shown to the
 /// critic, nor matched against protected paths).
-fn join(prefix: &str, name: &OsStr) -> Result<String, String> {
+fn join(prefix: &str, name: &OsStr) -> Result<String, StagingError> {
     let Some(name) = name.to_str() else {
-        return Err(format!(
+        return Err(StagingError::Refused(format!(
             "a file name in {} is not UTF-8 ({}); rename it: the critic gate cannot review or apply it",
             shown_prefix(prefix),
             name.to_string_lossy()
-        ));
+        )));
     };
     Ok(if prefix.is_empty() {
         name.to_owned()
     } else {
         format!("{prefix}/{name}")
     })
+}
+
+fn list_error(prefix: &str, e: &io::Error) -> StagingError {
+    StagingError::Io(format!("cannot list {}: {e}", shown_prefix(prefix)))
 }
 
 fn shown_prefix(prefix: &str) -> String {
@@ -752,8 +773,8 @@ fn render(
     out
 }
 
-fn io_error(what: &str, path: &Path, e: &io::Error) -> String {
-    format!("{what} {}: {e}", path.display())
+fn io_error(what: &str, path: &Path, e: &io::Error) -> StagingError {
+    StagingError::Io(format!("{what} {}: {e}", path.display()))
 }
 
 #[cfg(test)]

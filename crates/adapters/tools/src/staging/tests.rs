@@ -128,7 +128,7 @@ async fn applying_never_follows_a_symlink_out_of_the_workspace() {
     fs::write(staged.dir().join("a.txt"), "a\n").unwrap_or_else(|e| panic!("{e}"));
     // Meanwhile the workspace got `d` as a link to a directory outside it.
     std::os::unix::fs::symlink(&outside, ws.join("d")).unwrap_or_else(|e| panic!("{e}"));
-    let e = staged.apply().await.unwrap_err();
+    let e = staged.apply().await.unwrap_err().to_string();
     assert!(e.contains("symbolic link"), "{e}");
     assert!(!outside.join("f.txt").exists());
     assert!(
@@ -156,7 +156,7 @@ async fn a_workspace_file_changed_since_staging_is_not_overwritten() {
     fs::write(staged.dir().join("new.txt"), "new\n").unwrap_or_else(|e| panic!("{e}"));
     // Another member changed the same file in the workspace meanwhile.
     fs::write(ws.join("old.txt"), "theirs\n").unwrap_or_else(|e| panic!("{e}"));
-    let e = staged.apply().await.unwrap_err();
+    let e = staged.apply().await.unwrap_err().to_string();
     assert!(
         e.starts_with("nothing was applied") && e.contains("`old.txt` in the workspace changed"),
         "{e}"
@@ -201,6 +201,9 @@ async fn issue_27_a_workspace_over_the_staging_limits_is_refused_and_not_copied(
     let Err(e) = limited(1 << 20, 2).stage(&ws, "r-0").await else {
         panic!("3 entries were staged under a limit of 2");
     };
+    // Issue #28: a workspace too large is refused (the work must change), not an I/O error.
+    assert_eq!(e.remedy(), fabric_core::Remedy::FixInput, "{e}");
+    let e = e.to_string();
     assert!(
         e.contains("more than 2 files") && e.contains("refuses"),
         "{e}"
@@ -209,6 +212,7 @@ async fn issue_27_a_workspace_over_the_staging_limits_is_refused_and_not_copied(
     let Err(e) = limited(15, 100).stage(&ws, "r-1").await else {
         panic!("16 bytes were staged under a limit of 15");
     };
+    let e = e.to_string();
     assert!(e.contains("more than 15 bytes"), "{e}");
     assert_eq!(left(), 0, "a refused copy is removed");
     // Exactly at both limits it is staged.
@@ -250,7 +254,7 @@ async fn names_that_are_not_utf8_are_refused_not_lost() {
         .unwrap_or_else(|e| panic!("{e}"));
     let name = std::ffi::OsStr::from_bytes(b"bad-\xff.txt");
     fs::write(staged.dir().join(name), "x").unwrap_or_else(|e| panic!("{e}"));
-    let e = staged.diff().await.unwrap_err();
+    let e = staged.diff().await.unwrap_err().to_string();
     assert!(e.contains("not UTF-8"), "{e}");
 }
 

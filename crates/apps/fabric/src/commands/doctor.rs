@@ -352,11 +352,11 @@ fn sandbox_checks(settings: &Settings, report: &mut Report) {
     report.line(Verdict::Ok, "kernel", &format!("Linux {}", host.kernel));
     match &host.landlock_abi {
         Ok(abi) => report.line(Verdict::Ok, "landlock", &format!("ABI {abi}")),
-        Err(why) => report.line(Verdict::Warn, "landlock", why),
+        Err(why) => report.line(Verdict::Warn, "landlock", &why.to_string()),
     }
     match &host.seccomp {
         Ok(()) => report.line(Verdict::Ok, "seccomp", "filters available"),
-        Err(why) => report.line(Verdict::Warn, "seccomp", why),
+        Err(why) => report.line(Verdict::Warn, "seccomp", &why.to_string()),
     }
     match host.user_namespaces {
         Some(0) => report.line(

@@ -108,7 +108,7 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
     // Off loopback a token is required (checked above), so any Host header may reach /mcp.
     let any_host = !addr.ip().is_loopback();
     let mcp = fabric_mcp::http_service(
-        super::mcp::server(settings.clone(), &fabric),
+        super::mcp::server(&settings, &fabric),
         mcp_cancel.clone(),
         any_host,
     );

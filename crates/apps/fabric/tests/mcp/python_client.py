@@ -38,6 +38,19 @@ async def exercise(session, version):
     stats = await session.call_tool("run_stats", {"by": "tool"})
     bad_search = await session.call_tool("search_runs", {"query": "x", "limit": 99})
     bad = await session.call_tool("run_task", {"prompt": 7})
+    # Issue #28: the answers and error texts the typed front end must keep exactly.
+    pruned = await session.call_tool("prune_runs", {"older_than": "1000d"})
+    errors = {}
+    for name, arguments in [
+        ("get_run", {"run_id": "no such run"}),
+        ("get_run", {"run_id": "20200101T000000Z-none"}),
+        ("run_stats", {"by": "day"}),
+        ("run_stats", {"since": "yesterday"}),
+        ("prune_runs", {"older_than": "soon"}),
+    ]:
+        answer = await session.call_tool(name, arguments)
+        text = answer.content[0].text if answer.content else ""
+        errors[f"{name} {json.dumps(arguments)}"] = [answer.is_error, text]
     # Capabilities the server does not declare are "method not found", not empty lists.
     undeclared = {}
     for name in ["list_prompts", "list_resources", "list_resource_templates"]:
@@ -63,6 +76,8 @@ async def exercise(session, version):
         "bad_search_text": bad_search.content[0].text if bad_search.content else "",
         "bad_is_error": bad.is_error,
         "bad_text": bad.content[0].text if bad.content else "",
+        "pruned": pruned.structured_content,
+        "errors": errors,
     }
 
 

@@ -97,6 +97,7 @@ fn check(seen: &Value) {
     assert!(kinds.contains(&"tool_call"), "{kinds:?}");
     assert_eq!(seen["get_run"]["status"], "completed");
     assert_eq!(seen["get_run"]["run_id"], seen["run"]["_meta"]["run_id"]);
+    issue_28_answers_keep_their_shape(seen);
     // Issue #9: the run just made is found and counted through MCP.
     assert_eq!(seen["search"]["mode"], "text");
     assert_eq!(
@@ -119,6 +120,63 @@ fn check(seen: &Value) {
     assert!(
         bad.contains("invalid arguments for `run_task`") && bad.contains("prompt"),
         "{bad}"
+    );
+}
+
+/// Issue #28: `get_run`, `list_specialists`, `prune_runs` and the tools' error texts, pinned
+/// before the MCP front end took the run service and typed errors, so that refactor is proved
+/// to change nothing a client sees.
+fn issue_28_answers_keep_their_shape(seen: &Value) {
+    let run = &seen["get_run"];
+    let keys: Vec<&str> = run
+        .as_object()
+        .expect("get_run is an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let expected = [
+        "events", "prompt", "reason", "result", "run_id", "status", "steps", "usage",
+    ];
+    assert_eq!(keys, expected, "{run}");
+    let events = run["events"].as_array().expect("events");
+    assert_eq!(events[0]["kind"], "run_start");
+    let end = &events.last().expect("an end")["payload"];
+    let projected = json!({
+        "prompt": "Create hello.txt",
+        "reason": end["reason"],
+        "result": end["result"],
+        "run_id": seen["run"]["_meta"]["run_id"],
+        "status": "completed",
+        "steps": end["steps"],
+        "usage": end["usage"],
+    });
+    let mut without_events = run.clone();
+    without_events.as_object_mut().map(|o| o.remove("events"));
+    assert_eq!(without_events, projected);
+    assert_eq!(end["reason"], Value::Null);
+    assert_eq!(end["steps"], 2);
+
+    assert_eq!(seen["specialists"]["default"], "engineering");
+    assert_eq!(
+        seen["specialists"]["specialists"][0],
+        json!({
+            "delegates": [],
+            "description": "Plans, implements, tests and reviews code and files in its workspace.",
+            "id": "engineering",
+            "mcp_servers": [],
+            "tools": ["shell", "read_file", "write_file", "list_files"],
+        })
+    );
+    assert_eq!(seen["pruned"], json!({"deleted": 0, "run_ids": []}));
+    assert_eq!(
+        seen["errors"],
+        json!({
+            "get_run {\"run_id\": \"20200101T000000Z-none\"}": [true, "no run `20200101T000000Z-none`; `fabric logs list` shows the runs that exist"],
+            "get_run {\"run_id\": \"no such run\"}": [true, "invalid run id `no such run`: run ids hold only letters, digits, `-` and `_`"],
+            "prune_runs {\"older_than\": \"soon\"}": [true, "parameter `older_than`: `soon` is not a duration; write a number and a unit: 90s, 30m, 12h, 7d or 2w"],
+            "run_stats {\"by\": \"day\"}": [true, "parameter `by` must be specialist, model or tool; got `day`"],
+            "run_stats {\"since\": \"yesterday\"}": [true, "parameter `since`: `yesterday` is not a date; write 2026-11-01, 2026-11-01T12:30:00Z, or a duration back from now such as 7d"],
+        })
     );
 }
 

@@ -56,6 +56,27 @@ async fn blocking_run_answers_like_fabric_run_json() {
     // The same run, read back.
     let (code, view) = s.get_json(&format!("/runs/{run_id}")).await;
     assert_eq!(code, 200);
+    // Issue #28: the whole view, pinned before it became a projection of `RunSummary`.
+    let end = &runlog.last().unwrap()["payload"];
+    assert_eq!(
+        view,
+        json!({
+            "events": runlog.len(),
+            "model_key": "test",
+            "prompt": "Create hello.txt",
+            "queued": false,
+            "reason": null,
+            "result": {"artifacts": ["hello.txt"], "summary": "Created hello.txt"},
+            "resumable": false,
+            "run_id": run_id,
+            "specialist_ids": ["engineering"],
+            "started_at": runlog[0]["ts"],
+            "status": "completed",
+            "steps": 2,
+            "summary": "Created hello.txt",
+            "usage": end["usage"],
+        })
+    );
     assert_eq!(view["status"], "completed");
     assert_eq!(view["result"]["summary"], "Created hello.txt");
     assert_eq!(view["prompt"], "Create hello.txt");
