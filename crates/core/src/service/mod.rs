@@ -14,6 +14,7 @@
 mod children;
 mod claims;
 mod error;
+pub mod prepare;
 mod remote;
 mod request;
 mod resume;
