@@ -1,4 +1,4 @@
-//! Preparing a run (issue #28, step 2): a request becomes a [`PreparedTask`] by the
+//! Preparing a run (issue #28, step 2): a request becomes a [`TaskForce`] by the
 //! configuration's policy ([`PreparePolicy`], a plain value) over narrow ports: the model
 //! servers ([`ModelResolver`]: start, list, pull), a client per model key
 //! ([`ChatFactory`]), the specialists' tools and sandbox ([`ToolFactory`]) and the daily
@@ -27,13 +27,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{
-    PrepareContext, PreparedFallback, PreparedMember, PreparedTask, Preparer, Runnable,
-    ServiceError, TaskRequest,
-};
+use super::{PrepareContext, Preparer, Runnable, ServiceError, TaskRequest};
 use crate::budget::daily::DailyBudget;
 use crate::budget::{Lineage, RunBudget};
 use crate::engine::ModelParams;
+use crate::execute::{CloudFallback, Member, TaskForce};
 use crate::models::ModelChoice;
 use crate::ports::{
     ChatClient, ChatFactory, ModelResolver, ProcessSandbox, SetupError, ToolFactory,
@@ -116,7 +114,7 @@ impl Preparation {
         &self,
         request: TaskRequest,
         context: &PrepareContext,
-    ) -> Result<PreparedTask, ServiceError> {
+    ) -> Result<TaskForce, ServiceError> {
         // Decided before anything else: a sandbox this host cannot enforce stops the run
         // here, before a model is started or a runlog exists.
         let (sandbox, run_sandbox) = self
@@ -149,9 +147,9 @@ impl Preparation {
         let max_steps = request.max_steps.unwrap_or(self.policy.max_steps);
         let budget = self.budget(&members, max_steps)?;
         let fallback = self.fallback(&request, &mut members).await?;
-        Ok(PreparedTask {
+        Ok(TaskForce {
             origin: request.origin,
-            lineage: Lineage::root(Arc::new(budget)),
+            lineage: Some(Lineage::root(Arc::new(budget))),
             share_parent_workspace: self.policy.share_parent_workspace,
             fallback,
             prompt: request.prompt,
@@ -177,7 +175,7 @@ impl Preparation {
         sandbox: &Arc<dyn ProcessSandbox>,
         by_complexity: &Option<(String, String)>,
         models: &mut HashMap<String, Resolved>,
-    ) -> Result<PreparedMember, ServiceError> {
+    ) -> Result<Member, ServiceError> {
         let tools = &self.ports.tools;
         // A specialist that asks for a container must not quietly run on the host.
         tools
@@ -227,7 +225,7 @@ impl Preparation {
             (request.model.is_some(), offline(request)),
         )
         .await;
-        Ok(PreparedMember {
+        Ok(Member {
             critic,
             specialist,
             tools: member_tools,
@@ -235,10 +233,10 @@ impl Preparation {
             chat,
             model: self.params(model, name, request.stream, reported),
             model_key,
-            model_reason: match routed {
+            model_reason: Some(match routed {
                 Some(why) => format!("{why}; {reason}"),
                 None => reason,
-            },
+            }),
         })
     }
 
@@ -309,11 +307,7 @@ impl Preparation {
 
     /// The run tree's budget: each member's step limit, together, plus its critic's
     /// reviews; the first specialist's own `budget:` over the top-level one, limit by limit.
-    fn budget(
-        &self,
-        members: &[PreparedMember],
-        max_steps: u32,
-    ) -> Result<RunBudget, ServiceError> {
+    fn budget(&self, members: &[Member], max_steps: u32) -> Result<RunBudget, ServiceError> {
         let policy = &self.policy;
         let own = members
             .first()
@@ -351,8 +345,8 @@ impl Preparation {
     async fn fallback(
         &self,
         request: &TaskRequest,
-        members: &mut [PreparedMember],
-    ) -> Result<Option<PreparedFallback>, ServiceError> {
+        members: &mut [Member],
+    ) -> Result<Option<CloudFallback>, ServiceError> {
         let Some(fallback) = &self.policy.cloud_fallback else {
             return Ok(None);
         };
@@ -375,16 +369,13 @@ impl Preparation {
             None => self.ports.daily.spent(key).await.map_err(store)?,
         };
         if let Some(why) = off {
-            if let Some(first) = members.first_mut() {
-                first.model_reason = format!(
-                    "{}; cloud fallback to `{key}` off: {why}",
-                    first.model_reason
-                );
+            if let Some(reason) = members.first_mut().and_then(|m| m.model_reason.as_mut()) {
+                *reason = format!("{reason}; cloud fallback to `{key}` off: {why}");
             }
             return Ok(None);
         }
         let price = model.price;
-        Ok(Some(PreparedFallback {
+        Ok(Some(CloudFallback {
             chat: self.ports.daily.meter(key, price, chat),
             model_key: key.clone(),
             model: self.params(model, model.model.clone(), request.stream, None),

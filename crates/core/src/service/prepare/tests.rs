@@ -314,7 +314,7 @@ fn request(prompt: &str) -> TaskRequest {
     }
 }
 
-async fn prepare(p: &Preparation, r: TaskRequest) -> Result<PreparedTask, ServiceError> {
+async fn prepare(p: &Preparation, r: TaskRequest) -> Result<TaskForce, ServiceError> {
     p.prepare_task(r, &context()).await
 }
 
@@ -342,14 +342,22 @@ async fn issue_28_complexity_picks_the_model_key() {
     assert_eq!(member.model_key, "big");
     assert_eq!(member.model.name, "big-model");
     assert!(
-        member.model_reason.starts_with("complexity "),
+        member
+            .model_reason
+            .as_deref()
+            .unwrap()
+            .starts_with("complexity "),
         "{}",
-        member.model_reason
+        member.model_reason.as_deref().unwrap_or_default()
     );
     assert!(
-        member.model_reason.contains(" ≥ 0: big ("),
+        member
+            .model_reason
+            .as_deref()
+            .unwrap()
+            .contains(" ≥ 0: big ("),
         "{}",
-        member.model_reason
+        member.model_reason.as_deref().unwrap_or_default()
     );
 
     let p = preparation(
@@ -360,7 +368,13 @@ async fn issue_28_complexity_picks_the_model_key() {
     );
     let task = prepare(&p, request("fix the bug")).await.unwrap();
     assert_eq!(task.members[0].model_key, "small");
-    assert!(task.members[0].model_reason.contains(" < 255: small ("));
+    assert!(
+        task.members[0]
+            .model_reason
+            .as_deref()
+            .unwrap()
+            .contains(" < 255: small (")
+    );
 
     // `--model-key` and the specialist's own key come before complexity.
     let mut named = request("fix the bug");
@@ -373,7 +387,10 @@ async fn issue_28_complexity_picks_the_model_key() {
     );
     let task = prepare(&p, named).await.unwrap();
     assert_eq!(task.members[0].model_key, "small");
-    assert_eq!(task.members[0].model_reason, "`small-model` as configured");
+    assert_eq!(
+        task.members[0].model_reason.as_deref(),
+        Some("`small-model` as configured")
+    );
 }
 
 #[tokio::test]
@@ -388,11 +405,11 @@ async fn issue_28_a_spent_daily_budget_gives_way_to_a_key_with_budget() {
     let member = &task.members[0];
     assert_eq!(member.model_key, "small");
     assert!(
-        member.model_reason.contains(
+        member.model_reason.as_deref().unwrap().contains(
             "; the daily budget of `big` is spent (100 of 100 tokens on 2026-11-27): `small` instead; `small-model` as configured"
         ),
         "{}",
-        member.model_reason
+        member.model_reason.as_deref().unwrap_or_default()
     );
 
     // A key a person named is refused instead, and so is a run with no key left.
@@ -470,11 +487,9 @@ async fn issue_28_the_cloud_fallback_is_attached_unless_its_budget_or_key_is_mis
     let task = prepare(&p, request("fix the bug")).await.unwrap();
     assert!(task.fallback.is_none());
     assert!(
-        task.members[0]
-            .model_reason
-            .ends_with("; cloud fallback to `cloud` off: the daily budget of `cloud` is spent (100 of 100 tokens on 2026-11-27)"),
+        task.members[0].model_reason.as_deref().unwrap().ends_with("; cloud fallback to `cloud` off: the daily budget of `cloud` is spent (100 of 100 tokens on 2026-11-27)"),
         "{}",
-        task.members[0].model_reason
+        task.members[0].model_reason.as_deref().unwrap_or_default()
     );
 
     let chats = Chats {
@@ -486,6 +501,8 @@ async fn issue_28_the_cloud_fallback_is_attached_unless_its_budget_or_key_is_mis
     assert!(
         task.members[0]
             .model_reason
+            .as_deref()
+            .unwrap()
             .ends_with("off: `cloud_API_KEY` is not set")
     );
 
@@ -524,7 +541,7 @@ async fn issue_28_critics_and_budgets_are_attached() {
         (critic.specialist.as_str(), critic.max_rounds),
         ("reviewer", 2)
     );
-    let budget = &task.lineage.budget;
+    let budget = &task.lineage.as_ref().unwrap().budget;
     // Five steps for the member and five for each of its two reviews.
     for _ in 0..15 {
         budget.take_step().unwrap();
@@ -613,9 +630,11 @@ async fn issue_28_a_missing_model_is_pulled_when_allowed() {
     assert!(
         member
             .model_reason
+            .as_deref()
+            .unwrap_or_default()
             .ends_with("; pulled `qwen2.5:3b` (auto_pull_model)"),
-        "{}",
-        member.model_reason
+        "{:?}",
+        member.model_reason.as_deref().unwrap_or_default()
     );
     // Ollama's window is the `num_ctx` the fabric sends.
     assert_eq!(member.model.context_window, Some(8192));
