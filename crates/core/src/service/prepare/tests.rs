@@ -639,3 +639,55 @@ async fn issue_28_a_missing_model_is_pulled_when_allowed() {
     // Ollama's window is the `num_ctx` the fabric sends.
     assert_eq!(member.model.context_window, Some(8192));
 }
+
+#[tokio::test]
+async fn issue_28_an_unusable_routing_model_falls_back_to_keywords() {
+    use fabric_domain::runlog::RoutingMethod;
+    let mut no_key = policy();
+    no_key.routing = Routing::Llm;
+    no_key.routing_model_key = "router".to_owned();
+    let p = preparation(no_key, Servers::default(), Chats::default(), &[]);
+    let task = prepare(&p, request("fix the bug")).await.unwrap();
+    assert_eq!(
+        task.recruitment.routing_method,
+        RoutingMethod::KeywordFallback
+    );
+    assert!(
+        task.recruitment
+            .reason
+            .starts_with("no routing model `router`; keyword routing: "),
+        "{}",
+        task.recruitment.reason
+    );
+    assert!(task.routing_call.is_none());
+
+    let mut down = on_ollama();
+    down.routing = Routing::Llm;
+    let servers = Servers {
+        down: Some("no model server answers".to_owned()),
+        ..Servers::default()
+    };
+    let mut named = request("fix the bug");
+    named.pack = vec!["engineering".to_owned()];
+    named.model = Some("qwen2.5:7b".to_owned());
+    let p = preparation(down.clone(), servers, Chats::default(), &[]);
+    // `--pack` asks no router, and `--model` no server.
+    let task = prepare(&p, named).await.unwrap();
+    assert_eq!(task.recruitment.routing_method, RoutingMethod::Explicit);
+    assert_eq!(task.recruitment.reason, "--pack engineering");
+    let servers = Servers {
+        down: Some("no model server answers".to_owned()),
+        ..Servers::default()
+    };
+    let p = preparation(down, servers, Chats::default(), &[]);
+    let mut routed = request("fix the bug");
+    routed.model = Some("qwen2.5:7b".to_owned());
+    let task = prepare(&p, routed).await.unwrap();
+    assert!(
+        task.recruitment.reason.starts_with(
+            "routing model `small` unusable (no model server answers); keyword routing: "
+        ),
+        "{}",
+        task.recruitment.reason
+    );
+}
