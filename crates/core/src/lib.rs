@@ -16,13 +16,16 @@
 //!   cover, or the routing model with a validated answer and keyword fallback.
 //! - [`models`]: choosing a model from what a server offers (pure).
 //! - [`budget`]: what a tree of runs may spend together ([`budget::RunBudget`]) and where a
-//!   run sits in it ([`budget::Lineage`]).
+//!   run sits in it ([`budget::Lineage`]); what each model key may spend per day
+//!   ([`budget::daily::DailyBudget`]).
 //! - [`delegate`]: sub-agents as tools (`agent__<id>`).
 //! - [`repair`]: tool calls a server failed to parse, recovered from the model's text.
 //! - [`context`]: keeping a conversation inside the model's context window (compaction).
 //! - [`gate`]: the quality gate: a critic reviews staged work before a run may complete.
 //! - [`history`]: a run's runlog read back, to continue the run after its process stopped.
-//! - [`service`]: the run service every front end submits runs to.
+//! - [`service`]: the run service every front end submits runs to, and
+//!   [`service::prepare`]: how a request becomes a task ready to run, by a plain policy over
+//!   narrow ports (model servers, chat clients, tools, the daily budgets).
 //! - [`search`]: search over past runs, and their embeddings.
 //! - [`lazy`]: progressive tool loading: `search_tools` and `load_tool_schema` in front of a
 //!   member's tools.

@@ -153,7 +153,7 @@ async fn cancelling_mid_tool_drops_the_tool_and_records_cancelled() {
     let started = std::time::Instant::now();
     let outcome = execute_task(
         &store,
-        &chat,
+        chat.client(),
         task(vec![Arc::new(slow)], true, false),
         &NoopObserver,
         cancel,
@@ -252,6 +252,7 @@ async fn a_specialist_without_tools_may_finish_at_once() {
 }
 
 /// A model that answers summary requests itself and everything else from a script.
+#[derive(Clone)]
 struct Summarising(ScriptedChat);
 
 #[async_trait::async_trait]
@@ -291,9 +292,15 @@ async fn issue_12_turns_left_out_to_fit_the_window_can_be_summarised_by_the_mode
     let mut spec = (*t.specialist).clone();
     spec.loop_aids.repeat_limit = 0;
     t.specialist = spec.into();
-    let outcome = execute_task(&store, &chat, t, &NoopObserver, CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = execute_task(
+        &store,
+        Arc::new(chat.clone()),
+        t,
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.reason);
     let compacted = store.of(EventKind::ContextCompacted);
     assert!(!compacted.is_empty());

@@ -24,12 +24,30 @@ use tokio_util::sync::CancellationToken;
 /// A model that answers by the conversation it is given (turn N for a conversation with N
 /// assistant messages), so a resumed run gets the same answers, and that remembers every
 /// request.
-struct ByConversation {
+#[derive(Clone)]
+struct ByConversation(Arc<Conversations>);
+
+/// What a [`ByConversation`] and its clones share.
+struct Conversations {
     answers: Vec<ChatResponse>,
     seen: Mutex<Vec<Vec<Message>>>,
 }
 
+impl std::ops::Deref for ByConversation {
+    type Target = Conversations;
+    fn deref(&self) -> &Conversations {
+        &self.0
+    }
+}
+
 impl ByConversation {
+    fn new(answers: Vec<ChatResponse>) -> Self {
+        Self(Arc::new(Conversations {
+            answers,
+            seen: Mutex::default(),
+        }))
+    }
+
     fn turns_asked(&self) -> Vec<usize> {
         self.seen
             .lock()
@@ -169,14 +187,11 @@ fn started_calls(events: &[RunEvent], tool: &str) -> Vec<String> {
 async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_step_again() {
     // The run as it goes when nothing stops it.
     let store = MemStore::new();
-    let model = ByConversation {
-        answers: script(),
-        seen: Mutex::default(),
-    };
+    let model = ByConversation::new(script());
     let tools = Tools::new();
     let whole = execute_task(
         &store,
-        &model,
+        Arc::new(model.clone()),
         task(tools.list(), true, false),
         &NoopObserver,
         CancellationToken::new(),
@@ -222,14 +237,11 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
                 fail_after: None,
             }),
         };
-        let model = ByConversation {
-            answers: script(),
-            seen: Mutex::default(),
-        };
+        let model = ByConversation::new(script());
         let tools = Tools::new();
         let resumed = resume_task(
             run,
-            &model,
+            Arc::new(model.clone()),
             task(tools.list(), true, false),
             history,
             &NoopObserver,

@@ -25,11 +25,13 @@ use tokio_util::sync::CancellationToken;
 
 const GOLDEN: &str = "tests/golden/runlog.jsonl";
 
-struct Chat(Mutex<VecDeque<Result<ChatResponse, ChatError>>>);
+/// A scripted model; a clone shares the script.
+#[derive(Clone)]
+struct Chat(Arc<Mutex<VecDeque<Result<ChatResponse, ChatError>>>>);
 
 impl Chat {
     fn new(answers: Vec<Result<ChatResponse, ChatError>>) -> Self {
-        Self(Mutex::new(answers.into()))
+        Self(Arc::new(Mutex::new(answers.into())))
     }
 }
 
@@ -168,12 +170,12 @@ fn specialist(id: &str) -> SpecialistSpec {
     }
 }
 
-fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
+fn member(id: &str, chat: &Chat) -> Member {
     Member {
         specialist: specialist(id).into(),
         tools: vec![tool("list_files"), tool("rm"), tool("fail")],
         sources: Vec::new(),
-        chat,
+        chat: Arc::new(chat.clone()),
         model_key: format!("{id}-key"),
         model: ModelParams {
             name: format!("{id}-model"),
@@ -191,7 +193,7 @@ fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
     }
 }
 
-fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode) -> TaskForce<'a> {
+fn force(members: Vec<Member>, mode: TaskForceMode) -> TaskForce {
     TaskForce {
         prompt: "do the thing".into(),
         members,
@@ -208,13 +210,14 @@ fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode) -> TaskForce<'a> {
         network_allowed: false,
         sandbox: Default::default(),
         lineage: None,
+        share_parent_workspace: false,
         fallback: None,
         origin: Default::default(),
     }
 }
 
 /// The lines as the file store writes them, with the clock taken out.
-async fn record(force: TaskForce<'_>) -> Vec<String> {
+async fn record(force: TaskForce) -> Vec<String> {
     let store = Store::default();
     execute_task_force(&store, force, &NoopObserver, CancellationToken::new())
         .await

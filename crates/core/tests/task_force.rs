@@ -21,19 +21,31 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// A model that answers from its own script, after a delay, remembering every request.
-struct Chat {
+/// A clone shares the script.
+#[derive(Clone)]
+struct Chat(Arc<Script>);
+
+/// What a [`Chat`] and its clones share.
+struct Script {
     answers: Mutex<VecDeque<Result<ChatResponse, ChatError>>>,
     seen: Mutex<Vec<Vec<Message>>>,
     delay: Duration,
 }
 
+impl std::ops::Deref for Chat {
+    type Target = Script;
+    fn deref(&self) -> &Script {
+        &self.0
+    }
+}
+
 impl Chat {
     fn new(answers: Vec<Result<ChatResponse, ChatError>>, delay_ms: u64) -> Self {
-        Self {
+        Self(Arc::new(Script {
             answers: Mutex::new(answers.into()),
             seen: Mutex::default(),
             delay: Duration::from_millis(delay_ms),
-        }
+        }))
     }
     /// Works once (`list_files`), then finishes with `summary`.
     fn worker(summary: &str, delay_ms: u64) -> Self {
@@ -162,12 +174,12 @@ fn specialist(id: &str) -> SpecialistSpec {
     }
 }
 
-fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
+fn member(id: &str, chat: &Chat) -> Member {
     Member {
         specialist: specialist(id).into(),
         tools: vec![list_files()],
         sources: Vec::new(),
-        chat,
+        chat: Arc::new(chat.clone()),
         model_key: format!("{id}-key"),
         model: ModelParams {
             name: format!("{id}-model"),
@@ -185,7 +197,7 @@ fn member<'a>(id: &str, chat: &'a Chat) -> Member<'a> {
     }
 }
 
-fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode, max_parallel: usize) -> TaskForce<'a> {
+fn force(members: Vec<Member>, mode: TaskForceMode, max_parallel: usize) -> TaskForce {
     TaskForce {
         prompt: "do the thing".into(),
         members,
@@ -201,6 +213,7 @@ fn force<'a>(members: Vec<Member<'a>>, mode: TaskForceMode, max_parallel: usize)
         network_allowed: false,
         sandbox: Default::default(),
         lineage: None,
+        share_parent_workspace: false,
         fallback: None,
         origin: Default::default(),
     }

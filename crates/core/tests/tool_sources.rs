@@ -19,20 +19,32 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 /// A model that answers from a script and remembers the tool names of every request.
-struct Chat {
+/// A clone shares the script.
+#[derive(Clone)]
+struct Chat(Arc<Script>);
+
+/// What a [`Chat`] and its clones share.
+struct Script {
     answers: Mutex<VecDeque<ChatResponse>>,
     offered: Mutex<Vec<Vec<String>>>,
     /// Called before each answer, so a test can change the world between steps.
     on_call: Box<dyn Fn(usize) + Send + Sync>,
 }
 
+impl std::ops::Deref for Chat {
+    type Target = Script;
+    fn deref(&self) -> &Script {
+        &self.0
+    }
+}
+
 impl Chat {
     fn new(answers: Vec<ChatResponse>, on_call: impl Fn(usize) + Send + Sync + 'static) -> Self {
-        Self {
+        Self(Arc::new(Script {
             answers: Mutex::new(answers.into()),
             offered: Mutex::default(),
             on_call: Box::new(on_call),
-        }
+        }))
     }
 }
 
@@ -214,7 +226,7 @@ async fn run(
             specialist: spec.into(),
             tools,
             sources: vec![source],
-            chat,
+            chat: Arc::new(chat.clone()),
             model_key: "k".into(),
             model: ModelParams {
                 name: "m".into(),
@@ -241,6 +253,7 @@ async fn run(
         max_steps: 6,
         network_allowed: false,
         lineage: None,
+        share_parent_workspace: false,
         fallback: None,
         sandbox: Default::default(),
         origin: Default::default(),

@@ -150,7 +150,7 @@ async fn http_runs(runs: usize, steps: usize, latency_ms: u64) -> (Duration, usi
         set.spawn(async move {
             execute_task(
                 store.as_ref(),
-                chat.as_ref(),
+                chat,
                 task(steps),
                 &NoopObserver,
                 CancellationToken::new(),
@@ -185,7 +185,7 @@ async fn real_bodies(steps: usize) -> Vec<Value> {
     .unwrap();
     let outcome = execute_task(
         &store,
-        chat.as_ref(),
+        chat,
         task(steps),
         &NoopObserver,
         CancellationToken::new(),
@@ -251,7 +251,7 @@ impl Runnable for BenchRun {
         observer: &dyn fabric_core::RunObserver,
         cancel: CancellationToken,
     ) -> Result<fabric_core::execute::RunOutcome, fabric_core::CoreError> {
-        run_task(run, self.model.as_ref(), task(self.steps), observer, cancel).await
+        run_task(run, self.model.clone(), task(self.steps), observer, cancel).await
     }
 }
 
@@ -367,7 +367,7 @@ async fn in_flight(runs: usize, steps: usize, latency: Duration, live: bool) -> 
             Arc::clone(&registry),
         );
         set.spawn(async move {
-            let chat: &dyn ChatClient = model.as_ref();
+            let chat: Arc<dyn ChatClient> = model;
             let outcome = if live {
                 let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
                 let watched = registry.register(run.id.clone());

@@ -100,15 +100,9 @@ async fn engine_run_observed(
     .unwrap();
     let task = common::task(steps as u32 + 1);
     let started = Instant::now();
-    let outcome = execute_task(
-        store,
-        chat.as_ref(),
-        task,
-        observer,
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let outcome = execute_task(store, chat, task, observer, CancellationToken::new())
+        .await
+        .unwrap();
     let elapsed = started.elapsed();
     assert_eq!(
         outcome.status,

@@ -1,16 +1,17 @@
-//! Making the configured model usable before a run: start the local server when it is down,
-//! ask the server which models it has, choose one (`fabric_core::models`), pull one when none
-//! fits. Answers are cached per endpoint for the life of the process.
+//! The model servers behind core's `ModelResolver` port: start the local server when it is
+//! down, ask a server which models it has, pull one (core's `service::prepare` decides which,
+//! and when). Answers are cached per endpoint for the life of the process.
 //!
 //! Single flight: concurrent requests (`fabric serve`) share each piece of work. Starting a
 //! server is serialised per base URL, so a burst of requests against a downed server starts
-//! the command once and the others wait for it to answer; the first listing of an endpoint
-//! is fetched once while the others wait for it; and a pull is serialised per endpoint and
-//! model, each waiter looking at the models again before pulling.
+//! the command once and the others wait for it to answer; and the first listing of an
+//! endpoint is fetched once while the others wait for it (concurrent pulls are serialised by
+//! core's preparation).
 
 use anyhow::{Context, bail};
 use fabric_config::{Backend, ModelConfig, Settings};
-use fabric_core::models::{ModelCandidate, ModelChoice, choose_model, is_listed};
+use fabric_core::models::ModelCandidate;
+use fabric_core::service::prepare::Flights;
 use fabric_llm::{HttpSettings, OllamaClient, OpenAiClient, PullProgress};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -36,16 +37,10 @@ fn cache_map() -> std::sync::MutexGuard<'static, HashMap<String, ListingCell>> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The lock that serialises one kind of work (`start URL`, `pull URL MODEL`) across the
-/// process. Entries are a few bytes each and there is one per endpoint and model, so they
-/// are kept.
+/// The lock that serialises one kind of work (`start URL`) across the process.
 fn flight(key: String) -> Arc<Mutex<()>> {
-    static FLIGHTS: OnceLock<std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>> = OnceLock::new();
-    let mut map = FLIGHTS
-        .get_or_init(|| std::sync::Mutex::new(HashMap::new()))
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    Arc::clone(map.entry(key).or_default())
+    static FLIGHTS: OnceLock<Flights> = OnceLock::new();
+    FLIGHTS.get_or_init(Flights::default).lock_for(key)
 }
 
 /// Stops a started command and its process group: SIGTERM, a moment's grace, SIGKILL.
@@ -250,88 +245,6 @@ fn named(names: Vec<String>) -> Vec<ModelCandidate> {
             ..ModelCandidate::default()
         })
         .collect()
-}
-
-/// The trained context length of `name` on `model`'s server, when discovery learned it.
-pub(crate) async fn context_length(model: &ModelConfig, name: &str) -> Option<u64> {
-    let listed = list(model).await.ok()?;
-    listed
-        .iter()
-        .find(|m| m.name == name || m.name == format!("{name}:latest"))
-        .and_then(|m| m.context_length)
-}
-
-/// The context window an OpenAI-compatible server reported for its requests (llama.cpp's
-/// `/props`), when discovery learned one.
-pub(crate) async fn server_window(model: &ModelConfig) -> Option<u64> {
-    let listed = list(model).await.ok()?;
-    listed.iter().find_map(|m| m.context_length)
-}
-
-/// Resolves the model name for a configured model: discovery, and a pull when allowed and
-/// nothing fits. A server that answers but cannot list its models is not an error here:
-/// the configured model is used and a failing server then ends the run with `llm_error`
-/// and a complete runlog. A local Ollama server that is down and cannot be started is an
-/// error ([`ensure_available`]), before any run exists.
-pub(crate) async fn resolve(
-    settings: &Settings,
-    model: &ModelConfig,
-) -> anyhow::Result<ModelChoice> {
-    ensure_available(settings, model).await?;
-    let listed = match list(model).await {
-        Ok(listed) => listed,
-        Err(e) => {
-            tracing::warn!("model discovery at {} failed: {e:#}", model.base_url);
-            return Ok(ModelChoice {
-                model: model.model.clone(),
-                reason: format!(
-                    "`{}` as configured (the server did not list its models)",
-                    model.model
-                ),
-                substituted: false,
-            });
-        }
-    };
-    if model.backend != Backend::Ollama {
-        // OpenAI-compatible servers do not say which models call tools, and cloud lists are
-        // long: never swap a configured model there, only say when it is not listed.
-        let listed_here = listed.iter().any(|m| m.name == model.model);
-        return Ok(ModelChoice {
-            model: model.model.clone(),
-            reason: if listed_here || listed.is_empty() {
-                format!("`{}` as configured", model.model)
-            } else {
-                format!(
-                    "`{}` as configured (not in the server's model list; it may still answer)",
-                    model.model
-                )
-            },
-            substituted: false,
-        });
-    }
-    match choose_model(&model.model, &listed) {
-        Ok(choice) => Ok(choice),
-        // Pulling helps only when the configured model is missing, not when it is installed
-        // and cannot call tools.
-        Err(why) if settings.auto_pull_if_missing && !is_listed(&model.model, &listed) => {
-            let target = settings.auto_pull_model.clone();
-            let lock = flight(format!("pull {} {target}", model.base_url));
-            let _pulling = lock.lock().await;
-            // Another request may have pulled a model while this one waited.
-            if let Ok(fresh) = list(model).await
-                && let Ok(choice) = choose_model(&model.model, &fresh)
-            {
-                return Ok(choice);
-            }
-            pull(model, &target).await?;
-            Ok(ModelChoice {
-                reason: format!("{why}; pulled `{target}` (auto_pull_model)"),
-                model: target,
-                substituted: true,
-            })
-        }
-        Err(why) => bail!("{why}"),
-    }
 }
 
 /// Pulls a model with a live progress bar on stderr.

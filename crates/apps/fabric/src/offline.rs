@@ -7,12 +7,12 @@
 //! refused and the tool reports it, which shows as a divergence.
 
 use async_trait::async_trait;
+use fabric_core::ports::{ChatFactory, SetupError};
+use fabric_core::service::prepare::Preparation;
 use fabric_core::service::{PrepareContext, Preparer, Runnable, ServiceError, TaskRequest};
 use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-
-use crate::app::AppPreparer;
 
 /// Answers given in order, then an error saying the script ran out.
 pub(crate) struct QueueChat {
@@ -66,6 +66,17 @@ impl ChatClient for QueueChat {
     }
 }
 
+/// The clients of an offline run's preparation: every key's is an empty queue, replaced by
+/// the member's own answers once prepared. No client is built, so nothing reads a key's API
+/// variable or warns it is unset.
+pub(crate) struct OfflineChats;
+
+impl ChatFactory for OfflineChats {
+    fn chat(&self, _key: &str) -> Result<Arc<dyn ChatClient>, SetupError> {
+        Ok(QueueChat::new(Vec::new(), "the recording"))
+    }
+}
+
 /// The cloud fallback of an offline run: each request goes to the queue of the member whose
 /// system prompt it carries.
 struct ByMember(Vec<(String, Arc<QueueChat>)>);
@@ -103,7 +114,8 @@ impl ChatClient for ByMember {
 /// its queue (and the cloud fallback by the queue of the member that asks). Critics are off:
 /// their reviews are runs of their own. Daily budgets are off too: no model is called.
 pub(crate) struct OfflinePreparer {
-    pub(crate) app: AppPreparer,
+    /// The fabric's own preparation, over [`OfflineChats`] and no daily budgets.
+    pub(crate) app: Preparation,
     /// Per member, its answers; taken by the first request (the run itself).
     pub(crate) members: Mutex<Option<Vec<Arc<QueueChat>>>>,
     /// Only these tools, when set (`fabric replay --specialist-from recorded`), per member.
@@ -234,7 +246,7 @@ fn as_recorded(
 #[async_trait]
 impl Preparer for OfflinePreparer {
     fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
-        self.app.check(request)
+        self.app.check_request(request)
     }
 
     async fn prepare(
@@ -252,8 +264,7 @@ impl Preparer for OfflinePreparer {
                     "an offline run (fabric replay, fabric test) does not start child runs: sub-agents and critics are not replayed".to_owned(),
                 )
             })?;
-        let app = &self.app;
-        let mut task = crate::app::prepare(app, request, context).await?;
+        let mut task = self.app.prepare_task(request, context).await?;
         for (i, member) in task.members.iter_mut().enumerate() {
             let queue: Arc<dyn ChatClient> = match queues.get(i) {
                 Some(q) => Arc::clone(q) as Arc<dyn ChatClient>,

@@ -74,7 +74,9 @@ fn bad_values_name_key_and_allowed_range() {
     );
     let e = err("c.yaml", "models:\n  fast:\n    backend: llamafile\n");
     assert!(
-        e.contains("must be `ollama`, `openai`, `anthropic` or `openai-responses`, got `llamafile`"),
+        e.contains(
+            "must be `ollama`, `openai`, `anthropic` or `openai-responses`, got `llamafile`"
+        ),
         "{e}"
     );
     let e = err("c.yaml", "max_steps: many\n");

@@ -64,8 +64,9 @@ pub struct Task {
     pub sandbox: RunSandbox,
 }
 
-/// One member of a task force: a specialist with its own tools and model.
-pub struct Member<'a> {
+/// One member of a task force: a specialist with its own tools and model, owning its client
+/// (shared with the other runs of its model key).
+pub struct Member {
     /// Who; shared, as the definition is the same for every run.
     pub specialist: Arc<SpecialistSpec>,
     /// Its tools (filtered like [`Task::tools`]).
@@ -74,7 +75,7 @@ pub struct Member<'a> {
     /// same rules and read by the loop between steps.
     pub sources: Vec<Arc<dyn ToolSource>>,
     /// The client of its model.
-    pub chat: &'a dyn ChatClient,
+    pub chat: Arc<dyn ChatClient>,
     /// Its model key.
     pub model_key: String,
     /// Its model.
@@ -100,9 +101,9 @@ pub struct MemberCritic {
 }
 
 /// The cloud model a run's steps fall back to (config `cloud_fallback`; docs/QUALITY.md).
-pub struct CloudFallback<'a> {
+pub struct CloudFallback {
     /// Its client.
-    pub chat: &'a dyn ChatClient,
+    pub chat: Arc<dyn ChatClient>,
     /// Its model key.
     pub model_key: String,
     /// Its model.
@@ -111,12 +112,14 @@ pub struct CloudFallback<'a> {
     pub policy: FallbackPolicy,
 }
 
-/// A task for one or more specialists.
-pub struct TaskForce<'a> {
+/// A task for one or more specialists, ready to run: what preparation makes
+/// (`service::prepare`) and the engine runs. [`TaskForce::of_one`] makes one of a single
+/// specialist.
+pub struct TaskForce {
     /// What the user asked.
     pub prompt: String,
     /// The members in recruitment order (at least one).
-    pub members: Vec<Member<'a>>,
+    pub members: Vec<Member>,
     /// How they were chosen.
     pub recruitment: Recruitment,
     /// The routing model call, recorded as `llm_request`/`llm_response` with
@@ -133,10 +136,13 @@ pub struct TaskForce<'a> {
     /// The sandbox policy in force, recorded at the run's start.
     pub sandbox: RunSandbox,
     /// Where the run sits in its delegation tree and the budget the tree shares; `None`: a
-    /// run a person started, with a budget of `max_steps` per member.
+    /// run a person started, with a budget of `max_steps` per member. The service replaces
+    /// it with the parent's for a child run.
     pub lineage: Option<crate::budget::Lineage>,
+    /// Whether a child run works in its parent's workspace (`delegation.workspace: shared`).
+    pub share_parent_workspace: bool,
     /// The cloud model to fall back to, if any.
-    pub fallback: Option<CloudFallback<'a>>,
+    pub fallback: Option<CloudFallback>,
     /// Who started the run (`run_start.origin`).
     pub origin: runlog::RunOrigin,
 }
@@ -192,7 +198,7 @@ impl From<&runlog::Recruitment> for RoutingNote {
 /// closes the runlog with exactly one `run_complete` or `run_failed` event.
 pub async fn execute_task(
     store: &dyn RunStore,
-    chat: &dyn ChatClient,
+    chat: Arc<dyn ChatClient>,
     task: Task,
     observer: &dyn RunObserver,
     cancel: CancellationToken,
@@ -210,60 +216,97 @@ pub async fn execute_task(
 /// (issue #14).
 pub fn run_task<'a>(
     run: NewRun,
-    chat: &'a dyn ChatClient,
+    chat: Arc<dyn ChatClient>,
     task: Task,
     observer: &'a dyn RunObserver,
     cancel: CancellationToken,
 ) -> impl Future<Output = Result<RunOutcome, CoreError>> + Send + 'a {
-    run_task_force(run, task.into_force(chat), observer, cancel)
+    run_task_force(run, TaskForce::of_one(task, chat), observer, cancel)
 }
 
 /// Continues a single-specialist task in `run`, whose process stopped before its end, from
 /// its recorded `history` (see [`resume_task_force`]).
 pub fn resume_task<'a>(
     run: NewRun,
-    chat: &'a dyn ChatClient,
+    chat: Arc<dyn ChatClient>,
     task: Task,
     history: crate::history::RunHistory,
     observer: &'a dyn RunObserver,
     cancel: CancellationToken,
 ) -> impl Future<Output = Result<RunOutcome, CoreError>> + Send + 'a {
-    resume_task_force(run, task.into_force(chat), history, observer, cancel)
+    resume_task_force(
+        run,
+        TaskForce::of_one(task, chat),
+        history,
+        observer,
+        cancel,
+    )
 }
 
-impl Task {
-    /// The task as a task force of one.
-    fn into_force(self, chat: &dyn ChatClient) -> TaskForce<'_> {
+impl TaskForce {
+    /// A task force of one: `task`'s specialist on `chat`, a run a person started.
+    pub fn of_one(task: Task, chat: Arc<dyn ChatClient>) -> Self {
         TaskForce {
-            prompt: self.prompt,
+            prompt: task.prompt,
             members: vec![Member {
-                specialist: self.specialist,
-                tools: self.tools,
+                specialist: task.specialist,
+                tools: task.tools,
                 sources: Vec::new(),
                 chat,
-                model_key: self.model_key,
-                model: self.model,
+                model_key: task.model_key,
+                model: task.model,
                 model_reason: None,
                 critic: None,
             }],
-            recruitment: self.recruitment,
+            recruitment: task.recruitment,
             routing_call: None,
             mode: TaskForceMode::Sequential,
             max_parallel: 1,
-            max_steps: self.max_steps,
-            network_allowed: self.network_allowed,
-            sandbox: self.sandbox,
+            max_steps: task.max_steps,
+            network_allowed: task.network_allowed,
+            sandbox: task.sandbox,
             lineage: None,
+            share_parent_workspace: false,
             origin: runlog::RunOrigin::User,
             fallback: None,
         }
+    }
+
+    /// One line per member on which model it uses and why, for the person at the terminal.
+    pub fn model_notes(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}: model {} ({})",
+                    m.specialist.id,
+                    m.model.name,
+                    m.model_reason.as_deref().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    /// The recruitment, for the person at the terminal.
+    pub fn recruitment_note(&self) -> String {
+        let ids: Vec<&str> = self
+            .members
+            .iter()
+            .map(|m| m.specialist.id.as_str())
+            .collect();
+        format!(
+            "recruited {} by {}: {}",
+            ids.join(", "),
+            self.recruitment.routing_method,
+            self.recruitment.reason
+        )
     }
 }
 
 /// Runs a task force (or a single specialist) in a new run.
 pub async fn execute_task_force(
     store: &dyn RunStore,
-    force: TaskForce<'_>,
+    force: TaskForce,
     observer: &dyn RunObserver,
     cancel: CancellationToken,
 ) -> Result<RunOutcome, CoreError> {
@@ -274,7 +317,7 @@ pub async fn execute_task_force(
 /// Runs a task force in a run that already exists.
 pub fn run_task_force<'a>(
     run: NewRun,
-    force: TaskForce<'a>,
+    force: TaskForce,
     observer: &'a dyn RunObserver,
     cancel: CancellationToken,
 ) -> impl Future<Output = Result<RunOutcome, CoreError>> + Send + 'a {
@@ -285,7 +328,7 @@ pub fn run_task_force<'a>(
 /// recorded steps are replayed from `history`, the rest runs live, into the same runlog.
 pub fn resume_task_force<'a>(
     run: NewRun,
-    force: TaskForce<'a>,
+    force: TaskForce,
     history: crate::history::RunHistory,
     observer: &'a dyn RunObserver,
     cancel: CancellationToken,

@@ -28,7 +28,7 @@ use crate::recorder::{Journal, Recorder, truncate};
 /// body), and at their size inline that was 2 KiB more for every run in flight (issue #14).
 pub(super) async fn run(
     run: NewRun,
-    force: Box<TaskForce<'_>>,
+    force: Box<TaskForce>,
     mut history: Option<Box<RunHistory>>,
     observer: &dyn RunObserver,
     cancel: CancellationToken,
@@ -52,7 +52,7 @@ pub(super) async fn run(
     let rec = journal.recorder();
     let network_allowed = force.network_allowed;
     let mut toolsets: Vec<Arc<dyn ToolSource>> = Vec::new();
-    let members: Vec<Member<'_>> = force
+    let members: Vec<Member> = force
         .members
         .into_iter()
         .map(|mut m| {
@@ -184,7 +184,7 @@ pub(super) async fn run(
     // The fallbacks are counted by the tree's budget: across the members, and the critic's
     // and children's runs, which share it (issue #26: a critic's run had its own count).
     let fallback = force.fallback.as_ref().map(|f| Fallback {
-        chat: f.chat,
+        chat: f.chat.as_ref(),
         model: &f.model,
         model_key: &f.model_key,
         policy: f.policy,
@@ -290,7 +290,7 @@ impl Shared<'_> {
         &self,
         rec: Recorder<'_>,
         index: Option<u32>,
-        member: &Member<'_>,
+        member: &Member,
         handoff: Option<(&str, &Value)>,
     ) -> Result<LoopOutcome, StoreError> {
         let rec = match index {
@@ -348,7 +348,7 @@ impl Shared<'_> {
             approved: history.critic_approved,
         });
         let outcome = run_loop(
-            member.chat,
+            member.chat.as_ref(),
             LoopInput {
                 specialist: &member.specialist,
                 tools: tools.as_ref(),
@@ -399,7 +399,7 @@ impl Shared<'_> {
         &self,
         rec: Recorder<'_>,
         index: Option<u32>,
-        member: &Member<'_>,
+        member: &Member,
         tools: &dyn ToolSource,
         handoff: Option<(&str, &Value)>,
     ) -> Result<(), StoreError> {
@@ -428,7 +428,7 @@ impl Shared<'_> {
     async fn sequential(
         &self,
         rec: Recorder<'_>,
-        members: &[Member<'_>],
+        members: &[Member],
     ) -> Result<Vec<MemberResult>, StoreError> {
         let mut results: Vec<MemberResult> = Vec::new();
         let mut stopped = false;
@@ -460,7 +460,7 @@ impl Shared<'_> {
     async fn parallel(
         &self,
         rec: Recorder<'_>,
-        members: &[Member<'_>],
+        members: &[Member],
         limit: usize,
     ) -> Result<Vec<MemberResult>, StoreError> {
         let permits = Semaphore::new(limit);

@@ -4,6 +4,7 @@ mod chat;
 mod embed;
 mod ledger;
 mod observer;
+mod prepare;
 mod queue;
 mod sandbox;
 mod source;
@@ -16,6 +17,7 @@ pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, T
 pub use embed::EmbeddingClient;
 pub use ledger::{DaySpend, SpendLedger};
 pub use observer::{EventSink, NoopObserver, RunObserver};
+pub use prepare::{ChatFactory, ModelResolver, SetupError, ToolFactory};
 pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Release, Renewal, RunQueue};
 pub use sandbox::{
     CommandWatch, NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice,

@@ -14,6 +14,7 @@
 mod children;
 mod claims;
 mod error;
+pub mod prepare;
 mod remote;
 mod request;
 mod resume;
@@ -36,9 +37,7 @@ use tokio_util::task::TaskTracker;
 pub use claims::ClaimedStore;
 pub use error::ServiceError;
 pub use remote::cancelled_before_start;
-pub use request::{
-    PrepareContext, PreparedFallback, PreparedMember, PreparedTask, Preparer, Runnable, TaskRequest,
-};
+pub use request::{PrepareContext, Preparer, Runnable, TaskRequest};
 pub use worker::{Worker, WorkerConfig, WorkerReport, WorkerReporter};
 
 use crate::budget::Lineage;

@@ -1,19 +1,17 @@
 //! What a front end asks for, and the port that turns it into a task ready to run.
 
 use async_trait::async_trait;
-use fabric_domain::{SandboxMode, SpecialistSpec};
+use fabric_domain::SandboxMode;
 use std::sync::Arc;
 
 use super::ServiceError;
 use crate::CoreError;
 use crate::budget::Lineage;
 use crate::delegate::ChildRunner;
-use crate::engine::{FallbackPolicy, ModelParams};
 use crate::execute::RunOutcome;
-use crate::execute::{Member, Recruitment, TaskForce, TaskForceMode};
+use crate::execute::{TaskForce, TaskForceMode};
 use crate::history::RunHistory;
-use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, Tool, ToolSource};
-use crate::recruit::RoutingCall;
+use crate::ports::{NewRun, RunObserver};
 use tokio_util::sync::CancellationToken;
 
 /// A task as a person (CLI), a client (HTTP, MCP) or a parent run asks for it; `None` means
@@ -133,7 +131,7 @@ pub trait Preparer: Send + Sync {
     }
 }
 
-/// A task ready to run. [`PreparedTask`] is the fabric's; tests of front ends script their
+/// A task ready to run. [`TaskForce`] is the fabric's; tests of front ends script their
 /// own.
 #[async_trait]
 pub trait Runnable: Send {
@@ -176,7 +174,7 @@ pub trait Runnable: Send {
 }
 
 #[async_trait]
-impl Runnable for PreparedTask {
+impl Runnable for TaskForce {
     fn notes(&self) -> Vec<String> {
         let mut notes = vec![self.recruitment_note()];
         notes.extend(self.model_notes());
@@ -184,7 +182,7 @@ impl Runnable for PreparedTask {
     }
 
     fn adopt(&mut self, lineage: Lineage) {
-        self.lineage = lineage;
+        self.lineage = Some(lineage);
     }
 
     fn shares_parent_workspace(&self) -> bool {
@@ -197,7 +195,7 @@ impl Runnable for PreparedTask {
         observer: &dyn RunObserver,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, CoreError> {
-        crate::execute::run_task_force(run, self.task_force(), observer, cancel).await
+        crate::execute::run_task_force(run, *self, observer, cancel).await
     }
 
     async fn resume(
@@ -207,7 +205,7 @@ impl Runnable for PreparedTask {
         observer: &dyn RunObserver,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, CoreError> {
-        let mut force = self.task_force();
+        let mut force = *self;
         // As recorded: the same mode, limits and models, so the conversation goes on as it
         // began (the configuration may have changed its defaults since).
         if history.recruitment.is_some() {
@@ -223,137 +221,5 @@ impl Runnable for PreparedTask {
             }
         }
         crate::execute::resume_task_force(run, force, history, observer, cancel).await
-    }
-}
-
-/// One member, ready: its specialist, tools, client and resolved model.
-pub struct PreparedMember {
-    /// Who.
-    pub specialist: Arc<SpecialistSpec>,
-    /// Its tools.
-    pub tools: Vec<Arc<dyn Tool>>,
-    /// Tools that arrive while the run goes on (MCP servers).
-    pub sources: Vec<Arc<dyn ToolSource>>,
-    /// The client of its model.
-    pub chat: Arc<dyn ChatClient>,
-    /// Its model key.
-    pub model_key: String,
-    /// Its model.
-    pub model: ModelParams,
-    /// How the model was chosen.
-    pub model_reason: String,
-    /// Its critic, if its work is reviewed before the run completes.
-    pub critic: Option<crate::execute::MemberCritic>,
-}
-
-/// The cloud model a prepared task falls back to, owning its client.
-pub struct PreparedFallback {
-    /// Its client.
-    pub chat: Arc<dyn ChatClient>,
-    /// Its model key.
-    pub model_key: String,
-    /// Its model.
-    pub model: ModelParams,
-    /// When steps go to it, and how often.
-    pub policy: FallbackPolicy,
-}
-
-/// A task ready to run, owning its members' clients.
-pub struct PreparedTask {
-    /// What the user asked.
-    pub prompt: String,
-    /// The members in recruitment order.
-    pub members: Vec<PreparedMember>,
-    /// How they were chosen.
-    pub recruitment: Recruitment,
-    /// The routing model call, if one was made.
-    pub routing_call: Option<RoutingCall>,
-    /// How several members work together.
-    pub mode: TaskForceMode,
-    /// Most members at once in parallel mode.
-    pub max_parallel: usize,
-    /// Step limit per member.
-    pub max_steps: u32,
-    /// Whether tools may use the network.
-    pub network_allowed: bool,
-    /// The sandbox policy in force.
-    pub sandbox: RunSandbox,
-    /// Where the run sits in its delegation tree and the budget the tree shares; the service
-    /// replaces it with the parent's for a child run.
-    pub lineage: Lineage,
-    /// Whether a child run works in its parent's workspace (`delegation.workspace: shared`).
-    pub share_parent_workspace: bool,
-    /// The cloud model to fall back to, if configured.
-    pub fallback: Option<PreparedFallback>,
-    /// Who asked (the request's origin).
-    pub origin: fabric_domain::runlog::RunOrigin,
-}
-
-impl PreparedTask {
-    /// The task force to hand to the engine, borrowing the clients.
-    pub fn task_force(&self) -> TaskForce<'_> {
-        TaskForce {
-            prompt: self.prompt.clone(),
-            members: self
-                .members
-                .iter()
-                .map(|m| Member {
-                    specialist: Arc::clone(&m.specialist),
-                    tools: m.tools.clone(),
-                    sources: m.sources.clone(),
-                    chat: m.chat.as_ref(),
-                    model_key: m.model_key.clone(),
-                    model: m.model.clone(),
-                    model_reason: Some(m.model_reason.clone()),
-                    critic: m.critic.clone(),
-                })
-                .collect(),
-            recruitment: self.recruitment.clone(),
-            routing_call: self.routing_call.clone(),
-            mode: self.mode,
-            max_parallel: self.max_parallel,
-            max_steps: self.max_steps,
-            network_allowed: self.network_allowed,
-            sandbox: self.sandbox.clone(),
-            lineage: Some(self.lineage.clone()),
-            origin: self.origin.clone(),
-            fallback: self
-                .fallback
-                .as_ref()
-                .map(|f| crate::execute::CloudFallback {
-                    chat: f.chat.as_ref(),
-                    model_key: f.model_key.clone(),
-                    model: f.model.clone(),
-                    policy: f.policy,
-                }),
-        }
-    }
-
-    /// One line per member on which model it uses and why, for the person at the terminal.
-    pub fn model_notes(&self) -> Vec<String> {
-        self.members
-            .iter()
-            .map(|m| {
-                format!(
-                    "{}: model {} ({})",
-                    m.specialist.id, m.model.name, m.model_reason
-                )
-            })
-            .collect()
-    }
-
-    /// The recruitment, for the person at the terminal.
-    pub fn recruitment_note(&self) -> String {
-        let ids: Vec<&str> = self
-            .members
-            .iter()
-            .map(|m| m.specialist.id.as_str())
-            .collect();
-        format!(
-            "recruited {} by {}: {}",
-            ids.join(", "),
-            self.recruitment.routing_method,
-            self.recruitment.reason
-        )
     }
 }

@@ -20,18 +20,35 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// A model that answers from a script and remembers how many messages each request had.
-pub(crate) struct ScriptedChat {
+/// A model that answers from a script and remembers how many messages each request had;
+/// a clone shares the script (a run owns its client, the test keeps looking at it).
+#[derive(Clone)]
+pub(crate) struct ScriptedChat(Arc<Script>);
+
+/// What a [`ScriptedChat`] and its clones share.
+pub(crate) struct Script {
     pub answers: Mutex<VecDeque<Result<ChatResponse, ChatError>>>,
     pub seen: Mutex<Vec<Vec<fabric_domain::Message>>>,
 }
 
+impl std::ops::Deref for ScriptedChat {
+    type Target = Script;
+    fn deref(&self) -> &Script {
+        &self.0
+    }
+}
+
 impl ScriptedChat {
     pub(crate) fn new(answers: Vec<Result<ChatResponse, ChatError>>) -> Self {
-        Self {
+        Self(Arc::new(Script {
             answers: Mutex::new(answers.into()),
             seen: Mutex::new(Vec::new()),
-        }
+        }))
+    }
+
+    /// A client sharing this script, for a run to own.
+    pub(crate) fn client(&self) -> Arc<dyn ChatClient> {
+        Arc::new(self.clone())
     }
     pub(crate) fn last_tool_messages(&self) -> Vec<String> {
         let seen = self.seen.lock().unwrap();
@@ -250,5 +267,12 @@ pub(crate) async fn run(
     chat: &ScriptedChat,
     task: Task,
 ) -> Result<RunOutcome, CoreError> {
-    execute_task(store, chat, task, &NoopObserver, CancellationToken::new()).await
+    execute_task(
+        store,
+        chat.client(),
+        task,
+        &NoopObserver,
+        CancellationToken::new(),
+    )
+    .await
 }

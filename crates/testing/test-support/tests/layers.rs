@@ -11,8 +11,9 @@
 //! Only dependencies that ship count (normal and build); dev-dependencies are free, so adapters
 //! can test against `fabric-test-support`. It also checks that each crate root opens with a
 //! `//!` crate doc, and that the core's loop, quality gate and runlog reader do not import each
-//! other in a circle again (issue #28): what they share lives in leaf modules; and that library
-//! source keeps at most 20 `Result<_, String>` (issue #28: errors are typed at the ports).
+//! other in a circle again (issue #28): what they share lives in leaf modules; that preparing
+//! a run stays in the core, the binary only wiring its ports (issue #28, step 2); and that
+//! library source keeps at most 20 `Result<_, String>` (issue #28: errors are typed at the ports).
 
 // Helpers outside #[test] functions panic too: in a test, a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -154,6 +155,12 @@ const UNTANGLED: &[(&str, &[&str])] = &[
     (
         "adapters/store-sql/src",
         &["search", "vectors", "vindex", "vlists", "filters", "ivf"],
+    ),
+    // The binary's preparation adapters (`app`) know nothing of the wiring that builds them
+    // (issue #28, step 2): `wiring` builds the store and the service over `app`'s ports.
+    (
+        "apps/fabric/src",
+        &["app", "wiring", "offline", "daily", "bootstrap"],
     ),
     // `follow` is what `run` and `resume` share.
     ("apps/fabric/src/commands", &["run", "resume", "follow"]),
@@ -348,4 +355,49 @@ fn issue_28_errors_at_the_ports_stay_typed() {
         found.len(),
         found.join("\n")
     );
+}
+
+/// The code of every `.rs` file under `dir`, without comment lines.
+fn tree_text(dir: &std::path::Path) -> String {
+    let name = dir.file_name().unwrap().to_str().unwrap().to_owned();
+    module_text(dir.parent().unwrap(), &name)
+}
+
+/// Preparing a run is the core's (issue #28, step 2): the policy (routing, complexity, the
+/// choice of a model, the daily fallback, budgets) is decided in `service::prepare` over
+/// ports, and neither the binary calls what only that policy should call, nor does the
+/// core's preparation name the configuration or an adapter.
+#[test]
+fn issue_28_preparing_a_run_stays_in_the_core() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let prepare = tree_text(&crates.join("core/src/service/prepare"));
+    assert!(
+        prepare.contains("pub struct Preparation"),
+        "the check reads nothing: no `Preparation` in core/src/service/prepare"
+    );
+    for outside in [
+        "fabric_config",
+        "fabric_llm",
+        "fabric_tools",
+        "fabric_mcp",
+        "fabric_sandbox",
+    ] {
+        assert!(
+            !prepare.contains(outside),
+            "core's preparation names `{outside}`: reach the outside through a port in core/src/ports/prepare.rs"
+        );
+    }
+    let binary = tree_text(&crates.join("apps/fabric/src"));
+    for policy in [
+        "recruit::route",
+        "complexity::score",
+        "RunBudget::new",
+        "impl Preparer for AppPreparer",
+        "fn daily_choice",
+    ] {
+        assert!(
+            !binary.contains(policy),
+            "the binary calls `{policy}`: preparation policy belongs in fabric_core::service::prepare"
+        );
+    }
 }

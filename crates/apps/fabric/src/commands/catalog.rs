@@ -192,7 +192,7 @@ async fn confirm(question: String) -> anyhow::Result<bool> {
 pub(crate) async fn budget(cli: &Cli, args: &crate::cli::BudgetArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
     let store = wiring::open_store(&settings).await?;
-    let report = crate::daily::Daily::new(&settings, store).report().await?;
+    let report = crate::daily::report(&crate::daily::budgets(&settings, store)).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(0);

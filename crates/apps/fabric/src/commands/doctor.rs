@@ -392,7 +392,7 @@ fn sandbox_checks(settings: &Settings, report: &mut Report) {
         None => report.line(Verdict::Warn, "podman", "not installed; specialists with `container_image` cannot run their shell (`apt-get install podman`)"),
     }
     let mode = settings.sandbox.mode;
-    match wiring::sandbox_policy(settings, None) {
+    match crate::app::tools::sandbox_policy(settings, None) {
         Ok(policy) => {
             let verdict = if policy.mode == fabric_sandbox::Mode::Off {
                 Verdict::Warn

@@ -13,11 +13,9 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::app::AppPreparer;
 use crate::cli::{Cli, ReplayArgs};
-use crate::daily::Daily;
 use crate::errors::UsageError;
-use crate::offline::{OfflinePreparer, QueueChat, RecordedVerdict};
+use crate::offline::{OfflineChats, OfflinePreparer, QueueChat, RecordedVerdict};
 use crate::wiring;
 
 /// Exit code when the replay diverged from the recording.
@@ -50,14 +48,12 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         (args.specialist_from == "recorded").then(|| offered_by_member(&recorded, ids.len()));
     let search = wiring::run_search(&settings, Arc::clone(&store))?;
     let preparer = OfflinePreparer {
-        app: AppPreparer {
-            settings: settings.clone(),
-            search,
-            daily: Daily::off(store.clone()),
-            clients: Default::default(),
-            tools: Default::default(),
-            sandboxes: Default::default(),
-        },
+        app: crate::app::preparation_with(
+            &settings,
+            &search,
+            crate::daily::off(store.clone()),
+            Arc::new(OfflineChats),
+        ),
         members: Mutex::new(Some(members.clone())),
         tools,
         windows: Some(windows_by_member(&recorded, ids.len())),

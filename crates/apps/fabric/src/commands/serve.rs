@@ -114,7 +114,9 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
     );
     let extra = axum::Router::new().nest_service("/mcp", mcp);
     let state = AppState::with_search(fabric.service.clone(), fabric.search.clone(), config)
-        .with_budget(fabric.daily.clone())
+        .with_budget(std::sync::Arc::new(crate::daily::Reports(
+            fabric.daily.clone(),
+        )))
         .with_agent_card(agent_card(&settings));
     let shutdown = async move {
         shutdown_signal().await;

@@ -13,11 +13,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::app::AppPreparer;
 use crate::cli::{Cli, TestArgs};
-use crate::daily::Daily;
 use crate::errors::UsageError;
-use crate::offline::{OfflinePreparer, QueueChat};
+use crate::offline::{OfflineChats, OfflinePreparer, QueueChat};
 use crate::wiring;
 
 /// One scenario file.
@@ -156,14 +154,12 @@ pub(crate) async fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<u8> {
             .map(|(n, t)| t.answer(n))
             .collect();
         let preparer = OfflinePreparer {
-            app: AppPreparer {
-                settings: settings.clone(),
-                search: search.clone(),
-                daily: Daily::off(store.clone()),
-                clients: Default::default(),
-                tools: Default::default(),
-                sandboxes: Default::default(),
-            },
+            app: crate::app::preparation_with(
+                &settings,
+                &search,
+                crate::daily::off(store.clone()),
+                Arc::new(OfflineChats),
+            ),
             members: Mutex::new(Some(vec![QueueChat::new(answers, "the scenario")])),
             tools: None,
             windows: None,

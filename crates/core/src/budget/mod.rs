@@ -1,6 +1,9 @@
 //! What a tree of runs may spend together, and where a run sits in its tree. A leaf module:
 //! the tool context (a port) carries a [`Lineage`], and the engine charges its [`RunBudget`],
-//! without either depending on delegation itself.
+//! without either depending on delegation itself. [`daily`] holds what each model key may
+//! spend per day, across runs and processes.
+
+pub mod daily;
 
 use fabric_domain::{RunId, Usage};
 use std::sync::Arc;

@@ -1,0 +1,102 @@
+//! Which model key a member runs on: `--model-key` first, then the specialist's own key,
+//! then the task's complexity, then the default; a key whose daily budget is spent gives way
+//! to one with budget left (one a person named is refused instead).
+
+use fabric_domain::SpecialistSpec;
+
+use super::Preparation;
+use crate::service::{ServiceError, TaskRequest};
+
+impl Preparation {
+    /// The key complexity routing picks for `prompt`, and why; scored once per task, used
+    /// by members whose specialist names no model key.
+    pub(super) fn by_complexity(&self, prompt: &str) -> Option<(String, String)> {
+        let routing = self.policy.complexity.as_ref()?;
+        let complexity = crate::recruit::complexity::score(prompt);
+        let (key, relation) = if complexity.score >= routing.threshold {
+            (routing.complex.clone(), "≥")
+        } else {
+            (routing.simple.clone(), "<")
+        };
+        let why = format!(
+            "complexity {} {relation} {}: {key} ({})",
+            complexity.score,
+            routing.threshold,
+            complexity.explain()
+        );
+        Some((key, why))
+    }
+
+    /// The member's model key and, when routing chose it, why.
+    pub(super) async fn model_key(
+        &self,
+        specialist: &SpecialistSpec,
+        request: &TaskRequest,
+        by_complexity: &Option<(String, String)>,
+    ) -> Result<(String, Option<String>), ServiceError> {
+        let (key, routed) = match (&request.model_key, &specialist.model_key, by_complexity) {
+            (Some(key), _, _) | (None, Some(key), _) => (key.clone(), None),
+            (None, None, Some((key, why))) => (key.clone(), Some(why.clone())),
+            (None, None, None) => (self.policy.default_model_key.clone(), None),
+        };
+        // A continued run goes on with the keys it recorded.
+        if request.continued {
+            return Ok((key, routed));
+        }
+        let Some((key, why)) = self.instead_of(&key, request.model_key.is_some()).await? else {
+            return Ok((key, routed));
+        };
+        let why = match routed {
+            Some(before) => format!("{before}; {why}"),
+            None => why,
+        };
+        Ok((key, Some(why)))
+    }
+
+    /// When `key`'s daily budget is spent: the key to use instead and why (complexity
+    /// routing's `simple` key, else the default key, whichever has budget left), or the
+    /// refusal when no key is left or the person `named` the key. `None`: `key` may be used.
+    async fn instead_of(
+        &self,
+        key: &str,
+        named: bool,
+    ) -> Result<Option<(String, String)>, ServiceError> {
+        let daily = &self.ports.daily;
+        if daily.is_off() {
+            return Ok(None);
+        }
+        let Some(why) = daily.spent(key).await.map_err(super::store)? else {
+            return Ok(None);
+        };
+        if named {
+            return Err(ServiceError::BudgetSpent(format!(
+                "{why}; it resets at midnight ({} time). Run with another `--model-key`, or raise `daily_budget.{key}`",
+                daily.zone_name()
+            )));
+        }
+        let candidates = self
+            .policy
+            .complexity
+            .as_ref()
+            .map(|r| r.simple.clone())
+            .into_iter()
+            .chain(std::iter::once(self.policy.default_model_key.clone()));
+        for candidate in candidates.filter(|c| c != key) {
+            if daily
+                .spent(&candidate)
+                .await
+                .map_err(super::store)?
+                .is_none()
+            {
+                return Ok(Some((
+                    candidate.clone(),
+                    format!("{why}: `{candidate}` instead"),
+                )));
+            }
+        }
+        Err(ServiceError::BudgetSpent(format!(
+            "{why}, and no other model key has budget left today; it resets at midnight ({} time). Raise `daily_budget` or wait",
+            daily.zone_name()
+        )))
+    }
+}

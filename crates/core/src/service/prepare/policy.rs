@@ -1,0 +1,155 @@
+//! The plain value preparation decides by: what the configuration says about specialists,
+//! model keys, routing, budgets and the cloud fallback. The binary converts its settings
+//! into it once at start-up; tests write it by hand.
+
+use fabric_domain::{Backend, Routing, SpecialistSpec, TaskForceMode};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::budget::Price;
+use crate::engine::FallbackPolicy;
+
+/// Everything preparation needs to know from the configuration.
+#[derive(Debug, Clone)]
+pub struct PreparePolicy {
+    /// The specialists, in the configuration's order.
+    pub specialists: Vec<Arc<SpecialistSpec>>,
+    /// Who works when routing finds no one.
+    pub default_specialist: String,
+    /// Keywords, or the routing model with keyword fallback.
+    pub routing: Routing,
+    /// The routing model's key.
+    pub routing_model_key: String,
+    /// The model key by the task's complexity, for specialists that name none.
+    pub complexity: Option<ComplexityPolicy>,
+    /// The model key of everything else.
+    pub default_model_key: String,
+    /// The model keys.
+    pub models: BTreeMap<String, ModelPolicy>,
+    /// The model to pull when an Ollama server has none that fits (`auto_pull_model`),
+    /// when pulling is allowed (`auto_pull_if_missing`).
+    pub auto_pull: Option<String>,
+    /// Left-out turns are summarised by the model rather than listed.
+    pub summarize_compaction: bool,
+    /// Step limit per member, unless the request says.
+    pub max_steps: u32,
+    /// The run tree's limits (`budget:`).
+    pub budget: BudgetLimits,
+    /// A specialist's own limits, replacing the top-level ones limit by limit when it is
+    /// the first member.
+    pub specialist_budgets: BTreeMap<String, BudgetLimits>,
+    /// How deep runs may delegate.
+    pub max_depth: u32,
+    /// Whether a child run works in its parent's workspace (`delegation.workspace`).
+    pub share_parent_workspace: bool,
+    /// How several members work together.
+    pub mode: TaskForceMode,
+    /// Most members at once in parallel mode.
+    pub max_parallel: usize,
+    /// Whether tools may use the network, unless the request says.
+    pub network_allowed: bool,
+    /// The cloud model steps fall back to.
+    pub cloud_fallback: Option<CloudFallbackPolicy>,
+}
+
+impl PreparePolicy {
+    /// The specialist with this id.
+    pub fn specialist(&self, id: &str) -> Option<&Arc<SpecialistSpec>> {
+        self.specialists.iter().find(|s| s.id == id)
+    }
+
+    /// The ids of all specialists, for messages.
+    pub fn specialist_ids(&self) -> String {
+        let ids: Vec<&str> = self.specialists.iter().map(|s| s.id.as_str()).collect();
+        ids.join(", ")
+    }
+
+    /// The keys of all models, for messages.
+    pub fn model_keys(&self) -> String {
+        let keys: Vec<&str> = self.models.keys().map(String::as_str).collect();
+        keys.join(", ")
+    }
+}
+
+/// Model choice by task complexity: at or above `threshold` the `complex` key, below it
+/// the `simple` one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComplexityPolicy {
+    /// The score from which a task counts as complex.
+    pub threshold: u8,
+    /// The model key of simple tasks.
+    pub simple: String,
+    /// The model key of complex tasks.
+    pub complex: String,
+}
+
+/// One model key as preparation uses it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelPolicy {
+    /// The model name on the server.
+    pub model: String,
+    /// The server's wire protocol.
+    pub backend: Backend,
+    /// The server's base URL: concurrent pulls on one server wait for each other.
+    pub endpoint: String,
+    /// Sampling temperature.
+    pub temperature: f32,
+    /// Nucleus sampling.
+    pub top_p: f32,
+    /// Most tokens generated per call.
+    pub max_tokens: u32,
+    /// Seconds to wait for one answer.
+    pub timeout_s: u64,
+    /// What its tokens cost.
+    pub price: Option<Price>,
+    /// Recover tool calls written as text.
+    pub tool_call_repair: bool,
+    /// The context size Ollama is asked for.
+    pub num_ctx: u32,
+    /// The configured context window, for servers that do not report one.
+    pub context_window: Option<u32>,
+}
+
+impl ModelPolicy {
+    /// The context window: Ollama's is the `num_ctx` the fabric sends (or the model's
+    /// trained length when smaller); other servers' is `context_window` when configured,
+    /// else what the server `reported`.
+    pub fn window(&self, reported: Option<u64>) -> Option<u32> {
+        let reported = reported.and_then(|t| u32::try_from(t).ok());
+        match self.backend {
+            Backend::Ollama => Some(self.num_ctx.min(reported.unwrap_or(u32::MAX))),
+            _ => self.context_window.or(reported),
+        }
+    }
+}
+
+/// Limits of one run tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BudgetLimits {
+    /// Tokens at most.
+    pub max_tokens: Option<u64>,
+    /// US dollars at most.
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock seconds at most.
+    pub max_wall_s: Option<u64>,
+}
+
+impl BudgetLimits {
+    /// These limits with `own`'s in place of each one it sets.
+    pub fn overlaid(self, own: &Self) -> Self {
+        Self {
+            max_tokens: own.max_tokens.or(self.max_tokens),
+            max_cost_usd: own.max_cost_usd.or(self.max_cost_usd),
+            max_wall_s: own.max_wall_s.or(self.max_wall_s),
+        }
+    }
+}
+
+/// The cloud model steps fall back to (`cloud_fallback`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudFallbackPolicy {
+    /// Its model key.
+    pub model_key: String,
+    /// When steps go to it, and how often.
+    pub policy: FallbackPolicy,
+}
