@@ -181,6 +181,12 @@ impl RemoteAgentTool {
         };
         let response = request.send().await.map_err(|e| failed(e.to_string()))?;
         let status = response.status();
+        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+            return Err(ToolError::Failed(format!(
+                "the remote agent `{}` refused this fabric (HTTP {status}): its token is missing or wrong; the fabric's config names it in `agents.{}.token_env`, and the user must set that variable",
+                self.config.name, self.config.name
+            )));
+        }
         let body: Value = response
             .json()
             .await
@@ -380,6 +386,77 @@ pub async fn remote_agents(
         tools.push(Arc::new(Typed::new(tool)));
     }
     Ok(tools)
+}
+
+/// What a started source offers: its tools, and those withheld with the reason.
+type Offered = (Vec<Arc<dyn fabric_core::Tool>>, Vec<fabric_core::Withheld>);
+
+/// The remote agents a specialist delegates to, as a tool source: their cards are fetched
+/// and checked when the run starts (an agent that cannot be used ends the run `failed`,
+/// naming it), and a run without the network is not offered them.
+pub struct RemoteAgents {
+    configs: Vec<RemoteAgentConfig>,
+    started: std::sync::Mutex<Offered>,
+    version: AtomicU64,
+}
+
+impl RemoteAgents {
+    /// A source over `configs` (each a delegate that names an `agents:` entry).
+    pub fn new(configs: Vec<RemoteAgentConfig>) -> Self {
+        Self {
+            configs,
+            started: std::sync::Mutex::default(),
+            version: AtomicU64::new(0),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, Offered> {
+        // A panic while holding the lock leaves plain data behind.
+        self.started
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl fabric_core::ToolSource for RemoteAgents {
+    async fn start(&self, ctx: &ToolContext) -> Result<(), fabric_core::ports::SourceError> {
+        if !ctx.network_allowed {
+            let withheld = self
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        format!("{AGENT_TOOL_PREFIX}{}", c.name),
+                        "a remote agent is reached over the network, which this run does not allow",
+                    )
+                })
+                .collect();
+            self.state().1 = withheld;
+        } else {
+            let tools = tokio::select! {
+                () = ctx.cancel.cancelled() => return Err(fabric_core::ports::SourceError::Cancelled),
+                tools = remote_agents(&self.configs) => tools,
+            };
+            let tools = tools
+                .map_err(|e| fabric_core::ports::SourceError::Unavailable(vec![e.to_string()]))?;
+            self.state().0 = tools;
+        }
+        self.version.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn version(&self) -> u64 {
+        self.version.load(Ordering::Relaxed)
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn fabric_core::Tool>> {
+        self.state().0.clone()
+    }
+
+    fn withheld(&self) -> Vec<fabric_core::Withheld> {
+        self.state().1.clone()
+    }
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ impl ToolFactory for ConfigTools {
     }
 
     fn sources(&self, specialist: &SpecialistSpec) -> Vec<Arc<dyn ToolSource>> {
-        sources_for(specialist)
+        sources_for(specialist, &self.settings)
     }
 
     fn stager(&self) -> Arc<dyn Stager> {
@@ -158,7 +158,10 @@ pub(crate) fn sandbox(
 }
 /// The tool sources of a specialist that grow while a run goes on: its MCP servers, started
 /// when the run starts and stopped when it ends.
-pub(crate) fn sources_for(specialist: &SpecialistSpec) -> Vec<Arc<dyn ToolSource>> {
+pub(crate) fn sources_for(
+    specialist: &SpecialistSpec,
+    settings: &Settings,
+) -> Vec<Arc<dyn ToolSource>> {
     let mut sources: Vec<Arc<dyn ToolSource>> = Vec::new();
     if !specialist.tooling.mcp_servers.is_empty() {
         sources.push(Arc::new(
@@ -166,7 +169,37 @@ pub(crate) fn sources_for(specialist: &SpecialistSpec) -> Vec<Arc<dyn ToolSource
                 .with_spawn_hook(fabric_sandbox::dies_with_the_fabric),
         ));
     }
+    let agents = remote_delegates(specialist, settings);
+    if !agents.is_empty() {
+        sources.push(Arc::new(fabric_tools::a2a::RemoteAgents::new(agents)));
+    }
     sources
+}
+
+/// The delegates of `specialist` that are remote A2A agents (`agents:`), their tokens read
+/// from the environment now, when the run is prepared.
+fn remote_delegates(
+    specialist: &SpecialistSpec,
+    settings: &Settings,
+) -> Vec<fabric_tools::a2a::RemoteAgentConfig> {
+    specialist
+        .tooling
+        .delegates
+        .iter()
+        .filter(|id| settings.specialist(id).is_none())
+        .filter_map(|id| {
+            let agent = settings.agents.get(id.as_str())?;
+            Some(fabric_tools::a2a::RemoteAgentConfig {
+                name: id.clone(),
+                url: agent.url.clone(),
+                token: agent
+                    .token_env
+                    .as_deref()
+                    .and_then(|var| std::env::var(var).ok()),
+                timeout_s: agent.timeout_s,
+            })
+        })
+        .collect()
 }
 /// Values a preparer builds once and shares between its runs, by key; a failed build is not
 /// kept, so the next run tries again. A preparer's settings do not change, so nothing kept
@@ -227,6 +260,10 @@ pub(crate) fn tools_for(
         own_tools(specialist, settings, sandbox, search)
     })?;
     for id in &specialist.tooling.delegates {
+        // A remote agent's tool comes from its tool source, once its card is read.
+        if settings.specialist(id).is_none() && settings.agents.contains_key(id) {
+            continue;
+        }
         let target = settings.specialist(id).with_context(|| {
             format!("specialist `{}` delegates to unknown `{id}`", specialist.id)
         })?;

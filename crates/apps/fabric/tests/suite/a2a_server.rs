@@ -245,3 +245,92 @@ async fn issue_30_the_a2a_endpoint_keeps_the_token_and_answers_bad_requests_in_j
         );
     }
 }
+
+/// The run of [`delegating`]'s fabric.
+const DELEGATING_RUN: &[&str] = &[
+    "run",
+    "get a poem written",
+    "--pack",
+    "engineering",
+    "--json",
+];
+
+/// A fabric whose engineering specialist delegates to `peer`, a remote A2A agent at `url`,
+/// and whose model calls it once, then finishes.
+async fn delegating(url: &str) -> super::fixture::Fixture {
+    let mut scenario = Scenario::new(vec![
+        Turn::tool_call("agent__peer", json!({"task": "Write poem.txt"})),
+        Turn::tool_call("finish_task", json!({"summary": "the peer wrote it"})),
+    ]);
+    scenario.turn_by = TurnBy::Conversation;
+    let fx = super::fixture::Fixture::with_backend(scenario, "openai").await;
+    fx.append_config(&format!(
+        "network_allowed: true\nagents:\n  peer:\n    url: {url}\n    token_env: PEER_TOKEN\n    timeout_s: 60\nspecialists:\n  engineering:\n    delegates: [peer]\n"
+    ));
+    fx
+}
+
+/// The other direction: a fabric run hands a task to a remote A2A agent (another `fabric
+/// serve`, reached over HTTP with its token), as to a local specialist.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_30_a_run_delegates_to_a_remote_a2a_agent() {
+    let peer = served().await;
+    let fx = delegating(&peer.base).await;
+    let run = fx
+        .fabric_with(
+            &[
+                "run",
+                "get a poem written",
+                "--pack",
+                "engineering",
+                "--json",
+            ],
+            &[("PEER_TOKEN", TOKEN)],
+        )
+        .await;
+    let result = run.json();
+    let events = fx.runlog(&result);
+    assert_eq!(run.code(), 0, "{}\n{}\n{events:#?}", run.stdout, run.stderr);
+    let answer = events
+        .iter()
+        .find(|e| e["kind"] == "tool_result" && e["payload"]["tool"] == "agent__peer")
+        .unwrap_or_else(|| panic!("no agent__peer result: {events:?}"));
+    // The runlog keeps a tool's result as the text the model read.
+    let said: Value = serde_json::from_str(answer["payload"]["result"].as_str().unwrap()).unwrap();
+    assert_eq!(said["state"], "TASK_STATE_COMPLETED", "{answer}");
+    assert_eq!(said["text"], "wrote the file");
+    // The peer ran it as a run of its own, with the task as its prompt.
+    assert_eq!(said["data"][0]["summary"], "wrote the file");
+    let remote_id = said["task_id"].as_str().unwrap();
+    let (code, remote) = peer.get_json(&format!("/runs/{remote_id}")).await;
+    assert_eq!(code, 200);
+    assert_eq!(remote["prompt"], "Write poem.txt");
+
+    // Without the token, the peer refuses, and the model is told what to fix.
+    let run = fx.fabric(DELEGATING_RUN).await;
+    let events = fx.runlog(&run.json());
+    let refused = events
+        .iter()
+        .find(|e| e["kind"] == "tool_error" && e["payload"]["tool"] == "agent__peer")
+        .unwrap_or_else(|| panic!("no agent__peer error: {events:?}"));
+    let message = refused["payload"]["error_message"].as_str().unwrap();
+    assert!(message.contains("agents.peer.token_env"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_30_an_unreachable_remote_agent_fails_the_run_naming_it() {
+    let fx = delegating("http://127.0.0.1:9").await;
+    let run = fx.fabric(DELEGATING_RUN).await;
+    assert_ne!(run.code(), 0, "{}", run.stdout);
+    let result = run.json();
+    assert_eq!(result["_meta"]["status"], "failed", "{result}");
+    let reason = result["_meta"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("agent `peer`: cannot fetch its card"),
+        "{reason}"
+    );
+    assert!(
+        fx.server.requests().is_empty(),
+        "no model call before the tools are up"
+    );
+}
