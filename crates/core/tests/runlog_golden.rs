@@ -198,6 +198,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode) -> TaskForce {
         prompt: "do the thing".into(),
         members,
         recruitment: Recruitment {
+            specialist_ids: Vec::new(),
             routing_method: "explicit".into(),
             required_capabilities: vec![],
             reason: "test".into(),
@@ -278,6 +279,7 @@ async fn single_with_everything() -> Vec<String> {
     }])))];
     let mut f = force(vec![m], TaskForceMode::Sequential);
     f.recruitment = Recruitment {
+        specialist_ids: Vec::new(),
         routing_method: "llm".into(),
         required_capabilities: vec!["code".into()],
         reason: "it builds".into(),

@@ -202,6 +202,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode, max_parallel: usize) -> Task
         prompt: "do the thing".into(),
         members,
         recruitment: Recruitment {
+            specialist_ids: Vec::new(),
             routing_method: "explicit".into(),
             required_capabilities: vec![],
             reason: "test".into(),

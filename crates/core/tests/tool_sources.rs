@@ -243,6 +243,7 @@ async fn run(
             critic: None,
         }],
         recruitment: Recruitment {
+            specialist_ids: Vec::new(),
             routing_method: "explicit".into(),
             required_capabilities: vec![],
             reason: "test".into(),

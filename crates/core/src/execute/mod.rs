@@ -23,23 +23,12 @@ use tokio_util::sync::CancellationToken;
 use crate::CoreError;
 use crate::engine::{FallbackPolicy, ModelParams};
 use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, RunStore, Tool, ToolSource};
+pub use crate::recruit::Recruitment;
 use crate::recruit::RoutingCall;
 
 pub use fabric_domain::TaskForceMode;
 pub use merge::HANDOFF_END;
 pub use prompt::{MAX_PROMPT_WORKFLOWS, WORKFLOW_WINDOW_SHARE};
-
-/// How the specialist was chosen, for the `recruitment` event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recruitment {
-    /// `explicit` (`--pack`), `keyword`, `llm` or `keyword_fallback` (a keyword decision
-    /// that fell back to the default specialist is still `keyword`, and says so in `reason`).
-    pub routing_method: runlog::RoutingMethod,
-    /// Capabilities inferred from the prompt.
-    pub required_capabilities: Vec<String>,
-    /// Why these specialists, in words.
-    pub reason: String,
-}
 
 /// One task to run by one specialist.
 pub struct Task {

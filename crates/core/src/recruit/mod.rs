@@ -24,9 +24,11 @@ pub use llm::{LlmRouting, ROUTE_TOOL, RoutingCall, parse_answer, route_with_llm}
 
 use crate::ChatClient;
 
-/// The outcome of recruitment, as the `recruitment` event records it.
+/// The outcome of recruitment: who works, how they were chosen and why. The one type from
+/// routing to the task force; the `recruitment` event records it (with the task force's
+/// mode) as `runlog::Recruitment`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
+pub struct Recruitment {
     /// The chosen specialists, in the order they work (sequential task forces) or report
     /// (parallel ones).
     pub specialist_ids: Vec<String>,
@@ -48,7 +50,7 @@ pub fn route_by_keywords(
     prompt: &str,
     specialists: &[Arc<SpecialistSpec>],
     default_id: &str,
-) -> Decision {
+) -> Recruitment {
     let map = CapabilityMap::with_specialists(specialists);
     let inferred = map.infer(prompt);
     let required: Vec<String> = inferred.iter().map(|(c, _)| c.clone()).collect();
@@ -87,7 +89,7 @@ pub fn route_by_keywords(
                 ),
             ),
         };
-        return Decision {
+        return Recruitment {
             specialist_ids: vec![id],
             routing_method: RoutingMethod::Keyword,
             required_capabilities: required,
@@ -178,7 +180,7 @@ pub fn route_by_keywords(
                 .join(", ")
         ));
     }
-    Decision {
+    Recruitment {
         specialist_ids: ordered
             .iter()
             .map(|p| specialists[p.index].id.clone())
@@ -209,7 +211,7 @@ pub async fn route(
     specialists: &[Arc<SpecialistSpec>],
     default_id: &str,
     llm: Option<(&dyn ChatClient, &LlmRouting)>,
-) -> (Decision, Option<RoutingCall>) {
+) -> (Recruitment, Option<RoutingCall>) {
     let by_keywords = route_by_keywords(prompt, specialists, default_id);
     let Some((chat, settings)) = llm else {
         return (by_keywords, None);
@@ -217,7 +219,7 @@ pub async fn route(
     let call = route_with_llm(chat, settings, prompt, specialists).await;
     match &call.outcome {
         Ok((ids, reason)) => (
-            Decision {
+            Recruitment {
                 specialist_ids: ids.clone(),
                 routing_method: RoutingMethod::Llm,
                 required_capabilities: by_keywords.required_capabilities,
@@ -226,7 +228,7 @@ pub async fn route(
             Some(call),
         ),
         Err(failure) => (
-            Decision {
+            Recruitment {
                 routing_method: RoutingMethod::KeywordFallback,
                 reason: format!(
                     "LLM routing failed ({failure}); keyword routing: {}",

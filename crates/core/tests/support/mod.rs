@@ -233,6 +233,7 @@ pub(crate) fn task(tools: Vec<Arc<dyn Tool>>, may_write: bool, network_allowed: 
         prompt: "do it".into(),
         specialist: specialist(may_write).into(),
         recruitment: Recruitment {
+            specialist_ids: Vec::new(),
             routing_method: "explicit".into(),
             required_capabilities: vec![],
             reason: "test".into(),

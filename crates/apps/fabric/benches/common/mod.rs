@@ -46,6 +46,7 @@ pub(crate) fn task(max_steps: u32) -> Task {
         prompt: "benchmark".into(),
         specialist: specialist(),
         recruitment: Recruitment {
+            specialist_ids: Vec::new(),
             routing_method: "explicit".into(),
             required_capabilities: vec![],
             reason: String::new(),

@@ -122,7 +122,8 @@ impl Preparation {
             .tools
             .sandbox(request.sandbox)
             .map_err(|e| ServiceError::Invalid(e.to_string()))?;
-        let (ids, recruitment, routing_call) = self.recruit(&request).await?;
+        let (recruitment, routing_call) = self.recruit(&request).await?;
+        let ids = recruitment.specialist_ids.clone();
         let by_complexity = self.by_complexity(&request.prompt);
         let mut members = Vec::new();
         let mut models: HashMap<String, Resolved> = HashMap::new();

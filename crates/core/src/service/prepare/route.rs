@@ -6,12 +6,11 @@ use fabric_domain::runlog::RoutingMethod;
 use std::time::Duration;
 
 use super::Preparation;
-use crate::execute::Recruitment;
-use crate::recruit::{self, LlmRouting, RoutingCall};
+use crate::recruit::{self, LlmRouting, Recruitment, RoutingCall};
 use crate::service::{ServiceError, TaskRequest};
 
-/// The specialists' ids, how they were chosen, and the routing model's call if one was made.
-pub(super) type Recruited = (Vec<String>, Recruitment, Option<RoutingCall>);
+/// Who works, how and why they were chosen, and the routing model's call if one was made.
+pub(super) type Recruited = (Recruitment, Option<RoutingCall>);
 
 impl Preparation {
     /// `--pack` names the specialists (one, or a task force in the order given); without it
@@ -28,11 +27,12 @@ impl Preparation {
                 ids.push(id.clone());
             }
             let recruitment = Recruitment {
+                reason: format!("--pack {}", ids.join(",")),
+                specialist_ids: ids,
                 routing_method: RoutingMethod::Explicit,
                 required_capabilities: Vec::new(),
-                reason: format!("--pack {}", ids.join(",")),
             };
-            return Ok((ids, recruitment, None));
+            return Ok((recruitment, None));
         }
         let policy = &self.policy;
         let (decision, call) = match policy.routing {
@@ -47,17 +47,12 @@ impl Preparation {
             }
             Routing::Llm => self.llm_route(&request.prompt).await,
         };
-        let recruitment = Recruitment {
-            routing_method: decision.routing_method,
-            required_capabilities: decision.required_capabilities,
-            reason: decision.reason,
-        };
-        Ok((decision.specialist_ids, recruitment, call))
+        Ok((decision, call))
     }
 
     /// LLM routing on the routing model's own endpoint and model; any failure to even set
     /// it up is a fallback to keywords like any other routing failure.
-    async fn llm_route(&self, prompt: &str) -> (recruit::Decision, Option<RoutingCall>) {
+    async fn llm_route(&self, prompt: &str) -> (Recruitment, Option<RoutingCall>) {
         let policy = &self.policy;
         let key = &policy.routing_model_key;
         let keywords = |why: String| {
