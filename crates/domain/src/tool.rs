@@ -159,6 +159,10 @@ pub struct ToolSpec {
     /// Where the tool fits in a workflow.
     #[serde(default, skip_serializing_if = "PlannerHints::is_empty")]
     pub planner: PlannerHints,
+    /// The JSON Schema of the tool's structured answer, when it has a fixed shape; MCP
+    /// publishes it as `outputSchema`, and clients check the answer against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 impl ToolSpec {
@@ -173,6 +177,7 @@ impl ToolSpec {
             annotations: ToolAnnotations::default(),
             aliases: Vec::new(),
             planner: PlannerHints::default(),
+            output_schema: None,
         }
     }
 
@@ -195,6 +200,7 @@ impl ToolSpec {
             annotations: ToolAnnotations::default(),
             aliases: Vec::new(),
             planner: PlannerHints::default(),
+            output_schema: None,
         })
     }
 
@@ -202,6 +208,13 @@ impl ToolSpec {
     #[must_use]
     pub fn example(mut self, example: Value) -> Self {
         self.examples.push(example);
+        self
+    }
+
+    /// Sets the JSON Schema of the tool's structured answer (MCP's `outputSchema`).
+    #[must_use]
+    pub fn output(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
         self
     }
 
@@ -277,7 +290,7 @@ impl ToolSpec {
     /// The MCP `tools/list` entry generated from this contract: the same name, description
     /// and schema as [`ToolSpec::openai_definition`], and the annotations as MCP's hints.
     pub fn mcp_definition(&self) -> Value {
-        json!({
+        let mut definition = json!({
             "name": self.name,
             "description": self.model_description(),
             "inputSchema": self.input_schema,
@@ -286,7 +299,11 @@ impl ToolSpec {
                 "destructiveHint": self.annotations.destructive,
                 "openWorldHint": self.annotations.needs_network,
             },
-        })
+        });
+        if let Some(schema) = &self.output_schema {
+            definition["outputSchema"] = schema.clone();
+        }
+        definition
     }
 
     /// Whether `name` reaches this tool: its name or one of its aliases.

@@ -24,6 +24,7 @@
 mod connect;
 mod error;
 mod handler;
+mod outputs;
 mod server;
 mod source;
 mod sse_legacy;

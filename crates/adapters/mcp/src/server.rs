@@ -24,6 +24,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::McpError;
+use crate::outputs;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -146,22 +147,27 @@ pub fn server_tools() -> Vec<ToolSpec> {
             destructive: true,
             ..ToolAnnotations::default()
         })
-        .plan(&["list_specialists"], &["get_run"]),
+        .plan(&["list_specialists"], &["get_run"])
+        .output(outputs::run_task()),
         ToolSpec::for_input::<NoInput>(
             "list_specialists",
             "List the specialists run_task can use: id, description and tools.",
         )
         .example(json!({}))
         .annotate(read)
-        .plan(&[], &["run_task"]),
+        .plan(&[], &["run_task"])
+        .output(outputs::list_specialists()),
         ToolSpec::for_input::<GetRunInput>(
             "get_run",
             "Read a run by id: status, prompt, result, usage and its events.",
         )
         .example(json!({"run_id": "20260101T000000Z-abcd"}))
         .annotate(read)
-        .plan(&["run_task"], &[]),
-        search_runs_spec().plan(&[], &["get_run"]),
+        .plan(&["run_task"], &[])
+        .output(outputs::get_run()),
+        search_runs_spec()
+            .plan(&[], &["get_run"])
+            .output(outputs::search_runs()),
         ToolSpec::for_input::<RunStatsInput>(
             "run_stats",
             "Figures of past runs per specialist, model key or tool: runs, outcomes, success rate, steps, tokens, time, tool error rate.",
@@ -169,7 +175,8 @@ pub fn server_tools() -> Vec<ToolSpec> {
         .example(json!({}))
         .example(json!({"by": "tool", "since": "7d"}))
         .annotate(read)
-        .plan(&[], &["search_runs"]),
+        .plan(&[], &["search_runs"])
+        .output(outputs::run_stats()),
         ToolSpec::for_input::<PruneRunsInput>(
             "prune_runs",
             "Delete ended runs (records, runlogs, workspaces) that started longer ago than a duration. Runs still going are kept.",
@@ -179,7 +186,8 @@ pub fn server_tools() -> Vec<ToolSpec> {
             destructive: true,
             ..ToolAnnotations::default()
         })
-        .plan(&["run_stats"], &[]),
+        .plan(&["run_stats"], &[])
+        .output(outputs::prune_runs()),
     ]
 }
 

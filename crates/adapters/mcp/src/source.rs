@@ -163,7 +163,7 @@ impl Shared {
                 Converted::Tool(contract, remote) => {
                     if self.wanted(&spec.name, &contract.name) {
                         tools.push(Arc::new(McpTool::new(
-                            contract,
+                            *contract,
                             &spec.name,
                             remote,
                             peer.clone(),

@@ -28,7 +28,7 @@ pub(crate) struct McpTool {
 /// What a server's `tools/list` entry becomes: a tool, or why it was left out.
 pub(crate) enum Converted {
     /// Usable.
-    Tool(ToolSpec, String),
+    Tool(Box<ToolSpec>, String),
     /// Left out, with the reason (reported in the `mcp_server` event, never silently).
     Skipped(String, String),
 }
@@ -68,11 +68,11 @@ pub(crate) fn convert(server: &str, tool: &rmcp::model::Tool) -> Converted {
     let hint = |key: &str| raw["annotations"][key].as_bool() == Some(true);
     match ToolSpec::with_schema(&name, &description, schema) {
         Ok(spec) => Converted::Tool(
-            spec.annotate(ToolAnnotations {
+            Box::new(spec.annotate(ToolAnnotations {
                 read_only: hint("readOnlyHint"),
                 destructive: hint("destructiveHint"),
                 needs_network: hint("openWorldHint"),
-            }),
+            })),
             remote,
         ),
         Err(e) => Converted::Skipped(remote, e.to_string()),

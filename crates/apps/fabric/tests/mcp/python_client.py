@@ -63,7 +63,12 @@ async def exercise(session, version):
         "undeclared": undeclared,
         "protocol_version": version,
         "tools": [
-            {"name": t.name, "inputSchema": t.input_schema, "description": t.description}
+            {
+                "name": t.name,
+                "inputSchema": t.input_schema,
+                "outputSchema": t.output_schema,
+                "description": t.description,
+            }
             for t in tools.tools
         ],
         "specialists": specialists.structured_content,

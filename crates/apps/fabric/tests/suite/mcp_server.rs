@@ -77,6 +77,21 @@ fn check(seen: &Value) {
     // The listed schema is the contract's schema.
     let run_task = fabric_mcp::server_tools().remove(0);
     assert_eq!(seen["tools"][0]["inputSchema"], run_task.input_schema);
+    // Issue #29: every tool publishes the shape of its structured answer, and the SDK
+    // checked each answer above against it (it refuses one that does not fit).
+    for (listed, contract) in seen["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(fabric_mcp::server_tools())
+    {
+        assert_eq!(
+            Some(&listed["outputSchema"]),
+            contract.output_schema.as_ref(),
+            "{}",
+            contract.name
+        );
+    }
     let ids: Vec<&str> = seen["specialists"]["specialists"]
         .as_array()
         .expect("specialists")
