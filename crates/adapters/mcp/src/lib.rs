@@ -25,6 +25,7 @@ mod connect;
 mod error;
 mod handler;
 mod outputs;
+mod prompts;
 mod server;
 mod source;
 mod sse_legacy;

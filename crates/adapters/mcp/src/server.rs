@@ -103,6 +103,9 @@ pub struct SpecialistEntry {
     pub mcp_servers: Vec<String>,
     /// The specialists it may delegate to.
     pub delegates: Vec<String>,
+    /// Its system prompt, offered as an MCP prompt (not in `list_specialists`' answer).
+    #[serde(skip)]
+    pub system_prompt: String,
 }
 
 impl SpecialistList {
@@ -121,6 +124,7 @@ impl SpecialistList {
                     .map(|m| m.name.clone())
                     .collect(),
                 delegates: s.tooling.delegates.clone(),
+                system_prompt: s.system_prompt.clone(),
             })
             .collect();
         Self {
@@ -359,7 +363,12 @@ fn answer<T: Serialize>(value: &T) -> Result<Value, McpError> {
 
 impl ServerHandler for FabricMcpServer {
     fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .build(),
+        )
             .with_server_info(Implementation::new("agent-fabric", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "agent-fabric runs tasks with specialist agents on local models. Call list_specialists to see who can work, run_task to hand over a task, get_run to read a run again, search_runs to find earlier runs, run_stats for figures.",
@@ -384,19 +393,26 @@ impl ServerHandler for FabricMcpServer {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
-    // Issue #29: rmcp answers these with empty lists by default, for capabilities this
-    // server never declares; a client then believes there are none rather than that they
-    // are not offered. "Method not found" says what is true.
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
-        Err(ErrorData::method_not_found::<
-            rmcp::model::ListPromptsRequestMethod,
-        >())
+        Ok(crate::prompts::list(&self.specialists))
     }
 
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        crate::prompts::get(&self.specialists, &request)
+            .map(rmcp::model::GetPromptResponse::Complete)
+    }
+
+    // Issue #29: rmcp answers these with empty lists by default, for capabilities this
+    // server never declares; a client then believes there are none rather than that they
+    // are not offered. "Method not found" says what is true.
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,

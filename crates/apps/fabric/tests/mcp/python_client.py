@@ -53,13 +53,28 @@ async def exercise(session, version):
         errors[f"{name} {json.dumps(arguments)}"] = [answer.is_error, text]
     # Capabilities the server does not declare are "method not found", not empty lists.
     undeclared = {}
-    for name in ["list_prompts", "list_resources", "list_resource_templates"]:
+    for name in ["list_resources", "list_resource_templates"]:
         try:
             await getattr(session, name)()
             undeclared[name] = "answered"
         except Exception as e:  # the SDK's MCPError carries the JSON-RPC error
             undeclared[name] = getattr(getattr(e, "error", None), "code", repr(e))
+    # Issue #29: each specialist as a prompt.
+    prompts = await session.list_prompts()
+    prompt = await session.get_prompt("engineering", {"task": "Fix the failing test"})
+    try:
+        await session.get_prompt("engineering", {})
+        missing_task = "answered"
+    except Exception as e:
+        missing_task = str(getattr(getattr(e, "error", None), "message", e))
     return {
+        "prompts": [
+            {"name": p.name, "arguments": [(a.name, a.required) for a in p.arguments or []]}
+            for p in prompts.prompts
+        ],
+        "prompt_text": prompt.messages[0].content.text,
+        "prompt_role": prompt.messages[0].role,
+        "prompt_missing_task": missing_task,
         "undeclared": undeclared,
         "protocol_version": version,
         "tools": [

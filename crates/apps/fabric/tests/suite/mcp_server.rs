@@ -55,7 +55,30 @@ fn check(seen: &Value) {
     // Issue #29: what the server does not offer is "method not found" (-32601).
     assert_eq!(
         seen["undeclared"],
-        json!({"list_prompts": -32601, "list_resources": -32601, "list_resource_templates": -32601})
+        json!({"list_resources": -32601, "list_resource_templates": -32601})
+    );
+    // Issue #29: each specialist is a prompt taking the task; its text is the specialist's
+    // system prompt, then the task.
+    let prompts = seen["prompts"].as_array().expect("prompts");
+    assert!(
+        prompts
+            .iter()
+            .any(|p| p["name"] == "engineering" && p["arguments"] == json!([["task", true]])),
+        "{prompts:?}"
+    );
+    let text = seen["prompt_text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("You are the engineering specialist")
+            && text.ends_with("# Task\n\nFix the failing test"),
+        "{text}"
+    );
+    assert_eq!(seen["prompt_role"], "user");
+    assert!(
+        seen["prompt_missing_task"]
+            .as_str()
+            .is_some_and(|m| m.contains("needs the argument `task`")),
+        "{}",
+        seen["prompt_missing_task"]
     );
     let names: Vec<&str> = seen["tools"]
         .as_array()

@@ -1,0 +1,69 @@
+//! Each specialist as an MCP prompt (issue #29): a client app that brings its own model can
+//! use a specialist's instructions with it. `prompts/list` names one prompt per specialist
+//! with its one argument, `task`; `prompts/get` answers one user message holding the
+//! specialist's system prompt and the task.
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    GetPromptRequestParams, GetPromptResult, ListPromptsResult, Prompt, PromptArgument,
+    PromptMessage, Role,
+};
+
+use crate::server::SpecialistList;
+
+/// One prompt per specialist.
+pub(crate) fn list(specialists: &SpecialistList) -> ListPromptsResult {
+    let prompts = specialists
+        .specialists
+        .iter()
+        .map(|s| {
+            let task = PromptArgument::new("task")
+                .with_description("The task for the specialist, complete in itself")
+                .with_required(true);
+            Prompt::new(&s.id, Some(&s.description), Some(vec![task]))
+        })
+        .collect();
+    ListPromptsResult::with_all_items(prompts)
+}
+
+/// The specialist `params.name` with the task `params.arguments.task`.
+pub(crate) fn get(
+    specialists: &SpecialistList,
+    params: &GetPromptRequestParams,
+) -> Result<GetPromptResult, ErrorData> {
+    let Some(specialist) = specialists.specialists.iter().find(|s| s.id == params.name) else {
+        let names: Vec<&str> = specialists
+            .specialists
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect();
+        return Err(ErrorData::invalid_params(
+            format!(
+                "no prompt `{}`; the prompts are the specialists: {}",
+                params.name,
+                names.join(", ")
+            ),
+            None,
+        ));
+    };
+    let task = params
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get("task"))
+        .and_then(|t| t.as_str())
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!(
+                    "prompt `{}` needs the argument `task`: the task for the specialist",
+                    specialist.id
+                ),
+                None,
+            )
+        })?;
+    let text = format!("{}\n\n# Task\n\n{task}", specialist.system_prompt);
+    Ok(
+        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+            .with_description(specialist.description.clone()),
+    )
+}
