@@ -309,7 +309,9 @@ impl ChatClient for ResponsesClient {
                 .turns
                 .values_mut()
                 .for_each(|t| t.response_id = None);
-            body = self.body(&request, false);
+            // Whole, and kept (`store: true`) unless chaining was refused: the next call can
+            // chain to this answer again.
+            body = self.body(&request, chain && !unsupported);
             result = self.send(&body, observer).await;
         }
         let result = result.map(|(response, turn)| {

@@ -195,6 +195,23 @@ async fn issue_30_a_chain_the_server_forgot_is_sent_whole() {
     assert!(sent[0].body["previous_response_id"].is_string());
     assert!(sent[1].body.get("previous_response_id").is_none());
     assert_eq!(sent[1].body["input"].as_array().map(Vec::len), Some(3));
+    // Sent whole but kept: the next call chains to that answer again.
+    assert_eq!(sent[1].body["store"], true);
+    messages.push(Message::assistant(None, answer.tool_calls.clone()));
+    messages.push(Message::tool_result(&answer.tool_calls[0].id, "ok"));
+    let answer = client
+        .chat(request(&messages, &tools(), false), &NoopObserver)
+        .await
+        .unwrap();
+    assert_eq!(answer.content.as_deref(), Some("done"));
+    let sent = second.requests();
+    assert_eq!(sent.len(), 3);
+    assert!(
+        sent[2].body["previous_response_id"].is_string(),
+        "{}",
+        sent[2].body
+    );
+    assert_eq!(sent[2].body["input"].as_array().map(Vec::len), Some(1));
 }
 
 #[tokio::test]
