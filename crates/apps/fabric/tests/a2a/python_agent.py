@@ -9,7 +9,7 @@ it is bound. Its card, at /.well-known/agent-card.json, offers one JSON-RPC inte
 (protocol 1.0) at /a2a and one skill, `haiku`. Every task is completed with an artifact whose
 parts are the text "haiku: <the task's text>" and a data part {"syllables": [5, 7, 5],
 "topic": <the text>}; a task whose text contains "fail" fails, its status message
-"no muse today".
+"no muse today", and one whose text contains "hang" works until it is cancelled.
 """
 import asyncio
 import socket
@@ -50,6 +50,9 @@ class HaikuExecutor(AgentExecutor):
         await updater.start_work()
         # A moment of work, so that a client that returns at once finds the task running.
         await asyncio.sleep(0.2)
+        if "hang" in text.lower():
+            # Works until cancelled (CancelTask cancels this coroutine, then calls cancel()).
+            await asyncio.sleep(3600)
         if "fail" in text.lower():
             await updater.failed(updater.new_agent_message([new_text_part("no muse today")]))
             return

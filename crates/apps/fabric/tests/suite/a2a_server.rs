@@ -258,11 +258,11 @@ const DELEGATING_RUN: &[&str] = &[
 /// A fabric whose engineering specialist delegates to `peer`, a remote A2A agent at `url`,
 /// and whose model calls it once, then finishes.
 async fn delegating(url: &str) -> super::fixture::Fixture {
-    delegating_task(url, "Write poem.txt").await
+    delegating_task(url, "Write poem.txt", 60).await
 }
 
-/// [`delegating`], the model handing `peer` the task `task`.
-async fn delegating_task(url: &str, task: &str) -> super::fixture::Fixture {
+/// [`delegating`], the model handing `peer` the task `task`, which may take `timeout_s`.
+async fn delegating_task(url: &str, task: &str, timeout_s: u64) -> super::fixture::Fixture {
     let mut scenario = Scenario::new(vec![
         Turn::tool_call("agent__peer", json!({ "task": task })),
         Turn::tool_call("finish_task", json!({"summary": "the peer wrote it"})),
@@ -270,7 +270,7 @@ async fn delegating_task(url: &str, task: &str) -> super::fixture::Fixture {
     scenario.turn_by = TurnBy::Conversation;
     let fx = super::fixture::Fixture::with_backend(scenario, "openai").await;
     fx.append_config(&format!(
-        "network_allowed: true\nagents:\n  peer:\n    url: {url}\n    token_env: PEER_TOKEN\n    timeout_s: 60\nspecialists:\n  engineering:\n    delegates: [peer]\n"
+        "network_allowed: true\nagents:\n  peer:\n    url: {url}\n    token_env: PEER_TOKEN\n    timeout_s: {timeout_s}\nspecialists:\n  engineering:\n    delegates: [peer]\n"
     ));
     fx
 }
@@ -372,11 +372,26 @@ impl PythonAgent {
         }
         panic!("the Python A2A agent's card at {card} did not answer within 10 s");
     }
+
+    /// Its task `id`, as its `GetTask` answers.
+    async fn get_task(&self, id: &str) -> Value {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}});
+        let response = reqwest::Client::new()
+            .post(format!("{}/a2a", self.base))
+            .header("A2A-Version", "1.0")
+            .json(&call)
+            .send()
+            .await
+            .expect("the Python A2A agent answers GetTask");
+        let answer: Value = response.json().await.expect("a JSON-RPC answer");
+        answer["result"].clone()
+    }
 }
 
 /// A fabric run hands tasks to an agent the project did not write: one built with the
 /// official Python A2A SDK's server components. One completes with its artifact; one fails
-/// with the agent's message, which the model reads as a tool error.
+/// with the agent's message, which the model reads as a tool error; one that hangs is
+/// cancelled at the agent when its time is up.
 #[cfg_attr(
     fabric_no_a2a,
     ignore = "needs the Python A2A SDK: run scripts/install-test-deps.sh"
@@ -385,17 +400,28 @@ impl PythonAgent {
 async fn issue_30_a_run_delegates_to_an_a2a_sdk_agent() {
     let agent = PythonAgent::start().await;
 
-    let fx = delegating_task(&agent.base, "a haiku about rust").await;
+    let fx = delegating_task(&agent.base, "a haiku about rust", 60).await;
     let said = delegated(&fx, &[]).await;
     assert_eq!(said["text"], "haiku: a haiku about rust");
     assert_eq!(said["data"][0]["topic"], "a haiku about rust", "{said}");
     assert!(said["task_id"].as_str().is_some_and(|id| !id.is_empty()));
 
-    let fx = delegating_task(&agent.base, "fail at a haiku").await;
+    let fx = delegating_task(&agent.base, "fail at a haiku", 60).await;
     let message = refused(&fx).await;
     assert!(message.contains("\"agent\":\"peer\""), "{message}");
     assert!(message.contains("TASK_STATE_FAILED"), "{message}");
     assert!(message.contains("no muse today"), "{message}");
+
+    // A task that outlasts `timeout_s` is cancelled at the agent, which the SDK records.
+    let fx = delegating_task(&agent.base, "hang on a haiku", 2).await;
+    let message = refused(&fx).await;
+    assert!(message.contains("its time ran out"), "{message}");
+    let id = message
+        .split('`')
+        .nth(3)
+        .unwrap_or_else(|| panic!("no task id: {message}"));
+    let task = agent.get_task(id).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED", "{task}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
