@@ -161,14 +161,26 @@ pub struct RemoteAgentTool {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl RemoteAgentTool {
-    /// One JSON-RPC call: its `result`, or the error as the model should read it.
+    /// One JSON-RPC call: its `result`, or the error as the model should read it. Reads and
+    /// cancels get 30 s; sending may take until the call's deadline, for an agent that
+    /// answers only when it is done (it may ignore `returnImmediately`).
     async fn call(&self, method: &str, params: Value) -> Result<Value, ToolError> {
+        self.call_within(method, params, Duration::from_secs(30))
+            .await
+    }
+
+    async fn call_within(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, ToolError> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let mut request = self
             .http
             .post(&self.card.endpoint)
             .header("A2A-Version", "1.0")
-            .timeout(Duration::from_secs(30))
+            .timeout(timeout)
             .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         if let Some(token) = &self.config.token {
             request = request.bearer_auth(token);
@@ -335,10 +347,14 @@ impl TypedTool for RemoteAgentTool {
             "parts": [{"text": input.task}],
             "metadata": {"fabric_run_id": ctx.run_id.as_str()},
         });
+        let within = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
         let sent = self
-            .call(
+            .call_within(
                 "SendMessage",
                 json!({"message": message, "configuration": {"returnImmediately": true}}),
+                within,
             )
             .await?;
         let Some(task) = sent.get("task") else {
