@@ -12,7 +12,7 @@ use crate::anthropic_wire::{self as wire, Block, Delta, Event};
 use crate::error::{ClientBuildError, NotFound, conclude};
 use crate::sse::SseParser;
 use crate::toolcalls::{CallAssembler, CallDelta, arguments_text, call_id_or_generate};
-use crate::transport::{Auth, HttpSettings, Transport, cut, decode_json};
+use crate::transport::{Auth, HttpSettings, Transport, decode_json};
 
 /// A [`ChatClient`] for Anthropic's Messages API.
 #[derive(Debug, Clone)]
@@ -178,20 +178,7 @@ impl StreamState {
         events: Vec<String>,
         observer: &dyn ChatObserver,
     ) -> Result<bool, ChatError> {
-        for data in events {
-            let data = data.trim();
-            if data.is_empty() {
-                continue;
-            }
-            let event: Event = serde_json::from_str(data).map_err(|e| ChatError::Decode {
-                url: url.to_owned(),
-                detail: format!("bad stream event ({e}): {}", cut(data)),
-            })?;
-            if self.event(url, event, observer)? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        crate::sse::decode_events(url, events, |event| self.event(url, event, observer))
     }
 
     fn event(

@@ -24,7 +24,7 @@ use crate::error::{ClientBuildError, NotFound, conclude};
 use crate::responses_wire::{self as wire, Event, Item};
 use crate::sse::SseParser;
 use crate::toolcalls::{CallAssembler, CallDelta, arguments_text, call_id_or_generate};
-use crate::transport::{HttpSettings, Transport, cut, decode_json};
+use crate::transport::{HttpSettings, Transport, decode_json};
 
 /// How many received turns the client remembers (their response ids and reasoning items).
 const REMEMBERED_TURNS: usize = 4096;
@@ -351,20 +351,7 @@ impl StreamState {
         events: Vec<String>,
         observer: &dyn ChatObserver,
     ) -> Result<bool, ChatError> {
-        for data in events {
-            let data = data.trim();
-            if data.is_empty() || data == "[DONE]" {
-                continue;
-            }
-            let event: Event = serde_json::from_str(data).map_err(|e| ChatError::Decode {
-                url: url.to_owned(),
-                detail: format!("bad stream event ({e}): {}", cut(data)),
-            })?;
-            if self.event(url, event, observer)? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        crate::sse::decode_events(url, events, |event| self.event(url, event, observer))
     }
 
     fn event(

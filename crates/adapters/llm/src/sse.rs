@@ -3,7 +3,36 @@
 //! other fields (`event`, `id`, `retry`) are skipped because chat servers carry everything
 //! in `data`.
 
+use fabric_core::ChatError;
+use serde::de::DeserializeOwned;
+
 use crate::lines::LineSplitter;
+use crate::transport::cut;
+
+/// Decodes each event's data as a typed event `E` and hands it to `handle`, until `handle`
+/// says the answer is over (`true`). Empty data and OpenAI's `[DONE]` sentinel are skipped;
+/// data that is not an `E` is an error naming it. The typed-event streams (Anthropic's, the
+/// Responses API's) read their chunks through this.
+pub(crate) fn decode_events<E: DeserializeOwned>(
+    url: &str,
+    events: Vec<String>,
+    mut handle: impl FnMut(E) -> Result<bool, ChatError>,
+) -> Result<bool, ChatError> {
+    for data in events {
+        let data = data.trim();
+        if data.is_empty() || data == "[DONE]" {
+            continue;
+        }
+        let event: E = serde_json::from_str(data).map_err(|e| ChatError::Decode {
+            url: url.to_owned(),
+            detail: format!("bad stream event ({e}): {}", cut(data)),
+        })?;
+        if handle(event)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
 
 /// Turns a byte stream into the `data` payloads of its events.
 #[derive(Debug, Default)]

@@ -265,15 +265,7 @@ impl RemoteAgentTool {
             .pointer("/status/state")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let said: Vec<&str> = task
-            .pointer("/status/message/parts")
-            .and_then(Value::as_array)
-            .map(|p| {
-                p.iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let said = texts(task.pointer("/status/message/parts"));
         let mut texts = Vec::new();
         let mut data = Vec::new();
         for artifact in task
@@ -359,15 +351,7 @@ impl TypedTool for RemoteAgentTool {
             .await?;
         let Some(task) = sent.get("task") else {
             // An agent may answer with a message instead of a task: that is its answer.
-            let text: Vec<&str> = sent
-                .pointer("/message/parts")
-                .and_then(Value::as_array)
-                .map(|p| {
-                    p.iter()
-                        .filter_map(|p| p.get("text").and_then(Value::as_str))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let text = texts(sent.pointer("/message/parts"));
             return Ok(
                 json!({"agent": self.config.name, "state": "message", "text": text.join("\n\n")}),
             );
@@ -388,6 +372,18 @@ impl TypedTool for RemoteAgentTool {
         };
         self.answer(&ended)
     }
+}
+
+/// The text parts of a list of A2A parts (none when it is not a list).
+fn texts(parts: Option<&Value>) -> Vec<&str> {
+    parts
+        .and_then(Value::as_array)
+        .map(|p| {
+            p.iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The tools of `agents`, each card fetched and checked; the first agent that cannot be used
