@@ -30,6 +30,15 @@ pub struct StoreConfig {
     /// With `queue`: most runs queued or running across every worker; one more is refused
     /// (429). `None`: no limit besides each worker's `--concurrency`.
     pub max_runs_in_flight: Option<u64>,
+    /// Where every checkpoint of a versioned workspace is pushed (any URL or path git can
+    /// push to), so a worker without this disk can take a run over (issue #25; implies
+    /// `workspace_history`). A password in it is shown as `***`.
+    #[serde(serialize_with = "serialize_redacted")]
+    pub workspace_remote: Option<String>,
+    /// Whether scratch workspaces are versioned too: a commit after every tool call that
+    /// may change files, kept in `runs/<id>/history`, so `fabric resume` restores exactly
+    /// what the runlog describes. Project runs always are.
+    pub workspace_history: bool,
 }
 
 /// [`StoreConfig::lease_s`] when the file does not say.
@@ -42,6 +51,8 @@ impl Default for StoreConfig {
             queue: false,
             lease_s: DEFAULT_LEASE_S,
             max_runs_in_flight: None,
+            workspace_remote: None,
+            workspace_history: false,
         }
     }
 }
@@ -89,6 +100,8 @@ pub(crate) struct RawStore {
     pub(crate) queue: Option<bool>,
     pub(crate) lease_s: Option<u64>,
     pub(crate) max_runs_in_flight: Option<u64>,
+    pub(crate) workspace_remote: Option<String>,
+    pub(crate) workspace_history: Option<bool>,
 }
 
 /// The `run_index:` section as written in the file.
@@ -130,6 +143,19 @@ impl RawStore {
                 ));
             }
             base.max_runs_in_flight = Some(limit);
+        }
+        if let Some(remote) = self.workspace_remote {
+            let remote = remote.trim();
+            if remote.is_empty() || remote.starts_with('-') {
+                return Err(invalid(
+                    "store.workspace_remote",
+                    "must be a URL or path git can push to (a bare repository such as `/srv/fabric-workspaces.git`, or `ssh://host/repo.git`); leave it out to keep workspaces on this disk".to_owned(),
+                ));
+            }
+            base.workspace_remote = Some(remote.to_owned());
+        }
+        if let Some(history) = self.workspace_history {
+            base.workspace_history = history;
         }
         Ok(())
     }

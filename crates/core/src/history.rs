@@ -40,6 +40,11 @@ pub struct RunHistory {
     /// Processes the stopped run left running, killed before it goes on (set by the
     /// service when it continues the run, recorded in `run_resumed`).
     pub reaped: Vec<u32>,
+    /// Its versioned workspace as first recorded (`workspace`), if it has one.
+    pub workspace: Option<runlog::WorkspaceOpened>,
+    /// The last commit a `checkpoint` recorded: what a continued run's files are restored
+    /// to (the base when there is none).
+    pub last_checkpoint: Option<String>,
 }
 
 /// One member's recorded past.
@@ -79,6 +84,8 @@ impl RunHistory {
             next_seq: events.last().map_or(0, |e| e.seq + 1),
             last_ts: events.last().map_or(0.0, |e| e.ts),
             reaped: Vec::new(),
+            workspace: None,
+            last_checkpoint: None,
         };
         for event in events {
             history.fold(event);
@@ -100,6 +107,18 @@ impl RunHistory {
             EventKind::Recruitment => self.recruitment = event.payload_as().ok(),
             EventKind::TaskForceParallel => self.parallel_recorded = true,
             EventKind::RunResumed => self.resumptions += 1,
+            EventKind::Workspace if self.workspace.is_none() => {
+                self.workspace = event.payload_as().ok();
+            }
+            EventKind::Checkpoint => {
+                if let Ok(runlog::Checkpoint {
+                    commit: Some(commit),
+                    ..
+                }) = event.payload_as::<runlog::Checkpoint>()
+                {
+                    self.last_checkpoint = Some(commit);
+                }
+            }
             EventKind::RunComplete | EventKind::RunFailed => {
                 self.ended = event
                     .payload
@@ -281,6 +300,7 @@ impl RunHistory {
             usage: self.usage(),
             reason: Some(reason.to_owned()),
             result: None,
+            workspace: None,
         };
         Ok(RunEvent {
             seq: self.next_seq,

@@ -64,6 +64,7 @@ pub mod search;
 pub mod service;
 pub mod trace;
 pub mod typed;
+pub mod versioned;
 pub mod views;
 
 pub use error::{CoreError, Remedy};

@@ -306,6 +306,8 @@ impl Metrics {
             | EventPayload::CriticReview(_)
             | EventPayload::RepairRound(_)
             | EventPayload::LoopDetected(_)
+            | EventPayload::Workspace(_)
+            | EventPayload::Checkpoint(_)
             | EventPayload::Unknown(_) => {}
         }
     }

@@ -236,6 +236,7 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
                 events: Arc::clone(&log),
                 fail_after: None,
             }),
+            versioned: None,
         };
         let model = ByConversation::new(script());
         let tools = Tools::new();

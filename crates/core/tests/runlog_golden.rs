@@ -95,6 +95,7 @@ impl RunStore for Store {
             id: RunId::parse("golden-run").unwrap(),
             workspace: PathBuf::from("/ws/golden-run/workspace"),
             log: Box::new(Log(Arc::clone(&self.0))),
+            versioned: None,
         })
     }
     async fn list_runs(

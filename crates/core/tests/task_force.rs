@@ -112,6 +112,7 @@ impl RunStore for Store {
             id: RunId::parse("tf-run").unwrap(),
             workspace: std::env::temp_dir(),
             log: Box::new(Log(Arc::clone(&self.events))),
+            versioned: None,
         })
     }
     async fn list_runs(
@@ -536,6 +537,7 @@ async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
         id: RunId::parse("tf-run").unwrap(),
         workspace: std::env::temp_dir(),
         log: Box::new(Log(Arc::clone(&log))),
+        versioned: None,
     };
     // Models with nothing to say: asking any of them would fail the member.
     let (a2, b2, c2) = (

@@ -108,6 +108,7 @@ impl RunStore for Store {
             id: RunId::parse("test-run").unwrap(),
             workspace: std::env::temp_dir(),
             log: Box::new(Log(self.events.clone())),
+            versioned: None,
         })
     }
     async fn list_runs(

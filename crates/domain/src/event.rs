@@ -47,6 +47,11 @@ pub enum EventKind {
     /// The run's process stopped before its end and another one continues it from its
     /// runlog (docs/DURABILITY.md).
     RunResumed,
+    /// The run works in a versioned workspace: its branch and base, and after a resumption
+    /// the checkpoint its files were restored to (issue #25).
+    Workspace,
+    /// The fabric committed the workspace after a tool call that may have changed it.
+    Checkpoint,
     /// The run ended with a result.
     RunComplete,
     /// The run ended without one; the payload names the status and the reason.
@@ -59,8 +64,9 @@ pub enum EventKind {
 impl EventKind {
     /// Every kind this version knows (all but [`EventKind::Unknown`]), in the order of
     /// docs/RUNLOG.md, with `loop_detected` before the terminal kinds.
-    pub const ALL: [EventKind; 22] = [
+    pub const ALL: [EventKind; 24] = [
         Self::RunStart,
+        Self::Workspace,
         Self::Recruitment,
         Self::TaskForceParallel,
         Self::PackStart,
@@ -74,6 +80,7 @@ impl EventKind {
         Self::ToolCall,
         Self::ToolResult,
         Self::ToolError,
+        Self::Checkpoint,
         Self::CriticReview,
         Self::RepairRound,
         Self::PackEnd,
@@ -112,6 +119,8 @@ impl EventKind {
             Self::LoopDetected => "loop_detected",
             Self::McpServer => "mcp_server",
             Self::RunResumed => "run_resumed",
+            Self::Workspace => "workspace",
+            Self::Checkpoint => "checkpoint",
             Self::RunComplete => "run_complete",
             Self::RunFailed => "run_failed",
             Self::Unknown => "unknown",
@@ -186,6 +195,8 @@ mod tests {
             | EventKind::McpServer
             | EventKind::PackEnd
             | EventKind::RunResumed
+            | EventKind::Workspace
+            | EventKind::Checkpoint
             | EventKind::RunComplete
             | EventKind::RunFailed => true,
         };

@@ -22,11 +22,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use payloads::{
-    CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, Finding, LlmRequest,
-    LlmResponse, LlmToolCall, LoopDetected, McpServer, PackEnd, PackStart, Recruitment,
+    Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, Finding,
+    LlmRequest, LlmResponse, LlmToolCall, LoopDetected, McpServer, PackEnd, PackStart, Recruitment,
     RepairRound, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart,
     SecurityEvent, SkippedTool, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError,
-    ToolResult,
+    ToolResult, WorkspaceOpened, WorkspaceResult,
 };
 pub use sample::sample_payload;
 pub use view::EventPayload;
@@ -97,6 +97,8 @@ fixed_kind! {
     SecurityEvent => SecurityEvent,
     LoopDetected => LoopDetected,
     RunAborted => RunFailed,
+    WorkspaceOpened => Workspace,
+    Checkpoint => Checkpoint,
 }
 
 impl Payload for RunEnd {

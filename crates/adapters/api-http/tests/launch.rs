@@ -80,6 +80,7 @@ impl RunStore for MemStore {
             id,
             workspace: std::env::temp_dir(),
             log: Box::new(LogHandle(log)),
+            versioned: None,
         })
     }
     async fn list_runs(
@@ -168,6 +169,7 @@ impl Runnable for Fake {
             usage: Default::default(),
             routing: None,
             model_reason: None,
+            changes: None,
         })
     }
 }

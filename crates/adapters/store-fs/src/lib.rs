@@ -175,6 +175,7 @@ impl RunStore for FsRunStore {
             id,
             workspace,
             log: Box::new(log),
+            versioned: None,
         })
     }
 
@@ -184,6 +185,7 @@ impl RunStore for FsRunStore {
             id: id.clone(),
             workspace,
             log: Box::new(log),
+            versioned: None,
         })
     }
 

@@ -82,6 +82,8 @@ impl ToolEvent {
             | EventPayload::SecurityEvent(_)
             | EventPayload::LoopDetected(_)
             | EventPayload::RunResumed(_)
+            | EventPayload::Workspace(_)
+            | EventPayload::Checkpoint(_)
             | EventPayload::RunComplete(_)
             | EventPayload::RunFailed(_)
             | EventPayload::RunAborted(_)

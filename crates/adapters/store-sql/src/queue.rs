@@ -385,6 +385,7 @@ impl RunQueue for SqlStore {
                 writer: inner.writer.clone(),
                 order: Mutex::new(()),
             }),
+            versioned: None,
         })
     }
 

@@ -115,6 +115,7 @@ pub(crate) async fn create_run(store: &SqlStore, id: RunId) -> Result<NewRun, St
         id: id.clone(),
         workspace,
         log: Box::new(SqlRunLog::new(store, file, id)),
+        versioned: None,
     })
 }
 
@@ -132,6 +133,7 @@ pub(crate) async fn reopen_run(store: &SqlStore, id: &RunId) -> Result<NewRun, S
         id: id.clone(),
         workspace,
         log: Box::new(SqlRunLog::new(store, file, id.clone())),
+        versioned: None,
     })
 }
 

@@ -617,7 +617,12 @@ impl Tracer {
             }
             // Started above, or a resumption of a run already traced here.
             EventPayload::RunStart(_) | EventPayload::RunResumed(_) => {}
-            EventPayload::TaskForceParallel(_)
+            // The run's branch, to find its changes from its trace.
+            EventPayload::Workspace(opened) => {
+                t.root.str("fabric.workspace.branch", &opened.branch)
+            }
+            EventPayload::Checkpoint(_)
+            | EventPayload::TaskForceParallel(_)
             | EventPayload::CorrectiveReprompt(_)
             | EventPayload::ToolCallRepaired(_)
             | EventPayload::ContextCompacted(_)

@@ -49,6 +49,14 @@ pub(crate) enum Command {
     /// Take queued runs from the shared PostgreSQL store and run them (docs/DURABILITY.md):
     /// `fabric serve` with `store.queue: true` enqueues, any number of workers run.
     Worker(WorkerArgs),
+    /// Show what a run on a project changed: the diff of its branch against its base
+    /// (docs/PROJECTS.md).
+    Diff(DiffArgs),
+    /// Bring a run's changes into your working tree (uncommitted, for review), or with
+    /// `--commit` as one commit on your current branch; refuses on conflict, writing nothing.
+    Apply(ApplyArgs),
+    /// Remove a run's worktree and branch (or its scratch history); the runlog stays.
+    Discard(DiscardArgs),
     /// Inspect past runs.
     #[command(subcommand)]
     Logs(LogsCommand),
@@ -295,6 +303,47 @@ pub(crate) struct RunArgs {
     /// recorded). See docs/SECURITY.md.
     #[arg(long, value_name = "MODE", value_parser = one_of(SandboxMode::WORDS, SandboxMode::parse))]
     pub(crate) sandbox: Option<SandboxMode>,
+
+    /// Work on this git repository (any directory of its working tree): the run gets a
+    /// worktree on its own branch `fabric/<run-id>`, every change is a commit, and the
+    /// result is that branch to `fabric diff`, `apply` or `discard` (docs/PROJECTS.md).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) project: Option<std::path::PathBuf>,
+
+    /// With --project: start from this commit, branch or tag instead of `HEAD`.
+    #[arg(long, value_name = "REF", requires = "project")]
+    pub(crate) base: Option<String>,
+}
+
+/// `fabric diff`.
+#[derive(Debug, Args)]
+pub(crate) struct DiffArgs {
+    /// The run.
+    pub(crate) run_id: String,
+    /// Only the files and their added and removed lines.
+    #[arg(long)]
+    pub(crate) stat: bool,
+    /// Print one JSON object: branch, base, head, files.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `fabric apply`.
+#[derive(Debug, Args)]
+pub(crate) struct ApplyArgs {
+    /// The run.
+    pub(crate) run_id: String,
+    /// Commit the changes onto the branch checked out in your repository instead of leaving
+    /// them uncommitted.
+    #[arg(long)]
+    pub(crate) commit: bool,
+}
+
+/// `fabric discard`.
+#[derive(Debug, Args)]
+pub(crate) struct DiscardArgs {
+    /// The run.
+    pub(crate) run_id: String,
 }
 
 #[derive(Debug, Subcommand)]

@@ -182,6 +182,7 @@ impl fabric_core::delegate::ChildRunner for RecordedVerdicts {
             usage: fabric_domain::Usage::default(),
             routing: None,
             model_reason: None,
+            changes: None,
         })
     }
 }

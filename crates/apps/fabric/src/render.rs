@@ -350,11 +350,74 @@ impl RunObserver for HumanRenderer {
                     self.mcp_server(p);
                 }
             }
+            EventKind::Workspace => {
+                if let Ok(p) = event.payload_as::<runlog::WorkspaceOpened>() {
+                    self.workspace(&p);
+                }
+            }
+            EventKind::Checkpoint => {
+                if let Ok(p) = event.payload_as::<runlog::Checkpoint>() {
+                    self.checkpoint(&p);
+                }
+            }
             EventKind::PackStart
             | EventKind::PackEnd
             | EventKind::TaskForceParallel
             | EventKind::Unknown => {}
         }
+        if event.kind.is_terminal()
+            && let Ok(end) = event.payload_as::<runlog::RunEnd>()
+            && let Some(changes) = &end.workspace
+        {
+            self.changes(&end.run_id, changes);
+        }
+    }
+}
+
+impl HumanRenderer {
+    fn workspace(&self, p: &runlog::WorkspaceOpened) {
+        let base = p.base.get(..12).unwrap_or(&p.base);
+        let what = match (&p.repo, &p.restored_to) {
+            (_, Some(to)) => format!(
+                "workspace restored to checkpoint {}",
+                to.get(..12).unwrap_or(to)
+            ),
+            (Some(repo), None) => format!(
+                "worktree of {} on branch {} from {base}",
+                repo.display(),
+                p.branch
+            ),
+            (None, None) => format!("scratch workspace versioned on branch {}", p.branch),
+        };
+        self.line(format!("{} {what}", self.dim.apply_to("·")));
+    }
+
+    fn checkpoint(&self, p: &runlog::Checkpoint) {
+        if let Some(commit) = &p.commit {
+            self.line(format!(
+                "  {} checkpoint {}",
+                self.dim.apply_to("⎇"),
+                self.dim.apply_to(commit.get(..12).unwrap_or(commit))
+            ));
+        }
+        if !p.ignored.is_empty() {
+            self.line(format!(
+                "  {} not recorded (.gitignore): {}",
+                self.warn.apply_to("⚠"),
+                one_line(&p.ignored.join(", "), 160)
+            ));
+        }
+    }
+
+    fn changes(&self, run: &fabric_domain::RunId, c: &runlog::WorkspaceResult) {
+        self.line(format!(
+            "{} branch {}: {} file(s) changed, +{} -{}; `fabric diff {run}` to review, `fabric apply {run}` to take, `fabric discard {run}` to drop",
+            self.accent.apply_to("⎇"),
+            c.branch,
+            c.files.len(),
+            c.added,
+            c.removed
+        ));
     }
 }
 

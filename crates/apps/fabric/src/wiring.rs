@@ -144,7 +144,10 @@ pub(crate) async fn fabric_over(
     let search = run_search(settings, Arc::clone(&store))?;
     let daily = crate::daily::budgets(settings, store.clone());
     let preparer = Arc::new(app::preparation(settings, &search, Arc::clone(&daily)));
-    let mut service = RunService::new(runs, preparer, config).on_end(Arc::new(search.clone()));
+    let mut service = versioned(
+        RunService::new(runs, preparer, config).on_end(Arc::new(search.clone())),
+        settings,
+    );
     let telemetry = telemetry(settings)?;
     if let Some(telemetry) = &telemetry {
         service = service.with_sink(telemetry.sink());
@@ -157,6 +160,20 @@ pub(crate) async fn fabric_over(
         daily,
         telemetry,
     })
+}
+
+/// The service with versioned workspaces on the `git` program (issue #25): runs on a project
+/// work in `<workspace root>/worktrees/<run-id>`; scratch runs are versioned when
+/// `store.workspace_history` or `store.workspace_remote` says so.
+pub(crate) fn versioned(service: RunService, settings: &Settings) -> RunService {
+    let worktrees = settings.workspace.join("worktrees");
+    let policy = fabric_core::service::WorkspacePolicy {
+        worktrees: std::path::absolute(&worktrees).unwrap_or(worktrees),
+        remote: settings.store.workspace_remote.clone(),
+        scratch: settings.store.workspace_history || settings.store.workspace_remote.is_some(),
+        keep: Vec::new(),
+    };
+    service.with_workspaces(Arc::new(fabric_workspace_git::GitWorkspaces::new()), policy)
 }
 
 /// Refuses a store that is not PostgreSQL for what needs one to share: `what` (why it is
@@ -195,8 +212,11 @@ pub(crate) async fn worker_service(
     let daily = crate::daily::budgets(settings, store.clone());
     let claims = Arc::new(ClaimedStore::new(store, Arc::clone(&queue)));
     let preparer = Arc::new(app::preparation(settings, &search, daily));
-    let mut service = RunService::new(claims.clone(), preparer, ServiceConfig::default())
-        .on_end(Arc::new(search));
+    let mut service = versioned(
+        RunService::new(claims.clone(), preparer, ServiceConfig::default())
+            .on_end(Arc::new(search)),
+        settings,
+    );
     let telemetry = telemetry(settings)?;
     if let Some(telemetry) = &telemetry {
         service = service.with_sink(telemetry.sink());

@@ -68,6 +68,8 @@ pub struct LoopInput<'a> {
     /// The critic that reviews the work before the run may complete, if the specialist has
     /// one.
     pub gate: Option<GateState<'a>>,
+    /// The run's versioned workspace: committed after each call that may change it.
+    pub versioned: Option<&'a crate::versioned::RunWorkspace>,
 }
 
 /// Runs one specialist's loop to its end, recording every step.
@@ -140,6 +142,15 @@ impl From<StoreError> for Stop {
     }
 }
 
+impl From<crate::versioned::CheckpointStop> for Stop {
+    fn from(stop: crate::versioned::CheckpointStop) -> Self {
+        match stop {
+            crate::versioned::CheckpointStop::Ended(status, reason) => Self::Ended(status, reason),
+            crate::versioned::CheckpointStop::Store(e) => Self::Store(e),
+        }
+    }
+}
+
 /// One specialist's loop between its moves: what it works with, and what it has said and
 /// spent so far.
 struct Loop<'a, 'r> {
@@ -151,6 +162,7 @@ struct Loop<'a, 'r> {
     ctx: &'a ToolContext,
     fallback: Option<&'a Fallback<'a>>,
     gate: Option<GateState<'a>>,
+    versioned: Option<&'a crate::versioned::RunWorkspace>,
     rec: Recorder<'r>,
     /// Recorded steps not replayed yet, in order.
     replay: VecDeque<RecordedStep>,
@@ -210,6 +222,7 @@ impl<'a, 'r> Loop<'a, 'r> {
             ctx: input.ctx,
             fallback: input.fallback,
             gate: input.gate,
+            versioned: input.versioned,
             rec,
             replay: input.replay,
             messages: input.messages,

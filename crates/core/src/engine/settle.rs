@@ -98,12 +98,19 @@ impl<'a> Loop<'a, '_> {
                     .await?;
                 return Err(Stop::Ended(RunStatus::Stalled, reason));
             }
-            Settlement::Resumed(resumed) => resumed.map(Dispatch::Done),
+            Settlement::Resumed(resumed) => {
+                self.checkpoint_after(step, call).await?;
+                resumed.map(Dispatch::Done)
+            }
             Settlement::Interrupted => Err(ToolError::Interrupted(format!(
                 "this call of `{}` was interrupted: the fabric process running it stopped before it returned, and it was not run again because it may change things. Its effect is unknown: check what it would have changed (for example read the files) before calling it again",
                 call.name
             ))),
-            Settlement::Dispatched => self.run_call(step, call, args, in_flight).await?,
+            Settlement::Dispatched => {
+                let outcome = self.run_call(step, call, args, in_flight).await?;
+                self.checkpoint_after(step, call).await?;
+                outcome
+            }
         };
         if call.name != FINISH_TOOL && self.catalogue.tool(&call.name).is_some() {
             self.attempted_work = true;
@@ -207,6 +214,26 @@ impl<'a> Loop<'a, '_> {
         record_loop(self.rec, step, call, shown, repeated, action, message).await
     }
 
+    /// Commits what a call may have changed in the run's versioned workspace, before its
+    /// result is recorded (issue #25): a call that only reads changes nothing, and a member
+    /// behind a critic works in its staging area, which reaches the workspace only when the
+    /// critic approves (checkpointed then).
+    async fn checkpoint_after(&self, step: u32, call: &ToolCall) -> Result<(), Stop> {
+        let Some(versioned) = self.versioned else {
+            return Ok(());
+        };
+        if self.ctx.workspace != versioned.dir()
+            || self.catalogue.tool(&call.name).is_none()
+            || reads_only(&self.catalogue, &call.name)
+        {
+            return Ok(());
+        }
+        versioned
+            .checkpoint(&self.rec, step, &call.name, &call.id, &self.ctx.cancel)
+            .await
+            .map_err(Stop::from)
+    }
+
     /// Runs a call, unless the run is cancelled or out of time first.
     async fn run_call(
         &self,
@@ -238,7 +265,14 @@ impl<'a> Loop<'a, '_> {
     async fn finish(&mut self, step: u32, call: &ToolCall, payload: Value) -> Result<(), Stop> {
         if let Some(g) = self.gate.as_mut() {
             match g.pass(&payload, self.ctx, self.rec, step).await? {
-                Passage::Complete => {}
+                Passage::Complete => {
+                    // The approved changes reached the workspace just now.
+                    if let Some(versioned) = self.versioned {
+                        versioned
+                            .checkpoint(&self.rec, step, FINISH_TOOL, &call.id, &self.ctx.cancel)
+                            .await?;
+                    }
+                }
                 Passage::End(status, reason) => return Err(Stop::Ended(status, reason)),
                 Passage::Repair(message) => return self.repair_rejected(step, call, message).await,
             }

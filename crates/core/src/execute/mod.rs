@@ -163,6 +163,8 @@ pub struct RunOutcome {
     pub routing: Option<RoutingNote>,
     /// How discovery chose the model, when it did.
     pub model_reason: Option<String>,
+    /// A run on a versioned workspace: its branch and what it changes (issue #25).
+    pub changes: Option<runlog::WorkspaceResult>,
 }
 
 /// How a run's specialists were chosen, for `_meta.routing`.

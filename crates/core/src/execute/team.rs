@@ -119,6 +119,9 @@ pub(super) async fn run(
                 },
             )
             .await?;
+            if let Some(versioned) = &run.versioned {
+                rec.record(None, versioned.opened()).await?;
+            }
             // Stopped between `run_start` and `recruitment`: chosen again, recorded now.
             if h.recruitment.is_none() {
                 record_recruitment(
@@ -150,6 +153,9 @@ pub(super) async fn run(
                 },
             )
             .await?;
+            if let Some(versioned) = &run.versioned {
+                rec.record(None, versioned.opened()).await?;
+            }
             for notice in &force.sandbox.notices {
                 rec.record(
                     None,
@@ -197,6 +203,7 @@ pub(super) async fn run(
         toolsets: &toolsets,
         histories: std::sync::Mutex::new(history.take().map(|h| h.members).unwrap_or_default()),
         fallback: fallback.as_ref(),
+        versioned: run.versioned.as_deref(),
     };
 
     let (status, payload, reason, steps, usage) = if !is_task_force {
@@ -237,6 +244,10 @@ pub(super) async fn run(
         (status, payload, combined_reason(&results), steps, usage)
     };
 
+    let workspace = match &run.versioned {
+        Some(versioned) => versioned.result().await,
+        None => None,
+    };
     // `run_complete` with the result, or `run_failed` without one (`RunEnd::kind`).
     rec.record(
         None,
@@ -249,6 +260,7 @@ pub(super) async fn run(
             usage,
             reason: reason.clone(),
             result: status.has_result().then(|| payload.clone()),
+            workspace: workspace.clone(),
         },
     )
     .await?;
@@ -266,6 +278,7 @@ pub(super) async fn run(
         usage,
         routing,
         model_reason,
+        changes: workspace,
     })
 }
 
@@ -281,6 +294,8 @@ struct Shared<'a> {
     histories: std::sync::Mutex<Vec<MemberHistory>>,
     /// The cloud model steps fall back to, if the run has one.
     fallback: Option<&'a Fallback<'a>>,
+    /// The run's versioned workspace, checkpointed after each call that may change it.
+    versioned: Option<&'a crate::versioned::RunWorkspace>,
 }
 
 impl Shared<'_> {
@@ -359,6 +374,7 @@ impl Shared<'_> {
                 replay: history.steps,
                 fallback: self.fallback,
                 gate,
+                versioned: self.versioned,
             },
             rec,
         )

@@ -4,6 +4,7 @@ use fabric_domain::{RunEvent, RunId, RunStatus, RunSummary};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// What can go wrong storing or reading runs. Every message names the store and what to do.
@@ -95,6 +96,10 @@ pub struct NewRun {
     pub workspace: PathBuf,
     /// Where its events go.
     pub log: Box<dyn RunLog>,
+    /// The workspace's history, when the run's files are versioned (a project's worktree,
+    /// or a scratch workspace with `store.workspace_history`; issue #25). Stores leave it
+    /// `None`; the run service sets it.
+    pub versioned: Option<Arc<crate::versioned::RunWorkspace>>,
 }
 
 /// Which runs to list, newest first.

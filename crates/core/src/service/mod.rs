@@ -19,6 +19,7 @@ mod remote;
 mod request;
 mod resume;
 mod tee;
+mod versioning;
 mod worker;
 
 use async_trait::async_trait;
@@ -38,6 +39,7 @@ pub use claims::ClaimedStore;
 pub use error::ServiceError;
 pub use remote::cancelled_before_start;
 pub use request::{PrepareContext, Preparer, Runnable, TaskRequest};
+pub use versioning::{ProjectRequest, WorkspacePolicy};
 pub use worker::{Worker, WorkerConfig, WorkerReport, WorkerReporter};
 
 use crate::budget::Lineage;
@@ -213,6 +215,9 @@ struct Inner {
     /// Every event of every run executed here goes to each: the metrics first, then what
     /// [`RunService::with_sink`] added (traces).
     sinks: Vec<Arc<dyn EventSink>>,
+    /// Versioned workspaces (issue #25): runs on the user's project, and scratch histories
+    /// where the policy asks; `None`: every run works in a plain scratch directory.
+    versioning: Option<versioning::Versioning>,
 }
 
 impl RunService {
@@ -243,6 +248,7 @@ impl RunService {
                 unclaimed_notice: std::time::Duration::from_secs(30),
                 metrics: Arc::clone(&metrics),
                 sinks: vec![metrics],
+                versioning: None,
             }),
         }
     }
@@ -273,6 +279,105 @@ impl RunService {
             );
         }
         self
+    }
+
+    /// With versioned workspaces (before any run is submitted): runs on the user's project
+    /// work in a worktree of it, and every call that may change files is checkpointed.
+    pub fn with_workspaces(
+        mut self,
+        workspaces: Arc<dyn crate::ports::Workspaces>,
+        policy: WorkspacePolicy,
+    ) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.versioning = Some(versioning::Versioning { workspaces, policy });
+        } else {
+            tracing::error!(
+                "RunService::with_workspaces called after the service was shared; ignored"
+            );
+        }
+        self
+    }
+
+    /// The workspaces of runs on projects, if this service has them (`fabric diff`,
+    /// `apply`, `discard` and `logs prune` open them again).
+    pub fn workspaces(&self) -> Option<(&Arc<dyn crate::ports::Workspaces>, &WorkspacePolicy)> {
+        self.inner
+            .versioning
+            .as_ref()
+            .map(|v| (&v.workspaces, &v.policy))
+    }
+
+    /// The versioned workspace of a run that ended, opened as it is (not restored): for
+    /// `fabric diff`, `apply` and `discard`. `Ok(None)`: the run has none (a plain scratch
+    /// run).
+    pub async fn ended_workspace(
+        &self,
+        id: &RunId,
+    ) -> Result<Option<Arc<dyn crate::ports::Workspace>>, ServiceError> {
+        let Some((versioning, spec)) = self.ended_spec(id).await? else {
+            return Ok(None);
+        };
+        let opened = versioning.workspaces.reopen(&spec).await.map_err(|e| {
+            if e.is_user_fixable() || matches!(e, crate::ports::WorkspaceError::NotFound { .. }) {
+                ServiceError::Invalid(e.to_string())
+            } else {
+                ServiceError::Internal(e.to_string())
+            }
+        })?;
+        Ok(Some(opened))
+    }
+
+    /// Removes what is left of an ended run's versioned workspace (its worktree and branch,
+    /// or its scratch history); `Ok(false)` when it has none.
+    pub async fn discard_workspace(&self, id: &RunId) -> Result<bool, ServiceError> {
+        let Some((versioning, spec)) = self.ended_spec(id).await? else {
+            return Ok(false);
+        };
+        versioning
+            .workspaces
+            .discard(&spec)
+            .await
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        Ok(true)
+    }
+
+    /// The spec of an ended run's versioned workspace, if it has one.
+    async fn ended_spec(
+        &self,
+        id: &RunId,
+    ) -> Result<Option<(&versioning::Versioning, crate::ports::WorkspaceSpec)>, ServiceError> {
+        let store = &self.inner.store;
+        let summary = store.get_run(id).await.map_err(|e| match e {
+            StoreError::NotFound(_) => ServiceError::Invalid(format!(
+                "no run `{id}`; `fabric logs list` shows the runs and their ids"
+            )),
+            e => ServiceError::Store(e.to_string()),
+        })?;
+        if summary.status == fabric_domain::RunStatus::Running {
+            return Err(ServiceError::Invalid(format!(
+                "run `{id}` has not ended (it is running, or its process stopped: `fabric resume {id}` or cancel it first)"
+            )));
+        }
+        let events = store
+            .read_events(id)
+            .await
+            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        let Some(recorded) = RunHistory::read(id.clone(), &events).workspace else {
+            return Ok(None);
+        };
+        let Some(versioning) = &self.inner.versioning else {
+            return Err(ServiceError::Invalid(format!(
+                "run `{id}` has a versioned workspace, and this fabric was started without versioned workspaces"
+            )));
+        };
+        let scratch = store
+            .runlog_path(id)
+            .and_then(|p| p.parent().map(|d| d.join("workspace")))
+            .unwrap_or_else(|| recorded.dir.clone());
+        Ok(Some((
+            versioning,
+            versioning.spec_of(id, &recorded, &scratch),
+        )))
     }
 
     /// With a hook told when each run ended (before any run is submitted).
@@ -338,6 +443,11 @@ impl RunService {
         if request.prompt.trim().is_empty() {
             return Err(ServiceError::Invalid(
                 "the prompt is empty; say what the agent should do".to_owned(),
+            ));
+        }
+        if request.project.is_some() && self.inner.versioning.is_none() {
+            return Err(ServiceError::Invalid(
+                "this fabric cannot work on a project: it was started without versioned workspaces (git); run without a project".to_owned(),
             ));
         }
         self.inner.preparer.check(request)
@@ -452,6 +562,10 @@ impl RunService {
             "routing": outcome.routing,
             "model_reason": outcome.model_reason,
         });
+        let mut meta = meta;
+        if let (Some(changes), Some(map)) = (&outcome.changes, meta.as_object_mut()) {
+            map.insert("changes".to_owned(), json!(changes));
+        }
         let mut object = match &outcome.payload {
             Value::Object(map) => map.clone(),
             _ => serde_json::Map::new(),
@@ -644,11 +758,22 @@ impl RunTask {
         if let Some(parent) = &self.submission.parent {
             prepared.adopt(parent.lineage.clone());
         }
-        let run = inner
-            .store
-            .create_run(self.live.id().clone())
-            .await
-            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        // A project's worktree is made before the run exists: a path that is no repository
+        // is the caller's mistake, answered as such, with no run left behind.
+        let top = self.submission.parent.is_none();
+        let mut versioned = match (&inner.versioning, &self.submission.request.project, top) {
+            (Some(v), Some(project), true) => Some(v.project(self.live.id(), project).await?),
+            _ => None,
+        };
+        let run = match inner.store.create_run(self.live.id().clone()).await {
+            Ok(run) => run,
+            Err(e) => {
+                if let Some(versioned) = versioned.take() {
+                    let _ = versioned.handle().discard().await;
+                }
+                return Err(ServiceError::Store(e.to_string()));
+            }
+        };
         let log = self.suspendable(run.log);
         let workspace = match &self.submission.parent {
             Some(parent) if parent.share_workspace || prepared.shares_parent_workspace() => {
@@ -656,10 +781,24 @@ impl RunTask {
             }
             _ => run.workspace,
         };
+        if let (Some(v), None, true) = (&inner.versioning, &versioned, top)
+            && v.policy.scratch
+        {
+            match v.scratch(self.live.id(), &workspace).await {
+                Ok(scratch) => versioned = Some(scratch),
+                Err(e) => {
+                    remote::record_end_before_start(log.as_ref(), self.live.id(), &e).await;
+                    return Err(e);
+                }
+            }
+        }
         let run = NewRun {
             id: run.id,
-            workspace,
+            workspace: versioned
+                .as_ref()
+                .map_or(workspace, |v| v.dir().to_path_buf()),
             log: Box::new(SharedLog(Arc::clone(&log))),
+            versioned: versioned.map(Arc::new),
         };
         Ok((run, prepared, log))
     }

@@ -224,6 +224,7 @@ fn outcome_of(
         model_key: start.map(|s| s.model_key.clone()).unwrap_or_default(),
         model: start.map(|s| s.model.clone()).unwrap_or_default(),
         steps: payload.as_ref().map_or(0, |p| p.steps),
+        changes: payload.as_ref().and_then(|p| p.workspace.clone()),
         usage: payload.map(|p| p.usage).unwrap_or_default(),
         routing: recruitment.map(crate::execute::RoutingNote::from),
         model_reason: start.and_then(|s| s.model_reason.clone()),
@@ -255,6 +256,25 @@ pub(super) fn failed_at(
     Ok(event)
 }
 
+/// Ends a run that was created but could not start (its scratch history could not be
+/// made): `run_failed` as its only event, so the store does not list it as running.
+pub(super) async fn record_end_before_start(
+    log: &dyn crate::ports::RunLog,
+    id: &RunId,
+    error: &super::ServiceError,
+) {
+    let event = match end_before_start(id, RunStatus::Failed, &error.to_string()) {
+        Ok(event) => event,
+        Err(e) => {
+            tracing::error!(run_id = %id, error = %e, "cannot encode the end of a run that could not start");
+            return;
+        }
+    };
+    if let Err(e) = log.append(&event).await {
+        tracing::error!(run_id = %id, error = %e, "cannot record the end of a run that could not start");
+    }
+}
+
 fn end_before_start(
     id: &RunId,
     status: RunStatus,
@@ -269,6 +289,7 @@ fn end_before_start(
         usage: fabric_domain::Usage::default(),
         reason: Some(reason.to_owned()),
         result: None,
+        workspace: None,
     };
     Ok(RunEvent {
         seq: 0,

@@ -41,6 +41,9 @@ pub struct TaskRequest {
     /// Who asks (`run_start.origin`): a person by default; the service sets `child` and
     /// `critic`, `fabric replay`, `test` and `eval` their own.
     pub origin: fabric_domain::runlog::RunOrigin,
+    /// The user's project to work on, in a worktree on the run's own branch (issue #25);
+    /// `None`: a scratch workspace.
+    pub project: Option<super::ProjectRequest>,
 }
 
 impl TaskRequest {
@@ -56,6 +59,10 @@ impl TaskRequest {
             "stream": self.stream,
             "sandbox": self.sandbox,
             "origin": self.origin,
+            "project": self.project.as_ref().map(|p| serde_json::json!({
+                "path": p.path,
+                "base": p.base,
+            })),
         })
     }
 
@@ -90,6 +97,12 @@ impl TaskRequest {
             origin: text("origin")
                 .map(|o| fabric_domain::runlog::RunOrigin::from(o.as_str()))
                 .unwrap_or_default(),
+            project: value.get("project").and_then(|p| {
+                Some(super::ProjectRequest {
+                    path: p.get("path")?.as_str()?.into(),
+                    base: p.get("base").and_then(|b| b.as_str()).map(str::to_owned),
+                })
+            }),
         }
     }
 }

@@ -54,12 +54,15 @@ impl RunTask {
                 )
                 .await;
         };
+        let scratch = run.workspace;
         let workspace = history
             .start
             .as_ref()
-            .map_or(run.workspace, |s| s.workspace.clone());
-        // One `stat`, once per resumption: not worth a trip through the blocking pool.
-        if !workspace.is_dir() {
+            .map_or_else(|| scratch.clone(), |s| s.workspace.clone());
+        // One `stat`, once per resumption: not worth a trip through the blocking pool. A
+        // versioned workspace is reopened below (fetched from the remote when this disk
+        // does not have it).
+        if history.workspace.is_none() && !workspace.is_dir() {
             let reason = format!(
                 "its workspace {} no longer exists, and the work recorded so far happened there",
                 workspace.display()
@@ -72,6 +75,38 @@ impl RunTask {
         // process writes into the workspace beside the continued run.
         let mut history = history;
         history.reaped = inner.preparer.reap(&workspace).await;
+        // Then its files are put back as the last recorded checkpoint has them: what the
+        // runlog describes, whatever the stopped process (or what it left) did after.
+        let versioned = match (&history.workspace, &inner.versioning) {
+            (None, _) => None,
+            (Some(_), None) => {
+                let reason = "its workspace is versioned (a project or a scratch history), and this fabric was started without versioned workspaces";
+                return self
+                    .interrupted(&history, log.as_ref(), workspace, reason)
+                    .await;
+            }
+            (Some(recorded), Some(v)) => {
+                let checkpoint = history.last_checkpoint.as_deref();
+                match v.reopen(&id, recorded, &scratch, checkpoint).await {
+                    Ok(versioned) => Some(Arc::new(versioned)),
+                    // The remote may answer later: still resumable, not ended here.
+                    Err(e) if e.is_retryable() => {
+                        return Err(ServiceError::Internal(format!(
+                            "run `{id}` cannot be continued now: {e}; it stays interrupted, so `fabric resume {id}` it once the remote answers"
+                        )));
+                    }
+                    Err(e) => {
+                        let reason = format!("its workspace cannot be restored: {e}");
+                        return self
+                            .interrupted(&history, log.as_ref(), workspace, &reason)
+                            .await;
+                    }
+                }
+            }
+        };
+        let workspace = versioned
+            .as_ref()
+            .map_or(workspace, |v| v.dir().to_path_buf());
         let context = PrepareContext {
             children: Arc::new(children::ServiceChildren(self.service.clone())),
         };
@@ -105,6 +140,7 @@ impl RunTask {
             id,
             workspace,
             log: Box::new(super::SharedLog(Arc::clone(&log))),
+            versioned,
         };
         Ok(Started::Ready {
             run,
@@ -151,6 +187,7 @@ impl RunTask {
                 .as_ref()
                 .map(crate::execute::RoutingNote::from),
             model_reason: history.start.as_ref().and_then(|s| s.model_reason.clone()),
+            changes: None,
         })))
     }
 }
@@ -182,6 +219,8 @@ fn request_of(history: &RunHistory) -> Option<TaskRequest> {
         continued: true,
         // The continued run keeps who started it (`run_start` is not written again).
         origin: start.origin.clone(),
+        // A project's workspace is reopened from its `workspace` event, not made anew.
+        project: None,
     })
 }
 

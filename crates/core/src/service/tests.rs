@@ -57,6 +57,7 @@ impl RunStore for MemStore {
             id,
             workspace: std::env::temp_dir(),
             log: Box::new(Handle(log)),
+            versioned: None,
         })
     }
     async fn list_runs(&self, _query: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
@@ -79,6 +80,7 @@ impl RunStore for MemStore {
             id: id.clone(),
             workspace: std::env::temp_dir(),
             log: Box::new(Handle(Arc::clone(log))),
+            versioned: None,
         })
     }
 }
@@ -142,6 +144,7 @@ impl Runnable for Fake {
             usage: fabric_domain::Usage::default(),
             routing: None,
             model_reason: None,
+            changes: None,
         })
     }
 }

@@ -149,6 +149,7 @@ impl RunStore for MemStore {
                 events: Arc::clone(&self.events),
                 fail_after: self.fail_after,
             }),
+            versioned: None,
         })
     }
     async fn list_runs(

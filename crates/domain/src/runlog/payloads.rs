@@ -475,6 +475,10 @@ pub struct RunEnd {
     /// task_force_mode, sections}`). Read back as `None` when absent or `null`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
+    /// A run on a versioned workspace: its branch and diff stat (issue #25); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceResult>,
 }
 
 /// `pack_end`: a task-force member's loop ended (a lone specialist's end is the run's).
@@ -525,4 +529,73 @@ pub struct RunAborted {
     pub status: RunStatus,
     /// What happened.
     pub reason: String,
+}
+
+/// `workspace`: the run works in a versioned workspace (issue #25): a worktree of the user's
+/// repository on the run's branch, or a scratch directory whose history the fabric keeps
+/// outside it. Written after `run_start`, and again after each `run_resumed` with the
+/// checkpoint the files were restored to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceOpened {
+    /// `project` or `scratch`.
+    pub origin: String,
+    /// The user's repository (a project's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<PathBuf>,
+    /// Where a scratch workspace's history is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_dir: Option<PathBuf>,
+    /// The directory the tools work in.
+    pub dir: PathBuf,
+    /// The run's branch (`fabric/<run-id>`).
+    pub branch: String,
+    /// The commit the run started from.
+    pub base: String,
+    /// What the user named as the base (`--base`), when they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_ref: Option<String>,
+    /// Where each checkpoint is pushed (`store.workspace_remote`), without credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// A continued run: the checkpoint its files were restored to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_to: Option<String>,
+}
+
+/// `checkpoint`: the fabric committed the workspace's files after a tool call that may have
+/// changed them (issue #25). `step` is the envelope's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The tool whose call was checkpointed.
+    pub tool: String,
+    /// Its call id.
+    pub call_id: String,
+    /// The new commit; `null` when the call changed no recorded file (and `ignored` says
+    /// what it wrote that no checkpoint holds).
+    pub commit: Option<String>,
+    /// Paths written that `.gitignore` excludes, so no checkpoint holds them (directories
+    /// end with `/`); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
+    /// Whether the commit reached `store.workspace_remote`; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pushed: Option<bool>,
+}
+
+/// What a run on a versioned workspace leaves: its branch and what it changes against its
+/// base (`run_complete.workspace`, `run_failed.workspace`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceResult {
+    /// The run's branch.
+    pub branch: String,
+    /// The commit it started from.
+    pub base: String,
+    /// Its last checkpoint (the base when it changed nothing).
+    pub head: String,
+    /// The files it changes, by path.
+    pub files: Vec<String>,
+    /// Lines added in text files.
+    pub added: u64,
+    /// Lines removed in text files.
+    pub removed: u64,
 }

@@ -48,6 +48,9 @@ pub fn sample_payload(kind: EventKind) -> Value {
             "action": "nudged", "message": ""}),
         EventKind::RunResumed => json!({"run_id": "r", "resumption": 1, "previous_events": 0,
             "replayed_steps": 0, "last_event_ts": 0.0}),
+        EventKind::Workspace => json!({"origin": "project", "dir": "/w", "branch": "fabric/r",
+            "base": "0000000000000000000000000000000000000000"}),
+        EventKind::Checkpoint => json!({"tool": "", "call_id": "", "commit": null}),
         EventKind::RunComplete => end,
         EventKind::RunFailed => {
             let mut end = end;

@@ -46,6 +46,7 @@ fn the_end_of_a_run_is_complete_exactly_when_it_has_a_result() {
         usage: Usage::default(),
         reason: None,
         result: Some(json!({"summary": "s"})),
+        workspace: None,
     };
     assert_eq!(end.kind(), EventKind::RunComplete);
     end.status = RunStatus::BudgetExceeded;
@@ -132,7 +133,12 @@ const OTHER_KINDS: &str = r#"{"seq":0,"ts":1.0,"kind":"mcp_server","step":null,"
 {"seq":8,"ts":1.0,"kind":"run_resumed","step":null,"payload":{"last_event_ts":1700000000.5,"previous_events":12,"reaped_processes":[41],"replayed_steps":3,"resumption":1,"run_id":"r"}}
 {"seq":9,"ts":1.0,"kind":"llm_response","step":2,"payload":{"constrained":true,"content":"x","finish_reason":"length","full_content":"xyz","latency_ms":12.5,"prompt_cache":{"cached_tokens":10,"evaluated_tokens":5},"queued_ms":3,"tool_calls":[{"arguments":"{}","call_id":"c","full_arguments":"{ }","name":"t"}],"usage":null}}
 {"seq":10,"ts":1.0,"kind":"run_failed","step":null,"payload":{"reason":"the run panicked","run_id":"r","status":"failed"}}
-{"seq":11,"ts":1.0,"kind":"from_the_future","step":null,"payload":{"anything":[1,2]}}"#;
+{"seq":11,"ts":1.0,"kind":"from_the_future","step":null,"payload":{"anything":[1,2]}}
+{"seq":12,"ts":1.0,"kind":"workspace","step":null,"payload":{"base":"65ed7bf77d70c6daedef051a5d4c48660fa19401","branch":"fabric/r","dir":"/w/worktrees/r","origin":"project","repo":"/home/u/repo"}}
+{"seq":13,"ts":1.0,"kind":"workspace","step":null,"payload":{"base":"65ed7bf77d70c6daedef051a5d4c48660fa19401","branch":"fabric/r","dir":"/w/runs/r/workspace","git_dir":"/w/runs/r/history","origin":"scratch","remote":"/srv/ws.git","restored_to":"fad5dbe49f3aa4d54cada359acdf43828c2be9e6"}}
+{"seq":14,"ts":1.0,"kind":"checkpoint","step":0,"payload":{"call_id":"c1","commit":"fad5dbe49f3aa4d54cada359acdf43828c2be9e6","pushed":true,"tool":"write_file"}}
+{"seq":15,"ts":1.0,"kind":"checkpoint","step":1,"payload":{"call_id":"c2","commit":null,"ignored":["target/"],"tool":"shell"}}
+{"seq":16,"ts":1.0,"kind":"run_complete","step":null,"payload":{"reason":null,"result":{"summary":"s"},"run_id":"r","specialist_ids":["engineering"],"status":"completed","steps":2,"task_force_mode":"single","usage":{"completion_tokens":1,"prompt_tokens":2,"total_tokens":3},"workspace":{"added":1,"base":"65ed7bf77d70c6daedef051a5d4c48660fa19401","branch":"fabric/r","files":["hello.txt"],"head":"fad5dbe49f3aa4d54cada359acdf43828c2be9e6","removed":0}}}"#;
 
 const GOLDEN: &str = include_str!("../../../core/tests/golden/runlog.jsonl");
 

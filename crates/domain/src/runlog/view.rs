@@ -9,10 +9,10 @@
 use serde_json::Value;
 
 use super::payloads::{
-    CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, LlmRequest, LlmResponse,
-    LoopDetected, McpServer, PackEnd, PackStart, Recruitment, RepairRound, RoutingRequest,
-    RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, TaskForceParallel,
-    ToolCall, ToolCallRepaired, ToolError, ToolResult,
+    Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, LlmRequest,
+    LlmResponse, LoopDetected, McpServer, PackEnd, PackStart, Recruitment, RepairRound,
+    RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent,
+    TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult, WorkspaceOpened,
 };
 use crate::{DomainError, EventKind, RunEvent};
 
@@ -64,6 +64,10 @@ pub enum EventPayload {
     LoopDetected(LoopDetected),
     /// `run_resumed`.
     RunResumed(RunResumed),
+    /// `workspace`.
+    Workspace(WorkspaceOpened),
+    /// `checkpoint`.
+    Checkpoint(Checkpoint),
     /// `run_complete`.
     RunComplete(RunEnd),
     /// `run_failed` written by the run itself.
@@ -98,6 +102,8 @@ impl EventPayload {
             Self::SecurityEvent(_) => EventKind::SecurityEvent,
             Self::LoopDetected(_) => EventKind::LoopDetected,
             Self::RunResumed(_) => EventKind::RunResumed,
+            Self::Workspace(_) => EventKind::Workspace,
+            Self::Checkpoint(_) => EventKind::Checkpoint,
             Self::RunComplete(_) => EventKind::RunComplete,
             Self::RunFailed(_) | Self::RunAborted(_) => EventKind::RunFailed,
             Self::Unknown(_) => EventKind::Unknown,
@@ -132,6 +138,8 @@ impl EventPayload {
             Self::SecurityEvent(p) => p.to_json(),
             Self::LoopDetected(p) => p.to_json(),
             Self::RunResumed(p) => p.to_json(),
+            Self::Workspace(p) => p.to_json(),
+            Self::Checkpoint(p) => p.to_json(),
             Self::RunComplete(p) | Self::RunFailed(p) => p.to_json(),
             Self::RunAborted(p) => p.to_json(),
             Self::Unknown(p) => Ok(p.clone()),
@@ -172,6 +180,8 @@ impl RunEvent {
             EventKind::SecurityEvent => P::SecurityEvent(self.payload_as()?),
             EventKind::LoopDetected => P::LoopDetected(self.payload_as()?),
             EventKind::RunResumed => P::RunResumed(self.payload_as()?),
+            EventKind::Workspace => P::Workspace(self.payload_as()?),
+            EventKind::Checkpoint => P::Checkpoint(self.payload_as()?),
             EventKind::RunComplete => P::RunComplete(self.payload_as()?),
             // A run's own end names its specialists; the host's stand-in for a panicked
             // run does not, so it is the fallback (and the first error is the one shown).

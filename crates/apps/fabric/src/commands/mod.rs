@@ -8,6 +8,7 @@ mod follow;
 mod logs;
 mod mcp;
 mod mock_llm;
+mod project;
 mod replay;
 mod resume;
 mod run;
@@ -25,6 +26,9 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Resume(args) => resume::resume(&cli, args).await,
         Command::Worker(args) => worker::worker(&cli, args).await,
         Command::Logs(command) => logs::logs(&cli, command).await,
+        Command::Diff(args) => project::diff(&cli, args).await,
+        Command::Apply(args) => project::apply(&cli, args).await,
+        Command::Discard(args) => project::discard(&cli, args).await,
         Command::Config(command) => config::config(&cli, command),
         Command::Specialists(command) => specialists::specialists(&cli, command),
         Command::Doctor => doctor::doctor(&cli).await,

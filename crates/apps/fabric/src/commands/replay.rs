@@ -78,6 +78,8 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         sandbox: None,
         continued: false,
         origin: fabric_domain::runlog::RunOrigin::Replay,
+        // Replayed in a scratch workspace: a replay never touches the project.
+        project: None,
     };
     let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;
     let new_id = handle.id().clone();

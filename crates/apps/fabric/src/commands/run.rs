@@ -1,6 +1,6 @@
 //! `fabric run`: one task, start to finish, through the run service.
 
-use fabric_core::service::{ServiceConfig, Submission, TaskRequest};
+use fabric_core::service::{ProjectRequest, ServiceConfig, Submission, TaskRequest};
 
 use super::follow::{EMBED_GRACE, follow, observer_for};
 use crate::cli::{Cli, RunArgs};
@@ -36,6 +36,10 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                 sandbox: args.sandbox,
                 continued: false,
                 origin: fabric_domain::runlog::RunOrigin::User,
+                project: args.project.as_ref().map(|path| ProjectRequest {
+                    path: path.clone(),
+                    base: args.base.clone(),
+                }),
             };
             let submission =
                 Submission::new(request).observed(observer_for(args.json, args.stream));

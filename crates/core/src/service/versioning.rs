@@ -1,0 +1,248 @@
+//! Opening a run's versioned workspace (issue #25): a worktree of the user's project on the
+//! run's branch, or a scratch workspace whose history the fabric keeps beside it; and, for a
+//! continued run, the same workspace reopened (fetched from the remote by a worker without
+//! this disk) and restored to the last recorded checkpoint.
+
+use fabric_domain::{RunId, runlog};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::ServiceError;
+use crate::ports::{CommitId, WorkspaceError, WorkspaceOrigin, WorkspaceSpec, Workspaces};
+use crate::versioned::RunWorkspace;
+
+/// Where runs' versioned workspaces go, and which are versioned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkspacePolicy {
+    /// Where project worktrees are made, one directory per run (`<root>/worktrees`).
+    pub worktrees: PathBuf,
+    /// Where every checkpoint is pushed (`store.workspace_remote`).
+    pub remote: Option<String>,
+    /// Whether scratch workspaces are versioned too (`store.workspace_history`; always with
+    /// a remote, which is how a worker without this disk gets their files).
+    pub scratch: bool,
+    /// Patterns a restore leaves in place although no checkpoint holds them.
+    pub keep: Vec<String>,
+}
+
+/// The user's project a run works on (`fabric run --project PATH [--base REF]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectRequest {
+    /// A directory inside the repository's working tree.
+    pub path: PathBuf,
+    /// What the run starts from (a commit, branch or tag); `HEAD` when `None`.
+    pub base: Option<String>,
+}
+
+/// The service's workspaces and their policy.
+pub(super) struct Versioning {
+    pub(super) workspaces: Arc<dyn Workspaces>,
+    pub(super) policy: WorkspacePolicy,
+}
+
+impl Versioning {
+    /// The worktree of a new run on `project`.
+    pub(super) async fn project(
+        &self,
+        id: &RunId,
+        project: &ProjectRequest,
+    ) -> Result<RunWorkspace, ServiceError> {
+        let repo = std::path::absolute(&project.path).map_err(|e| {
+            ServiceError::Invalid(format!(
+                "project `{}`: {e}; give the path of a repository's working tree",
+                project.path.display()
+            ))
+        })?;
+        let spec = WorkspaceSpec {
+            run_id: id.to_string(),
+            origin: WorkspaceOrigin::Project {
+                repo: repo.clone(),
+                base: project.base.clone(),
+            },
+            dir: self.policy.worktrees.join(id.as_str()),
+            remote: self.policy.remote.clone(),
+            keep: self.policy.keep.clone(),
+        };
+        let handle = self
+            .workspaces
+            .create(&spec)
+            .await
+            .map_err(|e| opening_failed(&e))?;
+        let opened = self.opened(&spec, handle.as_ref(), project.base.clone(), None);
+        self.first_push(handle.as_ref()).await?;
+        Ok(RunWorkspace::new(handle, opened))
+    }
+
+    /// The history of a new scratch run's `workspace` (kept beside it, in `history`).
+    pub(super) async fn scratch(
+        &self,
+        id: &RunId,
+        workspace: &Path,
+    ) -> Result<RunWorkspace, ServiceError> {
+        let spec = self.scratch_spec(id, workspace);
+        let handle = self
+            .workspaces
+            .create(&spec)
+            .await
+            .map_err(|e| opening_failed(&e))?;
+        let opened = self.opened(&spec, handle.as_ref(), None, None);
+        self.first_push(handle.as_ref()).await?;
+        Ok(RunWorkspace::new(handle, opened))
+    }
+
+    /// A continued run's workspace, reopened and restored to `checkpoint` (its base when
+    /// `None`). `workspace` is the run's scratch directory in this store.
+    pub(super) async fn reopen(
+        &self,
+        id: &RunId,
+        recorded: &runlog::WorkspaceOpened,
+        workspace: &Path,
+        checkpoint: Option<&str>,
+    ) -> Result<RunWorkspace, WorkspaceError> {
+        let spec = self.spec_of(id, recorded, workspace);
+        let handle = self.workspaces.reopen(&spec).await?;
+        let target = CommitId(checkpoint.unwrap_or(&recorded.base).to_owned());
+        handle.restore(&target).await?;
+        let mut opened = self.opened(&spec, handle.as_ref(), recorded.base_ref.clone(), None);
+        opened.restored_to = Some(target.to_string());
+        Ok(RunWorkspace::new(handle, opened))
+    }
+
+    /// The spec of the workspace `recorded` describes, on this disk: where it was when this
+    /// disk has it, where this fabric puts it otherwise (a worker with its own root).
+    pub(super) fn spec_of(
+        &self,
+        id: &RunId,
+        recorded: &runlog::WorkspaceOpened,
+        workspace: &Path,
+    ) -> WorkspaceSpec {
+        match &recorded.repo {
+            Some(repo) => WorkspaceSpec {
+                run_id: id.to_string(),
+                origin: WorkspaceOrigin::Project {
+                    repo: repo.clone(),
+                    base: None,
+                },
+                // Where it was, on this disk; here otherwise (a worker with its own root).
+                dir: if recorded.dir.exists() {
+                    recorded.dir.clone()
+                } else {
+                    self.policy.worktrees.join(id.as_str())
+                },
+                remote: self.policy.remote.clone(),
+                keep: self.policy.keep.clone(),
+            },
+            None => {
+                let local = recorded.git_dir.as_ref().filter(|d| d.exists());
+                match local {
+                    Some(git_dir) => WorkspaceSpec {
+                        origin: WorkspaceOrigin::Scratch {
+                            git_dir: git_dir.clone(),
+                        },
+                        dir: recorded.dir.clone(),
+                        ..self.scratch_spec(id, workspace)
+                    },
+                    None => self.scratch_spec(id, workspace),
+                }
+            }
+        }
+    }
+
+    fn scratch_spec(&self, id: &RunId, workspace: &Path) -> WorkspaceSpec {
+        // `<root>/runs/<id>/workspace` keeps its history in `<root>/runs/<id>/history`,
+        // where the run's tools cannot reach it.
+        let git_dir = workspace.parent().map_or_else(
+            || workspace.with_extension("history"),
+            |p| p.join("history"),
+        );
+        WorkspaceSpec {
+            run_id: id.to_string(),
+            origin: WorkspaceOrigin::Scratch { git_dir },
+            dir: workspace.to_path_buf(),
+            remote: self.policy.remote.clone(),
+            keep: self.policy.keep.clone(),
+        }
+    }
+
+    /// The `workspace` event of `spec`'s opened workspace.
+    fn opened(
+        &self,
+        spec: &WorkspaceSpec,
+        handle: &dyn crate::ports::Workspace,
+        base_ref: Option<String>,
+        restored_to: Option<String>,
+    ) -> runlog::WorkspaceOpened {
+        let (origin, repo, git_dir) = match &spec.origin {
+            WorkspaceOrigin::Project { repo, .. } => ("project", Some(repo.clone()), None),
+            WorkspaceOrigin::Scratch { git_dir } => ("scratch", None, Some(git_dir.clone())),
+        };
+        runlog::WorkspaceOpened {
+            origin: origin.to_owned(),
+            repo,
+            git_dir,
+            dir: handle.dir().to_path_buf(),
+            branch: handle.branch().to_owned(),
+            base: handle.base().to_string(),
+            base_ref,
+            remote: spec.remote.as_deref().map(without_credentials),
+            restored_to,
+        }
+    }
+
+    /// The new branch on the remote, so a worker taking the run over finds its base even
+    /// before the first checkpoint. An unreachable remote does not stop the run here: each
+    /// checkpoint pushes again, and waits for it.
+    async fn first_push(&self, handle: &dyn crate::ports::Workspace) -> Result<(), ServiceError> {
+        match handle.push().await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_retryable() => {
+                tracing::warn!(branch = handle.branch(), error = %e, "cannot push the new workspace yet");
+                Ok(())
+            }
+            Err(e) => Err(opening_failed(&e)),
+        }
+    }
+}
+
+/// A workspace that could not be opened, as the service says it: the user's to fix (a
+/// path that is no repository, a base that does not exist, ...) or the fabric's.
+fn opening_failed(e: &WorkspaceError) -> ServiceError {
+    if e.is_user_fixable() {
+        ServiceError::Invalid(e.to_string())
+    } else {
+        ServiceError::Internal(format!("cannot open the run's workspace: {e}"))
+    }
+}
+
+/// A remote URL without the password or token in it (`https://user:secret@host/x` gives
+/// `https://host/x`).
+fn without_credentials(remote: &str) -> String {
+    match remote.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('/') {
+            Some((authority, path)) => {
+                let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+                format!("{scheme}://{host}/{path}")
+            }
+            None => remote.to_owned(),
+        },
+        None => remote.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_credentials;
+
+    #[test]
+    fn remotes_are_recorded_without_credentials() {
+        assert_eq!(
+            without_credentials("https://u:secret@example.com/r.git"),
+            "https://example.com/r.git"
+        );
+        assert_eq!(without_credentials("/srv/remote.git"), "/srv/remote.git");
+        assert_eq!(
+            without_credentials("ssh://git@host/repo"),
+            "ssh://host/repo"
+        );
+    }
+}
