@@ -50,6 +50,12 @@ fn task_request(request: RunRequest) -> TaskRequest {
         model_key: request.model_key,
         network_allowed: request.network_allowed,
         max_steps: request.max_steps,
+        project: request
+            .project
+            .map(|path| fabric_core::service::ProjectRequest {
+                path: path.into(),
+                base: request.base,
+            }),
         ..TaskRequest::default()
     }
 }

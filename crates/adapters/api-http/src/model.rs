@@ -65,6 +65,16 @@ pub struct RunRequest {
     #[serde(default, deserialize_with = "whole_number")]
     #[schema(minimum = 1, maximum = 1000)]
     pub max_steps: Option<u32>,
+    /// A git repository on the server's machine to work on (an absolute path inside its
+    /// working tree): the run gets a worktree on its own branch `fabric/<run_id>`, and its
+    /// result is that branch (docs/PROJECTS.md). Default: a scratch workspace.
+    #[serde(default)]
+    #[schema(min_length = 1, example = "/home/me/src/app")]
+    pub project: Option<String>,
+    /// With `project`: the commit, branch or tag to start from; default `HEAD`.
+    #[serde(default)]
+    #[schema(min_length = 1)]
+    pub base: Option<String>,
 }
 
 /// An integer as JSON Schema has it: `20`, and also `20.0` or `2e1`, numbers without a
@@ -92,6 +102,18 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D
 impl RunRequest {
     /// Checks what the types cannot: a blank prompt, a step limit out of range.
     pub fn validate(&self) -> Result<(), ApiError> {
+        if let Some(project) = &self.project
+            && !std::path::Path::new(project).is_absolute()
+        {
+            return Err(ApiError::InvalidRequest(format!(
+                "`project` must be an absolute path on the server's machine, got `{project}`"
+            )));
+        }
+        if self.base.is_some() && self.project.is_none() {
+            return Err(ApiError::InvalidRequest(
+                "`base` needs `project`: it names where a run on a project starts".to_owned(),
+            ));
+        }
         // Blank as the document's pattern has it, which is also blank to the core's `trim`.
         if crate::formats::is_blank(&self.prompt) {
             return Err(ApiError::InvalidRequest(

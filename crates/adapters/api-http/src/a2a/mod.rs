@@ -233,6 +233,7 @@ async fn start(
         model_key: None,
         network_allowed: None,
         max_steps: None,
+        ..RunRequest::default()
     };
     match launch::start(state, request, traceparent).await {
         Ok(handle) => Ok(Started::Run(handle)),

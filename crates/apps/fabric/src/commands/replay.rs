@@ -61,7 +61,10 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         verdicts: verdicts_by_member(&recorded, ids.len()),
     };
     let answers: usize = members.iter().map(|q| q.left()).sum();
-    let service = RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default());
+    let service = wiring::versioned(
+        RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default()),
+        &settings,
+    );
     let request = TaskRequest {
         prompt: start.prompt.clone(),
         pack: ids.clone(),
@@ -78,13 +81,23 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         sandbox: None,
         continued: false,
         origin: fabric_domain::runlog::RunOrigin::Replay,
-        // Replayed in a scratch workspace: a replay never touches the project.
-        project: None,
+        // A run on a project is replayed on the project as it was when the run started (its
+        // base), in a worktree of its own that is removed after; the user's files are never
+        // touched.
+        project: history.workspace.as_ref().and_then(|w| {
+            Some(fabric_core::service::ProjectRequest {
+                path: w.repo.clone()?,
+                base: Some(w.base.clone()),
+            })
+        }),
     };
     let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;
     let new_id = handle.id().clone();
     let outcome = handle.outcome().await?;
     service.shutdown(std::time::Duration::from_secs(5)).await;
+    if let Err(e) = service.discard_workspace(&new_id).await {
+        tracing::warn!(run_id = %new_id, error = %e, "cannot remove the replay's worktree");
+    }
     let replayed = fabric_core::RunStore::read_events(store.as_ref(), &new_id).await?;
     let mut divergences = compare(&recorded, &replayed, ids.len());
     let unused: usize = members.iter().map(|q| q.left()).sum();

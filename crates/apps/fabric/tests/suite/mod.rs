@@ -20,6 +20,7 @@ mod loop_errors;
 mod mcp_client;
 mod mcp_server;
 mod metrics;
+mod projects;
 mod real_models;
 mod recruit_and_models;
 mod replay;
