@@ -120,6 +120,8 @@ pub(crate) struct Inner {
     pub(crate) tail_max: usize,
     /// The `LISTEN` connection of this process (PostgreSQL), made on first use.
     pub(crate) listener: tokio::sync::OnceCell<listen::Listener>,
+    /// Told about each run `prune` deletes, before it goes ([`SqlStore::on_prune`]).
+    pub(crate) prune_hook: std::sync::OnceLock<Arc<dyn fabric_core::ports::PruneHook>>,
 }
 
 impl std::fmt::Debug for SqlStore {
@@ -131,6 +133,14 @@ impl std::fmt::Debug for SqlStore {
 }
 
 impl SqlStore {
+    /// Tells `hook` about each run `prune` deletes, before it goes (the first hook set
+    /// stays; a second is ignored, with a warning).
+    pub fn on_prune(&self, hook: Arc<dyn fabric_core::ports::PruneHook>) {
+        if self.inner.prune_hook.set(hook).is_err() {
+            tracing::warn!(store = %self.inner.name, "a prune hook was set already; the second is ignored");
+        }
+    }
+
     /// Opens the store: `None` is SQLite in `<root>/fabric.db` (created on first use), a
     /// `postgres://` URL a PostgreSQL database. Migrates the schema, starts the writer, and
     /// catches up with the runlogs cheaply (a one-time import of runs from before the store,

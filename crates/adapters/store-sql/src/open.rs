@@ -61,6 +61,7 @@ pub(crate) async fn open(
             index_min: options.vector_index_min.max(1),
             tail_max: options.vector_tail_max.max(1),
             listener: tokio::sync::OnceCell::new(),
+            prune_hook: std::sync::OnceLock::new(),
         }),
     };
     tokio::spawn(writer::run(

@@ -33,6 +33,15 @@ pub(crate) async fn prune(store: &SqlStore, before: f64) -> Result<Vec<RunId>, S
     let ids = prunable(store, before).await?;
     let backend = db.backend();
     for chunk in ids.chunks(CHUNK) {
+        if let Some(hook) = store.inner.prune_hook.get() {
+            for id in chunk {
+                // A runlog that cannot be read has nothing a hook could use.
+                let events = fabric_core::RunStore::read_events(&store.inner.fs, id)
+                    .await
+                    .unwrap_or_default();
+                hook.before_delete(id, &events).await;
+            }
+        }
         let result = async {
             let mut tx = db.begin().await?;
             for id in chunk {

@@ -106,6 +106,11 @@ fn telemetry(settings: &Settings) -> anyhow::Result<Option<fabric_telemetry::Tel
 /// workspace root), opened and migrated.
 pub(crate) async fn open_store(settings: &Settings) -> anyhow::Result<Arc<SqlStore>> {
     let store = SqlStore::open(settings.store.url.as_deref(), &settings.workspace).await?;
+    // A pruned run on a project takes its worktree and branch with it.
+    store.on_prune(Arc::new(fabric_core::service::DiscardOnPrune::new(
+        Arc::new(fabric_workspace_git::GitWorkspaces::new()),
+        workspace_policy(settings),
+    )));
     Ok(Arc::new(store))
 }
 
@@ -166,14 +171,21 @@ pub(crate) async fn fabric_over(
 /// work in `<workspace root>/worktrees/<run-id>`; scratch runs are versioned when
 /// `store.workspace_history` or `store.workspace_remote` says so.
 pub(crate) fn versioned(service: RunService, settings: &Settings) -> RunService {
+    service.with_workspaces(
+        Arc::new(fabric_workspace_git::GitWorkspaces::new()),
+        workspace_policy(settings),
+    )
+}
+
+/// Where versioned workspaces go and which are versioned, from the settings.
+fn workspace_policy(settings: &Settings) -> fabric_core::service::WorkspacePolicy {
     let worktrees = settings.workspace.join("worktrees");
-    let policy = fabric_core::service::WorkspacePolicy {
+    fabric_core::service::WorkspacePolicy {
         worktrees: std::path::absolute(&worktrees).unwrap_or(worktrees),
         remote: settings.store.workspace_remote.clone(),
         scratch: settings.store.workspace_history || settings.store.workspace_remote.is_some(),
         keep: Vec::new(),
-    };
-    service.with_workspaces(Arc::new(fabric_workspace_git::GitWorkspaces::new()), policy)
+    }
 }
 
 /// Refuses a store that is not PostgreSQL for what needs one to share: `what` (why it is

@@ -25,8 +25,8 @@ pub use sandbox::{
 pub use source::{SourceError, StaticTools, ToolNotice, ToolSource, Withheld};
 pub use staging::{Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager, StagingError};
 pub use store::{
-    Liveness, NewRun, QueryEmbedding, Reindexed, RunCatalog, RunLog, RunQuery, RunStore, SearchHit,
-    SearchQuery, StatsGroup, StatsQuery, StatsRow, StoreError,
+    Liveness, NewRun, PruneHook, QueryEmbedding, Reindexed, RunCatalog, RunLog, RunQuery, RunStore,
+    SearchHit, SearchQuery, StatsGroup, StatsQuery, StatsRow, StoreError,
 };
 pub use tool::{Tool, ToolContext, ToolError};
 pub use workspace::{

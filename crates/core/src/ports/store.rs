@@ -299,6 +299,14 @@ pub struct Reindexed {
     pub repaired: usize,
 }
 
+/// Told about each run [`RunCatalog::prune`] is about to delete, with its events: the
+/// run service removes a project run's worktree and branch, which live outside the store.
+#[async_trait]
+pub trait PruneHook: Send + Sync {
+    /// Run `id`, whose recorded `events` these are, is about to be deleted.
+    async fn before_delete(&self, id: &RunId, events: &[RunEvent]);
+}
+
 /// What the store knows across runs: search, stats, embeddings and pruning. Implemented by
 /// the database-backed store; the engine never needs it.
 #[async_trait]

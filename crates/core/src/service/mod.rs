@@ -39,7 +39,7 @@ pub use claims::ClaimedStore;
 pub use error::ServiceError;
 pub use remote::cancelled_before_start;
 pub use request::{PrepareContext, Preparer, Runnable, TaskRequest};
-pub use versioning::{ProjectRequest, WorkspacePolicy};
+pub use versioning::{DiscardOnPrune, ProjectRequest, WorkspacePolicy};
 pub use worker::{Worker, WorkerConfig, WorkerReport, WorkerReporter};
 
 use crate::budget::Lineage;

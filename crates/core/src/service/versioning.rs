@@ -204,6 +204,31 @@ impl Versioning {
     }
 }
 
+/// Removes a pruned project run's worktree and branch (a scratch run's history is in its run
+/// directory, which the store deletes; a remote's copy is the remote owner's).
+pub struct DiscardOnPrune(Versioning);
+
+impl DiscardOnPrune {
+    /// Over the service's workspaces and policy.
+    pub fn new(workspaces: Arc<dyn Workspaces>, policy: WorkspacePolicy) -> Self {
+        Self(Versioning { workspaces, policy })
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::ports::PruneHook for DiscardOnPrune {
+    async fn before_delete(&self, id: &RunId, events: &[fabric_domain::RunEvent]) {
+        let history = crate::history::RunHistory::read(id.clone(), events);
+        let Some(recorded) = history.workspace.filter(|w| w.repo.is_some()) else {
+            return;
+        };
+        let spec = self.0.spec_of(id, &recorded, &recorded.dir);
+        if let Err(e) = self.0.workspaces.discard(&spec).await {
+            tracing::warn!(run_id = %id, error = %e, "cannot remove a pruned run's worktree and branch");
+        }
+    }
+}
+
 /// A workspace that could not be opened, as the service says it: the user's to fix (a
 /// path that is no repository, a base that does not exist, ...) or the fabric's.
 fn opening_failed(e: &WorkspaceError) -> ServiceError {

@@ -440,3 +440,28 @@ async fn issue_25_resume_restores_the_worktree_to_the_last_checkpoint() {
         json!(["hello.txt", "late.txt", "src/lib.txt"])
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_25_logs_prune_removes_the_worktrees_and_branches_of_pruned_runs() {
+    let fx = Fixture::new(edit_turns()).await;
+    let repo = user_repo(&fx);
+    let result = run_on(&fx, &repo, &[]).await;
+    let id = result["_meta"]["run_id"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    assert!(fx.workspace_root().join("worktrees").join(&id).exists());
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let prune = fx.fabric(&["logs", "prune", "--older-than", "1s"]).await;
+    prune.assert_code(0);
+    assert!(prune.stdout.contains("deleted 1 run"), "{}", prune.stdout);
+    assert!(!fx.workspace_root().join("worktrees").join(&id).exists());
+    let branches = git(&repo, &["branch", "--list", "fabric/*"]);
+    assert!(branches.is_empty(), "{branches}");
+    assert!(
+        git(&repo, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count()
+            == 1
+    );
+}
