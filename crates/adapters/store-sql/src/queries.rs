@@ -194,14 +194,37 @@ pub(crate) async fn summaries(
 /// One run: folded from its runlog when it is on this machine (the source of truth), else
 /// the database's row.
 pub(crate) async fn get_run(store: &SqlStore, id: &RunId) -> Result<RunSummary, StoreError> {
-    if has_runlog(store, id).await {
-        let events = store.inner.fs.read_events(id).await?;
+    if let Some(events) = local_events(store, id).await? {
         return Ok(RunSummary::from_events(id.clone(), &events));
     }
     summaries(store, &[id.as_str().to_owned()])
         .await?
         .pop()
         .ok_or_else(|| StoreError::NotFound(id.clone()))
+}
+
+/// The run's events from its runlog on this machine, unless the database has more: on
+/// PostgreSQL a worker that does not share this disk may have taken the run over from one
+/// that did, and the runlog here then stopped where that one was killed (issue #25).
+async fn local_events(store: &SqlStore, id: &RunId) -> Result<Option<Vec<RunEvent>>, StoreError> {
+    if !has_runlog(store, id).await {
+        return Ok(None);
+    }
+    let events = store.inner.fs.read_events(id).await?;
+    if store.inner.db.backend() != crate::db::Backend::Postgres {
+        return Ok(Some(events));
+    }
+    // The runlog here is the answer when the database cannot say otherwise (it may be
+    // down: a run's own runlog never depends on it).
+    let after = events.last().map(|e| e.seq);
+    match indexed_events(store, id, after).await {
+        Ok(newer) if !newer.is_empty() => {
+            // The index lags a runlog being written here, never leads it: it is ahead only
+            // when another machine wrote the run on.
+            Ok(Some(indexed_events(store, id, None).await.unwrap_or(events)))
+        }
+        _ => Ok(Some(events)),
+    }
 }
 
 async fn has_runlog(store: &SqlStore, id: &RunId) -> bool {
@@ -242,8 +265,8 @@ pub(crate) async fn indexed_events(
 }
 
 pub(crate) async fn read_events(store: &SqlStore, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-    if has_runlog(store, id).await {
-        return store.inner.fs.read_events(id).await;
+    if let Some(events) = local_events(store, id).await? {
+        return Ok(events);
     }
     let events = indexed_events(store, id, None).await?;
     if events.is_empty() {

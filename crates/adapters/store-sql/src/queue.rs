@@ -341,7 +341,18 @@ impl RunQueue for SqlStore {
         let workspace = if fresh {
             inner.fs.make_run_dirs(id).await?
         } else {
-            let workspace = inner.fs.run_dir(id).join(fabric_store_fs::WORKSPACE_DIR);
+            // A worker that does not share the first one's disk has no directory for the run
+            // yet: its runlog is rebuilt here, and its versioned workspace fetched into it
+            // (issue #25).
+            let dir = inner.fs.run_dir(id);
+            tokio::fs::create_dir_all(&dir)
+                .await
+                .map_err(|e| StoreError::Io {
+                    action: "cannot create",
+                    path: dir.clone(),
+                    detail: e.to_string(),
+                })?;
+            let workspace = dir.join(fabric_store_fs::WORKSPACE_DIR);
             tokio::fs::canonicalize(&workspace)
                 .await
                 .unwrap_or(workspace)

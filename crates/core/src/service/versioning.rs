@@ -108,8 +108,10 @@ impl Versioning {
         Ok(RunWorkspace::new(handle, opened))
     }
 
-    /// The spec of the workspace `recorded` describes, on this disk: where it was when this
-    /// disk has it, where this fabric puts it otherwise (a worker with its own root).
+    /// The spec of the workspace `recorded` describes, where this fabric keeps it: under its
+    /// own root, which is where it was when this is the process (or a worker sharing the
+    /// disk) that made it; a worker with a root of its own fetches it there from the
+    /// remote. `workspace` is the run's scratch directory in this fabric's store.
     pub(super) fn spec_of(
         &self,
         id: &RunId,
@@ -123,28 +125,11 @@ impl Versioning {
                     repo: repo.clone(),
                     base: None,
                 },
-                // Where it was, on this disk; here otherwise (a worker with its own root).
-                dir: if recorded.dir.exists() {
-                    recorded.dir.clone()
-                } else {
-                    self.policy.worktrees.join(id.as_str())
-                },
+                dir: self.policy.worktrees.join(id.as_str()),
                 remote: self.policy.remote.clone(),
                 keep: self.policy.keep.clone(),
             },
-            None => {
-                let local = recorded.git_dir.as_ref().filter(|d| d.exists());
-                match local {
-                    Some(git_dir) => WorkspaceSpec {
-                        origin: WorkspaceOrigin::Scratch {
-                            git_dir: git_dir.clone(),
-                        },
-                        dir: recorded.dir.clone(),
-                        ..self.scratch_spec(id, workspace)
-                    },
-                    None => self.scratch_spec(id, workspace),
-                }
-            }
+            None => self.scratch_spec(id, workspace),
         }
     }
 

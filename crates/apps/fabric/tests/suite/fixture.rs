@@ -158,7 +158,7 @@ impl Fixture {
     }
 
     /// The `fabric` command with this fixture's config over another workspace root.
-    fn command_in(&self, workspace: &Path, args: &[&str]) -> tokio::process::Command {
+    pub(crate) fn command_in(&self, workspace: &Path, args: &[&str]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_fabric"));
         cmd.args(args)
             .arg("--config")

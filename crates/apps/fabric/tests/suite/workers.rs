@@ -664,3 +664,86 @@ async fn issue_26_a_run_no_worker_claims_is_shown_queued_and_said_so() {
     assert!(told.contains(&ended), "{told}");
     let _ = w.start_kill();
 }
+
+/// Issue #25: workers that share the database but no disk. The first writes `a.txt` and is
+/// killed; the second, whose workspace root is another directory, takes the run over after
+/// the lease, fetches the run's history from `store.workspace_remote` (a bare repository)
+/// and finishes with every file the first had written; the branch on the remote has one
+/// commit per call that wrote, none twice.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_25_a_worker_without_the_first_one_s_disk_takes_a_run_over_from_the_remote() {
+    let Some(url) = database() else { return };
+    let mut slow = turns();
+    slow[2].delay_ms = Some(2_000);
+    let fx = fixture(slow, &url, 2).await;
+    let remote = fx.dir.path().join("workspaces.git");
+    let made = std::process::Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&remote)
+        .status()
+        .expect("git");
+    assert!(made.success());
+    // Under `store:`, the fixture's last section.
+    fx.append_config(&format!("  workspace_remote: {}\n", remote.display()));
+    let root = fx.workspace_root();
+    let other = fx.dir.path().join("other-disk");
+    let (mut first, _) = worker(&fx, "first", 1);
+    let api = Served::on(fx, Options::default()).await;
+    let id = api.start_run("write a and b").await;
+    wait_for(&root, &id, "llm_request", 2).await;
+    let mut second = api
+        .fx
+        .command_in(&other, &["worker", "--concurrency", "1"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(api.fx.dir.path().join("second.log")).expect("log"))
+        .spawn()
+        .expect("the second worker starts");
+    first.start_kill().expect("SIGKILL");
+    first.wait().await.expect("wait");
+    let started = Instant::now();
+    let mut status = Value::Null;
+    while started.elapsed() < Duration::from_secs(30) {
+        let (code, body) = api.get_json(&format!("/runs/{id}/status")).await;
+        if code == 200 && body["status"] != "running" {
+            status = body["status"].clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let said = std::fs::read_to_string(api.fx.dir.path().join("second.log")).unwrap_or_default();
+    assert_eq!(status, "completed", "the second worker said: {said}");
+    let events = read_runlog(&runlog_path(&other, &id));
+    let opened = of_kind(&events, "workspace");
+    assert_eq!(opened.len(), 2, "made, then reopened by the second worker");
+    let theirs = PathBuf::from(opened[1]["payload"]["dir"].as_str().expect("dir"));
+    assert!(theirs.starts_with(&other), "{theirs:?}");
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("a.txt")).expect("a"),
+        "A"
+    );
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("b.txt")).expect("b"),
+        "B"
+    );
+    let log = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(&remote)
+        .args(["log", "--format=%s", &format!("fabric/{id}")])
+        .output()
+        .expect("git log");
+    let subjects = String::from_utf8_lossy(&log.stdout).into_owned();
+    let steps: Vec<&str> = subjects.lines().filter(|s| s.contains(", step ")).collect();
+    assert_eq!(
+        steps,
+        vec![
+            format!("fabric: run {id}, step 3: write_file"),
+            format!("fabric: run {id}, step 1: write_file"),
+        ],
+        "{subjects}"
+    );
+    let _ = second.start_kill();
+}
