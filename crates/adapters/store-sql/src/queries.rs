@@ -221,7 +221,9 @@ async fn local_events(store: &SqlStore, id: &RunId) -> Result<Option<Vec<RunEven
         Ok(newer) if !newer.is_empty() => {
             // The index lags a runlog being written here, never leads it: it is ahead only
             // when another machine wrote the run on.
-            Ok(Some(indexed_events(store, id, None).await.unwrap_or(events)))
+            Ok(Some(
+                indexed_events(store, id, None).await.unwrap_or(events),
+            ))
         }
         _ => Ok(Some(events)),
     }

@@ -26,6 +26,9 @@ pub(super) struct CriticGate {
     prompt: String,
     /// The member whose work is reviewed.
     specialist: String,
+    /// The run's versioned workspace: the critic also sees what its branch already changes
+    /// against its base (earlier members' work), so it reviews the run's whole diff.
+    branch: Option<Arc<dyn crate::ports::Workspace>>,
 }
 
 impl CriticGate {
@@ -37,6 +40,7 @@ impl CriticGate {
         prompt: &str,
         specialist: &str,
         index: Option<u32>,
+        branch: Option<Arc<dyn crate::ports::Workspace>>,
     ) -> Result<Self, StagingError> {
         let name = format!("{}-{}", ctx.run_id, index.unwrap_or(0));
         let staged = critic
@@ -49,6 +53,7 @@ impl CriticGate {
             staged,
             prompt: prompt.to_owned(),
             specialist: specialist.to_owned(),
+            branch,
         })
     }
 
@@ -62,7 +67,13 @@ impl CriticGate {
 
     /// What the critic is asked. Deterministic for the same work, so a review cut short by a
     /// stopped process is found and continued.
-    fn task(&self, payload: &Value, diff: &StagedDiff, round: u32) -> String {
+    fn task(
+        &self,
+        payload: &Value,
+        diff: &StagedDiff,
+        round: u32,
+        earlier: Option<&str>,
+    ) -> String {
         let answer = serde_json::to_string_pretty(payload).unwrap_or_else(|_| payload.to_string());
         let answer = crate::recorder::truncate(&answer, MAX_PAYLOAD_CHARS);
         let changes = if diff.changes.is_empty() {
@@ -70,8 +81,16 @@ impl CriticGate {
         } else {
             diff.text.clone()
         };
+        let earlier = earlier
+            .map(|d| {
+                format!(
+                    "## What the run's branch already changes against its base (earlier work, applied)\n{}\n\n",
+                    crate::recorder::truncate(d, MAX_PAYLOAD_CHARS)
+                )
+            })
+            .unwrap_or_default();
         format!(
-            "Review the work of the specialist `{}` before it is applied to the workspace (review {round} of {}).\n\n## The task it was given\n{}\n\n## Its answer (its finish_task payload)\n{answer}\n\n## The changes it staged\n{changes}\n\nYour workspace shows the files as they will be if you approve. Check the changes against the task, then call finish_task with `approved` (true or false), `findings` (severity, file, reason) and a one-sentence `summary`.",
+            "Review the work of the specialist `{}` before it is applied to the workspace (review {round} of {}).\n\n## The task it was given\n{}\n\n## Its answer (its finish_task payload)\n{answer}\n\n{earlier}## The changes it staged\n{changes}\n\nYour workspace shows the files as they will be if you approve. Check the changes against the task, then call finish_task with `approved` (true or false), `findings` (severity, file, reason) and a one-sentence `summary`.",
             self.specialist,
             self.critic.max_rounds,
             self.prompt.trim(),
@@ -134,7 +153,13 @@ impl FinishGate for CriticGate {
                 };
             }
         };
-        let task = self.task(payload, &diff, round);
+        // What the branch changes so far; a diff git cannot give is left out of the review,
+        // which still has the staged changes.
+        let earlier = match &self.branch {
+            Some(branch) => branch.diff().await.ok().filter(|d| !d.trim().is_empty()),
+            None => None,
+        };
+        let task = self.task(payload, &diff, round, earlier.as_deref());
         // A review that was under way when the run's process stopped goes on; otherwise
         // the critic starts, in the staging area.
         let runner = &self.critic.runner;

@@ -337,8 +337,16 @@ impl Shared<'_> {
         // workspace, and its changes reach the workspace only when the critic approves.
         let staged = match &member.critic {
             Some(critic) => {
-                match CriticGate::open(critic, self.ctx, self.prompt, &member.specialist.id, index)
-                    .await
+                let branch = self.versioned.map(|v| Arc::clone(v.handle()));
+                match CriticGate::open(
+                    critic,
+                    self.ctx,
+                    self.prompt,
+                    &member.specialist.id,
+                    index,
+                    branch,
+                )
+                .await
                 {
                     Ok(gate) => Some(gate),
                     Err(reason) => {

@@ -465,3 +465,78 @@ async fn issue_25_logs_prune_removes_the_worktrees_and_branches_of_pruned_runs()
             == 1
     );
 }
+
+/// With a critic, the member works in a staging copy of the worktree; what the critic
+/// approves lands in the worktree as one checkpoint (`finish_task`), and a run the critic
+/// keeps rejecting ends `quality_gate_failed` with its branch left for inspection.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_25_the_critic_gate_on_a_project_commits_what_it_approves() {
+    let write = Turn::tool_call(
+        "write_file",
+        json!({"path": "hello.py", "content": "print('hello')\n"}),
+    );
+    let finish = Turn::tool_call(
+        "finish_task",
+        json!({"summary": "hello.py", "artifacts": ["hello.py"]}),
+    );
+    let verdict = |approved: bool| {
+        let findings = if approved {
+            json!([])
+        } else {
+            json!([{"severity": "error", "file": "hello.py", "reason": "no"}])
+        };
+        [
+            Turn::tool_call("read_file", json!({"path": "hello.py"})),
+            Turn::tool_call(
+                "finish_task",
+                json!({"approved": approved, "findings": findings, "summary": "verdict"}),
+            ),
+        ]
+    };
+    let gated = "specialists:\n  engineering:\n    critic: reviewer\n    max_repair_rounds: 1\n";
+
+    let mut turns = vec![write.clone(), finish.clone()];
+    turns.extend(verdict(true));
+    let fx = Fixture::new(turns).await;
+    fx.append_config(gated);
+    let repo = user_repo(&fx);
+    let result = run_on(&fx, &repo, &[]).await;
+    let id = result["_meta"]["run_id"].as_str().expect("id").to_owned();
+    assert_eq!(result["_meta"]["changes"]["files"], json!(["hello.py"]));
+    let events = fx.runlog(&result);
+    let checkpoints = of_kind(&events, "checkpoint");
+    assert_eq!(checkpoints.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(checkpoints[0]["payload"]["tool"], "finish_task");
+    let subjects = git(
+        &repo,
+        &["log", "--format=%s", &format!("main..fabric/{id}")],
+    );
+    assert_eq!(
+        subjects,
+        format!("fabric: run {id}, step 2: finish_task"),
+        "one commit, made when the critic approved"
+    );
+
+    let mut turns = vec![write, finish];
+    turns.extend(verdict(false));
+    let rejecting = Fixture::new(turns).await;
+    rejecting.append_config(gated);
+    let repo = user_repo(&rejecting);
+    let failed = rejecting
+        .run_json(
+            "add hello.py",
+            &["--project", repo.to_str().expect("utf-8")],
+            8,
+        )
+        .await;
+    assert_eq!(failed["_meta"]["status"], "quality_gate_failed");
+    let id = failed["_meta"]["run_id"].as_str().expect("id");
+    assert_eq!(failed["_meta"]["changes"]["files"], json!([]));
+    let diff = rejecting.fabric(&["diff", id, "--json"]).await;
+    diff.assert_code(0);
+    assert_eq!(
+        diff.json()["branch"],
+        format!("fabric/{id}"),
+        "left for inspection"
+    );
+}
