@@ -540,3 +540,41 @@ async fn issue_25_the_critic_gate_on_a_project_commits_what_it_approves() {
         "left for inspection"
     );
 }
+
+/// The worktree is the tools' to write; its `.git` file and the user's repository are not:
+/// a command that tries either is refused and the repository stays as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_25_tools_cannot_write_the_worktree_s_git_file_or_the_user_s_repository() {
+    // From the worktree (`.fabric/worktrees/<id>`), the user's repository is `../../../repo`.
+    let turns = vec![
+        Turn::tool_call("shell", json!({"cmd": ["cp", "README.md", ".git"]})),
+        Turn::tool_call(
+            "shell",
+            json!({"cmd": ["touch", "../../../repo/.git/evil"]}),
+        ),
+        Turn::tool_call(
+            "write_file",
+            json!({"path": ".git", "content": "gitdir: /tmp/elsewhere\n"}),
+        ),
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": "tried", "artifacts": [], "next_steps": [], "notes": ""}),
+        ),
+    ];
+    let fx = Fixture::new(turns).await;
+    let repo = user_repo(&fx);
+    fx.append_config("shell:\n  allowed_commands: [cp, touch]\n");
+    let result = run_on(&fx, &repo, &[]).await;
+    let id = result["_meta"]["run_id"].as_str().expect("id");
+    let worktree = fx.workspace_root().join("worktrees").join(id);
+    let pointer = std::fs::read_to_string(worktree.join(".git")).expect(".git file");
+    assert!(pointer.starts_with("gitdir: "), "{pointer}");
+    assert!(!pointer.contains("elsewhere"), "{pointer}");
+    assert!(!repo.join(".git").join("evil").exists());
+    assert_eq!(result["_meta"]["changes"]["files"], json!([]));
+    let events = fx.runlog(&result);
+    let refused = of_kind(&events, "security_event").len() + of_kind(&events, "tool_error").len();
+    assert!(refused >= 3, "{:?}", kinds(&events));
+    let diff = fx.fabric(&["diff", id]).await;
+    diff.assert_code(0);
+}
