@@ -578,3 +578,117 @@ async fn issue_25_tools_cannot_write_the_worktree_s_git_file_or_the_user_s_repos
     let diff = fx.fabric(&["diff", id]).await;
     diff.assert_code(0);
 }
+
+/// A build directory `.gitignore` excludes is written into but never committed, and the
+/// runlog says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_25_ignored_files_are_not_committed_and_are_said() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "build/out.bin", "content": "artifact"}),
+        ),
+        Turn::tool_call("write_file", json!({"path": "src/new.txt", "content": "new\n"})),
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": "built", "artifacts": ["src/new.txt"], "next_steps": [], "notes": ""}),
+        ),
+    ])
+    .await;
+    let repo = user_repo(&fx);
+    git(&repo, &["stash", "-q"]);
+    std::fs::write(repo.join(".gitignore"), "build/\n").expect("ignore");
+    git(&repo, &["add", ".gitignore"]);
+    git(&repo, &["commit", "-qm", "ignore build"]);
+    let result = run_on(&fx, &repo, &[]).await;
+    assert_eq!(result["_meta"]["changes"]["files"], json!(["src/new.txt"]));
+    let events = fx.runlog(&result);
+    let checkpoints = of_kind(&events, "checkpoint");
+    assert_eq!(checkpoints[0]["payload"]["commit"], Value::Null);
+    assert_eq!(checkpoints[0]["payload"]["ignored"], json!(["build/"]));
+    // Said once: the second checkpoint has a commit and no new ignored path to tell.
+    assert_eq!(checkpoints.len(), 2);
+    assert!(checkpoints[1]["payload"]["commit"].is_string());
+    let human = fx
+        .fabric(&[
+            "logs",
+            "show",
+            result["_meta"]["run_id"].as_str().expect("id"),
+        ])
+        .await;
+    human.assert_code(0);
+}
+
+/// Issue #25: with `store.workspace_remote`, a remote that goes away mid-run is retried, then
+/// the run ends `failed` naming it, and every commit stays on the run's branch here.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_25_a_remote_that_fails_mid_run_ends_it_failed_with_every_commit_kept() {
+    let mut scenario = Scenario::new(vec![
+        Turn::tool_call("write_file", json!({"path": "a.txt", "content": "A\n"})),
+        Turn::tool_call("write_file", json!({"path": "b.txt", "content": "B\n"})),
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": "wrote", "artifacts": [], "next_steps": [], "notes": ""}),
+        ),
+    ]);
+    scenario.turn_by = TurnBy::Conversation;
+    scenario.latency_ms = 400;
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    let repo = user_repo(&fx);
+    let remote = fx.dir.path().join("remote.git");
+    git(fx.dir.path(), &["init", "-q", "--bare", "remote.git"]);
+    fx.append_config(&format!(
+        "store:\n  workspace_remote: {}\n",
+        remote.display()
+    ));
+    let repo_arg = repo.to_str().expect("utf-8");
+    let run = fx
+        .command(&[
+            "run",
+            "write",
+            "--pack",
+            "engineering",
+            "--json",
+            "--project",
+            repo_arg,
+        ])
+        .output();
+    let remove = async {
+        // Gone once the first checkpoint has been pushed.
+        for _ in 0..500 {
+            let pushed = std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(&remote)
+                .args(["for-each-ref", "--count=1", "refs/heads/fabric/"])
+                .output()
+                .map(|o| !o.stdout.is_empty())
+                .unwrap_or(false);
+            let log = std::fs::read_dir(fx.workspace_root().join("runs"))
+                .ok()
+                .and_then(|mut d| d.next())
+                .and_then(|e| e.ok())
+                .map(|e| std::fs::read_to_string(e.path().join("runlog.jsonl")).unwrap_or_default())
+                .unwrap_or_default();
+            if pushed && log.contains("\"pushed\":true") {
+                std::fs::remove_dir_all(&remote).expect("remove the remote");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the first checkpoint was never pushed");
+    };
+    let (output, ()) = tokio::join!(run, remove);
+    let output = output.expect("fabric ran");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let result: Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(result["_meta"]["status"], "failed");
+    let reason = result["_meta"]["reason"].as_str().expect("reason");
+    assert!(reason.contains(&remote.display().to_string()), "{reason}");
+    assert!(reason.contains("tried 5 times"), "{reason}");
+    let id = result["_meta"]["run_id"].as_str().expect("id");
+    let subjects = git(
+        &repo,
+        &["log", "--format=%s", &format!("main..fabric/{id}")],
+    );
+    assert_eq!(subjects.lines().count(), 2, "both commits kept: {subjects}");
+}
