@@ -692,3 +692,43 @@ async fn issue_25_a_remote_that_fails_mid_run_ends_it_failed_with_every_commit_k
     );
     assert_eq!(subjects.lines().count(), 2, "both commits kept: {subjects}");
 }
+
+/// `POST /run` with `project` (and `base`), through `fabric serve`: the answer names the
+/// branch; a relative path and a base without a project are 422 with the fix.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_25_post_run_takes_a_project() {
+    let served = super::serve_fixture::Served::on(
+        Fixture::new(edit_turns()).await,
+        super::serve_fixture::Options::default(),
+    )
+    .await;
+    let repo = user_repo(&served.fx);
+    let (code, body) = served
+        .post_json(
+            "/run",
+            json!({"prompt": "add hello", "pack": "engineering", "project": repo, "base": "main"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let id = body["_meta"]["run_id"].as_str().expect("id");
+    assert_eq!(body["_meta"]["changes"]["branch"], format!("fabric/{id}"));
+    assert_eq!(
+        body["_meta"]["changes"]["files"],
+        json!(["hello.txt", "src/lib.txt"])
+    );
+    let (code, body) = served
+        .post_json("/run", json!({"prompt": "x", "project": "repo"}))
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert!(body.to_string().contains("absolute path"), "{body}");
+    let (code, body) = served
+        .post_json("/run", json!({"prompt": "x", "base": "main"}))
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert!(body.to_string().contains("`base` needs `project`"), "{body}");
+    let (code, body) = served
+        .post_json("/run", json!({"prompt": "x", "project": "/tmp"}))
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert!(body.to_string().contains("git init"), "{body}");
+}
