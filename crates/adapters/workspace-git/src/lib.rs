@@ -58,6 +58,11 @@ impl GitWorkspaces {
         Self::with_program("git")
     }
 
+    /// Whether a usable git is there (2.40 or newer), for `fabric doctor`.
+    pub async fn check(&self) -> Result<(), WorkspaceError> {
+        self.git.check().await
+    }
+
     /// Workspaces made with the git at `program`.
     pub fn with_program(program: impl Into<PathBuf>) -> Self {
         Self {

@@ -62,7 +62,26 @@ pub(crate) async fn doctor(cli: &Cli) -> anyhow::Result<u8> {
     store_check(&settings, &mut report).await;
     embedding_check(&settings, &mut report).await;
     sandbox_checks(&settings, &mut report);
+    git_check(&settings, &mut report).await;
     Ok(if report.failed { 1 } else { 0 })
+}
+
+/// Runs on a project (and versioned scratch workspaces) need git 2.40 or newer: a warning
+/// without it, a failure when the config versions every run.
+async fn git_check(settings: &Settings, report: &mut Report) {
+    let needed = settings.store.workspace_history || settings.store.workspace_remote.is_some();
+    match fabric_workspace_git::GitWorkspaces::new().check().await {
+        Ok(()) => report.line(
+            Verdict::Ok,
+            "git",
+            "usable: runs on a project (`--project`) and versioned workspaces work (docs/PROJECTS.md)",
+        ),
+        Err(e) => report.line(
+            if needed { Verdict::Fail } else { Verdict::Warn },
+            "git",
+            &format!("{e}; without it `--project` runs are refused (docs/PROJECTS.md)"),
+        ),
+    }
 }
 
 /// The run store opens and is migrated.

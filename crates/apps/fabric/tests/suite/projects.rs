@@ -725,10 +725,38 @@ async fn issue_25_post_run_takes_a_project() {
         .post_json("/run", json!({"prompt": "x", "base": "main"}))
         .await;
     assert_eq!(code, 422, "{body}");
-    assert!(body.to_string().contains("`base` needs `project`"), "{body}");
+    assert!(
+        body.to_string().contains("`base` needs `project`"),
+        "{body}"
+    );
     let (code, body) = served
         .post_json("/run", json!({"prompt": "x", "project": "/tmp"}))
         .await;
     assert_eq!(code, 422, "{body}");
     assert!(body.to_string().contains("git init"), "{body}");
+}
+
+/// `fabric doctor` says whether runs on a project can work here, and what to do if not.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_25_doctor_checks_git() {
+    let fx = Fixture::new(vec![]).await;
+    let run = fx.fabric(&["doctor"]).await;
+    assert!(run.stdout.contains("[ok  ] git: usable"), "{}", run.stdout);
+    let without = fx
+        .fabric_with(&["doctor"], &[("PATH", "/nonexistent")])
+        .await;
+    assert!(
+        without.stdout.contains("[warn] git: cannot run `git`"),
+        "{}",
+        without.stdout
+    );
+    assert!(without.stdout.contains("install git"), "{}", without.stdout);
+    let project = fx
+        .fabric_with(
+            &["run", "x", "--pack", "engineering", "--project", "."],
+            &[("PATH", "/nonexistent")],
+        )
+        .await;
+    project.assert_code(2);
+    assert!(project.stderr.contains("install git"), "{}", project.stderr);
 }
