@@ -41,6 +41,9 @@ pub struct TaskRequest {
     /// Who asks (`run_start.origin`): a person by default; the service sets `child` and
     /// `critic`, `fabric replay`, `test` and `eval` their own.
     pub origin: fabric_domain::runlog::RunOrigin,
+    /// The A2A context of the task this run is (`run_start.context_id`), when an A2A client
+    /// asked for it.
+    pub context_id: Option<String>,
 }
 
 impl TaskRequest {
@@ -56,6 +59,7 @@ impl TaskRequest {
             "stream": self.stream,
             "sandbox": self.sandbox,
             "origin": self.origin,
+            "context_id": self.context_id,
         })
     }
 
@@ -90,6 +94,7 @@ impl TaskRequest {
             origin: text("origin")
                 .map(|o| fabric_domain::runlog::RunOrigin::from(o.as_str()))
                 .unwrap_or_default(),
+            context_id: text("context_id"),
         }
     }
 }
@@ -221,5 +226,24 @@ impl Runnable for TaskForce {
             }
         }
         crate::execute::resume_task_force(run, force, history, observer, cancel).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_30_a_queued_request_keeps_its_a2a_context() {
+        let request = TaskRequest {
+            prompt: "go".into(),
+            context_id: Some("conv-1".into()),
+            ..TaskRequest::default()
+        };
+        let back = TaskRequest::from_json(&request.to_json());
+        assert_eq!(back.context_id.as_deref(), Some("conv-1"));
+        assert_eq!(back.prompt, "go");
+        let older = TaskRequest::from_json(&serde_json::json!({"prompt": "go"}));
+        assert_eq!(older.context_id, None, "queued before contexts existed");
     }
 }

@@ -182,6 +182,7 @@ fn request_of(history: &RunHistory) -> Option<TaskRequest> {
         continued: true,
         // The continued run keeps who started it (`run_start` is not written again).
         origin: start.origin.clone(),
+        context_id: start.context_id.clone(),
     })
 }
 

@@ -203,6 +203,27 @@ fn prompt_of(message: &Value) -> Result<String, RpcError> {
     Ok(text.join("\n\n"))
 }
 
+/// The context a message belongs to: the client's `contextId`, else a new one (a task that
+/// starts a conversation). A follow-up in a context is a new task in it (docs/A2A.md).
+fn context_of(message: &Value) -> Result<String, RpcError> {
+    match message.get("contextId") {
+        None | Some(Value::Null) => Ok(format!("ctx-{}", fabric_core::new_run_id())),
+        Some(Value::String(c)) if c.is_empty() => Ok(format!("ctx-{}", fabric_core::new_run_id())),
+        Some(Value::String(c)) if c.len() <= MAX_CONTEXT_ID && !c.chars().any(char::is_control) => {
+            Ok(c.clone())
+        }
+        Some(_) => Err(RpcError(
+            code::INVALID_PARAMS,
+            format!(
+                "`message.contextId` must be a string of at most {MAX_CONTEXT_ID} characters without control characters; leave it out to start a new context"
+            ),
+        )),
+    }
+}
+
+/// The longest `contextId` kept.
+const MAX_CONTEXT_ID: usize = 256;
+
 /// Starts the run a `SendMessage` asks for.
 async fn start(
     state: &AppState,
@@ -219,10 +240,11 @@ async fn start(
     {
         return Err(RpcError(
             code::UNSUPPORTED,
-            "continuing a task is not supported: a task ends completed, failed or canceled, never input-required; send a new message without `taskId`".to_owned(),
+            "continuing a task is not supported: a task ends completed, failed or canceled, never input-required; send a new message without `taskId` (with the same `contextId` to keep the conversation's id)".to_owned(),
         ));
     }
     let prompt = prompt_of(message)?;
+    let context = context_of(message)?;
     let specialist = [message, params]
         .iter()
         .find_map(|v| v.pointer("/metadata/specialist").and_then(Value::as_str))
@@ -234,20 +256,20 @@ async fn start(
         network_allowed: None,
         max_steps: None,
     };
-    match launch::start(state, request, traceparent).await {
+    match launch::start_in_context(state, request, Some(context.clone()), traceparent).await {
         Ok(handle) => Ok(Started::Run(handle)),
         Err(
             error @ (ApiError::NotPermitted(_)
             | ApiError::DailyBudgetSpent(_)
             | ApiError::TooManyRuns { .. }),
         ) => {
-            let id = format!("rejected-{}", uuid_like());
+            let id = format!("rejected-{}", fabric_core::new_run_id());
             Ok(Started::Rejected(json!({
-                "id": id, "contextId": id,
+                "id": id, "contextId": context,
                 "status": {
                     "state": "TASK_STATE_REJECTED",
                     "timestamp": task::timestamp(now()),
-                    "message": task::agent_message(&id, &id, &error.to_string()),
+                    "message": task::agent_message(&id, &context, &error.to_string()),
                 },
             })))
         }
@@ -275,7 +297,9 @@ async fn send(
         .pointer("/configuration/returnImmediately")
         .and_then(Value::as_bool)
         == Some(true);
-    if !immediately {
+    if immediately {
+        recorded(handle.live()).await;
+    } else {
         handle.outcome().await.map_err(|e| {
             RpcError(
                 code::INTERNAL,
@@ -284,7 +308,7 @@ async fn send(
         })?;
     }
     let run = summary(state, &id).await?;
-    Ok(json!({"task": task::task_of(&run, id.as_str(), true)}))
+    Ok(json!({"task": task::task_of(&run, true)}))
 }
 
 fn task_id(params: &Value) -> Result<RunId, RpcError> {
@@ -319,7 +343,7 @@ async fn get_task(state: &AppState, params: &Value) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     let run = summary(state, &id).await?;
     let history = params.get("historyLength").and_then(Value::as_u64) != Some(0);
-    Ok(task::task_of(&run, id.as_str(), history))
+    Ok(task::task_of(&run, history))
 }
 
 async fn list_tasks(state: &AppState, params: &Value) -> Result<Value, RpcError> {
@@ -341,10 +365,16 @@ async fn list_tasks(state: &AppState, params: &Value) -> Result<Value, RpcError>
         })?),
         None => None,
     };
+    let context_id = params
+        .get("contextId")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned);
     // One more than asked, to know whether there is a next page.
     let query = RunQuery {
         limit: size + 1,
         before,
+        context_id,
         ..RunQuery::default()
     };
     let mut runs = state
@@ -362,7 +392,7 @@ async fn list_tasks(state: &AppState, params: &Value) -> Result<Value, RpcError>
     };
     let tasks: Vec<Value> = runs
         .iter()
-        .map(|r| task::task_of(r, r.id.as_str(), false))
+        .map(|r| task::task_of(r, false))
         .filter(|t| {
             wanted.is_none_or(|w| w == "TASK_STATE_UNSPECIFIED" || t["status"]["state"] == w)
         })
@@ -390,7 +420,7 @@ async fn cancel_task(state: &AppState, params: &Value) -> Result<Value, RpcError
         let _ = tokio::time::timeout(std::time::Duration::from_secs(10), wait).await;
     }
     let run = summary(state, &id).await?;
-    Ok(task::task_of(&run, id.as_str(), false))
+    Ok(task::task_of(&run, false))
 }
 
 /// A live run to follow for `SubscribeToTask`.
@@ -407,19 +437,16 @@ fn subscribe(
     })
 }
 
+/// Waits until the run recorded its start (its first event: the runlog has it before the
+/// live run does), so its task reads back with its prompt and context; a prepared run may
+/// not have written it yet. At most 10 s: a run that slow to start is answered as it is.
+pub(crate) async fn recorded(live: &std::sync::Arc<fabric_core::live::LiveRun>) {
+    let mut follower = live.follow(0);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), follower.next()).await;
+}
+
 pub(crate) fn now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// A unique suffix for a rejected task's id (no run holds it).
-fn uuid_like() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!(
-        "{:x}-{}",
-        (now() * 1000.0) as u64,
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
 }

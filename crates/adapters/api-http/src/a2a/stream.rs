@@ -30,39 +30,28 @@ pub(crate) fn once(answer: Value) -> Sse<impl Stream<Item = Result<Event, Infall
 
 enum Step {
     Start,
-    Follow(fabric_core::live::Follower),
+    Follow(fabric_core::live::Follower, String),
     Done,
 }
 
-/// The updates of `live` for the request `id`, until the task ends.
+/// The updates of `live` for the request `id`, until the task ends: the task as the store
+/// has it first (its context, its state), then what the run does from its first event.
 pub(crate) fn run(
     state: AppState,
     id: Value,
     live: Arc<LiveRun>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let task_id = live.id().to_string();
     let frames = stream::unfold(Step::Start, move |step| {
-        let (state, id, live, task_id) = (
-            state.clone(),
-            id.clone(),
-            Arc::clone(&live),
-            task_id.clone(),
-        );
+        let (state, id, live) = (state.clone(), id.clone(), Arc::clone(&live));
         async move {
             match step {
-                Step::Start => {
-                    let first = json!({"task": {
-                        "id": task_id, "contextId": task_id,
-                        "status": {"state": "TASK_STATE_WORKING", "timestamp": task::timestamp(super::now())},
-                    }});
-                    Some((vec![frame(&id, first)], Step::Follow(live.follow(0))))
-                }
-                Step::Follow(mut follower) => loop {
+                Step::Start => Some(start(&state, &id, &live).await),
+                Step::Follow(mut follower, context) => loop {
                     let Some(event) = follower.next().await else {
                         return Some((end(&state, &id, &live).await, Step::Done));
                     };
-                    if let Some(update) = update_of(&task_id, &event) {
-                        return Some((vec![frame(&id, update)], Step::Follow(follower)));
+                    if let Some(update) = update_of(live.id().as_str(), &context, &event) {
+                        return Some((vec![frame(&id, update)], Step::Follow(follower, context)));
                     }
                     if matches!(event.kind, EventKind::RunComplete | EventKind::RunFailed) {
                         return Some((end(&state, &id, &live).await, Step::Done));
@@ -75,8 +64,25 @@ pub(crate) fn run(
     Sse::new(frames.flat_map(stream::iter).map(Ok)).keep_alive(KeepAlive::default())
 }
 
+/// The first frame: the task as the store has it once the run recorded its start (its
+/// context, its state); then the run's events from the first.
+async fn start(state: &AppState, id: &Value, live: &Arc<LiveRun>) -> (Vec<Event>, Step) {
+    super::recorded(live).await;
+    match super::summary(state, live.id()).await {
+        Ok(run) => {
+            let first = frame(id, json!({"task": task::task_of(&run, false)}));
+            let context = task::context_of(&run).to_owned();
+            (vec![first], Step::Follow(live.follow(0), context))
+        }
+        Err(error) => (
+            vec![Event::default().data(super::failure(id, error).to_string())],
+            Step::Done,
+        ),
+    }
+}
+
 /// A status update for an event worth telling a client about: a tool call.
-fn update_of(task_id: &str, event: &RunEvent) -> Option<Value> {
+fn update_of(task_id: &str, context_id: &str, event: &RunEvent) -> Option<Value> {
     if event.kind != EventKind::ToolCall {
         return None;
     }
@@ -86,11 +92,11 @@ fn update_of(task_id: &str, event: &RunEvent) -> Option<Value> {
         None => format!("calling `{tool}`"),
     };
     Some(json!({"statusUpdate": {
-        "taskId": task_id, "contextId": task_id,
+        "taskId": task_id, "contextId": context_id,
         "status": {
             "state": "TASK_STATE_WORKING",
             "timestamp": task::timestamp(event.ts),
-            "message": task::agent_message(task_id, task_id, &text),
+            "message": task::agent_message(task_id, context_id, &text),
         },
     }}))
 }
@@ -102,20 +108,20 @@ async fn end(state: &AppState, id: &Value, live: &LiveRun) -> Vec<Event> {
         Ok(run) => run,
         Err(error) => return vec![Event::default().data(super::failure(id, error).to_string())],
     };
-    let context = task_id.as_str();
+    let (task_id, context) = (task_id.as_str(), task::context_of(&run));
     let mut frames = Vec::new();
     if let Some(artifact) = task::artifact_of(&run) {
         frames.push(frame(
             id,
             json!({"artifactUpdate": {
-                "taskId": context, "contextId": context, "artifact": artifact, "lastChunk": true,
+                "taskId": task_id, "contextId": context, "artifact": artifact, "lastChunk": true,
             }}),
         ));
     }
     frames.push(frame(
         id,
         json!({"statusUpdate": {
-            "taskId": context, "contextId": context, "status": task::status_of(&run, context),
+            "taskId": task_id, "contextId": context, "status": task::status_of(&run),
         }}),
     ));
     frames

@@ -78,6 +78,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         sandbox: None,
         continued: false,
         origin: fabric_domain::runlog::RunOrigin::Replay,
+        context_id: None,
     };
     let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;
     let new_id = handle.id().clone();

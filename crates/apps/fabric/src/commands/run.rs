@@ -36,6 +36,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                 sandbox: args.sandbox,
                 continued: false,
                 origin: fabric_domain::runlog::RunOrigin::User,
+                context_id: None,
             };
             let submission =
                 Submission::new(request).observed(observer_for(args.json, args.stream));

@@ -246,6 +246,96 @@ async fn issue_30_the_a2a_endpoint_keeps_the_token_and_answers_bad_requests_in_j
     }
 }
 
+/// One JSON-RPC call to `served`'s `/a2a`, with the token; the whole answer.
+async fn rpc(served: &Served, method: &str, params: Value) -> Value {
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    served
+        .http
+        .post(format!("{}/a2a", served.base))
+        .bearer_auth(TOKEN)
+        .json(&call)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{method}: {e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("{method}: {e}"))
+}
+
+/// A message with `text`, in `context` when given.
+fn message(text: &str, context: Option<&str>) -> Value {
+    let mut message = json!({"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let Some(context) = context {
+        message["contextId"] = json!(context);
+    }
+    json!({"message": message, "configuration": {"returnImmediately": true}})
+}
+
+/// A client's `contextId` is kept on the task and every answer about it, a follow-up in the
+/// same context is a new task in it, ListTasks finds a context's tasks, and a message that
+/// gives none is given a context of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_30_a_context_is_kept_and_a_follow_up_is_a_new_task_in_it() {
+    let served = served().await;
+    let first = rpc(
+        &served,
+        "SendMessage",
+        message("Create a.txt", Some("conv-1")),
+    )
+    .await;
+    let first = &first["result"]["task"];
+    assert_eq!(first["contextId"], "conv-1", "{first}");
+    // Answered at once, yet read back once the run recorded its start.
+    assert_eq!(first["status"]["state"], "TASK_STATE_WORKING", "{first}");
+    assert_eq!(first["history"][0]["parts"][0]["text"], "Create a.txt");
+    let second = rpc(&served, "SendMessage", message("Now b.txt", Some("conv-1"))).await;
+    let second = &second["result"]["task"];
+    assert_eq!(second["contextId"], "conv-1", "{second}");
+    assert_ne!(first["id"], second["id"], "a follow-up is a new task");
+    let alone = rpc(&served, "SendMessage", message("Create c.txt", None)).await;
+    let alone = &alone["result"]["task"];
+    let own = alone["contextId"].as_str().unwrap_or_default();
+    assert!(own.starts_with("ctx-") && own != "conv-1", "{alone}");
+
+    // Every answer about the task says its context: GetTask, once ended, with its messages.
+    let ended = wait_ended(&served, first["id"].as_str().unwrap()).await;
+    assert_eq!(ended["contextId"], "conv-1");
+    assert_eq!(ended["status"]["message"]["contextId"], "conv-1", "{ended}");
+    assert_eq!(ended["history"][0]["contextId"], "conv-1");
+
+    let listed = rpc(&served, "ListTasks", json!({"contextId": "conv-1"})).await;
+    let ids: Vec<&Value> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|t| &t["id"])
+        .collect();
+    assert_eq!(ids, [&second["id"], &first["id"]], "newest first: {listed}");
+    let listed = rpc(&served, "ListTasks", json!({"contextId": own})).await;
+    assert_eq!(listed["result"]["tasks"][0]["id"], alone["id"], "{listed}");
+
+    let bad = rpc(&served, "SendMessage", message("x", Some(&"c".repeat(300)))).await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("contextId")
+    );
+}
+
+/// GetTask on `id` until it is no longer working (at most 30 s).
+async fn wait_ended(served: &Served, id: &str) -> Value {
+    for _ in 0..300 {
+        let task = rpc(served, "GetTask", json!({"id": id})).await["result"].clone();
+        if task["status"]["state"] != "TASK_STATE_WORKING" {
+            return task;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("task {id} still working after 30 s");
+}
+
 /// The run of [`delegating`]'s fabric.
 const DELEGATING_RUN: &[&str] = &[
     "run",
