@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::serve_fixture::{Options, Served, TOKEN};
 
-fn scenario() -> Scenario {
+pub(crate) fn scenario() -> Scenario {
     let mut finish = Turn::tool_call("finish_task", json!({"summary": "wrote the file"}));
     // Long enough to cancel a task, or subscribe to it, while it runs.
     finish.delay_ms = Some(2500);
@@ -246,8 +246,8 @@ async fn issue_30_the_a2a_endpoint_keeps_the_token_and_answers_bad_requests_in_j
     }
 }
 
-/// One JSON-RPC call to `served`'s `/a2a`, with the token; the whole answer.
-async fn rpc(served: &Served, method: &str, params: Value) -> Value {
+/// One JSON-RPC call to `served`'s `/a2a`, with the token, sent; its response.
+pub(crate) async fn call(served: &Served, method: &str, params: Value) -> reqwest::Response {
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     served
         .http
@@ -257,13 +257,19 @@ async fn rpc(served: &Served, method: &str, params: Value) -> Value {
         .send()
         .await
         .unwrap_or_else(|e| panic!("{method}: {e}"))
+}
+
+/// [`call`]'s whole JSON answer.
+pub(crate) async fn rpc(served: &Served, method: &str, params: Value) -> Value {
+    call(served, method, params)
+        .await
         .json()
         .await
         .unwrap_or_else(|e| panic!("{method}: {e}"))
 }
 
 /// A message with `text`, in `context` when given.
-fn message(text: &str, context: Option<&str>) -> Value {
+pub(crate) fn message(text: &str, context: Option<&str>) -> Value {
     let mut message = json!({"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]});
     if let Some(context) = context {
         message["contextId"] = json!(context);
@@ -325,7 +331,7 @@ async fn issue_30_a_context_is_kept_and_a_follow_up_is_a_new_task_in_it() {
 }
 
 /// GetTask on `id` until it is no longer working (at most 30 s).
-async fn wait_ended(served: &Served, id: &str) -> Value {
+pub(crate) async fn wait_ended(served: &Served, id: &str) -> Value {
     for _ in 0..300 {
         let task = rpc(served, "GetTask", json!({"id": id})).await["result"].clone();
         if task["status"]["state"] != "TASK_STATE_WORKING" {
