@@ -12,6 +12,7 @@
 //! `input-required`), push notifications, an extended card.
 
 pub(crate) mod card;
+mod files;
 mod stream;
 pub(crate) mod task;
 
@@ -120,7 +121,9 @@ async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> 
         "SendStreamingMessage" => {
             return match start(&state, &params, traceparent).await {
                 Ok(Started::Run(run)) => {
-                    stream::run(state, id, std::sync::Arc::clone(run.live())).into_response()
+                    let accepted = files::Accepted::of(&params);
+                    stream::run(state, id, std::sync::Arc::clone(run.live()), accepted)
+                        .into_response()
                 }
                 Ok(Started::Rejected(task)) => {
                     stream::once(success(&id, json!({"task": task}))).into_response()
@@ -130,7 +133,7 @@ async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> 
         }
         "SubscribeToTask" => {
             return match subscribe(&state, &params) {
-                Ok(run) => stream::run(state, id, run).into_response(),
+                Ok(run) => stream::run(state, id, run, files::Accepted::default()).into_response(),
                 Err(error) => axum::Json(failure(&id, error)).into_response(),
             };
         }
@@ -308,7 +311,14 @@ async fn send(
         })?;
     }
     let run = summary(state, &id).await?;
-    Ok(json!({"task": task::task_of(&run, true)}))
+    let mut task = task::task_of(&run, true);
+    if let (Some(files), Some(artifacts)) = (
+        files::artifact(state, &run, &files::Accepted::of(params)).await,
+        task["artifacts"].as_array_mut(),
+    ) {
+        artifacts.push(files);
+    }
+    Ok(json!({"task": task}))
 }
 
 fn task_id(params: &Value) -> Result<RunId, RpcError> {
@@ -390,9 +400,16 @@ async fn list_tasks(state: &AppState, params: &Value) -> Result<Value, RpcError>
     } else {
         String::new()
     };
+    let artifacts = params.get("includeArtifacts").and_then(Value::as_bool) == Some(true);
     let tasks: Vec<Value> = runs
         .iter()
         .map(|r| task::task_of(r, false))
+        .map(|mut t| {
+            if !artifacts && let Some(task) = t.as_object_mut() {
+                task.remove("artifacts");
+            }
+            t
+        })
         .filter(|t| {
             wanted.is_none_or(|w| w == "TASK_STATE_UNSPECIFIED" || t["status"]["state"] == w)
         })

@@ -13,6 +13,7 @@ use futures_util::Stream;
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 
+use super::files::Accepted;
 use super::{success, task};
 use crate::AppState;
 
@@ -40,21 +41,27 @@ pub(crate) fn run(
     state: AppState,
     id: Value,
     live: Arc<LiveRun>,
+    accepted: Accepted,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let frames = stream::unfold(Step::Start, move |step| {
-        let (state, id, live) = (state.clone(), id.clone(), Arc::clone(&live));
+        let (state, id, live, accepted) = (
+            state.clone(),
+            id.clone(),
+            Arc::clone(&live),
+            accepted.clone(),
+        );
         async move {
             match step {
                 Step::Start => Some(start(&state, &id, &live).await),
                 Step::Follow(mut follower, context) => loop {
                     let Some(event) = follower.next().await else {
-                        return Some((end(&state, &id, &live).await, Step::Done));
+                        return Some((end(&state, &id, &live, &accepted).await, Step::Done));
                     };
                     if let Some(update) = update_of(live.id().as_str(), &context, &event) {
                         return Some((vec![frame(&id, update)], Step::Follow(follower, context)));
                     }
                     if matches!(event.kind, EventKind::RunComplete | EventKind::RunFailed) {
-                        return Some((end(&state, &id, &live).await, Step::Done));
+                        return Some((end(&state, &id, &live, &accepted).await, Step::Done));
                     }
                 },
                 Step::Done => None,
@@ -101,16 +108,18 @@ fn update_of(task_id: &str, context_id: &str, event: &RunEvent) -> Option<Value>
     }}))
 }
 
-/// The last frames: the result as an artifact, then the final status.
-async fn end(state: &AppState, id: &Value, live: &LiveRun) -> Vec<Event> {
+/// The last frames: the result as an artifact, the files the client accepts as another,
+/// then the final status.
+async fn end(state: &AppState, id: &Value, live: &LiveRun, accepted: &Accepted) -> Vec<Event> {
     let task_id = live.id();
     let run = match super::summary(state, task_id).await {
         Ok(run) => run,
         Err(error) => return vec![Event::default().data(super::failure(id, error).to_string())],
     };
     let (task_id, context) = (task_id.as_str(), task::context_of(&run));
+    let files = super::files::artifact(state, &run, accepted).await;
     let mut frames = Vec::new();
-    if let Some(artifact) = task::artifact_of(&run) {
+    for artifact in task::artifact_of(&run).into_iter().chain(files) {
         frames.push(frame(
             id,
             json!({"artifactUpdate": {

@@ -4,7 +4,7 @@ the project (issue #30).
 usage: python_client.py BASE_URL TOKEN
 
 Resolves the agent card, sends a task and waits for it (SendMessage), sends one streamed
-(SendStreamingMessage), reads it back (GetTask), lists tasks (ListTasks), cancels a running
+(SendStreamingMessage) and one asking for the files the run wrote (acceptedOutputModes), reads it back (GetTask), lists tasks (ListTasks), cancels a running
 one (CancelTask), follows another (SubscribeToTask), and provokes three errors. Prints one
 JSON object with what it saw, for the Rust test to check.
 """
@@ -22,6 +22,7 @@ from a2a.types.a2a_pb2 import (
     Message,
     Part,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
 )
@@ -35,8 +36,9 @@ def message(text, specialist=None):
     return m
 
 
-def send(text, specialist=None):
-    return SendMessageRequest(message=message(text, specialist))
+def send(text, specialist=None, accepted=None):
+    configuration = SendMessageConfiguration(accepted_output_modes=accepted or [])
+    return SendMessageRequest(message=message(text, specialist), configuration=configuration)
 
 
 async def error_of(call):
@@ -63,8 +65,11 @@ async def main(base, token):
         task = answers[-1].task
         seen["blocking"] = MessageToDict(task)
         seen["stream"] = [
-            MessageToDict(e) async for e in streaming.send_message(send("Create hello.txt"))
+            MessageToDict(e)
+            async for e in streaming.send_message(send("Create hello.txt", accepted=["*/*"]))
         ]
+        files = [e async for e in blocking.send_message(send("Create hello.txt", None, ["text/*"]))]
+        seen["files"] = MessageToDict(files[-1].task)
         seen["get"] = MessageToDict(await blocking.get_task(GetTaskRequest(id=task.id)))
         seen["list"] = MessageToDict(await blocking.list_tasks(ListTasksRequest(page_size=10)))
 

@@ -11,7 +11,10 @@ use serde_json::{Value, json};
 use super::serve_fixture::{Options, Served, TOKEN};
 
 pub(crate) fn scenario() -> Scenario {
-    let mut finish = Turn::tool_call("finish_task", json!({"summary": "wrote the file"}));
+    let mut finish = Turn::tool_call(
+        "finish_task",
+        json!({"summary": "wrote the file", "artifacts": ["hello.txt"]}),
+    );
     // Long enough to cancel a task, or subscribe to it, while it runs.
     finish.delay_ms = Some(2500);
     let mut scenario = Scenario::new(vec![
@@ -145,6 +148,31 @@ async fn issue_30_the_python_a2a_sdk_sends_follows_lists_and_cancels_tasks() {
             .any(|e| e.get("artifactUpdate").is_some())
     );
 
+    // Asked for (`acceptedOutputModes`), the file the run wrote comes as a file part: in the
+    // stream's artifacts and in the task SendMessage answers; not to a client that did not ask.
+    let file = json!({"raw": "SGVsbG8=", "filename": "hello.txt", "mediaType": "text/plain"});
+    let streamed_files = stream
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e.pointer("/artifactUpdate/artifact/name") == Some(&json!("files")))
+        .unwrap_or_else(|| panic!("no files artifact: {stream}"));
+    assert_eq!(
+        streamed_files["artifactUpdate"]["artifact"]["parts"][0],
+        file
+    );
+    assert_eq!(
+        seen["files"]["artifacts"][1]["name"], "files",
+        "{}",
+        seen["files"]
+    );
+    assert_eq!(seen["files"]["artifacts"][1]["parts"][0], file);
+    assert_eq!(
+        task["artifacts"].as_array().map(Vec::len),
+        Some(1),
+        "{task}"
+    );
+
     assert_eq!(seen["get"]["id"], id);
     assert_eq!(
         seen["get"]["history"][0]["parts"][0]["text"],
@@ -157,6 +185,14 @@ async fn issue_30_the_python_a2a_sdk_sends_follows_lists_and_cancels_tasks() {
         .map(|t| t["id"].as_str().unwrap())
         .collect();
     assert!(listed.contains(&id), "{listed:?}");
+    assert!(
+        seen["list"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("artifacts").is_none()),
+        "ListTasks leaves artifacts out unless asked (includeArtifacts)"
+    );
 
     assert_eq!(seen["started"]["status"]["state"], "TASK_STATE_WORKING");
     assert_eq!(
