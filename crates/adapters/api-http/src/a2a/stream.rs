@@ -1,6 +1,7 @@
 //! A task's updates as the SSE stream of `SendStreamingMessage` and `SubscribeToTask`: each
-//! `data:` a JSON-RPC response whose result is a `StreamResponse`: the task first, a status
-//! update for each tool the run calls, then the result as an artifact and the final status.
+//! `data:` a `StreamResponse` (in a JSON-RPC response for that binding): the task first, a
+//! status update for each tool the run calls, then the result as an artifact and the final
+//! status.
 //! Pulled from the run's buffer like `/runs/{id}/events`, so a slow client loses nothing.
 
 use std::convert::Infallible;
@@ -14,19 +15,33 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 
 use super::files::Accepted;
-use super::{success, task};
+use super::{Binding, RpcError, methods, rest, success, task};
 use crate::AppState;
 
 /// One frame.
-fn frame(id: &Value, result: Value) -> Event {
-    Event::default().data(success(id, result).to_string())
+fn frame(binding: &Binding, result: Value) -> Event {
+    match binding {
+        Binding::JsonRpc(id) => Event::default().data(success(id, result).to_string()),
+        Binding::Rest => Event::default().data(result.to_string()),
+    }
+}
+
+/// An error in place of the stream's frames (the HTTP+JSON binding's `error` event).
+fn error_frame(binding: &Binding, error: RpcError) -> Event {
+    match binding {
+        Binding::JsonRpc(id) => Event::default().data(super::failure(id, error).to_string()),
+        Binding::Rest => Event::default()
+            .event("error")
+            .data(rest::error_body(&error).to_string()),
+    }
 }
 
 /// A stream of one answer (a rejected task).
-pub(crate) fn once(answer: Value) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    Sse::new(stream::iter([
-        Ok(Event::default().data(answer.to_string())),
-    ]))
+pub(crate) fn once(
+    binding: Binding,
+    result: Value,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    Sse::new(stream::iter([Ok(frame(&binding, result))]))
 }
 
 enum Step {
@@ -39,7 +54,7 @@ enum Step {
 /// has it first (its context, its state), then what the run does from its first event.
 pub(crate) fn run(
     state: AppState,
-    id: Value,
+    id: Binding,
     live: Arc<LiveRun>,
     accepted: Accepted,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
@@ -73,18 +88,15 @@ pub(crate) fn run(
 
 /// The first frame: the task as the store has it once the run recorded its start (its
 /// context, its state); then the run's events from the first.
-async fn start(state: &AppState, id: &Value, live: &Arc<LiveRun>) -> (Vec<Event>, Step) {
-    super::recorded(live).await;
-    match super::summary(state, live.id()).await {
+async fn start(state: &AppState, id: &Binding, live: &Arc<LiveRun>) -> (Vec<Event>, Step) {
+    methods::recorded(live).await;
+    match methods::summary(state, live.id()).await {
         Ok(run) => {
             let first = frame(id, json!({"task": task::task_of(&run, false)}));
             let context = task::context_of(&run).to_owned();
             (vec![first], Step::Follow(live.follow(0), context))
         }
-        Err(error) => (
-            vec![Event::default().data(super::failure(id, error).to_string())],
-            Step::Done,
-        ),
+        Err(error) => (vec![error_frame(id, error)], Step::Done),
     }
 }
 
@@ -110,11 +122,11 @@ fn update_of(task_id: &str, context_id: &str, event: &RunEvent) -> Option<Value>
 
 /// The last frames: the result as an artifact, the files the client accepts as another,
 /// then the final status.
-async fn end(state: &AppState, id: &Value, live: &LiveRun, accepted: &Accepted) -> Vec<Event> {
+async fn end(state: &AppState, id: &Binding, live: &LiveRun, accepted: &Accepted) -> Vec<Event> {
     let task_id = live.id();
-    let run = match super::summary(state, task_id).await {
+    let run = match methods::summary(state, task_id).await {
         Ok(run) => run,
-        Err(error) => return vec![Event::default().data(super::failure(id, error).to_string())],
+        Err(error) => return vec![error_frame(id, error)],
     };
     let (task_id, context) = (task_id.as_str(), task::context_of(&run));
     let files = super::files::artifact(state, &run, accepted).await;

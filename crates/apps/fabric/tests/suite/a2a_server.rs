@@ -91,6 +91,14 @@ async fn issue_30_the_python_a2a_sdk_sends_follows_lists_and_cancels_tasks() {
     assert_eq!(card["name"], "agent-fabric");
     assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
     assert_eq!(
+        card["supportedInterfaces"][1]["protocolBinding"],
+        "HTTP+JSON"
+    );
+    assert_eq!(
+        card["supportedInterfaces"][1]["url"],
+        format!("{}/a2a/v1", served.base)
+    );
+    assert_eq!(
         card["supportedInterfaces"][0]["url"],
         format!("{}/a2a", served.base)
     );
@@ -195,6 +203,13 @@ async fn issue_30_the_python_a2a_sdk_sends_follows_lists_and_cancels_tasks() {
     );
 
     assert_eq!(seen["started"]["status"]["state"], "TASK_STATE_WORKING");
+    check_cancelled_followed_and_errors(&seen);
+    check_rest(&seen["rest"], &served).await;
+}
+
+/// The cancelled task, the one followed to its end, and the SDK's typed errors for an
+/// unknown task, a message without text and a task that ended, with our messages.
+fn check_cancelled_followed_and_errors(seen: &Value) {
     assert_eq!(
         seen["canceled"]["status"]["state"], "TASK_STATE_CANCELED",
         "{}",
@@ -206,7 +221,6 @@ async fn issue_30_the_python_a2a_sdk_sends_follows_lists_and_cancels_tasks() {
         Some("TASK_STATE_COMPLETED"),
         "{subscribed:?}"
     );
-
     let errors = &seen["errors"];
     for (key, wanted) in [
         ("unknown_task", "TaskNotFoundError"),
@@ -217,6 +231,38 @@ async fn issue_30_the_python_a2a_sdk_sends_follows_lists_and_cancels_tasks() {
         assert!(text.starts_with(wanted), "{key}: {text}");
     }
     assert!(errors["no_text"].as_str().unwrap().contains("no text"));
+}
+
+/// What the SDK saw over the HTTP+JSON binding: the same tasks as over JSON-RPC.
+async fn check_rest(seen: &Value, served: &Served) {
+    assert_eq!(seen["transport"], "RestTransport", "{seen}");
+    let task = &seen["blocking"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["contextId"], "rest-conv");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "wrote the file");
+    let id = task["id"].as_str().unwrap();
+    let (code, run) = served.get_json(&format!("/runs/{id}")).await;
+    assert_eq!((code, &run["status"]), (200, &json!("completed")), "{run}");
+    let streamed = states(&seen["stream"]);
+    assert_eq!(
+        streamed.first().map(String::as_str),
+        Some("TASK_STATE_WORKING")
+    );
+    assert_eq!(
+        streamed.last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED")
+    );
+    let file = seen["stream"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|e| e.pointer("/artifactUpdate/artifact/parts/0/raw"));
+    assert_eq!(file, Some(&json!("SGVsbG8=")), "{}", seen["stream"]);
+    assert_eq!(seen["get"]["id"], id);
+    let listed = seen["list"]["tasks"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "one task in the context: {listed:?}");
+    assert_eq!(listed[0]["id"], id);
+    check_cancelled_followed_and_errors(seen);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -280,6 +326,100 @@ async fn issue_30_the_a2a_endpoint_keeps_the_token_and_answers_bad_requests_in_j
             "{answer}"
         );
     }
+}
+
+/// The HTTP+JSON binding keeps the token and answers what it cannot do with an HTTP status
+/// and the A2A reason the SDKs map to their typed errors.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_30_the_http_json_binding_answers_errors_as_statuses_with_reasons() {
+    let served = served().await;
+    let url = |path: &str| format!("{}/a2a/v1{path}", served.base);
+    let refused = served.http.get(url("/tasks")).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let unknown = "20260101-120000-000-0123abcd";
+    for (method, path, body, status, reason) in [
+        (
+            "GET",
+            format!("/tasks/{unknown}"),
+            "",
+            404,
+            "TASK_NOT_FOUND",
+        ),
+        (
+            "GET",
+            "/tasks?pageSize=many".to_owned(),
+            "",
+            400,
+            "INVALID_PARAMS",
+        ),
+        (
+            "POST",
+            format!("/tasks/{unknown}:pause"),
+            "",
+            404,
+            "METHOD_NOT_FOUND",
+        ),
+        (
+            "POST",
+            format!("/tasks/{unknown}:cancel"),
+            "",
+            404,
+            "TASK_NOT_FOUND",
+        ),
+        (
+            "POST",
+            "/message:send".to_owned(),
+            "{not json",
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            "POST",
+            "/message:send".to_owned(),
+            r#"{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"data":{"a":1}}]}}"#,
+            400,
+            "INVALID_PARAMS",
+        ),
+        (
+            "POST",
+            format!("/tasks/{unknown}/pushNotificationConfigs"),
+            "{}",
+            400,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
+    ] {
+        let request = match method {
+            "GET" => served.http.get(url(&path)),
+            _ => served.http.post(url(&path)).body(body),
+        };
+        let response = request.bearer_auth(TOKEN).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{method} {path}");
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(
+            answer["error"]["details"][0]["reason"], reason,
+            "{path}: {answer}"
+        );
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.len() > 10),
+            "{answer}"
+        );
+    }
+    let old = served
+        .http
+        .get(url("/tasks"))
+        .bearer_auth(TOKEN)
+        .header("A2A-Version", "0.3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(old.status(), 400);
+    let answer: Value = old.json().await.unwrap();
+    assert_eq!(
+        answer["error"]["details"][0]["reason"],
+        "VERSION_NOT_SUPPORTED"
+    );
 }
 
 /// One JSON-RPC call to `served`'s `/a2a`, with the token, sent; its response.
