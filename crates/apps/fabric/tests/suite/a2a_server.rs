@@ -370,6 +370,18 @@ async fn issue_30_the_a2a_endpoint_keeps_the_token_and_answers_bad_requests_in_j
             r#"{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{}}"#,
             -32003,
         ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER"}}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"read this"},{"url":"file:///etc/passwd"}]}}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","contextId":7,"parts":[{"text":"go"}]}}}"#,
+            -32602,
+        ),
     ] {
         let answer: Value = post(body, true).await.unwrap().json().await.unwrap();
         assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
