@@ -198,6 +198,12 @@ async fn read_inside(root: &Path, path: &str, room: u64) -> Result<Vec<u8>, Stri
     if !meta.is_file() {
         return Err("not a regular file".to_owned());
     }
+    // As the file tools: a second name (a hard link) may be outside the workspace.
+    if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+        return Err(
+            "it has more than one name (a hard link), so it may not be the run's".to_owned(),
+        );
+    }
     if meta.len() > MAX_FILE_BYTES.min(room) {
         return Err(format!(
             "{} bytes: more than a task carries inline (a file at most {MAX_FILE_BYTES}, all files {MAX_TOTAL_BYTES}); read it from the run's workspace",
@@ -244,12 +250,15 @@ mod tests {
         write(&dir.path().join("secret.txt"), b"not yours");
         std::os::unix::fs::symlink(dir.path().join("secret.txt"), workspace.join("link.txt"))
             .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::hard_link(dir.path().join("secret.txt"), workspace.join("hard.txt"))
+            .unwrap_or_else(|e| panic!("{e}"));
         let paths: Vec<String> = [
             "hello.txt",
             "sub/pic.png",
             "big.txt",
             "../secret.txt",
             "link.txt",
+            "hard.txt",
             "gone.txt",
             "/etc/hostname",
         ]
@@ -279,8 +288,9 @@ mod tests {
             reasons[2].1.contains("outside the run's workspace"),
             "{reasons:?}"
         );
-        assert!(reasons[3].1.contains("no such file"), "{reasons:?}");
-        assert!(reasons[4].1.contains("not a path inside"), "{reasons:?}");
+        assert!(reasons[3].1.contains("more than one name"), "{reasons:?}");
+        assert!(reasons[4].1.contains("no such file"), "{reasons:?}");
+        assert!(reasons[5].1.contains("not a path inside"), "{reasons:?}");
 
         // Only what the client accepts; nothing at all without a workspace here.
         let (parts, omitted) = collect(Some(&workspace), &paths, &accepted(&["image/png"])).await;
