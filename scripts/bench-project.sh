@@ -49,7 +49,7 @@ for i in range(n):
 EOF
 git -C "$REPO" init -q -b main
 git -C "$REPO" add -A
-git -C "$REPO" -c user.name=b -c user.email=b@b commit -qm start
+git -C "$REPO" -c user.name=b -c user.email=b@b -c gc.auto=0 commit -qm start
 git -C "$REPO" gc -q
 
 one='turn_by: conversation

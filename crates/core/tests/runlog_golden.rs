@@ -215,6 +215,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode) -> TaskForce {
         share_parent_workspace: false,
         fallback: None,
         origin: Default::default(),
+        context_id: None,
     }
 }
 

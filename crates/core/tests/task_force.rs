@@ -218,6 +218,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode, max_parallel: usize) -> Task
         share_parent_workspace: false,
         fallback: None,
         origin: Default::default(),
+        context_id: None,
     }
 }
 

@@ -259,6 +259,7 @@ async fn run(
         fallback: None,
         sandbox: Default::default(),
         origin: Default::default(),
+        context_id: None,
     };
     fabric_core::execute::execute_task_force(store, force, &NoopObserver, CancellationToken::new())
         .await

@@ -18,6 +18,10 @@ pub struct RunSummary {
     /// Who started it (`run_start.origin`).
     #[serde(default)]
     pub origin: crate::runlog::RunOrigin,
+    /// The A2A context its task belongs to (`run_start.context_id`), if an A2A client
+    /// started it.
+    #[serde(default)]
+    pub context_id: Option<String>,
     /// When it started, in seconds since the Unix epoch (its first event).
     pub started_at: f64,
     /// When it ended (its terminal event), or `None` while it goes on.
@@ -57,6 +61,7 @@ impl RunSummary {
             id,
             parent_id: None,
             origin: crate::runlog::RunOrigin::User,
+            context_id: None,
             started_at: 0.0,
             ended_at: None,
             status: RunStatus::Running,
@@ -104,6 +109,7 @@ impl RunSummary {
                     (None, None) => crate::runlog::RunOrigin::User,
                 };
                 self.parent_id = start.parent_run_id;
+                self.context_id = start.context_id;
                 self.note_model(start.model_key, start.model);
             }
             EventKind::Recruitment => {
@@ -189,6 +195,8 @@ struct StartFields {
     model_key: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
     model: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    context_id: Option<String>,
 }
 
 #[derive(Default, Deserialize)]

@@ -20,16 +20,30 @@ pub(crate) async fn start(
     request: RunRequest,
     traceparent: Option<String>,
 ) -> Result<RunHandle, ApiError> {
+    start_in_context(state, request, None, traceparent).await
+}
+
+/// [`start`], the run being the task of an A2A client in `context_id` (`run_start.context_id`).
+pub(crate) async fn start_in_context(
+    state: &AppState,
+    request: RunRequest,
+    context_id: Option<String>,
+    traceparent: Option<String>,
+) -> Result<RunHandle, ApiError> {
     // A bad request is answered as such even when the server is full: check it first.
     request.validate()?;
     check_ceiling(state, &request)?;
     if state.is_shutting_down() {
         return Err(ApiError::ShuttingDown);
     }
+    let task = TaskRequest {
+        context_id,
+        ..task_request(request)
+    };
     let mut handle = state
         .inner
         .service
-        .submit(Submission::new(task_request(request)).traced(traceparent))
+        .submit(Submission::new(task).traced(traceparent))
         .map_err(|e| from_service(state, e))?;
     handle
         .prepared()

@@ -255,6 +255,10 @@ pub fn matches(run: &RunSummary, query: &RunQuery) -> bool {
             .is_none_or(|s| run.specialist_ids.contains(s))
         && query.since.is_none_or(|t| run.started_at >= t)
         && query.origin.as_ref().is_none_or(|o| run.origin == *o)
+        && query
+            .context_id
+            .as_ref()
+            .is_none_or(|c| run.context_id.as_ref() == Some(c))
 }
 
 #[cfg(test)]

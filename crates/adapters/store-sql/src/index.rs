@@ -78,12 +78,12 @@ pub(crate) async fn insert_events(
 }
 
 const RUN_COLUMNS: &str = "id, parent_id, prompt, specialist_ids, model_keys, models, status, reason, started_at, ended_at, \
-     steps, prompt_tokens, completion_tokens, total_tokens, tool_calls, tool_errors, events, summary, result, origin";
+     steps, prompt_tokens, completion_tokens, total_tokens, tool_calls, tool_errors, events, summary, result, origin, context_id";
 
 /// Values per run row.
-const RUN_VALUES: usize = 20;
+const RUN_VALUES: usize = 21;
 
-/// Run rows per `INSERT` statement (20 values each, far under both databases' limits).
+/// Run rows per `INSERT` statement (21 values each, far under both databases' limits).
 const RUNS_PER_STATEMENT: usize = 50;
 /// `(id, run_id)` pairs per `INSERT` into the link tables.
 const LINKS_PER_STATEMENT: usize = 400;
@@ -124,7 +124,8 @@ pub(crate) async fn upsert_run_rows(
          ended_at = excluded.ended_at, steps = excluded.steps, prompt_tokens = excluded.prompt_tokens, \
          completion_tokens = excluded.completion_tokens, total_tokens = excluded.total_tokens, \
          tool_calls = excluded.tool_calls, tool_errors = excluded.tool_errors, events = excluded.events, \
-         summary = excluded.summary, result = excluded.result, origin = excluded.origin \
+         summary = excluded.summary, result = excluded.result, origin = excluded.origin, \
+         context_id = excluded.context_id \
          WHERE runs.events <= excluded.events"
     } else {
         "ON CONFLICT (id) DO NOTHING"
@@ -158,6 +159,7 @@ pub(crate) async fn upsert_run_rows(
                 Arg::OptText(run.summary.clone()),
                 Arg::OptText(run.result.as_ref().map(ToString::to_string)),
                 run.origin.as_str().into(),
+                Arg::OptText(run.context_id.clone()),
             ]);
         }
         let sql = format!(

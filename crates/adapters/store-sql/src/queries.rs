@@ -11,7 +11,7 @@ use crate::db::{Arg, Row, placeholders};
 /// The `runs` columns a summary is read from, prefixed `r.`.
 pub(crate) const SUMMARY_COLUMNS: &str = "r.id, r.parent_id, r.prompt, r.specialist_ids, r.model_keys, r.models, r.status, \
      r.reason, r.started_at, r.ended_at, r.steps, r.prompt_tokens, r.completion_tokens, r.total_tokens, \
-     r.tool_calls, r.tool_errors, r.events, r.summary, r.result, r.origin";
+     r.tool_calls, r.tool_errors, r.events, r.summary, r.result, r.origin, r.context_id";
 
 fn uint(value: i64) -> u64 {
     u64::try_from(value).unwrap_or_default()
@@ -40,6 +40,7 @@ pub(crate) fn summary(row: &Row) -> Result<RunSummary, sqlx::Error> {
             .opt_text("parent_id")?
             .and_then(|p| RunId::parse(&p).ok()),
         origin: RunOrigin::from(row.text("origin")?.as_str()),
+        context_id: row.opt_text("context_id")?,
         started_at: row.real("started_at")?,
         ended_at: row.opt_real("ended_at")?,
         status: parse_status(&row.text("status")?),
@@ -145,6 +146,10 @@ pub(crate) async fn list_runs(
     if let Some(origin) = &query.origin {
         args.push(origin.as_str().into());
         conditions.push(format!("r.origin = ${}", args.len()));
+    }
+    if let Some(context) = &query.context_id {
+        args.push(context.as_str().into());
+        conditions.push(format!("r.context_id = ${}", args.len()));
     }
     if !conditions.is_empty() {
         sql.push_str(" WHERE ");

@@ -8,7 +8,7 @@
 use crate::db::{Arg, Backend, Conn, Db};
 
 /// The newest schema version this fabric knows.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// One migration: its version, what it does, and its SQL for each backend.
 struct Migration {
@@ -321,6 +321,19 @@ CREATE INDEX runs_origin_id ON runs (origin, id);
 ALTER TABLE runs ADD COLUMN origin TEXT COLLATE "C" NOT NULL DEFAULT 'user';
 UPDATE runs SET origin = 'child' WHERE parent_id IS NOT NULL;
 CREATE INDEX runs_origin_id ON runs (origin, id);
+"#,
+    },
+    Migration {
+        version: 9,
+        description: "runs.context_id: the A2A context of a run's task (issue #30)",
+        // Rows from before had no context; an A2A client sees their task id as theirs.
+        sqlite: r#"
+ALTER TABLE runs ADD COLUMN context_id TEXT;
+CREATE INDEX runs_context_id ON runs (context_id, id);
+"#,
+        postgres: r#"
+ALTER TABLE runs ADD COLUMN context_id TEXT COLLATE "C";
+CREATE INDEX runs_context_id ON runs (context_id, id);
 "#,
     },
 ];

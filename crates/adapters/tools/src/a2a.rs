@@ -224,6 +224,16 @@ impl RemoteAgentTool {
         })
     }
 
+    /// The error for an answer to `method` that is not what A2A v1.0 says: `what` it was,
+    /// and the start of it.
+    fn garbage(&self, method: &str, what: &str, answer: &Value) -> ToolError {
+        let shown: String = answer.to_string().chars().take(200).collect();
+        ToolError::Failed(format!(
+            "the remote agent `{}` answered {method} with {what}, not an A2A v1.0 answer: {shown}; it may speak another protocol version; do the task yourself or ask the user to check `agents.{}.url`",
+            self.config.name, self.config.name
+        ))
+    }
+
     /// Follows task `id` until it ends, the run is cancelled, or `deadline` passes (then it
     /// is cancelled remotely too).
     async fn follow(
@@ -236,11 +246,8 @@ impl RemoteAgentTool {
             let task = self
                 .call("GetTask", json!({"id": id, "historyLength": 0}))
                 .await?;
-            let state = task
-                .pointer("/status/state")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if !matches!(state, "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING" | "") {
+            let state = state_of(&task).map_err(|what| self.garbage("GetTask", what, &task))?;
+            if !matches!(state, "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING") {
                 return Ok(task);
             }
             let stop = tokio::select! {
@@ -351,26 +358,34 @@ impl TypedTool for RemoteAgentTool {
             .await?;
         let Some(task) = sent.get("task") else {
             // An agent may answer with a message instead of a task: that is its answer.
+            if sent.get("message").is_none() {
+                return Err(self.garbage("SendMessage", "neither a task nor a message", &sent));
+            }
             let text = texts(sent.pointer("/message/parts"));
             return Ok(
                 json!({"agent": self.config.name, "state": "message", "text": text.join("\n\n")}),
             );
         };
-        let id = task
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let state = task
-            .pointer("/status/state")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let id = task.get("id").and_then(Value::as_str).unwrap_or_default();
+        let state = state_of(task).map_err(|what| self.garbage("SendMessage", what, &sent))?;
         let ended = if matches!(state, "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING") {
-            self.follow(&id, ctx, deadline).await?
+            if id.is_empty() {
+                return Err(self.garbage("SendMessage", "a running task without an `id`", &sent));
+            }
+            self.follow(id, ctx, deadline).await?
         } else {
             task.clone()
         };
         self.answer(&ended)
+    }
+}
+
+/// A task's state, or what is wrong with it: a task the agent sends must say its state.
+fn state_of(task: &Value) -> Result<&str, &'static str> {
+    match task.pointer("/status/state").and_then(Value::as_str) {
+        Some(state) if state.starts_with("TASK_STATE_") => Ok(state),
+        Some(_) => Err("a task whose state is not an A2A v1.0 state (`TASK_STATE_…`)"),
+        None => Err("a task without `status.state`"),
     }
 }
 

@@ -21,7 +21,11 @@ struct Agent {
     calls: Arc<Mutex<Vec<Value>>>,
 }
 
-async fn card(State(agent): State<Agent>) -> axum::Json<Value> {
+async fn card(State(agent): State<Agent>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if agent.mode == "html-card" {
+        return "<html>welcome</html>".into_response();
+    }
     let version = if agent.mode == "old-card" {
         "0.3"
     } else {
@@ -32,6 +36,7 @@ async fn card(State(agent): State<Agent>) -> axum::Json<Value> {
         "supportedInterfaces": [{"url": format!("{}/rpc", agent.base), "protocolBinding": "JSONRPC", "protocolVersion": version}],
         "skills": [{"id": "haiku", "name": "haiku", "description": "Haiku."}],
     }))
+    .into_response()
 }
 
 async fn rpc(
@@ -51,6 +56,9 @@ async fn rpc(
     let task = |state: &str| json!({"id": "t1", "contextId": "t1", "status": {"state": state}});
     let result = match (agent.mode, request["method"].as_str().unwrap_or_default()) {
         ("garbage", _) => return "<html>oops</html>".into_response(),
+        ("shapeless", "SendMessage") => json!({"weird": 1}),
+        ("stateless", "GetTask") => json!({"id": "t1", "status": {}}),
+        ("odd-state", "SendMessage") => json!({"task": {"id": "t1", "status": {"state": "done!"}}}),
         (_, "SendMessage") => json!({"task": task("TASK_STATE_WORKING")}),
         ("completes", "GetTask") if gets >= 2 => json!({
             "id": "t1", "status": {"state": "TASK_STATE_COMPLETED"},
@@ -145,15 +153,28 @@ async fn issue_30_a_remote_agent_answers_through_its_tool() {
     assert_eq!(sent["params"]["configuration"]["returnImmediately"], true);
 }
 
-#[tokio::test]
-async fn issue_30_a_remote_failure_is_a_tool_error_naming_the_agent_and_its_words() {
-    let agent = agent("fails").await;
-    let error = tool(&agent, 30)
+/// The tool error a call to the fixture agent in `mode` ends with.
+async fn refusal(mode: &'static str) -> String {
+    let agent = agent(mode).await;
+    tool(&agent, 30)
         .await
         .call(json!({"task": "a haiku"}), &ctx())
         .await
         .unwrap_err()
-        .to_string();
+        .to_string()
+}
+
+/// The error of starting with the fixture agent in `mode`, whose card does not do.
+async fn bad_card(mode: &'static str) -> RemoteAgentError {
+    let agent = agent(mode).await;
+    let error = remote_agents(&[config(&agent, 30)]).await.err().unwrap();
+    assert!(matches!(error, RemoteAgentError::BadCard { .. }), "{error}");
+    error
+}
+
+#[tokio::test]
+async fn issue_30_a_remote_failure_is_a_tool_error_naming_the_agent_and_its_words() {
+    let error = refusal("fails").await;
     assert!(
         error.contains("TASK_STATE_FAILED")
             && error.contains("no muse today")
@@ -199,21 +220,13 @@ async fn issue_30_a_hanging_agent_is_cancelled_at_the_timeout_and_when_the_run_i
 
 #[tokio::test]
 async fn issue_30_garbage_and_bad_cards_get_clear_errors() {
-    let agent = agent("garbage").await;
-    let error = tool(&agent, 30)
-        .await
-        .call(json!({"task": "a haiku"}), &ctx())
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = refusal("garbage").await;
     assert!(
         error.contains("could not be reached") && error.contains("not JSON"),
         "{error}"
     );
 
-    let old = self::agent("old-card").await;
-    let error = remote_agents(&[config(&old, 30)]).await.err().unwrap();
-    assert!(matches!(error, RemoteAgentError::BadCard { .. }), "{error}");
+    let error = bad_card("old-card").await;
     assert!(
         error.to_string().contains("protocol version 1.x"),
         "{error}"
@@ -240,4 +253,31 @@ async fn issue_30_garbage_and_bad_cards_get_clear_errors() {
         .await
         .unwrap_err();
     assert!(error.to_string().contains("`task` is empty"), "{error}");
+}
+
+/// Answers that are JSON-RPC but not A2A v1.0 (no task and no message, a task without a
+/// state or with one the protocol does not have) are tool errors that say so, not an empty
+/// success or a wait until the timeout; a card that is not JSON is a bad card.
+#[tokio::test]
+async fn issue_30_answers_of_the_wrong_shape_are_tool_errors_not_silence() {
+    for (mode, method, what) in [
+        ("shapeless", "SendMessage", "neither a task nor a message"),
+        ("stateless", "GetTask", "a task without `status.state`"),
+        ("odd-state", "SendMessage", "not an A2A v1.0 state"),
+    ] {
+        let started = std::time::Instant::now();
+        let error = refusal(mode).await;
+        assert!(
+            error.contains(&format!("answered {method} with"))
+                && error.contains(what)
+                && error.contains("agents.poet.url"),
+            "{mode}: {error}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{mode}: no wait"
+        );
+    }
+    let error = bad_card("html-card").await;
+    assert!(error.to_string().contains("not JSON"), "{error}");
 }

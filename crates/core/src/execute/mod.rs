@@ -134,6 +134,8 @@ pub struct TaskForce {
     pub fallback: Option<CloudFallback>,
     /// Who started the run (`run_start.origin`).
     pub origin: runlog::RunOrigin,
+    /// The A2A context of the run's task (`run_start.context_id`).
+    pub context_id: Option<String>,
 }
 
 /// How a run ended.
@@ -259,6 +261,7 @@ impl TaskForce {
             lineage: None,
             share_parent_workspace: false,
             origin: runlog::RunOrigin::User,
+            context_id: None,
             fallback: None,
         }
     }

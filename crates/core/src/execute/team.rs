@@ -150,6 +150,7 @@ pub(super) async fn run(
                     sandbox: Value::clone(&force.sandbox.policy),
                     parent_run_id: lineage.parent_run_id.clone(),
                     depth: lineage.depth,
+                    context_id: force.context_id.clone(),
                 },
             )
             .await?;

@@ -117,6 +117,8 @@ pub struct RunQuery {
     pub since: Option<f64>,
     /// Only runs of this origin (`fabric logs list` shows `user` runs unless `--all`).
     pub origin: Option<fabric_domain::runlog::RunOrigin>,
+    /// Only runs whose A2A task belongs to this context (`ListTasks` with `contextId`).
+    pub context_id: Option<String>,
 }
 
 /// The append-only event log of one run.

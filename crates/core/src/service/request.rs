@@ -44,6 +44,9 @@ pub struct TaskRequest {
     /// The user's project to work on, in a worktree on the run's own branch (issue #25);
     /// `None`: a scratch workspace.
     pub project: Option<super::ProjectRequest>,
+    /// The A2A context of the task this run is (`run_start.context_id`), when an A2A client
+    /// asked for it.
+    pub context_id: Option<String>,
 }
 
 impl TaskRequest {
@@ -63,6 +66,7 @@ impl TaskRequest {
                 "path": p.path,
                 "base": p.base,
             })),
+            "context_id": self.context_id,
         })
     }
 
@@ -103,6 +107,7 @@ impl TaskRequest {
                     base: p.get("base").and_then(|b| b.as_str()).map(str::to_owned),
                 })
             }),
+            context_id: text("context_id"),
         }
     }
 }
@@ -234,5 +239,24 @@ impl Runnable for TaskForce {
             }
         }
         crate::execute::resume_task_force(run, force, history, observer, cancel).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_30_a_queued_request_keeps_its_a2a_context() {
+        let request = TaskRequest {
+            prompt: "go".into(),
+            context_id: Some("conv-1".into()),
+            ..TaskRequest::default()
+        };
+        let back = TaskRequest::from_json(&request.to_json());
+        assert_eq!(back.context_id.as_deref(), Some("conv-1"));
+        assert_eq!(back.prompt, "go");
+        let older = TaskRequest::from_json(&serde_json::json!({"prompt": "go"}));
+        assert_eq!(older.context_id, None, "queued before contexts existed");
     }
 }

@@ -221,6 +221,7 @@ fn request_of(history: &RunHistory) -> Option<TaskRequest> {
         origin: start.origin.clone(),
         // A project's workspace is reopened from its `workspace` event, not made anew.
         project: None,
+        context_id: start.context_id.clone(),
     })
 }
 

@@ -360,6 +360,7 @@ async fn issue_27_a_run_cancelled_while_prepared_again_stays_interrupted() {
         sandbox: serde_json::Value::Null,
         parent_run_id: None,
         depth: 0,
+        context_id: None,
     };
     let new = store
         .create_run(id.clone())

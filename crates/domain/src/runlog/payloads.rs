@@ -52,6 +52,10 @@ pub struct RunStart {
     /// 0 for a run a person started, 1 for its children, and so on.
     #[serde(default)]
     pub depth: u32,
+    /// The A2A context the run's task belongs to (`contextId`), when an A2A client started
+    /// it; absent otherwise (docs/A2A.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
 }
 
 /// `recruitment`: the specialists chosen.

@@ -1,5 +1,6 @@
 //! The agent card (`GET /.well-known/agent-card.json`): who this fabric is, one skill per
-//! specialist, the JSON-RPC interface, and the bearer scheme when the server has a token.
+//! specialist, the JSON-RPC and HTTP+JSON interfaces, and the bearer scheme when the server
+//! has a token.
 
 use serde_json::{Value, json};
 
@@ -50,11 +51,18 @@ pub(crate) fn card(info: &AgentCardInfo, base: &str, token: bool) -> Value {
         "name": info.name,
         "description": info.description,
         "version": info.version,
-        "supportedInterfaces": [{
-            "url": format!("{base}/a2a"),
-            "protocolBinding": "JSONRPC",
-            "protocolVersion": PROTOCOL_VERSION,
-        }],
+        "supportedInterfaces": [
+            {
+                "url": format!("{base}/a2a"),
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": PROTOCOL_VERSION,
+            },
+            {
+                "url": format!("{base}{}", super::rest::PREFIX),
+                "protocolBinding": "HTTP+JSON",
+                "protocolVersion": PROTOCOL_VERSION,
+            },
+        ],
         "capabilities": {"streaming": true, "pushNotifications": false},
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],

@@ -12,6 +12,9 @@
 //! `input-required`), push notifications, an extended card.
 
 pub(crate) mod card;
+mod files;
+mod methods;
+mod rest;
 mod stream;
 pub(crate) mod task;
 
@@ -21,11 +24,9 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use fabric_core::RunQuery;
-use fabric_domain::{RunId, RunStatus};
 use serde_json::{Value, json};
 
-use crate::{ApiError, AppState, RunRequest, launch};
+use crate::{AppState, launch};
 
 pub use card::{A2aSkill, AgentCardInfo};
 
@@ -44,18 +45,20 @@ mod code {
     pub(super) const VERSION_NOT_SUPPORTED: i64 = -32009;
 }
 
-/// A JSON-RPC error: its code and a message that names the fix.
+/// An A2A error: its JSON-RPC code (the HTTP+JSON binding maps it to a status and a
+/// reason) and a message that names the fix.
+#[derive(Debug)]
 pub(crate) struct RpcError(i64, String);
 
-/// The card route (public) and the JSON-RPC route (behind `guard`, the token check).
+/// The card route (public), the JSON-RPC route and the HTTP+JSON routes (behind the token).
 pub(crate) fn routes(state: AppState) -> Router<AppState> {
-    let rpc =
-        Router::new()
-            .route("/a2a", post(rpc))
-            .route_layer(axum::middleware::from_fn_with_state(
-                state,
-                crate::auth::require_token,
-            ));
+    let rpc = Router::new()
+        .route("/a2a", post(rpc))
+        .merge(rest::routes())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state,
+            crate::auth::require_token,
+        ));
     Router::new()
         .route("/.well-known/agent-card.json", get(agent_card))
         .merge(rpc)
@@ -80,6 +83,88 @@ pub(crate) fn failure(id: &Value, error: RpcError) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": error.0, "message": error.1}})
 }
 
+/// How an answer travels: in a JSON-RPC response to the request `id`, or as the HTTP+JSON
+/// binding's bare object (errors as HTTP statuses).
+#[derive(Debug, Clone)]
+pub(crate) enum Binding {
+    JsonRpc(Value),
+    Rest,
+}
+
+/// What a method answered: a value or an error, which each binding renders its way, or
+/// an SSE stream already rendered.
+pub(crate) enum Answer {
+    Value(Result<Value, RpcError>),
+    Stream(Response),
+}
+
+/// The one place a method name meets its implementation, for both bindings.
+pub(crate) async fn dispatch(
+    state: AppState,
+    method: &str,
+    params: Value,
+    traceparent: Option<String>,
+    binding: Binding,
+) -> Answer {
+    let value = match method {
+        "SendMessage" => methods::send(&state, &params, traceparent).await,
+        "SendStreamingMessage" => {
+            return match methods::start(&state, &params, traceparent).await {
+                Ok(methods::Started::Run(run)) => {
+                    let accepted = files::Accepted::of(&params);
+                    let live = std::sync::Arc::clone(run.live());
+                    Answer::Stream(stream::run(state, binding, live, accepted).into_response())
+                }
+                Ok(methods::Started::Rejected(task)) => {
+                    Answer::Stream(stream::once(binding, json!({"task": task})).into_response())
+                }
+                Err(error) => Answer::Value(Err(error)),
+            };
+        }
+        "SubscribeToTask" => {
+            return match methods::subscribe(&state, &params) {
+                Ok(run) => Answer::Stream(
+                    stream::run(state, binding, run, files::Accepted::default()).into_response(),
+                ),
+                Err(error) => Answer::Value(Err(error)),
+            };
+        }
+        "GetTask" => methods::get_task(&state, &params).await,
+        "ListTasks" => methods::list_tasks(&state, &params).await,
+        "CancelTask" => methods::cancel_task(&state, &params).await,
+        m if m.contains("PushNotificationConfig") => Err(RpcError(
+            code::PUSH_NOT_SUPPORTED,
+            "push notifications are not supported; follow a task with SendStreamingMessage or SubscribeToTask, or poll GetTask".to_owned(),
+        )),
+        "GetExtendedAgentCard" => Err(RpcError(
+            code::NO_EXTENDED_CARD,
+            "there is no extended card: the public card at /.well-known/agent-card.json is the whole card".to_owned(),
+        )),
+        other => Err(RpcError(
+            code::METHOD_NOT_FOUND,
+            format!("no method `{other}`; this server answers SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask and SubscribeToTask"),
+        )),
+    };
+    Answer::Value(value)
+}
+
+/// The `A2A-Version` a request asks for, if this server speaks it (1.x; 1.0 when absent).
+pub(crate) fn check_version(headers: &HeaderMap) -> Result<(), RpcError> {
+    let version = headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or(card::PROTOCOL_VERSION);
+    if version == "1" || version.starts_with("1.") {
+        Ok(())
+    } else {
+        Err(RpcError(
+            code::VERSION_NOT_SUPPORTED,
+            format!("A2A-Version `{version}` is not supported; this server speaks 1.0"),
+        ))
+    }
+}
+
+/// `POST /a2a`: the JSON-RPC binding.
 async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
@@ -89,15 +174,7 @@ async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> 
         }
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
-    let version = headers
-        .get("a2a-version")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or(card::PROTOCOL_VERSION);
-    if !(version == "1" || version.starts_with("1.")) {
-        let error = RpcError(
-            code::VERSION_NOT_SUPPORTED,
-            format!("A2A-Version `{version}` is not supported; this server speaks 1.0"),
-        );
+    if let Err(error) = check_version(&headers) {
         return axum::Json(failure(&id, error)).into_response();
     }
     let (method, params) = match (request.get("jsonrpc"), request.get("method")) {
@@ -115,312 +192,10 @@ async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> 
         }
     };
     let traceparent = launch::traceparent(&headers);
-    let answer = match method.as_str() {
-        "SendMessage" => send(&state, &params, traceparent).await,
-        "SendStreamingMessage" => {
-            return match start(&state, &params, traceparent).await {
-                Ok(Started::Run(run)) => {
-                    stream::run(state, id, std::sync::Arc::clone(run.live())).into_response()
-                }
-                Ok(Started::Rejected(task)) => {
-                    stream::once(success(&id, json!({"task": task}))).into_response()
-                }
-                Err(error) => axum::Json(failure(&id, error)).into_response(),
-            };
-        }
-        "SubscribeToTask" => {
-            return match subscribe(&state, &params) {
-                Ok(run) => stream::run(state, id, run).into_response(),
-                Err(error) => axum::Json(failure(&id, error)).into_response(),
-            };
-        }
-        "GetTask" => get_task(&state, &params).await,
-        "ListTasks" => list_tasks(&state, &params).await,
-        "CancelTask" => cancel_task(&state, &params).await,
-        m if m.contains("PushNotificationConfig") => Err(RpcError(
-            code::PUSH_NOT_SUPPORTED,
-            "push notifications are not supported; follow a task with SendStreamingMessage or SubscribeToTask, or poll GetTask".to_owned(),
-        )),
-        "GetExtendedAgentCard" => Err(RpcError(
-            code::NO_EXTENDED_CARD,
-            "there is no extended card: the public card at /.well-known/agent-card.json is the whole card".to_owned(),
-        )),
-        other => Err(RpcError(
-            code::METHOD_NOT_FOUND,
-            format!("no method `{other}`; this server answers SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask and SubscribeToTask"),
-        )),
-    };
-    let body = match answer {
-        Ok(result) => success(&id, result),
-        Err(error) => failure(&id, error),
-    };
-    axum::Json(body).into_response()
-}
-
-/// What starting a task led to.
-pub(crate) enum Started {
-    /// A run, prepared and going.
-    Run(fabric_core::service::RunHandle),
-    /// Refused by budget or policy: a task in `TASK_STATE_REJECTED` (not stored).
-    Rejected(Value),
-}
-
-/// The prompt of a message: its text parts, then its data parts as JSON context.
-fn prompt_of(message: &Value) -> Result<String, RpcError> {
-    let parts = message
-        .get("parts")
-        .and_then(Value::as_array)
-        .ok_or_else(|| {
-            RpcError(
-                code::INVALID_PARAMS,
-                "`message.parts` must be a list of parts".to_owned(),
-            )
-        })?;
-    let mut text = Vec::new();
-    let mut data = Vec::new();
-    for part in parts {
-        if let Some(t) = part.get("text").and_then(Value::as_str) {
-            text.push(t.to_owned());
-        } else if let Some(d) = part.get("data") {
-            data.push(format!("```json\n{d}\n```"));
-        } else if part.get("url").is_some() || part.get("raw").is_some() {
-            return Err(RpcError(
-                code::INVALID_PARAMS,
-                "file parts (`url`, `raw`) are not taken; send the content as a text or data part"
-                    .to_owned(),
-            ));
-        }
+    let binding = Binding::JsonRpc(id.clone());
+    match dispatch(state, &method, params, traceparent, binding).await {
+        Answer::Stream(response) => response,
+        Answer::Value(Ok(result)) => axum::Json(success(&id, result)).into_response(),
+        Answer::Value(Err(error)) => axum::Json(failure(&id, error)).into_response(),
     }
-    if text.iter().all(|t| t.trim().is_empty()) {
-        return Err(RpcError(
-            code::INVALID_PARAMS,
-            "the message has no text: give at least one text part with the task".to_owned(),
-        ));
-    }
-    if !data.is_empty() {
-        text.push(format!("Context given with the task:\n{}", data.join("\n")));
-    }
-    Ok(text.join("\n\n"))
-}
-
-/// Starts the run a `SendMessage` asks for.
-async fn start(
-    state: &AppState,
-    params: &Value,
-    traceparent: Option<String>,
-) -> Result<Started, RpcError> {
-    let message = params
-        .get("message")
-        .ok_or_else(|| RpcError(code::INVALID_PARAMS, "`message` is missing".to_owned()))?;
-    if message
-        .get("taskId")
-        .and_then(Value::as_str)
-        .is_some_and(|t| !t.is_empty())
-    {
-        return Err(RpcError(
-            code::UNSUPPORTED,
-            "continuing a task is not supported: a task ends completed, failed or canceled, never input-required; send a new message without `taskId`".to_owned(),
-        ));
-    }
-    let prompt = prompt_of(message)?;
-    let specialist = [message, params]
-        .iter()
-        .find_map(|v| v.pointer("/metadata/specialist").and_then(Value::as_str))
-        .map(str::to_owned);
-    let request = RunRequest {
-        prompt,
-        pack: specialist,
-        model_key: None,
-        network_allowed: None,
-        max_steps: None,
-        ..RunRequest::default()
-    };
-    match launch::start(state, request, traceparent).await {
-        Ok(handle) => Ok(Started::Run(handle)),
-        Err(
-            error @ (ApiError::NotPermitted(_)
-            | ApiError::DailyBudgetSpent(_)
-            | ApiError::TooManyRuns { .. }),
-        ) => {
-            let id = format!("rejected-{}", uuid_like());
-            Ok(Started::Rejected(json!({
-                "id": id, "contextId": id,
-                "status": {
-                    "state": "TASK_STATE_REJECTED",
-                    "timestamp": task::timestamp(now()),
-                    "message": task::agent_message(&id, &id, &error.to_string()),
-                },
-            })))
-        }
-        Err(
-            error @ (ApiError::InvalidRequest(_)
-            | ApiError::UnknownSpecialist(_)
-            | ApiError::UnknownModelKey(_)),
-        ) => Err(RpcError(code::INVALID_PARAMS, error.to_string())),
-        Err(error) => Err(RpcError(code::INTERNAL, error.to_string())),
-    }
-}
-
-/// `SendMessage`: the run's task once it ended, or at once with `returnImmediately`.
-async fn send(
-    state: &AppState,
-    params: &Value,
-    traceparent: Option<String>,
-) -> Result<Value, RpcError> {
-    let handle = match start(state, params, traceparent).await? {
-        Started::Run(handle) => handle,
-        Started::Rejected(task) => return Ok(json!({"task": task})),
-    };
-    let id = handle.id().clone();
-    let immediately = params
-        .pointer("/configuration/returnImmediately")
-        .and_then(Value::as_bool)
-        == Some(true);
-    if !immediately {
-        handle.outcome().await.map_err(|e| {
-            RpcError(
-                code::INTERNAL,
-                format!("task `{id}` failed inside the fabric: {e}"),
-            )
-        })?;
-    }
-    let run = summary(state, &id).await?;
-    Ok(json!({"task": task::task_of(&run, id.as_str(), true)}))
-}
-
-fn task_id(params: &Value) -> Result<RunId, RpcError> {
-    let text = params.get("id").and_then(Value::as_str).ok_or_else(|| {
-        RpcError(
-            code::INVALID_PARAMS,
-            "`id` (the task id) is missing".to_owned(),
-        )
-    })?;
-    RunId::parse(text).map_err(|_| {
-        RpcError(
-            code::TASK_NOT_FOUND,
-            format!("no task `{text}`: task ids are run ids, like 20260101-120000-000-0123abcd"),
-        )
-    })
-}
-
-pub(crate) async fn summary(
-    state: &AppState,
-    id: &RunId,
-) -> Result<fabric_domain::RunSummary, RpcError> {
-    match state.service().get(id).await {
-        Ok(run) => Ok(run),
-        Err(fabric_core::StoreError::NotFound(_)) => {
-            Err(RpcError(code::TASK_NOT_FOUND, format!("no task `{id}`")))
-        }
-        Err(e) => Err(RpcError(code::INTERNAL, e.to_string())),
-    }
-}
-
-async fn get_task(state: &AppState, params: &Value) -> Result<Value, RpcError> {
-    let id = task_id(params)?;
-    let run = summary(state, &id).await?;
-    let history = params.get("historyLength").and_then(Value::as_u64) != Some(0);
-    Ok(task::task_of(&run, id.as_str(), history))
-}
-
-async fn list_tasks(state: &AppState, params: &Value) -> Result<Value, RpcError> {
-    let size = params
-        .get("pageSize")
-        .and_then(Value::as_u64)
-        .unwrap_or(50)
-        .clamp(1, 100) as usize;
-    let before = match params
-        .get("pageToken")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-    {
-        Some(token) => Some(RunId::parse(token).map_err(|_| {
-            RpcError(
-                code::INVALID_PARAMS,
-                format!("`pageToken` `{token}` is not one this server gave"),
-            )
-        })?),
-        None => None,
-    };
-    // One more than asked, to know whether there is a next page.
-    let query = RunQuery {
-        limit: size + 1,
-        before,
-        ..RunQuery::default()
-    };
-    let mut runs = state
-        .service()
-        .list(&query)
-        .await
-        .map_err(|e| RpcError(code::INTERNAL, e.to_string()))?;
-    let wanted = params.get("status").and_then(Value::as_str);
-    let more = runs.len() > size;
-    runs.truncate(size);
-    let next = if more {
-        runs.last().map(|r| r.id.to_string()).unwrap_or_default()
-    } else {
-        String::new()
-    };
-    let tasks: Vec<Value> = runs
-        .iter()
-        .map(|r| task::task_of(r, r.id.as_str(), false))
-        .filter(|t| {
-            wanted.is_none_or(|w| w == "TASK_STATE_UNSPECIFIED" || t["status"]["state"] == w)
-        })
-        .collect();
-    Ok(json!({"tasks": tasks, "nextPageToken": next, "pageSize": size}))
-}
-
-async fn cancel_task(state: &AppState, params: &Value) -> Result<Value, RpcError> {
-    let id = task_id(params)?;
-    let run = summary(state, &id).await?;
-    if run.status != RunStatus::Running || !state.service().cancel(&id) {
-        return Err(RpcError(
-            code::TASK_NOT_CANCELABLE,
-            format!(
-                "task `{id}` cannot be canceled: it is {} ({})",
-                task::state_of(run.status),
-                run.status
-            ),
-        ));
-    }
-    // The run records its end promptly once cancelled; answer with that end when it comes.
-    if let Some(live) = state.service().live(&id) {
-        let mut follower = live.follow(0);
-        let wait = async { while follower.next().await.is_some() {} };
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), wait).await;
-    }
-    let run = summary(state, &id).await?;
-    Ok(task::task_of(&run, id.as_str(), false))
-}
-
-/// A live run to follow for `SubscribeToTask`.
-fn subscribe(
-    state: &AppState,
-    params: &Value,
-) -> Result<std::sync::Arc<fabric_core::live::LiveRun>, RpcError> {
-    let id = task_id(params)?;
-    state.service().live(&id).ok_or_else(|| {
-        RpcError(
-            code::UNSUPPORTED,
-            format!("task `{id}` is not running here (it ended, or another server runs it): read it with GetTask"),
-        )
-    })
-}
-
-pub(crate) fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// A unique suffix for a rejected task's id (no run holds it).
-fn uuid_like() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!(
-        "{:x}-{}",
-        (now() * 1000.0) as u64,
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
 }

@@ -40,9 +40,15 @@ pub(crate) fn agent_message(task_id: &str, context_id: &str, text: &str) -> Valu
     })
 }
 
+/// The task's context: the one its A2A client gave or was given, else (a run started
+/// another way) the task's own id.
+pub(crate) fn context_of(run: &RunSummary) -> &str {
+    run.context_id.as_deref().unwrap_or(run.id.as_str())
+}
+
 /// The run's status as a task status: its state, when it changed, and for an ended run a
 /// message saying how (the summary, or the reason it failed).
-pub(crate) fn status_of(run: &RunSummary, context_id: &str) -> Value {
+pub(crate) fn status_of(run: &RunSummary) -> Value {
     let state = state_of(run.status);
     let mut status = json!({
         "state": state,
@@ -60,7 +66,7 @@ pub(crate) fn status_of(run: &RunSummary, context_id: &str) -> Value {
         )),
     };
     if let Some(text) = said {
-        status["message"] = agent_message(run.id.as_str(), context_id, &text);
+        status["message"] = agent_message(run.id.as_str(), context_of(run), &text);
     }
     status
 }
@@ -83,12 +89,13 @@ pub(crate) fn artifact_of(run: &RunSummary) -> Option<Value> {
 }
 
 /// The task of a run. `history` adds the user's message (the run's prompt).
-pub(crate) fn task_of(run: &RunSummary, context_id: &str, history: bool) -> Value {
+pub(crate) fn task_of(run: &RunSummary, history: bool) -> Value {
     let id = run.id.as_str();
+    let context_id = context_of(run);
     let mut task = json!({
         "id": id,
         "contextId": context_id,
-        "status": status_of(run, context_id),
+        "status": status_of(run),
         "metadata": {"specialists": run.specialist_ids, "steps": run.steps},
     });
     if let Some(artifact) = artifact_of(run) {
@@ -128,7 +135,11 @@ mod tests {
         }
         let mut failed = run(RunStatus::LlmError);
         failed.reason = Some("the model server answered 500".into());
-        let task = task_of(&failed, "ctx", false);
+        let task = task_of(&failed, false);
+        assert_eq!(
+            task["contextId"], task["id"],
+            "a run started elsewhere is its own context"
+        );
         assert_eq!(task["status"]["state"], "TASK_STATE_FAILED");
         assert_eq!(
             task["status"]["message"]["parts"][0]["text"],
@@ -138,7 +149,10 @@ mod tests {
         let mut done = run(RunStatus::Completed);
         done.summary = Some("wrote a.txt".into());
         done.result = Some(json!({"summary": "wrote a.txt", "artifacts": ["a.txt"]}));
-        let task = task_of(&done, "ctx", true);
+        done.context_id = Some("ctx-1".into());
+        let task = task_of(&done, true);
+        assert_eq!(task["contextId"], "ctx-1");
+        assert_eq!(task["status"]["message"]["contextId"], "ctx-1");
         assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
         assert_eq!(task["artifacts"][0]["parts"][0]["text"], "wrote a.txt");
         assert_eq!(

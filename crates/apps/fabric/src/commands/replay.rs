@@ -90,6 +90,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
                 base: Some(w.base.clone()),
             })
         }),
+        context_id: None,
     };
     let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;
     let new_id = handle.id().clone();

@@ -40,6 +40,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                     path: path.clone(),
                     base: args.base.clone(),
                 }),
+                context_id: None,
             };
             let submission =
                 Submission::new(request).observed(observer_for(args.json, args.stream));

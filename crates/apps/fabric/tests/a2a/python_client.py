@@ -4,8 +4,9 @@ the project (issue #30).
 usage: python_client.py BASE_URL TOKEN
 
 Resolves the agent card, sends a task and waits for it (SendMessage), sends one streamed
-(SendStreamingMessage), reads it back (GetTask), lists tasks (ListTasks), cancels a running
-one (CancelTask), follows another (SubscribeToTask), and provokes three errors. Prints one
+(SendStreamingMessage) and one asking for the files the run wrote (acceptedOutputModes), reads it back (GetTask), lists tasks (ListTasks), cancels a running
+one (CancelTask), follows another (SubscribeToTask), and provokes three errors; then does
+the same over the HTTP+JSON binding. Prints one
 JSON object with what it saw, for the Rust test to check.
 """
 import asyncio
@@ -22,6 +23,7 @@ from a2a.types.a2a_pb2 import (
     Message,
     Part,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
 )
@@ -35,8 +37,9 @@ def message(text, specialist=None):
     return m
 
 
-def send(text, specialist=None):
-    return SendMessageRequest(message=message(text, specialist))
+def send(text, specialist=None, accepted=None):
+    configuration = SendMessageConfiguration(accepted_output_modes=accepted or [])
+    return SendMessageRequest(message=message(text, specialist), configuration=configuration)
 
 
 async def error_of(call):
@@ -63,8 +66,11 @@ async def main(base, token):
         task = answers[-1].task
         seen["blocking"] = MessageToDict(task)
         seen["stream"] = [
-            MessageToDict(e) async for e in streaming.send_message(send("Create hello.txt"))
+            MessageToDict(e)
+            async for e in streaming.send_message(send("Create hello.txt", accepted=["*/*"]))
         ]
+        files = [e async for e in blocking.send_message(send("Create hello.txt", None, ["text/*"]))]
+        seen["files"] = MessageToDict(files[-1].task)
         seen["get"] = MessageToDict(await blocking.get_task(GetTaskRequest(id=task.id)))
         seen["list"] = MessageToDict(await blocking.list_tasks(ListTasksRequest(page_size=10)))
 
@@ -91,7 +97,46 @@ async def main(base, token):
                 blocking.cancel_task(CancelTaskRequest(id=task.id))
             ),
         }
+        seen["rest"] = await over_rest(card, http)
     print(json.dumps(seen))
+
+
+async def over_rest(card, http):
+    """The same methods over the HTTP+JSON binding (the card's second interface)."""
+    seen = {}
+    config = dict(httpx_client=http, supported_protocol_bindings=["HTTP+JSON"])
+    blocking = await create_client(card, ClientConfig(streaming=False, **config))
+    streaming = await create_client(card, ClientConfig(streaming=True, **config))
+    polling = await create_client(card, ClientConfig(streaming=False, polling=True, **config))
+    seen["transport"] = type(blocking._transport).__name__
+
+    first = message("Create hello.txt", "engineering")
+    first.context_id = "rest-conv"
+    answers = [e async for e in blocking.send_message(SendMessageRequest(message=first))]
+    task = answers[-1].task
+    seen["blocking"] = MessageToDict(task)
+    seen["stream"] = [
+        MessageToDict(e)
+        async for e in streaming.send_message(send("Create hello.txt", accepted=["text/plain"]))
+    ]
+    seen["get"] = MessageToDict(await blocking.get_task(GetTaskRequest(id=task.id)))
+    seen["list"] = MessageToDict(
+        await blocking.list_tasks(ListTasksRequest(context_id="rest-conv", page_size=10))
+    )
+    started = [e async for e in polling.send_message(send("Create slow.txt"))][-1].task
+    seen["canceled"] = MessageToDict(await polling.cancel_task(CancelTaskRequest(id=started.id)))
+    started = [e async for e in polling.send_message(send("Create later.txt"))][-1].task
+    seen["subscribed"] = [
+        MessageToDict(e) async for e in streaming.subscribe(SubscribeToTaskRequest(id=started.id))
+    ]
+    seen["errors"] = {
+        "unknown_task": await error_of(
+            blocking.get_task(GetTaskRequest(id="20260101-120000-000-0123abcd"))
+        ),
+        "no_text": await error_of(anext(aiter(blocking.send_message(send("   "))))),
+        "not_cancelable": await error_of(blocking.cancel_task(CancelTaskRequest(id=task.id))),
+    }
+    return seen
 
 
 if __name__ == "__main__":

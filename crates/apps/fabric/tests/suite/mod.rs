@@ -1,5 +1,7 @@
 mod fixture;
 
+mod a2a_delegation;
+mod a2a_resume;
 mod a2a_server;
 mod anthropic;
 mod attacks;

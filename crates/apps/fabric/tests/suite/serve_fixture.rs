@@ -52,7 +52,12 @@ impl Served {
     /// A second `fabric serve` over the same config and workspace (another API node of one
     /// shared store).
     pub(crate) async fn another_node(&self) -> Self {
-        Self::node(std::sync::Arc::clone(&self.fx), Options::default()).await
+        self.another_node_with(Options::default()).await
+    }
+
+    /// [`Self::another_node`] with `options` (a token, say).
+    pub(crate) async fn another_node_with(&self, options: Options) -> Self {
+        Self::node(std::sync::Arc::clone(&self.fx), options).await
     }
 
     async fn node(fx: std::sync::Arc<Fixture>, options: Options) -> Self {

@@ -150,6 +150,7 @@ impl Preparation {
         let fallback = self.fallback(&request, &mut members).await?;
         Ok(TaskForce {
             origin: request.origin,
+            context_id: request.context_id,
             lineage: Some(Lineage::root(Arc::new(budget))),
             share_parent_workspace: self.policy.share_parent_workspace,
             fallback,

@@ -2,7 +2,7 @@
 (a2a-sdk: DefaultRequestHandler, the Starlette JSON-RPC and agent-card routes, served by
 uvicorn), for a fabric run to delegate to as a remote sub-agent (issue #30).
 
-usage: python_agent.py PORT
+usage: python haiku_agent.py PORT
 
 Listens on 127.0.0.1:PORT (0: a free port) and prints its base URL on stdout as one line once
 it is bound. Its card, at /.well-known/agent-card.json, offers one JSON-RPC interface

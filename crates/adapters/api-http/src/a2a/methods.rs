@@ -1,0 +1,318 @@
+//! The A2A methods, whatever the binding that carried them (JSON-RPC or HTTP+JSON): a
+//! message starts a run, a task is read, listed, cancelled or followed.
+
+use fabric_core::RunQuery;
+use fabric_domain::{RunId, RunStatus};
+use serde_json::{Value, json};
+
+use super::{RpcError, code, files, task};
+use crate::{ApiError, AppState, RunRequest, launch};
+
+/// What starting a task led to.
+pub(crate) enum Started {
+    /// A run, prepared and going.
+    Run(fabric_core::service::RunHandle),
+    /// Refused by budget or policy: a task in `TASK_STATE_REJECTED` (not stored).
+    Rejected(Value),
+}
+
+/// The prompt of a message: its text parts, then its data parts as JSON context.
+fn prompt_of(message: &Value) -> Result<String, RpcError> {
+    let parts = message
+        .get("parts")
+        .and_then(Value::as_array)
+        .ok_or_else(|| {
+            RpcError(
+                code::INVALID_PARAMS,
+                "`message.parts` must be a list of parts".to_owned(),
+            )
+        })?;
+    let mut text = Vec::new();
+    let mut data = Vec::new();
+    for part in parts {
+        if let Some(t) = part.get("text").and_then(Value::as_str) {
+            text.push(t.to_owned());
+        } else if let Some(d) = part.get("data") {
+            data.push(format!("```json\n{d}\n```"));
+        } else if part.get("url").is_some() || part.get("raw").is_some() {
+            return Err(RpcError(
+                code::INVALID_PARAMS,
+                "file parts (`url`, `raw`) are not taken; send the content as a text or data part"
+                    .to_owned(),
+            ));
+        }
+    }
+    if text.iter().all(|t| t.trim().is_empty()) {
+        return Err(RpcError(
+            code::INVALID_PARAMS,
+            "the message has no text: give at least one text part with the task".to_owned(),
+        ));
+    }
+    if !data.is_empty() {
+        text.push(format!("Context given with the task:\n{}", data.join("\n")));
+    }
+    Ok(text.join("\n\n"))
+}
+
+/// The context a message belongs to: the client's `contextId`, else a new one (a task that
+/// starts a conversation). A follow-up in a context is a new task in it (docs/A2A.md).
+fn context_of(message: &Value) -> Result<String, RpcError> {
+    match message.get("contextId") {
+        None | Some(Value::Null) => Ok(format!("ctx-{}", fabric_core::new_run_id())),
+        Some(Value::String(c)) if c.is_empty() => Ok(format!("ctx-{}", fabric_core::new_run_id())),
+        Some(Value::String(c)) if c.len() <= MAX_CONTEXT_ID && !c.chars().any(char::is_control) => {
+            Ok(c.clone())
+        }
+        Some(_) => Err(RpcError(
+            code::INVALID_PARAMS,
+            format!(
+                "`message.contextId` must be a string of at most {MAX_CONTEXT_ID} characters without control characters; leave it out to start a new context"
+            ),
+        )),
+    }
+}
+
+/// The longest `contextId` kept.
+const MAX_CONTEXT_ID: usize = 256;
+
+/// Starts the run a `SendMessage` asks for.
+pub(crate) async fn start(
+    state: &AppState,
+    params: &Value,
+    traceparent: Option<String>,
+) -> Result<Started, RpcError> {
+    let message = params
+        .get("message")
+        .ok_or_else(|| RpcError(code::INVALID_PARAMS, "`message` is missing".to_owned()))?;
+    if message
+        .get("taskId")
+        .and_then(Value::as_str)
+        .is_some_and(|t| !t.is_empty())
+    {
+        return Err(RpcError(
+            code::UNSUPPORTED,
+            "continuing a task is not supported: a task ends completed, failed or canceled, never input-required; send a new message without `taskId` (with the same `contextId` to keep the conversation's id)".to_owned(),
+        ));
+    }
+    let prompt = prompt_of(message)?;
+    let context = context_of(message)?;
+    let specialist = [message, params]
+        .iter()
+        .find_map(|v| v.pointer("/metadata/specialist").and_then(Value::as_str))
+        .map(str::to_owned);
+    let request = RunRequest {
+        prompt,
+        pack: specialist,
+        model_key: None,
+        network_allowed: None,
+        max_steps: None,
+        ..RunRequest::default()
+    };
+    match launch::start_in_context(state, request, Some(context.clone()), traceparent).await {
+        Ok(handle) => Ok(Started::Run(handle)),
+        Err(
+            error @ (ApiError::NotPermitted(_)
+            | ApiError::DailyBudgetSpent(_)
+            | ApiError::TooManyRuns { .. }),
+        ) => {
+            let id = format!("rejected-{}", fabric_core::new_run_id());
+            Ok(Started::Rejected(json!({
+                "id": id, "contextId": context,
+                "status": {
+                    "state": "TASK_STATE_REJECTED",
+                    "timestamp": task::timestamp(now()),
+                    "message": task::agent_message(&id, &context, &error.to_string()),
+                },
+            })))
+        }
+        Err(
+            error @ (ApiError::InvalidRequest(_)
+            | ApiError::UnknownSpecialist(_)
+            | ApiError::UnknownModelKey(_)),
+        ) => Err(RpcError(code::INVALID_PARAMS, error.to_string())),
+        Err(error) => Err(RpcError(code::INTERNAL, error.to_string())),
+    }
+}
+
+/// `SendMessage`: the run's task once it ended, or at once with `returnImmediately`.
+pub(crate) async fn send(
+    state: &AppState,
+    params: &Value,
+    traceparent: Option<String>,
+) -> Result<Value, RpcError> {
+    let handle = match start(state, params, traceparent).await? {
+        Started::Run(handle) => handle,
+        Started::Rejected(task) => return Ok(json!({"task": task})),
+    };
+    let id = handle.id().clone();
+    let immediately = params
+        .pointer("/configuration/returnImmediately")
+        .and_then(Value::as_bool)
+        == Some(true);
+    if immediately {
+        recorded(handle.live()).await;
+    } else {
+        handle.outcome().await.map_err(|e| {
+            RpcError(
+                code::INTERNAL,
+                format!("task `{id}` failed inside the fabric: {e}"),
+            )
+        })?;
+    }
+    let run = summary(state, &id).await?;
+    let mut task = task::task_of(&run, true);
+    if let (Some(files), Some(artifacts)) = (
+        files::artifact(state, &run, &files::Accepted::of(params)).await,
+        task["artifacts"].as_array_mut(),
+    ) {
+        artifacts.push(files);
+    }
+    Ok(json!({"task": task}))
+}
+
+fn task_id(params: &Value) -> Result<RunId, RpcError> {
+    let text = params.get("id").and_then(Value::as_str).ok_or_else(|| {
+        RpcError(
+            code::INVALID_PARAMS,
+            "`id` (the task id) is missing".to_owned(),
+        )
+    })?;
+    RunId::parse(text).map_err(|_| {
+        RpcError(
+            code::TASK_NOT_FOUND,
+            format!("no task `{text}`: task ids are run ids, like 20260101-120000-000-0123abcd"),
+        )
+    })
+}
+
+pub(crate) async fn summary(
+    state: &AppState,
+    id: &RunId,
+) -> Result<fabric_domain::RunSummary, RpcError> {
+    match state.service().get(id).await {
+        Ok(run) => Ok(run),
+        Err(fabric_core::StoreError::NotFound(_)) => {
+            Err(RpcError(code::TASK_NOT_FOUND, format!("no task `{id}`")))
+        }
+        Err(e) => Err(RpcError(code::INTERNAL, e.to_string())),
+    }
+}
+
+pub(crate) async fn get_task(state: &AppState, params: &Value) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    let run = summary(state, &id).await?;
+    let history = params.get("historyLength").and_then(Value::as_u64) != Some(0);
+    Ok(task::task_of(&run, history))
+}
+
+pub(crate) async fn list_tasks(state: &AppState, params: &Value) -> Result<Value, RpcError> {
+    let size = params
+        .get("pageSize")
+        .and_then(Value::as_u64)
+        .unwrap_or(50)
+        .clamp(1, 100) as usize;
+    let before = match params
+        .get("pageToken")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    {
+        Some(token) => Some(RunId::parse(token).map_err(|_| {
+            RpcError(
+                code::INVALID_PARAMS,
+                format!("`pageToken` `{token}` is not one this server gave"),
+            )
+        })?),
+        None => None,
+    };
+    let context_id = params
+        .get("contextId")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned);
+    // One more than asked, to know whether there is a next page.
+    let query = RunQuery {
+        limit: size + 1,
+        before,
+        context_id,
+        ..RunQuery::default()
+    };
+    let mut runs = state
+        .service()
+        .list(&query)
+        .await
+        .map_err(|e| RpcError(code::INTERNAL, e.to_string()))?;
+    let wanted = params.get("status").and_then(Value::as_str);
+    let more = runs.len() > size;
+    runs.truncate(size);
+    let next = if more {
+        runs.last().map(|r| r.id.to_string()).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let artifacts = params.get("includeArtifacts").and_then(Value::as_bool) == Some(true);
+    let tasks: Vec<Value> = runs
+        .iter()
+        .map(|r| task::task_of(r, false))
+        .map(|mut t| {
+            if !artifacts && let Some(task) = t.as_object_mut() {
+                task.remove("artifacts");
+            }
+            t
+        })
+        .filter(|t| {
+            wanted.is_none_or(|w| w == "TASK_STATE_UNSPECIFIED" || t["status"]["state"] == w)
+        })
+        .collect();
+    Ok(json!({"tasks": tasks, "nextPageToken": next, "pageSize": size}))
+}
+
+pub(crate) async fn cancel_task(state: &AppState, params: &Value) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    let run = summary(state, &id).await?;
+    if run.status != RunStatus::Running || !state.service().cancel(&id) {
+        return Err(RpcError(
+            code::TASK_NOT_CANCELABLE,
+            format!(
+                "task `{id}` cannot be canceled: it is {} ({})",
+                task::state_of(run.status),
+                run.status
+            ),
+        ));
+    }
+    // The run records its end promptly once cancelled; answer with that end when it comes.
+    if let Some(live) = state.service().live(&id) {
+        let mut follower = live.follow(0);
+        let wait = async { while follower.next().await.is_some() {} };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), wait).await;
+    }
+    let run = summary(state, &id).await?;
+    Ok(task::task_of(&run, false))
+}
+
+/// A live run to follow for `SubscribeToTask`.
+pub(crate) fn subscribe(
+    state: &AppState,
+    params: &Value,
+) -> Result<std::sync::Arc<fabric_core::live::LiveRun>, RpcError> {
+    let id = task_id(params)?;
+    state.service().live(&id).ok_or_else(|| {
+        RpcError(
+            code::UNSUPPORTED,
+            format!("task `{id}` is not running here (it ended, or another server runs it): read it with GetTask"),
+        )
+    })
+}
+
+/// Waits until the run recorded its start (its first event: the runlog has it before the
+/// live run does), so its task reads back with its prompt and context; a prepared run may
+/// not have written it yet. At most 10 s: a run that slow to start is answered as it is.
+pub(crate) async fn recorded(live: &std::sync::Arc<fabric_core::live::LiveRun>) {
+    let mut follower = live.follow(0);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), follower.next()).await;
+}
+
+pub(crate) fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
