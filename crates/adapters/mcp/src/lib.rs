@@ -24,13 +24,18 @@
 mod connect;
 mod error;
 mod handler;
+mod logging;
 mod outputs;
 mod prompts;
+mod protocol;
+mod resources;
 mod server;
 mod source;
 mod sse_legacy;
 mod stderr;
 mod tool;
+mod uri;
+mod watch;
 
 pub use connect::SpawnHook;
 pub use error::McpError;
