@@ -18,6 +18,7 @@ mod local_models;
 mod logs;
 mod loop_errors;
 mod mcp_client;
+mod mcp_conformance;
 mod mcp_server;
 mod metrics;
 mod real_models;
