@@ -120,6 +120,18 @@ async def read(session, uri):
     return {"mime": content.mime_type, "text": getattr(content, "text", None), "blob": getattr(content, "blob", None)}
 
 
+async def page_after(session, cursor):
+    """The URIs of the `resources/list` page after `cursor`, or the error's code and message."""
+    try:
+        if isinstance(session, ClientSession):
+            page = await session.list_resources(params=types.PaginatedRequestParams(cursor=cursor))
+        else:
+            page = await session.list_resources(cursor=cursor)
+    except Exception as e:
+        return {"code": error_code(e), "message": getattr(getattr(e, "error", None), "message", str(e))}
+    return [r.uri for r in page.resources]
+
+
 async def resources(session, run_id):
     """Issue #29: runs as resources, read back through the SDK."""
     base = f"fabric://runs/{run_id}"
@@ -127,6 +139,9 @@ async def resources(session, run_id):
     templates = await session.list_resource_templates()
     return {
         "listed": [{"uri": r.uri, "name": r.name, "mime": r.mime_type, "description": r.description} for r in listed.resources],
+        "next_cursor": listed.next_cursor,
+        "after_run": await page_after(session, run_id),
+        "bad_cursor": await page_after(session, "not a cursor"),
         "templates": [t.uri_template for t in templates.resource_templates],
         "run": await read(session, base),
         "runlog": await read(session, f"{base}/runlog"),

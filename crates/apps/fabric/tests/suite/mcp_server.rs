@@ -183,6 +183,15 @@ fn issue_29_runs_are_resources(seen: &Value) {
     assert_eq!(r["listed"][0]["uri"], uri, "{}", r["listed"]);
     assert_eq!(r["listed"][0]["mime"], "application/json");
     assert_eq!(r["listed"][0]["description"], "completed: wrote hello.txt");
+    // One page; after the run, none older; a cursor the server never gave is refused.
+    assert_eq!(r["next_cursor"], Value::Null);
+    assert_eq!(r["after_run"], json!([]));
+    assert_eq!(r["bad_cursor"]["code"], -32602);
+    let bad_cursor = r["bad_cursor"]["message"].as_str().unwrap_or_default();
+    assert!(
+        bad_cursor.contains("cursor `not a cursor` is not one this server gave"),
+        "{bad_cursor}"
+    );
     assert_eq!(
         r["templates"],
         json!([
