@@ -33,6 +33,7 @@ mod server;
 mod source;
 mod sse_legacy;
 mod stderr;
+mod tasks;
 mod tool;
 mod uri;
 mod watch;

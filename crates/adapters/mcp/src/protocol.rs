@@ -3,22 +3,24 @@
 //! `resources`, subscriptions in `watch`, logging in `logging`).
 //!
 //! Declared only what is implemented (issue #29): tools, prompts, resources with `subscribe`,
-//! and logging. `completion/complete` is not offered and answers "method not found"; rmcp's
-//! default would be an empty completion for a capability never declared.
+//! logging, and the tasks extension (`run_task` as a task, `tasks/get`, `tasks/cancel`).
+//! `completion/complete` is not offered and answers "method not found"; rmcp's default would
+//! be an empty completion for a capability never declared.
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod,
-    CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestMethod, CompleteRequestParams, CompleteResult, ContentBlock,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 
-use crate::server::FabricMcpServer;
+use crate::server::{self, FabricMcpServer};
 use crate::{prompts, resources, uri, watch};
 
 impl ServerHandler for FabricMcpServer {
@@ -33,6 +35,7 @@ impl ServerHandler for FabricMcpServer {
             .enable_resources()
             .enable_resources_subscribe()
             .enable_tools()
+            .enable_tasks()
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("agent-fabric", env!("CARGO_PKG_VERSION")))
@@ -141,6 +144,41 @@ impl ServerHandler for FabricMcpServer {
         Ok(())
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks.get(&request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // Cooperative, as the extension says: the run records `cancelled` and the task
+        // follows; one that has ended stays as it ended.
+        let run = self.tasks.run_of(&request.task_id)?;
+        self.service.cancel(&run);
+        Ok(())
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.run_of(&request.task_id)?;
+        Err(ErrorData::invalid_params(
+            format!(
+                "task `{}` asked for no input: a run of run_task never does, so there is nothing to answer",
+                request.task_id
+            ),
+            None,
+        ))
+    }
+
     #[expect(
         deprecated,
         reason = "logging/setLevel is the handshake revisions' way"
@@ -186,6 +224,22 @@ impl ServerHandler for FabricMcpServer {
                     spec.name
                 )),
             ])));
+        }
+        // A client that declared the tasks extension gets `run_task` as a task (issue #29).
+        if spec.name == "run_task"
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
+        {
+            let started = server::parse(args).and_then(|input| self.start_task(input, &context));
+            return Ok(match started {
+                Ok(task) => CallToolResponse::Task(task),
+                Err(error) => {
+                    CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(
+                        error.to_string(),
+                    )]))
+                }
+            });
         }
         let result = match self.dispatch(&spec.name, args, &context).await {
             Ok(value) => CallToolResult::structured(value),

@@ -14,7 +14,7 @@ use fabric_core::{ChatObserver, RunObserver, StatsGroup, StatsQuery, WorkspaceFi
 use fabric_domain::{
     RunEvent, RunId, RunStatus, SpecialistSpec, ToolAnnotations, ToolSpec, parse_duration,
 };
-use rmcp::model::ProgressNotificationParam;
+use rmcp::model::{CallToolResult, ContentBlock, CreateTaskResult, ProgressNotificationParam};
 use rmcp::service::{RequestContext, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,7 @@ use crate::McpError;
 use crate::logging::{self, SessionLevel, Severity};
 use crate::outputs;
 use crate::resources::RunResources;
+use crate::tasks::TaskBoard;
 use crate::watch::Subscriptions;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -202,6 +203,8 @@ pub struct FabricMcpServer {
     pub(crate) specialists: Arc<SpecialistList>,
     pub(crate) tools: Arc<Vec<ToolSpec>>,
     pub(crate) resources: RunResources,
+    /// The tasks `run_task` started, shared by every session.
+    pub(crate) tasks: Arc<TaskBoard>,
     /// What belongs to one client's session: its log level and resource subscriptions.
     pub(crate) session: Arc<Session>,
 }
@@ -247,6 +250,7 @@ impl FabricMcpServer {
             search,
             specialists: Arc::new(specialists),
             tools: Arc::new(server_tools()),
+            tasks: Arc::default(),
             session: Arc::default(),
         }
     }
@@ -308,16 +312,7 @@ impl FabricMcpServer {
                 let _ = peer.notify_progress(progress).await;
             }
         };
-        let traceparent = context.meta.get_traceparent().map(str::to_owned);
-        let request = TaskRequest {
-            prompt: input.prompt,
-            pack: input.specialist.into_iter().collect(),
-            network_allowed: input.network_allowed,
-            ..TaskRequest::default()
-        };
-        let submission = Submission::new(request)
-            .observed(Arc::new(Forward(tx)))
-            .traced(traceparent);
+        let submission = submission_of(input, context).observed(Arc::new(Forward(tx)));
         let cancel = context.ct.clone();
         let run = async move {
             let handle = self.service.submit(submission)?;
@@ -340,6 +335,34 @@ impl FabricMcpServer {
         };
         let (result, ()) = tokio::join!(run, forward);
         result
+    }
+
+    /// Starts `run_task` as an MCP task (issue #29): the run goes on after the request has
+    /// been answered with its task, and its end is recorded on the task board for
+    /// `tasks/get`. A run the service refuses is a tool error, as for the blocking call.
+    pub(crate) fn start_task(
+        &self,
+        input: RunTaskInput,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CreateTaskResult, McpError> {
+        let handle = self.service.submit(submission_of(input, context))?;
+        let id = handle.id().clone();
+        let created = self.tasks.start(&id);
+        let (service, tasks) = (self.service.clone(), Arc::clone(&self.tasks));
+        tokio::spawn(async move {
+            let (result, cancelled) = match handle.outcome().await {
+                Ok(outcome) => (
+                    CallToolResult::structured(service.result_object(&outcome)),
+                    outcome.status == RunStatus::Cancelled,
+                ),
+                Err(e) => {
+                    let text = McpError::Service(e).to_string();
+                    (CallToolResult::error(vec![ContentBlock::text(text)]), false)
+                }
+            };
+            tasks.finish(&id, &result, cancelled);
+        });
+        Ok(created)
     }
 
     /// Sends `data` as a log message of `severity`, when the client asked for it.
@@ -410,7 +433,20 @@ impl FabricMcpServer {
     }
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, McpError> {
+/// The run `run_task` asks for, continuing the caller's W3C trace context from the
+/// request's `_meta` (SEP-414).
+fn submission_of(input: RunTaskInput, context: &RequestContext<RoleServer>) -> Submission {
+    let traceparent = context.meta.get_traceparent().map(str::to_owned);
+    let request = TaskRequest {
+        prompt: input.prompt,
+        pack: input.specialist.into_iter().collect(),
+        network_allowed: input.network_allowed,
+        ..TaskRequest::default()
+    };
+    Submission::new(request).traced(traceparent)
+}
+
+pub(crate) fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, McpError> {
     serde_json::from_value(args)
         .map_err(|e| McpError::InvalidArguments(format!("invalid arguments: {e}")))
 }

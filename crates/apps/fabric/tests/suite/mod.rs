@@ -20,6 +20,7 @@ mod loop_errors;
 mod mcp_client;
 mod mcp_conformance;
 mod mcp_server;
+mod mcp_tasks;
 mod metrics;
 mod real_models;
 mod recruit_and_models;

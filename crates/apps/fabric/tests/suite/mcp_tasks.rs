@@ -1,0 +1,161 @@
+//! Issue #29: `run_task` as an MCP task (the SEP-2663 tasks extension), driven over `/mcp`
+//! of `fabric serve` by rmcp's own client (the official Rust SDK; the Python SDK 2.3.0 has
+//! no tasks client): a client that declares tasks gets a task whose id is the run id, polls
+//! it to its result or cancels it (which cancels the run); one that does not declare tasks
+//! gets the blocking answer it always had.
+
+use std::time::Duration;
+
+use fabric_test_support::{Scenario, Turn};
+use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
+    DetailedTask, GetTaskParams, Implementation, TaskPayload, TaskStatus,
+};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+
+use super::serve_fixture::{Options, Served};
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+/// An rmcp client of `url`, declaring the tasks extension when `tasks`.
+async fn connect(url: &str, tasks: bool) -> Client {
+    let capabilities = if tasks {
+        ClientCapabilities::builder().enable_tasks().build()
+    } else {
+        ClientCapabilities::default()
+    };
+    ClientConfig::new(capabilities, Implementation::new("issue-29-tasks", "1"))
+        .serve(StreamableHttpClientTransport::from_uri(url))
+        .await
+        .expect("connected to /mcp")
+}
+
+fn run_task(prompt: &str) -> CallToolRequestParams {
+    let args = json!({"prompt": prompt, "specialist": "engineering"});
+    CallToolRequestParams::new("run_task")
+        .with_arguments(args.as_object().cloned().unwrap_or_default())
+}
+
+/// Polls task `id` until it has ended (30 s at most).
+async fn ended(client: &Client, id: &str) -> DetailedTask {
+    for _ in 0..300 {
+        let task = client
+            .get_task(GetTaskParams::new(id))
+            .await
+            .expect("tasks/get")
+            .task;
+        if task.status().is_terminal() {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("task {id} did not end within 30 s");
+}
+
+fn turns() -> Vec<Turn> {
+    let mut slow = Turn::tool_call("write_file", json!({"path": "slow.txt", "content": "S"}));
+    slow.delay_ms = Some(30_000);
+    vec![
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "hello.txt", "content": "Hello"}),
+        ),
+        Turn::tool_call("finish_task", json!({"summary": "wrote hello.txt"})),
+        slow,
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_29_run_task_is_a_task_for_a_client_that_declares_tasks() {
+    let served = Served::with(Scenario::new(turns()), Options::default()).await;
+    let client = connect(&served.url("/mcp"), true).await;
+    let server = client
+        .peer_info()
+        .expect("the server's answer to initialize");
+    assert!(
+        server.capabilities.supports_tasks(),
+        "{:?}",
+        server.capabilities
+    );
+
+    let response = client
+        .call_tool_once(run_task("Create hello.txt"))
+        .await
+        .expect("tools/call");
+    let CallToolResponse::Task(created) = response else {
+        panic!("run_task was not a task: {response:?}");
+    };
+    assert_eq!(created.task.status, TaskStatus::Working);
+    let id = created.task.task_id.clone();
+    // Other tools stay plain calls.
+    let listed = client
+        .call_tool_once(CallToolRequestParams::new("list_specialists"))
+        .await
+        .expect("tools/call");
+    assert!(
+        matches!(listed, CallToolResponse::Complete(_)),
+        "{listed:?}"
+    );
+
+    let done = ended(&client, &id).await;
+    let TaskPayload::Completed { result } = done.payload else {
+        panic!("task {id} ended {:?}", done.task.status);
+    };
+    // The very answer a blocking run_task gives, the task's id being the run's.
+    let answer = &result["structuredContent"];
+    assert_eq!(answer["summary"], "wrote hello.txt", "{result:?}");
+    assert_eq!(answer["_meta"]["run_id"], Value::String(id.clone()));
+    assert_eq!(answer["_meta"]["status"], "completed");
+    let file = served
+        .fx
+        .workspace_root()
+        .join("runs")
+        .join(&id)
+        .join("workspace/hello.txt");
+    assert_eq!(std::fs::read_to_string(file).unwrap_or_default(), "Hello");
+
+    // Cancelling the task cancels the run, whose model call would take 30 s.
+    let response = client
+        .call_tool_once(run_task("Write slowly"))
+        .await
+        .expect("tools/call");
+    let CallToolResponse::Task(slow) = response else {
+        panic!("run_task was not a task: {response:?}");
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client
+        .cancel_task(CancelTaskParams::new(slow.task.task_id.clone()))
+        .await
+        .expect("tasks/cancel");
+    let cancelled = ended(&client, &slow.task.task_id).await;
+    assert_eq!(cancelled.status(), TaskStatus::Cancelled);
+
+    let unknown = client
+        .get_task(GetTaskParams::new("20200101T000000Z-none"))
+        .await;
+    let error = format!("{unknown:?}");
+    assert!(error.contains("no task `20200101T000000Z-none`"), "{error}");
+    let _ = client.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_29_a_client_without_tasks_gets_run_task_answered_in_full() {
+    let served = Served::with(Scenario::new(turns()), Options::default()).await;
+    let client = connect(&served.url("/mcp"), false).await;
+    let response = client
+        .call_tool_once(run_task("Create hello.txt"))
+        .await
+        .expect("tools/call");
+    let CallToolResponse::Complete(result) = response else {
+        panic!("run_task was not answered in full: {response:?}");
+    };
+    let answer = result.structured_content.unwrap_or_default();
+    assert_eq!(answer["summary"], "wrote hello.txt");
+    // tasks/get needs the extension declared (-32021 in rmcp's words).
+    let refused = client.get_task(GetTaskParams::new("any")).await;
+    assert!(refused.is_err(), "{refused:?}");
+    let _ = client.cancel().await;
+}
