@@ -24,8 +24,14 @@ fn script() -> String {
 /// The model's turns: the first run's, then the second one's, which the client subscribes to
 /// (its first turn comes late, so the subscription is in place before the run changes).
 fn turns() -> Vec<Turn> {
+    turns_with_a_slow_second_run(1500)
+}
+
+/// Two runs' turns: one that writes hello.txt, and one whose first turn comes after
+/// `delay_ms` (the MCP tasks test cancels it meanwhile).
+pub(super) fn turns_with_a_slow_second_run(delay_ms: u64) -> Vec<Turn> {
     let mut slow = Turn::tool_call("write_file", json!({"path": "more.txt", "content": "More"}));
-    slow.delay_ms = Some(1500);
+    slow.delay_ms = Some(delay_ms);
     vec![
         Turn::tool_call(
             "write_file",

@@ -16,6 +16,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
 
+use super::mcp_server::turns_with_a_slow_second_run;
 use super::serve_fixture::{Options, Served};
 
 type Client = RunningService<RoleClient, ClientConfig>;
@@ -55,17 +56,9 @@ async fn ended(client: &Client, id: &str) -> DetailedTask {
     panic!("task {id} did not end within 30 s");
 }
 
+/// Two runs' turns, the second one's model call taking 30 s (it is cancelled before).
 fn turns() -> Vec<Turn> {
-    let mut slow = Turn::tool_call("write_file", json!({"path": "slow.txt", "content": "S"}));
-    slow.delay_ms = Some(30_000);
-    vec![
-        Turn::tool_call(
-            "write_file",
-            json!({"path": "hello.txt", "content": "Hello"}),
-        ),
-        Turn::tool_call("finish_task", json!({"summary": "wrote hello.txt"})),
-        slow,
-    ]
+    turns_with_a_slow_second_run(30_000)
 }
 
 #[tokio::test(flavor = "multi_thread")]
