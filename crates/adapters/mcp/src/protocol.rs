@@ -3,25 +3,23 @@
 //! `resources`, subscriptions in `watch`, logging in `logging`).
 //!
 //! Declared only what is implemented (issue #29): tools, prompts, resources with `subscribe`,
-//! logging, and the tasks extension (`run_task` as a task, `tasks/get`, `tasks/cancel`).
-//! `completion/complete` is not offered and answers "method not found"; rmcp's default would
-//! be an empty completion for a capability never declared.
+//! completions (run ids and workspace paths), logging, and the tasks extension (`run_task` as
+//! a task, `tasks/get`, `tasks/cancel`). No `listChanged`: the lists do not change.
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
-    CompleteRequestMethod, CompleteRequestParams, CompleteResult, ContentBlock,
-    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
-    UpdateTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
+    GetTaskParams, GetTaskResult, Implementation, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 
 use crate::server::{self, FabricMcpServer};
-use crate::{prompts, resources, uri, watch};
+use crate::{completion, prompts, resources, uri, watch};
 
 impl ServerHandler for FabricMcpServer {
     fn get_info(&self) -> InitializeResult {
@@ -31,6 +29,7 @@ impl ServerHandler for FabricMcpServer {
         )]
         let capabilities = ServerCapabilities::builder()
             .enable_logging()
+            .enable_completions()
             .enable_prompts()
             .enable_resources()
             .enable_resources_subscribe()
@@ -194,10 +193,10 @@ impl ServerHandler for FabricMcpServer {
 
     async fn complete(
         &self,
-        _request: CompleteRequestParams,
+        request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        Err(ErrorData::method_not_found::<CompleteRequestMethod>())
+        completion::complete(&self.resources, &self.specialists, &request).await
     }
 
     async fn call_tool(

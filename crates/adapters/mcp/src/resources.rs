@@ -28,6 +28,8 @@ const PAGE: usize = 20;
 pub(crate) const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// The most entries the workspace listing walks.
 const MAX_LISTED: usize = 2000;
+/// How many of the newest runs a run id is completed from.
+pub(crate) const COMPLETION_WINDOW: usize = 500;
 
 /// Reads runs and their files for the MCP server.
 #[derive(Clone)]
@@ -116,6 +118,46 @@ impl RunResources {
             }
         };
         Ok(ReadResourceResult::new(vec![contents]))
+    }
+
+    /// The ids among the newest [`COMPLETION_WINDOW`] runs that start with `prefix`, newest
+    /// first.
+    pub(crate) async fn run_ids(&self, prefix: &str) -> Result<Vec<String>, ErrorData> {
+        let query = RunQuery {
+            limit: COMPLETION_WINDOW,
+            ..RunQuery::default()
+        };
+        let runs = self
+            .service
+            .store()
+            .list_runs(&query)
+            .await
+            .map_err(|e| internal(&McpError::Store(e)))?;
+        Ok(runs
+            .into_iter()
+            .map(|r| r.id.to_string())
+            .filter(|id| id.starts_with(prefix))
+            .collect())
+    }
+
+    /// The paths of run `id`'s workspace files that start with `prefix`.
+    pub(crate) async fn file_paths(
+        &self,
+        id: &RunId,
+        prefix: &str,
+    ) -> Result<Vec<String>, ErrorData> {
+        let uri = format!("{}/files", uri::of_run(id));
+        let events = self.events(id, &uri).await?;
+        let workspace = workspace_of(&uri, &events)?;
+        let (files, _) = self
+            .files
+            .list(&workspace, MAX_LISTED)
+            .await
+            .map_err(|e| refused(&uri, &e))?;
+        Ok(files
+            .into_iter()
+            .filter(|f| f.starts_with(prefix))
+            .collect())
     }
 
     /// The events of run `id`: the live run's, else the store's.

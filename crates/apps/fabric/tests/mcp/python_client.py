@@ -54,16 +54,6 @@ async def exercise(session, version):
         answer = await session.call_tool(name, arguments)
         text = answer.content[0].text if answer.content else ""
         errors[f"{name} {json.dumps(arguments)}"] = [answer.is_error, text]
-    # What the server does not offer is "method not found", not an empty answer (issue #29).
-    undeclared = {}
-    try:
-        await session.complete(
-            types.PromptReference(type="ref/prompt", name="engineering"),
-            {"name": "task", "value": "Fi"},
-        )
-        undeclared["complete"] = "answered"
-    except Exception as e:  # the SDK's MCPError carries the JSON-RPC error
-        undeclared["complete"] = error_code(e)
     # Issue #29: each specialist as a prompt.
     prompts = await session.list_prompts()
     prompt = await session.get_prompt("engineering", {"task": "Fix the failing test"})
@@ -80,7 +70,6 @@ async def exercise(session, version):
         "prompt_text": prompt.messages[0].content.text,
         "prompt_role": prompt.messages[0].role,
         "prompt_missing_task": missing_task,
-        "undeclared": undeclared,
         "protocol_version": version,
         "tools": [
             {
@@ -130,6 +119,30 @@ async def page_after(session, cursor):
     except Exception as e:
         return {"code": error_code(e), "message": getattr(getattr(e, "error", None), "message", str(e))}
     return [r.uri for r in page.resources]
+
+
+async def complete(session, ref, argument, context=None):
+    """The completion values, or the error's code and message."""
+    try:
+        result = await session.complete(ref, argument, context)
+    except Exception as e:
+        return {"code": error_code(e), "message": getattr(getattr(e, "error", None), "message", str(e))}
+    return {"values": result.completion.values, "total": result.completion.total, "has_more": result.completion.has_more}
+
+
+async def completions(session, run_id):
+    """Issue #29: run ids, workspace paths, and a specialist's free-text task."""
+    run = types.ResourceTemplateReference(type="ref/resource", uri="fabric://runs/{run_id}")
+    file = types.ResourceTemplateReference(type="ref/resource", uri="fabric://runs/{run_id}/files/{+path}")
+    prompt = types.PromptReference(type="ref/prompt", name="engineering")
+    return {
+        "run_id": await complete(session, run, {"name": "run_id", "value": run_id[:8]}),
+        "path": await complete(session, file, {"name": "path", "value": "he"}, {"run_id": run_id}),
+        "path_without_run": await complete(session, file, {"name": "path", "value": "he"}),
+        "task": await complete(session, prompt, {"name": "task", "value": "Fi"}),
+        "unknown_prompt": await complete(session, types.PromptReference(type="ref/prompt", name="nobody"), {"name": "task", "value": ""}),
+        "unknown_argument": await complete(session, run, {"name": "id", "value": ""}),
+    }
 
 
 async def resources(session, run_id):
@@ -205,6 +218,7 @@ async def legacy(transport):
             result = await session.initialize()
             seen = await exercise(session, result.protocol_version)
             seen["resources"] = await resources(session, seen["run"]["_meta"]["run_id"])
+            seen["completions"] = await completions(session, seen["run"]["_meta"]["run_id"])
             # No level set yet: the first run sent no log messages.
             seen["logs_before_level"] = list(logs)
             await session.set_logging_level("info")
@@ -237,6 +251,7 @@ async def default(server):
 
         seen = await exercise(client, client.protocol_version)
         seen["resources"] = await resources(client, seen["run"]["_meta"]["run_id"])
+        seen["completions"] = await completions(client, seen["run"]["_meta"]["run_id"])
         seen["logs_before_level"] = []
         seen["watched_run"], seen["updates"] = await watched_run(client, subscribe)
         seen["logs"] = logs

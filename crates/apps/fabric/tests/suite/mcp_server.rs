@@ -64,17 +64,18 @@ async fn drive(python: &PathBuf, args: &[String]) -> Value {
 }
 
 fn check(seen: &Value) {
-    // Issue #29: what the server does not offer is "method not found" (-32601), and it
-    // declares only what it offers.
-    assert_eq!(seen["undeclared"], json!({"complete": -32601}));
+    // Issue #29: the server declares what it offers, and no list changes.
     let capabilities = &seen["capabilities"];
     assert_eq!(
-        capabilities["resources"]["subscribe"], true,
+        capabilities["resources"],
+        json!({"subscribe": true}),
         "{capabilities}"
     );
     assert_eq!(capabilities["logging"], json!({}), "{capabilities}");
-    assert!(capabilities.get("completions").is_none(), "{capabilities}");
+    assert_eq!(capabilities["completions"], json!({}), "{capabilities}");
+    assert_eq!(capabilities["tools"], json!({}), "{capabilities}");
     issue_29_runs_are_resources(seen);
+    issue_29_run_ids_and_paths_are_completed(seen);
     issue_29_a_subscribed_run_reports_its_changes_and_runs_are_logged(seen);
     // Issue #29: each specialist is a prompt taking the task; its text is the specialist's
     // system prompt, then the task.
@@ -253,6 +254,37 @@ fn issue_29_runs_are_resources(seen: &Value) {
     );
     let unknown = r["unknown"]["message"].as_str().unwrap_or_default();
     assert!(unknown.contains("the fabric's resources are"), "{unknown}");
+}
+
+/// Issue #29: `completion/complete` offers the run's id and its workspace's paths; a
+/// specialist's task is free text; what does not exist is refused, saying what does.
+fn issue_29_run_ids_and_paths_are_completed(seen: &Value) {
+    let c = &seen["completions"];
+    let run_id = &seen["run"]["_meta"]["run_id"];
+    assert_eq!(c["run_id"]["values"], json!([run_id]), "{c}");
+    assert_eq!(c["run_id"]["has_more"], false);
+    assert_eq!(
+        c["path"],
+        json!({"values": ["hello.txt"], "total": 1, "has_more": false})
+    );
+    let without = c["path_without_run"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        without.contains("send `run_id` in `context.arguments`"),
+        "{without}"
+    );
+    assert_eq!(c["task"]["values"], json!([]));
+    assert_eq!(c["unknown_prompt"]["code"], -32602);
+    let unknown = c["unknown_prompt"]["message"].as_str().unwrap_or_default();
+    assert!(unknown.contains("no prompt `nobody`"), "{unknown}");
+    let argument = c["unknown_argument"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        argument.contains("`fabric://runs/{run_id}` has no argument `id`; it has `run_id`"),
+        "{argument}"
+    );
 }
 
 /// Issue #29: the second run, subscribed to while it went on, was reported updated; log
