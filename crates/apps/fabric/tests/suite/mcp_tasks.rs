@@ -2,7 +2,7 @@
 //! of `fabric serve` by rmcp's own client (the official Rust SDK; the Python SDK 2.3.0 has
 //! no tasks client): a client that declares tasks gets a task whose id is the run id, polls
 //! it to its result or cancels it (which cancels the run); one that does not declare tasks
-//! gets the blocking answer it always had.
+//! gets the blocking answer it always had, and cancelling that request cancels the run.
 
 use std::time::Duration;
 
@@ -10,7 +10,8 @@ use fabric_test_support::{Scenario, Turn};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
-    DetailedTask, GetTaskParams, Implementation, TaskPayload, TaskStatus,
+    DetailedTask, GetTaskParams, Implementation, ReadResourceRequestParams, ResourceContents,
+    TaskPayload, TaskStatus,
 };
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -150,5 +151,48 @@ async fn issue_29_a_client_without_tasks_gets_run_task_answered_in_full() {
     // tasks/get needs the extension declared (-32021 in rmcp's words).
     let refused = client.get_task(GetTaskParams::new("any")).await;
     assert!(refused.is_err(), "{refused:?}");
+    let _ = client.cancel().await;
+}
+
+/// The status in run `uri`'s summary, read as a resource.
+async fn status_of(client: &Client, uri: &str) -> String {
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+        .expect("resources/read");
+    let Some(ResourceContents::TextResourceContents { text, .. }) = read.contents.first() else {
+        panic!("{uri} is not text: {read:?}");
+    };
+    let summary: Value = serde_json::from_str(text).expect("a JSON summary");
+    summary["status"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The run's first model call takes 30 s; the client gives up on its `run_task` after half
+/// a second (rmcp then sends `notifications/cancelled`), and the run ends `cancelled`.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_29_cancelling_a_run_task_request_cancels_its_run() {
+    let slow = turns().remove(2);
+    let served = Served::with(Scenario::new(vec![slow]), Options::default()).await;
+    let client = connect(&served.url("/mcp"), false).await;
+    let call = client.call_tool_once(run_task("Write slowly"));
+    let gave_up = tokio::time::timeout(Duration::from_millis(500), call).await;
+    assert!(
+        gave_up.is_err(),
+        "run_task answered within 0.5 s: {gave_up:?}"
+    );
+    let listed = client.list_resources(None).await.expect("resources/list");
+    let uri = listed
+        .resources
+        .first()
+        .expect("the run, listed")
+        .uri
+        .clone();
+    for _ in 0..100 {
+        if status_of(&client, &uri).await != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status_of(&client, &uri).await, "cancelled");
     let _ = client.cancel().await;
 }
