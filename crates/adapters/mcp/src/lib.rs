@@ -14,6 +14,10 @@
 //! `search_runs`, `run_stats` and `prune_runs` over stdio ([`serve_stdio`]) or streamable
 //! HTTP ([`http_service`]), doing the work through the core's `RunService` as the HTTP API
 //! does, and answering with the core's shared views; its failures are typed [`McpError`]s.
+//! It also offers each specialist as a prompt, runs as resources (`fabric://runs/{id}`, its
+//! runlog and workspace files, subscribable), completion of run ids and paths, log messages
+//! of the runs it starts, and `run_task` as an MCP task for clients that declare tasks
+//! (issue #29; docs/MCP.md).
 //!
 //! Key decisions (docs/DECISIONS.md, ADR-030..): fresh servers per run (no state shared
 //! between runs), each stdio server in its own process group killed synchronously when the
@@ -21,16 +25,23 @@
 //!
 //! Depends on `fabric-core` and `fabric-domain` only.
 
+mod completion;
 mod connect;
 mod error;
 mod handler;
+mod logging;
 mod outputs;
 mod prompts;
+mod protocol;
+mod resources;
 mod server;
 mod source;
 mod sse_legacy;
 mod stderr;
+mod tasks;
 mod tool;
+mod uri;
+mod watch;
 
 pub use connect::SpawnHook;
 pub use error::McpError;

@@ -9,7 +9,7 @@ use rmcp::model::{
     PromptMessage, Role,
 };
 
-use crate::server::SpecialistList;
+use crate::server::{SpecialistEntry, SpecialistList};
 
 /// One prompt per specialist.
 pub(crate) fn list(specialists: &SpecialistList) -> ListPromptsResult {
@@ -26,26 +26,37 @@ pub(crate) fn list(specialists: &SpecialistList) -> ListPromptsResult {
     ListPromptsResult::with_all_items(prompts)
 }
 
+/// The prompt (specialist) called `name`, or an error naming the ones there are.
+pub(crate) fn named<'a>(
+    specialists: &'a SpecialistList,
+    name: &str,
+) -> Result<&'a SpecialistEntry, ErrorData> {
+    specialists
+        .specialists
+        .iter()
+        .find(|s| s.id == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = specialists
+                .specialists
+                .iter()
+                .map(|s| s.id.as_str())
+                .collect();
+            ErrorData::invalid_params(
+                format!(
+                    "no prompt `{name}`; the prompts are the specialists: {}",
+                    names.join(", ")
+                ),
+                None,
+            )
+        })
+}
+
 /// The specialist `params.name` with the task `params.arguments.task`.
 pub(crate) fn get(
     specialists: &SpecialistList,
     params: &GetPromptRequestParams,
 ) -> Result<GetPromptResult, ErrorData> {
-    let Some(specialist) = specialists.specialists.iter().find(|s| s.id == params.name) else {
-        let names: Vec<&str> = specialists
-            .specialists
-            .iter()
-            .map(|s| s.id.as_str())
-            .collect();
-        return Err(ErrorData::invalid_params(
-            format!(
-                "no prompt `{}`; the prompts are the specialists: {}",
-                params.name,
-                names.join(", ")
-            ),
-            None,
-        ));
-    };
+    let specialist = named(specialists, &params.name)?;
     let task = params
         .arguments
         .as_ref()

@@ -4,27 +4,27 @@
 //! CLI and HTTP, and the answers are the core's shared [`fabric_core::views`] (issue #28).
 
 use async_trait::async_trait;
+use fabric_core::execute::RunOutcome;
 use fabric_core::search::{
     RunSearch, SearchRunsInput, results_json, search_runs_spec, since_parameter,
 };
 use fabric_core::service::{RunService, Submission, TaskRequest};
 use fabric_core::views::{PruneResult, RunRecord, StatsPage};
-use fabric_core::{ChatObserver, RunObserver, StatsGroup, StatsQuery};
+use fabric_core::{ChatObserver, RunObserver, StatsGroup, StatsQuery, WorkspaceFiles};
 use fabric_domain::{
-    RunEvent, RunId, SpecialistSpec, ToolAnnotations, ToolSpec, parse_duration, schema,
+    RunEvent, RunId, RunStatus, SpecialistSpec, ToolAnnotations, ToolSpec, parse_duration,
 };
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities,
-};
+use rmcp::model::{CallToolResult, ContentBlock, CreateTaskResult, ProgressNotificationParam};
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ErrorData, ServerHandler};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::McpError;
+use crate::logging::{self, SessionLevel, Severity};
 use crate::outputs;
+use crate::resources::RunResources;
+use crate::tasks::TaskBoard;
+use crate::watch::Subscriptions;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -198,10 +198,24 @@ pub fn server_tools() -> Vec<ToolSpec> {
 /// The MCP server handler: the run service's front end, as the HTTP API is.
 #[derive(Clone)]
 pub struct FabricMcpServer {
-    service: RunService,
+    pub(crate) service: RunService,
     search: RunSearch,
-    specialists: Arc<SpecialistList>,
-    tools: Arc<Vec<ToolSpec>>,
+    pub(crate) specialists: Arc<SpecialistList>,
+    pub(crate) tools: Arc<Vec<ToolSpec>>,
+    pub(crate) resources: RunResources,
+    /// The tasks `run_task` started, shared by every session.
+    pub(crate) tasks: Arc<TaskBoard>,
+    /// What belongs to one client's session: its log level and resource subscriptions.
+    pub(crate) session: Arc<Session>,
+}
+
+/// The state of one MCP session; a new one for each ([`FabricMcpServer::for_session`]).
+#[derive(Default)]
+pub(crate) struct Session {
+    /// The level `logging/setLevel` set.
+    pub(crate) level: SessionLevel,
+    /// The `resources/subscribe` subscriptions.
+    pub(crate) subscriptions: Subscriptions,
 }
 
 /// Hands every event of a run to the MCP server's progress notifications.
@@ -222,17 +236,34 @@ impl RunObserver for Forward {
 
 impl FabricMcpServer {
     /// A server starting runs through `service` (shared with `fabric serve`, so its limits
-    /// and shutdown drain cover MCP runs too), searching with `search`.
-    pub fn new(service: RunService, search: RunSearch, specialists: SpecialistList) -> Self {
+    /// and shutdown drain cover MCP runs too), searching with `search`, reading runs'
+    /// workspaces for its resources through `files`.
+    pub fn new(
+        service: RunService,
+        search: RunSearch,
+        specialists: SpecialistList,
+        files: Arc<dyn WorkspaceFiles>,
+    ) -> Self {
         Self {
+            resources: RunResources::new(service.clone(), files),
             service,
             search,
             specialists: Arc::new(specialists),
             tools: Arc::new(server_tools()),
+            tasks: Arc::default(),
+            session: Arc::default(),
         }
     }
 
-    async fn dispatch(
+    /// This server for a new session: everything shared but the session's own state.
+    pub fn for_session(&self) -> Self {
+        Self {
+            session: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    pub(crate) async fn dispatch(
         &self,
         name: &str,
         args: Value,
@@ -281,30 +312,81 @@ impl FabricMcpServer {
                 let _ = peer.notify_progress(progress).await;
             }
         };
-        let traceparent = context.meta.get_traceparent().map(str::to_owned);
-        let request = TaskRequest {
-            prompt: input.prompt,
-            pack: input.specialist.into_iter().collect(),
-            network_allowed: input.network_allowed,
-            ..TaskRequest::default()
-        };
-        let submission = Submission::new(request)
-            .observed(Arc::new(Forward(tx)))
-            .traced(traceparent);
+        let submission = submission_of(input, context).observed(Arc::new(Forward(tx)));
         let cancel = context.ct.clone();
         let run = async move {
             let handle = self.service.submit(submission)?;
             let (service, id) = (self.service.clone(), handle.id().clone());
+            self.log(
+                context,
+                Severity::Info,
+                json!({"event": "run_started", "run_id": id}),
+            )
+            .await;
             let watcher = tokio::spawn(async move {
                 cancel.cancelled().await;
                 service.cancel(&id);
             });
             let outcome = handle.outcome().await;
             watcher.abort();
-            Ok::<_, McpError>(self.service.result_object(&outcome?))
+            let outcome = outcome?;
+            self.log_end(context, &outcome).await;
+            Ok::<_, McpError>(self.service.result_object(&outcome))
         };
         let (result, ()) = tokio::join!(run, forward);
         result
+    }
+
+    /// Starts `run_task` as an MCP task (issue #29): the run goes on after the request has
+    /// been answered with its task, and its end is recorded on the task board for
+    /// `tasks/get`. A run the service refuses is a tool error, as for the blocking call.
+    pub(crate) fn start_task(
+        &self,
+        input: RunTaskInput,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CreateTaskResult, McpError> {
+        let handle = self.service.submit(submission_of(input, context))?;
+        let id = handle.id().clone();
+        let created = self.tasks.start(&id);
+        let (service, tasks) = (self.service.clone(), Arc::clone(&self.tasks));
+        tokio::spawn(async move {
+            let (result, cancelled) = match handle.outcome().await {
+                Ok(outcome) => (
+                    CallToolResult::structured(service.result_object(&outcome)),
+                    outcome.status == RunStatus::Cancelled,
+                ),
+                Err(e) => {
+                    let text = McpError::Service(e).to_string();
+                    (CallToolResult::error(vec![ContentBlock::text(text)]), false)
+                }
+            };
+            tasks.finish(&id, &result, cancelled);
+        });
+        Ok(created)
+    }
+
+    /// Sends `data` as a log message of `severity`, when the client asked for it.
+    async fn log(&self, context: &RequestContext<RoleServer>, severity: Severity, data: Value) {
+        logging::send(&self.session.level, context, severity, data).await;
+    }
+
+    /// How a run ended, as a log message: `info` when it completed, `warning` when it
+    /// completed without `finish_task`, in part, or was cancelled, `error` otherwise.
+    async fn log_end(&self, context: &RequestContext<RoleServer>, outcome: &RunOutcome) {
+        let severity = match outcome.status {
+            RunStatus::Completed => Severity::Info,
+            RunStatus::CompletedWithoutFinish | RunStatus::Partial | RunStatus::Cancelled => {
+                Severity::Warning
+            }
+            _ => Severity::Error,
+        };
+        let data = json!({
+            "event": "run_ended",
+            "run_id": outcome.run_id,
+            "status": outcome.status,
+            "reason": outcome.reason,
+        });
+        self.log(context, severity, data).await;
     }
 
     /// A run's status, result and events.
@@ -351,7 +433,20 @@ impl FabricMcpServer {
     }
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, McpError> {
+/// The run `run_task` asks for, continuing the caller's W3C trace context from the
+/// request's `_meta` (SEP-414).
+fn submission_of(input: RunTaskInput, context: &RequestContext<RoleServer>) -> Submission {
+    let traceparent = context.meta.get_traceparent().map(str::to_owned);
+    let request = TaskRequest {
+        prompt: input.prompt,
+        pack: input.specialist.into_iter().collect(),
+        network_allowed: input.network_allowed,
+        ..TaskRequest::default()
+    };
+    Submission::new(request).traced(traceparent)
+}
+
+pub(crate) fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, McpError> {
     serde_json::from_value(args)
         .map_err(|e| McpError::InvalidArguments(format!("invalid arguments: {e}")))
 }
@@ -359,122 +454,6 @@ fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, McpError> {
 /// A typed answer as the tool result's structured content.
 fn answer<T: Serialize>(value: &T) -> Result<Value, McpError> {
     serde_json::to_value(value).map_err(|e| McpError::Answer(e.to_string()))
-}
-
-impl ServerHandler for FabricMcpServer {
-    fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_prompts()
-                .build(),
-        )
-            .with_server_info(Implementation::new("agent-fabric", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "agent-fabric runs tasks with specialist agents on local models. Call list_specialists to see who can work, run_task to hand over a task, get_run to read a run again, search_runs to find earlier runs, run_stats for figures.",
-            )
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self
-            .tools
-            .iter()
-            .map(|t| serde_json::from_value(t.mcp_definition()))
-            .collect::<Result<Vec<rmcp::model::Tool>, _>>()
-            .map_err(|e| ErrorData::internal_error(format!("tool list: {e}"), None))?;
-        // Through the constructor, which sets `resultType: "complete"`: the 2026-07-28
-        // revision requires it, and rmcp strips it for clients of older ones. Built from raw
-        // JSON it was missing, and the Python SDK's default client refused every list (issue
-        // #29).
-        Ok(ListToolsResult::with_all_items(tools))
-    }
-
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
-        Ok(crate::prompts::list(&self.specialists))
-    }
-
-    async fn get_prompt(
-        &self,
-        request: rmcp::model::GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
-        crate::prompts::get(&self.specialists, &request)
-            .map(rmcp::model::GetPromptResponse::Complete)
-    }
-
-    // Issue #29: rmcp answers these with empty lists by default, for capabilities this
-    // server never declares; a client then believes there are none rather than that they
-    // are not offered. "Method not found" says what is true.
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
-        Err(ErrorData::method_not_found::<
-            rmcp::model::ListResourcesRequestMethod,
-        >())
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
-        Err(ErrorData::method_not_found::<
-            rmcp::model::ListResourceTemplatesRequestMethod,
-        >())
-    }
-
-    async fn complete(
-        &self,
-        _request: rmcp::model::CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
-        Err(ErrorData::method_not_found::<
-            rmcp::model::CompleteRequestMethod,
-        >())
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let Some(spec) = self.tools.iter().find(|t| t.name == request.name) else {
-            let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "unknown tool `{}`; the tools are: {}",
-                    request.name,
-                    names.join(", ")
-                ),
-                None,
-            ));
-        };
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        if let Err(violations) = schema::validate(&spec.input_schema, &args) {
-            return Ok(CallToolResponse::Complete(CallToolResult::error(vec![
-                ContentBlock::text(format!(
-                    "invalid arguments for `{}`: {violations}",
-                    spec.name
-                )),
-            ])));
-        }
-        let result = match self.dispatch(&spec.name, args, &context).await {
-            Ok(value) => CallToolResult::structured(value),
-            // The typed error's words, exactly as the client has always read them.
-            Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
-        };
-        Ok(CallToolResponse::Complete(result))
-    }
 }
 
 /// Serves `server` on stdin/stdout until the client closes the connection.
@@ -523,5 +502,11 @@ pub fn http_service(
         config = config.disable_allowed_hosts();
     }
     config.cancellation_token = cancel;
-    rmcp::transport::StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config)
+    // A new session's handler shares the service but has its own log level and
+    // subscriptions.
+    rmcp::transport::StreamableHttpService::new(
+        move || Ok(server.for_session()),
+        Arc::default(),
+        config,
+    )
 }

@@ -29,13 +29,7 @@ use crate::paths::{Root, link_escape_error, normalize, normalize_in, resolution_
 use crate::policy::ToolPolicy;
 use crate::text::decode;
 
-fn not_found(raw: &str) -> ToolError {
-    ToolError::Failed(format!(
-        "no file `{raw}` in the workspace; list_files shows what exists"
-    ))
-}
-
-fn io_failed(what: &str, raw: &str, error: &std::io::Error) -> ToolError {
+pub(crate) fn io_failed(what: &str, raw: &str, error: &std::io::Error) -> ToolError {
     ToolError::Failed(format!("cannot {what} `{raw}`: {error}"))
 }
 
@@ -69,7 +63,7 @@ fn kind(stat: &Stat) -> FileType {
 /// Runs blocking file work on the blocking pool.
 /// `raw` normalised ([`normalize`]); a refused path is answered with the workspace path the
 /// model most likely meant, looked up off the async threads ([`normalize_in`]).
-async fn relative_path(workspace: &Path, raw: &str) -> Result<PathBuf, ToolError> {
+pub(crate) async fn relative_path(workspace: &Path, raw: &str) -> Result<PathBuf, ToolError> {
     match normalize(raw) {
         Ok(relative) => Ok(relative),
         Err(_) => {
@@ -79,7 +73,7 @@ async fn relative_path(workspace: &Path, raw: &str) -> Result<PathBuf, ToolError
     }
 }
 
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     what: &str,
     work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
 ) -> Result<T, ToolError> {
@@ -150,26 +144,53 @@ impl TypedTool for ReadFileTool {
     }
 }
 
-fn read_blocking(
+/// How a reader of files points at what exists: the `list_files` tool, or the MCP server's
+/// listing of a run's files.
+pub(crate) struct Lister<'a> {
+    /// Where to look for the files that exist (`list_files`).
+    pub(crate) files: &'a str,
+    /// Where to look into a directory `raw`.
+    pub(crate) directory: &'a dyn Fn(&str) -> String,
+    /// Who refuses a hard-linked file (`read_file`).
+    pub(crate) reader: &'a str,
+}
+
+/// The tools' own lister.
+const TOOL_LISTER: Lister<'static> = Lister {
+    files: "list_files",
+    directory: &|raw| {
+        format!(
+            "list_files with {} shows what it contains",
+            json!({"path": raw})
+        )
+    },
+    reader: "read_file",
+};
+
+/// Opens `relative` beneath `workspace` for reading, a regular file with one name only, and
+/// its size; refusals and failures worded for `lister`'s reader. Blocking.
+pub(crate) fn open_regular(
     workspace: &Path,
     raw: &str,
     relative: &Path,
-    max: u64,
-    range: Option<Lines>,
-) -> Result<Value, ToolError> {
+    lister: &Lister<'_>,
+) -> Result<(OwnedFd, Stat), ToolError> {
     let root = Root::open(workspace)?;
     // O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it.
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
     let fd = root.open_at(relative, flags).map_err(|e| match e {
-        Errno::NOENT => not_found(raw),
+        Errno::NOENT => ToolError::Failed(format!(
+            "no file `{raw}` in the workspace; {} shows what exists",
+            lister.files
+        )),
         e => resolution_error(raw, e).unwrap_or_else(|| errno_failed("read", raw, e)),
     })?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| errno_failed("read", raw, e))?;
     match kind(&stat) {
         FileType::Directory => {
             return Err(ToolError::Failed(format!(
-                "`{raw}` is a directory, not a file; list_files with {} shows what it contains",
-                json!({"path": raw})
+                "`{raw}` is a directory, not a file; {}",
+                (lister.directory)(raw)
             )));
         }
         FileType::RegularFile => {}
@@ -182,8 +203,20 @@ fn read_blocking(
     }
     let links = links(&stat);
     if links > 1 {
-        return Err(hard_link_error(raw, links, "read_file does not read it"));
+        let what = format!("{} does not read it", lister.reader);
+        return Err(hard_link_error(raw, links, &what));
     }
+    Ok((fd, stat))
+}
+
+fn read_blocking(
+    workspace: &Path,
+    raw: &str,
+    relative: &Path,
+    max: u64,
+    range: Option<Lines>,
+) -> Result<Value, ToolError> {
+    let (fd, stat) = open_regular(workspace, raw, relative, &TOOL_LISTER)?;
     if let Some(range) = range {
         return range.read(std::fs::File::from(fd), raw, max);
     }
@@ -492,11 +525,11 @@ fn list_blocking(
 
 /// What a walk found.
 #[derive(Debug, Default)]
-struct Listing {
+pub(crate) struct Listing {
     /// Workspace-relative paths, folders with a trailing `/`, in tree order.
-    entries: Vec<String>,
+    pub(crate) entries: Vec<String>,
     /// The cap was reached with entries left.
-    truncated: bool,
+    pub(crate) truncated: bool,
     /// Folders that could not be read (permissions).
     unreadable: Vec<String>,
 }
@@ -530,7 +563,7 @@ impl Listing {
 /// (a `target/` with thousands of files) rather than later top-level entries. Symbolic
 /// links are listed but never followed (each folder is opened beneath the root with
 /// `O_NOFOLLOW`): that keeps the walk inside the workspace and free of cycles.
-fn walk(root: &Root, start: &Path, prefix: &str, cap: usize) -> Listing {
+pub(crate) fn walk(root: &Root, start: &Path, prefix: &str, cap: usize) -> Listing {
     let mut listing = Listing::default();
     let mut queue: VecDeque<(PathBuf, String)> =
         VecDeque::from([(start.to_path_buf(), prefix.to_owned())]);

@@ -38,6 +38,7 @@ mod files;
 mod lines;
 mod paths;
 mod policy;
+mod reader;
 mod reap;
 mod shell;
 mod staging;
@@ -54,6 +55,7 @@ pub use container::podman_path;
 /// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
 pub use fabric_core::{NoOsSandbox, ProcessSandbox};
 pub use policy::{ContainerSettings, DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
+pub use reader::WorkspaceReader;
 pub use reap::reap_leftovers;
 pub use staging::{CopyStager, MAX_STAGED_BYTES, MAX_STAGED_ENTRIES};
 pub use web::{AddressPolicy, FetchSettings, SearchProvider, WebSearchSettings};

@@ -2,6 +2,7 @@
 
 mod chat;
 mod embed;
+mod files;
 mod ledger;
 mod observer;
 mod prepare;
@@ -15,6 +16,7 @@ mod workspace;
 
 pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions};
 pub use embed::EmbeddingClient;
+pub use files::WorkspaceFiles;
 pub use ledger::{DaySpend, SpendLedger};
 pub use observer::{EventSink, NoopObserver, RunObserver};
 pub use prepare::{ChatFactory, ModelResolver, SetupError, ToolFactory};

@@ -119,6 +119,13 @@ pub fn schemathesis_deps() -> Option<std::path::PathBuf> {
     venv_file("schemathesis", "venv/bin/st").map_or_else(skipped, Some)
 }
 
+/// The directory of the official MCP conformance suite and the Node 22 it runs on
+/// (`conformance/`, issue #29); else `None` with a message, or a panic with
+/// `FABRIC_REQUIRE_TEST_DEPS=1`, as [`test_deps`].
+pub fn conformance_deps() -> Option<std::path::PathBuf> {
+    venv_file("conformance", "conformance").map_or_else(skipped, Some)
+}
+
 /// `file` of the test deps when the install's stamp names `package` (packages came with
 /// later versions of the script, so an older install may lack one), else why not.
 fn venv_file(package: &str, file: &str) -> Result<std::path::PathBuf, String> {

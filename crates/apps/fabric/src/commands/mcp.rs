@@ -28,5 +28,7 @@ pub(crate) fn server(settings: &Settings, fabric: &wiring::Fabric) -> FabricMcpS
         fabric.service.clone(),
         fabric.search.clone(),
         SpecialistList::new(&settings.specialists, &settings.default_specialist),
+        // Runs' workspaces, read for the MCP resources through the file tools' confinement.
+        std::sync::Arc::new(fabric_tools::WorkspaceReader),
     )
 }

@@ -21,13 +21,25 @@ fn script() -> String {
         .to_string()
 }
 
+/// The model's turns: the first run's, then the second one's, which the client subscribes to
+/// (its first turn comes late, so the subscription is in place before the run changes).
 fn turns() -> Vec<Turn> {
+    turns_with_a_slow_second_run(1500)
+}
+
+/// Two runs' turns: one that writes hello.txt, and one whose first turn comes after
+/// `delay_ms` (the MCP tasks test cancels it meanwhile).
+pub(super) fn turns_with_a_slow_second_run(delay_ms: u64) -> Vec<Turn> {
+    let mut slow = Turn::tool_call("write_file", json!({"path": "more.txt", "content": "More"}));
+    slow.delay_ms = Some(delay_ms);
     vec![
         Turn::tool_call(
             "write_file",
             json!({"path": "hello.txt", "content": "Hello"}),
         ),
         Turn::tool_call("finish_task", json!({"summary": "wrote hello.txt"})),
+        slow,
+        Turn::tool_call("finish_task", json!({"summary": "wrote more.txt"})),
     ]
 }
 
@@ -52,11 +64,19 @@ async fn drive(python: &PathBuf, args: &[String]) -> Value {
 }
 
 fn check(seen: &Value) {
-    // Issue #29: what the server does not offer is "method not found" (-32601).
+    // Issue #29: the server declares what it offers, and no list changes.
+    let capabilities = &seen["capabilities"];
     assert_eq!(
-        seen["undeclared"],
-        json!({"list_resources": -32601, "list_resource_templates": -32601})
+        capabilities["resources"],
+        json!({"subscribe": true}),
+        "{capabilities}"
     );
+    assert_eq!(capabilities["logging"], json!({}), "{capabilities}");
+    assert_eq!(capabilities["completions"], json!({}), "{capabilities}");
+    assert_eq!(capabilities["tools"], json!({}), "{capabilities}");
+    issue_29_runs_are_resources(seen);
+    issue_29_run_ids_and_paths_are_completed(seen);
+    issue_29_a_subscribed_run_reports_its_changes_and_runs_are_logged(seen);
     // Issue #29: each specialist is a prompt taking the task; its text is the specialist's
     // system prompt, then the task.
     let prompts = seen["prompts"].as_array().expect("prompts");
@@ -158,6 +178,143 @@ fn check(seen: &Value) {
     assert!(
         bad.contains("invalid arguments for `run_task`") && bad.contains("prompt"),
         "{bad}"
+    );
+}
+
+/// Issue #29: the run just made, read back as resources: listed, its summary, its runlog,
+/// its files and one file; a path out of its workspace refused, with the reason.
+fn issue_29_runs_are_resources(seen: &Value) {
+    let r = &seen["resources"];
+    let run_id = seen["run"]["_meta"]["run_id"].as_str().unwrap_or_default();
+    let uri = format!("fabric://runs/{run_id}");
+    assert_eq!(r["listed"][0]["uri"], uri, "{}", r["listed"]);
+    assert_eq!(r["listed"][0]["mime"], "application/json");
+    assert_eq!(r["listed"][0]["description"], "completed: wrote hello.txt");
+    // One page; after the run, none older; a cursor the server never gave is refused.
+    assert_eq!(r["next_cursor"], Value::Null);
+    assert_eq!(r["after_run"], json!([]));
+    assert_eq!(r["bad_cursor"]["code"], -32602);
+    let bad_cursor = r["bad_cursor"]["message"].as_str().unwrap_or_default();
+    assert!(
+        bad_cursor.contains("cursor `not a cursor` is not one this server gave"),
+        "{bad_cursor}"
+    );
+    assert_eq!(
+        r["templates"],
+        json!([
+            "fabric://runs/{run_id}",
+            "fabric://runs/{run_id}/runlog",
+            "fabric://runs/{run_id}/files",
+            "fabric://runs/{run_id}/files/{+path}"
+        ])
+    );
+    let summary: Value = serde_json::from_str(r["run"]["text"].as_str().unwrap_or("{}")).unwrap();
+    assert_eq!(summary["id"], run_id);
+    assert_eq!(summary["status"], "completed");
+    assert_eq!(summary["summary"], "wrote hello.txt");
+    let runlog = r["runlog"]["text"].as_str().unwrap_or_default();
+    assert_eq!(r["runlog"]["mime"], "application/jsonl");
+    let kinds: Vec<String> = runlog
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("run_start"));
+    assert_eq!(kinds.last().map(String::as_str), Some("run_complete"));
+    let files: Value = serde_json::from_str(r["files"]["text"].as_str().unwrap_or("{}")).unwrap();
+    assert_eq!(files, json!({"files": ["hello.txt"], "truncated": false}));
+    assert_eq!(r["file"]["text"], "Hello");
+    assert_eq!(r["file"]["mime"], "text/plain");
+    // Refused by the file tools' own confinement, with their words.
+    let escape = r["escape"]["message"].as_str().unwrap_or_default();
+    assert!(
+        escape.contains("path `../runlog.jsonl` is outside the workspace"),
+        "{}",
+        r["escape"]
+    );
+    assert_eq!(r["escape"]["code"], -32602);
+    let absolute = r["escape_absolute"]["message"].as_str().unwrap_or_default();
+    assert!(
+        absolute.contains("path `/etc/passwd` is outside the workspace"),
+        "{absolute}"
+    );
+    let missing = r["missing_file"]["message"].as_str().unwrap_or_default();
+    assert!(
+        missing.contains("no file `none.txt` in the workspace"),
+        "{missing}"
+    );
+    let missing_run = r["missing_run"]["message"].as_str().unwrap_or_default();
+    assert!(
+        missing_run.contains("no run `20200101T000000Z-none`"),
+        "{missing_run}"
+    );
+    let unknown = r["unknown"]["message"].as_str().unwrap_or_default();
+    assert!(unknown.contains("the fabric's resources are"), "{unknown}");
+}
+
+/// Issue #29: `completion/complete` offers the run's id and its workspace's paths; a
+/// specialist's task is free text; what does not exist is refused, saying what does.
+fn issue_29_run_ids_and_paths_are_completed(seen: &Value) {
+    let c = &seen["completions"];
+    let run_id = &seen["run"]["_meta"]["run_id"];
+    assert_eq!(c["run_id"]["values"], json!([run_id]), "{c}");
+    assert_eq!(c["run_id"]["has_more"], false);
+    assert_eq!(
+        c["path"],
+        json!({"values": ["hello.txt"], "total": 1, "has_more": false})
+    );
+    let without = c["path_without_run"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        without.contains("send `run_id` in `context.arguments`"),
+        "{without}"
+    );
+    assert_eq!(c["task"]["values"], json!([]));
+    assert_eq!(c["unknown_prompt"]["code"], -32602);
+    let unknown = c["unknown_prompt"]["message"].as_str().unwrap_or_default();
+    assert!(unknown.contains("no prompt `nobody`"), "{unknown}");
+    let argument = c["unknown_argument"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        argument.contains("`fabric://runs/{run_id}` has no argument `id`; it has `run_id`"),
+        "{argument}"
+    );
+}
+
+/// Issue #29: the second run, subscribed to while it went on, was reported updated; log
+/// messages told of both ends of the runs the client asked them for.
+fn issue_29_a_subscribed_run_reports_its_changes_and_runs_are_logged(seen: &Value) {
+    let watched = seen["watched_run"].as_str().unwrap_or_default();
+    let uri = format!("fabric://runs/{watched}");
+    let updates = seen["updates"].as_array().expect("updates");
+    assert!(!updates.is_empty(), "no update for {uri}");
+    assert!(updates.iter().all(|u| u == &json!(uri)), "{updates:?}");
+    assert_eq!(seen["logs_before_level"], json!([]));
+    let logs = seen["logs"].as_array().expect("logs");
+    let of_watched: Vec<(&str, &str)> = logs
+        .iter()
+        .filter(|l| l["data"]["run_id"] == watched)
+        .map(|l| {
+            (
+                l["level"].as_str().unwrap_or_default(),
+                l["data"]["event"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        of_watched,
+        [("info", "run_started"), ("info", "run_ended")],
+        "{logs:?}"
+    );
+    assert!(
+        logs.iter().all(|l| l["logger"] == "agent-fabric"),
+        "{logs:?}"
     );
 }
 

@@ -1,0 +1,60 @@
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance`, server scenarios)
+//! against `fabric serve`'s `/mcp` (issue #29), on the Node 22 that scripts/install-test-deps.sh
+//! installs beside it. `tests/mcp/conformance-expected-failures.yaml` names each scenario
+//! expected to fail, with the reason; the suite itself compares (its `--expected-failures`
+//! baseline): the test fails when a scenario outside the file fails, and also when one in
+//! the file passes, so the file stays true.
+
+use std::path::Path;
+use std::time::Duration;
+
+use fabric_test_support::{Scenario, TurnBy};
+
+use super::serve::hello_turns;
+use super::serve_fixture::{Options, Served};
+
+#[cfg_attr(
+    fabric_no_conformance,
+    ignore = "needs the MCP conformance suite and Node 22: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_29_the_official_conformance_suite_fails_only_where_expected() {
+    let Some(dir) = fabric_test_support::conformance_deps() else {
+        return;
+    };
+    // Any number of runs, each the same conversation (a scenario may start one).
+    let scenario = Scenario {
+        turn_by: TurnBy::Conversation,
+        ..Scenario::new(hello_turns())
+    };
+    let served = Served::with(scenario, Options::default()).await;
+    let baseline =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/conformance-expected-failures.yaml");
+    let suite = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let output = tokio::time::timeout(
+        Duration::from_secs(300),
+        tokio::process::Command::new(dir.join("node_modules/.bin/node"))
+            .arg(suite)
+            .args(["server", "--url", &served.url("/mcp")])
+            .arg("--expected-failures")
+            .arg(&baseline)
+            .current_dir(served.fx.dir.path())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the conformance suite finished within 300 s")
+    .expect("node ran");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let summary = stdout
+        .find("=== SUMMARY ===")
+        .map_or(stdout.as_ref(), |at| &stdout[at..]);
+    assert!(
+        output.status.success(),
+        "the conformance suite disagrees with {}:\n{summary}\n{}",
+        baseline.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The suite ran its scenarios (not an empty run that compares nothing).
+    assert!(summary.contains("Baseline check passed"), "{summary}");
+}
