@@ -46,6 +46,14 @@ pub struct RunTaskInput {
     /// Whether the run's tools may use the network (default: the server's configuration).
     #[serde(default)]
     pub network_allowed: Option<bool>,
+    /// A git repository on the server's machine to work on (an absolute path inside its
+    /// working tree): the run works in a worktree on its own branch `fabric/<run_id>`, and
+    /// `_meta.changes` names it (docs/PROJECTS.md). Default: a scratch workspace.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// With `project`: the commit, branch or tag to start from (default `HEAD`).
+    #[serde(default)]
+    pub base: Option<String>,
 }
 
 /// The input of `get_run`.
@@ -312,7 +320,7 @@ impl FabricMcpServer {
                 let _ = peer.notify_progress(progress).await;
             }
         };
-        let submission = submission_of(input, context).observed(Arc::new(Forward(tx)));
+        let submission = submission_of(input, context)?.observed(Arc::new(Forward(tx)));
         let cancel = context.ct.clone();
         let run = async move {
             let handle = self.service.submit(submission)?;
@@ -345,7 +353,7 @@ impl FabricMcpServer {
         input: RunTaskInput,
         context: &RequestContext<RoleServer>,
     ) -> Result<CreateTaskResult, McpError> {
-        let handle = self.service.submit(submission_of(input, context))?;
+        let handle = self.service.submit(submission_of(input, context)?)?;
         let id = handle.id().clone();
         let created = self.tasks.start(&id);
         let (service, tasks) = (self.service.clone(), Arc::clone(&self.tasks));
@@ -435,15 +443,39 @@ impl FabricMcpServer {
 
 /// The run `run_task` asks for, continuing the caller's W3C trace context from the
 /// request's `_meta` (SEP-414).
-fn submission_of(input: RunTaskInput, context: &RequestContext<RoleServer>) -> Submission {
+fn submission_of(
+    input: RunTaskInput,
+    context: &RequestContext<RoleServer>,
+) -> Result<Submission, McpError> {
     let traceparent = context.meta.get_traceparent().map(str::to_owned);
+    let project = match (input.project, input.base) {
+        (Some(path), base) if std::path::Path::new(&path).is_absolute() => {
+            Some(fabric_core::service::ProjectRequest {
+                path: path.into(),
+                base,
+            })
+        }
+        (Some(path), _) => {
+            return Err(McpError::InvalidArguments(format!(
+                "parameter `project` must be an absolute path on the server's machine, got `{path}`"
+            )));
+        }
+        (None, Some(_)) => {
+            return Err(McpError::InvalidArguments(
+                "parameter `base` needs `project`: it names where a run on a project starts"
+                    .to_owned(),
+            ));
+        }
+        (None, None) => None,
+    };
     let request = TaskRequest {
         prompt: input.prompt,
         pack: input.specialist.into_iter().collect(),
         network_allowed: input.network_allowed,
+        project,
         ..TaskRequest::default()
     };
-    Submission::new(request).traced(traceparent)
+    Ok(Submission::new(request).traced(traceparent))
 }
 
 pub(crate) fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, McpError> {
