@@ -44,6 +44,10 @@ pub enum ApiError {
     /// The request names a model key the configuration does not have.
     #[error("{0}")]
     UnknownModelKey(String),
+    /// The project the request names cannot be used: no git repository at that path on the
+    /// server's machine, no commit, a base that names nothing, `base` without `project`.
+    #[error("{0}")]
+    InvalidProject(String),
     /// The request asks for more than the server's configuration allows (the network when
     /// the config forbids it, more steps than its `max_steps`): a request may only narrow
     /// the server's permissions.
@@ -122,6 +126,7 @@ impl ApiError {
             Self::InvalidParameter(_) => "invalid_parameter",
             Self::UnknownSpecialist(_) => "unknown_specialist",
             Self::UnknownModelKey(_) => "unknown_model_key",
+            Self::InvalidProject(_) => "invalid_project",
             Self::RunNotFound(_) => "run_not_found",
             Self::NotPermitted(_) => "not_permitted",
             Self::ModelUnavailable(_) => "model_unavailable",
@@ -142,9 +147,10 @@ impl ApiError {
             Self::InvalidJson(_) | Self::InvalidRunId(_) | Self::InvalidParameter(_) => {
                 StatusCode::BAD_REQUEST
             }
-            Self::InvalidRequest(_) | Self::UnknownSpecialist(_) | Self::UnknownModelKey(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            Self::InvalidRequest(_)
+            | Self::UnknownSpecialist(_)
+            | Self::UnknownModelKey(_)
+            | Self::InvalidProject(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RunNotFound(_) | Self::RouteNotFound => StatusCode::NOT_FOUND,

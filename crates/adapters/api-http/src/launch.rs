@@ -98,6 +98,7 @@ pub(crate) fn from_service(state: &AppState, error: ServiceError) -> ApiError {
         ServiceError::Invalid(m) | ServiceError::AlreadyEnded(m) => ApiError::InvalidRequest(m),
         ServiceError::UnknownSpecialist(m) => ApiError::UnknownSpecialist(m),
         ServiceError::UnknownModelKey(m) => ApiError::UnknownModelKey(m),
+        ServiceError::InvalidProject(m) => ApiError::InvalidProject(m),
         ServiceError::NotPermitted(m) => ApiError::NotPermitted(m),
         ServiceError::ModelUnavailable(m) => ApiError::ModelUnavailable(m),
         ServiceError::BudgetSpent(m) => ApiError::DailyBudgetSpent(m),

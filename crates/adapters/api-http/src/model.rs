@@ -69,7 +69,7 @@ pub struct RunRequest {
     /// working tree): the run gets a worktree on its own branch `fabric/<run_id>`, and its
     /// result is that branch (docs/PROJECTS.md). Default: a scratch workspace.
     #[serde(default)]
-    #[schema(min_length = 1, example = "/home/me/src/app")]
+    #[schema(min_length = 1, pattern = "^/", example = "/home/me/src/app")]
     pub project: Option<String>,
     /// With `project`: the commit, branch or tag to start from; default `HEAD`.
     #[serde(default)]
@@ -105,12 +105,12 @@ impl RunRequest {
         if let Some(project) = &self.project
             && !std::path::Path::new(project).is_absolute()
         {
-            return Err(ApiError::InvalidRequest(format!(
+            return Err(ApiError::InvalidProject(format!(
                 "`project` must be an absolute path on the server's machine, got `{project}`"
             )));
         }
         if self.base.is_some() && self.project.is_none() {
-            return Err(ApiError::InvalidRequest(
+            return Err(ApiError::InvalidProject(
                 "`base` needs `project`: it names where a run on a project starts".to_owned(),
             ));
         }

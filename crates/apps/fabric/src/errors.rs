@@ -40,6 +40,7 @@ fn classify(error: &anyhow::Error) -> (u8, &'static str) {
             | ServiceError::AlreadyEnded(_)
             | ServiceError::UnknownSpecialist(_)
             | ServiceError::UnknownModelKey(_)
+            | ServiceError::InvalidProject(_)
             | ServiceError::NotPermitted(_),
         ) => (EXIT_USAGE, "usage_error"),
         Some(ServiceError::ModelUnavailable(_)) => (EXIT_LLM_ERROR, "llm_error"),

@@ -20,6 +20,10 @@ pub enum ServiceError {
     /// No model key with that name.
     #[error("{0}")]
     UnknownModelKey(String),
+    /// The project a run was asked to work on cannot be used (no repository there, no
+    /// commit, a base that names nothing, a taken branch, no git): the caller can fix it.
+    #[error("{0}")]
+    InvalidProject(String),
     /// The request asks for more than the configuration allows.
     #[error("{0}")]
     NotPermitted(String),
@@ -62,6 +66,7 @@ impl ServiceError {
             | Self::AlreadyEnded(_)
             | Self::UnknownSpecialist(_)
             | Self::UnknownModelKey(_)
+            | Self::InvalidProject(_)
             | Self::NotPermitted(_) => crate::Remedy::FixInput,
             Self::ModelUnavailable(_) | Self::TooManyRuns { .. } => crate::Remedy::Retry,
             Self::BudgetSpent(_)

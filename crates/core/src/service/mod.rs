@@ -694,6 +694,7 @@ impl RunTask {
                     | ServiceError::AlreadyEnded(_)
                     | ServiceError::UnknownSpecialist(_)
                     | ServiceError::UnknownModelKey(_)
+                    | ServiceError::InvalidProject(_)
                     | ServiceError::NotPermitted(_)
                     | ServiceError::ModelUnavailable(_)
                     | ServiceError::BudgetSpent(_)

@@ -218,7 +218,7 @@ impl crate::ports::PruneHook for DiscardOnPrune {
 /// path that is no repository, a base that does not exist, ...) or the fabric's.
 fn opening_failed(e: &WorkspaceError) -> ServiceError {
     if e.is_user_fixable() {
-        ServiceError::Invalid(e.to_string())
+        ServiceError::InvalidProject(e.to_string())
     } else {
         ServiceError::Internal(format!("cannot open the run's workspace: {e}"))
     }

@@ -28,8 +28,10 @@ from schemathesis.specs.openapi.checks import (
     positive_data_acceptance,
 )
 
-# The error codes that mean "valid syntax, but not a name this server's config has".
-CONFIG_NAMES = {"unknown_specialist", "unknown_model_key"}
+# The error codes that mean "valid syntax, but not a name this server's config has", or
+# not a repository on the server's machine (`project`, issue #25: the document cannot know
+# which paths are repositories there, nor say that `base` needs `project`).
+CONFIG_NAMES = {"unknown_specialist", "unknown_model_key", "invalid_project"}
 
 
 def body(response):

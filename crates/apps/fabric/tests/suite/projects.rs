@@ -720,6 +720,7 @@ async fn issue_25_post_run_takes_a_project() {
         .post_json("/run", json!({"prompt": "x", "project": "repo"}))
         .await;
     assert_eq!(code, 422, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_project", "{body}");
     assert!(body.to_string().contains("absolute path"), "{body}");
     let (code, body) = served
         .post_json("/run", json!({"prompt": "x", "base": "main"}))
