@@ -583,3 +583,58 @@ pub(crate) async fn wait_ended(served: &Served, id: &str) -> Value {
     }
     panic!("task {id} still working after 30 s");
 }
+
+/// Issue #30: on PostgreSQL, any API node answers for any task, even one with a workspace
+/// root of its own (no shared disk): the task a node ran is got, listed and found by its
+/// context on another.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_30_any_api_node_answers_for_any_task_on_postgresql() {
+    let Some(url) = super::workers::database() else {
+        return;
+    };
+    let store = format!("store:\n  url: {url}\n");
+    let options = || Options {
+        auth: true,
+        ..Options::default()
+    };
+    let first = super::fixture::Fixture::with_backend(scenario(), "openai").await;
+    first.append_config(&store);
+    let first = Served::on(first, options()).await;
+    let other = super::fixture::Fixture::with_backend(scenario(), "openai").await;
+    other.append_config(&store);
+    let other = Served::on(other, options()).await;
+    assert_ne!(first.fx.workspace_root(), other.fx.workspace_root());
+
+    let sent = rpc(
+        &first,
+        "SendMessage",
+        message("write hello", Some("ctx-pg")),
+    )
+    .await;
+    let id = sent["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .to_owned();
+    let done = wait_ended(&first, &id).await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+
+    let there = wait_ended(&other, &id).await;
+    assert_eq!(there["status"]["state"], "TASK_STATE_COMPLETED", "{there}");
+    assert_eq!(there["contextId"], "ctx-pg");
+    assert_eq!(
+        there["artifacts"][0]["parts"][0]["text"], "wrote the file",
+        "{there}"
+    );
+    let listed = rpc(&other, "ListTasks", json!({"contextId": "ctx-pg"})).await;
+    let ids: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec![id.as_str()], "{listed}");
+}

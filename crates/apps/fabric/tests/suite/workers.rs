@@ -48,7 +48,7 @@ fn tokens_of(events: &[Value]) -> u64 {
 }
 
 /// A fresh database on the shared test cluster, or `None` (said on stderr) without one.
-fn database() -> Option<String> {
+pub(crate) fn database() -> Option<String> {
     match fabric_test_support::shared_cluster() {
         Ok(cluster) => Some(cluster.create_database().expect("a database")),
         Err(e) => {
