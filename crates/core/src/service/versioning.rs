@@ -189,6 +189,81 @@ impl Versioning {
     }
 }
 
+impl super::RunService {
+    /// The versioned workspace of a run that ended, opened as it is (not restored): for
+    /// `fabric diff`, `apply` and `discard`. `Ok(None)`: the run has none (a plain scratch
+    /// run).
+    pub async fn ended_workspace(
+        &self,
+        id: &RunId,
+    ) -> Result<Option<Arc<dyn crate::ports::Workspace>>, ServiceError> {
+        let Some((versioning, spec)) = self.ended_spec(id).await? else {
+            return Ok(None);
+        };
+        let opened = versioning.workspaces.reopen(&spec).await.map_err(|e| {
+            if e.is_user_fixable() || matches!(e, crate::ports::WorkspaceError::NotFound { .. }) {
+                ServiceError::Invalid(e.to_string())
+            } else {
+                ServiceError::Internal(e.to_string())
+            }
+        })?;
+        Ok(Some(opened))
+    }
+
+    /// Removes what is left of an ended run's versioned workspace (its worktree and branch,
+    /// or its scratch history); `Ok(false)` when it has none.
+    pub async fn discard_workspace(&self, id: &RunId) -> Result<bool, ServiceError> {
+        let Some((versioning, spec)) = self.ended_spec(id).await? else {
+            return Ok(false);
+        };
+        versioning
+            .workspaces
+            .discard(&spec)
+            .await
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        Ok(true)
+    }
+
+    /// The spec of an ended run's versioned workspace, if it has one.
+    async fn ended_spec(
+        &self,
+        id: &RunId,
+    ) -> Result<Option<(&Versioning, WorkspaceSpec)>, ServiceError> {
+        let store = &self.inner.store;
+        let summary = store.get_run(id).await.map_err(|e| match e {
+            crate::ports::StoreError::NotFound(_) => ServiceError::Invalid(format!(
+                "no run `{id}`; `fabric logs list` shows the runs and their ids"
+            )),
+            e => ServiceError::Store(e.to_string()),
+        })?;
+        if summary.status == fabric_domain::RunStatus::Running {
+            return Err(ServiceError::Invalid(format!(
+                "run `{id}` has not ended (it is running, or its process stopped: `fabric resume {id}` or cancel it first)"
+            )));
+        }
+        let events = store
+            .read_events(id)
+            .await
+            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        let Some(recorded) = crate::history::RunHistory::read(id.clone(), &events).workspace else {
+            return Ok(None);
+        };
+        let Some(versioning) = &self.inner.versioning else {
+            return Err(ServiceError::Invalid(format!(
+                "run `{id}` has a versioned workspace, and this fabric was started without versioned workspaces"
+            )));
+        };
+        let scratch = store
+            .runlog_path(id)
+            .and_then(|p| p.parent().map(|d| d.join("workspace")))
+            .unwrap_or_else(|| recorded.dir.clone());
+        Ok(Some((
+            versioning,
+            versioning.spec_of(id, &recorded, &scratch),
+        )))
+    }
+}
+
 /// Removes a pruned project run's worktree and branch (a scratch run's history is in its run
 /// directory, which the store deletes; a remote's copy is the remote owner's).
 pub struct DiscardOnPrune(Versioning);
