@@ -27,6 +27,7 @@
 //! [`Checkpointed`]: fabric_core::ports::Checkpointed
 
 mod apply;
+mod copy;
 mod git;
 mod open;
 mod remote;

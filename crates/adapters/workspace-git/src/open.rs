@@ -252,6 +252,14 @@ pub(crate) fn last_line(text: &str) -> String {
         .to_string()
 }
 
+/// The user's directory a copy was made of, absolute; `None` for any other origin.
+fn copied_from(origin: &WorkspaceOrigin) -> Result<Option<PathBuf>, WorkspaceError> {
+    match origin {
+        WorkspaceOrigin::Copy { source, .. } => absolute(source).map(Some),
+        WorkspaceOrigin::Scratch { .. } | WorkspaceOrigin::Project { .. } => Ok(None),
+    }
+}
+
 /// What every opening starts with: a usable git, the spec resolved, the workspace's
 /// absolute path and the run's branch.
 async fn start(
@@ -310,8 +318,9 @@ impl GitWorkspace {
                 }
                 Ok(Self::assemble(git, spec, dir, Kind::Project { top }, base))
             }
-            WorkspaceOrigin::Scratch { git_dir } => {
+            WorkspaceOrigin::Scratch { git_dir } | WorkspaceOrigin::Copy { git_dir, .. } => {
                 let git_dir = absolute(git_dir)?;
+                let source = copied_from(&spec.origin)?;
                 if git_dir.starts_with(&dir) {
                     return Err(WorkspaceError::Io {
                         action: "refusing to keep a workspace's history inside it at",
@@ -323,12 +332,15 @@ impl GitWorkspace {
                 if tokio::fs::symlink_metadata(&git_dir).await.is_ok() {
                     return Err(WorkspaceError::DirTaken { path: git_dir });
                 }
+                if let Some(source) = &source {
+                    crate::copy::copy_in(source, &dir, &git_dir).await?;
+                }
                 create_dir_all(&dir).await?;
                 if let Some(parent) = git_dir.parent() {
                     create_dir_all(parent).await?;
                 }
                 init_history(&git, &git_dir, &branch).await?;
-                let kind = Kind::Scratch { git_dir };
+                let kind = Kind::Scratch { git_dir, source };
                 let mut ws = Self::assemble(git, spec, dir, kind, CommitId(String::new()));
                 let message = format!(
                     "fabric: run {} starts\n\nFabric-Run: {}\n",
@@ -407,8 +419,9 @@ impl GitWorkspace {
                 }
                 Kind::Project { top }
             }
-            WorkspaceOrigin::Scratch { git_dir } => {
+            WorkspaceOrigin::Scratch { git_dir } | WorkspaceOrigin::Copy { git_dir, .. } => {
                 let git_dir = absolute(git_dir)?;
+                let source = copied_from(&spec.origin)?;
                 create_dir_all(&dir).await?;
                 let at = At::Split {
                     git_dir: git_dir.clone(),
@@ -431,7 +444,7 @@ impl GitWorkspace {
                 } else if !branch_exists(&git, &at, &branch).await? {
                     return Err(not_found());
                 }
-                Kind::Scratch { git_dir }
+                Kind::Scratch { git_dir, source }
             }
         };
         let mut ws = Self::assemble(git, spec, dir, kind, CommitId(String::new()));
@@ -532,6 +545,11 @@ pub(crate) async fn discard(git: &Git, spec: &WorkspaceSpec) -> Result<(), Works
         }
         WorkspaceOrigin::Scratch { git_dir } => {
             // The directory itself is the run store's (it prunes runs); its history is ours.
+            remove_tree(&absolute(git_dir)?).await?;
+        }
+        WorkspaceOrigin::Copy { git_dir, .. } => {
+            // A copy's directory is ours too; the user's directory is never touched.
+            remove_tree(&dir).await?;
             remove_tree(&absolute(git_dir)?).await?;
         }
     }

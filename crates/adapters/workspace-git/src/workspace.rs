@@ -27,8 +27,12 @@ pub(crate) fn remote_ref(run_id: &str) -> String {
 pub(crate) enum Kind {
     /// A worktree of the repository whose working tree's top is `top`.
     Project { top: PathBuf },
-    /// A directory versioned by the repository at `git_dir`.
-    Scratch { git_dir: PathBuf },
+    /// A directory versioned by the repository at `git_dir`; a copy of the user's
+    /// directory `source` when it has one.
+    Scratch {
+        git_dir: PathBuf,
+        source: Option<PathBuf>,
+    },
 }
 
 /// One run's workspace on git.
@@ -85,7 +89,7 @@ impl GitWorkspace {
     ) -> Self {
         let at = match &kind {
             Kind::Project { .. } => At::Dir(dir.clone()),
-            Kind::Scratch { git_dir } => At::Split {
+            Kind::Scratch { git_dir, .. } => At::Split {
                 git_dir: git_dir.clone(),
                 work_tree: dir.clone(),
             },
@@ -402,7 +406,13 @@ impl Workspace for GitWorkspace {
     }
 
     async fn apply(&self, mode: ApplyMode) -> Result<AppliedRun, WorkspaceError> {
-        crate::apply::apply(self, mode).await
+        match &self.kind {
+            Kind::Scratch {
+                source: Some(source),
+                ..
+            } => crate::copy::apply(self, source, mode).await,
+            _ => crate::apply::apply(self, mode).await,
+        }
     }
 
     async fn push(&self) -> Result<(), WorkspaceError> {

@@ -52,6 +52,15 @@ pub enum WorkspaceOrigin {
         /// The repository holding the workspace's history.
         git_dir: PathBuf,
     },
+    /// A copy of the user's directory `source`, which is not a git repository, versioned like
+    /// a scratch workspace by the repository at `git_dir` (outside the workspace); its base
+    /// holds the copy. [`Workspace::apply`] copies the changed files back.
+    Copy {
+        /// The user's directory.
+        source: PathBuf,
+        /// The repository holding the workspace's history.
+        git_dir: PathBuf,
+    },
 }
 
 /// Which workspace to create or open.
@@ -273,6 +282,26 @@ pub enum WorkspaceError {
         /// The files.
         files: Vec<String>,
     },
+    /// Files of a copied directory changed there since the run copied it.
+    #[error(
+        "the run changes files that changed in {} since the run copied it: {}; `fabric diff` shows the run's changes: make them there by hand, or discard the run",
+        dir.display(), files.join(", ")
+    )]
+    CopyConflict {
+        /// The user's directory.
+        dir: PathBuf,
+        /// The files.
+        files: Vec<String>,
+    },
+    /// `apply --commit` of a run on a directory that is not a git repository.
+    #[error(
+        "{} is not a git repository, so there is no branch to commit onto; `fabric apply` without `--commit` copies the changed files into it",
+        dir.display()
+    )]
+    NothingToCommitOnto {
+        /// The user's directory.
+        dir: PathBuf,
+    },
     /// The operation needs a project and the workspace is a scratch one.
     #[error("run `{run_id}` worked in a scratch workspace; there is no project to apply it to")]
     NoProject {
@@ -322,6 +351,8 @@ impl WorkspaceError {
             | Self::ReadOnly { .. }
             | Self::Conflict { .. }
             | Self::Uncommitted { .. }
+            | Self::CopyConflict { .. }
+            | Self::NothingToCommitOnto { .. }
             | Self::NoProject { .. } => true,
             Self::NotFound { .. }
             | Self::CommitNotFound { .. }
@@ -350,6 +381,8 @@ impl WorkspaceError {
             Self::RemoteMoved { .. } => "remote_moved",
             Self::Conflict { .. } => "conflict",
             Self::Uncommitted { .. } => "uncommitted",
+            Self::CopyConflict { .. } => "copy_conflict",
+            Self::NothingToCommitOnto { .. } => "nothing_to_commit_onto",
             Self::NoProject { .. } => "no_project",
             Self::Io { .. } => "io",
             Self::Git { .. } => "git",

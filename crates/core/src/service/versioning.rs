@@ -63,14 +63,51 @@ impl Versioning {
             remote: self.policy.remote.clone(),
             keep: self.policy.keep.clone(),
         };
+        let handle = match self.workspaces.create(&spec).await {
+            Ok(handle) => handle,
+            // A directory that is not a git repository: the run works in a copy of it.
+            Err(WorkspaceError::NotARepository { .. }) if project.base.is_none() => {
+                return self.copy(id, repo).await;
+            }
+            Err(WorkspaceError::NotARepository { path }) => {
+                return Err(ServiceError::InvalidProject(format!(
+                    "{} is not in a git repository, so there is no base to start from; leave out `--base` to work on a copy of it",
+                    path.display()
+                )));
+            }
+            Err(e) => return Err(opening_failed(&e)),
+        };
+        let opened = self.opened(&spec, handle.as_ref(), project.base.clone(), None);
+        self.first_push(handle.as_ref()).await?;
+        Ok(RunWorkspace::new(handle, opened))
+    }
+
+    /// A new run's copy of `source`, a directory that is not a git repository.
+    async fn copy(&self, id: &RunId, source: PathBuf) -> Result<RunWorkspace, ServiceError> {
+        let spec = self.copy_spec(id, source);
         let handle = self
             .workspaces
             .create(&spec)
             .await
             .map_err(|e| opening_failed(&e))?;
-        let opened = self.opened(&spec, handle.as_ref(), project.base.clone(), None);
+        let opened = self.opened(&spec, handle.as_ref(), None, None);
         self.first_push(handle.as_ref()).await?;
         Ok(RunWorkspace::new(handle, opened))
+    }
+
+    /// A copy's spec: the copy in `<worktrees>/<id>`, its history in
+    /// `<worktrees>/.history/<id>`, outside it.
+    fn copy_spec(&self, id: &RunId, source: PathBuf) -> WorkspaceSpec {
+        WorkspaceSpec {
+            run_id: id.to_string(),
+            origin: WorkspaceOrigin::Copy {
+                source,
+                git_dir: self.policy.worktrees.join(".history").join(id.as_str()),
+            },
+            dir: self.policy.worktrees.join(id.as_str()),
+            remote: self.policy.remote.clone(),
+            keep: self.policy.keep.clone(),
+        }
     }
 
     /// The history of a new scratch run's `workspace` (kept beside it, in `history`).
@@ -118,6 +155,9 @@ impl Versioning {
         recorded: &runlog::WorkspaceOpened,
         workspace: &Path,
     ) -> WorkspaceSpec {
+        if let Some(source) = &recorded.source {
+            return self.copy_spec(id, source.clone());
+        }
         match &recorded.repo {
             Some(repo) => WorkspaceSpec {
                 run_id: id.to_string(),
@@ -157,13 +197,17 @@ impl Versioning {
         base_ref: Option<String>,
         restored_to: Option<String>,
     ) -> runlog::WorkspaceOpened {
-        let (origin, repo, git_dir) = match &spec.origin {
-            WorkspaceOrigin::Project { repo, .. } => ("project", Some(repo.clone()), None),
-            WorkspaceOrigin::Scratch { git_dir } => ("scratch", None, Some(git_dir.clone())),
+        let (origin, repo, source, git_dir) = match &spec.origin {
+            WorkspaceOrigin::Project { repo, .. } => ("project", Some(repo.clone()), None, None),
+            WorkspaceOrigin::Scratch { git_dir } => ("scratch", None, None, Some(git_dir.clone())),
+            WorkspaceOrigin::Copy { source, git_dir } => {
+                ("copy", None, Some(source.clone()), Some(git_dir.clone()))
+            }
         };
         runlog::WorkspaceOpened {
             origin: origin.to_owned(),
             repo,
+            source,
             git_dir,
             dir: handle.dir().to_path_buf(),
             branch: handle.branch().to_owned(),
@@ -264,8 +308,9 @@ impl super::RunService {
     }
 }
 
-/// Removes a pruned project run's worktree and branch (a scratch run's history is in its run
-/// directory, which the store deletes; a remote's copy is the remote owner's).
+/// Removes a pruned project run's worktree and branch, or a copied directory's copy and its
+/// history (a scratch run's history is in its run directory, which the store deletes; a
+/// remote's copy is the remote owner's).
 pub struct DiscardOnPrune(Versioning);
 
 impl DiscardOnPrune {
@@ -279,7 +324,10 @@ impl DiscardOnPrune {
 impl crate::ports::PruneHook for DiscardOnPrune {
     async fn before_delete(&self, id: &RunId, events: &[fabric_domain::RunEvent]) {
         let history = crate::history::RunHistory::read(id.clone(), events);
-        let Some(recorded) = history.workspace.filter(|w| w.repo.is_some()) else {
+        let Some(recorded) = history
+            .workspace
+            .filter(|w| w.repo.is_some() || w.source.is_some())
+        else {
             return;
         };
         let spec = self.0.spec_of(id, &recorded, &recorded.dir);

@@ -541,11 +541,14 @@ pub struct RunAborted {
 /// checkpoint the files were restored to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkspaceOpened {
-    /// `project` or `scratch`.
+    /// `project`, `copy` (of a directory that is not a git repository) or `scratch`.
     pub origin: String,
     /// The user's repository (a project's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<PathBuf>,
+    /// The user's directory a copy was made of (a copy's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<PathBuf>,
     /// Where a scratch workspace's history is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_dir: Option<PathBuf>,

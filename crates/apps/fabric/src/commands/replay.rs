@@ -86,8 +86,9 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         // touched.
         project: history.workspace.as_ref().and_then(|w| {
             Some(fabric_core::service::ProjectRequest {
-                path: w.repo.clone()?,
-                base: Some(w.base.clone()),
+                // A copied directory is copied again as it is now (it has no history).
+                path: w.repo.clone().or_else(|| w.source.clone())?,
+                base: w.repo.as_ref().map(|_| w.base.clone()),
             })
         }),
         context_id: None,

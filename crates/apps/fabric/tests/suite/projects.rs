@@ -310,9 +310,13 @@ async fn issue_25_a_base_other_than_head_and_the_bad_inputs_say_what_to_do() {
     let workspace = PathBuf::from(result["_meta"]["workspace"].as_str().expect("ws"));
     assert!(!workspace.join("later.txt").exists(), "started from v1");
 
+    let file = repo.join("README.md");
     let cases: [(&[&str], &str); 3] = [
         (&["--project", "/nonexistent/repo"], "not a directory"),
-        (&["--project", "/tmp"], "git init"),
+        (
+            &["--project", file.to_str().expect("utf-8")],
+            "not a directory",
+        ),
         (
             &[
                 "--project",
@@ -731,10 +735,13 @@ async fn issue_25_post_run_takes_a_project() {
         "{body}"
     );
     let (code, body) = served
-        .post_json("/run", json!({"prompt": "x", "project": "/tmp"}))
+        .post_json(
+            "/run",
+            json!({"prompt": "x", "project": "/nonexistent/repo"}),
+        )
         .await;
     assert_eq!(code, 422, "{body}");
-    assert!(body.to_string().contains("git init"), "{body}");
+    assert!(body.to_string().contains("not a directory"), "{body}");
 }
 
 /// `fabric doctor` says whether runs on a project can work here, and what to do if not.
@@ -822,4 +829,88 @@ async fn issue_25_mcp_run_task_takes_a_project() {
         "{refused}"
     );
     let _ = child.start_kill();
+}
+
+/// A directory that is not a git repository: the run works in a copy of it, versioned the
+/// same way; `fabric apply` copies the changed files back, refusing (writing nothing) when
+/// one of them changed there since; `--commit` and `--base` say why they cannot be.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_25_a_directory_that_is_not_a_repository_is_worked_on_in_a_copy() {
+    let fx = Fixture::new(edit_turns()).await;
+    let plain = fx.workspace_root().with_file_name("plain");
+    std::fs::create_dir_all(plain.join("src")).expect("mkdir");
+    std::fs::write(plain.join("src/lib.txt"), "one\ntwo\n").expect("write");
+    std::fs::write(plain.join("README.md"), "# notes\n").expect("write");
+    let result = run_on(&fx, &plain, &[]).await;
+    let id = result["_meta"]["run_id"].as_str().expect("id").to_owned();
+    // The user's directory is untouched until they apply.
+    assert!(!plain.join("hello.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(plain.join("src/lib.txt")).expect("lib"),
+        "one\ntwo\n"
+    );
+    assert_eq!(
+        result["_meta"]["changes"]["files"],
+        json!(["hello.txt", "src/lib.txt"])
+    );
+    let events = fx.runlog(&result);
+    let opened = &of_kind(&events, "workspace")[0]["payload"];
+    assert_eq!(opened["origin"], "copy");
+    assert_eq!(opened["source"], plain.to_str().expect("utf-8"));
+    assert_eq!(of_kind(&events, "checkpoint").len(), 2);
+
+    let diff = fx.fabric(&["diff", &id]).await;
+    diff.assert_code(0);
+    assert!(diff.stdout.contains("+three"), "{}", diff.stdout);
+    let commit = fx.fabric(&["apply", &id, "--commit"]).await;
+    commit.assert_code(2);
+    assert!(
+        commit.stderr.contains("not a git repository"),
+        "{}",
+        commit.stderr
+    );
+
+    // Changed there meanwhile: refused, nothing written.
+    std::fs::write(plain.join("src/lib.txt"), "one\nTWO\n").expect("write");
+    let refused = fx.fabric(&["apply", &id]).await;
+    refused.assert_code(2);
+    assert!(refused.stderr.contains("src/lib.txt"), "{}", refused.stderr);
+    assert!(!plain.join("hello.txt").exists(), "nothing written");
+    std::fs::write(plain.join("src/lib.txt"), "one\ntwo\n").expect("write");
+    let apply = fx.fabric(&["apply", &id]).await;
+    apply.assert_code(0);
+    assert_eq!(
+        std::fs::read_to_string(plain.join("hello.txt")).expect("hello"),
+        "Hello World\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(plain.join("src/lib.txt")).expect("lib"),
+        "one\ntwo\nthree\n"
+    );
+    let discard = fx.fabric(&["discard", &id]).await;
+    discard.assert_code(0);
+    assert!(!fx.workspace_root().join("worktrees").join(&id).exists());
+    assert!(
+        plain.join("hello.txt").exists(),
+        "the user's directory stays"
+    );
+
+    let base = fx
+        .fabric(&[
+            "run",
+            "x",
+            "--pack",
+            "engineering",
+            "--project",
+            plain.to_str().expect("utf-8"),
+            "--base",
+            "main",
+        ])
+        .await;
+    base.assert_code(2);
+    assert!(
+        base.stderr.contains("leave out `--base`"),
+        "{}",
+        base.stderr
+    );
 }
