@@ -4,14 +4,20 @@
 //! copy was made.
 
 use crate::git::fields;
-use crate::open::{absolute, remove_tree};
+use crate::open::remove_tree;
 use crate::workspace::GitWorkspace;
 use fabric_core::ports::{AppliedRun, ApplyMode, Workspace, WorkspaceError};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Names never copied: the fabric's own directory (its runs may sit inside the user's) and
 /// a repository's metadata.
 const SKIPPED: &[&str] = &[".fabric", ".git"];
+
+/// The most entries (files, directories, links) a copy may hold: a project, not a disk.
+const MAX_ENTRIES: u64 = 50_000;
+/// The most bytes a copy may hold.
+const MAX_BYTES: u64 = 1 << 30;
 
 /// Copies `source` into `dir` (which must not exist): files, directories and symbolic links
 /// as links; not the directories that hold `dir` or `history` (the fabric's own root may be
@@ -32,37 +38,115 @@ pub(crate) async fn copy_in(
             path: dir.to_path_buf(),
         });
     }
-    let (source, dir, history) = (
+    // Measured before anything is written, so `--project /` is refused at once.
+    let measured = source.to_path_buf();
+    let avoid = [dir.to_path_buf(), history.to_path_buf()];
+    let too_large =
+        tokio::task::spawn_blocking(move || measure(&measured, &avoid, (MAX_ENTRIES, MAX_BYTES)))
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|r| r)
+            .map_err(|e| WorkspaceError::Io {
+                action: "cannot read",
+                path: source.to_path_buf(),
+                detail: e.to_string(),
+            })?;
+    if let Some(what) = too_large {
+        return Err(WorkspaceError::TooLargeToCopy {
+            path: source.to_path_buf(),
+            what,
+        });
+    }
+    let (from, to, history) = (
         source.to_path_buf(),
         dir.to_path_buf(),
         history.to_path_buf(),
     );
-    tokio::task::spawn_blocking(move || copy_tree(&source, &dir, &[&dir, &history]))
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))
-        .and_then(|r| r)
-        .map_err(|e| WorkspaceError::Io {
-            action: "cannot copy the directory into the run's workspace at",
-            path: absolute(Path::new(".")).unwrap_or_default(),
-            detail: e.to_string(),
-        })
+    let copied = tokio::task::spawn_blocking(move || {
+        let avoid = [to.clone(), history];
+        copy_tree(&from, &to, &avoid)
+    })
+    .await
+    .map_err(|e| std::io::Error::other(e.to_string()))
+    .and_then(|r| r);
+    if let Err(e) = copied {
+        // A copy cut short (a full disk) is not left behind.
+        let _ = remove_tree(dir).await;
+        return Err(WorkspaceError::Io {
+            action: "cannot copy the project's files into",
+            path: dir.to_path_buf(),
+            detail: format!("{e} (copying {})", source.display()),
+        });
+    }
+    Ok(())
 }
 
-/// The copy itself, with an explicit stack (a tree of any depth, no recursion).
-fn copy_tree(source: &Path, dir: &Path, avoid: &[&PathBuf]) -> std::io::Result<()> {
+/// Walks what [`copy_tree`] would copy, stopping at the first limit passed: `Some(limit)`
+/// when the copy would be too large. The root directory is too large by definition.
+fn measure(
+    source: &Path,
+    avoid: &[PathBuf],
+    (max_entries, max_bytes): (u64, u64),
+) -> std::io::Result<Option<String>> {
+    if source.parent().is_none() {
+        return Ok(Some("the root of the file system".to_owned()));
+    }
+    let device = std::fs::metadata(source)?.dev();
+    let (mut entries, mut bytes) = (0u64, 0u64);
+    let mut stack = vec![source.to_path_buf()];
+    while let Some(from) = stack.pop() {
+        for entry in std::fs::read_dir(&from)? {
+            let entry = entry?;
+            let path = entry.path();
+            if skipped(&entry.file_name(), &path, avoid) {
+                continue;
+            }
+            entries += 1;
+            let meta = entry.metadata()?;
+            if meta.is_dir() && meta.dev() == device {
+                stack.push(path);
+            } else if meta.is_file() {
+                bytes += meta.len();
+            }
+            if entries > max_entries {
+                return Ok(Some(format!(
+                    "more than {max_entries} files and directories"
+                )));
+            }
+            if bytes > max_bytes {
+                return Ok(Some(format!("more than {} MiB", max_bytes >> 20)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Whether an entry is left out of a copy: a skipped name, or a directory holding the copy
+/// or its history.
+fn skipped(name: &std::ffi::OsStr, path: &Path, avoid: &[PathBuf]) -> bool {
+    SKIPPED.iter().any(|s| name == *s) || avoid.iter().any(|a| a.starts_with(path))
+}
+
+/// The copy itself, with an explicit stack (a tree of any depth, no recursion); it stays
+/// on the source's file system.
+fn copy_tree(source: &Path, dir: &Path, avoid: &[PathBuf]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
+    let device = std::fs::metadata(source)?.dev();
     let mut stack = vec![(source.to_path_buf(), dir.to_path_buf())];
     while let Some((from, to)) = stack.pop() {
         for entry in std::fs::read_dir(&from)? {
             let entry = entry?;
             let name = entry.file_name();
             let path = entry.path();
-            if SKIPPED.iter().any(|s| name == *s) || avoid.iter().any(|a| a.starts_with(&path)) {
+            if skipped(&name, &path, avoid) {
                 continue;
             }
             let target = to.join(&name);
             let kind = entry.file_type()?;
             if kind.is_dir() {
+                if entry.metadata()?.dev() != device {
+                    continue;
+                }
                 std::fs::create_dir(&target)?;
                 stack.push((path, target));
             } else if kind.is_file() {
@@ -162,4 +246,39 @@ async fn write_file(target: &Path, bytes: &[u8]) -> Result<(), WorkspaceError> {
     tokio::fs::write(target, bytes)
         .await
         .map_err(|e| io("cannot write", e))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn issue_25_a_copy_is_measured_against_its_limits_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("src");
+        std::fs::create_dir_all(source.join("a/.git")).unwrap();
+        for i in 0..5 {
+            std::fs::write(source.join(format!("a/f{i}")), vec![b'x'; 1024]).unwrap();
+        }
+        std::fs::write(source.join("a/.git/skipped"), "x").unwrap();
+        let fits = measure(&source, &[], (6, 1 << 20)).unwrap();
+        assert_eq!(fits, None, "a, its five files; .git not counted");
+        let entries = measure(&source, &[], (5, 1 << 20)).unwrap();
+        assert_eq!(
+            entries.as_deref(),
+            Some("more than 5 files and directories")
+        );
+        let bytes = measure(&source, &[], (100, 4_000)).unwrap();
+        assert!(bytes.unwrap().starts_with("more than"));
+        // The directory holding the copy is not counted (nor copied).
+        let inside = measure(&source, &[source.join("a/x")], (0, 0)).unwrap();
+        assert_eq!(inside, None);
+        assert_eq!(
+            measure(Path::new("/"), &[], (u64::MAX, u64::MAX))
+                .unwrap()
+                .as_deref(),
+            Some("the root of the file system")
+        );
+    }
 }

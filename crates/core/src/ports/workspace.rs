@@ -293,6 +293,17 @@ pub enum WorkspaceError {
         /// The files.
         files: Vec<String>,
     },
+    /// A directory that is not a git repository, too large to copy for a run.
+    #[error(
+        "{} is too large to work on as a copy ({what}); make it a git repository (`git init`, then commit) so the run works in a worktree instead, or point at a smaller directory",
+        path.display()
+    )]
+    TooLargeToCopy {
+        /// The directory.
+        path: PathBuf,
+        /// Which limit, in words ("more than 50000 files").
+        what: String,
+    },
     /// `apply --commit` of a run on a directory that is not a git repository.
     #[error(
         "{} is not a git repository, so there is no branch to commit onto; `fabric apply` without `--commit` copies the changed files into it",
@@ -352,6 +363,7 @@ impl WorkspaceError {
             | Self::Conflict { .. }
             | Self::Uncommitted { .. }
             | Self::CopyConflict { .. }
+            | Self::TooLargeToCopy { .. }
             | Self::NothingToCommitOnto { .. }
             | Self::NoProject { .. } => true,
             Self::NotFound { .. }
@@ -382,6 +394,7 @@ impl WorkspaceError {
             Self::Conflict { .. } => "conflict",
             Self::Uncommitted { .. } => "uncommitted",
             Self::CopyConflict { .. } => "copy_conflict",
+            Self::TooLargeToCopy { .. } => "too_large_to_copy",
             Self::NothingToCommitOnto { .. } => "nothing_to_commit_onto",
             Self::NoProject { .. } => "no_project",
             Self::Io { .. } => "io",

@@ -48,7 +48,7 @@ impl Versioning {
         project: &ProjectRequest,
     ) -> Result<RunWorkspace, ServiceError> {
         let repo = std::path::absolute(&project.path).map_err(|e| {
-            ServiceError::Invalid(format!(
+            ServiceError::InvalidProject(format!(
                 "project `{}`: {e}; give the path of a repository's working tree",
                 project.path.display()
             ))
@@ -77,20 +77,32 @@ impl Versioning {
             }
             Err(e) => return Err(opening_failed(&e)),
         };
-        let opened = self.opened(&spec, handle.as_ref(), project.base.clone(), None);
-        self.first_push(handle.as_ref()).await?;
-        Ok(RunWorkspace::new(handle, opened))
+        self.opened_new(&spec, handle, project.base.clone()).await
     }
 
     /// A new run's copy of `source`, a directory that is not a git repository.
     async fn copy(&self, id: &RunId, source: PathBuf) -> Result<RunWorkspace, ServiceError> {
-        let spec = self.copy_spec(id, source);
+        self.create(&self.copy_spec(id, source)).await
+    }
+
+    /// A new run's workspace of `spec`.
+    async fn create(&self, spec: &WorkspaceSpec) -> Result<RunWorkspace, ServiceError> {
         let handle = self
             .workspaces
-            .create(&spec)
+            .create(spec)
             .await
             .map_err(|e| opening_failed(&e))?;
-        let opened = self.opened(&spec, handle.as_ref(), None, None);
+        self.opened_new(spec, handle, None).await
+    }
+
+    /// A new run's workspace, just made: its `workspace` event, and its branch pushed.
+    async fn opened_new(
+        &self,
+        spec: &WorkspaceSpec,
+        handle: Arc<dyn crate::ports::Workspace>,
+        base_ref: Option<String>,
+    ) -> Result<RunWorkspace, ServiceError> {
+        let opened = self.opened(spec, handle.as_ref(), base_ref, None);
         self.first_push(handle.as_ref()).await?;
         Ok(RunWorkspace::new(handle, opened))
     }
@@ -116,15 +128,7 @@ impl Versioning {
         id: &RunId,
         workspace: &Path,
     ) -> Result<RunWorkspace, ServiceError> {
-        let spec = self.scratch_spec(id, workspace);
-        let handle = self
-            .workspaces
-            .create(&spec)
-            .await
-            .map_err(|e| opening_failed(&e))?;
-        let opened = self.opened(&spec, handle.as_ref(), None, None);
-        self.first_push(handle.as_ref()).await?;
-        Ok(RunWorkspace::new(handle, opened))
+        self.create(&self.scratch_spec(id, workspace)).await
     }
 
     /// A continued run's workspace, reopened and restored to `checkpoint` (its base when

@@ -311,7 +311,9 @@ async fn issue_25_a_base_other_than_head_and_the_bad_inputs_say_what_to_do() {
     assert!(!workspace.join("later.txt").exists(), "started from v1");
 
     let file = repo.join("README.md");
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 5] = [
+        (&["--project", "/"], "too large to work on as a copy"),
+        (&["--project", "//"], "the root of the file system"),
         (&["--project", "/nonexistent/repo"], "not a directory"),
         (
             &["--project", file.to_str().expect("utf-8")],
