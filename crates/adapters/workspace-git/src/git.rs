@@ -291,18 +291,7 @@ impl Git {
     }
 }
 
-/// A remote as safe to print: without a password or token in its URL.
-pub(crate) fn redact(remote: &str) -> String {
-    if let Some((scheme, rest)) = remote.split_once("://")
-        && let Some((userinfo, host)) = rest.split_once('@')
-        && !userinfo.contains('/')
-    {
-        // A user name alone may be a token (`https://<token>@host`): none is kept.
-        let _ = userinfo;
-        return format!("{scheme}://{host}");
-    }
-    remote.to_string()
-}
+pub(crate) use fabric_core::ports::remote_shown as redact;
 
 /// Splits `-z` output into its fields.
 pub(crate) fn fields(bytes: &[u8]) -> impl Iterator<Item = String> + '_ {
@@ -327,6 +316,8 @@ mod tests {
             redact("git@example.com:team/r.git"),
             "git@example.com:team/r.git"
         );
+        // The runlog's `workspace.remote` is written by the same rule (issue #25).
+        assert_eq!(redact("ssh://git@host/repo"), "ssh://host/repo");
     }
 
     #[test]

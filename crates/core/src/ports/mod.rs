@@ -33,5 +33,5 @@ pub use store::{
 pub use tool::{Tool, ToolContext, ToolError};
 pub use workspace::{
     AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileStat, StepNote, Workspace,
-    WorkspaceError, WorkspaceOrigin, WorkspaceSpec, Workspaces,
+    WorkspaceError, WorkspaceOrigin, WorkspaceSpec, Workspaces, remote_shown,
 };

@@ -35,6 +35,19 @@ impl fmt::Display for CommitId {
     }
 }
 
+/// A remote as messages and runlogs show it: without the user name, password or token in
+/// it (`https://bob:s3cret@host/r.git` gives `https://host/r.git`; a user name alone may be
+/// a token). A path or an scp-like `git@host:r.git` is shown as given.
+pub fn remote_shown(remote: &str) -> String {
+    if let Some((scheme, rest)) = remote.split_once("://")
+        && let Some((userinfo, host)) = rest.split_once('@')
+        && !userinfo.contains('/')
+    {
+        return format!("{scheme}://{host}");
+    }
+    remote.to_string()
+}
+
 /// Where a workspace's files come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkspaceOrigin {

@@ -217,7 +217,7 @@ impl Versioning {
             branch: handle.branch().to_owned(),
             base: handle.base().to_string(),
             base_ref,
-            remote: spec.remote.as_deref().map(without_credentials),
+            remote: spec.remote.as_deref().map(crate::ports::remote_shown),
             restored_to,
         }
     }
@@ -278,22 +278,20 @@ impl super::RunService {
         id: &RunId,
     ) -> Result<Option<(&Versioning, WorkspaceSpec)>, ServiceError> {
         let store = &self.inner.store;
-        let summary = store.get_run(id).await.map_err(|e| match e {
+        // One read of the runlog: whether the run ended, and its workspace.
+        let events = store.read_events(id).await.map_err(|e| match e {
             crate::ports::StoreError::NotFound(_) => ServiceError::Invalid(format!(
                 "no run `{id}`; `fabric logs list` shows the runs and their ids"
             )),
             e => ServiceError::Store(e.to_string()),
         })?;
-        if summary.status == fabric_domain::RunStatus::Running {
+        let history = crate::history::RunHistory::read(id.clone(), &events);
+        if history.ended.is_none() {
             return Err(ServiceError::Invalid(format!(
                 "run `{id}` has not ended (it is running, or its process stopped: `fabric resume {id}` or cancel it first)"
             )));
         }
-        let events = store
-            .read_events(id)
-            .await
-            .map_err(|e| ServiceError::Store(e.to_string()))?;
-        let Some(recorded) = crate::history::RunHistory::read(id.clone(), &events).workspace else {
+        let Some(recorded) = history.workspace else {
             return Ok(None);
         };
         let Some(versioning) = &self.inner.versioning else {
@@ -348,38 +346,5 @@ fn opening_failed(e: &WorkspaceError) -> ServiceError {
         ServiceError::InvalidProject(e.to_string())
     } else {
         ServiceError::Internal(format!("cannot open the run's workspace: {e}"))
-    }
-}
-
-/// A remote URL without the password or token in it (`https://user:secret@host/x` gives
-/// `https://host/x`).
-fn without_credentials(remote: &str) -> String {
-    match remote.split_once("://") {
-        Some((scheme, rest)) => match rest.split_once('/') {
-            Some((authority, path)) => {
-                let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-                format!("{scheme}://{host}/{path}")
-            }
-            None => remote.to_owned(),
-        },
-        None => remote.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::without_credentials;
-
-    #[test]
-    fn remotes_are_recorded_without_credentials() {
-        assert_eq!(
-            without_credentials("https://u:secret@example.com/r.git"),
-            "https://example.com/r.git"
-        );
-        assert_eq!(without_credentials("/srv/remote.git"), "/srv/remote.git");
-        assert_eq!(
-            without_credentials("ssh://git@host/repo"),
-            "ssh://host/repo"
-        );
     }
 }
