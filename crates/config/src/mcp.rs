@@ -1,7 +1,8 @@
 //! The `mcp_servers` key of a specialist, checked.
 
 use fabric_domain::{
-    DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, McpServerSpec, McpTransport,
+    DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, McpElicitation, McpServerSpec,
+    McpTransport,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -25,6 +26,8 @@ pub(crate) struct RawMcpServer {
     pub(crate) required: Option<bool>,
     pub(crate) startup_timeout_s: Option<u64>,
     pub(crate) call_timeout_s: Option<u64>,
+    pub(crate) sampling: Option<bool>,
+    pub(crate) elicitation: Option<McpElicitation>,
 }
 
 /// `(key, problem)`: the key is relative to the entry, e.g. `mcp_servers[0].url`.
@@ -189,6 +192,8 @@ fn check_server(s: RawMcpServer, at: &dyn Fn(&str) -> String) -> Result<McpServe
         required: s.required.unwrap_or(false),
         startup_timeout_s,
         call_timeout_s,
+        sampling: s.sampling.unwrap_or(true),
+        elicitation: s.elicitation.unwrap_or_default(),
     })
 }
 

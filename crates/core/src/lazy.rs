@@ -132,6 +132,10 @@ impl ToolSource for LazyTools {
         self.state.inner.take_notices()
     }
 
+    async fn noticed(&self) {
+        self.state.inner.noticed().await;
+    }
+
     /// A schema loaded before the run's process stopped is loaded again (by its tool's own
     /// name when the tool is known by now, as `load_tool_schema` would have done).
     fn replayed(&self, tool: &str, args: &Value) {
@@ -363,6 +367,7 @@ mod tests {
 
     fn ctx() -> ToolContext {
         ToolContext {
+            sampler: None,
             run_id: RunId::parse("r1").unwrap(),
             workspace: std::env::temp_dir(),
             network_allowed: false,

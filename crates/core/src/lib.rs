@@ -60,6 +60,7 @@ mod recorded;
 mod recorder;
 pub mod recruit;
 pub mod repair;
+mod sampling;
 pub mod search;
 pub mod service;
 pub mod trace;
@@ -73,7 +74,8 @@ pub use ports::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ClaimedRun, CommandWatch,
     EmbeddingClient, EventSink, Liveness, NewRun, NoOsSandbox, NoopObserver, ProcessSandbox,
     QueryEmbedding, QueueSignal, QueuedCancel, Reindexed, Release, Renewal, RunCatalog, RunLog,
-    RunObserver, RunQuery, RunQueue, RunSandbox, RunStore, SandboxGuard, SearchHit, SearchQuery,
-    SecurityNotice, StaticTools, StatsGroup, StatsQuery, StatsRow, StoreError, Tool, ToolContext,
-    ToolDefinitions, ToolError, ToolNotice, ToolSource, Withheld, WorkspaceFiles,
+    RunObserver, RunQuery, RunQueue, RunSandbox, RunStore, SampleError, SampleRequest, Sampled,
+    Sampler, SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools, StatsGroup,
+    StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolNotice,
+    ToolSource, Withheld, WorkspaceFiles,
 };

@@ -122,6 +122,21 @@ impl Counters {
             .observe(latency_ms / 1000.0);
     }
 
+    /// Tokens a call of `key` used.
+    fn count_tokens(&mut self, key: &str, usage: fabric_domain::Usage) {
+        for (n, kind) in [
+            (usage.prompt_tokens, "input"),
+            (usage.completion_tokens, "output"),
+        ] {
+            *self.tokens.entry((key.to_owned(), kind)).or_default() += n;
+            #[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
+            self.token_usage
+                .entry((key.to_owned(), kind))
+                .or_insert_with(|| Histogram::new(TOKENS))
+                .observe(n as f64);
+        }
+    }
+
     /// A tool call of `tool` begun at `started` ended at `ended`.
     fn tool_ended(&mut self, tool: String, started: f64, ended: f64) {
         self.tool_seconds
@@ -233,17 +248,13 @@ impl Metrics {
                     q.1 += seconds;
                 }
                 if let Some(usage) = response.usage {
-                    for (n, kind) in [
-                        (usage.prompt_tokens, "input"),
-                        (usage.completion_tokens, "output"),
-                    ] {
-                        *c.tokens.entry((key.clone(), kind)).or_default() += n;
-                        #[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
-                        c.token_usage
-                            .entry((key.clone(), kind))
-                            .or_insert_with(|| Histogram::new(TOKENS))
-                            .observe(n as f64);
-                    }
+                    c.count_tokens(&key, usage);
+                }
+            }
+            // A server's completion by the run's model is a model call of its key (issue #29).
+            EventPayload::McpRequest(request) => {
+                if let (Some(key), Some(usage)) = (request.model_key, request.usage) {
+                    c.count_tokens(&key, usage);
                 }
             }
             EventPayload::RoutingResponse(response) => {
@@ -308,6 +319,7 @@ impl Metrics {
             | EventPayload::LoopDetected(_)
             | EventPayload::Workspace(_)
             | EventPayload::Checkpoint(_)
+            | EventPayload::McpMessage(_)
             | EventPayload::Unknown(_) => {}
         }
     }

@@ -2,7 +2,7 @@
 //! the gate and the run's preparation alike, so none of them imports another for it.
 
 /// The model and how to sample it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelParams {
     /// The model name on the server.
     pub name: String,

@@ -44,6 +44,10 @@ pub enum EventKind {
     LoopDetected,
     /// An MCP server started, failed, timed out, stopped or changed its tools.
     McpServer,
+    /// An MCP server's log message or a tool call's progress (issue #29).
+    McpMessage,
+    /// An MCP server's request to the fabric (sampling, elicitation, roots) and its answer.
+    McpRequest,
     /// The run's process stopped before its end and another one continues it from its
     /// runlog (docs/DURABILITY.md).
     RunResumed,
@@ -64,7 +68,7 @@ pub enum EventKind {
 impl EventKind {
     /// Every kind this version knows (all but [`EventKind::Unknown`]), in the order of
     /// docs/RUNLOG.md, with `loop_detected` before the terminal kinds.
-    pub const ALL: [EventKind; 24] = [
+    pub const ALL: [EventKind; 26] = [
         Self::RunStart,
         Self::Workspace,
         Self::Recruitment,
@@ -80,6 +84,8 @@ impl EventKind {
         Self::ToolCall,
         Self::ToolResult,
         Self::ToolError,
+        Self::McpMessage,
+        Self::McpRequest,
         Self::Checkpoint,
         Self::CriticReview,
         Self::RepairRound,
@@ -118,6 +124,8 @@ impl EventKind {
             Self::SecurityEvent => "security_event",
             Self::LoopDetected => "loop_detected",
             Self::McpServer => "mcp_server",
+            Self::McpMessage => "mcp_message",
+            Self::McpRequest => "mcp_request",
             Self::RunResumed => "run_resumed",
             Self::Workspace => "workspace",
             Self::Checkpoint => "checkpoint",
@@ -193,6 +201,8 @@ mod tests {
             | EventKind::SecurityEvent
             | EventKind::LoopDetected
             | EventKind::McpServer
+            | EventKind::McpMessage
+            | EventKind::McpRequest
             | EventKind::PackEnd
             | EventKind::RunResumed
             | EventKind::Workspace

@@ -23,16 +23,17 @@ use serde_json::Value;
 
 pub use payloads::{
     Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, Finding,
-    LlmRequest, LlmResponse, LlmToolCall, LoopDetected, McpServer, PackEnd, PackStart, Recruitment,
-    RepairRound, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart,
-    SecurityEvent, SkippedTool, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError,
-    ToolResult, WorkspaceOpened, WorkspaceResult,
+    LlmRequest, LlmResponse, LlmToolCall, LoopDetected, MAX_MCP_MESSAGE_CHARS, McpMessage,
+    McpRequest, McpServer, PackEnd, PackStart, Recruitment, RepairRound, RoutingRequest,
+    RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, SkippedTool,
+    TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult, WorkspaceOpened,
+    WorkspaceResult,
 };
 pub use sample::sample_payload;
 pub use view::EventPayload;
 pub use vocab::{
-    CallPurpose, McpStatus, RoutingMethod, RunOrigin, SecurityEventType, TaskForceMode,
-    ToolErrorType,
+    CallPurpose, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod, RunOrigin,
+    SecurityEventType, TaskForceMode, ToolErrorType,
 };
 
 use crate::{DomainError, EventKind, RunEvent};
@@ -80,6 +81,8 @@ fixed_kind! {
     PackStart => PackStart,
     PackEnd => PackEnd,
     McpServer => McpServer,
+    McpMessage => McpMessage,
+    McpRequest => McpRequest,
     LlmRequest => LlmRequest,
     RunResumed => RunResumed,
     RoutingRequest => LlmRequest,

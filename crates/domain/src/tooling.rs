@@ -130,6 +130,19 @@ crate::words::closed_set! {
     }
 }
 
+crate::words::closed_set! {
+    /// How the fabric answers an MCP server's question to the user (`elicitation/create`):
+    /// a run has no one to ask (issue #29).
+    pub enum McpElicitation {
+        /// Declined, with the reason recorded.
+        #[default]
+        Decline = "decline",
+        /// Accepted with the defaults the server's form gives, when it gives one for every
+        /// field it requires; otherwise declined.
+        Defaults = "defaults",
+    }
+}
+
 /// One MCP server a specialist uses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpServerSpec {
@@ -145,6 +158,17 @@ pub struct McpServerSpec {
     pub startup_timeout_s: u64,
     /// Seconds one tool call may take.
     pub call_timeout_s: u64,
+    /// Whether the server may ask the run's model for a completion (`sampling/createMessage`):
+    /// answered by the member's own model key, counted in the run's budget, recorded.
+    #[serde(default = "sampling_default")]
+    pub sampling: bool,
+    /// How its questions to the user (`elicitation/create`) are answered.
+    #[serde(default)]
+    pub elicitation: McpElicitation,
+}
+
+fn sampling_default() -> bool {
+    true
 }
 
 /// How an MCP server is reached.

@@ -24,9 +24,14 @@ use crate::stderr::StderrTail;
 /// `npx`, `uvx` and most servers need to find their runtime and cache, and nothing secret.
 const BASE_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TERM"];
 
+/// The client side of one connection.
+pub(crate) type Service = RunningService<RoleClient, Handler>;
+
 /// A live connection; dropping it ends the server.
 pub(crate) struct Connection {
-    pub(crate) service: RunningService<RoleClient, Handler>,
+    /// Shared with the server's tools (weakly): a call drives the 2026-07-28 multi-round
+    /// requests (SEP-2322) through the service's handler.
+    pub(crate) service: Arc<RunningService<RoleClient, Handler>>,
     /// Declared after `service` so the transport closes first, then the group is killed.
     _guard: Option<GroupGuard>,
 }
@@ -184,7 +189,7 @@ async fn connect_with(
                 .await
                 .map_err(|e| handshake_failed(spec, e, tail.describe()))?;
             Ok(Connection {
-                service,
+                service: Arc::new(service),
                 _guard: guard,
             })
         }
@@ -212,7 +217,7 @@ async fn connect_with(
                         detail: e.to_string(),
                     })?;
             Ok(Connection {
-                service,
+                service: Arc::new(service),
                 _guard: None,
             })
         }
@@ -242,7 +247,7 @@ async fn connect_with(
                 .await
                 .map_err(|e| handshake_failed(spec, e, String::new()))?;
             Ok(Connection {
-                service,
+                service: Arc::new(service),
                 _guard: None,
             })
         }

@@ -25,6 +25,7 @@
 //!
 //! Depends on `fabric-core` and `fabric-domain` only.
 
+mod asks;
 mod completion;
 mod connect;
 mod error;

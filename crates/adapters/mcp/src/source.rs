@@ -16,14 +16,14 @@ use fabric_domain::runlog::{McpServer, McpStatus, Payload as _, SkippedTool};
 use fabric_domain::{EventKind, MCP_TOOL_PREFIX, McpServerSpec, SpecialistSpec, pattern_matches};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 
 use crate::connect::{Connection, connect};
 use crate::error::McpError;
-use crate::handler::Handler;
+use crate::handler::{Handler, RunLoan};
 use crate::stderr::StderrTail;
 use crate::tool::{Converted, McpTool, convert};
 
@@ -57,6 +57,27 @@ pub(crate) struct Shared {
     started_at: Instant,
     /// Run on each stdio server's command before it is spawned.
     spawn_hook: Option<crate::connect::SpawnHook>,
+    /// Woken when a notice is queued, so the loop records it while a call still runs.
+    noticed: tokio::sync::Notify,
+    /// The run's workspace and model, lent to the servers' requests once the run starts.
+    loan: Mutex<Option<RunLoan>>,
+    /// The tool each server is running now, by server: a member settles its calls one at a
+    /// time, so the server's progress belongs to it.
+    calling: Mutex<BTreeMap<String, String>>,
+}
+
+/// While held, `server` is running `tool`.
+pub(crate) struct Calling {
+    hub: Weak<Shared>,
+    server: String,
+}
+
+impl Drop for Calling {
+    fn drop(&mut self) {
+        if let Some(hub) = self.hub.upgrade() {
+            lock(&hub.calling).remove(&self.server);
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -72,15 +93,45 @@ impl Shared {
         let mut notice = McpServer::new(server, status, elapsed_ms);
         details(&mut notice);
         // A notice holds names and texts only, which JSON always holds.
-        let payload = notice.to_json().unwrap_or_default();
-        let mut notices = lock(&self.notices);
-        if notices.len() == MAX_PENDING_NOTICES {
-            notices.pop_front();
+        self.push_notice(EventKind::McpServer, notice.to_json().unwrap_or_default());
+    }
+
+    /// Queues an event for the loop to record, and wakes it.
+    pub(crate) fn push_notice(&self, kind: EventKind, payload: serde_json::Value) {
+        {
+            let mut notices = lock(&self.notices);
+            if notices.len() == MAX_PENDING_NOTICES {
+                notices.pop_front();
+            }
+            notices.push_back(ToolNotice { kind, payload });
         }
-        notices.push_back(ToolNotice {
-            kind: EventKind::McpServer,
-            payload,
-        });
+        // A permit is kept when no one waits, so a notice queued just before the loop
+        // starts waiting still wakes it.
+        self.noticed.notify_one();
+    }
+
+    /// Marks `server` as running `tool` until the guard is dropped.
+    pub(crate) fn calling(self: &Arc<Self>, server: &str, tool: &str) -> Calling {
+        lock(&self.calling).insert(server.to_owned(), tool.to_owned());
+        Calling {
+            hub: Arc::downgrade(self),
+            server: server.to_owned(),
+        }
+    }
+
+    /// The tool `server` is running, if any.
+    pub(crate) fn call_of(&self, server: &str) -> Option<String> {
+        lock(&self.calling).get(server).cloned()
+    }
+
+    /// The run's workspace, once the run started its servers.
+    pub(crate) fn workspace(&self) -> Option<std::path::PathBuf> {
+        lock(&self.loan).as_ref().map(|l| l.workspace.clone())
+    }
+
+    /// The member's model, once the run started its servers (none outside a loop).
+    pub(crate) fn sampler(&self) -> Option<Arc<dyn fabric_core::Sampler>> {
+        lock(&self.loan).as_ref().and_then(|l| l.sampler.clone())
     }
 
     /// Whether the specialist wants this tool: every tool of its servers, unless its
@@ -147,9 +198,9 @@ impl Shared {
     async fn list(
         self: &Arc<Self>,
         spec: &McpServerSpec,
-        peer: &rmcp::service::Peer<rmcp::RoleClient>,
+        service: &Arc<crate::connect::Service>,
     ) -> Result<(Vec<Arc<dyn Tool>>, Vec<SkippedTool>), McpError> {
-        let listed = peer
+        let listed = service
             .list_all_tools()
             .await
             .map_err(|e| McpError::ListTools {
@@ -166,7 +217,7 @@ impl Shared {
                             *contract,
                             &spec.name,
                             remote,
-                            peer.clone(),
+                            Arc::downgrade(service),
                             Duration::from_secs(spec.call_timeout_s),
                             Arc::downgrade(self),
                         )));
@@ -223,6 +274,9 @@ impl McpTools {
                 notices: Mutex::new(VecDeque::new()),
                 started_at: Instant::now(),
                 spawn_hook: None,
+                noticed: tokio::sync::Notify::new(),
+                loan: Mutex::new(None),
+                calling: Mutex::new(BTreeMap::new()),
             }),
             started: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
@@ -266,10 +320,14 @@ async fn run_server(shared: Arc<Shared>, name: String) {
     let (changed_tx, mut changed_rx) = mpsc::channel(1);
     let handler = Handler {
         tools_changed: changed_tx,
+        server: name.clone(),
+        sampling: spec.sampling,
+        elicitation: spec.elicitation,
+        hub: Arc::downgrade(&shared),
     };
     let started = tokio::time::timeout(Duration::from_secs(spec.startup_timeout_s), async {
         let connection = connect(&spec, handler, tail.clone(), shared.spawn_hook).await?;
-        let listed = shared.list(&spec, connection.service.peer()).await?;
+        let listed = shared.list(&spec, &connection.service).await?;
         Ok::<_, McpError>((connection, listed))
     })
     .await;
@@ -285,7 +343,7 @@ async fn run_server(shared: Arc<Shared>, name: String) {
             return fail(&shared, &name, McpStatus::Timeout, e.to_string());
         }
     };
-    let peer = connection.service.peer().clone();
+    let service = connection.service.clone();
     let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
     if let Some(entry) = lock(&shared.entries).get_mut(&name) {
         entry.tools = tools;
@@ -302,7 +360,7 @@ async fn run_server(shared: Arc<Shared>, name: String) {
     }
 
     while changed_rx.recv().await.is_some() {
-        match shared.list(&spec, &peer).await {
+        match shared.list(&spec, &service).await {
             Ok((tools, skipped)) => {
                 let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
                 if let Some(entry) = lock(&shared.entries).get_mut(&name) {
@@ -331,10 +389,14 @@ fn fail(shared: &Shared, name: &str, status: McpStatus, error: String) {
 
 #[async_trait]
 impl ToolSource for McpTools {
-    async fn start(&self, _ctx: &ToolContext) -> Result<(), SourceError> {
+    async fn start(&self, ctx: &ToolContext) -> Result<(), SourceError> {
         if self.started.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        *lock(&self.shared.loan) = Some(RunLoan {
+            workspace: ctx.workspace.clone(),
+            sampler: ctx.sampler.clone(),
+        });
         // Waited for before the first model call: `required` servers (the run fails without
         // them) and servers whose tools the specialist names (the model must see them on
         // its first step; without them the run goes on, and the notice says why).
@@ -398,5 +460,9 @@ impl ToolSource for McpTools {
 
     fn take_notices(&self) -> Vec<ToolNotice> {
         lock(&self.shared.notices).drain(..).collect()
+    }
+
+    async fn noticed(&self) {
+        self.shared.noticed.notified().await;
     }
 }

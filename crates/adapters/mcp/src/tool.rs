@@ -5,9 +5,10 @@ use async_trait::async_trait;
 use fabric_core::{Tool, ToolContext, ToolError};
 use fabric_domain::{ToolAnnotations, ToolSpec, mcp_tool_name};
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
 use std::sync::Weak;
+
+use crate::connect::Service;
 use std::time::Duration;
 
 use crate::source::Shared;
@@ -20,7 +21,8 @@ pub(crate) struct McpTool {
     spec: ToolSpec,
     server: String,
     remote_name: String,
-    peer: Peer<RoleClient>,
+    /// Weak: the connection owns the service; a call holds it only while it runs.
+    service: Weak<Service>,
     timeout: Duration,
     hub: Weak<Shared>,
 }
@@ -84,7 +86,7 @@ impl McpTool {
         spec: ToolSpec,
         server: &str,
         remote_name: String,
-        peer: Peer<RoleClient>,
+        service: Weak<Service>,
         timeout: Duration,
         hub: Weak<Shared>,
     ) -> Self {
@@ -92,10 +94,24 @@ impl McpTool {
             spec,
             server: server.to_owned(),
             remote_name,
-            peer,
+            service,
             timeout,
             hub,
         }
+    }
+}
+
+impl McpTool {
+    /// The server stopped: its tools go, and the model is told to use others.
+    fn stopped(&self, why: &str) -> ToolError {
+        let detail = match self.hub.upgrade() {
+            Some(hub) => hub.server_stopped(&self.server),
+            None => String::new(),
+        };
+        ToolError::Failed(format!(
+            "MCP server `{}` stopped while running `{}` ({why}{detail}); its tools are not available any more in this run, use other tools",
+            self.server, self.spec.name
+        ))
     }
 }
 
@@ -114,12 +130,27 @@ impl Tool for McpTool {
             CallToolRequestParams::new(self.remote_name.clone()).with_arguments(arguments);
         // The tool call's span as the server's parent, in `_meta` (SEP-414), when the run is
         // traced (issue #13); stdio and HTTP servers alike.
+        let mut meta = rmcp::model::RequestMetaObject::new();
         if let Some(traceparent) = fabric_core::trace::current_traceparent() {
-            let mut meta = rmcp::model::RequestMetaObject::new();
             meta.set_traceparent(traceparent);
-            params.meta = Some(meta);
         }
-        let answer = tokio::time::timeout(self.timeout, self.peer.call_tool(params)).await;
+        // Log messages of `info` and above during the call (a 2026-07-28 server sends none
+        // unless asked; issue #29). rmcp adds a progress token to every request.
+        #[expect(deprecated)] // logging leaves in a future revision (SEP-2577)
+        meta.set_log_level(rmcp::model::LoggingLevel::Info);
+        params.meta = Some(meta);
+        let Some(service) = self.service.upgrade() else {
+            return Err(self.stopped("the connection is closed"));
+        };
+        // The server's progress during the call is recorded as this tool's.
+        let _calling = self
+            .hub
+            .upgrade()
+            .map(|hub| hub.calling(&self.server, &self.spec.name));
+        // `call_tool` answers a 2026-07-28 server's input requests (sampling, elicitation,
+        // roots; SEP-2322) through our handler and retries, as a 2025-11-25 server's own
+        // requests are answered during the call.
+        let answer = tokio::time::timeout(self.timeout, service.call_tool(params)).await;
         let result = match answer {
             Err(_) => {
                 return Err(ToolError::Failed(format!(
@@ -130,15 +161,8 @@ impl Tool for McpTool {
                 )));
             }
             Ok(Err(e)) => {
-                if self.peer.is_transport_closed() {
-                    let detail = match self.hub.upgrade() {
-                        Some(hub) => hub.server_stopped(&self.server),
-                        None => String::new(),
-                    };
-                    return Err(ToolError::Failed(format!(
-                        "MCP server `{}` stopped while running `{}` ({e}{detail}); its tools are not available any more in this run, use other tools",
-                        self.server, self.spec.name
-                    )));
+                if service.is_transport_closed() {
+                    return Err(self.stopped(&e.to_string()));
                 }
                 return Err(ToolError::Failed(format!(
                     "`{}` failed: {e}",

@@ -51,6 +51,10 @@ fn stdio(name: &str, command: &str, args: Vec<String>) -> McpServerSpec {
         required: false,
         startup_timeout_s: 60,
         call_timeout_s: 30,
+
+        sampling: true,
+
+        elicitation: fabric_domain::McpElicitation::Decline,
     }
 }
 
@@ -63,6 +67,7 @@ fn specialist(servers: Vec<McpServerSpec>, tools: &[&str]) -> SpecialistSpec {
 
 fn ctx(dir: &std::path::Path) -> ToolContext {
     ToolContext {
+        sampler: None,
         run_id: RunId::parse("test-run").unwrap_or_else(|e| panic!("{e}")),
         workspace: dir.to_path_buf(),
         network_allowed: false,
@@ -550,6 +555,10 @@ async fn a_legacy_sse_server_is_reached_through_our_own_client() {
         required: true,
         startup_timeout_s: 30,
         call_timeout_s: 30,
+
+        sampling: true,
+
+        elicitation: fabric_domain::McpElicitation::Decline,
     };
     let source = McpTools::new(&specialist(vec![spec], &[]));
     let ctx = ctx(dir.path());
@@ -595,6 +604,10 @@ async fn a_streamable_http_server_is_reached_with_its_headers() {
         required: true,
         startup_timeout_s: 30,
         call_timeout_s: 30,
+
+        sampling: true,
+
+        elicitation: fabric_domain::McpElicitation::Decline,
     };
     let source = McpTools::new(&specialist(vec![spec], &["mcp__web__echo"]));
     let ctx = ctx(dir.path());
@@ -635,6 +648,10 @@ async fn a_token_variable_that_is_not_set_is_a_clear_failure() {
         required: true,
         startup_timeout_s: 5,
         call_timeout_s: 5,
+
+        sampling: true,
+
+        elicitation: fabric_domain::McpElicitation::Decline,
     };
     let source = McpTools::new(&specialist(vec![spec], &[]));
     let err = source

@@ -69,6 +69,8 @@ impl ToolEvent {
             | EventPayload::PackStart(_)
             | EventPayload::PackEnd(_)
             | EventPayload::McpServer(_)
+            | EventPayload::McpMessage(_)
+            | EventPayload::McpRequest(_)
             | EventPayload::LlmRequest(_)
             | EventPayload::RoutingRequest(_)
             | EventPayload::LlmResponse(_)

@@ -621,7 +621,11 @@ impl Tracer {
             EventPayload::Workspace(opened) => {
                 t.root.str("fabric.workspace.branch", &opened.branch)
             }
+            // A server's messages and requests are in the runlog; its tool call's span
+            // already covers the time they took.
             EventPayload::Checkpoint(_)
+            | EventPayload::McpMessage(_)
+            | EventPayload::McpRequest(_)
             | EventPayload::TaskForceParallel(_)
             | EventPayload::CorrectiveReprompt(_)
             | EventPayload::ToolCallRepaired(_)

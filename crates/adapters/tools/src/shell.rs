@@ -665,6 +665,7 @@ mod tests {
     async fn issue_15_a_bad_timeout_names_timeout_s_and_its_range() {
         use fabric_core::Tool;
         let ctx = ToolContext {
+            sampler: None,
             run_id: fabric_domain::RunId::parse("issue-15").unwrap(),
             workspace: std::env::temp_dir(),
             network_allowed: false,

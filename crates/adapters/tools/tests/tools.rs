@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 fn ctx(workspace: &Path) -> ToolContext {
     ToolContext {
+        sampler: None,
         run_id: RunId::parse("test-run").unwrap(),
         workspace: workspace.to_path_buf(),
         network_allowed: false,

@@ -350,6 +350,16 @@ impl RunObserver for HumanRenderer {
                     self.mcp_server(p);
                 }
             }
+            EventKind::McpMessage => {
+                if let Ok(p) = event.payload_as::<runlog::McpMessage>() {
+                    self.mcp_message(p);
+                }
+            }
+            EventKind::McpRequest => {
+                if let Ok(p) = event.payload_as::<runlog::McpRequest>() {
+                    self.mcp_request(p);
+                }
+            }
             EventKind::Workspace => {
                 if let Ok(p) = event.payload_as::<runlog::WorkspaceOpened>() {
                     self.workspace(&p);
@@ -438,6 +448,43 @@ impl HumanRenderer {
         self.line(format!(
             "{mark} mcp server {} {}: {detail}",
             p.server, p.status
+        ));
+    }
+
+    /// A server's log line (`[level] text`) or a call's progress (`3/10 text`).
+    fn mcp_message(&self, p: runlog::McpMessage) {
+        let text = one_line(p.message.as_deref().unwrap_or_default(), 200);
+        let head = match p.message_type {
+            runlog::McpMessageType::Progress => match (p.progress, p.total) {
+                (Some(done), Some(total)) => format!("{done}/{total}"),
+                (Some(done), None) => format!("{done}"),
+                _ => "progress".to_owned(),
+            },
+            _ => format!("[{}]", p.level.as_deref().unwrap_or("log")),
+        };
+        self.line(format!(
+            "  {} {} {head} {text}",
+            self.dim.apply_to("⋯"),
+            p.server
+        ));
+    }
+
+    /// A server's request and how it was answered.
+    fn mcp_request(&self, p: runlog::McpRequest) {
+        let answered = p.outcome == runlog::McpRequestOutcome::Answered;
+        let detail = match (&p.model, &p.usage, &p.reason) {
+            (Some(model), Some(usage), _) => format!("by {model}, {} tokens", usage.total_tokens),
+            (_, _, Some(reason)) => one_line(reason, 200),
+            _ => p.fields.map(|f| f.join(", ")).unwrap_or_default(),
+        };
+        let mark = if answered {
+            self.dim.apply_to("⇄")
+        } else {
+            self.warn.apply_to("⇄")
+        };
+        self.line(format!(
+            "  {mark} {} asked {}: {} {detail}",
+            p.server, p.method, p.outcome
         ));
     }
 }

@@ -516,6 +516,12 @@ fn issue_28_every_closed_set_key_names_its_key_and_words() {
             "`eager` or `lazy`",
             "later",
         ),
+        (
+            "specialists:\n  engineering:\n    mcp_servers:\n      - {name: s, command: x, elicitation: ask}\n",
+            "specialists.engineering.mcp_servers[0].elicitation",
+            "`decline` or `defaults`",
+            "ask",
+        ),
     ];
     for (text, key, words, got) in cases {
         assert_eq!(
@@ -577,4 +583,33 @@ fn issue_30_remote_agents_are_checked_and_named_in_delegates() {
         let e = err("c.yaml", text);
         assert!(e.contains(wanted), "{text}: {e}");
     }
+}
+
+#[test]
+fn issue_29_servers_may_sample_and_decline_questions_unless_the_config_says_otherwise() {
+    let servers = |text: &str| {
+        load("c.yaml", text)
+            .unwrap()
+            .specialist("engineering")
+            .unwrap()
+            .tooling
+            .mcp_servers
+            .clone()
+    };
+    let default =
+        servers("specialists:\n  engineering:\n    mcp_servers:\n      - {name: s, command: x}\n");
+    assert!(default[0].sampling);
+    assert_eq!(
+        default[0].elicitation,
+        fabric_domain::McpElicitation::Decline
+    );
+    let set = servers(
+        "specialists:\n  engineering:\n    mcp_servers:\n      - {name: s, command: x, sampling: false, elicitation: defaults}\n",
+    );
+    assert!(!set[0].sampling);
+    assert_eq!(set[0].elicitation, fabric_domain::McpElicitation::Defaults);
+    assert!(
+        err("c.yaml", "specialists:\n  engineering:\n    mcp_servers:\n      - {name: s, command: x, sampling: sometimes}\n")
+            .contains("mcp_servers[0].sampling"),
+    );
 }

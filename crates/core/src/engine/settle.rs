@@ -247,16 +247,30 @@ impl<'a> Loop<'a, '_> {
         }
         let ctx = self.ctx;
         let budget = &ctx.lineage.budget;
-        tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => {
-                Err(Stop::Ended(RunStatus::Cancelled, "the run was cancelled".into()))
+        let running = dispatch(call, args, &self.catalogue, self.attempted_work, ctx);
+        tokio::pin!(running);
+        loop {
+            tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => {
+                    return Err(Stop::Ended(RunStatus::Cancelled, "the run was cancelled".into()));
+                }
+                () = until(budget.deadline()) => {
+                    let reason = budget.time_reason(&format!("the tool `{}`", call.name));
+                    return Err(Stop::Ended(RunStatus::BudgetExceeded, reason));
+                }
+                outcome = &mut running => {
+                    // What the server said just before it answered is the call's: let its
+                    // handlers run, then record it before the result.
+                    tokio::task::yield_now().await;
+                    super::record_notices(self.source, &self.rec, Some(step)).await?;
+                    return Ok(outcome);
+                }
+                // What the tool's server says while it works goes into the runlog now.
+                () = self.source.noticed() => {
+                    super::record_notices(self.source, &self.rec, Some(step)).await?;
+                }
             }
-            () = until(budget.deadline()) => {
-                let reason = budget.time_reason(&format!("the tool `{}`", call.name));
-                Err(Stop::Ended(RunStatus::BudgetExceeded, reason))
-            }
-            outcome = dispatch(call, args, &self.catalogue, self.attempted_work, ctx) => Ok(outcome),
         }
     }
 

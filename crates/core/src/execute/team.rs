@@ -181,6 +181,7 @@ pub(super) async fn run(
         }
     }
     let ctx = ToolContext {
+        sampler: None,
         run_id: run.id.clone(),
         workspace: run.workspace.clone(),
         network_allowed,
@@ -363,7 +364,20 @@ impl Shared<'_> {
             }
             None => None,
         };
-        let staged_ctx = staged.as_ref().map(|gate| gate.context(self.ctx));
+        let base_ctx = staged
+            .as_ref()
+            .map_or_else(|| self.ctx.clone(), |gate| gate.context(self.ctx));
+        // The member's tools' servers may borrow its model (MCP sampling), in the run's budget.
+        let member_ctx = ToolContext {
+            sampler: Some(Arc::new(crate::sampling::ModelSampler::new(
+                member.chat.clone(),
+                member.model.clone(),
+                member.model_key.clone(),
+                base_ctx.lineage.budget.clone(),
+                base_ctx.cancel.clone(),
+            ))),
+            ..base_ctx
+        };
         let gate = staged.as_ref().map(|gate| GateState {
             gate,
             rounds_done: history.critic_rounds,
@@ -379,7 +393,7 @@ impl Shared<'_> {
                 messages,
                 model: &member.model,
                 max_steps: self.max_steps,
-                ctx: staged_ctx.as_ref().unwrap_or(self.ctx),
+                ctx: &member_ctx,
                 replay: history.steps,
                 fallback: self.fallback,
                 gate,

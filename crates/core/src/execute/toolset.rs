@@ -107,4 +107,11 @@ impl ToolSource for MemberTools {
     fn take_notices(&self) -> Vec<ToolNotice> {
         self.sources.iter().flat_map(|s| s.take_notices()).collect()
     }
+
+    async fn noticed(&self) {
+        if self.sources.is_empty() {
+            return std::future::pending().await;
+        }
+        futures_util::future::select_all(self.sources.iter().map(|s| s.noticed())).await;
+    }
 }

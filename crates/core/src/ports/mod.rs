@@ -7,6 +7,7 @@ mod ledger;
 mod observer;
 mod prepare;
 mod queue;
+mod sampler;
 mod sandbox;
 mod source;
 mod staging;
@@ -21,6 +22,7 @@ pub use ledger::{DaySpend, SpendLedger};
 pub use observer::{EventSink, NoopObserver, RunObserver};
 pub use prepare::{ChatFactory, ModelResolver, SetupError, ToolFactory};
 pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Release, Renewal, RunQueue};
+pub use sampler::{SampleError, SampleRequest, Sampled, Sampler};
 pub use sandbox::{
     CommandWatch, NoOsSandbox, ProcessSandbox, RunSandbox, SandboxGuard, SecurityNotice,
 };

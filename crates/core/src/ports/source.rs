@@ -72,6 +72,13 @@ pub trait ToolSource: Send + Sync {
         Vec::new()
     }
 
+    /// Resolves when notices are waiting, so the loop records them while a long call still
+    /// runs (an MCP server's progress and log messages, shown live by `--stream`). Sources
+    /// that notice nothing during a call never resolve it.
+    async fn noticed(&self) {
+        std::future::pending::<()>().await;
+    }
+
     /// A call that succeeded before the run's process stopped is being replayed from the
     /// runlog instead of run again: a source whose tool set that call changed (a schema
     /// loaded on demand) changes it again here.

@@ -19,6 +19,9 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Where the run sits in its delegation tree, and the budget the tree shares.
     pub lineage: crate::budget::Lineage,
+    /// The member's model, for a tool's server that asks for a completion (MCP sampling);
+    /// `None` outside a member's loop.
+    pub sampler: Option<std::sync::Arc<dyn crate::ports::Sampler>>,
 }
 
 /// Why a tool call failed. The message goes to the model as is, so it says exactly what was

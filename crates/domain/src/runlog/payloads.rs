@@ -14,8 +14,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 use super::vocab::{
-    CallPurpose, McpStatus, RoutingMethod, RunOrigin, SecurityEventType, TaskForceMode,
-    ToolErrorType,
+    CallPurpose, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod, RunOrigin,
+    SecurityEventType, TaskForceMode, ToolErrorType,
 };
 use crate::{RunId, RunStatus, ToolLoading, Usage};
 
@@ -164,6 +164,81 @@ impl McpServer {
             tools: None,
             skipped: None,
             error: None,
+        }
+    }
+}
+
+/// `mcp_message`: an MCP server's log message or a tool call's progress, as the server sent
+/// it (issue #29). Texts are cut to [`MAX_MCP_MESSAGE_CHARS`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpMessage {
+    /// The server's name.
+    pub server: String,
+    /// `log` or `progress`.
+    #[serde(rename = "type")]
+    pub message_type: McpMessageType,
+    /// `log`: its level (`debug` ... `emergency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
+    /// `log`: the logger the server names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logger: Option<String>,
+    /// The log's data as text, or the progress message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `progress`: how far, and out of how much when the server knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<f64>,
+    /// `progress`: the total, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    /// `progress`: the tool whose call it reports on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
+/// Longest text of an `mcp_message`, in characters.
+pub const MAX_MCP_MESSAGE_CHARS: usize = 2_000;
+
+/// `mcp_request`: an MCP server asked the fabric for something (a completion of the run's
+/// model, an answer to a form, the roots) and how it was answered (issue #29).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpRequest {
+    /// The server's name.
+    pub server: String,
+    /// `sampling/createMessage`, `elicitation/create` or `roots/list`.
+    pub method: String,
+    /// How it was answered.
+    pub outcome: McpRequestOutcome,
+    /// Why it was declined, refused or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Sampling: the model key that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_key: Option<String>,
+    /// Sampling: the model that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Sampling: the tokens the answer used (counted in the run's budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Elicitation: the fields answered; roots: the roots given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<String>>,
+}
+
+impl McpRequest {
+    /// A request of `server` answered with `outcome`; set the other fields as it needs.
+    pub fn new(server: impl Into<String>, method: &str, outcome: McpRequestOutcome) -> Self {
+        Self {
+            server: server.into(),
+            method: method.to_owned(),
+            outcome,
+            reason: None,
+            model_key: None,
+            model: None,
+            usage: None,
+            fields: None,
         }
     }
 }

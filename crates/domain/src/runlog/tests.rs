@@ -138,7 +138,11 @@ const OTHER_KINDS: &str = r#"{"seq":0,"ts":1.0,"kind":"mcp_server","step":null,"
 {"seq":13,"ts":1.0,"kind":"workspace","step":null,"payload":{"base":"65ed7bf77d70c6daedef051a5d4c48660fa19401","branch":"fabric/r","dir":"/w/runs/r/workspace","git_dir":"/w/runs/r/history","origin":"scratch","remote":"/srv/ws.git","restored_to":"fad5dbe49f3aa4d54cada359acdf43828c2be9e6"}}
 {"seq":14,"ts":1.0,"kind":"checkpoint","step":0,"payload":{"call_id":"c1","commit":"fad5dbe49f3aa4d54cada359acdf43828c2be9e6","pushed":true,"tool":"write_file"}}
 {"seq":15,"ts":1.0,"kind":"checkpoint","step":1,"payload":{"call_id":"c2","commit":null,"ignored":["target/"],"tool":"shell"}}
-{"seq":16,"ts":1.0,"kind":"run_complete","step":null,"payload":{"reason":null,"result":{"summary":"s"},"run_id":"r","specialist_ids":["engineering"],"status":"completed","steps":2,"task_force_mode":"single","usage":{"completion_tokens":1,"prompt_tokens":2,"total_tokens":3},"workspace":{"added":1,"base":"65ed7bf77d70c6daedef051a5d4c48660fa19401","branch":"fabric/r","files":["hello.txt"],"head":"fad5dbe49f3aa4d54cada359acdf43828c2be9e6","removed":0}}}"#;
+{"seq":16,"ts":1.0,"kind":"mcp_message","step":2,"payload":{"level":"info","logger":"files","message":"indexed 3 files","server":"helper","type":"log"}}
+{"seq":17,"ts":1.0,"kind":"mcp_message","step":2,"payload":{"message":"half way","progress":1.0,"server":"helper","tool":"mcp__helper__index","total":2.0,"type":"progress"}}
+{"seq":18,"ts":1.0,"kind":"mcp_request","step":2,"payload":{"method":"sampling/createMessage","model":"qwen3:8b","model_key":"local","outcome":"answered","server":"helper","usage":{"completion_tokens":4,"prompt_tokens":20,"total_tokens":24}}}
+{"seq":19,"ts":1.0,"kind":"mcp_request","step":2,"payload":{"method":"elicitation/create","outcome":"declined","reason":"no one to ask","server":"helper"}}
+{"seq":20,"ts":1.0,"kind":"run_complete","step":null,"payload":{"reason":null,"result":{"summary":"s"},"run_id":"r","specialist_ids":["engineering"],"status":"completed","steps":2,"task_force_mode":"single","usage":{"completion_tokens":1,"prompt_tokens":2,"total_tokens":3},"workspace":{"added":1,"base":"65ed7bf77d70c6daedef051a5d4c48660fa19401","branch":"fabric/r","files":["hello.txt"],"head":"fad5dbe49f3aa4d54cada359acdf43828c2be9e6","removed":0}}}"#;
 
 const GOLDEN: &str = include_str!("../../../core/tests/golden/runlog.jsonl");
 

@@ -10,9 +10,10 @@ use serde_json::Value;
 
 use super::payloads::{
     Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, LlmRequest,
-    LlmResponse, LoopDetected, McpServer, PackEnd, PackStart, Recruitment, RepairRound,
-    RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent,
-    TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult, WorkspaceOpened,
+    LlmResponse, LoopDetected, McpMessage, McpRequest, McpServer, PackEnd, PackStart, Recruitment,
+    RepairRound, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart,
+    SecurityEvent, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult,
+    WorkspaceOpened,
 };
 use crate::{DomainError, EventKind, RunEvent};
 
@@ -32,6 +33,10 @@ pub enum EventPayload {
     PackEnd(PackEnd),
     /// `mcp_server`.
     McpServer(McpServer),
+    /// `mcp_message`.
+    McpMessage(McpMessage),
+    /// `mcp_request`.
+    McpRequest(McpRequest),
     /// `llm_request` of a specialist's loop.
     LlmRequest(LlmRequest),
     /// `llm_request` of the routing call.
@@ -88,6 +93,8 @@ impl EventPayload {
             Self::PackStart(_) => EventKind::PackStart,
             Self::PackEnd(_) => EventKind::PackEnd,
             Self::McpServer(_) => EventKind::McpServer,
+            Self::McpMessage(_) => EventKind::McpMessage,
+            Self::McpRequest(_) => EventKind::McpRequest,
             Self::LlmRequest(_) | Self::RoutingRequest(_) => EventKind::LlmRequest,
             Self::LlmResponse(_) | Self::RoutingResponse(_) => EventKind::LlmResponse,
             Self::CorrectiveReprompt(_) => EventKind::CorrectiveReprompt,
@@ -122,6 +129,8 @@ impl EventPayload {
             Self::PackStart(p) => p.to_json(),
             Self::PackEnd(p) => p.to_json(),
             Self::McpServer(p) => p.to_json(),
+            Self::McpMessage(p) => p.to_json(),
+            Self::McpRequest(p) => p.to_json(),
             Self::LlmRequest(p) => p.to_json(),
             Self::RoutingRequest(p) => p.to_json(),
             Self::LlmResponse(p) => p.to_json(),
@@ -164,6 +173,8 @@ impl RunEvent {
             EventKind::PackStart => P::PackStart(self.payload_as()?),
             EventKind::PackEnd => P::PackEnd(self.payload_as()?),
             EventKind::McpServer => P::McpServer(self.payload_as()?),
+            EventKind::McpMessage => P::McpMessage(self.payload_as()?),
+            EventKind::McpRequest => P::McpRequest(self.payload_as()?),
             EventKind::LlmRequest if routing => P::RoutingRequest(self.payload_as()?),
             EventKind::LlmRequest => P::LlmRequest(self.payload_as()?),
             EventKind::LlmResponse if routing => P::RoutingResponse(self.payload_as()?),

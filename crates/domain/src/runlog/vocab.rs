@@ -150,6 +150,30 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// `mcp_message.type`: what an MCP server told the run (issue #29).
+    pub enum McpMessageType {
+        /// A log message (`notifications/message`).
+        Log = "log",
+        /// Progress of a tool call (`notifications/progress`).
+        Progress = "progress",
+    }
+}
+
+vocabulary! {
+    /// `mcp_request.outcome`: how the fabric answered an MCP server's request (issue #29).
+    pub enum McpRequestOutcome {
+        /// Answered: the model's completion, the form's defaults, the roots.
+        Answered = "answered",
+        /// Declined (elicitation without an answer to give).
+        Declined = "declined",
+        /// Refused by the configuration (`sampling: false`) or the run's budget.
+        Refused = "refused",
+        /// The model call failed.
+        Failed = "failed",
+    }
+}
+
+vocabulary! {
     /// `purpose` of a model call outside a specialist's loop.
     pub enum CallPurpose {
         /// The call that chooses the specialists.

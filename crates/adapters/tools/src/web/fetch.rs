@@ -276,6 +276,7 @@ mod tests {
 
     fn ctx() -> ToolContext {
         ToolContext {
+            sampler: None,
             run_id: fabric_domain::RunId::parse("issue-15").unwrap(),
             workspace: std::env::temp_dir(),
             network_allowed: true,

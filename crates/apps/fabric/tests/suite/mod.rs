@@ -20,6 +20,7 @@ mod local_models;
 mod logs;
 mod loop_errors;
 mod mcp_client;
+mod mcp_client_features;
 mod mcp_conformance;
 mod mcp_server;
 mod mcp_tasks;
