@@ -769,6 +769,19 @@ class Timeline {
           `MCP server ${p.server}: ${p.status}`, Array.isArray(p.tools) ? ` (${p.tools.length} tools)` : '',
           p.error ? longText(p.error, 'text') : ''));
         break;
+      case 'mcp_message':
+        out.append(this.row(event, p.level === 'error' || p.level === 'warning' ? 'error' : 'info',
+          p.type === 'progress'
+            ? `MCP server ${p.server}: ${p.progress}${typeof p.total === 'number' ? '/' + p.total : ''}${p.tool ? ' (' + p.tool + ')' : ''}`
+            : `MCP server ${p.server} [${p.level || 'log'}]`,
+          p.message ? longText(p.message, 'text') : ''));
+        break;
+      case 'mcp_request':
+        out.append(this.row(event, p.outcome === 'answered' ? 'info' : 'error',
+          `MCP server ${p.server} asked ${p.method}: ${p.outcome}`,
+          p.model ? ` (by ${p.model}${p.usage ? ', ' + p.usage.total_tokens + ' tokens' : ''})` : '',
+          p.reason ? longText(p.reason, 'text') : ''));
+        break;
       case 'run_resumed':
         out.append(this.row(event, 'info', `Continued by another process (resumption ${p.resumption}; ${p.replayed_steps} steps replayed)`));
         break;
