@@ -171,7 +171,7 @@ impl RunResources {
                 format!(
                     "resource `{uri}`: no run `{id}`; resources/list names the runs that exist"
                 ),
-                None,
+                crate::uri::not_found_data(uri),
             )),
             Err(e) => Err(internal(&McpError::Store(e))),
         }
@@ -244,7 +244,7 @@ fn workspace_of(uri: &str, events: &[RunEvent]) -> Result<std::path::PathBuf, Er
         .ok_or_else(|| {
             ErrorData::resource_not_found(
                 format!("resource `{uri}`: the run has not recorded its start yet, so it has no workspace; read it again in a moment"),
-                None,
+                crate::uri::not_found_data(uri),
             )
         })
 }

@@ -87,7 +87,7 @@ fn unknown(uri: &str) -> ErrorData {
         format!(
             "no resource `{uri}`; the fabric's resources are fabric://runs/{{run_id}}, fabric://runs/{{run_id}}/runlog, fabric://runs/{{run_id}}/files and fabric://runs/{{run_id}}/files/{{path}} (resources/list names the runs)"
         ),
-        None,
+        not_found_data(uri),
     )
 }
 
@@ -176,4 +176,9 @@ mod tests {
             error.message
         );
     }
+}
+
+/// The data of a "resource not found" error: the URI asked for (SEP-2164).
+pub(crate) fn not_found_data(uri: &str) -> Option<serde_json::Value> {
+    Some(serde_json::json!({ "uri": uri }))
 }
