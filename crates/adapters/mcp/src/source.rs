@@ -45,6 +45,8 @@ struct Entry {
     tools: Vec<Arc<dyn Tool>>,
     connection: Option<Connection>,
     tail: Arc<StderrTail>,
+    /// The server's last authorization challenge (HTTP servers).
+    challenge: crate::oauth::ChallengeSlot,
 }
 
 /// What the server tasks and the tools share.
@@ -55,8 +57,8 @@ pub(crate) struct Shared {
     version: AtomicU64,
     notices: Mutex<VecDeque<ToolNotice>>,
     started_at: Instant,
-    /// Run on each stdio server's command before it is spawned.
-    spawn_hook: Option<crate::connect::SpawnHook>,
+    /// The spawn hook and token directory every connection gets.
+    extras: crate::connect::Extras,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -206,6 +208,7 @@ impl McpTools {
                     tools: Vec::new(),
                     connection: None,
                     tail: Arc::new(StderrTail::default()),
+                    challenge: crate::oauth::ChallengeSlot::default(),
                 };
                 (spec.name.clone(), entry)
             })
@@ -222,7 +225,7 @@ impl McpTools {
                 version: AtomicU64::new(0),
                 notices: Mutex::new(VecDeque::new()),
                 started_at: Instant::now(),
-                spawn_hook: None,
+                extras: crate::connect::Extras::default(),
             }),
             started: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
@@ -235,9 +238,24 @@ impl McpTools {
     pub fn with_spawn_hook(mut self, hook: crate::connect::SpawnHook) -> Self {
         // Not shared before the run starts its servers: only `new` made this `Arc`.
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.spawn_hook = Some(hook);
+            shared.extras.spawn_hook = Some(hook);
         }
         self
+    }
+
+    /// Uses the OAuth tokens kept in `dir` (`fabric mcp login`) for the HTTP servers they
+    /// were issued for.
+    pub fn with_token_dir(mut self, dir: std::path::PathBuf) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.extras.token_dir = Some(dir);
+        }
+        self
+    }
+
+    /// What `server` last answered when it refused a request for want of authorization.
+    pub fn challenge(&self, server: &str) -> Option<crate::oauth::Challenge> {
+        let slot = lock(&self.shared.entries).get(server)?.challenge.clone();
+        lock(&slot).clone()
     }
 }
 
@@ -257,19 +275,26 @@ impl Drop for McpTools {
 
 /// One server's life: start within the timeout, then relist on every announcement.
 async fn run_server(shared: Arc<Shared>, name: String) {
-    let Some((spec, tail)) = lock(&shared.entries)
+    let Some((spec, tail, challenge)) = lock(&shared.entries)
         .get(&name)
-        .map(|e| (e.spec.clone(), e.tail.clone()))
+        .map(|e| (e.spec.clone(), e.tail.clone(), e.challenge.clone()))
     else {
         return;
+    };
+    let extras = crate::connect::Extras {
+        challenge,
+        ..shared.extras.clone()
     };
     let (changed_tx, mut changed_rx) = mpsc::channel(1);
     let handler = Handler {
         tools_changed: changed_tx,
     };
     let started = tokio::time::timeout(Duration::from_secs(spec.startup_timeout_s), async {
-        let connection = connect(&spec, handler, tail.clone(), shared.spawn_hook).await?;
-        let listed = shared.list(&spec, connection.service.peer()).await?;
+        let connection = connect(&spec, handler, tail.clone(), &extras).await?;
+        let listed = shared
+            .list(&spec, connection.service.peer())
+            .await
+            .map_err(|e| crate::oauth::explain(&spec.name, &extras.challenge, e))?;
         Ok::<_, McpError>((connection, listed))
     })
     .await;
