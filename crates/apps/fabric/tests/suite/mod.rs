@@ -21,6 +21,7 @@ mod logs;
 mod loop_errors;
 mod mcp_client;
 mod mcp_conformance;
+mod mcp_oauth;
 mod mcp_server;
 mod mcp_tasks;
 mod metrics;
