@@ -6,18 +6,49 @@
 # (crates/apps/fabric/tests/suite/mcp_conformance.rs); docs/MCP.md has the figures.
 #
 #   scripts/mcp-conformance.sh [path/to/fabric] [extra suite options, e.g. --scenario ping]
+#
+# With `client` first, the client scenarios instead: the suite starts its test servers and
+# runs the fabric as their client through scripts/mcp-conformance-client.sh, one scenario at a
+# time (`sse-retry` measures reconnection delays, which a loaded machine blurs); CI runs the
+# same in `issue_29_the_fabric_as_a_client_fails_only_where_expected`.
+#
+#   scripts/mcp-conformance.sh client [path/to/fabric] [extra suite options, e.g. --verbose]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+mode=server
+if [[ "${1:-}" == client ]]; then
+    mode=client
+    shift
+fi
 DEPS="${FABRIC_TEST_DEPS:-$HOME/.cache/agent-fabric/test-deps}/conformance"
 FABRIC="${1:-${CARGO_TARGET_DIR:-target}/debug/fabric}"
 shift || true
 PORT="${PORT:-18911}"
 BASELINE=crates/apps/fabric/tests/mcp/conformance-expected-failures.yaml
+NODE="$DEPS/node_modules/.bin/node"
+SUITE="$DEPS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
-if [[ ! -x "$DEPS/node_modules/.bin/node" ]]; then
+if [[ ! -x "$NODE" ]]; then
     echo "the conformance suite is not installed in $DEPS; run scripts/install-test-deps.sh" >&2
     exit 1
+fi
+
+if [[ "$mode" == client ]]; then
+    FABRIC="$(cd "$(dirname "$FABRIC")" && pwd)/$(basename "$FABRIC")"
+    export FABRIC
+    failed=0
+    for scenario in $("$NODE" "$SUITE" list | sed -n '/^Client scenarios/,$p' | sed -n 's/^  - \([^ ]*\).*/\1/p'); do
+        if "$NODE" "$SUITE" client --command "$PWD/scripts/mcp-conformance-client.sh" \
+            --scenario "$scenario" --expected-failures "$BASELINE" "$@" >"/tmp/fabric-conformance-client.log" 2>&1; then
+            echo "as expected: $scenario"
+        else
+            echo "NOT as expected: $scenario (see the suite's words below)"
+            sed -n '/Checks:/,$p' /tmp/fabric-conformance-client.log | tail -30
+            failed=1
+        fi
+    done
+    exit "$failed"
 fi
 
 workspace=$(mktemp -d)
@@ -31,6 +62,6 @@ for _ in $(seq 1 50); do
     sleep 0.2
 done
 
-"$DEPS/node_modules/.bin/node" "$DEPS/node_modules/@modelcontextprotocol/conformance/dist/index.js" \
+"$NODE" "$SUITE" \
     server --url "http://127.0.0.1:$PORT/mcp" --expected-failures "$BASELINE" "$@" \
     | sed -n '/=== SUMMARY ===/,$p'

@@ -43,14 +43,27 @@ fn store_url_from_env() -> Option<String> {
 /// `$XDG_CONFIG_HOME/agent-fabric/specialists`, else `~/.config/agent-fabric/specialists`
 /// (`None` when neither variable is set).
 pub fn user_specialist_dir() -> Option<PathBuf> {
-    let from = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    from("XDG_CONFIG_HOME")
-        .or_else(|| from("HOME").map(|home| home.join(".config")))
+    absolute_var("XDG_CONFIG_HOME")
+        .or_else(|| absolute_var("HOME").map(|home| home.join(".config")))
         .map(|base| base.join("agent-fabric").join("specialists"))
+}
+
+/// Where `fabric mcp login` keeps OAuth tokens, one file per server (ADR-085):
+/// `$XDG_STATE_HOME/agent-fabric/mcp-oauth`, else `~/.local/state/agent-fabric/mcp-oauth`
+/// (`None` when neither variable is set). Outside the workspace root, so tokens are never
+/// in a project's files or a run's copy of them.
+pub fn mcp_token_dir() -> Option<PathBuf> {
+    absolute_var("XDG_STATE_HOME")
+        .or_else(|| absolute_var("HOME").map(|home| home.join(".local").join("state")))
+        .map(|base| base.join("agent-fabric").join("mcp-oauth"))
+}
+
+/// The directory a variable names, when it is set to an absolute path (the XDG rule: a
+/// relative one is ignored).
+fn absolute_var(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
 }
 
 /// Expands a leading `~/` with `$HOME`, as users write directories in config files.

@@ -1,8 +1,8 @@
 //! The `mcp_servers` key of a specialist, checked.
 
 use fabric_domain::{
-    DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, McpElicitation, McpServerSpec,
-    McpTransport,
+    DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, McpElicitation, McpOAuth,
+    McpServerSpec, McpTransport,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -23,11 +23,23 @@ pub(crate) struct RawMcpServer {
     pub(crate) url: Option<String>,
     pub(crate) headers: Option<BTreeMap<String, String>>,
     pub(crate) bearer_token_env: Option<String>,
+    pub(crate) oauth: Option<RawMcpOAuth>,
     pub(crate) required: Option<bool>,
     pub(crate) startup_timeout_s: Option<u64>,
     pub(crate) call_timeout_s: Option<u64>,
     pub(crate) sampling: Option<bool>,
     pub(crate) elicitation: Option<McpElicitation>,
+}
+
+/// The `oauth` block of an http server as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpOAuth {
+    pub(crate) client_id: Option<String>,
+    pub(crate) client_secret_env: Option<String>,
+    pub(crate) client_metadata_url: Option<String>,
+    pub(crate) scopes: Option<Vec<String>>,
+    pub(crate) redirect_port: Option<u16>,
 }
 
 /// `(key, problem)`: the key is relative to the entry, e.g. `mcp_servers[0].url`.
@@ -94,6 +106,7 @@ fn check_server(s: RawMcpServer, at: &dyn Fn(&str) -> String) -> Result<McpServe
                 ("url", s.url.is_some()),
                 ("headers", s.headers.is_some()),
                 ("bearer_token_env", s.bearer_token_env.is_some()),
+                ("oauth", s.oauth.is_some()),
             ] {
                 if set {
                     return Err((
@@ -153,17 +166,31 @@ fn check_server(s: RawMcpServer, at: &dyn Fn(&str) -> String) -> Result<McpServe
                 check_env_names(std::slice::from_ref(name), &at("bearer_token_env"))?;
             }
             let headers = s.headers.unwrap_or_default();
+            let oauth = s.oauth.map(|o| check_oauth(o, &at)).transpose()?;
             if kind == "sse" {
+                if oauth.is_some() {
+                    return Err((
+                        at("oauth"),
+                        "`oauth` belongs to `transport: http` (streamable HTTP); a legacy sse server takes headers and bearer_token_env".to_owned(),
+                    ));
+                }
                 McpTransport::Sse {
                     url,
                     headers,
                     bearer_token_env: s.bearer_token_env,
                 }
             } else {
+                if oauth.is_some() && s.bearer_token_env.is_some() {
+                    return Err((
+                        at("oauth"),
+                        "a server takes either `bearer_token_env` (a token you manage) or `oauth` (tokens from `fabric mcp login`), not both".to_owned(),
+                    ));
+                }
                 McpTransport::Http {
                     url,
                     headers,
                     bearer_token_env: s.bearer_token_env,
+                    oauth,
                 }
             }
         }
@@ -194,6 +221,52 @@ fn check_server(s: RawMcpServer, at: &dyn Fn(&str) -> String) -> Result<McpServe
         call_timeout_s,
         sampling: s.sampling.unwrap_or(true),
         elicitation: s.elicitation.unwrap_or_default(),
+    })
+}
+
+/// Checks an `oauth` block: a secret only with a client id, an HTTPS metadata document,
+/// scopes without blanks, a port that is not 0.
+fn check_oauth(o: RawMcpOAuth, at: &dyn Fn(&str) -> String) -> Result<McpOAuth, Problem> {
+    if o.client_secret_env.is_some() && o.client_id.is_none() {
+        return Err((
+            at("oauth.client_secret_env"),
+            "a client secret goes with a registered `client_id`; set `oauth.client_id` too"
+                .to_owned(),
+        ));
+    }
+    if let Some(name) = &o.client_secret_env {
+        check_env_names(std::slice::from_ref(name), &at("oauth.client_secret_env"))?;
+    }
+    if let Some(url) = o.client_metadata_url.as_deref()
+        && !url.starts_with("https://")
+    {
+        return Err((
+            at("oauth.client_metadata_url"),
+            format!("a client ID metadata document is served over https://, got `{url}`"),
+        ));
+    }
+    let scopes = o.scopes.unwrap_or_default();
+    if let Some(bad) = scopes
+        .iter()
+        .find(|s| s.is_empty() || s.contains(char::is_whitespace))
+    {
+        return Err((
+            at("oauth.scopes"),
+            format!("`{bad}` is not a scope: one word per entry, e.g. [repo, read:user]"),
+        ));
+    }
+    if o.redirect_port == Some(0) {
+        return Err((
+            at("oauth.redirect_port"),
+            "leave `redirect_port` out for any free port; 0 is not a port to register".to_owned(),
+        ));
+    }
+    Ok(McpOAuth {
+        client_id: o.client_id,
+        client_secret_env: o.client_secret_env,
+        client_metadata_url: o.client_metadata_url,
+        scopes,
+        redirect_port: o.redirect_port,
     })
 }
 
@@ -293,5 +366,78 @@ mod tests {
             .err()
             .unwrap_or_default();
         assert!(dup.1.contains("unique"), "{}", dup.1);
+    }
+
+    fn http(f: impl FnOnce(&mut RawMcpOAuth)) -> RawMcpServer {
+        let mut oauth = RawMcpOAuth::default();
+        f(&mut oauth);
+        server(|s| {
+            s.command = None;
+            s.url = Some("https://x/mcp".into());
+            s.oauth = Some(oauth);
+        })
+    }
+
+    #[test]
+    fn an_oauth_block_is_checked_and_defaults_to_registration() {
+        let none = check_servers(vec![server(|s| {
+            s.command = None;
+            s.url = Some("https://x/mcp".into());
+        })])
+        .unwrap_or_default();
+        assert!(matches!(
+            &none[0].transport,
+            McpTransport::Http { oauth: None, .. }
+        ));
+        let set = check_servers(vec![http(|o| {
+            o.client_id = Some("fabric".into());
+            o.client_secret_env = Some("SECRET".into());
+            o.scopes = Some(vec!["repo".into()]);
+            o.redirect_port = Some(8976);
+        })])
+        .unwrap_or_default();
+        let McpTransport::Http {
+            oauth: Some(oauth), ..
+        } = &set[0].transport
+        else {
+            panic!("no oauth block: {set:?}");
+        };
+        assert_eq!(oauth.client_id.as_deref(), Some("fabric"));
+        assert_eq!(oauth.scopes, ["repo"]);
+        assert_eq!(oauth.redirect_port, Some(8976));
+        let cases: Vec<(RawMcpServer, &str)> = vec![
+            (
+                http(|o| o.client_secret_env = Some("SECRET".into())),
+                "mcp_servers[0].oauth.client_secret_env",
+            ),
+            (
+                http(|o| o.scopes = Some(vec!["read write".into()])),
+                "mcp_servers[0].oauth.scopes",
+            ),
+            (
+                http(|o| o.client_metadata_url = Some("http://x/c.json".into())),
+                "mcp_servers[0].oauth.client_metadata_url",
+            ),
+            (
+                http(|o| o.redirect_port = Some(0)),
+                "mcp_servers[0].oauth.redirect_port",
+            ),
+            (
+                {
+                    let mut s = http(|_| {});
+                    s.bearer_token_env = Some("TOKEN".into());
+                    s
+                },
+                "mcp_servers[0].oauth",
+            ),
+            (
+                server(|s| s.oauth = Some(RawMcpOAuth::default())),
+                "mcp_servers[0].oauth",
+            ),
+        ];
+        for (raw, key) in cases {
+            let err = check_servers(vec![raw]).err().unwrap_or_default();
+            assert_eq!(err.0, key, "{}", err.1);
+        }
     }
 }

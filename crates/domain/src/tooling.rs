@@ -202,6 +202,10 @@ pub enum McpTransport {
         /// Name of the variable holding a bearer token, sent as `Authorization: Bearer`.
         #[serde(default)]
         bearer_token_env: Option<String>,
+        /// How `fabric mcp login` authorizes with OAuth; `None`: dynamic client registration
+        /// and the scopes the server names (tokens are used whenever some are stored).
+        #[serde(default)]
+        oauth: Option<McpOAuth>,
     },
     /// A legacy HTTP+SSE endpoint (MCP 2024-11-05): an SSE stream from `url` names the
     /// address messages are posted to.
@@ -215,6 +219,30 @@ pub enum McpTransport {
         #[serde(default)]
         bearer_token_env: Option<String>,
     },
+}
+
+/// The `oauth` block of a streamable HTTP server: what `fabric mcp login` sends the
+/// authorization server (ADR-085). Tokens themselves are never in the config.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpOAuth {
+    /// A client id registered with the authorization server beforehand; without one the
+    /// fabric registers itself (dynamic client registration) or uses `client_metadata_url`.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// Name of the variable holding the secret of `client_id`, for confidential clients.
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// The HTTPS address of the fabric's client ID metadata document, used as the client id
+    /// when the authorization server supports such documents.
+    #[serde(default)]
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for; empty: those the server's 401 names, else all it supports.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The local port the authorization server redirects to (`http://127.0.0.1:PORT/callback`);
+    /// `None`: any free port, for servers that accept any loopback port (RFC 8252).
+    #[serde(default)]
+    pub redirect_port: Option<u16>,
 }
 
 impl McpTransport {

@@ -13,11 +13,13 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 
 use crate::error::McpError;
 use crate::handler::Handler;
+use crate::oauth::{ChallengeSlot, Recording};
 use crate::stderr::StderrTail;
 
 /// Variables a stdio server inherits from the fabric besides those its config names: what
@@ -53,6 +55,17 @@ impl Drop for GroupGuard {
 /// even a `kill -9` (issue #26). A plain function, so this crate needs no other adapter.
 pub type SpawnHook = fn(&mut std::process::Command);
 
+/// What every connection of a run shares besides the server's spec.
+#[derive(Clone, Default)]
+pub(crate) struct Extras {
+    /// Run on a stdio server's command before it is spawned.
+    pub(crate) spawn_hook: Option<SpawnHook>,
+    /// Where OAuth tokens are kept; `None`: none are used.
+    pub(crate) token_dir: Option<PathBuf>,
+    /// Where an HTTP server's authorization challenge is noted, for errors and logins.
+    pub(crate) challenge: ChallengeSlot,
+}
+
 /// Starts or reaches the server and completes the MCP handshake: `server/discover` first
 /// (see [`lifecycle`]). A server that answers it with something else than a discovery (a
 /// hand-written legacy server answering every request with `{}`) is started or reached
@@ -62,23 +75,18 @@ pub(crate) async fn connect(
     spec: &McpServerSpec,
     handler: Handler,
     tail: Arc<StderrTail>,
-    spawn_hook: Option<SpawnHook>,
+    extras: &Extras,
 ) -> Result<Connection, McpError> {
-    match connect_with(spec, handler.clone(), tail.clone(), spawn_hook, lifecycle()).await {
+    let explain = |e| crate::oauth::explain(&spec.name, &extras.challenge, e);
+    match connect_with(spec, handler.clone(), tail.clone(), extras, lifecycle()).await {
         Ok(connection) => Ok(connection),
         Err(Failed::Discovery(error)) => {
             tracing::debug!(server = %spec.name, %error, "discovery misunderstood; trying the initialize handshake");
-            connect_with(
-                spec,
-                handler,
-                tail,
-                spawn_hook,
-                ClientLifecycleMode::Initialize,
-            )
-            .await
-            .map_err(Failed::into_error)
+            connect_with(spec, handler, tail, extras, ClientLifecycleMode::Initialize)
+                .await
+                .map_err(|f| explain(f.into_error()))
         }
-        Err(failed) => Err(failed.into_error()),
+        Err(failed) => Err(explain(failed.into_error())),
     }
 }
 
@@ -128,7 +136,7 @@ async fn connect_with(
     spec: &McpServerSpec,
     handler: Handler,
     tail: Arc<StderrTail>,
-    spawn_hook: Option<SpawnHook>,
+    extras: &Extras,
     lifecycle: ClientLifecycleMode,
 ) -> Result<Connection, Failed> {
     match &spec.transport {
@@ -158,7 +166,7 @@ async fn connect_with(
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                if let Some(hook) = spawn_hook {
+                if let Some(hook) = extras.spawn_hook {
                     hook(cmd.as_std_mut());
                 }
             });
@@ -225,6 +233,7 @@ async fn connect_with(
             url,
             headers,
             bearer_token_env,
+            oauth,
         } => {
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             let mut custom = HashMap::new();
@@ -240,18 +249,47 @@ async fn connect_with(
                 config = config.auth_header(token);
             }
             config = config.custom_headers(custom);
-            let transport =
-                StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
-            let service = handler
-                .serve_with_lifecycle(transport, lifecycle)
-                .await
-                .map_err(|e| handshake_failed(spec, e, String::new()))?;
+            // Stored OAuth tokens are used unless the config names a token of its own.
+            let authorized = match (bearer_token_env, &extras.token_dir) {
+                (None, Some(dir)) => {
+                    crate::oauth::authorized_client(&spec.name, url, oauth.as_ref(), dir).await?
+                }
+                _ => None,
+            };
+            let slot = extras.challenge.clone();
+            let service = match authorized {
+                Some(inner) => {
+                    serve_http(spec, handler, Recording { inner, slot }, config, lifecycle).await?
+                }
+                None => {
+                    let inner = reqwest::Client::new();
+                    serve_http(spec, handler, Recording { inner, slot }, config, lifecycle).await?
+                }
+            };
             Ok(Connection {
                 service: Arc::new(service),
                 _guard: None,
             })
         }
     }
+}
+
+/// The MCP handshake over streamable HTTP through `client`.
+async fn serve_http<C>(
+    spec: &McpServerSpec,
+    handler: Handler,
+    client: C,
+    config: StreamableHttpClientTransportConfig,
+    lifecycle: ClientLifecycleMode,
+) -> Result<RunningService<RoleClient, Handler>, Failed>
+where
+    C: rmcp::transport::streamable_http_client::StreamableHttpClient + Sync,
+{
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    handler
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .map_err(|e| handshake_failed(spec, e, String::new()))
 }
 
 /// The configured headers plus `Authorization: Bearer` from the token variable.

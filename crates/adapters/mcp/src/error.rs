@@ -73,6 +73,44 @@ pub enum McpError {
         /// The last lines the server wrote to stderr, if any.
         tail: String,
     },
+    /// The server wants OAuth and no token for it is stored, or the stored one was refused
+    /// and could not be refreshed.
+    #[error(
+        "MCP server `{server}` requires authorization (it answered 401) and the fabric has no token it accepts; run `fabric mcp login {server}`"
+    )]
+    AuthRequired {
+        /// The server.
+        server: String,
+    },
+    /// The server refused the token's scopes for a request (403 `insufficient_scope`).
+    #[error(
+        "MCP server `{server}` refused the token's scopes (403 insufficient_scope; it asks for `{scope}`); run `fabric mcp login {server}` again to grant them"
+    )]
+    InsufficientScope {
+        /// The server.
+        server: String,
+        /// The scopes the server named.
+        scope: String,
+    },
+    /// The stored tokens could not be read or used (a damaged file, the authorization
+    /// server unreachable while refreshing).
+    #[error(
+        "MCP server `{server}`: its stored OAuth tokens cannot be used: {detail}; run `fabric mcp login {server}` again"
+    )]
+    TokensUnusable {
+        /// The server.
+        server: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// `fabric mcp login` failed.
+    #[error("MCP server `{server}`: login failed: {detail}")]
+    Login {
+        /// The server.
+        server: String,
+        /// What went wrong, from discovery to the token exchange.
+        detail: String,
+    },
     /// A tool's arguments do not fit it.
     #[error("{0}")]
     InvalidArguments(String),
@@ -109,6 +147,10 @@ impl McpError {
             | Self::InvalidArguments(_)
             | Self::UnknownTool(_) => Remedy::FixInput,
             Self::StartupTimeout { .. } => Remedy::Retry,
+            Self::AuthRequired { .. }
+            | Self::InsufficientScope { .. }
+            | Self::TokensUnusable { .. }
+            | Self::Login { .. } => Remedy::FixInput,
             Self::Service(e) => e.remedy(),
             Self::Store(e) => e.remedy(),
             Self::Search(e) => e.remedy(),

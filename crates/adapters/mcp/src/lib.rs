@@ -31,6 +31,7 @@ mod connect;
 mod error;
 mod handler;
 mod logging;
+mod oauth;
 mod outputs;
 mod prompts;
 mod protocol;
@@ -46,6 +47,7 @@ mod watch;
 
 pub use connect::SpawnHook;
 pub use error::McpError;
+pub use oauth::{Challenge, LoggedIn, LoginRequest, login, logout};
 pub use server::{
     FabricMcpServer, GetRunInput, NoInput, PruneRunsInput, RunStatsInput, RunTaskInput,
     SpecialistEntry, SpecialistList, http_service, serve_stdio, server_tools,

@@ -45,6 +45,8 @@ struct Entry {
     tools: Vec<Arc<dyn Tool>>,
     connection: Option<Connection>,
     tail: Arc<StderrTail>,
+    /// The server's last authorization challenge (HTTP servers).
+    challenge: crate::oauth::ChallengeSlot,
 }
 
 /// What the server tasks and the tools share.
@@ -55,8 +57,8 @@ pub(crate) struct Shared {
     version: AtomicU64,
     notices: Mutex<VecDeque<ToolNotice>>,
     started_at: Instant,
-    /// Run on each stdio server's command before it is spawned.
-    spawn_hook: Option<crate::connect::SpawnHook>,
+    /// The spawn hook and token directory every connection gets.
+    extras: crate::connect::Extras,
     /// Woken when a notice is queued, so the loop records it while a call still runs.
     noticed: tokio::sync::Notify,
     /// The run's workspace and model, lent to the servers' requests once the run starts.
@@ -257,6 +259,7 @@ impl McpTools {
                     tools: Vec::new(),
                     connection: None,
                     tail: Arc::new(StderrTail::default()),
+                    challenge: crate::oauth::ChallengeSlot::default(),
                 };
                 (spec.name.clone(), entry)
             })
@@ -273,7 +276,7 @@ impl McpTools {
                 version: AtomicU64::new(0),
                 notices: Mutex::new(VecDeque::new()),
                 started_at: Instant::now(),
-                spawn_hook: None,
+                extras: crate::connect::Extras::default(),
                 noticed: tokio::sync::Notify::new(),
                 loan: Mutex::new(None),
                 calling: Mutex::new(BTreeMap::new()),
@@ -289,9 +292,24 @@ impl McpTools {
     pub fn with_spawn_hook(mut self, hook: crate::connect::SpawnHook) -> Self {
         // Not shared before the run starts its servers: only `new` made this `Arc`.
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.spawn_hook = Some(hook);
+            shared.extras.spawn_hook = Some(hook);
         }
         self
+    }
+
+    /// Uses the OAuth tokens kept in `dir` (`fabric mcp login`) for the HTTP servers they
+    /// were issued for.
+    pub fn with_token_dir(mut self, dir: std::path::PathBuf) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.extras.token_dir = Some(dir);
+        }
+        self
+    }
+
+    /// What `server` last answered when it refused a request for want of authorization.
+    pub fn challenge(&self, server: &str) -> Option<crate::oauth::Challenge> {
+        let slot = lock(&self.shared.entries).get(server)?.challenge.clone();
+        lock(&slot).clone()
     }
 }
 
@@ -311,11 +329,15 @@ impl Drop for McpTools {
 
 /// One server's life: start within the timeout, then relist on every announcement.
 async fn run_server(shared: Arc<Shared>, name: String) {
-    let Some((spec, tail)) = lock(&shared.entries)
+    let Some((spec, tail, challenge)) = lock(&shared.entries)
         .get(&name)
-        .map(|e| (e.spec.clone(), e.tail.clone()))
+        .map(|e| (e.spec.clone(), e.tail.clone(), e.challenge.clone()))
     else {
         return;
+    };
+    let extras = crate::connect::Extras {
+        challenge,
+        ..shared.extras.clone()
     };
     let (changed_tx, mut changed_rx) = mpsc::channel(1);
     let handler = Handler {
@@ -326,8 +348,11 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         hub: Arc::downgrade(&shared),
     };
     let started = tokio::time::timeout(Duration::from_secs(spec.startup_timeout_s), async {
-        let connection = connect(&spec, handler, tail.clone(), shared.spawn_hook).await?;
-        let listed = shared.list(&spec, &connection.service).await?;
+        let connection = connect(&spec, handler, tail.clone(), &extras).await?;
+        let listed = shared
+            .list(&spec, &connection.service)
+            .await
+            .map_err(|e| crate::oauth::explain(&spec.name, &extras.challenge, e))?;
         Ok::<_, McpError>((connection, listed))
     })
     .await;

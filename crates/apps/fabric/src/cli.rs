@@ -2,7 +2,7 @@
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use fabric_domain::{SandboxMode, StatsGroup};
+use fabric_domain::{McpElicitation, SandboxMode, StatsGroup};
 use std::path::PathBuf;
 
 /// A flag whose choices are a domain set's words, read into the domain type: help, errors
@@ -71,8 +71,9 @@ pub(crate) enum Command {
     /// Serve the HTTP API (docs/HTTP.md), with MCP at `/mcp`.
     Serve(ServeArgs),
     /// Serve MCP on stdin/stdout: tools run_task, list_specialists, get_run, search_runs,
-    /// run_stats, prune_runs (docs/MCP.md).
-    Mcp,
+    /// run_stats, prune_runs (docs/MCP.md); with a subcommand, use an MCP server as a run
+    /// would: log in with OAuth, list its tools, call one.
+    Mcp(McpArgs),
     /// Figures of past runs per specialist, model key or tool (docs/STORE.md).
     Stats(StatsArgs),
     /// Today's spend per model key with a daily budget (`daily_budget`; docs/QUALITY.md).
@@ -101,6 +102,112 @@ pub(crate) enum Command {
     /// Anthropic's HTTP APIs: try the fabric with no model, or script the answers your
     /// specialists get (docs/TESTING.md). Without `--scenario`, a run that writes hello.txt.
     MockLlm(MockLlmArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct McpArgs {
+    /// Without one, `fabric mcp` serves MCP on stdin/stdout.
+    #[command(subcommand)]
+    pub(crate) command: Option<McpCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum McpCommand {
+    /// Authorize the fabric with a streamable HTTP server's OAuth (authorization code with
+    /// PKCE): prints the URL to open, takes the redirect on 127.0.0.1, keeps the tokens for
+    /// runs (docs/MCP.md "OAuth").
+    Login(McpLoginArgs),
+    /// Forget the OAuth tokens kept for a server.
+    Logout(McpTargetArgs),
+    /// Connect to a server as a run would and list the tools the fabric sees, with the ones
+    /// it skips and why.
+    Tools(McpToolsArgs),
+    /// Connect to a server as a run would and call one of its tools; prints the result.
+    Call(McpCallArgs),
+}
+
+/// Which server: a name from a specialist's `mcp_servers`, or `--url`.
+#[derive(Debug, Args)]
+pub(crate) struct McpTargetArgs {
+    /// A server named in a specialist's `mcp_servers`.
+    #[arg(required_unless_present = "url", conflicts_with = "url")]
+    pub(crate) server: Option<String>,
+    /// A streamable HTTP endpoint not in the config (its tools are `mcp__remote__<tool>`).
+    #[arg(long, value_name = "URL")]
+    pub(crate) url: Option<String>,
+}
+
+/// How to authorize when the config's `oauth` block does not say (or with `--url`).
+#[derive(Debug, Args, Default)]
+pub(crate) struct McpOAuthArgs {
+    /// Follow the authorization URL from here instead of waiting for a person: for
+    /// authorization servers that approve without one (test servers, the conformance
+    /// suite); one that shows a login page fails with what it answered.
+    #[arg(long)]
+    pub(crate) no_browser: bool,
+    /// A client id registered with the authorization server (else dynamic registration).
+    #[arg(long, value_name = "ID")]
+    pub(crate) client_id: Option<String>,
+    /// The variable holding the secret of `--client-id`.
+    #[arg(long, value_name = "VAR", requires = "client_id")]
+    pub(crate) client_secret_env: Option<String>,
+    /// The HTTPS address of the fabric's client ID metadata document.
+    #[arg(long, value_name = "URL")]
+    pub(crate) client_metadata_url: Option<String>,
+    /// A scope to ask for (repeatable); default: what the server names.
+    #[arg(long = "scope", value_name = "SCOPE")]
+    pub(crate) scopes: Vec<String>,
+    /// The local port for the redirect; default: any free one.
+    #[arg(long, value_name = "PORT")]
+    pub(crate) redirect_port: Option<u16>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpLoginArgs {
+    #[command(flatten)]
+    pub(crate) target: McpTargetArgs,
+    #[command(flatten)]
+    pub(crate) oauth: McpOAuthArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpToolsArgs {
+    #[command(flatten)]
+    pub(crate) target: McpTargetArgs,
+    #[command(flatten)]
+    pub(crate) using: McpUseArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpCallArgs {
+    /// `SERVER TOOL [JSON]`, or with `--url`: `TOOL [JSON]`. JSON is the tool's arguments,
+    /// an object (default `{}`).
+    #[arg(required = true, num_args = 1..=3, value_name = "[SERVER] TOOL [JSON]")]
+    pub(crate) words: Vec<String>,
+    /// A streamable HTTP endpoint not in the config (its tools are `mcp__remote__<tool>`).
+    #[arg(long, value_name = "URL")]
+    pub(crate) url: Option<String>,
+    #[command(flatten)]
+    pub(crate) using: McpUseArgs,
+}
+
+/// How `fabric mcp tools` and `call` use the server.
+#[derive(Debug, Args)]
+pub(crate) struct McpUseArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// When the server asks for authorization, log in (at most 3 times: a step-up to more
+    /// scopes included) and try again, instead of failing.
+    #[arg(long)]
+    pub(crate) login: bool,
+    /// How the server's forms (`elicitation/create`) are answered: `decline`, or `defaults`
+    /// (the form's own defaults); default: the server's `elicitation`, else `decline`.
+    #[arg(long, value_name = "HOW", value_parser = one_of(McpElicitation::WORDS, McpElicitation::parse))]
+    pub(crate) elicitation: Option<McpElicitation>,
+    #[command(flatten)]
+    pub(crate) oauth: McpOAuthArgs,
 }
 
 #[derive(Debug, Args)]

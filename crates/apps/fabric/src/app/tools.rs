@@ -164,10 +164,13 @@ pub(crate) fn sources_for(
 ) -> Vec<Arc<dyn ToolSource>> {
     let mut sources: Vec<Arc<dyn ToolSource>> = Vec::new();
     if !specialist.tooling.mcp_servers.is_empty() {
-        sources.push(Arc::new(
-            fabric_mcp::McpTools::new(specialist)
-                .with_spawn_hook(fabric_sandbox::dies_with_the_fabric),
-        ));
+        let mut servers = fabric_mcp::McpTools::new(specialist)
+            .with_spawn_hook(fabric_sandbox::dies_with_the_fabric);
+        // Tokens from `fabric mcp login` (ADR-085).
+        if let Some(dir) = fabric_config::mcp_token_dir() {
+            servers = servers.with_token_dir(dir);
+        }
+        sources.push(Arc::new(servers));
     }
     let agents = remote_delegates(specialist, settings);
     if !agents.is_empty() {

@@ -7,6 +7,7 @@ mod eval;
 mod follow;
 mod logs;
 mod mcp;
+mod mcp_client;
 mod mock_llm;
 mod project;
 mod replay;
@@ -33,7 +34,10 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Specialists(command) => specialists::specialists(&cli, command),
         Command::Doctor => doctor::doctor(&cli).await,
         Command::Serve(args) => serve::serve(&cli, args).await,
-        Command::Mcp => mcp::mcp(&cli).await,
+        Command::Mcp(args) => match &args.command {
+            None => mcp::mcp(&cli).await,
+            Some(command) => mcp_client::mcp_client(&cli, command).await,
+        },
         Command::Stats(args) => catalog::stats(&cli, args).await,
         Command::Budget(args) => catalog::budget(&cli, args).await,
         Command::Replay(args) => replay::replay(&cli, args).await,

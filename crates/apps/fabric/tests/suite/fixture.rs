@@ -179,6 +179,8 @@ impl Fixture {
             .env_remove("RUST_LOG")
             // The user-level specialists directory is under the test's own directory.
             .env("XDG_CONFIG_HOME", self.dir.path().join("xdg"))
+            // So are MCP OAuth tokens (`fabric mcp login`): never the user's own.
+            .env("XDG_STATE_HOME", self.dir.path().join("xdg-state"))
             .kill_on_drop(true);
     }
 

@@ -58,3 +58,53 @@ async fn issue_29_the_official_conformance_suite_fails_only_where_expected() {
     // The suite ran its scenarios (not an empty run that compares nothing).
     assert!(summary.contains("Baseline check passed"), "{summary}");
 }
+
+/// The client scenarios (issue #29): the suite starts its own test servers (and, for the
+/// auth scenarios, authorization servers that approve at once) and runs the fabric as their
+/// client through `scripts/mcp-conformance-client.sh`, which calls `fabric mcp tools|call`
+/// (`--login --no-browser` for auth), one scenario at a time with the same baseline's
+/// `client:` list. Every scenario the suite lists is run, so a new one must be passed or
+/// named there.
+#[cfg_attr(
+    fabric_no_conformance,
+    ignore = "needs the MCP conformance suite and Node 22: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_29_the_fabric_as_a_client_fails_only_where_expected() {
+    let Some(dir) = fabric_test_support::conformance_deps() else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
+    let deps = dir.parent().expect("the test deps directory");
+    let output = tokio::time::timeout(
+        Duration::from_secs(600),
+        tokio::process::Command::new("bash")
+            .arg(root.join("scripts/mcp-conformance.sh"))
+            .args(["client", env!("CARGO_BIN_EXE_fabric")])
+            .env("FABRIC_TEST_DEPS", deps)
+            .env_remove("FABRIC_CONFIG_PATH")
+            .env_remove("FABRIC_WORKSPACE")
+            .current_dir(&root)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client scenarios finished within 600 s")
+    .expect("bash ran");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the fabric as a client disagrees with the baseline's `client:` list:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // All of the pinned suite's client scenarios ran (26 in 0.1.16), not an empty list.
+    let ran = stdout
+        .lines()
+        .filter(|l| l.starts_with("as expected: "))
+        .count();
+    assert!(ran >= 26, "only {ran} scenarios ran:\n{stdout}");
+    assert!(
+        stdout.contains("as expected: auth/scope-step-up"),
+        "{stdout}"
+    );
+}

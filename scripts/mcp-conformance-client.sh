@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The fabric as the client of the official MCP conformance suite's client scenarios: the suite
+# runs `scripts/mcp-conformance-client.sh SERVER_URL` with the scenario's name in
+# MCP_CONFORMANCE_SCENARIO (and, for some auth scenarios, MCP_CONFORMANCE_CONTEXT: JSON with a
+# pre-registered client's id and secret). Every step is a plain `fabric mcp` command, the
+# same client code a run uses; nothing here speaks MCP or OAuth itself.
+#
+# Auth scenarios log in with `--login --no-browser`: when the server asks for authorization,
+# the fabric logs in (discovery, registration, PKCE), fetching the authorization URL itself,
+# which the suite's authorization server approves at once, and tries again (at most 3 times).
+#
+#   FABRIC=path/to/fabric scripts/mcp-conformance-client.sh http://localhost:PORT/mcp
+set -euo pipefail
+
+url="${1:?usage: mcp-conformance-client.sh SERVER_URL}"
+scenario="${MCP_CONFORMANCE_SCENARIO:-}"
+fabric="${FABRIC:-fabric}"
+
+# A scenario's tokens stay in its own state directory (`fabric mcp login` keeps them under
+# $XDG_STATE_HOME/agent-fabric/mcp-oauth).
+state=$(mktemp -d)
+trap 'rm -rf "$state"' EXIT
+export XDG_STATE_HOME="$state"
+
+# The suite's auth scenarios expect this URL as the client id where the authorization server
+# supports client ID metadata documents (`auth/basic-cimd`).
+cimd="https://conformance-test.local/client-metadata.json"
+login=(--login --no-browser --client-metadata-url "$cimd")
+
+# A pre-registered client from the scenario's context (`auth/pre-registration`).
+if [[ -n "${MCP_CONFORMANCE_CONTEXT:-}" ]]; then
+    field() { python3 -c 'import json,os,sys; print(json.loads(os.environ["MCP_CONFORMANCE_CONTEXT"]).get(sys.argv[1]) or "")' "$1"; }
+    client_id=$(field client_id)
+    client_secret=$(field client_secret)
+    if [[ -n "$client_id" ]]; then
+        login+=(--client-id "$client_id")
+        if [[ -n "$client_secret" ]]; then
+            export FABRIC_CONFORMANCE_CLIENT_SECRET="$client_secret"
+            login+=(--client-secret-env FABRIC_CONFORMANCE_CLIENT_SECRET)
+        fi
+    fi
+fi
+
+case "$scenario" in
+    initialize)
+        "$fabric" mcp tools --url "$url"
+        ;;
+    tools_call)
+        "$fabric" mcp call --url "$url" add_numbers '{"a": 5, "b": 3}'
+        ;;
+    sse-retry)
+        "$fabric" mcp call --url "$url" test_reconnection
+        ;;
+    elicitation-sep1034-client-defaults)
+        "$fabric" mcp call --url "$url" --elicitation defaults test_client_elicitation_defaults
+        ;;
+    auth/*)
+        # Every auth scenario's server offers `test-tool`; listing first is what a run does.
+        "$fabric" mcp call --url "$url" "${login[@]}" test-tool
+        ;;
+    *)
+        echo "mcp-conformance-client.sh: no steps for scenario \`$scenario\`" >&2
+        exit 2
+        ;;
+esac
