@@ -120,6 +120,11 @@ fn decode(uri: &str, path: &str) -> Result<String, ErrorData> {
     String::from_utf8(bytes).map_err(|_| bad("the decoded path is not UTF-8"))
 }
 
+/// The data of a "resource not found" error: the URI asked for (SEP-2164).
+pub(crate) fn not_found_data(uri: &str) -> Option<serde_json::Value> {
+    Some(serde_json::json!({ "uri": uri }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,9 +181,4 @@ mod tests {
             error.message
         );
     }
-}
-
-/// The data of a "resource not found" error: the URI asked for (SEP-2164).
-pub(crate) fn not_found_data(uri: &str) -> Option<serde_json::Value> {
-    Some(serde_json::json!({ "uri": uri }))
 }
