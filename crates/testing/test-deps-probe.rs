@@ -27,7 +27,8 @@ const LLAMA_FILES: [&str; 3] = [
 const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
 
 /// Emits `fabric_no_mcp_deps`, `fabric_no_postgres`, `fabric_no_browser`,
-/// `fabric_no_schemathesis`, `fabric_no_otlp`, `fabric_no_a2a`, `fabric_no_conformance` and
+/// `fabric_no_schemathesis`, `fabric_no_otlp`, `fabric_no_a2a`, `fabric_no_conformance`,
+/// `fabric_no_conformance_next` and
 /// `fabric_no_llama` when those are missing.
 fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_mcp_deps)");
@@ -38,6 +39,7 @@ fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_otlp)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_a2a)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_conformance)");
+    println!("cargo::rustc-check-cfg=cfg(fabric_no_conformance_next)");
     println!("cargo::rustc-check-cfg=cfg(fabric_has_podman)");
     // A test of the refusal without Podman cannot run where Podman is installed.
     let podman: Vec<&str> = ["/usr/local/bin/podman", "/usr/bin/podman", "/bin/podman"]
@@ -76,6 +78,7 @@ fn emit_test_deps_cfgs() {
     let mut otlp = false;
     let mut a2a = false;
     let mut conformance = false;
+    let mut conformance_next = false;
     match test_deps_dir() {
         Some(dir) => {
             let marker = dir.join(".installed");
@@ -87,6 +90,7 @@ fn emit_test_deps_cfgs() {
                 otlp = stamp.contains("opentelemetry-proto=");
                 a2a = stamp.contains("a2a-sdk=");
                 conformance = stamp.contains("conformance=");
+                conformance_next = stamp.contains("conformance-next=");
             } else {
                 println!("cargo::rustc-cfg=fabric_no_mcp_deps");
             }
@@ -107,6 +111,10 @@ fn emit_test_deps_cfgs() {
     // The official MCP conformance suite and its Node 22 (issue #29).
     if !conformance {
         println!("cargo::rustc-cfg=fabric_no_conformance");
+    }
+    // The newest published conformance suite (issue #29).
+    if !conformance_next {
+        println!("cargo::rustc-cfg=fabric_no_conformance_next");
     }
     // The real model servers and the small model (issue #24).
     let llama: Vec<std::path::PathBuf> = test_deps_dir()

@@ -22,20 +22,61 @@ async fn issue_29_the_official_conformance_suite_fails_only_where_expected() {
     let Some(dir) = fabric_test_support::conformance_deps() else {
         return;
     };
+    server_suite(&dir, &dir, &[], "conformance-expected-failures.yaml").await;
+}
+
+#[cfg_attr(
+    any(fabric_no_conformance, fabric_no_conformance_next),
+    ignore = "needs the newest MCP conformance suite and Node 22: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_29_the_newest_conformance_suite_at_2025_11_25_fails_only_where_expected() {
+    let (Some(node), Some(next)) = (
+        fabric_test_support::conformance_deps(),
+        fabric_test_support::conformance_next_deps(),
+    ) else {
+        return;
+    };
+    let args = ["--requirements", "2025-11-25"];
+    server_suite(&node, &next, &args, "conformance-next-2025-11-25.yaml").await;
+}
+
+#[cfg_attr(
+    any(fabric_no_conformance, fabric_no_conformance_next),
+    ignore = "needs the newest MCP conformance suite and Node 22: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_29_the_newest_conformance_suite_at_2026_07_28_fails_only_where_expected() {
+    let (Some(node), Some(next)) = (
+        fabric_test_support::conformance_deps(),
+        fabric_test_support::conformance_next_deps(),
+    ) else {
+        return;
+    };
+    let args = ["--requirements", "2026-07-28"];
+    server_suite(&node, &next, &args, "conformance-next-2026-07-28.yaml").await;
+}
+
+/// Runs the server scenarios of the suite in `suite_dir` (with `args`) against a fresh
+/// `fabric serve`, on the Node 22 in `node_dir`, and asserts the suite found exactly the
+/// failures `baseline` (under `tests/mcp/`) names.
+async fn server_suite(node_dir: &Path, suite_dir: &Path, args: &[&str], baseline: &str) {
     // Any number of runs, each the same conversation (a scenario may start one).
     let scenario = Scenario {
         turn_by: TurnBy::Conversation,
         ..Scenario::new(hello_turns())
     };
     let served = Served::with(scenario, Options::default()).await;
-    let baseline =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/conformance-expected-failures.yaml");
-    let suite = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let baseline = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(baseline);
+    let suite = suite_dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
     let output = tokio::time::timeout(
         Duration::from_secs(300),
-        tokio::process::Command::new(dir.join("node_modules/.bin/node"))
+        tokio::process::Command::new(node_dir.join("node_modules/.bin/node"))
             .arg(suite)
             .args(["server", "--url", &served.url("/mcp")])
+            .args(args)
             .arg("--expected-failures")
             .arg(&baseline)
             .current_dir(served.fx.dir.path())
@@ -59,12 +100,6 @@ async fn issue_29_the_official_conformance_suite_fails_only_where_expected() {
     assert!(summary.contains("Baseline check passed"), "{summary}");
 }
 
-/// The client scenarios (issue #29): the suite starts its own test servers (and, for the
-/// auth scenarios, authorization servers that approve at once) and runs the fabric as their
-/// client through `scripts/mcp-conformance-client.sh`, which calls `fabric mcp tools|call`
-/// (`--login --no-browser` for auth), one scenario at a time with the same baseline's
-/// `client:` list. Every scenario the suite lists is run, so a new one must be passed or
-/// named there.
 #[cfg_attr(
     fabric_no_conformance,
     ignore = "needs the MCP conformance suite and Node 22: run scripts/install-test-deps.sh"
