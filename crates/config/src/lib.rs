@@ -12,6 +12,9 @@
 //! is reported the same way for both. It depends only on `fabric-domain` (specialists are
 //! domain data) and does file I/O only in [`Settings::load`].
 
+// First, so its macros are in scope in the modules below.
+#[macro_use]
+mod overlay;
 mod builtins;
 mod defaults;
 mod dirs;

@@ -288,6 +288,25 @@ impl Merger {
             Err(self.invalid(key, format!("must be between {min} and {max}, got {v}")))
         }
     }
+
+    /// The number the file gives for `key`, if any, checked to lie in `min..=max` and in the
+    /// settings' type `T`, so no key spells out its own check and cast.
+    fn within<T: TryFrom<u64>>(
+        &self,
+        key: &str,
+        value: Option<impl Into<u64>>,
+        min: u64,
+        max: u64,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some(v) = value.map(Into::into) else {
+            return Ok(None);
+        };
+        let v = self.range(key, v, min, max)?;
+        // Every `max` fits its key's type; were one not to, the answer is the same refusal.
+        T::try_from(v)
+            .map(Some)
+            .map_err(|_| self.invalid(key, format!("must be between {min} and {max}, got {v}")))
+    }
 }
 
 mod checks;

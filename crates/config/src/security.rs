@@ -139,9 +139,7 @@ impl RawLimits {
         if let Some(v) = self.open_files {
             base.open_files = range("sandbox_limits.open_files", v, 16, 1 << 20)?;
         }
-        if let Some(v) = self.cgroup {
-            base.cgroup = v;
-        }
+        overlay!(base, self; cgroup);
         if let Some(v) = self.disk_mb {
             base.disk_mb = range("sandbox_limits.disk_mb", v, 1, 1 << 24)?;
         }

@@ -78,9 +78,7 @@ impl RawServer {
             }
             base.host = host;
         }
-        if let Some(port) = self.port {
-            base.port = port;
-        }
+        overlay!(base, self; port);
         if let Some(name) = self.api_token_env {
             let ok = !name.is_empty()
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -102,12 +100,7 @@ impl RawServer {
             base.max_body_bytes =
                 range(&invalid, "server.max_body_bytes", n, 1024, 64 * 1024 * 1024)?;
         }
-        if let Some(resume) = self.resume_interrupted {
-            base.resume_interrupted = resume;
-        }
-        if let Some(public) = self.metrics_public {
-            base.metrics_public = public;
-        }
+        overlay!(base, self; resume_interrupted, metrics_public);
         if let Some(mode) = self.on_shutdown {
             base.suspend_on_shutdown = match mode.as_str() {
                 "cancel" => false,

@@ -123,9 +123,7 @@ impl RawStore {
         if let Some(url) = self.url {
             base.url = Some(check_url(&url).map_err(|detail| invalid("store.url", detail))?);
         }
-        if let Some(queue) = self.queue {
-            base.queue = queue;
-        }
+        overlay!(base, self; queue);
         if let Some(lease) = self.lease_s {
             if !(2..=3_600).contains(&lease) {
                 return Err(invalid(
@@ -154,9 +152,7 @@ impl RawStore {
             }
             base.workspace_remote = Some(remote.to_owned());
         }
-        if let Some(history) = self.workspace_history {
-            base.workspace_history = history;
-        }
+        overlay!(base, self; workspace_history);
         Ok(())
     }
 }

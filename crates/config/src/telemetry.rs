@@ -49,9 +49,7 @@ impl RawTelemetry {
         base: &mut TelemetryConfig,
         invalid: impl Fn(&str, String) -> ConfigError,
     ) -> Result<(), ConfigError> {
-        if let Some(enabled) = self.enabled {
-            base.enabled = enabled;
-        }
+        overlay!(base, self; enabled);
         if let Some(exporter) = self.exporter {
             match exporter.as_str() {
                 "otlp" | "otlp-http" => {}
@@ -76,9 +74,7 @@ impl RawTelemetry {
             }
             base.otlp_endpoint = url.trim_end_matches('/').to_owned();
         }
-        if let Some(capture) = self.capture_content {
-            base.capture_content = capture;
-        }
+        overlay!(base, self; capture_content);
         if let Some(name) = self.service_name {
             if name.trim().is_empty() {
                 return Err(invalid(

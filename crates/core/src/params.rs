@@ -26,3 +26,22 @@ pub struct ModelParams {
     /// than listed.
     pub summarize_compaction: bool,
 }
+
+impl ModelParams {
+    /// Model `name`, sampled as its server does by default, not streamed, with no price, no
+    /// tool-call repair and no known window: what a test or a bench asks for, the settings
+    /// then changed as it needs.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            stream: false,
+            price: None,
+            tool_call_repair: false,
+            context_window: None,
+            summarize_compaction: false,
+        }
+    }
+}

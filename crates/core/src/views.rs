@@ -3,11 +3,11 @@
 //! `openapi` feature (which `fabric-api-http` turns on) they also describe themselves for the
 //! OpenAPI document.
 
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, RunSummary, Usage, runlog};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, RunSummary, runlog};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{StatsGroup, StatsRow};
+use crate::{Liveness, StatsGroup, StatsRow};
 
 /// What `GET /stats` and the `run_stats` tool answer.
 #[derive(Debug, Serialize)]
@@ -41,8 +41,104 @@ impl PruneResult {
     }
 }
 
-/// A run read back whole, as the MCP `get_run` tool answers it: a projection of its
-/// [`RunSummary`] with every event.
+/// One run: its summary, and its result once it has one.
+// What `GET /runs/{id}` answers, and the one place a run's fields are projected from its
+// [`RunSummary`]: the MCP `get_run` tool's [`RunRecord`] takes its fields from here. The
+// types and doc comments are the HTTP API's published schema (`RunView` in the OpenAPI
+// document), so they stay as they were: `steps` a `u64`, `usage` JSON.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunView {
+    /// The run.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub run_id: RunId,
+    /// `running`, or how it ended.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub status: RunStatus,
+    /// Seconds since the Unix epoch.
+    pub started_at: Option<f64>,
+    /// The prompt.
+    pub prompt: Option<String>,
+    /// Who worked on it.
+    pub specialist_ids: Vec<String>,
+    /// The model key.
+    pub model_key: Option<String>,
+    /// The finish payload's summary, or the failure reason.
+    pub summary: Option<String>,
+    /// Why it failed, or how it completed when not through `finish_task`.
+    pub reason: Option<String>,
+    /// Model calls made, once ended.
+    pub steps: Option<u64>,
+    /// Tokens used, once ended.
+    pub usage: Option<Value>,
+    /// The finish payload of a completed run.
+    pub result: Option<Value>,
+    /// How many events the runlog holds.
+    pub events: usize,
+    /// `true` when the run is `running` but no process carries it on any more (it was
+    /// killed or crashed: its runlog's lock is free): `fabric resume <id>` continues it. The
+    /// CLI shows it as `interrupted (resumable)`. Derived at each read, never stored; false
+    /// when this server cannot tell (the run's runlog is on another machine).
+    pub resumable: bool,
+    /// `true` when the run is `running` but waits for a worker to claim it (`store.queue:
+    /// true`): no worker has taken it yet, or its worker's lease ran out and none has taken
+    /// it over yet. Derived at each read, never stored.
+    pub queued: bool,
+}
+
+impl RunView {
+    /// The view of run `id` from its events (the runlog, or a live run's buffer).
+    pub fn from_events(id: RunId, events: &[RunEvent]) -> Self {
+        let started = events.iter().any(|e| e.kind == EventKind::RunStart);
+        // Steps and usage only once the run has ended with a full `RunEnd` (a run ended by a
+        // panic has the shorter `RunAborted`), which the summary does not tell apart.
+        let end = events
+            .iter()
+            .rev()
+            .find(|e| e.kind.is_terminal())
+            .and_then(|e| e.payload_as::<runlog::RunEnd>().ok());
+        Self::from_summary(RunSummary::from_events(id, events), started, end)
+    }
+
+    /// The projection of `summary`, with what it does not keep: whether the run `started`
+    /// (else it has no prompt yet) and its full `end`.
+    pub fn from_summary(summary: RunSummary, started: bool, end: Option<runlog::RunEnd>) -> Self {
+        Self {
+            summary: finish_summary(summary.result.as_ref()).or_else(|| summary.reason.clone()),
+            started_at: (summary.events > 0).then_some(summary.started_at),
+            prompt: started.then_some(summary.prompt),
+            model_key: summary.model_keys.into_iter().next(),
+            steps: end.as_ref().map(|e| u64::from(e.steps)),
+            usage: end.and_then(|e| serde_json::to_value(e.usage).ok()),
+            run_id: summary.id,
+            status: summary.status,
+            specialist_ids: summary.specialist_ids,
+            reason: summary.reason,
+            result: summary.result,
+            // A count of events always fits a `usize` on the machines the fabric runs on.
+            events: usize::try_from(summary.events).unwrap_or(usize::MAX),
+            resumable: false,
+            queued: false,
+        }
+    }
+
+    /// With what a probe found about who carries the run on.
+    pub fn with_liveness(mut self, liveness: Liveness) -> Self {
+        self.resumable = liveness.resumable();
+        self.queued = liveness.queued();
+        self
+    }
+}
+
+/// The view's `summary`: the finish payload's `summary` text only. Narrower than
+/// [`fabric_domain::result_summary`] (which `GET /runs` lists), kept so `GET /runs/{id}`
+/// answers as it always has.
+fn finish_summary(result: Option<&Value>) -> Option<String> {
+    result?.get("summary")?.as_str().map(str::to_owned)
+}
+
+/// A run read back whole, as the MCP `get_run` tool answers it: the fields of its
+/// [`RunView`] that tool has always shown, with every event.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRecord {
     /// The run.
@@ -56,9 +152,9 @@ pub struct RunRecord {
     /// Why it failed, or how it completed when not through `finish_task`.
     pub reason: Option<String>,
     /// Model calls made, once the run has ended with a full `RunEnd`.
-    pub steps: Option<u32>,
+    pub steps: Option<u64>,
     /// Tokens used, once the run has ended with a full `RunEnd`.
-    pub usage: Option<Usage>,
+    pub usage: Option<Value>,
     /// Every event of its runlog.
     pub events: Vec<RunEvent>,
 }
@@ -66,23 +162,91 @@ pub struct RunRecord {
 impl RunRecord {
     /// The record of run `id` from its events.
     pub fn from_events(id: RunId, events: Vec<RunEvent>) -> Self {
-        let summary = RunSummary::from_events(id, &events);
-        let started = events.iter().any(|e| e.kind == EventKind::RunStart);
-        // Steps and usage only once the run has ended with a full `RunEnd`, as before.
-        let end = events
-            .iter()
-            .rev()
-            .find(|e| e.kind.is_terminal())
-            .and_then(|e| e.payload_as::<runlog::RunEnd>().ok());
+        let view = RunView::from_events(id, &events);
         Self {
-            run_id: summary.id,
-            status: summary.status,
-            prompt: started.then_some(summary.prompt),
-            result: summary.result,
-            reason: summary.reason,
-            steps: end.as_ref().map(|e| e.steps),
-            usage: end.map(|e| e.usage),
+            run_id: view.run_id,
+            status: view.status,
+            prompt: view.prompt,
+            result: view.result,
+            reason: view.reason,
+            steps: view.steps,
+            usage: view.usage,
             events,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(seq: u64, kind: EventKind, payload: Value) -> RunEvent {
+        RunEvent {
+            seq,
+            ts: 100.0 + seq as f64,
+            kind,
+            step: None,
+            payload,
+        }
+    }
+
+    fn id() -> RunId {
+        RunId::parse("r").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn start() -> RunEvent {
+        event(
+            0,
+            EventKind::RunStart,
+            json!({"run_id": "r", "prompt": "p", "model_key": "k", "model": "m",
+                   "model_reason": null, "max_steps": 3, "network_allowed": false,
+                   "workspace": "/w", "sandbox": null, "parent_run_id": null}),
+        )
+    }
+
+    #[test]
+    fn an_ended_run_shows_its_end_and_only_a_finish_summary() {
+        let end = event(
+            1,
+            EventKind::RunComplete,
+            json!({"run_id": "r", "status": "completed", "specialist_ids": ["a"],
+                   "task_force_mode": "sequential", "steps": 4, "reason": null,
+                   "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+                   "result": {"executive_summary": "e"}}),
+        );
+        let view = RunView::from_events(id(), &[start(), end]);
+        assert_eq!(view.status, RunStatus::Completed);
+        assert_eq!(view.started_at, Some(100.0));
+        assert_eq!(view.prompt.as_deref(), Some("p"));
+        assert_eq!(view.model_key.as_deref(), Some("k"));
+        assert_eq!((view.steps, view.events), (Some(4), 2));
+        assert_eq!(
+            view.usage,
+            Some(json!({"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}))
+        );
+        // `GET /runs/{id}` reads only `summary`, where the listing also takes others.
+        assert_eq!(view.summary, None);
+    }
+
+    #[test]
+    fn a_run_ended_by_a_panic_has_a_reason_but_no_figures() {
+        let aborted = event(
+            1,
+            EventKind::RunFailed,
+            json!({"run_id": "r", "status": "failed", "reason": "panic"}),
+        );
+        let record = RunRecord::from_events(id(), vec![start(), aborted]);
+        assert_eq!(record.status, RunStatus::Failed);
+        assert_eq!(record.reason.as_deref(), Some("panic"));
+        assert_eq!((record.steps, record.usage), (None, None));
+        assert_eq!(record.events.len(), 2);
+    }
+
+    #[test]
+    fn a_run_with_no_events_has_not_started() {
+        let view = RunView::from_events(id(), &[]);
+        assert_eq!(view.status, RunStatus::Running);
+        assert_eq!((view.started_at, view.prompt, view.events), (None, None, 0));
     }
 }

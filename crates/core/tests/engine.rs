@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use fabric_core::engine::MAX_TOOL_RESULT_CHARS;
-use fabric_core::execute::execute_task;
+use fabric_core::execute::execute_task_force;
 use fabric_core::{ChatError, NoopObserver, Tool, ToolError};
 use fabric_domain::{EventKind, RunStatus, ToolAnnotations};
 use serde_json::{Value, json};
@@ -23,9 +23,12 @@ async fn a_run_records_every_step_and_ends_with_one_terminal_event() {
         call("work", json!({})),
         call("finish_task", json!({"summary": "ok"})),
     ]);
-    let outcome = run(&store, &chat, task(vec![ok_tool("work")], true, false))
-        .await
-        .unwrap();
+    let outcome = run(
+        &store,
+        task(chat.client(), vec![ok_tool("work")], true, false),
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome.status, RunStatus::Completed);
     assert_eq!(outcome.payload, json!({"summary": "ok"}));
     use EventKind::*;
@@ -64,9 +67,12 @@ async fn refusals_become_tool_errors_and_security_events() {
         call("open", json!({"path": "../x"})),
         call("finish_task", json!({"summary": "ok"})),
     ]);
-    let outcome = run(&store, &chat, task(vec![Arc::new(denied)], true, false))
-        .await
-        .unwrap();
+    let outcome = run(
+        &store,
+        task(chat.client(), vec![Arc::new(denied)], true, false),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         outcome.status,
         RunStatus::Completed,
@@ -95,9 +101,12 @@ async fn long_results_are_capped_for_the_model_and_the_runlog() {
         call("big", json!({})),
         call("finish_task", json!({"summary": "ok"})),
     ]);
-    run(&store, &chat, task(vec![Arc::new(big)], true, false))
-        .await
-        .unwrap();
+    run(
+        &store,
+        task(chat.client(), vec![Arc::new(big)], true, false),
+    )
+    .await
+    .unwrap();
     let seen = chat.last_tool_messages();
     assert!(seen[0].len() < MAX_TOOL_RESULT_CHARS + 100);
     assert!(seen[0].ends_with(&format!(
@@ -128,7 +137,9 @@ async fn model_failures_end_with_typed_statuses() {
     ] {
         let store = MemStore::new();
         let chat = ScriptedChat::new(vec![Err(error.clone())]);
-        let outcome = run(&store, &chat, task(vec![], true, false)).await.unwrap();
+        let outcome = run(&store, task(chat.client(), vec![], true, false))
+            .await
+            .unwrap();
         assert_eq!(outcome.status, status);
         assert_eq!(outcome.reason.as_deref(), Some(error.to_string().as_str()));
         let failed = store.of(EventKind::RunFailed);
@@ -151,10 +162,9 @@ async fn cancelling_mid_tool_drops_the_tool_and_records_cancelled() {
         trigger.cancel();
     });
     let started = std::time::Instant::now();
-    let outcome = execute_task(
+    let outcome = execute_task_force(
         &store,
-        chat.client(),
-        task(vec![Arc::new(slow)], true, false),
+        task(chat.client(), vec![Arc::new(slow)], true, false),
         &NoopObserver,
         cancel,
     )
@@ -203,7 +213,9 @@ async fn read_only_specialists_and_offline_runs_get_fewer_tools() {
         call("reader", json!({})),
         call("finish_task", json!({"summary": "ok"})),
     ]);
-    run(&store, &chat, task(tools, false, false)).await.unwrap();
+    run(&store, task(chat.client(), tools, false, false))
+        .await
+        .unwrap();
     assert_eq!(
         store.of(EventKind::PackStart)[0].payload["tools"],
         json!(["reader"])
@@ -223,9 +235,12 @@ async fn a_runlog_that_cannot_be_written_is_an_error_not_a_silent_run() {
         call("work", json!({})),
         call("finish_task", json!({"summary": "ok"})),
     ]);
-    let error = run(&store, &chat, task(vec![ok_tool("work")], true, false))
-        .await
-        .unwrap_err();
+    let error = run(
+        &store,
+        task(chat.client(), vec![ok_tool("work")], true, false),
+    )
+    .await
+    .unwrap_err();
     assert!(error.to_string().contains("disk full"), "{error}");
 }
 
@@ -233,9 +248,10 @@ async fn a_runlog_that_cannot_be_written_is_an_error_not_a_silent_run() {
 async fn finish_schema_that_is_not_an_object_fails_the_run_clearly() {
     let store = MemStore::new();
     let chat = ScriptedChat::new(vec![]);
-    let mut t = task(vec![], true, false);
-    std::sync::Arc::make_mut(&mut t.specialist).finish_schema = json!({"type": "string"});
-    let outcome = run(&store, &chat, t).await.unwrap();
+    let mut t = task(chat.client(), vec![], true, false);
+    std::sync::Arc::make_mut(&mut t.members[0].specialist).finish_schema =
+        json!({"type": "string"});
+    let outcome = run(&store, t).await.unwrap();
     assert_eq!(outcome.status, RunStatus::Failed);
     assert!(outcome.reason.unwrap().contains("finish_schema"));
 }
@@ -247,7 +263,9 @@ async fn a_specialist_without_tools_may_finish_at_once() {
         "finish_task",
         json!({"summary": "thought it through"}),
     )]);
-    let outcome = run(&store, &chat, task(vec![], true, false)).await.unwrap();
+    let outcome = run(&store, task(chat.client(), vec![], true, false))
+        .await
+        .unwrap();
     assert_eq!(outcome.status, RunStatus::Completed);
 }
 
@@ -283,24 +301,17 @@ async fn issue_12_turns_left_out_to_fit_the_window_can_be_summarised_by_the_mode
     answers.push(call("finish_task", json!({"summary": "ok"})));
     let chat = Summarising(ScriptedChat::new(answers));
     let store = MemStore::new();
-    let mut t = task(vec![big], true, false);
+    let mut t = task(Arc::new(chat.clone()), vec![big], true, false);
     t.max_steps = 20;
-    t.model.context_window = Some(3_000);
-    t.model.max_tokens = Some(200);
-    t.model.summarize_compaction = true;
+    let member = &mut t.members[0];
+    member.model.context_window = Some(3_000);
+    member.model.max_tokens = Some(200);
+    member.model.summarize_compaction = true;
     // The same call with the same result, on purpose: no repetition breaker here.
-    let mut spec = (*t.specialist).clone();
+    let mut spec = (*member.specialist).clone();
     spec.loop_aids.repeat_limit = 0;
-    t.specialist = spec.into();
-    let outcome = execute_task(
-        &store,
-        Arc::new(chat.clone()),
-        t,
-        &NoopObserver,
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    member.specialist = spec.into();
+    let outcome = run(&store, t).await.unwrap();
     assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.reason);
     let compacted = store.of(EventKind::ContextCompacted);
     assert!(!compacted.is_empty());

@@ -28,9 +28,12 @@ async fn issue_24_a_repeated_call_is_nudged_then_refused_then_the_run_stalls() {
     });
     let store = MemStore::new();
     let chat = ScriptedChat::new((0..6).map(|_| call("look", json!({}))).collect());
-    let outcome = run(&store, &chat, task(vec![Arc::new(look)], true, false))
-        .await
-        .unwrap();
+    let outcome = run(
+        &store,
+        task(chat.client(), vec![Arc::new(look)], true, false),
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome.status, RunStatus::Stalled);
     assert_eq!(outcome.steps, 6);
     assert!(
@@ -98,11 +101,11 @@ async fn issue_24_the_repetition_breaker_can_be_switched_off() {
             .chain([call("finish_task", json!({"summary": "ok"}))])
             .collect(),
     );
-    let mut task = task(vec![ok_tool("work")], true, false);
-    let mut spec = (*task.specialist).clone();
+    let mut task = task(chat.client(), vec![ok_tool("work")], true, false);
+    let mut spec = (*task.members[0].specialist).clone();
     spec.loop_aids.repeat_limit = 0;
-    task.specialist = spec.into();
-    let outcome = run(&store, &chat, task).await.unwrap();
+    task.members[0].specialist = spec.into();
+    let outcome = run(&store, task).await.unwrap();
     assert_eq!(outcome.status, RunStatus::Completed);
     assert!(store.of(EventKind::LoopDetected).is_empty());
 }
@@ -111,9 +114,12 @@ async fn issue_24_the_repetition_breaker_can_be_switched_off() {
 async fn issue_24_a_run_that_did_nothing_says_so() {
     let store = MemStore::new();
     let chat = ScriptedChat::new(vec![text("Sure!"), text("Done, I think.")]);
-    let outcome = run(&store, &chat, task(vec![ok_tool("work")], true, false))
-        .await
-        .unwrap();
+    let outcome = run(
+        &store,
+        task(chat.client(), vec![ok_tool("work")], true, false),
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome.status, RunStatus::CompletedWithoutFinish);
     assert!(
         outcome
@@ -131,29 +137,29 @@ async fn issue_24_require_finish_keeps_asking_for_finish_task() {
     let with_finish = |answers| {
         let store = MemStore::new();
         let chat = ScriptedChat::new(answers);
-        let mut task = task(vec![ok_tool("work")], true, false);
-        let mut spec = (*task.specialist).clone();
+        let mut task = task(chat.client(), vec![ok_tool("work")], true, false);
+        let mut spec = (*task.members[0].specialist).clone();
         spec.loop_aids.require_finish = true;
-        task.specialist = spec.into();
+        task.members[0].specialist = spec.into();
         task.max_steps = 5;
-        (store, chat, task)
+        (store, task)
     };
     // Prose, work, prose twice more, then the call: completed.
-    let (store, chat, task) = with_finish(vec![
+    let (store, task) = with_finish(vec![
         text("a"),
         call("work", json!({})),
         text("b"),
         text("c"),
         call("finish_task", json!({"summary": "ok"})),
     ]);
-    let outcome = run(&store, &chat, task).await.unwrap();
+    let outcome = run(&store, task).await.unwrap();
     assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.reason);
     let reprompts = store.of(EventKind::CorrectiveReprompt);
     assert_eq!(reprompts.len(), 3);
     assert_eq!(reprompts[2].payload["attempt"], 2);
     assert_eq!(reprompts[2].payload["max_retries"], 5);
     // Prose to the end: the step limit, never `completed_without_finish`.
-    let (store, chat, task) = with_finish((0..5).map(|_| text("prose")).collect());
-    let outcome = run(&store, &chat, task).await.unwrap();
+    let (store, task) = with_finish((0..5).map(|_| text("prose")).collect());
+    let outcome = run(&store, task).await.unwrap();
     assert_eq!(outcome.status, RunStatus::MaxStepsExceeded);
 }

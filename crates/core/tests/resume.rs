@@ -6,7 +6,7 @@
 mod support;
 
 use async_trait::async_trait;
-use fabric_core::execute::{execute_task, resume_task};
+use fabric_core::execute::{execute_task_force, resume_task_force};
 use fabric_core::history::RunHistory;
 use fabric_core::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, Tool,
@@ -189,10 +189,9 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
     let store = MemStore::new();
     let model = ByConversation::new(script());
     let tools = Tools::new();
-    let whole = execute_task(
+    let whole = execute_task_force(
         &store,
-        Arc::new(model.clone()),
-        task(tools.list(), true, false),
+        task(Arc::new(model.clone()), tools.list(), true, false),
         &NoopObserver,
         CancellationToken::new(),
     )
@@ -240,10 +239,9 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
         };
         let model = ByConversation::new(script());
         let tools = Tools::new();
-        let resumed = resume_task(
+        let resumed = resume_task_force(
             run,
-            Arc::new(model.clone()),
-            task(tools.list(), true, false),
+            task(Arc::new(model.clone()), tools.list(), true, false),
             history,
             &NoopObserver,
             CancellationToken::new(),

@@ -176,38 +176,20 @@ fn specialist(id: &str) -> SpecialistSpec {
 }
 
 fn member(id: &str, chat: &Chat) -> Member {
-    Member {
-        specialist: specialist(id).into(),
-        tools: vec![list_files()],
-        sources: Vec::new(),
-        chat: Arc::new(chat.clone()),
-        model_key: format!("{id}-key"),
-        model: ModelParams {
-            name: format!("{id}-model"),
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            stream: false,
-            price: None,
-            tool_call_repair: false,
-            context_window: None,
-            summarize_compaction: false,
-        },
-        model_reason: None,
-        critic: None,
-    }
+    Member::new(
+        specialist(id).into(),
+        vec![list_files()],
+        Arc::new(chat.clone()),
+        format!("{id}-key"),
+        ModelParams::named(format!("{id}-model")),
+    )
 }
 
 fn force(members: Vec<Member>, mode: TaskForceMode, max_parallel: usize) -> TaskForce {
     TaskForce {
         prompt: "do the thing".into(),
         members,
-        recruitment: Recruitment {
-            specialist_ids: Vec::new(),
-            routing_method: "explicit".into(),
-            required_capabilities: vec![],
-            reason: "test".into(),
-        },
+        recruitment: Recruitment::explicit(Vec::new(), "test"),
         routing_call: None,
         mode,
         max_parallel,

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use fabric_core::engine::ModelParams;
-use fabric_core::execute::{Member, Recruitment, RunOutcome, TaskForce, TaskForceMode};
+use fabric_core::execute::{Member, Recruitment, RunOutcome, TaskForce};
 use fabric_core::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
     RunStore, StoreError, Tool, ToolContext, ToolError, ToolNotice, ToolSource,
@@ -221,46 +221,16 @@ async fn run(
     tools: Vec<Arc<dyn Tool>>,
     source: Arc<dyn ToolSource>,
 ) -> RunOutcome {
-    let force = TaskForce {
-        prompt: "do it".into(),
-        members: vec![Member {
-            specialist: spec.into(),
-            tools,
-            sources: vec![source],
-            chat: Arc::new(chat.clone()),
-            model_key: "k".into(),
-            model: ModelParams {
-                name: "m".into(),
-                temperature: None,
-                top_p: None,
-                max_tokens: None,
-                stream: false,
-                price: None,
-                tool_call_repair: false,
-                context_window: None,
-                summarize_compaction: false,
-            },
-            model_reason: None,
-            critic: None,
-        }],
-        recruitment: Recruitment {
-            specialist_ids: Vec::new(),
-            routing_method: "explicit".into(),
-            required_capabilities: vec![],
-            reason: "test".into(),
-        },
-        routing_call: None,
-        mode: TaskForceMode::Sequential,
-        max_parallel: 1,
-        max_steps: 6,
-        network_allowed: false,
-        lineage: None,
-        share_parent_workspace: false,
-        fallback: None,
-        sandbox: Default::default(),
-        origin: Default::default(),
-        context_id: None,
-    };
+    let mut member = Member::new(
+        spec.into(),
+        tools,
+        Arc::new(chat.clone()),
+        "k",
+        ModelParams::named("m"),
+    );
+    member.sources = vec![source];
+    let recruitment = Recruitment::explicit(Vec::new(), "test");
+    let force = TaskForce::single("do it", member, recruitment, 6);
     fabric_core::execute::execute_task_force(store, force, &NoopObserver, CancellationToken::new())
         .await
         .unwrap()

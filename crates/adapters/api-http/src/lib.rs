@@ -37,11 +37,11 @@ mod ui;
 pub use a2a::{A2aSkill, AgentCardInfo};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 /// The answers the HTTP API shares with the MCP server (issue #28).
-pub use fabric_core::views::{PruneResult, StatsPage};
+pub use fabric_core::views::{PruneResult, RunView, StatsPage};
 pub use handlers::budget::{BudgetReport, BudgetSource, KeyBudget};
 pub use model::{
     CancelAccepted, EventDoc, EventList, EventsQuery, Health, ListQuery, MAX_STEPS_LIMIT,
-    PruneRequest, RunAccepted, RunListItem, RunMetaDoc, RunPage, RunRequest, RunResultDoc, RunView,
+    PruneRequest, RunAccepted, RunListItem, RunMetaDoc, RunPage, RunRequest, RunResultDoc,
     STATUSES, SearchHitDoc, SearchPage, SearchParams, SseFrameDoc, StatsParams, StatusView,
 };
 pub use serve::{serve, serve_with, serve_with_grace};

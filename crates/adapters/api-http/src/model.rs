@@ -4,7 +4,7 @@
 //! [`EventDoc`] only describes that shape for the OpenAPI document.
 
 use fabric_core::Liveness;
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, RunSummary, runlog};
+use fabric_domain::{RunEvent, RunId, RunStatus, RunSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -320,97 +320,6 @@ pub struct CancelAccepted {
     /// Always true: the run was asked to stop. It ends shortly with `run_failed` /
     /// `cancelled`; follow its events or status to see when.
     pub cancel_requested: bool,
-}
-
-/// One run: its summary, and its result once it has one.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct RunView {
-    /// The run.
-    #[schema(value_type = String)]
-    pub run_id: RunId,
-    /// `running`, or how it ended.
-    #[schema(value_type = String)]
-    pub status: RunStatus,
-    /// Seconds since the Unix epoch.
-    pub started_at: Option<f64>,
-    /// The prompt.
-    pub prompt: Option<String>,
-    /// Who worked on it.
-    pub specialist_ids: Vec<String>,
-    /// The model key.
-    pub model_key: Option<String>,
-    /// The finish payload's summary, or the failure reason.
-    pub summary: Option<String>,
-    /// Why it failed, or how it completed when not through `finish_task`.
-    pub reason: Option<String>,
-    /// Model calls made, once ended.
-    pub steps: Option<u64>,
-    /// Tokens used, once ended.
-    pub usage: Option<Value>,
-    /// The finish payload of a completed run.
-    pub result: Option<Value>,
-    /// How many events the runlog holds.
-    pub events: usize,
-    /// `true` when the run is `running` but no process carries it on any more (it was
-    /// killed or crashed: its runlog's lock is free): `fabric resume <id>` continues it. The
-    /// CLI shows it as `interrupted (resumable)`. Derived at each read, never stored; false
-    /// when this server cannot tell (the run's runlog is on another machine).
-    pub resumable: bool,
-    /// `true` when the run is `running` but waits for a worker to claim it (`store.queue:
-    /// true`): no worker has taken it yet, or its worker's lease ran out and none has taken
-    /// it over yet. Derived at each read, never stored.
-    pub queued: bool,
-}
-
-impl RunView {
-    /// Builds the view from the run's events (the runlog, or a live run's buffer).
-    pub fn from_events(run_id: RunId, events: &[RunEvent]) -> Self {
-        // Payloads that do not fit their struct count as absent, as missing keys did.
-        let first = |kind: EventKind| events.iter().find(|e| e.kind == kind);
-        let start =
-            first(EventKind::RunStart).and_then(|e| e.payload_as::<runlog::RunStart>().ok());
-        let recruitment =
-            first(EventKind::Recruitment).and_then(|e| e.payload_as::<runlog::Recruitment>().ok());
-        let terminal = events.last().filter(|e| e.kind.is_terminal());
-        let status = terminal.map_or(RunStatus::Running, fabric_core::live::terminal_status);
-        let end = terminal.and_then(|e| e.payload_as::<runlog::RunEnd>().ok());
-        // A run ended by a panic has the shorter `RunAborted` payload, with a reason too.
-        let aborted = terminal.and_then(|e| e.payload_as::<runlog::RunAborted>().ok());
-        let result = end.as_ref().and_then(|e| e.result.clone());
-        let reason = match &end {
-            Some(end) => end.reason.clone(),
-            None => aborted.map(|a| a.reason),
-        };
-        let summary = result
-            .as_ref()
-            .and_then(|r| r.get("summary"))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .or_else(|| reason.clone());
-        Self {
-            run_id,
-            status,
-            started_at: events.first().map(|e| e.ts),
-            prompt: start.as_ref().map(|s| s.prompt.clone()),
-            specialist_ids: recruitment.map(|r| r.specialist_ids).unwrap_or_default(),
-            model_key: start.map(|s| s.model_key),
-            summary,
-            reason,
-            steps: end.as_ref().map(|e| u64::from(e.steps)),
-            usage: end.and_then(|e| serde_json::to_value(e.usage).ok()),
-            result,
-            events: events.len(),
-            resumable: false,
-            queued: false,
-        }
-    }
-
-    /// With what a probe found about who carries the run on ([`crate::handlers`]).
-    pub(crate) fn with_liveness(mut self, liveness: Liveness) -> Self {
-        self.resumable = liveness.resumable();
-        self.queued = liveness.queued();
-        self
-    }
 }
 
 /// The answer of `GET /runs`.

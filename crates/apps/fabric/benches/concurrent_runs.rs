@@ -7,12 +7,12 @@
 //! scripted server's own capacity: R concurrent plain HTTP clients posting S requests each to
 //! a fresh server with the same latency, nothing of ours in between.
 //!
-//! Part 2, memory per run in flight: N runs in flight at once, driven through `execute_task`
+//! Part 2, memory per run in flight: N runs in flight at once, driven through `execute_task_force`
 //! with the real file-system run store and runlogs, but an in-process model that sleeps L and
 //! answers (no HTTP): with thousands of sockets the HTTP client's and the fake server's buffers
 //! (both in this process) would dominate the figure and say nothing about the fabric. Memory
 //! per run = (RSS with all N waiting on the model - RSS before) / N, from /proc/self/statm.
-//! Measured with no observer (`none`: `execute_task` alone, no run service around it; no
+//! Measured with no observer (`none`: `execute_task_force` alone, no run service around it; no
 //! front end takes this path) and with `LiveRun` (`live`: what the run service attaches to
 //! each run, keeping a window of its events for followers), both over the file store; and
 //! through the run service over the SQLite store (`service`), the path every front end takes
@@ -31,7 +31,7 @@
 mod common;
 use async_trait::async_trait;
 
-use fabric_core::execute::{Task, execute_task, run_task};
+use fabric_core::execute::{TaskForce, execute_task_force, run_task_force};
 use fabric_core::live::RunRegistry;
 use fabric_core::service::{
     PrepareContext, Preparer, RunService, Runnable, ServiceConfig, ServiceError, Submission,
@@ -51,8 +51,8 @@ use tokio_util::sync::CancellationToken;
 
 /// A run of `steps` steps, with headroom: on the shared HTTP server a run may take a turn
 /// another run left.
-fn task(steps: usize) -> Task {
-    common::task(steps as u32 * 2)
+fn task(chat: Arc<dyn ChatClient>, steps: usize) -> TaskForce {
+    common::task(chat, steps as u32 * 2)
 }
 
 /// The scripted turn for step `i` of `steps`: the model's answer depends only on how many
@@ -148,10 +148,9 @@ async fn http_runs(runs: usize, steps: usize, latency_ms: u64) -> (Duration, usi
     for _ in 0..runs {
         let (store, chat) = (Arc::clone(&store), Arc::clone(&chat));
         set.spawn(async move {
-            execute_task(
+            execute_task_force(
                 store.as_ref(),
-                chat,
-                task(steps),
+                task(chat, steps),
                 &NoopObserver,
                 CancellationToken::new(),
             )
@@ -183,10 +182,9 @@ async fn real_bodies(steps: usize) -> Vec<Value> {
         None,
     )
     .unwrap();
-    let outcome = execute_task(
+    let outcome = execute_task_force(
         &store,
-        chat,
-        task(steps),
+        task(chat, steps),
         &NoopObserver,
         CancellationToken::new(),
     )
@@ -251,7 +249,7 @@ impl Runnable for BenchRun {
         observer: &dyn fabric_core::RunObserver,
         cancel: CancellationToken,
     ) -> Result<fabric_core::execute::RunOutcome, fabric_core::CoreError> {
-        run_task(run, self.model.clone(), task(self.steps), observer, cancel).await
+        run_task_force(run, task(self.model.clone(), self.steps), observer, cancel).await
     }
 }
 
@@ -371,10 +369,9 @@ async fn in_flight(runs: usize, steps: usize, latency: Duration, live: bool) -> 
             let outcome = if live {
                 let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
                 let watched = registry.register(run.id.clone());
-                let outcome = run_task(
+                let outcome = run_task_force(
                     run,
-                    chat,
-                    task(steps),
+                    task(chat, steps),
                     watched.as_ref(),
                     watched.cancel_token(),
                 )
@@ -384,10 +381,9 @@ async fn in_flight(runs: usize, steps: usize, latency: Duration, live: bool) -> 
                 registry.remove(watched.id());
                 outcome
             } else {
-                execute_task(
+                execute_task_force(
                     store.as_ref(),
-                    chat,
-                    task(steps),
+                    task(chat, steps),
                     &NoopObserver,
                     CancellationToken::new(),
                 )

@@ -1,7 +1,7 @@
 //! What the tool-calling loop itself costs per step, against the floor of a bare HTTP loop.
 //!
 //! For N steps, the scripted server answers N-1 calls of a no-op tool, then `finish_task`.
-//! The engine path is the real one: `execute_task` with the OpenAI client (pooled
+//! The engine path is the real one: `execute_task_force` with the OpenAI client (pooled
 //! keep-alive connection), schema checks, the no-op tool, and a real JSONL runlog on disk.
 //! The floor replays the very request bodies the engine sent, in order, over one pooled
 //! reqwest client to a fresh server with the same script, and decodes each answer: the same
@@ -31,7 +31,7 @@
 mod common;
 
 use fabric_core::NoopObserver;
-use fabric_core::execute::execute_task;
+use fabric_core::execute::execute_task_force;
 use fabric_test_support::{Scenario, ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -98,9 +98,9 @@ async fn engine_run_observed(
         None,
     )
     .unwrap();
-    let task = common::task(steps as u32 + 1);
+    let task = common::task(chat, steps as u32 + 1);
     let started = Instant::now();
-    let outcome = execute_task(store, chat, task, observer, CancellationToken::new())
+    let outcome = execute_task_force(store, task, observer, CancellationToken::new())
         .await
         .unwrap();
     let elapsed = started.elapsed();

@@ -1,8 +1,8 @@
 //! `fabric`: the agent-fabric command.
 //!
 //! The only crate that names concrete adapters together: it parses the command line, loads
-//! the settings, wires the LLM client, the built-in tools and the file-system run store into
-//! the core's `execute_task`, renders what happens for a person (or as JSON for a program),
+//! the settings, wires the LLM client, the built-in tools and the run store into the core's
+//! run service (`RunService`), renders what happens for a person (or as JSON for a program),
 //! and maps how the run ended to an exit code (docs/CLI.md). All logic lives in the libraries.
 // The binary is the one place that talks to the terminal.
 #![allow(clippy::print_stdout, clippy::print_stderr)]

@@ -10,6 +10,7 @@ use crate::raw::{RawConfig, RawFetchUrl, RawWebSearch};
 use crate::settings::{SearchProvider, Settings};
 
 use super::Merger;
+use crate::overlay::{set, set_some};
 
 impl Merger {
     pub(super) fn apply(&self, s: &mut Settings, raw: RawConfig) -> Result<(), ConfigError> {
@@ -20,14 +21,10 @@ impl Merger {
                 s.models.insert(key, merged);
             }
         }
-        set(&mut s.default_model_key, raw.default_model_key);
-        set(&mut s.default_specialist, raw.default_specialist);
-        set(&mut s.routing_model_key, raw.routing_model_key);
-        if let Some(v) = raw.task_force_max_parallel {
-            s.task_force_max_parallel =
-                self.range("task_force_max_parallel", u64::from(v), 1, 64)? as u32;
-        }
-        set(&mut s.routing, raw.routing);
+        overlay!(s, raw; default_model_key, default_specialist, routing_model_key, routing,
+            task_force_mode, local_llm_ensure_available, auto_pull_if_missing, auto_pull_model,
+            network_allowed);
+        overlay_within!(self, String::from, s, raw; task_force_max_parallel: 1, 64);
         if let Some(v) = raw.complexity_routing {
             self.complexity_routing(s, v)?;
         }
@@ -51,11 +48,6 @@ impl Merger {
         if let Some(v) = raw.cloud_fallback {
             self.cloud_fallback(s, v)?;
         }
-        set(&mut s.task_force_mode, raw.task_force_mode);
-        set(
-            &mut s.local_llm_ensure_available,
-            raw.local_llm_ensure_available,
-        );
         if let Some(v) = raw.local_llm_start_cmd {
             if v.is_empty() || v[0].trim().is_empty() {
                 return Err(self.invalid(
@@ -65,15 +57,9 @@ impl Merger {
             }
             s.local_llm_start_cmd = v;
         }
-        if let Some(v) = raw.local_llm_start_timeout_s {
-            s.local_llm_start_timeout_s = self.range("local_llm_start_timeout_s", v, 1, 3600)?;
-        }
-        set(&mut s.auto_pull_if_missing, raw.auto_pull_if_missing);
-        set(&mut s.auto_pull_model, raw.auto_pull_model);
-        if let Some(v) = raw.max_steps {
-            s.max_steps = self.range("max_steps", u64::from(v), 1, 1000)? as u32;
-        }
-        set(&mut s.network_allowed, raw.network_allowed);
+        overlay_within!(self, String::from, s, raw;
+            local_llm_start_timeout_s: 1, 3600;
+            max_steps: 1, 1000);
         if let Some(shell) = raw.shell {
             self.shell(s, shell)?;
         }
@@ -115,10 +101,9 @@ impl Merger {
         s: &mut Settings,
         v: crate::raw::RawComplexityRouting,
     ) -> Result<(), ConfigError> {
-        let threshold = match v.threshold {
-            Some(t) => self.range("complexity_routing.threshold", t, 0, 100)? as u8,
-            None => 60,
-        };
+        let threshold = self
+            .within("complexity_routing.threshold", v.threshold, 0, 100)?
+            .unwrap_or(60);
         let key = |name: &str, value: Option<String>| {
             value.filter(|k| !k.trim().is_empty()).ok_or_else(|| {
                 self.invalid(
@@ -149,10 +134,8 @@ impl Merger {
                     "needs `max_tokens` or `max_cost_usd` (per day)",
                 ));
             }
-            let max_tokens = match limit.max_tokens {
-                Some(v) => Some(self.range(&at("max_tokens"), v, 1, 1_000_000_000_000)?),
-                None => None,
-            };
+            let max_tokens =
+                self.within(&at("max_tokens"), limit.max_tokens, 1, 1_000_000_000_000)?;
             if let Some(v) = limit.max_cost_usd
                 && !(v.is_finite() && v > 0.0 && v <= 1_000_000.0)
             {
@@ -192,10 +175,9 @@ impl Merger {
             .policy
             .unwrap_or_else(|| vec![FallbackReason::NoToolCalls, FallbackReason::MalformedArgs]);
         let on = |reason| policy.contains(&reason);
-        let max_per_run = match v.max_per_run {
-            Some(n) => self.range("cloud_fallback.max_per_run", n, 1, 1000)? as u32,
-            None => 3,
-        };
+        let max_per_run = self
+            .within("cloud_fallback.max_per_run", v.max_per_run, 1, 1000)?
+            .unwrap_or(3);
         s.cloud_fallback = Some(crate::CloudFallbackConfig {
             model_key,
             no_tool_calls: on(FallbackReason::NoToolCalls),
@@ -225,17 +207,13 @@ impl Merger {
                 }
             }
         }
-        if let Some(commands) = shell.allowed_commands {
-            s.shell.allowed_commands = commands;
-        }
+        overlay!(s.shell, shell; allowed_commands);
         for c in shell.also_allow.into_iter().flatten() {
             if !s.shell.allowed_commands.contains(&c) {
                 s.shell.allowed_commands.push(c);
             }
         }
-        if let Some(t) = shell.timeout_s {
-            s.shell.timeout_s = self.range("shell.timeout_s", t, 1, 3600)?;
-        }
+        overlay_within!(self, |f| format!("shell.{f}"), s.shell, shell; timeout_s: 1, 3600);
         if let Some(names) = shell.pass_env {
             for (i, name) in names.iter().enumerate() {
                 // Loader variables inject code into every program a tool starts.
@@ -291,10 +269,9 @@ impl Merger {
                 "must be the name of an environment variable holding the agent's bearer token",
             ));
         }
-        let timeout_s = match raw.timeout_s {
-            Some(t) => self.range(&at("timeout_s"), t, 1, 86_400)?,
-            None => base.as_ref().map_or(600, |b| b.timeout_s),
-        };
+        let timeout_s = self
+            .within(&at("timeout_s"), raw.timeout_s, 1, 86_400)?
+            .unwrap_or_else(|| base.as_ref().map_or(600, |b| b.timeout_s));
         let token_env = raw.token_env.or(base.and_then(|b| b.token_env));
         s.agents.insert(
             name,
@@ -314,18 +291,16 @@ impl Merger {
         d: crate::raw::RawDelegation,
     ) -> Result<(), ConfigError> {
         let c = &mut s.delegation;
-        if let Some(v) = d.max_depth {
-            c.max_depth = self.range("delegation.max_depth", u64::from(v), 0, 5)? as u32;
-        }
-        if let Some(v) = d.max_tokens {
-            c.max_tokens = Some(self.range("delegation.max_tokens", v, 1, 100_000_000)?);
-        }
-        if let Some(v) = d.timeout_s {
-            c.timeout_s = Some(self.range("delegation.timeout_s", v, 1, 86_400)?);
-        }
-        if let Some(v) = d.workspace {
-            c.workspace = v;
-        }
+        overlay_within!(self, |f| format!("delegation.{f}"), c, d; max_depth: 0, 5);
+        set_some(
+            &mut c.max_tokens,
+            self.within("delegation.max_tokens", d.max_tokens, 1, 100_000_000)?,
+        );
+        set_some(
+            &mut c.timeout_s,
+            self.within("delegation.timeout_s", d.timeout_s, 1, 86_400)?,
+        );
+        overlay!(c, d; workspace);
         Ok(())
     }
 
@@ -348,9 +323,7 @@ impl Merger {
             s.protected_paths = paths;
         }
         if let Some(network) = network {
-            if let Some(v) = network.allow_private {
-                s.network.allow_private = v;
-            }
+            overlay!(s.network, network; allow_private);
             if let Some(hosts) = network.allow_hosts {
                 for (i, h) in hosts.iter().enumerate() {
                     if h.trim().is_empty() || h.contains(char::is_whitespace) {
@@ -373,9 +346,7 @@ impl Merger {
         limits: Option<crate::security::RawLimits>,
         read_paths: Option<Vec<String>>,
     ) -> Result<(), ConfigError> {
-        if let Some(mode) = mode {
-            s.sandbox.mode = mode;
-        }
+        set(&mut s.sandbox.mode, mode);
         if let Some(limits) = limits {
             limits.merge(&mut s.sandbox.limits, |key, v, min, max| {
                 self.range(key, v, min, max)
@@ -444,38 +415,20 @@ impl Merger {
             }
             w.api_key_env = Some(name);
         }
-        if let Some(t) = raw.timeout_s {
-            w.timeout_s = self.range("web_search.timeout_s", t, 1, 300)?;
-        }
-        if let Some(n) = raw.max_results {
-            w.max_results = self.range("web_search.max_results", u64::from(n), 1, 50)? as u32;
-        }
+        overlay_within!(self, |f| format!("web_search.{f}"), w, raw;
+            timeout_s: 1, 300;
+            max_results: 1, 50);
         Ok(())
     }
 
     pub(super) fn fetch_url(&self, s: &mut Settings, raw: RawFetchUrl) -> Result<(), ConfigError> {
         let f = &mut s.fetch_url;
-        if let Some(t) = raw.timeout_s {
-            f.timeout_s = self.range("fetch_url.timeout_s", t, 1, 300)?;
-        }
-        if let Some(b) = raw.max_download_bytes {
-            f.max_download_bytes =
-                self.range("fetch_url.max_download_bytes", b, 1024, 64 * 1024 * 1024)?;
-        }
-        if let Some(c) = raw.max_text_chars {
-            f.max_text_chars = self.range("fetch_url.max_text_chars", c, 1000, 1_000_000)?;
-        }
-        if let Some(r) = raw.max_redirects {
-            f.max_redirects = self.range("fetch_url.max_redirects", u64::from(r), 0, 20)? as u32;
-        }
+        overlay_within!(self, |k| format!("fetch_url.{k}"), f, raw;
+            timeout_s: 1, 300;
+            max_download_bytes: 1024, 64 * 1024 * 1024;
+            max_text_chars: 1000, 1_000_000;
+            max_redirects: 0, 20);
         Ok(())
-    }
-}
-
-/// A key given in the file replaces the value below it.
-fn set<T>(into: &mut T, value: Option<T>) {
-    if let Some(v) = value {
-        *into = v;
     }
 }
 

@@ -5,6 +5,7 @@ use crate::raw::RawModel;
 use crate::settings::{Backend, ModelConfig};
 
 use super::Merger;
+use crate::overlay::set_some;
 
 impl Merger {
     pub(super) fn model(
@@ -42,12 +43,8 @@ impl Merger {
             }
             m.model = v;
         }
-        if let Some(v) = raw.backend {
-            m.backend = v;
-        }
-        if let Some(v) = raw.api_key_env {
-            m.api_key_env = Some(v);
-        }
+        overlay!(m, raw; backend);
+        set_some(&mut m.api_key_env, raw.api_key_env);
         // Anthropic always needs a key; its SDKs read this variable.
         if m.backend == Backend::Anthropic && m.api_key_env.is_none() {
             m.api_key_env = Some("ANTHROPIC_API_KEY".to_owned());
@@ -67,18 +64,11 @@ impl Merger {
             }
             m.top_p = v;
         }
-        if let Some(v) = raw.max_tokens {
-            m.max_tokens = self.range(&at("max_tokens"), u64::from(v), 1, 1_000_000)? as u32;
-        }
-        if let Some(v) = raw.timeout_s {
-            m.timeout_s = self.range(&at("timeout_s"), v, 1, 3600)?;
-        }
-        if let Some(v) = raw.num_ctx {
-            m.num_ctx = self.range(&at("num_ctx"), u64::from(v), 512, 10_000_000)? as u32;
-        }
-        if let Some(v) = raw.max_retries {
-            m.max_retries = self.range(&at("max_retries"), u64::from(v), 0, 20)? as u32;
-        }
+        overlay_within!(self, at, m, raw;
+            max_tokens: 1, 1_000_000;
+            timeout_s: 1, 3600;
+            num_ctx: 512, 10_000_000;
+            max_retries: 0, 20);
         if let Some(p) = raw.price_per_mtok {
             let price = |name: &str, v: Option<f64>| match v {
                 Some(v) if v.is_finite() && (0.0..=10_000.0).contains(&v) => Ok(v),
@@ -94,9 +84,7 @@ impl Merger {
             };
             m.price_per_mtok = Some((price("input", p.input)?, price("output", p.output)?));
         }
-        if let Some(v) = raw.tool_call_repair {
-            m.tool_call_repair = Some(v);
-        }
+        set_some(&mut m.tool_call_repair, raw.tool_call_repair);
         if let Some(mode) = raw.constrained_decoding {
             let word = mode.as_str();
             let fits = match m.backend {
@@ -123,13 +111,19 @@ impl Merger {
             }
             m.response_chaining = v;
         }
-        if let Some(v) = raw.max_concurrent_requests {
-            m.max_concurrent_requests =
-                Some(self.range(&at("max_concurrent_requests"), v, 1, 10_000)? as u32);
-        }
-        if let Some(v) = raw.context_window {
-            m.context_window = Some(self.range(&at("context_window"), v, 512, 10_000_000)? as u32);
-        }
+        set_some(
+            &mut m.max_concurrent_requests,
+            self.within(
+                &at("max_concurrent_requests"),
+                raw.max_concurrent_requests,
+                1,
+                10_000,
+            )?,
+        );
+        set_some(
+            &mut m.context_window,
+            self.within(&at("context_window"), raw.context_window, 512, 10_000_000)?,
+        );
         Ok(m)
     }
 }

@@ -9,6 +9,7 @@ use crate::raw::RawSpecialist;
 use crate::settings::Settings;
 
 use super::Merger;
+use crate::overlay::{set, set_some};
 
 impl Merger {
     /// Merges one specialist over `s`; `prefix` is its key path in messages (`specialists.ID`
@@ -76,21 +77,7 @@ impl Merger {
                 loop_aids: Default::default(),
             },
         };
-        if let Some(v) = raw.description {
-            spec.description = v;
-        }
-        if let Some(v) = raw.keywords {
-            spec.keywords = v;
-        }
-        if let Some(v) = raw.capabilities {
-            spec.capabilities = v;
-        }
-        if let Some(v) = raw.system_prompt {
-            spec.system_prompt = v;
-        }
-        if let Some(v) = raw.tools {
-            spec.tools = v;
-        }
+        overlay!(spec, raw; description, keywords, capabilities, system_prompt, tools);
         if let Some(schema) = raw.finish_schema {
             check_finish_schema(&schema).map_err(|e| self.invalid(at("finish_schema"), e))?;
             spec.finish_schema = schema;
@@ -107,38 +94,16 @@ impl Merger {
             }
             spec.container_image = Some(image);
         }
-        if let Some(v) = raw.limitations {
-            spec.limitations = v;
-        }
-        if let Some(v) = raw.model_key {
-            spec.model_key = Some(v);
-        }
-        if let Some(v) = raw.may_write {
-            spec.may_write = v;
-        }
-        if let Some(v) = raw.needs_network {
-            spec.needs_network = v;
-        }
-        if let Some(n) = raw.repeat_limit {
-            spec.loop_aids.repeat_limit = self.range(&at("repeat_limit"), n, 0, 100)? as u32;
-        }
-        if let Some(v) = raw.require_finish {
-            spec.loop_aids.require_finish = v;
-        }
+        overlay!(spec, raw; limitations, may_write, needs_network);
+        set_some(&mut spec.model_key, raw.model_key);
+        overlay_within!(self, at, spec.loop_aids, raw; repeat_limit: 0, 100);
+        overlay!(spec.loop_aids, raw; require_finish);
         if let Some(servers) = raw.mcp_servers {
             spec.tooling.mcp_servers = crate::mcp::check_servers(servers)
                 .map_err(|(key, detail)| self.invalid(at(&key), detail))?;
         }
-        if let Some(v) = raw.tool_loading {
-            spec.tooling.tool_loading = v;
-        }
-        if let Some(v) = raw.delegates {
-            spec.tooling.delegates = v;
-        }
-        let rounds = match raw.max_repair_rounds {
-            Some(n) => Some(self.range(&at("max_repair_rounds"), n, 1, 10)? as u32),
-            None => None,
-        };
+        overlay!(spec.tooling, raw; tool_loading, delegates);
+        let rounds = self.within(&at("max_repair_rounds"), raw.max_repair_rounds, 1, 10)?;
         if let Some(b) = raw.budget {
             let mut limits = s.specialist_budgets.get(id).cloned().unwrap_or_default();
             self.budget(&at("budget"), b, &mut limits)?;
@@ -152,9 +117,7 @@ impl Merger {
                 });
             }
             (None, Some(existing)) => {
-                if let Some(n) = rounds {
-                    existing.max_repair_rounds = n;
-                }
+                set(&mut existing.max_repair_rounds, rounds);
             }
             (None, None) => {
                 if rounds.is_some() {
@@ -180,9 +143,10 @@ impl Merger {
         into: &mut crate::BudgetConfig,
     ) -> Result<(), ConfigError> {
         let at = |field: &str| format!("{prefix}.{field}");
-        if let Some(v) = b.max_tokens {
-            into.max_tokens = Some(self.range(&at("max_tokens"), v, 1, 1_000_000_000)?);
-        }
+        set_some(
+            &mut into.max_tokens,
+            self.within(&at("max_tokens"), b.max_tokens, 1, 1_000_000_000)?,
+        );
         if let Some(v) = b.max_cost_usd {
             if !(v.is_finite() && v > 0.0 && v <= 1_000_000.0) {
                 return Err(self.invalid(
@@ -192,9 +156,10 @@ impl Merger {
             }
             into.max_cost_usd = Some(v);
         }
-        if let Some(v) = b.max_wall_s {
-            into.max_wall_s = Some(self.range(&at("max_wall_s"), v, 1, 604_800)?);
-        }
+        set_some(
+            &mut into.max_wall_s,
+            self.within(&at("max_wall_s"), b.max_wall_s, 1, 604_800)?,
+        );
         Ok(())
     }
 }

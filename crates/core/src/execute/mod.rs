@@ -1,10 +1,12 @@
 //! The use case behind `fabric run` and the HTTP API: one task, one run, one result.
 //!
-//! A task goes to one specialist or to a task force. [`execute_task`] runs a single
-//! specialist; [`execute_task_force`] runs several, one after another (`sequential`: each
-//! gets the previous one's finish payload as context) or at the same time (`parallel`, up to
-//! a limit: their payloads are merged into one result with a section per member, in
-//! recruitment order). Both share one workspace and one runlog. The engine loop knows
+//! A task goes to a task force of one or more specialists ([`TaskForce::single`] makes one
+//! of a single specialist), and one path runs every one of them: [`run_task_force`] (or
+//! [`execute_task_force`] in a new run, [`resume_task_force`] after a stop). Several members
+//! work one after another (`sequential`: each gets the previous one's finish payload as
+//! context) or at the same time (`parallel`, up to a limit: their payloads are merged into
+//! one result with a section per member, in recruitment order). All share one workspace and
+//! one runlog. The engine loop knows
 //! nothing of this: each member runs the same [`run_loop`](crate::engine) with its own
 //! tools, model and a recorder view that tags its events with `pack_index`.
 
@@ -30,35 +32,13 @@ pub use fabric_domain::TaskForceMode;
 pub use merge::HANDOFF_END;
 pub use prompt::{MAX_PROMPT_WORKFLOWS, WORKFLOW_WINDOW_SHARE};
 
-/// One task to run by one specialist.
-pub struct Task {
-    /// What the user asked.
-    pub prompt: String,
-    /// Who works on it; shared, as the definition is the same for every run.
-    pub specialist: Arc<SpecialistSpec>,
-    /// How the specialist was chosen.
-    pub recruitment: Recruitment,
-    /// The tools the specialist may use. Those needing the network are dropped when the run
-    /// does not allow it, and all but read-only ones when the specialist may not write.
-    pub tools: Vec<Arc<dyn Tool>>,
-    /// The model key from the config (`fast`, `quality`, ...).
-    pub model_key: String,
-    /// The resolved model.
-    pub model: ModelParams,
-    /// Step limit per specialist.
-    pub max_steps: u32,
-    /// Whether tools may use the network.
-    pub network_allowed: bool,
-    /// The sandbox policy in force, recorded at the run's start.
-    pub sandbox: RunSandbox,
-}
-
 /// One member of a task force: a specialist with its own tools and model, owning its client
 /// (shared with the other runs of its model key).
 pub struct Member {
     /// Who; shared, as the definition is the same for every run.
     pub specialist: Arc<SpecialistSpec>,
-    /// Its tools (filtered like [`Task::tools`]).
+    /// Its tools. Those needing the network are dropped when the run does not allow it, and
+    /// all but read-only ones when the specialist may not write.
     pub tools: Vec<Arc<dyn Tool>>,
     /// Tools that arrive while the run goes on (MCP servers, delegation), filtered by the
     /// same rules and read by the loop between steps.
@@ -73,6 +53,29 @@ pub struct Member {
     pub model_reason: Option<String>,
     /// The critic that reviews its work before the run completes, if it has one.
     pub critic: Option<MemberCritic>,
+}
+
+impl Member {
+    /// `specialist` with `tools` on `chat`, the model `model` under `model_key`: no tools
+    /// that arrive later, no discovery note, no critic.
+    pub fn new(
+        specialist: Arc<SpecialistSpec>,
+        tools: Vec<Arc<dyn Tool>>,
+        chat: Arc<dyn ChatClient>,
+        model_key: impl Into<String>,
+        model: ModelParams,
+    ) -> Self {
+        Self {
+            specialist,
+            tools,
+            sources: Vec::new(),
+            chat,
+            model_key: model_key.into(),
+            model,
+            model_reason: None,
+            critic: None,
+        }
+    }
 }
 
 /// A member's critic (the quality gate; docs/QUALITY.md): its writes are staged, and a
@@ -102,7 +105,7 @@ pub struct CloudFallback {
 }
 
 /// A task for one or more specialists, ready to run: what preparation makes
-/// (`service::prepare`) and the engine runs. [`TaskForce::of_one`] makes one of a single
+/// (`service::prepare`) and the engine runs. [`TaskForce::single`] makes one of a single
 /// specialist.
 pub struct TaskForce {
     /// What the user asked.
@@ -187,77 +190,27 @@ impl From<&runlog::Recruitment> for RoutingNote {
     }
 }
 
-/// Runs a task to its end: creates the run, records who works on it, runs the loop and
-/// closes the runlog with exactly one `run_complete` or `run_failed` event.
-pub async fn execute_task(
-    store: &dyn RunStore,
-    chat: Arc<dyn ChatClient>,
-    task: Task,
-    observer: &dyn RunObserver,
-    cancel: CancellationToken,
-) -> Result<RunOutcome, CoreError> {
-    let run = store.create_run(crate::new_run_id()).await?;
-    run_task(run, chat, task, observer, cancel).await
-}
-
-/// Runs a task in a run that already exists, so a caller can learn its id first (the HTTP
-/// API answers `202 Accepted` with it before the run ends).
-///
-/// This and the other entry points that only pass their arguments on are plain functions
-/// returning the engine's future, not `async fn`s: an `async fn` keeps its arguments in its
-/// own state beside the future it awaits, hundreds of bytes more for every run in flight
-/// (issue #14).
-pub fn run_task<'a>(
-    run: NewRun,
-    chat: Arc<dyn ChatClient>,
-    task: Task,
-    observer: &'a dyn RunObserver,
-    cancel: CancellationToken,
-) -> impl Future<Output = Result<RunOutcome, CoreError>> + Send + 'a {
-    run_task_force(run, TaskForce::of_one(task, chat), observer, cancel)
-}
-
-/// Continues a single-specialist task in `run`, whose process stopped before its end, from
-/// its recorded `history` (see [`resume_task_force`]).
-pub fn resume_task<'a>(
-    run: NewRun,
-    chat: Arc<dyn ChatClient>,
-    task: Task,
-    history: crate::history::RunHistory,
-    observer: &'a dyn RunObserver,
-    cancel: CancellationToken,
-) -> impl Future<Output = Result<RunOutcome, CoreError>> + Send + 'a {
-    resume_task_force(
-        run,
-        TaskForce::of_one(task, chat),
-        history,
-        observer,
-        cancel,
-    )
-}
-
 impl TaskForce {
-    /// A task force of one: `task`'s specialist on `chat`, a run a person started.
-    pub fn of_one(task: Task, chat: Arc<dyn ChatClient>) -> Self {
+    /// A task force of one `member` working on `prompt`, as `recruitment` chose it: a run a
+    /// person started, of at most `max_steps` model calls, without the network, in the
+    /// default sandbox. What tests and benches run; preparation (`service::prepare`) sets
+    /// every field itself.
+    pub fn single(
+        prompt: impl Into<String>,
+        member: Member,
+        recruitment: Recruitment,
+        max_steps: u32,
+    ) -> Self {
         TaskForce {
-            prompt: task.prompt,
-            members: vec![Member {
-                specialist: task.specialist,
-                tools: task.tools,
-                sources: Vec::new(),
-                chat,
-                model_key: task.model_key,
-                model: task.model,
-                model_reason: None,
-                critic: None,
-            }],
-            recruitment: task.recruitment,
+            prompt: prompt.into(),
+            members: vec![member],
+            recruitment,
             routing_call: None,
             mode: TaskForceMode::Sequential,
             max_parallel: 1,
-            max_steps: task.max_steps,
-            network_allowed: task.network_allowed,
-            sandbox: task.sandbox,
+            max_steps,
+            network_allowed: false,
+            sandbox: RunSandbox::default(),
             lineage: None,
             share_parent_workspace: false,
             origin: runlog::RunOrigin::User,
@@ -297,7 +250,8 @@ impl TaskForce {
     }
 }
 
-/// Runs a task force (or a single specialist) in a new run.
+/// Runs a task force in a new run: creates the run, records who works on it, runs the
+/// members and closes the runlog with exactly one `run_complete` or `run_failed` event.
 pub async fn execute_task_force(
     store: &dyn RunStore,
     force: TaskForce,
@@ -308,7 +262,12 @@ pub async fn execute_task_force(
     run_task_force(run, force, observer, cancel).await
 }
 
-/// Runs a task force in a run that already exists.
+/// Runs a task force in a run that already exists, so a caller can learn its id first (the
+/// HTTP API answers `202 Accepted` with it before the run ends).
+///
+/// This and [`resume_task_force`] are plain functions returning the engine's future, not
+/// `async fn`s: an `async fn` keeps its arguments in its own state beside the future it
+/// awaits, hundreds of bytes more for every run in flight (issue #14).
 pub fn run_task_force<'a>(
     run: NewRun,
     force: TaskForce,

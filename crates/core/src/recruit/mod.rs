@@ -40,6 +40,19 @@ pub struct Recruitment {
     pub reason: String,
 }
 
+impl Recruitment {
+    /// The specialists `specialist_ids`, named by the caller (`--pack`, a test) for `reason`:
+    /// no routing, no capabilities inferred.
+    pub fn explicit(specialist_ids: Vec<String>, reason: impl Into<String>) -> Self {
+        Self {
+            specialist_ids,
+            routing_method: RoutingMethod::Explicit,
+            required_capabilities: Vec::new(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// Keyword routing over `specialists` (in configuration order). `default_id` works when the
 /// prompt names no capability and no specialist keyword.
 ///

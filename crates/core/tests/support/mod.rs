@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use fabric_core::engine::ModelParams;
-use fabric_core::execute::{Recruitment, RunOutcome, Task, execute_task};
+use fabric_core::execute::{Member, Recruitment, RunOutcome, TaskForce, execute_task_force};
 use fabric_core::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, CoreError, NewRun,
     NoopObserver, RunLog, RunStore, StoreError, Tool, ToolContext, ToolError,
@@ -229,33 +229,24 @@ pub(crate) fn specialist(may_write: bool) -> SpecialistSpec {
     }
 }
 
-pub(crate) fn task(tools: Vec<Arc<dyn Tool>>, may_write: bool, network_allowed: bool) -> Task {
-    Task {
-        prompt: "do it".into(),
-        specialist: specialist(may_write).into(),
-        recruitment: Recruitment {
-            specialist_ids: Vec::new(),
-            routing_method: "explicit".into(),
-            required_capabilities: vec![],
-            reason: "test".into(),
-        },
+/// A task force of one: the test specialist with `tools` on `chat`.
+pub(crate) fn task(
+    chat: Arc<dyn ChatClient>,
+    tools: Vec<Arc<dyn Tool>>,
+    may_write: bool,
+    network_allowed: bool,
+) -> TaskForce {
+    let member = Member::new(
+        specialist(may_write).into(),
         tools,
-        model_key: "k".into(),
-        model: ModelParams {
-            name: "m".into(),
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            stream: false,
-            price: None,
-            tool_call_repair: false,
-            context_window: None,
-            summarize_compaction: false,
-        },
-        max_steps: 10,
-        network_allowed,
-        sandbox: Default::default(),
-    }
+        chat,
+        "k",
+        ModelParams::named("m"),
+    );
+    let recruitment = Recruitment::explicit(Vec::new(), "test");
+    let mut force = TaskForce::single("do it", member, recruitment, 10);
+    force.network_allowed = network_allowed;
+    force
 }
 
 pub(crate) fn ok_tool(name: &str) -> Arc<dyn Tool> {
@@ -264,17 +255,6 @@ pub(crate) fn ok_tool(name: &str) -> Arc<dyn Tool> {
     }))
 }
 
-pub(crate) async fn run(
-    store: &MemStore,
-    chat: &ScriptedChat,
-    task: Task,
-) -> Result<RunOutcome, CoreError> {
-    execute_task(
-        store,
-        chat.client(),
-        task,
-        &NoopObserver,
-        CancellationToken::new(),
-    )
-    .await
+pub(crate) async fn run(store: &MemStore, force: TaskForce) -> Result<RunOutcome, CoreError> {
+    execute_task_force(store, force, &NoopObserver, CancellationToken::new()).await
 }

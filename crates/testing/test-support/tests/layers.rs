@@ -401,3 +401,48 @@ fn issue_28_preparing_a_run_stays_in_the_core() {
         );
     }
 }
+
+/// The public functions of `text` (code, not comments) whose names say they run a task.
+fn task_entrances(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            l.strip_prefix("pub fn ")
+                .or_else(|| l.strip_prefix("pub async fn "))
+        })
+        .filter_map(|rest| rest.split(['<', '(']).next())
+        .filter(|name| name.contains("_task"))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names
+}
+
+/// One entrance runs a task (issue #28, step 3): the task-force path, a single specialist
+/// being a task force of one (`TaskForce::single`), with no `execute_task`-style twin beside
+/// it; and one run view (step 4), `fabric_core::views::RunView`, which the HTTP API serves
+/// and the MCP server's `RunRecord` takes its fields from, rather than each building its own.
+#[test]
+fn issue_28_one_entrance_runs_a_task_and_one_view_shows_a_run() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let execute = tree_text(&crates.join("core/src/execute"));
+    assert_eq!(
+        task_entrances(&execute),
+        ["execute_task_force", "resume_task_force", "run_task_force"],
+        "a task is run through the task-force path; make a single specialist with `TaskForce::single`, not a second entry function"
+    );
+    assert!(
+        !execute.contains("pub struct Task "),
+        "a task for one specialist is a `TaskForce` of one, not a type of its own"
+    );
+    for front in ["adapters/api-http/src", "adapters/mcp/src"] {
+        let text = tree_text(&crates.join(front));
+        for view in ["struct RunView", "struct RunRecord"] {
+            assert!(
+                !text.contains(view),
+                "{front} defines `{view}`: a run's view is projected from its `RunSummary` once, in fabric_core::views"
+            );
+        }
+    }
+}

@@ -8,11 +8,12 @@ use fabric_core::live::LiveRun;
 use fabric_domain::{RunEvent, RunId, RunStatus};
 use std::sync::Arc;
 
+use crate::RunView;
 use crate::error::ErrorBody;
 use crate::extract::{QueryOf, RunIdPath};
 use crate::model::{
     CancelAccepted, EventList, EventsQuery, LastEventIdHeader, ListQuery, RunListItem, RunPage,
-    RunView, SseFrameDoc, StatusView,
+    SseFrameDoc, StatusView,
 };
 use crate::sse::{self, Source};
 use crate::{ApiError, AppState};

@@ -2,8 +2,8 @@
 
 use async_trait::async_trait;
 use fabric_core::engine::ModelParams;
-use fabric_core::execute::{Recruitment, Task};
-use fabric_core::{Tool, ToolContext, ToolError};
+use fabric_core::execute::{Member, Recruitment, TaskForce};
+use fabric_core::{ChatClient, Tool, ToolContext, ToolError};
 use fabric_domain::{SpecialistSpec, ToolSpec};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -40,32 +40,16 @@ pub(crate) fn specialist() -> Arc<SpecialistSpec> {
     }))
 }
 
-/// A benchmark task: the shared specialist with the no-op tool, at most `max_steps` calls.
-pub(crate) fn task(max_steps: u32) -> Task {
-    Task {
-        prompt: "benchmark".into(),
-        specialist: specialist(),
-        recruitment: Recruitment {
-            specialist_ids: Vec::new(),
-            routing_method: "explicit".into(),
-            required_capabilities: vec![],
-            reason: String::new(),
-        },
-        tools: vec![noop_tool()],
-        model_key: "bench".into(),
-        model: ModelParams {
-            name: "qwen2.5:7b".into(),
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            stream: false,
-            price: None,
-            tool_call_repair: false,
-            context_window: None,
-            summarize_compaction: false,
-        },
-        max_steps,
-        network_allowed: false,
-        sandbox: Default::default(),
-    }
+/// A benchmark task: the shared specialist with the no-op tool on `chat`, at most
+/// `max_steps` calls.
+pub(crate) fn task(chat: Arc<dyn ChatClient>, max_steps: u32) -> TaskForce {
+    let member = Member::new(
+        specialist(),
+        vec![noop_tool()],
+        chat,
+        "bench",
+        ModelParams::named("qwen2.5:7b"),
+    );
+    let recruitment = Recruitment::explicit(Vec::new(), "");
+    TaskForce::single("benchmark", member, recruitment, max_steps)
 }

@@ -26,12 +26,8 @@ impl Preparation {
                 }
                 ids.push(id.clone());
             }
-            let recruitment = Recruitment {
-                reason: format!("--pack {}", ids.join(",")),
-                specialist_ids: ids,
-                routing_method: RoutingMethod::Explicit,
-                required_capabilities: Vec::new(),
-            };
+            let reason = format!("--pack {}", ids.join(","));
+            let recruitment = Recruitment::explicit(ids, reason);
             return Ok((recruitment, None));
         }
         let policy = &self.policy;
