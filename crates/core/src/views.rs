@@ -63,7 +63,8 @@ pub struct RunView {
     pub specialist_ids: Vec<String>,
     /// The model key.
     pub model_key: Option<String>,
-    /// The finish payload's summary, or the failure reason.
+    /// The run's one-line summary, the rule `GET /runs` lists (the finish payload's
+    /// `summary`, else `executive_summary`, else its first text), or the failure reason.
     pub summary: Option<String>,
     /// Why it failed, or how it completed when not through `finish_task`.
     pub reason: Option<String>,
@@ -104,7 +105,7 @@ impl RunView {
     /// (else it has no prompt yet) and its full `end`.
     pub fn from_summary(summary: RunSummary, started: bool, end: Option<runlog::RunEnd>) -> Self {
         Self {
-            summary: finish_summary(summary.result.as_ref()).or_else(|| summary.reason.clone()),
+            summary: summary.summary.clone().or_else(|| summary.reason.clone()),
             started_at: (summary.events > 0).then_some(summary.started_at),
             prompt: started.then_some(summary.prompt),
             model_key: summary.model_keys.into_iter().next(),
@@ -128,13 +129,6 @@ impl RunView {
         self.queued = liveness.queued();
         self
     }
-}
-
-/// The view's `summary`: the finish payload's `summary` text only. Narrower than
-/// [`fabric_domain::result_summary`] (which `GET /runs` lists), kept so `GET /runs/{id}`
-/// answers as it always has.
-fn finish_summary(result: Option<&Value>) -> Option<String> {
-    result?.get("summary")?.as_str().map(str::to_owned)
 }
 
 /// A run read back whole, as the MCP `get_run` tool answers it: the fields of its
@@ -206,7 +200,7 @@ mod tests {
     }
 
     #[test]
-    fn an_ended_run_shows_its_end_and_only_a_finish_summary() {
+    fn issue_28_an_ended_run_shows_its_end_and_the_summary_the_listing_shows() {
         let end = event(
             1,
             EventKind::RunComplete,
@@ -225,8 +219,9 @@ mod tests {
             view.usage,
             Some(json!({"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}))
         );
-        // `GET /runs/{id}` reads only `summary`, where the listing also takes others.
-        assert_eq!(view.summary, None);
+        // One rule with the listing: a research run's `executive_summary` (it read only
+        // `summary` before issue #28, so this was null).
+        assert_eq!(view.summary.as_deref(), Some("e"));
     }
 
     #[test]
