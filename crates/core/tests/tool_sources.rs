@@ -269,9 +269,12 @@ async fn a_tool_that_arrives_late_is_offered_from_the_next_step() {
     let notices = store.of(EventKind::McpServer);
     assert_eq!(notices.len(), 1);
     assert_eq!(notices[0].payload["status"], "ready");
+    // Recorded when the loop next looks: right after the step's call (issue #29: a tool
+    // source's notices are recorded during and after each call, not only before the next
+    // model call).
     assert_eq!(
         notices[0].step,
-        Some(1),
+        Some(0),
         "recorded when the loop next looks"
     );
     assert!(store.of(EventKind::ToolError).is_empty());

@@ -9,6 +9,7 @@
 use fabric_core::SampleRequest;
 use fabric_domain::runlog::{McpRequest, McpRequestOutcome};
 use fabric_domain::{McpElicitation, Message};
+use rmcp::model::ErrorData;
 use serde_json::{Map, Value};
 
 /// The method names, as recorded.
@@ -22,14 +23,15 @@ const DEFAULT_MAX_TOKENS: u32 = 1_024;
 /// A `sampling/createMessage` request as the core's request: the server's system prompt
 /// first, then its turns; content that is not text is described in words (the loop's
 /// models take text).
-pub(crate) fn sample_request(params: &Value) -> Result<SampleRequest, String> {
+pub(crate) fn sample_request(params: &Value) -> Result<SampleRequest, ErrorData> {
+    let invalid = |why: String| ErrorData::invalid_params(why, None);
     let mut messages = Vec::new();
     if let Some(system) = params["systemPrompt"].as_str() {
         messages.push(Message::system(system));
     }
     let turns = params["messages"]
         .as_array()
-        .ok_or("`messages` must be an array of sampling messages")?;
+        .ok_or_else(|| invalid("`messages` must be an array of sampling messages".into()))?;
     for (i, turn) in turns.iter().enumerate() {
         let blocks = match &turn["content"] {
             Value::Array(blocks) => blocks.iter().collect(),
@@ -41,15 +43,17 @@ pub(crate) fn sample_request(params: &Value) -> Result<SampleRequest, String> {
             Some("user") => messages.push(Message::user(text)),
             Some("assistant") => messages.push(Message::assistant(Some(text), Vec::new())),
             other => {
-                return Err(format!(
+                return Err(invalid(format!(
                     "`messages[{i}].role` must be `user` or `assistant`, got {}",
                     other.map_or_else(|| turn["role"].to_string(), |r| format!("`{r}`"))
-                ));
+                )));
             }
         }
     }
     if turns.is_empty() {
-        return Err("`messages` is empty: there is nothing to answer".into());
+        return Err(invalid(
+            "`messages` is empty: there is nothing to answer".into(),
+        ));
     }
     let max_tokens = params["maxTokens"]
         .as_u64()
@@ -169,10 +173,11 @@ mod tests {
         );
         let bad = sample_request(
             &json!({"messages": [{"role": "tool", "content": {"type": "text", "text": "x"}}]}),
-        );
+        )
+        .map_err(|e| e.message.to_string());
         assert_eq!(
             bad,
-            Err("`messages[0].role` must be `user` or `assistant`, got `tool`".into())
+            Err("`messages[0].role` must be `user` or `assistant`, got `tool`".to_owned())
         );
         assert!(sample_request(&json!({"messages": []})).is_err());
     }

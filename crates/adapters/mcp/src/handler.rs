@@ -206,8 +206,7 @@ impl ClientHandler for Handler {
             ));
         };
         let wire = serde_json::to_value(&params).unwrap_or(Value::Null);
-        let request = asks::sample_request(&wire)
-            .map_err(|why| ErrorData::new(ErrorCode::INVALID_PARAMS, why, None))?;
+        let request = asks::sample_request(&wire)?;
         let sampled = sampler.sample(request).await.map_err(|e| {
             let outcome = match e {
                 fabric_core::SampleError::Model(_) => McpRequestOutcome::Failed,

@@ -133,6 +133,13 @@ pub fn conformance_next_deps() -> Option<std::path::PathBuf> {
     venv_file("conformance-next", "conformance-next").map_or_else(skipped, Some)
 }
 
+/// The directory of the MCP Inspector (`inspector/`, issue #29), whose CLI runs on the Node
+/// 22 of [`conformance_deps`]; else `None` with a message, or a panic with
+/// `FABRIC_REQUIRE_TEST_DEPS=1`.
+pub fn inspector_deps() -> Option<std::path::PathBuf> {
+    venv_file("inspector", "inspector").map_or_else(skipped, Some)
+}
+
 /// `file` of the test deps when the install's stamp names `package` (packages came with
 /// later versions of the script, so an older install may lack one), else why not.
 fn venv_file(package: &str, file: &str) -> Result<std::path::PathBuf, String> {

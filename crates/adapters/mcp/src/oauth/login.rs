@@ -83,19 +83,18 @@ pub async fn login(
     let url = state.get_authorization_url().await.map_err(auth)?;
     show(&url);
     let callback = if request.unattended {
-        unattended(&listener, &url).await
+        unattended(&listener, &url, &failed).await
     } else {
-        tokio::time::timeout(PERSON_WAIT, wait_for_redirect(&listener))
+        tokio::time::timeout(PERSON_WAIT, wait_for_redirect(&listener, &failed))
             .await
             .map_err(|_| {
-                format!(
+                failed(format!(
                     "no redirect came back within {} s; open the URL and approve, then try again",
                     PERSON_WAIT.as_secs()
-                )
+                ))
             })
             .and_then(|r| r)
-    }
-    .map_err(failed)?;
+    }?;
     state.handle_callback_url(&callback).await.map_err(auth)?;
     let scopes = file
         .read()
@@ -150,31 +149,39 @@ fn authorization_request(
     Ok(out)
 }
 
+/// Makes the login's error from what went wrong.
+type Failed<'a> = dyn Fn(String) -> McpError + Sync + 'a;
+
 /// `--no-browser`: fetches the authorization URL and follows its redirects as a browser
 /// would, without cookies or pages: enough for an authorization server that approves at
 /// once (a test server, the conformance suite's), and an error naming what it answered
 /// for one that shows a login page.
-async fn unattended(listener: &TcpListener, url: &str) -> Result<String, String> {
+async fn unattended(
+    listener: &TcpListener,
+    url: &str,
+    failed: &Failed<'_>,
+) -> Result<String, McpError> {
     let client = reqwest::Client::builder()
         .timeout(UNATTENDED_WAIT)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| failed(e.to_string()))?;
     let follow = async {
         let answer = client.get(url).send().await;
         // The last hop is the loopback listener: its answer means the redirect arrived.
         match answer {
             Ok(r) if r.status().is_success() => Ok(()),
-            Ok(r) => Err(format!(
+            Ok(r) => Err(failed(format!(
                 "the authorization server answered {} at {} instead of redirecting back; it needs a person: run `fabric mcp login` without --no-browser",
                 r.status(),
                 r.url()
-            )),
-            Err(e) => Err(format!("cannot follow the authorization URL: {e}")),
+            ))),
+            Err(e) => Err(failed(format!("cannot follow the authorization URL: {e}"))),
         }
     };
-    let wait = tokio::time::timeout(UNATTENDED_WAIT, wait_for_redirect(listener));
+    let wait = tokio::time::timeout(UNATTENDED_WAIT, wait_for_redirect(listener, failed));
     tokio::pin!(wait);
-    let timed_out = || "the authorization URL did not redirect back to the fabric".to_owned();
+    let timed_out =
+        || failed("the authorization URL did not redirect back to the fabric".to_owned());
     tokio::select! {
         callback = &mut wait => callback.map_err(|_| timed_out())?,
         followed = follow => {
@@ -187,9 +194,12 @@ async fn unattended(listener: &TcpListener, url: &str) -> Result<String, String>
 
 /// Accepts connections on the loopback listener until one brings `/callback`; returns its
 /// full URL (with `code` and `state`, or `error`).
-async fn wait_for_redirect(listener: &TcpListener) -> Result<String, String> {
+async fn wait_for_redirect(
+    listener: &TcpListener,
+    failed: &Failed<'_>,
+) -> Result<String, McpError> {
     loop {
-        let (mut stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        let (mut stream, _) = listener.accept().await.map_err(|e| failed(e.to_string()))?;
         let Some(target) = request_target(&mut stream).await else {
             continue;
         };
@@ -206,7 +216,7 @@ async fn wait_for_redirect(listener: &TcpListener) -> Result<String, String> {
         return match refused {
             Some(error) => {
                 let _ = answer(&mut stream, "400 Bad Request", "authorization refused").await;
-                Err(format!("the authorization server refused: {error}"))
+                Err(failed(format!("the authorization server refused: {error}")))
             }
             None => {
                 let _ = answer(
