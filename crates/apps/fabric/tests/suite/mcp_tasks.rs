@@ -7,13 +7,12 @@
 use std::time::Duration;
 
 use fabric_test_support::{Scenario, Turn};
-use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     DetailedTask, GetTaskParams, Implementation, ReadResourceRequestParams, ResourceContents,
     TaskPayload, TaskStatus,
 };
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
 
@@ -29,8 +28,14 @@ async fn connect(url: &str, tasks: bool) -> Client {
     } else {
         ClientCapabilities::default()
     };
+    // The tasks extension belongs to 2026-07-28: `server/discover`, no `initialize`, and the
+    // capabilities in every request's envelope.
+    let modern = ClientLifecycleMode::Auto {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    };
     ClientConfig::new(capabilities, Implementation::new("issue-29-tasks", "1"))
-        .serve(StreamableHttpClientTransport::from_uri(url))
+        .serve_with_lifecycle(StreamableHttpClientTransport::from_uri(url), modern)
         .await
         .expect("connected to /mcp")
 }
