@@ -113,33 +113,26 @@ if ! stamp_is .installed "$STAMP"; then
     command -v node >/dev/null || { echo "node is needed (v20 or later)" >&2; exit 1; }
     command -v npm >/dev/null || { echo "npm is needed" >&2; exit 1; }
 
+    # npm packages into their own directory of the test deps: `npm_into DIR PACKAGE...`.
+    npm_into() {
+        local dir="$DEPS/$1"
+        shift
+        mkdir -p "$dir"
+        ( cd "$dir"
+          [[ -f package.json ]] || echo "{\"name\": \"fabric-$(basename "$dir")\", \"private\": true}" > package.json
+          npm install --no-audit --no-fund --loglevel=error "$@" )
+    }
     echo "== npm packages into $DEPS/node"
-    mkdir -p "$DEPS/node"
-    ( cd "$DEPS/node"
-      [[ -f package.json ]] || echo '{"name": "fabric-test-deps", "private": true}' > package.json
-      npm install --no-audit --no-fund --loglevel=error \
-          "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
-          "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION" )
+    npm_into node "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
+        "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION"
     # The official conformance suite needs Node 22 (`fs.globSync`): npm's `node` package
     # brings that binary, in the suite's own directory (issue #29).
     echo "== the MCP conformance suite and Node $NODE22_VERSION into $DEPS/conformance"
-    mkdir -p "$DEPS/conformance"
-    ( cd "$DEPS/conformance"
-      [[ -f package.json ]] || echo '{"name": "fabric-conformance", "private": true}' > package.json
-      npm install --no-audit --no-fund --loglevel=error \
-          "node@$NODE22_VERSION" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" )
+    npm_into conformance "node@$NODE22_VERSION" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION"
     echo "== the newest MCP conformance suite ($CONFORMANCE_NEXT_VERSION) into $DEPS/conformance-next"
-    mkdir -p "$DEPS/conformance-next"
-    ( cd "$DEPS/conformance-next"
-      [[ -f package.json ]] || echo '{"name": "fabric-conformance-next", "private": true}' > package.json
-      npm install --no-audit --no-fund --loglevel=error \
-          "@modelcontextprotocol/conformance@$CONFORMANCE_NEXT_VERSION" )
+    npm_into conformance-next "@modelcontextprotocol/conformance@$CONFORMANCE_NEXT_VERSION"
     echo "== the MCP Inspector $INSPECTOR_VERSION (its CLI, on the Node 22 above) into $DEPS/inspector"
-    mkdir -p "$DEPS/inspector"
-    ( cd "$DEPS/inspector"
-      [[ -f package.json ]] || echo '{"name": "fabric-inspector", "private": true}' > package.json
-      npm install --no-audit --no-fund --loglevel=error \
-          "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" )
+    npm_into inspector "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"
 
     echo "== python mcp, selenium, opentelemetry-proto, schemathesis and a2a-sdk into $DEPS/venv"
     python3 -m venv "$DEPS/venv"
