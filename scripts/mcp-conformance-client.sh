@@ -54,6 +54,34 @@ case "$scenario" in
     elicitation-sep1034-client-defaults)
         "$fabric" mcp call --url "$url" --elicitation defaults test_client_elicitation_defaults
         ;;
+    request-metadata | http-standard-headers | json-schema-ref-no-deref)
+        # 2026-07-28 envelopes and headers, a schema with a network `$ref` left alone: listing
+        # the tools is the whole exchange.
+        "$fabric" mcp tools --url "$url"
+        ;;
+    http-custom-headers)
+        # The calls the scenario names in its context, each mirrored into `Mcp-Param-*`.
+        python3 -c 'import json,os; [print(c["name"], json.dumps(c.get("arguments", {}))) for c in json.loads(os.environ["MCP_CONFORMANCE_CONTEXT"])["toolCalls"]]' |
+            while read -r tool arguments; do
+                "$fabric" mcp call --url "$url" "$tool" "$arguments"
+            done
+        ;;
+    http-invalid-tool-headers)
+        # The tools with invalid `x-mcp-header` annotations are left out; the valid one works.
+        "$fabric" mcp call --url "$url" valid_tool '{"value": "us-west1"}'
+        ;;
+    json-schema-2020-12-preservation)
+        # The echo tool gets the 2020-12 tool's schema as the fabric holds it.
+        schema=$("$fabric" mcp tools --url "$url" --json |
+            python3 -c 'import json,sys; t=[t for t in json.load(sys.stdin)["tools"] if t["name"].endswith("json_schema_2020_12_tool")][0]; print(json.dumps({"schema": t["input_schema"]}))')
+        "$fabric" mcp call --url "$url" json_schema_echo "$schema"
+        ;;
+    sep-2322-client-request-state)
+        # Each tool answers with input requests (SEP-2322); the fabric answers and calls again.
+        for tool in test_mrtr_echo_state test_mrtr_no_state test_mrtr_unrelated test_mrtr_no_result_type; do
+            "$fabric" mcp call --url "$url" --elicitation defaults "$tool"
+        done
+        ;;
     auth/*)
         # Every auth scenario's server offers `test-tool`; listing first is what a run does.
         "$fabric" mcp call --url "$url" "${login[@]}" test-tool

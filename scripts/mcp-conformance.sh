@@ -14,9 +14,10 @@
 #
 #   scripts/mcp-conformance.sh client [path/to/fabric] [extra suite options, e.g. --verbose]
 #
-# With NEXT=1, the server scenarios of the newest published suite (`conformance-next/`) and
-# its baseline for the requirement set named in the options (CI: the tests
-# `issue_29_the_newest_conformance_suite_at_*`):
+# With NEXT=1, the newest published suite (`conformance-next/`): its server scenarios with the
+# baseline of the requirement set named in the options (CI: the tests
+# `issue_29_the_newest_conformance_suite_at_*`), or with `client` its client scenarios and
+# `conformance-next-client.yaml` (CI: `issue_29_the_fabric_as_a_client_of_the_newest_suite_*`):
 #
 #   NEXT=1 scripts/mcp-conformance.sh [path/to/fabric] --requirements 2026-07-28
 set -euo pipefail
@@ -42,6 +43,7 @@ if [[ -n "${NEXT:-}" ]]; then
         previous="$arg"
     done
     BASELINE=crates/apps/fabric/tests/mcp/conformance-next-$requirements.yaml
+    [[ "$mode" == client ]] && BASELINE=crates/apps/fabric/tests/mcp/conformance-next-client.yaml
 fi
 
 if [[ ! -x "$NODE" ]]; then
@@ -53,7 +55,7 @@ if [[ "$mode" == client ]]; then
     FABRIC="$(cd "$(dirname "$FABRIC")" && pwd)/$(basename "$FABRIC")"
     export FABRIC
     failed=0
-    for scenario in $("$NODE" "$SUITE" list | sed -n '/^Client scenarios/,$p' | sed -n 's/^  - \([^ ]*\).*/\1/p'); do
+    for scenario in $("$NODE" "$SUITE" list | sed -n '/^Client scenarios/,/^$/p' | sed -n 's/^  - \([^ ]*\).*/\1/p'); do
         if "$NODE" "$SUITE" client --command "$PWD/scripts/mcp-conformance-client.sh" \
             --scenario "$scenario" --expected-failures "$BASELINE" "$@" >"/tmp/fabric-conformance-client.log" 2>&1; then
             echo "as expected: $scenario"

@@ -109,35 +109,70 @@ async fn issue_29_the_fabric_as_a_client_fails_only_where_expected() {
     let Some(dir) = fabric_test_support::conformance_deps() else {
         return;
     };
+    // All of the pinned suite's client scenarios (26 in 0.1.16), not an empty list.
+    let stdout = client_suite(&dir, false).await;
+    assert_ran(&stdout, 26);
+}
+
+#[cfg_attr(
+    any(fabric_no_conformance, fabric_no_conformance_next),
+    ignore = "needs the newest MCP conformance suite and Node 22: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_29_the_fabric_as_a_client_of_the_newest_suite_fails_only_where_expected() {
+    let (Some(dir), Some(_)) = (
+        fabric_test_support::conformance_deps(),
+        fabric_test_support::conformance_next_deps(),
+    ) else {
+        return;
+    };
+    // 48 client scenarios in 0.2.0-alpha.12, the 2026-07-28 ones among them.
+    let stdout = client_suite(&dir, true).await;
+    assert_ran(&stdout, 48);
+    assert!(
+        stdout.contains("as expected: sep-2322-client-request-state"),
+        "{stdout}"
+    );
+}
+
+/// Runs `scripts/mcp-conformance.sh client` (with `NEXT=1` for the newest suite) with the
+/// fabric built for these tests, asserts it agreed with its baseline, and gives its report.
+async fn client_suite(dir: &Path, next: bool) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
     let deps = dir.parent().expect("the test deps directory");
-    let output = tokio::time::timeout(
-        Duration::from_secs(600),
-        tokio::process::Command::new("bash")
-            .arg(root.join("scripts/mcp-conformance.sh"))
-            .args(["client", env!("CARGO_BIN_EXE_fabric")])
-            .env("FABRIC_TEST_DEPS", deps)
-            .env_remove("FABRIC_CONFIG_PATH")
-            .env_remove("FABRIC_WORKSPACE")
-            .current_dir(&root)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the client scenarios finished within 600 s")
-    .expect("bash ran");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut command = tokio::process::Command::new("bash");
+    command
+        .arg(root.join("scripts/mcp-conformance.sh"))
+        .args(["client", env!("CARGO_BIN_EXE_fabric")])
+        .env("FABRIC_TEST_DEPS", deps)
+        .env_remove("FABRIC_CONFIG_PATH")
+        .env_remove("FABRIC_WORKSPACE")
+        .env_remove("NEXT")
+        .current_dir(&root)
+        .kill_on_drop(true);
+    if next {
+        command.env("NEXT", "1");
+    }
+    let output = tokio::time::timeout(Duration::from_secs(600), command.output())
+        .await
+        .expect("the client scenarios finished within 600 s")
+        .expect("bash ran");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "the fabric as a client disagrees with the baseline's `client:` list:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    // All of the pinned suite's client scenarios ran (26 in 0.1.16), not an empty list.
+    stdout
+}
+
+/// At least `least` scenarios ran, the step-up among them.
+fn assert_ran(stdout: &str, least: usize) {
     let ran = stdout
         .lines()
         .filter(|l| l.starts_with("as expected: "))
         .count();
-    assert!(ran >= 26, "only {ran} scenarios ran:\n{stdout}");
+    assert!(ran >= least, "only {ran} scenarios ran:\n{stdout}");
     assert!(
         stdout.contains("as expected: auth/scope-step-up"),
         "{stdout}"
