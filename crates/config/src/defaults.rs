@@ -36,6 +36,7 @@ pub(crate) fn ollama_model(model: &str, max_tokens: u32) -> ModelConfig {
         response_chaining: Default::default(),
         context_window: None,
         max_concurrent_requests: None,
+        vision: false,
     }
 }
 

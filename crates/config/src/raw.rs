@@ -104,6 +104,7 @@ pub(crate) struct RawModel {
     pub(crate) max_concurrent_requests: Option<u64>,
     pub(crate) constrained_decoding: Option<fabric_domain::ConstrainedDecoding>,
     pub(crate) response_chaining: Option<fabric_domain::ResponseChaining>,
+    pub(crate) vision: Option<bool>,
 }
 
 /// `price_per_mtok:` as written.

@@ -47,6 +47,9 @@ pub struct ModelConfig {
     /// How a Responses API key sends a conversation (`response_chaining`, only for
     /// `backend: openai-responses`).
     pub response_chaining: fabric_domain::ResponseChaining,
+    /// The model reads images (`vision`): the images a tool returns (an MCP tool's image
+    /// blocks) go to it in its backend's shape; off, they reach it as a placeholder text.
+    pub vision: bool,
 }
 
 /// Requests a local Ollama serves at once by default (its own default, unless

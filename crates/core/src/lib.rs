@@ -77,5 +77,5 @@ pub use ports::{
     RunObserver, RunQuery, RunQueue, RunSandbox, RunStore, SampleError, SampleRequest, Sampled,
     Sampler, SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools, StatsGroup,
     StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolNotice,
-    ToolSource, Withheld, WorkspaceFiles,
+    ToolOutput, ToolSource, Withheld, WorkspaceFiles,
 };

@@ -25,6 +25,9 @@ pub struct ModelParams {
     /// Left-out turns are summarised by the model (`context_compaction: summarize`) rather
     /// than listed.
     pub summarize_compaction: bool,
+    /// It reads images (`vision`): the images a tool returns go to it with the result
+    /// ([`fabric_domain::ToolImage`]); otherwise only the result's text does.
+    pub vision: bool,
 }
 
 impl ModelParams {
@@ -42,6 +45,7 @@ impl ModelParams {
             tool_call_repair: false,
             context_window: None,
             summarize_compaction: false,
+            vision: false,
         }
     }
 }

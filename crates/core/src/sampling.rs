@@ -66,6 +66,7 @@ impl Sampler for ModelSampler {
             top_p: self.model.top_p,
             max_tokens: cap,
             stream: false,
+            vision: false,
         };
         let answer = tokio::select! {
             biased;

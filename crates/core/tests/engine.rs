@@ -335,3 +335,65 @@ async fn issue_12_turns_left_out_to_fit_the_window_can_be_summarised_by_the_mode
         "{last:?}"
     );
 }
+
+/// A tool that returns five PNGs and a TIFF besides its text, as an MCP tool can.
+struct Pictures(fabric_domain::ToolSpec);
+
+#[async_trait::async_trait]
+impl Tool for Pictures {
+    fn spec(&self) -> &fabric_domain::ToolSpec {
+        &self.0
+    }
+
+    async fn call(&self, _: Value, _: &fabric_core::ToolContext) -> Result<Value, ToolError> {
+        Ok(json!("six pictures"))
+    }
+
+    async fn call_for_model(
+        &self,
+        args: Value,
+        ctx: &fabric_core::ToolContext,
+    ) -> Result<fabric_core::ToolOutput, ToolError> {
+        let mut images = vec![fabric_domain::ToolImage::new("image/png", "AAAA"); 5];
+        images.insert(0, fabric_domain::ToolImage::new("image/tiff", "AAAA"));
+        let result = self.call(args, ctx).await?;
+        Ok(fabric_core::ToolOutput { result, images })
+    }
+}
+
+#[tokio::test]
+async fn issue_29_a_vision_model_gets_a_result_s_images_bounded_and_the_runlog_their_types() {
+    for vision in [true, false] {
+        let spec = fabric_domain::ToolSpec::with_schema("snap", "fake", json!({"type": "object"}))
+            .unwrap();
+        let store = MemStore::new();
+        let chat = ScriptedChat::new(vec![
+            call("snap", json!({})),
+            call("finish_task", json!({"summary": "ok"})),
+        ]);
+        let mut force = task(chat.client(), vec![Arc::new(Pictures(spec))], true, false);
+        force.members[0].model.vision = vision;
+        run(&store, force).await.unwrap();
+        let seen = chat.seen.lock().unwrap();
+        let result = seen[1].last().unwrap();
+        let logged = &store.of(EventKind::ToolResult)[0].payload;
+        assert_eq!(logged["result"].as_str(), result.content.as_deref());
+        if vision {
+            assert_eq!(result.images.len(), 4);
+            assert_eq!(logged["images"], json!(vec!["image/png"; 4]));
+            let text = result.content.as_deref().unwrap();
+            assert!(
+                text.starts_with("six pictures\n\n[image 1 not shown: its type image/tiff"),
+                "{text}"
+            );
+            assert!(
+                text.ends_with("image 6 not shown: a result shows at most 4 images]"),
+                "{text}"
+            );
+        } else {
+            assert!(result.images.is_empty());
+            assert!(logged.get("images").is_none());
+            assert_eq!(result.content.as_deref(), Some("six pictures"));
+        }
+    }
+}

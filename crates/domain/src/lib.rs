@@ -29,7 +29,10 @@ mod words;
 
 pub use error::DomainError;
 pub use event::{EventKind, RunEvent};
-pub use message::{Message, PromptCache, Role, ToolCall, Usage};
+pub use message::{
+    IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, Message, PromptCache, Role, ToolCall,
+    ToolImage, Usage,
+};
 pub use run::{RunId, RunStatus};
 pub use sandbox::SandboxMode;
 pub use services::{

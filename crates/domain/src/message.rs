@@ -1,4 +1,5 @@
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Who speaks a message in a conversation with a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +44,12 @@ pub struct Message {
     /// For a `tool` message, the id of the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// For a `tool` message, the images the tool returned besides its text, for a model
+    /// that reads images (`vision`). Never serialised: what is stored of a conversation
+    /// (the runlog, a continued run's history) is its text, and a replayed result comes
+    /// back without them (ADR-087).
+    #[serde(skip)]
+    pub images: Vec<ToolImage>,
 }
 
 impl Message {
@@ -63,6 +70,7 @@ impl Message {
             content,
             tool_calls,
             tool_call_id: None,
+            images: Vec::new(),
         }
     }
 
@@ -73,7 +81,14 @@ impl Message {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            images: Vec::new(),
         }
+    }
+
+    /// This tool message with the images the tool returned, for a model that reads them.
+    pub fn with_images(mut self, images: Vec<ToolImage>) -> Self {
+        self.images = images;
+        self
     }
 
     fn text(role: Role, text: impl Into<String>) -> Self {
@@ -82,7 +97,84 @@ impl Message {
             content: Some(text.into()),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            images: Vec::new(),
         }
+    }
+}
+
+/// One image a tool returned besides its text (an MCP tool's `image` block), kept as the
+/// base64 every model wire takes. The bytes are shared: cloning a message or a
+/// conversation never copies them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolImage {
+    /// Its media type, e.g. `image/png`.
+    pub mime_type: String,
+    /// The image, base64 (standard alphabet, padded).
+    pub data: Arc<str>,
+}
+
+/// Most images one tool result shows a model; the rest are refused in its text.
+pub const MAX_IMAGES_PER_RESULT: usize = 4;
+
+/// Largest image shown to a model, decoded: 1 MiB. Vision APIs scale images down to about
+/// a megapixel anyway, and every later request of the run carries it again.
+pub const MAX_IMAGE_BYTES: usize = 1024 * 1024;
+
+/// The image types every vision wire takes (OpenAI, Anthropic, Ollama alike).
+pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+impl ToolImage {
+    /// An image of type `mime_type` from its base64 text.
+    pub fn new(mime_type: impl Into<String>, data: impl Into<Arc<str>>) -> Self {
+        Self {
+            mime_type: mime_type.into(),
+            data: data.into(),
+        }
+    }
+
+    /// Its size decoded, from the length of its base64 text.
+    pub fn decoded_len(&self) -> usize {
+        let text = self.data.trim_end_matches('=');
+        text.len() / 4 * 3 + (text.len() % 4).saturating_sub(1)
+    }
+
+    /// It as a `data:` URL, the way OpenAI's wires take an image.
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime_type, self.data)
+    }
+
+    /// The images a result may show a model, at most [`MAX_IMAGES_PER_RESULT`] of the
+    /// types in [`IMAGE_TYPES`], each at most [`MAX_IMAGE_BYTES`] decoded, and a note for
+    /// the model's text naming each one refused and why (`None` when none was).
+    pub fn admit(images: Vec<ToolImage>) -> (Vec<ToolImage>, Option<String>) {
+        let mut shown = Vec::new();
+        let mut refused = Vec::new();
+        for (i, image) in images.into_iter().enumerate() {
+            let why = if !IMAGE_TYPES.contains(&image.mime_type.as_str()) {
+                Some(format!(
+                    "its type {} is not one models read ({})",
+                    image.mime_type,
+                    IMAGE_TYPES.join(", ")
+                ))
+            } else if image.decoded_len() > MAX_IMAGE_BYTES {
+                Some(format!(
+                    "it has {} bytes, more than the {MAX_IMAGE_BYTES} bytes an image may have",
+                    image.decoded_len()
+                ))
+            } else if shown.len() == MAX_IMAGES_PER_RESULT {
+                Some(format!(
+                    "a result shows at most {MAX_IMAGES_PER_RESULT} images"
+                ))
+            } else {
+                None
+            };
+            match why {
+                Some(why) => refused.push(format!("image {} not shown: {why}", i + 1)),
+                None => shown.push(image),
+            }
+        }
+        let note = (!refused.is_empty()).then(|| format!("[{}]", refused.join("; ")));
+        (shown, note)
     }
 }
 
@@ -135,7 +227,7 @@ pub struct PromptCache {
 
 #[cfg(test)]
 mod tests {
-    use super::Usage;
+    use super::{MAX_IMAGE_BYTES, ToolImage, Usage};
 
     #[test]
     fn usage_from_outside_never_overflows() {
@@ -143,5 +235,40 @@ mod tests {
         assert_eq!(u.total_tokens, u64::MAX);
         u.add(Usage::from_counts(1, 1, Some(u64::MAX)));
         assert_eq!((u.prompt_tokens, u.total_tokens), (u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn issue_29_images_are_bounded_and_each_refusal_is_named() {
+        let png = |len: usize| ToolImage::new("image/png", "A".repeat(len));
+        assert_eq!(png(8).decoded_len(), 6);
+        assert_eq!(ToolImage::new("image/png", "AAA=").decoded_len(), 2);
+        assert_eq!(ToolImage::new("image/png", "AA==").decoded_len(), 1);
+        let big = png((MAX_IMAGE_BYTES / 3 + 1) * 4);
+        let images = vec![
+            png(8),
+            ToolImage::new("image/tiff", "AAAA"),
+            big,
+            png(8),
+            png(8),
+            png(8),
+            png(8),
+        ];
+        let (shown, note) = ToolImage::admit(images);
+        assert_eq!(shown.len(), 4);
+        let note = note.expect("a note");
+        assert!(
+            note.starts_with("[image 2 not shown: its type image/tiff"),
+            "{note}"
+        );
+        assert!(
+            note.contains("image 3 not shown: it has 1048578 bytes"),
+            "{note}"
+        );
+        assert!(
+            note.ends_with("image 7 not shown: a result shows at most 4 images]"),
+            "{note}"
+        );
+        assert_eq!(ToolImage::admit(vec![png(8)]).1, None);
+        assert_eq!(png(4).data_url(), "data:image/png;base64,AAAA");
     }
 }

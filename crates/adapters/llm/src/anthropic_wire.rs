@@ -44,7 +44,7 @@ impl<'a> Request<'a> {
                     continue;
                 }
                 Role::User => ("user", vec![text_block(message)]),
-                Role::Tool => ("user", vec![tool_result_block(message)]),
+                Role::Tool => ("user", vec![tool_result_block(message, request.vision)]),
                 Role::Assistant => ("assistant", assistant_blocks(message)),
             };
             match messages.last_mut() {
@@ -92,11 +92,28 @@ fn text_block(message: &Message) -> Value {
     json!({"type": "text", "text": message.content.as_deref().unwrap_or("")})
 }
 
-fn tool_result_block(message: &Message) -> Value {
+/// A tool result; with the images its tool returned (for a model that reads them) its
+/// content is blocks, the text then each image.
+fn tool_result_block(message: &Message, vision: bool) -> Value {
+    let text = message.content.as_deref().unwrap_or("");
+    let images = crate::images::of(message, vision);
+    let content = match images.is_empty() {
+        true => json!(text),
+        // The API refuses an empty text block.
+        false => (!text.is_empty())
+            .then(|| json!({"type": "text", "text": text}))
+            .into_iter()
+            .chain(images.iter().map(|image| {
+                json!({"type": "image", "source": {
+                    "type": "base64", "media_type": image.mime_type, "data": &*image.data,
+                }})
+            }))
+            .collect(),
+    };
     json!({
         "type": "tool_result",
         "tool_use_id": message.tool_call_id.as_deref().unwrap_or(""),
-        "content": message.content.as_deref().unwrap_or(""),
+        "content": content,
     })
 }
 
@@ -276,6 +293,26 @@ mod tests {
     use fabric_domain::ToolCall;
 
     #[test]
+    fn issue_29_a_tool_s_images_are_blocks_of_its_result() {
+        use crate::images::fixture::{PLACEHOLDER, conversation, request};
+        let messages = conversation();
+        let body = |vision| {
+            serde_json::to_value(Request::new(&request(&messages, vision))).unwrap_or_default()
+        };
+        assert_eq!(
+            body(true)["messages"][2]["content"][0],
+            json!({"type": "tool_result", "tool_use_id": "c1", "content": [
+                {"type": "text", "text": PLACEHOLDER},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+            ]})
+        );
+        assert_eq!(
+            body(false)["messages"][2]["content"][0]["content"],
+            PLACEHOLDER
+        );
+    }
+
+    #[test]
     fn a_conversation_becomes_alternating_messages_with_blocks() {
         let messages = vec![
             Message::system("be brief"),
@@ -309,6 +346,7 @@ mod tests {
             top_p: Some(0.9),
             max_tokens: None,
             stream: false,
+            vision: false,
         };
         let body = serde_json::to_value(Request::new(&request)).unwrap_or_default();
         assert_eq!(body["system"], "be brief");

@@ -40,6 +40,7 @@ mod constrained;
 mod discover;
 mod embed;
 mod error;
+mod images;
 mod limit;
 mod lines;
 mod ollama;

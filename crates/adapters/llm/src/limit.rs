@@ -114,6 +114,7 @@ mod tests {
             top_p: None,
             max_tokens: None,
             stream: false,
+            vision: false,
         };
         let answers =
             futures_util::future::join_all(clients.iter().map(|c| c.chat(request, &NoopObserver)))

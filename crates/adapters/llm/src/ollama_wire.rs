@@ -55,6 +55,9 @@ struct OutMessage<'a> {
     /// Ollama matches a tool result to its call by the tool's name, not by an id.
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_name: Option<&'a str>,
+    /// The images a tool result carries, base64, for a model that reads images.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    images: Vec<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -78,7 +81,7 @@ impl<'a> ChatBody<'a> {
             for call in &message.tool_calls {
                 names.insert(&call.id, &call.name);
             }
-            messages.push(out_message(message, &names));
+            messages.push(out_message(message, &names, request.vision));
         }
         Self {
             model: request.model,
@@ -96,7 +99,11 @@ impl<'a> ChatBody<'a> {
     }
 }
 
-fn out_message<'a>(message: &'a Message, names: &HashMap<&'a str, &'a str>) -> OutMessage<'a> {
+fn out_message<'a>(
+    message: &'a Message,
+    names: &HashMap<&'a str, &'a str>,
+    vision: bool,
+) -> OutMessage<'a> {
     OutMessage {
         role: message.role,
         content: message.content.as_deref().unwrap_or(""),
@@ -114,6 +121,10 @@ fn out_message<'a>(message: &'a Message, names: &HashMap<&'a str, &'a str>) -> O
             .tool_call_id
             .as_deref()
             .and_then(|id| names.get(id).copied()),
+        images: crate::images::of(message, vision)
+            .iter()
+            .map(|image| &*image.data)
+            .collect(),
     }
 }
 
@@ -276,6 +287,7 @@ mod tests {
             top_p: None,
             max_tokens: Some(64),
             stream: false,
+            vision: false,
         };
         let body = serde_json::to_value(ChatBody::new(&request, Some(8192))).unwrap();
         assert_eq!(
@@ -296,6 +308,20 @@ mod tests {
                 "options": {"num_ctx": 8192, "temperature": 0.25, "num_predict": 64}
             })
         );
+    }
+
+    #[test]
+    fn issue_29_a_tool_s_images_ride_on_its_result() {
+        use crate::images::fixture::{PLACEHOLDER, conversation, request};
+        let messages = conversation();
+        let body = |vision| {
+            serde_json::to_value(ChatBody::new(&request(&messages, vision), None)).unwrap()
+        };
+        assert_eq!(
+            body(true)["messages"][2],
+            json!({"role": "tool", "content": PLACEHOLDER, "tool_name": "snap", "images": ["AAAA"]})
+        );
+        assert!(body(false)["messages"][2].get("images").is_none());
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //! responses are lenient: every field may be missing or `null`, unknown fields are ignored.
 
 use fabric_core::ChatRequest;
-use fabric_domain::{Message, Role, Usage};
+use fabric_domain::{Message, Role, ToolImage, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::images::{self, DataUrl};
 use crate::toolcalls::CallDelta;
 
 #[derive(Debug, Serialize)]
@@ -38,14 +39,35 @@ struct StreamOptions {
 #[derive(Debug, Clone, Serialize)]
 struct OutMessage<'a> {
     role: Role,
-    /// Always a string: an assistant message that only calls tools has `""`. The spec
-    /// allows `null` there, but llama-cpp-python's server answers 500 to it (issue #24) and
-    /// every server we know takes `""`.
-    content: &'a str,
+    /// A string but in the user turn that carries a tool's images: an assistant message
+    /// that only calls tools has `""`. The spec allows `null` there, but
+    /// llama-cpp-python's server answers 500 to it (issue #24) and every server we know
+    /// takes `""`.
+    content: Content<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<OutToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a str),
+    Parts(Vec<Part<'a>>),
+}
+
+/// A part of a user turn's content.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl<'a> },
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ImageUrl<'a> {
+    url: DataUrl<'a>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -68,7 +90,7 @@ impl<'a> Request<'a> {
         let has_tools = !request.tools.is_empty();
         Self {
             model: request.model,
-            messages: request.messages.iter().map(out_message).collect(),
+            messages: out_messages(request.messages, request.vision),
             tools: (!request.tools.is_empty()).then(|| request.tools.as_raw()),
             tool_choice: has_tools.then_some("auto"),
             temperature: request.temperature,
@@ -101,10 +123,46 @@ impl Request<'_> {
     }
 }
 
+/// The conversation, and after each run of tool results whose tools returned images (for
+/// a model that reads them) a user turn holding those images: a tool message's content
+/// cannot hold an image on this wire.
+fn out_messages(messages: &[Message], vision: bool) -> Vec<OutMessage<'_>> {
+    let mut out = Vec::with_capacity(messages.len());
+    for (at, message) in messages.iter().enumerate() {
+        out.push(out_message(message));
+        let handed = images::after_results(messages, at, vision);
+        if !handed.is_empty() {
+            out.push(images_turn(&handed));
+        }
+    }
+    out
+}
+
+/// The user turn carrying the images of a run of tool results, each call's after a caption.
+fn images_turn<'a>(handed: &[(&str, &'a [ToolImage])]) -> OutMessage<'a> {
+    let mut parts = Vec::new();
+    for (call_id, shown) in handed {
+        parts.push(Part::Text {
+            text: images::caption(call_id, shown.len()),
+        });
+        parts.extend(shown.iter().map(|image| Part::ImageUrl {
+            image_url: ImageUrl {
+                url: DataUrl(image),
+            },
+        }));
+    }
+    OutMessage {
+        role: Role::User,
+        content: Content::Parts(parts),
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+    }
+}
+
 fn out_message(message: &Message) -> OutMessage<'_> {
     OutMessage {
         role: message.role,
-        content: message.content.as_deref().unwrap_or(""),
+        content: Content::Text(message.content.as_deref().unwrap_or("")),
         tool_calls: message
             .tool_calls
             .iter()
@@ -304,6 +362,7 @@ mod tests {
             top_p: None,
             max_tokens: Some(10),
             stream: true,
+            vision: false,
         };
         let body = serde_json::to_value(Request::new(&request)).unwrap();
         assert_eq!(
@@ -328,6 +387,36 @@ mod tests {
     }
 
     #[test]
+    fn issue_29_a_tool_s_images_follow_the_results_as_a_user_turn() {
+        use crate::images::fixture::{PLACEHOLDER, conversation, request};
+        let mut messages = conversation();
+        // A second call of the same turn, whose tool returned no image.
+        messages[1].tool_calls.push(ToolCall {
+            id: "c2".into(),
+            name: "snap".into(),
+            arguments: "{}".into(),
+        });
+        messages.push(Message::tool_result("c2", "none"));
+        let body =
+            |vision| serde_json::to_value(Request::new(&request(&messages, vision))).unwrap();
+        let sent = body(true);
+        let sent = sent["messages"].as_array().unwrap();
+        assert_eq!(sent.len(), 5);
+        assert_eq!(sent[3]["tool_call_id"], "c2", "the results stay together");
+        assert_eq!(
+            sent[4],
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "The image the tool call `c1` returned:"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+            ]})
+        );
+        // Not for a model that does not read images: only the placeholder text.
+        let plain = body(false);
+        assert_eq!(plain["messages"].as_array().unwrap().len(), 4);
+        assert_eq!(plain["messages"][2]["content"], PLACEHOLDER);
+    }
+
+    #[test]
     fn no_tools_no_tool_choice_no_stream_options() {
         let messages = vec![Message::user("hi")];
         let request = ChatRequest {
@@ -338,6 +427,7 @@ mod tests {
             top_p: None,
             max_tokens: None,
             stream: false,
+            vision: false,
         };
         let body = serde_json::to_value(Request::new(&request)).unwrap();
         assert_eq!(

@@ -32,6 +32,7 @@ fn request<'a>(
         top_p: None,
         max_tokens: None,
         stream,
+        vision: false,
     }
 }
 
@@ -268,4 +269,26 @@ fn issue_30_calls_known_by_item_id_alone_stay_apart() {
         .map(|c| (c.id.as_str(), c.arguments.as_str()))
         .collect();
     assert_eq!(calls, [("a", r#"{"path":"x"}"#), ("b", "{}")]);
+}
+
+#[test]
+fn issue_29_a_tool_s_images_follow_its_output_as_a_user_message() {
+    use crate::images::fixture::{PLACEHOLDER, conversation, request};
+    let messages = conversation();
+    let body = |vision| {
+        let body = client(ResponseChaining::FullInput).body(&request(&messages, vision), false);
+        serde_json::to_value(&body).unwrap_or_default()
+    };
+    let sent = body(true);
+    assert_eq!(sent["input"][2]["type"], "function_call_output");
+    assert_eq!(
+        sent["input"][3],
+        json!({"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "The image the tool call `c1` returned:"},
+            {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}
+        ]})
+    );
+    let plain = body(false);
+    assert_eq!(plain["input"].as_array().map(Vec::len), Some(3));
+    assert_eq!(plain["input"][2]["output"], PLACEHOLDER);
 }

@@ -55,15 +55,21 @@ impl<'a> Request<'a> {
             .filter_map(|m| m.content.as_deref())
             .collect();
         let mut input = Vec::new();
-        for message in tail {
+        for (at, message) in tail.iter().enumerate() {
             match message.role {
                 Role::System => {}
                 Role::User => input.push(text_item("user", message)),
-                Role::Tool => input.push(json!({
-                    "type": "function_call_output",
-                    "call_id": message.tool_call_id.as_deref().unwrap_or(""),
-                    "output": message.content.as_deref().unwrap_or(""),
-                })),
+                Role::Tool => {
+                    input.push(json!({
+                        "type": "function_call_output",
+                        "call_id": message.tool_call_id.as_deref().unwrap_or(""),
+                        "output": message.content.as_deref().unwrap_or(""),
+                    }));
+                    let handed = crate::images::after_results(tail, at, request.vision);
+                    if !handed.is_empty() {
+                        input.push(images_item(&handed));
+                    }
+                }
                 Role::Assistant => {
                     input.extend(reasoning_for(message));
                     if message.content.as_deref().is_some_and(|t| !t.is_empty()) {
@@ -99,6 +105,21 @@ impl<'a> Request<'a> {
             include: Vec::new(),
         }
     }
+}
+
+/// The user message carrying the images of a run of tool results, each call's after a
+/// caption. A following message rather than `function_call_output`'s list form, which
+/// OpenAI takes but servers that only take text output (llama.cpp) refuse (ADR-087).
+fn images_item(handed: &[(&str, &[fabric_domain::ToolImage])]) -> Value {
+    let mut content = Vec::new();
+    for (call_id, shown) in handed {
+        let caption = crate::images::caption(call_id, shown.len());
+        content.push(json!({"type": "input_text", "text": caption}));
+        content.extend(shown.iter().map(|image| {
+            json!({"type": "input_image", "image_url": crate::images::DataUrl(image), "detail": "auto"})
+        }));
+    }
+    json!({"type": "message", "role": "user", "content": content})
 }
 
 fn text_item(role: &str, message: &Message) -> Value {

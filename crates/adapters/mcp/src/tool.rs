@@ -2,8 +2,9 @@
 //! other, and a call goes to the server with a timeout.
 
 use async_trait::async_trait;
-use fabric_core::{Tool, ToolContext, ToolError};
-use fabric_domain::{ToolAnnotations, ToolSpec, mcp_tool_name};
+use base64::Engine as _;
+use fabric_core::{Tool, ToolContext, ToolError, ToolOutput};
+use fabric_domain::{ToolAnnotations, ToolImage, ToolSpec, mcp_tool_name};
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 use std::sync::Weak;
@@ -121,7 +122,19 @@ impl Tool for McpTool {
         &self.spec
     }
 
-    async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
+    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        self.call_for_model(args, ctx)
+            .await
+            .map(|output| output.result)
+    }
+
+    /// The result's text, and its image blocks for a model that reads images: the text
+    /// keeps their placeholders either way, so the runlog reads the same (ADR-087).
+    async fn call_for_model(
+        &self,
+        args: Value,
+        _ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let arguments = match args {
             Value::Object(map) => map,
             _ => serde_json::Map::new(),
@@ -179,8 +192,55 @@ impl Tool for McpTool {
                 self.spec.name
             )));
         }
-        Ok(Value::String(text))
+        Ok(ToolOutput {
+            result: Value::String(text),
+            images: images(&raw),
+        })
     }
+}
+
+/// A `tools/call` result's image blocks whose data is base64 (a block that is not is
+/// left at its placeholder: a model's server would refuse the whole request for it).
+fn images(result: &Value) -> Vec<ToolImage> {
+    let blocks = result["content"].as_array().into_iter().flatten();
+    blocks
+        .filter(|block| block["type"].as_str() == Some("image"))
+        .filter_map(|block| {
+            let data = block["data"].as_str()?;
+            let mime_type = block["mimeType"].as_str().unwrap_or_default();
+            if let Err(e) = base64::engine::general_purpose::STANDARD.decode(data) {
+                tracing::warn!(mime_type, error = %e, "an MCP image block is not base64; the model gets its placeholder only");
+                return None;
+            }
+            Some(ToolImage::new(mime_type, data))
+        })
+        .collect()
+}
+
+/// A `resource_link` block as text: its URI, with what the server says of it (name,
+/// title, type, size, description) so the model can decide to read it; nothing is fetched.
+fn resource_link(block: &Value) -> String {
+    let uri = block["uri"].as_str().unwrap_or("");
+    let name = block["name"]
+        .as_str()
+        .filter(|n| !n.is_empty() && *n != uri);
+    let title = block["title"].as_str().filter(|t| Some(*t) != name);
+    let size = block["size"].as_u64().map(|n| format!("{n} bytes"));
+    let facts: Vec<String> = [name, title, block["mimeType"].as_str()]
+        .into_iter()
+        .flatten()
+        .map(str::to_owned)
+        .chain(size)
+        .collect();
+    let mut text = format!("[resource link {uri}");
+    if !facts.is_empty() {
+        text.push_str(&format!(" ({})", facts.join(", ")));
+    }
+    if let Some(description) = block["description"].as_str().filter(|d| !d.is_empty()) {
+        text.push_str(&format!(": {description}"));
+    }
+    text.push(']');
+    text
 }
 
 /// A `tools/call` result as text for the model: text blocks as they are, other blocks
@@ -203,9 +263,7 @@ fn render(result: &Value) -> String {
                     None => format!("[resource {}]", r["uri"].as_str().unwrap_or("")),
                 }
             }
-            Some("resource_link") => {
-                format!("[resource link {}]", block["uri"].as_str().unwrap_or(""))
-            }
+            Some("resource_link") => resource_link(block),
             _ => block.to_string(),
         };
         parts.push(part);
@@ -236,6 +294,33 @@ mod tests {
             r#"{"a":1}"#
         );
         assert_eq!(render(&json!({})), "(the tool returned no content)");
+    }
+
+    #[test]
+    fn issue_29_image_blocks_reach_the_model_and_links_say_what_they_are() {
+        let r = json!({"content": [
+            {"type": "text", "text": "here"},
+            {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
+            {"type": "image", "mimeType": "image/png", "data": "not base64!"},
+            {"type": "audio", "mimeType": "audio/wav", "data": "AAAA"}
+        ]});
+        assert_eq!(
+            images(&r),
+            vec![ToolImage::new("image/png", "iVBORw0KGgo=")]
+        );
+        assert!(render(&r).contains("[image content, image/png, 12 base64 characters]"));
+        let link = |block: Value| render(&json!({"content": [block]}));
+        assert_eq!(
+            link(json!({"type": "resource_link", "uri": "file:///a.txt", "name": "file:///a.txt"})),
+            "[resource link file:///a.txt]"
+        );
+        assert_eq!(
+            link(
+                json!({"type": "resource_link", "uri": "file:///r.md", "name": "r.md", "title": "Readme",
+                "mimeType": "text/markdown", "size": 120, "description": "The project's readme"})
+            ),
+            "[resource link file:///r.md (r.md, Readme, text/markdown, 120 bytes): The project's readme]"
+        );
     }
 
     #[test]

@@ -206,20 +206,35 @@ impl fabric_core::Tool for AsRecorded {
         args: serde_json::Value,
         ctx: &fabric_core::ToolContext,
     ) -> Result<serde_json::Value, fabric_core::ToolError> {
-        let recorded = {
-            let mut pending = self
-                .pending
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            pending
-                .iter()
-                .position(|(a, _)| *a == args)
-                .map(|at| pending.remove(at).1)
-        };
-        match recorded {
+        let output = self.call_for_model(args, ctx).await;
+        output.map(|output| output.result)
+    }
+
+    /// The recorded interruption, or the wrapped tool's answer with its images (an MCP
+    /// tool's).
+    async fn call_for_model(
+        &self,
+        args: serde_json::Value,
+        ctx: &fabric_core::ToolContext,
+    ) -> Result<fabric_core::ToolOutput, fabric_core::ToolError> {
+        match self.interrupted(&args) {
             Some(message) => Err(fabric_core::ToolError::Interrupted(message)),
-            None => self.inner.call(args, ctx).await,
+            None => self.inner.call_for_model(args, ctx).await,
         }
+    }
+}
+
+impl AsRecorded {
+    /// The recorded interruption of a call with these arguments, taken once.
+    fn interrupted(&self, args: &serde_json::Value) -> Option<String> {
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        pending
+            .iter()
+            .position(|(a, _)| a == args)
+            .map(|at| pending.remove(at).1)
     }
 }
 

@@ -43,7 +43,7 @@ impl Merger {
             }
             m.model = v;
         }
-        overlay!(m, raw; backend);
+        overlay!(m, raw; backend, vision);
         set_some(&mut m.api_key_env, raw.api_key_env);
         // Anthropic always needs a key; its SDKs read this variable.
         if m.backend == Backend::Anthropic && m.api_key_env.is_none() {

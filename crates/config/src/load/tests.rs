@@ -613,3 +613,16 @@ fn issue_29_servers_may_sample_and_decline_questions_unless_the_config_says_othe
             .contains("mcp_servers[0].sampling"),
     );
 }
+
+#[test]
+fn issue_29_a_model_key_reads_images_only_when_it_says_so() {
+    let s = load(
+        "c.yaml",
+        "models:\n  eyes:\n    model: llava\n    vision: true\n",
+    )
+    .unwrap();
+    assert!(s.models["eyes"].vision);
+    assert!(!s.models["fast"].vision, "off by default");
+    let e = err("c.yaml", "models:\n  fast:\n    vision: sometimes\n");
+    assert!(e.contains("models.fast.vision"), "{e}");
+}

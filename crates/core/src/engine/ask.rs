@@ -42,6 +42,7 @@ impl Loop<'_, '_> {
             top_p: model.top_p,
             max_tokens,
             stream: model.stream,
+            vision: model.vision,
         };
         let started = Instant::now();
         // A streamed answer is counted as it arrives: a server that ignores `max_tokens` is

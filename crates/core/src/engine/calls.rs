@@ -5,13 +5,15 @@ use fabric_domain::{FINISH_TOOL, ToolCall, schema};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-use crate::ports::{Tool, ToolContext, ToolDefinitions, ToolError, ToolSource, Withheld};
+use crate::ports::{
+    Tool, ToolContext, ToolDefinitions, ToolError, ToolOutput, ToolSource, Withheld,
+};
 use crate::recorder::truncate;
 
 /// The outcome of dispatching one tool call.
 pub(super) enum Dispatch {
-    /// A tool returned a result.
-    Done(Value),
+    /// A tool returned a result, and perhaps images besides.
+    Done(ToolOutput),
     /// `finish_task` was accepted with this payload.
     Finished(Value),
 }
@@ -165,7 +167,7 @@ pub(super) async fn dispatch(
         return Ok(Dispatch::Finished(args));
     }
     match catalogue.tool(&call.name) {
-        Some(tool) => tool.call(args, ctx).await.map(Dispatch::Done),
+        Some(tool) => tool.call_for_model(args, ctx).await.map(Dispatch::Done),
         // schema_of found it above, so it is here; answer like an unknown tool regardless.
         None => Err(ToolError::InvalidArguments(format!(
             "unknown tool `{}`",

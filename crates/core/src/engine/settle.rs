@@ -2,7 +2,7 @@
 //! resumed, reported interrupted or dispatched, and its result (or exact error) goes back to
 //! the model and into the runlog; an accepted `finish_task` passes the gate and ends the loop.
 
-use fabric_domain::{FINISH_TOOL, Message, RunStatus, ToolCall, runlog};
+use fabric_domain::{FINISH_TOOL, Message, RunStatus, ToolCall, ToolImage, runlog};
 use serde_json::{Value, json};
 
 use super::answer::{Answer, Recorded, Source};
@@ -11,7 +11,7 @@ use super::calls::{ArgumentsError, Catalogue, Dispatch, dispatch, parse_argument
 use super::repeats::Verdict;
 use super::{Loop, MAX_LLM_CONTENT_IN_RUNLOG_CHARS, MAX_TOOL_RESULT_CHARS, Stop};
 use crate::gate::Passage;
-use crate::ports::{StoreError, ToolError};
+use crate::ports::{StoreError, ToolError, ToolOutput};
 use crate::recorded::RecordedOutcome;
 use crate::recorder::{Recorder, truncate};
 
@@ -100,7 +100,7 @@ impl<'a> Loop<'a, '_> {
             }
             Settlement::Resumed(resumed) => {
                 self.checkpoint_after(step, call).await?;
-                resumed.map(Dispatch::Done)
+                resumed.map(|result| Dispatch::Done(result.into()))
             }
             Settlement::Interrupted => Err(ToolError::Interrupted(format!(
                 "this call of `{}` was interrupted: the fabric process running it stopped before it returned, and it was not run again because it may change things. Its effect is unknown: check what it would have changed (for example read the files) before calling it again",
@@ -117,7 +117,7 @@ impl<'a> Loop<'a, '_> {
         }
         match outcome {
             Ok(Dispatch::Finished(payload)) => self.finish(step, call, payload).await?,
-            Ok(Dispatch::Done(result)) => self.record_result(step, call, key, result).await?,
+            Ok(Dispatch::Done(output)) => self.record_result(step, call, key, output).await?,
             Err(error) => {
                 let invalid = matches!(error, ToolError::InvalidArguments(_));
                 self.record_error(step, call, key, refused, error).await?;
@@ -298,6 +298,7 @@ impl<'a> Loop<'a, '_> {
                     tool: FINISH_TOOL.to_owned(),
                     call_id: call.id.clone(),
                     result: payload.clone(),
+                    images: Vec::new(),
                 },
             )
             .await?;
@@ -335,15 +336,25 @@ impl<'a> Loop<'a, '_> {
         Ok(())
     }
 
-    /// A tool's result goes to the runlog and back to the model (capped).
+    /// A tool's result goes to the runlog and back to the model (capped), with the images
+    /// it returned when the model reads them (bounded; the runlog names their types only,
+    /// ADR-087).
     async fn record_result(
         &mut self,
         step: u32,
         call: &ToolCall,
         key: Option<u64>,
-        result: Value,
+        output: ToolOutput,
     ) -> Result<(), StoreError> {
-        let text = truncate(&render_result(&result), MAX_TOOL_RESULT_CHARS);
+        let mut text = truncate(&render_result(&output.result), MAX_TOOL_RESULT_CHARS);
+        let images = match self.model.vision {
+            true => {
+                let (shown, refused) = ToolImage::admit(output.images);
+                text = with_note(text, refused);
+                shown
+            }
+            false => Vec::new(),
+        };
         self.rec
             .record(
                 Some(step),
@@ -351,11 +362,13 @@ impl<'a> Loop<'a, '_> {
                     tool: call.name.clone(),
                     call_id: call.id.clone(),
                     result: Value::String(text.clone()),
+                    images: images.iter().map(|i| i.mime_type.clone()).collect(),
                 },
             )
             .await?;
         let text = self.nudge(step, call, key, text).await?;
-        self.messages.push(Message::tool_result(&call.id, text));
+        self.messages
+            .push(Message::tool_result(&call.id, text).with_images(images));
         Ok(())
     }
 

@@ -99,6 +99,7 @@ impl Loop<'_, '_> {
             top_p: model.top_p,
             max_tokens: Some(400),
             stream: false,
+            vision: false,
         };
         let asked = tokio::select! {
             biased;

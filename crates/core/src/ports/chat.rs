@@ -124,6 +124,9 @@ pub struct ChatRequest<'a> {
     pub max_tokens: Option<u32>,
     /// Ask the server to stream, and report text deltas to the observer as they come.
     pub stream: bool,
+    /// The model reads images (`vision`): a tool message's images go to it in the
+    /// backend's shape. Otherwise they are left out and only its text is sent.
+    pub vision: bool,
 }
 
 /// The model's answer to one call, after the adapter has smoothed over server differences.

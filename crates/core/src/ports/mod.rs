@@ -32,7 +32,7 @@ pub use store::{
     Liveness, NewRun, PruneHook, QueryEmbedding, Reindexed, RunCatalog, RunLog, RunQuery, RunStore,
     SearchHit, SearchQuery, StatsGroup, StatsQuery, StatsRow, StoreError,
 };
-pub use tool::{Tool, ToolContext, ToolError};
+pub use tool::{Tool, ToolContext, ToolError, ToolOutput};
 pub use workspace::{
     AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileStat, StepNote, Workspace,
     WorkspaceError, WorkspaceOrigin, WorkspaceSpec, Workspaces, remote_shown,

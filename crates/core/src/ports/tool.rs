@@ -1,6 +1,6 @@
 use async_trait::async_trait;
 use fabric_domain::runlog::ToolErrorType;
-use fabric_domain::{RunId, ToolSpec};
+use fabric_domain::{RunId, ToolImage, ToolSpec};
 use serde_json::Value;
 use std::path::PathBuf;
 use thiserror::Error;
@@ -61,6 +61,25 @@ impl ToolError {
     }
 }
 
+/// What a tool returned for a model: its result, and the images it returned besides
+/// (an MCP tool's image blocks), which reach a model that reads images (ADR-087).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The result, as [`Tool::call`] returns it.
+    pub result: Value,
+    /// The images, in the order the tool gave them; bounded by the loop, not here.
+    pub images: Vec<ToolImage>,
+}
+
+impl From<Value> for ToolOutput {
+    fn from(result: Value) -> Self {
+        Self {
+            result,
+            images: Vec::new(),
+        }
+    }
+}
+
 /// Anything the model can call. Built-in tools, MCP tools and other agents all come through
 /// this one interface, so the loop never branches on where a tool came from.
 #[async_trait]
@@ -70,6 +89,17 @@ pub trait Tool: Send + Sync {
 
     /// Runs the tool. `args` has already been checked against `spec().input_schema`.
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<Value, ToolError>;
+
+    /// Runs the tool for a model's call: its result with the images it returned besides.
+    /// The loop calls this; only a tool that can return images (an MCP tool) overrides it,
+    /// every other one answers with [`Tool::call`]'s result and no image.
+    async fn call_for_model(
+        &self,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        self.call(args, ctx).await.map(ToolOutput::from)
+    }
 
     /// Picks up a call that was in flight when the run's process stopped, for a tool that
     /// can (a delegation continues its child run) and returns its result. `None`: it cannot,

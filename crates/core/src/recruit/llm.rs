@@ -64,6 +64,7 @@ pub async fn route_with_llm(
         top_p: None,
         max_tokens: Some(256),
         stream: false,
+        vision: false,
     };
     let started = Instant::now();
     let answer = tokio::time::timeout(settings.timeout, chat.chat(request, &NoopObserver)).await;

@@ -500,6 +500,10 @@ pub struct ToolResult {
     pub call_id: String,
     /// Text (capped) for tools; the payload object for `finish_task`.
     pub result: Value,
+    /// The media types of the images shown to the model with the text (a key with
+    /// `vision: true`), in order; never their bytes. Empty (absent) when none were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
 }
 
 /// `tool_error`: a call failed.

@@ -192,5 +192,6 @@ pub(crate) fn request<'a>(
         top_p: None,
         max_tokens: None,
         stream,
+        vision: false,
     }
 }

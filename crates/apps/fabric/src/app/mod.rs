@@ -126,6 +126,7 @@ fn model_policy(m: &ModelConfig) -> ModelPolicy {
         tool_call_repair: m.repairs_tool_calls(),
         num_ctx: m.num_ctx,
         context_window: m.context_window,
+        vision: m.vision,
     }
 }
 

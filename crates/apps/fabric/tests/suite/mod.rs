@@ -22,6 +22,7 @@ mod loop_errors;
 mod mcp_client;
 mod mcp_client_features;
 mod mcp_conformance;
+mod mcp_images;
 mod mcp_inspector;
 mod mcp_oauth;
 mod mcp_server;

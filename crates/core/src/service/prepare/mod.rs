@@ -304,6 +304,7 @@ impl Preparation {
             tool_call_repair: model.tool_call_repair,
             context_window: model.window(reported),
             summarize_compaction: self.policy.summarize_compaction,
+            vision: model.vision,
         }
     }
 

@@ -108,6 +108,8 @@ pub struct ModelPolicy {
     pub num_ctx: u32,
     /// The configured context window, for servers that do not report one.
     pub context_window: Option<u32>,
+    /// The model reads images (`vision`).
+    pub vision: bool,
 }
 
 impl ModelPolicy {

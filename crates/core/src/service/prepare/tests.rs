@@ -236,6 +236,7 @@ fn model(name: &str, backend: Backend) -> ModelPolicy {
         tool_call_repair: false,
         num_ctx: 8192,
         context_window: None,
+        vision: false,
     }
 }
 
@@ -694,4 +695,19 @@ async fn issue_28_an_unusable_routing_model_falls_back_to_keywords() {
         "{}",
         task.recruitment.reason
     );
+}
+
+#[tokio::test]
+async fn issue_29_a_vision_key_s_member_and_fallback_read_images() {
+    let mut policy = with_fallback();
+    let p = preparation(policy.clone(), Servers::default(), Chats::default(), &[]);
+    let task = prepare(&p, request("fix the bug")).await.unwrap();
+    assert!(!task.members[0].model.vision, "off unless the key says");
+    for key in ["small", "cloud"] {
+        policy.models.get_mut(key).unwrap().vision = true;
+    }
+    let p = preparation(policy, Servers::default(), Chats::default(), &[]);
+    let task = prepare(&p, request("fix the bug")).await.unwrap();
+    assert!(task.members[0].model.vision);
+    assert!(task.fallback.as_ref().expect("a fallback").model.vision);
 }
