@@ -277,12 +277,18 @@ impl ToolSpec {
 
     /// The OpenAI Chat Completions function definition generated from this contract.
     pub fn openai_definition(&self) -> Value {
+        let mut parameters = self.input_schema.clone();
+        // Models need no meta-schema: an MCP server's `$schema` is kept in the contract (and
+        // in `fabric mcp tools`) but left out of what models are sent, as it always was.
+        if let Value::Object(map) = &mut parameters {
+            map.remove("$schema");
+        }
         json!({
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": self.model_description(),
-                "parameters": self.input_schema,
+                "parameters": parameters,
             }
         })
     }
@@ -353,6 +359,18 @@ mod tests {
         assert_eq!(schema["properties"]["path"]["type"], "string");
         assert_eq!(schema["additionalProperties"], false);
         assert!(schema.get("$schema").is_none());
+    }
+
+    #[test]
+    fn issue_29_a_server_s_schema_keeps_its_dialect_but_models_are_not_sent_it() {
+        let schema = json!({"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object", "$defs": {"a": {"type": "string"}}});
+        let spec =
+            ToolSpec::with_schema("mcp__s__t", "T.", schema).unwrap_or_else(|e| panic!("{e}"));
+        assert!(spec.input_schema.get("$schema").is_some());
+        let sent = &spec.openai_definition()["function"]["parameters"];
+        assert!(sent.get("$schema").is_none(), "{sent}");
+        assert_eq!(sent["$defs"]["a"]["type"], "string");
     }
 
     #[test]

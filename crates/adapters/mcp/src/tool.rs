@@ -65,9 +65,8 @@ pub(crate) fn convert(server: &str, tool: &rmcp::model::Tool) -> Converted {
     if schema.as_object().is_some_and(|m| m.is_empty()) {
         schema = serde_json::json!({"type": "object"});
     }
-    if let Value::Object(map) = &mut schema {
-        map.remove("$schema");
-    }
+    // `$schema` stays in the contract (SEP-1613: a client preserves the server's schema); the
+    // definitions sent to models leave it out (`ToolSpec::openai_definition`).
     let hint = |key: &str| raw["annotations"][key].as_bool() == Some(true);
     match ToolSpec::with_schema(&name, &description, schema) {
         Ok(spec) => Converted::Tool(
