@@ -28,6 +28,7 @@ cimd="https://conformance-test.local/client-metadata.json"
 login=(--login --no-browser --client-metadata-url "$cimd")
 
 # A pre-registered client from the scenario's context (`auth/pre-registration`).
+credentials=()
 if [[ -n "${MCP_CONFORMANCE_CONTEXT:-}" ]]; then
     field() { python3 -c 'import json,os,sys; print(json.loads(os.environ["MCP_CONFORMANCE_CONTEXT"]).get(sys.argv[1]) or "")' "$1"; }
     client_id=$(field client_id)
@@ -37,6 +38,7 @@ if [[ -n "${MCP_CONFORMANCE_CONTEXT:-}" ]]; then
         if [[ -n "$client_secret" ]]; then
             export FABRIC_CONFORMANCE_CLIENT_SECRET="$client_secret"
             login+=(--client-secret-env FABRIC_CONFORMANCE_CLIENT_SECRET)
+            credentials=(--client-id "$client_id" --client-secret-env FABRIC_CONFORMANCE_CLIENT_SECRET)
         fi
     fi
 fi
@@ -81,6 +83,10 @@ case "$scenario" in
         for tool in test_mrtr_echo_state test_mrtr_no_state test_mrtr_unrelated test_mrtr_no_result_type; do
             "$fabric" mcp call --url "$url" --elicitation defaults "$tool"
         done
+        ;;
+    auth/client-credentials-basic)
+        # Machine to machine: the context's client id and secret for a token, no login.
+        "$fabric" mcp call --url "$url" --grant client_credentials "${credentials[@]}" test-tool
         ;;
     auth/*)
         # Every auth scenario's server offers `test-tool`; listing first is what a run does.

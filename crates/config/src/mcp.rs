@@ -2,7 +2,7 @@
 
 use fabric_domain::{
     DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, McpElicitation, McpOAuth,
-    McpServerSpec, McpTransport,
+    McpOAuthGrant, McpServerSpec, McpTransport,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -40,6 +40,7 @@ pub(crate) struct RawMcpOAuth {
     pub(crate) client_metadata_url: Option<String>,
     pub(crate) scopes: Option<Vec<String>>,
     pub(crate) redirect_port: Option<u16>,
+    pub(crate) grant: Option<McpOAuthGrant>,
 }
 
 /// `(key, problem)`: the key is relative to the entry, e.g. `mcp_servers[0].url`.
@@ -255,6 +256,15 @@ fn check_oauth(o: RawMcpOAuth, at: &dyn Fn(&str) -> String) -> Result<McpOAuth, 
             format!("`{bad}` is not a scope: one word per entry, e.g. [repo, read:user]"),
         ));
     }
+    let grant = o.grant.unwrap_or_default();
+    if grant == McpOAuthGrant::ClientCredentials
+        && (o.client_id.is_none() || o.client_secret_env.is_none())
+    {
+        return Err((
+            at("oauth.grant"),
+            "`client_credentials` exchanges a registered client's id and secret for a token: set `oauth.client_id` and `oauth.client_secret_env` too".to_owned(),
+        ));
+    }
     if o.redirect_port == Some(0) {
         return Err((
             at("oauth.redirect_port"),
@@ -267,6 +277,7 @@ fn check_oauth(o: RawMcpOAuth, at: &dyn Fn(&str) -> String) -> Result<McpOAuth, 
         client_metadata_url: o.client_metadata_url,
         scopes,
         redirect_port: o.redirect_port,
+        grant,
     })
 }
 
@@ -421,6 +432,13 @@ mod tests {
             (
                 http(|o| o.redirect_port = Some(0)),
                 "mcp_servers[0].oauth.redirect_port",
+            ),
+            (
+                http(|o| {
+                    o.grant = Some(McpOAuthGrant::ClientCredentials);
+                    o.client_id = Some("svc".into());
+                }),
+                "mcp_servers[0].oauth.grant",
             ),
             (
                 {

@@ -54,5 +54,6 @@ pub use tooling::{
     AGENT_TOOL_PREFIX, CriticSpec, DEFAULT_ALLOWED_COMMANDS, DEFAULT_CRITIC,
     DEFAULT_MAX_DELEGATION_DEPTH, DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_MCP_CALL_TIMEOUT_S,
     DEFAULT_MCP_STARTUP_TIMEOUT_S, DelegationWorkspace, MCP_TOOL_PREFIX, McpElicitation, McpOAuth,
-    McpServerSpec, McpTransport, ToolLoading, Tooling, mcp_tool_name, pattern_matches,
+    McpOAuthGrant, McpServerSpec, McpTransport, ToolLoading, Tooling, mcp_tool_name,
+    pattern_matches,
 };

@@ -221,6 +221,18 @@ pub enum McpTransport {
     },
 }
 
+crate::words::closed_set! {
+    /// How the fabric gets a token for a server (`oauth.grant`).
+    pub enum McpOAuthGrant {
+        /// A person approves once with `fabric mcp login` (authorization code with PKCE).
+        #[default]
+        AuthorizationCode = "authorization_code",
+        /// The fabric exchanges `client_id` and its secret for a token at each connection,
+        /// with no person (SEP-1046's client credentials, for machine-to-machine servers).
+        ClientCredentials = "client_credentials",
+    }
+}
+
 /// The `oauth` block of a streamable HTTP server: what `fabric mcp login` sends the
 /// authorization server (ADR-085). Tokens themselves are never in the config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,6 +255,9 @@ pub struct McpOAuth {
     /// `None`: any free port, for servers that accept any loopback port (RFC 8252).
     #[serde(default)]
     pub redirect_port: Option<u16>,
+    /// How tokens are obtained.
+    #[serde(default)]
+    pub grant: McpOAuthGrant,
 }
 
 impl McpTransport {

@@ -2,7 +2,7 @@
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use fabric_domain::{McpElicitation, SandboxMode, StatsGroup};
+use fabric_domain::{McpElicitation, McpOAuthGrant, SandboxMode, StatsGroup};
 use std::path::PathBuf;
 
 /// A flag whose choices are a domain set's words, read into the domain type: help, errors
@@ -161,6 +161,10 @@ pub(crate) struct McpOAuthArgs {
     /// The local port for the redirect; default: any free one.
     #[arg(long, value_name = "PORT")]
     pub(crate) redirect_port: Option<u16>,
+    /// `client_credentials`: no person logs in; the client's id and secret (`--client-id`,
+    /// `--client-secret-env`) are exchanged for a token at each connection (SEP-1046).
+    #[arg(long, value_name = "GRANT", value_parser = one_of(McpOAuthGrant::WORDS, McpOAuthGrant::parse))]
+    pub(crate) grant: Option<McpOAuthGrant>,
 }
 
 #[derive(Debug, Args)]

@@ -12,9 +12,11 @@ pub(crate) use challenge::{ChallengeSlot, Recording};
 pub use login::{LoggedIn, LoginRequest, login, logout};
 pub(crate) use store::TokenFile;
 
-use fabric_domain::McpOAuth;
+use fabric_domain::{McpOAuth, McpOAuthGrant};
 use rmcp::transport::AuthClient;
-use rmcp::transport::auth::{AuthError, AuthorizationManager, OAuthClientConfig};
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, ClientCredentialsConfig, OAuthClientConfig, OAuthState,
+};
 use std::path::Path;
 
 use crate::error::McpError;
@@ -27,6 +29,9 @@ pub(crate) async fn authorized_client(
     oauth: Option<&McpOAuth>,
     token_dir: &Path,
 ) -> Result<Option<AuthClient<reqwest::Client>>, McpError> {
+    if let Some(oauth) = oauth.filter(|o| o.grant == McpOAuthGrant::ClientCredentials) {
+        return client_credentials(server, url, oauth).await.map(Some);
+    }
     let file = TokenFile::new(token_dir, server, url);
     let failed = |e: AuthError| McpError::TokensUnusable {
         server: server.to_owned(),
@@ -56,6 +61,50 @@ pub(crate) async fn authorized_client(
         manager.configure_client(config).map_err(failed)?;
     }
     Ok(Some(AuthClient::new(reqwest::Client::new(), manager)))
+}
+
+/// The HTTP client of a connection to a server with `grant: client_credentials`: a fresh
+/// token from the client's id and secret, for this connection only (nothing is stored, and
+/// no person is needed; a run longer than the token's life reconnects with a new one).
+async fn client_credentials(
+    server: &str,
+    url: &str,
+    oauth: &McpOAuth,
+) -> Result<AuthClient<reqwest::Client>, McpError> {
+    let failed = |detail: String| McpError::TokensUnusable {
+        server: server.to_owned(),
+        detail,
+    };
+    // The config check makes both present for this grant.
+    let (Some(client_id), Some(var)) = (&oauth.client_id, &oauth.client_secret_env) else {
+        return Err(failed(
+            "the client credentials grant needs `oauth.client_id` and `oauth.client_secret_env`"
+                .to_owned(),
+        ));
+    };
+    let client_secret = std::env::var(var).map_err(|_| McpError::MissingEnv {
+        server: server.to_owned(),
+        name: var.clone(),
+    })?;
+    let manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let mut state = OAuthState::Unauthorized(manager);
+    let config = ClientCredentialsConfig::ClientSecret {
+        client_id: client_id.clone(),
+        client_secret,
+        scopes: oauth.scopes.clone(),
+        // The MCP authorization spec names the server in every token request (RFC 8707).
+        resource: Some(url.to_owned()),
+    };
+    state
+        .authenticate_client_credentials(config)
+        .await
+        .map_err(|e| failed(format!("the client credentials grant failed: {e}")))?;
+    let manager = state
+        .into_authorization_manager()
+        .ok_or_else(|| failed("no token after the client credentials grant".to_owned()))?;
+    Ok(AuthClient::new(reqwest::Client::new(), manager))
 }
 
 /// `error` as the authorization failure it is when the server refused the request with a

@@ -5,8 +5,8 @@
 use anyhow::Context as _;
 use fabric_core::{Tool, ToolContext, ToolSource};
 use fabric_domain::{
-    DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, McpOAuth, McpServerSpec,
-    McpTransport, RunId, SpecialistSpec, mcp_tool_name,
+    DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, McpOAuth, McpOAuthGrant,
+    McpServerSpec, McpTransport, RunId, SpecialistSpec, mcp_tool_name,
 };
 use fabric_mcp::{Challenge, McpTools};
 use serde_json::{Value, json};
@@ -122,7 +122,10 @@ async fn call(cli: &Cli, args: &McpCallArgs) -> anyhow::Result<u8> {
 /// One command's connections to one server, logging in again when the server asks and
 /// `--login` allows it.
 struct Session<'a> {
+    /// The server as the command names it.
     spec: &'a McpServerSpec,
+    /// The same with the command line's `oauth` over the config's: what connects.
+    connecting: McpServerSpec,
     oauth: McpOAuth,
     unattended: bool,
     may_login: bool,
@@ -132,9 +135,17 @@ struct Session<'a> {
 
 impl<'a> Session<'a> {
     fn new(spec: &'a McpServerSpec, args: &McpOAuthArgs, may_login: bool) -> anyhow::Result<Self> {
+        let oauth = oauth_of(spec, args);
+        let mut connecting = spec.clone();
+        // The same as the config's unless a flag changed it: no block and an empty one are
+        // read alike.
+        if let McpTransport::Http { oauth: held, .. } = &mut connecting.transport {
+            *held = Some(oauth.clone());
+        }
         Ok(Self {
             spec,
-            oauth: oauth_of(spec, args),
+            connecting,
+            oauth,
             unattended: args.no_browser,
             may_login,
             logins: 0,
@@ -145,7 +156,7 @@ impl<'a> Session<'a> {
     /// The server connected and its tools listed, as at the start of a run.
     async fn start(&mut self) -> anyhow::Result<McpTools> {
         loop {
-            let source = McpTools::new(&specialist_for(self.spec)?)
+            let source = McpTools::new(&specialist_for(&self.connecting)?)
                 .with_spawn_hook(fabric_sandbox::dies_with_the_fabric)
                 .with_token_dir(self.token_dir.clone());
             match source.start(&context()).await {
@@ -163,7 +174,11 @@ impl<'a> Session<'a> {
         let Some(challenge) = source.challenge(&self.spec.name) else {
             return Ok(false);
         };
-        if !self.may_login || self.logins >= MAX_LOGINS {
+        // A token from client credentials that is refused is not one a login would fix.
+        if !self.may_login
+            || self.logins >= MAX_LOGINS
+            || self.oauth.grant == McpOAuthGrant::ClientCredentials
+        {
             return Ok(false);
         }
         self.logins += 1;
@@ -287,6 +302,9 @@ fn oauth_of(spec: &McpServerSpec, args: &McpOAuthArgs) -> McpOAuth {
     }
     if args.redirect_port.is_some() {
         oauth.redirect_port = args.redirect_port;
+    }
+    if let Some(grant) = args.grant {
+        oauth.grant = grant;
     }
     oauth
 }
