@@ -50,7 +50,16 @@ async fn login(cli: &Cli, args: &McpLoginArgs) -> anyhow::Result<u8> {
         args.target.server.as_deref(),
         args.target.url.as_deref(),
     )?;
-    let session = Session::new(&spec, &args.oauth, true)?;
+    let mut session = Session::new(&spec, &args.oauth, true)?;
+    if session.oauth.grant == McpOAuthGrant::ClientCredentials {
+        // Nothing to approve and nothing kept: connecting checks the id and secret.
+        session.start().await?;
+        println!(
+            "MCP server `{}` takes client credentials: each connection gets its own token from the client's id and secret, so there is no login to keep; they work",
+            spec.name
+        );
+        return Ok(0);
+    }
     let logged_in = session.login(None).await?;
     println!(
         "logged in to MCP server `{}`; tokens kept in {} (scopes: {})",
