@@ -155,7 +155,9 @@ impl ClientHandler for Handler {
             .hub
             .upgrade()
             .and_then(|hub| hub.workspace())
-            .map(|dir| Root::new(format!("file://{}", dir.display())).with_name("workspace"))
+            // A URI, so a path with spaces or other reserved characters is escaped.
+            .and_then(|dir| reqwest::Url::from_file_path(&dir).ok())
+            .map(|uri| Root::new(uri.to_string()).with_name("workspace"))
             .into_iter()
             .collect();
         let mut event = McpRequest::new(&self.server, asks::ROOTS, McpRequestOutcome::Answered);
@@ -206,7 +208,12 @@ impl ClientHandler for Handler {
             ));
         };
         let wire = serde_json::to_value(&params).unwrap_or(Value::Null);
-        let request = asks::sample_request(&wire)?;
+        let request = asks::sample_request(&wire).inspect_err(|e| {
+            let mut event =
+                McpRequest::new(&self.server, asks::SAMPLING, McpRequestOutcome::Failed);
+            event.reason = Some(e.message.to_string());
+            self.record_request(&event);
+        })?;
         let sampled = sampler.sample(request).await.map_err(|e| {
             let outcome = match e {
                 fabric_core::SampleError::Model(_) => McpRequestOutcome::Failed,
