@@ -1,7 +1,8 @@
 //! `run_task` as an MCP task (SEP-2663, the tasks extension of 2026-07-28; issue #29).
 //!
-//! A client that declares the extension (in its `initialize` capabilities, or in a
-//! request's `_meta`) gets `run_task` answered at once with a task whose id is the run's id;
+//! A 2026-07-28 request whose `_meta` envelope declares the extension gets `run_task`
+//! answered at once with a task whose id is the run's id (on 2025-11-25 the extension is
+//! ignored and the blocking answer given: ADR-084, amended);
 //! it polls `tasks/get` (working, then completed with the very tool result a blocking
 //! `run_task` answers, or cancelled) and may `tasks/cancel`, which cancels the run. Every
 //! other tool, and every client that did not declare tasks, is answered as before.
