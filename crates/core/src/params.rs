@@ -37,15 +37,7 @@ impl ModelParams {
     pub fn named(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            stream: false,
-            price: None,
-            tool_call_repair: false,
-            context_window: None,
-            summarize_compaction: false,
-            vision: false,
+            ..Self::default()
         }
     }
 }

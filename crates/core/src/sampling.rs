@@ -123,10 +123,7 @@ mod tests {
     }
 
     fn params() -> ModelParams {
-        ModelParams {
-            name: "small".into(),
-            ..ModelParams::default()
-        }
+        ModelParams::named("small")
     }
 
     fn request() -> SampleRequest {

@@ -142,8 +142,13 @@ async fn issue_29_a_2025_11_25_server_asks_during_the_call() {
             .contains("requires `name`"),
         "{form}"
     );
+    // The run's workspace, as the URI the fabric gave.
+    let workspace = of_kind(&events, "run_start")[0]["payload"]["workspace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let roots = result_of(&events, "get-roots-list");
-    assert!(roots.contains("file:///"), "{roots}");
+    assert!(roots.contains(&format!("file://{workspace}")), "{roots}");
     let progress: Vec<_> = of_kind(&events, "mcp_message")
         .into_iter()
         .filter(|e| e["payload"]["type"] == "progress")
