@@ -96,7 +96,10 @@ impl RunWorkspace {
                 format!("the fabric could not record the workspace after `{tool}`: {e}"),
             )
         })?;
-        if done.commit.is_none() && done.ignored == *last_ignored {
+        if !done.removed_git.is_empty() {
+            record_removed_git(rec, step, tool, call_id, &done.removed_git).await?;
+        }
+        if done.commit.is_none() && done.ignored == *last_ignored && done.removed_git.is_empty() {
             return Ok(());
         }
         let pushed = match (&done.commit, &self.opened.remote) {
@@ -110,6 +113,7 @@ impl RunWorkspace {
                 call_id: call_id.to_owned(),
                 commit: done.commit.as_ref().map(ToString::to_string),
                 ignored: done.ignored.clone(),
+                removed_git: done.removed_git.clone(),
                 pushed,
             },
         )
@@ -174,4 +178,30 @@ impl RunWorkspace {
             }
         }
     }
+}
+
+/// A `security_event` for the `.git` entries a checkpoint removed: a run that makes a
+/// repository inside its workspace (or points its worktree's link elsewhere) could have had
+/// the fabric's own git run what that repository configures (ADR-088).
+async fn record_removed_git(
+    rec: &Recorder<'_>,
+    step: u32,
+    tool: &str,
+    call_id: &str,
+    removed: &[String],
+) -> Result<(), StoreError> {
+    let names = removed.join("`, `");
+    rec.record(
+        Some(step),
+        &runlog::SecurityEvent {
+            event_type: runlog::SecurityEventType::ProtectedPath,
+            tool: Some(tool.to_owned()),
+            call_id: Some(call_id.to_owned()),
+            attempted: format!("`{names}` in the workspace after `{tool}`"),
+            error_message: format!(
+                "`{names}` would have made the fabric's git open a repository the run wrote; the fabric removed it (or put the worktree's own link back) before recording the workspace. A nested repository's files are recorded as plain files"
+            ),
+        },
+    )
+    .await
 }

@@ -12,7 +12,7 @@ pub(crate) async fn apply(
     mode: ApplyMode,
 ) -> Result<AppliedRun, WorkspaceError> {
     let top = ws.project_top()?.to_path_buf();
-    let at = At::Dir(top.clone());
+    let at = At::User(top.clone());
     let git = &ws.git;
     let tip = ws.head().await?;
     let Some(user_head) = commit_of(git, &at, "HEAD").await? else {
@@ -69,12 +69,13 @@ pub(crate) async fn apply(
                 "-z",
                 "--no-renames",
                 "--untracked-files=all",
+                "--ignore-submodules=all",
             ],
             None,
         )
         .await?
         .checked(&top)?;
-    let (changed, _) = parse_status(&status.stdout);
+    let changed = parse_status(&status.stdout).changed;
     let dirty: BTreeSet<&String> = changed.iter().filter(|p| touched.contains(p)).collect();
     if !dirty.is_empty() {
         return Err(WorkspaceError::Uncommitted {

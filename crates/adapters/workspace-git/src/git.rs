@@ -21,8 +21,11 @@ const MIN_VERSION: (u32, u32) = (2, 40);
 /// Settings given on every command line (`-c`), which win over the repository's own:
 /// no hooks, no signing, no file-system monitor (a command the repository could name), no
 /// automatic gc in the user's repository, Git LFS filters off, so LFS files stay the
-/// pointers the repository holds, and the output the adapter reads back (patches fed to
-/// `git apply`, `git log` formats) in git's default shape (ADR-065).
+/// pointers the repository holds, no recursion into submodules, and the output the adapter
+/// reads back (patches fed to `git apply`, `git log` formats) in git's default shape
+/// (ADR-065). These harden the user's own configuration; they are not what keeps a
+/// workspace's files from configuring git (ADR-088: the repository is always named, and no
+/// nested repository is left for git to enter).
 const OVERRIDES: &[&str] = &[
     "core.hooksPath=/dev/null",
     "commit.gpgSign=false",
@@ -42,6 +45,9 @@ const OVERRIDES: &[&str] = &[
     "apply.whitespace=nowarn",
     "log.showSignature=false",
     "advice.detachedHead=false",
+    "submodule.recurse=false",
+    "diff.ignoreSubmodules=all",
+    "status.submoduleSummary=false",
     "init.defaultBranch=main",
 ];
 
@@ -52,11 +58,15 @@ const PASSED: &[&str] = &["PATH", "HOME", "SSH_AUTH_SOCK", "TMPDIR"];
 /// Where a command runs.
 #[derive(Debug, Clone)]
 pub(crate) enum At {
-    /// In a working tree (or a repository's directory): `git -C <dir>`.
-    Dir(PathBuf),
-    /// A history kept apart from its files: `git --git-dir=<git_dir> --work-tree=<work_tree>`.
+    /// In the user's own repository (its working tree's top, or a path the user named):
+    /// `git -C <dir>`, where git finds the repository as it does for the user. Never a run's
+    /// workspace: a `.git` there is the run's to write (ADR-088).
+    User(PathBuf),
+    /// A run's files with the repository named by the fabric:
+    /// `git --git-dir=<git_dir> --work-tree=<work_tree>`, so nothing in the workspace (its
+    /// `.git` file, a nested repository) decides which repository git opens (ADR-088).
     Split {
-        /// The repository.
+        /// The repository: a scratch run's history, or a worktree's administrative directory.
         git_dir: PathBuf,
         /// The files.
         work_tree: PathBuf,
@@ -66,7 +76,7 @@ pub(crate) enum At {
 impl At {
     fn prefix(&self) -> Vec<OsString> {
         match self {
-            Self::Dir(dir) => vec!["-C".into(), dir.into()],
+            Self::User(dir) => vec!["-C".into(), dir.into()],
             Self::Split { git_dir, work_tree } => {
                 let mut gd = OsString::from("--git-dir=");
                 gd.push(git_dir);

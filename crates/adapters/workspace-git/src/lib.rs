@@ -29,6 +29,7 @@
 mod apply;
 mod copy;
 mod git;
+mod guard;
 mod open;
 mod remote;
 mod workspace;

@@ -2,6 +2,7 @@
 //! history, created, reopened (from the remote when this disk has none) and discarded.
 
 use crate::git::{At, Git};
+use crate::guard;
 use crate::workspace::{GitWorkspace, Kind, branch_name, commit_of, remote_ref};
 use fabric_core::ports::{CommitId, Workspace, WorkspaceError, WorkspaceOrigin, WorkspaceSpec};
 use std::path::{Path, PathBuf};
@@ -72,7 +73,7 @@ pub(crate) async fn toplevel(git: &Git, repo: &Path) -> Result<PathBuf, Workspac
     }
     let ran = git
         .run(
-            Some(&At::Dir(repo.clone())),
+            Some(&At::User(repo.clone())),
             ["rev-parse", "--show-toplevel"],
             None,
         )
@@ -94,7 +95,7 @@ async fn resolve_base(
     top: &Path,
     base: Option<&str>,
 ) -> Result<CommitId, WorkspaceError> {
-    let at = At::Dir(top.to_path_buf());
+    let at = At::User(top.to_path_buf());
     if let Some(commit) = commit_of(git, &at, base.unwrap_or("HEAD")).await? {
         return Ok(commit);
     }
@@ -131,15 +132,45 @@ async fn init_history(git: &Git, git_dir: &Path, branch: &str) -> Result<(), Wor
     Ok(())
 }
 
-/// Fails with [`WorkspaceError::ReadOnly`] unless the repository's own directory takes a
-/// new file: git's words for a refused write do not always say why ("cannot lock ref").
-async fn writable(git: &Git, at: &At, top: &Path) -> Result<(), WorkspaceError> {
+/// The directory the user's repository at `top` keeps its objects, refs and worktrees in.
+async fn common_dir(git: &Git, top: &Path) -> Result<PathBuf, WorkspaceError> {
     let common = git
-        .run(Some(at), ["rev-parse", "--git-common-dir"], None)
+        .run(
+            Some(&At::User(top.to_path_buf())),
+            ["rev-parse", "--git-common-dir"],
+            None,
+        )
         .await?
         .checked(top)?
         .text();
-    let common = top.join(common);
+    Ok(top.join(common))
+}
+
+/// The administrative directory of the worktree at `dir` of the repository at `top`, found
+/// in that repository's records (ADR-088); `None` when it has no such worktree.
+async fn worktree_admin(
+    git: &Git,
+    top: &Path,
+    dir: &Path,
+) -> Result<Option<PathBuf>, WorkspaceError> {
+    guard::admin_dir(&common_dir(git, top).await?, dir).await
+}
+
+/// Like [`worktree_admin`] for a worktree just made, which must be there.
+async fn made_admin(git: &Git, top: &Path, dir: &Path) -> Result<PathBuf, WorkspaceError> {
+    worktree_admin(git, top, dir)
+        .await?
+        .ok_or_else(|| WorkspaceError::Io {
+            action: "cannot find the worktree's record in the repository for",
+            path: dir.to_path_buf(),
+            detail: "git made the worktree but its repository does not list it".to_owned(),
+        })
+}
+
+/// Fails with [`WorkspaceError::ReadOnly`] unless the repository's own directory takes a
+/// new file: git's words for a refused write do not always say why ("cannot lock ref").
+async fn writable(git: &Git, top: &Path) -> Result<(), WorkspaceError> {
+    let common = common_dir(git, top).await?;
     let probe = common.join(format!("fabric-probe-{}", std::process::id()));
     let created = tokio::fs::OpenOptions::new()
         .write(true)
@@ -287,11 +318,11 @@ impl GitWorkspace {
                 }
                 let top = toplevel(&git, repo).await?;
                 let base = resolve_base(&git, &top, base.as_deref()).await?;
-                let at_top = At::Dir(top.clone());
+                let at_top = At::User(top.clone());
                 if branch_exists(&git, &at_top, &branch).await? {
                     return Err(WorkspaceError::BranchTaken { branch });
                 }
-                writable(&git, &at_top, &top).await?;
+                writable(&git, &top).await?;
                 if let Some(parent) = dir.parent() {
                     create_dir_all(parent).await?;
                 }
@@ -316,7 +347,9 @@ impl GitWorkspace {
                     }
                     return Err(ran.error(&top));
                 }
-                Ok(Self::assemble(git, spec, dir, Kind::Project { top }, base))
+                let admin = made_admin(&git, &top, &dir).await?;
+                let kind = Kind::Project { top, admin };
+                Ok(Self::assemble(git, spec, dir, kind, base))
             }
             WorkspaceOrigin::Scratch { git_dir } | WorkspaceOrigin::Copy { git_dir, .. } => {
                 let git_dir = absolute(git_dir)?;
@@ -370,14 +403,22 @@ impl GitWorkspace {
         let kind = match &spec.origin {
             WorkspaceOrigin::Project { repo, .. } => {
                 let top = toplevel(&git, repo).await?;
-                let at_top = At::Dir(top.clone());
-                if tokio::fs::symlink_metadata(dir.join(".git")).await.is_ok() {
+                let at_top = At::User(top.clone());
+                // The repository's records say where the worktree is; its `.git` file is the
+                // run's to write and is never asked (ADR-088).
+                // A directory without `.git` is not (or no longer) the worktree: `worktree
+                // prune` below forgets a record whose directory is gone, and it is made again.
+                let admin = match tokio::fs::symlink_metadata(dir.join(".git")).await {
+                    Ok(_) => worktree_admin(&git, &top, &dir).await?,
+                    Err(_) => None,
+                };
+                if let Some(admin) = admin {
+                    let at = At::Split {
+                        git_dir: admin.clone(),
+                        work_tree: dir.clone(),
+                    };
                     let head = git
-                        .run(
-                            Some(&At::Dir(dir.clone())),
-                            ["symbolic-ref", "-q", "HEAD"],
-                            None,
-                        )
+                        .run(Some(&at), ["symbolic-ref", "-q", "HEAD"], None)
                         .await?;
                     if head.text() != format!("refs/heads/{branch}") {
                         return Err(WorkspaceError::DirTaken { path: dir });
@@ -417,7 +458,8 @@ impl GitWorkspace {
                     .await?
                     .checked(&top)?;
                 }
-                Kind::Project { top }
+                let admin = made_admin(&git, &top, &dir).await?;
+                Kind::Project { top, admin }
             }
             WorkspaceOrigin::Scratch { git_dir } | WorkspaceOrigin::Copy { git_dir, .. } => {
                 let git_dir = absolute(git_dir)?;
@@ -448,6 +490,7 @@ impl GitWorkspace {
             }
         };
         let mut ws = Self::assemble(git, spec, dir, kind, CommitId(String::new()));
+        ws.guard_link().await?;
         ws.clear_stale_locks().await?;
         let tip = commit_of(&ws.git, &ws.at, &format!("refs/heads/{branch}"))
             .await?
@@ -507,25 +550,9 @@ pub(crate) async fn discard(git: &Git, spec: &WorkspaceSpec) -> Result<(), Works
                 }
                 Err(e) => return Err(e),
             };
-            let at_top = At::Dir(top.clone());
-            if tokio::fs::symlink_metadata(dir.join(".git")).await.is_ok() {
-                let removed = git
-                    .run(
-                        Some(&at_top),
-                        [
-                            "worktree".as_ref(),
-                            "remove".as_ref(),
-                            "--force".as_ref(),
-                            "--force".as_ref(),
-                            dir.as_os_str(),
-                        ],
-                        None,
-                    )
-                    .await?;
-                if !removed.ok {
-                    tracing::debug!(stderr = %removed.stderr, "worktree remove failed; removing the directory");
-                }
-            }
+            let at_top = At::User(top.clone());
+            // Removed by the fabric, then forgotten by `prune`: `git worktree remove` would
+            // look into the directory through its `.git` file, the run's to write (ADR-088).
             remove_tree(&dir).await?;
             git.run(Some(&at_top), ["worktree", "prune"], None)
                 .await?

@@ -2,6 +2,7 @@
 //! `open.rs`, applying the result in `apply.rs`, the remote in `remote.rs`.
 
 use crate::git::{At, Git, fields};
+use crate::guard;
 use crate::open::remove_tree;
 use async_trait::async_trait;
 use fabric_core::ports::{
@@ -25,8 +26,9 @@ pub(crate) fn remote_ref(run_id: &str) -> String {
 /// Whether the workspace is a project's worktree or a scratch directory.
 #[derive(Debug, Clone)]
 pub(crate) enum Kind {
-    /// A worktree of the repository whose working tree's top is `top`.
-    Project { top: PathBuf },
+    /// A worktree of the repository whose working tree's top is `top`, whose
+    /// administrative directory (`<common dir>/worktrees/<name>`) is `admin`.
+    Project { top: PathBuf, admin: PathBuf },
     /// A directory versioned by the repository at `git_dir`; a copy of the user's
     /// directory `source` when it has one.
     Scratch {
@@ -87,12 +89,13 @@ impl GitWorkspace {
         kind: Kind,
         base: CommitId,
     ) -> Self {
-        let at = match &kind {
-            Kind::Project { .. } => At::Dir(dir.clone()),
-            Kind::Scratch { git_dir, .. } => At::Split {
-                git_dir: git_dir.clone(),
-                work_tree: dir.clone(),
-            },
+        let git_dir = match &kind {
+            Kind::Project { admin, .. } => admin,
+            Kind::Scratch { git_dir, .. } => git_dir,
+        };
+        let at = At::Split {
+            git_dir: git_dir.clone(),
+            work_tree: dir.clone(),
         };
         Self {
             git,
@@ -208,9 +211,21 @@ impl GitWorkspace {
         message
     }
 
+    /// Puts a project worktree's `.git` file back when the run changed it: `[".git"]` then
+    /// (the fabric's git never reads it, but the user's git in that directory does).
+    pub(crate) async fn guard_link(&self) -> Result<Vec<String>, WorkspaceError> {
+        match &self.kind {
+            Kind::Project { admin, .. } if guard::restore_link(&self.dir, admin).await? => {
+                tracing::warn!(dir = %self.dir.display(), "a run changed its worktree's .git; put back");
+                Ok(vec![".git".to_owned()])
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+
     pub(crate) fn project_top(&self) -> Result<&Path, WorkspaceError> {
         match &self.kind {
-            Kind::Project { top } => Ok(top),
+            Kind::Project { top, .. } => Ok(top),
             Kind::Scratch { .. } => Err(WorkspaceError::NoProject {
                 run_id: self.spec.run_id.clone(),
             }),
@@ -218,21 +233,34 @@ impl GitWorkspace {
     }
 }
 
-/// What `git status --porcelain -z` says: whether anything changed, and what is ignored.
-pub(crate) fn parse_status(bytes: &[u8]) -> (Vec<String>, Vec<String>) {
-    let mut changed = Vec::new();
-    let mut ignored = Vec::new();
+/// What `git status --porcelain -z` says.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Status {
+    /// The changed paths (new directories as one path ending with `/`).
+    pub(crate) changed: Vec<String>,
+    /// The ignored paths.
+    pub(crate) ignored: Vec<String>,
+    /// The new directories among `changed`: where a nested repository could be.
+    pub(crate) new_dirs: Vec<String>,
+}
+
+/// Reads `git status --porcelain=v1 -z` output.
+pub(crate) fn parse_status(bytes: &[u8]) -> Status {
+    let mut status = Status::default();
     for field in fields(bytes) {
         let (Some(xy), Some(path)) = (field.get(..2), field.get(3..)) else {
             continue;
         };
         if xy == "!!" {
-            ignored.push(path.to_string());
-        } else {
-            changed.push(path.to_string());
+            status.ignored.push(path.to_string());
+            continue;
         }
+        if xy == "??" && path.ends_with('/') {
+            status.new_dirs.push(path.to_string());
+        }
+        status.changed.push(path.to_string());
     }
-    (changed, ignored)
+    status
 }
 
 #[async_trait]
@@ -259,6 +287,7 @@ impl Workspace for GitWorkspace {
     }
 
     async fn checkpoint(&self, note: &StepNote) -> Result<Checkpointed, WorkspaceError> {
+        let mut removed_git = self.guard_link().await?;
         let status = self
             .git
             .run(
@@ -270,16 +299,26 @@ impl Workspace for GitWorkspace {
                     "--no-renames",
                     "--ignored=traditional",
                     "--untracked-files=normal",
+                    // Never into a submodule of the user's, populated or not (ADR-088).
+                    "--ignore-submodules=all",
                 ],
                 None,
             )
             .await?
             .checked(&self.dir)?;
-        let (changed, ignored) = parse_status(&status.stdout);
+        let Status {
+            changed,
+            ignored,
+            new_dirs,
+        } = parse_status(&status.stdout);
+        // Before `add` sees them: a nested `.git` would be recorded as a gitlink and entered
+        // by every later command (ADR-088).
+        removed_git.extend(guard::remove_nested(&self.dir, new_dirs).await?);
         if changed.is_empty() {
             return Ok(Checkpointed {
                 commit: None,
                 ignored,
+                removed_git,
             });
         }
         let mut last = self.last.lock().await;
@@ -307,6 +346,7 @@ impl Workspace for GitWorkspace {
         Ok(Checkpointed {
             commit: (commit != head).then_some(commit),
             ignored,
+            removed_git,
         })
     }
 
@@ -343,10 +383,17 @@ impl Workspace for GitWorkspace {
         if !ours {
             return Err(not_found());
         }
+        self.guard_link().await?;
         self.git
             .run(
                 Some(&self.at),
-                ["reset", "--hard", "--quiet", found.as_str()],
+                [
+                    "reset",
+                    "--hard",
+                    "--quiet",
+                    "--no-recurse-submodules",
+                    found.as_str(),
+                ],
                 None,
             )
             .await?
@@ -434,9 +481,10 @@ mod tests {
 
     #[test]
     fn status_separates_changes_from_ignored_paths() {
-        let out = b" M a.txt\0?? new/\0!! target/\0D  gone\0";
-        let (changed, ignored) = parse_status(out);
-        assert_eq!(changed, ["a.txt", "new/", "gone"]);
-        assert_eq!(ignored, ["target/"]);
+        let out = b" M a.txt\0?? new/\0!! target/\0D  gone\0?? file\0";
+        let status = parse_status(out);
+        assert_eq!(status.changed, ["a.txt", "new/", "gone", "file"]);
+        assert_eq!(status.ignored, ["target/"]);
+        assert_eq!(status.new_dirs, ["new/"]);
     }
 }

@@ -115,6 +115,10 @@ pub struct Checkpointed {
     /// them (directories end with `/`): a continued run, another worker and the result do
     /// not have them.
     pub ignored: Vec<String>,
+    /// The `.git` entries the fabric removed from the workspace before recording it
+    /// (ADR-088): a nested repository's (whose files are then recorded as plain files), and
+    /// `.git` itself when a worktree's link to its repository was changed and put back.
+    pub removed_git: Vec<String>,
 }
 
 /// One file of a diff.

@@ -663,6 +663,11 @@ pub struct Checkpoint {
     /// end with `/`); absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored: Vec<String>,
+    /// The `.git` entries the fabric removed from the workspace before this checkpoint
+    /// (nested repositories, recorded as plain files; `.git` when a worktree's link to its
+    /// repository was changed and put back); absent when none (ADR-088).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_git: Vec<String>,
     /// Whether the commit reached `store.workspace_remote`; absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pushed: Option<bool>,

@@ -1,5 +1,6 @@
 mod apply;
 mod faults;
+mod nested;
 mod project;
 mod remote;
 mod scratch;
