@@ -68,6 +68,22 @@ fn marks_in(marks: &Path) -> Vec<String> {
     found
 }
 
+/// An empty directory for the marker files, under `root`.
+fn marks_dir(root: &Path) -> PathBuf {
+    let marks = root.join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    marks
+}
+
+/// Fails naming the commands that ran.
+fn nothing_ran(marks: &Path) {
+    assert_eq!(
+        marks_in(marks),
+        Vec::<String>::new(),
+        "a run's configured command ran"
+    );
+}
+
 /// The paths and modes of `rev`'s tree in the repository `git_dir`, recursively.
 fn tree(git_dir: &Path, rev: &str) -> Vec<String> {
     let named = format!("--git-dir={}", git_dir.display());
@@ -91,8 +107,7 @@ fn tree(git_dir: &Path, rev: &str) -> Vec<String> {
 #[test]
 fn issue_39_control_an_entered_evil_repository_runs_its_commands() {
     let root = tempfile::tempdir().unwrap();
-    let marks = root.path().join("marks");
-    std::fs::create_dir_all(&marks).unwrap();
+    let marks = marks_dir(root.path());
     let outer = repo(root.path());
     evil_repo(&outer.join("n1"), &marks);
     git(&outer, &["add", "--all"]);
@@ -152,8 +167,7 @@ async fn through_everything(
 #[tokio::test]
 async fn issue_39_a_nested_repository_runs_nothing_and_is_recorded_as_files_in_a_project_run() {
     let root = tempfile::tempdir().unwrap();
-    let marks = root.path().join("marks");
-    std::fs::create_dir_all(&marks).unwrap();
+    let marks = marks_dir(root.path());
     let repo = repo(root.path());
     let spec = project(root.path(), &repo, "n1");
     let (removed, paths, _) = through_everything(&repo.join(".git"), &spec, |dir| {
@@ -168,11 +182,7 @@ async fn issue_39_a_nested_repository_runs_nothing_and_is_recorded_as_files_in_a
         );
     })
     .await;
-    assert_eq!(
-        marks_in(&marks),
-        Vec::<String>::new(),
-        "a nested repository's command ran"
-    );
+    nothing_ran(&marks);
     assert!(removed.contains(&"n1/.git".to_string()), "{removed:?}");
     assert!(removed.contains(&"deep/er/.git".to_string()), "{removed:?}");
     // Its files are files of the branch, not a gitlink (160000).
@@ -190,8 +200,7 @@ async fn issue_39_a_nested_repository_runs_nothing_and_is_recorded_as_files_in_a
 #[tokio::test]
 async fn issue_39_a_nested_repository_runs_nothing_in_a_scratch_history() {
     let root = tempfile::tempdir().unwrap();
-    let marks = root.path().join("marks");
-    std::fs::create_dir_all(&marks).unwrap();
+    let marks = marks_dir(root.path());
     let spec = scratch(root.path(), "s1");
     let history = root.path().join("history/s1");
     let (removed, paths, _) = through_everything(&history, &spec, |dir| {
@@ -200,11 +209,7 @@ async fn issue_39_a_nested_repository_runs_nothing_in_a_scratch_history() {
         }
     })
     .await;
-    assert_eq!(
-        marks_in(&marks),
-        Vec::<String>::new(),
-        "a nested repository's command ran"
-    );
+    nothing_ran(&marks);
     assert!(removed.contains(&"n1/.git".to_string()), "{removed:?}");
     assert!(paths.contains(&"100644 n1/a.txt".to_string()), "{paths:?}");
 }
@@ -261,8 +266,7 @@ async fn issue_39_a_git_file_pointing_at_the_users_repository_never_touches_it()
 #[tokio::test]
 async fn issue_39_a_redirected_worktree_link_is_never_followed_and_is_put_back() {
     let root = tempfile::tempdir().unwrap();
-    let marks = root.path().join("marks");
-    std::fs::create_dir_all(&marks).unwrap();
+    let marks = marks_dir(root.path());
     let repo = repo(root.path());
     let spec = project(root.path(), &repo, "w1");
     let spaces = GitWorkspaces::new();

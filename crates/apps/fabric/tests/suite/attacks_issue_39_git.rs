@@ -22,27 +22,7 @@ use std::path::{Path, PathBuf};
 
 use super::attacks_round_three::Column;
 use super::fixture::{Fixture, of_kind};
-
-/// `git ARGS` in `dir` as the user runs it, which must succeed; its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "user")
-        .env("GIT_AUTHOR_EMAIL", "user@example.com")
-        .env("GIT_COMMITTER_NAME", "user")
-        .env("GIT_COMMITTER_EMAIL", "user@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use super::projects::git;
 
 /// A repository in `at` whose configuration names, for every program git can be told to
 /// run, a command writing its own marker into `marks`; returned as a base64 tarball of its
@@ -164,14 +144,13 @@ fn marks_in(marks: &Path) -> Vec<String> {
     found
 }
 
-/// One attack in one column from one origin, through run, diff, apply and discard.
-async fn attack(column: Column, origin: Origin) {
-    let home = tempfile::tempdir().expect("tempdir");
-    let marks = home.path().join("marks");
+/// Under `home`: the marker directory, the user's repository (or plain directory, for a
+/// copy) with a racy file in its index, and a fixture whose model plants the attack.
+async fn set_up(home: &Path, origin: Origin) -> (Fixture, PathBuf, PathBuf) {
+    let marks = home.join("marks");
     std::fs::create_dir_all(&marks).expect("mkdir");
-    let tarball = evil_tarball(&home.path().join("evil"), &marks);
-    // The user's repository (or plain directory), with a racy file in its index.
-    let user = home.path().join("user");
+    let tarball = evil_tarball(&home.join("evil"), &marks);
+    let user = home.join("user");
     std::fs::create_dir_all(&user).expect("mkdir");
     std::fs::write(user.join("README.md"), "# app\n").expect("write");
     if !matches!(origin, Origin::Copy) {
@@ -182,6 +161,13 @@ async fn attack(column: Column, origin: Origin) {
     }
     let fx = Fixture::new(attack_turns(&tarball, &user.join(".git"))).await;
     fx.append_config("shell:\n  allowed_commands: [python3]\n");
+    (fx, marks, user)
+}
+
+/// One attack in one column from one origin, through run, diff, apply and discard.
+async fn attack(column: Column, origin: Origin) {
+    let home = tempfile::tempdir().expect("tempdir");
+    let (fx, marks, user) = set_up(home.path(), origin).await;
     if matches!(origin, Origin::ScratchHistory) {
         fx.append_config("store:\n  workspace_history: true\n");
     }
@@ -289,17 +275,7 @@ async fn issue_39_nested_repositories_configure_nothing_the_fabric_runs_with_scr
 async fn issue_39_the_worktree_link_cannot_be_redirected_from_inside_a_run() {
     for column in Column::on_this_host() {
         let home = tempfile::tempdir().expect("tempdir");
-        let marks = home.path().join("marks");
-        std::fs::create_dir_all(&marks).expect("mkdir");
-        let tarball = evil_tarball(&home.path().join("evil"), &marks);
-        let user: PathBuf = home.path().join("user");
-        std::fs::create_dir_all(&user).expect("mkdir");
-        std::fs::write(user.join("README.md"), "# app\n").expect("write");
-        git(&user, &["init", "-q", "-b", "main"]);
-        git(&user, &["add", "."]);
-        git(&user, &["commit", "-qm", "start"]);
-        let fx = Fixture::new(attack_turns(&tarball, &user.join(".git"))).await;
-        fx.append_config("shell:\n  allowed_commands: [python3]\n");
+        let (fx, marks, user) = set_up(home.path(), Origin::Project).await;
         let user_arg = user.display().to_string();
         let mut args = vec![
             "run",

@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::fixture::{Fixture, kinds, of_kind};
 
 /// `git ARGS` in `dir`, which must succeed; its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .args(args)
         .current_dir(dir)
