@@ -23,168 +23,38 @@ use crate::lazy::LazyTools;
 use crate::ports::{NewRun, RunObserver, StoreError, ToolContext, ToolSource};
 use crate::recorder::{Journal, Recorder, truncate};
 
-/// Runs (or, with `history`, continues) a task force in `run`. The task force and the
-/// history come boxed: the future keeps its arguments twice (as given and as moved into its
-/// body), and at their size inline that was 2 KiB more for every run in flight (issue #14).
+/// Runs (or, with `history`, continues) a task force in `run`, in four moves: the team
+/// assembled with its tools, its beginning recorded (or its resumption), the members' work,
+/// and the end recorded. The task force and the history come boxed: the future keeps its
+/// arguments twice (as given and as moved into its body), and at their size inline that was
+/// 2 KiB more for every run in flight (issue #14).
 pub(super) async fn run(
     run: NewRun,
-    force: Box<TaskForce>,
+    mut force: Box<TaskForce>,
     mut history: Option<Box<RunHistory>>,
     observer: &dyn RunObserver,
     cancel: CancellationToken,
 ) -> Result<RunOutcome, CoreError> {
-    if force.members.is_empty() {
-        return Err(CoreError::InvalidTask(
-            "a task needs at least one specialist".to_owned(),
-        ));
-    }
-    // A run ends exactly once: continuing one that recorded its end would write a second
-    // (issue #27: seen with a run cut after its `run_complete`). The run service refuses
-    // such a run before it gets here; this holds for every caller of the engine.
-    if let Some(status) = history.as_ref().and_then(|h| h.ended) {
-        return Err(CoreError::InvalidTask(format!(
-            "run `{}` already ended ({status}); there is nothing to continue",
-            run.id
-        )));
-    }
-    let next_seq = history.as_ref().map_or(0, |h| h.next_seq);
-    let journal = Journal::new(run.log.as_ref(), observer, next_seq);
+    continuable(&run, &force, history.as_deref())?;
+    let journal = Journal::new(
+        run.log.as_ref(),
+        observer,
+        history.as_ref().map_or(0, |h| h.next_seq),
+    );
     let rec = journal.recorder();
-    let network_allowed = force.network_allowed;
-    let mut toolsets: Vec<Arc<dyn ToolSource>> = Vec::new();
-    let members: Vec<Member> = force
-        .members
-        .into_iter()
-        .map(|mut m| {
-            let (tools, left_out) = split_allowed(m.tools, &m.specialist, network_allowed);
-            m.tools = tools.clone();
-            let member_tools: Arc<dyn ToolSource> = Arc::new(MemberTools {
-                fixed: tools,
-                fixed_withheld: left_out,
-                sources: std::mem::take(&mut m.sources),
-                specialist: m.specialist.clone(),
-                network_allowed,
-            });
-            toolsets.push(match m.specialist.tooling.tool_loading {
-                ToolLoading::Eager => member_tools,
-                ToolLoading::Lazy => Arc::new(LazyTools::new(member_tools)),
-            });
-            m
-        })
-        .collect();
-    let ids: Vec<String> = members.iter().map(|m| m.specialist.id.clone()).collect();
-    let is_task_force = members.len() > 1;
-    let mode = if is_task_force {
-        force.mode.into()
-    } else {
-        runlog::TaskForceMode::Single
-    };
-    let first = &members[0];
-    let lineage = force.lineage.clone().unwrap_or_else(|| {
-        // A run a person started: its own steps, per member, are the whole tree's budget.
-        let steps = force.max_steps.saturating_mul(members.len() as u32);
-        Lineage::root(Arc::new(RunBudget::new(
-            fabric_domain::DEFAULT_MAX_DELEGATION_DEPTH,
-            Some(steps),
-            None,
-            None,
-        )))
-    });
-
+    let team = Team::assemble(&mut force);
+    let lineage = lineage_of(&force, team.members.len());
     // For `_meta`: as first recorded (a resumed run was recruited before it stopped).
-    let recorded = history.as_ref();
-    let routing = Some(recorded.and_then(|h| h.recruitment.as_ref()).map_or_else(
-        || super::RoutingNote {
-            method: force.recruitment.routing_method.clone(),
-            reason: force.recruitment.reason.clone(),
-        },
-        super::RoutingNote::from,
-    ));
-    let model_reason = match recorded.and_then(|h| h.start.as_ref()) {
-        Some(start) => start.model_reason.clone(),
-        None => first.model_reason.clone(),
-    };
-    match &history {
-        // A resumed run's beginning is in its runlog already; say where it goes on from.
-        Some(h) => {
-            rec.record(
-                None,
-                &runlog::RunResumed {
-                    run_id: run.id.clone(),
-                    resumption: h.resumptions + 1,
-                    previous_events: h.next_seq,
-                    replayed_steps: h.answered_steps(),
-                    last_event_ts: h.last_ts,
-                    reaped_processes: h.reaped.clone(),
-                },
-            )
-            .await?;
-            if let Some(versioned) = &run.versioned {
-                rec.record(None, versioned.opened()).await?;
-            }
-            // Stopped between `run_start` and `recruitment`: chosen again, recorded now.
-            if h.recruitment.is_none() {
-                record_recruitment(
-                    rec,
-                    force.routing_call.as_ref(),
-                    &force.recruitment,
-                    &ids,
-                    mode.clone(),
-                )
-                .await?;
-            }
-        }
-        None => {
-            rec.record(
-                None,
-                &runlog::RunStart {
-                    run_id: run.id.clone(),
-                    prompt: force.prompt.clone(),
-                    model_key: first.model_key.clone(),
-                    model: first.model.name.clone(),
-                    model_reason: first.model_reason.clone(),
-                    origin: force.origin.clone(),
-                    max_steps: force.max_steps,
-                    network_allowed,
-                    workspace: run.workspace.clone(),
-                    sandbox: Value::clone(&force.sandbox.policy),
-                    parent_run_id: lineage.parent_run_id.clone(),
-                    depth: lineage.depth,
-                    context_id: force.context_id.clone(),
-                },
-            )
-            .await?;
-            if let Some(versioned) = &run.versioned {
-                rec.record(None, versioned.opened()).await?;
-            }
-            for notice in &force.sandbox.notices {
-                rec.record(
-                    None,
-                    &runlog::SecurityEvent {
-                        event_type: notice.event_type.as_str().into(),
-                        tool: None,
-                        call_id: None,
-                        attempted: "run_start".to_owned(),
-                        error_message: notice.message.clone(),
-                    },
-                )
-                .await?;
-            }
-            record_recruitment(
-                rec,
-                force.routing_call.as_ref(),
-                &force.recruitment,
-                &ids,
-                mode.clone(),
-            )
-            .await?;
-        }
+    let (routing, model_reason) = first_notes(&force, &team, history.as_deref());
+    match history.as_deref() {
+        Some(h) => record_resumed(rec, &run, &force, &team, h).await?,
+        None => record_start(rec, &run, &force, &team, &lineage).await?,
     }
     let ctx = ToolContext {
         sampler: None,
         run_id: run.id.clone(),
         workspace: run.workspace.clone(),
-        network_allowed,
+        network_allowed: force.network_allowed,
         cancel,
         lineage,
     };
@@ -202,50 +72,12 @@ pub(super) async fn run(
         prompt: &force.prompt,
         max_steps: force.max_steps,
         ctx: &ctx,
-        toolsets: &toolsets,
+        toolsets: &team.toolsets,
         histories: std::sync::Mutex::new(history.take().map(|h| h.members).unwrap_or_default()),
         fallback: fallback.as_ref(),
         versioned: run.versioned.as_deref(),
     };
-
-    let (status, payload, reason, steps, usage) = if !is_task_force {
-        // A single specialist: no `pack_index` on its events, the plain payload as result.
-        let outcome = shared.member(rec, None, first, None).await?;
-        (
-            outcome.status,
-            outcome.payload,
-            outcome.reason,
-            outcome.steps,
-            outcome.usage,
-        )
-    } else {
-        let results = match force.mode {
-            TaskForceMode::Sequential => shared.sequential(rec, &members).await?,
-            TaskForceMode::Parallel => {
-                let limit = force.max_parallel.max(1);
-                if !parallel_recorded {
-                    rec.record(
-                        None,
-                        &runlog::TaskForceParallel {
-                            specialist_ids: ids.clone(),
-                            max_parallel: limit,
-                        },
-                    )
-                    .await?;
-                }
-                shared.parallel(rec, &members, limit).await?
-            }
-        };
-        let status = combined_status(&results);
-        let (steps, usage) = totals(&results);
-        let payload = if status.has_result() {
-            merged_payload(mode.as_str(), &results)
-        } else {
-            Value::Null
-        };
-        (status, payload, combined_reason(&results), steps, usage)
-    };
-
+    let ended = shared.work(rec, &force, &team, parallel_recorded).await?;
     let workspace = match &run.versioned {
         Some(versioned) => versioned.result().await,
         None => None,
@@ -255,33 +87,233 @@ pub(super) async fn run(
         None,
         &runlog::RunEnd {
             run_id: run.id.clone(),
-            status,
-            specialist_ids: ids.clone(),
-            task_force_mode: mode,
-            steps,
-            usage,
-            reason: reason.clone(),
-            result: status.has_result().then(|| payload.clone()),
+            status: ended.status,
+            specialist_ids: team.ids.clone(),
+            task_force_mode: team.mode.clone(),
+            steps: ended.steps,
+            usage: ended.usage,
+            reason: ended.reason.clone(),
+            result: ended.status.has_result().then(|| ended.payload.clone()),
             workspace: workspace.clone(),
         },
     )
     .await?;
-
+    let first = &team.members[0];
     Ok(RunOutcome {
         run_id: run.id,
-        status,
-        payload,
-        reason,
+        status: ended.status,
+        payload: ended.payload,
+        reason: ended.reason,
         workspace: run.workspace,
-        specialist_ids: ids,
+        specialist_ids: team.ids,
         model_key: first.model_key.clone(),
         model: first.model.name.clone(),
-        steps,
-        usage,
+        steps: ended.steps,
+        usage: ended.usage,
         routing,
         model_reason,
         changes: workspace,
     })
+}
+
+/// Refuses a task force without members, and the continuation of a run that recorded its
+/// end: it would write a second (issue #27: seen with a run cut after its `run_complete`).
+/// The run service refuses such a run before it gets here; this holds for every caller.
+fn continuable(
+    run: &NewRun,
+    force: &TaskForce,
+    history: Option<&RunHistory>,
+) -> Result<(), CoreError> {
+    if force.members.is_empty() {
+        return Err(CoreError::InvalidTask(
+            "a task needs at least one specialist".to_owned(),
+        ));
+    }
+    if let Some(status) = history.and_then(|h| h.ended) {
+        return Err(CoreError::InvalidTask(format!(
+            "run `{}` already ended ({status}); there is nothing to continue",
+            run.id
+        )));
+    }
+    Ok(())
+}
+
+/// The members of a run, each with the tools its loop reads between steps.
+struct Team {
+    /// In recruitment order; never empty ([`continuable`]).
+    members: Vec<Member>,
+    /// Per member, what it may call (lazily loaded where its specialist says so).
+    toolsets: Vec<Arc<dyn ToolSource>>,
+    /// The members' specialist ids.
+    ids: Vec<String>,
+    /// `single` for one member, else the task force's mode.
+    mode: runlog::TaskForceMode,
+}
+
+impl Team {
+    /// Takes the task force's members, each given the tools its specialist allows.
+    fn assemble(force: &mut TaskForce) -> Self {
+        let network_allowed = force.network_allowed;
+        let mut toolsets: Vec<Arc<dyn ToolSource>> = Vec::new();
+        let members: Vec<Member> = std::mem::take(&mut force.members)
+            .into_iter()
+            .map(|mut m| {
+                let (tools, left_out) = split_allowed(m.tools, &m.specialist, network_allowed);
+                m.tools = tools.clone();
+                let member_tools: Arc<dyn ToolSource> = Arc::new(MemberTools {
+                    fixed: tools,
+                    fixed_withheld: left_out,
+                    sources: std::mem::take(&mut m.sources),
+                    specialist: m.specialist.clone(),
+                    network_allowed,
+                });
+                toolsets.push(match m.specialist.tooling.tool_loading {
+                    ToolLoading::Eager => member_tools,
+                    ToolLoading::Lazy => Arc::new(LazyTools::new(member_tools)),
+                });
+                m
+            })
+            .collect();
+        let ids = members.iter().map(|m| m.specialist.id.clone()).collect();
+        let mode = if members.len() > 1 {
+            force.mode.into()
+        } else {
+            runlog::TaskForceMode::Single
+        };
+        Self {
+            members,
+            toolsets,
+            ids,
+            mode,
+        }
+    }
+
+    fn is_task_force(&self) -> bool {
+        self.members.len() > 1
+    }
+}
+
+/// The run's place in its tree: the task force's, or for a run a person started its own
+/// steps, per member, as the whole tree's budget.
+fn lineage_of(force: &TaskForce, members: usize) -> Lineage {
+    force.lineage.clone().unwrap_or_else(|| {
+        let steps = force.max_steps.saturating_mul(members as u32);
+        Lineage::root(Arc::new(RunBudget::new(
+            fabric_domain::DEFAULT_MAX_DELEGATION_DEPTH,
+            Some(steps),
+            None,
+            None,
+        )))
+    })
+}
+
+/// How the run was recruited and why its model, as first recorded (a resumed run was
+/// recruited before it stopped).
+fn first_notes(
+    force: &TaskForce,
+    team: &Team,
+    recorded: Option<&RunHistory>,
+) -> (Option<super::RoutingNote>, Option<String>) {
+    let routing = Some(recorded.and_then(|h| h.recruitment.as_ref()).map_or_else(
+        || super::RoutingNote {
+            method: force.recruitment.routing_method.clone(),
+            reason: force.recruitment.reason.clone(),
+        },
+        super::RoutingNote::from,
+    ));
+    let model_reason = match recorded.and_then(|h| h.start.as_ref()) {
+        Some(start) => start.model_reason.clone(),
+        None => team.members[0].model_reason.clone(),
+    };
+    (routing, model_reason)
+}
+
+/// A new run's beginning: `run_start`, its `workspace`, the sandbox's notices and the
+/// recruitment.
+async fn record_start(
+    rec: Recorder<'_>,
+    run: &NewRun,
+    force: &TaskForce,
+    team: &Team,
+    lineage: &Lineage,
+) -> Result<(), StoreError> {
+    let first = &team.members[0];
+    rec.record(
+        None,
+        &runlog::RunStart {
+            run_id: run.id.clone(),
+            prompt: force.prompt.clone(),
+            model_key: first.model_key.clone(),
+            model: first.model.name.clone(),
+            model_reason: first.model_reason.clone(),
+            origin: force.origin.clone(),
+            max_steps: force.max_steps,
+            network_allowed: force.network_allowed,
+            workspace: run.workspace.clone(),
+            sandbox: Value::clone(&force.sandbox.policy),
+            parent_run_id: lineage.parent_run_id.clone(),
+            depth: lineage.depth,
+            context_id: force.context_id.clone(),
+        },
+    )
+    .await?;
+    if let Some(versioned) = &run.versioned {
+        rec.record(None, versioned.opened()).await?;
+    }
+    for notice in &force.sandbox.notices {
+        rec.record(
+            None,
+            &runlog::SecurityEvent {
+                event_type: notice.event_type.as_str().into(),
+                tool: None,
+                call_id: None,
+                attempted: "run_start".to_owned(),
+                error_message: notice.message.clone(),
+            },
+        )
+        .await?;
+    }
+    record_recruitment(rec, force, team).await
+}
+
+/// A resumed run's beginning is in its runlog already: where it goes on from, its
+/// workspace again, and the recruitment if it stopped before recording one.
+async fn record_resumed(
+    rec: Recorder<'_>,
+    run: &NewRun,
+    force: &TaskForce,
+    team: &Team,
+    h: &RunHistory,
+) -> Result<(), StoreError> {
+    rec.record(
+        None,
+        &runlog::RunResumed {
+            run_id: run.id.clone(),
+            resumption: h.resumptions + 1,
+            previous_events: h.next_seq,
+            replayed_steps: h.answered_steps(),
+            last_event_ts: h.last_ts,
+            reaped_processes: h.reaped.clone(),
+        },
+    )
+    .await?;
+    if let Some(versioned) = &run.versioned {
+        rec.record(None, versioned.opened()).await?;
+    }
+    // Stopped between `run_start` and `recruitment`: chosen again, recorded now.
+    if h.recruitment.is_none() {
+        record_recruitment(rec, force, team).await?;
+    }
+    Ok(())
+}
+
+/// How the members' work ended, together.
+struct Ended {
+    status: fabric_domain::RunStatus,
+    payload: Value,
+    reason: Option<String>,
+    steps: u32,
+    usage: fabric_domain::Usage,
 }
 
 /// What every member's loop shares.
@@ -301,6 +333,58 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
+    /// The members' work: a lone specialist's loop (no `pack_index` on its events, the plain
+    /// payload as result), or the task force's, merged.
+    async fn work(
+        &self,
+        rec: Recorder<'_>,
+        force: &TaskForce,
+        team: &Team,
+        parallel_recorded: bool,
+    ) -> Result<Ended, StoreError> {
+        if !team.is_task_force() {
+            let outcome = self.member(rec, None, &team.members[0], None).await?;
+            return Ok(Ended {
+                status: outcome.status,
+                payload: outcome.payload,
+                reason: outcome.reason,
+                steps: outcome.steps,
+                usage: outcome.usage,
+            });
+        }
+        let results = match force.mode {
+            TaskForceMode::Sequential => self.sequential(rec, &team.members).await?,
+            TaskForceMode::Parallel => {
+                let limit = force.max_parallel.max(1);
+                if !parallel_recorded {
+                    rec.record(
+                        None,
+                        &runlog::TaskForceParallel {
+                            specialist_ids: team.ids.clone(),
+                            max_parallel: limit,
+                        },
+                    )
+                    .await?;
+                }
+                self.parallel(rec, &team.members, limit).await?
+            }
+        };
+        let status = combined_status(&results);
+        let (steps, usage) = totals(&results);
+        let payload = if status.has_result() {
+            merged_payload(team.mode.as_str(), &results)
+        } else {
+            Value::Null
+        };
+        Ok(Ended {
+            status,
+            payload,
+            reason: combined_reason(&results),
+            steps,
+            usage,
+        })
+    }
+
     /// One member's loop. `index` is its `pack_index` (`None` for a lone specialist, whose
     /// events stay untagged); `handoff` the previous member's id and payload.
     async fn member(
@@ -526,24 +610,23 @@ impl Shared<'_> {
 /// The routing call (if any) and `recruitment`.
 async fn record_recruitment(
     rec: Recorder<'_>,
-    routing_call: Option<&crate::recruit::RoutingCall>,
-    recruitment: &super::Recruitment,
-    ids: &[String],
-    mode: runlog::TaskForceMode,
+    force: &TaskForce,
+    team: &Team,
 ) -> Result<(), StoreError> {
-    if let Some(call) = routing_call {
+    if let Some(call) = force.routing_call.as_ref() {
         record_routing_call(rec, call).await?;
     }
+    let recruitment = &force.recruitment;
     rec.record(
         None,
         &runlog::Recruitment {
-            specialist_id: ids[0].clone(),
-            specialist_ids: ids.to_vec(),
+            specialist_id: team.ids[0].clone(),
+            specialist_ids: team.ids.clone(),
             required_capabilities: recruitment.required_capabilities.clone(),
             routing_method: recruitment.routing_method.clone(),
             reason: recruitment.reason.clone(),
-            is_task_force: ids.len() > 1,
-            task_force_mode: mode,
+            is_task_force: team.is_task_force(),
+            task_force_mode: team.mode.clone(),
         },
     )
     .await
