@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use fabric_domain::runlog::{EventPayload, LlmToolCall, McpStatus, RunStart};
+use fabric_domain::runlog::{
+    CriticReview, EventPayload, LlmToolCall, McpServer, McpStatus, RunStart,
+};
 use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, Usage};
 use serde_json::Value;
 
@@ -115,6 +117,32 @@ impl Open {
             attributes: self.attributes,
             error,
         }
+    }
+}
+
+/// Where an event stands: its run, its time and its member.
+struct At<'a> {
+    run: &'a RunId,
+    ts: f64,
+    pack: Option<u32>,
+}
+
+/// The review happens inside the `finish_task` call it judges: its verdict goes on that
+/// span (the critic's own run is a child span under it).
+fn review_on_finish(t: &mut RunTrace, review: &CriticReview) {
+    if let Some((_, span)) = t
+        .tools
+        .iter_mut()
+        .rev()
+        .find(|(_, tool)| tool.name == "execute_tool finish_task")
+    {
+        span.str("fabric.critic", &review.critic);
+        span.attr("fabric.critic.approved", Attr::Bool(review.approved));
+        span.attr("fabric.critic.round", Attr::Int(i64::from(review.round)));
+        span.attr(
+            "fabric.critic.findings",
+            Attr::Int(i64::try_from(review.findings.len()).unwrap_or(i64::MAX)),
+        );
     }
 }
 
@@ -409,7 +437,8 @@ impl Tracer {
         self.sink.emit(chat.end(t.trace_id, ts, error));
     }
 
-    /// Takes one event of run `run`.
+    /// Takes one event of run `run`: the run's beginning and end here, everything between
+    /// in [`Tracer::on_member`], [`Tracer::on_chat`] and [`Tracer::on_tool`].
     pub fn observe(&self, run: &RunId, event: &RunEvent) {
         let payload = match event.typed() {
             Ok(payload) => payload,
@@ -425,31 +454,110 @@ impl Tracer {
             }
         };
         let mut state = self.lock();
-        match &payload {
+        let Some(payload) = self.begin_or_end(&mut state, run, event, payload) else {
+            return;
+        };
+        let Some(t) = state.runs.get_mut(run) else {
+            return;
+        };
+        let at = At {
+            run,
+            ts: event.ts,
+            pack: event.pack_index(),
+        };
+        match payload {
+            member @ (EventPayload::Recruitment(_)
+            | EventPayload::PackStart(_)
+            | EventPayload::PackEnd(_)) => self.on_member(t, &at, member),
+            chat @ (EventPayload::CloudFallback(_)
+            | EventPayload::LlmRequest(_)
+            | EventPayload::RoutingRequest(_)
+            | EventPayload::LlmResponse(_)
+            | EventPayload::RoutingResponse(_)) => self.on_chat(t, &at, chat),
+            tool @ (EventPayload::ToolCall(_)
+            | EventPayload::ToolResult(_)
+            | EventPayload::ToolError(_)
+            | EventPayload::CriticReview(_)
+            | EventPayload::McpServer(_)) => self.on_tool(t, &at, tool),
+            // The run's branch, to find its changes from its trace.
+            EventPayload::Workspace(opened) => {
+                t.root.str("fabric.workspace.branch", &opened.branch)
+            }
+            // Taken above: a run's beginning, a resumption of a run already traced here,
+            // its end.
+            EventPayload::RunStart(_)
+            | EventPayload::RunResumed(_)
+            | EventPayload::RunComplete(_)
+            | EventPayload::RunFailed(_)
+            | EventPayload::RunAborted(_) => {}
+            // A server's messages and requests are in the runlog; its tool call's span
+            // already covers the time they took.
+            EventPayload::Checkpoint(_)
+            | EventPayload::McpMessage(_)
+            | EventPayload::McpRequest(_)
+            | EventPayload::TaskForceParallel(_)
+            | EventPayload::CorrectiveReprompt(_)
+            | EventPayload::ToolCallRepaired(_)
+            | EventPayload::ContextCompacted(_)
+            | EventPayload::RepairRound(_)
+            | EventPayload::SecurityEvent(_)
+            | EventPayload::LoopDetected(_)
+            | EventPayload::Unknown(_) => {}
+        }
+    }
+
+    /// A run's beginning (or its first event in this process after a resumption) and its
+    /// end; `Some` with any other payload, untouched.
+    fn begin_or_end(
+        &self,
+        state: &mut State,
+        run: &RunId,
+        event: &RunEvent,
+        payload: EventPayload,
+    ) -> Option<EventPayload> {
+        match payload {
             EventPayload::RunStart(start) => {
-                self.start_run(&mut state, run, event.ts, Some(start));
-                return;
+                self.start_run(state, run, event.ts, Some(&start));
             }
             // A continued run's events go on in this process without a new `run_start`:
             // its spans from here on get a root of their own (the first process's trace
             // ended with it).
             EventPayload::RunResumed(resumed) if !state.runs.contains_key(run) => {
-                self.start_run(&mut state, run, event.ts, None);
+                self.start_run(state, run, event.ts, None);
                 if let Some(t) = state.runs.get_mut(run) {
                     t.root.attr(
                         "fabric.resumption",
                         Attr::Int(i64::from(resumed.resumption)),
                     );
                 }
-                return;
             }
-            _ => {}
+            EventPayload::RunComplete(end) | EventPayload::RunFailed(end) => {
+                let failed = event.kind == EventKind::RunFailed;
+                let end = End {
+                    specialist_ids: &end.specialist_ids,
+                    status: end.status,
+                    usage: Some(end.usage),
+                    reason: end.reason.as_deref(),
+                };
+                self.end_run(state, run, event.ts, failed, &end);
+            }
+            EventPayload::RunAborted(aborted) => {
+                let end = End {
+                    specialist_ids: &[],
+                    status: aborted.status,
+                    usage: None,
+                    reason: Some(&aborted.reason),
+                };
+                self.end_run(state, run, event.ts, true, &end);
+            }
+            other => return Some(other),
         }
-        let Some(t) = state.runs.get_mut(run) else {
-            return;
-        };
+        None
+    }
+
+    /// The recruitment names the root; a task force's members get spans of their own.
+    fn on_member(&self, t: &mut RunTrace, at: &At<'_>, payload: EventPayload) {
         let trace_id = t.trace_id;
-        let pack = event.pack_index();
         match payload {
             EventPayload::Recruitment(r) => {
                 let agent = r.specialist_ids.join(",");
@@ -464,28 +572,28 @@ impl Tracer {
                 );
                 route.str("fabric.routing_method", r.routing_method.as_str());
                 route.attr("fabric.specialist_ids", Attr::StrArray(r.specialist_ids));
-                self.sink.emit(route.end(trace_id, event.ts, None));
+                self.sink.emit(route.end(trace_id, at.ts, None));
             }
             EventPayload::PackStart(start) => {
-                t.model_keys.insert(pack, start.model_key);
+                t.model_keys.insert(at.pack, start.model_key);
                 if t.task_force {
                     let id = start.specialist_id.as_str();
                     let mut member = Open::new(
                         Some(t.root.span_id),
                         format!("invoke_agent {id}"),
                         Kind::Internal,
-                        event.ts,
+                        at.ts,
                     );
                     member.str("gen_ai.operation.name", "invoke_agent");
                     member.str("gen_ai.agent.name", id);
-                    member.str("gen_ai.conversation.id", run.as_str());
-                    if let Some(old) = t.members.insert(pack.unwrap_or_default(), member) {
-                        self.sink.emit(old.end(trace_id, event.ts, None));
+                    member.str("gen_ai.conversation.id", at.run.as_str());
+                    if let Some(old) = t.members.insert(at.pack.unwrap_or_default(), member) {
+                        self.sink.emit(old.end(trace_id, at.ts, None));
                     }
                 }
             }
             EventPayload::PackEnd(end) => {
-                if let Some(member) = t.members.remove(&pack.unwrap_or_default()) {
+                if let Some(member) = t.members.remove(&at.pack.unwrap_or_default()) {
                     let error = (!end.status.is_success()).then(|| {
                         format!(
                             "{}: {}",
@@ -493,17 +601,25 @@ impl Tracer {
                             end.reason.as_deref().unwrap_or_default()
                         )
                     });
-                    self.sink.emit(member.end(trace_id, event.ts, error));
+                    self.sink.emit(member.end(trace_id, at.ts, error));
                 }
             }
+            _ => {}
+        }
+    }
+
+    /// Model calls: a span from request to response, on the member's (or fallback's) key.
+    fn on_chat(&self, t: &mut RunTrace, at: &At<'_>, payload: EventPayload) {
+        let (pack, ts) = (at.pack, at.ts);
+        match payload {
             EventPayload::CloudFallback(fallback) => {
                 t.next_call_keys.insert(pack, fallback.cloud_model_key);
             }
             EventPayload::LlmRequest(request) => {
-                self.start_chat(t, pack, event.ts, &request.model, None);
+                self.start_chat(t, pack, ts, &request.model, None);
             }
             EventPayload::RoutingRequest(request) => {
-                self.start_chat(t, pack, event.ts, &request.model, Some(&request.model_key));
+                self.start_chat(t, pack, ts, &request.model, Some(&request.model_key));
             }
             EventPayload::LlmResponse(response) => {
                 let answer = Answer {
@@ -513,7 +629,7 @@ impl Tracer {
                     tool_calls: &response.tool_calls,
                     error: None,
                 };
-                self.end_chat(t, pack, event.ts, answer);
+                self.end_chat(t, pack, ts, answer);
             }
             EventPayload::RoutingResponse(response) => {
                 let answer = Answer {
@@ -523,15 +639,24 @@ impl Tracer {
                     tool_calls: &response.tool_calls,
                     error: response.error.as_deref(),
                 };
-                self.end_chat(t, pack, event.ts, answer);
+                self.end_chat(t, pack, ts, answer);
             }
+            _ => {}
+        }
+    }
+
+    /// Tool calls: a span from call to result or error; a critic's verdict on the
+    /// `finish_task` it judged; an MCP server's start.
+    fn on_tool(&self, t: &mut RunTrace, at: &At<'_>, payload: EventPayload) {
+        let trace_id = t.trace_id;
+        match payload {
             EventPayload::ToolCall(call) => {
                 let tool = call.tool.as_str();
                 let mut span = Open::new(
-                    Some(t.current(pack)),
+                    Some(t.current(at.pack)),
                     format!("execute_tool {tool}"),
                     Kind::Internal,
-                    event.ts,
+                    at.ts,
                 );
                 span.str("gen_ai.operation.name", "execute_tool");
                 span.str("gen_ai.tool.name", tool);
@@ -547,94 +672,44 @@ impl Tracer {
                     if self.capture_content {
                         span.str("gen_ai.tool.call.result", &capped(&result.result));
                     }
-                    self.sink.emit(span.end(trace_id, event.ts, None));
+                    self.sink.emit(span.end(trace_id, at.ts, None));
                 }
             }
             EventPayload::ToolError(error) => {
                 if let Some(mut span) = t.take_tool(&error.call_id) {
                     span.str("error.type", error.error_type.as_str());
                     self.sink
-                        .emit(span.end(trace_id, event.ts, Some(error.error_message)));
+                        .emit(span.end(trace_id, at.ts, Some(error.error_message)));
                 }
             }
-            EventPayload::CriticReview(review) => {
-                // The review happens inside the `finish_task` call it judges: its verdict
-                // goes on that span (the critic's own run is a child span under it).
-                if let Some((_, span)) = t
-                    .tools
-                    .iter_mut()
-                    .rev()
-                    .find(|(_, tool)| tool.name == "execute_tool finish_task")
-                {
-                    span.str("fabric.critic", &review.critic);
-                    span.attr("fabric.critic.approved", Attr::Bool(review.approved));
-                    span.attr("fabric.critic.round", Attr::Int(i64::from(review.round)));
-                    span.attr(
-                        "fabric.critic.findings",
-                        Attr::Int(i64::try_from(review.findings.len()).unwrap_or(i64::MAX)),
-                    );
-                }
-            }
-            EventPayload::McpServer(notice) => {
-                if matches!(
-                    notice.status,
-                    McpStatus::Ready | McpStatus::Failed | McpStatus::Timeout
-                ) {
-                    let server = notice.server.as_str();
-                    #[allow(clippy::cast_precision_loss)] // milliseconds far below 2^52
-                    let elapsed = notice.elapsed_ms as f64 / 1000.0;
-                    let mut span = Open::new(
-                        Some(t.current(pack)),
-                        format!("fabric.mcp.start {server}"),
-                        Kind::Internal,
-                        event.ts - elapsed,
-                    );
-                    span.str("fabric.mcp.server", server);
-                    span.str("fabric.mcp.status", notice.status.as_str());
-                    let error = (notice.status != McpStatus::Ready)
-                        .then(|| cap(notice.error.unwrap_or_default()));
-                    self.sink.emit(span.end(trace_id, event.ts, error));
-                }
-            }
-            EventPayload::RunComplete(end) | EventPayload::RunFailed(end) => {
-                let failed = event.kind == EventKind::RunFailed;
-                let end = End {
-                    specialist_ids: &end.specialist_ids,
-                    status: end.status,
-                    usage: Some(end.usage),
-                    reason: end.reason.as_deref(),
-                };
-                self.end_run(&mut state, run, event.ts, failed, &end);
-            }
-            EventPayload::RunAborted(aborted) => {
-                let end = End {
-                    specialist_ids: &[],
-                    status: aborted.status,
-                    usage: None,
-                    reason: Some(&aborted.reason),
-                };
-                self.end_run(&mut state, run, event.ts, true, &end);
-            }
-            // Started above, or a resumption of a run already traced here.
-            EventPayload::RunStart(_) | EventPayload::RunResumed(_) => {}
-            // The run's branch, to find its changes from its trace.
-            EventPayload::Workspace(opened) => {
-                t.root.str("fabric.workspace.branch", &opened.branch)
-            }
-            // A server's messages and requests are in the runlog; its tool call's span
-            // already covers the time they took.
-            EventPayload::Checkpoint(_)
-            | EventPayload::McpMessage(_)
-            | EventPayload::McpRequest(_)
-            | EventPayload::TaskForceParallel(_)
-            | EventPayload::CorrectiveReprompt(_)
-            | EventPayload::ToolCallRepaired(_)
-            | EventPayload::ContextCompacted(_)
-            | EventPayload::RepairRound(_)
-            | EventPayload::SecurityEvent(_)
-            | EventPayload::LoopDetected(_)
-            | EventPayload::Unknown(_) => {}
+            EventPayload::CriticReview(review) => review_on_finish(t, &review),
+            EventPayload::McpServer(notice) => self.mcp_started(t, at, notice),
+            _ => {}
         }
+    }
+
+    /// A span for an MCP server's start, once it is ready or failed.
+    fn mcp_started(&self, t: &RunTrace, at: &At<'_>, notice: McpServer) {
+        if !matches!(
+            notice.status,
+            McpStatus::Ready | McpStatus::Failed | McpStatus::Timeout
+        ) {
+            return;
+        }
+        let server = notice.server.as_str();
+        #[allow(clippy::cast_precision_loss)] // milliseconds far below 2^52
+        let elapsed = notice.elapsed_ms as f64 / 1000.0;
+        let mut span = Open::new(
+            Some(t.current(at.pack)),
+            format!("fabric.mcp.start {server}"),
+            Kind::Internal,
+            at.ts - elapsed,
+        );
+        span.str("fabric.mcp.server", server);
+        span.str("fabric.mcp.status", notice.status.as_str());
+        let error =
+            (notice.status != McpStatus::Ready).then(|| cap(notice.error.unwrap_or_default()));
+        self.sink.emit(span.end(t.trace_id, at.ts, error));
     }
 
     /// Ends run `run`'s trace: what is still open ends with it, then its root.
