@@ -446,3 +446,131 @@ fn issue_28_one_entrance_runs_a_task_and_one_view_shows_a_run() {
         }
     }
 }
+
+/// The most lines a function of the core or the binary may span (issue #41: orchestration
+/// reads as named moves, as the engine does).
+const MAX_FUNCTION_LINES: usize = 100;
+
+/// The functions longer than that when the gauge came in, each to be split (issue #41);
+/// the list only shrinks: a function that fits is taken off, and no other may join it.
+const LONG_FUNCTIONS_LEFT: &[&str] = &[
+    "core/src/history.rs: fold",
+    "core/src/context.rs: compact",
+    "core/src/metrics.rs: count",
+    "core/src/metrics.rs: snapshot",
+    "core/src/execute/team.rs: member",
+    "core/src/recruit/mod.rs: route_by_keywords",
+    "core/src/service/resume.rs: reopen",
+    "core/src/service/worker.rs: run_claimed",
+    "apps/fabric/src/bootstrap.rs: ensure_available",
+    "apps/fabric/src/render.rs: on_event",
+    "apps/fabric/src/commands/serve.rs: serve",
+    "apps/fabric/src/commands/replay.rs: replay",
+    "apps/fabric/src/commands/logs.rs: logs",
+];
+
+/// The functions in `text` (up to its `#[cfg(test)]` module) longer than the limit, as
+/// `name` and line count: from the `fn` line to the closing brace at its indentation, as
+/// rustfmt lays them out.
+fn long_functions(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| l.trim() == "#[cfg(test)]")
+        .unwrap_or(lines.len());
+    let mut found = Vec::new();
+    for (i, line) in lines[..end].iter().enumerate() {
+        let code = line.trim_start();
+        let indent = line.len() - code.len();
+        let Some(name) = function_name(code) else {
+            continue;
+        };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let close = format!("{}}}", " ".repeat(indent));
+        if let Some(last) = lines[i + 1..end].iter().position(|l| *l == close) {
+            let span = last + 2;
+            if span > MAX_FUNCTION_LINES {
+                found.push((name, span));
+            }
+        }
+    }
+    found
+}
+
+/// The name of the function `code` (a trimmed line) declares, if it declares one.
+fn function_name(code: &str) -> Option<String> {
+    let mut rest = code;
+    for prefix in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "const ",
+        "async ",
+        "unsafe ",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("async ").unwrap_or(rest);
+    let name = rest.strip_prefix("fn ")?;
+    let end = name.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    Some(name[..end].to_owned())
+}
+
+#[test]
+fn issue_41_functions_of_the_core_and_the_binary_stay_readable() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    library_sources(&crates.join("core/src"), &mut files);
+    library_sources(&crates.join("apps/fabric/src"), &mut files);
+    files.sort();
+    assert!(
+        files.len() > 50,
+        "the check reads nothing: {}",
+        crates.display()
+    );
+    let mut long = Vec::new();
+    for file in &files {
+        let shown = file
+            .strip_prefix(&crates)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        if shown.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (name, span) in long_functions(&text) {
+            long.push((format!("{shown}: {name}"), span));
+        }
+    }
+    let new: Vec<String> = long
+        .iter()
+        .filter(|(f, _)| !LONG_FUNCTIONS_LEFT.contains(&f.as_str()))
+        .map(|(f, span)| format!("{f} ({span} lines)"))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines in the core or the binary: split each into named moves (issue #41):\n{}",
+        new.join("\n")
+    );
+    let fitted: Vec<&&str> = LONG_FUNCTIONS_LEFT
+        .iter()
+        .filter(|f| !long.iter().any(|(l, _)| l == **f))
+        .collect();
+    assert!(
+        fitted.is_empty(),
+        "these now fit in {MAX_FUNCTION_LINES} lines: take them off LONG_FUNCTIONS_LEFT: {fitted:?}"
+    );
+}
+
+#[test]
+fn issue_41_the_long_function_gauge_sees_a_long_function() {
+    let body = "    let x = 1;\n".repeat(MAX_FUNCTION_LINES);
+    let text = format!("pub(crate) async fn long(a: u32) -> u32 {{\n{body}}}\n\nfn short() {{}}\n");
+    assert_eq!(
+        long_functions(&text),
+        [("long".to_owned(), MAX_FUNCTION_LINES + 2)]
+    );
+}
