@@ -421,47 +421,19 @@ impl Shared<'_> {
         }
         // A member with a critic works in a staging area: its tools see it as the
         // workspace, and its changes reach the workspace only when the critic approves.
-        let staged = match &member.critic {
-            Some(critic) => {
-                let branch = self.versioned.map(|v| Arc::clone(v.handle()));
-                match CriticGate::open(
-                    critic,
-                    self.ctx,
-                    self.prompt,
-                    &member.specialist.id,
-                    index,
-                    branch,
-                )
-                .await
-                {
-                    Ok(gate) => Some(gate),
-                    Err(reason) => {
-                        return Ok(LoopOutcome {
-                            status: fabric_domain::RunStatus::Failed,
-                            payload: Value::Null,
-                            steps: 0,
-                            usage: fabric_domain::Usage::default(),
-                            reason: Some(reason.to_string()),
-                        });
-                    }
-                }
+        let staged = match self.open_gate(member, index).await {
+            Ok(staged) => staged,
+            Err(reason) => {
+                return Ok(LoopOutcome {
+                    status: fabric_domain::RunStatus::Failed,
+                    payload: Value::Null,
+                    steps: 0,
+                    usage: fabric_domain::Usage::default(),
+                    reason: Some(reason.to_string()),
+                });
             }
-            None => None,
         };
-        let base_ctx = staged
-            .as_ref()
-            .map_or_else(|| self.ctx.clone(), |gate| gate.context(self.ctx));
-        // The member's tools' servers may borrow its model (MCP sampling), in the run's budget.
-        let member_ctx = ToolContext {
-            sampler: Some(Arc::new(crate::sampling::ModelSampler::new(
-                member.chat.clone(),
-                member.model.clone(),
-                member.model_key.clone(),
-                base_ctx.lineage.budget.clone(),
-                base_ctx.cancel.clone(),
-            ))),
-            ..base_ctx
-        };
+        let member_ctx = self.member_context(member, staged.as_ref());
         let gate = staged.as_ref().map(|gate| GateState {
             gate,
             rounds_done: history.critic_rounds,
@@ -503,6 +475,45 @@ impl Shared<'_> {
             .await?;
         }
         Ok(outcome)
+    }
+
+    /// The critic's staging area for `member`, if it has a critic; why it could not be
+    /// opened otherwise.
+    async fn open_gate(
+        &self,
+        member: &Member,
+        index: Option<u32>,
+    ) -> Result<Option<CriticGate>, crate::ports::StagingError> {
+        let Some(critic) = &member.critic else {
+            return Ok(None);
+        };
+        let branch = self.versioned.map(|v| Arc::clone(v.handle()));
+        CriticGate::open(
+            critic,
+            self.ctx,
+            self.prompt,
+            &member.specialist.id,
+            index,
+            branch,
+        )
+        .await
+        .map(Some)
+    }
+
+    /// What `member`'s tools run with: the run's context (or the staging area's), and its
+    /// model lent to its tools' servers (MCP sampling), in the run's budget.
+    fn member_context(&self, member: &Member, staged: Option<&CriticGate>) -> ToolContext {
+        let base_ctx = staged.map_or_else(|| self.ctx.clone(), |gate| gate.context(self.ctx));
+        ToolContext {
+            sampler: Some(Arc::new(crate::sampling::ModelSampler::new(
+                member.chat.clone(),
+                member.model.clone(),
+                member.model_key.clone(),
+                base_ctx.lineage.budget.clone(),
+                base_ctx.cancel.clone(),
+            ))),
+            ..base_ctx
+        }
     }
 
     /// Member `index`'s recorded past, taken once (a poisoned lock only means another member
