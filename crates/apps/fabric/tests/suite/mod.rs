@@ -6,6 +6,7 @@ mod a2a_server;
 mod anthropic;
 mod attacks;
 mod attacks_issue_27;
+mod attacks_issue_39_projects;
 mod attacks_issue_39_terminal;
 mod attacks_round_three;
 mod attacks_round_two;
