@@ -25,13 +25,15 @@ pub fn visible_line(text: &str) -> Cow<'_, str> {
     escape(text, |_| false, shown)
 }
 
-/// JSON text (as serde writes it) with DEL and the C1 controls written as `\u00XX`
-/// escapes: the same value, with nothing a terminal obeys. Control characters can only be
-/// inside JSON strings, where the escape means the same character.
+/// JSON text (as serde writes it, pretty or not) with DEL and the C1 controls written as
+/// `\u00XX` escapes: the same value, with nothing a terminal obeys. serde escapes every C0
+/// control inside strings, so the C0 characters left (newlines, indentation) are the
+/// layout's own; DEL and C1 can only be inside strings, where the escape means the same
+/// character.
 pub fn visible_json(json: &str) -> Cow<'_, str> {
     escape(
         json,
-        |_| false,
+        |c| c < '\u{7f}',
         |out, c| {
             let _ = write!(out, "\\u{:04x}", u32::from(c));
         },
@@ -122,10 +124,17 @@ mod tests {
     #[test]
     fn issue_39_json_for_people_keeps_its_value() {
         let value = serde_json::json!({"s": format!("{OSC52}\u{7f}\u{9b}2J\u{85}")});
-        let written = serde_json::to_string(&value).unwrap_or_default();
-        let shown = visible_json(&written);
-        assert!(!shown.chars().any(char::is_control), "{shown}");
-        let back: serde_json::Value = serde_json::from_str(&shown).unwrap_or_default();
-        assert_eq!(back, value);
+        for written in [
+            serde_json::to_string(&value).unwrap_or_default(),
+            serde_json::to_string_pretty(&value).unwrap_or_default(),
+        ] {
+            let shown = visible_json(&written);
+            assert!(
+                !shown.chars().any(|c| c.is_control() && c != '\n'),
+                "{shown}"
+            );
+            let back: serde_json::Value = serde_json::from_str(&shown).unwrap_or_default();
+            assert_eq!(back, value);
+        }
     }
 }

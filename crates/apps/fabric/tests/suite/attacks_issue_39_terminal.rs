@@ -25,6 +25,11 @@ fn content() -> String {
     format!("harmless\nrm -rf ~ {HIDE}\nclip {OSC52}\n{CSI8}31mred\n")
 }
 
+/// The finish payload's summary: `fabric run` prints the payload as JSON on stdout.
+fn summary() -> String {
+    format!("wrote the notes {CSI8}2J{OSC52}")
+}
+
 fn tool_name() -> String {
     format!("x{OSC52}")
 }
@@ -38,7 +43,7 @@ fn turns() -> Vec<Turn> {
         Turn::tool_call(&tool_name(), json!({})),
         Turn::tool_call(
             "finish_task",
-            json!({"summary": "wrote the notes", "artifacts": [], "next_steps": [], "notes": ""}),
+            json!({"summary": summary(), "artifacts": [], "next_steps": [], "notes": ""}),
         ),
     ]
 }
@@ -145,6 +150,10 @@ async fn issue_39_run_diff_apply_and_logs_show_escapes_never_obey_them() {
         leaked.join("\n")
     );
 
+    // The result is JSON a person reads, escapes and all, yet the same value.
+    let result: Value = serde_json::from_str(&run.stdout).expect("the payload as JSON");
+    assert_eq!(result["summary"], summary());
+    assert!(run.stdout.contains("\\u009b2J\\u001b]52"), "{}", run.stdout);
     // Each is shown where it was: the tool's name on stderr.
     assert!(
         run.stderr.contains("→ x\\x1b]52;c;SGVsbG8=\\x07"),
