@@ -40,7 +40,7 @@ fn turns() -> Vec<Turn> {
             "write_file",
             json!({"path": file_name(), "content": content()}),
         ),
-        Turn::tool_call(&tool_name(), json!({})),
+        Turn::tool_call(tool_name(), json!({})),
         Turn::tool_call(
             "finish_task",
             json!({"summary": summary(), "artifacts": [], "next_steps": [], "notes": ""}),

@@ -245,7 +245,7 @@ async fn issue_39_the_viewer_shows_control_characters_as_escapes() {
             "write_file",
             json!({"path": format!("n{osc52}.txt"), "content": "up\u{1b}[1A\u{1b}[2K \u{9b}31m"}),
         ),
-        Turn::tool_call(&format!("x{osc52}"), json!({})),
+        Turn::tool_call(format!("x{osc52}"), json!({})),
         Turn::tool_call(
             "finish_task",
             json!({"summary": format!("done{osc52}"), "artifacts": []}),
