@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::a2a_server::{rpc, wait_ended};
 use super::fixture::Fixture;
+use super::projects::git;
 use super::serve_fixture::{Options, Served};
 
 fn turns() -> Vec<Turn> {
@@ -49,24 +50,8 @@ fn dirs(fx: &Fixture) -> Dirs {
     std::fs::write(secrets.join("token.txt"), "SECRET-TOKEN\n").expect("write");
     let link = allowed.join("link");
     std::os::unix::fs::symlink(&secrets, &link).expect("symlink");
-    for args in [
-        &["init", "-q", "-b", "main"][..],
-        &["add", "."],
-        &["commit", "-qm", "start", "--allow-empty"],
-    ] {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(&repo)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "user")
-            .env("GIT_AUTHOR_EMAIL", "user@example.com")
-            .env("GIT_COMMITTER_NAME", "user")
-            .env("GIT_COMMITTER_EMAIL", "user@example.com")
-            .output()
-            .expect("git");
-        assert!(out.status.success(), "git {args:?}");
-    }
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["commit", "-qm", "start", "--allow-empty"]);
     Dirs {
         allowed,
         repo,

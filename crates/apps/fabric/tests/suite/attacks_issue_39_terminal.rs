@@ -6,9 +6,10 @@
 
 use fabric_test_support::Turn;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::fixture::{Fixture, Run};
+use super::projects::user_repo;
 
 /// A clipboard write (OSC 52, BEL-terminated).
 const OSC52: &str = "\u{1b}]52;c;SGVsbG8=\u{7}";
@@ -46,31 +47,6 @@ fn turns() -> Vec<Turn> {
             json!({"summary": summary(), "artifacts": [], "next_steps": [], "notes": ""}),
         ),
     ]
-}
-
-/// A git repository with one commit, for the run to work on.
-fn repo(fx: &Fixture) -> PathBuf {
-    let repo = fx.workspace_root().with_file_name("repo");
-    std::fs::create_dir_all(&repo).expect("mkdir");
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(&repo)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "user")
-            .env("GIT_AUTHOR_EMAIL", "user@example.com")
-            .env("GIT_COMMITTER_NAME", "user")
-            .env("GIT_COMMITTER_EMAIL", "user@example.com")
-            .output()
-            .expect("git runs");
-        assert!(out.status.success(), "git {args:?}");
-    };
-    git(&["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "# app\n").expect("write");
-    git(&["add", "."]);
-    git(&["commit", "-qm", "start"]);
-    repo
 }
 
 /// The control characters (other than newline and tab) `bytes` would have a terminal obey:
@@ -123,7 +99,7 @@ async fn run_human(fx: &Fixture, repo: &Path) -> (Run, String) {
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_39_run_diff_apply_and_logs_show_escapes_never_obey_them() {
     let fx = Fixture::new(turns()).await;
-    let repo = repo(&fx);
+    let repo = user_repo(&fx);
     let (run, id) = run_human(&fx, &repo).await;
     let diff = fx.fabric(&["diff", &id]).await;
     diff.assert_code(0);
@@ -183,7 +159,7 @@ async fn issue_39_run_diff_apply_and_logs_show_escapes_never_obey_them() {
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_39_json_forms_keep_the_exact_text() {
     let fx = Fixture::new(turns()).await;
-    let repo = repo(&fx);
+    let repo = user_repo(&fx);
     let result = fx
         .run_json(
             "write the notes",
