@@ -168,6 +168,8 @@ async fn issue_39_json_forms_keep_the_exact_text() {
         )
         .await;
     let id = result["_meta"]["run_id"].as_str().expect("run id");
+    // `run --json`: the payload exactly (serde leaves U+009B as it is; only C0 is escaped).
+    assert_eq!(result["summary"], summary());
 
     let diff = fx.fabric(&["diff", id, "--json"]).await;
     diff.assert_code(0);
