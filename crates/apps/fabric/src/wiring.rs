@@ -132,7 +132,6 @@ pub(crate) fn run_search(settings: &Settings, store: Arc<SqlStore>) -> anyhow::R
     Ok(RunSearch::new(store, embedding))
 }
 
-/// The store, search and the run service every front end submits runs to.
 /// What a service driven from outside this machine allows (`fabric serve`, `fabric mcp`,
 /// `fabric worker`): a `project` only inside `server.project_roots` (issue #39).
 pub(crate) fn served(settings: &Settings) -> ServiceConfig {
@@ -142,6 +141,7 @@ pub(crate) fn served(settings: &Settings) -> ServiceConfig {
     }
 }
 
+/// The store, search and the run service every front end submits runs to.
 pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow::Result<Fabric> {
     fabric_over(settings, config, |store| store).await
 }
