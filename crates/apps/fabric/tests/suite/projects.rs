@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::fixture::{Fixture, kinds, of_kind};
 
 /// `git ARGS` in `dir`, which must succeed; its trimmed stdout.
-pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -33,7 +33,7 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A repository under the fixture's directory with one commit (`README.md`, `src/lib.txt`)
 /// and an uncommitted change to `README.md`, as a user's working tree often has.
-pub(crate) fn user_repo(fx: &Fixture) -> PathBuf {
+pub(super) fn user_repo(fx: &Fixture) -> PathBuf {
     let repo = fx.workspace_root().with_file_name("repo");
     std::fs::create_dir_all(repo.join("src")).expect("mkdir");
     git(&repo, &["init", "-q", "-b", "main"]);
