@@ -1,6 +1,7 @@
 //! The `server:` section: how `fabric serve` listens and what it allows.
 
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 use crate::error::ConfigError;
 
@@ -26,6 +27,10 @@ pub struct ServerConfig {
     /// `GET /metrics` without the bearer token (for a Prometheus that cannot send one);
     /// off by default: run counts and tool names are not for anyone who can reach the port.
     pub metrics_public: bool,
+    /// The directories a `project` asked for over HTTP, MCP or A2A must be inside (its real
+    /// path: symbolic links and `..` resolved); none by default, which refuses every such
+    /// `project`. `fabric run --project` is not bound by it. Issue #39, ADR-090.
+    pub project_roots: Vec<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -39,6 +44,7 @@ impl Default for ServerConfig {
             resume_interrupted: true,
             suspend_on_shutdown: false,
             metrics_public: false,
+            project_roots: Vec::new(),
         }
     }
 }
@@ -55,6 +61,7 @@ pub(crate) struct RawServer {
     pub(crate) resume_interrupted: Option<bool>,
     pub(crate) on_shutdown: Option<String>,
     pub(crate) metrics_public: Option<bool>,
+    pub(crate) project_roots: Option<Vec<String>>,
 }
 
 impl RawServer {
@@ -101,6 +108,9 @@ impl RawServer {
                 range(&invalid, "server.max_body_bytes", n, 1024, 64 * 1024 * 1024)?;
         }
         overlay!(base, self; resume_interrupted, metrics_public);
+        if let Some(roots) = self.project_roots {
+            base.project_roots = project_roots(roots, &invalid)?;
+        }
         if let Some(mode) = self.on_shutdown {
             base.suspend_on_shutdown = match mode.as_str() {
                 "cancel" => false,
@@ -117,6 +127,29 @@ impl RawServer {
         }
         Ok(())
     }
+}
+
+/// Each root must be an absolute path; they are resolved when a request is checked, so one
+/// made later counts.
+fn project_roots(
+    roots: Vec<String>,
+    invalid: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    roots
+        .into_iter()
+        .map(|root| {
+            if Path::new(&root).is_absolute() {
+                Ok(PathBuf::from(root))
+            } else {
+                Err(invalid(
+                    "server.project_roots",
+                    format!(
+                        "must list absolute directories such as /srv/repos (the directories a `project` asked for over HTTP, MCP or A2A must be inside), got `{root}`"
+                    ),
+                ))
+            }
+        })
+        .collect()
 }
 
 fn range(
@@ -170,6 +203,21 @@ mod tests {
     }
 
     #[test]
+    fn issue_39_project_roots_none_by_default_absolute_directories_when_set() {
+        assert!(Settings::defaults().server.project_roots.is_empty());
+        let s = load("server:\n  project_roots: [/srv/repos, /home/ci/work]\n").unwrap();
+        assert_eq!(
+            s.server.project_roots,
+            [Path::new("/srv/repos"), Path::new("/home/ci/work")]
+        );
+        // A key near it is refused as every unknown key is, naming it.
+        for near in ["project_root", "projects_roots", "project_roots_extra"] {
+            let e = load(&format!("server:\n  {near}: [/srv/repos]\n")).unwrap_err();
+            assert!(e.contains(near) && e.contains("project_roots"), "{e}");
+        }
+    }
+
+    #[test]
     fn bad_values_name_their_key() {
         for (text, key) in [
             (
@@ -184,6 +232,11 @@ mod tests {
             ("server:\n  host: \"a b\"\n", "server.host"),
             ("server:\n  port: 70000\n", "server.port"),
             ("server:\n  token: x\n", "server"),
+            (
+                "server:\n  project_roots: [relative/dir]\n",
+                "server.project_roots",
+            ),
+            ("server:\n  project_roots: /srv\n", "server"),
         ] {
             let e = load(text).unwrap_err();
             assert!(e.contains(key), "{text}: {e}");

@@ -25,6 +25,7 @@ mod task_force;
 mod time;
 mod tool;
 mod tooling;
+mod visible;
 mod words;
 
 pub use error::DomainError;
@@ -57,3 +58,4 @@ pub use tooling::{
     McpOAuthGrant, McpServerSpec, McpTransport, ToolLoading, Tooling, mcp_tool_name,
     pattern_matches,
 };
+pub use visible::{visible_json, visible_line, visible_text};

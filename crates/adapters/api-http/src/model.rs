@@ -67,7 +67,9 @@ pub struct RunRequest {
     pub max_steps: Option<u32>,
     /// A git repository on the server's machine to work on (an absolute path inside its
     /// working tree): the run gets a worktree on its own branch `fabric/<run_id>`, and its
-    /// result is that branch (docs/PROJECTS.md). Default: a scratch workspace.
+    /// result is that branch (docs/PROJECTS.md). Only inside the directories the server's
+    /// config lists in `server.project_roots` (none by default), its real path resolved;
+    /// otherwise 422 `invalid_project`. Default: a scratch workspace.
     #[serde(default)]
     #[schema(min_length = 1, pattern = "^/", example = "/home/me/src/app")]
     pub project: Option<String>,

@@ -5,6 +5,9 @@
 // Rules this file keeps:
 // - Run data (prompts, model text, tool arguments and output) reaches the page only as text
 //   (`textContent`, text nodes, attribute values): it may hold HTML and must never run.
+// - Every text goes in through `visible`: control characters (ESC, BEL, the C1 controls)
+//   are shown as escapes (`\x1b`, `\u{9b}`), so a person sees that a file or a name holds
+//   them; the rule is the fabric's one (fabric_domain::visible_text, ADR-089).
 // - The bearer token lives in this tab's sessionStorage and goes only into the
 //   `Authorization` header, never into a URL.
 // - Events are drawn in batches, one per animation frame, so a run of thousands of events
@@ -33,7 +36,7 @@ function el(tag, attrs, ...children) {
     for (const [key, value] of Object.entries(attrs)) {
       if (value === null || value === undefined || value === false) continue;
       if (key === 'class') node.className = value;
-      else if (key === 'text') node.textContent = value;
+      else if (key === 'text') node.textContent = visible(value);
       else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? '' : String(value));
     }
@@ -45,9 +48,21 @@ function el(tag, attrs, ...children) {
 function append(node, children) {
   for (const child of children.flat()) {
     if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : String(child));
+    node.append(child instanceof Node ? child : visible(child));
   }
   return node;
+}
+
+// Untrusted text as shown: every control character but newline and tab as an escape, as
+// the terminal shows it (`\n`, `\t` and `\r` by name, other C0 and DEL as `\xNN`, C1 as
+// `\u{NN}`).
+function visible(text) {
+  return String(text).replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => {
+    const code = c.charCodeAt(0);
+    if (c === '\r') return '\\r';
+    if (code <= 0x7f) return '\\x' + code.toString(16).padStart(2, '0');
+    return '\\u{' + code.toString(16) + '}';
+  });
 }
 
 function runHref(id) {
@@ -93,7 +108,7 @@ function json(value) {
 // A text in a <pre>, cut when long: the rest is put in only when asked for, so a run with
 // hundreds of long tool outputs does not hold them all in the page.
 function longText(text, cls) {
-  const full = typeof text === 'string' ? text : json(text);
+  const full = visible(typeof text === 'string' ? text : json(text));
   const pre = el('pre', { class: cls || 'text' });
   const lines = full.split('\n');
   const long = full.length > CUT_CHARS || lines.length > CUT_LINES;
@@ -559,7 +574,7 @@ class RunHeader {
   }
 
   set(key, value) {
-    this.values[key].textContent = value;
+    this.values[key].textContent = visible(value);
   }
 
   setStatus(status) {
@@ -576,7 +591,7 @@ class RunHeader {
       await api('/runs/' + encodeURIComponent(this.runId) + '/cancel', { method: 'POST', signal });
       this.cancelNote.textContent = 'cancel requested';
     } catch (error) {
-      this.cancelNote.textContent = error.message;
+      this.cancelNote.textContent = visible(error.message);
       this.cancel.disabled = false;
       this.cancel.textContent = 'Cancel run';
     }
@@ -711,7 +726,7 @@ class Timeline {
       case 'llm_response': {
         const usage = p.usage && typeof p.usage.total_tokens === 'number' ? p.usage.total_tokens : null;
         const meta = [typeof p.latency_ms === 'number' ? duration(p.latency_ms / 1000) : '', usage !== null ? number(usage) + ' tokens' : '', p.finish_reason || ''].filter(Boolean).join(' · ');
-        if (this.stepMeta && p.purpose !== 'routing') this.stepMeta.textContent = meta;
+        if (this.stepMeta && p.purpose !== 'routing') this.stepMeta.textContent = visible(meta);
         if (p.error) out.append(this.row(event, 'warn', 'The routing answer was not used: ', p.error));
         const text = p.full_content || p.content;
         if (text) out.append(this.row(event, 'say', el('span', { class: 'who', text: 'model' }), longText(text, 'text say-text')));
@@ -834,7 +849,7 @@ class Timeline {
       node.append(call.wait);
       this.watchChildren();
     }
-    this.activity.textContent = `running ${p.tool || 'a tool'}…`;
+    this.activity.textContent = visible(`running ${p.tool || 'a tool'}…`);
     return node;
   }
 

@@ -48,7 +48,9 @@ pub struct RunTaskInput {
     pub network_allowed: Option<bool>,
     /// A git repository on the server's machine to work on (an absolute path inside its
     /// working tree): the run works in a worktree on its own branch `fabric/<run_id>`, and
-    /// `_meta.changes` names it (docs/PROJECTS.md). Default: a scratch workspace.
+    /// `_meta.changes` names it (docs/PROJECTS.md). Only inside the directories the
+    /// server's config lists in `server.project_roots` (none by default). Default: a scratch
+    /// workspace.
     #[serde(default)]
     pub project: Option<String>,
     /// With `project`: the commit, branch or tag to start from (default `HEAD`).

@@ -50,7 +50,11 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // Errors carry what tools, servers and git said: shown, never obeyed (ADR-089).
+            eprintln!(
+                "error: {}",
+                fabric_domain::visible_text(&format!("{error:#}"))
+            );
             if json_errors {
                 println!("{}", errors::json_error(&error));
             }

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use console::{Style, Term};
 use fabric_core::{ChatObserver, RunObserver};
-use fabric_domain::{EventKind, RunEvent, UtcTime, runlog};
+use fabric_domain::{EventKind, RunEvent, UtcTime, runlog, visible_line, visible_text};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 use std::io::Write;
@@ -16,12 +16,10 @@ pub(crate) fn timestamp(ts: f64) -> String {
     UtcTime::from_unix(ts.max(0.0) as u64).to_string()
 }
 
-/// `text` on one line, cut to `max` characters.
+/// `text` on one line, cut to `max` characters: newlines and tabs become spaces, every
+/// other control character is shown as an escape (`fabric_domain::visible_line`).
 pub(crate) fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let flat = visible_line(&text.replace(['\n', '\t'], " ")).into_owned();
     match flat.char_indices().nth(max) {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
         None => flat,
@@ -91,11 +89,9 @@ impl ChatObserver for HumanRenderer {
             self.stop_spinner();
         }
         // Model text is untrusted: escape sequences could rewrite the terminal (OSC 52 can
-        // even reach the clipboard), so control characters other than newline and tab go.
-        let clean: String = delta
-            .chars()
-            .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
-            .collect();
+        // even reach the clipboard), so control characters other than newline and tab are
+        // shown as escapes, never obeyed (the one rule, ADR-089).
+        let clean = visible_text(delta);
         let _ = (&self.term).write_all(clean.as_bytes());
         let _ = self.term.flush();
     }
@@ -105,12 +101,16 @@ impl ChatObserver for HumanRenderer {
 impl RunObserver for HumanRenderer {
     fn on_prepared(&self, notes: &[String]) {
         for note in notes {
-            self.line(note.clone());
+            self.line(visible_line(note).into_owned());
         }
     }
 
     fn on_notice(&self, notice: &str) {
-        self.line(format!("{} {notice}", self.warn.apply_to("⚠")));
+        self.line(format!(
+            "{} {}",
+            self.warn.apply_to("⚠"),
+            visible_line(notice)
+        ));
     }
 
     async fn on_event(&self, event: &RunEvent) {
@@ -123,8 +123,8 @@ impl RunObserver for HumanRenderer {
                         "{} run {} · model {} · workspace {}",
                         self.accent.apply_to("fabric"),
                         p.run_id,
-                        p.model,
-                        p.workspace.display()
+                        visible_line(&p.model),
+                        visible_line(&p.workspace.display().to_string())
                     ));
                 }
             }
@@ -143,7 +143,8 @@ impl RunObserver for HumanRenderer {
                     self.line(format!(
                         "{} specialist {} ({})",
                         self.dim.apply_to("·"),
-                        self.accent.apply_to(p.specialist_ids.join(", ")),
+                        self.accent
+                            .apply_to(visible_line(&p.specialist_ids.join(", "))),
                         p.routing_method
                     ));
                 }
@@ -174,7 +175,7 @@ impl RunObserver for HumanRenderer {
                     self.line(format!(
                         "{} {} {}",
                         self.accent.apply_to("→"),
-                        p.tool,
+                        visible_line(&p.tool),
                         self.dim.apply_to(one_line(&p.args.to_string(), 120))
                     ));
                 }
@@ -214,9 +215,9 @@ impl RunObserver for HumanRenderer {
                     self.line(format!(
                         "  {} {} did not manage ({}); asking {}",
                         self.dim.apply_to("↑"),
-                        p.local_model,
+                        visible_line(&p.local_model),
                         p.reason,
-                        p.cloud_model
+                        visible_line(&p.cloud_model)
                     ));
                 }
             }
@@ -230,7 +231,7 @@ impl RunObserver for HumanRenderer {
                     self.line(format!(
                         "  {} critic {} {verdict} (review {} of {}, {} file(s), {} finding(s){})",
                         self.accent.apply_to("⚖"),
-                        p.critic,
+                        visible_line(&p.critic),
                         p.round,
                         p.max_rounds,
                         p.files.len(),
@@ -244,10 +245,10 @@ impl RunObserver for HumanRenderer {
                     for f in p.findings.iter().take(5) {
                         self.line(format!(
                             "    {} {}{}",
-                            self.dim.apply_to(&f.severity),
+                            self.dim.apply_to(visible_line(&f.severity)),
                             f.file
                                 .as_deref()
-                                .map(|f| format!("{f}: "))
+                                .map(|f| format!("{}: ", visible_line(f)))
                                 .unwrap_or_default(),
                             one_line(&f.reason, 160)
                         ));
@@ -261,7 +262,7 @@ impl RunObserver for HumanRenderer {
                         self.dim.apply_to("↺"),
                         p.round,
                         p.max_rounds,
-                        p.model_key
+                        visible_line(&p.model_key)
                     ));
                 }
             }
@@ -283,8 +284,8 @@ impl RunObserver for HumanRenderer {
                     self.line(format!(
                         "  {} the server returned the model's call of {} as text ({}); repaired",
                         self.dim.apply_to("⚙"),
-                        p.tools.join(", "),
-                        p.format
+                        visible_line(&p.tools.join(", ")),
+                        visible_line(&p.format)
                     ));
                 }
             }
@@ -293,7 +294,7 @@ impl RunObserver for HumanRenderer {
                     self.line(format!(
                         "  {} `{}` repeated {} times with the same result; {}",
                         self.warn.apply_to("↻"),
-                        p.tool,
+                        visible_line(&p.tool),
                         p.repeats,
                         match p.action.as_str() {
                             "nudged" => "telling the model",
@@ -315,7 +316,7 @@ impl RunObserver for HumanRenderer {
                             "{} ended in {} steps without finish_task: {}",
                             self.warn.apply_to("⚠"),
                             p.steps,
-                            p.reason.unwrap_or_default()
+                            visible_line(&p.reason.unwrap_or_default())
                         ));
                         return;
                     }
@@ -341,7 +342,7 @@ impl RunObserver for HumanRenderer {
                         "{} {}: {}",
                         self.bad.apply_to("✘"),
                         status,
-                        reason.unwrap_or_default()
+                        visible_line(&reason.unwrap_or_default())
                     ));
                 }
             }
@@ -390,14 +391,18 @@ impl HumanRenderer {
         let what = match (&p.repo, &p.restored_to) {
             (_, Some(to)) => format!(
                 "workspace restored to checkpoint {}",
-                to.get(..12).unwrap_or(to)
+                visible_line(to.get(..12).unwrap_or(to))
             ),
             (Some(repo), None) => format!(
-                "worktree of {} on branch {} from {base}",
-                repo.display(),
-                p.branch
+                "worktree of {} on branch {} from {}",
+                visible_line(&repo.display().to_string()),
+                visible_line(&p.branch),
+                visible_line(base)
             ),
-            (None, None) => format!("scratch workspace versioned on branch {}", p.branch),
+            (None, None) => format!(
+                "scratch workspace versioned on branch {}",
+                visible_line(&p.branch)
+            ),
         };
         self.line(format!("{} {what}", self.dim.apply_to("·")));
     }
@@ -407,7 +412,8 @@ impl HumanRenderer {
             self.line(format!(
                 "  {} checkpoint {}",
                 self.dim.apply_to("⎇"),
-                self.dim.apply_to(commit.get(..12).unwrap_or(commit))
+                self.dim
+                    .apply_to(visible_line(commit.get(..12).unwrap_or(commit)))
             ));
         }
         if !p.ignored.is_empty() {
@@ -423,7 +429,7 @@ impl HumanRenderer {
         self.line(format!(
             "{} branch {}: {} file(s) changed, +{} -{}; `fabric diff {run}` to review, `fabric apply {run}` to take, `fabric discard {run}` to drop",
             self.accent.apply_to("⎇"),
-            c.branch,
+            visible_line(&c.branch),
             c.files.len(),
             c.added,
             c.removed
@@ -438,7 +444,7 @@ impl HumanRenderer {
             McpStatus::Ready | McpStatus::ToolsChanged => {
                 format!("{} tools", p.tools.as_ref().map_or(0, Vec::len))
             }
-            McpStatus::Starting => p.transport.unwrap_or_default(),
+            McpStatus::Starting => visible_line(&p.transport.unwrap_or_default()).into_owned(),
             _ => one_line(p.error.as_deref().unwrap_or_default(), 200),
         };
         let mark = match p.status {
@@ -447,7 +453,8 @@ impl HumanRenderer {
         };
         self.line(format!(
             "{mark} mcp server {} {}: {detail}",
-            p.server, p.status
+            visible_line(&p.server),
+            p.status
         ));
     }
 
@@ -460,12 +467,12 @@ impl HumanRenderer {
                 (Some(done), None) => format!("{done}"),
                 _ => "progress".to_owned(),
             },
-            _ => format!("[{}]", p.level.as_deref().unwrap_or("log")),
+            _ => format!("[{}]", visible_line(p.level.as_deref().unwrap_or("log"))),
         };
         self.line(format!(
             "  {} {} {head} {text}",
             self.dim.apply_to("⋯"),
-            p.server
+            visible_line(&p.server)
         ));
     }
 
@@ -473,9 +480,11 @@ impl HumanRenderer {
     fn mcp_request(&self, p: runlog::McpRequest) {
         let answered = p.outcome == runlog::McpRequestOutcome::Answered;
         let detail = match (&p.model, &p.usage, &p.reason) {
-            (Some(model), Some(usage), _) => format!("by {model}, {} tokens", usage.total_tokens),
+            (Some(model), Some(usage), _) => {
+                format!("by {}, {} tokens", visible_line(model), usage.total_tokens)
+            }
             (_, _, Some(reason)) => one_line(reason, 200),
-            _ => p.fields.map(|f| f.join(", ")).unwrap_or_default(),
+            _ => one_line(&p.fields.map(|f| f.join(", ")).unwrap_or_default(), 200),
         };
         let mark = if answered {
             self.dim.apply_to("⇄")
@@ -484,7 +493,9 @@ impl HumanRenderer {
         };
         self.line(format!(
             "  {mark} {} asked {}: {} {detail}",
-            p.server, p.method, p.outcome
+            visible_line(&p.server),
+            visible_line(&p.method),
+            p.outcome
         ));
     }
 }
@@ -508,7 +519,7 @@ impl RunObserver for JsonLinesRenderer {
 
     /// On stderr: stdout holds runlog lines only.
     fn on_notice(&self, notice: &str) {
-        let _ = writeln!(std::io::stderr().lock(), "fabric: {notice}");
+        let _ = writeln!(std::io::stderr().lock(), "fabric: {}", visible_line(notice));
     }
 }
 

@@ -132,6 +132,15 @@ pub(crate) fn run_search(settings: &Settings, store: Arc<SqlStore>) -> anyhow::R
     Ok(RunSearch::new(store, embedding))
 }
 
+/// What a service driven from outside this machine allows (`fabric serve`, `fabric mcp`,
+/// `fabric worker`): a `project` only inside `server.project_roots` (issue #39).
+pub(crate) fn served(settings: &Settings) -> ServiceConfig {
+    ServiceConfig {
+        project_roots: Some(settings.server.project_roots.clone()),
+        ..ServiceConfig::default()
+    }
+}
+
 /// The store, search and the run service every front end submits runs to.
 pub(crate) async fn fabric(settings: &Settings, config: ServiceConfig) -> anyhow::Result<Fabric> {
     fabric_over(settings, config, |store| store).await
@@ -225,8 +234,7 @@ pub(crate) async fn worker_service(
     let claims = Arc::new(ClaimedStore::new(store, Arc::clone(&queue)));
     let preparer = Arc::new(app::preparation(settings, &search, daily));
     let mut service = versioned(
-        RunService::new(claims.clone(), preparer, ServiceConfig::default())
-            .on_end(Arc::new(search)),
+        RunService::new(claims.clone(), preparer, served(settings)).on_end(Arc::new(search)),
         settings,
     );
     let telemetry = telemetry(settings)?;

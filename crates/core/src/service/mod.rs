@@ -18,6 +18,7 @@ pub mod prepare;
 mod remote;
 mod request;
 mod resume;
+mod roots;
 mod tee;
 mod versioning;
 mod worker;
@@ -52,7 +53,7 @@ use crate::ports::{
 use tee::Tee;
 
 /// Limits of one service.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ServiceConfig {
     /// Runs in flight at once (preparation included); one more is refused with
     /// [`ServiceError::TooManyRuns`]. `None`: no limit. Child runs are not counted: they
@@ -63,6 +64,12 @@ pub struct ServiceConfig {
     /// from that moment), so the next start continues them (`server.on_shutdown: suspend`;
     /// docs/DURABILITY.md); otherwise they are cancelled and end `cancelled`.
     pub suspend_on_shutdown: bool,
+    /// The directories a request's `project` must be inside, its real path resolved
+    /// (`server.project_roots`, for every front end a client outside this machine drives:
+    /// HTTP, MCP, A2A, and the workers that run their queued runs); an empty list refuses
+    /// every project. `None`: any directory (`fabric run --project`, whose user names their
+    /// own). Issue #39, ADR-090.
+    pub project_roots: Option<Vec<PathBuf>>,
 }
 
 /// Told when a run ended (in a task of the service's own, off the run's critical path):
@@ -200,6 +207,8 @@ struct Inner {
     /// Set at a suspending shutdown: every run's log refuses further writes.
     suspended: Arc<AtomicBool>,
     suspend_on_shutdown: bool,
+    /// What `project` may name ([`ServiceConfig::project_roots`]).
+    project_roots: Option<Vec<PathBuf>>,
     /// Told when each run that reached the store ended.
     on_end: Option<Arc<dyn RunEnded>>,
     /// Where new runs go when this service only enqueues them for workers (`fabric serve`
@@ -242,6 +251,7 @@ impl RunService {
                 shutting_down: AtomicBool::new(false),
                 suspended: Arc::new(AtomicBool::new(false)),
                 suspend_on_shutdown: config.suspend_on_shutdown,
+                project_roots: config.project_roots,
                 on_end: None,
                 queue: None,
                 queue_limit: None,
@@ -371,14 +381,25 @@ impl RunService {
         self.inner.preparer.check(request)
     }
 
+    /// With [`ServiceConfig::project_roots`], the request's `project` replaced by its real
+    /// path when that is inside a root, else refused (the one check HTTP, MCP and A2A go
+    /// through). Resolving the path reads the disk: a few `stat`s and `readlink`s.
+    fn confine_project(&self, request: &mut TaskRequest) -> Result<(), ServiceError> {
+        if let (Some(roots), Some(project)) = (&self.inner.project_roots, &mut request.project) {
+            project.path = roots::confine(&project.path, roots)?;
+        }
+        Ok(())
+    }
+
     /// Starts a run: checks, takes a slot, mints the id and hands the run to a task the
     /// service owns, so it keeps going when the caller goes away.
-    pub fn submit(&self, submission: Submission) -> Result<RunHandle, ServiceError> {
+    pub fn submit(&self, mut submission: Submission) -> Result<RunHandle, ServiceError> {
         let inner = &self.inner;
         // A bad request is answered as such even when the service is full: check it first.
         // A run to continue is checked once its runlog is read.
         if submission.resume.is_none() {
             self.check(&submission.request)?;
+            self.confine_project(&mut submission.request)?;
         }
         if self.is_shutting_down() {
             return Err(ServiceError::ShuttingDown);

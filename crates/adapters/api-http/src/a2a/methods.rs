@@ -96,17 +96,25 @@ pub(crate) async fn start(
     }
     let prompt = prompt_of(message)?;
     let context = context_of(message)?;
-    let specialist = [message, params]
-        .iter()
-        .find_map(|v| v.pointer("/metadata/specialist").and_then(Value::as_str))
-        .map(str::to_owned);
+    // `metadata.specialist`, `.project` and `.base`, on the message or the request.
+    let meta = |key: &str| {
+        [message, params]
+            .iter()
+            .find_map(|v| {
+                v.pointer(&format!("/metadata/{key}"))
+                    .and_then(Value::as_str)
+            })
+            .map(str::to_owned)
+    };
     let request = RunRequest {
         prompt,
-        pack: specialist,
+        pack: meta("specialist"),
         model_key: None,
         network_allowed: None,
         max_steps: None,
-        ..RunRequest::default()
+        // Checked as `POST /runs`'s: inside `server.project_roots` only (issue #39).
+        project: meta("project"),
+        base: meta("base"),
     };
     match launch::start_in_context(state, request, Some(context.clone()), traceparent).await {
         Ok(handle) => Ok(Started::Run(handle)),
@@ -128,7 +136,8 @@ pub(crate) async fn start(
         Err(
             error @ (ApiError::InvalidRequest(_)
             | ApiError::UnknownSpecialist(_)
-            | ApiError::UnknownModelKey(_)),
+            | ApiError::UnknownModelKey(_)
+            | ApiError::InvalidProject(_)),
         ) => Err(RpcError(code::INVALID_PARAMS, error.to_string())),
         Err(error) => Err(RpcError(code::INTERNAL, error.to_string())),
     }

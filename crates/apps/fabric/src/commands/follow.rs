@@ -4,7 +4,7 @@
 
 use fabric_core::service::{RunHandle, RunService};
 use fabric_core::{NoopObserver, RunObserver};
-use fabric_domain::RunStatus;
+use fabric_domain::{RunStatus, visible_json, visible_line};
 use std::sync::Arc;
 
 use crate::render::{HumanRenderer, JsonLinesRenderer};
@@ -46,11 +46,13 @@ pub(super) async fn follow(
             serde_json::to_string(&service.result_object(&outcome))?
         );
     } else if outcome.status.has_result() {
-        println!("{}", serde_json::to_string_pretty(&outcome.payload)?);
+        // For a person: the same JSON, with no control character a terminal would obey.
+        let pretty = serde_json::to_string_pretty(&outcome.payload)?;
+        println!("{}", visible_json(&pretty));
         if outcome.status == RunStatus::Partial {
             eprintln!(
                 "note: part of the task force failed: {}",
-                outcome.reason.as_deref().unwrap_or("no reason recorded")
+                visible_line(outcome.reason.as_deref().unwrap_or("no reason recorded"))
             );
         }
         if outcome.status == RunStatus::CompletedWithoutFinish {
@@ -63,7 +65,7 @@ pub(super) async fn follow(
             "run {} ended {}: {}",
             outcome.run_id,
             outcome.status,
-            outcome.reason.as_deref().unwrap_or("no reason recorded")
+            visible_line(outcome.reason.as_deref().unwrap_or("no reason recorded"))
         );
         eprintln!("see `fabric logs show {}`", outcome.run_id);
     }

@@ -78,7 +78,7 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
                     timestamp(run.started_at),
                     shown_status(run.status, *l),
                     origin(run),
-                    run.specialist_ids.join(","),
+                    fabric_domain::visible_line(&run.specialist_ids.join(",")),
                     one_line(summary, 60)
                 );
             }

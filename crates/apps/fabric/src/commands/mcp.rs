@@ -2,7 +2,6 @@
 //! server (docs/MCP.md). Runs go through the same run service as `fabric run` and HTTP.
 
 use fabric_config::Settings;
-use fabric_core::service::ServiceConfig;
 use fabric_mcp::{FabricMcpServer, SpecialistList};
 
 use crate::cli::Cli;
@@ -11,7 +10,8 @@ use crate::wiring;
 /// `fabric mcp`: serve MCP on stdin/stdout until the client closes it.
 pub(crate) async fn mcp(cli: &Cli) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
-    let fabric = wiring::fabric(&settings, ServiceConfig::default()).await?;
+    // Its client drives runs as an HTTP client does: `project` only inside the roots.
+    let fabric = wiring::fabric(&settings, wiring::served(&settings)).await?;
     let service = fabric.service.clone();
     let served = fabric_mcp::serve_stdio(server(&settings, &fabric)).await;
     // The client closed the connection: runs it started still record their end.

@@ -4,7 +4,7 @@
 
 use fabric_core::ports::{ApplyMode, Workspace};
 use fabric_core::service::{RunService, ServiceConfig};
-use fabric_domain::RunId;
+use fabric_domain::{RunId, visible_line, visible_text};
 use std::sync::Arc;
 
 use crate::cli::{ApplyArgs, Cli, DiffArgs, DiscardArgs};
@@ -34,19 +34,21 @@ pub(crate) async fn diff(cli: &Cli, args: &DiffArgs) -> anyhow::Result<u8> {
         for f in &stat.files {
             match (f.added, f.removed) {
                 (Some(a), Some(r)) => {
-                    println!("{:>6} {:>6}  {}", format!("+{a}"), format!("-{r}"), f.path)
+                    let (a, r) = (format!("+{a}"), format!("-{r}"));
+                    println!("{a:>6} {r:>6}  {}", visible_line(&f.path))
                 }
-                _ => println!("{:>13}  {}", "binary", f.path),
+                _ => println!("{:>13}  {}", "binary", visible_line(&f.path)),
             }
         }
         let (added, removed) = stat.lines();
         println!(
             "{} file(s) changed on {}, +{added} -{removed}",
             stat.files.len(),
-            ws.branch()
+            visible_line(ws.branch())
         );
     } else {
-        print!("{}", ws.diff().await?);
+        // The files' contents as they are, escape sequences shown, not obeyed (ADR-089).
+        print!("{}", visible_text(&ws.diff().await?));
     }
     Ok(0)
 }
@@ -74,14 +76,14 @@ pub(crate) async fn apply(cli: &Cli, args: &ApplyArgs) -> anyhow::Result<u8> {
         Some(commit) => println!(
             "committed {} file(s) from {} as {}",
             applied.files.len(),
-            ws.branch(),
+            visible_line(ws.branch()),
             commit.short()
         ),
         None => println!(
             "applied {} file(s) from {} to your working tree, uncommitted: {}",
             applied.files.len(),
-            ws.branch(),
-            applied.files.join(", ")
+            visible_line(ws.branch()),
+            visible_line(&applied.files.join(", "))
         ),
     }
     println!("`fabric discard {id}` removes the run's worktree and branch when you are done");

@@ -3,7 +3,7 @@
 
 use fabric_core::execute::RunOutcome;
 use fabric_core::service::{RunService, ServiceConfig, ServiceError, Submission};
-use fabric_domain::RunId;
+use fabric_domain::{RunId, visible_line};
 use std::time::{Duration, Instant};
 
 use super::follow::{EMBED_GRACE, follow, observer_for};
@@ -71,7 +71,10 @@ pub(super) async fn start_all(service: &RunService) -> anyhow::Result<Vec<Resumi
         }));
     }
     for (id, error) in refused {
-        eprintln!("run {id} stays interrupted for now: {error}");
+        eprintln!(
+            "run {id} stays interrupted for now: {}",
+            visible_line(&error.to_string())
+        );
     }
     Ok(resuming)
 }
@@ -81,7 +84,7 @@ pub(super) fn specialists_of(ids: &[String]) -> String {
     if ids.is_empty() {
         "specialist not chosen yet".to_owned()
     } else {
-        ids.join(", ")
+        visible_line(&ids.join(", ")).into_owned()
     }
 }
 
@@ -119,7 +122,7 @@ pub(super) async fn report_all(service: &RunService, handles: Vec<Resuming>, jso
                 crate::errors::EXIT_FAILURE,
             ),
         };
-        eprintln!("{line}");
+        eprintln!("{}", visible_line(&line));
         if code == 0 {
             code = exit;
         }

@@ -61,6 +61,7 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
         ServiceConfig {
             max_runs_in_flight: Some(settings.server.max_runs_in_flight),
             suspend_on_shutdown: settings.server.suspend_on_shutdown,
+            ..wiring::served(&settings)
         },
     )
     .await?;

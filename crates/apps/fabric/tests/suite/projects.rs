@@ -33,7 +33,7 @@ pub(super) fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A repository under the fixture's directory with one commit (`README.md`, `src/lib.txt`)
 /// and an uncommitted change to `README.md`, as a user's working tree often has.
-fn user_repo(fx: &Fixture) -> PathBuf {
+pub(super) fn user_repo(fx: &Fixture) -> PathBuf {
     let repo = fx.workspace_root().with_file_name("repo");
     std::fs::create_dir_all(repo.join("src")).expect("mkdir");
     git(&repo, &["init", "-q", "-b", "main"]);
@@ -699,15 +699,15 @@ async fn issue_25_a_remote_that_fails_mid_run_ends_it_failed_with_every_commit_k
     assert_eq!(subjects.lines().count(), 2, "both commits kept: {subjects}");
 }
 
-/// `POST /run` with `project` (and `base`), through `fabric serve`: the answer names the
-/// branch; a relative path and a base without a project are 422 with the fix.
+/// `POST /run` with `project` (and `base`), through `fabric serve` whose config allows the
+/// test's directory (`server.project_roots`, issue #39): the answer names the branch; a
+/// relative path, a base without a project and a missing directory are 422 with the fix.
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_25_post_run_takes_a_project() {
-    let served = super::serve_fixture::Served::on(
-        Fixture::new(edit_turns()).await,
-        super::serve_fixture::Options::default(),
-    )
-    .await;
+    let fx = Fixture::new(edit_turns()).await;
+    allow_projects_in_test_dir(&fx);
+    let served =
+        super::serve_fixture::Served::on(fx, super::serve_fixture::Options::default()).await;
     let repo = user_repo(&served.fx);
     let (code, body) = served
         .post_json(
@@ -736,14 +736,20 @@ async fn issue_25_post_run_takes_a_project() {
         body.to_string().contains("`base` needs `project`"),
         "{body}"
     );
+    let missing = served.fx.dir.path().join("nonexistent/repo");
     let (code, body) = served
-        .post_json(
-            "/run",
-            json!({"prompt": "x", "project": "/nonexistent/repo"}),
-        )
+        .post_json("/run", json!({"prompt": "x", "project": missing}))
         .await;
     assert_eq!(code, 422, "{body}");
-    assert!(body.to_string().contains("not a directory"), "{body}");
+    assert!(body.to_string().contains("cannot be used"), "{body}");
+}
+
+/// `server.project_roots`: the fixture's directory, where its repositories are.
+fn allow_projects_in_test_dir(fx: &Fixture) {
+    fx.append_config(&format!(
+        "server:\n  project_roots: [{}]\n",
+        fx.dir.path().display()
+    ));
 }
 
 /// `fabric doctor` says whether runs on a project can work here, and what to do if not.
@@ -777,6 +783,7 @@ async fn issue_25_doctor_checks_git() {
 async fn issue_25_mcp_run_task_takes_a_project() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let fx = Fixture::new(edit_turns()).await;
+    allow_projects_in_test_dir(&fx);
     let repo = user_repo(&fx);
     let mut child = fx
         .command(&["mcp"])

@@ -228,6 +228,69 @@ async fn issue_13_the_run_page_follows_a_live_run_with_its_calls_files_and_secur
     assert!(seen["requests"].as_u64().unwrap() >= 4, "{seen}");
 }
 
+/// Issue #39: control characters in run data (a prompt, a file's name and contents, a
+/// tool's name) are shown as escapes on the page, as the terminal shows them (ADR-089).
+#[cfg_attr(
+    fabric_no_browser,
+    ignore = "needs Chromium, chromedriver and Selenium: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_39_the_viewer_shows_control_characters_as_escapes() {
+    let Some((python, _one)) = browser().await else {
+        return;
+    };
+    let osc52 = "\u{1b}]52;c;SGVsbG8=\u{7}";
+    let mut turns = vec![
+        Turn::tool_call(
+            "write_file",
+            json!({"path": format!("n{osc52}.txt"), "content": "up\u{1b}[1A\u{1b}[2K \u{9b}31m"}),
+        ),
+        Turn::tool_call(format!("x{osc52}"), json!({})),
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": format!("done{osc52}"), "artifacts": []}),
+        ),
+    ];
+    for turn in &mut turns {
+        turn.delay_ms = Some(1500);
+    }
+    let served = Served::start(turns).await;
+    let run_id = start(&served, &format!("write {osc52} notes")).await;
+    let seen = browse(&python, &served, "live", &["--run-id", &run_id]).await;
+    let shown = &seen["shown"];
+    let text = shown.to_string();
+    let controls: Vec<char> = [
+        &shown["calls"],
+        &shown["files"],
+        &shown["args"],
+        &shown["results"],
+        &shown["errors"],
+        &shown["result"],
+        &shown["prompt"],
+    ]
+    .iter()
+    .flat_map(|v| strings(v).into_iter().chain(v.as_str().map(str::to_owned)))
+    .flat_map(|s| s.chars().collect::<Vec<_>>())
+    .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+    .collect();
+    assert!(controls.is_empty(), "{controls:?} on the page: {text}");
+    let escaped = "\\x1b]52;c;SGVsbG8=\\x07";
+    assert_eq!(shown["prompt"], format!("write {escaped} notes"));
+    assert!(
+        strings(&shown["calls"]).contains(&format!("x{escaped}")),
+        "{shown}"
+    );
+    let args = strings(&shown["args"]).join("\n");
+    assert!(args.contains("\\x1b[1A\\x1b[2K"), "{args}");
+    assert!(
+        shown["result"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("done{escaped}")),
+        "{shown}"
+    );
+}
+
 #[cfg_attr(
     fabric_no_browser,
     ignore = "needs Chromium, chromedriver and Selenium: run scripts/install-test-deps.sh"
