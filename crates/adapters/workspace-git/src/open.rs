@@ -132,6 +132,40 @@ async fn init_history(git: &Git, git_dir: &Path, branch: &str) -> Result<(), Wor
     Ok(())
 }
 
+/// How often `git worktree add` is tried when another one, in this process or another,
+/// was making its own worktree of the same repository at the same moment: git reads every
+/// worktree's records first, and one half-written fails it ("failed to read
+/// .git/worktrees/<name>/commondir") before it has made anything.
+const WORKTREE_ADD_WAITS_MS: [u64; 4] = [20, 80, 200, 500];
+
+/// `git worktree add --quiet <args>` in the user's repository at `top`, making `dir`; tried
+/// again while another worktree's records are half-written and nothing was made.
+async fn worktree_add(
+    git: &Git,
+    top: &Path,
+    dir: &Path,
+    args: &[&std::ffi::OsStr],
+) -> Result<crate::git::Ran, WorkspaceError> {
+    let mut argv: Vec<&std::ffi::OsStr> =
+        vec!["worktree".as_ref(), "add".as_ref(), "--quiet".as_ref()];
+    argv.extend_from_slice(args);
+    let at_top = At::User(top.to_path_buf());
+    let mut waits = WORKTREE_ADD_WAITS_MS.iter();
+    loop {
+        let ran = git.run(Some(&at_top), &argv, None).await?;
+        let raced = !ran.ok
+            && ran.stderr.contains("commondir")
+            && tokio::fs::symlink_metadata(dir).await.is_err();
+        match waits.next() {
+            Some(ms) if raced => {
+                tracing::debug!(stderr = %ran.stderr, "another worktree was being made; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(*ms)).await;
+            }
+            _ => return Ok(ran),
+        }
+    }
+}
+
 /// The directory the user's repository at `top` keeps its objects, refs and worktrees in.
 async fn common_dir(git: &Git, top: &Path) -> Result<PathBuf, WorkspaceError> {
     let common = git
@@ -326,21 +360,18 @@ impl GitWorkspace {
                 if let Some(parent) = dir.parent() {
                     create_dir_all(parent).await?;
                 }
-                let ran = git
-                    .run(
-                        Some(&at_top),
-                        [
-                            "worktree".as_ref(),
-                            "add".as_ref(),
-                            "--quiet".as_ref(),
-                            "-b".as_ref(),
-                            branch.as_ref(),
-                            dir.as_os_str(),
-                            base.as_str().as_ref(),
-                        ],
-                        None,
-                    )
-                    .await?;
+                let ran = worktree_add(
+                    &git,
+                    &top,
+                    &dir,
+                    &[
+                        "-b".as_ref(),
+                        branch.as_ref(),
+                        dir.as_os_str(),
+                        base.as_str().as_ref(),
+                    ],
+                )
+                .await?;
                 if !ran.ok {
                     if ran.stderr.contains("already exists") && ran.stderr.contains("branch") {
                         return Err(WorkspaceError::BranchTaken { branch });
@@ -444,19 +475,9 @@ impl GitWorkspace {
                     if let Some(parent) = dir.parent() {
                         create_dir_all(parent).await?;
                     }
-                    git.run(
-                        Some(&at_top),
-                        [
-                            "worktree".as_ref(),
-                            "add".as_ref(),
-                            "--quiet".as_ref(),
-                            dir.as_os_str(),
-                            branch.as_ref(),
-                        ],
-                        None,
-                    )
-                    .await?
-                    .checked(&top)?;
+                    worktree_add(&git, &top, &dir, &[dir.as_os_str(), branch.as_ref()])
+                        .await?
+                        .checked(&top)?;
                 }
                 let admin = made_admin(&git, &top, &dir).await?;
                 Kind::Project { top, admin }
