@@ -132,26 +132,38 @@ async fn init_history(git: &Git, git_dir: &Path, branch: &str) -> Result<(), Wor
     Ok(())
 }
 
-/// How often `git worktree add` is tried when another one, in this process or another,
-/// was making its own worktree of the same repository at the same moment: git reads every
-/// worktree's records first, and one half-written fails it ("failed to read
-/// .git/worktrees/<name>/commondir") before it has made anything.
-const WORKTREE_ADD_WAITS_MS: [u64; 4] = [20, 80, 200, 500];
+/// The waits before `git worktree add` is tried again when another one, in this process or
+/// another, was making its own worktree of the same repository at the same moment: git reads
+/// every worktree's records first, and one half-written fails it ("failed to read
+/// .git/worktrees/<name>/commondir"), after `-b` made the branch but before the worktree.
+const WORKTREE_ADD_WAITS_MS: [u64; 6] = [10, 40, 100, 200, 400, 800];
 
-/// `git worktree add --quiet <args>` in the user's repository at `top`, making `dir`; tried
-/// again while another worktree's records are half-written and nothing was made.
+/// `git worktree add` in the user's repository at `top`, making `dir` on `branch`: a new
+/// branch from `base` when given, else the existing one. Tried again while another
+/// worktree's records are half-written and `dir` was not made, on the branch the failed try
+/// may have made.
 async fn worktree_add(
     git: &Git,
     top: &Path,
     dir: &Path,
-    args: &[&std::ffi::OsStr],
+    branch: &str,
+    base: Option<&CommitId>,
 ) -> Result<crate::git::Ran, WorkspaceError> {
-    let mut argv: Vec<&std::ffi::OsStr> =
-        vec!["worktree".as_ref(), "add".as_ref(), "--quiet".as_ref()];
-    argv.extend_from_slice(args);
     let at_top = At::User(top.to_path_buf());
+    let mut new_branch = base;
     let mut waits = WORKTREE_ADD_WAITS_MS.iter();
     loop {
+        let mut argv: Vec<&std::ffi::OsStr> =
+            vec!["worktree".as_ref(), "add".as_ref(), "--quiet".as_ref()];
+        match new_branch {
+            Some(base) => argv.extend([
+                "-b".as_ref(),
+                branch.as_ref(),
+                dir.as_os_str(),
+                base.as_str().as_ref(),
+            ]),
+            None => argv.extend([dir.as_os_str(), branch.as_ref()]),
+        }
         let ran = git.run(Some(&at_top), &argv, None).await?;
         let raced = !ran.ok
             && ran.stderr.contains("commondir")
@@ -159,7 +171,13 @@ async fn worktree_add(
         match waits.next() {
             Some(ms) if raced => {
                 tracing::debug!(stderr = %ran.stderr, "another worktree was being made; trying again");
-                tokio::time::sleep(std::time::Duration::from_millis(*ms)).await;
+                // A little apart from the others that raced, so they do not race again.
+                let spread = u64::from(std::process::id() % 7)
+                    + u64::from(dir.as_os_str().len() as u32 % 11);
+                tokio::time::sleep(std::time::Duration::from_millis(ms + spread)).await;
+                if new_branch.is_some() && branch_exists(git, &at_top, branch).await? {
+                    new_branch = None;
+                }
             }
             _ => return Ok(ran),
         }
@@ -360,18 +378,7 @@ impl GitWorkspace {
                 if let Some(parent) = dir.parent() {
                     create_dir_all(parent).await?;
                 }
-                let ran = worktree_add(
-                    &git,
-                    &top,
-                    &dir,
-                    &[
-                        "-b".as_ref(),
-                        branch.as_ref(),
-                        dir.as_os_str(),
-                        base.as_str().as_ref(),
-                    ],
-                )
-                .await?;
+                let ran = worktree_add(&git, &top, &dir, &branch, Some(&base)).await?;
                 if !ran.ok {
                     if ran.stderr.contains("already exists") && ran.stderr.contains("branch") {
                         return Err(WorkspaceError::BranchTaken { branch });
@@ -475,7 +482,7 @@ impl GitWorkspace {
                     if let Some(parent) = dir.parent() {
                         create_dir_all(parent).await?;
                     }
-                    worktree_add(&git, &top, &dir, &[dir.as_os_str(), branch.as_ref()])
+                    worktree_add(&git, &top, &dir, &branch, None)
                         .await?
                         .checked(&top)?;
                 }

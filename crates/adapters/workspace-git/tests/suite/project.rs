@@ -550,3 +550,25 @@ async fn issue_25_a_process_killed_mid_checkpoint_leaves_no_lock_that_stops_the_
         ["1", "2"]
     );
 }
+
+/// Runs on one repository started at the same moment each get their worktree: git reads
+/// every worktree's records before making one, and one half-made by a neighbour failed it
+/// ("failed to read .git/worktrees/<name>/commondir", seen in the two-runs test under load).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn issue_39_worktrees_made_at_once_on_one_repository_all_succeed() {
+    let root = tempfile::tempdir().unwrap();
+    let repo = repo(root.path());
+    let spaces = GitWorkspaces::new();
+    for round in 0..3 {
+        let made: Vec<_> = (0..8)
+            .map(|n| {
+                let spec = project(root.path(), &repo, &format!("c{round}-{n}"));
+                let spaces = spaces.clone();
+                tokio::spawn(async move { spaces.create(&spec).await.map(|_| ()) })
+            })
+            .collect();
+        for made in made {
+            made.await.unwrap().unwrap();
+        }
+    }
+}
