@@ -339,176 +339,11 @@ impl Metrics {
     /// the OTLP exporter of `fabric-telemetry`.
     pub fn snapshot(&self, gauges: Gauges) -> Vec<Family> {
         let c = self.lock();
-        let counter =
-            |prom: &'static str, otel: &'static str, unit: &'static str, help: &'static str| {
-                Family::new(prom, otel, unit, help, Kind::Counter)
-            };
-        let labels = |pairs: &[(&'static str, &str)]| -> Vec<(&'static str, String)> {
-            pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
-        };
         let mut out = Vec::new();
-
-        let mut f = counter(
-            "fabric_runs_started_total",
-            "fabric.runs.started",
-            "{run}",
-            "Runs this process started or continued.",
-        );
-        f.push(Vec::new(), PointValue::Int(c.runs_started));
-        out.push(f);
-        let mut f = counter(
-            "fabric_runs_total",
-            "fabric.runs",
-            "{run}",
-            "Runs that ended, by status and specialist (a task force's ids joined by commas).",
-        );
-        for ((status, specialist), n) in &c.runs {
-            f.push(
-                labels(&[("status", status), ("specialist", specialist)]),
-                PointValue::Int(*n),
-            );
-        }
-        out.push(f);
-        let mut f = Family::new(
-            "fabric_runs_in_flight",
-            "fabric.runs.in_flight",
-            "{run}",
-            "Runs registered and not ended, preparation included.",
-            Kind::Gauge,
-        );
-        f.push(Vec::new(), PointValue::Int(gauges.runs_in_flight as u64));
-        out.push(f);
-        let mut f = counter(
-            "fabric_tool_calls_total",
-            "fabric.tool.calls",
-            "{call}",
-            "Tool calls, by tool.",
-        );
-        for (tool, n) in &c.tool_calls {
-            f.push(labels(&[("tool", tool)]), PointValue::Int(*n));
-        }
-        out.push(f);
-        let mut f = counter(
-            "fabric_tool_errors_total",
-            "fabric.tool.errors",
-            "{call}",
-            "Failed tool calls, by tool and error type.",
-        );
-        for ((tool, kind), n) in &c.tool_errors {
-            f.push(
-                labels(&[("tool", tool), ("error_type", kind)]),
-                PointValue::Int(*n),
-            );
-        }
-        out.push(f);
-        let mut f = counter(
-            "fabric_security_events_total",
-            "fabric.security_events",
-            "{event}",
-            "Refusals recorded as security_event, by event type.",
-        );
-        for (kind, n) in &c.security_events {
-            f.push(labels(&[("event_type", kind)]), PointValue::Int(*n));
-        }
-        out.push(f);
-        let mut f = counter(
-            "fabric_tokens_total",
-            "fabric.tokens",
-            "{token}",
-            "Tokens by model key and type (input, output).",
-        );
-        for ((key, kind), n) in &c.tokens {
-            f.push(
-                labels(&[("model_key", key), ("type", kind)]),
-                PointValue::Int(*n),
-            );
-        }
-        out.push(f);
-        let mut f = counter(
-            "fabric_model_requests_queued_total",
-            "fabric.model.requests.queued",
-            "{request}",
-            "Model requests that waited for a free slot of their server (max_concurrent_requests).",
-        );
-        for (key, (n, _)) in &c.queued {
-            f.push(labels(&[("model_key", key)]), PointValue::Int(*n));
-        }
-        out.push(f);
-        let mut f = counter(
-            "fabric_model_queue_wait_seconds_total",
-            "fabric.model.queue.wait",
-            "s",
-            "Seconds model requests waited for a free slot.",
-        );
-        for (key, (_, secs)) in &c.queued {
-            f.push(labels(&[("model_key", key)]), PointValue::Float(*secs));
-        }
-        out.push(f);
-        let mut f = Family::new(
-            "fabric_mcp_servers_up",
-            "fabric.mcp.servers.up",
-            "{server}",
-            "MCP server processes up, by server name.",
-            Kind::Gauge,
-        );
-        for (server, n) in &c.mcp_up {
-            f.push(labels(&[("server", server)]), PointValue::Signed(*n));
-        }
-        out.push(f);
-        let mut f = Family::new(
-            "fabric_step_duration_seconds",
-            "fabric.step.duration",
-            "s",
-            "Loop steps: from one model request to the next, or to the run's end.",
-            Kind::Histogram,
-        );
-        if let Some(h) = &c.steps {
-            f.push(Vec::new(), PointValue::Histogram(h.clone()));
-        }
-        out.push(f);
-        let mut f = Family::new(
-            "fabric_tool_duration_seconds",
-            "fabric.tool.duration",
-            "s",
-            "Tool calls, from the call to its result or error, by tool.",
-            Kind::Histogram,
-        );
-        for (tool, h) in &c.tool_seconds {
-            f.push(labels(&[("tool", tool)]), PointValue::Histogram(h.clone()));
-        }
-        out.push(f);
-        let mut f = Family::new(
-            "gen_ai_client_operation_duration_seconds",
-            "gen_ai.client.operation.duration",
-            "s",
-            "GenAI client operation duration (chat calls), by model key.",
-            Kind::Histogram,
-        );
-        for (key, h) in &c.model_calls {
-            f.push(
-                labels(&[("gen_ai.operation.name", "chat"), ("model_key", key)]),
-                PointValue::Histogram(h.clone()),
-            );
-        }
-        out.push(f);
-        let mut f = Family::new(
-            "gen_ai_client_token_usage",
-            "gen_ai.client.token.usage",
-            "{token}",
-            "Tokens used per chat call, by model key and token type.",
-            Kind::Histogram,
-        );
-        for ((key, kind), h) in &c.token_usage {
-            f.push(
-                labels(&[
-                    ("gen_ai.operation.name", "chat"),
-                    ("model_key", key),
-                    ("gen_ai.token.type", kind),
-                ]),
-                PointValue::Histogram(h.clone()),
-            );
-        }
-        out.push(f);
+        run_families(&c, gauges, &mut out);
+        tool_families(&c, &mut out);
+        model_families(&c, &mut out);
+        duration_families(&c, &mut out);
         out
     }
 
@@ -664,6 +499,198 @@ fn histogram(out: &mut String, name: &str, labels: &[(String, &str)], h: &Histog
     sample(out, &bucket, &with_le, h.count);
     sample(out, &format!("{name}_sum"), labels, h.sum);
     sample(out, &format!("{name}_count"), labels, h.count);
+}
+
+/// A counter family.
+fn counter(
+    prom: &'static str,
+    otel: &'static str,
+    unit: &'static str,
+    help: &'static str,
+) -> Family {
+    Family::new(prom, otel, unit, help, Kind::Counter)
+}
+
+/// A point's labels.
+fn labels(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+}
+
+/// Runs started, ended and in flight.
+fn run_families(c: &Counters, gauges: Gauges, out: &mut Vec<Family>) {
+    let mut f = counter(
+        "fabric_runs_started_total",
+        "fabric.runs.started",
+        "{run}",
+        "Runs this process started or continued.",
+    );
+    f.push(Vec::new(), PointValue::Int(c.runs_started));
+    out.push(f);
+    let mut f = counter(
+        "fabric_runs_total",
+        "fabric.runs",
+        "{run}",
+        "Runs that ended, by status and specialist (a task force's ids joined by commas).",
+    );
+    for ((status, specialist), n) in &c.runs {
+        f.push(
+            labels(&[("status", status), ("specialist", specialist)]),
+            PointValue::Int(*n),
+        );
+    }
+    out.push(f);
+    let mut f = Family::new(
+        "fabric_runs_in_flight",
+        "fabric.runs.in_flight",
+        "{run}",
+        "Runs registered and not ended, preparation included.",
+        Kind::Gauge,
+    );
+    f.push(Vec::new(), PointValue::Int(gauges.runs_in_flight as u64));
+    out.push(f);
+}
+
+/// Tool calls, their errors and security events.
+fn tool_families(c: &Counters, out: &mut Vec<Family>) {
+    let mut f = counter(
+        "fabric_tool_calls_total",
+        "fabric.tool.calls",
+        "{call}",
+        "Tool calls, by tool.",
+    );
+    for (tool, n) in &c.tool_calls {
+        f.push(labels(&[("tool", tool)]), PointValue::Int(*n));
+    }
+    out.push(f);
+    let mut f = counter(
+        "fabric_tool_errors_total",
+        "fabric.tool.errors",
+        "{call}",
+        "Failed tool calls, by tool and error type.",
+    );
+    for ((tool, kind), n) in &c.tool_errors {
+        f.push(
+            labels(&[("tool", tool), ("error_type", kind)]),
+            PointValue::Int(*n),
+        );
+    }
+    out.push(f);
+    let mut f = counter(
+        "fabric_security_events_total",
+        "fabric.security_events",
+        "{event}",
+        "Refusals recorded as security_event, by event type.",
+    );
+    for (kind, n) in &c.security_events {
+        f.push(labels(&[("event_type", kind)]), PointValue::Int(*n));
+    }
+    out.push(f);
+}
+
+/// Tokens, queued model requests, and MCP servers up.
+fn model_families(c: &Counters, out: &mut Vec<Family>) {
+    let mut f = counter(
+        "fabric_tokens_total",
+        "fabric.tokens",
+        "{token}",
+        "Tokens by model key and type (input, output).",
+    );
+    for ((key, kind), n) in &c.tokens {
+        f.push(
+            labels(&[("model_key", key), ("type", kind)]),
+            PointValue::Int(*n),
+        );
+    }
+    out.push(f);
+    let mut f = counter(
+        "fabric_model_requests_queued_total",
+        "fabric.model.requests.queued",
+        "{request}",
+        "Model requests that waited for a free slot of their server (max_concurrent_requests).",
+    );
+    for (key, (n, _)) in &c.queued {
+        f.push(labels(&[("model_key", key)]), PointValue::Int(*n));
+    }
+    out.push(f);
+    let mut f = counter(
+        "fabric_model_queue_wait_seconds_total",
+        "fabric.model.queue.wait",
+        "s",
+        "Seconds model requests waited for a free slot.",
+    );
+    for (key, (_, secs)) in &c.queued {
+        f.push(labels(&[("model_key", key)]), PointValue::Float(*secs));
+    }
+    out.push(f);
+    let mut f = Family::new(
+        "fabric_mcp_servers_up",
+        "fabric.mcp.servers.up",
+        "{server}",
+        "MCP server processes up, by server name.",
+        Kind::Gauge,
+    );
+    for (server, n) in &c.mcp_up {
+        f.push(labels(&[("server", server)]), PointValue::Signed(*n));
+    }
+    out.push(f);
+}
+
+/// The histograms: steps, tool calls, model calls and tokens per call.
+fn duration_families(c: &Counters, out: &mut Vec<Family>) {
+    let mut f = Family::new(
+        "fabric_step_duration_seconds",
+        "fabric.step.duration",
+        "s",
+        "Loop steps: from one model request to the next, or to the run's end.",
+        Kind::Histogram,
+    );
+    if let Some(h) = &c.steps {
+        f.push(Vec::new(), PointValue::Histogram(h.clone()));
+    }
+    out.push(f);
+    let mut f = Family::new(
+        "fabric_tool_duration_seconds",
+        "fabric.tool.duration",
+        "s",
+        "Tool calls, from the call to its result or error, by tool.",
+        Kind::Histogram,
+    );
+    for (tool, h) in &c.tool_seconds {
+        f.push(labels(&[("tool", tool)]), PointValue::Histogram(h.clone()));
+    }
+    out.push(f);
+    let mut f = Family::new(
+        "gen_ai_client_operation_duration_seconds",
+        "gen_ai.client.operation.duration",
+        "s",
+        "GenAI client operation duration (chat calls), by model key.",
+        Kind::Histogram,
+    );
+    for (key, h) in &c.model_calls {
+        f.push(
+            labels(&[("gen_ai.operation.name", "chat"), ("model_key", key)]),
+            PointValue::Histogram(h.clone()),
+        );
+    }
+    out.push(f);
+    let mut f = Family::new(
+        "gen_ai_client_token_usage",
+        "gen_ai.client.token.usage",
+        "{token}",
+        "Tokens used per chat call, by model key and token type.",
+        Kind::Histogram,
+    );
+    for ((key, kind), h) in &c.token_usage {
+        f.push(
+            labels(&[
+                ("gen_ai.operation.name", "chat"),
+                ("model_key", key),
+                ("gen_ai.token.type", kind),
+            ]),
+            PointValue::Histogram(h.clone()),
+        );
+    }
+    out.push(f);
 }
 
 #[cfg(test)]

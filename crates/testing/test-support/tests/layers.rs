@@ -457,7 +457,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "core/src/history.rs: fold",
     "core/src/context.rs: compact",
     "core/src/metrics.rs: count",
-    "core/src/metrics.rs: snapshot",
     "core/src/recruit/mod.rs: route_by_keywords",
     "core/src/service/resume.rs: reopen",
     "core/src/service/worker.rs: run_claimed",
