@@ -71,43 +71,7 @@ pub fn route_by_keywords(
     let cover = keywords::greedy_cover(specialists, &required, &words);
 
     if cover.is_empty() {
-        // No capability anyone covers: the specialist whose own keywords fit best, else the
-        // default. Ties go to configuration order.
-        let mut scored: Vec<(usize, usize)> = specialists
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i, keywords::keyword_score(s, &words)))
-            .filter(|(_, score)| *score > 0)
-            .collect();
-        // Best first: the highest score, then configuration order.
-        scored.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let (id, reason) = match scored.first() {
-            Some(&(i, score)) => {
-                let mut reason = format!(
-                    "no capability keyword in the prompt; `{}` matched {score} of its own keywords",
-                    specialists[i].id
-                );
-                if let Some(&(other, _)) = scored.get(1).filter(|(_, s)| *s == score) {
-                    reason.push_str(&format!(
-                        " (tied with `{}`, which matched as many; `{}` is listed first in the configuration)",
-                        specialists[other].id, specialists[i].id
-                    ));
-                }
-                (specialists[i].id.clone(), reason)
-            }
-            None => (
-                default_id.to_owned(),
-                format!(
-                    "no capability or specialist keyword in the prompt; using the default specialist `{default_id}`"
-                ),
-            ),
-        };
-        return Recruitment {
-            specialist_ids: vec![id],
-            routing_method: RoutingMethod::Keyword,
-            required_capabilities: required,
-            reason,
-        };
+        return by_own_keywords(specialists, &words, default_id, required);
     }
 
     let position = |caps: &[String]| {
@@ -116,41 +80,8 @@ pub fn route_by_keywords(
             .min()
             .unwrap_or(usize::MAX)
     };
-    let ordered_owned: Vec<keywords::Pick>;
-    let mut ordered: Vec<&keywords::Pick> = cover.iter().collect();
-    // A task that only asks to look (review, audit, explain) is not handed to a specialist
-    // that writes when one that only reads covers part of it: "review the code for bugs"
-    // must not bring in an engineer who may change the code.
-    let mut dropped_writers: Vec<String> = Vec::new();
-    if keywords::reads_only(&words) && ordered.iter().any(|p| !specialists[p.index].may_write) {
-        ordered.retain(|p| {
-            let keep = !specialists[p.index].may_write;
-            if !keep {
-                dropped_writers.push(specialists[p.index].id.clone());
-            }
-            keep
-        });
-    } else if keywords::reads_only(&words)
-        && let Some(reader) = best_reader(specialists, &words)
-    {
-        // Only writers cover the task's capabilities, yet a read-only specialist answers to
-        // its words ("review the code" names `code`, which engineering covers, and `review`,
-        // which the reviewer answers to): the reader takes it alone.
-        dropped_writers = ordered
-            .iter()
-            .map(|p| specialists[p.index].id.clone())
-            .collect();
-        let covers = ordered.iter().flat_map(|p| p.covers.clone()).collect();
-        ordered_owned = vec![keywords::Pick {
-            index: reader,
-            covers,
-            tie: Some(format!(
-                "it only reads and answers to {} of its keywords",
-                keywords::keyword_score(&specialists[reader], &words)
-            )),
-        }];
-        ordered = ordered_owned.iter().collect();
-    }
+    let mut ordered: Vec<keywords::Pick> = cover;
+    let dropped_writers = only_look(specialists, &words, &mut ordered);
     ordered.sort_by(|a, b| {
         position(&a.covers)
             .cmp(&position(&b.covers))
@@ -202,6 +133,92 @@ pub fn route_by_keywords(
         required_capabilities: required,
         reason,
     }
+}
+
+/// No capability anyone covers: the specialist whose own keywords fit best, else the
+/// default. Ties go to configuration order.
+fn by_own_keywords(
+    specialists: &[Arc<SpecialistSpec>],
+    words: &[String],
+    default_id: &str,
+    required: Vec<String>,
+) -> Recruitment {
+    let mut scored: Vec<(usize, usize)> = specialists
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i, keywords::keyword_score(s, words)))
+        .filter(|(_, score)| *score > 0)
+        .collect();
+    // Best first: the highest score, then configuration order.
+    scored.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let (id, reason) = match scored.first() {
+        Some(&(i, score)) => {
+            let mut reason = format!(
+                "no capability keyword in the prompt; `{}` matched {score} of its own keywords",
+                specialists[i].id
+            );
+            if let Some(&(other, _)) = scored.get(1).filter(|(_, s)| *s == score) {
+                reason.push_str(&format!(
+                    " (tied with `{}`, which matched as many; `{}` is listed first in the configuration)",
+                    specialists[other].id, specialists[i].id
+                ));
+            }
+            (specialists[i].id.clone(), reason)
+        }
+        None => (
+            default_id.to_owned(),
+            format!(
+                "no capability or specialist keyword in the prompt; using the default specialist `{default_id}`"
+            ),
+        ),
+    };
+    Recruitment {
+        specialist_ids: vec![id],
+        routing_method: RoutingMethod::Keyword,
+        required_capabilities: required,
+        reason,
+    }
+}
+
+/// A task that only asks to look (review, audit, explain) is not handed to a specialist
+/// that writes when one that only reads covers part of it: "review the code for bugs" must
+/// not bring in an engineer who may change the code. Returns the writers left out.
+fn only_look(
+    specialists: &[Arc<SpecialistSpec>],
+    words: &[String],
+    ordered: &mut Vec<keywords::Pick>,
+) -> Vec<String> {
+    let mut dropped_writers: Vec<String> = Vec::new();
+    if !keywords::reads_only(words) {
+        return dropped_writers;
+    }
+    if ordered.iter().any(|p| !specialists[p.index].may_write) {
+        ordered.retain(|p| {
+            let keep = !specialists[p.index].may_write;
+            if !keep {
+                dropped_writers.push(specialists[p.index].id.clone());
+            }
+            keep
+        });
+    } else if let Some(reader) = best_reader(specialists, words) {
+        // Only writers cover the task's capabilities, yet a read-only specialist answers to
+        // its words ("review the code" names `code`, which engineering covers, and `review`,
+        // which the reviewer answers to): the reader takes it alone.
+        dropped_writers = ordered
+            .iter()
+            .map(|p| specialists[p.index].id.clone())
+            .collect();
+        let covers = ordered.iter().flat_map(|p| p.covers.clone()).collect();
+        *ordered = vec![keywords::Pick {
+            index: reader,
+            covers,
+            tie: Some(format!(
+                "it only reads and answers to {} of its keywords",
+                keywords::keyword_score(&specialists[reader], words)
+            )),
+        }];
+    }
+    dropped_writers
 }
 
 /// The read-only specialist whose own keywords fit the prompt best (configuration order on a

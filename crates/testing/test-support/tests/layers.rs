@@ -480,7 +480,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "core/src/history.rs: fold",
     "core/src/context.rs: compact",
     "core/src/metrics.rs: count",
-    "core/src/recruit/mod.rs: route_by_keywords",
     "core/src/service/resume.rs: reopen",
     "core/src/service/worker.rs: run_claimed",
     "apps/fabric/src/bootstrap.rs: ensure_available",
