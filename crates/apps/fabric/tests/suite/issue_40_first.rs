@@ -1,0 +1,153 @@
+//! Issue #40, first half: what outside eyes found, round two.
+
+#![allow(clippy::print_stderr)]
+
+use fabric_test_support::Turn;
+use serde_json::{Value, json};
+
+use super::fixture::{Fixture, of_kind};
+
+/// Installs a seccomp filter, then executes the rest of its arguments. `refuse` makes
+/// `unshare` and `setns` answer `EPERM`, `clone3` `ENOSYS` (so the C library falls back to
+/// `clone`) and `clone` with a namespace flag `EPERM`, as a container runtime's default
+/// profile or systemd's `RestrictNamespaces=` do; `allow` allows every call (a filter that
+/// changes nothing but is there).
+const SECCOMP_WRAPPER: &str = r#"
+import ctypes, os, struct, sys
+mode, argv = sys.argv[1], sys.argv[2:]
+LD, JEQ, JSET, RET = 0x20, 0x15, 0x45, 0x06
+ALLOW, ERRNO = 0x7fff0000, 0x00050000
+EPERM, ENOSYS = 1, 38
+def op(code, k, jt=0, jf=0):
+    return struct.pack("HBBI", code, jt, jf, k)
+if mode == "refuse":
+    prog = [
+        op(LD, 4), op(JEQ, 0xc000003e, 1, 0), op(RET, ALLOW),
+        op(LD, 0),
+        op(JEQ, 272, 0, 1), op(RET, ERRNO | EPERM),   # unshare
+        op(JEQ, 308, 0, 1), op(RET, ERRNO | EPERM),   # setns
+        op(JEQ, 435, 0, 1), op(RET, ERRNO | ENOSYS),  # clone3
+        op(JEQ, 56, 0, 3),                            # clone: its flags
+        op(LD, 16), op(JSET, 0x7E020080, 0, 1), op(RET, ERRNO | EPERM),
+        op(RET, ALLOW),
+    ]
+else:
+    prog = [op(RET, ALLOW)]
+code = b"".join(prog)
+buf = ctypes.create_string_buffer(code, len(code))
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+fprog = Prog(len(prog), ctypes.addressof(buf))
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(38, 1, 0, 0, 0) != 0:
+    sys.exit("PR_SET_NO_NEW_PRIVS: " + os.strerror(ctypes.get_errno()))
+if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+    sys.exit("PR_SET_SECCOMP: " + os.strerror(ctypes.get_errno()))
+os.execvp(argv[0], argv)
+"#;
+
+/// Two shell commands, then the end.
+fn two_commands() -> Vec<Turn> {
+    vec![
+        Turn::tool_call("shell", json!({"cmd": ["ls", "-a"]})),
+        Turn::tool_call("shell", json!({"cmd": ["echo", "hello"]})),
+        Turn::tool_call("finish_task", json!({"summary": "listed"})),
+    ]
+}
+
+/// A `fabric run --json` of `two_commands` started through `wrapper` (none: directly), with
+/// the sandbox probe's cache in `cache`; the runlog's events.
+async fn run_two_commands(wrapper: &[&str], cache: &std::path::Path) -> Vec<Value> {
+    let fx = Fixture::new(two_commands()).await;
+    let cache = cache.display().to_string();
+    let run = fx
+        .fabric_via(
+            wrapper,
+            &["run", "List the workspace", "--pack", "engineering", "--json"],
+            &[("XDG_CACHE_HOME", cache.as_str())],
+            60,
+        )
+        .await;
+    run.assert_code(0);
+    fx.runlog(&run.json())
+}
+
+/// The seccomp wrapper of `mode` (`refuse`, `allow`), its script written into `dir`.
+fn seccomp(dir: &std::path::Path, mode: &str) -> Vec<String> {
+    let script = dir.join("seccomp.py");
+    std::fs::write(&script, SECCOMP_WRAPPER).unwrap();
+    vec![
+        "python3".to_owned(),
+        script.display().to_string(),
+        mode.to_owned(),
+    ]
+}
+
+/// Whether this host gives commands namespaces at all (else the test has nothing to show).
+fn host_has_namespaces(events: &[Value]) -> bool {
+    let sandbox = &events[0]["payload"]["sandbox"];
+    if sandbox["namespaces"] == true {
+        return true;
+    }
+    eprintln!("SKIP: this host gives commands no namespaces: {sandbox}");
+    false
+}
+
+/// Both commands ran (exit code 0) and none failed.
+fn assert_commands_ran(events: &[Value]) {
+    let errors = of_kind(events, "tool_error");
+    assert!(errors.is_empty(), "no command failed: {errors:#?}");
+    let results: Vec<&Value> = of_kind(events, "tool_result")
+        .into_iter()
+        .filter(|e| e["payload"]["tool"] == "shell")
+        .collect();
+    assert_eq!(results.len(), 2, "{events:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_a_kept_namespace_verdict_does_not_hold_under_a_seccomp_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    // Primed by a run outside any filter.
+    let first = run_two_commands(&[], &cache).await;
+    if !host_has_namespaces(&first) {
+        return;
+    }
+    assert!(cache.join("agent-fabric/sandbox-probe.json").exists());
+    // Under a filter refusing the namespace calls, the kept verdict does not apply: the
+    // probe runs afresh, the commands run without namespaces, and `run_start` says so.
+    let wrapper = seccomp(dir.path(), "refuse");
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let events = run_two_commands(&wrapper, &cache).await;
+    assert_commands_ran(&events);
+    let sandbox = &events[0]["payload"]["sandbox"];
+    assert_eq!(sandbox["namespaces"], false, "{sandbox}");
+    assert!(
+        sandbox["host"]["namespaces_error"].as_str().is_some(),
+        "run_start says why: {sandbox}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_commands_fall_back_when_the_namespaces_fail_to_set_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    // Primed under a filter that allows everything: the key (one seccomp filter) is the
+    // same under the refusing filter, so the kept verdict says namespaces work.
+    let allow = seccomp(dir.path(), "allow");
+    let allow: Vec<&str> = allow.iter().map(String::as_str).collect();
+    let first = run_two_commands(&allow, &cache).await;
+    if !host_has_namespaces(&first) {
+        return;
+    }
+    let refuse = seccomp(dir.path(), "refuse");
+    let refuse: Vec<&str> = refuse.iter().map(String::as_str).collect();
+    let events = run_two_commands(&refuse, &cache).await;
+    // The setup failed, the probe ran again and the commands ran as a fresh probe decides:
+    // without namespaces.
+    assert_commands_ran(&events);
+    // The wrong verdict is gone: the next start probes afresh and records the truth.
+    let after = run_two_commands(&refuse, &cache).await;
+    assert_commands_ran(&after);
+    assert_eq!(after[0]["payload"]["sandbox"]["namespaces"], false);
+}
