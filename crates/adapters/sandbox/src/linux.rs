@@ -145,7 +145,12 @@ impl OsSandbox {
                 if policy.namespaces != old.namespaces
                     || policy.unprivileged != old.unprivileged =>
             {
-                tracing::warn!(error = why, namespaces = policy.namespaces, unprivileged = policy.unprivileged, "the sandbox's namespaces did not set up; the host was probed again and commands now run as it decided");
+                tracing::warn!(
+                    error = why,
+                    namespaces = policy.namespaces,
+                    unprivileged = policy.unprivileged,
+                    "the sandbox's namespaces did not set up; the host was probed again and commands now run as it decided"
+                );
                 *active = Arc::new(Active::new(policy, failed.protected.clone()));
                 true
             }
@@ -267,10 +272,7 @@ impl Active {
         };
         // With namespaces /tmp is a sized tmpfs of the command's own (the host directory is
         // then unused); without, the host directory is the command's TMPDIR.
-        let plan = self
-            .plan()
-            .transpose()
-            .map_err(Failure::namespaces)?;
+        let plan = self.plan().transpose().map_err(Failure::namespaces)?;
         if plan.is_some() {
             cmd.env("TMPDIR", "/tmp");
         } else {
@@ -350,7 +352,6 @@ impl Active {
             _tmp: tmp,
         }))
     }
-
 }
 
 impl ProcessSandbox for OsSandbox {
@@ -361,11 +362,10 @@ impl ProcessSandbox for OsSandbox {
     ) -> Result<SandboxGuard, ToolError> {
         let active = self.active();
         match active.prepare(cmd, ctx) {
-            Err(failure) if failure.namespaces && self.fall_back(&active, &failure.what) => {
-                self.active()
-                    .prepare(cmd, ctx)
-                    .map_err(Failure::into_tool_error)
-            }
+            Err(failure) if failure.namespaces && self.fall_back(&active, &failure.what) => self
+                .active()
+                .prepare(cmd, ctx)
+                .map_err(Failure::into_tool_error),
             prepared => prepared.map_err(Failure::into_tool_error),
         }
     }
