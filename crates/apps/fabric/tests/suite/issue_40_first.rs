@@ -63,7 +63,13 @@ async fn run_two_commands(wrapper: &[&str], cache: &std::path::Path) -> Vec<Valu
     let run = fx
         .fabric_via(
             wrapper,
-            &["run", "List the workspace", "--pack", "engineering", "--json"],
+            &[
+                "run",
+                "List the workspace",
+                "--pack",
+                "engineering",
+                "--json",
+            ],
             &[("XDG_CACHE_HOME", cache.as_str())],
             60,
         )
@@ -150,4 +156,60 @@ async fn issue_40_commands_fall_back_when_the_namespaces_fail_to_set_up() {
     let after = run_two_commands(&refuse, &cache).await;
     assert_commands_ran(&after);
     assert_eq!(after[0]["payload"]["sandbox"]["namespaces"], false);
+}
+
+/// A long answer streamed slowly on `backend`, stopped by a 2 s time budget: `run_failed`
+/// counted 0 tokens after about 400 were streamed. The prompt and the text received are
+/// counted, estimated, as when the token budget stops a stream (issue #26).
+async fn time_budget_counts_what_streamed(backend: &str) {
+    let mut scenario = fabric_test_support::Scenario::new(vec![Turn::text("word ".repeat(4_000))]);
+    // Twelve pieces of about 400 tokens, 400 ms apart: about five arrive in the 2 s.
+    scenario.stream_delay_ms = 400;
+    let fx = Fixture::with_backend(scenario, backend).await;
+    fx.append_config("budget:\n  max_wall_s: 2\n");
+    let run = fx
+        .fabric_with(
+            &[
+                "run",
+                "say many words",
+                "--pack",
+                "engineering",
+                "--stream",
+                "--json",
+            ],
+            &[("ANTHROPIC_API_KEY", "sk-ant-test-key")],
+        )
+        .await;
+    assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
+    let last = run.stdout.trim().lines().last().unwrap_or_default();
+    let result: Value = serde_json::from_str(last).unwrap();
+    let usage = &result["_meta"]["usage"];
+    assert!(
+        usage["completion_tokens"].as_u64() > Some(10),
+        "{backend}: {usage}"
+    );
+    assert!(
+        usage["prompt_tokens"].as_u64() > Some(0),
+        "{backend}: {usage}"
+    );
+    let reason = result["_meta"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("ran out during a model call")
+            && reason.contains("estimated from the prompt sent and the text received"),
+        "{backend}: {reason}"
+    );
+    let events = fx.runlog(&result);
+    let end = events.last().unwrap();
+    assert_eq!(end["kind"], "run_failed");
+    assert_eq!(end["payload"]["usage"], *usage, "{backend}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_a_time_budget_that_stops_a_stream_counts_its_tokens_openai() {
+    time_budget_counts_what_streamed("openai").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_a_time_budget_that_stops_a_stream_counts_its_tokens_anthropic() {
+    time_budget_counts_what_streamed("anthropic").await;
 }
