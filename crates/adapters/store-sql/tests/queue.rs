@@ -46,9 +46,18 @@ async fn opened(
 /// Claims by `worker` until one is granted: the positive sign that a lease has run out
 /// (polling on the database's clock, not sleeping the lease on ours); how long it took.
 async fn claim_when_expired(store: &SqlStore, worker: &str) -> (ClaimedRun, Duration) {
+    claim_for_when_expired(store, worker, LONG).await
+}
+
+/// [`claim_when_expired`] with a claim of `lease`.
+async fn claim_for_when_expired(
+    store: &SqlStore,
+    worker: &str,
+    lease: Duration,
+) -> (ClaimedRun, Duration) {
     let started = Instant::now();
     loop {
-        if let Some(claimed) = store.claim(worker, LONG).await.unwrap() {
+        if let Some(claimed) = store.claim(worker, lease).await.unwrap() {
             return (claimed, started.elapsed());
         }
         assert!(
@@ -487,15 +496,5 @@ async fn issue_40_takeovers_without_work_in_between_are_counted_as_deaths() {
 
 /// Claims for `lease` once the lease held runs out (polling on the database's clock).
 async fn claim_after(store: &SqlStore, lease: Duration) -> ClaimedRun {
-    let started = Instant::now();
-    loop {
-        if let Some(claimed) = store.claim("next", lease).await.unwrap() {
-            return claimed;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the lease never ran out"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    claim_for_when_expired(store, "next", lease).await.0
 }
