@@ -242,6 +242,9 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         let (verdict, what) = missing_model(settings, key, model, &listed);
         report.line(verdict, &format!("{label} present"), &what);
     }
+    if model.backend == Backend::OpenAiResponses {
+        responses_schema_check(model, &label, report).await;
+    }
     if model.backend == Backend::OpenAi {
         report.line(Verdict::Warn, &format!("{label} tools"), "OpenAI-compatible servers do not report tool support; a run tells (`model_unsupported`, exit 4)");
         return;
@@ -265,6 +268,49 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         // The `present` line said what runs will do instead.
         (false, _) => {}
     }
+}
+
+/// How a Responses API key asks for tool calls on its server (issue #40): whether the
+/// server enforces the schema of `constrained_decoding`, and a template that cannot call
+/// tools with constrained decoding off, which would call no tool.
+async fn responses_schema_check(
+    model: &fabric_config::ModelConfig,
+    label: &str,
+    report: &mut Report,
+) {
+    use fabric_domain::ConstrainedDecoding as C;
+    let (_, http) = crate::app::http_of(model);
+    let Ok(client) = fabric_llm::ResponsesClient::new(&http) else {
+        return;
+    };
+    let check = format!("{label} constrained decoding");
+    let (verdict, detail) = match (client.schema_route().await, model.constrained()) {
+        (fabric_llm::SchemaRoute::LlamaCpp { template_calls_tools: Some(false) }, C::Off) => (
+            Verdict::Fail,
+            "llama.cpp says the chat template cannot call tools and `constrained_decoding` is `off`: the model will answer in prose and call no tool; set `constrained_decoding: auto` (or `json_schema`)".to_owned(),
+        ),
+        (fabric_llm::SchemaRoute::LlamaCpp { template_calls_tools }, mode) => (
+            Verdict::Ok,
+            format!(
+                "llama.cpp's /v1/responses ignores `text.format`; the tool-call schema also goes as `response_format`, which it enforces ({})",
+                match (mode, template_calls_tools) {
+                    (C::Off, _) => "`constrained_decoding: off`: native tool calls",
+                    (C::JsonSchema, _) => "`json_schema`: every call",
+                    (C::Auto, Some(false)) => "`auto`: the chat template cannot call tools, so every call",
+                    (C::Auto, _) => "`auto`: the chat template calls tools, so native tool calls",
+                }
+            ),
+        ),
+        (fabric_llm::SchemaRoute::TextFormat, C::JsonSchema) => (
+            Verdict::Warn,
+            "the tool-call schema goes as `text.format`, which OpenAI enforces; this server does not say whether it does, and one that ignores it answers in prose and no tool is called".to_owned(),
+        ),
+        (fabric_llm::SchemaRoute::TextFormat, _) => (
+            Verdict::Ok,
+            "native tool calls (no llama.cpp `/props` says the template cannot call them)".to_owned(),
+        ),
+    };
+    report.line(verdict, &check, &detail);
 }
 
 /// A configured model the server does not list: what a run does about it (discovery takes

@@ -213,3 +213,147 @@ async fn issue_40_a_time_budget_that_stops_a_stream_counts_its_tokens_openai() {
 async fn issue_40_a_time_budget_that_stops_a_stream_counts_its_tokens_anthropic() {
     time_budget_counts_what_streamed("anthropic").await;
 }
+
+/// A run on `backend: openai-responses` with `constrained_decoding: json_schema`, against a
+/// server that answers llama.cpp's `/props` (`llama`) or not; the request bodies.
+async fn constrained_responses_run(llama: bool) -> Vec<Value> {
+    let turns = vec![
+        Turn::text(r#"{"name": "write_file", "arguments": {"path": "a.txt", "content": "A"}}"#),
+        Turn::text(r#"{"name": "finish_task", "arguments": {"summary": "wrote a.txt"}}"#),
+    ];
+    // A template that calls tools: `json_schema` constrains every call all the same.
+    let fx = responses_fixture(llama.then_some(true), "json_schema", turns).await;
+    let result = fx.run_json("write a.txt", &[], 0).await;
+    assert_eq!(result["summary"], "wrote a.txt");
+    let workspace = std::path::PathBuf::from(result["_meta"]["workspace"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("a.txt")).unwrap(),
+        "A"
+    );
+    let events = fx.runlog(&result);
+    let answers = of_kind(&events, "llm_response");
+    assert!(answers.iter().all(|e| e["payload"]["constrained"] == true));
+    fx.server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/responses")
+        .map(|r| r.body)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_the_responses_backend_asks_for_tool_calls_by_json_schema() {
+    for llama in [false, true] {
+        let bodies = constrained_responses_run(llama).await;
+        assert_eq!(bodies.len(), 2, "{bodies:#?}");
+        for body in &bodies {
+            // The Responses API's form: `text.format`, the tools in the instructions.
+            assert!(body.get("tools").is_none(), "{body}");
+            let format = &body["text"]["format"];
+            assert_eq!(format["type"], "json_schema", "{body}");
+            assert_eq!(format["name"], "tool_call");
+            assert_eq!(format["strict"], true);
+            let shapes = format["schema"]["anyOf"].as_array().unwrap();
+            assert!(
+                shapes
+                    .iter()
+                    .any(|s| s["properties"]["name"]["const"] == "write_file")
+            );
+            assert!(
+                body["instructions"]
+                    .as_str()
+                    .is_some_and(|i| i.contains("Answer with exactly one JSON object"))
+            );
+            // llama.cpp ignores `text.format` on /v1/responses but enforces the
+            // `response_format` it passes on: sent to it alone.
+            assert_eq!(
+                body["response_format"]["json_schema"]["schema"],
+                if llama {
+                    format["schema"].clone()
+                } else {
+                    Value::Null
+                },
+                "llama {llama}"
+            );
+        }
+    }
+}
+
+/// The scripted server as a Responses API server: llama.cpp's (`/props`, its template
+/// calling tools or not) or another; `mode`: the key's `constrained_decoding`.
+async fn responses_fixture(llama: Option<bool>, mode: &str, turns: Vec<Turn>) -> Fixture {
+    let mut scenario = fabric_test_support::Scenario::new(turns);
+    if let Some(calls_tools) = llama {
+        scenario.models[0].context_length = Some(32_768);
+        if !calls_tools {
+            scenario.models[0].capabilities = vec!["completion".to_owned()];
+        }
+    }
+    let fx = Fixture::with_backend(scenario, "openai-responses").await;
+    let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(
+        "    max_retries: 2\n",
+        &format!("    max_retries: 2\n    constrained_decoding: \"{mode}\"\n"),
+    );
+    std::fs::write(&fx.config, yaml).unwrap();
+    fx
+}
+
+/// `auto` on the Responses backend asks by JSON schema where llama.cpp's `/props` says the
+/// chat template cannot call tools (SmolLM2's), and natively elsewhere.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_auto_on_the_responses_backend_follows_the_template() {
+    for calls_tools in [false, true] {
+        let turns = if calls_tools {
+            vec![
+                Turn::tool_call("list_files", json!({})),
+                Turn::tool_call("finish_task", json!({"summary": "listed"})),
+            ]
+        } else {
+            vec![
+                Turn::text(r#"{"name": "list_files", "arguments": {}}"#),
+                Turn::text(r#"{"name": "finish_task", "arguments": {"summary": "listed"}}"#),
+            ]
+        };
+        let fx = responses_fixture(Some(calls_tools), "auto", turns).await;
+        let result = fx.run_json("list the files", &[], 0).await;
+        assert_eq!(
+            result["summary"], "listed",
+            "template calls tools: {calls_tools}"
+        );
+        let body = &fx.requests()[0];
+        assert_eq!(body.get("tools").is_some(), calls_tools, "{body}");
+        assert_eq!(body.get("text").is_none(), calls_tools, "{body}");
+    }
+}
+
+/// `fabric doctor` says where the schema goes on a Responses key's server, warns where the
+/// server does not say it enforces it, and fails a template that cannot call tools with
+/// constrained decoding off (a run would call no tool).
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_doctor_says_how_a_responses_key_asks_for_tool_calls() {
+    for (llama, mode, expected) in [
+        (
+            None,
+            "json_schema",
+            "[warn] model `test` constrained decoding: the tool-call schema goes as `text.format`, which OpenAI enforces; this server does not say whether it does",
+        ),
+        (
+            Some(false),
+            "auto",
+            "[ok  ] model `test` constrained decoding: llama.cpp's /v1/responses ignores `text.format`; the tool-call schema also goes as `response_format`, which it enforces (`auto`: the chat template cannot call tools, so every call)",
+        ),
+        (
+            Some(false),
+            "off",
+            "[FAIL] model `test` constrained decoding: llama.cpp says the chat template cannot call tools and `constrained_decoding` is `off`",
+        ),
+    ] {
+        let fx = responses_fixture(llama, mode, Vec::new()).await;
+        let run = fx.fabric(&["doctor"]).await;
+        assert!(
+            run.stdout.contains(expected),
+            "{llama:?} {mode}:\n{}",
+            run.stdout
+        );
+    }
+}
