@@ -62,6 +62,7 @@ pub(crate) async fn doctor(cli: &Cli) -> anyhow::Result<u8> {
     store_check(&settings, &mut report).await;
     embedding_check(&settings, &mut report).await;
     sandbox_checks(&settings, &mut report);
+    container_checks(&settings, &mut report).await;
     git_check(&settings, &mut report).await;
     Ok(if report.failed { 1 } else { 0 })
 }
@@ -452,10 +453,6 @@ fn sandbox_checks(settings: &Settings, report: &mut Report) {
             &format!("none for commands: {why}; memory is capped by RLIMIT_AS alone, which shared memory and kernel buffers escape"),
         ),
     }
-    match which("podman") {
-        Some(path) => report.line(Verdict::Ok, "podman", &format!("{} (for specialists with `container_image`)", path.display())),
-        None => report.line(Verdict::Warn, "podman", "not installed; specialists with `container_image` cannot run their shell (`apt-get install podman`)"),
-    }
     let mode = settings.sandbox.mode;
     match crate::app::tools::sandbox_policy(settings, None) {
         Ok(policy) => {
@@ -484,12 +481,46 @@ fn sandbox_checks(settings: &Settings, report: &mut Report) {
     }
 }
 
-/// The first `name` on the system PATH.
-fn which(name: &str) -> Option<std::path::PathBuf> {
-    ["/usr/local/bin", "/usr/bin", "/bin"]
-        .iter()
-        .map(|dir| std::path::Path::new(dir).join(name))
-        .find(|p| p.is_file())
+/// Podman, and for each image a specialist's `container_image` names, that a container of
+/// it starts as a call starts one (issue #40: `[ok] podman` while every call exited 125).
+async fn container_checks(settings: &Settings, report: &mut Report) {
+    let Some(path) = fabric_tools::podman_path() else {
+        report.line(Verdict::Warn, "podman", "not installed; specialists with `container_image` cannot run their shell (`apt-get install podman catatonit`)");
+        return;
+    };
+    let mut images: Vec<(&str, &str)> = Vec::new();
+    for spec in &settings.specialists {
+        if let Some(image) = spec.container_image.as_deref()
+            && !images.iter().any(|(i, _)| *i == image)
+        {
+            images.push((image, &spec.id));
+        }
+    }
+    if images.is_empty() {
+        report.line(
+            Verdict::Ok,
+            "podman",
+            &format!(
+                "{} (no specialist has `container_image`, so no container was started)",
+                path.display()
+            ),
+        );
+        return;
+    }
+    for (image, id) in images {
+        match fabric_tools::container_starts(image, Duration::from_secs(60)).await {
+            Ok(()) => report.line(
+                Verdict::Ok,
+                "podman",
+                &format!("a container of `{image}` (specialist `{id}`) starts"),
+            ),
+            Err(why) => report.line(
+                Verdict::Fail,
+                "podman",
+                &format!("{why}; specialist `{id}` can run no command (a missing `catatonit`, which Debian's podman only recommends: `apt-get install catatonit`; an image not present: `podman pull {image}`)"),
+            ),
+        }
+    }
 }
 
 /// Where `program` is on PATH, if it is.

@@ -4,6 +4,7 @@
 
 use fabric_test_support::Turn;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 use super::fixture::{Fixture, of_kind};
 
@@ -356,4 +357,135 @@ async fn issue_40_doctor_says_how_a_responses_key_asks_for_tool_calls() {
             run.stdout
         );
     }
+}
+
+/// A fixture whose engineering specialist runs its shell in `image`, scripted to write a
+/// file, list the workspace through the container and finish.
+async fn containerised(image: &str) -> Fixture {
+    let fx = Fixture::new(vec![
+        Turn::tool_call("write_file", json!({"path": "a.txt", "content": "A"})),
+        Turn::tool_call("shell", json!({"cmd": ["ls"]})),
+        Turn::tool_call("finish_task", json!({"summary": "listed"})),
+    ])
+    .await;
+    fx.append_config(&format!(
+        "specialists:\n  engineering:\n    container_image: {image}\n"
+    ));
+    fx
+}
+
+/// An image of busybox alone (Debian's busybox-static), imported once: images cannot be
+/// pulled here.
+fn busybox_image(dir: &std::path::Path) -> &'static str {
+    const IMAGE: &str = "localhost/fabric-test-busybox:40";
+    let root = dir.join("rootfs");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
+    for applet in ["ls", "true", "sh", "echo", "cat"] {
+        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
+    }
+    let tar = dir.join("rootfs.tar");
+    let packed = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&root)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(packed.success());
+    let imported = std::process::Command::new("podman")
+        .args(["import", "--change", "ENV PATH=/bin"])
+        .arg(&tar)
+        .arg(IMAGE)
+        .output()
+        .unwrap();
+    assert!(imported.status.success(), "{imported:?}");
+    IMAGE
+}
+
+/// A real containerised specialist: its `ls` runs in a container of a local image and sees
+/// the workspace, and `fabric doctor` starts a container of that image to say it works.
+#[cfg_attr(
+    not(fabric_has_podman),
+    ignore = "needs Podman, catatonit and busybox-static: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_a_containerised_specialist_runs_its_commands_in_a_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = busybox_image(dir.path());
+    // Some hosts cannot run a container at all (crun refusing hybrid cgroups, or the
+    // default rlimits): said loudly, a failure where the test deps are required.
+    if let Err(why) = fabric_tools::container_starts(image, Duration::from_secs(60)).await {
+        assert!(
+            std::env::var_os("FABRIC_REQUIRE_TEST_DEPS").is_none(),
+            "no container starts on this host: {why}"
+        );
+        eprintln!("SKIP: no container starts on this host: {why}");
+        return;
+    }
+    let fx = containerised(image).await;
+    let result = fx.run_json("write a.txt and list", &[], 0).await;
+    let events = fx.runlog(&result);
+    let listed = of_kind(&events, "tool_result")
+        .into_iter()
+        .find(|e| e["payload"]["tool"] == "shell")
+        .unwrap()
+        .clone();
+    assert_eq!(listed["payload"]["result"]["exit_code"], 0, "{listed}");
+    assert!(
+        listed["payload"]["result"]["stdout"]
+            .as_str()
+            .is_some_and(|s| s.contains("a.txt")),
+        "{listed}"
+    );
+    let doctor = fx.fabric(&["doctor"]).await;
+    assert!(
+        doctor.stdout.contains(&format!(
+            "[ok  ] podman: a container of `{image}` (specialist `engineering`) starts"
+        )),
+        "{}",
+        doctor.stdout
+    );
+}
+
+/// A container that cannot start (here: its image is not present; on Debian without
+/// catatonit, every one) fails each call as a tool error naming Podman's words, not as a
+/// command that ran and exited 125, and `fabric doctor` fails the check.
+#[cfg_attr(
+    not(fabric_has_podman),
+    ignore = "needs Podman: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_a_container_that_does_not_start_is_a_tool_error_and_a_doctor_failure() {
+    let image = "localhost/fabric-test-absent:40";
+    let fx = containerised(image).await;
+    let run = fx
+        .fabric(&[
+            "run",
+            "write a.txt and list",
+            "--pack",
+            "engineering",
+            "--json",
+        ])
+        .await;
+    let events = fx.runlog(&run.json());
+    let errors = of_kind(&events, "tool_error");
+    assert_eq!(errors.len(), 1, "{events:#?}");
+    let message = errors[0]["payload"]["error_message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "Podman could not start a container of the image `{image}` (exit 125)"
+        )),
+        "{message}"
+    );
+    let doctor = fx.fabric(&["doctor"]).await;
+    assert_eq!(doctor.code(), 1, "{}", doctor.stdout);
+    assert!(
+        doctor.stdout.contains(&format!(
+            "[FAIL] podman: a container of `{image}` did not start"
+        )),
+        "{}",
+        doctor.stdout
+    );
 }
