@@ -50,9 +50,13 @@ pub(crate) fn did_not_start(
 
 /// Whether a container of `image` starts here, as every call starts one (`--init`, no
 /// pull, no network) running `true`, within `within`: `fabric doctor`'s check (issue #40:
-/// `[ok] podman` while every call failed). The error is Podman's own words.
-pub async fn container_starts(image: &str, within: std::time::Duration) -> Result<(), String> {
-    let podman = podman_path().ok_or("Podman is not installed")?;
+/// `[ok] podman` while every call failed). The error holds Podman's own words.
+pub async fn container_starts(
+    image: &str,
+    within: std::time::Duration,
+) -> Result<(), fabric_core::ToolError> {
+    let failed = |what: String| fabric_core::ToolError::Failed(what);
+    let podman = podman_path().ok_or_else(|| failed("Podman is not installed".to_owned()))?;
     let run = tokio::process::Command::new(podman)
         .args([
             "run",
@@ -69,21 +73,20 @@ pub async fn container_starts(image: &str, within: std::time::Duration) -> Resul
     let output = tokio::time::timeout(within, run)
         .await
         .map_err(|_| {
-            format!(
+            failed(format!(
                 "no container of `{image}` started within {} s",
                 within.as_secs()
-            )
+            ))
         })?
-        .map_err(|e| format!("podman did not start: {e}"))?;
+        .map_err(|e| failed(format!("podman did not start: {e}")))?;
     if output.status.success() {
         return Ok(());
     }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    Err(format!(
+    Err(failed(format!(
         "a container of `{image}` did not start ({}): {}",
         output.status,
-        stderr.trim()
-    ))
+        String::from_utf8_lossy(&output.stderr).trim()
+    )))
 }
 
 /// The arguments of `podman` that run `program args` in the container named `name`.
