@@ -168,22 +168,8 @@ async fn time_budget_counts_what_streamed(backend: &str) {
     scenario.stream_delay_ms = 400;
     let fx = Fixture::with_backend(scenario, backend).await;
     fx.append_config("budget:\n  max_wall_s: 2\n");
-    let run = fx
-        .fabric_with(
-            &[
-                "run",
-                "say many words",
-                "--pack",
-                "engineering",
-                "--stream",
-                "--json",
-            ],
-            &[("ANTHROPIC_API_KEY", "sk-ant-test-key")],
-        )
-        .await;
-    assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
-    let last = run.stdout.trim().lines().last().unwrap_or_default();
-    let result: Value = serde_json::from_str(last).unwrap();
+    let result =
+        super::budgets::stopped_stream(&fx, &[("ANTHROPIC_API_KEY", "sk-ant-test-key")]).await;
     let usage = &result["_meta"]["usage"];
     assert!(
         usage["completion_tokens"].as_u64() > Some(10),
