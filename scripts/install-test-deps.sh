@@ -31,6 +31,10 @@
 #   apt:  chromium and chromium-driver (Debian's packages), the headless browser and its
 #         WebDriver that the web run viewer's tests drive (needs root)
 #   apt:  cmake and build-essential, when the llama.cpp builds are to be done (needs root)
+#   apt:  podman, catatonit (the `--init` every container call uses; Debian's podman only
+#         recommends it, and without it every call exits 125) and busybox-static (the one
+#         program of the image the containerised specialist's test imports), for a real
+#         containerised specialist in the suite (needs root)
 #
 # The tests find the install through the same variable and skip with a message naming this
 # script when it is missing; .ci/run runs this script first, so in CI nothing is skipped.
@@ -96,6 +100,10 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
 fi
 if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
     apt_install "Chromium or its WebDriver" chromium chromium-driver
+fi
+if [[ ! -x /usr/bin/podman || ! -x /bin/busybox ]] \
+    || ! [[ -x /usr/bin/catatonit || -x /usr/libexec/podman/catatonit ]]; then
+    apt_install "Podman, its container init or busybox" podman catatonit busybox-static
 fi
 
 mkdir -p "$DEPS"

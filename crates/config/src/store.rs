@@ -30,6 +30,10 @@ pub struct StoreConfig {
     /// With `queue`: most runs queued or running across every worker; one more is refused
     /// (429). `None`: no limit besides each worker's `--concurrency`.
     pub max_runs_in_flight: Option<u64>,
+    /// With `queue`: takeovers in a row of a run whose workers stopped while holding it with
+    /// no work recorded in between, after which it is ended `failed` instead of claimed
+    /// again (issue #40: a run that kills its worker).
+    pub max_worker_deaths: u32,
     /// Where every checkpoint of a versioned workspace is pushed (any URL or path git can
     /// push to), so a worker without this disk can take a run over (issue #25; implies
     /// `workspace_history`). A password in it is shown as `***`.
@@ -44,6 +48,9 @@ pub struct StoreConfig {
 /// [`StoreConfig::lease_s`] when the file does not say.
 pub(crate) const DEFAULT_LEASE_S: u64 = 30;
 
+/// [`StoreConfig::max_worker_deaths`] when the file does not say.
+pub(crate) const DEFAULT_MAX_WORKER_DEATHS: u32 = 3;
+
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
@@ -51,6 +58,7 @@ impl Default for StoreConfig {
             queue: false,
             lease_s: DEFAULT_LEASE_S,
             max_runs_in_flight: None,
+            max_worker_deaths: DEFAULT_MAX_WORKER_DEATHS,
             workspace_remote: None,
             workspace_history: false,
         }
@@ -100,6 +108,7 @@ pub(crate) struct RawStore {
     pub(crate) queue: Option<bool>,
     pub(crate) lease_s: Option<u64>,
     pub(crate) max_runs_in_flight: Option<u64>,
+    pub(crate) max_worker_deaths: Option<u32>,
     pub(crate) workspace_remote: Option<String>,
     pub(crate) workspace_history: Option<bool>,
 }
@@ -141,6 +150,15 @@ impl RawStore {
                 ));
             }
             base.max_runs_in_flight = Some(limit);
+        }
+        if let Some(deaths) = self.max_worker_deaths {
+            if !(1..=100).contains(&deaths) {
+                return Err(invalid(
+                    "store.max_worker_deaths",
+                    format!("must be between 1 and 100, got {deaths}"),
+                ));
+            }
+            base.max_worker_deaths = deaths;
         }
         if let Some(remote) = self.workspace_remote {
             let remote = remote.trim();
@@ -295,6 +313,13 @@ mod tests {
     }
 
     #[test]
+    fn issue_40_max_worker_deaths_defaults_to_three_and_is_read() {
+        assert_eq!(load("").unwrap().store.max_worker_deaths, 3);
+        let s = load("store:\n  max_worker_deaths: 5\n").unwrap();
+        assert_eq!(s.store.max_worker_deaths, 5);
+    }
+
+    #[test]
     fn an_unknown_model_key_names_the_configured_keys() {
         let e = load("run_index:\n  embedding_model_key: embed\n").unwrap_err();
         assert_eq!(
@@ -312,11 +337,15 @@ mod tests {
             ),
             (
                 "store:\n  path: x\n",
-                "`store.path`: unknown field `path`, expected one of `url`, `queue`, `lease_s`, `max_runs_in_flight`",
+                "`store.path`: unknown field `path`, expected one of `url`, `queue`, `lease_s`, `max_runs_in_flight`, `max_worker_deaths`",
             ),
             (
                 "store:\n  lease_s: 1\n",
                 "`store.lease_s`: must be between 2 and 3600 seconds, got 1",
+            ),
+            (
+                "store:\n  max_worker_deaths: 0\n",
+                "`store.max_worker_deaths`: must be between 1 and 100, got 0",
             ),
             (
                 "run_index:\n  embedding_model: \" \"\n",

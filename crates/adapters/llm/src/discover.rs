@@ -68,7 +68,7 @@ impl OpenAiClient {
 
 /// llama.cpp's `GET /props`: the context window of each slot, what the chat template can do.
 #[derive(Debug, Default, Deserialize)]
-struct Props {
+pub(crate) struct Props {
     #[serde(default)]
     default_generation_settings: Option<SlotSettings>,
     #[serde(default)]
@@ -113,16 +113,38 @@ impl OpenAiClient {
     }
 
     async fn props(&self) -> Option<Props> {
-        let base = self.base_url();
-        let root = base.strip_suffix("/v1").unwrap_or(base);
-        let url = format!("{root}/props");
-        let bytes = self
-            .transport()
-            .fetch(Method::GET, &url, None::<&()>)
-            .await
-            .map_err(|e| tracing::debug!(%url, "no /props: {e}"))
-            .ok()?;
-        decode_json(&url, &bytes).ok()
+        props(self.transport()).await
+    }
+}
+
+/// llama.cpp's `GET /props` beside the API root of `transport`, or `None` from a server
+/// without it.
+pub(crate) async fn props(transport: &Transport) -> Option<Props> {
+    let base = transport.base_url();
+    let root = base.strip_suffix("/v1").unwrap_or(base);
+    let url = format!("{root}/props");
+    let bytes = transport
+        .fetch(Method::GET, &url, None::<&()>)
+        .await
+        .map_err(|e| tracing::debug!(%url, "no /props: {e}"))
+        .ok()?;
+    decode_json(&url, &bytes).ok()
+}
+
+/// What llama.cpp's `/props` says of a server's chat template, when it answers: whether
+/// the template can call tools (`None`: it does not say).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LlamaProps {
+    pub(crate) supports_tools: Option<bool>,
+}
+
+impl LlamaProps {
+    /// Asks the server behind `transport`; `None` when it has no `/props` (not llama.cpp).
+    pub(crate) async fn of(transport: &Transport) -> Option<Self> {
+        let props = props(transport).await?;
+        Some(Self {
+            supports_tools: props.chat_template_caps.and_then(|c| c.supports_tools),
+        })
     }
 }
 

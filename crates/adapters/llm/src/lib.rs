@@ -65,7 +65,7 @@ pub use fabric_domain::Backend;
 pub use fabric_domain::ConstrainedDecoding;
 pub use ollama::{OllamaClient, OllamaModel};
 pub use openai::OpenAiClient;
-pub use responses::ResponsesClient;
+pub use responses::{ResponsesClient, SchemaRoute};
 pub use transport::HttpSettings;
 
 /// Builds the client for `backend`. `num_ctx` is the context window asked of Ollama on

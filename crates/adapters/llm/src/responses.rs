@@ -15,16 +15,37 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
+use fabric_core::{
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions,
+};
 use fabric_domain::{Message, ResponseChaining, Role, ToolCall};
 use reqwest::Method;
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::ConstrainedDecoding;
+use crate::constrained::Constrained;
+use crate::discover::LlamaProps;
 use crate::error::{ClientBuildError, NotFound, conclude};
 use crate::responses_wire::{self as wire, Event, Item};
 use crate::sse::SseParser;
 use crate::toolcalls::{CallAssembler, CallDelta, arguments_text, call_id_or_generate};
 use crate::transport::{HttpSettings, Transport, decode_json};
+
+/// Where a Responses API client puts the tool-call schema of constrained decoding, as the
+/// server takes it (issue #40).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaRoute {
+    /// llama.cpp's server, whose `/v1/responses` ignores `text.format`: the schema goes as
+    /// `response_format` too, which it enforces. `template_calls_tools`: what its `/props`
+    /// says of the chat template (`None`: it does not say).
+    LlamaCpp {
+        /// Whether the chat template can call tools.
+        template_calls_tools: Option<bool>,
+    },
+    /// Any other server: `text.format` alone, the Responses API's form, which OpenAI
+    /// enforces; a server that ignores it answers in prose.
+    TextFormat,
+}
 
 /// How many received turns the client remembers (their response ids and reasoning items).
 const REMEMBERED_TURNS: usize = 4096;
@@ -39,6 +60,11 @@ pub struct ResponsesClient {
     /// conversation goes from then on.
     chain_refused: AtomicBool,
     memory: Mutex<Memory>,
+    /// How tool calls are asked for (`constrained_decoding`, issue #40).
+    constrained: ConstrainedDecoding,
+    /// What llama.cpp's `/props` says, asked once when constrained decoding needs it;
+    /// `None` inside: the server has no `/props` (not llama.cpp).
+    llama: tokio::sync::OnceCell<Option<LlamaProps>>,
 }
 
 /// What one received turn left behind, keyed by the assistant message the engine will send
@@ -94,7 +120,85 @@ impl ResponsesClient {
             chaining: settings.chaining,
             chain_refused: AtomicBool::new(false),
             memory: Mutex::new(Memory::default()),
+            constrained: settings.constrained,
+            llama: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// Where constrained decoding's schema goes on this server, asked once (`fabric doctor`
+    /// says it, issue #40).
+    pub async fn schema_route(&self) -> SchemaRoute {
+        match self.llama_props().await {
+            Some(props) => SchemaRoute::LlamaCpp {
+                template_calls_tools: props.supports_tools,
+            },
+            None => SchemaRoute::TextFormat,
+        }
+    }
+
+    /// llama.cpp's `/props`, asked once; `None` from another server.
+    async fn llama_props(&self) -> Option<LlamaProps> {
+        *self
+            .llama
+            .get_or_init(|| LlamaProps::of(&self.transport))
+            .await
+    }
+
+    /// The constraint of a call with `tools`, and whether the server is llama.cpp's (which
+    /// reads the schema as `response_format`): under `json_schema` always, under `auto`
+    /// when `/props` says the chat template cannot call tools; `None`: native tool calls.
+    async fn constraint(&self, tools: &ToolDefinitions) -> Option<(Constrained, bool)> {
+        if self.constrained == ConstrainedDecoding::Off {
+            return None;
+        }
+        let constrained = Constrained::new(tools)?;
+        let llama = self.llama_props().await;
+        let lacks_tools = llama.is_some_and(|p| p.supports_tools == Some(false));
+        match self.constrained {
+            ConstrainedDecoding::Auto if !lacks_tools => None,
+            _ => Some((constrained, llama.is_some())),
+        }
+    }
+
+    /// One call whose answer must be one tool call as JSON ([`Constrained`]): the schema as
+    /// `text.format` (the Responses API's form), and as `response_format` too for llama.cpp,
+    /// whose `/v1/responses` ignores `text.format`. The conversation is sent whole.
+    async fn constrained_chat(
+        &self,
+        request: ChatRequest<'_>,
+        (constrained, llama): (&Constrained, bool),
+    ) -> Result<ChatResponse, ChatError> {
+        let messages = constrained.messages(request.messages);
+        let none = ToolDefinitions::none();
+        let plain = ChatRequest {
+            messages: &messages,
+            tools: &none,
+            ..request
+        };
+        let mut body = self.body(&plain, false);
+        body.text = Some(json!({"format": {
+            "type": "json_schema",
+            "name": "tool_call",
+            "schema": constrained.schema,
+            "strict": true,
+        }}));
+        if llama {
+            body.response_format = Some(json!({
+                "type": "json_schema",
+                "json_schema": {"name": "tool_call", "strict": true, "schema": constrained.schema},
+            }));
+        }
+        tracing::debug!(url = %self.url, llama, "responses request constrained by JSON schema");
+        let result = self
+            .send(&body, &fabric_core::NoopObserver)
+            .await
+            .map(|(response, _)| constrained.parse(response));
+        conclude(
+            result,
+            request.model,
+            NotFound::OnlyIfBodySaysModel,
+            "responses",
+        )
     }
 
     /// The address requests go to.
@@ -282,6 +386,9 @@ impl ChatClient for ResponsesClient {
         request: ChatRequest<'_>,
         observer: &dyn ChatObserver,
     ) -> Result<ChatResponse, ChatError> {
+        if let Some((constrained, llama)) = self.constraint(request.tools).await {
+            return self.constrained_chat(request, (&constrained, llama)).await;
+        }
         let chain = self.chaining == ResponseChaining::PreviousResponseId
             && !self.chain_refused.load(Ordering::Relaxed);
         let mut body = self.body(&request, chain);

@@ -36,6 +36,16 @@ pub(crate) struct Request<'a> {
     /// the server keeps nothing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) include: Vec<&'static str>,
+    /// The answer's form: `{"format": {"type": "json_schema", …}}` under constrained
+    /// decoding (crate::constrained), which OpenAI enforces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) text: Option<Value>,
+    /// The same schema as llama.cpp's server reads it on `/v1/responses`: it ignores
+    /// `text.format` but passes the body's other fields to its Chat Completions, whose
+    /// grammar sampler enforces `response_format` (issue #40). Sent only to a server that
+    /// answers llama.cpp's `/props`; OpenAI refuses an unknown parameter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) response_format: Option<Value>,
 }
 
 impl<'a> Request<'a> {
@@ -103,6 +113,8 @@ impl<'a> Request<'a> {
             store: false,
             previous_response_id: None,
             include: Vec::new(),
+            text: None,
+            response_format: None,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The namespace probe's good verdict, kept between processes (issue #26). The probe sets up
 //! a command's namespaces twice on `true` (about a third of a cold one-step `fabric run`);
-//! its answer changes only with the kernel, the boot, the user and a few sysctls, which make
-//! the key. Only a working setup is kept: a host where namespaces fail is probed again each
+//! its answer changes only with the kernel, the boot, the user, a few sysctls and the
+//! process's own confinement (capabilities, seccomp filters, LSM label), which make the key. Only a working setup is kept: a host where namespaces fail is probed again each
 //! time, so a fix is seen at once, and a stale "works" heals itself (a command whose
 //! namespaces fail to set up removes the file, see [`forget`]).
 //!
@@ -40,18 +40,34 @@ fn key(root: bool) -> String {
         read("/proc/sys/user/max_user_namespaces"),
         read("/proc/sys/kernel/unprivileged_userns_clone"),
         read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
+        // A seccomp filter (a container runtime's default profile, systemd's
+        // `RestrictNamespaces=`) may refuse `unshare`/`clone3`, and an LSM profile may
+        // refuse user namespaces: a verdict kept outside them does not hold inside (issue
+        // #40).
+        status_lines(&["Seccomp:", "Seccomp_filters:", "NoNewPrivs:"]),
+        read("/proc/self/attr/current"),
     ]
     .join("|")
 }
 
 /// This process's effective capabilities, as `/proc/self/status` shows them.
 fn capabilities() -> String {
+    status_lines(&["CapEff:"])
+}
+
+/// The values of the `/proc/self/status` lines named by `prefixes`, in their order there.
+fn status_lines(prefixes: &[&str]) -> String {
     std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
+        .map(|status| {
             status
                 .lines()
-                .find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_owned()))
+                .filter_map(|l| {
+                    prefixes
+                        .iter()
+                        .find_map(|p| l.strip_prefix(p).map(|v| v.trim().to_owned()))
+                })
+                .collect::<Vec<_>>()
+                .join(",")
         })
         .unwrap_or_default()
 }

@@ -3,7 +3,8 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use fabric_core::fs::DiskWatch;
 use fabric_core::{CommandWatch, ProcessSandbox, SandboxGuard, ToolContext, ToolError};
@@ -29,33 +30,147 @@ const SYSTEM_READ: &[&str] = &[
 /// Device files a command may also write (redirections, `dd`, tests).
 const DEVICE_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
-/// The sandbox of every tool process of this fabric, for one effective [`Policy`].
+/// The sandbox of every tool process of this fabric, for one effective [`Policy`]: the one
+/// decided at startup, or the one a fresh probe decided after a command's namespaces failed
+/// to set up (issue #40: a kept verdict that no longer held disabled every command).
 #[derive(Debug, Clone)]
 pub struct OsSandbox {
+    /// What commands get now.
+    active: Arc<RwLock<Arc<Active>>>,
+    /// Whether the host was probed afresh already: at most once per sandbox.
+    reprobed: Arc<AtomicBool>,
+}
+
+/// One effective policy and what applying it needs.
+#[derive(Debug)]
+struct Active {
     policy: Policy,
+    /// The policy as `run_start` records it, made once (issue #14).
+    record: Arc<serde_json::Value>,
     /// The namespace setup, when the policy has namespaces: made at the first command
     /// (issue #26: a run whose tools start no process does not pay for scanning `/etc`
     /// and, as root, making a user namespace).
-    plan: Option<Arc<OnceLock<Result<Plan, SandboxError>>>>,
+    plan: Option<OnceLock<Result<Plan, SandboxError>>>,
     /// Paths inside a workspace that commands may read but never change (`.git`, …).
     protected: Vec<String>,
+}
+
+/// Why a command's confinement could not be set up: the words for the model, and whether
+/// it was the namespaces (which a fresh probe may decide to do without).
+struct Failure {
+    namespaces: bool,
+    what: String,
+}
+
+impl Failure {
+    fn other(what: String) -> Self {
+        Self {
+            namespaces: false,
+            what,
+        }
+    }
+
+    fn namespaces(what: impl std::fmt::Display) -> Self {
+        Self {
+            namespaces: true,
+            what: format!("namespaces: {what}"),
+        }
+    }
+
+    fn into_tool_error(self) -> ToolError {
+        ToolError::Failed(format!(
+            "the command was not started: the OS sandbox could not be set up ({})",
+            self.what
+        ))
+    }
 }
 
 impl OsSandbox {
     /// The sandbox applying `policy`, keeping the workspace's `protected` paths (relative
     /// names such as `.git`) read-only for processes where it has namespaces.
     pub fn new(policy: Policy, protected: Vec<String>) -> Result<Self, SandboxError> {
-        let plan = policy.namespaces.then(Default::default);
         Ok(Self {
-            policy,
-            plan,
-            protected,
+            active: Arc::new(RwLock::new(Arc::new(Active::new(policy, protected)))),
+            reprobed: Arc::default(),
         })
     }
 
-    /// The policy it applies.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
+    /// The policy it applies now.
+    pub fn policy(&self) -> Policy {
+        self.active().policy.clone()
+    }
+
+    /// What a run records about this sandbox now: the effective policy (`run_start`'s
+    /// `sandbox`) and the notices that go with it.
+    pub fn record(&self) -> fabric_core::RunSandbox {
+        let active = self.active();
+        fabric_core::RunSandbox {
+            policy: active.record.clone(),
+            notices: active.policy.notices(),
+        }
+    }
+
+    fn active(&self) -> Arc<Active> {
+        self.active
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// After the namespaces of a command under `failed` did not set up: forgets the kept
+    /// verdict, probes the host afresh (once) and, when that decides another policy, applies
+    /// it from now on, as a fresh start would. Whether commands now get another policy.
+    fn fall_back(&self, failed: &Arc<Active>, why: &str) -> bool {
+        crate::cache::forget();
+        let mut active = self
+            .active
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !Arc::ptr_eq(&active, failed) {
+            // Another command fell back already.
+            return true;
+        }
+        if self.reprobed.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        let old = &failed.policy;
+        let decided = Policy::decide(
+            old.mode,
+            crate::probe::reprobe(),
+            old.limits,
+            old.read_paths.clone(),
+        );
+        match decided {
+            Ok(policy)
+                if policy.namespaces != old.namespaces
+                    || policy.unprivileged != old.unprivileged =>
+            {
+                tracing::warn!(
+                    error = why,
+                    namespaces = policy.namespaces,
+                    unprivileged = policy.unprivileged,
+                    "the sandbox's namespaces did not set up; the host was probed again and commands now run as it decided"
+                );
+                *active = Arc::new(Active::new(policy, failed.protected.clone()));
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "the sandbox's namespaces did not set up and the host, probed again, cannot enforce the mode");
+                false
+            }
+        }
+    }
+}
+
+impl Active {
+    fn new(policy: Policy, protected: Vec<String>) -> Self {
+        Self {
+            plan: policy.namespaces.then(OnceLock::new),
+            record: Arc::new(policy.to_json()),
+            policy,
+            protected,
+        }
     }
 
     /// The namespace plan, made the first time it is asked for.
@@ -126,12 +241,13 @@ impl OsSandbox {
     }
 }
 
-impl ProcessSandbox for OsSandbox {
+impl Active {
+    /// Confines `cmd` by this policy.
     fn prepare(
         &self,
         cmd: &mut std::process::Command,
         ctx: &ToolContext,
-    ) -> Result<SandboxGuard, ToolError> {
+    ) -> Result<SandboxGuard, Failure> {
         let parent = rustix::process::getpid();
         if self.policy.mode == Mode::Off {
             // SAFETY: the hook runs in the forked child before `exec` and only makes syscalls.
@@ -143,11 +259,7 @@ impl ProcessSandbox for OsSandbox {
             }
             return Ok(SandboxGuard::default());
         }
-        let failed = |what: String| {
-            ToolError::Failed(format!(
-                "the command was not started: the OS sandbox could not be set up ({what})"
-            ))
-        };
+        let failed = Failure::other;
         let network = self.policy.process_network(ctx.network_allowed);
         // A private temporary directory per command, removed when the guard drops.
         let tmp = PrivateTmp::new().map_err(|e| failed(format!("private temp directory: {e}")))?;
@@ -160,10 +272,7 @@ impl ProcessSandbox for OsSandbox {
         };
         // With namespaces /tmp is a sized tmpfs of the command's own (the host directory is
         // then unused); without, the host directory is the command's TMPDIR.
-        let plan = self
-            .plan()
-            .transpose()
-            .map_err(|e| failed(format!("namespaces: {e}")))?;
+        let plan = self.plan().transpose().map_err(Failure::namespaces)?;
         if plan.is_some() {
             cmd.env("TMPDIR", "/tmp");
         } else {
@@ -183,7 +292,7 @@ impl ProcessSandbox for OsSandbox {
                     network,
                     protected: &self.protected,
                 })
-                .map_err(|e| failed(format!("namespaces: {e}")))?,
+                .map_err(Failure::namespaces)?,
             None => Vec::new(),
         };
         // The fresh /proc and the private /tmp are granted from inside (see `ns::grant`),
@@ -243,26 +352,48 @@ impl ProcessSandbox for OsSandbox {
             _tmp: tmp,
         }))
     }
+}
+
+impl ProcessSandbox for OsSandbox {
+    fn prepare(
+        &self,
+        cmd: &mut std::process::Command,
+        ctx: &ToolContext,
+    ) -> Result<SandboxGuard, ToolError> {
+        let active = self.active();
+        match active.prepare(cmd, ctx) {
+            Err(failure) if failure.namespaces && self.fall_back(&active, &failure.what) => self
+                .active()
+                .prepare(cmd, ctx)
+                .map_err(Failure::into_tool_error),
+            prepared => prepared.map_err(Failure::into_tool_error),
+        }
+    }
 
     fn describe(&self) -> String {
+        let policy = &self.active().policy;
         format!(
             "OS sandbox `{}`: {}",
-            self.policy.mode.as_str(),
-            self.policy.enforced().join("; ")
+            policy.mode.as_str(),
+            policy.enforced().join("; ")
         )
     }
 
     fn enforcing(&self) -> bool {
-        self.policy.mode != Mode::Off
+        self.active().policy.mode != Mode::Off
     }
 
     fn explain_spawn_error(&self, error: &std::io::Error) -> Option<String> {
-        let why = ns::explain(error);
-        if why.is_some() {
-            // The namespaces no longer set up: the next process probes again.
-            crate::cache::forget();
+        let why = ns::explain(error)?;
+        // The namespaces no longer set up: the host is probed again, and the next command
+        // runs as that probe decides.
+        let active = self.active();
+        if self.fall_back(&active, &why) {
+            return Some(format!(
+                "{why}; the host was probed again and the next command runs without them: run the command again"
+            ));
         }
-        why
+        Some(why)
     }
 }
 

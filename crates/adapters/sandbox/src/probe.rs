@@ -1,7 +1,7 @@
 //! What this host's kernel supports, asked once at startup.
 
 use crate::SandboxError;
-use std::sync::OnceLock;
+use std::sync::RwLock;
 
 use serde_json::{Value, json};
 
@@ -55,16 +55,41 @@ impl HostSupport {
 /// Probes the kernel: Landlock's ABI (the syscall itself, not the LSM list, so a Landlock
 /// disabled at boot is seen as such), seccomp filter support, namespaces (by setting them up
 /// for one `true`), and whether we run as root. Done once per process (about a millisecond);
-/// later calls return the same answer.
+/// later calls return the same answer (or a fresh probe's, see `reprobe`).
 pub fn probe() -> HostSupport {
-    static PROBED: OnceLock<HostSupport> = OnceLock::new();
-    PROBED.get_or_init(probe_now).clone()
+    let probed = PROBED
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    match probed {
+        Some(host) => host,
+        None => PROBED
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_or_insert_with(|| probe_now(true))
+            .clone(),
+    }
 }
 
-fn probe_now() -> HostSupport {
+/// This process's probe's answer, once made.
+static PROBED: RwLock<Option<HostSupport>> = RwLock::new(None);
+
+/// Probes the host afresh, not trusting a kept verdict, after a command's namespaces failed
+/// to set up (issue #40); later [`probe`]s answer the same.
+pub(crate) fn reprobe() -> HostSupport {
+    let host = probe_now(false);
+    *PROBED
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(host.clone());
+    host
+}
+
+/// The probe; with `trust_kept`, a verdict kept by an earlier process (see `cache`) stands
+/// for the namespace setup.
+fn probe_now(trust_kept: bool) -> HostSupport {
     let root = rustix::process::geteuid().is_root();
     let not_root = || Err("not running as root: commands keep the fabric's own ids".into());
-    let kept = crate::cache::works(root);
+    let kept = trust_kept && crate::cache::works(root);
     let (namespaces, unprivileged) = if kept {
         // The whole setup worked here before, on this boot, kernel and user.
         (Ok(()), if root { Ok(()) } else { not_root() })

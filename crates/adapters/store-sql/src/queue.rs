@@ -130,15 +130,22 @@ impl RunQueue for SqlStore {
             .db
             .fetch_optional(
                 // The row's state before the update says whether a lease ran out (a
-                // takeover), which the worker reports.
+                // takeover), which the worker reports. A takeover whose run recorded no
+                // work (no answer, no tool result) since the dead claim began counts as a
+                // death of the run's own; one after progress starts the count again (an
+                // outside kill, issue #40).
                 &format!(
-                    "WITH next AS (SELECT run_id, state AS was FROM run_queue \
+                    "WITH next AS (SELECT run_id, state AS was, progress AS before FROM run_queue \
                         WHERE state = 'queued' OR (state = 'running' AND lease_until < {NOW}) \
-                        ORDER BY enqueued_at, run_id LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                        ORDER BY enqueued_at, run_id LIMIT 1 FOR UPDATE SKIP LOCKED), \
+                     work AS (SELECT COUNT(*) AS done FROM events, next WHERE events.run_id = next.run_id \
+                        AND events.kind IN ('llm_response', 'tool_result', 'tool_error')) \
                      UPDATE run_queue AS q SET state = 'running', owner = $1, fence = q.fence + 1, attempts = q.attempts + 1, \
-                     lease_until = {NOW} + $2 \
-                     FROM next WHERE q.run_id = next.run_id \
-                     RETURNING q.run_id, q.request, q.fence, q.attempts, q.failures, next.was"
+                     lease_until = {NOW} + $2, progress = work.done, \
+                     deaths = CASE WHEN next.was <> 'running' THEN q.deaths \
+                        WHEN work.done > next.before THEN 0 ELSE q.deaths + 1 END \
+                     FROM next, work WHERE q.run_id = next.run_id \
+                     RETURNING q.run_id, q.request, q.fence, q.attempts, q.failures, q.deaths, next.was"
                 ),
                 vec![worker.into(), Arg::Real(lease.as_secs_f64())],
             )
@@ -158,6 +165,7 @@ impl RunQueue for SqlStore {
                 .unwrap_or(u32::MAX),
             failures: u32::try_from(row.int("failures").map_err(|e| self.err(&e))?)
                 .unwrap_or(u32::MAX),
+            deaths: u32::try_from(row.int("deaths").map_err(|e| self.err(&e))?).unwrap_or(u32::MAX),
             lease_expired: row.text("was").map_err(|e| self.err(&e))? == "running",
         }))
     }

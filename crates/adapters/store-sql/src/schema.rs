@@ -8,7 +8,7 @@
 use crate::db::{Arg, Backend, Conn, Db};
 
 /// The newest schema version this fabric knows.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// One migration: its version, what it does, and its SQL for each backend.
 struct Migration {
@@ -334,6 +334,21 @@ CREATE INDEX runs_context_id ON runs (context_id, id);
         postgres: r#"
 ALTER TABLE runs ADD COLUMN context_id TEXT COLLATE "C";
 CREATE INDEX runs_context_id ON runs (context_id, id);
+"#,
+    },
+    Migration {
+        version: 10,
+        description: "run_queue.deaths and progress: takeovers of a run that recorded no work in between (issue #40)",
+        // `progress`: the run's answers and tool results when it was last claimed; a
+        // takeover that finds no more counts a death of the run's own. Rows from before
+        // start at 0 deaths.
+        sqlite: r#"
+ALTER TABLE run_queue ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE run_queue ADD COLUMN progress INTEGER NOT NULL DEFAULT 0;
+"#,
+        postgres: r#"
+ALTER TABLE run_queue ADD COLUMN deaths BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE run_queue ADD COLUMN progress BIGINT NOT NULL DEFAULT 0;
 "#,
     },
 ];

@@ -46,9 +46,18 @@ async fn opened(
 /// Claims by `worker` until one is granted: the positive sign that a lease has run out
 /// (polling on the database's clock, not sleeping the lease on ours); how long it took.
 async fn claim_when_expired(store: &SqlStore, worker: &str) -> (ClaimedRun, Duration) {
+    claim_for_when_expired(store, worker, LONG).await
+}
+
+/// [`claim_when_expired`] with a claim of `lease`.
+async fn claim_for_when_expired(
+    store: &SqlStore,
+    worker: &str,
+    lease: Duration,
+) -> (ClaimedRun, Duration) {
     let started = Instant::now();
     loop {
-        if let Some(claimed) = store.claim(worker, LONG).await.unwrap() {
+        if let Some(claimed) = store.claim(worker, lease).await.unwrap() {
             return (claimed, started.elapsed());
         }
         assert!(
@@ -434,4 +443,58 @@ async fn issue_27_the_queue_on_sqlite_is_refused_with_the_fix() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// Issue #40: takeovers of a run that recorded no work (no model answer, no tool result)
+/// since the claim before count as deaths of the run's own, in a row; a takeover after work
+/// was recorded (a worker killed from outside mid-run) starts the count again, and a
+/// hand-back keeps it.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_40_takeovers_without_work_in_between_are_counted_as_deaths() {
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    let s = &t.store;
+    let short = Duration::from_millis(300);
+    let (first, run, script) = opened(s, short).await;
+    let id = first.id.clone();
+    assert_eq!(first.deaths, 0);
+    // The first claim records its start, then its worker dies before any work.
+    let answer = script
+        .iter()
+        .position(|e| ["llm_response", "tool_result", "tool_error"].contains(&e.kind.as_str()))
+        .unwrap();
+    for event in &script[..answer] {
+        run.log.append(event).await.unwrap();
+    }
+    let mut deaths = Vec::new();
+    let mut claimed = first;
+    for _ in 0..2 {
+        claimed = claim_after(s, short).await;
+        deaths.push(claimed.deaths);
+    }
+    assert_eq!(deaths, [1, 2]);
+    // This claim records work (a tool's result) before its worker dies: the count starts
+    // again.
+    let run = s.open_claimed(&id, claimed.fence, false).await.unwrap();
+    run.log.append(&script[answer]).await.unwrap();
+    let after_work = claim_after(s, short).await;
+    assert_eq!((after_work.deaths, after_work.lease_expired), (0, true));
+    let again = claim_after(s, LONG).await;
+    assert_eq!(again.deaths, 1);
+    // A hand-back is no death, and keeps the count.
+    s.release(&id, again.fence, Release::HandBack)
+        .await
+        .unwrap();
+    let handed = s.claim("next", LONG).await.unwrap().unwrap();
+    assert_eq!((handed.deaths, handed.lease_expired), (1, false));
+}
+
+/// Claims for `lease` once the lease held runs out (polling on the database's clock).
+async fn claim_after(store: &SqlStore, lease: Duration) -> ClaimedRun {
+    claim_for_when_expired(store, "next", lease).await.0
 }

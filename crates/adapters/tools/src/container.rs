@@ -23,6 +23,72 @@ pub fn podman_path() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// Podman's exit code when Podman itself failed: the container did not start (a missing
+/// image, no container init, a runtime error), as opposed to the command's own codes.
+const PODMAN_FAILED: i32 = 125;
+
+/// A container call whose container did not start (issue #40: Podman 4.3 from Debian,
+/// without catatonit, failed every call with exit 125 and the run ended "completed" as if
+/// the commands had run): a tool error in words for the model, with Podman's own; `None`
+/// for every exit code of the command itself.
+pub(crate) fn did_not_start(
+    image: &str,
+    code: Option<i32>,
+    stderr: &str,
+) -> Option<fabric_core::ToolError> {
+    // 126 is also the command's "cannot be invoked"; the OCI runtime's own failures (crun,
+    // runc: limits or cgroups the host refuses) say so in Podman's words.
+    let runtime_failed = code == Some(PODMAN_FAILED + 1) && stderr.contains("OCI ");
+    (code == Some(PODMAN_FAILED) || runtime_failed).then(|| {
+        fabric_core::ToolError::Failed(format!(
+            "the command did not run: Podman could not start a container of the image `{image}` (exit {}): {}. No command of this specialist can run until the host is fixed (`fabric doctor` starts a container to check); finish with what the other tools allow and say so in your answer",
+            code.unwrap_or_default(),
+            stderr.trim()
+        ))
+    })
+}
+
+/// Whether a container of `image` starts here, as every call starts one (`--init`, no
+/// pull, no network) running `true`, within `within`: `fabric doctor`'s check (issue #40:
+/// `[ok] podman` while every call failed). The error holds Podman's own words.
+pub async fn container_starts(
+    image: &str,
+    within: std::time::Duration,
+) -> Result<(), fabric_core::ToolError> {
+    let failed = |what: String| fabric_core::ToolError::Failed(what);
+    let podman = podman_path().ok_or_else(|| failed("Podman is not installed".to_owned()))?;
+    let run = tokio::process::Command::new(podman)
+        .args([
+            "run",
+            "--rm",
+            "--init",
+            "--pull=never",
+            "--network=none",
+            image,
+            "true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(within, run)
+        .await
+        .map_err(|_| {
+            failed(format!(
+                "no container of `{image}` started within {} s",
+                within.as_secs()
+            ))
+        })?
+        .map_err(|e| failed(format!("podman did not start: {e}")))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(failed(format!(
+        "a container of `{image}` did not start ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    )))
+}
+
 /// The arguments of `podman` that run `program args` in the container named `name`.
 pub(crate) fn podman_args(
     settings: &ContainerSettings,
@@ -143,5 +209,28 @@ mod tests {
         assert_eq!(argv, expected);
         let with_network = podman_args(&settings, "n", Path::new("/w"), true, &[], "ls", &[]);
         assert!(with_network.contains(&"--network=slirp4netns".to_owned()));
+    }
+}
+
+#[cfg(test)]
+mod issue_40_tests {
+    use super::*;
+
+    #[test]
+    fn issue_40_podman_s_own_failure_is_a_tool_error_and_the_command_s_codes_are_not() {
+        let stderr = "Error: container-init binary not found on the host: stat /usr/libexec/podman/catatonit: no such file or directory\n";
+        let Some(fabric_core::ToolError::Failed(message)) =
+            did_not_start("localhost/tools:1", Some(125), stderr)
+        else {
+            panic!("exit 125 is Podman's own failure");
+        };
+        assert!(message.contains("Podman could not start a container of the image `localhost/tools:1` (exit 125): Error: container-init binary not found"), "{message}");
+        assert!(message.contains("fabric doctor"), "{message}");
+        for code in [Some(0), Some(1), Some(126), Some(127), None] {
+            assert!(did_not_start("i", code, "").is_none(), "{code:?}");
+        }
+        // The OCI runtime's own failure, as crun says it on a host with hybrid cgroups.
+        let crun = "Error: OCI runtime error: crun: cgroups in hybrid mode not supported, drop all controllers from cgroupv2";
+        assert!(did_not_start("i", Some(126), crun).is_some());
     }
 }

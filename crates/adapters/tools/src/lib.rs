@@ -51,7 +51,7 @@ use std::sync::Arc;
 use fabric_core::Tool;
 use fabric_core::typed::Typed;
 
-pub use container::podman_path;
+pub use container::{container_starts, podman_path};
 /// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
 pub use fabric_core::{NoOsSandbox, ProcessSandbox};
 pub use policy::{ContainerSettings, DEFAULT_ALLOWED_COMMANDS, ToolPolicy};

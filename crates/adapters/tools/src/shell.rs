@@ -32,7 +32,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::container::{ContainerGuard, podman_args, podman_path};
+use crate::container::{ContainerGuard, did_not_start, podman_args, podman_path};
 use crate::denial;
 use crate::policy::{ContainerSettings, SAFE_PATH, ToolPolicy};
 use crate::text::decode;
@@ -349,6 +349,12 @@ impl TypedTool for ShellTool {
                         ToolError::Failed(format!("waiting for `{program}` failed: {e}"))
                     })?;
                     tracing::debug!(program, ?status, "shell command finished");
+                    if let Some(container) = &self.policy.container
+                        && let Some(error) =
+                            did_not_start(&container.image, status.code(), &err.render())
+                    {
+                        return Err(error);
+                    }
                     let mut result = json!({
                         "exit_code": status.code(),
                         "stdout": out.render(),

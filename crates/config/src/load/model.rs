@@ -88,16 +88,20 @@ impl Merger {
         if let Some(mode) = raw.constrained_decoding {
             let word = mode.as_str();
             let fits = match m.backend {
-                fabric_domain::Backend::OpenAi => true,
+                fabric_domain::Backend::OpenAi | fabric_domain::Backend::OpenAiResponses => true,
                 fabric_domain::Backend::Ollama => mode != fabric_domain::ConstrainedDecoding::Auto,
-                fabric_domain::Backend::Anthropic | fabric_domain::Backend::OpenAiResponses => {
+                fabric_domain::Backend::Anthropic => {
                     mode == fabric_domain::ConstrainedDecoding::Off
                 }
             };
             if !fits {
+                let takes = match m.backend {
+                    fabric_domain::Backend::Ollama => "`off` or `json_schema`",
+                    _ => "only `off` (the Anthropic API has no JSON-schema sampling)",
+                };
                 return Err(self.invalid(
                     at("constrained_decoding"),
-                    format!("`{word}` is for OpenAI-compatible servers (`backend: openai`: `off`, `json_schema` or `auto`) and Ollama (`off` or `json_schema`, through its `format`); this key's backend takes `off`"),
+                    format!("`{word}` is for OpenAI-compatible servers (`backend: openai` or `openai-responses`: `off`, `json_schema` or `auto`) and Ollama (`off` or `json_schema`, through its `format`); this key's backend takes {takes}"),
                 ));
             }
             m.constrained_decoding = Some(mode);

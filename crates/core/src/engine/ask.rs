@@ -61,7 +61,15 @@ impl Loop<'_, '_> {
                 return Err(Stop::Ended(RunStatus::Cancelled, "the run was cancelled".into()));
             }
             () = until(budget.deadline()) => {
-                return Err(Stop::Ended(RunStatus::BudgetExceeded, budget.time_reason("a model call")));
+                // What the answer took so far is counted, as when the token budget stops
+                // it (issue #40: the time budget's stop recorded 0 tokens).
+                let spent = self.spent_so_far(model, metered.chars.load(Ordering::Relaxed));
+                let reason = format!(
+                    "{}; counted as about {} tokens, estimated from the prompt sent and the text received",
+                    budget.time_reason("a model call"),
+                    spent.total_tokens
+                );
+                return Err(Stop::Ended(RunStatus::BudgetExceeded, reason));
             }
             () = metered.over.notified() => None,
             answer = chat.chat(request, &metered) => Some(answer),
@@ -102,13 +110,7 @@ impl Loop<'_, '_> {
     /// counted in the run's usage and budget (issue #26: it showed 0 tokens after about
     /// 2,500 were streamed).
     fn cut_off(&mut self, model: &ModelParams, max_tokens: Option<u32>, seen: usize) -> Stop {
-        let spent = Usage::from_counts(
-            prompt_estimate(&self.messages, &self.catalogue.definitions),
-            (seen / 4) as u64,
-            None,
-        );
-        self.ctx.lineage.budget.charge(spent, model.price);
-        self.usage.add(spent);
+        let spent = self.spent_so_far(model, seen);
         Stop::Ended(
             RunStatus::BudgetExceeded,
             format!(
@@ -117,6 +119,20 @@ impl Loop<'_, '_> {
                 spent.total_tokens
             ),
         )
+    }
+
+    /// What an answer stopped before its end took, `seen` characters of it received:
+    /// estimated from the prompt as sent and the text, for no usage comes from a server
+    /// cut off mid-answer; counted in the run's usage and budget.
+    fn spent_so_far(&mut self, model: &ModelParams, seen: usize) -> Usage {
+        let spent = Usage::from_counts(
+            prompt_estimate(&self.messages, &self.catalogue.definitions),
+            (seen / 4) as u64,
+            None,
+        );
+        self.ctx.lineage.budget.charge(spent, model.price);
+        self.usage.add(spent);
+        spent
     }
 
     /// Records the answer as `llm_response`.
@@ -178,7 +194,7 @@ fn status_of(e: &ChatError) -> RunStatus {
 struct StreamMeter<'a> {
     inner: &'a dyn crate::ports::RunObserver,
     chars: AtomicUsize,
-    /// Past this many characters the answer is over its cap; `None`: not counted.
+    /// Past this many characters the answer is over its cap; `None`: no cap.
     limit_chars: Option<usize>,
     over: tokio::sync::Notify,
 }
@@ -194,12 +210,11 @@ impl StreamMeter<'_> {
 impl crate::ports::ChatObserver for StreamMeter<'_> {
     fn on_text_delta(&self, delta: &str) {
         self.inner.on_text_delta(delta);
-        if let Some(limit) = self.limit_chars {
-            let n = delta.chars().count();
-            let seen = self.chars.fetch_add(n, Ordering::Relaxed) + n;
-            if seen > limit {
-                self.over.notify_one();
-            }
+        // Counted whether capped or not: a stop by the deadline counts it too.
+        let n = delta.chars().count();
+        let seen = self.chars.fetch_add(n, Ordering::Relaxed) + n;
+        if self.limit_chars.is_some_and(|limit| seen > limit) {
+            self.over.notify_one();
         }
     }
 }

@@ -29,6 +29,11 @@ pub struct ClaimedRun {
     /// shutdown is not one: a run fails after its third *failure*, not its third claim
     /// (issue #26: two worker kills used the allowance up).
     pub failures: u32,
+    /// How many takeovers in a row found the run had recorded no work (no model answer, no
+    /// tool result) since the claim before: claims that most likely ended in the worker's
+    /// death *because of the run* (a crash, the OOM killer). A takeover after progress (a
+    /// worker killed from outside mid-run) starts the count again (issue #40).
+    pub deaths: u32,
     /// Whether it was taken from a worker whose lease had run out (that worker stopped,
     /// hung or lost the network without handing it back), rather than taken from the
     /// queue (new, or handed back).

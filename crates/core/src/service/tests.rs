@@ -512,6 +512,7 @@ fn worker_config() -> WorkerConfig {
         concurrency: 1,
         lease: Duration::from_secs(30),
         idle_poll: Duration::from_secs(1),
+        max_deaths: 3,
     }
 }
 
@@ -537,9 +538,18 @@ async fn issue_26_takeovers_do_not_use_up_the_failure_allowance() {
             fence: 3,
             attempts: 3 + failures,
             failures,
+            deaths: 0,
             lease_expired: true,
         };
-        super::worker::run_claimed(&service, queue.as_ref(), &claims, "w1", claimed, &|_| {}).await;
+        super::worker::run_claimed(
+            &service,
+            queue.as_ref(),
+            &claims,
+            ("w1", 3),
+            claimed,
+            &|_| {},
+        )
+        .await;
         let how = if ended {
             crate::ports::Release::Done
         } else {
@@ -559,6 +569,75 @@ async fn issue_26_takeovers_do_not_use_up_the_failure_allowance() {
             assert!(store.ids().is_empty(), "not ended: handed back");
         }
         assert_eq!(claims.fence_of(&id), None);
+    }
+}
+
+/// Issue #40: a run taken over after its workers died with no work recorded in between
+/// (`deaths`, counted by the queue) runs again below `max_deaths`, and is ended `failed`
+/// with the reason, not run, at it. Before, takeovers were never counted, so a run that
+/// kills its worker was claimed forever.
+#[tokio::test]
+async fn issue_40_a_run_that_keeps_stopping_its_workers_is_ended_failed() {
+    for (deaths, ended) in [(2, false), (3, true)] {
+        let (service, store) = service(prep(Script::Complete), None);
+        let (queue, claims) = worker_side(&store);
+        let id = crate::new_run_id();
+        let claimed = crate::ports::ClaimedRun {
+            id: id.clone(),
+            request: json!({"prompt": "go"}),
+            fence: 4,
+            attempts: 4,
+            failures: 0,
+            deaths,
+            lease_expired: true,
+        };
+        let reports = Mutex::new(Vec::new());
+        let report = |r: &super::WorkerReport| {
+            reports
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(r.clone())
+        };
+        super::worker::run_claimed(
+            &service,
+            queue.as_ref(),
+            &claims,
+            ("w1", 3),
+            claimed,
+            &report,
+        )
+        .await;
+        assert_eq!(
+            queue.releases(),
+            [(id.clone(), 4, crate::ports::Release::Done)]
+        );
+        let events = store.read_events(&id).await.unwrap_or_default();
+        let end = events.last().map(|e| e.payload.clone()).unwrap_or_default();
+        if ended {
+            assert_eq!(store.kinds(&id), [EventKind::RunFailed], "not run");
+            let reason = end["reason"].as_str().unwrap_or_default();
+            assert!(
+                reason.contains("taken over 3 times in a row from a worker that stopped"),
+                "{reason}"
+            );
+            let seen = reports.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            assert!(
+                matches!(
+                    seen.last(),
+                    Some(super::WorkerReport::Ended {
+                        status: RunStatus::Failed,
+                        ..
+                    })
+                ),
+                "{seen:?}"
+            );
+        } else {
+            assert_eq!(
+                store.kinds(&id).last(),
+                Some(&EventKind::RunComplete),
+                "run"
+            );
+        }
     }
 }
 
@@ -669,9 +748,18 @@ async fn issue_26_a_worker_reports_what_it_claims_and_how_it_ends() {
         fence: 1,
         attempts: 1,
         failures: 0,
+        deaths: 0,
         lease_expired: false,
     };
-    super::worker::run_claimed(&running, queue.as_ref(), &claims, "w1", claimed, &report).await;
+    super::worker::run_claimed(
+        &running,
+        queue.as_ref(),
+        &claims,
+        ("w1", 3),
+        claimed,
+        &report,
+    )
+    .await;
     let seen = reports.lock().unwrap_or_else(|e| e.into_inner()).clone();
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_eq!(
@@ -703,9 +791,18 @@ async fn issue_26_a_worker_reports_what_it_claims_and_how_it_ends() {
         fence: 2,
         attempts: 2,
         failures: 0,
+        deaths: 0,
         lease_expired: true,
     };
-    super::worker::run_claimed(&failing, queue.as_ref(), &claims, "w1", claimed, &report).await;
+    super::worker::run_claimed(
+        &failing,
+        queue.as_ref(),
+        &claims,
+        ("w1", 3),
+        claimed,
+        &report,
+    )
+    .await;
     let seen = reports.lock().unwrap_or_else(|e| e.into_inner()).clone();
     assert!(
         matches!(

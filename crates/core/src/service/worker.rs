@@ -29,6 +29,9 @@ pub struct WorkerConfig {
     pub lease: Duration,
     /// How long to wait for work when the queue is empty, besides its notifications.
     pub idle_poll: Duration,
+    /// Takeovers in a row with no work recorded in between ([`ClaimedRun::deaths`]) after
+    /// which a run is ended `failed` instead of run again (`store.max_worker_deaths`).
+    pub max_deaths: u32,
 }
 
 /// What a worker did with a run, as it happens, for its process to tell (issue #26: a
@@ -147,13 +150,14 @@ impl Worker {
                 Arc::clone(&self.claims),
             );
             let worker = self.config.id.clone();
+            let max_deaths = self.config.max_deaths;
             let report = Arc::clone(&self.report);
             tokio::spawn(async move {
                 run_claimed(
                     &service,
                     queue.as_ref(),
                     &claims,
-                    &worker,
+                    (&worker, max_deaths),
                     claimed,
                     &*report,
                 )
@@ -271,12 +275,13 @@ pub(super) async fn renew_held(
 }
 
 /// Runs one claimed run to its end and marks it done, unless it was lost meanwhile; tells
-/// `report` what it claimed and how that went.
+/// `report` what it claimed and how that went. `worker`: its name, and the takeovers in a
+/// row without work after which a run is ended `failed` (issue #40).
 pub(super) async fn run_claimed(
     service: &RunService,
     queue: &dyn RunQueue,
     claims: &ClaimedStore,
-    worker: &str,
+    (worker, max_deaths): (&str, u32),
     claimed: ClaimedRun,
     report: &(dyn Fn(&WorkerReport) + Send + Sync),
 ) {
@@ -286,6 +291,7 @@ pub(super) async fn run_claimed(
         fence,
         attempts,
         failures,
+        deaths,
         lease_expired,
     } = claimed;
     let since = Instant::now();
@@ -316,58 +322,61 @@ pub(super) async fn run_claimed(
             specialists,
         )
     };
-    tracing::info!(worker, run_id = %id, fence, attempts, failures, resumed = started, "claimed a run");
+    tracing::info!(worker, run_id = %id, fence, attempts, failures, deaths, resumed = started, "claimed a run");
     report(&WorkerReport::Claimed {
         id: id.clone(),
         specialists,
         lease_expired,
         resumed: started,
     });
-    let outcome = match service.submit(submission) {
-        Ok(handle) => handle.outcome().await,
-        Err(e) => Err(e),
-    };
     // What to tell once the queue has it: how it ended, or why it went back.
-    let (release, told) = match &outcome {
-        Ok(outcome) => (
-            Release::Done,
-            Some(WorkerReport::Ended {
-                id: id.clone(),
-                status: outcome.status,
-                elapsed: since.elapsed(),
-            }),
-        ),
-        // A run that had ended before this claim (its worker stopped right after recording
-        // the end) is simply done: nothing ended here.
-        Err(ServiceError::AlreadyEnded(_)) => (Release::Done, None),
-        // Given up here (lost to another worker, or handed back at shutdown): whoever gave
-        // it up deals with the queue.
-        Err(_) if claims.is_revoked(&id, fence) || claims.fence_of(&id) != Some(fence) => {
-            return;
-        }
-        // Stopped here before it went on (shutdown): back to the queue, no failure.
-        Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => (
-            Release::HandBack,
-            Some(WorkerReport::HandedBack {
-                id: id.clone(),
-                reason: "this worker stops".to_owned(),
-            }),
-        ),
-        Err(e) => {
-            let release = end_or_hand_back(service, queue, &id, fence, failures, worker, e).await;
-            let told = match release {
-                // Its end, `failed` with the reason, is recorded.
-                Release::Done => WorkerReport::Ended {
+    let (release, told) = if lease_expired && deaths >= max_deaths {
+        end_poison_run(
+            service,
+            queue,
+            (worker, deaths),
+            (&id, fence, started),
+            since,
+        )
+        .await
+    } else {
+        let outcome = match service.submit(submission) {
+            Ok(handle) => handle.outcome().await,
+            Err(e) => Err(e),
+        };
+        match &outcome {
+            Ok(outcome) => (
+                Release::Done,
+                Some(WorkerReport::Ended {
                     id: id.clone(),
-                    status: RunStatus::Failed,
+                    status: outcome.status,
                     elapsed: since.elapsed(),
-                },
-                Release::HandBack | Release::Failed => WorkerReport::HandedBack {
+                }),
+            ),
+            // A run that had ended before this claim (its worker stopped right after
+            // recording the end) is simply done: nothing ended here.
+            Err(ServiceError::AlreadyEnded(_)) => (Release::Done, None),
+            // Given up here (lost to another worker, or handed back at shutdown): whoever
+            // gave it up deals with the queue.
+            Err(_) if claims.is_revoked(&id, fence) || claims.fence_of(&id) != Some(fence) => {
+                return;
+            }
+            // Stopped here before it went on (shutdown): back to the queue, no failure.
+            Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => (
+                Release::HandBack,
+                Some(WorkerReport::HandedBack {
                     id: id.clone(),
-                    reason: e.to_string(),
-                },
-            };
-            (release, Some(told))
+                    reason: "this worker stops".to_owned(),
+                }),
+            ),
+            Err(e) => {
+                let release =
+                    end_or_hand_back(service, queue, &id, fence, failures, worker, e).await;
+                (
+                    release,
+                    Some(after_failure(release, &id, since, e.to_string())),
+                )
+            }
         }
     };
     // The claim goes first, the queue second: a renewal on its way meanwhile then sees the
@@ -416,10 +425,59 @@ async fn end_or_hand_back(
     } else {
         error.to_string()
     };
+    record_failed(service, queue, (id, fence), started, &reason, worker).await
+}
+
+/// A run taken over `deaths` times in a row from workers that stopped while holding it, with
+/// no work recorded in between: ended `failed` with the reason rather than run again, for it
+/// is most likely what stops them (issue #40: such a run looped across the fleet forever).
+/// How to release it and what to tell.
+async fn end_poison_run(
+    service: &RunService,
+    queue: &dyn RunQueue,
+    (worker, deaths): (&str, u32),
+    (id, fence, started): (&RunId, i64, bool),
+    since: Instant,
+) -> (Release, Option<WorkerReport>) {
+    let reason = format!(
+        "the run was taken over {deaths} times in a row from a worker that stopped while holding it (killed, crashed or out of memory) with no model answer or tool result recorded in between; it is most likely what stops them, so it is not run again (`store.max_worker_deaths`)"
+    );
+    tracing::warn!(worker, run_id = %id, deaths, "ending a run that stopped its workers");
+    let release = record_failed(service, queue, (id, fence), started, &reason, worker).await;
+    (release, Some(after_failure(release, id, since, reason)))
+}
+
+/// What a worker tells of a run that failed here: its end (`failed`, recorded), or that it
+/// went back to the queue with `reason`.
+fn after_failure(release: Release, id: &RunId, since: Instant, reason: String) -> WorkerReport {
+    match release {
+        Release::Done => WorkerReport::Ended {
+            id: id.clone(),
+            status: RunStatus::Failed,
+            elapsed: since.elapsed(),
+        },
+        Release::HandBack | Release::Failed => WorkerReport::HandedBack {
+            id: id.clone(),
+            reason,
+        },
+    }
+}
+
+/// Records the end of a claimed run, `failed` with `reason` (its runlog made first when it
+/// never `started`). Returns how to release it: done, or back to the queue as a failure when
+/// the end could not be written.
+async fn record_failed(
+    service: &RunService,
+    queue: &dyn RunQueue,
+    (id, fence): (&RunId, i64),
+    started: bool,
+    reason: &str,
+    worker: &str,
+) -> Release {
     let written = async {
         let run = queue.open_claimed(id, fence, !started).await?;
         let seq = service.store().read_events(id).await?.len() as u64;
-        let event = crate::service::remote::failed_at(id, seq, &reason)
+        let event = crate::service::remote::failed_at(id, seq, reason)
             .map_err(|e| crate::ports::StoreError::InvalidQuery(e.to_string()))?;
         run.log.append(&event).await
     }

@@ -27,20 +27,18 @@ pub(crate) async fn models(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 /// `GET /props`, as llama.cpp's server answers it: the window of one slot, from the first
-/// model's `context_length`; 404 without one, as servers without `/props` answer.
+/// model's `context_length`, and whether its chat template can call tools (its
+/// `capabilities` name `tools`); 404 without a window, as servers without `/props` answer.
 pub(crate) async fn props(State(shared): State<Arc<Shared>>) -> Response {
-    match shared
-        .scenario
-        .models
-        .first()
-        .and_then(|m| m.context_length)
-    {
-        Some(n_ctx) => json_reply(
+    let first = shared.scenario.models.first();
+    match first.and_then(|m| m.context_length.map(|n| (m, n))) {
+        Some((model, n_ctx)) => json_reply(
             StatusCode::OK,
             &json!({
                 "default_generation_settings": {"n_ctx": n_ctx, "params": {"n_predict": -1}},
                 "total_slots": 1,
                 "model_path": "scripted.gguf",
+                "chat_template_caps": {"supports_tools": model.capabilities.iter().any(|c| c == "tools")},
             }),
         ),
         None => json_reply(

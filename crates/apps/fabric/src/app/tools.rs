@@ -42,9 +42,14 @@ impl ToolFactory for ConfigTools {
         &self,
         mode: Option<SandboxMode>,
     ) -> Result<(Arc<dyn ProcessSandbox>, RunSandbox), SetupError> {
-        self.sandboxes
+        let sandbox = self
+            .sandboxes
             .get_or_build(mode, || sandbox(&self.settings, mode))
-            .map_err(refused)
+            .map_err(refused)?;
+        // Recorded as it is now: a sandbox that fell back after its namespaces failed to set
+        // up says so in the next run's `run_start` (issue #40).
+        let record = sandbox.record();
+        Ok((sandbox, record))
     }
 
     fn check(&self, specialist: &SpecialistSpec) -> Result<(), SetupError> {
@@ -138,23 +143,19 @@ fn read_paths(settings: &Settings) -> Vec<PathBuf> {
     paths
 }
 
-/// The process sandbox of a run and what its runlog records about it. A policy this host
-/// cannot enforce is a [`UsageError`] that says how to opt down.
+/// The process sandbox of a run, which says what its runlog records about it. A policy this
+/// host cannot enforce is a [`UsageError`] that says how to opt down.
 pub(crate) fn sandbox(
     settings: &Settings,
     mode: Option<SandboxMode>,
-) -> anyhow::Result<(Arc<dyn ProcessSandbox>, RunSandbox)> {
+) -> anyhow::Result<Arc<OsSandbox>> {
     let policy = sandbox_policy(settings, mode).map_err(|e| UsageError(e.to_string()))?;
     if policy.mode == SandboxMode::Off {
         tracing::warn!("the OS sandbox is OFF: tool processes run with the user's full rights");
     }
-    let record = RunSandbox {
-        policy: Arc::new(policy.to_json()),
-        notices: policy.notices(),
-    };
     let sandbox = OsSandbox::new(policy, settings.protected_paths.clone())
         .map_err(|e| UsageError(e.to_string()))?;
-    Ok((Arc::new(sandbox), record))
+    Ok(Arc::new(sandbox))
 }
 /// The tool sources of a specialist that grow while a run goes on: its MCP servers, started
 /// when the run starts and stopped when it ends.
@@ -244,10 +245,11 @@ pub(crate) type SharedTools = Memo<ToolsKey, Vec<Arc<dyn Tool>>>;
 /// A specialist's id and the sandbox mode its run asked for.
 type ToolsKey = (String, Option<SandboxMode>);
 
-/// The process sandbox and its runlog record per sandbox mode a run asks for, decided once:
-/// the policy is the same for every run of a mode, and its JSON record (2–3 KiB as a `Value`
-/// tree) made per run cost every run in flight its own copies (issue #14).
-pub(crate) type SharedSandboxes = Memo<Option<SandboxMode>, (Arc<dyn ProcessSandbox>, RunSandbox)>;
+/// The process sandbox per sandbox mode a run asks for, decided once: the policy is the same
+/// for every run of a mode (until its namespaces fail to set up, issue #40), and the sandbox
+/// keeps its JSON record (2–3 KiB as a `Value` tree), which made per run cost every run in
+/// flight its own copies (issue #14).
+pub(crate) type SharedSandboxes = Memo<Option<SandboxMode>, Arc<OsSandbox>>;
 
 /// The tools a specialist may use: its own, shared through `shared`, and one `agent__<id>`
 /// tool per delegate, made for this run (it starts child runs of this run).

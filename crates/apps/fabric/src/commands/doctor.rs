@@ -62,6 +62,7 @@ pub(crate) async fn doctor(cli: &Cli) -> anyhow::Result<u8> {
     store_check(&settings, &mut report).await;
     embedding_check(&settings, &mut report).await;
     sandbox_checks(&settings, &mut report);
+    container_checks(&settings, &mut report).await;
     git_check(&settings, &mut report).await;
     Ok(if report.failed { 1 } else { 0 })
 }
@@ -242,6 +243,9 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         let (verdict, what) = missing_model(settings, key, model, &listed);
         report.line(verdict, &format!("{label} present"), &what);
     }
+    if model.backend == Backend::OpenAiResponses {
+        responses_schema_check(model, &label, report).await;
+    }
     if model.backend == Backend::OpenAi {
         report.line(Verdict::Warn, &format!("{label} tools"), "OpenAI-compatible servers do not report tool support; a run tells (`model_unsupported`, exit 4)");
         return;
@@ -265,6 +269,49 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         // The `present` line said what runs will do instead.
         (false, _) => {}
     }
+}
+
+/// How a Responses API key asks for tool calls on its server (issue #40): whether the
+/// server enforces the schema of `constrained_decoding`, and a template that cannot call
+/// tools with constrained decoding off, which would call no tool.
+async fn responses_schema_check(
+    model: &fabric_config::ModelConfig,
+    label: &str,
+    report: &mut Report,
+) {
+    use fabric_domain::ConstrainedDecoding as C;
+    let (_, http) = crate::app::http_of(model);
+    let Ok(client) = fabric_llm::ResponsesClient::new(&http) else {
+        return;
+    };
+    let check = format!("{label} constrained decoding");
+    let (verdict, detail) = match (client.schema_route().await, model.constrained()) {
+        (fabric_llm::SchemaRoute::LlamaCpp { template_calls_tools: Some(false) }, C::Off) => (
+            Verdict::Fail,
+            "llama.cpp says the chat template cannot call tools and `constrained_decoding` is `off`: the model will answer in prose and call no tool; set `constrained_decoding: auto` (or `json_schema`)".to_owned(),
+        ),
+        (fabric_llm::SchemaRoute::LlamaCpp { template_calls_tools }, mode) => (
+            Verdict::Ok,
+            format!(
+                "llama.cpp's /v1/responses ignores `text.format`; the tool-call schema also goes as `response_format`, which it enforces ({})",
+                match (mode, template_calls_tools) {
+                    (C::Off, _) => "`constrained_decoding: off`: native tool calls",
+                    (C::JsonSchema, _) => "`json_schema`: every call",
+                    (C::Auto, Some(false)) => "`auto`: the chat template cannot call tools, so every call",
+                    (C::Auto, _) => "`auto`: the chat template calls tools, so native tool calls",
+                }
+            ),
+        ),
+        (fabric_llm::SchemaRoute::TextFormat, C::JsonSchema) => (
+            Verdict::Warn,
+            "the tool-call schema goes as `text.format`, which OpenAI enforces; this server does not say whether it does, and one that ignores it answers in prose and no tool is called".to_owned(),
+        ),
+        (fabric_llm::SchemaRoute::TextFormat, _) => (
+            Verdict::Ok,
+            "native tool calls (no llama.cpp `/props` says the template cannot call them)".to_owned(),
+        ),
+    };
+    report.line(verdict, &check, &detail);
 }
 
 /// A configured model the server does not list: what a run does about it (discovery takes
@@ -406,10 +453,6 @@ fn sandbox_checks(settings: &Settings, report: &mut Report) {
             &format!("none for commands: {why}; memory is capped by RLIMIT_AS alone, which shared memory and kernel buffers escape"),
         ),
     }
-    match which("podman") {
-        Some(path) => report.line(Verdict::Ok, "podman", &format!("{} (for specialists with `container_image`)", path.display())),
-        None => report.line(Verdict::Warn, "podman", "not installed; specialists with `container_image` cannot run their shell (`apt-get install podman`)"),
-    }
     let mode = settings.sandbox.mode;
     match crate::app::tools::sandbox_policy(settings, None) {
         Ok(policy) => {
@@ -438,12 +481,46 @@ fn sandbox_checks(settings: &Settings, report: &mut Report) {
     }
 }
 
-/// The first `name` on the system PATH.
-fn which(name: &str) -> Option<std::path::PathBuf> {
-    ["/usr/local/bin", "/usr/bin", "/bin"]
-        .iter()
-        .map(|dir| std::path::Path::new(dir).join(name))
-        .find(|p| p.is_file())
+/// Podman, and for each image a specialist's `container_image` names, that a container of
+/// it starts as a call starts one (issue #40: `[ok] podman` while every call exited 125).
+async fn container_checks(settings: &Settings, report: &mut Report) {
+    let Some(path) = fabric_tools::podman_path() else {
+        report.line(Verdict::Warn, "podman", "not installed; specialists with `container_image` cannot run their shell (`apt-get install podman catatonit`)");
+        return;
+    };
+    let mut images: Vec<(&str, &str)> = Vec::new();
+    for spec in &settings.specialists {
+        if let Some(image) = spec.container_image.as_deref()
+            && !images.iter().any(|(i, _)| *i == image)
+        {
+            images.push((image, &spec.id));
+        }
+    }
+    if images.is_empty() {
+        report.line(
+            Verdict::Ok,
+            "podman",
+            &format!(
+                "{} (no specialist has `container_image`, so no container was started)",
+                path.display()
+            ),
+        );
+        return;
+    }
+    for (image, id) in images {
+        match fabric_tools::container_starts(image, Duration::from_secs(60)).await {
+            Ok(()) => report.line(
+                Verdict::Ok,
+                "podman",
+                &format!("a container of `{image}` (specialist `{id}`) starts"),
+            ),
+            Err(why) => report.line(
+                Verdict::Fail,
+                "podman",
+                &format!("{why}; specialist `{id}` can run no command (a missing `catatonit`, which Debian's podman only recommends: `apt-get install catatonit`; an image not present: `podman pull {image}`)"),
+            ),
+        }
+    }
 }
 
 /// Where `program` is on PATH, if it is.

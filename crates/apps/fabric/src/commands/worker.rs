@@ -42,6 +42,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> anyhow::Result<u8> {
             concurrency: args.concurrency as usize,
             lease,
             idle_poll: Duration::from_secs(1),
+            max_deaths: settings.store.max_worker_deaths,
         },
     )
     .reporting(Arc::new(|report: &WorkerReport| {

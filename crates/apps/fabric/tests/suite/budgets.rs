@@ -436,6 +436,23 @@ async fn issue_11_a_streamed_answer_is_counted_as_it_arrives() {
     );
 }
 
+/// `fabric run "say many words" --stream --json` with `env`, which a budget stops (exit 5):
+/// its result, the last line.
+pub(crate) async fn stopped_stream(fx: &Fixture, env: &[(&str, &str)]) -> serde_json::Value {
+    let args = [
+        "run",
+        "say many words",
+        "--pack",
+        "engineering",
+        "--stream",
+        "--json",
+    ];
+    let run = fx.fabric_with(&args, env).await;
+    assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
+    let last = run.stdout.trim().lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_26_what_a_stopped_stream_took_is_counted_in_the_run_and_the_day() {
     // `_meta.usage` showed 0 tokens after about 2,500 were streamed, and the day's spend
@@ -446,19 +463,7 @@ async fn issue_26_what_a_stopped_stream_took_is_counted_in_the_run_and_the_day()
     fx.append_config(
         "budget:\n  max_tokens: 1600\ndaily_budget:\n  test: {max_tokens: 1000000}\ndaily_budget_timezone: UTC\n",
     );
-    let run = fx
-        .fabric(&[
-            "run",
-            "say many words",
-            "--pack",
-            "engineering",
-            "--stream",
-            "--json",
-        ])
-        .await;
-    assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
-    let last = run.stdout.trim().lines().last().unwrap_or_default();
-    let result: serde_json::Value = serde_json::from_str(last).unwrap();
+    let result = stopped_stream(&fx, &[]).await;
     let usage = &result["_meta"]["usage"];
     // The prompt and what streamed before the stop: past the budget of 1,600 it broke.
     assert!(usage["completion_tokens"].as_u64() > Some(100), "{usage}");

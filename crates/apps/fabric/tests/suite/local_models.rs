@@ -363,8 +363,16 @@ async fn issue_24_loop_aid_and_constrained_decoding_keys_are_checked() {
             "maybe",
             "must be `off`, `json_schema` or `auto`, got `maybe`",
         ),
-        ("anthropic", "json_schema", "this key's backend takes `off`"),
-        ("ollama", "auto", "this key's backend takes `off`"),
+        (
+            "anthropic",
+            "json_schema",
+            "this key's backend takes only `off`",
+        ),
+        (
+            "ollama",
+            "auto",
+            "this key's backend takes `off` or `json_schema`",
+        ),
     ] {
         let fx = Fixture::with_backend(Scenario::new(Vec::new()), backend).await;
         let yaml = std::fs::read_to_string(&fx.config).unwrap().replace(

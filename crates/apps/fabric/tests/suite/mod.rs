@@ -18,6 +18,7 @@ mod delegation;
 mod docs_contracts;
 mod durability;
 mod eval;
+mod issue_40_first;
 mod llm_failures;
 mod local_models;
 mod logs;

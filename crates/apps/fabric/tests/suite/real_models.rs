@@ -24,6 +24,16 @@ async fn against(server: &LlamaServer, extra: &str) -> Fixture {
     fx
 }
 
+/// [`against`] on the Responses API (`backend: openai-responses`).
+async fn on_responses(server: &LlamaServer, extra: &str) -> Fixture {
+    let fx = against(server, extra).await;
+    let text = std::fs::read_to_string(&fx.config)
+        .unwrap()
+        .replace("    backend: openai\n", "    backend: openai-responses\n");
+    std::fs::write(&fx.config, text).unwrap();
+    fx
+}
+
 /// One real model server at a time: each takes both cores, and two at once (with the rest
 /// of the suite beside them) made calls slow enough to change what a test saw in CI.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -388,11 +398,7 @@ async fn issue_30_llama_server_speaks_the_responses_api_whole_streamed_and_uncha
             &["--max-steps", "2", "--stream"][..],
         ),
     ] {
-        let fx = against(&server, &format!("    response_chaining: {chaining}\n")).await;
-        let text = std::fs::read_to_string(&fx.config)
-            .unwrap()
-            .replace("    backend: openai\n", "    backend: openai-responses\n");
-        std::fs::write(&fx.config, text).unwrap();
+        let fx = on_responses(&server, &format!("    response_chaining: {chaining}\n")).await;
         let (result, events) = run(
             &fx,
             &server,
@@ -414,4 +420,34 @@ async fn issue_30_llama_server_speaks_the_responses_api_whole_streamed_and_uncha
             );
         }
     }
+}
+
+#[cfg_attr(
+    fabric_no_llama,
+    ignore = "needs llama.cpp and the small model: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_llama_server_calls_tools_through_the_responses_api_by_json_schema() {
+    // SmolLM2's template cannot call tools, and llama.cpp's `/v1/responses` ignores
+    // `text.format`: before, `openai-responses` refused constrained decoding and the model
+    // answered in prose. `auto` reads `/props` and sends the schema as `response_format`
+    // too, which llama.cpp enforces: the first answer is a tool call.
+    let (_turn, server) = start(LlamaKind::LlamaServer { jinja: true }, 4096).await;
+    let fx = on_responses(&server, "    constrained_decoding: auto\n").await;
+    let (result, events) = run(
+        &fx,
+        &server,
+        "Create hello.txt containing Hello World",
+        &["--max-steps", "2"],
+    )
+    .await;
+    every_call_answered(&result, &events, &server);
+    let first = &of_kind(&events, "llm_response")[0]["payload"];
+    assert_eq!(first["constrained"], true, "{first}");
+    assert!(
+        first["tool_calls"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "the model called a tool: {first}"
+    );
 }

@@ -747,3 +747,44 @@ async fn issue_25_a_worker_without_the_first_one_s_disk_takes_a_run_over_from_th
     );
     let _ = second.start_kill();
 }
+
+/// Issue #40: a run whose every claim ends with its worker's death before any work is
+/// recorded (a run that crashes or OOM-kills whichever worker claims it; here the test kills
+/// each worker once it has claimed the run, while its first answer is still on its way) was
+/// taken over forever. After `store.max_worker_deaths` (3) such takeovers in a row, the
+/// worker that claims it next ends it `failed` with the reason instead of running it.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_a_run_that_kills_each_worker_is_ended_failed_after_three_deaths() {
+    let Some(url) = database() else { return };
+    let mut slow = turns();
+    slow[0].delay_ms = Some(30_000);
+    let fx = fixture(slow, &url, 2).await;
+    let api = Served::on(fx, Options::default()).await;
+    let id = api.start_run("write a and b").await;
+    let claimed = format!("claimed run {id}");
+    let taken = format!("took over run {id}");
+    for n in 0..3 {
+        let (mut w, log) = worker(&api.fx, &format!("doomed{n}"), 1);
+        let expect = if n == 0 { &claimed } else { &taken };
+        let said = wait_text(&log, expect, Duration::from_secs(30)).await;
+        assert!(said.contains(expect.as_str()), "worker {n}: {said}");
+        w.start_kill().expect("SIGKILL");
+        w.wait().await.expect("wait");
+    }
+    let (mut last, log) = worker(&api.fx, "last", 1);
+    assert_eq!(wait_end(&api, &id, Duration::from_secs(30)).await, "failed");
+    let events = read_runlog(&runlog_path(&api.fx.workspace_root(), &id));
+    let end = events.last().expect("events");
+    let reason = end["payload"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("taken over 3 times in a row from a worker that stopped while holding it"),
+        "{end}"
+    );
+    let told = wait_text(&log, "ended failed", Duration::from_secs(10)).await;
+    assert!(told.contains(&format!("run {id} ended failed")), "{told}");
+    let _ = last.start_kill();
+}
