@@ -31,7 +31,7 @@
 #   apt:  chromium and chromium-driver (Debian's packages), the headless browser and its
 #         WebDriver that the web run viewer's tests drive (needs root)
 #   apt:  cmake and build-essential, when the llama.cpp builds are to be done (needs root)
-#   apt:  podman, catatonit (the `--init` every container call uses; Debian's podman only
+#   apt:  podman, runc (crun refuses hybrid cgroups), catatonit (the `--init` every container call uses; Debian's podman only
 #         recommends it, and without it every call exits 125) and busybox-static (the one
 #         program of the image the containerised specialist's test imports), for a real
 #         containerised specialist in the suite (needs root)
@@ -101,12 +101,23 @@ fi
 if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
     apt_install "Chromium or its WebDriver" chromium chromium-driver
 fi
-if [[ ! -x /usr/bin/podman || ! -x /bin/busybox ]] \
+if [[ ! -x /usr/bin/podman || ! -x /bin/busybox || ! -x /usr/sbin/runc ]] \
     || ! [[ -x /usr/bin/catatonit || -x /usr/libexec/podman/catatonit ]]; then
-    apt_install "Podman, its container init or busybox" podman catatonit busybox-static
+    apt_install "Podman, its container init, runc or busybox" podman catatonit runc busybox-static
 fi
 
 mkdir -p "$DEPS"
+# The containers the tests start (CONTAINERS_CONF, which the fabric hands Podman): runc,
+# because crun refuses hosts with hybrid cgroups (this project's machines), and limits the
+# host lets root set (Podman's default open-files limit is above this host's hard limit).
+# Written every time, outside the stamps: it is a file, not an install.
+cat >"$DEPS/containers.conf" <<'CONF'
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+
+[engine]
+runtime = "runc"
+CONF
 if stamp_is .installed "$STAMP" && stamp_is .installed-model "$MODEL_STAMP" \
         && stamp_is .installed-llama "$LLAMA_STAMP"; then
     echo "test deps up to date in $DEPS"

@@ -219,11 +219,14 @@ impl ShellTool {
             // command inside sees is set with `--env` above.
             .env_clear()
             .env("PATH", SAFE_PATH);
+        // `CONTAINERS_CONF`: the operator's choice of runtime and limits for Podman (the
+        // fabric's own environment, never the model's).
         for key in [
             "HOME",
             "XDG_RUNTIME_DIR",
             "XDG_CONFIG_HOME",
             "XDG_DATA_HOME",
+            "CONTAINERS_CONF",
         ] {
             if let Some(value) = std::env::var_os(key) {
                 command.env(key, value);
