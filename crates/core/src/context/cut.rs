@@ -18,7 +18,8 @@ const NOTE_ROOM: usize = 320;
 
 /// Cuts the last turn until the estimate fits `room`: first the long texts in the
 /// arguments of its calls (they ran already; the model need not read its own file content
-/// again), then its results, largest first. Returns how many were cut; the caller checks
+/// again), then the answer's own text (a reply in prose the corrective reprompt answers),
+/// then its results, largest first. Returns how many were cut; the caller checks
 /// whether it fits now.
 pub(super) fn cut_newest(
     messages: &mut [Message],
@@ -37,6 +38,17 @@ pub(super) fn cut_newest(
                 call.arguments = shorter;
                 cut += 1;
             }
+        }
+    }
+    // Then the answer's own text: a long reply in prose (one the server's token limit cut,
+    // answered by the corrective reprompt) weighs like any result (issue #40).
+    if last < messages.len() {
+        let over = estimate(messages, definitions).saturating_sub(room);
+        if over > 0
+            && let Some(shorter) = shorten_answer(messages[last].content.as_deref(), over)
+        {
+            messages[last].content = Some(shorter);
+            cut += 1;
         }
     }
     loop {
@@ -58,10 +70,7 @@ pub(super) fn cut_newest(
             return cut;
         };
         let content = messages[i].content.take().unwrap_or_default();
-        // The estimate is bytes / 3 (rounded down): taking `over` tokens' bytes, one more
-        // token's, and the note's makes it fit when this result alone can.
-        let remove = (over as usize + 1) * BYTES_PER_TOKEN + NOTE_ROOM;
-        let keep = content.len().saturating_sub(remove).max(MIN_KEEP);
+        let keep = keep_for(content.len(), over);
         let call = messages[last]
             .tool_calls
             .iter()
@@ -75,6 +84,29 @@ pub(super) fn cut_newest(
         messages[i].content = Some(cut_text(&content, keep, name, &args));
         cut += 1;
     }
+}
+
+/// Bytes a text of `len` bytes keeps to take `over` tokens off the estimate. The estimate is
+/// bytes / 3 (rounded down): taking `over` tokens' bytes, one more token's, and the note's
+/// makes it fit when this text alone can.
+fn keep_for(len: usize, over: u64) -> usize {
+    let remove = (over as usize + 1) * BYTES_PER_TOKEN + NOTE_ROOM;
+    len.saturating_sub(remove).max(MIN_KEEP)
+}
+
+/// A model answer's long text cut to what takes `over` tokens off, with a note, when it is
+/// long enough to cut and not cut yet.
+fn shorten_answer(text: Option<&str>, over: u64) -> Option<String> {
+    let text = text.filter(|t| t.len() > MIN_KEEP + NOTE_ROOM && !t.contains(CUT_MARK))?;
+    let mut end = keep_for(text.len(), over);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(format!(
+        "{}\n[… {} more characters of this answer {CUT_MARK}]",
+        &text[..end],
+        text[end..].chars().count()
+    ))
 }
 
 /// The arguments with every long string value cut to its start and a note, when one is;
