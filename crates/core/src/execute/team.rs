@@ -206,6 +206,7 @@ pub(super) async fn run(
         histories: std::sync::Mutex::new(history.take().map(|h| h.members).unwrap_or_default()),
         fallback: fallback.as_ref(),
         versioned: run.versioned.as_deref(),
+        reviewing: force.origin == runlog::RunOrigin::Critic,
     };
 
     let (status, payload, reason, steps, usage) = if !is_task_force {
@@ -298,6 +299,8 @@ struct Shared<'a> {
     fallback: Option<&'a Fallback<'a>>,
     /// The run's versioned workspace, checkpointed after each call that may change it.
     versioned: Option<&'a crate::versioned::RunWorkspace>,
+    /// The run is a critic's review, its work in its task.
+    reviewing: bool,
 }
 
 impl Shared<'_> {
@@ -398,6 +401,7 @@ impl Shared<'_> {
                 fallback: self.fallback,
                 gate,
                 versioned: self.versioned,
+                reviewing: self.reviewing,
             },
             rec,
         )
