@@ -145,10 +145,17 @@ async fn list_filters_and_pages_newest_first(t: &TestStore) {
     };
     assert_eq!(ids(s.list_runs(&page).await.unwrap()), [b.clone()]);
     let running = RunQuery {
-        status: Some(RunStatus::Running),
+        statuses: vec![RunStatus::Running],
         ..all()
     };
     assert_eq!(ids(s.list_runs(&running).await.unwrap()), [c.clone()]);
+    // Several statuses, filtered before the page is taken (issue #40: A2A's states).
+    let ended = RunQuery {
+        statuses: vec![RunStatus::LlmError, RunStatus::Completed],
+        limit: 1,
+        ..RunQuery::default()
+    };
+    assert_eq!(ids(s.list_runs(&ended).await.unwrap()), [b.clone()]);
     let research = RunQuery {
         specialist: Some("research".into()),
         ..all()

@@ -638,3 +638,113 @@ async fn issue_30_any_api_node_answers_for_any_task_on_postgresql() {
         .collect();
     assert_eq!(ids, vec![id.as_str()], "{listed}");
 }
+
+/// Issue #40: ListTasks filtered by state after taking the page, so a page came back short
+/// (here empty, with a next page); a `pageToken` it never gave listed from it; a state that
+/// is none was an empty page. The filter is in the query now, and both are invalid params.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_list_tasks_filters_in_the_query_and_refuses_a_token_it_never_gave() {
+    let served = served().await;
+    let mut ids = Vec::new();
+    for prompt in ["Create a.txt", "Create b.txt", "Create c.txt"] {
+        let sent = rpc(&served, "SendMessage", message(prompt, Some("ctx-40"))).await;
+        let id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+        ids.push(id);
+    }
+    // The newest is cancelled while it works; the two before complete.
+    let canceled = rpc(&served, "CancelTask", json!({"id": ids[2]})).await;
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    for id in &ids[..2] {
+        let done = wait_ended(&served, id).await;
+        assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    }
+    let completed = |token: &str| json!({"contextId": "ctx-40", "status": "TASK_STATE_COMPLETED", "pageSize": 1, "pageToken": token});
+    let page = rpc(&served, "ListTasks", completed("")).await;
+    assert_eq!(page["result"]["tasks"][0]["id"], ids[1].as_str(), "{page}");
+    assert_eq!(page["result"]["tasks"].as_array().map(Vec::len), Some(1));
+    assert_eq!(page["result"]["nextPageToken"], ids[1].as_str(), "{page}");
+    let page = rpc(&served, "ListTasks", completed(&ids[1])).await;
+    assert_eq!(page["result"]["tasks"][0]["id"], ids[0].as_str(), "{page}");
+    let canceled = rpc(
+        &served,
+        "ListTasks",
+        json!({"contextId": "ctx-40", "status": "TASK_STATE_CANCELED"}),
+    )
+    .await;
+    assert_eq!(
+        canceled["result"]["tasks"][0]["id"],
+        ids[2].as_str(),
+        "{canceled}"
+    );
+    // No run is ever rejected: an empty page; a word that is no state: invalid params.
+    let none = rpc(
+        &served,
+        "ListTasks",
+        json!({"status": "TASK_STATE_REJECTED"}),
+    )
+    .await;
+    assert_eq!(none["result"]["tasks"], json!([]), "{none}");
+    for params in [
+        json!({"pageToken": "20200101-000000-000-00000000"}),
+        json!({"pageToken": "not a token"}),
+        json!({"status": "DONE"}),
+    ] {
+        let refused = rpc(&served, "ListTasks", params.clone()).await;
+        assert_eq!(refused["error"]["code"], -32602, "{params}: {refused}");
+    }
+    let refused = rpc(
+        &served,
+        "ListTasks",
+        json!({"pageToken": "20200101-000000-000-00000000"}),
+    )
+    .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not one this server gave"),
+        "{refused}"
+    );
+}
+
+/// Issue #40: CancelTask of a task another node runs said only that it was working; it says
+/// which node may cancel it.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_cancel_task_of_a_task_another_node_runs_says_so() {
+    let Some(url) = super::workers::database() else {
+        return;
+    };
+    let store = format!("store:\n  url: {url}\n");
+    let options = || Options {
+        auth: true,
+        ..Options::default()
+    };
+    let first = super::fixture::Fixture::with_backend(scenario(), "openai").await;
+    first.append_config(&store);
+    let first = Served::on(first, options()).await;
+    let other = super::fixture::Fixture::with_backend(scenario(), "openai").await;
+    other.append_config(&store);
+    let other = Served::on(other, options()).await;
+    let sent = rpc(&first, "SendMessage", message("write hello", None)).await;
+    let id = sent["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .to_owned();
+    let refused = rpc(&other, "CancelTask", json!({"id": id})).await;
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+    let said = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("cannot be canceled by this server: another node of this fabric runs it")
+            && said.contains("send CancelTask to the node it was sent to"),
+        "{said}"
+    );
+    let done = wait_ended(&first, &id).await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+}
