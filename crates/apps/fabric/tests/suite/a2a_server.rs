@@ -737,6 +737,14 @@ async fn issue_40_cancel_task_of_a_task_another_node_runs_says_so() {
         .as_str()
         .unwrap_or_else(|| panic!("{sent}"))
         .to_owned();
+    // The other node reads it from the database, which the first writes behind its runlog.
+    for _ in 0..100 {
+        let seen = rpc(&other, "GetTask", json!({"id": id})).await;
+        if seen["result"]["status"]["state"] == "TASK_STATE_WORKING" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let refused = rpc(&other, "CancelTask", json!({"id": id})).await;
     assert_eq!(refused["error"]["code"], -32002, "{refused}");
     let said = refused["error"]["message"].as_str().unwrap_or_default();
