@@ -584,6 +584,25 @@ pub(crate) async fn wait_ended(served: &Served, id: &str) -> Value {
     panic!("task {id} still working after 30 s");
 }
 
+/// Two API nodes sharing one PostgreSQL database, each with a workspace root of its own;
+/// `None` (after a loud SKIP) without PostgreSQL.
+async fn two_nodes() -> Option<(Served, Served)> {
+    let url = super::workers::database()?;
+    let store = format!("store:\n  url: {url}\n");
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        let fx = super::fixture::Fixture::with_backend(scenario(), "openai").await;
+        fx.append_config(&store);
+        let options = Options {
+            auth: true,
+            ..Options::default()
+        };
+        nodes.push(Served::on(fx, options).await);
+    }
+    let other = nodes.pop()?;
+    Some((nodes.pop()?, other))
+}
+
 /// Issue #30: on PostgreSQL, any API node answers for any task, even one with a workspace
 /// root of its own (no shared disk): the task a node ran is got, listed and found by its
 /// context on another.
@@ -593,20 +612,9 @@ pub(crate) async fn wait_ended(served: &Served, id: &str) -> Value {
 )]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_30_any_api_node_answers_for_any_task_on_postgresql() {
-    let Some(url) = super::workers::database() else {
+    let Some((first, other)) = two_nodes().await else {
         return;
     };
-    let store = format!("store:\n  url: {url}\n");
-    let options = || Options {
-        auth: true,
-        ..Options::default()
-    };
-    let first = super::fixture::Fixture::with_backend(scenario(), "openai").await;
-    first.append_config(&store);
-    let first = Served::on(first, options()).await;
-    let other = super::fixture::Fixture::with_backend(scenario(), "openai").await;
-    other.append_config(&store);
-    let other = Served::on(other, options()).await;
     assert_ne!(first.fx.workspace_root(), other.fx.workspace_root());
 
     let sent = rpc(
@@ -718,20 +726,9 @@ async fn issue_40_list_tasks_filters_in_the_query_and_refuses_a_token_it_never_g
 )]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_40_cancel_task_of_a_task_another_node_runs_says_so() {
-    let Some(url) = super::workers::database() else {
+    let Some((first, other)) = two_nodes().await else {
         return;
     };
-    let store = format!("store:\n  url: {url}\n");
-    let options = || Options {
-        auth: true,
-        ..Options::default()
-    };
-    let first = super::fixture::Fixture::with_backend(scenario(), "openai").await;
-    first.append_config(&store);
-    let first = Served::on(first, options()).await;
-    let other = super::fixture::Fixture::with_backend(scenario(), "openai").await;
-    other.append_config(&store);
-    let other = Served::on(other, options()).await;
     let sent = rpc(&first, "SendMessage", message("write hello", None)).await;
     let id = sent["result"]["task"]["id"]
         .as_str()

@@ -1017,7 +1017,8 @@ async fn issue_26_a_killed_run_is_shown_interrupted_resumable_not_running() {
     let fx = served.fx.clone();
     drop(served);
     // And so does MCP's `get_run` (issue #40: it lacked `resumable` and `queued`).
-    let record = mcp_get_run(&fx, &id).await;
+    let record =
+        fx.mcp_calls(&[("get_run", json!({"run_id": id}))]).await[0]["structuredContent"].clone();
     assert_eq!(
         (&record["status"], &record["resumable"], &record["queued"]),
         (&json!("running"), &json!(true), &json!(false)),
@@ -1030,45 +1031,6 @@ async fn issue_26_a_killed_run_is_shown_interrupted_resumable_not_running() {
     let row = listed(&fx, &id).await;
     assert_eq!(row["status"], "completed", "{row}");
     assert_eq!(row["resumable"], false, "{row}");
-}
-
-/// `get_run` of run `id` through `fabric mcp` (stdio, plain JSON-RPC): its structured result.
-async fn mcp_get_run(fx: &Fixture, id: &str) -> Value {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let mut child = fx
-        .command(&["mcp"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("fabric mcp starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    for message in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-               "params": {"name": "get_run", "arguments": {"run_id": id}}}),
-    ] {
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .expect("write");
-    }
-    loop {
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("an answer within 30 s")
-            .expect("read")
-            .expect("a line");
-        let message: Value = serde_json::from_str(&line).expect("json");
-        if message["id"] == 2 {
-            let _ = child.start_kill();
-            return message["result"]["structuredContent"].clone();
-        }
-    }
 }
 
 /// Issue #26: `fabric resume --all` said how many runs it continued, not which, nor how
