@@ -223,7 +223,7 @@ async fn issue_26_a_file_larger_than_the_window_is_read_in_parts() {
     assert!(part.starts_with("line 150: "), "{part}");
     assert!(
         part.ends_with(
-            "[lines 150–169 of 200; read_file with {\"limit\":20,\"offset\":170,\"path\":\"big.txt\"} reads the next part]"
+            "[lines 150–169 of 200 (12092 bytes); read_file with {\"limit\":20,\"offset\":170,\"path\":\"big.txt\"} reads the next part]"
         ),
         "{part}"
     );
