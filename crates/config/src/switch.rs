@@ -72,8 +72,8 @@ mod tests {
         decoding: Option<ConstrainedDecoding>,
     }
 
-    fn keys(json: Value) -> Result<Keys, String> {
-        serde_json::from_value(json).map_err(|e| e.to_string())
+    fn keys(json: Value) -> Result<Keys, serde_json::Error> {
+        serde_json::from_value(json)
     }
 
     #[test]
@@ -89,7 +89,10 @@ mod tests {
         assert_eq!(k.decoding, None);
         let k = keys(serde_json::json!({"sandbox": "workspace-write-network"})).unwrap();
         assert_eq!(k.sandbox, Some(SandboxMode::WorkspaceWriteNetwork));
-        let e = keys(serde_json::json!({"decoding": true})).err().unwrap();
+        let e = keys(serde_json::json!({"decoding": true}))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("write `json_schema` or `auto`"), "{e}");
     }
 }
