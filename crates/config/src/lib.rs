@@ -28,6 +28,7 @@ mod security;
 mod server;
 mod settings;
 mod store;
+mod switch;
 mod telemetry;
 
 pub use builtins::{

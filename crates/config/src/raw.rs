@@ -37,6 +37,7 @@ pub(crate) struct RawConfig {
     pub(crate) fetch_url: Option<RawFetchUrl>,
     pub(crate) server: Option<crate::server::RawServer>,
     pub(crate) telemetry: Option<crate::telemetry::RawTelemetry>,
+    #[serde(default, deserialize_with = "crate::switch::optional")]
     pub(crate) sandbox: Option<fabric_domain::SandboxMode>,
     pub(crate) sandbox_limits: Option<crate::security::RawLimits>,
     pub(crate) sandbox_read_paths: Option<Vec<String>>,
@@ -102,6 +103,7 @@ pub(crate) struct RawModel {
     pub(crate) tool_call_repair: Option<bool>,
     pub(crate) context_window: Option<u64>,
     pub(crate) max_concurrent_requests: Option<u64>,
+    #[serde(default, deserialize_with = "crate::switch::optional")]
     pub(crate) constrained_decoding: Option<fabric_domain::ConstrainedDecoding>,
     pub(crate) response_chaining: Option<fabric_domain::ResponseChaining>,
     pub(crate) vision: Option<bool>,

@@ -104,6 +104,7 @@ pub(crate) struct RawLimits {
     pub(crate) processes: Option<u64>,
     pub(crate) file_size_mb: Option<u64>,
     pub(crate) open_files: Option<u64>,
+    #[serde(default, deserialize_with = "crate::switch::optional")]
     pub(crate) cgroup: Option<SandboxCgroup>,
     pub(crate) disk_mb: Option<u64>,
     pub(crate) files: Option<u64>,

@@ -95,23 +95,31 @@ impl ModelConfig {
     }
 
     /// The API key variable this key needs and the environment lacks: Anthropic's API
-    /// takes no request without a key, so a run is refused before its first call rather
-    /// than failing on the server's 401. `None` when nothing is missing.
+    /// takes no request without a key, and a key that names `api_key_env` says its server
+    /// needs one, so a run is refused before its first call rather than failing on the
+    /// server's 401 (issue #40: any backend). `None` when nothing is missing.
     pub fn missing_api_key(&self) -> Option<&str> {
-        if self.backend != Backend::Anthropic {
-            return None;
-        }
-        let var = self.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
+        let var = match (self.backend, self.api_key_env.as_deref()) {
+            (_, Some(var)) => var,
+            (Backend::Anthropic, None) => "ANTHROPIC_API_KEY",
+            (_, None) => return None,
+        };
         std::env::var(var)
             .map_or(true, |v| v.trim().is_empty())
             .then_some(var)
     }
 
-    /// What to do about [`ModelConfig::missing_api_key`], for the key called `key`.
-    pub fn missing_api_key_fix(key: &str, var: &str) -> String {
-        format!(
-            "`{var}` is not set; export it with your Anthropic API key (or name another variable in `models.{key}.api_key_env`)"
-        )
+    /// What to do about [`ModelConfig::missing_api_key`], for this model, called `key`.
+    pub fn missing_api_key_fix(&self, key: &str, var: &str) -> String {
+        match self.backend {
+            Backend::Anthropic => format!(
+                "`{var}` is not set; export it with your Anthropic API key (or name another variable in `models.{key}.api_key_env`)"
+            ),
+            _ => format!(
+                "`{var}` (`models.{key}.api_key_env`) is not set; export it with the API key of {}, or remove `api_key_env` if the server needs no key",
+                self.base_url
+            ),
+        }
     }
 
     /// How tool calls are asked for: as configured, else `auto` for OpenAI-compatible

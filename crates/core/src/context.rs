@@ -8,9 +8,10 @@
 //!    follows its call) are left out, oldest first, and one note in their place says what
 //!    they did (written by the model when `context_compaction: summarize`);
 //!
-//! 3. then the results of the last turn, kept whole so far, are cut to what fits, largest
-//!    first, each with a note the model can act on (for `read_file`, the lines shown and the
-//!    call that reads the next part; [`cut`]);
+//! 3. then the last turn, kept whole so far, is cut to what fits: the long texts of its calls'
+//!    arguments, its own text (a long answer in prose, such as one the server's token limit
+//!    cut, issue #40), then its results, largest first, each with a note the model can act
+//!    on (for `read_file`, the lines shown and the call that reads the next part; [`cut`]);
 //!
 //! never the system prompt, the task (and the hand-over before the first answer), nor the last
 //! turn's calls. When even that does not fit, the run ends `context_window_exceeded`.

@@ -149,6 +149,10 @@ pub struct RunRecord {
     pub steps: Option<u64>,
     /// Tokens used, once the run has ended with a full `RunEnd`.
     pub usage: Option<Value>,
+    /// As [`RunView::resumable`]: `running`, but no process carries it on any more.
+    pub resumable: bool,
+    /// As [`RunView::queued`]: `running`, but waiting for a worker to claim it.
+    pub queued: bool,
     /// Every event of its runlog.
     pub events: Vec<RunEvent>,
 }
@@ -165,8 +169,18 @@ impl RunRecord {
             reason: view.reason,
             steps: view.steps,
             usage: view.usage,
+            resumable: view.resumable,
+            queued: view.queued,
             events,
         }
+    }
+
+    /// With what a probe found about who carries the run on (issue #40: `get_run` lacked
+    /// what `GET /runs/{id}` says).
+    pub fn with_liveness(mut self, liveness: Liveness) -> Self {
+        self.resumable = liveness.resumable();
+        self.queued = liveness.queued();
+        self
     }
 }
 

@@ -397,3 +397,44 @@ async fn issue_29_a_vision_model_gets_a_result_s_images_bounded_and_the_runlog_t
         }
     }
 }
+
+/// A first answer in prose that the server's token limit cut (`finish_reason: length`) is
+/// cut to fit the window after the corrective reprompt, like any oversized turn; it used to
+/// be kept whole and end the run at once with `context_window_exceeded` (issue #40).
+#[tokio::test]
+async fn issue_40_a_long_first_answer_in_prose_is_cut_to_fit_the_window() {
+    let prose = "The river runs to the sea, and yet the sea is not full. ".repeat(70);
+    assert!(prose.len() > 3_900);
+    let chat = ScriptedChat::new(vec![
+        Ok(fabric_core::ChatResponse {
+            content: Some(prose.clone()),
+            finish_reason: Some("length".into()),
+            ..Default::default()
+        }),
+        call("work", json!({})),
+        call("finish_task", json!({"summary": "ok"})),
+    ]);
+    let store = MemStore::new();
+    let mut t = task(chat.client(), vec![ok_tool("work")], true, false);
+    let member = &mut t.members[0];
+    member.model.context_window = Some(1_600);
+    member.model.max_tokens = Some(200);
+    let outcome = run(&store, t).await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.reason);
+    let compacted = store.of(EventKind::ContextCompacted);
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    assert_eq!(compacted[0].payload["cut_results"], 1);
+    // The model saw the start of its answer, a note, and the corrective message after it.
+    let seen = chat.seen.lock().unwrap();
+    let answer = seen[1]
+        .iter()
+        .find(|m| m.role == fabric_domain::Role::Assistant)
+        .and_then(|m| m.content.clone())
+        .unwrap();
+    assert!(answer.starts_with("The river runs"), "{answer}");
+    assert!(
+        answer.ends_with("more characters of this answer cut to fit the model's context window]"),
+        "{answer}"
+    );
+    assert!(answer.len() < prose.len());
+}

@@ -100,7 +100,10 @@ pub(crate) fn from_service(state: &AppState, error: ServiceError) -> ApiError {
         ServiceError::UnknownModelKey(m) => ApiError::UnknownModelKey(m),
         ServiceError::InvalidProject(m) => ApiError::InvalidProject(m),
         ServiceError::NotPermitted(m) => ApiError::NotPermitted(m),
-        ServiceError::ModelUnavailable(m) => ApiError::ModelUnavailable(m),
+        // The server's own configuration: its operator fixes it, the caller can only wait.
+        ServiceError::ModelUnavailable(m) | ServiceError::Misconfigured(m) => {
+            ApiError::ModelUnavailable(m)
+        }
         ServiceError::BudgetSpent(m) => ApiError::DailyBudgetSpent(m),
         ServiceError::TooManyRuns { limit } => ApiError::TooManyRuns {
             limit,

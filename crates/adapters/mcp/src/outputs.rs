@@ -64,6 +64,8 @@ pub(crate) fn get_run() -> Value {
             "reason": maybe("string"),
             "steps": maybe("integer"),
             "usage": maybe("object"),
+            "resumable": {"type": "boolean"},
+            "queued": {"type": "boolean"},
             "events": {"type": "array", "items": object(&["seq", "kind"], json!({
                 "seq": {"type": "integer"}, "kind": {"type": "string"},
             }))},

@@ -402,8 +402,15 @@ impl FabricMcpServer {
     /// A run's status, result and events.
     async fn get_run(&self, run_id: &str) -> Result<RunRecord, McpError> {
         let id = RunId::parse(run_id).map_err(|e| McpError::InvalidArguments(e.to_string()))?;
-        let events = self.service.store().read_events(&id).await?;
-        Ok(RunRecord::from_events(id, events))
+        let store = self.service.store();
+        let events = store.read_events(&id).await?;
+        let record = RunRecord::from_events(id, events);
+        // Probed only for a run with no end, as `GET /runs/{id}` does.
+        let liveness = match record.status {
+            RunStatus::Running => store.liveness(&record.run_id).await,
+            _ => fabric_core::Liveness::Unknown,
+        };
+        Ok(record.with_liveness(liveness))
     }
 
     /// Figures per specialist, model key or tool.

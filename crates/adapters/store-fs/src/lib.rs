@@ -248,7 +248,7 @@ impl RunStore for FsRunStore {
 
 /// Whether a run passes a query's filters (all but `limit` and `before`).
 pub fn matches(run: &RunSummary, query: &RunQuery) -> bool {
-    query.status.is_none_or(|s| run.status == s)
+    (query.statuses.is_empty() || query.statuses.contains(&run.status))
         && query
             .specialist
             .as_ref()

@@ -136,6 +136,149 @@ pub fn query_words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The English stopwords a text search leaves out of a query, on both stores: exactly those of
+/// PostgreSQL's `english` configuration (its `english.stop`), which drops them from the
+/// query and the document alike; SQLite's FTS5 would otherwise require them, so one query
+/// found different runs on the two stores (issue #40, ADR-094).
+pub const STOPWORDS: [&str; 127] = [
+    "i",
+    "me",
+    "my",
+    "myself",
+    "we",
+    "our",
+    "ours",
+    "ourselves",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+    "he",
+    "him",
+    "his",
+    "himself",
+    "she",
+    "her",
+    "hers",
+    "herself",
+    "it",
+    "its",
+    "itself",
+    "they",
+    "them",
+    "their",
+    "theirs",
+    "themselves",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "this",
+    "that",
+    "these",
+    "those",
+    "am",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "have",
+    "has",
+    "had",
+    "having",
+    "do",
+    "does",
+    "did",
+    "doing",
+    "a",
+    "an",
+    "the",
+    "and",
+    "but",
+    "if",
+    "or",
+    "because",
+    "as",
+    "until",
+    "while",
+    "of",
+    "at",
+    "by",
+    "for",
+    "with",
+    "about",
+    "against",
+    "between",
+    "into",
+    "through",
+    "during",
+    "before",
+    "after",
+    "above",
+    "below",
+    "to",
+    "from",
+    "up",
+    "down",
+    "in",
+    "out",
+    "on",
+    "off",
+    "over",
+    "under",
+    "again",
+    "further",
+    "then",
+    "once",
+    "here",
+    "there",
+    "when",
+    "where",
+    "why",
+    "how",
+    "all",
+    "any",
+    "both",
+    "each",
+    "few",
+    "more",
+    "most",
+    "other",
+    "some",
+    "such",
+    "no",
+    "nor",
+    "not",
+    "only",
+    "own",
+    "same",
+    "so",
+    "than",
+    "too",
+    "very",
+    "s",
+    "t",
+    "can",
+    "will",
+    "just",
+    "don",
+    "should",
+    "now",
+];
+
+/// The words a text search looks for: `words` less the [`STOPWORDS`].
+pub fn search_terms(words: &[String]) -> Vec<String> {
+    words
+        .iter()
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .cloned()
+        .collect()
+}
+
 /// An FTS5 query matching runs with all the words: each one a quoted string, so `NEAR`,
 /// `OR` and `AND` are words like any other.
 pub fn fts5_query(words: &[String]) -> String {
@@ -246,5 +389,24 @@ mod tests {
             snippet(text, &["zebra".to_owned()], 6).unwrap(),
             "…t the [zebra] cross…"
         );
+    }
+
+    /// The list is PostgreSQL's own, word for word, wherever PostgreSQL is installed here
+    /// (issue #40: the two stores must leave out the same words).
+    #[test]
+    fn issue_40_the_stopwords_are_postgresqls_english_stop() {
+        let Ok(versions) = std::fs::read_dir("/usr/share/postgresql") else {
+            return;
+        };
+        for version in versions.flatten() {
+            let file = version.path().join("tsearch_data/english.stop");
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            let theirs: Vec<&str> = text.split_whitespace().collect();
+            assert_eq!(theirs, STOPWORDS, "{}", file.display());
+        }
+        let words = query_words("The sea AND the river");
+        assert_eq!(search_terms(&words), ["sea", "river"]);
     }
 }

@@ -54,7 +54,9 @@ use fabric_core::{
 use fabric_domain::{RunEvent, RunId, RunSummary};
 use fabric_store_fs::FsRunStore;
 
-pub use document::{DOCUMENT_CAP, fts5_query, query_words, search_document, snippet};
+pub use document::{
+    DOCUMENT_CAP, STOPWORDS, fts5_query, query_words, search_document, search_terms, snippet,
+};
 pub use error::{SqlError, redact};
 pub use schema::SCHEMA_VERSION;
 pub use vindex::VectorIndexInfo;

@@ -135,9 +135,13 @@ pub(crate) async fn list_runs(
         }
         "r.id DESC"
     };
-    if let Some(status) = query.status {
-        args.push(status.as_str().into());
-        conditions.push(format!("r.status = ${}", args.len()));
+    if !query.statuses.is_empty() {
+        let first = args.len() + 1;
+        args.extend(query.statuses.iter().map(|s| s.as_str().into()));
+        conditions.push(format!(
+            "r.status IN ({})",
+            placeholders(first, query.statuses.len())
+        ));
     }
     if let Some(since) = query.since {
         args.push(Arg::Real(since));

@@ -14,7 +14,7 @@ use fabric_core::{Reindexed, StoreError};
 use fabric_domain::{RunEvent, RunId};
 use fabric_store_fs::RUNLOG_FILE;
 
-use crate::db::{Arg, Conn};
+use crate::db::{Arg, Conn, placeholders};
 use crate::{SqlStore, index, vindex, writer};
 
 /// The open-time part.
@@ -103,49 +103,111 @@ pub(crate) async fn reindex(store: &SqlStore) -> Result<Reindexed, StoreError> {
         .iter()
         .filter_map(|r| r.text("run_id").ok())
         .collect();
-    let mut done = Reindexed::default();
+    let mut ids = Vec::new();
     while let Ok(Some(entry)) = entries.next_entry().await {
-        let Some(id) = entry
+        if let Some(id) = entry
             .file_name()
             .to_str()
             .and_then(|n| RunId::parse(n).ok())
-        else {
-            continue;
-        };
-        let indexed = counts.get(id.as_str()).copied();
-        let agreement = match indexed {
-            None => Agreement::Behind,
-            Some(n) if queued.contains(id.as_str()) => {
-                let Some(lines) = runlog_lines(store, &id).await else {
-                    continue;
-                };
-                if lines > usize::try_from(n).unwrap_or(0) {
-                    Agreement::Behind
-                } else {
-                    Agreement::Same
+        {
+            ids.push(id);
+        }
+    }
+    let mut done = Reindexed::default();
+    // The indexed events of a chunk of runs in one query, not one per run (issue #40).
+    for chunk in ids.chunks(COMPARE_CHUNK) {
+        let compared: Vec<&RunId> = chunk
+            .iter()
+            .filter(|id| counts.contains_key(id.as_str()) && !queued.contains(id.as_str()))
+            .collect();
+        let mut indexed = indexed_lines(store, &compared).await?;
+        for id in chunk {
+            let agreement = match counts.get(id.as_str()).copied() {
+                None => Agreement::Behind,
+                Some(n) if queued.contains(id.as_str()) => {
+                    let Some(lines) = runlog_lines(store, id).await else {
+                        continue;
+                    };
+                    if lines > usize::try_from(n).unwrap_or(0) {
+                        Agreement::Behind
+                    } else {
+                        Agreement::Same
+                    }
                 }
-            }
-            Some(n) => compare(store, &id, n).await?,
-        };
-        match agreement {
-            Agreement::Same => {}
-            Agreement::Behind => {
-                if reindex_run(store, &id, false).await? {
-                    done.runs += 1;
+                Some(n) => {
+                    let rows = indexed.remove(id.as_str()).unwrap_or_default();
+                    compare(store, id, n, &rows).await?
                 }
-            }
-            Agreement::Differs => {
-                if reindex_run(store, &id, true).await? {
-                    tracing::warn!(store = %store.inner.name, run = %id, "the index had events its runlog does not have; replaced them with the runlog's");
-                    done.runs += 1;
-                    done.repaired += 1;
-                }
-            }
+            };
+            settle(store, id, agreement, &mut done).await?;
         }
     }
     // The vector index too: counts, and lists to train (a database from before the index).
     vindex::refresh(store).await.map_err(|e| store.err(&e))?;
     Ok(done)
+}
+
+/// Runs whose indexed events one query of `reindex` reads.
+const COMPARE_CHUNK: usize = 200;
+
+/// Brings a run's index to its runlog as `agreement` says, counting it in `done`.
+async fn settle(
+    store: &SqlStore,
+    id: &RunId,
+    agreement: Agreement,
+    done: &mut Reindexed,
+) -> Result<(), StoreError> {
+    match agreement {
+        Agreement::Same => {}
+        Agreement::Behind => {
+            if reindex_run(store, id, false).await? {
+                done.runs += 1;
+            }
+        }
+        Agreement::Differs => {
+            if reindex_run(store, id, true).await? {
+                tracing::warn!(store = %store.inner.name, run = %id, "the index had events its runlog does not have; replaced them with the runlog's");
+                done.runs += 1;
+                done.repaired += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An indexed event: its `seq` and its line as written (`None`: unreadable).
+type IndexedRow = (Option<i64>, Option<String>);
+
+/// The indexed events (`seq`, line as written) of these runs, per run, in `seq` order.
+async fn indexed_lines(
+    store: &SqlStore,
+    ids: &[&RunId],
+) -> Result<HashMap<String, Vec<IndexedRow>>, StoreError> {
+    let mut by_run: HashMap<String, Vec<IndexedRow>> = HashMap::new();
+    if ids.is_empty() {
+        return Ok(by_run);
+    }
+    let sql = format!(
+        "SELECT run_id, seq, line FROM events WHERE run_id IN ({}) ORDER BY run_id, seq",
+        placeholders(1, ids.len())
+    );
+    let args = ids.iter().map(|id| id.as_str().into()).collect();
+    let rows = store
+        .inner
+        .db
+        .fetch_all(&sql, args)
+        .await
+        .map_err(|e| store.err(&e))?;
+    for row in &rows {
+        let Ok(run) = row.text("run_id") else {
+            continue;
+        };
+        by_run
+            .entry(run)
+            .or_default()
+            .push((row.int("seq").ok(), row.text("line").ok()));
+    }
+    Ok(by_run)
 }
 
 /// How a run's index stands against its runlog.
@@ -159,20 +221,17 @@ enum Agreement {
     Differs,
 }
 
-/// Compares the indexed events of a run (whose row counts `row_events`) with its runlog.
-async fn compare(store: &SqlStore, id: &RunId, row_events: i64) -> Result<Agreement, StoreError> {
-    // The index first, the runlog second: a running run's line reaches its runlog before
-    // the index, so every event read here is in the runlog read next, and a run going on
-    // meanwhile never looks damaged.
-    let rows = store
-        .inner
-        .db
-        .fetch_all(
-            "SELECT seq, line FROM events WHERE run_id = $1 ORDER BY seq",
-            vec![id.as_str().into()],
-        )
-        .await
-        .map_err(|e| store.err(&e))?;
+/// Compares the indexed events of a run (`rows`, whose row counts `row_events`) with its
+/// runlog.
+async fn compare(
+    store: &SqlStore,
+    id: &RunId,
+    row_events: i64,
+    rows: &[IndexedRow],
+) -> Result<Agreement, StoreError> {
+    // The index was read first, the runlog second: a running run's line reaches its
+    // runlog before the index, so every event read there is in the runlog read now, and a
+    // run going on meanwhile never looks damaged.
     let logged = match store.inner.fs.read_event_lines(id).await {
         Ok(logged) => logged,
         Err(e @ (StoreError::Corrupt { .. } | StoreError::Io { .. })) => {
@@ -185,8 +244,8 @@ async fn compare(store: &SqlStore, id: &RunId, row_events: i64) -> Result<Agreem
     let by_seq: HashMap<u64, &(RunEvent, String)> =
         logged.iter().map(|pair| (pair.0.seq, pair)).collect();
     let mut seen = HashSet::with_capacity(rows.len());
-    for row in &rows {
-        let (Ok(seq), Ok(line)) = (row.int("seq"), row.text("line")) else {
+    for row in rows {
+        let (Some(seq), Some(line)) = (row.0, row.1.as_deref()) else {
             return Ok(Agreement::Differs);
         };
         let seq = u64::try_from(seq).unwrap_or(u64::MAX);
@@ -197,7 +256,7 @@ async fn compare(store: &SqlStore, id: &RunId, row_events: i64) -> Result<Agreem
         // A row indexed before lines were kept as written is the event re-serialised: the
         // same event in other bytes is no difference.
         if line != *logged_line
-            && serde_json::from_str::<RunEvent>(&line).ok().as_ref() != Some(event)
+            && serde_json::from_str::<RunEvent>(line).ok().as_ref() != Some(event)
         {
             return Ok(Agreement::Differs);
         }

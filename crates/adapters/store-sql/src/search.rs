@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use fabric_core::{SearchHit, SearchQuery, StoreError};
 
 use crate::db::{Arg, Backend, placeholders};
-use crate::document::{fts5_query, plain_query, query_words, snippet};
+use crate::document::{fts5_query, plain_query, query_words, search_terms, snippet};
 use crate::filters::filters;
 use crate::queries::summaries;
 use crate::{SqlStore, vectors};
@@ -23,16 +23,26 @@ pub(crate) async fn search(
     store: &SqlStore,
     query: &SearchQuery,
 ) -> Result<Vec<SearchHit>, StoreError> {
-    let words = query_words(&query.text);
+    let given = query_words(&query.text);
+    let words = search_terms(&given);
     if query.semantic_only && query.embedding.is_none() {
         return Err(StoreError::InvalidQuery(
             "a semantic search needs the query's embedding: configure an embeddings model".into(),
         ));
     }
     if words.is_empty() && query.embedding.is_none() {
-        return Err(StoreError::InvalidQuery(
-            "nothing to search for: give some words".into(),
-        ));
+        return Err(StoreError::InvalidQuery(match given.is_empty() {
+            true => "nothing to search for: give some words".into(),
+            false => format!(
+                "nothing to search for: {} too common for a text search, which leaves out English stopwords; give other words",
+                given
+                    .iter()
+                    .map(|w| format!("`{w}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    + if given.len() == 1 { " is" } else { " are" }
+            ),
+        }));
     }
     if query.limit == 0 {
         return Ok(Vec::new());

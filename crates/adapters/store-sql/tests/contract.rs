@@ -56,6 +56,7 @@ contract!(
     events_come_from_the_database_when_the_runlog_is_elsewhere,
     issue_26_a_torn_but_whole_last_line_never_outlives_its_runlog,
     issue_26_liveness_follows_the_runlog_lock_and_the_queue_lease,
+    issue_40_stopwords_are_left_out_of_a_query_on_both_stores,
 );
 
 fn all() -> RunQuery {
@@ -144,10 +145,17 @@ async fn list_filters_and_pages_newest_first(t: &TestStore) {
     };
     assert_eq!(ids(s.list_runs(&page).await.unwrap()), [b.clone()]);
     let running = RunQuery {
-        status: Some(RunStatus::Running),
+        statuses: vec![RunStatus::Running],
         ..all()
     };
     assert_eq!(ids(s.list_runs(&running).await.unwrap()), [c.clone()]);
+    // Several statuses, filtered before the page is taken (issue #40: A2A's states).
+    let ended = RunQuery {
+        statuses: vec![RunStatus::LlmError, RunStatus::Completed],
+        limit: 1,
+        ..RunQuery::default()
+    };
+    assert_eq!(ids(s.list_runs(&ended).await.unwrap()), [b.clone()]);
     let research = RunQuery {
         specialist: Some("research".into()),
         ..all()
@@ -267,8 +275,8 @@ async fn search_words_are_never_query_syntax(t: &TestStore) {
         ("-river", 1),
         // `prompt:` is not a column filter: `prompt` is not a word of the run.
         ("prompt:river", 0),
-        // `AND` as a word: PostgreSQL's `english` configuration drops it (a stopword, like
-        // `or` and `the`) while SQLite's FTS5 requires it, so `zebra` decides: nothing.
+        // `AND` as a word: a stopword, like `or` and `the`, left out on both stores
+        // (issue #40), so `zebra` decides: nothing.
         ("river AND zebra", 0),
         ("'; DROP TABLE runs; --", 0),
         // `&`, `|`, `!`, `<->` are not tsquery operators: `x` and `y` do not match.
@@ -906,4 +914,54 @@ async fn issue_26_liveness_follows_the_runlog_lock_and_the_queue_lease(t: &TestS
         .unwrap()
         .unwrap();
     assert_eq!((&taken.id, taken.lease_expired), (&queued, true));
+}
+
+/// Issue #40: PostgreSQL's `english` configuration drops stopwords that SQLite's FTS5
+/// required, so `the sea` found a run without `the` on one store only. Both leave out the
+/// same stopwords now, and a query of stopwords alone is refused on both, saying why.
+async fn issue_40_stopwords_are_left_out_of_a_query_on_both_stores(t: &TestStore) {
+    let s = &t.store;
+    let waves = run(
+        s,
+        &Script {
+            prompt: "a poem about waves and sea",
+            summary: "wrote a poem",
+            ..Script::default()
+        },
+    )
+    .await;
+    let calm = run(
+        s,
+        &Script {
+            prompt: "the sea is calm",
+            ..Script::default()
+        },
+    )
+    .await;
+    let query = |text: &str| SearchQuery {
+        text: text.into(),
+        limit: 10,
+        ..SearchQuery::default()
+    };
+    let hits = s.search(&query("the sea")).await.unwrap();
+    let mut found: Vec<_> = hits.iter().map(|h| h.run.id.clone()).collect();
+    found.sort();
+    let mut both = vec![waves.clone(), calm.clone()];
+    both.sort();
+    assert_eq!(found, both, "{hits:?}");
+    let hits = s.search(&query("Calm, AND the sea")).await.unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].run.id, calm);
+    for (text, said) in [
+        ("the", "`the` is too common"),
+        ("The and", "`the`, `and` are too common"),
+    ] {
+        match s.search(&query(text)).await {
+            Err(StoreError::InvalidQuery(message)) => {
+                assert!(message.contains(said), "{text}: {message}");
+                assert!(message.contains("give other words"), "{message}");
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
 }

@@ -9,7 +9,7 @@
 //! outside, or by a process before the sandbox). The refusal is a `hard_link` security event.
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -115,7 +115,7 @@ impl TypedTool for ReadFileTool {
 
     fn spec(&self) -> ToolSpec {
         let description = format!(
-            "Read a text file in the workspace and return its content. Files larger than {} bytes are cut, with a note saying so. For a big file, read a part at a time: `offset` is the first line (from 1), `limit` how many lines.",
+            "Read a text file in the workspace and return its content. One call returns at most {} bytes, in whole lines; a bigger file or part ends with a note of the lines shown, the file's lines and bytes, and the read_file call that reads the next part. `offset` is the first line (from 1), `limit` how many lines.",
             self.policy.max_read_bytes
         );
         let spec = ToolSpec::for_input::<ReadInput>(builtin::READ_FILE, &description)
@@ -217,32 +217,30 @@ fn read_blocking(
     range: Option<Lines>,
 ) -> Result<Value, ToolError> {
     let (fd, stat) = open_regular(workspace, raw, relative, &TOOL_LISTER)?;
+    let size = u64::try_from(stat.st_size).unwrap_or(0);
+    let mut file = std::fs::File::from(fd);
     if let Some(range) = range {
-        return range.read(std::fs::File::from(fd), raw, max);
+        return range.read(file, raw, max, size);
     }
     let mut bytes = Vec::new();
-    std::fs::File::from(fd)
-        .take(max)
+    (&mut file)
+        .take(max + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| io_failed("read", raw, &e))?;
     tracing::debug!(path = %relative.display(), bytes = bytes.len(), "read_file");
-
-    let size = u64::try_from(stat.st_size)
-        .unwrap_or(0)
-        .max(bytes.len() as u64);
-    let cut = size > bytes.len() as u64;
-    let (mut text, lossy) = decode(&bytes, cut);
-    if bytes.is_empty() && !cut {
+    if bytes.len() as u64 > max {
+        // Too big for one answer: whole lines from the first, with the file's size and the
+        // call that reads on (issue #40).
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| io_failed("read", raw, &e))?;
+        return Lines::new(1, None).read(file, raw, max, size.max(bytes.len() as u64));
+    }
+    if bytes.is_empty() {
         return Ok(Value::String(format!("[file `{raw}` is empty]")));
     }
+    let (mut text, lossy) = decode(&bytes, false);
     if lossy {
         text.push_str("\n[note: the file is not valid UTF-8; invalid bytes are shown as \u{FFFD}]");
-    }
-    if cut {
-        text.push_str(&format!(
-            "\n[truncated: file is {size} bytes, showing the first {}]",
-            bytes.len()
-        ));
     }
     Ok(Value::String(text))
 }

@@ -27,9 +27,15 @@ impl Lines {
         }
     }
 
-    /// Reads the lines from `file` (`raw` is the path as the model gave it), at most `max`
-    /// bytes of them.
-    pub(crate) fn read(self, file: std::fs::File, raw: &str, max: u64) -> Result<Value, ToolError> {
+    /// Reads the lines from `file` (`raw` is the path as the model gave it, `size` its size
+    /// in bytes), at most `max` bytes of them.
+    pub(crate) fn read(
+        self,
+        file: std::fs::File,
+        raw: &str,
+        max: u64,
+        size: u64,
+    ) -> Result<Value, ToolError> {
         let failed = |e: std::io::Error| ToolError::Failed(format!("cannot read `{raw}`: {e}"));
         let mut reader = BufReader::new(file);
         let mut line = Vec::new();
@@ -38,6 +44,7 @@ impl Lines {
         let mut last_shown = 0u64;
         let mut full = false;
         let mut capped = false;
+        let mut long_line = None;
         loop {
             line.clear();
             if reader.read_until(b'\n', &mut line).map_err(failed)? == 0 {
@@ -54,6 +61,7 @@ impl Lines {
                     // One line longer than the cap: its start, rather than nothing.
                     part.extend_from_slice(&line[..max as usize]);
                     last_shown = number;
+                    long_line = Some(line.len());
                 }
                 // Only counting from here on, and not forever.
                 let (more, hit) =
@@ -86,27 +94,49 @@ impl Lines {
         if !text.ends_with('\n') {
             text.push('\n');
         }
-        // Counting stops at the cap on a huge file.
-        let counted = if capped {
-            format!("more than {total}")
-        } else {
-            total.to_string()
+        let seen = Seen {
+            last_shown,
+            total,
+            capped,
+            long_line,
         };
-        if last_shown < total {
-            let shown = last_shown + 1 - self.first;
-            let again = json!({"path": raw, "offset": last_shown + 1, "limit": self.limit.unwrap_or(shown).max(1)});
-            text.push_str(&format!(
-                "[lines {}–{last_shown} of {counted}; read_file with {again} reads the next part]",
-                self.first
-            ));
-        } else {
-            text.push_str(&format!(
-                "[lines {}–{last_shown} of {counted}: the end of the file]",
-                self.first
-            ));
-        }
+        text.push_str(&self.note(raw, &seen, size, max));
         Ok(Value::String(text))
     }
+
+    /// The note after a part: which lines of how many, the file's size when there is more,
+    /// and the call that reads on.
+    fn note(self, raw: &str, seen: &Seen, size: u64, max: u64) -> String {
+        let (first, last) = (self.first, seen.last_shown);
+        // Counting stops at the cap on a huge file.
+        let of = match seen.capped {
+            true => format!("more than {}", seen.total),
+            false => seen.total.to_string(),
+        };
+        let again = json!({"path": raw, "offset": last + 1, "limit": self.limit.unwrap_or(last + 1 - first).max(1)});
+        let on = match last < seen.total {
+            true => format!("read_file with {again} reads the next part"),
+            false => "the end of the file".to_owned(),
+        };
+        match seen.long_line {
+            Some(len) => format!(
+                "[the first {max} bytes of line {first} of {of} ({size} bytes): the line is {len} bytes long and read_file returns at most {max} bytes at once, so the rest of it cannot be read with read_file; {on}]"
+            ),
+            None if last < seen.total => {
+                format!("[lines {first}–{last} of {of} ({size} bytes); {on}]")
+            }
+            None => format!("[lines {first}–{last} of {of}: {on}]"),
+        }
+    }
+}
+
+/// What a read saw: the last line shown, the lines counted (and whether counting stopped at
+/// its cap), and the length of a line too long to show whole.
+struct Seen {
+    last_shown: u64,
+    total: u64,
+    capped: bool,
+    long_line: Option<usize>,
 }
 
 /// Lines in what `reader` yields (newlines, plus one for a last line without one), and
@@ -143,7 +173,7 @@ mod tests {
     fn read(text: &str, first: u64, limit: Option<u64>, max: u64) -> Result<String, ToolError> {
         let (_keep, f) = file(text);
         Lines::new(first, limit)
-            .read(f, "big.txt", max)
+            .read(f, "big.txt", max, text.len() as u64)
             .map(|v| v.as_str().unwrap().to_owned())
     }
 
@@ -156,7 +186,7 @@ mod tests {
         let text = read(&numbered(10), 3, Some(2), 1_000).unwrap();
         assert_eq!(
             text,
-            "line 3\nline 4\n[lines 3–4 of 10; read_file with {\"limit\":2,\"offset\":5,\"path\":\"big.txt\"} reads the next part]"
+            "line 3\nline 4\n[lines 3–4 of 10 (71 bytes); read_file with {\"limit\":2,\"offset\":5,\"path\":\"big.txt\"} reads the next part]"
         );
         let end = read(&numbered(10), 9, None, 1_000).unwrap();
         assert_eq!(
@@ -172,7 +202,7 @@ mod tests {
             text.starts_with("line 1\nline 2\nline 3\nline 4\n["),
             "{text}"
         );
-        assert!(text.contains("[lines 1–4 of 100;"), "{text}");
+        assert!(text.contains("[lines 1–4 of 100 (792 bytes);"), "{text}");
         assert!(text.contains("\"offset\":5"), "{text}");
     }
 

@@ -4,7 +4,12 @@
 
 use crate::web::{FetchSettings, WebSearchSettings};
 
+use fabric_core::engine::MAX_TOOL_RESULT_CHARS;
 pub use fabric_domain::DEFAULT_ALLOWED_COMMANDS;
+
+/// Characters kept free for `read_file`'s notes (which lines, the call that reads on, the
+/// note on invalid UTF-8) within the engine's cap on one tool result.
+const READ_NOTE_ROOM: usize = 1_000;
 
 /// Limits and allowlist of the built-in tools, shared by all of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,7 +23,9 @@ pub struct ToolPolicy {
     /// Characters of stdout and of stderr kept per command (each stream separately); the rest
     /// is drained and counted, not stored.
     pub max_output_chars: usize,
-    /// Bytes `read_file` returns at most.
+    /// Bytes of a file `read_file` returns at most in one call, in whole lines. The default
+    /// leaves room for its note in the engine's cap on one tool result, so a big file is never
+    /// cut there, where no note could say how to read on (issue #40).
     pub max_read_bytes: u64,
     /// Entries `list_files` returns at most.
     pub max_list_entries: usize,
@@ -48,7 +55,7 @@ impl Default for ToolPolicy {
             // Two streams of 7 000 fit in the engine's 16 000-character cap on one tool
             // result, so the model never gets JSON cut in the middle.
             max_output_chars: 7_000,
-            max_read_bytes: 256 * 1024,
+            max_read_bytes: (MAX_TOOL_RESULT_CHARS - READ_NOTE_ROOM) as u64,
             max_list_entries: 500,
             extra_env: Vec::new(),
             web_search: WebSearchSettings::default(),

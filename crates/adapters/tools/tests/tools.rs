@@ -317,9 +317,64 @@ async fn read_is_capped_with_a_note() {
     let out = text(&out);
     assert!(out.starts_with(&"x".repeat(100)), "{out}");
     assert!(
-        out.ends_with("\n[truncated: file is 1000 bytes, showing the first 100]"),
+        out.ends_with("\n[the first 100 bytes of line 1 of 1 (1000 bytes): the line is 1000 bytes long and read_file returns at most 100 bytes at once, so the rest of it cannot be read with read_file; the end of the file]"),
         "{out}"
     );
+}
+
+/// A file bigger than one answer comes in whole lines that fit the engine's cap on a tool
+/// result, with the file's true size and the exact call that reads on; following the notes
+/// reads the whole file (issue #40: it was cut at 16,000 characters with
+/// `[truncated: 24500 more characters]` and no way to read the rest).
+#[tokio::test]
+async fn issue_40_a_big_file_says_its_size_and_the_call_that_reads_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let file: String = (1..=500)
+        .map(|n| {
+            format!(
+                "line {n:03}: {:<70}\n",
+                "the river runs to the sea, and the sea is not full"
+            )
+        })
+        .collect();
+    assert_eq!(file.len(), 40_500);
+    std::fs::write(dir.path().join("big.txt"), &file).unwrap();
+    let read = tool("read_file");
+    let c = ctx(dir.path());
+    let mut args = json!({"path": "big.txt"});
+    let mut whole = String::new();
+    for _ in 0..10 {
+        let out = read.call(args.clone(), &c).await.unwrap();
+        let out = text(&out);
+        assert!(
+            out.chars().count() <= fabric_core::engine::MAX_TOOL_RESULT_CHARS,
+            "{} characters",
+            out.len()
+        );
+        let (lines, note) = out.rsplit_once('\n').unwrap();
+        whole.push_str(lines);
+        whole.push('\n');
+        if note.ends_with(": the end of the file]") {
+            break;
+        }
+        let first = args["offset"].as_u64().unwrap_or(1);
+        let last = first + lines.lines().count() as u64 - 1;
+        assert!(
+            note.starts_with(&format!(
+                "[lines {first}–{last} of 500 (40500 bytes); read_file with {{"
+            )),
+            "{note}"
+        );
+        let call = note
+            .split_once("read_file with ")
+            .unwrap()
+            .1
+            .strip_suffix(" reads the next part]")
+            .unwrap();
+        args = serde_json::from_str(call).unwrap();
+        assert_eq!(args["offset"], last + 1, "{note}");
+    }
+    assert_eq!(whole, file);
 }
 
 #[tokio::test]

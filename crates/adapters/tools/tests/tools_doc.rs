@@ -300,7 +300,8 @@ registry) and carried by the contract of every tool it names. Models see them:
         Some(
             "Every specialist has it; its parameters are the specialist's `finish_schema` \
              (SPECIALISTS.md lists the built-in specialists'). It is refused before any other \
-             tool has been used.",
+             tool has been used, except in a critic's review, whose task holds the diff it \
+             reviews (QUALITY.md).",
         ),
     );
     tool(&mut out, &fabric_core::search::search_runs_spec(), None);

@@ -43,6 +43,7 @@ fn classify(error: &anyhow::Error) -> (u8, &'static str) {
             | ServiceError::InvalidProject(_)
             | ServiceError::NotPermitted(_),
         ) => (EXIT_USAGE, "usage_error"),
+        Some(ServiceError::Misconfigured(_)) => (EXIT_USAGE, "config_error"),
         Some(ServiceError::ModelUnavailable(_)) => (EXIT_LLM_ERROR, "llm_error"),
         Some(ServiceError::BudgetSpent(_)) => {
             (RunStatus::BudgetExceeded.exit_code(), "budget_exceeded")

@@ -223,36 +223,7 @@ impl RunObserver for HumanRenderer {
             }
             EventKind::CriticReview => {
                 if let Ok(p) = event.payload_as::<runlog::CriticReview>() {
-                    let verdict = if p.approved {
-                        self.ok.apply_to("approved").to_string()
-                    } else {
-                        self.bad.apply_to("rejected").to_string()
-                    };
-                    self.line(format!(
-                        "  {} critic {} {verdict} (review {} of {}, {} file(s), {} finding(s){})",
-                        self.accent.apply_to("⚖"),
-                        visible_line(&p.critic),
-                        p.round,
-                        p.max_rounds,
-                        p.files.len(),
-                        p.findings.len(),
-                        if p.approved {
-                            format!(", {} applied", p.applied.len())
-                        } else {
-                            String::new()
-                        }
-                    ));
-                    for f in p.findings.iter().take(5) {
-                        self.line(format!(
-                            "    {} {}{}",
-                            self.dim.apply_to(visible_line(&f.severity)),
-                            f.file
-                                .as_deref()
-                                .map(|f| format!("{}: ", visible_line(f)))
-                                .unwrap_or_default(),
-                            one_line(&f.reason, 160)
-                        ));
-                    }
+                    self.critic_review(&p);
                 }
             }
             EventKind::RepairRound => {
@@ -386,6 +357,51 @@ impl RunObserver for HumanRenderer {
 }
 
 impl HumanRenderer {
+    /// A critic's verdict, or its failure: a critic whose run did not complete gave no
+    /// verdict, and is shown so, not as a rejection (issue #40).
+    fn critic_review(&self, p: &runlog::CriticReview) {
+        let round = format!("review {} of {}", p.round, p.max_rounds);
+        if let Some(status) = p.critic_status {
+            self.line(format!(
+                "  {} critic {} {} ({round}): its run ended {status}{}; no verdict",
+                self.accent.apply_to("⚖"),
+                visible_line(&p.critic),
+                self.bad.apply_to("failed"),
+                p.critic_reason
+                    .as_deref()
+                    .map(|r| format!(" ({})", one_line(r, 160)))
+                    .unwrap_or_default()
+            ));
+            return;
+        }
+        let verdict = match p.approved {
+            true => self.ok.apply_to("approved").to_string(),
+            false => self.bad.apply_to("rejected").to_string(),
+        };
+        self.line(format!(
+            "  {} critic {} {verdict} ({round}, {} file(s), {} finding(s){})",
+            self.accent.apply_to("⚖"),
+            visible_line(&p.critic),
+            p.files.len(),
+            p.findings.len(),
+            match p.approved {
+                true => format!(", {} applied", p.applied.len()),
+                false => String::new(),
+            }
+        ));
+        for f in p.findings.iter().take(5) {
+            self.line(format!(
+                "    {} {}{}",
+                self.dim.apply_to(visible_line(&f.severity)),
+                f.file
+                    .as_deref()
+                    .map(|f| format!("{}: ", visible_line(f)))
+                    .unwrap_or_default(),
+                one_line(&f.reason, 160)
+            ));
+        }
+    }
+
     fn workspace(&self, p: &runlog::WorkspaceOpened) {
         let base = p.base.get(..12).unwrap_or(&p.base);
         let what = match (&p.repo, &p.restored_to) {

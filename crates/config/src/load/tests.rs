@@ -626,3 +626,38 @@ fn issue_29_a_model_key_reads_images_only_when_it_says_so() {
     let e = err("c.yaml", "models:\n  fast:\n    vision: sometimes\n");
     assert!(e.contains("models.fast.vision"), "{e}");
 }
+
+/// Issue #40: a plain `off` is a boolean to a YAML 1.1 parser; the keys whose words include
+/// `off` read it (and `no`, `false`) as `off`, as CONFIG.md writes them, and `on`/`yes` as
+/// the word that switches them on, where there is one.
+#[test]
+fn issue_40_plain_off_in_yaml_is_the_keys_off() {
+    let s = load(
+        "c.yaml",
+        "sandbox: off\nsandbox_limits:\n  cgroup: off\nmodels:\n  fast:\n    constrained_decoding: off\n",
+    )
+    .unwrap();
+    assert_eq!(s.sandbox.mode, crate::SandboxMode::Off);
+    assert_eq!(s.sandbox.limits.cgroup, crate::SandboxCgroup::Off);
+    assert_eq!(
+        s.models["fast"].constrained_decoding,
+        Some(fabric_domain::ConstrainedDecoding::Off)
+    );
+    let s = load("c.yaml", "sandbox: no\nsandbox_limits:\n  cgroup: yes\n").unwrap();
+    assert_eq!(s.sandbox.mode, crate::SandboxMode::Off);
+    assert_eq!(s.sandbox.limits.cgroup, crate::SandboxCgroup::Auto);
+    let s = load("c.yaml", "sandbox: on\n").unwrap();
+    assert_eq!(s.sandbox.mode, crate::SandboxMode::Strict);
+    assert_eq!(
+        err("c.yaml", "models:\n  fast:\n    constrained_decoding: on\n"),
+        "c.yaml: `models.fast.constrained_decoding`: `true` (YAML also reads a plain `on` or `yes` so) does not say which: write `json_schema` or `auto`"
+    );
+    // Quoted, or in JSON, the words are read as before.
+    let s = load(
+        "c.json",
+        r#"{"sandbox": "off", "sandbox_limits": {"cgroup": "required"}}"#,
+    )
+    .unwrap();
+    assert_eq!(s.sandbox.mode, crate::SandboxMode::Off);
+    assert_eq!(s.sandbox.limits.cgroup, crate::SandboxCgroup::Required);
+}

@@ -18,7 +18,8 @@ const NOTE_ROOM: usize = 320;
 
 /// Cuts the last turn until the estimate fits `room`: first the long texts in the
 /// arguments of its calls (they ran already; the model need not read its own file content
-/// again), then its results, largest first. Returns how many were cut; the caller checks
+/// again), then the answer's own text (a reply in prose the corrective reprompt answers),
+/// then its results, largest first. Returns how many were cut; the caller checks
 /// whether it fits now.
 pub(super) fn cut_newest(
     messages: &mut [Message],
@@ -37,6 +38,17 @@ pub(super) fn cut_newest(
                 call.arguments = shorter;
                 cut += 1;
             }
+        }
+    }
+    // Then the answer's own text: a long reply in prose (one the server's token limit cut,
+    // answered by the corrective reprompt) weighs like any result (issue #40).
+    if last < messages.len() {
+        let over = estimate(messages, definitions).saturating_sub(room);
+        if over > 0
+            && let Some(shorter) = shorten_answer(messages[last].content.as_deref(), over)
+        {
+            messages[last].content = Some(shorter);
+            cut += 1;
         }
     }
     loop {
@@ -58,10 +70,7 @@ pub(super) fn cut_newest(
             return cut;
         };
         let content = messages[i].content.take().unwrap_or_default();
-        // The estimate is bytes / 3 (rounded down): taking `over` tokens' bytes, one more
-        // token's, and the note's makes it fit when this result alone can.
-        let remove = (over as usize + 1) * BYTES_PER_TOKEN + NOTE_ROOM;
-        let keep = content.len().saturating_sub(remove).max(MIN_KEEP);
+        let keep = keep_for(content.len(), over);
         let call = messages[last]
             .tool_calls
             .iter()
@@ -75,6 +84,29 @@ pub(super) fn cut_newest(
         messages[i].content = Some(cut_text(&content, keep, name, &args));
         cut += 1;
     }
+}
+
+/// Bytes a text of `len` bytes keeps to take `over` tokens off the estimate. The estimate is
+/// bytes / 3 (rounded down): taking `over` tokens' bytes, one more token's, and the note's
+/// makes it fit when this text alone can.
+fn keep_for(len: usize, over: u64) -> usize {
+    let remove = (over as usize + 1) * BYTES_PER_TOKEN + NOTE_ROOM;
+    len.saturating_sub(remove).max(MIN_KEEP)
+}
+
+/// A model answer's long text cut to what takes `over` tokens off, with a note, when it is
+/// long enough to cut and not cut yet.
+fn shorten_answer(text: Option<&str>, over: u64) -> Option<String> {
+    let text = text.filter(|t| t.len() > MIN_KEEP + NOTE_ROOM && !t.contains(CUT_MARK))?;
+    let mut end = keep_for(text.len(), over);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(format!(
+        "{}\n[… {} more characters of this answer {CUT_MARK}]",
+        &text[..end],
+        text[end..].chars().count()
+    ))
 }
 
 /// The arguments with every long string value cut to its start and a note, when one is;
@@ -126,15 +158,11 @@ fn cut_text(content: &str, keep: usize, tool: &str, args: &Value) -> String {
             "offset": next,
             "limit": lines.max(1),
         });
-        // A whole-file read counts its lines; a ranged one ends with its own note of where
-        // it is in the file, which this one replaces.
-        let of = if first == 1 {
-            format!(" of the {total} this call returned")
-        } else {
-            String::new()
-        };
+        // The file's lines: from read_file's own note, which ends every part that is not
+        // the whole file; a whole file has no note and counts its own.
+        let of = file_lines(content).map_or_else(|| total.to_string(), str::to_owned);
         return format!(
-            "{kept}[{CUT_MARK}: showing lines {first}–{}{of}; read_file with {again} reads the next part]",
+            "{kept}[{CUT_MARK}: showing lines {first}–{} of {of}; read_file with {again} reads the next part]",
             next.saturating_sub(1)
         );
     }
@@ -143,6 +171,16 @@ fn cut_text(content: &str, keep: usize, tool: &str, args: &Value) -> String {
         "{kept}\n[… {} more characters {CUT_MARK}; ask for less at a time (a narrower command, a smaller part) to see them]",
         content[end..].chars().count()
     )
+}
+
+/// The file's line count in read_file's note at the end of `content` ("[lines 1–197 of 500
+/// (40500 bytes); …]" or "[lines 450–500 of 500: the end of the file]"): "500", or "more
+/// than …" when the tool stopped counting.
+fn file_lines(content: &str) -> Option<&str> {
+    let note = content.trim_end().rsplit('\n').next()?;
+    let rest = note.strip_prefix("[lines ")?;
+    let (_, of) = rest.split_once(" of ")?;
+    Some(of.split(['(', ':', ';']).next()?.trim_end())
 }
 
 #[cfg(test)]
@@ -191,7 +229,7 @@ mod tests {
         let note = text.lines().last().unwrap();
         let shown: usize = text.lines().count() - 1;
         assert!(
-            note.contains(&format!("showing lines 1–{shown} of the 200")),
+            note.contains(&format!("showing lines 1–{shown} of 200;")),
             "{note}"
         );
         for part in [
@@ -203,6 +241,39 @@ mod tests {
         }
         // The line before the note is whole.
         assert!(text.lines().nth(shown - 1).unwrap().ends_with("not full"));
+    }
+
+    /// A part read_file cut itself is cut again with the file's line count from the tool's
+    /// note, not the lines this call returned (issue #40: "lines 1–32 of the 197" of a
+    /// 500-line file).
+    #[test]
+    fn issue_40_a_cut_part_of_a_file_counts_the_files_lines() {
+        let part = format!(
+            "{}[lines 1–197 of 500 (40500 bytes); read_file with {{\"limit\":197,\"offset\":198,\"path\":\"big.txt\"}} reads the next part]",
+            numbered(197)
+        );
+        let mut m = reading(&part, r#"{"path": "big.txt"}"#);
+        compact(&mut m, &ToolDefinitions::none(), 3_072).unwrap();
+        let text = m[3].content.as_deref().unwrap();
+        let note = text.lines().last().unwrap();
+        let shown = text.lines().count() - 1;
+        assert!(
+            note.contains(&format!("showing lines 1–{shown} of 500;")),
+            "{note}"
+        );
+        assert!(
+            note.contains(&format!(r#""offset":{}"#, shown + 1)),
+            "{note}"
+        );
+        assert_eq!(
+            file_lines("a\n[lines 9–10 of 10: the end of the file]"),
+            Some("10")
+        );
+        assert_eq!(
+            file_lines("a\n[lines 1–1 of more than 9 (99 bytes); read_file …]"),
+            Some("more than 9")
+        );
+        assert_eq!(file_lines("a\nb\n"), None);
     }
 
     #[test]

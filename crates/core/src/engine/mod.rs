@@ -70,6 +70,9 @@ pub struct LoopInput<'a> {
     pub gate: Option<GateState<'a>>,
     /// The run's versioned workspace: committed after each call that may change it.
     pub versioned: Option<&'a crate::versioned::RunWorkspace>,
+    /// The run reviews work its task already holds (a critic, whose task has the diff):
+    /// `finish_task` is accepted before any other tool was used (issue #40).
+    pub reviewing: bool,
 }
 
 /// Runs one specialist's loop to its end, recording every step.
@@ -226,8 +229,9 @@ impl<'a, 'r> Loop<'a, 'r> {
             rec,
             replay: input.replay,
             messages: input.messages,
-            // With no tool to work with, there is no work to require before finish_task.
-            attempted_work: catalogue.tools.is_empty(),
+            // With no tool to work with, or the work in the task (a critic's review), there
+            // is no work to require before finish_task.
+            attempted_work: catalogue.tools.is_empty() || input.reviewing,
             catalogue,
             usage: Usage::default(),
             steps: 0,

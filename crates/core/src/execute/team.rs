@@ -76,6 +76,7 @@ pub(super) async fn run(
         histories: std::sync::Mutex::new(history.take().map(|h| h.members).unwrap_or_default()),
         fallback: fallback.as_ref(),
         versioned: run.versioned.as_deref(),
+        reviewing: force.origin == runlog::RunOrigin::Critic,
     };
     let ended = shared.work(rec, &force, &team, parallel_recorded).await?;
     let workspace = match &run.versioned {
@@ -330,6 +331,8 @@ struct Shared<'a> {
     fallback: Option<&'a Fallback<'a>>,
     /// The run's versioned workspace, checkpointed after each call that may change it.
     versioned: Option<&'a crate::versioned::RunWorkspace>,
+    /// The run is a critic's review, its work in its task.
+    reviewing: bool,
 }
 
 impl Shared<'_> {
@@ -454,6 +457,7 @@ impl Shared<'_> {
                 fallback: self.fallback,
                 gate,
                 versioned: self.versioned,
+                reviewing: self.reviewing,
             },
             rec,
         )

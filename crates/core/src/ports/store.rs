@@ -109,8 +109,10 @@ pub struct RunQuery {
     pub limit: usize,
     /// Only runs older than this one (the previous page's last id).
     pub before: Option<RunId>,
-    /// Only runs with this status.
-    pub status: Option<RunStatus>,
+    /// Only runs with one of these statuses (empty: any). Several, so a caller whose states
+    /// each stand for more than one status (A2A's `TASK_STATE_FAILED`) filters in the query,
+    /// before the page is taken (issue #40).
+    pub statuses: Vec<RunStatus>,
     /// Only runs this specialist worked on.
     pub specialist: Option<String>,
     /// Only runs started at or after this time (seconds since the Unix epoch).

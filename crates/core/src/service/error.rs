@@ -27,6 +27,10 @@ pub enum ServiceError {
     /// The request asks for more than the configuration allows.
     #[error("{0}")]
     NotPermitted(String),
+    /// The configuration lacks what the request needs, fixed in the config or the
+    /// environment: a model key whose API key variable is unset.
+    #[error("{0}")]
+    Misconfigured(String),
     /// The model a request needs cannot be used now (server down, no tool-capable model,
     /// a failed pull).
     #[error("{0}")]
@@ -69,7 +73,9 @@ impl ServiceError {
             | Self::InvalidProject(_)
             | Self::NotPermitted(_) => crate::Remedy::FixInput,
             Self::ModelUnavailable(_) | Self::TooManyRuns { .. } => crate::Remedy::Retry,
-            Self::BudgetSpent(_)
+            // The operator's to fix, in the server's config or environment.
+            Self::Misconfigured(_)
+            | Self::BudgetSpent(_)
             | Self::ShuttingDown
             | Self::Cancelled
             | Self::Store(_)

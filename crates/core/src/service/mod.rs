@@ -635,6 +635,7 @@ impl RunTask {
                     | ServiceError::UnknownModelKey(_)
                     | ServiceError::InvalidProject(_)
                     | ServiceError::NotPermitted(_)
+                    | ServiceError::Misconfigured(_)
                     | ServiceError::ModelUnavailable(_)
                     | ServiceError::BudgetSpent(_)
                     | ServiceError::Cancelled

@@ -1,7 +1,7 @@
 //! The A2A methods, whatever the binding that carried them (JSON-RPC or HTTP+JSON): a
 //! message starts a run, a task is read, listed, cancelled or followed.
 
-use fabric_core::RunQuery;
+use fabric_core::{Liveness, RunQuery};
 use fabric_domain::{RunId, RunStatus};
 use serde_json::{Value, json};
 
@@ -220,29 +220,24 @@ pub(crate) async fn list_tasks(state: &AppState, params: &Value) -> Result<Value
         .and_then(Value::as_u64)
         .unwrap_or(50)
         .clamp(1, 100) as usize;
-    let before = match params
-        .get("pageToken")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-    {
-        Some(token) => Some(RunId::parse(token).map_err(|_| {
-            RpcError(
-                code::INVALID_PARAMS,
-                format!("`pageToken` `{token}` is not one this server gave"),
-            )
-        })?),
-        None => None,
-    };
+    let before = page_token(state, params).await?;
     let context_id = params
         .get("contextId")
         .and_then(Value::as_str)
         .filter(|c| !c.is_empty())
         .map(str::to_owned);
+    // The state filter is the query's, so every page is full but the last (issue #40).
+    let Some(statuses) = task::statuses_of(params.get("status").and_then(Value::as_str))
+        .map_err(|e| RpcError(code::INVALID_PARAMS, e))?
+    else {
+        return Ok(json!({"tasks": [], "nextPageToken": "", "pageSize": size}));
+    };
     // One more than asked, to know whether there is a next page.
     let query = RunQuery {
         limit: size + 1,
         before,
         context_id,
+        statuses,
         ..RunQuery::default()
     };
     let mut runs = state
@@ -250,7 +245,6 @@ pub(crate) async fn list_tasks(state: &AppState, params: &Value) -> Result<Value
         .list(&query)
         .await
         .map_err(|e| RpcError(code::INTERNAL, e.to_string()))?;
-    let wanted = params.get("status").and_then(Value::as_str);
     let more = runs.len() > size;
     runs.truncate(size);
     let next = if more {
@@ -268,17 +262,44 @@ pub(crate) async fn list_tasks(state: &AppState, params: &Value) -> Result<Value
             }
             t
         })
-        .filter(|t| {
-            wanted.is_none_or(|w| w == "TASK_STATE_UNSPECIFIED" || t["status"]["state"] == w)
-        })
         .collect();
     Ok(json!({"tasks": tasks, "nextPageToken": next, "pageSize": size}))
+}
+
+/// The run a `pageToken` names: the last task of a page this server gave, so a task that
+/// exists. Anything else is the protocol's invalid-params error, not an empty page (issue
+/// #40).
+async fn page_token(state: &AppState, params: &Value) -> Result<Option<RunId>, RpcError> {
+    let Some(token) = params
+        .get("pageToken")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    else {
+        return Ok(None);
+    };
+    let refused = || {
+        RpcError(
+            code::INVALID_PARAMS,
+            format!(
+                "`pageToken` `{token}` is not one this server gave (a `nextPageToken` of ListTasks); leave it out to list from the newest task"
+            ),
+        )
+    };
+    let id = RunId::parse(token).map_err(|_| refused())?;
+    match state.service().get(&id).await {
+        Ok(_) => Ok(Some(id)),
+        Err(fabric_core::StoreError::NotFound(_)) => Err(refused()),
+        Err(e) => Err(RpcError(code::INTERNAL, e.to_string())),
+    }
 }
 
 pub(crate) async fn cancel_task(state: &AppState, params: &Value) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     let run = summary(state, &id).await?;
-    if run.status != RunStatus::Running || !state.service().cancel(&id) {
+    if run.status == RunStatus::Running && !state.service().cancel(&id) {
+        return Err(not_here(state, &id).await);
+    }
+    if run.status != RunStatus::Running {
         return Err(RpcError(
             code::TASK_NOT_CANCELABLE,
             format!(
@@ -296,6 +317,22 @@ pub(crate) async fn cancel_task(state: &AppState, params: &Value) -> Result<Valu
     }
     let run = summary(state, &id).await?;
     Ok(task::task_of(&run, false))
+}
+
+/// Why a task that has not ended cannot be cancelled by this server: it is not running here
+/// (issue #40: it said only that the task was working).
+async fn not_here(state: &AppState, id: &RunId) -> RpcError {
+    let why = match state.store().liveness(id).await {
+        Liveness::Interrupted => format!(
+            "no process runs it any more (the one that ran it stopped without recording its end); `fabric resume {id}` continues it"
+        ),
+        Liveness::Queued => "it waits in the queue for a worker, and only the node it was sent to can cancel it: send CancelTask there".to_owned(),
+        Liveness::Held | Liveness::Unknown => "another node of this fabric runs it (another process, or another machine sharing the store), and only that node can cancel it: send CancelTask to the node it was sent to".to_owned(),
+    };
+    RpcError(
+        code::TASK_NOT_CANCELABLE,
+        format!("task `{id}` cannot be canceled by this server: {why}"),
+    )
 }
 
 /// A live run to follow for `SubscribeToTask`.

@@ -24,6 +24,39 @@ pub(crate) fn state_of(status: RunStatus) -> &'static str {
     }
 }
 
+/// The protocol's task states, every one of them.
+const STATES: [&str; 9] = [
+    "TASK_STATE_UNSPECIFIED",
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_AUTH_REQUIRED",
+];
+
+/// The run statuses a `ListTasks` state filter stands for: `Ok(Some(vec![]))` for none (no
+/// filter, or `TASK_STATE_UNSPECIFIED`), `Ok(None)` for a state no run is ever in, and the
+/// message for a word that is no state.
+pub(crate) fn statuses_of(state: Option<&str>) -> Result<Option<Vec<RunStatus>>, String> {
+    let Some(state) = state.filter(|s| !s.is_empty() && *s != STATES[0]) else {
+        return Ok(Some(Vec::new()));
+    };
+    if !STATES.contains(&state) {
+        return Err(format!(
+            "`status` must be a task state ({}), got `{state}`",
+            STATES.join(", ")
+        ));
+    }
+    let statuses: Vec<RunStatus> = RunStatus::ALL
+        .into_iter()
+        .filter(|s| state_of(*s) == state)
+        .collect();
+    Ok((!statuses.is_empty()).then_some(statuses))
+}
+
 /// Seconds since the epoch as the protocol's timestamp (RFC 3339, UTC, `…T…Z`).
 pub(crate) fn timestamp(unix: f64) -> String {
     format!("{}Z", UtcTime::from_unix(unix.max(0.0) as u64)).replacen(' ', "T", 1)

@@ -116,7 +116,7 @@ pub(crate) async fn list_runs(
     let query = fabric_core::RunQuery {
         limit: limit + 1,
         before,
-        status,
+        statuses: status.into_iter().collect(),
         specialist,
         ..fabric_core::RunQuery::default()
     };

@@ -183,8 +183,9 @@ impl ChatFactory for ConfigChats {
     }
 
     fn missing_api_key(&self, key: &str) -> Option<String> {
-        let var = self.settings.model(key)?.missing_api_key()?;
-        Some(ModelConfig::missing_api_key_fix(key, var))
+        let model = self.settings.model(key)?;
+        let var = model.missing_api_key()?;
+        Some(model.missing_api_key_fix(key, var))
     }
 }
 

@@ -77,6 +77,7 @@ pub(crate) async fn search(settings: &Settings, args: SearchArgs<'_>) -> anyhow:
         eprintln!("no run matches `{}`", args.query);
         return Ok(0);
     }
+    let best = best_score(&results.hits);
     let rows: Vec<[String; 5]> = results
         .hits
         .iter()
@@ -90,13 +91,13 @@ pub(crate) async fn search(settings: &Settings, args: SearchArgs<'_>) -> anyhow:
                 hit.run.id.to_string(),
                 timestamp(hit.run.started_at),
                 hit.run.status.to_string(),
-                format!("{:.3}", hit.score),
+                relevance(hit.score, best),
                 one_line(text, 60),
             ]
         })
         .collect();
     print_table(
-        &["RUN ID", "STARTED (UTC)", "STATUS", "SCORE", "MATCH"],
+        &["RUN ID", "STARTED (UTC)", "STATUS", "RELEVANCE", "MATCH"],
         &rows,
     );
     eprintln!(
@@ -104,6 +105,27 @@ pub(crate) async fn search(settings: &Settings, args: SearchArgs<'_>) -> anyhow:
         json!(results.mode).as_str().unwrap_or("text")
     );
     Ok(0)
+}
+
+/// The best hit's score, when it is positive.
+fn best_score(hits: &[fabric_core::SearchHit]) -> Option<f64> {
+    hits.iter()
+        .map(|h| h.score)
+        .fold(None, |best: Option<f64>, s| {
+            Some(best.map_or(s, |b| b.max(s)))
+        })
+        .filter(|&best| best > 0.0)
+}
+
+/// A hit's relevance as the table shows it: its score relative to the best hit's (1.00).
+/// The stores' scores themselves are on no common scale, and SQLite's bm25 gives a word in
+/// half the runs or more about 0.000001, which printed as 0.000 on every hit (issue #40);
+/// `--json` gives them as they are.
+fn relevance(score: f64, best: Option<f64>) -> String {
+    match best {
+        Some(best) if score.is_finite() => format!("{:.2}", (score / best).max(0.0)),
+        _ => "-".to_owned(),
+    }
 }
 
 /// `fabric logs prune`.

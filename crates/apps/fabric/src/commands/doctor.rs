@@ -219,6 +219,11 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         anthropic_checks(key, model, &label, report).await;
         return;
     }
+    // A key that names `api_key_env` needs it set: runs on it are refused without (#40).
+    if let Some(var) = model.missing_api_key() {
+        let fix = model.missing_api_key_fix(key, var);
+        report.line(Verdict::Fail, &format!("{label} key"), &fix);
+    }
     let listed = match bootstrap::list(model).await {
         Ok(listed) => listed,
         Err(e) => {
@@ -370,7 +375,7 @@ async fn anthropic_checks(
         report.line(
             Verdict::Fail,
             &format!("{label} key"),
-            &fabric_config::ModelConfig::missing_api_key_fix(key, var),
+            &model.missing_api_key_fix(key, var),
         );
         return;
     }

@@ -90,7 +90,8 @@ struct Attempt {
     steps: u32,
     tokens: u64,
     wall_ms: u64,
-    /// Time the model server took (the `latency_ms` of each answer).
+    /// Time the model server took: the `latency_ms` of each answer, and the time of each
+    /// call that got none (it failed) until the next event.
     model_ms: u64,
     /// Prompt tokens the server took from its cache, and evaluated anew, after the first
     /// step (when it reports them).
@@ -347,21 +348,34 @@ impl TextCheck {
 }
 
 /// Milliseconds the model took, and the prompt tokens its cache served and evaluated after
-/// the first step, from the runlog's `llm_response`s.
+/// the first step, from the runlog's `llm_request`s and `llm_response`s. A call answered
+/// counts its `latency_ms`; one that failed (no `llm_response` follows its `llm_request`)
+/// counts until the next event, the run's end or its fallback (issue #40: it counted as
+/// time outside the model).
 fn model_figures(events: &[RunEvent]) -> (u64, u64, u64) {
     let (mut model_ms, mut cached, mut evaluated) = (0.0, 0, 0);
-    for (n, event) in events
-        .iter()
-        .filter(|e| e.kind == EventKind::LlmResponse)
-        .enumerate()
-    {
-        let Ok(p) = event.payload_as::<fabric_domain::runlog::LlmResponse>() else {
+    let mut answers = 0;
+    // When the call under way was asked.
+    let mut asked: Option<f64> = None;
+    for event in events {
+        if event.kind == EventKind::LlmResponse {
+            asked = None;
+            let Ok(p) = event.payload_as::<fabric_domain::runlog::LlmResponse>() else {
+                continue;
+            };
+            model_ms += p.latency_ms;
+            if let (true, Some(cache)) = (answers > 0, p.prompt_cache) {
+                cached += cache.cached_tokens;
+                evaluated += cache.evaluated_tokens;
+            }
+            answers += 1;
             continue;
-        };
-        model_ms += p.latency_ms;
-        if let (true, Some(cache)) = (n > 0, p.prompt_cache) {
-            cached += cache.cached_tokens;
-            evaluated += cache.evaluated_tokens;
+        }
+        if let Some(at) = asked.take() {
+            model_ms += (event.ts - at).max(0.0) * 1000.0;
+        }
+        if event.kind == EventKind::LlmRequest {
+            asked = Some(event.ts);
         }
     }
     (model_ms as u64, cached, evaluated)

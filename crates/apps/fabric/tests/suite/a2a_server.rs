@@ -584,6 +584,25 @@ pub(crate) async fn wait_ended(served: &Served, id: &str) -> Value {
     panic!("task {id} still working after 30 s");
 }
 
+/// Two API nodes sharing one PostgreSQL database, each with a workspace root of its own;
+/// `None` (after a loud SKIP) without PostgreSQL.
+async fn two_nodes() -> Option<(Served, Served)> {
+    let url = super::workers::database()?;
+    let store = format!("store:\n  url: {url}\n");
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        let fx = super::fixture::Fixture::with_backend(scenario(), "openai").await;
+        fx.append_config(&store);
+        let options = Options {
+            auth: true,
+            ..Options::default()
+        };
+        nodes.push(Served::on(fx, options).await);
+    }
+    let other = nodes.pop()?;
+    Some((nodes.pop()?, other))
+}
+
 /// Issue #30: on PostgreSQL, any API node answers for any task, even one with a workspace
 /// root of its own (no shared disk): the task a node ran is got, listed and found by its
 /// context on another.
@@ -593,20 +612,9 @@ pub(crate) async fn wait_ended(served: &Served, id: &str) -> Value {
 )]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_30_any_api_node_answers_for_any_task_on_postgresql() {
-    let Some(url) = super::workers::database() else {
+    let Some((first, other)) = two_nodes().await else {
         return;
     };
-    let store = format!("store:\n  url: {url}\n");
-    let options = || Options {
-        auth: true,
-        ..Options::default()
-    };
-    let first = super::fixture::Fixture::with_backend(scenario(), "openai").await;
-    first.append_config(&store);
-    let first = Served::on(first, options()).await;
-    let other = super::fixture::Fixture::with_backend(scenario(), "openai").await;
-    other.append_config(&store);
-    let other = Served::on(other, options()).await;
     assert_ne!(first.fx.workspace_root(), other.fx.workspace_root());
 
     let sent = rpc(
@@ -637,4 +645,111 @@ async fn issue_30_any_api_node_answers_for_any_task_on_postgresql() {
         .filter_map(|t| t["id"].as_str())
         .collect();
     assert_eq!(ids, vec![id.as_str()], "{listed}");
+}
+
+/// Issue #40: ListTasks filtered by state after taking the page, so a page came back short
+/// (here empty, with a next page); a `pageToken` it never gave listed from it; a state that
+/// is none was an empty page. The filter is in the query now, and both are invalid params.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_list_tasks_filters_in_the_query_and_refuses_a_token_it_never_gave() {
+    let served = served().await;
+    let mut ids = Vec::new();
+    for prompt in ["Create a.txt", "Create b.txt", "Create c.txt"] {
+        let sent = rpc(&served, "SendMessage", message(prompt, Some("ctx-40"))).await;
+        let id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+        ids.push(id);
+    }
+    // The newest is cancelled while it works; the two before complete.
+    let canceled = rpc(&served, "CancelTask", json!({"id": ids[2]})).await;
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    for id in &ids[..2] {
+        let done = wait_ended(&served, id).await;
+        assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    }
+    let completed = |token: &str| json!({"contextId": "ctx-40", "status": "TASK_STATE_COMPLETED", "pageSize": 1, "pageToken": token});
+    let page = rpc(&served, "ListTasks", completed("")).await;
+    assert_eq!(page["result"]["tasks"][0]["id"], ids[1].as_str(), "{page}");
+    assert_eq!(page["result"]["tasks"].as_array().map(Vec::len), Some(1));
+    assert_eq!(page["result"]["nextPageToken"], ids[1].as_str(), "{page}");
+    let page = rpc(&served, "ListTasks", completed(&ids[1])).await;
+    assert_eq!(page["result"]["tasks"][0]["id"], ids[0].as_str(), "{page}");
+    let canceled = rpc(
+        &served,
+        "ListTasks",
+        json!({"contextId": "ctx-40", "status": "TASK_STATE_CANCELED"}),
+    )
+    .await;
+    assert_eq!(
+        canceled["result"]["tasks"][0]["id"],
+        ids[2].as_str(),
+        "{canceled}"
+    );
+    // No run is ever rejected: an empty page; a word that is no state: invalid params.
+    let none = rpc(
+        &served,
+        "ListTasks",
+        json!({"status": "TASK_STATE_REJECTED"}),
+    )
+    .await;
+    assert_eq!(none["result"]["tasks"], json!([]), "{none}");
+    for params in [
+        json!({"pageToken": "20200101-000000-000-00000000"}),
+        json!({"pageToken": "not a token"}),
+        json!({"status": "DONE"}),
+    ] {
+        let refused = rpc(&served, "ListTasks", params.clone()).await;
+        assert_eq!(refused["error"]["code"], -32602, "{params}: {refused}");
+    }
+    let refused = rpc(
+        &served,
+        "ListTasks",
+        json!({"pageToken": "20200101-000000-000-00000000"}),
+    )
+    .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not one this server gave"),
+        "{refused}"
+    );
+}
+
+/// Issue #40: CancelTask of a task another node runs said only that it was working; it says
+/// which node may cancel it.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_cancel_task_of_a_task_another_node_runs_says_so() {
+    let Some((first, other)) = two_nodes().await else {
+        return;
+    };
+    let sent = rpc(&first, "SendMessage", message("write hello", None)).await;
+    let id = sent["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .to_owned();
+    // The other node reads it from the database, which the first writes behind its runlog.
+    for _ in 0..100 {
+        let seen = rpc(&other, "GetTask", json!({"id": id})).await;
+        if seen["result"]["status"]["state"] == "TASK_STATE_WORKING" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let refused = rpc(&other, "CancelTask", json!({"id": id})).await;
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+    let said = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("cannot be canceled by this server: another node of this fabric runs it")
+            && said.contains("send CancelTask to the node it was sent to"),
+        "{said}"
+    );
+    let done = wait_ended(&first, &id).await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
 }

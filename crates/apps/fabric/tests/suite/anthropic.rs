@@ -95,15 +95,17 @@ async fn issue_11_doctor_checks_the_anthropic_key_and_model() {
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_26_a_missing_anthropic_key_is_refused_before_the_first_call() {
     // It used to start, send a request without a key and fail on the server's 401 with a
-    // message naming `api_key_env`, not the variable.
+    // message naming `api_key_env`, not the variable. Issue #40: a configuration error,
+    // exit 2, not `llm_error` (3).
     let fx = Fixture::with_backend(Scenario::new(turns()), "anthropic").await;
     let mut cmd = fx.command(&["run", "write hello.txt", "--pack", "engineering", "--json"]);
     cmd.env_remove("ANTHROPIC_API_KEY");
     let output = cmd.output().await.unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert_eq!(output.status.code(), Some(2), "{stdout}\n{stderr}");
     let result: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(result["error"]["code"], "config_error", "{result}");
     let message = result["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("`ANTHROPIC_API_KEY` is not set")
@@ -137,4 +139,53 @@ async fn issue_26_a_recorded_anthropic_run_replays_without_the_key_and_without_a
         !stderr.contains("ANTHROPIC_API_KEY") && !stderr.contains("WARN"),
         "{stderr}"
     );
+}
+
+/// Issue #40: a key's unset API key variable exits 2 (a configuration error) naming the
+/// variable and the fix, whichever way the key was chosen (named, or the default reached
+/// by routing) and on any backend whose key names `api_key_env`; nothing is sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_an_unset_api_key_variable_exits_2_naming_it() {
+    let fx = Fixture::with_backend(Scenario::new(turns()), "anthropic").await;
+    for args in [
+        &["run", "write hello.txt", "--json"][..],
+        &["run", "write hello.txt", "--model-key", "test", "--json"][..],
+    ] {
+        let mut cmd = fx.command(args);
+        cmd.env_remove("ANTHROPIC_API_KEY");
+        let output = cmd.output().await.unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stdout}");
+        let result: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(result["error"]["code"], "config_error", "{result}");
+        assert!(
+            result["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("`ANTHROPIC_API_KEY` is not set; export it"),
+            "{result}"
+        );
+    }
+    let fx = Fixture::new(turns()).await;
+    let config = std::fs::read_to_string(&fx.config).unwrap().replace(
+        "    max_retries: 2\n",
+        "    max_retries: 2\n    api_key_env: FABRIC_TEST_UNSET_KEY\n",
+    );
+    std::fs::write(&fx.config, config).unwrap();
+    let mut cmd = fx.command(&["run", "write hello.txt", "--pack", "engineering", "--json"]);
+    cmd.env_remove("FABRIC_TEST_UNSET_KEY");
+    let output = cmd.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{stdout}");
+    let message = serde_json::from_str::<serde_json::Value>(&stdout).unwrap()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains(
+            "model key `test` needs an API key: `FABRIC_TEST_UNSET_KEY` (`models.test.api_key_env`) is not set"
+        ),
+        "{message}"
+    );
+    assert!(fx.server.requests().is_empty(), "a request went out");
 }

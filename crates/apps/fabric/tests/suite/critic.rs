@@ -466,3 +466,60 @@ async fn issue_11_the_critic_gate_works_on_the_ollama_and_anthropic_wires() {
         assert_eq!(verdicts, [false, true], "{backend}");
     }
 }
+
+/// Issue #40: a critic whose run failed is printed as a failure with how its run ended, not
+/// as a rejection with 0 findings.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_a_critic_that_failed_is_printed_as_a_failure_not_a_rejection() {
+    let fx = Fixture::new(vec![
+        write("hello.py", "print(1)\n"),
+        finish("first"),
+        Turn::error(400, "the critic's model is misconfigured"),
+    ])
+    .await;
+    fx.append_config(GATED);
+    let run = fx
+        .fabric(&[
+            "run",
+            "write hello.py printing hello",
+            "--pack",
+            "engineering",
+        ])
+        .await;
+    run.assert_code(8);
+    let shown = format!("{}{}", run.stdout, run.stderr);
+    let line = shown
+        .lines()
+        .find(|l| l.contains("⚖ critic reviewer"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        line.contains("critic reviewer failed (review 1 of 3): its run ended llm_error"),
+        "{line}"
+    );
+    assert!(line.contains("no verdict"), "{line}");
+    assert!(!shown.contains("rejected"), "{shown}");
+}
+
+/// Issue #40: the diff a critic reviews is in its task, so it may give its verdict at once,
+/// without first using another tool.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_a_critic_may_give_its_verdict_at_once() {
+    let turns = vec![
+        write("hello.py", "print('hello')\n"),
+        finish("done"),
+        Turn::tool_call(
+            "finish_task",
+            json!({"approved": true, "findings": [], "summary": "prints hello"}),
+        ),
+    ];
+    let (fx, result) = gated_hello(turns, 0).await;
+    assert_eq!(result["summary"], "done");
+    let events = fx.runlog(&result);
+    let review = &of_kind(&events, "critic_review")[0]["payload"];
+    assert_eq!(review["approved"], true, "{review}");
+    assert_eq!(review["applied"], json!(["hello.py"]));
+    assert_eq!(
+        std::fs::read_to_string(workspace_of(&result).join("hello.py")).unwrap(),
+        "print('hello')\n"
+    );
+}

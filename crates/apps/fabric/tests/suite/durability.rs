@@ -1016,6 +1016,14 @@ async fn issue_26_a_killed_run_is_shown_interrupted_resumable_not_running() {
     assert_eq!(status["resumable"], true, "{status}");
     let fx = served.fx.clone();
     drop(served);
+    // And so does MCP's `get_run` (issue #40: it lacked `resumable` and `queued`).
+    let record =
+        fx.mcp_calls(&[("get_run", json!({"run_id": id}))]).await[0]["structuredContent"].clone();
+    assert_eq!(
+        (&record["status"], &record["resumable"], &record["queued"]),
+        (&json!("running"), &json!(true), &json!(false)),
+        "{record}"
+    );
 
     // Probing kept no lock: the run is continued, and then listed as it ended.
     let resumed = fx.fabric(&["resume", &id, "--json"]).await;

@@ -112,3 +112,32 @@ async fn issue_24_fabric_eval_refuses_an_unknown_model_key_or_a_bad_suite() {
     assert!(run.stderr.contains("promt"), "{}", run.stderr);
     assert_eq!(fx.server.chat_request_count(), 0);
 }
+
+/// Issue #40: a model call that failed was counted as time outside the model; it is model
+/// time, from its request until the run recorded its end.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_a_failed_model_call_counts_as_model_time() {
+    let mut refused = Turn::error(400, "the model is misconfigured");
+    refused.delay_ms = Some(1_500);
+    let fx = Fixture::new(vec![refused]).await;
+    let suite = fx.dir.path().join("suite.yaml");
+    std::fs::write(
+        &suite,
+        "name: one\ntasks:\n  - name: t\n    prompt: Say hello.\n    expect:\n      payload:\n        summary: {contains: hello}\n",
+    )
+    .unwrap();
+    let run = fx
+        .fabric(&["eval", suite.to_str().unwrap(), "--json"])
+        .await;
+    let report = run.json();
+    let key = &report["model_keys"][0];
+    let attempt = &key["attempts"][0];
+    assert_eq!(attempt["status"], "llm_error", "{attempt}");
+    let model_ms = attempt["model_ms"].as_u64().unwrap();
+    assert!(model_ms >= 1_400, "{attempt}");
+    assert!(
+        model_ms <= attempt["wall_ms"].as_u64().unwrap(),
+        "{attempt}"
+    );
+    assert!(key["outside_model_share"].as_f64().unwrap() < 0.5, "{key}");
+}

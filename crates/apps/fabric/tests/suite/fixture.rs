@@ -92,6 +92,51 @@ impl Fixture {
         cloud
     }
 
+    /// Calls MCP tools through `fabric mcp` (stdio, plain JSON-RPC, the 2025-11-25
+    /// revision): `calls` are `(tool, arguments)`, answered in order with each `result`.
+    pub(crate) async fn mcp_calls(&self, calls: &[(&str, Value)]) -> Vec<Value> {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let mut child = self
+            .command(&["mcp"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("fabric mcp starts");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut messages = vec![
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}}),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ];
+        for (n, (name, args)) in calls.iter().enumerate() {
+            messages.push(serde_json::json!({"jsonrpc": "2.0", "id": n + 2,
+                "method": "tools/call", "params": {"name": name, "arguments": args}}));
+        }
+        for message in messages {
+            stdin
+                .write_all(format!("{message}\n").as_bytes())
+                .await
+                .expect("write");
+        }
+        let mut answers = std::collections::BTreeMap::new();
+        while answers.len() < calls.len() {
+            let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+                .await
+                .expect("an answer within 60 s")
+                .expect("read")
+                .expect("a line");
+            let message: Value = serde_json::from_str(&line).expect("json");
+            if let Some(id) = message["id"].as_u64().filter(|id| *id >= 2) {
+                answers.insert(id, message["result"].clone());
+            }
+        }
+        let _ = child.start_kill();
+        answers.into_values().collect()
+    }
+
     pub(crate) fn workspace_root(&self) -> PathBuf {
         self.dir.path().join(".fabric")
     }

@@ -223,7 +223,7 @@ async fn issue_26_a_file_larger_than_the_window_is_read_in_parts() {
     assert!(part.starts_with("line 150: "), "{part}");
     assert!(
         part.ends_with(
-            "[lines 150–169 of 200; read_file with {\"limit\":20,\"offset\":170,\"path\":\"big.txt\"} reads the next part]"
+            "[lines 150–169 of 200 (12092 bytes); read_file with {\"limit\":20,\"offset\":170,\"path\":\"big.txt\"} reads the next part]"
         ),
         "{part}"
     );
@@ -388,4 +388,42 @@ async fn issue_24_loop_aid_and_constrained_decoding_keys_are_checked() {
             run.stderr
         );
     }
+}
+
+/// Issue #40: a first answer in prose cut by the server's token limit (`finish_reason:
+/// length`) was kept whole after the corrective reprompt and ended a 4,096-token run at step
+/// 1 with `context_window_exceeded`; it is cut to fit like any oversized turn.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_a_first_answer_cut_by_the_token_limit_is_cut_to_fit() {
+    let mut prose =
+        Turn::text("The river runs to the sea, and yet the sea is not full. ".repeat(160));
+    prose.finish_reason = Some("length".into());
+    let turns = vec![
+        prose,
+        Turn::tool_call("write_file", json!({"path": "sea.txt", "content": "full"})),
+        Turn::tool_call("finish_task", json!({"summary": "wrote sea.txt"})),
+    ];
+    let fx = small_window(turns, 4096).await;
+    let result = fx.run_json("write sea.txt", &[], 0).await;
+    assert_eq!(result["_meta"]["status"], "completed", "{result}");
+    let events = fx.runlog(&result);
+    let cut = of_kind(&events, "context_compacted");
+    assert!(
+        cut.iter()
+            .any(|e| e["payload"]["cut_results"].as_u64() > Some(0)),
+        "{cut:?}"
+    );
+    // The model saw its answer's start and a note, then the corrective message.
+    let requests = fx.requests();
+    let second = requests[1]["messages"].as_array().unwrap();
+    let answer = second
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .and_then(|m| m["content"].as_str())
+        .unwrap();
+    assert!(answer.starts_with("The river runs"), "{answer}");
+    assert!(
+        answer.ends_with("more characters of this answer cut to fit the model's context window]"),
+        "{answer}"
+    );
 }

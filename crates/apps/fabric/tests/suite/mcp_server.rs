@@ -330,7 +330,16 @@ fn issue_28_answers_keep_their_shape(seen: &Value) {
         .map(String::as_str)
         .collect();
     let expected = [
-        "events", "prompt", "reason", "result", "run_id", "status", "steps", "usage",
+        "events",
+        "prompt",
+        "queued",
+        "reason",
+        "result",
+        "resumable",
+        "run_id",
+        "status",
+        "steps",
+        "usage",
     ];
     assert_eq!(keys, expected, "{run}");
     let events = run["events"].as_array().expect("events");
@@ -338,7 +347,9 @@ fn issue_28_answers_keep_their_shape(seen: &Value) {
     let end = &events.last().expect("an end")["payload"];
     let projected = json!({
         "prompt": "Create hello.txt",
+        "queued": false,
         "reason": end["reason"],
+        "resumable": false,
         "result": end["result"],
         "run_id": seen["run"]["_meta"]["run_id"],
         "status": "completed",

@@ -781,55 +781,25 @@ async fn issue_25_doctor_checks_git() {
 /// structured result names the branch; a relative path is refused naming the parameter.
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_25_mcp_run_task_takes_a_project() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let fx = Fixture::new(edit_turns()).await;
     allow_projects_in_test_dir(&fx);
     let repo = user_repo(&fx);
-    let mut child = fx
-        .command(&["mcp"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("fabric mcp starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let call = |id: u64, args: Value| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": "run_task", "arguments": args}})
-    };
-    for message in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        call(
-            2,
-            json!({"prompt": "add hello", "specialist": "engineering", "project": repo}),
-        ),
-        call(3, json!({"prompt": "add hello", "project": "repo"})),
-    ] {
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .expect("write");
-    }
-    let mut answers = std::collections::BTreeMap::new();
-    while answers.len() < 2 {
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("an answer within 60 s")
-            .expect("read")
-            .expect("a line");
-        let message: Value = serde_json::from_str(&line).expect("json");
-        if let Some(id @ (2 | 3)) = message["id"].as_u64() {
-            answers.insert(id, message["result"].clone());
-        }
-    }
-    let done = &answers[&2]["structuredContent"];
+    let answers = fx
+        .mcp_calls(&[
+            (
+                "run_task",
+                json!({"prompt": "add hello", "specialist": "engineering", "project": repo}),
+            ),
+            (
+                "run_task",
+                json!({"prompt": "add hello", "project": "repo"}),
+            ),
+        ])
+        .await;
+    let done = &answers[0]["structuredContent"];
     let id = done["_meta"]["run_id"].as_str().expect("run id");
     assert_eq!(done["_meta"]["changes"]["branch"], format!("fabric/{id}"));
-    let refused = &answers[&3];
+    let refused = &answers[1];
     assert_eq!(refused["isError"], true, "{refused}");
     assert!(
         refused
@@ -837,7 +807,6 @@ async fn issue_25_mcp_run_task_takes_a_project() {
             .contains("parameter `project` must be an absolute path"),
         "{refused}"
     );
-    let _ = child.start_kill();
 }
 
 /// A directory that is not a git repository: the run works in a copy of it, versioned the

@@ -448,6 +448,16 @@ async fn issue9_the_binary_runs_on_postgresql_chosen_by_fabric_store_url() {
         .await;
     let found: Value = serde_json::from_str(found.stdout.trim()).unwrap();
     assert_eq!(found["hits"][0]["run_id"], ids[1].as_str(), "{found}");
+    // The table's relevance (issue #40): ts_rank's score relative to the best hit's.
+    let table = here.fabric_with(&["logs", "search", "beta"], &env).await;
+    table.assert_code(0);
+    let row = table.stdout.lines().nth(1).unwrap_or_default();
+    assert_eq!(
+        row.split_whitespace().nth(4),
+        Some("1.00"),
+        "{}",
+        table.stdout
+    );
     let shown = here
         .fabric_with(&["logs", "show", &ids[1], "--json"], &env)
         .await;
@@ -598,4 +608,37 @@ async fn issue_26_replays_are_not_listed_or_counted_as_peoples_runs() {
     assert_eq!(stats["rows"][0]["runs"], 1, "{stats}");
     let stats = json_of(&fx, &["stats", "--all", "--json"]).await;
     assert_eq!(stats["rows"][0]["runs"], 2, "{stats}");
+}
+
+/// Issue #40: the table of `fabric logs search` showed `SCORE 0.000` on every hit: SQLite's
+/// bm25 scores a word found in half the runs or more about 0.000001. It shows each hit's
+/// relevance relative to the best hit's; `--json` keeps the scores themselves.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_logs_search_shows_each_hits_relevance() {
+    let fx = Fixture::new(three_runs()).await;
+    run_all(&fx).await;
+    // `file` is in every run (each called write_file).
+    let found = json_of(&fx, &["logs", "search", "file", "--json"]).await;
+    let scores: Vec<f64> = found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["score"].as_f64().unwrap())
+        .collect();
+    assert_eq!(scores.len(), 3, "{found}");
+    assert!(scores.iter().all(|&s| s > 0.0 && s < 0.001), "{scores:?}");
+    let table = fx.fabric(&["logs", "search", "file"]).await;
+    table.assert_code(0);
+    let mut lines = table.stdout.lines();
+    let header = lines.next().unwrap();
+    assert!(header.contains("RELEVANCE"), "{header}");
+    let shown: Vec<f64> = lines
+        .map(|l| l.split_whitespace().nth(4).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(shown.len(), 3, "{}", table.stdout);
+    assert_eq!(shown[0], 1.0, "{}", table.stdout);
+    for (s, raw) in shown.iter().zip(&scores) {
+        assert!(*s > 0.0, "{}", table.stdout);
+        assert!((s - raw / scores[0]).abs() < 0.006, "{}", table.stdout);
+    }
 }

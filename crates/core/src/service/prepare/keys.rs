@@ -34,11 +34,7 @@ impl Preparation {
         request: &TaskRequest,
         by_complexity: &Option<(String, String)>,
     ) -> Result<(String, Option<String>), ServiceError> {
-        let (key, routed) = match (&request.model_key, &specialist.model_key, by_complexity) {
-            (Some(key), _, _) | (None, Some(key), _) => (key.clone(), None),
-            (None, None, Some((key, why))) => (key.clone(), Some(why.clone())),
-            (None, None, None) => (self.policy.default_model_key.clone(), None),
-        };
+        let (key, routed) = self.first_choice(specialist, request, by_complexity);
         // A continued run goes on with the keys it recorded.
         if request.continued {
             return Ok((key, routed));
@@ -51,6 +47,51 @@ impl Preparation {
             None => why,
         };
         Ok((key, Some(why)))
+    }
+
+    /// The member's key before daily budgets have their say, and why routing chose it.
+    fn first_choice(
+        &self,
+        specialist: &SpecialistSpec,
+        request: &TaskRequest,
+        by_complexity: &Option<(String, String)>,
+    ) -> (String, Option<String>) {
+        match (&request.model_key, &specialist.model_key, by_complexity) {
+            (Some(key), _, _) | (None, Some(key), _) => (key.clone(), None),
+            (None, None, Some((key, why))) => (key.clone(), Some(why.clone())),
+            (None, None, None) => (self.policy.default_model_key.clone(), None),
+        }
+    }
+
+    /// The model keys a request runs on for certain, known before anything is prepared: the
+    /// key it names, or its pack's keys when no daily budget can move a member to another
+    /// key. Their API keys are checked before the run is prepared (issue #40); the keys
+    /// routing picks are checked as each member is prepared.
+    pub(super) fn certain_keys(&self, request: &TaskRequest) -> Vec<String> {
+        if let Some(key) = &request.model_key {
+            return vec![key.clone()];
+        }
+        if !self.ports.daily.is_off() {
+            return Vec::new();
+        }
+        let by_complexity = self.by_complexity(&request.prompt);
+        request
+            .pack
+            .iter()
+            .filter_map(|id| self.policy.specialist(id))
+            .map(|s| self.first_choice(s, request, &by_complexity).0)
+            .collect()
+    }
+
+    /// Refuses a model key whose API key variable is unset, naming the variable and the fix:
+    /// a configuration error, not a model failure (issue #40).
+    pub(super) fn api_key_of(&self, key: &str, request: &TaskRequest) -> Result<(), ServiceError> {
+        match self.ports.chats.missing_api_key(key) {
+            Some(fix) if !super::offline(request) => Err(ServiceError::Misconfigured(format!(
+                "model key `{key}` needs an API key: {fix}"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// When `key`'s daily budget is spent: the key to use instead and why (complexity

@@ -105,6 +105,9 @@ impl Preparation {
         {
             return Err(self.unknown_key(key));
         }
+        for key in self.certain_keys(request) {
+            self.api_key_of(&key, request)?;
+        }
         Ok(())
     }
 
@@ -189,13 +192,7 @@ impl Preparation {
             .models
             .get(&model_key)
             .ok_or_else(|| self.unknown_key(&model_key))?;
-        if !offline(request)
-            && let Some(fix) = self.ports.chats.missing_api_key(&model_key)
-        {
-            return Err(ServiceError::ModelUnavailable(format!(
-                "model key `{model_key}` needs an API key: {fix}"
-            )));
-        }
+        self.api_key_of(&model_key, request)?;
         if !models.contains_key(&model_key) {
             let resolved = self.model_of(&model_key, model, request).await?;
             models.insert(model_key.clone(), resolved);

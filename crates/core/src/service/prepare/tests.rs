@@ -711,3 +711,54 @@ async fn issue_29_a_vision_key_s_member_and_fallback_read_images() {
     assert!(task.members[0].model.vision);
     assert!(task.fallback.as_ref().expect("a fallback").model.vision);
 }
+
+/// Issue #40: a model key whose API key is unset is a configuration error, refused by the
+/// request's check (before anything is prepared) when the key is certain: the key named,
+/// or the pack's keys when no daily budget can move a member; as each member is prepared
+/// otherwise.
+#[tokio::test]
+async fn issue_40_a_missing_api_key_is_a_configuration_error_checked_first() {
+    let missing = || Chats {
+        missing: vec!["small".to_owned()],
+    };
+    let p = preparation(policy(), Servers::default(), missing(), &[]);
+    let named = TaskRequest {
+        model_key: Some("small".to_owned()),
+        ..request("fix the bug")
+    };
+    let error = p.check(&named).unwrap_err();
+    assert!(matches!(error, ServiceError::Misconfigured(_)), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "model key `small` needs an API key: `small_API_KEY` is not set"
+    );
+    let big = TaskRequest {
+        model_key: Some("big".to_owned()),
+        ..request("fix the bug")
+    };
+    assert!(p.check(&big).is_ok());
+    // With daily budgets, the pack's key may give way: checked as the member is prepared.
+    let packed = TaskRequest {
+        pack: vec!["engineering".to_owned()],
+        ..request("fix the bug")
+    };
+    assert!(p.check(&packed).is_ok());
+    let error = prepare(&p, packed.clone()).await.err().unwrap();
+    assert!(matches!(error, ServiceError::Misconfigured(_)), "{error:?}");
+    // Without them, it is certain, and refused first.
+    let ports = PreparePorts {
+        models: Arc::new(Servers::default()),
+        chats: Arc::new(missing()),
+        tools: Arc::new(Tools),
+        daily: DailyBudget::new(
+            Arc::new(Ledger::default()),
+            BTreeMap::new(),
+            Arc::new(Fixed),
+        ),
+    };
+    let p = Preparation::new(policy(), ports);
+    assert!(matches!(
+        p.check(&packed),
+        Err(ServiceError::Misconfigured(_))
+    ));
+}
