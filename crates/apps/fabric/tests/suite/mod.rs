@@ -7,6 +7,7 @@ mod anthropic;
 mod attacks;
 mod attacks_issue_27;
 mod attacks_issue_39_git;
+mod attacks_issue_39_memory;
 mod attacks_round_three;
 mod attacks_round_two;
 mod budgets;
