@@ -4,9 +4,10 @@
 //! once unmapped, tmpfs files) and the kernel's socket buffers escape it, and the OOM
 //! killer charges them to nobody, so one command could hold gigabytes that every other run
 //! of the machine needs. A memory cgroup counts all of it, page cache, shared memory and
-//! kernel memory, and kills inside the group when the group is over its limit; a pids
-//! cgroup caps the command's processes alone (`RLIMIT_NPROC` counts every process of the
-//! uid, concurrent runs included, and does not apply to root).
+//! kernel memory (every structure a UNIX socket costs, `sk_buff`s included: ADR-095 measured
+//! what is left, a few KiB a process), and kills inside the group when the group is over its
+//! limit; a pids cgroup caps the command's processes alone (`RLIMIT_NPROC` counts every
+//! process of the uid, concurrent runs included, and does not apply to root).
 //!
 //! Each command gets a child of the fabric's own cgroup (so a limit placed on the fabric
 //! still holds), `fabric-<pid>-<n>`, made before the spawn with its limits written; the

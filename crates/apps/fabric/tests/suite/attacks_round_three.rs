@@ -244,6 +244,11 @@ assert l.syscall(250, 5, key, 0x3f000000) == 0, ctypes.get_errno()
 os.execvp(sys.argv[1], sys.argv[1:])
 "#;
 
+/// Held by the attempts that fill kernel memory (here `socket_buffers`, and
+/// `attacks_issue_39_memory.rs`, which measures the host's kernel memory while its command
+/// runs), so the one never reads the other's sockets.
+pub(super) static KERNEL_MEMORY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 pub(super) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
@@ -283,7 +288,10 @@ async fn run_column(column: Column, outside: &std::path::Path) -> BTreeSet<Strin
     args.extend(column.sandbox_args());
     let mut wrapper = vec!["python3", "-c", KEYRING_WRAPPER];
     wrapper.extend(column.wrapper());
-    let run = fx.fabric_via(&wrapper, &args, &[], 600).await;
+    let run = {
+        let _alone = KERNEL_MEMORY.lock().await;
+        fx.fabric_via(&wrapper, &args, &[], 600).await
+    };
     let result = run.json();
     let events = fx.runlog(&result);
     let start = &of_kind(&events, "run_start")[0]["payload"]["sandbox"];

@@ -7,6 +7,7 @@ mod anthropic;
 mod attacks;
 mod attacks_issue_27;
 mod attacks_issue_39_git;
+mod attacks_issue_39_memory;
 mod attacks_issue_39_projects;
 mod attacks_issue_39_terminal;
 mod attacks_round_three;
