@@ -227,9 +227,7 @@ pub(crate) async fn list_tasks(state: &AppState, params: &Value) -> Result<Value
         .filter(|c| !c.is_empty())
         .map(str::to_owned);
     // The state filter is the query's, so every page is full but the last (issue #40).
-    let Some(statuses) = task::statuses_of(params.get("status").and_then(Value::as_str))
-        .map_err(|e| RpcError(code::INVALID_PARAMS, e))?
-    else {
+    let Some(statuses) = task::statuses_of(params.get("status").and_then(Value::as_str))? else {
         return Ok(json!({"tasks": [], "nextPageToken": "", "pageSize": size}));
     };
     // One more than asked, to know whether there is a next page.

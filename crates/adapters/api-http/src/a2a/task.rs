@@ -2,6 +2,8 @@
 //! result an artifact. Projections only: nothing here is stored.
 
 use fabric_domain::{RunStatus, RunSummary, UtcTime};
+
+use super::{RpcError, code};
 use serde_json::{Value, json};
 
 /// A task's state in the protocol's words.
@@ -39,15 +41,18 @@ const STATES: [&str; 9] = [
 
 /// The run statuses a `ListTasks` state filter stands for: `Ok(Some(vec![]))` for none (no
 /// filter, or `TASK_STATE_UNSPECIFIED`), `Ok(None)` for a state no run is ever in, and the
-/// message for a word that is no state.
-pub(crate) fn statuses_of(state: Option<&str>) -> Result<Option<Vec<RunStatus>>, String> {
+/// invalid-params error for a word that is no state.
+pub(crate) fn statuses_of(state: Option<&str>) -> Result<Option<Vec<RunStatus>>, RpcError> {
     let Some(state) = state.filter(|s| !s.is_empty() && *s != STATES[0]) else {
         return Ok(Some(Vec::new()));
     };
     if !STATES.contains(&state) {
-        return Err(format!(
-            "`status` must be a task state ({}), got `{state}`",
-            STATES.join(", ")
+        return Err(RpcError(
+            code::INVALID_PARAMS,
+            format!(
+                "`status` must be a task state ({}), got `{state}`",
+                STATES.join(", ")
+            ),
         ));
     }
     let statuses: Vec<RunStatus> = RunStatus::ALL

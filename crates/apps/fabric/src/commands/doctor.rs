@@ -182,27 +182,7 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         return;
     };
     if let Err(e) = fabric_llm::probe(&model.base_url, Duration::from_secs(3)).await {
-        // What went wrong, without the error's own advice (the fix below is the advice).
-        let what = match &e {
-            fabric_core::ChatError::Unreachable { url, detail } => {
-                format!("nothing answers at {url} ({detail})")
-            }
-            other => other.to_string(),
-        };
-        let local_ollama = bootstrap::is_local(&model.base_url) && model.backend == Backend::Ollama;
-        let starter = settings.local_llm_start_cmd.first().map(String::as_str);
-        let fix = if local_ollama && starter == Some("ollama") && on_path("ollama").is_none() {
-            format!(
-                "Ollama is not installed: install it from https://ollama.com/download and pull a tool-capable model (`ollama pull qwen2.5:7b`), point `models.{key}.base_url` at a server that runs, or try the scripted server (README: \"No model at hand?\")"
-            )
-        } else if local_ollama {
-            format!(
-                "start it with `{}` (or leave `local_llm_ensure_available` on and `fabric run` starts it)",
-                settings.local_llm_start_cmd.join(" ")
-            )
-        } else {
-            format!("check `models.{key}.base_url` and that the server runs")
-        };
+        let (what, fix) = unreachable_fix(settings, key, model, &e);
         report.line(
             Verdict::Fail,
             &format!("{label} server"),
@@ -274,6 +254,38 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         // The `present` line said what runs will do instead.
         (false, _) => {}
     }
+}
+
+/// What went wrong reaching `model`'s server, without the error's own advice, and the fix:
+/// install or start Ollama where the fabric would start it, else check the URL.
+fn unreachable_fix(
+    settings: &Settings,
+    key: &str,
+    model: &fabric_config::ModelConfig,
+    e: &fabric_core::ChatError,
+) -> (String, String) {
+    // What went wrong, without the error's own advice (the fix below is the advice).
+    let what = match e {
+        fabric_core::ChatError::Unreachable { url, detail } => {
+            format!("nothing answers at {url} ({detail})")
+        }
+        other => other.to_string(),
+    };
+    let local_ollama = bootstrap::is_local(&model.base_url) && model.backend == Backend::Ollama;
+    let starter = settings.local_llm_start_cmd.first().map(String::as_str);
+    let fix = if local_ollama && starter == Some("ollama") && on_path("ollama").is_none() {
+        format!(
+            "Ollama is not installed: install it from https://ollama.com/download and pull a tool-capable model (`ollama pull qwen2.5:7b`), point `models.{key}.base_url` at a server that runs, or try the scripted server (README: \"No model at hand?\")"
+        )
+    } else if local_ollama {
+        format!(
+            "start it with `{}` (or leave `local_llm_ensure_available` on and `fabric run` starts it)",
+            settings.local_llm_start_cmd.join(" ")
+        )
+    } else {
+        format!("check `models.{key}.base_url` and that the server runs")
+    };
+    (what, fix)
 }
 
 /// How a Responses API key asks for tool calls on its server (issue #40): whether the
