@@ -7,9 +7,7 @@
 
 use fabric_test_support::Turn;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use super::a2a_server::{rpc, wait_ended};
 use super::fixture::Fixture;
@@ -220,50 +218,6 @@ async fn issue_39_a2a_takes_a_project_only_inside_the_roots() {
     assert!(worktree.join("hello.txt").is_file(), "{ended}");
 }
 
-/// `fabric mcp` (stdio): `run_task`'s answers to `calls`, by id.
-async fn mcp_answers(fx: &Fixture, calls: &[Value]) -> BTreeMap<u64, Value> {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let mut child = fx
-        .command(&["mcp"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("fabric mcp starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut messages = vec![
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    ];
-    for (id, args) in (1u64..).zip(calls) {
-        messages.push(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                             "params": {"name": "run_task", "arguments": args}}));
-    }
-    for message in messages {
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .expect("write");
-    }
-    let mut answers = BTreeMap::new();
-    while answers.len() < calls.len() {
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("an answer within 60 s")
-            .expect("read")
-            .expect("a line");
-        let message: Value = serde_json::from_str(&line).expect("json");
-        if let Some(id) = message["id"].as_u64().filter(|id| *id > 0) {
-            answers.insert(id, message["result"].clone());
-        }
-    }
-    let _ = child.start_kill();
-    answers
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_39_mcp_run_task_takes_a_project_only_inside_the_roots() {
     let (fx, d) = fixture(true).await;
@@ -272,20 +226,16 @@ async fn issue_39_mcp_run_task_takes_a_project_only_inside_the_roots() {
         .map(|p| json!({"prompt": "copy it", "specialist": "engineering", "project": p}))
         .collect();
     calls.push(json!({"prompt": "add hello", "specialist": "engineering", "project": d.repo}));
-    let answers = mcp_answers(&fx, &calls).await;
-    let inside = calls.len() as u64;
-    for (id, answer) in &answers {
-        if *id == inside {
+    let named: Vec<(&str, Value)> = calls.iter().map(|c| ("run_task", c.clone())).collect();
+    let answers = fx.mcp_calls(&named).await;
+    let inside = calls.len() - 1;
+    for (n, answer) in answers.iter().enumerate() {
+        if n == inside {
             let done = &answer["structuredContent"];
             assert_eq!(done["_meta"]["status"], "completed", "{answer}");
             continue;
         }
-        assert_eq!(
-            answer["isError"],
-            true,
-            "{}: {answer}",
-            calls[*id as usize - 1]
-        );
+        assert_eq!(answer["isError"], true, "{}: {answer}", calls[n]);
         let text = answer.to_string();
         assert!(
             text.contains("outside") && text.contains("server.project_roots"),
