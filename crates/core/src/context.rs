@@ -112,6 +112,33 @@ pub fn compact(
         ..Compaction::default()
     };
     // 1. Shorten older tool results, oldest first.
+    done.shortened = shorten_old_results(messages, definitions, room);
+    // 2. Leave out older turns, oldest first, each an answer with its results.
+    let (dropped, earlier_summary) = drop_old_turns(messages, definitions, room);
+    done.dropped_messages = dropped.len();
+    // 3. The last turn's results, cut to what fits.
+    if estimate(messages, definitions) > room {
+        done.cut = cut::cut_newest(messages, definitions, room);
+    }
+    done.dropped_text = match earlier_summary {
+        Some(earlier) => format!("Earlier: {earlier}\n{}", describe(&dropped)),
+        None => describe(&dropped),
+    };
+    let after = estimate(messages, definitions);
+    done.tokens_after = after;
+    if after > room {
+        return Err(after);
+    }
+    Ok(Some(done))
+}
+
+/// Shortens older tool results, oldest first, until the messages fit `room`; how many.
+fn shorten_old_results(
+    messages: &mut [Message],
+    definitions: &ToolDefinitions,
+    room: u64,
+) -> usize {
+    let mut shortened = 0;
     let (head, last) = layout(messages);
     for i in head..last {
         if estimate(messages, definitions) <= room {
@@ -135,9 +162,19 @@ pub fn compact(
         message.content = Some(format!(
             "{kept}\n[… {cut} more characters left out to fit the model's context window; call the tool again if you need them]"
         ));
-        done.shortened += 1;
+        shortened += 1;
     }
-    // 2. Leave out older turns, oldest first, each an answer with its results.
+    shortened
+}
+
+/// Leaves out older turns, oldest first, each an answer with its results, until the
+/// messages fit `room`; a note takes their place. Returns the turns left out and what an
+/// earlier note said.
+fn drop_old_turns(
+    messages: &mut Vec<Message>,
+    definitions: &ToolDefinitions,
+    room: u64,
+) -> (Vec<Message>, Option<String>) {
     let mut dropped: Vec<Message> = Vec::new();
     // What an earlier note said, so a summary of the newly left-out turns builds on it.
     let mut earlier_summary: Option<String> = None;
@@ -185,21 +222,7 @@ pub fn compact(
         }
         dropped.extend(turn);
     }
-    done.dropped_messages = dropped.len();
-    // 3. The last turn's results, cut to what fits.
-    if estimate(messages, definitions) > room {
-        done.cut = cut::cut_newest(messages, definitions, room);
-    }
-    done.dropped_text = match earlier_summary {
-        Some(earlier) => format!("Earlier: {earlier}\n{}", describe(&dropped)),
-        None => describe(&dropped),
-    };
-    let after = estimate(messages, definitions);
-    done.tokens_after = after;
-    if after > room {
-        return Err(after);
-    }
-    Ok(Some(done))
+    (dropped, earlier_summary)
 }
 
 /// What the note standing for left-out turns says: how many steps, and the calls they made.
