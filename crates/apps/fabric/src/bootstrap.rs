@@ -104,33 +104,7 @@ pub(crate) async fn ensure_available(
         return Ok(());
     }
     let cmd = &settings.local_llm_start_cmd;
-    let Some((program, args)) = cmd.split_first() else {
-        bail!("`local_llm_start_cmd` is empty; set it to the command that starts the model server");
-    };
-    // Its own process group, no stdio tied to ours, so a server that comes up outlives this
-    // run and a Ctrl-C here does not kill it; one that never answers is killed below.
-    let mut command = tokio::process::Command::new(program);
-    command
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .kill_on_drop(false);
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && program == "ollama" => {
-            bail!(
-                "no model server answers at {}, and Ollama is not installed (`ollama` is not on PATH). Either install Ollama (https://ollama.com/download) and pull a tool-capable model (`ollama pull qwen2.5:7b`); or point `models.{}.base_url` in the config at a server that runs (any OpenAI-compatible one with `backend: openai`); or try the fabric with no model at all through the scripted server, as the README shows under \"No model at hand?\"",
-                model.base_url,
-                key_of(settings, model)
-            );
-        }
-        Err(e) => bail!(
-            "cannot start `{}` (local_llm_start_cmd): {e}; install it, start the model server yourself, or change `local_llm_start_cmd`",
-            cmd.join(" ")
-        ),
-    };
+    let mut child = start_server(settings, model)?;
     let timeout = Duration::from_secs(settings.local_llm_start_timeout_s);
     eprintln!(
         "no model server answers at {}; started `{}`, waiting up to {} s for it",
@@ -181,6 +155,39 @@ pub(crate) async fn ensure_available(
         model.base_url,
         settings.local_llm_start_timeout_s
     )
+}
+
+/// Starts `local_llm_start_cmd` for `model`'s server, in its own process group with no
+/// stdio tied to ours; the error says how to get a server when it cannot start.
+fn start_server(settings: &Settings, model: &ModelConfig) -> anyhow::Result<tokio::process::Child> {
+    let cmd = &settings.local_llm_start_cmd;
+    let Some((program, args)) = cmd.split_first() else {
+        bail!("`local_llm_start_cmd` is empty; set it to the command that starts the model server");
+    };
+    // Its own process group, no stdio tied to ours, so a server that comes up outlives this
+    // run and a Ctrl-C here does not kill it; one that never answers is stopped by the caller.
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(false);
+    match command.spawn() {
+        Ok(child) => Ok(child),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && program == "ollama" => {
+            bail!(
+                "no model server answers at {}, and Ollama is not installed (`ollama` is not on PATH). Either install Ollama (https://ollama.com/download) and pull a tool-capable model (`ollama pull qwen2.5:7b`); or point `models.{}.base_url` in the config at a server that runs (any OpenAI-compatible one with `backend: openai`); or try the fabric with no model at all through the scripted server, as the README shows under \"No model at hand?\"",
+                model.base_url,
+                key_of(settings, model)
+            );
+        }
+        Err(e) => bail!(
+            "cannot start `{}` (local_llm_start_cmd): {e}; install it, start the model server yourself, or change `local_llm_start_cmd`",
+            cmd.join(" ")
+        ),
+    }
 }
 
 /// The models an endpoint offers, with capabilities where the server reports them. Asked
