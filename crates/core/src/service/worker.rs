@@ -340,43 +340,20 @@ pub(super) async fn run_claimed(
         )
         .await
     } else {
-        let outcome = match service.submit(submission) {
-            Ok(handle) => handle.outcome().await,
-            Err(e) => Err(e),
-        };
-        match &outcome {
-            Ok(outcome) => (
-                Release::Done,
-                Some(WorkerReport::Ended {
-                    id: id.clone(),
-                    status: outcome.status,
-                    elapsed: since.elapsed(),
-                }),
-            ),
-            // A run that had ended before this claim (its worker stopped right after
-            // recording the end) is simply done: nothing ended here.
-            Err(ServiceError::AlreadyEnded(_)) => (Release::Done, None),
-            // Given up here (lost to another worker, or handed back at shutdown): whoever
-            // gave it up deals with the queue.
-            Err(_) if claims.is_revoked(&id, fence) || claims.fence_of(&id) != Some(fence) => {
-                return;
-            }
-            // Stopped here before it went on (shutdown): back to the queue, no failure.
-            Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => (
-                Release::HandBack,
-                Some(WorkerReport::HandedBack {
-                    id: id.clone(),
-                    reason: "this worker stops".to_owned(),
-                }),
-            ),
-            Err(e) => {
-                let release =
-                    end_or_hand_back(service, queue, &id, fence, failures, worker, e).await;
-                (
-                    release,
-                    Some(after_failure(release, &id, since, e.to_string())),
-                )
-            }
+        match run_here(
+            service,
+            queue,
+            claims,
+            (worker, failures),
+            (&id, fence),
+            submission,
+            since,
+        )
+        .await
+        {
+            Some(ended) => ended,
+            // Given up here: whoever gave it up deals with the queue.
+            None => return,
         }
     };
     // The claim goes first, the queue second: a renewal on its way meanwhile then sees the
@@ -393,6 +370,56 @@ pub(super) async fn run_claimed(
             }
         }
     }
+}
+
+/// Runs a claimed run here: how to release it and what to tell, or `None` when it was given
+/// up here (lost to another worker, or handed back at shutdown).
+async fn run_here(
+    service: &RunService,
+    queue: &dyn RunQueue,
+    claims: &ClaimedStore,
+    (worker, failures): (&str, u32),
+    (id, fence): (&RunId, i64),
+    submission: Submission,
+    since: Instant,
+) -> Option<(Release, Option<WorkerReport>)> {
+    let outcome = match service.submit(submission) {
+        Ok(handle) => handle.outcome().await,
+        Err(e) => Err(e),
+    };
+    Some(match &outcome {
+        Ok(outcome) => (
+            Release::Done,
+            Some(WorkerReport::Ended {
+                id: id.clone(),
+                status: outcome.status,
+                elapsed: since.elapsed(),
+            }),
+        ),
+        // A run that had ended before this claim (its worker stopped right after
+        // recording the end) is simply done: nothing ended here.
+        Err(ServiceError::AlreadyEnded(_)) => (Release::Done, None),
+        // Given up here (lost to another worker, or handed back at shutdown): whoever
+        // gave it up deals with the queue.
+        Err(_) if claims.is_revoked(id, fence) || claims.fence_of(id) != Some(fence) => {
+            return None;
+        }
+        // Stopped here before it went on (shutdown): back to the queue, no failure.
+        Err(ServiceError::ShuttingDown | ServiceError::Cancelled) => (
+            Release::HandBack,
+            Some(WorkerReport::HandedBack {
+                id: id.clone(),
+                reason: "this worker stops".to_owned(),
+            }),
+        ),
+        Err(e) => {
+            let release = end_or_hand_back(service, queue, id, fence, failures, worker, e).await;
+            (
+                release,
+                Some(after_failure(release, id, since, e.to_string())),
+            )
+        }
+    })
 }
 
 /// Claims of one run that may fail (end in an error of the run's own) before it is ended

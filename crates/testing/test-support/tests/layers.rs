@@ -480,7 +480,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "core/src/history.rs: fold",
     "core/src/metrics.rs: count",
     "core/src/service/resume.rs: reopen",
-    "core/src/service/worker.rs: run_claimed",
     "apps/fabric/src/render.rs: on_event",
     "apps/fabric/src/commands/serve.rs: serve",
     "apps/fabric/src/commands/replay.rs: replay",
