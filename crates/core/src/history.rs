@@ -8,8 +8,8 @@
 //! steps instead of asking the model again (`engine`), and goes on live from the first step
 //! whose answer was not recorded.
 
-use fabric_domain::runlog::{self, Payload, TaskForceMode};
-use fabric_domain::{EventKind, FallbackReason, RunEvent, RunId, RunStatus, ToolCall, Usage};
+use fabric_domain::runlog::{self, EventPayload, Payload, TaskForceMode};
+use fabric_domain::{FallbackReason, RunEvent, RunId, RunStatus, ToolCall, Usage};
 use serde_json::Value;
 use std::collections::VecDeque;
 
@@ -101,79 +101,100 @@ impl RunHistory {
         &mut self.members[index]
     }
 
+    /// Takes one event: what continuing the run needs of it (issue #41: matched on the typed
+    /// payload, every kind named). A payload that does not decode is from elsewhere and is
+    /// left out, but an end is still an end: a run is never continued past it.
     fn fold(&mut self, event: &RunEvent) {
-        match event.kind {
-            EventKind::RunStart => self.start = event.payload_as().ok(),
-            EventKind::Recruitment => self.recruitment = event.payload_as().ok(),
-            EventKind::TaskForceParallel => self.parallel_recorded = true,
-            EventKind::RunResumed => self.resumptions += 1,
-            EventKind::Workspace if self.workspace.is_none() => {
-                self.workspace = event.payload_as().ok();
+        let payload = match event.typed() {
+            Ok(payload) => payload,
+            Err(e) => {
+                tracing::debug!(error = %e, kind = ?event.kind, "event left out of the history");
+                if event.kind.is_terminal() {
+                    self.ended = Some(RunStatus::Failed);
+                }
+                return;
             }
-            EventKind::Checkpoint => {
-                if let Ok(runlog::Checkpoint {
-                    commit: Some(commit),
-                    ..
-                }) = event.payload_as::<runlog::Checkpoint>()
-                {
+        };
+        match payload {
+            EventPayload::RunStart(start) => self.start = Some(start),
+            EventPayload::Recruitment(recruitment) => self.recruitment = Some(recruitment),
+            EventPayload::TaskForceParallel(_) => self.parallel_recorded = true,
+            EventPayload::RunResumed(_) => self.resumptions += 1,
+            EventPayload::Workspace(opened) => {
+                self.workspace.get_or_insert(opened);
+            }
+            EventPayload::Checkpoint(checkpoint) => {
+                if let Some(commit) = checkpoint.commit {
                     self.last_checkpoint = Some(commit);
                 }
             }
-            EventKind::RunComplete | EventKind::RunFailed => {
-                self.ended = event
-                    .payload
-                    .get("status")
-                    .and_then(|s| serde_json::from_value(s.clone()).ok())
-                    .or(Some(RunStatus::Failed));
+            EventPayload::RunComplete(end) | EventPayload::RunFailed(end) => {
+                self.ended = Some(end.status);
             }
-            EventKind::PackEnd => {
-                if let Ok(end) = event.payload_as::<runlog::PackEnd>() {
-                    self.member(event).ended = Some(crate::outcome::LoopOutcome {
-                        status: end.status,
-                        payload: end.result.unwrap_or(Value::Null),
-                        steps: end.steps,
-                        usage: end.usage,
-                        reason: end.reason,
-                    });
-                }
-            }
-            EventKind::PackStart => {
-                let model = event
-                    .payload_as::<runlog::PackStart>()
-                    .ok()
-                    .map(|p| (p.model_key, p.model));
+            EventPayload::RunAborted(aborted) => self.ended = Some(aborted.status),
+            EventPayload::PackStart(start) => {
                 let member = self.member(event);
                 member.started = true;
-                member.model = model;
+                member.model = Some((start.model_key, start.model));
             }
-            EventKind::CriticReview => {
-                let approved = event.payload.get("approved").and_then(Value::as_bool) == Some(true);
+            EventPayload::PackEnd(end) => {
+                self.member(event).ended = Some(crate::outcome::LoopOutcome {
+                    status: end.status,
+                    payload: end.result.unwrap_or(Value::Null),
+                    steps: end.steps,
+                    usage: end.usage,
+                    reason: end.reason,
+                });
+            }
+            EventPayload::CriticReview(review) => {
                 let member = self.member(event);
                 member.critic_rounds += 1;
                 member.repair_on_cloud = false;
-                member.critic_approved = approved;
+                member.critic_approved = review.approved;
             }
-            EventKind::CloudFallback => {
-                let critic = event.payload.get("reason").and_then(Value::as_str)
-                    == Some(FallbackReason::CriticRejected.as_str());
-                if critic {
+            EventPayload::CloudFallback(fallback) => {
+                if fallback.reason == FallbackReason::CriticRejected.as_str() {
                     self.member(event).repair_on_cloud = true;
                 }
             }
-            // The routing call has no step; only a member's loop has steps.
-            EventKind::LlmRequest if event.step.is_some() => {
-                let step = event.step.unwrap_or_default();
-                let member = self.member(event);
+            EventPayload::LlmRequest(_)
+            | EventPayload::LlmResponse(_)
+            | EventPayload::ToolCallRepaired(_)
+            | EventPayload::ContextCompacted(_)
+            | EventPayload::ToolCall(_)
+            | EventPayload::ToolResult(_)
+            | EventPayload::ToolError(_) => self.fold_step(event, payload),
+            // What continuing a run does not need: the routing call (it has no step), what
+            // MCP servers and the sandbox said, and the loop's own notes.
+            EventPayload::RoutingRequest(_)
+            | EventPayload::RoutingResponse(_)
+            | EventPayload::McpServer(_)
+            | EventPayload::McpMessage(_)
+            | EventPayload::McpRequest(_)
+            | EventPayload::CorrectiveReprompt(_)
+            | EventPayload::RepairRound(_)
+            | EventPayload::SecurityEvent(_)
+            | EventPayload::LoopDetected(_)
+            | EventPayload::Unknown(_) => {}
+        }
+    }
+
+    /// A member's step: its model's answer (and what replaced earlier answers of it), the
+    /// calls it started and how each was settled.
+    fn fold_step(&mut self, event: &RunEvent, payload: EventPayload) {
+        // A model call or a compaction of a member's loop has a step (the routing call's do
+        // not, and are not these variants); without one there is nothing to place it in.
+        let step = event.step;
+        let member = self.member(event);
+        match payload {
+            EventPayload::LlmRequest(_) => {
+                let Some(step) = step else { return };
                 if member.steps.back().is_none_or(|s| s.step != step) {
                     member.steps.push_back(RecordedStep::new(step));
                 }
             }
-            EventKind::LlmResponse if event.step.is_some() => {
-                let step = event.step.unwrap_or_default();
-                let Ok(recorded) = event.payload_as::<runlog::LlmResponse>() else {
-                    return;
-                };
-                let member = self.member(event);
+            EventPayload::LlmResponse(recorded) => {
+                let Some(step) = step else { return };
                 if member.steps.back().is_none_or(|s| s.step != step) {
                     member.steps.push_back(RecordedStep::new(step));
                 }
@@ -184,52 +205,42 @@ impl RunHistory {
                     last.response = Some(response_of(recorded));
                 }
             }
-            EventKind::ToolCallRepaired => {
-                if let Ok(repair) = event.payload_as::<runlog::ToolCallRepaired>()
-                    && let Some(last) = self.member(event).steps.back_mut()
-                {
+            // Recorded before the step's `llm_request`: it belongs to the next step.
+            EventPayload::ContextCompacted(compacted) => {
+                let Some(step) = step else { return };
+                if member.steps.back().is_none_or(|s| s.step != step) {
+                    member.steps.push_back(RecordedStep::new(step));
+                }
+                if let Some(last) = member.steps.back_mut() {
+                    last.summary = compacted.summary;
+                    if let Some(u) = compacted.summary_usage {
+                        last.replaced_usage.add(u);
+                    }
+                }
+            }
+            EventPayload::ToolCallRepaired(repair) => {
+                if let Some(last) = member.steps.back_mut() {
                     last.repaired_tools = Some(repair.tools);
                 }
             }
-            EventKind::ContextCompacted if event.step.is_some() => {
-                // Recorded before the step's `llm_request`: it belongs to the next step.
-                let step = event.step.unwrap_or_default();
-                if let Ok(compacted) = event.payload_as::<runlog::ContextCompacted>() {
-                    let member = self.member(event);
-                    if member.steps.back().is_none_or(|s| s.step != step) {
-                        member.steps.push_back(RecordedStep::new(step));
-                    }
-                    if let Some(last) = member.steps.back_mut() {
-                        last.summary = compacted.summary;
-                        if let Some(u) = compacted.summary_usage {
-                            last.replaced_usage.add(u);
-                        }
-                    }
-                }
-            }
-            EventKind::ToolCall => {
-                if let Ok(call) = event.payload_as::<runlog::ToolCall>()
-                    && let Some(last) = self.member(event).steps.back_mut()
-                {
+            EventPayload::ToolCall(call) => {
+                if let Some(last) = member.steps.back_mut() {
                     last.started.insert(call.call_id);
                 }
             }
-            EventKind::ToolResult => {
-                if let Ok(result) = event.payload_as::<runlog::ToolResult>()
-                    && let Some(last) = self.member(event).steps.back_mut()
-                {
+            EventPayload::ToolResult(result) => {
+                if let Some(last) = member.steps.back_mut() {
                     last.outcomes
                         .insert(result.call_id, RecordedOutcome::Result(result.result));
                 }
             }
-            EventKind::ToolError => {
-                if let Ok(error) = event.payload_as::<runlog::ToolError>()
-                    && let Some(last) = self.member(event).steps.back_mut()
-                {
+            EventPayload::ToolError(error) => {
+                if let Some(last) = member.steps.back_mut() {
                     last.outcomes
                         .insert(error.call_id, RecordedOutcome::Error(error.error_message));
                 }
             }
+            // `fold` hands over the seven kinds above only.
             _ => {}
         }
     }
@@ -337,6 +348,7 @@ pub fn response_of(recorded: runlog::LlmResponse) -> ChatResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fabric_domain::EventKind;
     use serde_json::json;
 
     fn event(seq: u64, kind: EventKind, step: Option<u32>, payload: Value) -> RunEvent {
@@ -352,7 +364,13 @@ mod tests {
     #[test]
     fn folds_steps_calls_and_outcomes_per_member() {
         let events = vec![
-            event(0, EventKind::PackStart, None, json!({"pack_index": 1})),
+            // As the fabric writes it: an event that does not decode is left out.
+            event(
+                0,
+                EventKind::PackStart,
+                None,
+                json!({"pack_index": 1, "specialist_id": "s", "tools": [], "tool_loading": "eager", "model_key": "k", "model": "m", "handoff_from": null}),
+            ),
             event(
                 1,
                 EventKind::LlmRequest,
