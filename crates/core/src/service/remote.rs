@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use super::{RunService, RunTask, ServiceError};
 use crate::execute::RunOutcome;
 use crate::live::LiveRun;
-use crate::ports::{Liveness, QueuedCancel, RunObserver, RunQueue, RunStore};
+use crate::ports::{Liveness, QueuedCancel, RunObserver, RunQueue, RunStore, StoreError};
 
 impl RunTask {
     /// The queue, when this run is to be enqueued rather than run here: a new run a person
@@ -31,6 +31,17 @@ impl RunTask {
         self.service.inner.queue.clone()
     }
 
+    /// The refusal an enqueue answer means, if any: a full queue or a store that failed.
+    fn enqueued(answer: Result<bool, StoreError>, limit: Option<u64>) -> Option<ServiceError> {
+        match answer {
+            Ok(true) => None,
+            Ok(false) => Some(ServiceError::TooManyRuns {
+                limit: usize::try_from(limit.unwrap_or_default()).unwrap_or(usize::MAX),
+            }),
+            Err(e) => Some(ServiceError::Store(e.to_string())),
+        }
+    }
+
     /// Enqueues the run, then follows it to its end.
     pub(super) async fn remote(
         &self,
@@ -38,14 +49,12 @@ impl RunTask {
         prepared_tx: oneshot::Sender<Result<(), ServiceError>>,
     ) -> Result<RunOutcome, ServiceError> {
         let id = self.live.id().clone();
-        let request = self.submission.request.to_json();
         let limit = self.service.inner.queue_limit;
-        let refused = match queue.enqueue(&id, &request, limit).await {
-            Ok(true) => None,
-            Ok(false) => Some(ServiceError::TooManyRuns {
-                limit: usize::try_from(limit.unwrap_or_default()).unwrap_or(usize::MAX),
-            }),
-            Err(e) => Some(ServiceError::Store(e.to_string())),
+        let refused = match self.submission.request.to_json() {
+            Err(e) => Some(ServiceError::Invalid(format!(
+                "the request cannot be queued ({e}): give the project as a UTF-8 path"
+            ))),
+            Ok(request) => Self::enqueued(queue.enqueue(&id, &request, limit).await, limit),
         };
         if let Some(error) = refused {
             let _ = prepared_tx.send(Err(error.clone()));

@@ -16,99 +16,106 @@ use tokio_util::sync::CancellationToken;
 
 /// A task as a person (CLI), a client (HTTP, MCP) or a parent run asks for it; `None` means
 /// "use the configured default".
-#[derive(Debug, Clone, Default)]
+///
+/// The run queue keeps it as JSON (docs/DURABILITY.md) through its serde form: read back
+/// leniently, so a field that does not fit (a request written by a newer fabric) is left at
+/// its default and the request still runs.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct TaskRequest {
     /// What to do.
+    #[serde(deserialize_with = "lenient")]
     pub prompt: String,
     /// The specialists (`--pack a,b`); empty: recruit by routing.
+    #[serde(deserialize_with = "lenient")]
     pub pack: Vec<String>,
     /// The model key.
+    #[serde(deserialize_with = "lenient")]
     pub model_key: Option<String>,
     /// A model name that overrides the key's model and skips discovery (`--model`).
+    #[serde(deserialize_with = "lenient")]
     pub model: Option<String>,
     /// Whether tools may use the network.
+    #[serde(deserialize_with = "lenient")]
     pub network_allowed: Option<bool>,
     /// Step limit.
+    #[serde(deserialize_with = "lenient")]
     pub max_steps: Option<u32>,
     /// Stream model text.
+    #[serde(deserialize_with = "lenient")]
     pub stream: bool,
     /// The sandbox mode (`--sandbox`).
+    #[serde(deserialize_with = "lenient")]
     pub sandbox: Option<SandboxMode>,
     /// A run continued after its process stopped (`fabric resume`): it goes on with the
     /// model keys it recorded, whatever today's daily budgets say (a run under way is not
     /// stopped by them). Not part of the queued request.
+    #[serde(skip)]
     pub continued: bool,
     /// Who asks (`run_start.origin`): a person by default; the service sets `child` and
     /// `critic`, `fabric replay`, `test` and `eval` their own.
+    #[serde(deserialize_with = "lenient")]
     pub origin: fabric_domain::runlog::RunOrigin,
     /// The user's project to work on, in a worktree on the run's own branch (issue #25);
     /// `None`: a scratch workspace.
+    #[serde(deserialize_with = "lenient")]
     pub project: Option<super::ProjectRequest>,
     /// The A2A context of the task this run is (`run_start.context_id`), when an A2A client
     /// asked for it.
+    #[serde(deserialize_with = "lenient")]
     pub context_id: Option<String>,
+}
+
+/// A field's value, or its default when it does not fit.
+fn lenient<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let value = <serde_json::Value as serde::Deserialize>::deserialize(deserializer)?;
+    Ok(T::deserialize(value).unwrap_or_default())
 }
 
 impl TaskRequest {
     /// The request as the run queue keeps it (a JSON object; docs/DURABILITY.md).
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "prompt": self.prompt,
-            "pack": self.pack,
-            "model_key": self.model_key,
-            "model": self.model,
-            "network_allowed": self.network_allowed,
-            "max_steps": self.max_steps,
-            "stream": self.stream,
-            "sandbox": self.sandbox,
-            "origin": self.origin,
-            "project": self.project.as_ref().map(|p| serde_json::json!({
-                "path": p.path,
-                "base": p.base,
-            })),
-            "context_id": self.context_id,
-        })
+    ///
+    /// Fails only for what JSON cannot hold: a project path that is not UTF-8.
+    pub fn to_json(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::to_value(self)
     }
 
     /// A request read back from the queue; what does not fit is left at its default, so a
     /// request written by a newer fabric still runs.
     pub fn from_json(value: &serde_json::Value) -> Self {
-        let text = |key: &str| value.get(key).and_then(|v| v.as_str()).map(str::to_owned);
-        Self {
-            prompt: text("prompt").unwrap_or_default(),
-            pack: value
-                .get("pack")
-                .and_then(|v| v.as_array())
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            model_key: text("model_key"),
-            model: text("model"),
-            network_allowed: value.get("network_allowed").and_then(|v| v.as_bool()),
-            max_steps: value
-                .get("max_steps")
-                .and_then(|v| v.as_u64())
-                .and_then(|n| u32::try_from(n).ok()),
-            stream: value
-                .get("stream")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false),
-            sandbox: text("sandbox").as_deref().and_then(SandboxMode::parse),
-            continued: false,
-            origin: text("origin")
-                .map(|o| fabric_domain::runlog::RunOrigin::from(o.as_str()))
-                .unwrap_or_default(),
-            project: value.get("project").and_then(|p| {
-                Some(super::ProjectRequest {
-                    path: p.get("path")?.as_str()?.into(),
-                    base: p.get("base").and_then(|b| b.as_str()).map(str::to_owned),
-                })
-            }),
-            context_id: text("context_id"),
-        }
+        <Self as serde::Deserialize>::deserialize(value).unwrap_or_default()
+    }
+
+    /// The request that runs `history`'s run again as it was recorded: its prompt,
+    /// specialists (recruited explicitly, no routing call again; none when the run stopped
+    /// before recording its recruitment), model key, limits, sandbox mode, origin and A2A
+    /// context. `None` when the run never recorded its start.
+    pub fn recorded(history: &RunHistory) -> Option<Self> {
+        let start = history.start.as_ref()?;
+        let pack = history.specialist_ids();
+        Some(Self {
+            prompt: start.prompt.clone(),
+            // Each member's recorded key when they differ (their specialists' own keys), the
+            // shared one otherwise.
+            model_key: history
+                .shared_model_key()
+                .or_else(|| (history.members.len() <= 1).then(|| start.model_key.clone())),
+            pack,
+            network_allowed: Some(start.network_allowed),
+            max_steps: Some(start.max_steps),
+            sandbox: start
+                .sandbox
+                .get("mode")
+                .and_then(|m| m.as_str())
+                .and_then(SandboxMode::parse),
+            origin: start.origin.clone(),
+            context_id: start.context_id.clone(),
+            ..Self::default()
+        })
     }
 }
 
@@ -253,10 +260,46 @@ mod tests {
             context_id: Some("conv-1".into()),
             ..TaskRequest::default()
         };
-        let back = TaskRequest::from_json(&request.to_json());
+        let back = TaskRequest::from_json(&request.to_json().unwrap_or_default());
         assert_eq!(back.context_id.as_deref(), Some("conv-1"));
         assert_eq!(back.prompt, "go");
         let older = TaskRequest::from_json(&serde_json::json!({"prompt": "go"}));
         assert_eq!(older.context_id, None, "queued before contexts existed");
+    }
+
+    #[test]
+    fn issue_41_the_queued_request_keeps_its_json_and_reads_leniently() {
+        let request = TaskRequest {
+            prompt: "go".into(),
+            pack: vec!["engineering".into()],
+            max_steps: Some(4),
+            sandbox: Some(SandboxMode::Strict),
+            continued: true,
+            project: Some(super::super::ProjectRequest {
+                path: "/src/app".into(),
+                base: None,
+            }),
+            ..TaskRequest::default()
+        };
+        // The shape queues written by earlier fabrics hold (docs/DURABILITY.md).
+        assert_eq!(
+            request.to_json().unwrap_or_default(),
+            serde_json::json!({
+                "prompt": "go", "pack": ["engineering"], "model_key": null, "model": null,
+                "network_allowed": null, "max_steps": 4, "stream": false, "sandbox": "strict",
+                "origin": "user", "project": {"path": "/src/app", "base": null},
+                "context_id": null,
+            })
+        );
+        let newer = TaskRequest::from_json(&serde_json::json!({
+            "prompt": "go", "max_steps": "many", "sandbox": "from-the-future",
+            "origin": "scheduler", "pack": "engineering", "extra": 1,
+        }));
+        assert_eq!(newer.prompt, "go");
+        assert_eq!(newer.max_steps, None);
+        assert_eq!(newer.sandbox, None);
+        assert!(newer.pack.is_empty());
+        assert!(!newer.continued);
+        assert_eq!(TaskRequest::from_json(&serde_json::json!(3)).prompt, "");
     }
 }

@@ -8,7 +8,7 @@
 //! the run with status `interrupted` and a reason that says which: a run is never left
 //! `running`.
 
-use fabric_domain::{RunStatus, SandboxMode};
+use fabric_domain::RunStatus;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -192,36 +192,12 @@ impl RunTask {
     }
 }
 
-/// The request that prepares the run again as it was recorded: the same specialists, model
-/// key, limits and sandbox mode, recruited explicitly (no routing call again, unless the run
-/// stopped before recording its recruitment). `None` when the run never recorded its
-/// start.
+/// The request that prepares the run again as it was recorded ([`TaskRequest::recorded`]),
+/// continued: the project's workspace is reopened from its `workspace` event, not made anew.
 fn request_of(history: &RunHistory) -> Option<TaskRequest> {
-    let start = history.start.as_ref()?;
-    // Empty when the process stopped before `recruitment`: routed again (nothing was done
-    // yet).
-    let pack = history.specialist_ids();
     Some(TaskRequest {
-        prompt: start.prompt.clone(),
-        pack,
-        model_key: history
-            .shared_model_key()
-            .or_else(|| (history.members.len() <= 1).then(|| start.model_key.clone())),
-        model: None,
-        network_allowed: Some(start.network_allowed),
-        max_steps: Some(start.max_steps),
-        stream: false,
-        sandbox: start
-            .sandbox
-            .get("mode")
-            .and_then(|m| m.as_str())
-            .and_then(SandboxMode::parse),
         continued: true,
-        // The continued run keeps who started it (`run_start` is not written again).
-        origin: start.origin.clone(),
-        // A project's workspace is reopened from its `workspace` event, not made anew.
-        project: None,
-        context_id: start.context_id.clone(),
+        ..TaskRequest::recorded(history)?
     })
 }
 

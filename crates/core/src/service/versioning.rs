@@ -26,7 +26,7 @@ pub struct WorkspacePolicy {
 }
 
 /// The user's project a run works on (`fabric run --project PATH [--base REF]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProjectRequest {
     /// A directory inside the repository's working tree.
     pub path: PathBuf,
