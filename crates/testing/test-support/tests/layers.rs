@@ -480,9 +480,7 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "core/src/metrics.rs: count",
     "core/src/service/resume.rs: reopen",
     "apps/fabric/src/render.rs: on_event",
-    "apps/fabric/src/commands/serve.rs: serve",
     "apps/fabric/src/commands/replay.rs: replay",
-    "apps/fabric/src/commands/logs.rs: logs",
 ];
 
 /// The functions in `text` (up to its `#[cfg(test)]` module) longer than the limit, as

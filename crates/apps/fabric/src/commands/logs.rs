@@ -14,96 +14,7 @@ use crate::wiring;
 pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
     match command {
-        LogsCommand::List { limit, all, json } => {
-            let store = wiring::open_store(&settings).await?;
-            let runs = store
-                .list_runs(&fabric_core::RunQuery {
-                    limit: *limit,
-                    // The runs people started, unless all are asked for (issue #26).
-                    origin: (!*all).then_some(fabric_domain::runlog::RunOrigin::User),
-                    ..Default::default()
-                })
-                .await?;
-            let mut liveness = Vec::with_capacity(runs.len());
-            for run in &runs {
-                liveness.push(liveness_of(store.as_ref(), &run.id, run.status).await);
-            }
-            if *json {
-                let rows: Vec<Value> = runs
-                    .iter()
-                    .zip(&liveness)
-                    .map(|(r, l)| {
-                        json!({"run_id": r.id, "started_at": r.started_at, "status": r.status,
-                               "specialist_ids": r.specialist_ids, "prompt": r.prompt,
-                               "summary": r.summary, "events": r.events, "origin": r.origin,
-                               "parent_id": r.parent_id,
-                               "resumable": l.resumable(), "queued": l.queued()})
-                    })
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-                return Ok(0);
-            }
-            if runs.is_empty() {
-                eprintln!(
-                    "no runs in {}{}",
-                    settings.workspace.display(),
-                    if *all {
-                        ""
-                    } else {
-                        " started by people (`--all` lists delegated, review, replay, test and eval runs too)"
-                    }
-                );
-                return Ok(0);
-            }
-            let origin = |run: &fabric_domain::RunSummary| {
-                if *all {
-                    format!("{:<8} ", run.origin.as_str())
-                } else {
-                    String::new()
-                }
-            };
-            println!(
-                "{:<29} {:<20} {:<24} {}{:<12} SUMMARY",
-                "RUN ID",
-                "STARTED (UTC)",
-                "STATUS",
-                if *all { "ORIGIN   " } else { "" },
-                "SPECIALISTS"
-            );
-            for (run, l) in runs.iter().zip(&liveness) {
-                let summary = run.summary.as_deref().unwrap_or(&run.prompt);
-                println!(
-                    "{:<29} {:<20} {:<24} {}{:<12} {}",
-                    run.id,
-                    timestamp(run.started_at),
-                    shown_status(run.status, *l),
-                    origin(run),
-                    fabric_domain::visible_line(&run.specialist_ids.join(",")),
-                    one_line(summary, 60)
-                );
-            }
-            let interrupted: Vec<&RunId> = runs
-                .iter()
-                .zip(&liveness)
-                .filter(|(_, l)| l.resumable())
-                .map(|(r, _)| &r.id)
-                .collect();
-            match interrupted.as_slice() {
-                [] => {}
-                [id] => eprintln!(
-                    "run {id} was interrupted (its process is gone); `fabric resume {id}` continues it"
-                ),
-                [id, ..] => eprintln!(
-                    "{} runs were interrupted (their processes are gone); `fabric resume {id}` continues one, `fabric resume --all` every one",
-                    interrupted.len()
-                ),
-            }
-            let queued = liveness.iter().filter(|l| l.queued()).count();
-            if queued > 0 {
-                eprintln!("{}", queued_hint(queued));
-            }
-            Ok(0)
-        }
+        LogsCommand::List { limit, all, json } => list(&settings, *limit, *all, *json).await,
         LogsCommand::Search {
             query,
             semantic,
@@ -144,63 +55,168 @@ pub(crate) async fn logs(cli: &Cli, command: &LogsCommand) -> anyhow::Result<u8>
             run_id,
             kinds,
             json,
-        } => {
-            let id = RunId::parse(run_id).map_err(|e| UsageError(e.to_string()))?;
-            let wanted = parse_kinds(kinds)?;
-            let store = wiring::open_store(&settings).await?;
-            let events = match store.read_events(&id).await {
-                Err(StoreError::NotFound(_)) => {
-                    return Err(UsageError(format!(
-                        "no run `{id}` in {}; `fabric logs list` shows the runs that exist",
-                        settings.workspace.display()
-                    ))
-                    .into());
-                }
-                other => other.with_context(|| format!("reading run {id}"))?,
-            };
-            // On stderr, so `--json`'s lines stay the runlog's.
-            if !events.last().is_some_and(|e| e.kind.is_terminal()) {
-                let liveness = liveness_of(store.as_ref(), &id, RunStatus::Running).await;
-                if liveness.resumable() {
-                    eprintln!(
-                        "run {id} is interrupted (resumable): its process is gone before its end; `fabric resume {id}` continues it"
-                    );
-                } else if liveness.queued() {
-                    eprintln!("{}", queued_hint(1));
-                }
+        } => show(&settings, run_id, kinds, *json).await,
+    }
+}
+
+/// `fabric logs list`: the latest runs, those people started unless `all`.
+async fn list(
+    settings: &fabric_config::Settings,
+    limit: usize,
+    all: bool,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let store = wiring::open_store(settings).await?;
+    let runs = store
+        .list_runs(&fabric_core::RunQuery {
+            limit,
+            // The runs people started, unless all are asked for (issue #26).
+            origin: (!all).then_some(fabric_domain::runlog::RunOrigin::User),
+            ..Default::default()
+        })
+        .await?;
+    let mut liveness = Vec::with_capacity(runs.len());
+    for run in &runs {
+        liveness.push(liveness_of(store.as_ref(), &run.id, run.status).await);
+    }
+    if json {
+        let rows: Vec<Value> = runs
+            .iter()
+            .zip(&liveness)
+            .map(|(r, l)| {
+                json!({"run_id": r.id, "started_at": r.started_at, "status": r.status,
+                       "specialist_ids": r.specialist_ids, "prompt": r.prompt,
+                       "summary": r.summary, "events": r.events, "origin": r.origin,
+                       "parent_id": r.parent_id,
+                       "resumable": l.resumable(), "queued": l.queued()})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        eprintln!(
+            "no runs in {}{}",
+            settings.workspace.display(),
+            if all {
+                ""
+            } else {
+                " started by people (`--all` lists delegated, review, replay, test and eval runs too)"
             }
-            if *json {
-                // The lines exactly as stored, so kinds written by a newer fabric survive.
-                // A run made on another machine sharing the store has no runlog here: its
-                // events are printed from the store, in the same line format.
-                let text = match store.runlog_path(&id) {
-                    Some(path) if path.is_file() => {
-                        tokio::task::spawn_blocking(move || std::fs::read_to_string(path))
-                            .await?
-                            .context("reading the runlog")?
-                    }
-                    _ => events
-                        .iter()
-                        .map(|e| serde_json::to_string(e).map(|l| l + "\n"))
-                        .collect::<Result<String, _>>()?,
-                };
-                let lines = text.lines().filter(|l| !l.trim().is_empty());
-                for (line, event) in lines.zip(&events) {
-                    if wanted.is_empty() || wanted.contains(&event.kind) {
-                        println!("{line}");
-                    }
-                }
-                return Ok(0);
-            }
-            for event in events
-                .iter()
-                .filter(|e| wanted.is_empty() || wanted.contains(&e.kind))
-            {
-                println!("{}", describe(event));
-            }
-            Ok(0)
+        );
+        return Ok(0);
+    }
+    let origin = |run: &fabric_domain::RunSummary| {
+        if all {
+            format!("{:<8} ", run.origin.as_str())
+        } else {
+            String::new()
+        }
+    };
+    println!(
+        "{:<29} {:<20} {:<24} {}{:<12} SUMMARY",
+        "RUN ID",
+        "STARTED (UTC)",
+        "STATUS",
+        if all { "ORIGIN   " } else { "" },
+        "SPECIALISTS"
+    );
+    for (run, l) in runs.iter().zip(&liveness) {
+        let summary = run.summary.as_deref().unwrap_or(&run.prompt);
+        println!(
+            "{:<29} {:<20} {:<24} {}{:<12} {}",
+            run.id,
+            timestamp(run.started_at),
+            shown_status(run.status, *l),
+            origin(run),
+            fabric_domain::visible_line(&run.specialist_ids.join(",")),
+            one_line(summary, 60)
+        );
+    }
+    let interrupted: Vec<&RunId> = runs
+        .iter()
+        .zip(&liveness)
+        .filter(|(_, l)| l.resumable())
+        .map(|(r, _)| &r.id)
+        .collect();
+    match interrupted.as_slice() {
+        [] => {}
+        [id] => eprintln!(
+            "run {id} was interrupted (its process is gone); `fabric resume {id}` continues it"
+        ),
+        [id, ..] => eprintln!(
+            "{} runs were interrupted (their processes are gone); `fabric resume {id}` continues one, `fabric resume --all` every one",
+            interrupted.len()
+        ),
+    }
+    let queued = liveness.iter().filter(|l| l.queued()).count();
+    if queued > 0 {
+        eprintln!("{}", queued_hint(queued));
+    }
+    Ok(0)
+}
+
+/// `fabric logs show`: one run's events, described or as the runlog's own lines (`json`).
+async fn show(
+    settings: &fabric_config::Settings,
+    run_id: &str,
+    kinds: &[String],
+    json: bool,
+) -> anyhow::Result<u8> {
+    let id = RunId::parse(run_id).map_err(|e| UsageError(e.to_string()))?;
+    let wanted = parse_kinds(kinds)?;
+    let store = wiring::open_store(settings).await?;
+    let events = match store.read_events(&id).await {
+        Err(StoreError::NotFound(_)) => {
+            return Err(UsageError(format!(
+                "no run `{id}` in {}; `fabric logs list` shows the runs that exist",
+                settings.workspace.display()
+            ))
+            .into());
+        }
+        other => other.with_context(|| format!("reading run {id}"))?,
+    };
+    // On stderr, so `--json`'s lines stay the runlog's.
+    if !events.last().is_some_and(|e| e.kind.is_terminal()) {
+        let liveness = liveness_of(store.as_ref(), &id, RunStatus::Running).await;
+        if liveness.resumable() {
+            eprintln!(
+                "run {id} is interrupted (resumable): its process is gone before its end; `fabric resume {id}` continues it"
+            );
+        } else if liveness.queued() {
+            eprintln!("{}", queued_hint(1));
         }
     }
+    if json {
+        // The lines exactly as stored, so kinds written by a newer fabric survive.
+        // A run made on another machine sharing the store has no runlog here: its
+        // events are printed from the store, in the same line format.
+        let text = match store.runlog_path(&id) {
+            Some(path) if path.is_file() => {
+                tokio::task::spawn_blocking(move || std::fs::read_to_string(path))
+                    .await?
+                    .context("reading the runlog")?
+            }
+            _ => events
+                .iter()
+                .map(|e| serde_json::to_string(e).map(|l| l + "\n"))
+                .collect::<Result<String, _>>()?,
+        };
+        let lines = text.lines().filter(|l| !l.trim().is_empty());
+        for (line, event) in lines.zip(&events) {
+            if wanted.is_empty() || wanted.contains(&event.kind) {
+                println!("{line}");
+            }
+        }
+        return Ok(0);
+    }
+    for event in events
+        .iter()
+        .filter(|e| wanted.is_empty() || wanted.contains(&e.kind))
+    {
+        println!("{}", describe(event));
+    }
+    Ok(0)
 }
 
 /// Who carries on a run without an end (issue #26), probed only for a `running` one.

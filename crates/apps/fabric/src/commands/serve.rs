@@ -13,31 +13,8 @@ use crate::wiring;
 
 pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
-    let host = args.host.as_deref().unwrap_or(&settings.server.host);
-    let port = args.port.unwrap_or(settings.server.port);
-    let token_env = args
-        .token_env
-        .as_deref()
-        .unwrap_or(&settings.server.api_token_env);
-    let token = read_token(token_env)?;
-    let addr = resolve(host, port).await?;
-    if token.is_none() && !addr.ip().is_loopback() {
-        return Err(UsageError(format!(
-            "refusing to listen on {addr} without a token: anyone who can reach it could run commands; set the environment variable {token_env} (or name another with --token-env), or listen on 127.0.0.1"
-        ))
-        .into());
-    }
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    let bound = listener.local_addr().context("reading the bound address")?;
-    // The first line on stdout is the address, so scripts and tests can use `--port 0`.
-    println!("listening on http://{bound}");
-    let _ = std::io::stdout().flush();
-    if token.is_none() {
-        eprintln!("note: no token in {token_env}; every local user can call this API");
-    }
-
+    let (listener, token) = listen(&settings, args).await?;
+    let addr = listener.local_addr().context("reading the bound address")?;
     let config = ApiConfig {
         token,
         max_body_bytes: settings.server.max_body_bytes,
@@ -48,65 +25,17 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
         metrics_public: settings.server.metrics_public,
         ..ApiConfig::default()
     };
-    if settings.store.queue {
-        wiring::require_postgres(
-            &settings,
-            "`store.queue: true` needs a shared PostgreSQL store that workers take runs from",
-            "or leave `store.queue` out to run tasks in this process",
-        )?;
-    }
-    // One service for HTTP and /mcp: the same in-flight limit and shutdown drain for both.
-    let mut fabric = wiring::fabric(
-        &settings,
-        ServiceConfig {
-            max_runs_in_flight: Some(settings.server.max_runs_in_flight),
-            suspend_on_shutdown: settings.server.suspend_on_shutdown,
-            ..wiring::served(&settings)
-        },
-    )
-    .await?;
-    if settings.store.queue {
-        // Runs go to the workers (`fabric worker`); this process enqueues and follows them.
-        let queue: std::sync::Arc<dyn fabric_core::RunQueue> = fabric.store.clone();
-        fabric.service = fabric
-            .service
-            .enqueue_to(queue, settings.store.max_runs_in_flight)
-            // A run not claimed within a lease: any live worker with a free slot looks
-            // every second, so none is running or all are busy.
-            .say_unclaimed_after(std::time::Duration::from_secs(settings.store.lease_s));
-    }
+    let fabric = served_fabric(&settings).await?;
     // Runs a stopped process left unfinished go on here (their clients find them by id).
     // (With a queue, workers continue runs; this node runs none.)
     if settings.server.resume_interrupted && !settings.store.queue {
-        match fabric.service.resume_interrupted(None).await {
-            Ok((handles, refused)) => {
-                if !handles.is_empty() {
-                    eprintln!("continuing {} interrupted run(s)", handles.len());
-                }
-                for (id, error) in refused {
-                    eprintln!("run {id} stays interrupted for now: {error}");
-                }
-            }
-            Err(error) => eprintln!("warning: cannot look for interrupted runs: {error}"),
-        }
+        continue_interrupted(&fabric).await;
     }
-    // Runs that ended while no embedding server answered are embedded now, in the
-    // background; search finds them by text meanwhile.
-    let catch_up = fabric.search.clone();
-    tokio::spawn(async move {
-        match catch_up.embed_missing(usize::MAX).await {
-            Ok(report) if report.stopped.is_some() => tracing::warn!(
-                embedded = report.embedded,
-                stopped = report.stopped.as_deref().unwrap_or_default(),
-                "embedding past runs stopped early; `fabric index rebuild` retries"
-            ),
-            Ok(_) => {}
-            Err(error) => tracing::warn!(%error, "cannot embed past runs"),
-        }
-    });
+    embed_in_background(fabric.search.clone());
     // MCP over streamable HTTP at /mcp, behind the same bearer token.
     let mcp_cancel = tokio_util::sync::CancellationToken::new();
-    // Off loopback a token is required (checked above), so any Host header may reach /mcp.
+    // Off loopback a token is required (checked in `listen`), so any Host header may reach
+    // /mcp.
     let any_host = !addr.ip().is_loopback();
     let mcp = fabric_mcp::http_service(
         super::mcp::server(&settings, &fabric),
@@ -127,6 +56,101 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
     fabric.flush_telemetry().await;
     eprintln!("stopped");
     Ok(0)
+}
+
+/// The bound listener and the API token, after refusing to listen off loopback without one.
+/// The first line on stdout is the address, so scripts and tests can use `--port 0`.
+async fn listen(
+    settings: &fabric_config::Settings,
+    args: &ServeArgs,
+) -> anyhow::Result<(tokio::net::TcpListener, Option<String>)> {
+    let host = args.host.as_deref().unwrap_or(&settings.server.host);
+    let port = args.port.unwrap_or(settings.server.port);
+    let token_env = args
+        .token_env
+        .as_deref()
+        .unwrap_or(&settings.server.api_token_env);
+    let token = read_token(token_env)?;
+    let addr = resolve(host, port).await?;
+    if token.is_none() && !addr.ip().is_loopback() {
+        return Err(UsageError(format!(
+            "refusing to listen on {addr} without a token: anyone who can reach it could run commands; set the environment variable {token_env} (or name another with --token-env), or listen on 127.0.0.1"
+        ))
+        .into());
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr().context("reading the bound address")?;
+    println!("listening on http://{bound}");
+    let _ = std::io::stdout().flush();
+    if token.is_none() {
+        eprintln!("note: no token in {token_env}; every local user can call this API");
+    }
+    Ok((listener, token))
+}
+
+/// One service for HTTP and /mcp (the same in-flight limit and shutdown drain for both); with
+/// `store.queue`, runs go to the workers (`fabric worker`) and this process enqueues and
+/// follows them.
+async fn served_fabric(settings: &fabric_config::Settings) -> anyhow::Result<wiring::Fabric> {
+    if settings.store.queue {
+        wiring::require_postgres(
+            settings,
+            "`store.queue: true` needs a shared PostgreSQL store that workers take runs from",
+            "or leave `store.queue` out to run tasks in this process",
+        )?;
+    }
+    let mut fabric = wiring::fabric(
+        settings,
+        ServiceConfig {
+            max_runs_in_flight: Some(settings.server.max_runs_in_flight),
+            suspend_on_shutdown: settings.server.suspend_on_shutdown,
+            ..wiring::served(settings)
+        },
+    )
+    .await?;
+    if settings.store.queue {
+        let queue: std::sync::Arc<dyn fabric_core::RunQueue> = fabric.store.clone();
+        fabric.service = fabric
+            .service
+            .enqueue_to(queue, settings.store.max_runs_in_flight)
+            // A run not claimed within a lease: any live worker with a free slot looks
+            // every second, so none is running or all are busy.
+            .say_unclaimed_after(std::time::Duration::from_secs(settings.store.lease_s));
+    }
+    Ok(fabric)
+}
+
+/// Continues the runs a stopped process left unfinished, saying which stay interrupted.
+async fn continue_interrupted(fabric: &wiring::Fabric) {
+    match fabric.service.resume_interrupted(None).await {
+        Ok((handles, refused)) => {
+            if !handles.is_empty() {
+                eprintln!("continuing {} interrupted run(s)", handles.len());
+            }
+            for (id, error) in refused {
+                eprintln!("run {id} stays interrupted for now: {error}");
+            }
+        }
+        Err(error) => eprintln!("warning: cannot look for interrupted runs: {error}"),
+    }
+}
+
+/// Embeds, in the background, the runs that ended while no embedding server answered;
+/// search finds them by text meanwhile.
+fn embed_in_background(search: fabric_core::search::RunSearch) {
+    tokio::spawn(async move {
+        match search.embed_missing(usize::MAX).await {
+            Ok(report) if report.stopped.is_some() => tracing::warn!(
+                embedded = report.embedded,
+                stopped = report.stopped.as_deref().unwrap_or_default(),
+                "embedding past runs stopped early; `fabric index rebuild` retries"
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "cannot embed past runs"),
+        }
+    });
 }
 
 /// The token from the named variable; unset means no auth, set but blank is a mistake.
