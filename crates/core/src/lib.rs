@@ -1,76 +1,28 @@
-//! `fabric-core`: the engine of agent-fabric and the ports it drives.
+//! `fabric-core`: the run service of agent-fabric, over the engine (`fabric-engine`).
 //!
-//! Layout:
-//! - [`ports`]: the traits adapters implement: [`ChatClient`] (a model server),
-//!   [`EmbeddingClient`] (a server that turns texts into vectors), [`Tool`]
-//!   (anything the model can call: built-in tools, MCP tools, other agents), [`RunStore`] and
-//!   [`RunLog`] (where runs and their events live), and [`RunObserver`] (who watches a run live:
-//!   the CLI renderer, an SSE stream).
-//! - [`engine`]: the tool-calling loop of one specialist. It checks every call against the
-//!   tool's contract before running it, turns every failure into an exact message for the
-//!   model, and records each step. It never asks where a tool came from.
-//! - [`execute`]: the use case behind `fabric run` and `POST /run`: create the run, record
-//!   who works on it, run the loop of one specialist or of a task force (sequential or
-//!   parallel), close the runlog with exactly one terminal event.
-//! - [`recruit`]: who works on a prompt: whole-word keyword routing with a greedy set
-//!   cover, or the routing model with a validated answer and keyword fallback.
-//! - [`models`]: choosing a model from what a server offers (pure).
-//! - [`budget`]: what a tree of runs may spend together ([`budget::RunBudget`]) and where a
-//!   run sits in it ([`budget::Lineage`]); what each model key may spend per day
-//!   ([`budget::daily::DailyBudget`]).
-//! - [`delegate`]: sub-agents as tools (`agent__<id>`).
-//! - [`repair`]: tool calls a server failed to parse, recovered from the model's text.
-//! - [`context`]: keeping a conversation inside the model's context window (compaction).
-//! - [`gate`]: the quality gate: a critic reviews staged work before a run may complete.
-//! - [`history`]: a run's runlog read back, to continue the run after its process stopped.
+//! Every front end (the CLI, the HTTP API, the MCP and A2A servers, the workers) submits runs
+//! here; the engine runs them. Layout:
 //! - [`service`]: the run service every front end submits runs to, and
 //!   [`service::prepare`]: how a request becomes a task ready to run, by a plain policy over
 //!   narrow ports (model servers, chat clients, tools, the daily budgets).
-//! - [`search`]: search over past runs, and their embeddings.
-//! - [`lazy`]: progressive tool loading: `search_tools` and `load_tool_schema` in front of a
-//!   member's tools.
-//! - [`fs`]: removing a directory tree of any depth without recursion, for every adapter
-//!   that deletes what a command made (private temp dirs, protected-path reverts, staging,
-//!   pruning).
 //! - [`live`]: the runs in flight in this process, with their cancellation tokens and event
 //!   buffers, so the HTTP API can follow, resume and cancel runs by id.
+//! - [`metrics`]: the service's counters and histograms, and their Prometheus text.
+//! - [`search`]: search over past runs, and their embeddings.
+//! - [`views`]: the answers the HTTP API and the MCP server share.
 //!
-//! The core depends only on `fabric-domain` (and `rustix` for [`fs`]); the binary wires concrete adapters into it.
+//! The engine's modules are re-exported under their own names (`fabric_core::ports`,
+//! `fabric_core::engine`, ...), so a front end or an adapter names one crate for both; the
+//! arrow between the two crates goes one way only (`layers.rs`).
 #![deny(missing_docs)]
 
-pub mod budget;
-pub mod context;
-pub mod delegate;
-pub mod engine;
-mod error;
-pub mod execute;
-mod fallback;
-pub mod fs;
-pub mod gate;
-pub mod history;
-mod ids;
-pub mod lazy;
 pub mod live;
 pub mod metrics;
-pub mod models;
-mod outcome;
-mod params;
-pub mod ports;
-mod recorded;
-mod recorder;
-pub mod recruit;
-pub mod repair;
-mod sampling;
 pub mod search;
 pub mod service;
-pub mod trace;
-pub mod typed;
-pub mod versioned;
 pub mod views;
 
-pub use error::{CoreError, Remedy};
-pub use ids::{new_run_id, unix_now};
-pub use ports::{
+pub use fabric_engine::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ClaimedRun, CommandWatch,
     EmbeddingClient, EventSink, Liveness, NewRun, NoOsSandbox, NoopObserver, ProcessSandbox,
     QueryEmbedding, QueueSignal, QueuedCancel, Reindexed, Release, Renewal, RunCatalog, RunLog,
@@ -78,4 +30,8 @@ pub use ports::{
     Sampler, SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools, StatsGroup,
     StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolNotice,
     ToolOutput, ToolSource, Withheld, WorkspaceFiles,
+};
+pub use fabric_engine::{
+    CoreError, Remedy, budget, context, delegate, engine, execute, fs, gate, history, lazy, models,
+    new_run_id, ports, recruit, repair, trace, typed, unix_now, versioned,
 };

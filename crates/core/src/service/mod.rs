@@ -13,7 +13,7 @@
 
 mod children;
 mod claims;
-mod error;
+
 pub mod prepare;
 mod remote;
 mod request;
@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use claims::ClaimedStore;
-pub use error::ServiceError;
+pub use fabric_engine::ServiceError;
 pub use remote::cancelled_before_start;
 pub use request::{PrepareContext, Preparer, Runnable, TaskRequest};
 pub use versioning::{DiscardOnPrune, ProjectRequest, WorkspacePolicy};

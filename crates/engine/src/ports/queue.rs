@@ -15,7 +15,7 @@ use super::{NewRun, StoreError};
 pub struct ClaimedRun {
     /// The run.
     pub id: RunId,
-    /// What to run, as enqueued ([`crate::service::TaskRequest::to_json`]).
+    /// What to run, as enqueued (`fabric_core::service::TaskRequest::to_json`).
     pub request: Value,
     /// The fencing token: every write for the run carries it, and a write with an older one
     /// is refused. It grows with every claim, so a worker that lost the run (its lease ran

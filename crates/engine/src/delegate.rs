@@ -13,10 +13,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+use crate::ServiceError;
 pub use crate::budget::{Lineage, RunBudget};
 use crate::execute::RunOutcome;
 use crate::ports::{ToolContext, ToolError};
-use crate::service::ServiceError;
 use crate::typed::TypedTool;
 
 /// Starts child runs; the run service implements it, so a child is prepared like
