@@ -8,7 +8,7 @@
 //! steps instead of asking the model again (`engine`), and goes on live from the first step
 //! whose answer was not recorded.
 
-use fabric_domain::runlog::{self, EventPayload, Payload, TaskForceMode};
+use fabric_domain::runlog::{self, EventPayload, TaskForceMode};
 use fabric_domain::{FallbackReason, RunEvent, RunId, RunStatus, ToolCall, Usage};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -94,7 +94,7 @@ impl RunHistory {
     }
 
     fn member(&mut self, event: &RunEvent) -> &mut MemberHistory {
-        let index = event.pack_index().unwrap_or(0) as usize;
+        let index = event.pack_index.unwrap_or(0) as usize;
         if self.members.len() <= index {
             self.members.resize_with(index + 1, MemberHistory::default);
         }
@@ -102,20 +102,18 @@ impl RunHistory {
     }
 
     /// Takes one event: what continuing the run needs of it (issue #41: matched on the typed
-    /// payload, every kind named). A payload that does not decode is from elsewhere and is
-    /// left out, but an end is still an end: a run is never continued past it.
+    /// payload, every kind named). A payload that does not fit its struct is from elsewhere
+    /// and is left out, but an end is still an end: a run is never continued past it.
     fn fold(&mut self, event: &RunEvent) {
-        let payload = match event.typed() {
-            Ok(payload) => payload,
-            Err(e) => {
-                tracing::debug!(error = %e, kind = ?event.kind, "event left out of the history");
-                if event.kind.is_terminal() {
+        // What the history keeps is its own (a resumed run's conversation is rebuilt from it).
+        let payload = event.payload.clone();
+        match payload {
+            EventPayload::Unreadable { kind, error, .. } => {
+                tracing::debug!(%error, ?kind, "event left out of the history");
+                if kind.is_terminal() {
                     self.ended = Some(RunStatus::Failed);
                 }
-                return;
             }
-        };
-        match payload {
             EventPayload::RunStart(start) => self.start = Some(start),
             EventPayload::Recruitment(recruitment) => self.recruitment = Some(recruitment),
             EventPayload::TaskForceParallel(_) => self.parallel_recorded = true,
@@ -175,7 +173,7 @@ impl RunHistory {
             | EventPayload::RepairRound(_)
             | EventPayload::SecurityEvent(_)
             | EventPayload::LoopDetected(_)
-            | EventPayload::Unknown(_) => {}
+            | EventPayload::Unknown { .. } => {}
         }
     }
 
@@ -316,9 +314,9 @@ impl RunHistory {
         Ok(RunEvent {
             seq: self.next_seq,
             ts: crate::unix_now(),
-            kind: end.kind(),
             step: None,
-            payload: end.to_json()?,
+            pack_index: None,
+            payload: end.into(),
         })
     }
 }
@@ -352,13 +350,7 @@ mod tests {
     use serde_json::json;
 
     fn event(seq: u64, kind: EventKind, step: Option<u32>, payload: Value) -> RunEvent {
-        RunEvent {
-            seq,
-            ts: seq as f64,
-            kind,
-            step,
-            payload,
-        }
+        RunEvent::from_wire(seq, seq as f64, kind.as_str(), step, payload)
     }
 
     #[test]

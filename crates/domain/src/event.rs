@@ -287,6 +287,24 @@ impl RunEvent {
         }
     }
 
+    /// The full end of a run (`run_complete`, or a `run_failed` the run wrote itself), if
+    /// this is one.
+    pub fn run_end(&self) -> Option<&RunEnd> {
+        match &self.payload {
+            EventPayload::RunComplete(end) | EventPayload::RunFailed(end) => Some(end),
+            _ => None,
+        }
+    }
+
+    /// Why a terminal event says the run ended so, if it says.
+    pub fn end_reason(&self) -> Option<&str> {
+        match &self.payload {
+            EventPayload::RunComplete(end) | EventPayload::RunFailed(end) => end.reason.as_deref(),
+            EventPayload::RunAborted(aborted) => Some(&aborted.reason),
+            _ => None,
+        }
+    }
+
     /// The status a terminal event records; `None` for other events and for a terminal
     /// payload that names none we know.
     pub fn terminal_status(&self) -> Option<crate::RunStatus> {

@@ -30,7 +30,7 @@ impl RunEvent {
             ts,
             step,
             pack_index,
-            payload: EventPayload::decode(kind, payload),
+            payload: EventPayload::from_wire(kind, payload),
         }
     }
 
@@ -44,6 +44,15 @@ impl RunEvent {
             map.insert("pack_index".to_owned(), Value::from(index));
         }
         Ok(value)
+    }
+}
+
+impl EventPayload {
+    /// The payload of an event of `kind` (as written) from its JSON: the runlog's reading,
+    /// for a payload that arrives as JSON from outside (a tool source's notice). Never fails:
+    /// see [`EventPayload::Unreadable`].
+    pub fn from_wire(kind: &str, payload: Value) -> Self {
+        Self::decode(kind, payload)
     }
 }
 
