@@ -694,7 +694,9 @@ mod tests {
             .failure_event("it panicked")
             .unwrap_or_else(|| panic!("no failure event"));
         assert_eq!((failed.seq, failed.kind()), (1, EventKind::RunFailed));
-        assert!(matches!(&failed.payload, fabric_domain::EventPayload::RunAborted(a) if a.reason == "it panicked"));
+        assert!(
+            matches!(&failed.payload, fabric_domain::EventPayload::RunAborted(a) if a.reason == "it panicked")
+        );
         run.on_event(&failed).await;
         assert!(run.failure_event("again").is_none());
         run.finish(Some("again"));

@@ -18,8 +18,8 @@ use crate::runlog::{
     Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, LlmRequest,
     LlmResponse, LoopDetected, McpMessage, McpRequest, McpServer, PackEnd, PackStart, Payload,
     Recruitment, RepairRound, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed,
-    RunStart, SecurityEvent, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError,
-    ToolResult, WorkspaceOpened,
+    RunStart, SecurityEvent, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult,
+    WorkspaceOpened,
 };
 
 /// Defines the kinds and their payloads from one table (see the module's doc).

@@ -20,10 +20,11 @@ mod sample;
 mod vocab;
 mod wire;
 
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use crate::event::EventPayload;
 pub use payloads::{
     Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, Finding,
     LlmRequest, LlmResponse, LlmToolCall, LoopDetected, MAX_MCP_MESSAGE_CHARS, McpMessage,
@@ -32,7 +33,6 @@ pub use payloads::{
     TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult, WorkspaceOpened,
     WorkspaceResult,
 };
-pub use crate::event::EventPayload;
 pub use sample::sample_payload;
 pub use vocab::{
     CallPurpose, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod, RunOrigin,

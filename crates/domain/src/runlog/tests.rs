@@ -80,7 +80,8 @@ fn payloads_read_back_as_their_structs_ignoring_fields_they_do_not_know() {
 
 #[test]
 fn a_payload_that_does_not_fit_is_kept_unreadable_not_an_error() {
-    let line = r#"{"seq":4,"ts":1.0,"kind":"tool_error","step":2,"payload":{"pack_index":1,"tool":3}}"#;
+    let line =
+        r#"{"seq":4,"ts":1.0,"kind":"tool_error","step":2,"payload":{"pack_index":1,"tool":3}}"#;
     let broken: RunEvent = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(broken.kind(), EventKind::ToolError);
     assert_eq!(broken.pack_index, Some(1));

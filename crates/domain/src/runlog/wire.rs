@@ -68,10 +68,9 @@ impl Serialize for RunEvent {
             EventPayload::Unknown { payload, .. } | EventPayload::Unreadable { payload, .. } => {
                 line.serialize_field("payload", payload)?;
             }
-            _ => line.serialize_field(
-                "payload",
-                &self.payload_json().map_err(S::Error::custom)?,
-            )?,
+            _ => {
+                line.serialize_field("payload", &self.payload_json().map_err(S::Error::custom)?)?
+            }
         }
         line.end()
     }
