@@ -191,7 +191,7 @@ impl Msg {
     /// How long this message may wait for company: a run's end and a flush not at all.
     fn linger(&self) -> Duration {
         match self {
-            Self::Event { event, .. } if event.kind.is_terminal() => Duration::ZERO,
+            Self::Event { event, .. } if event.kind().is_terminal() => Duration::ZERO,
             Self::Event { .. } => LINGER,
             Self::Create { .. } | Self::Reopen { .. } => CREATE_LINGER,
             Self::Flush(_) => Duration::ZERO,
@@ -289,7 +289,7 @@ impl Writer {
                         linked: (0, 0),
                     });
                     live.summary.apply(&event);
-                    if event.kind.is_terminal() {
+                    if event.kind().is_terminal() {
                         ended.push(run.clone());
                     } else {
                         self.stale.insert(run.clone());

@@ -440,30 +440,28 @@ impl Tracer {
     /// Takes one event of run `run`: the run's beginning and end here, everything between
     /// in [`Tracer::on_member`], [`Tracer::on_chat`] and [`Tracer::on_tool`].
     pub fn observe(&self, run: &RunId, event: &RunEvent) {
-        let payload = match event.typed() {
-            Ok(payload) => payload,
-            Err(e) => {
-                // Every payload the fabric writes fits its struct, so this is a runlog
-                // from elsewhere: the trace goes on without the event, and a run that ends
-                // so leaves nothing behind.
-                tracing::debug!(run_id = %run, error = %e, "event left out of the trace");
-                if event.kind.is_terminal() {
-                    self.forget(run);
-                }
-                return;
+        if let EventPayload::Unreadable { kind, error, .. } = &event.payload {
+            // Every payload the fabric writes fits its struct, so this is a runlog from
+            // elsewhere: the trace goes on without the event, and a run that ends so leaves
+            // nothing behind.
+            tracing::debug!(run_id = %run, %error, ?kind, "event left out of the trace");
+            if kind.is_terminal() {
+                self.forget(run);
             }
-        };
-        let mut state = self.lock();
-        let Some(payload) = self.begin_or_end(&mut state, run, event, payload) else {
             return;
-        };
+        }
+        let mut state = self.lock();
+        let payload = &event.payload;
+        if self.begin_or_end(&mut state, run, event) {
+            return;
+        }
         let Some(t) = state.runs.get_mut(run) else {
             return;
         };
         let at = At {
             run,
             ts: event.ts,
-            pack: event.pack_index(),
+            pack: event.pack_index,
         };
         match payload {
             member @ (EventPayload::Recruitment(_)
@@ -502,22 +500,17 @@ impl Tracer {
             | EventPayload::RepairRound(_)
             | EventPayload::SecurityEvent(_)
             | EventPayload::LoopDetected(_)
-            | EventPayload::Unknown(_) => {}
+            | EventPayload::Unknown { .. }
+            | EventPayload::Unreadable { .. } => {}
         }
     }
 
     /// A run's beginning (or its first event in this process after a resumption) and its
-    /// end; `Some` with any other payload, untouched.
-    fn begin_or_end(
-        &self,
-        state: &mut State,
-        run: &RunId,
-        event: &RunEvent,
-        payload: EventPayload,
-    ) -> Option<EventPayload> {
-        match payload {
+    /// end: whether `event` was one.
+    fn begin_or_end(&self, state: &mut State, run: &RunId, event: &RunEvent) -> bool {
+        match &event.payload {
             EventPayload::RunStart(start) => {
-                self.start_run(state, run, event.ts, Some(&start));
+                self.start_run(state, run, event.ts, Some(start));
             }
             // A continued run's events go on in this process without a new `run_start`:
             // its spans from here on get a root of their own (the first process's trace
@@ -532,7 +525,7 @@ impl Tracer {
                 }
             }
             EventPayload::RunComplete(end) | EventPayload::RunFailed(end) => {
-                let failed = event.kind == EventKind::RunFailed;
+                let failed = event.kind() == EventKind::RunFailed;
                 let end = End {
                     specialist_ids: &end.specialist_ids,
                     status: end.status,
@@ -550,13 +543,13 @@ impl Tracer {
                 };
                 self.end_run(state, run, event.ts, true, &end);
             }
-            other => return Some(other),
+            _ => return false,
         }
-        None
+        true
     }
 
     /// The recruitment names the root; a task force's members get spans of their own.
-    fn on_member(&self, t: &mut RunTrace, at: &At<'_>, payload: EventPayload) {
+    fn on_member(&self, t: &mut RunTrace, at: &At<'_>, payload: &EventPayload) {
         let trace_id = t.trace_id;
         match payload {
             EventPayload::Recruitment(r) => {
@@ -571,11 +564,14 @@ impl Tracer {
                     t.root.start,
                 );
                 route.str("fabric.routing_method", r.routing_method.as_str());
-                route.attr("fabric.specialist_ids", Attr::StrArray(r.specialist_ids));
+                route.attr(
+                    "fabric.specialist_ids",
+                    Attr::StrArray(r.specialist_ids.clone()),
+                );
                 self.sink.emit(route.end(trace_id, at.ts, None));
             }
             EventPayload::PackStart(start) => {
-                t.model_keys.insert(at.pack, start.model_key);
+                t.model_keys.insert(at.pack, start.model_key.clone());
                 if t.task_force {
                     let id = start.specialist_id.as_str();
                     let mut member = Open::new(
@@ -609,11 +605,12 @@ impl Tracer {
     }
 
     /// Model calls: a span from request to response, on the member's (or fallback's) key.
-    fn on_chat(&self, t: &mut RunTrace, at: &At<'_>, payload: EventPayload) {
+    fn on_chat(&self, t: &mut RunTrace, at: &At<'_>, payload: &EventPayload) {
         let (pack, ts) = (at.pack, at.ts);
         match payload {
             EventPayload::CloudFallback(fallback) => {
-                t.next_call_keys.insert(pack, fallback.cloud_model_key);
+                t.next_call_keys
+                    .insert(pack, fallback.cloud_model_key.clone());
             }
             EventPayload::LlmRequest(request) => {
                 self.start_chat(t, pack, ts, &request.model, None);
@@ -647,7 +644,7 @@ impl Tracer {
 
     /// Tool calls: a span from call to result or error; a critic's verdict on the
     /// `finish_task` it judged; an MCP server's start.
-    fn on_tool(&self, t: &mut RunTrace, at: &At<'_>, payload: EventPayload) {
+    fn on_tool(&self, t: &mut RunTrace, at: &At<'_>, payload: &EventPayload) {
         let trace_id = t.trace_id;
         match payload {
             EventPayload::ToolCall(call) => {
@@ -665,7 +662,7 @@ impl Tracer {
                 if self.capture_content {
                     span.str("gen_ai.tool.call.arguments", &capped(&call.args));
                 }
-                t.tools.push((call.call_id, span));
+                t.tools.push((call.call_id.clone(), span));
             }
             EventPayload::ToolResult(result) => {
                 if let Some(mut span) = t.take_tool(&result.call_id) {
@@ -679,17 +676,17 @@ impl Tracer {
                 if let Some(mut span) = t.take_tool(&error.call_id) {
                     span.str("error.type", error.error_type.as_str());
                     self.sink
-                        .emit(span.end(trace_id, at.ts, Some(error.error_message)));
+                        .emit(span.end(trace_id, at.ts, Some(error.error_message.clone())));
                 }
             }
-            EventPayload::CriticReview(review) => review_on_finish(t, &review),
+            EventPayload::CriticReview(review) => review_on_finish(t, review),
             EventPayload::McpServer(notice) => self.mcp_started(t, at, notice),
             _ => {}
         }
     }
 
     /// A span for an MCP server's start, once it is ready or failed.
-    fn mcp_started(&self, t: &RunTrace, at: &At<'_>, notice: McpServer) {
+    fn mcp_started(&self, t: &RunTrace, at: &At<'_>, notice: &McpServer) {
         if !matches!(
             notice.status,
             McpStatus::Ready | McpStatus::Failed | McpStatus::Timeout
@@ -708,7 +705,7 @@ impl Tracer {
         span.str("fabric.mcp.server", server);
         span.str("fabric.mcp.status", notice.status.as_str());
         let error =
-            (notice.status != McpStatus::Ready).then(|| cap(notice.error.unwrap_or_default()));
+            (notice.status != McpStatus::Ready).then(|| cap(notice.error.clone().unwrap_or_default()));
         self.sink.emit(span.end(t.trace_id, at.ts, error));
     }
 
