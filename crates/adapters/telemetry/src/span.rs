@@ -704,8 +704,8 @@ impl Tracer {
         );
         span.str("fabric.mcp.server", server);
         span.str("fabric.mcp.status", notice.status.as_str());
-        let error =
-            (notice.status != McpStatus::Ready).then(|| cap(notice.error.clone().unwrap_or_default()));
+        let error = (notice.status != McpStatus::Ready)
+            .then(|| cap(notice.error.clone().unwrap_or_default()));
         self.sink.emit(span.end(t.trace_id, at.ts, error));
     }
 
