@@ -326,6 +326,9 @@ pub struct Follower {
 }
 
 /// What a follower reads: the run's events and, between them, notices for people.
+// An event is its typed payload inline; a follower takes one at a time and hands it on at
+// once, so boxing it would only add an allocation per event.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Followed {
     /// A runlog event.

@@ -366,9 +366,6 @@ mod tests {
         let event: RunEvent = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(event.kind(), EventKind::Unknown);
         assert_eq!(event.kind_text(), "from_the_future");
-        assert_eq!(
-            serde_json::to_string(&event).unwrap_or_default(),
-            line.replace("0.0", "0.0")
-        );
+        assert_eq!(serde_json::to_string(&event).unwrap_or_default(), line);
     }
 }
