@@ -155,13 +155,32 @@ impl RunHistory {
                     self.member(event).repair_on_cloud = true;
                 }
             }
-            EventPayload::LlmRequest(_)
-            | EventPayload::LlmResponse(_)
-            | EventPayload::ToolCallRepaired(_)
-            | EventPayload::ContextCompacted(_)
-            | EventPayload::ToolCall(_)
-            | EventPayload::ToolResult(_)
-            | EventPayload::ToolError(_) => self.fold_step(event, payload),
+            // A model call or a compaction of a member's loop has a step (the routing call's
+            // do not, and are other variants); without one there is nothing to place it in.
+            EventPayload::LlmRequest(_) => {
+                self.step_of(event);
+            }
+            EventPayload::LlmResponse(recorded) => self.answered(event, recorded),
+            // Recorded before the step's `llm_request`: it belongs to the next step.
+            EventPayload::ContextCompacted(compacted) => self.compacted(event, compacted),
+            EventPayload::ToolCallRepaired(repair) => {
+                if let Some(last) = self.last_step(event) {
+                    last.repaired_tools = Some(repair.tools);
+                }
+            }
+            EventPayload::ToolCall(call) => {
+                if let Some(last) = self.last_step(event) {
+                    last.started.insert(call.call_id);
+                }
+            }
+            EventPayload::ToolResult(result) => {
+                let outcome = RecordedOutcome::Result(result.result);
+                self.settled(event, result.call_id, outcome);
+            }
+            EventPayload::ToolError(error) => {
+                let outcome = RecordedOutcome::Error(error.error_message);
+                self.settled(event, error.call_id, outcome);
+            }
             // What continuing a run does not need: the routing call (it has no step), what
             // MCP servers and the sandbox said, and the loop's own notes.
             EventPayload::RoutingRequest(_)
@@ -177,70 +196,47 @@ impl RunHistory {
         }
     }
 
-    /// A member's step: its model's answer (and what replaced earlier answers of it), the
-    /// calls it started and how each was settled.
-    fn fold_step(&mut self, event: &RunEvent, payload: EventPayload) {
-        // A model call or a compaction of a member's loop has a step (the routing call's do
-        // not, and are not these variants); without one there is nothing to place it in.
-        let step = event.step;
+    /// The step of `event`'s member that `event` belongs to, begun if it is a new one;
+    /// `None` for an event without a step.
+    fn step_of(&mut self, event: &RunEvent) -> Option<&mut RecordedStep> {
+        let step = event.step?;
         let member = self.member(event);
-        match payload {
-            EventPayload::LlmRequest(_) => {
-                let Some(step) = step else { return };
-                if member.steps.back().is_none_or(|s| s.step != step) {
-                    member.steps.push_back(RecordedStep::new(step));
-                }
-            }
-            EventPayload::LlmResponse(recorded) => {
-                let Some(step) = step else { return };
-                if member.steps.back().is_none_or(|s| s.step != step) {
-                    member.steps.push_back(RecordedStep::new(step));
-                }
-                if let Some(last) = member.steps.back_mut() {
-                    if let Some(u) = last.response.as_ref().and_then(|r| r.usage) {
-                        last.replaced_usage.add(u);
-                    }
-                    last.response = Some(response_of(recorded));
-                }
-            }
-            // Recorded before the step's `llm_request`: it belongs to the next step.
-            EventPayload::ContextCompacted(compacted) => {
-                let Some(step) = step else { return };
-                if member.steps.back().is_none_or(|s| s.step != step) {
-                    member.steps.push_back(RecordedStep::new(step));
-                }
-                if let Some(last) = member.steps.back_mut() {
-                    last.summary = compacted.summary;
-                    if let Some(u) = compacted.summary_usage {
-                        last.replaced_usage.add(u);
-                    }
-                }
-            }
-            EventPayload::ToolCallRepaired(repair) => {
-                if let Some(last) = member.steps.back_mut() {
-                    last.repaired_tools = Some(repair.tools);
-                }
-            }
-            EventPayload::ToolCall(call) => {
-                if let Some(last) = member.steps.back_mut() {
-                    last.started.insert(call.call_id);
-                }
-            }
-            EventPayload::ToolResult(result) => {
-                if let Some(last) = member.steps.back_mut() {
-                    last.outcomes
-                        .insert(result.call_id, RecordedOutcome::Result(result.result));
-                }
-            }
-            EventPayload::ToolError(error) => {
-                if let Some(last) = member.steps.back_mut() {
-                    last.outcomes
-                        .insert(error.call_id, RecordedOutcome::Error(error.error_message));
-                }
-            }
-            // `fold` hands over the seven kinds above only.
-            _ => {}
+        if member.steps.back().is_none_or(|s| s.step != step) {
+            member.steps.push_back(RecordedStep::new(step));
         }
+        member.steps.back_mut()
+    }
+
+    /// A model's answer in its step (an earlier answer of the step was replaced by it).
+    fn answered(&mut self, event: &RunEvent, recorded: runlog::LlmResponse) {
+        if let Some(last) = self.step_of(event) {
+            if let Some(u) = last.response.as_ref().and_then(|r| r.usage) {
+                last.replaced_usage.add(u);
+            }
+            last.response = Some(response_of(recorded));
+        }
+    }
+
+    /// A compaction, which opens the step it was made for.
+    fn compacted(&mut self, event: &RunEvent, compacted: runlog::ContextCompacted) {
+        if let Some(last) = self.step_of(event) {
+            last.summary = compacted.summary;
+            if let Some(u) = compacted.summary_usage {
+                last.replaced_usage.add(u);
+            }
+        }
+    }
+
+    /// How call `call_id` of the latest step was settled.
+    fn settled(&mut self, event: &RunEvent, call_id: String, outcome: RecordedOutcome) {
+        if let Some(last) = self.last_step(event) {
+            last.outcomes.insert(call_id, outcome);
+        }
+    }
+
+    /// The latest step of `event`'s member: the one its calls belong to.
+    fn last_step(&mut self, event: &RunEvent) -> Option<&mut RecordedStep> {
+        self.member(event).steps.back_mut()
     }
 
     /// The specialists, in recruitment order.
