@@ -14,9 +14,8 @@
 //! followers that mostly never come. A registry without a store keeps every event.
 
 use async_trait::async_trait;
-use fabric_domain::runlog::{self, Payload};
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
-use serde_json::json;
+use fabric_domain::runlog;
+use fabric_domain::{RunEvent, RunId, RunStatus};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::watch;
@@ -123,9 +122,9 @@ struct State {
     /// the only writer), so the event with `seq` n is at `n - first`. Not 0 for a resumed
     /// run, whose earlier events were recorded by the process before.
     first: u64,
-    /// The window, kept as runlog lines: a `Value` tree takes about three times the memory
-    /// of its text.
-    events: VecDeque<Stored>,
+    /// The window, as the typed events the recorder showed (no JSON in memory: a payload's
+    /// struct is about the size of its text, a `Value` tree about three times that).
+    events: VecDeque<RunEvent>,
     ended: bool,
     /// Notices for the people following the run ([`RunObserver::on_notice`]), the latest
     /// few; `notices_said` counts every notice ever given, so a follower knows what it has
@@ -139,20 +138,20 @@ struct State {
 }
 
 impl State {
-    fn get(&self, seq: u64) -> Option<&Stored> {
+    fn get(&self, seq: u64) -> Option<&RunEvent> {
         let offset = usize::try_from(seq.checked_sub(self.first)?).ok()?;
         self.events.get(offset)
     }
 
-    fn last(&self) -> Option<&Stored> {
+    fn last(&self) -> Option<&RunEvent> {
         self.events.back()
     }
 
-    fn push(&mut self, stored: Stored, seq: u64) {
+    fn push(&mut self, event: RunEvent) {
         if self.events.is_empty() {
-            self.first = seq;
+            self.first = event.seq;
         }
-        self.events.push_back(stored);
+        self.events.push_back(event);
     }
 
     /// Drops what no follower needs, keeping the last event.
@@ -173,38 +172,6 @@ impl State {
         if let Some(cursor) = self.cursors.iter_mut().find(|(n, _)| *n == follower) {
             cursor.1 = next;
         }
-    }
-}
-
-/// One event as JSON text, with its kind for the checks that need no decoding.
-#[derive(Debug)]
-struct Stored {
-    kind: EventKind,
-    line: Box<str>,
-}
-
-impl Stored {
-    fn new(event: &RunEvent) -> Self {
-        Self {
-            kind: event.kind,
-            // Serialising an event cannot fail: its payload is a `Value`, whose keys are
-            // strings. An empty line would decode to the placeholder below, never panic.
-            line: serde_json::to_string(event)
-                .unwrap_or_default()
-                .into_boxed_str(),
-        }
-    }
-
-    fn decode(&self) -> RunEvent {
-        // The text was produced by `serde_json` from a `RunEvent` (with exact float
-        // round-trips), so it decodes; the fallback keeps this total.
-        serde_json::from_str(&self.line).unwrap_or(RunEvent {
-            seq: 0,
-            ts: 0.0,
-            kind: self.kind,
-            step: None,
-            payload: json!({}),
-        })
     }
 }
 
@@ -238,15 +205,15 @@ impl LiveRun {
     pub fn status(&self) -> RunStatus {
         lock(&self.state)
             .last()
-            .filter(|e| e.kind.is_terminal())
-            .map_or(RunStatus::Running, |e| terminal_status(&e.decode()))
+            .filter(|e| e.kind().is_terminal())
+            .map_or(RunStatus::Running, terminal_status)
     }
 
     /// Every event recorded so far: the window, after what the store has from before it.
     pub async fn events(&self) -> Vec<RunEvent> {
         let (first, mut window) = {
             let state = lock(&self.state);
-            let window: Vec<RunEvent> = state.events.iter().map(Stored::decode).collect();
+            let window: Vec<RunEvent> = state.events.iter().cloned().collect();
             (state.first, window)
         };
         if first == 0 {
@@ -297,24 +264,21 @@ impl LiveRun {
     /// then [`RunObserver::on_event`]) when the run's own code could not, e.g. after a panic.
     pub fn failure_event(&self, reason: &str) -> Option<RunEvent> {
         let state = lock(&self.state);
-        if state.last().is_some_and(|e| e.kind.is_terminal()) {
+        if state.last().is_some_and(|e| e.kind().is_terminal()) {
             return None;
         }
-        let last = state.last().map(Stored::decode);
-        let last = last.as_ref();
+        let last = state.last();
         Some(RunEvent {
             seq: last.map_or(0, |e| e.seq + 1),
             ts: last.map_or(0.0, |e| e.ts),
-            kind: EventKind::RunFailed,
             step: None,
-            // Built from a struct that cannot fail to encode (an id, a status, a text).
+            pack_index: None,
             payload: runlog::RunAborted {
                 run_id: self.id.clone(),
                 status: RunStatus::Failed,
                 reason: reason.to_owned(),
             }
-            .to_json()
-            .unwrap_or_default(),
+            .into(),
         })
     }
 
@@ -338,9 +302,9 @@ impl LiveRun {
             // Only the run's own task records events, and it is the one finishing: nothing
             // was recorded since `failure_event` looked.
             if let Some(event) = missing
-                && !state.last().is_some_and(|e| e.kind.is_terminal())
+                && !state.last().is_some_and(|e| e.kind().is_terminal())
             {
-                state.push(Stored::new(&event), event.seq);
+                state.push(event);
             }
             state.ended = true;
         }
@@ -362,6 +326,9 @@ pub struct Follower {
 }
 
 /// What a follower reads: the run's events and, between them, notices for people.
+// An event is its typed payload inline; a follower takes one at a time and hands it on at
+// once, so boxing it would only add an allocation per event.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Followed {
     /// A runlog event.
@@ -409,8 +376,8 @@ impl Follower {
                         state.notices[usize::try_from(at - first_kept).unwrap_or(0)].clone();
                     return Some(Followed::Notice(notice));
                 }
-                if let Some(stored) = state.get(self.next) {
-                    let event = stored.decode();
+                if let Some(event) = state.get(self.next) {
+                    let event = event.clone();
                     drop(state);
                     self.advance(event.seq + 1);
                     return Some(Followed::Event(event));
@@ -468,10 +435,10 @@ impl ChatObserver for LiveRun {
 #[async_trait]
 impl RunObserver for LiveRun {
     async fn on_event(&self, event: &RunEvent) {
-        let stored = Stored::new(event);
+        let event = event.clone();
         {
             let mut state = lock(&self.state);
-            state.push(stored, event.seq);
+            state.push(event);
             if self.backlog.is_some() {
                 state.trim();
             }
@@ -507,18 +474,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::ports::{NewRun, RunQuery, StoreError};
-    use fabric_domain::RunSummary;
+    use fabric_domain::{EventKind, RunSummary};
+    use serde_json::json;
 
     fn event(seq: u64, kind: EventKind) -> RunEvent {
+        let end = json!({"run_id": "r", "status": "completed", "specialist_ids": ["a"],
+                         "task_force_mode": "single", "steps": 1, "reason": null,
+                         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                         "result": {"summary": "s"}});
         RunEvent {
             seq,
-            ts: 1.0,
-            kind,
-            step: None,
-            payload: json!({"run_id": "r", "status": "completed", "specialist_ids": ["a"],
-                             "task_force_mode": "single", "steps": 1, "reason": null,
-                             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-                             "result": {"summary": "s"}}),
+            ..RunEvent::sample(kind, 1.0, end)
         }
     }
 
@@ -578,7 +544,7 @@ mod tests {
         let mut seen = Vec::new();
         while let Some(item) = follower.next_followed().await {
             seen.push(match item {
-                Followed::Event(e) => e.kind.as_str().to_owned(),
+                Followed::Event(e) => e.kind().as_str().to_owned(),
                 Followed::Notice(n) => n,
             });
         }
@@ -681,12 +647,11 @@ mod tests {
         run.finish(Some("disk full"));
         let mut follower = run.follow(1);
         let last = follower.next().await.unwrap_or_else(|| panic!("no event"));
-        assert_eq!(last.kind, EventKind::RunFailed);
+        assert_eq!(last.kind(), EventKind::RunFailed);
         assert_eq!(last.seq, 1);
-        assert_eq!(last.payload["reason"], "disk full");
         // The same bytes as before the payloads were typed.
         assert_eq!(
-            last.payload.to_string(),
+            last.payload_json().unwrap_or_default().to_string(),
             r#"{"reason":"disk full","run_id":"20260101-000000-000-aaaaaaaa","status":"failed"}"#
         );
         assert!(follower.next().await.is_none());
@@ -720,7 +685,7 @@ mod tests {
             barrier.wait();
             let got = runtime.block_on(follower.next());
             writer.join().unwrap_or_else(|_| panic!("writer panicked"));
-            assert_eq!(got.map(|e| e.kind), Some(EventKind::RunComplete));
+            assert_eq!(got.map(|e| e.kind()), Some(EventKind::RunComplete));
         }
     }
 
@@ -731,8 +696,10 @@ mod tests {
         let failed = run
             .failure_event("it panicked")
             .unwrap_or_else(|| panic!("no failure event"));
-        assert_eq!((failed.seq, failed.kind), (1, EventKind::RunFailed));
-        assert_eq!(failed.payload["reason"], "it panicked");
+        assert_eq!((failed.seq, failed.kind()), (1, EventKind::RunFailed));
+        assert!(
+            matches!(&failed.payload, fabric_domain::EventPayload::RunAborted(a) if a.reason == "it panicked")
+        );
         run.on_event(&failed).await;
         assert!(run.failure_event("again").is_none());
         run.finish(Some("again"));

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use fabric_domain::runlog::{EventPayload, McpStatus};
+use fabric_domain::runlog::{self, EventPayload, McpStatus};
 use fabric_domain::{RunEvent, RunId, RunStatus};
 
 /// Upper bounds (seconds) of the latency histograms: from a fast tool to a slow model.
@@ -114,6 +114,97 @@ struct Counters {
 }
 
 impl Counters {
+    /// What is kept of run `run` while it goes on (its id cloned only for its first event;
+    /// always `Some`).
+    fn pending(&mut self, run: &RunId) -> Option<&mut Pending> {
+        if !self.pending.contains_key(run) {
+            self.pending.insert(run.clone(), Pending::default());
+        }
+        self.pending.get_mut(run)
+    }
+
+    /// The key of run `run`'s model call answered now.
+    fn call_key(&mut self, run: &RunId) -> String {
+        self.pending(run)
+            .map(Pending::take_call_key)
+            .unwrap_or_default()
+    }
+
+    /// Run `run`'s next model call is of `key` (the routing call's, a cloud fallback's).
+    fn next_call_key(&mut self, run: &RunId, key: &str) {
+        if let Some(pending) = self.pending(run) {
+            pending.next_call_key = Some(key.to_owned());
+        }
+    }
+
+    /// A step of run `run` asked its model at `ts` (the previous step, if any, ended).
+    fn step_begun(&mut self, run: &RunId, ts: f64) {
+        let previous = self.pending(run).and_then(|p| p.step_started.replace(ts));
+        if let Some(started) = previous {
+            self.steps
+                .get_or_insert_with(|| Histogram::new(SECONDS))
+                .observe(seconds_between(started, ts));
+        }
+    }
+
+    /// A model call of run `run` answered.
+    fn llm_response(&mut self, run: &RunId, response: &runlog::LlmResponse) {
+        let key = self.call_key(run);
+        self.model_call(&key, response.latency_ms);
+        if let Some(ms) = response.queued_ms {
+            let q = self.queued.entry(key.clone()).or_default();
+            q.0 += 1;
+            #[allow(clippy::cast_precision_loss)] // milliseconds far below 2^52
+            let seconds = ms as f64 / 1000.0;
+            q.1 += seconds;
+        }
+        if let Some(usage) = response.usage {
+            self.count_tokens(&key, usage);
+        }
+    }
+
+    /// Run `run` called a tool at `ts`.
+    fn tool_call(&mut self, run: &RunId, call: &runlog::ToolCall, ts: f64) {
+        *self.tool_calls.entry(call.tool.clone()).or_default() += 1;
+        if let Some(pending) = self.pending(run) {
+            (pending.tools).insert(call.call_id.clone(), (call.tool.clone(), ts));
+        }
+    }
+
+    /// Call `call_id` of run `run` ended at `ts`, with a result or an error.
+    fn tool_settled(&mut self, run: &RunId, call_id: &str, ts: f64) {
+        if let Some((tool, started)) = self.pending(run).and_then(|p| p.tools.remove(call_id)) {
+            self.tool_ended(tool, started, ts);
+        }
+    }
+
+    /// An MCP server of run `run` changed its state: counted up or down once.
+    fn mcp_server(&mut self, run: &RunId, notice: &runlog::McpServer) {
+        let server = &notice.server;
+        let Some(pending) = self.pending(run) else {
+            return;
+        };
+        let was_up = pending.mcp_up.contains(server);
+        let change = match notice.status {
+            McpStatus::Ready | McpStatus::ToolsChanged if !was_up => {
+                pending.mcp_up.push(server.clone());
+                1
+            }
+            McpStatus::Failed | McpStatus::Timeout | McpStatus::Stopped if was_up => {
+                pending.mcp_up.retain(|s| s != server);
+                -1
+            }
+            McpStatus::Starting
+            | McpStatus::Ready
+            | McpStatus::ToolsChanged
+            | McpStatus::Failed
+            | McpStatus::Timeout
+            | McpStatus::Stopped
+            | McpStatus::Other(_) => return,
+        };
+        *self.mcp_up.entry(server.clone()).or_default() += change;
+    }
+
     /// A model call of `key` answered after `latency_ms`.
     fn model_call(&mut self, key: &str, latency_ms: f64) {
         self.model_calls
@@ -194,133 +285,78 @@ impl Metrics {
 
     /// Counts one event of run `run`.
     fn count(&self, run: &RunId, event: &RunEvent) {
-        let payload = match event.typed() {
-            Ok(payload) => payload,
-            Err(e) => {
-                // Every payload the fabric writes fits its struct: this one is left out,
-                // and a run that ends so is forgotten all the same.
-                tracing::debug!(run_id = %run, error = %e, "event left out of the metrics");
-                if event.kind.is_terminal() {
-                    self.drop_run(run);
-                }
-                return;
+        use EventPayload as P;
+        let ts = event.ts;
+        if let P::Unreadable { kind, error, .. } = &event.payload {
+            // Every payload the fabric writes fits its struct: this one is left out, and a
+            // run that ends so is forgotten all the same.
+            tracing::debug!(run_id = %run, %error, ?kind, "event left out of the metrics");
+            if kind.is_terminal() {
+                self.drop_run(run);
             }
-        };
-        let mut c = self.lock();
-        let c = &mut *c;
-        // Most events belong to a run already known: clone its id only for the first.
-        if !c.pending.contains_key(run) {
-            c.pending.insert(run.clone(), Pending::default());
-        }
-        let Some(pending) = c.pending.get_mut(run) else {
             return;
-        };
-        match payload {
-            EventPayload::RunStart(start) => {
+        }
+        let mut c = self.lock();
+        match &event.payload {
+            P::RunStart(start) => {
                 c.runs_started += 1;
-                pending.model_key = start.model_key;
+                if let Some(pending) = c.pending(run) {
+                    pending.model_key.clone_from(&start.model_key);
+                }
             }
             // A continued run starts again in this process (its run_start is not repeated).
-            EventPayload::RunResumed(_) => c.runs_started += 1,
-            EventPayload::PackStart(start) => pending.model_key = start.model_key,
-            EventPayload::CloudFallback(fallback) => {
-                pending.next_call_key = Some(fallback.cloud_model_key);
-            }
-            EventPayload::RoutingRequest(request) => {
-                pending.next_call_key = Some(request.model_key);
-            }
-            EventPayload::LlmRequest(_) => {
-                if let Some(started) = pending.step_started {
-                    c.steps
-                        .get_or_insert_with(|| Histogram::new(SECONDS))
-                        .observe(seconds_between(started, event.ts));
-                }
-                pending.step_started = Some(event.ts);
-            }
-            EventPayload::LlmResponse(response) => {
-                let key = pending.take_call_key();
-                c.model_call(&key, response.latency_ms);
-                if let Some(ms) = response.queued_ms {
-                    let q = c.queued.entry(key.clone()).or_default();
-                    q.0 += 1;
-                    #[allow(clippy::cast_precision_loss)] // milliseconds far below 2^52
-                    let seconds = ms as f64 / 1000.0;
-                    q.1 += seconds;
-                }
-                if let Some(usage) = response.usage {
-                    c.count_tokens(&key, usage);
+            P::RunResumed(_) => c.runs_started += 1,
+            P::PackStart(start) => {
+                if let Some(pending) = c.pending(run) {
+                    pending.model_key.clone_from(&start.model_key);
                 }
             }
+            P::CloudFallback(fallback) => c.next_call_key(run, &fallback.cloud_model_key),
+            P::RoutingRequest(request) => c.next_call_key(run, &request.model_key),
+            P::LlmRequest(_) => c.step_begun(run, ts),
+            P::LlmResponse(response) => c.llm_response(run, response),
             // A server's completion by the run's model is a model call of its key (issue #29).
-            EventPayload::McpRequest(request) => {
-                if let (Some(key), Some(usage)) = (request.model_key, request.usage) {
-                    c.count_tokens(&key, usage);
+            P::McpRequest(request) => {
+                if let (Some(key), Some(usage)) = (&request.model_key, request.usage) {
+                    c.count_tokens(key, usage);
                 }
             }
-            EventPayload::RoutingResponse(response) => {
-                let key = pending.take_call_key();
+            P::RoutingResponse(response) => {
+                let key = c.call_key(run);
                 c.model_call(&key, response.latency_ms);
             }
-            EventPayload::ToolCall(call) => {
-                *c.tool_calls.entry(call.tool.clone()).or_default() += 1;
-                pending.tools.insert(call.call_id, (call.tool, event.ts));
-            }
-            EventPayload::ToolResult(result) => {
-                if let Some((tool, started)) = pending.tools.remove(&result.call_id) {
-                    c.tool_ended(tool, started, event.ts);
-                }
-            }
-            EventPayload::ToolError(error) => {
-                if let Some((tool, started)) = pending.tools.remove(&error.call_id) {
-                    c.tool_ended(tool, started, event.ts);
-                }
+            P::ToolCall(call) => c.tool_call(run, call, ts),
+            P::ToolResult(result) => c.tool_settled(run, &result.call_id, ts),
+            P::ToolError(error) => {
+                c.tool_settled(run, &error.call_id, ts);
                 *c.tool_errors
-                    .entry((error.tool, error.error_type.as_str().to_owned()))
+                    .entry((error.tool.clone(), error.error_type.as_str().to_owned()))
                     .or_default() += 1;
             }
-            EventPayload::SecurityEvent(security) => {
+            P::SecurityEvent(security) => {
                 *c.security_events
                     .entry(security.event_type.as_str().to_owned())
                     .or_default() += 1;
             }
-            EventPayload::McpServer(notice) => {
-                let server = notice.server;
-                let was_up = pending.mcp_up.contains(&server);
-                match notice.status {
-                    McpStatus::Ready | McpStatus::ToolsChanged if !was_up => {
-                        pending.mcp_up.push(server.clone());
-                        *c.mcp_up.entry(server).or_default() += 1;
-                    }
-                    McpStatus::Failed | McpStatus::Timeout | McpStatus::Stopped if was_up => {
-                        pending.mcp_up.retain(|s| *s != server);
-                        *c.mcp_up.entry(server).or_default() -= 1;
-                    }
-                    McpStatus::Starting
-                    | McpStatus::Ready
-                    | McpStatus::ToolsChanged
-                    | McpStatus::Failed
-                    | McpStatus::Timeout
-                    | McpStatus::Stopped
-                    | McpStatus::Other(_) => {}
-                }
+            P::McpServer(notice) => c.mcp_server(run, notice),
+            P::RunComplete(end) | P::RunFailed(end) => {
+                c.run_ended(run, ts, end.status, &end.specialist_ids);
             }
-            EventPayload::RunComplete(end) | EventPayload::RunFailed(end) => {
-                c.run_ended(run, event.ts, end.status, &end.specialist_ids);
-            }
-            EventPayload::RunAborted(aborted) => c.run_ended(run, event.ts, aborted.status, &[]),
-            EventPayload::Recruitment(_)
-            | EventPayload::TaskForceParallel(_)
-            | EventPayload::PackEnd(_)
-            | EventPayload::CorrectiveReprompt(_)
-            | EventPayload::ToolCallRepaired(_)
-            | EventPayload::ContextCompacted(_)
-            | EventPayload::CriticReview(_)
-            | EventPayload::RepairRound(_)
-            | EventPayload::LoopDetected(_)
-            | EventPayload::Workspace(_)
-            | EventPayload::Checkpoint(_)
-            | EventPayload::McpMessage(_)
-            | EventPayload::Unknown(_) => {}
+            P::RunAborted(aborted) => c.run_ended(run, ts, aborted.status, &[]),
+            P::Recruitment(_)
+            | P::TaskForceParallel(_)
+            | P::PackEnd(_)
+            | P::CorrectiveReprompt(_)
+            | P::ToolCallRepaired(_)
+            | P::ContextCompacted(_)
+            | P::CriticReview(_)
+            | P::RepairRound(_)
+            | P::LoopDetected(_)
+            | P::Workspace(_)
+            | P::Checkpoint(_)
+            | P::McpMessage(_)
+            | P::Unknown { .. }
+            | P::Unreadable { .. } => {}
         }
     }
 

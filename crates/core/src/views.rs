@@ -90,14 +90,14 @@ pub struct RunView {
 impl RunView {
     /// The view of run `id` from its events (the runlog, or a live run's buffer).
     pub fn from_events(id: RunId, events: &[RunEvent]) -> Self {
-        let started = events.iter().any(|e| e.kind == EventKind::RunStart);
+        let started = events.iter().any(|e| e.kind() == EventKind::RunStart);
         // Steps and usage only once the run has ended with a full `RunEnd` (a run ended by a
         // panic has the shorter `RunAborted`), which the summary does not tell apart.
         let end = events
             .iter()
             .rev()
-            .find(|e| e.kind.is_terminal())
-            .and_then(|e| e.payload_as::<runlog::RunEnd>().ok());
+            .find(|e| e.kind().is_terminal())
+            .and_then(|e| e.run_end().cloned());
         Self::from_summary(RunSummary::from_events(id, events), started, end)
     }
 
@@ -190,13 +190,7 @@ mod tests {
     use serde_json::json;
 
     fn event(seq: u64, kind: EventKind, payload: Value) -> RunEvent {
-        RunEvent {
-            seq,
-            ts: 100.0 + seq as f64,
-            kind,
-            step: None,
-            payload,
-        }
+        RunEvent::from_wire(seq, 100.0 + seq as f64, kind.as_str(), None, payload)
     }
 
     fn id() -> RunId {

@@ -120,13 +120,13 @@ fn routing_mcp_tools_and_a_panicked_run() {
         // A host's stand-in for a panicked run: no specialists, no usage.
         (
             &a,
-            RunEvent {
-                seq: 0,
-                ts: 4.0,
-                kind: EventKind::RunFailed,
-                step: None,
-                payload: json!({"run_id": a.as_str(), "status": "failed", "reason": "it panicked"}),
-            },
+            RunEvent::from_wire(
+                0,
+                4.0,
+                EventKind::RunFailed.as_str(),
+                None,
+                json!({"run_id": a.as_str(), "status": "failed", "reason": "it panicked"}),
+            ),
         ),
     ] {
         m.observe(run, &e);

@@ -178,8 +178,13 @@ impl Tools {
 fn started_calls(events: &[RunEvent], tool: &str) -> Vec<String> {
     events
         .iter()
-        .filter(|e| e.kind == EventKind::ToolCall && e.payload["tool"] == tool)
-        .map(|e| e.payload["call_id"].as_str().unwrap().to_owned())
+        .filter(|e| e.kind() == EventKind::ToolCall && e.payload_json().unwrap()["tool"] == tool)
+        .map(|e| {
+            e.payload_json().unwrap()["call_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect()
 }
 
@@ -208,10 +213,12 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
     assert_eq!(original_requests.len(), 3);
     let response = events
         .iter()
-        .find(|e| e.kind == EventKind::LlmResponse && e.step == Some(1))
+        .find(|e| e.kind() == EventKind::LlmResponse && e.step == Some(1))
         .unwrap();
     assert_eq!(
-        response.payload["full_content"].as_str().map(str::len),
+        response.payload_json().unwrap()["full_content"]
+            .as_str()
+            .map(str::len),
         Some(3_000),
         "a capped text is recorded whole beside its cap"
     );
@@ -225,7 +232,7 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
         // test): the answers it recorded are the model calls not to make again.
         let recorded_turns = prefix
             .iter()
-            .filter(|e| e.kind == EventKind::LlmResponse)
+            .filter(|e| e.kind() == EventKind::LlmResponse)
             .count();
         let log = Arc::new(Mutex::new(prefix.clone()));
         let run = NewRun {
@@ -248,7 +255,7 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
         )
         .await;
         let all = log.lock().unwrap().clone();
-        let context = format!("cut after {cut} events ({:?})", events[cut - 1].kind);
+        let context = format!("cut after {cut} events ({:?})", events[cut - 1].kind());
         if cut == events.len() {
             // Cut after its end: there is nothing to continue, and nothing is written or
             // asked.
@@ -267,14 +274,14 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
             assert_eq!(e.seq, i as u64, "{context}");
         }
         assert_eq!(
-            all.iter().filter(|e| e.kind.is_terminal()).count(),
+            all.iter().filter(|e| e.kind().is_terminal()).count(),
             1,
             "{context}"
         );
-        assert!(all.last().unwrap().kind.is_terminal(), "{context}");
+        assert!(all.last().unwrap().kind().is_terminal(), "{context}");
         assert_eq!(
             all.iter()
-                .filter(|e| e.kind == EventKind::RunResumed)
+                .filter(|e| e.kind() == EventKind::RunResumed)
                 .count(),
             1,
             "{context}"
@@ -295,8 +302,8 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
         let after: Vec<String> = tools.write.ran.lock().unwrap().clone();
         let settled_before = |id: &str| {
             prefix.iter().any(|e| {
-                matches!(e.kind, EventKind::ToolResult | EventKind::ToolError)
-                    && e.payload["call_id"] == id
+                matches!(e.kind(), EventKind::ToolResult | EventKind::ToolError)
+                    && e.payload_json().unwrap()["call_id"] == id
             })
         };
         for id in &before {
@@ -307,9 +314,9 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
             assert!(!ran_again, "{id} ran twice: {context}");
             if !settled_before(id) {
                 let interrupted = all.iter().any(|e| {
-                    e.kind == EventKind::ToolError
-                        && e.payload["call_id"] == id.as_str()
-                        && e.payload["error_type"] == "interrupted"
+                    e.kind() == EventKind::ToolError
+                        && e.payload_json().unwrap()["call_id"] == id.as_str()
+                        && e.payload_json().unwrap()["error_type"] == "interrupted"
                 });
                 assert!(interrupted, "{id} reported interrupted: {context}");
                 interrupted_cuts += 1;
@@ -324,7 +331,9 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
         }
 
         // Without an interrupted write, the model sees the very conversation it would have.
-        let interrupted_any = all.iter().any(|e| e.payload["error_type"] == "interrupted");
+        let interrupted_any = all
+            .iter()
+            .any(|e| e.payload_json().unwrap()["error_type"] == "interrupted");
         if !interrupted_any && let Some(last) = model.seen.lock().unwrap().last() {
             assert_eq!(last, &original_requests[2], "{context}");
         }

@@ -16,7 +16,9 @@ use fabric_core::{
     RunSandbox, RunStore, SecurityNotice, StoreError, Tool, ToolContext, ToolError, ToolNotice,
     ToolSource,
 };
-use fabric_domain::{EventKind, RunEvent, RunId, SpecialistSpec, ToolCall, ToolSpec, Usage};
+use fabric_domain::{
+    EventKind, EventPayload, RunEvent, RunId, SpecialistSpec, ToolCall, ToolSpec, Usage,
+};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -212,8 +214,10 @@ async fn record(force: TaskForce) -> Vec<String> {
         .into_iter()
         .map(|mut event| {
             event.ts = 0.0;
-            if let Some(latency) = event.payload.get_mut("latency_ms") {
-                *latency = json!(0.0);
+            match &mut event.payload {
+                EventPayload::LlmResponse(response) => response.latency_ms = 0.0,
+                EventPayload::RoutingResponse(response) => response.latency_ms = 0.0,
+                _ => {}
             }
             serde_json::to_string(&event).unwrap()
         })

@@ -2,6 +2,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use async_trait::async_trait;
+mod support;
+use support::Line;
+
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{
     HANDOFF_END, Member, Recruitment, TaskForce, TaskForceMode, execute_task_force,
@@ -127,10 +130,11 @@ impl RunStore for Store {
 }
 
 impl Store {
-    fn events(&self) -> Vec<RunEvent> {
-        self.events.lock().unwrap().clone()
+    /// The events as their runlog lines: what a reader of the runlog sees.
+    fn events(&self) -> Vec<Line> {
+        self.events.lock().unwrap().iter().map(Line::of).collect()
     }
-    fn of(&self, kind: EventKind) -> Vec<RunEvent> {
+    fn of(&self, kind: EventKind) -> Vec<Line> {
         self.events()
             .into_iter()
             .filter(|e| e.kind == kind)
@@ -204,7 +208,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode, max_parallel: usize) -> Task
     }
 }
 
-fn assert_gapless(events: &[RunEvent]) {
+fn assert_gapless(events: &[Line]) {
     for (i, e) in events.iter().enumerate() {
         assert_eq!(e.seq, i as u64, "seq is gapless and in write order");
     }
@@ -307,7 +311,7 @@ async fn a_failed_sequential_member_stops_the_chain_with_a_partial_result() {
         "{reason}"
     );
     let last = store.events().pop().unwrap();
-    assert_eq!(last.kind, EventKind::RunComplete);
+    assert_eq!(last.kind(), EventKind::RunComplete);
     assert_eq!(last.payload["status"], "partial");
 }
 
@@ -339,7 +343,7 @@ async fn parallel_members_overlap_in_time_and_merge_in_recruitment_order() {
     let first = |kind: EventKind, member: u64| {
         events
             .iter()
-            .find(|e| e.kind == kind && e.payload["pack_index"] == member)
+            .find(|e| e.kind() == kind && e.payload["pack_index"] == member)
             .map(|e| e.seq)
             .unwrap()
     };
@@ -384,13 +388,13 @@ async fn the_parallel_limit_is_respected() {
     let events = store.events();
     let last_answer_of_a = events
         .iter()
-        .filter(|e| e.kind == EventKind::LlmResponse && e.payload["pack_index"] == 0)
+        .filter(|e| e.kind() == EventKind::LlmResponse && e.payload["pack_index"] == 0)
         .map(|e| e.seq)
         .max()
         .unwrap();
     let first_request_of_b = events
         .iter()
-        .find(|e| e.kind == EventKind::LlmRequest && e.payload["pack_index"] == 1)
+        .find(|e| e.kind() == EventKind::LlmRequest && e.payload["pack_index"] == 1)
         .map(|e| e.seq)
         .unwrap();
     assert!(
@@ -452,7 +456,7 @@ async fn all_members_failing_is_a_failed_run() {
     .unwrap();
     assert_eq!(outcome.status, RunStatus::LlmError);
     assert_eq!(outcome.payload, Value::Null);
-    assert_eq!(store.events().pop().unwrap().kind, EventKind::RunFailed);
+    assert_eq!(store.events().pop().unwrap().kind(), EventKind::RunFailed);
 }
 
 #[tokio::test]
@@ -471,7 +475,7 @@ async fn the_routing_call_is_recorded_before_recruitment() {
     execute_task_force(&store, f, &NoopObserver, CancellationToken::new())
         .await
         .unwrap();
-    let kinds: Vec<EventKind> = store.events().iter().take(4).map(|e| e.kind).collect();
+    let kinds: Vec<EventKind> = store.events().iter().take(4).map(|e| e.kind()).collect();
     assert_eq!(
         kinds,
         [
@@ -512,7 +516,7 @@ async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
     assert_eq!(whole.status, RunStatus::Partial);
     assert_eq!(store.of(EventKind::PackEnd).len(), 3);
     // The process stopped right before writing the run's end.
-    let mut events = store.events();
+    let mut events = store.events.lock().unwrap().clone();
     events.pop();
     let history = fabric_core::history::RunHistory::read(RunId::parse("tf-run").unwrap(), &events);
     let log = Arc::new(Mutex::new(events));
@@ -550,5 +554,5 @@ async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
             "no member asked again"
         );
     }
-    assert_gapless(&log.lock().unwrap());
+    assert_gapless(&log.lock().unwrap().iter().map(Line::of).collect::<Vec<_>>());
 }

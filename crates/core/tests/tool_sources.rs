@@ -122,10 +122,23 @@ impl RunStore for Store {
     }
 }
 
+/// An event's payload as its runlog line holds it.
+struct Line {
+    step: Option<u32>,
+    payload: Value,
+}
+
 impl Store {
-    fn of(&self, kind: EventKind) -> Vec<RunEvent> {
+    fn of(&self, kind: EventKind) -> Vec<Line> {
         let events = self.events.lock().unwrap();
-        events.iter().filter(|e| e.kind == kind).cloned().collect()
+        events
+            .iter()
+            .filter(|e| e.kind() == kind)
+            .map(|e| Line {
+                step: e.step,
+                payload: e.payload_json().unwrap(),
+            })
+            .collect()
     }
 }
 

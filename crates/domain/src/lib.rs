@@ -29,7 +29,7 @@ mod visible;
 mod words;
 
 pub use error::DomainError;
-pub use event::{EventKind, RunEvent};
+pub use event::{EventKind, EventPayload, RunEvent};
 pub use message::{
     IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, Message, PromptCache, Role, ToolCall,
     ToolImage, Usage,

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::{EventKind, RunEvent, RunId, RunStatus, Usage};
+use crate::{EventKind, EventPayload, RunEvent, RunId, RunStatus, Usage};
 
 /// One run as listed, searched and counted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,64 +91,135 @@ impl RunSummary {
 
     /// Folds one more event in (events come in `seq` order).
     ///
-    /// Each field is read on its own, typed as in [`crate::runlog`]; one that is missing or
-    /// does not fit is skipped, never a panic.
+    /// A payload that does not fit its struct ([`EventPayload::Unreadable`]) is read field
+    /// by field: one that is missing or does not fit is skipped, never a panic.
     pub fn apply(&mut self, event: &RunEvent) {
+        use EventPayload as P;
         if self.events == 0 {
             self.started_at = event.ts;
         }
         self.events += 1;
-        match event.kind {
-            EventKind::RunStart => {
-                let start: StartFields = fields(event);
-                self.prompt = start.prompt.unwrap_or_default();
-                // Written before `origin` existed: a child is known by its parent.
-                self.origin = match (start.origin, &start.parent_run_id) {
-                    (Some(origin), _) => origin,
-                    (None, Some(_)) => crate::runlog::RunOrigin::Child,
-                    (None, None) => crate::runlog::RunOrigin::User,
-                };
-                self.parent_id = start.parent_run_id;
-                self.context_id = start.context_id;
-                self.note_model(start.model_key, start.model);
+        match &event.payload {
+            P::RunStart(start) => self.start(StartFields {
+                prompt: Some(start.prompt.clone()),
+                parent_run_id: start.parent_run_id.clone(),
+                origin: Some(start.origin.clone()),
+                model_key: Some(start.model_key.clone()),
+                model: Some(start.model.clone()),
+                context_id: start.context_id.clone(),
+            }),
+            P::Recruitment(recruitment) => {
+                self.specialist_ids.clone_from(&recruitment.specialist_ids);
             }
+            P::PackStart(pack) => {
+                self.note_model(Some(pack.model_key.clone()), Some(pack.model.clone()));
+            }
+            P::ToolCall(_) => self.tool_calls = self.tool_calls.saturating_add(1),
+            P::ToolError(_) => self.tool_errors = self.tool_errors.saturating_add(1),
+            P::RunComplete(end) | P::RunFailed(end) => self.end(
+                event.ts,
+                EndFields {
+                    status: Some(end.status),
+                    reason: end.reason.clone(),
+                    steps: Some(end.steps),
+                    usage: Some(end.usage),
+                    result: end.result.clone(),
+                },
+            ),
+            P::RunAborted(aborted) => self.end(
+                event.ts,
+                EndFields {
+                    status: Some(aborted.status),
+                    reason: Some(aborted.reason.clone()),
+                    ..EndFields::default()
+                },
+            ),
+            P::Unreadable { kind, payload, .. } => self.apply_unreadable(event.ts, *kind, payload),
+            P::Workspace(_)
+            | P::TaskForceParallel(_)
+            | P::PackEnd(_)
+            | P::McpServer(_)
+            | P::McpMessage(_)
+            | P::McpRequest(_)
+            | P::LlmRequest(_)
+            | P::RoutingRequest(_)
+            | P::LlmResponse(_)
+            | P::RoutingResponse(_)
+            | P::CorrectiveReprompt(_)
+            | P::ToolCallRepaired(_)
+            | P::ContextCompacted(_)
+            | P::CloudFallback(_)
+            | P::CriticReview(_)
+            | P::RepairRound(_)
+            | P::ToolResult(_)
+            | P::SecurityEvent(_)
+            | P::LoopDetected(_)
+            | P::RunResumed(_)
+            | P::Checkpoint(_)
+            | P::Unknown { .. } => {}
+        }
+    }
+
+    /// A payload of `kind` that does not fit its struct, summarised as far as it goes.
+    fn apply_unreadable(&mut self, ts: f64, kind: EventKind, payload: &Value) {
+        match kind {
+            EventKind::RunStart => self.start(fields(payload)),
             EventKind::Recruitment => {
-                let recruitment: RecruitmentFields = fields(event);
+                let recruitment: RecruitmentFields = fields(payload);
                 self.specialist_ids = recruitment.specialist_ids.unwrap_or_default();
             }
             EventKind::PackStart => {
-                let pack: PackFields = fields(event);
+                let pack: PackFields = fields(payload);
                 self.note_model(pack.model_key, pack.model);
             }
             EventKind::ToolCall => self.tool_calls = self.tool_calls.saturating_add(1),
             EventKind::ToolError => self.tool_errors = self.tool_errors.saturating_add(1),
             EventKind::RunComplete | EventKind::RunFailed => {
-                self.ended_at = Some(event.ts);
-                let end: EndFields = fields(event);
-                self.status = end
-                    .status
-                    .unwrap_or(if event.kind == EventKind::RunComplete {
-                        RunStatus::Completed
-                    } else {
-                        RunStatus::Failed
-                    });
-                self.reason = end.reason;
-                if let Some(steps) = end.steps {
-                    self.steps = steps;
-                }
-                if let Some(usage) = end.usage {
-                    self.usage = usage;
-                }
-                // A `null` result is none.
-                let result = end.result.filter(|r| !r.is_null());
-                self.summary = result
-                    .as_ref()
-                    .and_then(result_summary)
-                    .or_else(|| self.reason.clone());
-                self.result = result;
+                let mut end: EndFields = fields(payload);
+                end.status = end.status.or(Some(if kind == EventKind::RunComplete {
+                    RunStatus::Completed
+                } else {
+                    RunStatus::Failed
+                }));
+                self.end(ts, end);
             }
+            // The other kinds say nothing a summary shows.
             _ => {}
         }
+    }
+
+    fn start(&mut self, start: StartFields) {
+        self.prompt = start.prompt.unwrap_or_default();
+        // Written before `origin` existed (read as `user`): a child is known by its parent.
+        self.origin = match (start.origin, &start.parent_run_id) {
+            (Some(crate::runlog::RunOrigin::User) | None, Some(_)) => {
+                crate::runlog::RunOrigin::Child
+            }
+            (Some(origin), _) => origin,
+            (None, None) => crate::runlog::RunOrigin::User,
+        };
+        self.parent_id = start.parent_run_id;
+        self.context_id = start.context_id;
+        self.note_model(start.model_key, start.model);
+    }
+
+    fn end(&mut self, ts: f64, end: EndFields) {
+        self.ended_at = Some(ts);
+        self.status = end.status.unwrap_or(RunStatus::Failed);
+        self.reason = end.reason;
+        if let Some(steps) = end.steps {
+            self.steps = steps;
+        }
+        if let Some(usage) = end.usage {
+            self.usage = usage;
+        }
+        // A `null` result is none.
+        let result = end.result.filter(|r| !r.is_null());
+        self.summary = result
+            .as_ref()
+            .and_then(result_summary)
+            .or_else(|| self.reason.clone());
+        self.result = result;
     }
 
     /// How long it ran, in seconds, once it ended.
@@ -179,9 +250,10 @@ impl RunSummary {
 }
 
 // The fields a summary needs, named and typed as in the `runlog` structs (`RunStart`,
-// `Recruitment`, `PackStart`, `RunEnd`/`RunAborted`), each read on its own: a field that is
-// missing or does not fit is `None` and the others still count, so a hand-edited or partial
-// runlog is summarised as far as it goes.
+// `Recruitment`, `PackStart`, `RunEnd`/`RunAborted`): taken from the struct, or for a payload
+// that does not fit it each read on its own: a field that is missing or does not fit is
+// `None` and the others still count, so a hand-edited or partial runlog is summarised as far
+// as it goes.
 
 #[derive(Default, Deserialize)]
 struct StartFields {
@@ -227,9 +299,10 @@ struct EndFields {
     result: Option<Value>,
 }
 
-/// The event's payload as `T`; a payload that is not an object gives `T::default()`.
-fn fields<T: DeserializeOwned + Default>(event: &RunEvent) -> T {
-    T::deserialize(&event.payload).unwrap_or_default()
+/// A payload that does not fit its struct as `T`, field by field; one that is not an object
+/// gives `T::default()`.
+fn fields<T: DeserializeOwned + Default>(payload: &Value) -> T {
+    T::deserialize(payload).unwrap_or_default()
 }
 
 /// One field, or `None` when it does not fit its type.
@@ -255,13 +328,7 @@ mod tests {
     use serde_json::json;
 
     fn event(seq: u64, kind: EventKind, payload: Value) -> RunEvent {
-        RunEvent {
-            seq,
-            ts: seq as f64,
-            kind,
-            step: None,
-            payload,
-        }
+        RunEvent::from_wire(seq, seq as f64, kind.as_str(), None, payload)
     }
 
     fn id(text: &str) -> RunId {

@@ -62,7 +62,7 @@ pub(crate) async fn record_fallback(
 ) -> Result<(), StoreError> {
     rec.record(
         Some(step),
-        &runlog::CloudFallback {
+        runlog::CloudFallback {
             reason: reason.as_str().to_owned(),
             local_model: local.name.clone(),
             cloud_model: fallback.model.name.clone(),

@@ -103,11 +103,11 @@ impl GateState<'_> {
             Verdict::Approved(review) => {
                 // Recorded before applying: a run that stops while applying is continued
                 // by applying again, not by a second review.
-                rec.record(Some(step), &review).await?;
+                rec.record(Some(step), review.clone()).await?;
                 for path in &review.refused {
                     rec.record(
                         Some(step),
-                        &runlog::SecurityEvent {
+                        runlog::SecurityEvent {
                             event_type: runlog::SecurityEventType::ProtectedPath,
                             tool: None,
                             call_id: None,
@@ -128,13 +128,13 @@ impl GateState<'_> {
                 reason,
             } => {
                 if let Some(review) = review {
-                    rec.record(Some(step), &review).await?;
+                    rec.record(Some(step), review).await?;
                 }
                 return Ok(Passage::End(status, reason));
             }
             Verdict::Rejected(review) => review,
         };
-        rec.record(Some(step), &review).await?;
+        rec.record(Some(step), review.clone()).await?;
         let findings = render_findings(&review.findings);
         if round >= max {
             return Ok(Passage::End(
@@ -184,7 +184,7 @@ impl GateState<'_> {
         let cloud = fallback.filter(|f| f.policy.critic_rejected && f.take());
         rec.record(
             Some(step),
-            &runlog::RepairRound {
+            runlog::RepairRound {
                 round: self.rounds_done + 1,
                 max_rounds: self.gate.max_rounds(),
                 model_key: cloud.map_or(self.model_key, |f| f.model_key).to_owned(),

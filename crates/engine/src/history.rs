@@ -8,7 +8,7 @@
 //! steps instead of asking the model again (`engine`), and goes on live from the first step
 //! whose answer was not recorded.
 
-use fabric_domain::runlog::{self, EventPayload, Payload, TaskForceMode};
+use fabric_domain::runlog::{self, EventPayload, TaskForceMode};
 use fabric_domain::{FallbackReason, RunEvent, RunId, RunStatus, ToolCall, Usage};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -94,7 +94,7 @@ impl RunHistory {
     }
 
     fn member(&mut self, event: &RunEvent) -> &mut MemberHistory {
-        let index = event.pack_index().unwrap_or(0) as usize;
+        let index = event.pack_index.unwrap_or(0) as usize;
         if self.members.len() <= index {
             self.members.resize_with(index + 1, MemberHistory::default);
         }
@@ -102,20 +102,18 @@ impl RunHistory {
     }
 
     /// Takes one event: what continuing the run needs of it (issue #41: matched on the typed
-    /// payload, every kind named). A payload that does not decode is from elsewhere and is
-    /// left out, but an end is still an end: a run is never continued past it.
+    /// payload, every kind named). A payload that does not fit its struct is from elsewhere
+    /// and is left out, but an end is still an end: a run is never continued past it.
     fn fold(&mut self, event: &RunEvent) {
-        let payload = match event.typed() {
-            Ok(payload) => payload,
-            Err(e) => {
-                tracing::debug!(error = %e, kind = ?event.kind, "event left out of the history");
-                if event.kind.is_terminal() {
+        // What the history keeps is its own (a resumed run's conversation is rebuilt from it).
+        let payload = event.payload.clone();
+        match payload {
+            EventPayload::Unreadable { kind, error, .. } => {
+                tracing::debug!(%error, ?kind, "event left out of the history");
+                if kind.is_terminal() {
                     self.ended = Some(RunStatus::Failed);
                 }
-                return;
             }
-        };
-        match payload {
             EventPayload::RunStart(start) => self.start = Some(start),
             EventPayload::Recruitment(recruitment) => self.recruitment = Some(recruitment),
             EventPayload::TaskForceParallel(_) => self.parallel_recorded = true,
@@ -157,13 +155,32 @@ impl RunHistory {
                     self.member(event).repair_on_cloud = true;
                 }
             }
-            EventPayload::LlmRequest(_)
-            | EventPayload::LlmResponse(_)
-            | EventPayload::ToolCallRepaired(_)
-            | EventPayload::ContextCompacted(_)
-            | EventPayload::ToolCall(_)
-            | EventPayload::ToolResult(_)
-            | EventPayload::ToolError(_) => self.fold_step(event, payload),
+            // A model call or a compaction of a member's loop has a step (the routing call's
+            // do not, and are other variants); without one there is nothing to place it in.
+            EventPayload::LlmRequest(_) => {
+                self.step_of(event);
+            }
+            EventPayload::LlmResponse(recorded) => self.answered(event, recorded),
+            // Recorded before the step's `llm_request`: it belongs to the next step.
+            EventPayload::ContextCompacted(compacted) => self.compacted(event, compacted),
+            EventPayload::ToolCallRepaired(repair) => {
+                if let Some(last) = self.last_step(event) {
+                    last.repaired_tools = Some(repair.tools);
+                }
+            }
+            EventPayload::ToolCall(call) => {
+                if let Some(last) = self.last_step(event) {
+                    last.started.insert(call.call_id);
+                }
+            }
+            EventPayload::ToolResult(result) => {
+                let outcome = RecordedOutcome::Result(result.result);
+                self.settled(event, result.call_id, outcome);
+            }
+            EventPayload::ToolError(error) => {
+                let outcome = RecordedOutcome::Error(error.error_message);
+                self.settled(event, error.call_id, outcome);
+            }
             // What continuing a run does not need: the routing call (it has no step), what
             // MCP servers and the sandbox said, and the loop's own notes.
             EventPayload::RoutingRequest(_)
@@ -175,74 +192,51 @@ impl RunHistory {
             | EventPayload::RepairRound(_)
             | EventPayload::SecurityEvent(_)
             | EventPayload::LoopDetected(_)
-            | EventPayload::Unknown(_) => {}
+            | EventPayload::Unknown { .. } => {}
         }
     }
 
-    /// A member's step: its model's answer (and what replaced earlier answers of it), the
-    /// calls it started and how each was settled.
-    fn fold_step(&mut self, event: &RunEvent, payload: EventPayload) {
-        // A model call or a compaction of a member's loop has a step (the routing call's do
-        // not, and are not these variants); without one there is nothing to place it in.
-        let step = event.step;
+    /// The step of `event`'s member that `event` belongs to, begun if it is a new one;
+    /// `None` for an event without a step.
+    fn step_of(&mut self, event: &RunEvent) -> Option<&mut RecordedStep> {
+        let step = event.step?;
         let member = self.member(event);
-        match payload {
-            EventPayload::LlmRequest(_) => {
-                let Some(step) = step else { return };
-                if member.steps.back().is_none_or(|s| s.step != step) {
-                    member.steps.push_back(RecordedStep::new(step));
-                }
-            }
-            EventPayload::LlmResponse(recorded) => {
-                let Some(step) = step else { return };
-                if member.steps.back().is_none_or(|s| s.step != step) {
-                    member.steps.push_back(RecordedStep::new(step));
-                }
-                if let Some(last) = member.steps.back_mut() {
-                    if let Some(u) = last.response.as_ref().and_then(|r| r.usage) {
-                        last.replaced_usage.add(u);
-                    }
-                    last.response = Some(response_of(recorded));
-                }
-            }
-            // Recorded before the step's `llm_request`: it belongs to the next step.
-            EventPayload::ContextCompacted(compacted) => {
-                let Some(step) = step else { return };
-                if member.steps.back().is_none_or(|s| s.step != step) {
-                    member.steps.push_back(RecordedStep::new(step));
-                }
-                if let Some(last) = member.steps.back_mut() {
-                    last.summary = compacted.summary;
-                    if let Some(u) = compacted.summary_usage {
-                        last.replaced_usage.add(u);
-                    }
-                }
-            }
-            EventPayload::ToolCallRepaired(repair) => {
-                if let Some(last) = member.steps.back_mut() {
-                    last.repaired_tools = Some(repair.tools);
-                }
-            }
-            EventPayload::ToolCall(call) => {
-                if let Some(last) = member.steps.back_mut() {
-                    last.started.insert(call.call_id);
-                }
-            }
-            EventPayload::ToolResult(result) => {
-                if let Some(last) = member.steps.back_mut() {
-                    last.outcomes
-                        .insert(result.call_id, RecordedOutcome::Result(result.result));
-                }
-            }
-            EventPayload::ToolError(error) => {
-                if let Some(last) = member.steps.back_mut() {
-                    last.outcomes
-                        .insert(error.call_id, RecordedOutcome::Error(error.error_message));
-                }
-            }
-            // `fold` hands over the seven kinds above only.
-            _ => {}
+        if member.steps.back().is_none_or(|s| s.step != step) {
+            member.steps.push_back(RecordedStep::new(step));
         }
+        member.steps.back_mut()
+    }
+
+    /// A model's answer in its step (an earlier answer of the step was replaced by it).
+    fn answered(&mut self, event: &RunEvent, recorded: runlog::LlmResponse) {
+        if let Some(last) = self.step_of(event) {
+            if let Some(u) = last.response.as_ref().and_then(|r| r.usage) {
+                last.replaced_usage.add(u);
+            }
+            last.response = Some(response_of(recorded));
+        }
+    }
+
+    /// A compaction, which opens the step it was made for.
+    fn compacted(&mut self, event: &RunEvent, compacted: runlog::ContextCompacted) {
+        if let Some(last) = self.step_of(event) {
+            last.summary = compacted.summary;
+            if let Some(u) = compacted.summary_usage {
+                last.replaced_usage.add(u);
+            }
+        }
+    }
+
+    /// How call `call_id` of the latest step was settled.
+    fn settled(&mut self, event: &RunEvent, call_id: String, outcome: RecordedOutcome) {
+        if let Some(last) = self.last_step(event) {
+            last.outcomes.insert(call_id, outcome);
+        }
+    }
+
+    /// The latest step of `event`'s member: the one its calls belong to.
+    fn last_step(&mut self, event: &RunEvent) -> Option<&mut RecordedStep> {
+        self.member(event).steps.back_mut()
     }
 
     /// The specialists, in recruitment order.
@@ -316,9 +310,9 @@ impl RunHistory {
         Ok(RunEvent {
             seq: self.next_seq,
             ts: crate::unix_now(),
-            kind: end.kind(),
             step: None,
-            payload: end.to_json()?,
+            pack_index: None,
+            payload: end.into(),
         })
     }
 }
@@ -352,13 +346,7 @@ mod tests {
     use serde_json::json;
 
     fn event(seq: u64, kind: EventKind, step: Option<u32>, payload: Value) -> RunEvent {
-        RunEvent {
-            seq,
-            ts: seq as f64,
-            kind,
-            step,
-            payload,
-        }
+        RunEvent::from_wire(seq, seq as f64, kind.as_str(), step, payload)
     }
 
     #[test]

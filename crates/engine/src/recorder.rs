@@ -1,8 +1,6 @@
 //! Writes each event to the runlog, then shows it to the observer, numbering them in order.
 
-use fabric_domain::runlog::Payload;
-use fabric_domain::{EventKind, RunEvent};
-use serde_json::Value;
+use fabric_domain::{EventPayload, RunEvent};
 use tokio::sync::Mutex;
 
 use crate::ports::{RunLog, RunObserver, StoreError};
@@ -60,39 +58,21 @@ impl<'a> Recorder<'a> {
         self.journal.observer
     }
 
-    /// Records one typed payload (`fabric_domain::runlog`) as an event of its kind.
-    pub(crate) async fn record<P: Payload>(
+    /// Records one typed payload (`fabric_domain::runlog`) as an event of its kind. The
+    /// runlog comes first: what a watcher saw is always on disk. The event stays typed on
+    /// its way to the observers; only the runlog's edge writes it as JSON.
+    pub(crate) async fn record(
         &self,
         step: Option<u32>,
-        payload: &P,
+        payload: impl Into<EventPayload>,
     ) -> Result<(), StoreError> {
-        // Only what JSON cannot hold fails here (a workspace path that is not UTF-8); the
-        // run cannot be recorded then, like any other runlog write that fails.
-        let value = payload.to_json().map_err(|e| StoreError::Io {
-            action: "cannot encode an event for",
-            path: "the runlog".into(),
-            detail: e.to_string(),
-        })?;
-        self.emit(payload.kind(), step, value).await
-    }
-
-    /// Records one event whose payload is already JSON (a tool source's notice). The runlog
-    /// comes first: what a watcher saw is always on disk.
-    pub(crate) async fn emit(
-        &self,
-        kind: EventKind,
-        step: Option<u32>,
-        mut payload: Value,
-    ) -> Result<(), StoreError> {
-        if let (Some(index), Value::Object(map)) = (self.member, &mut payload) {
-            map.insert("pack_index".to_owned(), Value::from(index));
-        }
+        let payload = payload.into();
         let mut next_seq = self.journal.next_seq.lock().await;
         let event = RunEvent {
             seq: *next_seq,
             ts: crate::unix_now(),
-            kind,
             step,
+            pack_index: self.member,
             payload,
         };
         self.journal.log.append(&event).await?;

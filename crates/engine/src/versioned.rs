@@ -108,7 +108,7 @@ impl RunWorkspace {
         };
         rec.record(
             Some(step),
-            &runlog::Checkpoint {
+            runlog::Checkpoint {
                 tool: tool.to_owned(),
                 call_id: call_id.to_owned(),
                 commit: done.commit.as_ref().map(ToString::to_string),
@@ -193,7 +193,7 @@ async fn record_removed_git(
     let names = removed.join("`, `");
     rec.record(
         Some(step),
-        &runlog::SecurityEvent {
+        runlog::SecurityEvent {
             event_type: runlog::SecurityEventType::ProtectedPath,
             tool: Some(tool.to_owned()),
             call_id: Some(call_id.to_owned()),

@@ -65,6 +65,6 @@ fn to_sse(event: &RunEvent) -> Event {
     let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_owned());
     Event::default()
         .id(event.seq.to_string())
-        .event(event.kind.as_str())
+        .event(event.kind().as_str())
         .data(data)
 }

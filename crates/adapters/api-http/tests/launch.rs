@@ -99,12 +99,19 @@ impl RunStore for MemStore {
 }
 
 fn event(id: &RunId, seq: u64, kind: EventKind) -> RunEvent {
+    sized(id, seq, kind, 0)
+}
+
+/// An event whose payload is at least `size` bytes long (a tool result's text).
+fn sized(id: &RunId, seq: u64, kind: EventKind, size: usize) -> RunEvent {
+    let filler = "é".repeat(size / 2);
     RunEvent {
         seq,
-        ts: 1.0,
-        kind,
-        step: None,
-        payload: json!({"run_id": id, "status": "completed", "prompt": "x"}),
+        ..RunEvent::sample(
+            kind,
+            1.0,
+            json!({"run_id": id, "status": "completed", "prompt": "x", "result": filler}),
+        )
     }
 }
 
@@ -140,8 +147,7 @@ impl Runnable for Fake {
             Script::Panic => panic!("a bug in the run"),
             Script::Events { n, size } => {
                 for seq in 1..=n {
-                    let mut e = event(&run.id, seq, EventKind::ToolResult);
-                    e.payload["filler"] = Value::String("é".repeat(size / 2));
+                    let e = sized(&run.id, seq, EventKind::ToolResult, size);
                     record(&run, observer, e).await;
                 }
                 n + 1
@@ -343,10 +349,13 @@ async fn a_panicking_run_ends_failed_everywhere_and_shutdown_completes() {
     assert_eq!(status["live"], false);
     let stored = s.store.events(&RunId::parse(&id).unwrap());
     let last = stored.last().unwrap();
-    assert_eq!(last.kind, EventKind::RunFailed);
+    assert_eq!(last.kind(), EventKind::RunFailed);
     assert_eq!(last.seq, 1);
-    assert_eq!(last.payload["status"], "failed");
-    assert_eq!(last.payload["reason"], "the run panicked: a bug in the run");
+    assert_eq!(last.terminal_status(), Some(RunStatus::Failed));
+    assert_eq!(
+        last.end_reason(),
+        Some("the run panicked: a bug in the run")
+    );
     // Blocking: a 500 that names the run.
     let (code, error) = s.post("/run", json!({"prompt": "x"})).await;
     assert_eq!(code, 500, "{error}");

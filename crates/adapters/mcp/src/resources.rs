@@ -11,7 +11,7 @@ use std::sync::Arc;
 use base64::Engine;
 use fabric_core::service::RunService;
 use fabric_core::{RunQuery, WorkspaceFiles};
-use fabric_domain::{EventKind, RunEvent, RunId, RunSummary, runlog};
+use fabric_domain::{EventPayload, RunEvent, RunId, RunSummary};
 use rmcp::ErrorData;
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
@@ -238,9 +238,10 @@ fn text_mime(path: &str) -> &'static str {
 fn workspace_of(uri: &str, events: &[RunEvent]) -> Result<std::path::PathBuf, ErrorData> {
     events
         .iter()
-        .find(|e| e.kind == EventKind::RunStart)
-        .and_then(|e| e.payload_as::<runlog::RunStart>().ok())
-        .map(|start| start.workspace)
+        .find_map(|e| match &e.payload {
+            EventPayload::RunStart(start) => Some(start.workspace.clone()),
+            _ => None,
+        })
         .ok_or_else(|| {
             ErrorData::resource_not_found(
                 format!("resource `{uri}`: the run has not recorded its start yet, so it has no workspace; read it again in a moment"),

@@ -4,13 +4,13 @@ use fabric_domain::{EventKind, RunStatus};
 use serde_json::json;
 
 fn event(seq: u64, kind: EventKind, payload: serde_json::Value) -> RunEvent {
-    RunEvent {
+    RunEvent::from_wire(
         seq,
-        ts: 1_700_000_000.0 + seq as f64,
-        kind,
-        step: None,
+        1_700_000_000.0 + seq as f64,
+        kind.as_str(),
+        None,
         payload,
-    }
+    )
 }
 
 #[tokio::test]

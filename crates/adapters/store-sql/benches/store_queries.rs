@@ -269,13 +269,7 @@ fn words(rng: &mut Rng, topic: &[&str], count: usize) -> String {
 }
 
 fn ev(seq: u64, ts: f64, kind: EventKind, payload: serde_json::Value) -> RunEvent {
-    RunEvent {
-        seq,
-        ts,
-        kind,
-        step: Some(0),
-        payload,
-    }
+    RunEvent::from_wire(seq, ts, kind.as_str(), Some(0), payload)
 }
 
 /// A realistic run's events: start, recruitment, 1-3 tool calls and results, completion.

@@ -50,18 +50,18 @@ impl ToolEvent {
     /// The tool call `event` is part of; `None` for other events and for a payload that
     /// does not fit its kind (it is indexed without a tool).
     pub(crate) fn of(event: &RunEvent) -> Option<Self> {
-        match event.typed().ok()? {
+        match &event.payload {
             EventPayload::ToolCall(call) => Some(Self::Call {
-                tool: call.tool,
-                args: call.args,
+                tool: call.tool.clone(),
+                args: call.args.clone(),
             }),
             EventPayload::ToolResult(result) => Some(Self::Result {
-                tool: result.tool,
-                result: result.result,
+                tool: result.tool.clone(),
+                result: result.result.clone(),
             }),
             EventPayload::ToolError(error) => Some(Self::Error {
-                tool: error.tool,
-                message: error.error_message,
+                tool: error.tool.clone(),
+                message: error.error_message.clone(),
             }),
             EventPayload::RunStart(_)
             | EventPayload::Recruitment(_)
@@ -89,7 +89,8 @@ impl ToolEvent {
             | EventPayload::RunComplete(_)
             | EventPayload::RunFailed(_)
             | EventPayload::RunAborted(_)
-            | EventPayload::Unknown(_) => None,
+            | EventPayload::Unknown { .. }
+            | EventPayload::Unreadable { .. } => None,
         }
     }
 

@@ -57,7 +57,7 @@ pub(crate) async fn insert_events(
                 (*run_id).into(),
                 Arg::Int(int(event.seq)),
                 Arg::Real(event.ts),
-                event.kind.as_str().into(),
+                event.kind().as_str().into(),
                 Arg::OptInt(event.step.map(i64::from)),
                 Arg::OptText(tool_of(event)),
                 Arg::Text(line),

@@ -429,7 +429,7 @@ impl RunQueue for SqlStore {
                 };
                 for event in events {
                     last = Some(event.seq);
-                    let terminal = event.kind.is_terminal();
+                    let terminal = event.kind().is_terminal();
                     if tx.send(event).await.is_err() || terminal {
                         return;
                     }
@@ -549,7 +549,7 @@ impl RunLog for ClaimedRunLog {
                         self.run.as_str().into(),
                         Arg::Int(i64::try_from(event.seq).unwrap_or(i64::MAX)),
                         Arg::Real(event.ts),
-                        event.kind.as_str().into(),
+                        event.kind().as_str().into(),
                         Arg::OptInt(event.step.map(i64::from)),
                         Arg::OptText(crate::index::tool_of(event)),
                         Arg::Text(line.clone()),

@@ -22,6 +22,9 @@ use crate::error::SqlError;
 use crate::{SqlStore, StoreOptions, index};
 
 /// What the writer is asked to do.
+// An event is its typed payload inline; the channel holds few at a time, so boxing it
+// would only add an allocation per event.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Msg {
     /// Index one event with its runlog line (a run's end is written at once, others may
     /// linger).
@@ -191,7 +194,7 @@ impl Msg {
     /// How long this message may wait for company: a run's end and a flush not at all.
     fn linger(&self) -> Duration {
         match self {
-            Self::Event { event, .. } if event.kind.is_terminal() => Duration::ZERO,
+            Self::Event { event, .. } if event.kind().is_terminal() => Duration::ZERO,
             Self::Event { .. } => LINGER,
             Self::Create { .. } | Self::Reopen { .. } => CREATE_LINGER,
             Self::Flush(_) => Duration::ZERO,
@@ -289,7 +292,7 @@ impl Writer {
                         linked: (0, 0),
                     });
                     live.summary.apply(&event);
-                    if event.kind.is_terminal() {
+                    if event.kind().is_terminal() {
                         ended.push(run.clone());
                     } else {
                         self.stale.insert(run.clone());

@@ -10,11 +10,11 @@
 
 mod common;
 
-use common::{Script, TestStore, events, run};
+use common::{Script, TestStore, events, of_unknown_kind, run};
 use fabric_core::{
     QueryEmbedding, RunCatalog, RunQuery, RunStore, SearchQuery, StatsGroup, StatsQuery, StoreError,
 };
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, RunSummary};
+use fabric_domain::{RunEvent, RunId, RunStatus, RunSummary};
 use fabric_store_fs::{FsRunStore, RUNLOG_FILE};
 use std::io::Write;
 
@@ -597,7 +597,7 @@ async fn a_kill_between_the_two_writes_is_caught_up(t: &TestStore) {
     let text = std::fs::read_to_string(&path).unwrap();
     let mut extra = events(&second, &Script::default()).pop().unwrap();
     extra.seq = 5;
-    extra.kind = fabric_domain::EventKind::Unknown;
+    extra.payload = of_unknown_kind(&extra);
     std::fs::write(
         &path,
         format!("{text}{}\n", serde_json::to_string(&extra).unwrap()),
@@ -751,7 +751,7 @@ async fn plant(t: &TestStore, id: &RunId, event: &RunEvent) {
             .bind(id.as_str())
             .bind(seq)
             .bind(event.ts)
-            .bind(event.kind.as_str())
+            .bind(event.kind().as_str())
             .bind(line)
             .execute(&mut $conn)
             .await
@@ -806,8 +806,10 @@ async fn issue_26_a_torn_but_whole_last_line_never_outlives_its_runlog(t: &TestS
     let reopened = t.reopen().await;
     let run = reopened.reopen_run(&id).await.unwrap();
     let mut again = torn.clone();
-    again.payload =
-        serde_json::json!({"tool": "search_runs", "call_id": "c2", "args": {"query": "quokka"}});
+    again.payload = fabric_domain::EventPayload::from_wire(
+        "tool_call",
+        serde_json::json!({"tool": "search_runs", "call_id": "c2", "args": {"query": "quokka"}}),
+    );
     run.log.append(&again).await.unwrap();
     for event in &script[3..] {
         run.log.append(event).await.unwrap();
@@ -832,7 +834,7 @@ async fn issue_26_a_torn_but_whole_last_line_never_outlives_its_runlog(t: &TestS
     plant(t, &id, &torn).await;
     let mut beyond = script[4].clone();
     beyond.seq = 5;
-    beyond.kind = EventKind::Unknown;
+    beyond.payload = of_unknown_kind(&beyond);
     plant(t, &id, &beyond).await;
     assert_ne!(indexed(t, &reopened, &id).await, logged);
     assert_eq!(

@@ -148,7 +148,7 @@ async fn insert_directly(t: &TestStore, id: &RunId, event: &RunEvent) {
     .bind(id.as_str())
     .bind(i64::try_from(event.seq).unwrap())
     .bind(event.ts)
-    .bind(event.kind.as_str())
+    .bind(event.kind().as_str())
     .bind(event.step.map(i64::from))
     .bind(serde_json::to_string(event).unwrap())
     .execute(&mut conn)
@@ -466,7 +466,7 @@ async fn issue_40_takeovers_without_work_in_between_are_counted_as_deaths() {
     // The first claim records its start, then its worker dies before any work.
     let answer = script
         .iter()
-        .position(|e| ["llm_response", "tool_result", "tool_error"].contains(&e.kind.as_str()))
+        .position(|e| ["llm_response", "tool_result", "tool_error"].contains(&e.kind().as_str()))
         .unwrap();
     for event in &script[..answer] {
         run.log.append(event).await.unwrap();

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use fabric_domain::runlog::{
-    CriticReview, EventPayload, LlmToolCall, McpServer, McpStatus, RunStart,
+    self, CriticReview, EventPayload, LlmToolCall, McpServer, McpStatus, RunStart,
 };
 use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, Usage};
 use serde_json::Value;
@@ -437,48 +437,72 @@ impl Tracer {
         self.sink.emit(chat.end(t.trace_id, ts, error));
     }
 
-    /// Takes one event of run `run`: the run's beginning and end here, everything between
-    /// in [`Tracer::on_member`], [`Tracer::on_chat`] and [`Tracer::on_tool`].
+    /// Takes one event of run `run`: the run's beginning and end, members, model calls,
+    /// tool calls and MCP servers' starts, each kind named (no wildcard arm).
     pub fn observe(&self, run: &RunId, event: &RunEvent) {
-        let payload = match event.typed() {
-            Ok(payload) => payload,
-            Err(e) => {
-                // Every payload the fabric writes fits its struct, so this is a runlog
-                // from elsewhere: the trace goes on without the event, and a run that ends
-                // so leaves nothing behind.
-                tracing::debug!(run_id = %run, error = %e, "event left out of the trace");
-                if event.kind.is_terminal() {
-                    self.forget(run);
-                }
-                return;
+        if let EventPayload::Unreadable { kind, error, .. } = &event.payload {
+            // Every payload the fabric writes fits its struct, so this is a runlog from
+            // elsewhere: the trace goes on without the event, and a run that ends so leaves
+            // nothing behind.
+            tracing::debug!(run_id = %run, %error, ?kind, "event left out of the trace");
+            if kind.is_terminal() {
+                self.forget(run);
             }
-        };
-        let mut state = self.lock();
-        let Some(payload) = self.begin_or_end(&mut state, run, event, payload) else {
             return;
-        };
+        }
+        let mut state = self.lock();
+        let payload = &event.payload;
+        if self.begin_or_end(&mut state, run, event) {
+            return;
+        }
         let Some(t) = state.runs.get_mut(run) else {
             return;
         };
         let at = At {
             run,
             ts: event.ts,
-            pack: event.pack_index(),
+            pack: event.pack_index,
         };
         match payload {
-            member @ (EventPayload::Recruitment(_)
-            | EventPayload::PackStart(_)
-            | EventPayload::PackEnd(_)) => self.on_member(t, &at, member),
-            chat @ (EventPayload::CloudFallback(_)
-            | EventPayload::LlmRequest(_)
-            | EventPayload::RoutingRequest(_)
-            | EventPayload::LlmResponse(_)
-            | EventPayload::RoutingResponse(_)) => self.on_chat(t, &at, chat),
-            tool @ (EventPayload::ToolCall(_)
-            | EventPayload::ToolResult(_)
-            | EventPayload::ToolError(_)
-            | EventPayload::CriticReview(_)
-            | EventPayload::McpServer(_)) => self.on_tool(t, &at, tool),
+            EventPayload::Recruitment(r) => self.recruited(t, &at, r),
+            EventPayload::PackStart(start) => self.member_started(t, &at, start),
+            EventPayload::PackEnd(end) => self.member_ended(t, &at, end),
+            EventPayload::CloudFallback(fallback) => {
+                t.next_call_keys
+                    .insert(at.pack, fallback.cloud_model_key.clone());
+            }
+            EventPayload::LlmRequest(request) => {
+                self.start_chat(t, at.pack, at.ts, &request.model, None);
+            }
+            EventPayload::RoutingRequest(request) => {
+                let key = Some(request.model_key.as_str());
+                self.start_chat(t, at.pack, at.ts, &request.model, key);
+            }
+            EventPayload::LlmResponse(response) => {
+                let answer = Answer {
+                    usage: response.usage,
+                    finish_reason: response.finish_reason.as_deref(),
+                    content: response.content.as_deref(),
+                    tool_calls: &response.tool_calls,
+                    error: None,
+                };
+                self.end_chat(t, at.pack, at.ts, answer);
+            }
+            EventPayload::RoutingResponse(response) => {
+                let answer = Answer {
+                    usage: None,
+                    finish_reason: None,
+                    content: response.content.as_deref(),
+                    tool_calls: &response.tool_calls,
+                    error: response.error.as_deref(),
+                };
+                self.end_chat(t, at.pack, at.ts, answer);
+            }
+            EventPayload::ToolCall(call) => self.tool_called(t, &at, call),
+            EventPayload::ToolResult(result) => self.tool_result(t, &at, result),
+            EventPayload::ToolError(error) => self.tool_error(t, &at, error),
+            EventPayload::CriticReview(review) => review_on_finish(t, review),
+            EventPayload::McpServer(notice) => self.mcp_started(t, &at, notice),
             // The run's branch, to find its changes from its trace.
             EventPayload::Workspace(opened) => {
                 t.root.str("fabric.workspace.branch", &opened.branch)
@@ -502,22 +526,17 @@ impl Tracer {
             | EventPayload::RepairRound(_)
             | EventPayload::SecurityEvent(_)
             | EventPayload::LoopDetected(_)
-            | EventPayload::Unknown(_) => {}
+            | EventPayload::Unknown { .. }
+            | EventPayload::Unreadable { .. } => {}
         }
     }
 
     /// A run's beginning (or its first event in this process after a resumption) and its
-    /// end; `Some` with any other payload, untouched.
-    fn begin_or_end(
-        &self,
-        state: &mut State,
-        run: &RunId,
-        event: &RunEvent,
-        payload: EventPayload,
-    ) -> Option<EventPayload> {
-        match payload {
+    /// end: whether `event` was one.
+    fn begin_or_end(&self, state: &mut State, run: &RunId, event: &RunEvent) -> bool {
+        match &event.payload {
             EventPayload::RunStart(start) => {
-                self.start_run(state, run, event.ts, Some(&start));
+                self.start_run(state, run, event.ts, Some(start));
             }
             // A continued run's events go on in this process without a new `run_start`:
             // its spans from here on get a root of their own (the first process's trace
@@ -532,7 +551,7 @@ impl Tracer {
                 }
             }
             EventPayload::RunComplete(end) | EventPayload::RunFailed(end) => {
-                let failed = event.kind == EventKind::RunFailed;
+                let failed = event.kind() == EventKind::RunFailed;
                 let end = End {
                     specialist_ids: &end.specialist_ids,
                     status: end.status,
@@ -550,146 +569,102 @@ impl Tracer {
                 };
                 self.end_run(state, run, event.ts, true, &end);
             }
-            other => return Some(other),
+            _ => return false,
         }
-        None
+        true
     }
 
-    /// The recruitment names the root; a task force's members get spans of their own.
-    fn on_member(&self, t: &mut RunTrace, at: &At<'_>, payload: EventPayload) {
-        let trace_id = t.trace_id;
-        match payload {
-            EventPayload::Recruitment(r) => {
-                let agent = r.specialist_ids.join(",");
-                t.root.name = format!("invoke_agent {agent}");
-                t.root.str("gen_ai.agent.name", &agent);
-                t.task_force = r.is_task_force;
-                let mut route = Open::new(
-                    Some(t.root.span_id),
-                    "fabric.route".to_owned(),
-                    Kind::Internal,
-                    t.root.start,
-                );
-                route.str("fabric.routing_method", r.routing_method.as_str());
-                route.attr("fabric.specialist_ids", Attr::StrArray(r.specialist_ids));
-                self.sink.emit(route.end(trace_id, at.ts, None));
+    /// The recruitment names the root.
+    fn recruited(&self, t: &mut RunTrace, at: &At<'_>, r: &runlog::Recruitment) {
+        let agent = r.specialist_ids.join(",");
+        t.root.name = format!("invoke_agent {agent}");
+        t.root.str("gen_ai.agent.name", &agent);
+        t.task_force = r.is_task_force;
+        let mut route = Open::new(
+            Some(t.root.span_id),
+            "fabric.route".to_owned(),
+            Kind::Internal,
+            t.root.start,
+        );
+        route.str("fabric.routing_method", r.routing_method.as_str());
+        route.attr(
+            "fabric.specialist_ids",
+            Attr::StrArray(r.specialist_ids.clone()),
+        );
+        self.sink.emit(route.end(t.trace_id, at.ts, None));
+    }
+
+    /// A task force's members get spans of their own.
+    fn member_started(&self, t: &mut RunTrace, at: &At<'_>, start: &runlog::PackStart) {
+        t.model_keys.insert(at.pack, start.model_key.clone());
+        if t.task_force {
+            let id = start.specialist_id.as_str();
+            let mut member = Open::new(
+                Some(t.root.span_id),
+                format!("invoke_agent {id}"),
+                Kind::Internal,
+                at.ts,
+            );
+            member.str("gen_ai.operation.name", "invoke_agent");
+            member.str("gen_ai.agent.name", id);
+            member.str("gen_ai.conversation.id", at.run.as_str());
+            if let Some(old) = t.members.insert(at.pack.unwrap_or_default(), member) {
+                self.sink.emit(old.end(t.trace_id, at.ts, None));
             }
-            EventPayload::PackStart(start) => {
-                t.model_keys.insert(at.pack, start.model_key);
-                if t.task_force {
-                    let id = start.specialist_id.as_str();
-                    let mut member = Open::new(
-                        Some(t.root.span_id),
-                        format!("invoke_agent {id}"),
-                        Kind::Internal,
-                        at.ts,
-                    );
-                    member.str("gen_ai.operation.name", "invoke_agent");
-                    member.str("gen_ai.agent.name", id);
-                    member.str("gen_ai.conversation.id", at.run.as_str());
-                    if let Some(old) = t.members.insert(at.pack.unwrap_or_default(), member) {
-                        self.sink.emit(old.end(trace_id, at.ts, None));
-                    }
-                }
-            }
-            EventPayload::PackEnd(end) => {
-                if let Some(member) = t.members.remove(&at.pack.unwrap_or_default()) {
-                    let error = (!end.status.is_success()).then(|| {
-                        format!(
-                            "{}: {}",
-                            end.status.as_str(),
-                            end.reason.as_deref().unwrap_or_default()
-                        )
-                    });
-                    self.sink.emit(member.end(trace_id, at.ts, error));
-                }
-            }
-            _ => {}
         }
     }
 
-    /// Model calls: a span from request to response, on the member's (or fallback's) key.
-    fn on_chat(&self, t: &mut RunTrace, at: &At<'_>, payload: EventPayload) {
-        let (pack, ts) = (at.pack, at.ts);
-        match payload {
-            EventPayload::CloudFallback(fallback) => {
-                t.next_call_keys.insert(pack, fallback.cloud_model_key);
-            }
-            EventPayload::LlmRequest(request) => {
-                self.start_chat(t, pack, ts, &request.model, None);
-            }
-            EventPayload::RoutingRequest(request) => {
-                self.start_chat(t, pack, ts, &request.model, Some(&request.model_key));
-            }
-            EventPayload::LlmResponse(response) => {
-                let answer = Answer {
-                    usage: response.usage,
-                    finish_reason: response.finish_reason.as_deref(),
-                    content: response.content.as_deref(),
-                    tool_calls: &response.tool_calls,
-                    error: None,
-                };
-                self.end_chat(t, pack, ts, answer);
-            }
-            EventPayload::RoutingResponse(response) => {
-                let answer = Answer {
-                    usage: None,
-                    finish_reason: None,
-                    content: response.content.as_deref(),
-                    tool_calls: &response.tool_calls,
-                    error: response.error.as_deref(),
-                };
-                self.end_chat(t, pack, ts, answer);
-            }
-            _ => {}
+    fn member_ended(&self, t: &mut RunTrace, at: &At<'_>, end: &runlog::PackEnd) {
+        if let Some(member) = t.members.remove(&at.pack.unwrap_or_default()) {
+            let error = (!end.status.is_success()).then(|| {
+                format!(
+                    "{}: {}",
+                    end.status.as_str(),
+                    end.reason.as_deref().unwrap_or_default()
+                )
+            });
+            self.sink.emit(member.end(t.trace_id, at.ts, error));
         }
     }
 
-    /// Tool calls: a span from call to result or error; a critic's verdict on the
-    /// `finish_task` it judged; an MCP server's start.
-    fn on_tool(&self, t: &mut RunTrace, at: &At<'_>, payload: EventPayload) {
-        let trace_id = t.trace_id;
-        match payload {
-            EventPayload::ToolCall(call) => {
-                let tool = call.tool.as_str();
-                let mut span = Open::new(
-                    Some(t.current(at.pack)),
-                    format!("execute_tool {tool}"),
-                    Kind::Internal,
-                    at.ts,
-                );
-                span.str("gen_ai.operation.name", "execute_tool");
-                span.str("gen_ai.tool.name", tool);
-                span.str("gen_ai.tool.call.id", &call.call_id);
-                span.str("gen_ai.tool.type", "function");
-                if self.capture_content {
-                    span.str("gen_ai.tool.call.arguments", &capped(&call.args));
-                }
-                t.tools.push((call.call_id, span));
+    /// Tool calls: a span from call to result or error.
+    fn tool_called(&self, t: &mut RunTrace, at: &At<'_>, call: &runlog::ToolCall) {
+        let tool = call.tool.as_str();
+        let mut span = Open::new(
+            Some(t.current(at.pack)),
+            format!("execute_tool {tool}"),
+            Kind::Internal,
+            at.ts,
+        );
+        span.str("gen_ai.operation.name", "execute_tool");
+        span.str("gen_ai.tool.name", tool);
+        span.str("gen_ai.tool.call.id", &call.call_id);
+        span.str("gen_ai.tool.type", "function");
+        if self.capture_content {
+            span.str("gen_ai.tool.call.arguments", &capped(&call.args));
+        }
+        t.tools.push((call.call_id.clone(), span));
+    }
+
+    fn tool_result(&self, t: &mut RunTrace, at: &At<'_>, result: &runlog::ToolResult) {
+        if let Some(mut span) = t.take_tool(&result.call_id) {
+            if self.capture_content {
+                span.str("gen_ai.tool.call.result", &capped(&result.result));
             }
-            EventPayload::ToolResult(result) => {
-                if let Some(mut span) = t.take_tool(&result.call_id) {
-                    if self.capture_content {
-                        span.str("gen_ai.tool.call.result", &capped(&result.result));
-                    }
-                    self.sink.emit(span.end(trace_id, at.ts, None));
-                }
-            }
-            EventPayload::ToolError(error) => {
-                if let Some(mut span) = t.take_tool(&error.call_id) {
-                    span.str("error.type", error.error_type.as_str());
-                    self.sink
-                        .emit(span.end(trace_id, at.ts, Some(error.error_message)));
-                }
-            }
-            EventPayload::CriticReview(review) => review_on_finish(t, &review),
-            EventPayload::McpServer(notice) => self.mcp_started(t, at, notice),
-            _ => {}
+            self.sink.emit(span.end(t.trace_id, at.ts, None));
+        }
+    }
+
+    fn tool_error(&self, t: &mut RunTrace, at: &At<'_>, error: &runlog::ToolError) {
+        if let Some(mut span) = t.take_tool(&error.call_id) {
+            span.str("error.type", error.error_type.as_str());
+            let message = Some(error.error_message.clone());
+            self.sink.emit(span.end(t.trace_id, at.ts, message));
         }
     }
 
     /// A span for an MCP server's start, once it is ready or failed.
-    fn mcp_started(&self, t: &RunTrace, at: &At<'_>, notice: McpServer) {
+    fn mcp_started(&self, t: &RunTrace, at: &At<'_>, notice: &McpServer) {
         if !matches!(
             notice.status,
             McpStatus::Ready | McpStatus::Failed | McpStatus::Timeout
@@ -707,8 +682,8 @@ impl Tracer {
         );
         span.str("fabric.mcp.server", server);
         span.str("fabric.mcp.status", notice.status.as_str());
-        let error =
-            (notice.status != McpStatus::Ready).then(|| cap(notice.error.unwrap_or_default()));
+        let error = (notice.status != McpStatus::Ready)
+            .then(|| cap(notice.error.clone().unwrap_or_default()));
         self.sink.emit(span.end(t.trace_id, at.ts, error));
     }
 

@@ -185,13 +185,13 @@ fn routing_mcp_and_a_child_run_with_content() {
         // A host's stand-in for a panicked run: no specialists, no usage.
         (
             &parent,
-            RunEvent {
-                seq: 0,
-                ts: 4.5,
-                kind: EventKind::RunFailed,
-                step: None,
-                payload: json!({"run_id": parent.as_str(), "status": "failed", "reason": "the run panicked"}),
-            },
+            RunEvent::from_wire(
+                0,
+                4.5,
+                EventKind::RunFailed.as_str(),
+                None,
+                json!({"run_id": parent.as_str(), "status": "failed", "reason": "the run panicked"}),
+            ),
         ),
     ] {
         tracer.observe(run, &e);

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use console::{Style, Term};
 use fabric_core::{ChatObserver, RunObserver};
-use fabric_domain::{EventKind, RunEvent, UtcTime, runlog, visible_line, visible_text};
+use fabric_domain::{EventPayload, RunEvent, UtcTime, runlog, visible_line, visible_text};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 use std::io::Write;
@@ -114,245 +114,185 @@ impl RunObserver for HumanRenderer {
     }
 
     async fn on_event(&self, event: &RunEvent) {
-        // Payloads are read as their runlog structs; one that does not fit prints nothing.
-        let step = event.step.map(|s| s + 1).unwrap_or_default();
-        match event.kind {
-            EventKind::RunStart => {
-                if let Ok(p) = event.payload_as::<runlog::RunStart>() {
-                    self.line(format!(
-                        "{} run {} · model {} · workspace {}",
-                        self.accent.apply_to("fabric"),
-                        p.run_id,
-                        visible_line(&p.model),
-                        visible_line(&p.workspace.display().to_string())
-                    ));
-                }
-            }
-            EventKind::RunResumed => {
-                if let Ok(p) = event.payload_as::<runlog::RunResumed>() {
-                    self.line(format!(
-                        "{} run {} resumed · {} recorded model answers replayed, not asked again",
-                        self.accent.apply_to("fabric"),
-                        p.run_id,
-                        p.replayed_steps
-                    ));
-                }
-            }
-            EventKind::Recruitment => {
-                if let Ok(p) = event.payload_as::<runlog::Recruitment>() {
-                    self.line(format!(
-                        "{} specialist {} ({})",
-                        self.dim.apply_to("·"),
-                        self.accent
-                            .apply_to(visible_line(&p.specialist_ids.join(", "))),
-                        p.routing_method
-                    ));
-                }
-            }
-            EventKind::LlmRequest => {
+        use EventPayload as P;
+        // A payload that does not fit its struct (`Unreadable`) prints nothing.
+        match &event.payload {
+            P::RunStart(p) => self.line(format!(
+                "{} run {} · model {} · workspace {}",
+                self.accent.apply_to("fabric"),
+                p.run_id,
+                visible_line(&p.model),
+                visible_line(&p.workspace.display().to_string())
+            )),
+            P::RunResumed(p) => self.line(format!(
+                "{} run {} resumed · {} recorded model answers replayed, not asked again",
+                self.accent.apply_to("fabric"),
+                p.run_id,
+                p.replayed_steps
+            )),
+            P::Recruitment(p) => self.line(format!(
+                "{} specialist {} ({})",
+                self.dim.apply_to("·"),
+                self.accent
+                    .apply_to(visible_line(&p.specialist_ids.join(", "))),
+                p.routing_method
+            )),
+            P::LlmRequest(_) | P::RoutingRequest(_) => {
+                let step = event.step.map(|s| s + 1).unwrap_or_default();
                 self.streaming_text.store(false, Ordering::Relaxed);
                 self.start_spinner(format!("step {step}: thinking"));
             }
-            EventKind::LlmResponse => {
-                if self.streaming_text.swap(false, Ordering::Relaxed) {
-                    let _ = self.term.write_line("");
-                }
-                self.stop_spinner();
-                // A routing response reads as an `LlmResponse` too (its extra fields aside).
-                if let Ok(p) = event.payload_as::<runlog::LlmResponse>() {
-                    let content = p.content.unwrap_or_default();
-                    if !content.trim().is_empty() && p.tool_calls.is_empty() {
-                        self.line(format!(
-                            "  {} {}",
-                            self.dim.apply_to("model:"),
-                            one_line(&content, 200)
-                        ));
-                    }
-                }
-            }
-            EventKind::ToolCall => {
-                if let Ok(p) = event.payload_as::<runlog::ToolCall>() {
-                    self.line(format!(
-                        "{} {} {}",
-                        self.accent.apply_to("→"),
-                        visible_line(&p.tool),
-                        self.dim.apply_to(one_line(&p.args.to_string(), 120))
-                    ));
-                }
-            }
-            EventKind::ToolResult => {
-                if let Ok(p) = event.payload_as::<runlog::ToolResult>()
-                    && p.tool != fabric_domain::FINISH_TOOL
-                {
-                    self.line(format!(
-                        "  {} {}",
-                        self.ok.apply_to("✓"),
-                        self.dim.apply_to(one_line(&text(&p.result), 120))
-                    ));
-                }
-            }
-            EventKind::ToolError => {
-                if let Ok(p) = event.payload_as::<runlog::ToolError>() {
-                    self.line(format!(
-                        "  {} {}",
-                        self.bad.apply_to("✗"),
-                        one_line(&p.error_message, 200)
-                    ));
-                }
-            }
-            EventKind::SecurityEvent => {
-                if let Ok(p) = event.payload_as::<runlog::SecurityEvent>() {
-                    self.line(format!(
-                        "  {} refused ({}): {}",
-                        self.bad.apply_to("⛔"),
-                        p.event_type,
-                        one_line(&p.attempted, 120)
-                    ));
-                }
-            }
-            EventKind::CloudFallback => {
-                if let Ok(p) = event.payload_as::<runlog::CloudFallback>() {
-                    self.line(format!(
-                        "  {} {} did not manage ({}); asking {}",
-                        self.dim.apply_to("↑"),
-                        visible_line(&p.local_model),
-                        p.reason,
-                        visible_line(&p.cloud_model)
-                    ));
-                }
-            }
-            EventKind::CriticReview => {
-                if let Ok(p) = event.payload_as::<runlog::CriticReview>() {
-                    self.critic_review(&p);
-                }
-            }
-            EventKind::RepairRound => {
-                if let Ok(p) = event.payload_as::<runlog::RepairRound>() {
-                    self.line(format!(
-                        "  {} repairing for review {} of {} on {}",
-                        self.dim.apply_to("↺"),
-                        p.round,
-                        p.max_rounds,
-                        visible_line(&p.model_key)
-                    ));
-                }
-            }
-            EventKind::ContextCompacted => {
-                if let Ok(p) = event.payload_as::<runlog::ContextCompacted>() {
-                    self.line(format!(
-                        "  {} context compacted to fit {} tokens: about {} → {} ({} results shortened, {} messages left out)",
-                        self.dim.apply_to("⇣"),
-                        p.window,
-                        p.tokens_before,
-                        p.tokens_after,
-                        p.shortened_results,
-                        p.dropped_messages
-                    ));
-                }
-            }
-            EventKind::ToolCallRepaired => {
-                if let Ok(p) = event.payload_as::<runlog::ToolCallRepaired>() {
-                    self.line(format!(
-                        "  {} the server returned the model's call of {} as text ({}); repaired",
-                        self.dim.apply_to("⚙"),
-                        visible_line(&p.tools.join(", ")),
-                        visible_line(&p.format)
-                    ));
-                }
-            }
-            EventKind::LoopDetected => {
-                if let Ok(p) = event.payload_as::<runlog::LoopDetected>() {
-                    self.line(format!(
-                        "  {} `{}` repeated {} times with the same result; {}",
-                        self.warn.apply_to("↻"),
-                        visible_line(&p.tool),
-                        p.repeats,
-                        match p.action.as_str() {
-                            "nudged" => "telling the model",
-                            "refused" => "refused",
-                            _ => "stopping",
-                        }
-                    ));
-                }
-            }
-            EventKind::CorrectiveReprompt => self.line(format!(
+            P::LlmResponse(p) => self.answer(p.content.as_deref(), p.tool_calls.is_empty()),
+            P::RoutingResponse(p) => self.answer(p.content.as_deref(), p.tool_calls.is_empty()),
+            P::ToolCall(p) => self.line(format!(
+                "{} {} {}",
+                self.accent.apply_to("→"),
+                visible_line(&p.tool),
+                self.dim.apply_to(one_line(&p.args.to_string(), 120))
+            )),
+            P::ToolResult(p) => self.tool_result(p),
+            P::ToolError(p) => self.line(format!(
+                "  {} {}",
+                self.bad.apply_to("✗"),
+                one_line(&p.error_message, 200)
+            )),
+            P::SecurityEvent(p) => self.line(format!(
+                "  {} refused ({}): {}",
+                self.bad.apply_to("⛔"),
+                p.event_type,
+                one_line(&p.attempted, 120)
+            )),
+            P::CloudFallback(p) => self.line(format!(
+                "  {} {} did not manage ({}); asking {}",
+                self.dim.apply_to("↑"),
+                visible_line(&p.local_model),
+                p.reason,
+                visible_line(&p.cloud_model)
+            )),
+            P::CriticReview(p) => self.critic_review(p),
+            P::RepairRound(p) => self.line(format!(
+                "  {} repairing for review {} of {} on {}",
+                self.dim.apply_to("↺"),
+                p.round,
+                p.max_rounds,
+                visible_line(&p.model_key)
+            )),
+            P::ContextCompacted(p) => self.context_compacted(p),
+            P::ToolCallRepaired(p) => self.line(format!(
+                "  {} the server returned the model's call of {} as text ({}); repaired",
+                self.dim.apply_to("⚙"),
+                visible_line(&p.tools.join(", ")),
+                visible_line(&p.format)
+            )),
+            P::LoopDetected(p) => self.loop_detected(p),
+            P::CorrectiveReprompt(_) => self.line(format!(
                 "  {} the model answered in text; asking it to use its tools",
                 self.dim.apply_to("↺")
             )),
-            EventKind::RunComplete => {
-                if let Ok(p) = event.payload_as::<runlog::RunEnd>() {
-                    // Not a green tick: the model never said it was done (issue #24).
-                    if p.status == fabric_domain::RunStatus::CompletedWithoutFinish {
-                        self.line(format!(
-                            "{} ended in {} steps without finish_task: {}",
-                            self.warn.apply_to("⚠"),
-                            p.steps,
-                            visible_line(&p.reason.unwrap_or_default())
-                        ));
-                        return;
-                    }
-                    self.line(format!(
-                        "{} {} in {} steps",
-                        self.ok.apply_to("✔"),
-                        p.status,
-                        p.steps
-                    ));
-                }
-            }
-            EventKind::RunFailed => {
-                let ended = event
-                    .payload_as::<runlog::RunEnd>()
-                    .map(|p| (p.status, p.reason));
-                let aborted = || {
-                    event
-                        .payload_as::<runlog::RunAborted>()
-                        .map(|p| (p.status, Some(p.reason)))
-                };
-                if let Ok((status, reason)) = ended.or_else(|_| aborted()) {
-                    self.line(format!(
-                        "{} {}: {}",
-                        self.bad.apply_to("✘"),
-                        status,
-                        visible_line(&reason.unwrap_or_default())
-                    ));
-                }
-            }
-            EventKind::McpServer => {
-                if let Ok(p) = event.payload_as::<runlog::McpServer>() {
-                    self.mcp_server(p);
-                }
-            }
-            EventKind::McpMessage => {
-                if let Ok(p) = event.payload_as::<runlog::McpMessage>() {
-                    self.mcp_message(p);
-                }
-            }
-            EventKind::McpRequest => {
-                if let Ok(p) = event.payload_as::<runlog::McpRequest>() {
-                    self.mcp_request(p);
-                }
-            }
-            EventKind::Workspace => {
-                if let Ok(p) = event.payload_as::<runlog::WorkspaceOpened>() {
-                    self.workspace(&p);
-                }
-            }
-            EventKind::Checkpoint => {
-                if let Ok(p) = event.payload_as::<runlog::Checkpoint>() {
-                    self.checkpoint(&p);
-                }
-            }
-            EventKind::PackStart
-            | EventKind::PackEnd
-            | EventKind::TaskForceParallel
-            | EventKind::Unknown => {}
+            P::RunComplete(p) => self.run_complete(p),
+            P::RunFailed(p) => self.run_failed(p.status, p.reason.as_deref()),
+            P::RunAborted(p) => self.run_failed(p.status, Some(&p.reason)),
+            P::McpServer(p) => self.mcp_server(p),
+            P::McpMessage(p) => self.mcp_message(p),
+            P::McpRequest(p) => self.mcp_request(p),
+            P::Workspace(p) => self.workspace(p),
+            P::Checkpoint(p) => self.checkpoint(p),
+            P::PackStart(_)
+            | P::PackEnd(_)
+            | P::TaskForceParallel(_)
+            | P::Unknown { .. }
+            | P::Unreadable { .. } => {}
         }
-        if event.kind.is_terminal()
-            && let Ok(end) = event.payload_as::<runlog::RunEnd>()
+        // A versioned workspace's changes, after the end (not after an end without
+        // `finish_task`, whose warning says enough).
+        if let Some(end) = event.run_end()
+            && end.status != fabric_domain::RunStatus::CompletedWithoutFinish
             && let Some(changes) = &end.workspace
         {
             self.changes(&end.run_id, changes);
         }
+    }
+}
+
+impl HumanRenderer {
+    /// A model's answer: its text, when it called no tool.
+    fn answer(&self, content: Option<&str>, no_calls: bool) {
+        if self.streaming_text.swap(false, Ordering::Relaxed) {
+            let _ = self.term.write_line("");
+        }
+        self.stop_spinner();
+        let content = content.unwrap_or_default();
+        if !content.trim().is_empty() && no_calls {
+            self.line(format!(
+                "  {} {}",
+                self.dim.apply_to("model:"),
+                one_line(content, 200)
+            ));
+        }
+    }
+
+    fn tool_result(&self, p: &runlog::ToolResult) {
+        if p.tool != fabric_domain::FINISH_TOOL {
+            self.line(format!(
+                "  {} {}",
+                self.ok.apply_to("✓"),
+                self.dim.apply_to(one_line(&text(&p.result), 120))
+            ));
+        }
+    }
+
+    fn context_compacted(&self, p: &runlog::ContextCompacted) {
+        self.line(format!(
+            "  {} context compacted to fit {} tokens: about {} → {} ({} results shortened, {} messages left out)",
+            self.dim.apply_to("⇣"),
+            p.window,
+            p.tokens_before,
+            p.tokens_after,
+            p.shortened_results,
+            p.dropped_messages
+        ));
+    }
+
+    fn loop_detected(&self, p: &runlog::LoopDetected) {
+        self.line(format!(
+            "  {} `{}` repeated {} times with the same result; {}",
+            self.warn.apply_to("↻"),
+            visible_line(&p.tool),
+            p.repeats,
+            match p.action.as_str() {
+                "nudged" => "telling the model",
+                "refused" => "refused",
+                _ => "stopping",
+            }
+        ));
+    }
+
+    fn run_complete(&self, p: &runlog::RunEnd) {
+        // Not a green tick: the model never said it was done (issue #24).
+        if p.status == fabric_domain::RunStatus::CompletedWithoutFinish {
+            self.line(format!(
+                "{} ended in {} steps without finish_task: {}",
+                self.warn.apply_to("⚠"),
+                p.steps,
+                visible_line(p.reason.as_deref().unwrap_or_default())
+            ));
+            return;
+        }
+        self.line(format!(
+            "{} {} in {} steps",
+            self.ok.apply_to("✔"),
+            p.status,
+            p.steps
+        ));
+    }
+
+    fn run_failed(&self, status: fabric_domain::RunStatus, reason: Option<&str>) {
+        self.line(format!(
+            "{} {}: {}",
+            self.bad.apply_to("✘"),
+            status,
+            visible_line(reason.unwrap_or_default())
+        ));
     }
 }
 
@@ -454,13 +394,15 @@ impl HumanRenderer {
 }
 
 impl HumanRenderer {
-    fn mcp_server(&self, p: runlog::McpServer) {
+    fn mcp_server(&self, p: &runlog::McpServer) {
         use runlog::McpStatus;
         let detail = match p.status {
             McpStatus::Ready | McpStatus::ToolsChanged => {
                 format!("{} tools", p.tools.as_ref().map_or(0, Vec::len))
             }
-            McpStatus::Starting => visible_line(&p.transport.unwrap_or_default()).into_owned(),
+            McpStatus::Starting => {
+                visible_line(p.transport.as_deref().unwrap_or_default()).into_owned()
+            }
             _ => one_line(p.error.as_deref().unwrap_or_default(), 200),
         };
         let mark = match p.status {
@@ -475,7 +417,7 @@ impl HumanRenderer {
     }
 
     /// A server's log line (`[level] text`) or a call's progress (`3/10 text`).
-    fn mcp_message(&self, p: runlog::McpMessage) {
+    fn mcp_message(&self, p: &runlog::McpMessage) {
         let text = one_line(p.message.as_deref().unwrap_or_default(), 200);
         let head = match p.message_type {
             runlog::McpMessageType::Progress => match (p.progress, p.total) {
@@ -493,14 +435,17 @@ impl HumanRenderer {
     }
 
     /// A server's request and how it was answered.
-    fn mcp_request(&self, p: runlog::McpRequest) {
+    fn mcp_request(&self, p: &runlog::McpRequest) {
         let answered = p.outcome == runlog::McpRequestOutcome::Answered;
         let detail = match (&p.model, &p.usage, &p.reason) {
             (Some(model), Some(usage), _) => {
                 format!("by {}, {} tokens", visible_line(model), usage.total_tokens)
             }
             (_, _, Some(reason)) => one_line(reason, 200),
-            _ => one_line(&p.fields.map(|f| f.join(", ")).unwrap_or_default(), 200),
+            _ => one_line(
+                &p.fields.as_ref().map(|f| f.join(", ")).unwrap_or_default(),
+                200,
+            ),
         };
         let mark = if answered {
             self.dim.apply_to("⇄")

@@ -7,8 +7,8 @@
 //! time someone asks for it ([`RunService::follow`]). Cancelling either asks the queue, which
 //! ends a queued run at once and tells the worker of a running one.
 
-use fabric_domain::runlog::{self, Payload};
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
+use fabric_domain::runlog;
+use fabric_domain::{EventPayload, RunEvent, RunId, RunStatus};
 use serde_json::Value;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -180,17 +180,17 @@ async fn follow_into(
                 "the feed of run `{id}` stopped before its end; `GET /runs/{id}` shows where it is"
             )));
         };
-        if event.kind == EventKind::RunStart {
-            start = event.payload_as().ok();
+        if let EventPayload::RunStart(started) = &event.payload {
+            start = Some(started.clone());
         }
-        if event.kind == EventKind::Recruitment {
-            recruitment = event.payload_as().ok();
+        if let EventPayload::Recruitment(recruited) = &event.payload {
+            recruitment = Some(recruited.clone());
         }
         live.on_event(&event).await;
         if let Some(observer) = observer {
             observer.on_event(&event).await;
         }
-        if event.kind.is_terminal() {
+        if event.kind().is_terminal() {
             return Ok(outcome_of(
                 &id,
                 start.as_ref(),
@@ -210,13 +210,8 @@ fn outcome_of(
     end: &RunEvent,
 ) -> RunOutcome {
     let status = crate::live::terminal_status(end);
-    let payload = end.payload_as::<runlog::RunEnd>().ok();
-    let reason = payload.as_ref().and_then(|p| p.reason.clone()).or_else(|| {
-        end.payload
-            .get("reason")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    });
+    let payload = end.run_end();
+    let reason = end.end_reason().map(str::to_owned);
     RunOutcome {
         run_id: id.clone(),
         status,
@@ -303,8 +298,8 @@ fn end_before_start(
     Ok(RunEvent {
         seq: 0,
         ts: crate::unix_now(),
-        kind: end.kind(),
         step: None,
-        payload: end.to_json()?,
+        pack_index: None,
+        payload: end.into(),
     })
 }

@@ -41,7 +41,7 @@ impl MemStore {
         let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
         let log = logs.get(id).unwrap_or_else(|| panic!("no run {id}"));
         let events = log.0.lock().unwrap_or_else(|e| e.into_inner());
-        events.iter().map(|e| e.kind).collect()
+        events.iter().map(RunEvent::kind).collect()
     }
 }
 
@@ -110,25 +110,25 @@ impl Runnable for Fake {
         observer: &dyn RunObserver,
         _cancel: CancellationToken,
     ) -> Result<RunOutcome, CoreError> {
-        let start = RunEvent {
-            seq: 0,
-            ts: 1.0,
-            kind: EventKind::RunStart,
-            step: None,
-            payload: json!({"run_id": run.id}),
-        };
+        let start = RunEvent::from_wire(
+            0,
+            1.0,
+            EventKind::RunStart.as_str(),
+            None,
+            json!({"run_id": run.id}),
+        );
         run.log.append(&start).await?;
         observer.on_event(&start).await;
         if let Script::Panic = self.0 {
             panic!("a bug in the run");
         }
-        let end = RunEvent {
-            seq: 1,
-            ts: 2.0,
-            kind: EventKind::RunComplete,
-            step: None,
-            payload: json!({"run_id": run.id, "status": "completed"}),
-        };
+        let end = RunEvent::from_wire(
+            1,
+            2.0,
+            EventKind::RunComplete.as_str(),
+            None,
+            json!({"run_id": run.id, "status": "completed"}),
+        );
         run.log.append(&end).await?;
         observer.on_event(&end).await;
         Ok(RunOutcome {
@@ -366,13 +366,13 @@ async fn issue_27_a_run_cancelled_while_prepared_again_stays_interrupted() {
         .create_run(id.clone())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let event = RunEvent {
-        seq: 0,
-        ts: 1.0,
-        kind: EventKind::RunStart,
-        step: None,
-        payload: serde_json::to_value(&start).unwrap_or_else(|e| panic!("{e}")),
-    };
+    let event = RunEvent::from_wire(
+        0,
+        1.0,
+        EventKind::RunStart.as_str(),
+        None,
+        serde_json::to_value(&start).unwrap_or_else(|e| panic!("{e}")),
+    );
     new.log
         .append(&event)
         .await
@@ -563,7 +563,7 @@ async fn issue_26_takeovers_do_not_use_up_the_failure_allowance() {
         if ended {
             assert_eq!(store.kinds(&id), [EventKind::RunFailed]);
             let events = store.read_events(&id).await.unwrap_or_default();
-            let reason = events[0].payload["reason"].as_str().unwrap_or_default();
+            let reason = events[0].end_reason().unwrap_or_default();
             assert!(reason.contains("failed on 3 workers"), "{reason}");
         } else {
             assert!(store.ids().is_empty(), "not ended: handed back");
@@ -612,10 +612,13 @@ async fn issue_40_a_run_that_keeps_stopping_its_workers_is_ended_failed() {
             [(id.clone(), 4, crate::ports::Release::Done)]
         );
         let events = store.read_events(&id).await.unwrap_or_default();
-        let end = events.last().map(|e| e.payload.clone()).unwrap_or_default();
+        let end = events
+            .last()
+            .and_then(|e| e.end_reason())
+            .unwrap_or_default();
         if ended {
             assert_eq!(store.kinds(&id), [EventKind::RunFailed], "not run");
-            let reason = end["reason"].as_str().unwrap_or_default();
+            let reason = end;
             assert!(
                 reason.contains("taken over 3 times in a row from a worker that stopped"),
                 "{reason}"

@@ -111,6 +111,29 @@ impl RunLog for MemLog {
     }
 }
 
+/// An event as the runlog line holds it (`payload` as JSON, `pack_index` inside it).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Line {
+    pub seq: u64,
+    pub kind: EventKind,
+    pub step: Option<u32>,
+    pub payload: serde_json::Value,
+}
+
+impl Line {
+    pub(crate) fn kind(&self) -> EventKind {
+        self.kind
+    }
+    pub(crate) fn of(event: &RunEvent) -> Self {
+        Self {
+            seq: event.seq,
+            kind: event.kind(),
+            step: event.step,
+            payload: event.payload_json().unwrap(),
+        }
+    }
+}
+
 pub(crate) struct MemStore {
     pub events: Arc<Mutex<Vec<RunEvent>>>,
     pub fail_after: Option<usize>,
@@ -126,15 +149,21 @@ impl MemStore {
         }
     }
     pub(crate) fn kinds(&self) -> Vec<EventKind> {
-        self.events.lock().unwrap().iter().map(|e| e.kind).collect()
-    }
-    pub(crate) fn of(&self, kind: EventKind) -> Vec<RunEvent> {
         self.events
             .lock()
             .unwrap()
             .iter()
-            .filter(|e| e.kind == kind)
-            .cloned()
+            .map(RunEvent::kind)
+            .collect()
+    }
+    /// The events of `kind` as their runlog lines: what a reader of the runlog sees.
+    pub(crate) fn of(&self, kind: EventKind) -> Vec<Line> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind() == kind)
+            .map(Line::of)
             .collect()
     }
 }

@@ -1,6 +1,6 @@
 //! Events built by hand for the tests of sinks (telemetry, metrics, stores): a test names the
 //! fields it is about and the rest get placeholders, so the event still decodes with
-//! [`RunEvent::typed`] as the fabric's own events do.
+//! its struct as the fabric's own events do.
 
 use serde_json::{Value, json};
 
@@ -66,18 +66,13 @@ pub fn sample_payload(kind: EventKind) -> Value {
 
 impl RunEvent {
     /// An event of `kind` at `ts` (`seq` 0, no step) whose payload is `fields` over
-    /// [`sample_payload`]: for tests, which name only the fields they are about.
+    /// [`sample_payload`], read as a runlog line is: for tests, which name only the fields
+    /// they are about.
     pub fn sample(kind: EventKind, ts: f64, fields: Value) -> Self {
         let mut payload = sample_payload(kind);
         if let (Value::Object(payload), Value::Object(fields)) = (&mut payload, fields) {
             payload.extend(fields);
         }
-        RunEvent {
-            seq: 0,
-            ts,
-            kind,
-            step: None,
-            payload,
-        }
+        RunEvent::from_wire(0, ts, kind.as_str(), None, payload)
     }
 }

@@ -134,7 +134,7 @@ impl<'a> Loop<'a, '_> {
             self.rec
                 .record(
                     Some(step),
-                    &runlog::ToolCallRepaired {
+                    runlog::ToolCallRepaired {
                         format: repaired.format.as_str().to_owned(),
                         tools: repaired.calls.iter().map(|c| c.name.clone()).collect(),
                         call_ids: repaired.calls.iter().map(|c| c.id.clone()).collect(),
@@ -231,7 +231,7 @@ impl<'a> Loop<'a, '_> {
             self.rec
                 .record(
                     Some(step),
-                    &runlog::CorrectiveReprompt {
+                    runlog::CorrectiveReprompt {
                         reason: "plain_text_response".to_owned(),
                         attempt: self.plain_replies,
                         max_retries,

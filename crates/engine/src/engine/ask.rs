@@ -25,7 +25,7 @@ impl Loop<'_, '_> {
         self.rec
             .record(
                 Some(step),
-                &runlog::LlmRequest {
+                runlog::LlmRequest {
                     model: model.name.clone(),
                     message_count: self.messages.len(),
                     tool_count: self.catalogue.definitions.len(),
@@ -148,7 +148,7 @@ impl Loop<'_, '_> {
         self.rec
             .record(
                 Some(step),
-                &runlog::LlmResponse {
+                runlog::LlmResponse {
                     full_content: match (&response.content, &content) {
                         (Some(text), Some(cut)) => whole(text, cut),
                         _ => None,

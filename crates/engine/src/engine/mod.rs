@@ -121,7 +121,9 @@ async fn record_notices(
     step: Option<u32>,
 ) -> Result<(), StoreError> {
     for notice in source.take_notices() {
-        rec.emit(notice.kind, step, notice.payload).await?;
+        // A notice arrives as JSON from its adapter; it is read once, here, into its struct.
+        let payload = fabric_domain::EventPayload::from_wire(notice.kind.as_str(), notice.payload);
+        rec.record(step, payload).await?;
     }
     Ok(())
 }

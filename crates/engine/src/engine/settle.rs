@@ -294,7 +294,7 @@ impl<'a> Loop<'a, '_> {
         self.rec
             .record(
                 Some(step),
-                &runlog::ToolResult {
+                runlog::ToolResult {
                     tool: FINISH_TOOL.to_owned(),
                     call_id: call.id.clone(),
                     result: payload.clone(),
@@ -318,7 +318,7 @@ impl<'a> Loop<'a, '_> {
         self.rec
             .record(
                 Some(step),
-                &runlog::ToolError {
+                runlog::ToolError {
                     tool: FINISH_TOOL.to_owned(),
                     call_id: call.id.clone(),
                     error_type: runlog::ToolErrorType::Rejected,
@@ -358,7 +358,7 @@ impl<'a> Loop<'a, '_> {
         self.rec
             .record(
                 Some(step),
-                &runlog::ToolResult {
+                runlog::ToolResult {
                     tool: call.name.clone(),
                     call_id: call.id.clone(),
                     result: Value::String(text.clone()),
@@ -386,7 +386,7 @@ impl<'a> Loop<'a, '_> {
         self.rec
             .record(
                 Some(step),
-                &runlog::ToolError {
+                runlog::ToolError {
                     tool: call.name.clone(),
                     call_id: call.id.clone(),
                     error_type: error.error_type(),
@@ -403,7 +403,7 @@ impl<'a> Loop<'a, '_> {
             self.rec
                 .record(
                     Some(step),
-                    &runlog::SecurityEvent {
+                    runlog::SecurityEvent {
                         event_type: event_type.as_str().into(),
                         tool: Some(call.name.clone()),
                         call_id: Some(call.id.clone()),
@@ -453,7 +453,7 @@ async fn record_call(
 ) -> Result<(), StoreError> {
     rec.record(
         Some(step),
-        &runlog::ToolCall {
+        runlog::ToolCall {
             tool: call.name.clone(),
             call_id: call.id.clone(),
             args: shown_args(call, args),
@@ -481,7 +481,7 @@ async fn record_loop(
 ) -> Result<(), StoreError> {
     rec.record(
         Some(step),
-        &runlog::LoopDetected {
+        runlog::LoopDetected {
             tool: call.name.clone(),
             call_id: call.id.clone(),
             args,

@@ -53,7 +53,7 @@ impl Loop<'_, '_> {
         self.rec
             .record(
                 Some(step),
-                &runlog::ContextCompacted {
+                runlog::ContextCompacted {
                     window,
                     room,
                     tokens_before: done.tokens_before,

@@ -210,9 +210,11 @@ impl FinishGate for CriticGate {
                 reason: format!("{why}; {}", self.kept()),
             };
         }
-        review.findings = findings_of(&outcome.payload);
+        // The critic's answer (its finish payload, the JSON its schema asks for).
+        let verdict = &outcome.payload;
+        review.findings = findings_of(verdict);
         // Only an explicit `true` approves: a critic that answered in prose did not.
-        review.approved = outcome.payload.get("approved") == Some(&Value::Bool(true));
+        review.approved = verdict.get("approved") == Some(&Value::Bool(true));
         if !review.approved {
             return Verdict::Rejected(review);
         }

@@ -86,7 +86,7 @@ pub(super) async fn run(
     // `run_complete` with the result, or `run_failed` without one (`RunEnd::kind`).
     rec.record(
         None,
-        &runlog::RunEnd {
+        runlog::RunEnd {
             run_id: run.id.clone(),
             status: ended.status,
             specialist_ids: team.ids.clone(),
@@ -241,7 +241,7 @@ async fn record_start(
     let first = &team.members[0];
     rec.record(
         None,
-        &runlog::RunStart {
+        runlog::RunStart {
             run_id: run.id.clone(),
             prompt: force.prompt.clone(),
             model_key: first.model_key.clone(),
@@ -259,12 +259,12 @@ async fn record_start(
     )
     .await?;
     if let Some(versioned) = &run.versioned {
-        rec.record(None, versioned.opened()).await?;
+        rec.record(None, versioned.opened().clone()).await?;
     }
     for notice in &force.sandbox.notices {
         rec.record(
             None,
-            &runlog::SecurityEvent {
+            runlog::SecurityEvent {
                 event_type: notice.event_type.as_str().into(),
                 tool: None,
                 call_id: None,
@@ -288,7 +288,7 @@ async fn record_resumed(
 ) -> Result<(), StoreError> {
     rec.record(
         None,
-        &runlog::RunResumed {
+        runlog::RunResumed {
             run_id: run.id.clone(),
             resumption: h.resumptions + 1,
             previous_events: h.next_seq,
@@ -299,7 +299,7 @@ async fn record_resumed(
     )
     .await?;
     if let Some(versioned) = &run.versioned {
-        rec.record(None, versioned.opened()).await?;
+        rec.record(None, versioned.opened().clone()).await?;
     }
     // Stopped between `run_start` and `recruitment`: chosen again, recorded now.
     if h.recruitment.is_none() {
@@ -362,7 +362,7 @@ impl Shared<'_> {
                 if !parallel_recorded {
                     rec.record(
                         None,
-                        &runlog::TaskForceParallel {
+                        runlog::TaskForceParallel {
                             specialist_ids: team.ids.clone(),
                             max_parallel: limit,
                         },
@@ -467,7 +467,7 @@ impl Shared<'_> {
         if index.is_some() {
             rec.record(
                 None,
-                &runlog::PackEnd {
+                runlog::PackEnd {
                     specialist_id: member.specialist.id.clone(),
                     status: outcome.status,
                     steps: outcome.steps,
@@ -543,7 +543,7 @@ impl Shared<'_> {
     ) -> Result<(), StoreError> {
         rec.record(
             None,
-            &runlog::PackStart {
+            runlog::PackStart {
                 specialist_id: member.specialist.id.clone(),
                 pack_index: index.unwrap_or(0),
                 tools: tools
@@ -634,7 +634,7 @@ async fn record_recruitment(
     let recruitment = &force.recruitment;
     rec.record(
         None,
-        &runlog::Recruitment {
+        runlog::Recruitment {
             specialist_id: team.ids[0].clone(),
             specialist_ids: team.ids.clone(),
             required_capabilities: recruitment.required_capabilities.clone(),
@@ -654,7 +654,7 @@ async fn record_routing_call(
 ) -> Result<(), StoreError> {
     rec.record(
         None,
-        &runlog::RoutingRequest {
+        runlog::RoutingRequest {
             purpose: runlog::CallPurpose::Routing,
             model_key: call.model_key.clone(),
             model: call.model.clone(),
@@ -666,7 +666,7 @@ async fn record_routing_call(
     .await?;
     rec.record(
         None,
-        &runlog::RoutingResponse {
+        runlog::RoutingResponse {
             purpose: runlog::CallPurpose::Routing,
             model: call.model.clone(),
             content: call.content.as_deref().map(|c| truncate(c, 2_000)),

@@ -7,8 +7,7 @@
 use std::path::{Component, Path};
 
 use base64::Engine as _;
-use fabric_domain::runlog::RunStart;
-use fabric_domain::{EventKind, RunSummary};
+use fabric_domain::{EventPayload, RunSummary};
 use serde_json::{Value, json};
 
 use crate::AppState;
@@ -135,8 +134,10 @@ async fn workspace_of(state: &AppState, run: &RunSummary) -> Option<std::path::P
             return None;
         }
     };
-    let start = events.iter().find(|e| e.kind == EventKind::RunStart)?;
-    start.payload_as::<RunStart>().ok().map(|s| s.workspace)
+    events.into_iter().find_map(|e| match e.payload {
+        EventPayload::RunStart(start) => Some(start.workspace),
+        _ => None,
+    })
 }
 
 /// The file parts of `paths` inside `workspace` that `accepted` takes, and what was left out

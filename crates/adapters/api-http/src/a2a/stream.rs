@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use fabric_core::live::LiveRun;
-use fabric_domain::{EventKind, RunEvent};
+use fabric_domain::{EventKind, EventPayload, RunEvent};
 use futures_util::Stream;
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
@@ -75,7 +75,7 @@ pub(crate) fn run(
                     if let Some(update) = update_of(live.id().as_str(), &context, &event) {
                         return Some((vec![frame(&id, update)], Step::Follow(follower, context)));
                     }
-                    if matches!(event.kind, EventKind::RunComplete | EventKind::RunFailed) {
+                    if matches!(event.kind(), EventKind::RunComplete | EventKind::RunFailed) {
                         return Some((end(&state, &id, &live, &accepted).await, Step::Done));
                     }
                 },
@@ -102,10 +102,10 @@ async fn start(state: &AppState, id: &Binding, live: &Arc<LiveRun>) -> (Vec<Even
 
 /// A status update for an event worth telling a client about: a tool call.
 fn update_of(task_id: &str, context_id: &str, event: &RunEvent) -> Option<Value> {
-    if event.kind != EventKind::ToolCall {
+    let EventPayload::ToolCall(call) = &event.payload else {
         return None;
-    }
-    let tool = event.payload.get("tool").and_then(Value::as_str)?;
+    };
+    let tool = &call.tool;
     let text = match event.step {
         Some(step) => format!("step {step}: calling `{tool}`"),
         None => format!("calling `{tool}`"),

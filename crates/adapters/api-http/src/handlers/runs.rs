@@ -34,7 +34,7 @@ impl Found {
             Self::Live(run) => run.status(),
             Self::Stored(events) => events
                 .last()
-                .filter(|e| e.kind.is_terminal())
+                .filter(|e| e.kind().is_terminal())
                 .map_or(RunStatus::Running, fabric_core::live::terminal_status),
         }
     }

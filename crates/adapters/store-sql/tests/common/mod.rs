@@ -78,12 +78,14 @@ pub(crate) async fn postgres() -> Option<TestStore> {
 }
 
 pub(crate) fn event(seq: u64, ts: f64, kind: EventKind, payload: Value) -> RunEvent {
-    RunEvent {
-        seq,
-        ts,
-        kind,
-        step: Some(0),
-        payload,
+    RunEvent::from_wire(seq, ts, kind.as_str(), Some(0), payload)
+}
+
+/// `event` as a kind this version does not know (`unknown`), its payload kept.
+pub(crate) fn of_unknown_kind(event: &RunEvent) -> fabric_domain::EventPayload {
+    fabric_domain::EventPayload::Unknown {
+        kind: "unknown".into(),
+        payload: event.payload_json().unwrap(),
     }
 }
 

@@ -11,7 +11,7 @@
 use anyhow::Context;
 use fabric_core::service::{RunService, ServiceConfig, Submission, TaskRequest};
 use fabric_core::{NewRun, NoopObserver, RunQuery, RunStore, StoreError};
-use fabric_domain::{EventKind, RunEvent, RunId, RunSummary};
+use fabric_domain::{EventPayload, RunEvent, RunId, RunSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -285,8 +285,10 @@ async fn judge(expect: &Expect, outcome: &fabric_core::execute::RunOutcome) -> V
             }
         }
     }
+    // The finish payload the task expects fields of.
+    let finished = &outcome.payload;
     for (field, check) in &expect.payload {
-        let text = match outcome.payload.get(field) {
+        let text = match finished.get(field) {
             Some(Value::String(text)) => text.clone(),
             Some(other) => other.to_string(),
             None => {
@@ -358,11 +360,8 @@ fn model_figures(events: &[RunEvent]) -> (u64, u64, u64) {
     // When the call under way was asked.
     let mut asked: Option<f64> = None;
     for event in events {
-        if event.kind == EventKind::LlmResponse {
+        if let EventPayload::LlmResponse(p) = &event.payload {
             asked = None;
-            let Ok(p) = event.payload_as::<fabric_domain::runlog::LlmResponse>() else {
-                continue;
-            };
             model_ms += p.latency_ms;
             if let (true, Some(cache)) = (answers > 0, p.prompt_cache) {
                 cached += cache.cached_tokens;
@@ -374,7 +373,7 @@ fn model_figures(events: &[RunEvent]) -> (u64, u64, u64) {
         if let Some(at) = asked.take() {
             model_ms += (event.ts - at).max(0.0) * 1000.0;
         }
-        if event.kind == EventKind::LlmRequest {
+        if matches!(event.payload, EventPayload::LlmRequest(_)) {
             asked = Some(event.ts);
         }
     }

@@ -177,7 +177,7 @@ async fn show(
         other => other.with_context(|| format!("reading run {id}"))?,
     };
     // On stderr, so `--json`'s lines stay the runlog's.
-    if !events.last().is_some_and(|e| e.kind.is_terminal()) {
+    if !events.last().is_some_and(|e| e.kind().is_terminal()) {
         let liveness = liveness_of(store.as_ref(), &id, RunStatus::Running).await;
         if liveness.resumable() {
             eprintln!(
@@ -204,7 +204,7 @@ async fn show(
         };
         let lines = text.lines().filter(|l| !l.trim().is_empty());
         for (line, event) in lines.zip(&events) {
-            if wanted.is_empty() || wanted.contains(&event.kind) {
+            if wanted.is_empty() || wanted.contains(&event.kind()) {
                 println!("{line}");
             }
         }
@@ -212,7 +212,7 @@ async fn show(
     }
     for event in events
         .iter()
-        .filter(|e| wanted.is_empty() || wanted.contains(&e.kind))
+        .filter(|e| wanted.is_empty() || wanted.contains(&e.kind()))
     {
         println!("{}", describe(event));
     }
@@ -269,8 +269,14 @@ fn describe(event: &RunEvent) -> String {
         event.seq,
         timestamp(event.ts),
         step,
-        event.kind.as_str(),
-        one_line(&event.payload.to_string(), 160)
+        event.kind().as_str(),
+        one_line(
+            &event
+                .payload_json()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+            160
+        )
     )
 }
 

@@ -4,9 +4,10 @@
 
 use anyhow::Context as _;
 use fabric_core::{Tool, ToolContext, ToolSource};
+use fabric_domain::runlog::McpStatus;
 use fabric_domain::{
-    DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, McpOAuth, McpOAuthGrant,
-    McpServerSpec, McpTransport, RunId, SpecialistSpec, mcp_tool_name,
+    DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, EventPayload, McpOAuth,
+    McpOAuthGrant, McpServerSpec, McpTransport, RunId, SpecialistSpec, mcp_tool_name,
 };
 use fabric_mcp::{Challenge, McpTools};
 use serde_json::{Value, json};
@@ -402,11 +403,20 @@ fn parse_arguments(text: Option<&str>) -> anyhow::Result<Value> {
 
 fn print_tools(spec: &McpServerSpec, source: &McpTools, as_json: bool) -> anyhow::Result<()> {
     let tools: Vec<Arc<dyn Tool>> = source.tools();
+    // The server's notices arrive as JSON, read here once into their structs.
     let skipped: Vec<Value> = source
         .take_notices()
         .into_iter()
-        .filter(|n| n.payload["status"] == "ready")
-        .flat_map(|n| n.payload["skipped"].as_array().cloned().unwrap_or_default())
+        .filter_map(
+            |n| match EventPayload::from_wire(n.kind.as_str(), n.payload) {
+                EventPayload::McpServer(notice) if notice.status == McpStatus::Ready => {
+                    notice.skipped
+                }
+                _ => None,
+            },
+        )
+        .flatten()
+        .filter_map(|skipped| serde_json::to_value(skipped).ok())
         .collect();
     if as_json {
         let listed: Vec<Value> = tools

@@ -8,7 +8,7 @@ use fabric_core::history::{RunHistory, response_of};
 use fabric_core::service::{RunService, ServiceConfig, Submission, TaskRequest};
 use fabric_core::{ChatResponse, NoopObserver};
 use fabric_domain::runlog;
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
+use fabric_domain::{EventPayload, RunEvent, RunId, RunStatus};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -30,19 +30,8 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         .await
         .map_err(|e| UsageError(format!("cannot read run `{id}`: {e}")))?;
     let history = RunHistory::read(id.clone(), &recorded);
-    let Some(start) = history.start.clone() else {
-        return Err(UsageError(format!(
-            "run `{id}` has no `run_start`: there is nothing to replay"
-        ))
-        .into());
-    };
-    let ids = history.specialist_ids();
-    if ids.is_empty() {
-        return Err(UsageError(format!(
-            "run `{id}` never recruited a specialist: there is nothing to replay"
-        ))
-        .into());
-    }
+    let request = replay_request(&id, &history)?;
+    let ids = request.pack.clone();
     let members = answers_by_member(&recorded, ids.len());
     let tools =
         (args.specialist_from == "recorded").then(|| offered_by_member(&recorded, ids.len()));
@@ -65,14 +54,75 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default()),
         &settings,
     );
-    let request = TaskRequest {
+    let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;
+    let new_id = handle.id().clone();
+    let outcome = handle.outcome().await?;
+    service.shutdown(std::time::Duration::from_secs(5)).await;
+    if let Err(e) = service.discard_workspace(&new_id).await {
+        tracing::warn!(run_id = %new_id, error = %e, "cannot remove the replay's worktree");
+    }
+    let replayed = fabric_core::RunStore::read_events(store.as_ref(), &new_id).await?;
+    let mut divergences = compare(&recorded, &replayed, ids.len());
+    let unused: usize = members.iter().map(|q| q.left()).sum();
+    if unused > 0 {
+        divergences.push(format!(
+            "the replay ended ({}) with {unused} recorded model answer(s) not asked for",
+            outcome.status
+        ));
+    }
+    let recorded_status = recorded.iter().rev().find_map(RunEvent::terminal_status);
+    // A recording that ended during a model call ends the replay there too: with no answer
+    // to give, the replay's own end (`llm_error`) is that same point, not a divergence.
+    let same_point =
+        ended_mid_call(&recorded) && unused == 0 && outcome.status == RunStatus::LlmError;
+    if let Some(was) = recorded_status
+        && was != outcome.status
+        && !same_point
+    {
+        divergences.push(format!(
+            "the run ended `{}`; the recording ended `{was}`",
+            outcome.status
+        ));
+    }
+    let report = Report {
+        id: &id,
+        new_id: &new_id,
+        status: outcome.status,
+        recorded_status,
+        answers,
+        steps: outcome.steps,
+        divergences: &divergences,
+    };
+    report.print(args.json)?;
+    Ok(if divergences.is_empty() {
+        0
+    } else {
+        EXIT_DIVERGED
+    })
+}
+
+/// The recorded run's request again: its prompt, specialists, model and limits, on its
+/// project as it was when it started.
+fn replay_request(id: &RunId, history: &RunHistory) -> Result<TaskRequest, UsageError> {
+    let Some(start) = &history.start else {
+        return Err(UsageError(format!(
+            "run `{id}` has no `run_start`: there is nothing to replay"
+        )));
+    };
+    let ids = history.specialist_ids();
+    if ids.is_empty() {
+        return Err(UsageError(format!(
+            "run `{id}` never recruited a specialist: there is nothing to replay"
+        )));
+    }
+    Ok(TaskRequest {
         prompt: start.prompt.clone(),
-        pack: ids.clone(),
         // Each member's recorded key when they differ (their specialists' own keys), the
         // shared one otherwise.
         model_key: history
             .shared_model_key()
             .or_else(|| (ids.len() <= 1).then(|| start.model_key.clone())),
+        pack: ids,
         // The recorded model by name: no discovery, no server.
         model: Some(start.model.clone()),
         network_allowed: Some(start.network_allowed),
@@ -92,77 +142,57 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
             })
         }),
         context_id: None,
-    };
-    let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;
-    let new_id = handle.id().clone();
-    let outcome = handle.outcome().await?;
-    service.shutdown(std::time::Duration::from_secs(5)).await;
-    if let Err(e) = service.discard_workspace(&new_id).await {
-        tracing::warn!(run_id = %new_id, error = %e, "cannot remove the replay's worktree");
-    }
-    let replayed = fabric_core::RunStore::read_events(store.as_ref(), &new_id).await?;
-    let mut divergences = compare(&recorded, &replayed, ids.len());
-    let unused: usize = members.iter().map(|q| q.left()).sum();
-    if unused > 0 {
-        divergences.push(format!(
-            "the replay ended ({}) with {unused} recorded model answer(s) not asked for",
-            outcome.status
-        ));
-    }
-    let recorded_status = recorded
-        .iter()
-        .rev()
-        .find(|e| e.kind.is_terminal())
-        .and_then(|e| {
-            e.payload
-                .get("status")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        });
-    // A recording that ended during a model call ends the replay there too: with no answer
-    // to give, the replay's own end (`llm_error`) is that same point, not a divergence.
-    let same_point = ended_mid_call(&recorded)
-        && unused == 0
-        && outcome.status == fabric_domain::RunStatus::LlmError;
-    if let Some(was) = &recorded_status
-        && was != outcome.status.as_str()
-        && !same_point
-    {
-        divergences.push(format!(
-            "the run ended `{}`; the recording ended `{was}`",
-            outcome.status
-        ));
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "run_id": id,
-                "replay_run_id": new_id,
-                "status": outcome.status,
-                "recorded_status": recorded_status,
-                "divergences": divergences,
-            }))?
-        );
-    } else if divergences.is_empty() {
-        println!(
-            "replayed {id} as {new_id}: {answers} recorded model answer(s), {} step(s), ended {}: no divergence",
-            outcome.steps, outcome.status
-        );
-    } else {
-        println!(
-            "replayed {id} as {new_id}: {} divergence(s):",
-            divergences.len()
-        );
-        for d in &divergences {
-            println!("  - {d}");
-        }
-    }
-    Ok(if divergences.is_empty() {
-        0
-    } else {
-        EXIT_DIVERGED
     })
+}
+
+/// What a replay found, for a person or as JSON.
+struct Report<'a> {
+    id: &'a RunId,
+    new_id: &'a RunId,
+    status: RunStatus,
+    recorded_status: Option<RunStatus>,
+    answers: usize,
+    steps: u32,
+    divergences: &'a [String],
+}
+
+impl Report<'_> {
+    fn print(&self, as_json: bool) -> anyhow::Result<()> {
+        let Self {
+            id,
+            new_id,
+            status,
+            answers,
+            steps,
+            divergences,
+            ..
+        } = self;
+        if as_json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({
+                    "run_id": id,
+                    "replay_run_id": new_id,
+                    "status": status,
+                    "recorded_status": self.recorded_status,
+                    "divergences": divergences,
+                }))?
+            );
+        } else if divergences.is_empty() {
+            println!(
+                "replayed {id} as {new_id}: {answers} recorded model answer(s), {steps} step(s), ended {status}: no divergence"
+            );
+        } else {
+            println!(
+                "replayed {id} as {new_id}: {} divergence(s):",
+                divergences.len()
+            );
+            for d in *divergences {
+                println!("  - {d}");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Per member (`pack_index`), the model answers of its loop in the order they came
@@ -170,15 +200,15 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
 fn answers_by_member(events: &[RunEvent], members: usize) -> Vec<Arc<QueueChat>> {
     let mut by: Vec<Vec<ChatResponse>> = vec![Vec::new(); members.max(1)];
     for event in events {
-        if event.kind != EventKind::LlmResponse || event.step.is_none() {
-            continue;
-        }
-        let Ok(answer) = event.payload_as::<runlog::LlmResponse>() else {
+        let EventPayload::LlmResponse(answer) = &event.payload else {
             continue;
         };
-        let index = event.pack_index().unwrap_or(0) as usize;
+        if event.step.is_none() {
+            continue;
+        }
+        let index = event.pack_index.unwrap_or(0) as usize;
         if let Some(list) = by.get_mut(index) {
-            list.push(response_of(answer));
+            list.push(response_of(answer.clone()));
         }
     }
     by.into_iter()
@@ -190,23 +220,22 @@ fn answers_by_member(events: &[RunEvent], members: usize) -> Vec<Arc<QueueChat>>
 /// tool, the arguments of its `tool_call`, and the message.
 fn interrupted_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<(String, Value, String)>> {
     let mut by = vec![Vec::new(); members.max(1)];
-    for event in events.iter().filter(|e| e.kind == EventKind::ToolError) {
-        let Ok(error) = event.payload_as::<runlog::ToolError>() else {
+    for event in events {
+        let EventPayload::ToolError(error) = &event.payload else {
             continue;
         };
         if error.error_type != runlog::ToolErrorType::Interrupted {
             continue;
         }
-        let args = events.iter().find_map(|e| {
-            (e.kind == EventKind::ToolCall)
-                .then(|| e.payload_as::<runlog::ToolCall>().ok())
-                .flatten()
-                .filter(|c| c.call_id == error.call_id)
-                .map(|c| c.args)
+        let args = events.iter().find_map(|e| match &e.payload {
+            EventPayload::ToolCall(call) if call.call_id == error.call_id => {
+                Some(call.args.clone())
+            }
+            _ => None,
         });
-        let index = event.pack_index().unwrap_or(0) as usize;
+        let index = event.pack_index.unwrap_or(0) as usize;
         if let (Some(args), Some(list)) = (args, by.get_mut(index)) {
-            list.push((error.tool, args, error.error_message));
+            list.push((error.tool.clone(), args, error.error_message.clone()));
         }
     }
     by
@@ -216,17 +245,17 @@ fn interrupted_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<(String
 /// or how its run ended when it gave none.
 fn verdicts_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<RecordedVerdict>> {
     let mut by = vec![Vec::new(); members.max(1)];
-    for event in events.iter().filter(|e| e.kind == EventKind::CriticReview) {
-        let Ok(review) = event.payload_as::<runlog::CriticReview>() else {
+    for event in events {
+        let EventPayload::CriticReview(review) = &event.payload else {
             continue;
         };
-        let index = event.pack_index().unwrap_or(0) as usize;
+        let index = event.pack_index.unwrap_or(0) as usize;
         if let Some(list) = by.get_mut(index) {
             list.push(RecordedVerdict {
-                run_id: review.critic_run_id,
+                run_id: review.critic_run_id.clone(),
                 payload: json!({"approved": review.approved, "findings": review.findings}),
                 status: review.critic_status.unwrap_or(RunStatus::Completed),
-                reason: review.critic_reason,
+                reason: review.critic_reason.clone(),
             });
         }
     }
@@ -236,8 +265,8 @@ fn verdicts_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<RecordedVe
 /// Per member, the context window its `pack_start` recorded.
 fn windows_by_member(events: &[RunEvent], members: usize) -> Vec<Option<u32>> {
     let mut by = vec![None; members.max(1)];
-    for event in events.iter().filter(|e| e.kind == EventKind::PackStart) {
-        if let Ok(start) = event.payload_as::<runlog::PackStart>()
+    for event in events {
+        if let EventPayload::PackStart(start) = &event.payload
             && let Some(slot) = by.get_mut(start.pack_index as usize)
         {
             *slot = start.context_window;
@@ -251,11 +280,11 @@ fn windows_by_member(events: &[RunEvent], members: usize) -> Vec<Option<u32>> {
 fn ended_mid_call(events: &[RunEvent]) -> bool {
     let calls = events
         .iter()
-        .filter(|e| e.kind == EventKind::LlmRequest && e.step.is_some())
+        .filter(|e| matches!(e.payload, EventPayload::LlmRequest(_)) && e.step.is_some())
         .count();
     let answers = events
         .iter()
-        .filter(|e| e.kind == EventKind::LlmResponse && e.step.is_some())
+        .filter(|e| matches!(e.payload, EventPayload::LlmResponse(_)) && e.step.is_some())
         .count();
     calls > answers
 }
@@ -263,11 +292,11 @@ fn ended_mid_call(events: &[RunEvent]) -> bool {
 /// Per member, the tools its `pack_start` offered.
 fn offered_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<String>> {
     let mut by = vec![Vec::new(); members.max(1)];
-    for event in events.iter().filter(|e| e.kind == EventKind::PackStart) {
-        if let Ok(start) = event.payload_as::<runlog::PackStart>()
+    for event in events {
+        if let EventPayload::PackStart(start) = &event.payload
             && let Some(slot) = by.get_mut(start.pack_index as usize)
         {
-            *slot = start.tools;
+            slot.clone_from(&start.tools);
         }
     }
     by
@@ -286,29 +315,22 @@ type Calls = BTreeMap<(usize, u32, String), (String, Outcome)>;
 fn calls(events: &[RunEvent]) -> Calls {
     let mut out = BTreeMap::new();
     for event in events {
-        let member = event.pack_index().unwrap_or(0) as usize;
+        let member = event.pack_index.unwrap_or(0) as usize;
         let step = event.step.unwrap_or(0);
-        match event.kind {
-            EventKind::ToolResult => {
-                if let Ok(r) = event.payload_as::<runlog::ToolResult>() {
-                    out.insert(
-                        (member, step, r.call_id),
-                        (r.tool, Outcome::Result(stable(r.result))),
-                    );
-                }
-            }
-            EventKind::ToolError => {
-                if let Ok(e) = event.payload_as::<runlog::ToolError>() {
-                    out.insert(
-                        (member, step, e.call_id),
-                        (
-                            e.tool,
-                            Outcome::Error(e.error_type.to_string(), e.error_message),
-                        ),
-                    );
-                }
-            }
-            _ => {}
+        if let EventPayload::ToolResult(r) = &event.payload {
+            out.insert(
+                (member, step, r.call_id.clone()),
+                (r.tool.clone(), Outcome::Result(stable(r.result.clone()))),
+            );
+        }
+        if let EventPayload::ToolError(e) = &event.payload {
+            out.insert(
+                (member, step, e.call_id.clone()),
+                (
+                    e.tool.clone(),
+                    Outcome::Error(e.error_type.to_string(), e.error_message.clone()),
+                ),
+            );
         }
     }
     out

@@ -6,7 +6,7 @@
 
 use fabric_core::service::{RunService, ServiceConfig, Submission, TaskRequest};
 use fabric_core::{ChatResponse, NoopObserver};
-use fabric_domain::{EventKind, ToolCall, Usage};
+use fabric_domain::{EventPayload, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -272,20 +272,19 @@ fn check(
     if let Some(want) = &expect.tool_calls {
         let got: Vec<String> = events
             .iter()
-            .filter(|e| e.kind == EventKind::ToolCall)
-            .filter_map(|e| {
-                e.payload
-                    .get("tool")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
+            .filter_map(|e| match &e.payload {
+                EventPayload::ToolCall(call) => Some(call.tool.clone()),
+                _ => None,
             })
             .collect();
         if &got != want {
             failures.push(format!("tool_calls: expected {want:?}, got {got:?}"));
         }
     }
+    // The finish payload the scenario expects fields of.
+    let finished = &outcome.payload;
     for (field, want) in &expect.payload {
-        let got = outcome.payload.get(field);
+        let got = finished.get(field);
         if got != Some(want) {
             failures.push(format!(
                 "payload.{field}: expected {want}, got {}",
