@@ -45,7 +45,7 @@ impl RunTask {
             Ok(false) => Some(ServiceError::TooManyRuns {
                 limit: usize::try_from(limit.unwrap_or_default()).unwrap_or(usize::MAX),
             }),
-            Err(e) => Some(ServiceError::Store(e.to_string())),
+            Err(e) => Some(ServiceError::Store(e)),
         };
         if let Some(error) = refused {
             let _ = prepared_tx.send(Err(error.clone()));
@@ -144,10 +144,7 @@ async fn follow_into(
     observer: Option<&dyn RunObserver>,
 ) -> Result<RunOutcome, ServiceError> {
     let id = live.id().clone();
-    let mut feed = queue
-        .follow(&id, None)
-        .await
-        .map_err(|e| ServiceError::Store(e.to_string()))?;
+    let mut feed = queue.follow(&id, None).await.map_err(ServiceError::Store)?;
     let cancel = live.cancel_token();
     let mut asked = false;
     let mut start: Option<runlog::RunStart> = None;
@@ -167,9 +164,7 @@ async fn follow_into(
             }
         };
         let Some(event) = event else {
-            return Err(ServiceError::Store(format!(
-                "the feed of run `{id}` stopped before its end; `GET /runs/{id}` shows where it is"
-            )));
+            return Err(super::Fault::FeedStopped { id }.into());
         };
         if event.kind == EventKind::RunStart {
             start = event.payload_as().ok();
