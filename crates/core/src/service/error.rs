@@ -70,7 +70,7 @@ pub enum ServiceError {
     ModelUnavailable(SetupError),
     /// Every model key the run could use has spent its daily budget (`daily_budget`).
     #[error(transparent)]
-    BudgetSpent(BudgetSpent),
+    BudgetSpent(DailySpent),
     /// The service has as many runs in flight as it may.
     #[error("{limit} runs are in flight, the most this server runs at once; try again shortly")]
     TooManyRuns {
@@ -223,7 +223,7 @@ pub enum ProjectError {
 
 /// Why a model key's daily budget stops the run.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
-pub enum BudgetSpent {
+pub enum DailySpent {
     /// The key the request named is spent.
     #[error(
         "{why}; it resets at midnight ({zone} time). Run with another `--model-key`, or raise `daily_budget.{key}`"

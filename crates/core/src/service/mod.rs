@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use claims::ClaimedStore;
-pub use error::{BudgetSpent, ErrorCode, Fault, InvalidRequest, ProjectError, ServiceError};
+pub use error::{DailySpent, ErrorCode, Fault, InvalidRequest, ProjectError, ServiceError};
 pub use remote::cancelled_before_start;
 pub use request::{PrepareContext, Preparer, Runnable, TaskRequest};
 pub use versioning::{DiscardOnPrune, ProjectRequest, WorkspacePolicy};
@@ -172,7 +172,7 @@ impl RunHandle {
         match self.prepared.take() {
             Some(rx) => rx
                 .await
-                .unwrap_or_else(|_| Err(ServiceError::Internal(Fault::EndedBeforePreparing))),
+                .unwrap_or(Err(ServiceError::Internal(Fault::EndedBeforePreparing))),
             None => Ok(()),
         }
     }
@@ -181,7 +181,7 @@ impl RunHandle {
     pub async fn outcome(self) -> Result<RunOutcome, ServiceError> {
         self.done
             .await
-            .unwrap_or_else(|_| Err(ServiceError::Internal(Fault::EndedWithoutOutcome)))
+            .unwrap_or(Err(ServiceError::Internal(Fault::EndedWithoutOutcome)))
     }
 }
 

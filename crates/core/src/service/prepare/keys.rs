@@ -5,7 +5,7 @@
 use fabric_domain::SpecialistSpec;
 
 use super::Preparation;
-use crate::service::{BudgetSpent, ServiceError, TaskRequest};
+use crate::service::{DailySpent, ServiceError, TaskRequest};
 
 impl Preparation {
     /// The key complexity routing picks for `prompt`, and why; scored once per task, used
@@ -111,7 +111,7 @@ impl Preparation {
             return Ok(None);
         };
         if named {
-            return Err(ServiceError::BudgetSpent(BudgetSpent::Named {
+            return Err(ServiceError::BudgetSpent(DailySpent::Named {
                 why,
                 zone: daily.zone_name(),
                 key: key.to_owned(),
@@ -137,7 +137,7 @@ impl Preparation {
                 )));
             }
         }
-        Err(ServiceError::BudgetSpent(BudgetSpent::NoneLeft {
+        Err(ServiceError::BudgetSpent(DailySpent::NoneLeft {
             why,
             zone: daily.zone_name(),
         }))
