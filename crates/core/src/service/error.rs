@@ -404,3 +404,95 @@ impl From<CoreError> for ServiceError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Remedy;
+
+    fn id() -> RunId {
+        RunId::parse("20260101-120000-000-0123abcd").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The typed causes say what the strings said, word for word, and each is sorted into
+    /// the code the front ends' tables are keyed on.
+    #[test]
+    fn issue_41_typed_service_errors_keep_their_words_and_have_one_code() {
+        let id = id();
+        let cases: Vec<(ServiceError, ErrorCode, &str)> = vec![
+            (
+                InvalidRequest::NoSuchRun { id: id.clone() }.into(),
+                ErrorCode::InvalidRequest,
+                "no run `20260101-120000-000-0123abcd`; `fabric logs list` shows the runs and their ids",
+            ),
+            (
+                ServiceError::AlreadyEnded {
+                    id: id.clone(),
+                    status: RunStatus::Completed,
+                },
+                ErrorCode::InvalidRequest,
+                "run `20260101-120000-000-0123abcd` already ended (completed); there is nothing to continue",
+            ),
+            (
+                ServiceError::UnknownSpecialist {
+                    id: "law".to_owned(),
+                    known: "engineering, research".to_owned(),
+                },
+                ErrorCode::UnknownSpecialist,
+                "no specialist `law`; the specialists are: engineering, research",
+            ),
+            (
+                ProjectError::NoBase {
+                    path: PathBuf::from("/src/x"),
+                }
+                .into(),
+                ErrorCode::InvalidProject,
+                "/src/x is not in a git repository, so there is no base to start from; leave out `--base` to work on a copy of it",
+            ),
+            (
+                ServiceError::Misconfigured {
+                    key: "cloud".to_owned(),
+                    fix: "set `CLOUD_KEY`".to_owned(),
+                },
+                ErrorCode::ConfigError,
+                "model key `cloud` needs an API key: set `CLOUD_KEY`",
+            ),
+            (
+                ServiceError::BudgetSpent(DailySpent::NoneLeft {
+                    why: "`local` spent its 1000 tokens today".to_owned(),
+                    zone: "UTC".to_owned(),
+                }),
+                ErrorCode::DailyBudgetSpent,
+                "`local` spent its 1000 tokens today, and no other model key has budget left today; it resets at midnight (UTC time). Raise `daily_budget` or wait",
+            ),
+            (
+                Fault::FeedStopped { id: id.clone() }.into(),
+                ErrorCode::Internal,
+                "the feed of run `20260101-120000-000-0123abcd` stopped before its end; `GET /runs/20260101-120000-000-0123abcd` shows where it is",
+            ),
+            (
+                ServiceError::Panicked {
+                    message: "a bug".to_owned(),
+                },
+                ErrorCode::Internal,
+                "the run panicked: a bug",
+            ),
+        ];
+        for (error, code, words) in cases {
+            assert_eq!((error.code(), error.to_string().as_str()), (code, words));
+        }
+        let down = ServiceError::ModelUnavailable(SetupError::ModelUnavailable("down".to_owned()));
+        assert_eq!(down.code().as_str(), "model_unavailable");
+        assert_eq!(down.remedy(), Remedy::Retry);
+        assert_eq!(
+            ServiceError::from(InvalidRequest::EmptyPrompt).remedy(),
+            Remedy::FixInput
+        );
+        assert!(
+            ServiceError::Store(StoreError::Suspended)
+                .code()
+                .is_the_fabrics()
+        );
+        assert!(!ServiceError::Cancelled.code().is_the_fabrics());
+    }
+}
