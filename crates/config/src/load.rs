@@ -58,7 +58,7 @@ impl Settings {
                 settings.workspace = workspace.clone();
             }
             if let Some(url) = &options.store_url {
-                let url = crate::store::check_url(url).map_err(|detail| ConfigError::Invalid {
+                let url = crate::store::check_url(url, |detail| ConfigError::Invalid {
                     source_name: format!("environment variable {}", crate::STORE_URL_ENV),
                     key: "store.url".to_owned(),
                     detail,
@@ -128,7 +128,7 @@ impl Settings {
             };
             for (i, tool) in specialist.tools.iter().enumerate() {
                 let problem = if is_tool_pattern(tool) {
-                    check_tool_pattern(tool).err()
+                    check_tool_pattern(tool).err().map(|e| e.to_string())
                 } else if let Some(rest) = tool.strip_prefix(fabric_domain::MCP_TOOL_PREFIX) {
                     // One MCP tool by its full name: `mcp__<server>__<tool>`.
                     match rest.split_once("__") {

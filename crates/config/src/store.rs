@@ -130,7 +130,7 @@ impl RawStore {
         invalid: impl Fn(&str, String) -> ConfigError,
     ) -> Result<(), ConfigError> {
         if let Some(url) = self.url {
-            base.url = Some(check_url(&url).map_err(|detail| invalid("store.url", detail))?);
+            base.url = Some(check_url(&url, |detail| invalid("store.url", detail))?);
         }
         overlay!(base, self; queue);
         if let Some(lease) = self.lease_s {
@@ -216,26 +216,29 @@ impl RawRunIndex {
     }
 }
 
-/// Checks a store URL (from the file or `FABRIC_STORE_URL`) and returns it trimmed. The
-/// error never repeats the URL: it may hold a password.
-pub(crate) fn check_url(url: &str) -> Result<String, String> {
+/// Checks a store URL (from the file or `FABRIC_STORE_URL`) and returns it trimmed;
+/// `invalid(detail)` builds the error, which never repeats the URL: it may hold a password.
+pub(crate) fn check_url(
+    url: &str,
+    invalid: impl Fn(String) -> ConfigError,
+) -> Result<String, ConfigError> {
     let url = url.trim();
     const WHICH: &str = "a `postgres://USER@HOST/DB` URL or `sqlite:PATH` (leave it out for a SQLite file under the workspace root)";
     if let Some(rest) = url.strip_prefix("sqlite:") {
         // `sqlite://PATH` is the form some tools write; both name a file.
         if rest.trim_start_matches("//").is_empty() {
-            return Err(format!(
+            return Err(invalid(format!(
                 "`sqlite:` needs the database file's path, e.g. `sqlite:/var/lib/fabric/runs.db`; expected {WHICH}"
-            ));
+            )));
         }
         return Ok(url.to_owned());
     }
     for scheme in ["postgres://", "postgresql://"] {
         if let Some(rest) = url.strip_prefix(scheme) {
             if rest.is_empty() || rest.starts_with('/') {
-                return Err(format!(
+                return Err(invalid(format!(
                     "the PostgreSQL URL names no host; expected {WHICH}"
-                ));
+                )));
             }
             return Ok(url.to_owned());
         }
@@ -245,10 +248,10 @@ pub(crate) fn check_url(url: &str) -> Result<String, String> {
             && s.chars()
                 .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
     });
-    Err(match scheme {
+    Err(invalid(match scheme {
         Some(scheme) => format!("`{scheme}` stores are not supported; expected {WHICH}"),
         None => format!("not a store URL; expected {WHICH}"),
-    })
+    }))
 }
 
 /// `scheme://user:password@host/…` → `scheme://user:***@host/…`; anything else unchanged.

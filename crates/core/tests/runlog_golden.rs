@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use fabric_core::delegate::{Lineage, RunBudget};
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{Member, Recruitment, TaskForce, TaskForceMode, execute_task_force};
-use fabric_core::recruit::RoutingCall;
+use fabric_core::recruit::{RoutingCall, RoutingFailure};
 use fabric_core::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
     RunSandbox, RunStore, SecurityNotice, StoreError, Tool, ToolContext, ToolError, ToolNotice,
@@ -305,7 +305,9 @@ async fn single_out_of_steps() -> Vec<String> {
         content: Some("not json".into()),
         tool_arguments: None,
         latency_ms: 1.5,
-        outcome: Err("the routing model's answer is not a JSON object".into()),
+        outcome: Err(RoutingFailure::NotAnObject {
+            answer: String::new(),
+        }),
     });
     record(f).await
 }

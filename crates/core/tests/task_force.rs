@@ -9,7 +9,7 @@ use fabric_core::engine::ModelParams;
 use fabric_core::execute::{
     HANDOFF_END, Member, Recruitment, TaskForce, TaskForceMode, execute_task_force,
 };
-use fabric_core::recruit::RoutingCall;
+use fabric_core::recruit::{RoutingCall, RoutingFailure};
 use fabric_core::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
     RunStore, StoreError, Tool, ToolContext, ToolError,
@@ -470,7 +470,9 @@ async fn the_routing_call_is_recorded_before_recruitment() {
         content: Some("not json".into()),
         tool_arguments: None,
         latency_ms: 3.0,
-        outcome: Err("the routing model's answer is not a JSON object".into()),
+        outcome: Err(RoutingFailure::NotAnObject {
+            answer: String::new(),
+        }),
     });
     execute_task_force(&store, f, &NoopObserver, CancellationToken::new())
         .await

@@ -31,4 +31,40 @@ pub enum DomainError {
         /// What does not fit.
         detail: String,
     },
+    /// Text that is not a duration (`--older-than`, `older_than`).
+    #[error("`{text}` is not a duration; write a number and a unit: 90s, 30m, 12h, 7d or 2w")]
+    NotADuration {
+        /// The text given, trimmed.
+        text: String,
+    },
+    /// Text that is not a moment (`--since`, `since`).
+    #[error(
+        "`{text}` is not a date; write 2026-11-01, 2026-11-01T12:30:00Z, or a duration back from now such as 7d"
+    )]
+    NotAMoment {
+        /// The text given, trimmed.
+        text: String,
+    },
+    /// A tool pattern of the wrong shape.
+    #[error(
+        "tool pattern `{pattern}`{problem}; expected `mcp__<server>__<tool>` with `*` in the tool part, e.g. `mcp__github__*`"
+    )]
+    InvalidToolPattern {
+        /// The pattern.
+        pattern: String,
+        /// What is wrong, as it reads after the pattern.
+        problem: String,
+    },
+    /// A finish schema a model cannot fill or `finish_task` cannot check.
+    #[error("{reason}")]
+    InvalidFinishSchema {
+        /// What is wrong, naming the field.
+        reason: String,
+    },
+    /// Arguments that break a tool's input schema: every way, each one sentence.
+    #[error("{}", violations.join("; "))]
+    InvalidArguments {
+        /// The violations, in the schema's order.
+        violations: Vec<String>,
+    },
 }

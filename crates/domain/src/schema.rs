@@ -27,12 +27,12 @@ pub fn violations(schema: &Value, value: &Value) -> Vec<String> {
 }
 
 /// Checks and joins the violations into one message, or `Ok` when the value conforms.
-pub fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+pub fn validate(schema: &Value, value: &Value) -> Result<(), crate::DomainError> {
     let found = violations(schema, value);
     if found.is_empty() {
         Ok(())
     } else {
-        Err(found.join("; "))
+        Err(crate::DomainError::InvalidArguments { violations: found })
     }
 }
 
@@ -360,19 +360,23 @@ mod tests {
 
     #[test]
     fn wrong_type_names_parameter_expected_type_and_value() {
-        let err = validate(&schema(), &json!({"path": 3})).unwrap_err();
+        let err = validate(&schema(), &json!({"path": 3}))
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "parameter `path` must be a string, got 3");
     }
 
     #[test]
     fn missing_required_names_the_type() {
-        let err = validate(&schema(), &json!({})).unwrap_err();
+        let err = validate(&schema(), &json!({})).unwrap_err().to_string();
         assert_eq!(err, "missing required parameter `path` (a string)");
     }
 
     #[test]
     fn unknown_parameter_lists_the_known_ones() {
-        let err = validate(&schema(), &json!({"path": "a", "pth": "b"})).unwrap_err();
+        let err = validate(&schema(), &json!({"path": "a", "pth": "b"}))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("unknown parameter `pth`; expected one of "),
             "{err}"
@@ -429,7 +433,9 @@ mod tests {
                 "parameter `timeout_s` must be an integer between 1 and 600 or null, got \"10\"",
             ),
         ] {
-            let err = validate(&schema(), &json!({"path": "a", "timeout_s": value})).unwrap_err();
+            let err = validate(&schema(), &json!({"path": "a", "timeout_s": value}))
+                .unwrap_err()
+                .to_string();
             assert_eq!(err, expected);
         }
         let one_bound = json!({"type": "object", "properties": {
@@ -437,29 +443,37 @@ mod tests {
             "x": {"type": "number", "maximum": 0.5}
         }});
         assert_eq!(
-            validate(&one_bound, &json!({"n": 0})).unwrap_err(),
+            validate(&one_bound, &json!({"n": 0}))
+                .unwrap_err()
+                .to_string(),
             "parameter `n` must be at least 1, got 0"
         );
         assert_eq!(
-            validate(&one_bound, &json!({"n": "a"})).unwrap_err(),
+            validate(&one_bound, &json!({"n": "a"}))
+                .unwrap_err()
+                .to_string(),
             "parameter `n` must be an integer of at least 1, got \"a\""
         );
         assert_eq!(
-            validate(&one_bound, &json!({"x": 2})).unwrap_err(),
+            validate(&one_bound, &json!({"x": 2}))
+                .unwrap_err()
+                .to_string(),
             "parameter `x` must be at most 0.5, got 2"
         );
     }
 
     #[test]
     fn non_object_arguments_are_reported_whole() {
-        let err = validate(&schema(), &json!([1, 2])).unwrap_err();
+        let err = validate(&schema(), &json!([1, 2])).unwrap_err().to_string();
         assert_eq!(err, "arguments must be a JSON object, got [1,2]");
     }
 
     #[test]
     fn long_values_are_cut() {
         let long = "x".repeat(500);
-        let err = validate(&schema(), &json!({"path": [long]})).unwrap_err();
+        let err = validate(&schema(), &json!({"path": [long]}))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("(504 characters)"), "{err}");
         assert!(err.len() < 200);
     }

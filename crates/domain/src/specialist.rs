@@ -117,18 +117,16 @@ pub fn is_tool_pattern(name: &str) -> bool {
 /// holds at least one `*` (e.g. `mcp__github__*`, `mcp__github__get_*`). Patterns name MCP
 /// tools, which are resolved when the MCP servers are connected, so only the shape is checked
 /// here. The error says what is wrong and shows the expected shape.
-pub fn check_tool_pattern(pattern: &str) -> Result<(), String> {
-    const SHAPE: &str =
-        "expected `mcp__<server>__<tool>` with `*` in the tool part, e.g. `mcp__github__*`";
+pub fn check_tool_pattern(pattern: &str) -> Result<(), crate::DomainError> {
+    let wrong = |problem: String| crate::DomainError::InvalidToolPattern {
+        pattern: pattern.to_owned(),
+        problem,
+    };
     let Some(rest) = pattern.strip_prefix("mcp__") else {
-        return Err(format!(
-            "tool pattern `{pattern}` does not start with `mcp__`; {SHAPE}"
-        ));
+        return Err(wrong(" does not start with `mcp__`".to_owned()));
     };
     let Some((server, tool)) = rest.split_once("__") else {
-        return Err(format!(
-            "tool pattern `{pattern}` has no `__` after the server name; {SHAPE}"
-        ));
+        return Err(wrong(" has no `__` after the server name".to_owned()));
     };
     let word = |s: &str, star: bool| {
         !s.is_empty()
@@ -136,14 +134,14 @@ pub fn check_tool_pattern(pattern: &str) -> Result<(), String> {
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || (star && c == '*'))
     };
     if !word(server, false) {
-        return Err(format!(
-            "tool pattern `{pattern}`: the server name `{server}` must be non-empty letters, digits, `_` or `-` (no `*`); {SHAPE}"
-        ));
+        return Err(wrong(format!(
+            ": the server name `{server}` must be non-empty letters, digits, `_` or `-` (no `*`)"
+        )));
     }
     if !word(tool, true) || !tool.contains('*') {
-        return Err(format!(
-            "tool pattern `{pattern}`: the tool part `{tool}` must hold `*` and otherwise letters, digits, `_` or `-`; {SHAPE}"
-        ));
+        return Err(wrong(format!(
+            ": the tool part `{tool}` must hold `*` and otherwise letters, digits, `_` or `-`"
+        )));
     }
     Ok(())
 }
@@ -151,20 +149,26 @@ pub fn check_tool_pattern(pattern: &str) -> Result<(), String> {
 /// Checks that a finish schema is one a model can fill and `finish_task` can check: an
 /// object schema whose `properties` each name a JSON Schema type, and whose `required`
 /// names only declared properties. Returns what is wrong, naming the field.
-pub fn check_finish_schema(schema: &Value) -> Result<(), String> {
+pub fn check_finish_schema(schema: &Value) -> Result<(), crate::DomainError> {
     let Some(map) = schema.as_object() else {
-        return Err(
+        return Err(bad(
             "must be a JSON Schema object such as {type: object, properties: {...}}".to_owned(),
-        );
+        ));
     };
     if map.get("type").and_then(Value::as_str) != Some("object") {
-        return Err("must have `type: object` (finish_task takes an object)".to_owned());
+        return Err(bad(
+            "must have `type: object` (finish_task takes an object)".to_owned(),
+        ));
     }
     let empty = serde_json::Map::new();
     let properties = match map.get("properties") {
         None => &empty,
         Some(Value::Object(p)) => p,
-        Some(_) => return Err("`properties` must be a map of field name to schema".to_owned()),
+        Some(_) => {
+            return Err(bad(
+                "`properties` must be a map of field name to schema".to_owned()
+            ));
+        }
     };
     for (name, field) in properties {
         check_field(&format!("properties.{name}"), field)?;
@@ -174,25 +178,32 @@ pub fn check_finish_schema(schema: &Value) -> Result<(), String> {
         Some(Value::Array(required)) => {
             for (i, r) in required.iter().enumerate() {
                 let Some(r) = r.as_str() else {
-                    return Err(format!("`required[{i}]` must be a field name, got {r}"));
+                    return Err(bad(format!(
+                        "`required[{i}]` must be a field name, got {r}"
+                    )));
                 };
                 if !properties.contains_key(r) {
-                    return Err(format!(
+                    return Err(bad(format!(
                         "`required` names `{r}`, which is not in `properties`; declare it or remove it"
-                    ));
+                    )));
                 }
             }
         }
-        Some(_) => return Err("`required` must be a list of field names".to_owned()),
+        Some(_) => return Err(bad("`required` must be a list of field names".to_owned())),
     }
     Ok(())
 }
 
-fn check_field(at: &str, field: &Value) -> Result<(), String> {
+/// A finish schema's problem, naming the field, as the error it is.
+fn bad(reason: String) -> crate::DomainError {
+    crate::DomainError::InvalidFinishSchema { reason }
+}
+
+fn check_field(at: &str, field: &Value) -> Result<(), crate::DomainError> {
     let Some(map) = field.as_object() else {
-        return Err(format!(
+        return Err(bad(format!(
             "`{at}` must be a schema such as {{type: string}}, got {field}"
-        ));
+        )));
     };
     let known = |t: &Value| t.as_str().is_some_and(|t| SCHEMA_TYPES.contains(&t));
     match map.get("type") {
@@ -201,10 +212,10 @@ fn check_field(at: &str, field: &Value) -> Result<(), String> {
         Some(Value::Array(types)) if types.iter().all(known) => {}
         Some(t) if known(t) => {}
         Some(t) => {
-            return Err(format!(
+            return Err(bad(format!(
                 "`{at}.type` is {t}; use one of {}",
                 SCHEMA_TYPES.join(", ")
-            ));
+            )));
         }
     }
     if let Some(items) = map.get("items") {
@@ -247,11 +258,14 @@ mod tests {
             "citations": {"type": "array", "items": {"type": "object", "properties": {"url": {"type": "string"}}}}
         }, "required": ["summary"]});
         assert!(check_finish_schema(&good).is_ok());
-        let e = check_finish_schema(&json!({"type": "array"})).unwrap_err();
+        let e = check_finish_schema(&json!({"type": "array"}))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("type: object"), "{e}");
         let e =
             check_finish_schema(&json!({"type": "object", "properties": {"a": {"type": "text"}}}))
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
         assert!(
             e.contains("`properties.a.type`") && e.contains("string"),
             "{e}"
@@ -259,9 +273,10 @@ mod tests {
         let e = check_finish_schema(
             &json!({"type": "object", "properties": {}, "required": ["summary"]}),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("`summary`"), "{e}");
-        let e = check_finish_schema(&json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "url"}}}})).unwrap_err();
+        let e = check_finish_schema(&json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "url"}}}})).unwrap_err().to_string();
         assert!(e.contains("properties.l.items.type"), "{e}");
     }
 }

@@ -73,14 +73,14 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 
 /// A length of time as people write it on a command line: a number and a unit, `90s`,
 /// `30m`, `12h`, `7d`, `2w`. Returns seconds.
-pub fn parse_duration(text: &str) -> Result<f64, String> {
+pub fn parse_duration(text: &str) -> Result<f64, crate::DomainError> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let wrong = || {
-        format!("`{text}` is not a duration; write a number and a unit: 90s, 30m, 12h, 7d or 2w")
+    let wrong = || crate::DomainError::NotADuration {
+        text: text.to_owned(),
     };
     let number: f64 = number.parse().map_err(|_| wrong())?;
     let unit = match unit.trim() {
@@ -100,15 +100,13 @@ pub fn parse_duration(text: &str) -> Result<f64, String> {
 /// A moment as people write it for `--since`: a date `2026-11-01` (midnight UTC), a UTC time
 /// `2026-11-01T12:30:00Z` (or with a space), or a duration back from `now` (`7d`: the last
 /// seven days). Returns seconds since the Unix epoch.
-pub fn parse_since(text: &str, now: f64) -> Result<f64, String> {
+pub fn parse_since(text: &str, now: f64) -> Result<f64, crate::DomainError> {
     let text = text.trim();
     if let Ok(ago) = parse_duration(text) {
         return Ok((now - ago).max(0.0));
     }
-    let wrong = || {
-        format!(
-            "`{text}` is not a date; write 2026-11-01, 2026-11-01T12:30:00Z, or a duration back from now such as 7d"
-        )
+    let wrong = || crate::DomainError::NotAMoment {
+        text: text.to_owned(),
     };
     let (date, time) = match text.split_once(['T', ' ']) {
         Some((date, time)) => (date, Some(time.trim_end_matches('Z'))),

@@ -6,7 +6,7 @@ use crate::ports::StoreError;
 ///
 /// Failures of the model or of tools inside a run are not errors: they end the run with a
 /// typed [`fabric_domain::RunStatus`] and are recorded in its runlog.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CoreError {
     /// The run store failed.
     #[error(transparent)]

@@ -61,7 +61,7 @@ mod recorder;
 pub mod recruit;
 pub mod repair;
 mod sampling;
-mod service_error;
+pub mod service_error;
 pub mod trace;
 pub mod typed;
 pub mod versioned;

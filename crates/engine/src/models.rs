@@ -8,6 +8,8 @@
 //! Embedding-only models are never chosen; models whose capabilities are unknown are used
 //! only when no model is known to call tools.
 
+use crate::ports::SetupError;
+
 /// Models above this many billion parameters are chosen only when nothing smaller can call
 /// tools.
 pub const SIZE_CAP_B: f64 = 14.9;
@@ -103,7 +105,10 @@ pub fn is_listed(configured: &str, listed: &[ModelCandidate]) -> bool {
 }
 
 /// Picks the model to use. Errors say what the server has and what to do.
-pub fn choose_model(configured: &str, listed: &[ModelCandidate]) -> Result<ModelChoice, String> {
+pub fn choose_model(
+    configured: &str,
+    listed: &[ModelCandidate],
+) -> Result<ModelChoice, SetupError> {
     let same = |name: &str| same_model(name, configured);
     if let Some(found) = listed.iter().find(|m| same(&m.name)) {
         // The server says this model cannot call tools: every run on it would fail at the
@@ -122,9 +127,9 @@ pub fn choose_model(configured: &str, listed: &[ModelCandidate]) -> Result<Model
                     capable.join(", ")
                 )
             };
-            return Err(format!(
+            return Err(SetupError::ModelUnavailable(format!(
                 "`{configured}` is installed but cannot call tools, which agent-fabric requires; {fix}"
-            ));
+            )));
         }
         return Ok(ModelChoice {
             model: configured.to_owned(),
@@ -133,9 +138,9 @@ pub fn choose_model(configured: &str, listed: &[ModelCandidate]) -> Result<Model
         });
     }
     if listed.is_empty() {
-        return Err(format!(
+        return Err(SetupError::ModelUnavailable(format!(
             "the server has no models; pull one (`ollama pull {configured}`) or enable `auto_pull_if_missing`"
-        ));
+        )));
     }
     let chat: Vec<&ModelCandidate> = listed.iter().filter(|m| !m.is_embedding_only()).collect();
     let capable: Vec<&ModelCandidate> = chat
@@ -155,10 +160,10 @@ pub fn choose_model(configured: &str, listed: &[ModelCandidate]) -> Result<Model
     };
     let Some(best) = best_of(&pool) else {
         let names: Vec<&str> = listed.iter().map(|m| m.name.as_str()).collect();
-        return Err(format!(
+        return Err(SetupError::ModelUnavailable(format!(
             "`{configured}` is not installed and none of the installed models can call tools ({}); pull a tool-capable model such as qwen2.5:7b or llama3.1:8b (`ollama pull qwen2.5:7b`)",
             names.join(", ")
-        ));
+        )));
     };
     let size = best
         .size_b()
@@ -283,7 +288,7 @@ mod tests {
             m("nomic-embed-text", "137M", EMBED),
             m("gemma:2b", "2B", PLAIN),
         ];
-        let err = choose_model("qwen2.5:7b", &list).unwrap_err();
+        let err = choose_model("qwen2.5:7b", &list).unwrap_err().to_string();
         assert!(
             err.contains("none of the installed models can call tools"),
             "{err}"
@@ -292,7 +297,7 @@ mod tests {
             err.contains("gemma:2b") && err.contains("ollama pull"),
             "{err}"
         );
-        let err = choose_model("qwen2.5:7b", &[]).unwrap_err();
+        let err = choose_model("qwen2.5:7b", &[]).unwrap_err().to_string();
         assert!(err.contains("no models"), "{err}");
     }
 
@@ -317,7 +322,9 @@ mod tests {
             m("sqlcoder:15b", "15B", PLAIN),
             m("qwen2.5:7b", "7.6B", TOOLS),
         ];
-        let err = choose_model("sqlcoder:15b", &listed).unwrap_err();
+        let err = choose_model("sqlcoder:15b", &listed)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "`sqlcoder:15b` is installed but cannot call tools, which agent-fabric requires; set `model` to one that can, such as qwen2.5:7b"

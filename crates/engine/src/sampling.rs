@@ -57,7 +57,7 @@ impl Sampler for ModelSampler {
                 || crate::context::estimate(&request.messages, &tools),
                 self.model.price,
             )
-            .map_err(SampleError::Budget)?;
+            .map_err(|spent| SampleError::Budget(spent.to_string()))?;
         let chat = ChatRequest {
             model: &self.model.name,
             messages: &request.messages,

@@ -3,6 +3,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use fabric_core::StoreError;
+use fabric_core::service::{ErrorCode, ServiceError};
 use serde::Serialize;
 use thiserror::Error;
 use utoipa::ToSchema;
@@ -38,12 +39,6 @@ pub enum ApiError {
     /// A query parameter or header with a bad value.
     #[error("{0}")]
     InvalidParameter(String),
-    /// The request names a specialist the configuration does not have.
-    #[error("{0}")]
-    UnknownSpecialist(String),
-    /// The request names a model key the configuration does not have.
-    #[error("{0}")]
-    UnknownModelKey(String),
     /// The project the request names cannot be used: no git repository at that path on the
     /// server's machine, no commit, a base that names nothing, `base` without `project`.
     #[error("{0}")]
@@ -57,9 +52,6 @@ pub enum ApiError {
     /// of its models can call tools, a pull failed. The message says what and how to fix it.
     #[error("{0}")]
     ModelUnavailable(String),
-    /// Every model key the run could use has spent its daily budget (`daily_budget`).
-    #[error("{0}")]
-    DailyBudgetSpent(String),
     /// No run has this id.
     #[error("no run `{0}`")]
     RunNotFound(String),
@@ -110,6 +102,44 @@ pub enum ApiError {
     /// Something inside the fabric failed; the details are logged, not shown.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The run service refused the request or the run ended inside the fabric: its code and
+    /// status come from [`http`], the API's one table of the service's codes.
+    #[error("{}", shown(.0))]
+    Service(ServiceError),
+}
+
+/// The API's table of the service's codes: the HTTP status and the API's `code` (ADR-097).
+/// The configuration's faults are the server operator's to fix: the caller can only wait.
+pub(crate) fn http(code: ErrorCode) -> (StatusCode, &'static str) {
+    match code {
+        ErrorCode::InvalidRequest => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_request"),
+        ErrorCode::UnknownSpecialist => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_specialist"),
+        ErrorCode::UnknownModelKey => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_model_key"),
+        ErrorCode::InvalidProject => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_project"),
+        ErrorCode::ModelUnavailable | ErrorCode::ConfigError => {
+            (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable")
+        }
+        ErrorCode::DailyBudgetSpent => (StatusCode::TOO_MANY_REQUESTS, "daily_budget_spent"),
+        ErrorCode::TooManyRuns => (StatusCode::TOO_MANY_REQUESTS, "too_many_runs"),
+        ErrorCode::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+        ErrorCode::Cancelled | ErrorCode::Internal => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+        }
+    }
+}
+
+/// Whether the API answers the service's error as `internal`, its details kept to the log.
+fn is_internal(error: &ServiceError) -> bool {
+    http(error.code()).0 == StatusCode::INTERNAL_SERVER_ERROR
+}
+
+/// The service's message, said as [`ApiError::Internal`] says one when it is internal.
+fn shown(error: &ServiceError) -> String {
+    if is_internal(error) {
+        format!("internal error: {error}")
+    } else {
+        error.to_string()
+    }
 }
 
 impl ApiError {
@@ -124,19 +154,17 @@ impl ApiError {
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::InvalidRunId(_) => "invalid_run_id",
             Self::InvalidParameter(_) => "invalid_parameter",
-            Self::UnknownSpecialist(_) => "unknown_specialist",
-            Self::UnknownModelKey(_) => "unknown_model_key",
             Self::InvalidProject(_) => "invalid_project",
             Self::RunNotFound(_) => "run_not_found",
             Self::NotPermitted(_) => "not_permitted",
             Self::ModelUnavailable(_) => "model_unavailable",
-            Self::DailyBudgetSpent(_) => "daily_budget_spent",
             Self::RunNotRunning { .. } | Self::RunNotLive(_) => "run_not_running",
             Self::RouteNotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::TooManyRuns { .. } => "too_many_runs",
             Self::ShuttingDown => "shutting_down",
             Self::Internal(_) | Self::RunCrashed { .. } => "internal",
+            Self::Service(e) => http(e.code()).1,
         }
     }
 
@@ -147,19 +175,17 @@ impl ApiError {
             Self::InvalidJson(_) | Self::InvalidRunId(_) | Self::InvalidParameter(_) => {
                 StatusCode::BAD_REQUEST
             }
-            Self::InvalidRequest(_)
-            | Self::UnknownSpecialist(_)
-            | Self::UnknownModelKey(_)
-            | Self::InvalidProject(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::InvalidRequest(_) | Self::InvalidProject(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RunNotFound(_) | Self::RouteNotFound => StatusCode::NOT_FOUND,
             Self::NotPermitted(_) | Self::HostNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::RunNotRunning { .. } | Self::RunNotLive(_) => StatusCode::CONFLICT,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::TooManyRuns { .. } | Self::DailyBudgetSpent(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyRuns { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::ShuttingDown | Self::ModelUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) | Self::RunCrashed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Service(e) => http(e.code()).0,
         }
     }
 
@@ -195,6 +221,10 @@ impl IntoResponse for ApiError {
             // Internal details stay in the server's log: they can name paths and hosts.
             Self::Internal(detail) => {
                 tracing::error!(%detail, "internal error answering a request");
+                "internal error; the server log has the details".to_owned()
+            }
+            Self::Service(error) if is_internal(error) => {
+                tracing::error!(detail = %error, "internal error answering a request");
                 "internal error; the server log has the details".to_owned()
             }
             Self::RunCrashed { id, detail } => {

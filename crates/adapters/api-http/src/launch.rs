@@ -94,25 +94,15 @@ fn check_ceiling(state: &AppState, request: &RunRequest) -> Result<(), ApiError>
 
 /// The one mapping of the service's errors to the API's.
 pub(crate) fn from_service(state: &AppState, error: ServiceError) -> ApiError {
+    // Only the answers with a header or the server's own words are the API's; the rest
+    // keep the service's error, coded by `error::http`.
     match error {
-        ServiceError::Invalid(m) | ServiceError::AlreadyEnded(m) => ApiError::InvalidRequest(m),
-        ServiceError::UnknownSpecialist(m) => ApiError::UnknownSpecialist(m),
-        ServiceError::UnknownModelKey(m) => ApiError::UnknownModelKey(m),
-        ServiceError::InvalidProject(m) => ApiError::InvalidProject(m),
-        ServiceError::NotPermitted(m) => ApiError::NotPermitted(m),
-        // The server's own configuration: its operator fixes it, the caller can only wait.
-        ServiceError::ModelUnavailable(m) | ServiceError::Misconfigured(m) => {
-            ApiError::ModelUnavailable(m)
-        }
-        ServiceError::BudgetSpent(m) => ApiError::DailyBudgetSpent(m),
         ServiceError::TooManyRuns { limit } => ApiError::TooManyRuns {
             limit,
             retry_after_s: state.inner.config.retry_after_s,
         },
-        ServiceError::ShuttingDown | ServiceError::Cancelled if state.is_shutting_down() => {
-            ApiError::ShuttingDown
-        }
         ServiceError::ShuttingDown => ApiError::ShuttingDown,
-        other => ApiError::Internal(other.to_string()),
+        ServiceError::Cancelled if state.is_shutting_down() => ApiError::ShuttingDown,
+        other => ApiError::Service(other),
     }
 }

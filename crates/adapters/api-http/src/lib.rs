@@ -166,8 +166,11 @@ impl fabric_core::service::Preparer for NoPreparer {
         _request: fabric_core::service::TaskRequest,
         _context: &fabric_core::service::PrepareContext,
     ) -> Result<Box<dyn fabric_core::service::Runnable>, fabric_core::service::ServiceError> {
-        Err(fabric_core::service::ServiceError::Internal(
-            "no preparer".to_owned(),
-        ))
+        Err(
+            fabric_core::service::Fault::Setup(fabric_core::ports::SetupError::Internal(
+                "no preparer".to_owned(),
+            ))
+            .into(),
+        )
     }
 }

@@ -201,9 +201,10 @@ impl Launcher {
 impl Preparer for Launcher {
     fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
         match request.pack.first().map(String::as_str) {
-            Some("nobody") => Err(ServiceError::UnknownSpecialist(
-                "no specialist `nobody`".into(),
-            )),
+            Some("nobody") => Err(ServiceError::UnknownSpecialist {
+                id: "nobody".into(),
+                known: "engineering".into(),
+            }),
             _ => Ok(()),
         }
     }
@@ -217,7 +218,9 @@ impl Preparer for Launcher {
         }
         if self.unavailable {
             return Err(ServiceError::ModelUnavailable(
-                "cannot start `ollama serve` (local_llm_start_cmd)".into(),
+                fabric_core::ports::SetupError::ModelUnavailable(
+                    "cannot start `ollama serve` (local_llm_start_cmd)".into(),
+                ),
             ));
         }
         Ok(Box::new(Fake(self.script)))

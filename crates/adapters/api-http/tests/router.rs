@@ -48,10 +48,10 @@ impl Preparer for Launcher {
         request: TaskRequest,
         _context: &PrepareContext,
     ) -> Result<Box<dyn Runnable>, ServiceError> {
-        Err(ServiceError::UnknownSpecialist(format!(
-            "no specialist `{}`",
-            request.pack.join(",")
-        )))
+        Err(ServiceError::UnknownSpecialist {
+            id: request.pack.join(","),
+            known: "engineering".to_owned(),
+        })
     }
 }
 
@@ -203,7 +203,12 @@ async fn the_store_failing_is_a_500_that_hides_its_details() {
             _request: TaskRequest,
             _context: &PrepareContext,
         ) -> Result<Box<dyn Runnable>, ServiceError> {
-            Err(ServiceError::Internal("secret path /home/x".into()))
+            Err(
+                fabric_core::service::Fault::Setup(fabric_core::ports::SetupError::Internal(
+                    "secret path /home/x".into(),
+                ))
+                .into(),
+            )
         }
     }
     let app = router(state(Arc::new(Ready), ApiConfig::default()));

@@ -94,10 +94,10 @@ pub async fn fetch_card(
             url: url.clone(),
             detail: format!("not JSON: {e}"),
         })?;
-    let card = check_card(&card).map_err(|detail| RemoteAgentError::BadCard {
+    let card = check_card(&card, |detail| RemoteAgentError::BadCard {
         name: config.name.clone(),
         url: url.clone(),
-        detail,
+        detail: detail.to_owned(),
     })?;
     Ok(RemoteAgentTool {
         config: config.clone(),
@@ -106,16 +106,20 @@ pub async fn fetch_card(
     })
 }
 
-/// The card's description and its JSON-RPC endpoint, or what is missing.
-fn check_card(card: &Value) -> Result<Card, String> {
+/// The card's description and its JSON-RPC endpoint, or what is missing (`bad(detail)`
+/// builds the error).
+fn check_card(
+    card: &Value,
+    bad: impl Fn(&str) -> RemoteAgentError,
+) -> Result<Card, RemoteAgentError> {
     let name = card.get("name").and_then(Value::as_str).unwrap_or_default();
     if name.trim().is_empty() {
-        return Err("it has no `name`".to_owned());
+        return Err(bad("it has no `name`"));
     }
     let interfaces = card
         .get("supportedInterfaces")
         .and_then(Value::as_array)
-        .ok_or("it has no `supportedInterfaces` (an A2A v1.0 card lists them)")?;
+        .ok_or_else(|| bad("it has no `supportedInterfaces` (an A2A v1.0 card lists them)"))?;
     let endpoint = interfaces
         .iter()
         .find(|i| {
@@ -125,7 +129,7 @@ fn check_card(card: &Value) -> Result<Card, String> {
                     .is_none_or(|v| v == "1" || v.starts_with("1."))
         })
         .and_then(|i| i.get("url").and_then(Value::as_str))
-        .ok_or("it offers no JSON-RPC interface of protocol version 1.x, the one binding this fabric speaks")?;
+        .ok_or_else(|| bad("it offers no JSON-RPC interface of protocol version 1.x, the one binding this fabric speaks"))?;
     let skills: Vec<&str> = card
         .get("skills")
         .and_then(Value::as_array)
@@ -490,21 +494,46 @@ impl fabric_core::ToolSource for RemoteAgents {
 mod tests {
     use super::*;
 
+    /// The card's problem, as `detail` of a card the tests name nothing else of.
+    fn bad(detail: &str) -> RemoteAgentError {
+        RemoteAgentError::BadCard {
+            name: "x".to_owned(),
+            url: "u".to_owned(),
+            detail: detail.to_owned(),
+        }
+    }
+
     #[test]
     fn issue_30_a_card_without_a_json_rpc_v1_interface_is_refused_by_what_it_lacks() {
-        assert!(check_card(&json!({})).unwrap_err().contains("no `name`"));
         assert!(
-            check_card(&json!({"name": "x"}))
+            check_card(&json!({}), bad)
                 .unwrap_err()
+                .to_string()
+                .contains("no `name`")
+        );
+        assert!(
+            check_card(&json!({"name": "x"}), bad)
+                .unwrap_err()
+                .to_string()
                 .contains("supportedInterfaces")
         );
         let grpc = json!({"name": "x", "supportedInterfaces": [{"url": "u", "protocolBinding": "GRPC", "protocolVersion": "1.0"}]});
-        assert!(check_card(&grpc).unwrap_err().contains("JSON-RPC"));
+        assert!(
+            check_card(&grpc, bad)
+                .unwrap_err()
+                .to_string()
+                .contains("JSON-RPC")
+        );
         let old = json!({"name": "x", "supportedInterfaces": [{"url": "u", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]});
-        assert!(check_card(&old).unwrap_err().contains("1.x"));
+        assert!(
+            check_card(&old, bad)
+                .unwrap_err()
+                .to_string()
+                .contains("1.x")
+        );
         let good = json!({"name": "x", "description": "Writes poems.", "skills": [{"id": "haiku"}],
             "supportedInterfaces": [{"url": "http://h/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]});
-        let card = check_card(&good).unwrap_or_else(|e| panic!("{e}"));
+        let card = check_card(&good, bad).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(card.endpoint, "http://h/a2a");
         assert_eq!(card.description, "Writes poems; skills: haiku");
     }

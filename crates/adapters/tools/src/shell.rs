@@ -712,7 +712,7 @@ mod tests {
             tool.check_contract().unwrap();
             let args: Value = serde_json::from_str(raw).unwrap();
             let checked = fabric_domain::schema::validate(&tool.spec().input_schema, &args);
-            assert_eq!(checked.unwrap_err(), expected, "{raw}");
+            assert_eq!(checked.unwrap_err().to_string(), expected, "{raw}");
             match tool.call(args, &ctx).await {
                 // From the schema when the value does not fit the type, else from the tool.
                 Err(ToolError::InvalidArguments(message)) => assert!(

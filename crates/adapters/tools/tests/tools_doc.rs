@@ -35,9 +35,12 @@ impl ChildRunner for NoChildren {
         _task: String,
         _parent: &ToolContext,
     ) -> Result<RunOutcome, fabric_core::service::ServiceError> {
-        Err(fabric_core::service::ServiceError::Internal(
-            "the docs generator runs no child".to_owned(),
-        ))
+        Err(
+            fabric_core::service::Fault::Setup(fabric_core::ports::SetupError::Internal(
+                "the docs generator runs no child".to_owned(),
+            ))
+            .into(),
+        )
     }
 }
 

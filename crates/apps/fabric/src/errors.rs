@@ -1,7 +1,7 @@
 //! Errors that stop a command before a run exists, and their exit codes.
 
 use fabric_config::ConfigError;
-use fabric_core::service::ServiceError;
+use fabric_core::service::{ErrorCode, ServiceError};
 use fabric_domain::RunStatus;
 use std::fmt;
 
@@ -35,21 +35,25 @@ fn classify(error: &anyhow::Error) -> (u8, &'static str) {
         return (EXIT_USAGE, "usage_error");
     }
     match error.downcast_ref::<ServiceError>() {
-        Some(
-            ServiceError::Invalid(_)
-            | ServiceError::AlreadyEnded(_)
-            | ServiceError::UnknownSpecialist(_)
-            | ServiceError::UnknownModelKey(_)
-            | ServiceError::InvalidProject(_)
-            | ServiceError::NotPermitted(_),
-        ) => (EXIT_USAGE, "usage_error"),
-        Some(ServiceError::Misconfigured(_)) => (EXIT_USAGE, "config_error"),
-        Some(ServiceError::ModelUnavailable(_)) => (EXIT_LLM_ERROR, "llm_error"),
-        Some(ServiceError::BudgetSpent(_)) => {
-            (RunStatus::BudgetExceeded.exit_code(), "budget_exceeded")
+        Some(error) => by_code(error.code()),
+        None => (EXIT_FAILURE, "failure"),
+    }
+}
+
+/// The CLI's table of the service's codes (ADR-097).
+fn by_code(code: ErrorCode) -> (u8, &'static str) {
+    match code {
+        ErrorCode::InvalidRequest
+        | ErrorCode::UnknownSpecialist
+        | ErrorCode::UnknownModelKey
+        | ErrorCode::InvalidProject => (EXIT_USAGE, "usage_error"),
+        ErrorCode::ConfigError => (EXIT_USAGE, "config_error"),
+        ErrorCode::ModelUnavailable => (EXIT_LLM_ERROR, "llm_error"),
+        ErrorCode::DailyBudgetSpent => (RunStatus::BudgetExceeded.exit_code(), "budget_exceeded"),
+        ErrorCode::Cancelled => (RunStatus::Cancelled.exit_code(), "cancelled"),
+        ErrorCode::TooManyRuns | ErrorCode::ShuttingDown | ErrorCode::Internal => {
+            (EXIT_FAILURE, "failure")
         }
-        Some(ServiceError::Cancelled) => (RunStatus::Cancelled.exit_code(), "cancelled"),
-        _ => (EXIT_FAILURE, "failure"),
     }
 }
 

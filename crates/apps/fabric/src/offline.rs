@@ -165,8 +165,10 @@ impl fabric_core::delegate::ChildRunner for RecordedVerdicts {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop_front()
             .ok_or_else(|| {
-                fabric_core::service::ServiceError::Internal(format!(
-                    "the recording holds no more reviews by `{specialist}`"
+                fabric_core::service::ServiceError::from(fabric_core::service::Fault::Setup(
+                    fabric_core::ports::SetupError::Internal(format!(
+                        "the recording holds no more reviews by `{specialist}`"
+                    )),
                 ))
             })?;
         Ok(fabric_core::execute::RunOutcome {
@@ -276,9 +278,11 @@ impl Preparer for OfflinePreparer {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
             .ok_or_else(|| {
-                ServiceError::Invalid(
-                    "an offline run (fabric replay, fabric test) does not start child runs: sub-agents and critics are not replayed".to_owned(),
-                )
+                ServiceError::from(fabric_core::service::InvalidRequest::Setup(
+                    fabric_core::ports::SetupError::Refused(
+                        "an offline run (fabric replay, fabric test) does not start child runs: sub-agents and critics are not replayed".to_owned(),
+                    ),
+                ))
             })?;
         let mut task = self.app.prepare_task(request, context).await?;
         for (i, member) in task.members.iter_mut().enumerate() {

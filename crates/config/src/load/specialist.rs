@@ -79,7 +79,8 @@ impl Merger {
         };
         overlay!(spec, raw; description, keywords, capabilities, system_prompt, tools);
         if let Some(schema) = raw.finish_schema {
-            check_finish_schema(&schema).map_err(|e| self.invalid(at("finish_schema"), e))?;
+            check_finish_schema(&schema)
+                .map_err(|e| self.invalid(at("finish_schema"), e.to_string()))?;
             spec.finish_schema = schema;
         }
         if let Some(image) = raw.container_image {

@@ -37,7 +37,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use claims::ClaimedStore;
-pub use fabric_engine::ServiceError;
+pub use fabric_engine::service_error::{
+    DailySpent, ErrorCode, Fault, InvalidRequest, ProjectError, ServiceError,
+};
 pub use remote::cancelled_before_start;
 pub use request::{PrepareContext, Preparer, Runnable, TaskRequest};
 pub use versioning::{DiscardOnPrune, ProjectRequest, WorkspacePolicy};
@@ -170,22 +172,18 @@ impl RunHandle {
     /// the reason otherwise (the outcome then carries the same error).
     pub async fn prepared(&mut self) -> Result<(), ServiceError> {
         match self.prepared.take() {
-            Some(rx) => rx.await.unwrap_or_else(|_| {
-                Err(ServiceError::Internal(
-                    "the run's task ended before preparing it".to_owned(),
-                ))
-            }),
+            Some(rx) => rx
+                .await
+                .unwrap_or(Err(ServiceError::Internal(Fault::EndedBeforePreparing))),
             None => Ok(()),
         }
     }
 
     /// Waits for the run to end.
     pub async fn outcome(self) -> Result<RunOutcome, ServiceError> {
-        self.done.await.unwrap_or_else(|_| {
-            Err(ServiceError::Internal(
-                "the run's task ended without an outcome".to_owned(),
-            ))
-        })
+        self.done
+            .await
+            .unwrap_or(Err(ServiceError::Internal(Fault::EndedWithoutOutcome)))
     }
 }
 
@@ -369,14 +367,10 @@ impl RunService {
     /// Checks a request without starting it (the preparer's cheap checks).
     pub fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
         if request.prompt.trim().is_empty() {
-            return Err(ServiceError::Invalid(
-                "the prompt is empty; say what the agent should do".to_owned(),
-            ));
+            return Err(InvalidRequest::EmptyPrompt.into());
         }
         if request.project.is_some() && self.inner.versioning.is_none() {
-            return Err(ServiceError::Invalid(
-                "this fabric cannot work on a project: it was started without versioned workspaces (git); run without a project".to_owned(),
-            ));
+            return Err(InvalidRequest::NoVersioning.into());
         }
         self.inner.preparer.check(request)
     }
@@ -418,9 +412,7 @@ impl RunService {
         };
         let id = match &submission.resume {
             Some(id) if inner.registry.get(id).is_some() => {
-                return Err(ServiceError::Invalid(format!(
-                    "run `{id}` is already running in this process"
-                )));
+                return Err(InvalidRequest::AlreadyRunning { id: id.clone() }.into());
             }
             Some(id) => id.clone(),
             None => submission.run_id.clone().unwrap_or_else(crate::new_run_id),
@@ -627,20 +619,7 @@ impl RunTask {
         if let Err(error) = &result {
             // What the caller can fix (a request, a model server to start, a budget) is told
             // to it as the error; only the fabric's own failures are worth a warning.
-            let caller_can_fix = matches!(
-                error,
-                ServiceError::Invalid(_)
-                    | ServiceError::AlreadyEnded(_)
-                    | ServiceError::UnknownSpecialist(_)
-                    | ServiceError::UnknownModelKey(_)
-                    | ServiceError::InvalidProject(_)
-                    | ServiceError::NotPermitted(_)
-                    | ServiceError::Misconfigured(_)
-                    | ServiceError::ModelUnavailable(_)
-                    | ServiceError::BudgetSpent(_)
-                    | ServiceError::Cancelled
-            );
-            if caller_can_fix {
+            if !error.code().is_the_fabrics() {
                 tracing::debug!(run_id = %id, %error, "run ended with an error for the caller");
             } else {
                 tracing::warn!(run_id = %id, %error, "run ended inside the fabric");
@@ -712,7 +691,7 @@ impl RunTask {
                 if let Some(versioned) = versioned.take() {
                     let _ = versioned.handle().discard().await;
                 }
-                return Err(ServiceError::Store(e.to_string()));
+                return Err(ServiceError::Store(e));
             }
         };
         let log = self.suspendable(run.log);
@@ -764,7 +743,7 @@ impl RunTask {
                 let text = panic_text(panic.as_ref()).to_owned();
                 let reason = format!("the run panicked: {text}");
                 record_failure(&observer, self.live.as_ref(), log.as_ref(), &reason).await;
-                Err(ServiceError::Panicked(text))
+                Err(ServiceError::Panicked { message: text })
             }
         }
     }

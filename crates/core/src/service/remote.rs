@@ -38,7 +38,7 @@ impl RunTask {
             Ok(false) => Some(ServiceError::TooManyRuns {
                 limit: usize::try_from(limit.unwrap_or_default()).unwrap_or(usize::MAX),
             }),
-            Err(e) => Some(ServiceError::Store(e.to_string())),
+            Err(e) => Some(ServiceError::Store(e)),
         }
     }
 
@@ -51,9 +51,15 @@ impl RunTask {
         let id = self.live.id().clone();
         let limit = self.service.inner.queue_limit;
         let refused = match self.submission.request.to_json() {
-            Err(e) => Some(ServiceError::Invalid(format!(
-                "the request cannot be queued ({e}): give the project as a UTF-8 path"
-            ))),
+            Err(_) => Some(ServiceError::InvalidProject(super::ProjectError::NotUtf8 {
+                path: self
+                    .submission
+                    .request
+                    .project
+                    .as_ref()
+                    .map(|p| p.path.clone())
+                    .unwrap_or_default(),
+            })),
             Ok(request) => Self::enqueued(queue.enqueue(&id, &request, limit).await, limit),
         };
         if let Some(error) = refused {
@@ -153,10 +159,7 @@ async fn follow_into(
     observer: Option<&dyn RunObserver>,
 ) -> Result<RunOutcome, ServiceError> {
     let id = live.id().clone();
-    let mut feed = queue
-        .follow(&id, None)
-        .await
-        .map_err(|e| ServiceError::Store(e.to_string()))?;
+    let mut feed = queue.follow(&id, None).await.map_err(ServiceError::Store)?;
     let cancel = live.cancel_token();
     let mut asked = false;
     let mut start: Option<runlog::RunStart> = None;
@@ -176,9 +179,7 @@ async fn follow_into(
             }
         };
         let Some(event) = event else {
-            return Err(ServiceError::Store(format!(
-                "the feed of run `{id}` stopped before its end; `GET /runs/{id}` shows where it is"
-            )));
+            return Err(super::Fault::FeedStopped { id }.into());
         };
         if let EventPayload::RunStart(started) = &event.payload {
             start = Some(started.clone());

@@ -25,21 +25,19 @@ impl RunTask {
         let run = inner.store.reopen_run(&id).await.map_err(|e| match e {
             // A typo in the id is the caller's to fix, said as such (exit 2 in the CLI, as
             // `logs show` does), never a store failure.
-            crate::ports::StoreError::NotFound(_) => ServiceError::Invalid(format!(
-                "no run `{id}`; `fabric logs list` shows the runs and their ids"
-            )),
-            e => ServiceError::Store(e.to_string()),
+            crate::ports::StoreError::NotFound(_) => {
+                super::InvalidRequest::NoSuchRun { id: id.clone() }.into()
+            }
+            e => ServiceError::Store(e),
         })?;
         let events = inner
             .store
             .read_events(&id)
             .await
-            .map_err(|e| ServiceError::Store(e.to_string()))?;
+            .map_err(ServiceError::Store)?;
         let history = RunHistory::read(id.clone(), &events);
         if let Some(status) = history.ended {
-            return Err(ServiceError::AlreadyEnded(format!(
-                "run `{id}` already ended ({status}); there is nothing to continue"
-            )));
+            return Err(ServiceError::AlreadyEnded { id, status });
         }
         let log = self.suspendable(run.log);
         // From here on the run ends properly whatever happens: a reason it cannot go on is
@@ -91,9 +89,7 @@ impl RunTask {
                     Ok(versioned) => Some(Arc::new(versioned)),
                     // The remote may answer later: still resumable, not ended here.
                     Err(e) if e.is_retryable() => {
-                        return Err(ServiceError::Internal(format!(
-                            "run `{id}` cannot be continued now: {e}; it stays interrupted, so `fabric resume {id}` it once the remote answers"
-                        )));
+                        return Err(super::Fault::RemoteDown { id, cause: e }.into());
                     }
                     Err(e) => {
                         let reason = format!("its workspace cannot be restored: {e}");
@@ -160,10 +156,8 @@ impl RunTask {
     ) -> Result<Started, ServiceError> {
         let event = history
             .interrupted_event(reason)
-            .map_err(|e| ServiceError::Internal(e.to_string()))?;
-        log.append(&event)
-            .await
-            .map_err(|e| ServiceError::Store(e.to_string()))?;
+            .map_err(super::Fault::Encode)?;
+        log.append(&event).await.map_err(ServiceError::Store)?;
         self.observer().on_event(&event).await;
         let specialist_ids = history.specialist_ids();
         let (model_key, model) = history
@@ -222,7 +216,7 @@ impl super::RunService {
         let ids = store
             .interrupted_runs()
             .await
-            .map_err(|e| ServiceError::Store(e.to_string()))?;
+            .map_err(ServiceError::Store)?;
         let mut parents = std::collections::HashMap::new();
         for id in &ids {
             let parent = match store.read_events(id).await {

@@ -7,17 +7,17 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::ServiceError;
+use super::{ProjectError, ServiceError};
 
 /// `project`, resolved, when it is inside one of `roots`; the refusal naming the key and the
 /// fix otherwise. The resolved path is what the run then works on, so a link changed after
 /// this check cannot lead it elsewhere.
 pub(super) fn confine(project: &Path, roots: &[PathBuf]) -> Result<PathBuf, ServiceError> {
     if roots.is_empty() {
-        return Err(ServiceError::InvalidProject(format!(
-            "`project` `{}` is refused: this server lets requests work on no directory of its machine (`server.project_roots` is empty, the default); its operator may list the directories requests may name in `server.project_roots` of its config, or run `fabric run --project` there",
-            project.display()
-        )));
+        return Err(ProjectError::NoRoots {
+            project: project.to_path_buf(),
+        }
+        .into());
     }
     let roots: Vec<PathBuf> = roots
         .iter()
@@ -29,16 +29,17 @@ pub(super) fn confine(project: &Path, roots: &[PathBuf]) -> Result<PathBuf, Serv
         // the same refusal whether it exists or not, so the answer tells nothing about the
         // server's other files.
         Err(e) if roots.iter().any(|root| lexical(project).starts_with(root)) => {
-            Err(ServiceError::InvalidProject(format!(
-                "`project` `{}` cannot be used: {e}; give an existing directory of a repository's working tree",
-                project.display()
-            )))
+            Err(ProjectError::Unresolvable {
+                project: project.to_path_buf(),
+                detail: e.to_string(),
+            }
+            .into())
         }
-        _ => Err(ServiceError::InvalidProject(format!(
-            "`project` `{}` is outside the directories this server lets requests work on (`server.project_roots`: {}; symbolic links and `..` are resolved before the check); name a directory inside one of them, or ask the server's operator to add it to `server.project_roots`",
-            project.display(),
-            listed(&roots)
-        ))),
+        _ => Err(ProjectError::OutsideRoots {
+            project: project.to_path_buf(),
+            roots: listed(&roots),
+        }
+        .into()),
     }
 }
 
@@ -94,7 +95,7 @@ mod tests {
 
     fn refused(result: Result<PathBuf, ServiceError>) -> String {
         match result {
-            Err(ServiceError::InvalidProject(m)) => m,
+            Err(e @ ServiceError::InvalidProject(_)) => e.to_string(),
             other => panic!("not refused as an invalid project: {other:?}"),
         }
     }

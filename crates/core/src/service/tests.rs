@@ -160,7 +160,10 @@ struct Prep {
 impl Preparer for Prep {
     fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
         match request.pack.first().map(String::as_str) {
-            Some("nobody") => Err(ServiceError::UnknownSpecialist("no `nobody`".to_owned())),
+            Some("nobody") => Err(ServiceError::UnknownSpecialist {
+                id: "nobody".to_owned(),
+                known: String::new(),
+            }),
             _ => Ok(()),
         }
     }
@@ -237,7 +240,7 @@ async fn bad_requests_are_refused_before_a_run_exists() {
     unknown.request.pack = vec!["nobody".to_owned()];
     let unknown = service.submit(unknown).err();
     assert!(
-        matches!(unknown, Some(ServiceError::UnknownSpecialist(_))),
+        matches!(unknown, Some(ServiceError::UnknownSpecialist { .. })),
         "{unknown:?}"
     );
     assert!(service.registry().is_empty());
@@ -247,7 +250,9 @@ async fn bad_requests_are_refused_before_a_run_exists() {
 #[tokio::test]
 async fn a_preparation_failure_is_typed_and_stores_nothing() {
     let failing = Prep {
-        fail: Some(ServiceError::ModelUnavailable("ollama is down".to_owned())),
+        fail: Some(ServiceError::ModelUnavailable(
+            crate::ports::SetupError::ModelUnavailable("ollama is down".to_owned()),
+        )),
         ..prep(Script::Complete)
     };
     let (service, store) = service(failing, None);
@@ -256,7 +261,9 @@ async fn a_preparation_failure_is_typed_and_stores_nothing() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         handle.prepared().await,
-        Err(ServiceError::ModelUnavailable("ollama is down".to_owned()))
+        Err(ServiceError::ModelUnavailable(
+            crate::ports::SetupError::ModelUnavailable("ollama is down".to_owned())
+        ))
     );
     assert!(matches!(
         handle.outcome().await,
@@ -308,7 +315,9 @@ async fn a_panicking_run_ends_failed_in_its_runlog_and_for_its_followers() {
     let outcome = handle.outcome().await;
     assert_eq!(
         outcome.err(),
-        Some(ServiceError::Panicked("a bug in the run".to_owned()))
+        Some(ServiceError::Panicked {
+            message: "a bug in the run".to_owned()
+        })
     );
     assert_eq!(
         store.kinds(&id),
@@ -524,9 +533,9 @@ fn worker_config() -> WorkerConfig {
 async fn issue_26_takeovers_do_not_use_up_the_failure_allowance() {
     for (failures, ended) in [(0, false), (1, false), (2, true)] {
         let failing = Prep {
-            fail: Some(ServiceError::Store(
-                "cannot reach postgres://db/fabric".to_owned(),
-            )),
+            fail: Some(ServiceError::Store(unreachable_store(
+                "postgres://db/fabric",
+            ))),
             ..prep(Script::Complete)
         };
         let (service, store) = service(failing, None);
@@ -782,7 +791,7 @@ async fn issue_26_a_worker_reports_what_it_claims_and_how_it_ends() {
     // A run taken over that fails here goes back to the queue, reported with the error.
     reports.lock().unwrap_or_else(|e| e.into_inner()).clear();
     let failing = Prep {
-        fail: Some(ServiceError::Store("cannot reach the store".to_owned())),
+        fail: Some(ServiceError::Store(unreachable_store("the store"))),
         ..prep(Script::Complete)
     };
     let (failing, store) = service(failing, None);
@@ -821,4 +830,13 @@ async fn issue_26_a_worker_reports_what_it_claims_and_how_it_ends() {
         matches!(&seen[1], super::WorkerReport::HandedBack { reason, .. } if reason.contains("cannot reach the store")),
         "{seen:?}"
     );
+}
+
+/// A store that cannot be reached, as a failing preparation reports it.
+fn unreachable_store(store: &str) -> crate::ports::StoreError {
+    crate::ports::StoreError::Database {
+        store: store.to_owned(),
+        detail: format!("cannot reach {store}"),
+        fix: "start it".to_owned(),
+    }
 }

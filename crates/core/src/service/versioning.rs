@@ -48,10 +48,10 @@ impl Versioning {
         project: &ProjectRequest,
     ) -> Result<RunWorkspace, ServiceError> {
         let repo = std::path::absolute(&project.path).map_err(|e| {
-            ServiceError::InvalidProject(format!(
-                "project `{}`: {e}; give the path of a repository's working tree",
-                project.path.display()
-            ))
+            ServiceError::from(super::ProjectError::NotAbsolute {
+                project: project.path.clone(),
+                detail: e.to_string(),
+            })
         })?;
         let spec = WorkspaceSpec {
             run_id: id.to_string(),
@@ -70,12 +70,9 @@ impl Versioning {
                 return self.copy(id, repo).await;
             }
             Err(WorkspaceError::NotARepository { path }) => {
-                return Err(ServiceError::InvalidProject(format!(
-                    "{} is not in a git repository, so there is no base to start from; leave out `--base` to work on a copy of it",
-                    path.display()
-                )));
+                return Err(super::ProjectError::NoBase { path }.into());
             }
-            Err(e) => return Err(opening_failed(&e)),
+            Err(e) => return Err(opening_failed(e)),
         };
         self.opened_new(&spec, handle, project.base.clone()).await
     }
@@ -87,11 +84,7 @@ impl Versioning {
 
     /// A new run's workspace of `spec`.
     async fn create(&self, spec: &WorkspaceSpec) -> Result<RunWorkspace, ServiceError> {
-        let handle = self
-            .workspaces
-            .create(spec)
-            .await
-            .map_err(|e| opening_failed(&e))?;
+        let handle = self.workspaces.create(spec).await.map_err(opening_failed)?;
         self.opened_new(spec, handle, None).await
     }
 
@@ -232,7 +225,7 @@ impl Versioning {
                 tracing::warn!(branch = handle.branch(), error = %e, "cannot push the new workspace yet");
                 Ok(())
             }
-            Err(e) => Err(opening_failed(&e)),
+            Err(e) => Err(opening_failed(e)),
         }
     }
 }
@@ -250,9 +243,9 @@ impl super::RunService {
         };
         let opened = versioning.workspaces.reopen(&spec).await.map_err(|e| {
             if e.is_user_fixable() || matches!(e, crate::ports::WorkspaceError::NotFound { .. }) {
-                ServiceError::Invalid(e.to_string())
+                ServiceError::from(super::InvalidRequest::Workspace(e))
             } else {
-                ServiceError::Internal(e.to_string())
+                super::Fault::Workspace(e).into()
             }
         })?;
         Ok(Some(opened))
@@ -268,7 +261,7 @@ impl super::RunService {
             .workspaces
             .discard(&spec)
             .await
-            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+            .map_err(super::Fault::Workspace)?;
         Ok(true)
     }
 
@@ -280,24 +273,20 @@ impl super::RunService {
         let store = &self.inner.store;
         // One read of the runlog: whether the run ended, and its workspace.
         let events = store.read_events(id).await.map_err(|e| match e {
-            crate::ports::StoreError::NotFound(_) => ServiceError::Invalid(format!(
-                "no run `{id}`; `fabric logs list` shows the runs and their ids"
-            )),
-            e => ServiceError::Store(e.to_string()),
+            crate::ports::StoreError::NotFound(_) => {
+                super::InvalidRequest::NoSuchRun { id: id.clone() }.into()
+            }
+            e => ServiceError::Store(e),
         })?;
         let history = crate::history::RunHistory::read(id.clone(), &events);
         if history.ended.is_none() {
-            return Err(ServiceError::Invalid(format!(
-                "run `{id}` has not ended (it is running, or its process stopped: `fabric resume {id}` or cancel it first)"
-            )));
+            return Err(super::InvalidRequest::NotEnded { id: id.clone() }.into());
         }
         let Some(recorded) = history.workspace else {
             return Ok(None);
         };
         let Some(versioning) = &self.inner.versioning else {
-            return Err(ServiceError::Invalid(format!(
-                "run `{id}` has a versioned workspace, and this fabric was started without versioned workspaces"
-            )));
+            return Err(super::InvalidRequest::NotVersioned { id: id.clone() }.into());
         };
         let scratch = store
             .runlog_path(id)
@@ -341,10 +330,10 @@ impl crate::ports::PruneHook for DiscardOnPrune {
 
 /// A workspace that could not be opened, as the service says it: the user's to fix (a
 /// path that is no repository, a base that does not exist, ...) or the fabric's.
-fn opening_failed(e: &WorkspaceError) -> ServiceError {
+fn opening_failed(e: WorkspaceError) -> ServiceError {
     if e.is_user_fixable() {
-        ServiceError::InvalidProject(e.to_string())
+        super::ProjectError::Workspace(e).into()
     } else {
-        ServiceError::Internal(format!("cannot open the run's workspace: {e}"))
+        super::Fault::OpenWorkspace(e).into()
     }
 }

@@ -110,11 +110,7 @@ impl Worker {
     /// (another worker continues them) and returns.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), ServiceError> {
         let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
-        let signals = self
-            .queue
-            .signals()
-            .await
-            .map_err(|e| ServiceError::Store(e.to_string()))?;
+        let signals = self.queue.signals().await.map_err(ServiceError::Store)?;
         let work = Arc::new(Notify::new());
         let listening = self.spawn_signals(signals, Arc::clone(&work));
         let renewing = self.spawn_renewal(stop.clone());
@@ -398,7 +394,7 @@ async fn run_here(
         ),
         // A run that had ended before this claim (its worker stopped right after
         // recording the end) is simply done: nothing ended here.
-        Err(ServiceError::AlreadyEnded(_)) => (Release::Done, None),
+        Err(ServiceError::AlreadyEnded { .. }) => (Release::Done, None),
         // Given up here (lost to another worker, or handed back at shutdown): whoever
         // gave it up deals with the queue.
         Err(_) if claims.is_revoked(id, fence) || claims.fence_of(id) != Some(fence) => {

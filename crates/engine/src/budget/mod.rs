@@ -49,6 +49,28 @@ pub enum BudgetSpent {
         /// The limit.
         max: u32,
     },
+    /// The tokens left do not leave room for the next call's answer.
+    #[error(
+        "the token budget of this run and the runs it delegated to would be exceeded by the next model call ({used} of {max} tokens used, its prompt is about {prompt_tokens})"
+    )]
+    NoRoomForTokens {
+        /// Tokens used.
+        used: u64,
+        /// The limit.
+        max: u64,
+        /// The next call's prompt, estimated.
+        prompt_tokens: u64,
+    },
+    /// The dollars left do not pay for the next call's answer.
+    #[error(
+        "the cost budget of this run and the runs it delegated to (${max:.4}) would be exceeded by the next model call (${spent:.4} spent)"
+    )]
+    NoRoomForCost {
+        /// The limit.
+        max: f64,
+        /// Dollars spent.
+        spent: f64,
+    },
 }
 
 /// What a model key's tokens cost, in US dollars per million (`price_per_mtok`).
@@ -172,7 +194,7 @@ impl RunBudget {
         wanted: Option<u32>,
         prompt_tokens: impl FnOnce() -> u64,
         price: Option<Price>,
-    ) -> Result<Option<u32>, String> {
+    ) -> Result<Option<u32>, BudgetSpent> {
         /// An answer shorter than this is not worth asking for.
         const MIN_ANSWER: u64 = 16;
         if !self.limits_answers(price) {
@@ -185,10 +207,11 @@ impl RunBudget {
             let left = max.saturating_sub(self.tokens.load(Ordering::Acquire));
             let room = left.saturating_sub(prompt_tokens);
             if room < MIN_ANSWER {
-                return Err(format!(
-                    "the token budget of this run and the runs it delegated to would be exceeded by the next model call ({} of {max} tokens used, its prompt is about {prompt_tokens})",
-                    max - left
-                ));
+                return Err(BudgetSpent::NoRoomForTokens {
+                    used: max - left,
+                    max,
+                    prompt_tokens,
+                });
             }
             cap = Some(cap.map_or(room, |c| c.min(room)));
         }
@@ -201,10 +224,10 @@ impl RunBudget {
                 u64::MAX
             };
             if room < MIN_ANSWER {
-                return Err(format!(
-                    "the cost budget of this run and the runs it delegated to (${max:.4}) would be exceeded by the next model call (${:.4} spent)",
-                    self.cost_usd()
-                ));
+                return Err(BudgetSpent::NoRoomForCost {
+                    max,
+                    spent: self.cost_usd(),
+                });
             }
             cap = Some(cap.map_or(room, |c| c.min(room)));
         }
@@ -342,7 +365,10 @@ mod tests {
         );
         budget.charge(usage(700, 100), None);
         assert_eq!(budget.cap_completion(None, || 100, None), Ok(Some(100)));
-        let refused = budget.cap_completion(None, || 190, None).unwrap_err();
+        let refused = budget
+            .cap_completion(None, || 190, None)
+            .unwrap_err()
+            .to_string();
         assert!(refused.contains("800 of 1000 tokens used"), "{refused}");
     }
 

@@ -95,7 +95,7 @@ impl Loop<'_, '_> {
                 || prompt_estimate(&self.messages, &self.catalogue.definitions),
                 model.price,
             )
-            .map_err(|reason| Stop::Ended(RunStatus::BudgetExceeded, reason))?;
+            .map_err(|spent| Stop::Ended(RunStatus::BudgetExceeded, spent.to_string()))?;
         Ok(match model.context_window {
             Some(window) => {
                 let share = crate::context::answer_share(window, model.max_tokens);

@@ -681,7 +681,7 @@ async fn record_routing_call(
                 })
                 .collect(),
             latency_ms: call.latency_ms,
-            error: call.outcome.as_ref().err().cloned(),
+            error: call.outcome.as_ref().err().map(ToString::to_string),
         },
     )
     .await

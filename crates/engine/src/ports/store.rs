@@ -8,7 +8,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 /// What can go wrong storing or reading runs. Every message names the store and what to do.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum StoreError {
     /// No run has this id.
     #[error("no run `{0}`; `fabric logs list` shows the runs that exist")]

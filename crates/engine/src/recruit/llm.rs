@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::ports::{ChatClient, ChatRequest, NoopObserver};
+use thiserror::Error;
+
+use crate::ports::{ChatClient, ChatError, ChatRequest, NoopObserver};
 
 /// The routing model and how long to wait for it.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +39,56 @@ pub struct RoutingCall {
     /// How long the call took.
     pub latency_ms: f64,
     /// The validated ids and reason, or why the answer was not usable.
-    pub outcome: Result<(Vec<String>, String), String>,
+    pub outcome: Result<(Vec<String>, String), RoutingFailure>,
+}
+
+/// Why the routing model's answer was not used (keyword routing decides instead).
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum RoutingFailure {
+    /// No answer in time.
+    #[error("the routing model did not answer within {seconds} s")]
+    Timeout {
+        /// The limit.
+        seconds: u64,
+    },
+    /// The call failed.
+    #[error(transparent)]
+    Chat(ChatError),
+    /// The answer holds no JSON object.
+    #[error("the routing model's answer is not a JSON object{}", excerpt(answer))]
+    NotAnObject {
+        /// The start of the answer (empty when the model said nothing).
+        answer: String,
+    },
+    /// The object has no `specialist_ids` list.
+    #[error("the routing model's answer has no `specialist_ids` list")]
+    NoIds,
+    /// An id that is not a string.
+    #[error("`specialist_ids` holds a non-string: {id}")]
+    NotAString {
+        /// The value, as JSON.
+        id: String,
+    },
+    /// An id that names no specialist.
+    #[error("the routing model named unknown specialist `{id}` (known: {known})")]
+    UnknownSpecialist {
+        /// The id.
+        id: String,
+        /// The ids there are, listed for the message.
+        known: String,
+    },
+    /// The list is empty.
+    #[error("the routing model chose no specialist")]
+    NoneChosen,
+}
+
+/// The answer after a colon, when there is one.
+fn excerpt(answer: &str) -> String {
+    if answer.is_empty() {
+        String::new()
+    } else {
+        format!(": {answer}")
+    }
 }
 
 /// The name of the one tool the routing model is offered.
@@ -75,18 +126,15 @@ pub async fn route_with_llm(
         content: None,
         tool_arguments: None,
         latency_ms,
-        outcome: Err(String::new()),
+        // Not answered in time, until it is.
+        outcome: Err(RoutingFailure::Timeout {
+            seconds: settings.timeout.as_secs(),
+        }),
     };
     let response = match answer {
-        Err(_) => {
-            call.outcome = Err(format!(
-                "the routing model did not answer within {} s",
-                settings.timeout.as_secs()
-            ));
-            return call;
-        }
+        Err(_) => return call,
         Ok(Err(e)) => {
-            call.outcome = Err(e.to_string());
+            call.outcome = Err(RoutingFailure::Chat(e));
             return call;
         }
         Ok(Ok(response)) => response,
@@ -104,34 +152,31 @@ pub async fn route_with_llm(
 
 /// Validates the model's answer: a JSON object (possibly inside a code fence or surrounded
 /// by prose) with a non-empty `specialist_ids` list of known ids and a `reason`.
-pub fn parse_answer(text: &str, known: &[&str]) -> Result<(Vec<String>, String), String> {
-    let value = extract_object(text).ok_or_else(|| {
-        format!(
-            "the routing model's answer is not a JSON object: {}",
-            crate::recorder::truncate(text.trim(), 200)
-        )
+pub fn parse_answer(text: &str, known: &[&str]) -> Result<(Vec<String>, String), RoutingFailure> {
+    let value = extract_object(text).ok_or_else(|| RoutingFailure::NotAnObject {
+        answer: crate::recorder::truncate(text.trim(), 200),
     })?;
     let ids = value
         .get("specialist_ids")
         .and_then(Value::as_array)
-        .ok_or("the routing model's answer has no `specialist_ids` list")?;
+        .ok_or(RoutingFailure::NoIds)?;
     let mut out: Vec<String> = Vec::new();
     for id in ids {
         let id = id
             .as_str()
-            .ok_or_else(|| format!("`specialist_ids` holds a non-string: {id}"))?;
+            .ok_or_else(|| RoutingFailure::NotAString { id: id.to_string() })?;
         if !known.contains(&id) {
-            return Err(format!(
-                "the routing model named unknown specialist `{id}` (known: {})",
-                known.join(", ")
-            ));
+            return Err(RoutingFailure::UnknownSpecialist {
+                id: id.to_owned(),
+                known: known.join(", "),
+            });
         }
         if !out.iter().any(|x| x == id) {
             out.push(id.to_owned());
         }
     }
     if out.is_empty() {
-        return Err("the routing model chose no specialist".to_owned());
+        return Err(RoutingFailure::NoneChosen);
     }
     let reason = value
         .get("reason")

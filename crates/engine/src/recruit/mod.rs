@@ -20,7 +20,7 @@ use fabric_domain::runlog::RoutingMethod;
 use std::sync::Arc;
 
 pub use keywords::CapabilityMap;
-pub use llm::{LlmRouting, ROUTE_TOOL, RoutingCall, parse_answer, route_with_llm};
+pub use llm::{LlmRouting, ROUTE_TOOL, RoutingCall, RoutingFailure, parse_answer, route_with_llm};
 
 use crate::ChatClient;
 

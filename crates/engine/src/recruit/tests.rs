@@ -276,7 +276,7 @@ fn llm_answers_are_validated() {
         (r#"{"ids": ["engineering"]}"#, "no `specialist_ids`"),
         (r#"{"specialist_ids": [1]}"#, "non-string"),
     ] {
-        let err = parse_answer(bad, &known).unwrap_err();
+        let err = parse_answer(bad, &known).unwrap_err().to_string();
         assert!(err.contains(says), "{bad}: {err}");
     }
 }

@@ -17,6 +17,43 @@ pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// The most bytes of files one task carries.
 pub(crate) const MAX_TOTAL_BYTES: u64 = 4 * 1024 * 1024;
 
+/// Why a file is left out of a task (its `reason` in `metadata.omitted`).
+#[derive(Debug, thiserror::Error)]
+enum Omitted {
+    /// The run ran elsewhere.
+    #[error("the run's workspace is not on this server")]
+    NoWorkspace,
+    /// An absolute path, or one with `..`.
+    #[error("not a path inside the run's workspace")]
+    NotInside,
+    /// Nothing at that path.
+    #[error("no such file in the run's workspace")]
+    NoSuchFile,
+    /// A link that leads out.
+    #[error("it leads outside the run's workspace")]
+    LeadsOutside,
+    /// The system refused.
+    #[error("cannot read it: {detail}")]
+    Unreadable {
+        /// The system's words.
+        detail: String,
+    },
+    /// A directory or a device.
+    #[error("not a regular file")]
+    NotAFile,
+    /// A hard link.
+    #[error("it has more than one name (a hard link), so it may not be the run's")]
+    HardLink,
+    /// Over the cap.
+    #[error(
+        "{bytes} bytes: more than a task carries inline (a file at most {MAX_FILE_BYTES}, all files {MAX_TOTAL_BYTES}); read it from the run's workspace"
+    )]
+    TooLarge {
+        /// The file's size.
+        bytes: u64,
+    },
+}
+
 /// The media types a `SendMessage` accepts (`configuration.acceptedOutputModes`).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Accepted(Vec<String>);
@@ -160,7 +197,7 @@ pub(crate) async fn collect(
         }
         let read = match &root {
             Some(root) => read_inside(root, path, MAX_TOTAL_BYTES - total).await,
-            None => Err("the run's workspace is not on this server".to_owned()),
+            None => Err(Omitted::NoWorkspace),
         };
         match read {
             Ok(bytes) => {
@@ -171,7 +208,7 @@ pub(crate) async fn collect(
                     "mediaType": media,
                 }));
             }
-            Err(reason) => omitted.push(json!({"path": path, "reason": reason})),
+            Err(reason) => omitted.push(json!({"path": path, "reason": reason.to_string()})),
         }
     }
     (parts, omitted)
@@ -179,41 +216,35 @@ pub(crate) async fn collect(
 
 /// The bytes of `path` under `root` (canonical): a relative path that stays inside it, to a
 /// regular file of at most [`MAX_FILE_BYTES`] and `room`.
-async fn read_inside(root: &Path, path: &str, room: u64) -> Result<Vec<u8>, String> {
+async fn read_inside(root: &Path, path: &str, room: u64) -> Result<Vec<u8>, Omitted> {
     let relative = Path::new(path);
     if !relative
         .components()
         .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
     {
-        return Err("not a path inside the run's workspace".to_owned());
+        return Err(Omitted::NotInside);
     }
     let full = tokio::fs::canonicalize(root.join(relative))
         .await
-        .map_err(|_| "no such file in the run's workspace".to_owned())?;
+        .map_err(|_| Omitted::NoSuchFile)?;
     if !full.starts_with(root) {
-        return Err("it leads outside the run's workspace".to_owned());
+        return Err(Omitted::LeadsOutside);
     }
-    let meta = tokio::fs::metadata(&full)
-        .await
-        .map_err(|e| format!("cannot read it: {e}"))?;
+    let unreadable = |e: std::io::Error| Omitted::Unreadable {
+        detail: e.to_string(),
+    };
+    let meta = tokio::fs::metadata(&full).await.map_err(unreadable)?;
     if !meta.is_file() {
-        return Err("not a regular file".to_owned());
+        return Err(Omitted::NotAFile);
     }
     // As the file tools: a second name (a hard link) may be outside the workspace.
     if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
-        return Err(
-            "it has more than one name (a hard link), so it may not be the run's".to_owned(),
-        );
+        return Err(Omitted::HardLink);
     }
     if meta.len() > MAX_FILE_BYTES.min(room) {
-        return Err(format!(
-            "{} bytes: more than a task carries inline (a file at most {MAX_FILE_BYTES}, all files {MAX_TOTAL_BYTES}); read it from the run's workspace",
-            meta.len()
-        ));
+        return Err(Omitted::TooLarge { bytes: meta.len() });
     }
-    tokio::fs::read(&full)
-        .await
-        .map_err(|e| format!("cannot read it: {e}"))
+    tokio::fs::read(&full).await.map_err(unreadable)
 }
 
 #[cfg(test)]

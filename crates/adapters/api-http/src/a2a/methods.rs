@@ -6,7 +6,7 @@ use fabric_domain::{RunId, RunStatus};
 use serde_json::{Value, json};
 
 use super::{RpcError, code, files, task};
-use crate::{ApiError, AppState, RunRequest, launch};
+use crate::{AppState, RunRequest, launch};
 
 /// What starting a task led to.
 pub(crate) enum Started {
@@ -116,13 +116,13 @@ pub(crate) async fn start(
         project: meta("project"),
         base: meta("base"),
     };
-    match launch::start_in_context(state, request, Some(context.clone()), traceparent).await {
-        Ok(handle) => Ok(Started::Run(handle)),
-        Err(
-            error @ (ApiError::NotPermitted(_)
-            | ApiError::DailyBudgetSpent(_)
-            | ApiError::TooManyRuns { .. }),
-        ) => {
+    let error =
+        match launch::start_in_context(state, request, Some(context.clone()), traceparent).await {
+            Ok(handle) => return Ok(Started::Run(handle)),
+            Err(error) => error,
+        };
+    match refusal(error.code()) {
+        Refusal::Rejected => {
             let id = format!("rejected-{}", fabric_core::new_run_id());
             Ok(Started::Rejected(json!({
                 "id": id, "contextId": context,
@@ -133,13 +133,30 @@ pub(crate) async fn start(
                 },
             })))
         }
-        Err(
-            error @ (ApiError::InvalidRequest(_)
-            | ApiError::UnknownSpecialist(_)
-            | ApiError::UnknownModelKey(_)
-            | ApiError::InvalidProject(_)),
-        ) => Err(RpcError(code::INVALID_PARAMS, error.to_string())),
-        Err(error) => Err(RpcError(code::INTERNAL, error.to_string())),
+        Refusal::InvalidParams => Err(RpcError(code::INVALID_PARAMS, error.to_string())),
+        Refusal::Internal => Err(RpcError(code::INTERNAL, error.to_string())),
+    }
+}
+
+/// How A2A answers a message the server does not run.
+enum Refusal {
+    /// A task in `TASK_STATE_REJECTED`: the server will not take it on now or ever.
+    Rejected,
+    /// JSON-RPC's invalid params: the message is wrong as given.
+    InvalidParams,
+    /// JSON-RPC's internal error.
+    Internal,
+}
+
+/// A2A's table of the API's error codes (ADR-097): what the server's limits refuse is a
+/// rejected task, what the caller got wrong is invalid params, the rest is internal.
+fn refusal(code: &str) -> Refusal {
+    match code {
+        "not_permitted" | "daily_budget_spent" | "too_many_runs" => Refusal::Rejected,
+        "invalid_request" | "unknown_specialist" | "unknown_model_key" | "invalid_project" => {
+            Refusal::InvalidParams
+        }
+        _ => Refusal::Internal,
     }
 }
 

@@ -5,7 +5,7 @@
 use fabric_domain::SpecialistSpec;
 
 use super::Preparation;
-use crate::service::{ServiceError, TaskRequest};
+use crate::service::{DailySpent, ServiceError, TaskRequest};
 
 impl Preparation {
     /// The key complexity routing picks for `prompt`, and why; scored once per task, used
@@ -87,9 +87,10 @@ impl Preparation {
     /// a configuration error, not a model failure (issue #40).
     pub(super) fn api_key_of(&self, key: &str, request: &TaskRequest) -> Result<(), ServiceError> {
         match self.ports.chats.missing_api_key(key) {
-            Some(fix) if !super::offline(request) => Err(ServiceError::Misconfigured(format!(
-                "model key `{key}` needs an API key: {fix}"
-            ))),
+            Some(fix) if !super::offline(request) => Err(ServiceError::Misconfigured {
+                key: key.to_owned(),
+                fix,
+            }),
             _ => Ok(()),
         }
     }
@@ -106,14 +107,15 @@ impl Preparation {
         if daily.is_off() {
             return Ok(None);
         }
-        let Some(why) = daily.spent(key).await.map_err(super::store)? else {
+        let Some(why) = daily.spent(key).await.map_err(ServiceError::Store)? else {
             return Ok(None);
         };
         if named {
-            return Err(ServiceError::BudgetSpent(format!(
-                "{why}; it resets at midnight ({} time). Run with another `--model-key`, or raise `daily_budget.{key}`",
-                daily.zone_name()
-            )));
+            return Err(ServiceError::BudgetSpent(DailySpent::Named {
+                why,
+                zone: daily.zone_name(),
+                key: key.to_owned(),
+            }));
         }
         let candidates = self
             .policy
@@ -126,7 +128,7 @@ impl Preparation {
             if daily
                 .spent(&candidate)
                 .await
-                .map_err(super::store)?
+                .map_err(ServiceError::Store)?
                 .is_none()
             {
                 return Ok(Some((
@@ -135,9 +137,9 @@ impl Preparation {
                 )));
             }
         }
-        Err(ServiceError::BudgetSpent(format!(
-            "{why}, and no other model key has budget left today; it resets at midnight ({} time). Raise `daily_budget` or wait",
-            daily.zone_name()
-        )))
+        Err(ServiceError::BudgetSpent(DailySpent::NoneLeft {
+            why,
+            zone: daily.zone_name(),
+        }))
     }
 }

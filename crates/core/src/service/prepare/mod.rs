@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{PrepareContext, Preparer, Runnable, ServiceError, TaskRequest};
+use super::{Fault, InvalidRequest, PrepareContext, Preparer, Runnable, ServiceError, TaskRequest};
 use crate::budget::daily::DailyBudget;
 use crate::budget::{Lineage, RunBudget};
 use crate::engine::ModelParams;
@@ -76,17 +76,17 @@ impl Preparation {
     }
 
     fn unknown_specialist(&self, id: &str) -> ServiceError {
-        ServiceError::UnknownSpecialist(format!(
-            "no specialist `{id}`; the specialists are: {}",
-            self.policy.specialist_ids()
-        ))
+        ServiceError::UnknownSpecialist {
+            id: id.to_owned(),
+            known: self.policy.specialist_ids(),
+        }
     }
 
     fn unknown_key(&self, key: &str) -> ServiceError {
-        ServiceError::UnknownModelKey(format!(
-            "no model key `{key}`; the configured keys are: {}",
-            self.policy.model_keys()
-        ))
+        ServiceError::UnknownModelKey {
+            key: key.to_owned(),
+            known: self.policy.model_keys(),
+        }
     }
 
     /// What the policy decides about a request without I/O: an unknown specialist or
@@ -120,11 +120,7 @@ impl Preparation {
     ) -> Result<TaskForce, ServiceError> {
         // Decided before anything else: a sandbox this host cannot enforce stops the run
         // here, before a model is started or a runlog exists.
-        let (sandbox, run_sandbox) = self
-            .ports
-            .tools
-            .sandbox(request.sandbox)
-            .map_err(|e| ServiceError::Invalid(e.to_string()))?;
+        let (sandbox, run_sandbox) = self.ports.tools.sandbox(request.sandbox).map_err(refused)?;
         let (recruitment, routing_call) = self.recruit(&request).await?;
         let ids = recruitment.specialist_ids.clone();
         let by_complexity = self.by_complexity(&request.prompt);
@@ -183,9 +179,7 @@ impl Preparation {
     ) -> Result<Member, ServiceError> {
         let tools = &self.ports.tools;
         // A specialist that asks for a container must not quietly run on the host.
-        tools
-            .check(&specialist)
-            .map_err(|e| ServiceError::Invalid(e.to_string()))?;
+        tools.check(&specialist).map_err(refused)?;
         let (model_key, routed) = self.model_key(&specialist, request, by_complexity).await?;
         let model = self
             .policy
@@ -197,13 +191,16 @@ impl Preparation {
             let resolved = self.model_of(&model_key, model, request).await?;
             models.insert(model_key.clone(), resolved);
         }
-        let (chat, name, reason) = models
-            .get(&model_key)
-            .cloned()
-            .ok_or_else(|| ServiceError::Internal(format!("no client for `{model_key}`")))?;
+        let (chat, name, reason) =
+            models
+                .get(&model_key)
+                .cloned()
+                .ok_or_else(|| Fault::NoClient {
+                    key: model_key.clone(),
+                })?;
         let member_tools = tools
             .tools(&specialist, (sandbox, request.sandbox), &context.children)
-            .map_err(|e| ServiceError::Invalid(e.to_string()))?;
+            .map_err(refused)?;
         let sources = tools.sources(&specialist);
         // Its writes are staged and reviewed before they land (docs/QUALITY.md).
         let critic = specialist
@@ -264,7 +261,7 @@ impl Preparation {
                 let choice = self
                     .resolve(key, model)
                     .await
-                    .map_err(|e| ServiceError::ModelUnavailable(e.to_string()))?;
+                    .map_err(ServiceError::ModelUnavailable)?;
                 (choice.model, choice.reason)
             }
         };
@@ -319,10 +316,10 @@ impl Preparation {
         if limits.max_cost_usd.is_some()
             && let Some(m) = members.iter().find(|m| m.model.price.is_none())
         {
-            return Err(ServiceError::Invalid(format!(
-                "`budget.max_cost_usd` needs a price for every model key a run uses, and `{}` has none; add `price_per_mtok: {{input: …, output: …}}` (US dollars per million tokens) to `models.{}`",
-                m.model_key, m.model_key
-            )));
+            return Err(InvalidRequest::NoPrice {
+                key: m.model_key.clone(),
+            }
+            .into());
         }
         // A critic's reviews are runs of their own, paid from the same budget: each may
         // take up to `max_steps` too.
@@ -351,11 +348,11 @@ impl Preparation {
             return Ok(None);
         };
         let key = &fallback.model_key;
-        let model = self.policy.models.get(key).ok_or_else(|| {
-            ServiceError::UnknownModelKey(format!(
-                "cloud_fallback.model_key names `{key}`, which is not a model key"
-            ))
-        })?;
+        let model = self
+            .policy
+            .models
+            .get(key)
+            .ok_or_else(|| ServiceError::UnknownFallbackKey { key: key.clone() })?;
         let chat = self.ports.chats.chat(key).map_err(internal)?;
         let missing_key = self
             .ports
@@ -366,7 +363,12 @@ impl Preparation {
         let off = match missing_key {
             Some(fix) => Some(fix),
             None if request.continued => None,
-            None => self.ports.daily.spent(key).await.map_err(store)?,
+            None => self
+                .ports
+                .daily
+                .spent(key)
+                .await
+                .map_err(ServiceError::Store)?,
         };
         if let Some(why) = off {
             if let Some(reason) = members.first_mut().and_then(|m| m.model_reason.as_mut()) {
@@ -411,9 +413,10 @@ fn offline(request: &TaskRequest) -> bool {
 
 /// A fault of the set-up code, as the service reports it.
 fn internal(error: SetupError) -> ServiceError {
-    ServiceError::Internal(error.to_string())
+    Fault::Setup(error).into()
 }
 
-fn store(error: crate::ports::StoreError) -> ServiceError {
-    ServiceError::Store(error.to_string())
+/// A tool set-up the request or the config must change, as the service reports it.
+fn refused(error: SetupError) -> ServiceError {
+    InvalidRequest::Setup(error).into()
 }

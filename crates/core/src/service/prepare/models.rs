@@ -80,7 +80,7 @@ pub(super) async fn resolve(
                 substituted: true,
             })
         }
-        (Err(why), _) => Err(SetupError::ModelUnavailable(why)),
+        (Err(why), _) => Err(why),
     }
 }
 

@@ -20,9 +20,7 @@ impl Preparation {
             let mut ids: Vec<String> = Vec::new();
             for id in &request.pack {
                 if ids.contains(id) {
-                    return Err(ServiceError::Invalid(format!(
-                        "`--pack` names `{id}` twice"
-                    )));
+                    return Err(super::InvalidRequest::PackTwice { id: id.clone() }.into());
                 }
                 ids.push(id.clone());
             }

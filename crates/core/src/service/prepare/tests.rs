@@ -204,9 +204,10 @@ impl ChildRunner for NoChildren {
         _task: String,
         _parent: &ToolContext,
     ) -> Result<RunOutcome, crate::service::ServiceError> {
-        Err(crate::service::ServiceError::Invalid(
+        Err(crate::service::InvalidRequest::Setup(SetupError::Refused(
             "no children in this test".to_owned(),
         ))
+        .into())
     }
 }
 
@@ -516,8 +517,9 @@ async fn issue_28_the_cloud_fallback_is_attached_unless_its_budget_or_key_is_mis
     policy.models.remove("cloud");
     let p = preparation(policy, Servers::default(), Chats::default(), &[]);
     let error = prepare(&p, request("fix the bug")).await.err().unwrap();
-    assert!(
-        matches!(error, ServiceError::UnknownModelKey(_)),
+    assert_eq!(
+        error.code(),
+        crate::service::ErrorCode::UnknownModelKey,
         "{error:?}"
     );
 }
@@ -583,8 +585,12 @@ async fn issue_28_a_model_that_cannot_be_resolved_is_unavailable() {
     let p = preparation(on_ollama(), servers, Chats::default(), &[]);
     let error = prepare(&p, request("fix the bug")).await.err().unwrap();
     assert_eq!(
-        error,
-        ServiceError::ModelUnavailable("no model server answers at http://small.test".to_owned())
+        error.to_string(),
+        "no model server answers at http://small.test"
+    );
+    assert!(
+        matches!(error, ServiceError::ModelUnavailable(_)),
+        "{error:?}"
     );
 
     // A server whose models cannot call tools, and no pull allowed.
@@ -604,8 +610,10 @@ async fn issue_28_a_model_that_cannot_be_resolved_is_unavailable() {
     let mut unknown = request("x");
     unknown.model_key = Some("huge".to_owned());
     assert_eq!(
-        p.check_request(&unknown),
-        Err(ServiceError::UnknownModelKey(
+        p.check_request(&unknown)
+            .map_err(|e| (e.code(), e.to_string())),
+        Err((
+            crate::service::ErrorCode::UnknownModelKey,
             "no model key `huge`; the configured keys are: big, small".to_owned()
         ))
     );
@@ -613,14 +621,20 @@ async fn issue_28_a_model_that_cannot_be_resolved_is_unavailable() {
     unknown.pack = vec!["law".to_owned()];
     assert!(matches!(
         p.check_request(&unknown),
-        Err(ServiceError::UnknownSpecialist(_))
+        Err(ServiceError::UnknownSpecialist { .. })
     ));
     // A sandbox the host cannot enforce stops the run before anything else.
     let mut strict = request("x");
     strict.sandbox = Some(SandboxMode::Strict);
     assert_eq!(
-        prepare(&p, strict).await.err(),
-        Some(ServiceError::Invalid("no strict here".to_owned()))
+        prepare(&p, strict)
+            .await
+            .err()
+            .map(|e| (e.code(), e.to_string())),
+        Some((
+            crate::service::ErrorCode::InvalidRequest,
+            "no strict here".to_owned()
+        ))
     );
 }
 
@@ -727,7 +741,10 @@ async fn issue_40_a_missing_api_key_is_a_configuration_error_checked_first() {
         ..request("fix the bug")
     };
     let error = p.check(&named).unwrap_err();
-    assert!(matches!(error, ServiceError::Misconfigured(_)), "{error:?}");
+    assert!(
+        matches!(error, ServiceError::Misconfigured { .. }),
+        "{error:?}"
+    );
     assert_eq!(
         error.to_string(),
         "model key `small` needs an API key: `small_API_KEY` is not set"
@@ -744,7 +761,10 @@ async fn issue_40_a_missing_api_key_is_a_configuration_error_checked_first() {
     };
     assert!(p.check(&packed).is_ok());
     let error = prepare(&p, packed.clone()).await.err().unwrap();
-    assert!(matches!(error, ServiceError::Misconfigured(_)), "{error:?}");
+    assert!(
+        matches!(error, ServiceError::Misconfigured { .. }),
+        "{error:?}"
+    );
     // Without them, it is certain, and refused first.
     let ports = PreparePorts {
         models: Arc::new(Servers::default()),
@@ -759,6 +779,6 @@ async fn issue_40_a_missing_api_key_is_a_configuration_error_checked_first() {
     let p = Preparation::new(policy(), ports);
     assert!(matches!(
         p.check(&packed),
-        Err(ServiceError::Misconfigured(_))
+        Err(ServiceError::Misconfigured { .. })
     ));
 }
