@@ -12,128 +12,52 @@ use fabric_domain::RunStatus;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{PrepareContext, RunTask, ServiceError, Started, TaskRequest, children};
+use super::{PrepareContext, RunTask, Runnable, ServiceError, Started, TaskRequest, children};
 use crate::execute::RunOutcome;
 use crate::history::RunHistory;
 use crate::ports::{NewRun, RunLog, RunObserver};
+use crate::versioned::RunWorkspace;
+
+/// Why a continued run does not go on.
+enum Halt {
+    /// It ends `interrupted` for this reason, its files in `workspace`.
+    Ends {
+        /// Why, as recorded.
+        reason: String,
+        /// Where its files are.
+        workspace: PathBuf,
+    },
+    /// It is not ended: the caller is told why, and it stays resumable.
+    Stays(ServiceError),
+}
 
 impl RunTask {
     /// Reopens the run, reads its history and prepares it again.
     pub(super) async fn reopen(&self) -> Result<Started, ServiceError> {
-        let inner = &self.service.inner;
-        let id = self.live.id().clone();
-        let run = inner.store.reopen_run(&id).await.map_err(|e| match e {
-            // A typo in the id is the caller's to fix, said as such (exit 2 in the CLI, as
-            // `logs show` does), never a store failure.
-            crate::ports::StoreError::NotFound(_) => {
-                super::InvalidRequest::NoSuchRun { id: id.clone() }.into()
-            }
-            e => ServiceError::Store(e),
-        })?;
-        let events = inner
-            .store
-            .read_events(&id)
-            .await
-            .map_err(ServiceError::Store)?;
-        let history = RunHistory::read(id.clone(), &events);
-        if let Some(status) = history.ended {
-            return Err(ServiceError::AlreadyEnded { id, status });
-        }
+        let (run, history) = self.read_back().await?;
         let log = self.suspendable(run.log);
         // From here on the run ends properly whatever happens: a reason it cannot go on is
         // recorded as its end.
         let Some(request) = request_of(&history) else {
+            let reason = "its process stopped before it recorded its start; run the task again";
             return self
-                .interrupted(
-                    &history,
-                    log.as_ref(),
-                    run.workspace,
-                    "its process stopped before it recorded its start; run the task again",
-                )
+                .interrupted(&history, log.as_ref(), run.workspace, reason)
                 .await;
         };
-        let scratch = run.workspace;
-        let workspace = history
-            .start
-            .as_ref()
-            .map_or_else(|| scratch.clone(), |s| s.workspace.clone());
-        // One `stat`, once per resumption: not worth a trip through the blocking pool. A
-        // versioned workspace is reopened below (fetched from the remote when this disk
-        // does not have it).
-        if history.workspace.is_none() && !workspace.is_dir() {
-            let reason = format!(
-                "its workspace {} no longer exists, and the work recorded so far happened there",
-                workspace.display()
-            );
-            return self
-                .interrupted(&history, log.as_ref(), workspace, &reason)
-                .await;
-        }
-        // What its commands left running goes before it goes on, so nothing of the stopped
-        // process writes into the workspace beside the continued run.
         let mut history = history;
-        history.reaped = inner.preparer.reap(&workspace).await;
-        // Then its files are put back as the last recorded checkpoint has them: what the
-        // runlog describes, whatever the stopped process (or what it left) did after.
-        let versioned = match (&history.workspace, &inner.versioning) {
-            (None, _) => None,
-            (Some(_), None) => {
-                let reason = "its workspace is versioned (a project or a scratch history), and this fabric was started without versioned workspaces";
-                return self
-                    .interrupted(&history, log.as_ref(), workspace, reason)
-                    .await;
-            }
-            (Some(recorded), Some(v)) => {
-                let checkpoint = history.last_checkpoint.as_deref();
-                match v.reopen(&id, recorded, &scratch, checkpoint).await {
-                    Ok(versioned) => Some(Arc::new(versioned)),
-                    // The remote may answer later: still resumable, not ended here.
-                    Err(e) if e.is_retryable() => {
-                        return Err(super::Fault::RemoteDown { id, cause: e }.into());
-                    }
-                    Err(e) => {
-                        let reason = format!("its workspace cannot be restored: {e}");
-                        return self
-                            .interrupted(&history, log.as_ref(), workspace, &reason)
-                            .await;
-                    }
-                }
-            }
+        let (workspace, versioned) = match self.restore_files(&mut history, run.workspace).await {
+            Ok(restored) => restored,
+            Err(halt) => return self.halt(halt, &history, log.as_ref()).await,
         };
-        let workspace = versioned
-            .as_ref()
-            .map_or(workspace, |v| v.dir().to_path_buf());
-        let context = PrepareContext {
-            children: Arc::new(children::ServiceChildren(self.service.clone())),
-        };
-        let cancel = self.live.cancel_token();
-        let prepared = match inner.preparer.check(&request) {
-            Err(e) => Err(e),
-            Ok(()) => tokio::select! {
-                prepared = inner.preparer.prepare(request, &context) => prepared,
-                () = cancel.cancelled() => Err(if self.service.is_shutting_down() {
-                    ServiceError::ShuttingDown
-                } else {
-                    ServiceError::Cancelled
-                }),
-            },
-        };
-        let mut prepared = match prepared {
+        let mut prepared = match self.prepare_again(request, &workspace).await {
             Ok(prepared) => prepared,
-            // Stopped again before it went on: still resumable later, not ended here.
-            Err(e @ (ServiceError::ShuttingDown | ServiceError::Cancelled)) => return Err(e),
-            Err(e) => {
-                let reason = format!("it cannot be continued: {e}");
-                return self
-                    .interrupted(&history, log.as_ref(), workspace, &reason)
-                    .await;
-            }
+            Err(halt) => return self.halt(halt, &history, log.as_ref()).await,
         };
         if let Some(parent) = &self.submission.parent {
             prepared.adopt(parent.lineage.clone());
         }
         let run = NewRun {
-            id,
+            id: history.run_id.clone(),
             workspace,
             log: Box::new(super::SharedLog(Arc::clone(&log))),
             versioned,
@@ -144,6 +68,127 @@ impl RunTask {
             log,
             history: Some(Box::new(history)),
         })
+    }
+
+    /// The run reopened in the store (claimed, so no other process continues it) and its
+    /// runlog read back; refused when there is no such run or it has already ended.
+    async fn read_back(&self) -> Result<(NewRun, RunHistory), ServiceError> {
+        let store = &self.service.inner.store;
+        let id = self.live.id().clone();
+        let run = store.reopen_run(&id).await.map_err(|e| match e {
+            // A typo in the id is the caller's to fix, said as such (exit 2 in the CLI, as
+            // `logs show` does), never a store failure.
+            crate::ports::StoreError::NotFound(_) => {
+                super::InvalidRequest::NoSuchRun { id: id.clone() }.into()
+            }
+            e => ServiceError::Store(e),
+        })?;
+        let events = store.read_events(&id).await.map_err(ServiceError::Store)?;
+        let history = RunHistory::read(id.clone(), &events);
+        if let Some(status) = history.ended {
+            return Err(ServiceError::AlreadyEnded { id, status });
+        }
+        Ok((run, history))
+    }
+
+    /// The run's files as the runlog describes them: what its commands left running is
+    /// stopped first, so nothing of the stopped process writes beside the continued run;
+    /// then a versioned workspace is reopened (fetched from the remote when this disk does
+    /// not have it) and restored to the last recorded checkpoint, whatever the stopped
+    /// process did after. The directory the run goes on in, and its versioned workspace.
+    async fn restore_files(
+        &self,
+        history: &mut RunHistory,
+        scratch: PathBuf,
+    ) -> Result<(PathBuf, Option<Arc<RunWorkspace>>), Halt> {
+        let inner = &self.service.inner;
+        let workspace = history
+            .start
+            .as_ref()
+            .map_or_else(|| scratch.clone(), |s| s.workspace.clone());
+        // One `stat`, once per resumption: not worth a trip through the blocking pool.
+        if history.workspace.is_none() && !workspace.is_dir() {
+            let reason = format!(
+                "its workspace {} no longer exists, and the work recorded so far happened there",
+                workspace.display()
+            );
+            return Err(Halt::Ends { reason, workspace });
+        }
+        history.reaped = inner.preparer.reap(&workspace).await;
+        let (recorded, versioning) = match (&history.workspace, &inner.versioning) {
+            (None, _) => return Ok((workspace, None)),
+            (Some(_), None) => {
+                let reason = "its workspace is versioned (a project or a scratch history), and this fabric was started without versioned workspaces".to_owned();
+                return Err(Halt::Ends { reason, workspace });
+            }
+            (Some(recorded), Some(v)) => (recorded, v),
+        };
+        let checkpoint = history.last_checkpoint.as_deref();
+        match versioning
+            .reopen(&history.run_id, recorded, &scratch, checkpoint)
+            .await
+        {
+            Ok(versioned) => Ok((versioned.dir().to_path_buf(), Some(Arc::new(versioned)))),
+            // The remote may answer later: still resumable, not ended here.
+            Err(e) if e.is_retryable() => Err(Halt::Stays(
+                super::Fault::RemoteDown {
+                    id: history.run_id.clone(),
+                    cause: e,
+                }
+                .into(),
+            )),
+            Err(e) => Err(Halt::Ends {
+                reason: format!("its workspace cannot be restored: {e}"),
+                workspace,
+            }),
+        }
+    }
+
+    /// The task prepared again from its recorded request; stopped again before it went on
+    /// (cancelled, or the service shutting down), it stays resumable.
+    async fn prepare_again(
+        &self,
+        request: TaskRequest,
+        workspace: &std::path::Path,
+    ) -> Result<Box<dyn Runnable>, Halt> {
+        let preparer = &self.service.inner.preparer;
+        let context = PrepareContext {
+            children: Arc::new(children::ServiceChildren(self.service.clone())),
+        };
+        let cancel = self.live.cancel_token();
+        let prepared = match preparer.check(&request) {
+            Err(e) => Err(e),
+            Ok(()) => tokio::select! {
+                prepared = preparer.prepare(request, &context) => prepared,
+                () = cancel.cancelled() => Err(if self.service.is_shutting_down() {
+                    ServiceError::ShuttingDown
+                } else {
+                    ServiceError::Cancelled
+                }),
+            },
+        };
+        prepared.map_err(|e| match e {
+            e @ (ServiceError::ShuttingDown | ServiceError::Cancelled) => Halt::Stays(e),
+            e => Halt::Ends {
+                reason: format!("it cannot be continued: {e}"),
+                workspace: workspace.to_path_buf(),
+            },
+        })
+    }
+
+    /// What a halt means: the run ended `interrupted`, or an error that leaves it resumable.
+    async fn halt(
+        &self,
+        halt: Halt,
+        history: &RunHistory,
+        log: &dyn RunLog,
+    ) -> Result<Started, ServiceError> {
+        match halt {
+            Halt::Ends { reason, workspace } => {
+                self.interrupted(history, log, workspace, &reason).await
+            }
+            Halt::Stays(e) => Err(e),
+        }
     }
 
     /// Ends a run that cannot be continued: `run_failed` with status `interrupted`.

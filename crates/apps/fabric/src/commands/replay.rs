@@ -104,32 +104,22 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
 /// The recorded run's request again: its prompt, specialists, model and limits, on its
 /// project as it was when it started.
 fn replay_request(id: &RunId, history: &RunHistory) -> Result<TaskRequest, UsageError> {
-    let Some(start) = &history.start else {
+    let Some(recorded) = TaskRequest::recorded(history) else {
         return Err(UsageError(format!(
             "run `{id}` has no `run_start`: there is nothing to replay"
         )));
     };
-    let ids = history.specialist_ids();
-    if ids.is_empty() {
+    if recorded.pack.is_empty() {
         return Err(UsageError(format!(
             "run `{id}` never recruited a specialist: there is nothing to replay"
         )));
     }
     Ok(TaskRequest {
-        prompt: start.prompt.clone(),
-        // Each member's recorded key when they differ (their specialists' own keys), the
-        // shared one otherwise.
-        model_key: history
-            .shared_model_key()
-            .or_else(|| (ids.len() <= 1).then(|| start.model_key.clone())),
-        pack: ids,
         // The recorded model by name: no discovery, no server.
-        model: Some(start.model.clone()),
-        network_allowed: Some(start.network_allowed),
-        max_steps: Some(start.max_steps),
-        stream: false,
+        model: history.start.as_ref().map(|s| s.model.clone()),
+        // As configured here, and outside any A2A conversation.
         sandbox: None,
-        continued: false,
+        context_id: None,
         origin: fabric_domain::runlog::RunOrigin::Replay,
         // A run on a project is replayed on the project as it was when the run started (its
         // base), in a worktree of its own that is removed after; the user's files are never
@@ -141,7 +131,7 @@ fn replay_request(id: &RunId, history: &RunHistory) -> Result<TaskRequest, Usage
                 base: w.repo.as_ref().map(|_| w.base.clone()),
             })
         }),
-        context_id: None,
+        ..recorded
     })
 }
 
