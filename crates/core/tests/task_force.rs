@@ -7,135 +7,34 @@ use fabric_core::execute::{
     HANDOFF_END, Member, Recruitment, TaskForce, TaskForceMode, execute_task_force,
 };
 use fabric_core::recruit::RoutingCall;
-use fabric_core::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
-    RunStore, StoreError, Tool, ToolContext, ToolError,
-};
-use fabric_domain::{
-    EventKind, Message, RunEvent, RunId, RunStatus, SpecialistSpec, ToolCall, ToolSpec,
-};
+use fabric_core::{NewRun, NoopObserver, Tool, ToolContext, ToolError};
+use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, SpecialistSpec, ToolSpec};
+use fabric_fakes::{Answer, MemLog, MemStore, ScriptedChat, call};
 use serde_json::{Value, json};
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// A model that answers from its own script, after a delay, remembering every request.
-/// A clone shares the script.
-#[derive(Clone)]
-struct Chat(Arc<Script>);
-
-/// What a [`Chat`] and its clones share.
-struct Script {
-    answers: Mutex<VecDeque<Result<ChatResponse, ChatError>>>,
-    seen: Mutex<Vec<Vec<Message>>>,
-    delay: Duration,
+fn chat(answers: Vec<Answer>, delay_ms: u64) -> ScriptedChat {
+    ScriptedChat::new(answers).delayed(Duration::from_millis(delay_ms))
 }
 
-impl std::ops::Deref for Chat {
-    type Target = Script;
-    fn deref(&self) -> &Script {
-        &self.0
-    }
+/// Works once (`list_files`), then finishes with `summary`.
+fn worker(summary: &str, delay_ms: u64) -> ScriptedChat {
+    chat(
+        vec![
+            call("list_files", json!({})),
+            call("finish_task", json!({"summary": summary})),
+        ],
+        delay_ms,
+    )
 }
 
-impl Chat {
-    fn new(answers: Vec<Result<ChatResponse, ChatError>>, delay_ms: u64) -> Self {
-        Self(Arc::new(Script {
-            answers: Mutex::new(answers.into()),
-            seen: Mutex::default(),
-            delay: Duration::from_millis(delay_ms),
-        }))
-    }
-    /// Works once (`list_files`), then finishes with `summary`.
-    fn worker(summary: &str, delay_ms: u64) -> Self {
-        Self::new(
-            vec![
-                call("list_files", json!({})),
-                call("finish_task", json!({"summary": summary})),
-            ],
-            delay_ms,
-        )
-    }
-}
-
-#[async_trait]
-impl ChatClient for Chat {
-    async fn chat(
-        &self,
-        request: ChatRequest<'_>,
-        _observer: &dyn ChatObserver,
-    ) -> Result<ChatResponse, ChatError> {
-        self.seen.lock().unwrap().push(request.messages.to_vec());
-        tokio::time::sleep(self.delay).await;
-        self.answers.lock().unwrap().pop_front().unwrap_or_else(|| {
-            Err(ChatError::Decode {
-                url: "fake".into(),
-                detail: "script exhausted".into(),
-            })
-        })
-    }
-}
-
-fn call(name: &str, args: Value) -> Result<ChatResponse, ChatError> {
-    Ok(ChatResponse {
-        tool_calls: vec![ToolCall {
-            id: format!("c-{name}"),
-            name: name.into(),
-            arguments: args.to_string(),
-        }],
-        ..ChatResponse::default()
-    })
-}
-
-#[derive(Default)]
-struct Store {
-    events: Arc<Mutex<Vec<RunEvent>>>,
-}
-
-struct Log(Arc<Mutex<Vec<RunEvent>>>);
-
-#[async_trait]
-impl RunLog for Log {
-    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
-        // Yield inside the write so concurrent members would interleave if the recorder let them.
-        tokio::task::yield_now().await;
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl RunStore for Store {
-    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
-        Ok(NewRun {
-            id: RunId::parse("tf-run").unwrap(),
-            workspace: std::env::temp_dir(),
-            log: Box::new(Log(Arc::clone(&self.events))),
-            versioned: None,
-        })
-    }
-    async fn list_runs(
-        &self,
-        _query: &fabric_core::RunQuery,
-    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-        Ok(self.events.lock().unwrap().clone())
-    }
-}
-
-impl Store {
-    fn events(&self) -> Vec<RunEvent> {
-        self.events.lock().unwrap().clone()
-    }
-    fn of(&self, kind: EventKind) -> Vec<RunEvent> {
-        self.events()
-            .into_iter()
-            .filter(|e| e.kind == kind)
-            .collect()
-    }
+/// One runlog for the run, whose appends yield so concurrent members would interleave if
+/// the recorder let them.
+fn tf_store() -> MemStore {
+    MemStore::new().with_id("tf-run").yielding()
 }
 
 struct ListFiles(ToolSpec);
@@ -175,11 +74,11 @@ fn specialist(id: &str) -> SpecialistSpec {
     }
 }
 
-fn member(id: &str, chat: &Chat) -> Member {
+fn member(id: &str, chat: &ScriptedChat) -> Member {
     Member::new(
         specialist(id).into(),
         vec![list_files()],
-        Arc::new(chat.clone()),
+        chat.client(),
         format!("{id}-key"),
         ModelParams::named(format!("{id}-model")),
     )
@@ -214,11 +113,8 @@ fn assert_gapless(events: &[RunEvent]) {
 
 #[tokio::test]
 async fn sequential_hands_the_previous_payload_to_the_next_member() {
-    let store = Store::default();
-    let (a, b) = (
-        Chat::worker("found three papers", 0),
-        Chat::worker("built it", 0),
-    );
+    let store = tf_store();
+    let (a, b) = (worker("found three papers", 0), worker("built it", 0));
     let outcome = execute_task_force(
         &store,
         force(
@@ -236,7 +132,7 @@ async fn sequential_hands_the_previous_payload_to_the_next_member() {
     assert_eq!(outcome.steps, 4);
 
     // The second member's first request holds the first member's payload, delimited.
-    let first_of_b = &b.seen.lock().unwrap()[0];
+    let first_of_b = &b.seen()[0];
     let handoff = first_of_b.last().unwrap().content.clone().unwrap();
     assert!(handoff.contains("<<<HANDOFF from research>>>"), "{handoff}");
     assert!(handoff.contains("found three papers") && handoff.ends_with(HANDOFF_END));
@@ -248,7 +144,7 @@ async fn sequential_hands_the_previous_payload_to_the_next_member() {
             .starts_with("You are engineering.")
     );
     // The first member saw no hand-off.
-    assert_eq!(a.seen.lock().unwrap()[0].len(), 2);
+    assert_eq!(a.seen()[0].len(), 2);
 
     let merged = &outcome.payload;
     assert_eq!(
@@ -281,10 +177,10 @@ async fn sequential_hands_the_previous_payload_to_the_next_member() {
 
 #[tokio::test]
 async fn a_failed_sequential_member_stops_the_chain_with_a_partial_result() {
-    let store = Store::default();
-    let a = Chat::worker("step one", 0);
-    let b = Chat::new(vec![], 0); // script exhausted: llm_error
-    let c = Chat::worker("never", 0);
+    let store = tf_store();
+    let a = worker("step one", 0);
+    let b = chat(vec![], 0); // script exhausted: llm_error
+    let c = worker("never", 0);
     let outcome = execute_task_force(
         &store,
         force(
@@ -300,7 +196,7 @@ async fn a_failed_sequential_member_stops_the_chain_with_a_partial_result() {
     assert_eq!(outcome.status, RunStatus::Partial);
     assert_eq!(outcome.status.exit_code(), 6);
     assert_eq!(outcome.payload["sections"][2]["status"], "skipped");
-    assert!(c.seen.lock().unwrap().is_empty());
+    assert!(c.seen().is_empty());
     let reason = outcome.reason.unwrap();
     assert!(
         reason.contains("`b` ended llm_error") && reason.contains("`c` was skipped"),
@@ -313,13 +209,9 @@ async fn a_failed_sequential_member_stops_the_chain_with_a_partial_result() {
 
 #[tokio::test]
 async fn parallel_members_overlap_in_time_and_merge_in_recruitment_order() {
-    let store = Store::default();
+    let store = tf_store();
     // Two model calls of 150 ms each per member: 300 ms alone, 900 ms one after another.
-    let (a, b, c) = (
-        Chat::worker("A", 150),
-        Chat::worker("B", 150),
-        Chat::worker("C", 150),
-    );
+    let (a, b, c) = (worker("A", 150), worker("B", 150), worker("C", 150));
     let outcome = execute_task_force(
         &store,
         force(
@@ -365,8 +257,8 @@ async fn parallel_members_overlap_in_time_and_merge_in_recruitment_order() {
 
 #[tokio::test]
 async fn the_parallel_limit_is_respected() {
-    let store = Store::default();
-    let (a, b) = (Chat::worker("A", 100), Chat::worker("B", 100));
+    let store = tf_store();
+    let (a, b) = (worker("A", 100), worker("B", 100));
     execute_task_force(
         &store,
         force(
@@ -401,10 +293,10 @@ async fn the_parallel_limit_is_respected() {
 
 #[tokio::test]
 async fn a_failing_parallel_member_keeps_the_others_results() {
-    let store = Store::default();
-    let a = Chat::worker("A done", 30);
-    let b = Chat::new(vec![call("list_files", json!({}))], 0); // then exhausted
-    let c = Chat::worker("C done", 10);
+    let store = tf_store();
+    let a = worker("A done", 30);
+    let b = chat(vec![call("list_files", json!({}))], 0); // then exhausted
+    let c = worker("C done", 10);
     let outcome = execute_task_force(
         &store,
         force(
@@ -436,8 +328,8 @@ async fn a_failing_parallel_member_keeps_the_others_results() {
 
 #[tokio::test]
 async fn all_members_failing_is_a_failed_run() {
-    let store = Store::default();
-    let (a, b) = (Chat::new(vec![], 0), Chat::new(vec![], 0));
+    let store = tf_store();
+    let (a, b) = (chat(vec![], 0), chat(vec![], 0));
     let outcome = execute_task_force(
         &store,
         force(
@@ -457,8 +349,8 @@ async fn all_members_failing_is_a_failed_run() {
 
 #[tokio::test]
 async fn the_routing_call_is_recorded_before_recruitment() {
-    let store = Store::default();
-    let a = Chat::worker("A", 0);
+    let store = tf_store();
+    let a = worker("A", 0);
     let mut f = force(vec![member("a", &a)], TaskForceMode::Sequential, 1);
     f.routing_call = Some(RoutingCall {
         model_key: "router".into(),
@@ -493,10 +385,10 @@ async fn the_routing_call_is_recorded_before_recruitment() {
 
 #[tokio::test]
 async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
-    let store = Store::default();
-    let a = Chat::worker("A done", 0);
-    let b = Chat::new(vec![call("list_files", json!({}))], 0); // then exhausted: llm_error
-    let c = Chat::worker("C done", 0);
+    let store = tf_store();
+    let a = worker("A done", 0);
+    let b = chat(vec![call("list_files", json!({}))], 0); // then exhausted: llm_error
+    let c = worker("C done", 0);
     let whole = execute_task_force(
         &store,
         force(
@@ -515,19 +407,15 @@ async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
     let mut events = store.events();
     events.pop();
     let history = fabric_core::history::RunHistory::read(RunId::parse("tf-run").unwrap(), &events);
-    let log = Arc::new(Mutex::new(events));
+    let log = MemLog::holding(events).yielding();
     let run = NewRun {
         id: RunId::parse("tf-run").unwrap(),
         workspace: std::env::temp_dir(),
-        log: Box::new(Log(Arc::clone(&log))),
+        log: Box::new(log.clone()),
         versioned: None,
     };
     // Models with nothing to say: asking any of them would fail the member.
-    let (a2, b2, c2) = (
-        Chat::new(vec![], 0),
-        Chat::new(vec![], 0),
-        Chat::new(vec![], 0),
-    );
+    let (a2, b2, c2) = (chat(vec![], 0), chat(vec![], 0), chat(vec![], 0));
     let again = fabric_core::execute::resume_task_force(
         run,
         force(
@@ -545,10 +433,7 @@ async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
     assert_eq!(again.payload, whole.payload);
     assert_eq!(again.usage, whole.usage);
     for chat in [&a2, &b2, &c2] {
-        assert!(
-            chat.seen.lock().unwrap().is_empty(),
-            "no member asked again"
-        );
+        assert!(chat.seen().is_empty(), "no member asked again");
     }
-    assert_gapless(&log.lock().unwrap());
+    assert_gapless(&log.events());
 }

@@ -13,7 +13,6 @@
 //! recorder adds; read it with [`RunEvent::pack_index`].
 
 mod payloads;
-mod sample;
 mod view;
 mod vocab;
 
@@ -29,7 +28,6 @@ pub use payloads::{
     TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult, WorkspaceOpened,
     WorkspaceResult,
 };
-pub use sample::sample_payload;
 pub use view::EventPayload;
 pub use vocab::{
     CallPurpose, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod, RunOrigin,

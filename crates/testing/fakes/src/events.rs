@@ -1,10 +1,22 @@
-//! Events built by hand for the tests of sinks (telemetry, metrics, stores): a test names the
-//! fields it is about and the rest get placeholders, so the event still decodes with
-//! [`RunEvent::typed`] as the fabric's own events do.
+//! Runlog events built by hand, for the tests of sinks (telemetry, metrics, stores) and of
+//! the service: a test names the fields it is about and the rest get placeholders, so the
+//! event still decodes with [`RunEvent::typed`] as the fabric's own events do. (They were
+//! `fabric-domain`'s `sample_payload` and `RunEvent::sample`; no shipped code used them.)
 
+use fabric_domain::{EventKind, RunEvent};
 use serde_json::{Value, json};
 
-use crate::{EventKind, RunEvent};
+/// An event of `kind` with `payload` as its runlog line holds it: the one place the fakes
+/// build a [`RunEvent`] from JSON.
+pub fn event(seq: u64, ts: f64, kind: EventKind, payload: Value) -> RunEvent {
+    RunEvent {
+        seq,
+        ts,
+        kind,
+        step: None,
+        payload,
+    }
+}
 
 /// A payload of `kind` with every field a reader requires, as placeholders: a member's
 /// `llm_request` and `llm_response` (not the routing call's), a run's own `run_failed`;
@@ -64,20 +76,12 @@ pub fn sample_payload(kind: EventKind) -> Value {
     }
 }
 
-impl RunEvent {
-    /// An event of `kind` at `ts` (`seq` 0, no step) whose payload is `fields` over
-    /// [`sample_payload`]: for tests, which name only the fields they are about.
-    pub fn sample(kind: EventKind, ts: f64, fields: Value) -> Self {
-        let mut payload = sample_payload(kind);
-        if let (Value::Object(payload), Value::Object(fields)) = (&mut payload, fields) {
-            payload.extend(fields);
-        }
-        RunEvent {
-            seq: 0,
-            ts,
-            kind,
-            step: None,
-            payload,
-        }
+/// An event of `kind` at `ts` (`seq` 0, no step) whose payload is `fields` over
+/// [`sample_payload`]: for tests, which name only the fields they are about.
+pub fn sample(kind: EventKind, ts: f64, fields: Value) -> RunEvent {
+    let mut payload = sample_payload(kind);
+    if let (Value::Object(payload), Value::Object(fields)) = (&mut payload, fields) {
+        payload.extend(fields);
     }
+    event(0, ts, kind, payload)
 }
