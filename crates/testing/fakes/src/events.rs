@@ -3,7 +3,7 @@
 //! event still decodes with [`RunEvent::typed`] as the fabric's own events do. (They were
 //! `fabric-domain`'s `sample_payload` and `RunEvent::sample`; no shipped code used them.)
 
-use fabric_domain::{EventKind, RunEvent};
+use fabric_domain::{EventKind, RunEvent, RunId};
 use serde_json::{Value, json};
 
 /// An event of `kind` with `payload` as its runlog line holds it: the one place the fakes
@@ -16,6 +16,14 @@ pub fn event(seq: u64, ts: f64, kind: EventKind, payload: Value) -> RunEvent {
         step: None,
         payload,
     }
+}
+
+/// An event of run `id` at `ts` 1.0 whose payload has the fields a summary reads
+/// (`run_id`, `status` completed, `prompt` x): what a [`ScriptedRun`](crate::ScriptedRun)
+/// records.
+pub fn run_event(id: &RunId, seq: u64, kind: EventKind) -> RunEvent {
+    let payload = json!({"run_id": id, "status": "completed", "prompt": "x"});
+    event(seq, 1.0, kind, payload)
 }
 
 /// A payload of `kind` with every field a reader requires, as placeholders: a member's

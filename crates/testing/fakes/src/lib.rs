@@ -27,7 +27,7 @@ mod store;
 mod tools;
 
 pub use chat::{Answer, ScriptedChat, call, call_raw};
-pub use events::{event, sample, sample_payload};
+pub use events::{event, run_event, sample, sample_payload};
 pub use service::{FakePreparer, RunScript, ScriptedRun};
 pub use store::{MemLog, MemStore};
 pub use tools::{FakeTool, ok_tool, run, specialist, task, tool};

@@ -8,12 +8,12 @@ use async_trait::async_trait;
 use fabric_core::execute::RunOutcome;
 use fabric_core::service::{PrepareContext, Preparer, Runnable, ServiceError, TaskRequest};
 use fabric_core::{CoreError, NewRun, RunObserver};
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
-use serde_json::{Value, json};
+use fabric_domain::{EventKind, RunEvent, RunStatus};
+use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::event;
+use crate::events::run_event;
 
 /// What a [`ScriptedRun`] does. Each event is written to the runlog, then shown to the
 /// observer, as the core's recorder does.
@@ -37,12 +37,6 @@ pub enum RunScript {
 
 /// A prepared run that does what its [`RunScript`] says, without a model.
 pub struct ScriptedRun(pub RunScript);
-
-/// An event of run `id`, with the fields a summary reads.
-fn run_event(id: &RunId, seq: u64, kind: EventKind) -> RunEvent {
-    let payload = json!({"run_id": id, "status": "completed", "prompt": "x"});
-    event(seq, 1.0, kind, payload)
-}
 
 async fn record(run: &NewRun, observer: &dyn RunObserver, event: RunEvent) {
     run.log.append(&event).await.unwrap();
