@@ -68,6 +68,16 @@ pub mod typed;
 pub mod versioned;
 pub mod views;
 
+// The core's own unit tests use the one set of fakes (`crates/testing/fakes`, ADR-100),
+// compiled into this crate: taken as a dependency, they would implement the ports of a second
+// copy of the core. `fabric_core::` in their source then names this crate.
+#[cfg(test)]
+extern crate self as fabric_core;
+#[cfg(test)]
+#[allow(dead_code, unreachable_pub, unused_imports)]
+#[path = "../../testing/fakes/src/lib.rs"]
+mod fakes;
+
 pub use error::{CoreError, Remedy};
 pub use ids::{new_run_id, unix_now};
 pub use ports::{

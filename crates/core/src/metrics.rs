@@ -701,7 +701,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn ev(kind: EventKind, ts: f64, payload: Value) -> RunEvent {
-        fabric_fakes::sample(kind, ts, payload)
+        crate::fakes::sample(kind, ts, payload)
     }
 
     fn id(n: u8) -> RunId {

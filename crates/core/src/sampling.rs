@@ -93,33 +93,19 @@ impl Sampler for ModelSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::{ChatError, ChatObserver, ChatResponse};
+    use crate::fakes::ScriptedChat;
+    use crate::ports::ChatResponse;
     use fabric_domain::{Message, Usage};
-    use std::sync::Mutex;
 
     /// Answers every call with "sure", 7 tokens, and keeps the requests' caps.
-    #[derive(Default)]
-    struct Echo {
-        caps: Mutex<Vec<Option<u32>>>,
-    }
-
-    #[async_trait]
-    impl ChatClient for Echo {
-        async fn chat(
-            &self,
-            request: ChatRequest<'_>,
-            _observer: &dyn ChatObserver,
-        ) -> Result<ChatResponse, ChatError> {
-            self.caps
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(request.max_tokens);
+    fn echo() -> ScriptedChat {
+        ScriptedChat::by_turn(|_| {
             Ok(ChatResponse {
                 content: Some("sure".into()),
                 usage: Some(Usage::from_counts(5, 2, None)),
                 ..ChatResponse::default()
             })
-        }
+        })
     }
 
     fn params() -> ModelParams {
@@ -137,9 +123,9 @@ mod tests {
     #[tokio::test]
     async fn issue_29_a_completion_is_a_step_of_the_run_s_budget() {
         let budget = Arc::new(RunBudget::new(3, Some(1), Some(1_000), None));
-        let chat = Arc::new(Echo::default());
+        let chat = echo();
         let sampler = ModelSampler::new(
-            chat.clone(),
+            chat.client(),
             params(),
             "local".into(),
             budget.clone(),
@@ -157,7 +143,7 @@ mod tests {
         assert_eq!(budget.steps_used(), 1);
         // The server's own cap holds under the token budget.
         assert_eq!(
-            *chat.caps.lock().unwrap_or_else(|e| e.into_inner()),
+            chat.caps(),
             vec![Some(100)]
         );
         // The one step the budget allows is used: the next request is refused, no call made.
@@ -166,7 +152,7 @@ mod tests {
             matches!(&refused, Err(SampleError::Budget(why)) if why.contains("1")),
             "{refused:?}"
         );
-        assert_eq!(chat.caps.lock().unwrap_or_else(|e| e.into_inner()).len(), 1);
+        assert_eq!(chat.caps().len(), 1);
     }
 
     #[tokio::test]
@@ -174,7 +160,7 @@ mod tests {
         let cancel = CancellationToken::new();
         cancel.cancel();
         let sampler = ModelSampler::new(
-            Arc::new(Echo::default()),
+            echo().client(),
             params(),
             "local".into(),
             Arc::new(RunBudget::unlimited()),

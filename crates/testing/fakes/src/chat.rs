@@ -28,7 +28,10 @@ struct Script {
     answers: Answers,
     seen: Mutex<Vec<Vec<Message>>>,
     offered: Mutex<Vec<Vec<String>>>,
+    caps: Mutex<Vec<Option<u32>>>,
     calls: AtomicUsize,
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
     record: bool,
     delay: Duration,
     before: Option<Before>,
@@ -60,7 +63,10 @@ impl ScriptedChat {
             answers,
             seen: Mutex::default(),
             offered: Mutex::default(),
+            caps: Mutex::default(),
             calls: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
             record: true,
             delay: Duration::ZERO,
             before: None,
@@ -114,9 +120,19 @@ impl ScriptedChat {
         lock(&self.0.offered).clone()
     }
 
+    /// The `max_tokens` of every request so far.
+    pub fn caps(&self) -> Vec<Option<u32>> {
+        lock(&self.0.caps).clone()
+    }
+
     /// How many requests it was sent (also unrecorded, also answered first).
     pub fn calls(&self) -> usize {
         self.0.calls.load(Ordering::Relaxed)
+    }
+
+    /// The most requests it held at once (waiting out its delay).
+    pub fn most_at_once(&self) -> usize {
+        self.0.most.load(Ordering::SeqCst)
     }
 
     /// The turn each request asked for (its assistant messages).
@@ -141,6 +157,7 @@ impl ScriptedChat {
         }
         self.0.calls.fetch_add(1, Ordering::Relaxed);
         lock(&self.0.offered).push(tool_names(request));
+        lock(&self.0.caps).push(request.max_tokens);
         let mut seen = lock(&self.0.seen);
         seen.push(request.messages.to_vec());
         seen.len()
@@ -174,9 +191,12 @@ impl ChatClient for ScriptedChat {
         if let Some(before) = &self.0.before {
             before(n);
         }
+        let now = self.0.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.0.most.fetch_max(now, Ordering::SeqCst);
         if !self.0.delay.is_zero() {
             tokio::time::sleep(self.0.delay).await;
         }
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.answer(request.messages)
     }
 }

@@ -19,7 +19,7 @@ pub fn event(seq: u64, ts: f64, kind: EventKind, payload: Value) -> RunEvent {
 }
 
 /// An event of run `id` at `ts` 1.0 whose payload has the fields a summary reads
-/// (`run_id`, `status` completed, `prompt` x): what a [`ScriptedRun`](crate::ScriptedRun)
+/// (`run_id`, `status` completed, `prompt` x): what a [`ScriptedRun`](super::ScriptedRun)
 /// records.
 pub fn run_event(id: &RunId, seq: u64, kind: EventKind) -> RunEvent {
     let payload = json!({"run_id": id, "status": "completed", "prompt": "x"});

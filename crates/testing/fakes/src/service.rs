@@ -9,11 +9,11 @@ use fabric_core::execute::RunOutcome;
 use fabric_core::service::{PrepareContext, Preparer, Runnable, ServiceError, TaskRequest};
 use fabric_core::{CoreError, NewRun, RunObserver};
 use fabric_domain::{EventKind, RunEvent, RunStatus};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::run_event;
+use super::events::run_event;
 
 /// What a [`ScriptedRun`] does. Each event is written to the runlog, then shown to the
 /// observer, as the core's recorder does.
@@ -77,7 +77,7 @@ fn outcome(run: NewRun) -> RunOutcome {
     RunOutcome {
         run_id: run.id,
         status: RunStatus::Completed,
-        payload: Value::Null,
+        payload: json!({"summary": "done"}),
         reason: None,
         workspace: run.workspace,
         specialist_ids: Vec::new(),

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use fabric_core::{NewRun, RunLog, RunQuery, RunStore, StoreError};
+use fabric_core::{Liveness, NewRun, RunLog, RunQuery, RunStore, StoreError};
 use fabric_domain::{EventKind, RunEvent, RunId, RunSummary};
 
 /// A runlog in memory; a clone appends to the same list.
@@ -73,6 +73,7 @@ pub struct MemStore {
     keeping: Keeping,
     runs: Mutex<Vec<(RunId, MemLog)>>,
     workspace: PathBuf,
+    liveness: Liveness,
 }
 
 impl Default for MemStore {
@@ -102,6 +103,7 @@ impl MemStore {
             keeping,
             runs: Mutex::default(),
             workspace: std::env::temp_dir(),
+            liveness: Liveness::Unknown,
         }
     }
 
@@ -116,6 +118,12 @@ impl MemStore {
     /// Runs work in `workspace`.
     pub fn with_workspace(mut self, workspace: impl Into<PathBuf>) -> Self {
         self.workspace = workspace.into();
+        self
+    }
+
+    /// Answers [`RunStore::liveness`] with `liveness` for every run.
+    pub fn with_liveness(mut self, liveness: Liveness) -> Self {
+        self.liveness = liveness;
         self
     }
 
@@ -163,6 +171,11 @@ impl MemStore {
     pub fn of(&self, kind: EventKind) -> Vec<RunEvent> {
         let events = self.events().into_iter();
         events.filter(|e| e.kind == kind).collect()
+    }
+
+    /// The kinds of run `id`'s events; panics when there is no such run.
+    pub fn kinds_of(&self, id: &RunId) -> Vec<EventKind> {
+        self.events_of(id).iter().map(|e| e.kind).collect()
     }
 
     /// Run `id`'s events; panics when there is no such run.
@@ -233,6 +246,9 @@ impl RunStore for MemStore {
             .run(id)
             .ok_or_else(|| StoreError::NotFound(id.clone()))?;
         Ok(self.opened(id.clone(), log))
+    }
+    async fn liveness(&self, _id: &RunId) -> Liveness {
+        self.liveness
     }
 }
 
