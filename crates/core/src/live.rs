@@ -507,6 +507,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::fakes::MemStore;
+    use crate::ports::RunLog;
 
     fn event(seq: u64, kind: EventKind) -> RunEvent {
         let payload = json!({"run_id": "r", "status": "completed", "specialist_ids": ["a"],

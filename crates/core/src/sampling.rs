@@ -142,10 +142,7 @@ mod tests {
         );
         assert_eq!(budget.steps_used(), 1);
         // The server's own cap holds under the token budget.
-        assert_eq!(
-            chat.caps(),
-            vec![Some(100)]
-        );
+        assert_eq!(chat.caps(), vec![Some(100)]);
         // The one step the budget allows is used: the next request is refused, no call made.
         let refused = sampler.sample(request()).await;
         assert!(

@@ -4,7 +4,6 @@
 use super::*;
 use crate::fakes::{FakePreparer, MemStore, RunScript as Script};
 use fabric_domain::{EventKind, RunStatus};
-use std::collections::HashMap;
 use std::sync::Mutex;
 use tokio::sync::Notify;
 
@@ -237,7 +236,11 @@ async fn issue_27_a_run_cancelled_while_prepared_again_stays_interrupted() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(handle.prepared().await, Err(ServiceError::Cancelled));
-    assert_eq!(store.kinds_of(&id), [EventKind::RunStart], "nothing recorded");
+    assert_eq!(
+        store.kinds_of(&id),
+        [EventKind::RunStart],
+        "nothing recorded"
+    );
 }
 
 /// A queue for one worker's decisions: `started` says no the first time it is asked (the
@@ -542,8 +545,12 @@ async fn issue_26_a_run_no_worker_claimed_is_said_so() {
     use crate::ports::Liveness;
     let id = crate::new_run_id();
     let waited = Duration::from_secs(30);
-    let notice =
-        super::remote::unclaimed_notice(&MemStore::new().with_liveness(Liveness::Queued), &id, waited).await;
+    let notice = super::remote::unclaimed_notice(
+        &MemStore::new().with_liveness(Liveness::Queued),
+        &id,
+        waited,
+    )
+    .await;
     let notice = notice.unwrap_or_default();
     assert!(
         notice.contains(&format!("no worker has claimed run {id} for 30 s"))
@@ -551,7 +558,9 @@ async fn issue_26_a_run_no_worker_claimed_is_said_so() {
         "{notice}"
     );
     for other in [Liveness::Held, Liveness::Unknown, Liveness::Interrupted] {
-        let notice = super::remote::unclaimed_notice(&MemStore::new().with_liveness(other), &id, waited).await;
+        let notice =
+            super::remote::unclaimed_notice(&MemStore::new().with_liveness(other), &id, waited)
+                .await;
         assert_eq!(notice, None, "{other:?}");
     }
 }

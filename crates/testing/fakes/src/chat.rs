@@ -10,6 +10,8 @@ use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse
 use fabric_domain::{Message, Role, ToolCall};
 use serde_json::Value;
 
+use super::lock;
+
 /// One answer of the model.
 pub type Answer = Result<ChatResponse, ChatError>;
 
@@ -222,10 +224,6 @@ fn turn_of(messages: &[Message]) -> usize {
         .iter()
         .filter(|m| m.role == Role::Assistant)
         .count()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// An answer that calls `name` with `args`, as call `c-{name}`.

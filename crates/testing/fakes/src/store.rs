@@ -1,11 +1,13 @@
 //! The run store and runlog in memory.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use fabric_core::{Liveness, NewRun, RunLog, RunQuery, RunStore, StoreError};
 use fabric_domain::{EventKind, RunEvent, RunId, RunSummary};
+
+use super::lock;
 
 /// A runlog in memory; a clone appends to the same list.
 #[derive(Clone, Default)]
@@ -254,8 +256,4 @@ impl RunStore for MemStore {
 
 fn id(text: &str) -> RunId {
     RunId::parse(text).unwrap()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

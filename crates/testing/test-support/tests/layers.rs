@@ -52,6 +52,21 @@ fn metadata() -> Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// Every dependency that ships (normal and build; dev-dependencies are free), as
+/// (package, dependency).
+fn shipped_edges(metadata: &Value) -> Vec<(&str, &str)> {
+    let mut edges = Vec::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        let name = package["name"].as_str().unwrap();
+        for dep in package["dependencies"].as_array().unwrap() {
+            if dep["kind"].as_str() != Some("dev") {
+                edges.push((name, dep["name"].as_str().unwrap()));
+            }
+        }
+    }
+    edges
+}
+
 fn is_fabric(name: &str) -> bool {
     name == APP || name.starts_with("fabric-")
 }
@@ -108,22 +123,15 @@ fn dependencies_follow_the_hexagon() {
     }
 
     let mut violations = Vec::new();
-    for package in packages {
-        let name = package["name"].as_str().unwrap();
-        if !is_fabric(name) {
+    for (name, dep_name) in shipped_edges(&metadata) {
+        if !is_fabric(name) || !is_fabric(dep_name) {
             continue;
         }
         let Some((allowed, rule)) = allowed(name) else {
             continue;
         };
-        for dep in package["dependencies"].as_array().unwrap() {
-            let dep_name = dep["name"].as_str().unwrap();
-            if dep["kind"].as_str() == Some("dev") || !is_fabric(dep_name) {
-                continue;
-            }
-            if !allowed.contains(&dep_name) {
-                violations.push(format!("{name} -> {dep_name}: breaks the rule: {rule}"));
-            }
+        if !allowed.contains(&dep_name) {
+            violations.push(format!("{name} -> {dep_name}: breaks the rule: {rule}"));
         }
     }
     assert!(
@@ -139,16 +147,11 @@ fn dependencies_follow_the_hexagon() {
 #[test]
 fn issue_41_test_code_ships_in_no_crate() {
     let metadata = metadata();
-    let mut shipped = Vec::new();
-    for package in metadata["packages"].as_array().unwrap() {
-        let name = package["name"].as_str().unwrap();
-        for dep in package["dependencies"].as_array().unwrap() {
-            let dep_name = dep["name"].as_str().unwrap();
-            if TEST_ONLY.contains(&dep_name) && dep["kind"].as_str() != Some("dev") {
-                shipped.push(format!("{name} -> {dep_name}"));
-            }
-        }
-    }
+    let shipped: Vec<String> = shipped_edges(&metadata)
+        .into_iter()
+        .filter(|(_, dep)| TEST_ONLY.contains(dep))
+        .map(|(name, dep)| format!("{name} -> {dep}"))
+        .collect();
     assert!(
         shipped.is_empty(),
         "test code taken as a shipped dependency (make it a dev-dependency; `fabric mock-llm` needs only fabric-scripted-llm):\n  {}",

@@ -7,13 +7,13 @@ use super::*;
 use crate::budget::daily::{DailyLimit, DayClock};
 use crate::delegate::ChildRunner;
 use crate::execute::RunOutcome;
+use crate::fakes::ScriptedChat;
 use crate::models::ModelCandidate;
 use crate::ports::{
-    ChatError, ChatObserver, ChatRequest, ChatResponse, DaySpend, NoOsSandbox, RunSandbox,
-    SpendLedger, Stager, StoreError, Tool, ToolContext, ToolSource,
+    DaySpend, NoOsSandbox, RunSandbox, SpendLedger, Stager, StoreError, Tool, ToolContext,
+    ToolSource,
 };
 use fabric_domain::{Backend, CriticSpec, Routing, SandboxMode, TaskForceMode};
-use crate::fakes::ScriptedChat;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
