@@ -16,7 +16,7 @@ use fabric_core::{
     ToolError, ToolNotice, ToolSource,
 };
 use fabric_domain::{EventKind, RunId, SpecialistSpec, ToolCall, ToolSpec, Usage};
-use fabric_fakes::{MemStore, ScriptedChat, call_raw};
+use fabric_fakes::{MemStore, ScriptedChat, call_raw, specialist_as};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -82,22 +82,7 @@ impl ToolSource for Notices {
 }
 
 fn specialist(id: &str) -> SpecialistSpec {
-    SpecialistSpec {
-        container_image: None,
-        id: id.into(),
-        description: "d".into(),
-        keywords: vec![],
-        capabilities: vec![],
-        system_prompt: format!("You are {id}."),
-        tools: vec!["list_files".into(), "rm".into(), "fail".into()],
-        finish_schema: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
-        model_key: None,
-        may_write: true,
-        needs_network: false,
-        limitations: vec![],
-        tooling: Default::default(),
-        loop_aids: Default::default(),
-    }
+    specialist_as(id, &format!("You are {id}."), &["list_files", "rm", "fail"])
 }
 
 fn member(id: &str, chat: &ScriptedChat) -> Member {

@@ -9,7 +9,7 @@ use fabric_core::execute::{
 use fabric_core::recruit::RoutingCall;
 use fabric_core::{NewRun, NoopObserver, Tool, ToolContext, ToolError};
 use fabric_domain::{EventKind, RunEvent, RunId, RunStatus, SpecialistSpec, ToolSpec};
-use fabric_fakes::{Answer, MemLog, MemStore, ScriptedChat, call};
+use fabric_fakes::{Answer, MemLog, MemStore, ScriptedChat, call, specialist_as};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,22 +56,7 @@ fn list_files() -> Arc<dyn Tool> {
 }
 
 fn specialist(id: &str) -> SpecialistSpec {
-    SpecialistSpec {
-        container_image: None,
-        id: id.into(),
-        description: "d".into(),
-        keywords: vec![],
-        capabilities: vec![],
-        system_prompt: format!("You are {id}."),
-        tools: vec!["list_files".into()],
-        finish_schema: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
-        model_key: None,
-        may_write: true,
-        needs_network: false,
-        limitations: vec![],
-        tooling: Default::default(),
-        loop_aids: Default::default(),
-    }
+    specialist_as(id, &format!("You are {id}."), &["list_files"])
 }
 
 fn member(id: &str, chat: &ScriptedChat) -> Member {

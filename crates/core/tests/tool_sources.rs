@@ -7,7 +7,7 @@ use fabric_core::engine::ModelParams;
 use fabric_core::execute::{Member, Recruitment, RunOutcome, TaskForce};
 use fabric_core::{NoopObserver, Tool, ToolContext, ToolError, ToolNotice, ToolSource};
 use fabric_domain::{EventKind, RunStatus, SpecialistSpec, ToolLoading, ToolSpec};
-use fabric_fakes::{Answer, MemStore, ScriptedChat, call};
+use fabric_fakes::{Answer, MemStore, ScriptedChat, call, specialist_as};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -88,22 +88,7 @@ impl ToolSource for Growing {
 }
 
 fn specialist(loading: ToolLoading) -> SpecialistSpec {
-    let mut spec = SpecialistSpec {
-        container_image: None,
-        id: "worker".into(),
-        description: "d".into(),
-        keywords: vec![],
-        capabilities: vec![],
-        system_prompt: "Work.".into(),
-        tools: vec![],
-        finish_schema: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
-        model_key: None,
-        may_write: true,
-        needs_network: false,
-        limitations: vec![],
-        tooling: Default::default(),
-        loop_aids: Default::default(),
-    };
+    let mut spec = specialist_as("worker", "Work.", &[]);
     spec.tooling.tool_loading = loading;
     spec
 }

@@ -30,7 +30,7 @@ pub use chat::{Answer, ScriptedChat, call, call_raw};
 pub use events::{event, run_event, sample, sample_payload};
 pub use service::{FakePreparer, RunScript, ScriptedRun};
 pub use store::{MemLog, MemStore};
-pub use tools::{FakeTool, ok_tool, run, specialist, task, tool};
+pub use tools::{FakeTool, ok_tool, run, specialist, specialist_as, task, tool};
 
 /// A fake's lock: a test that panicked while holding it has already failed.
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -72,19 +72,27 @@ impl Tool for FakeTool {
     }
 }
 
-/// The test specialist `eng`, which finishes with a `summary`.
+/// The test specialist `eng` ("You build."), with no tools of its own.
 pub fn specialist(may_write: bool) -> SpecialistSpec {
+    let mut spec = specialist_as("eng", "You build.", &[]);
+    spec.may_write = may_write;
+    spec
+}
+
+/// Specialist `id` with `system_prompt` and `tools`, which may write and finishes with a
+/// `summary`.
+pub fn specialist_as(id: &str, system_prompt: &str, tools: &[&str]) -> SpecialistSpec {
     SpecialistSpec {
         container_image: None,
-        id: "eng".into(),
+        id: id.into(),
         description: "d".into(),
         keywords: vec![],
         capabilities: vec![],
-        system_prompt: "You build.".into(),
-        tools: vec![],
+        system_prompt: system_prompt.into(),
+        tools: tools.iter().map(|t| (*t).to_owned()).collect(),
         finish_schema: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
         model_key: None,
-        may_write,
+        may_write: true,
         needs_network: false,
         limitations: vec![],
         tooling: Default::default(),
