@@ -15,7 +15,11 @@
 //! - [`events`]: runlog events built by hand ([`sample`], [`sample_payload`], [`event`]),
 //!   which used to be in `fabric-domain`'s public API.
 //!
-//! It is test code: a fake panics where a test would fail anyway.
+//! It is test code: a fake panics where a test would fail anyway. Every test binary takes it
+//! as a dev-dependency; core's own unit tests compile this same source into the core
+//! (`#[path]` in core's `lib.rs`, ADR-100), since as a dependency it would implement the ports
+//! of a second copy of the core. So its modules name each other by `super::`, never `crate::`,
+//! and the core always as `fabric_core::`.
 
 // A fake is test code: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
