@@ -6,22 +6,12 @@ use super::*;
 use serde_json::json;
 
 fn spec(id: &str, caps: &[&str], keywords: &[&str]) -> SpecialistSpec {
-    SpecialistSpec {
-        container_image: None,
-        id: id.into(),
-        description: format!("{id} specialist"),
-        keywords: keywords.iter().map(|s| (*s).to_owned()).collect(),
-        capabilities: caps.iter().map(|s| (*s).to_owned()).collect(),
-        system_prompt: "p".into(),
-        tools: vec![],
-        finish_schema: json!({"type": "object"}),
-        model_key: None,
-        may_write: true,
-        needs_network: false,
-        limitations: vec![],
-        tooling: Default::default(),
-        loop_aids: Default::default(),
-    }
+    let mut spec = crate::fakes::specialist_as(id, "p", &[]);
+    spec.description = format!("{id} specialist");
+    spec.keywords = keywords.iter().map(|s| (*s).to_owned()).collect();
+    spec.capabilities = caps.iter().map(|s| (*s).to_owned()).collect();
+    spec.finish_schema = json!({"type": "object"});
+    spec
 }
 
 fn roster() -> Vec<std::sync::Arc<SpecialistSpec>> {
