@@ -22,6 +22,17 @@ pub mod search;
 pub mod service;
 pub mod views;
 
+// The core's own unit tests use the one set of fakes (`crates/testing/fakes`, ADR-100),
+// compiled into this crate: taken as a dependency, they would implement the service's ports
+// (`Preparer`, `Runnable`) of a second copy of the core. `fabric_core::` in their source then
+// names this crate.
+#[cfg(test)]
+extern crate self as fabric_core;
+#[cfg(test)]
+#[allow(dead_code, unreachable_pub, unused_imports)]
+#[path = "../../testing/fakes/src/lib.rs"]
+mod fakes;
+
 pub use fabric_engine::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ClaimedRun, CommandWatch,
     EmbeddingClient, EventSink, Liveness, NewRun, NoOsSandbox, NoopObserver, ProcessSandbox,

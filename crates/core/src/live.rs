@@ -473,8 +473,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::{NewRun, RunQuery, StoreError};
-    use fabric_domain::{EventKind, RunSummary};
+    use crate::fakes::MemStore;
+    use crate::ports::RunLog;
+    use fabric_domain::EventKind;
     use serde_json::json;
 
     fn event(seq: u64, kind: EventKind) -> RunEvent {
@@ -484,7 +485,7 @@ mod tests {
                          "result": {"summary": "s"}});
         RunEvent {
             seq,
-            ..RunEvent::sample(kind, 1.0, end)
+            ..crate::fakes::sample(kind, 1.0, end)
         }
     }
 
@@ -492,29 +493,11 @@ mod tests {
         RunId::parse("20260101-000000-000-aaaaaaaa").unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// The runlog as the store has it: every event before the live run is told of it.
-    #[derive(Default)]
-    struct Runlog(Mutex<Vec<RunEvent>>);
-
-    impl Runlog {
-        /// Records `event` as the recorder does: runlog first, then the live run.
-        async fn record(&self, run: &LiveRun, event: RunEvent) {
-            lock(&self.0).push(event.clone());
-            run.on_event(&event).await;
-        }
-    }
-
-    #[async_trait]
-    impl RunStore for Runlog {
-        async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
-            Err(StoreError::NotFound(id))
-        }
-        async fn list_runs(&self, _query: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
-            Ok(Vec::new())
-        }
-        async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-            Ok(lock(&self.0).clone())
-        }
+    /// Records `event` as the recorder does: runlog first, then the live run.
+    async fn record(store: &MemStore, run: &LiveRun, event: RunEvent) {
+        let appended = store.log().append(&event).await;
+        appended.unwrap_or_else(|e| panic!("{e}"));
+        run.on_event(&event).await;
     }
 
     fn in_memory(run: &LiveRun) -> Vec<u64> {
@@ -583,11 +566,11 @@ mod tests {
     /// followers have not read; a late follower reads the rest back from the store.
     #[tokio::test]
     async fn issue_14_a_windowed_run_keeps_only_what_its_followers_need() {
-        let log = Arc::new(Runlog::default());
+        let log = Arc::new(MemStore::new());
         let registry = RunRegistry::windowed(log.clone());
         let run = registry.register(id());
         for seq in 0..4 {
-            log.record(&run, event(seq, EventKind::LlmRequest)).await;
+            record(&log, &run, event(seq, EventKind::LlmRequest)).await;
         }
         assert_eq!(in_memory(&run), vec![3], "no follower: only the last event");
 
@@ -595,8 +578,8 @@ mod tests {
         let mut slow = run.follow(0);
         assert_eq!(slow.next().await.map(|e| e.seq), Some(0), "read back");
         assert_eq!(slow.next().await.map(|e| e.seq), Some(1));
-        log.record(&run, event(4, EventKind::LlmRequest)).await;
-        log.record(&run, event(5, EventKind::LlmRequest)).await;
+        record(&log, &run, event(4, EventKind::LlmRequest)).await;
+        record(&log, &run, event(5, EventKind::LlmRequest)).await;
         assert_eq!(in_memory(&run), vec![3, 4, 5], "kept for the slow follower");
         assert_eq!(slow.next().await.map(|e| e.seq), Some(2));
         assert_eq!(slow.next().await.map(|e| e.seq), Some(3));
@@ -607,7 +590,7 @@ mod tests {
         // Every event, in order, for a follower that came late and one from the middle.
         let late = tokio::spawn(read_all(run.follow(0)));
         let middle = tokio::spawn(read_all(run.follow(3)));
-        log.record(&run, event(6, EventKind::RunComplete)).await;
+        record(&log, &run, event(6, EventKind::RunComplete)).await;
         run.finish(None);
         assert_eq!(late.await.unwrap_or_default(), (0..7).collect::<Vec<_>>());
         assert_eq!(middle.await.unwrap_or_default(), (3..7).collect::<Vec<_>>());
@@ -620,13 +603,16 @@ mod tests {
     /// by `seq`, the earlier ones from the store (they were counted from 0 in the window).
     #[tokio::test]
     async fn issue_14_a_resumed_run_is_followed_by_seq() {
-        let log = Arc::new(Runlog::default());
-        lock(&log.0).extend((0..3).map(|seq| event(seq, EventKind::LlmRequest)));
+        let log = Arc::new(MemStore::new());
+        for seq in 0..3 {
+            let appended = log.log().append(&event(seq, EventKind::LlmRequest)).await;
+            appended.unwrap_or_else(|e| panic!("{e}"));
+        }
         let run = RunRegistry::windowed(log.clone()).register(id());
         let after_one = run.follow(2);
         let from_start = run.follow(0);
-        log.record(&run, event(3, EventKind::RunResumed)).await;
-        log.record(&run, event(4, EventKind::RunComplete)).await;
+        record(&log, &run, event(3, EventKind::RunResumed)).await;
+        record(&log, &run, event(4, EventKind::RunComplete)).await;
         run.finish(None);
         assert_eq!(read_all(after_one).await, vec![2, 3, 4]);
         assert_eq!(read_all(from_start).await, vec![0, 1, 2, 3, 4]);
@@ -641,9 +627,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_run_without_terminal_event_still_ends_its_streams_with_one() {
-        let log = Arc::new(Runlog::default());
+        let log = Arc::new(MemStore::new());
         let run = RunRegistry::windowed(log.clone()).register(id());
-        log.record(&run, event(0, EventKind::RunStart)).await;
+        record(&log, &run, event(0, EventKind::RunStart)).await;
         run.finish(Some("disk full"));
         let mut follower = run.follow(1);
         let last = follower.next().await.unwrap_or_else(|| panic!("no event"));

@@ -737,7 +737,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn ev(kind: EventKind, ts: f64, payload: Value) -> RunEvent {
-        RunEvent::sample(kind, ts, payload)
+        crate::fakes::sample(kind, ts, payload)
     }
 
     fn id(n: u8) -> RunId {

@@ -11,8 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-mod support;
-use support::*;
+use fabric_fakes::*;
 
 // ---- tests -------------------------------------------------------------------------------
 
@@ -49,7 +48,7 @@ async fn a_run_records_every_step_and_ends_with_one_terminal_event() {
             RunComplete
         ]
     );
-    let seqs: Vec<u64> = store.events.lock().unwrap().iter().map(|e| e.seq).collect();
+    let seqs: Vec<u64> = store.events().iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (0..12).collect::<Vec<_>>());
 }
 
@@ -229,8 +228,7 @@ async fn read_only_specialists_and_offline_runs_get_fewer_tools() {
 
 #[tokio::test]
 async fn a_runlog_that_cannot_be_written_is_an_error_not_a_silent_run() {
-    let mut store = MemStore::new();
-    store.fail_after = Some(4);
+    let store = MemStore::new().failing_after(4);
     let chat = ScriptedChat::new(vec![
         call("work", json!({})),
         call("finish_task", json!({"summary": "ok"})),
@@ -270,26 +268,18 @@ async fn a_specialist_without_tools_may_finish_at_once() {
 }
 
 /// A model that answers summary requests itself and everything else from a script.
-#[derive(Clone)]
-struct Summarising(ScriptedChat);
-
-#[async_trait::async_trait]
-impl fabric_core::ChatClient for Summarising {
-    async fn chat(
-        &self,
-        request: fabric_core::ChatRequest<'_>,
-        observer: &dyn fabric_core::ChatObserver,
-    ) -> Result<fabric_core::ChatResponse, ChatError> {
+fn summarising(answers: Vec<Answer>) -> ScriptedChat {
+    ScriptedChat::new(answers).answering_first(|request| {
         let system = request.messages[0].content.as_deref().unwrap_or_default();
-        if system.starts_with("You summarise") {
-            assert!(request.tools.is_empty(), "a summary offers no tools");
-            return Ok(fabric_core::ChatResponse {
-                content: Some("Read big.txt several times; it holds x.".into()),
-                ..Default::default()
-            });
+        if !system.starts_with("You summarise") {
+            return None;
         }
-        self.0.chat(request, observer).await
-    }
+        assert!(request.tools.is_empty(), "a summary offers no tools");
+        Some(Ok(fabric_core::ChatResponse {
+            content: Some("Read big.txt several times; it holds x.".into()),
+            ..Default::default()
+        }))
+    })
 }
 
 #[tokio::test]
@@ -299,9 +289,9 @@ async fn issue_12_turns_left_out_to_fit_the_window_can_be_summarised_by_the_mode
     }));
     let mut answers: Vec<_> = (0..12).map(|_| call("read", json!({}))).collect();
     answers.push(call("finish_task", json!({"summary": "ok"})));
-    let chat = Summarising(ScriptedChat::new(answers));
+    let chat = summarising(answers);
     let store = MemStore::new();
-    let mut t = task(Arc::new(chat.clone()), vec![big], true, false);
+    let mut t = task(chat.client(), vec![big], true, false);
     t.max_steps = 20;
     let member = &mut t.members[0];
     member.model.context_window = Some(3_000);
@@ -325,7 +315,7 @@ async fn issue_12_turns_left_out_to_fit_the_window_can_be_summarised_by_the_mode
         "Read big.txt several times; it holds x."
     );
     // The model saw the summary in place of the left-out turns.
-    let seen = chat.0.seen.lock().unwrap();
+    let seen = chat.seen();
     let last = seen.last().unwrap();
     assert!(
         last.iter().any(|m| m
@@ -374,7 +364,7 @@ async fn issue_29_a_vision_model_gets_a_result_s_images_bounded_and_the_runlog_t
         let mut force = task(chat.client(), vec![Arc::new(Pictures(spec))], true, false);
         force.members[0].model.vision = vision;
         run(&store, force).await.unwrap();
-        let seen = chat.seen.lock().unwrap();
+        let seen = chat.seen();
         let result = seen[1].last().unwrap();
         let logged = &store.of(EventKind::ToolResult)[0].payload;
         assert_eq!(logged["result"].as_str(), result.content.as_deref());
@@ -425,7 +415,7 @@ async fn issue_40_a_long_first_answer_in_prose_is_cut_to_fit_the_window() {
     assert_eq!(compacted.len(), 1, "{compacted:?}");
     assert_eq!(compacted[0].payload["cut_results"], 1);
     // The model saw the start of its answer, a note, and the corrective message after it.
-    let seen = chat.seen.lock().unwrap();
+    let seen = chat.seen();
     let answer = seen[1]
         .iter()
         .find(|m| m.role == fabric_domain::Role::Assistant)

@@ -8,8 +8,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-mod support;
-use support::*;
+use fabric_fakes::*;
 
 fn text(content: &str) -> Result<ChatResponse, ChatError> {
     Ok(ChatResponse {
@@ -65,7 +64,7 @@ async fn issue_24_a_repeated_call_is_nudged_then_refused_then_the_run_stalls() {
     // The model was sent the note with the third result, and the refusal as an error.
     // The last tool message of request `n`.
     let sent = |n: usize| {
-        let seen = chat.seen.lock().unwrap();
+        let seen = chat.seen();
         seen[n]
             .iter()
             .rev()

@@ -15,7 +15,7 @@ fn routing_mcp_tools_and_a_panicked_run() {
         RunId::parse("20260101-000000-000-cccccccc").unwrap(),
         RunId::parse("20260101-000000-000-dddddddd").unwrap(),
     );
-    let ev = RunEvent::sample;
+    let ev = fabric_fakes::sample;
     for (run, e) in [
         (
             &a,

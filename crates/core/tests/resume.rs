@@ -3,85 +3,28 @@
 //! killed there, and continued from what was recorded.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
 use async_trait::async_trait;
 use fabric_core::execute::{execute_task_force, resume_task_force};
 use fabric_core::history::RunHistory;
-use fabric_core::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, Tool,
-    ToolContext, ToolError,
-};
+use fabric_core::{ChatError, ChatResponse, NewRun, NoopObserver, Tool, ToolContext, ToolError};
 use fabric_domain::{
-    EventKind, Message, Role, RunEvent, RunId, RunStatus, ToolAnnotations, ToolCall, ToolSpec,
-    Usage,
+    EventKind, RunEvent, RunId, RunStatus, ToolAnnotations, ToolCall, ToolSpec, Usage,
 };
+use fabric_fakes::{MemLog, MemStore, ScriptedChat, task};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use support::{MemLog, MemStore, task};
 use tokio_util::sync::CancellationToken;
 
 /// A model that answers by the conversation it is given (turn N for a conversation with N
 /// assistant messages), so a resumed run gets the same answers, and that remembers every
 /// request.
-#[derive(Clone)]
-struct ByConversation(Arc<Conversations>);
-
-/// What a [`ByConversation`] and its clones share.
-struct Conversations {
-    answers: Vec<ChatResponse>,
-    seen: Mutex<Vec<Vec<Message>>>,
-}
-
-impl std::ops::Deref for ByConversation {
-    type Target = Conversations;
-    fn deref(&self) -> &Conversations {
-        &self.0
-    }
-}
-
-impl ByConversation {
-    fn new(answers: Vec<ChatResponse>) -> Self {
-        Self(Arc::new(Conversations {
-            answers,
-            seen: Mutex::default(),
-        }))
-    }
-
-    fn turns_asked(&self) -> Vec<usize> {
-        self.seen
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|m| turn_of(m))
-            .collect()
-    }
-}
-
-fn turn_of(messages: &[Message]) -> usize {
-    messages
-        .iter()
-        .filter(|m| m.role == Role::Assistant)
-        .count()
-}
-
-#[async_trait]
-impl ChatClient for ByConversation {
-    async fn chat(
-        &self,
-        request: ChatRequest<'_>,
-        _observer: &dyn ChatObserver,
-    ) -> Result<ChatResponse, ChatError> {
-        let turn = turn_of(request.messages);
-        self.seen.lock().unwrap().push(request.messages.to_vec());
-        self.answers
-            .get(turn)
-            .cloned()
-            .ok_or_else(|| ChatError::Decode {
-                url: "fake".into(),
-                detail: format!("no answer for turn {turn}"),
-            })
-    }
+fn by_conversation(answers: Vec<ChatResponse>) -> ScriptedChat {
+    ScriptedChat::by_turn(move |turn| {
+        answers.get(turn).cloned().ok_or_else(|| ChatError::Decode {
+            url: "fake".into(),
+            detail: format!("no answer for turn {turn}"),
+        })
+    })
 }
 
 /// A tool that remembers the `path` of every call it ran.
@@ -192,11 +135,11 @@ fn started_calls(events: &[RunEvent], tool: &str) -> Vec<String> {
 async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_step_again() {
     // The run as it goes when nothing stops it.
     let store = MemStore::new();
-    let model = ByConversation::new(script());
+    let model = by_conversation(script());
     let tools = Tools::new();
     let whole = execute_task_force(
         &store,
-        task(Arc::new(model.clone()), tools.list(), true, false),
+        task(model.client(), tools.list(), true, false),
         &NoopObserver,
         CancellationToken::new(),
     )
@@ -208,8 +151,8 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
         spent.add(usage_of(turn));
     }
     assert_eq!(whole.usage, spent, "the model's tokens, each answer once");
-    let events = store.events.lock().unwrap().clone();
-    let original_requests = model.seen.lock().unwrap().clone();
+    let events = store.events();
+    let original_requests = model.seen().clone();
     assert_eq!(original_requests.len(), 3);
     let response = events
         .iter()
@@ -234,27 +177,24 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
             .iter()
             .filter(|e| e.kind() == EventKind::LlmResponse)
             .count();
-        let log = Arc::new(Mutex::new(prefix.clone()));
+        let log = MemLog::holding(prefix.clone());
         let run = NewRun {
             id: RunId::parse("test-run").unwrap(),
             workspace: std::env::temp_dir(),
-            log: Box::new(MemLog {
-                events: Arc::clone(&log),
-                fail_after: None,
-            }),
+            log: Box::new(log.clone()),
             versioned: None,
         };
-        let model = ByConversation::new(script());
+        let model = by_conversation(script());
         let tools = Tools::new();
         let resumed = resume_task_force(
             run,
-            task(Arc::new(model.clone()), tools.list(), true, false),
+            task(model.client(), tools.list(), true, false),
             history,
             &NoopObserver,
             CancellationToken::new(),
         )
         .await;
-        let all = log.lock().unwrap().clone();
+        let all = log.events();
         let context = format!("cut after {cut} events ({:?})", events[cut - 1].kind());
         if cut == events.len() {
             // Cut after its end: there is nothing to continue, and nothing is written or
@@ -334,7 +274,7 @@ async fn issue_10_a_run_cut_after_any_event_continues_without_asking_a_recorded_
         let interrupted_any = all
             .iter()
             .any(|e| e.payload_json().unwrap()["error_type"] == "interrupted");
-        if !interrupted_any && let Some(last) = model.seen.lock().unwrap().last() {
+        if !interrupted_any && let Some(last) = model.seen().last() {
             assert_eq!(last, &original_requests[2], "{context}");
         }
     }

@@ -12,57 +12,18 @@ use fabric_core::engine::ModelParams;
 use fabric_core::execute::{Member, Recruitment, TaskForce, TaskForceMode, execute_task_force};
 use fabric_core::recruit::{RoutingCall, RoutingFailure};
 use fabric_core::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
-    RunSandbox, RunStore, SecurityNotice, StoreError, Tool, ToolContext, ToolError, ToolNotice,
-    ToolSource,
+    ChatError, ChatResponse, NoopObserver, RunSandbox, SecurityNotice, Tool, ToolContext,
+    ToolError, ToolNotice, ToolSource,
 };
-use fabric_domain::{
-    EventKind, EventPayload, RunEvent, RunId, SpecialistSpec, ToolCall, ToolSpec, Usage,
-};
+use fabric_domain::{EventKind, EventPayload, RunId, SpecialistSpec, ToolCall, ToolSpec, Usage};
+use fabric_fakes::{MemStore, ScriptedChat, call_raw, specialist_as};
 use serde_json::{Value, json};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 const GOLDEN: &str = "tests/golden/runlog.jsonl";
-
-/// A scripted model; a clone shares the script.
-#[derive(Clone)]
-struct Chat(Arc<Mutex<VecDeque<Result<ChatResponse, ChatError>>>>);
-
-impl Chat {
-    fn new(answers: Vec<Result<ChatResponse, ChatError>>) -> Self {
-        Self(Arc::new(Mutex::new(answers.into())))
-    }
-}
-
-#[async_trait]
-impl ChatClient for Chat {
-    async fn chat(
-        &self,
-        _request: ChatRequest<'_>,
-        _observer: &dyn ChatObserver,
-    ) -> Result<ChatResponse, ChatError> {
-        self.0.lock().unwrap().pop_front().unwrap_or_else(|| {
-            Err(ChatError::Decode {
-                url: "fake".into(),
-                detail: "script exhausted".into(),
-            })
-        })
-    }
-}
-
-fn call(name: &str, arguments: &str) -> Result<ChatResponse, ChatError> {
-    Ok(ChatResponse {
-        tool_calls: vec![ToolCall {
-            id: format!("c-{name}"),
-            name: name.into(),
-            arguments: arguments.into(),
-        }],
-        ..ChatResponse::default()
-    })
-}
 
 fn text(content: &str) -> Result<ChatResponse, ChatError> {
     Ok(ChatResponse {
@@ -75,40 +36,6 @@ fn text(content: &str) -> Result<ChatResponse, ChatError> {
         finish_reason: Some("stop".into()),
         ..ChatResponse::default()
     })
-}
-
-struct Log(Arc<Mutex<Vec<RunEvent>>>);
-
-#[async_trait]
-impl RunLog for Log {
-    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-#[derive(Default)]
-struct Store(Arc<Mutex<Vec<RunEvent>>>);
-
-#[async_trait]
-impl RunStore for Store {
-    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
-        Ok(NewRun {
-            id: RunId::parse("golden-run").unwrap(),
-            workspace: PathBuf::from("/ws/golden-run/workspace"),
-            log: Box::new(Log(Arc::clone(&self.0))),
-            versioned: None,
-        })
-    }
-    async fn list_runs(
-        &self,
-        _query: &fabric_core::RunQuery,
-    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-        Ok(self.0.lock().unwrap().clone())
-    }
 }
 
 /// `list_files` answers; `rm` is refused for safety.
@@ -155,29 +82,14 @@ impl ToolSource for Notices {
 }
 
 fn specialist(id: &str) -> SpecialistSpec {
-    SpecialistSpec {
-        container_image: None,
-        id: id.into(),
-        description: "d".into(),
-        keywords: vec![],
-        capabilities: vec![],
-        system_prompt: format!("You are {id}."),
-        tools: vec!["list_files".into(), "rm".into(), "fail".into()],
-        finish_schema: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
-        model_key: None,
-        may_write: true,
-        needs_network: false,
-        limitations: vec![],
-        tooling: Default::default(),
-        loop_aids: Default::default(),
-    }
+    specialist_as(id, &format!("You are {id}."), &["list_files", "rm", "fail"])
 }
 
-fn member(id: &str, chat: &Chat) -> Member {
+fn member(id: &str, chat: &ScriptedChat) -> Member {
     Member::new(
         specialist(id).into(),
         vec![tool("list_files"), tool("rm"), tool("fail")],
-        Arc::new(chat.clone()),
+        chat.client(),
         format!("{id}-key"),
         ModelParams::named(format!("{id}-model")),
     )
@@ -205,11 +117,13 @@ fn force(members: Vec<Member>, mode: TaskForceMode) -> TaskForce {
 
 /// The lines as the file store writes them, with the clock taken out.
 async fn record(force: TaskForce) -> Vec<String> {
-    let store = Store::default();
+    let store = MemStore::new()
+        .with_id("golden-run")
+        .with_workspace("/ws/golden-run/workspace");
     execute_task_force(&store, force, &NoopObserver, CancellationToken::new())
         .await
         .unwrap();
-    let events = store.0.lock().unwrap().clone();
+    let events = store.events();
     events
         .into_iter()
         .map(|mut event| {
@@ -228,12 +142,12 @@ async fn record(force: TaskForce) -> Vec<String> {
 /// arguments, an unknown tool, a refused call, a failed call, a result and `finish_task`;
 /// started by a routing call, delegated by a parent, with the sandbox off.
 async fn single_with_everything() -> Vec<String> {
-    let chat = Chat::new(vec![
+    let chat = ScriptedChat::new(vec![
         text("I think it is done."),
-        call("list_files", "{not json"),
-        call("nope", "{}"),
-        call("rm", r#"{"path": "../etc"}"#),
-        call("fail", ""),
+        call_raw("list_files", "{not json"),
+        call_raw("nope", "{}"),
+        call_raw("rm", r#"{"path": "../etc"}"#),
+        call_raw("fail", ""),
         Ok(ChatResponse {
             content: Some("working".into()),
             tool_calls: vec![
@@ -295,7 +209,7 @@ async fn single_with_everything() -> Vec<String> {
 
 /// A routing call whose answer was not used, then a run that runs out of steps.
 async fn single_out_of_steps() -> Vec<String> {
-    let chat = Chat::new(vec![call("list_files", "{}")]);
+    let chat = ScriptedChat::new(vec![call_raw("list_files", "{}")]);
     let mut f = force(vec![member("eng", &chat)], TaskForceMode::Sequential);
     f.max_steps = 1;
     f.recruitment.routing_method = "keyword_fallback".into();
@@ -314,11 +228,11 @@ async fn single_out_of_steps() -> Vec<String> {
 
 /// Two members in turn: the second gets the first's payload, then fails (partial result).
 async fn sequential_partial() -> Vec<String> {
-    let a = Chat::new(vec![
-        call("list_files", "{}"),
-        call("finish_task", r#"{"summary": "A"}"#),
+    let a = ScriptedChat::new(vec![
+        call_raw("list_files", "{}"),
+        call_raw("finish_task", r#"{"summary": "A"}"#),
     ]);
-    let b = Chat::new(vec![]);
+    let b = ScriptedChat::new(vec![]);
     record(force(
         vec![member("a", &a), member("b", &b)],
         TaskForceMode::Sequential,
@@ -328,8 +242,8 @@ async fn sequential_partial() -> Vec<String> {
 
 /// Two members side by side, both failing: `task_force_parallel`, then `run_failed`.
 async fn parallel_failed() -> Vec<String> {
-    let a = Chat::new(vec![]);
-    let b = Chat::new(vec![]);
+    let a = ScriptedChat::new(vec![]);
+    let b = ScriptedChat::new(vec![]);
     record(force(
         vec![member("a", &a), member("b", &b)],
         TaskForceMode::Parallel,
@@ -339,13 +253,13 @@ async fn parallel_failed() -> Vec<String> {
 
 /// Two members side by side, both finishing: the merged result.
 async fn parallel_complete() -> Vec<String> {
-    let a = Chat::new(vec![
-        call("list_files", "{}"),
-        call("finish_task", r#"{"summary": "A"}"#),
+    let a = ScriptedChat::new(vec![
+        call_raw("list_files", "{}"),
+        call_raw("finish_task", r#"{"summary": "A"}"#),
     ]);
-    let b = Chat::new(vec![
-        call("list_files", "{}"),
-        call("finish_task", r#"{"summary": "B"}"#),
+    let b = ScriptedChat::new(vec![
+        call_raw("list_files", "{}"),
+        call_raw("finish_task", r#"{"summary": "B"}"#),
     ]);
     record(force(
         vec![member("a", &a), member("b", &b)],

@@ -2,144 +2,41 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use async_trait::async_trait;
-mod support;
-use support::Line;
+use fabric_fakes::Line;
 
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{
     HANDOFF_END, Member, Recruitment, TaskForce, TaskForceMode, execute_task_force,
 };
 use fabric_core::recruit::{RoutingCall, RoutingFailure};
-use fabric_core::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
-    RunStore, StoreError, Tool, ToolContext, ToolError,
-};
-use fabric_domain::{
-    EventKind, Message, RunEvent, RunId, RunStatus, SpecialistSpec, ToolCall, ToolSpec,
-};
+use fabric_core::{NewRun, NoopObserver, Tool, ToolContext, ToolError};
+use fabric_domain::{EventKind, RunId, RunStatus, SpecialistSpec, ToolSpec};
+use fabric_fakes::{Answer, MemLog, MemStore, ScriptedChat, call, specialist_as};
 use serde_json::{Value, json};
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// A model that answers from its own script, after a delay, remembering every request.
-/// A clone shares the script.
-#[derive(Clone)]
-struct Chat(Arc<Script>);
-
-/// What a [`Chat`] and its clones share.
-struct Script {
-    answers: Mutex<VecDeque<Result<ChatResponse, ChatError>>>,
-    seen: Mutex<Vec<Vec<Message>>>,
-    delay: Duration,
+fn chat(answers: Vec<Answer>, delay_ms: u64) -> ScriptedChat {
+    ScriptedChat::new(answers).delayed(Duration::from_millis(delay_ms))
 }
 
-impl std::ops::Deref for Chat {
-    type Target = Script;
-    fn deref(&self) -> &Script {
-        &self.0
-    }
+/// Works once (`list_files`), then finishes with `summary`.
+fn worker(summary: &str, delay_ms: u64) -> ScriptedChat {
+    chat(
+        vec![
+            call("list_files", json!({})),
+            call("finish_task", json!({"summary": summary})),
+        ],
+        delay_ms,
+    )
 }
 
-impl Chat {
-    fn new(answers: Vec<Result<ChatResponse, ChatError>>, delay_ms: u64) -> Self {
-        Self(Arc::new(Script {
-            answers: Mutex::new(answers.into()),
-            seen: Mutex::default(),
-            delay: Duration::from_millis(delay_ms),
-        }))
-    }
-    /// Works once (`list_files`), then finishes with `summary`.
-    fn worker(summary: &str, delay_ms: u64) -> Self {
-        Self::new(
-            vec![
-                call("list_files", json!({})),
-                call("finish_task", json!({"summary": summary})),
-            ],
-            delay_ms,
-        )
-    }
-}
-
-#[async_trait]
-impl ChatClient for Chat {
-    async fn chat(
-        &self,
-        request: ChatRequest<'_>,
-        _observer: &dyn ChatObserver,
-    ) -> Result<ChatResponse, ChatError> {
-        self.seen.lock().unwrap().push(request.messages.to_vec());
-        tokio::time::sleep(self.delay).await;
-        self.answers.lock().unwrap().pop_front().unwrap_or_else(|| {
-            Err(ChatError::Decode {
-                url: "fake".into(),
-                detail: "script exhausted".into(),
-            })
-        })
-    }
-}
-
-fn call(name: &str, args: Value) -> Result<ChatResponse, ChatError> {
-    Ok(ChatResponse {
-        tool_calls: vec![ToolCall {
-            id: format!("c-{name}"),
-            name: name.into(),
-            arguments: args.to_string(),
-        }],
-        ..ChatResponse::default()
-    })
-}
-
-#[derive(Default)]
-struct Store {
-    events: Arc<Mutex<Vec<RunEvent>>>,
-}
-
-struct Log(Arc<Mutex<Vec<RunEvent>>>);
-
-#[async_trait]
-impl RunLog for Log {
-    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
-        // Yield inside the write so concurrent members would interleave if the recorder let them.
-        tokio::task::yield_now().await;
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl RunStore for Store {
-    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
-        Ok(NewRun {
-            id: RunId::parse("tf-run").unwrap(),
-            workspace: std::env::temp_dir(),
-            log: Box::new(Log(Arc::clone(&self.events))),
-            versioned: None,
-        })
-    }
-    async fn list_runs(
-        &self,
-        _query: &fabric_core::RunQuery,
-    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-        Ok(self.events.lock().unwrap().clone())
-    }
-}
-
-impl Store {
-    /// The events as their runlog lines: what a reader of the runlog sees.
-    fn events(&self) -> Vec<Line> {
-        self.events.lock().unwrap().iter().map(Line::of).collect()
-    }
-    fn of(&self, kind: EventKind) -> Vec<Line> {
-        self.events()
-            .into_iter()
-            .filter(|e| e.kind == kind)
-            .collect()
-    }
+/// One runlog for the run, whose appends yield so concurrent members would interleave if
+/// the recorder let them.
+fn tf_store() -> MemStore {
+    MemStore::new().with_id("tf-run").yielding()
 }
 
 struct ListFiles(ToolSpec);
@@ -161,29 +58,14 @@ fn list_files() -> Arc<dyn Tool> {
 }
 
 fn specialist(id: &str) -> SpecialistSpec {
-    SpecialistSpec {
-        container_image: None,
-        id: id.into(),
-        description: "d".into(),
-        keywords: vec![],
-        capabilities: vec![],
-        system_prompt: format!("You are {id}."),
-        tools: vec!["list_files".into()],
-        finish_schema: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
-        model_key: None,
-        may_write: true,
-        needs_network: false,
-        limitations: vec![],
-        tooling: Default::default(),
-        loop_aids: Default::default(),
-    }
+    specialist_as(id, &format!("You are {id}."), &["list_files"])
 }
 
-fn member(id: &str, chat: &Chat) -> Member {
+fn member(id: &str, chat: &ScriptedChat) -> Member {
     Member::new(
         specialist(id).into(),
         vec![list_files()],
-        Arc::new(chat.clone()),
+        chat.client(),
         format!("{id}-key"),
         ModelParams::named(format!("{id}-model")),
     )
@@ -218,11 +100,8 @@ fn assert_gapless(events: &[Line]) {
 
 #[tokio::test]
 async fn sequential_hands_the_previous_payload_to_the_next_member() {
-    let store = Store::default();
-    let (a, b) = (
-        Chat::worker("found three papers", 0),
-        Chat::worker("built it", 0),
-    );
+    let store = tf_store();
+    let (a, b) = (worker("found three papers", 0), worker("built it", 0));
     let outcome = execute_task_force(
         &store,
         force(
@@ -240,7 +119,7 @@ async fn sequential_hands_the_previous_payload_to_the_next_member() {
     assert_eq!(outcome.steps, 4);
 
     // The second member's first request holds the first member's payload, delimited.
-    let first_of_b = &b.seen.lock().unwrap()[0];
+    let first_of_b = &b.seen()[0];
     let handoff = first_of_b.last().unwrap().content.clone().unwrap();
     assert!(handoff.contains("<<<HANDOFF from research>>>"), "{handoff}");
     assert!(handoff.contains("found three papers") && handoff.ends_with(HANDOFF_END));
@@ -252,7 +131,7 @@ async fn sequential_hands_the_previous_payload_to_the_next_member() {
             .starts_with("You are engineering.")
     );
     // The first member saw no hand-off.
-    assert_eq!(a.seen.lock().unwrap()[0].len(), 2);
+    assert_eq!(a.seen()[0].len(), 2);
 
     let merged = &outcome.payload;
     assert_eq!(
@@ -261,7 +140,7 @@ async fn sequential_hands_the_previous_payload_to_the_next_member() {
     );
     assert_eq!(merged["sections"][1]["result"]["summary"], "built it");
 
-    let events = store.events();
+    let events = store.lines();
     assert_gapless(&events);
     let packs = store.of(EventKind::PackStart);
     assert_eq!(packs.len(), 2);
@@ -285,10 +164,10 @@ async fn sequential_hands_the_previous_payload_to_the_next_member() {
 
 #[tokio::test]
 async fn a_failed_sequential_member_stops_the_chain_with_a_partial_result() {
-    let store = Store::default();
-    let a = Chat::worker("step one", 0);
-    let b = Chat::new(vec![], 0); // script exhausted: llm_error
-    let c = Chat::worker("never", 0);
+    let store = tf_store();
+    let a = worker("step one", 0);
+    let b = chat(vec![], 0); // script exhausted: llm_error
+    let c = worker("never", 0);
     let outcome = execute_task_force(
         &store,
         force(
@@ -304,26 +183,22 @@ async fn a_failed_sequential_member_stops_the_chain_with_a_partial_result() {
     assert_eq!(outcome.status, RunStatus::Partial);
     assert_eq!(outcome.status.exit_code(), 6);
     assert_eq!(outcome.payload["sections"][2]["status"], "skipped");
-    assert!(c.seen.lock().unwrap().is_empty());
+    assert!(c.seen().is_empty());
     let reason = outcome.reason.unwrap();
     assert!(
         reason.contains("`b` ended llm_error") && reason.contains("`c` was skipped"),
         "{reason}"
     );
-    let last = store.events().pop().unwrap();
+    let last = store.lines().pop().unwrap();
     assert_eq!(last.kind(), EventKind::RunComplete);
     assert_eq!(last.payload["status"], "partial");
 }
 
 #[tokio::test]
 async fn parallel_members_overlap_in_time_and_merge_in_recruitment_order() {
-    let store = Store::default();
+    let store = tf_store();
     // Two model calls of 150 ms each per member: 300 ms alone, 900 ms one after another.
-    let (a, b, c) = (
-        Chat::worker("A", 150),
-        Chat::worker("B", 150),
-        Chat::worker("C", 150),
-    );
+    let (a, b, c) = (worker("A", 150), worker("B", 150), worker("C", 150));
     let outcome = execute_task_force(
         &store,
         force(
@@ -339,7 +214,7 @@ async fn parallel_members_overlap_in_time_and_merge_in_recruitment_order() {
     assert_eq!(outcome.status, RunStatus::Completed);
     // They overlapped: every member asked its first question before any got an answer
     // (order and causality, not wall time, which a busy machine stretches).
-    let events = store.events();
+    let events = store.lines();
     let first = |kind: EventKind, member: u64| {
         events
             .iter()
@@ -357,7 +232,7 @@ async fn parallel_members_overlap_in_time_and_merge_in_recruitment_order() {
         .unwrap();
     assert!(last_first_request < first_answer, "members did not overlap");
     assert_eq!(outcome.payload["summary"], "a: A | b: B | c: C");
-    let events = store.events();
+    let events = store.lines();
     assert_gapless(&events);
     let tf = store.of(EventKind::TaskForceParallel);
     assert_eq!(tf[0].payload["max_parallel"], 3);
@@ -369,8 +244,8 @@ async fn parallel_members_overlap_in_time_and_merge_in_recruitment_order() {
 
 #[tokio::test]
 async fn the_parallel_limit_is_respected() {
-    let store = Store::default();
-    let (a, b) = (Chat::worker("A", 100), Chat::worker("B", 100));
+    let store = tf_store();
+    let (a, b) = (worker("A", 100), worker("B", 100));
     execute_task_force(
         &store,
         force(
@@ -385,7 +260,7 @@ async fn the_parallel_limit_is_respected() {
     .unwrap();
     // One at a time: the second member asks its first question after the first member's
     // last answer.
-    let events = store.events();
+    let events = store.lines();
     let last_answer_of_a = events
         .iter()
         .filter(|e| e.kind() == EventKind::LlmResponse && e.payload["pack_index"] == 0)
@@ -405,10 +280,10 @@ async fn the_parallel_limit_is_respected() {
 
 #[tokio::test]
 async fn a_failing_parallel_member_keeps_the_others_results() {
-    let store = Store::default();
-    let a = Chat::worker("A done", 30);
-    let b = Chat::new(vec![call("list_files", json!({}))], 0); // then exhausted
-    let c = Chat::worker("C done", 10);
+    let store = tf_store();
+    let a = worker("A done", 30);
+    let b = chat(vec![call("list_files", json!({}))], 0); // then exhausted
+    let c = worker("C done", 10);
     let outcome = execute_task_force(
         &store,
         force(
@@ -435,13 +310,13 @@ async fn a_failing_parallel_member_keeps_the_others_results() {
     assert_eq!(sections[0]["result"]["summary"], "A done");
     assert_eq!(sections[1]["status"], "llm_error");
     assert_eq!(sections[2]["result"]["summary"], "C done");
-    assert_gapless(&store.events());
+    assert_gapless(&store.lines());
 }
 
 #[tokio::test]
 async fn all_members_failing_is_a_failed_run() {
-    let store = Store::default();
-    let (a, b) = (Chat::new(vec![], 0), Chat::new(vec![], 0));
+    let store = tf_store();
+    let (a, b) = (chat(vec![], 0), chat(vec![], 0));
     let outcome = execute_task_force(
         &store,
         force(
@@ -456,13 +331,13 @@ async fn all_members_failing_is_a_failed_run() {
     .unwrap();
     assert_eq!(outcome.status, RunStatus::LlmError);
     assert_eq!(outcome.payload, Value::Null);
-    assert_eq!(store.events().pop().unwrap().kind(), EventKind::RunFailed);
+    assert_eq!(store.lines().pop().unwrap().kind(), EventKind::RunFailed);
 }
 
 #[tokio::test]
 async fn the_routing_call_is_recorded_before_recruitment() {
-    let store = Store::default();
-    let a = Chat::worker("A", 0);
+    let store = tf_store();
+    let a = worker("A", 0);
     let mut f = force(vec![member("a", &a)], TaskForceMode::Sequential, 1);
     f.routing_call = Some(RoutingCall {
         model_key: "router".into(),
@@ -477,7 +352,7 @@ async fn the_routing_call_is_recorded_before_recruitment() {
     execute_task_force(&store, f, &NoopObserver, CancellationToken::new())
         .await
         .unwrap();
-    let kinds: Vec<EventKind> = store.events().iter().take(4).map(|e| e.kind()).collect();
+    let kinds: Vec<EventKind> = store.lines().iter().take(4).map(|e| e.kind()).collect();
     assert_eq!(
         kinds,
         [
@@ -499,10 +374,10 @@ async fn the_routing_call_is_recorded_before_recruitment() {
 
 #[tokio::test]
 async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
-    let store = Store::default();
-    let a = Chat::worker("A done", 0);
-    let b = Chat::new(vec![call("list_files", json!({}))], 0); // then exhausted: llm_error
-    let c = Chat::worker("C done", 0);
+    let store = tf_store();
+    let a = worker("A done", 0);
+    let b = chat(vec![call("list_files", json!({}))], 0); // then exhausted: llm_error
+    let c = worker("C done", 0);
     let whole = execute_task_force(
         &store,
         force(
@@ -518,22 +393,18 @@ async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
     assert_eq!(whole.status, RunStatus::Partial);
     assert_eq!(store.of(EventKind::PackEnd).len(), 3);
     // The process stopped right before writing the run's end.
-    let mut events = store.events.lock().unwrap().clone();
+    let mut events = store.events();
     events.pop();
     let history = fabric_core::history::RunHistory::read(RunId::parse("tf-run").unwrap(), &events);
-    let log = Arc::new(Mutex::new(events));
+    let log = MemLog::holding(events).yielding();
     let run = NewRun {
         id: RunId::parse("tf-run").unwrap(),
         workspace: std::env::temp_dir(),
-        log: Box::new(Log(Arc::clone(&log))),
+        log: Box::new(log.clone()),
         versioned: None,
     };
     // Models with nothing to say: asking any of them would fail the member.
-    let (a2, b2, c2) = (
-        Chat::new(vec![], 0),
-        Chat::new(vec![], 0),
-        Chat::new(vec![], 0),
-    );
+    let (a2, b2, c2) = (chat(vec![], 0), chat(vec![], 0), chat(vec![], 0));
     let again = fabric_core::execute::resume_task_force(
         run,
         force(
@@ -551,10 +422,7 @@ async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
     assert_eq!(again.payload, whole.payload);
     assert_eq!(again.usage, whole.usage);
     for chat in [&a2, &b2, &c2] {
-        assert!(
-            chat.seen.lock().unwrap().is_empty(),
-            "no member asked again"
-        );
+        assert!(chat.seen().is_empty(), "no member asked again");
     }
-    assert_gapless(&log.lock().unwrap().iter().map(Line::of).collect::<Vec<_>>());
+    assert_gapless(&log.lines());
 }

@@ -5,141 +5,22 @@
 use async_trait::async_trait;
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{Member, Recruitment, RunOutcome, TaskForce};
-use fabric_core::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NewRun, NoopObserver, RunLog,
-    RunStore, StoreError, Tool, ToolContext, ToolError, ToolNotice, ToolSource,
-};
-use fabric_domain::{
-    EventKind, RunEvent, RunId, RunStatus, SpecialistSpec, ToolCall, ToolLoading, ToolSpec,
-};
+use fabric_core::{NoopObserver, Tool, ToolContext, ToolError, ToolNotice, ToolSource};
+use fabric_domain::{EventKind, RunStatus, SpecialistSpec, ToolLoading, ToolSpec};
+use fabric_fakes::{Answer, MemStore, ScriptedChat, call, specialist_as};
 use serde_json::{Value, json};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
-/// A model that answers from a script and remembers the tool names of every request.
-/// A clone shares the script.
-#[derive(Clone)]
-struct Chat(Arc<Script>);
-
-/// What a [`Chat`] and its clones share.
-struct Script {
-    answers: Mutex<VecDeque<ChatResponse>>,
-    offered: Mutex<Vec<Vec<String>>>,
-    /// Called before each answer, so a test can change the world between steps.
-    on_call: Box<dyn Fn(usize) + Send + Sync>,
+/// A model that answers from a script and remembers the tool names of every request,
+/// calling `on_call(n)` before its `n`th answer, so a test can change the world between steps.
+fn chat(answers: Vec<Answer>, on_call: impl Fn(usize) + Send + Sync + 'static) -> ScriptedChat {
+    ScriptedChat::new(answers).before_each(on_call)
 }
 
-impl std::ops::Deref for Chat {
-    type Target = Script;
-    fn deref(&self) -> &Script {
-        &self.0
-    }
-}
-
-impl Chat {
-    fn new(answers: Vec<ChatResponse>, on_call: impl Fn(usize) + Send + Sync + 'static) -> Self {
-        Self(Arc::new(Script {
-            answers: Mutex::new(answers.into()),
-            offered: Mutex::default(),
-            on_call: Box::new(on_call),
-        }))
-    }
-}
-
-#[async_trait]
-impl ChatClient for Chat {
-    async fn chat(
-        &self,
-        request: ChatRequest<'_>,
-        _observer: &dyn ChatObserver,
-    ) -> Result<ChatResponse, ChatError> {
-        let names = request
-            .tools
-            .to_values()
-            .iter()
-            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-            .collect();
-        let n = {
-            let mut offered = self.offered.lock().unwrap();
-            offered.push(names);
-            offered.len()
-        };
-        (self.on_call)(n);
-        Ok(self.answers.lock().unwrap().pop_front().unwrap_or_default())
-    }
-}
-
-fn call(name: &str, args: Value) -> ChatResponse {
-    ChatResponse {
-        tool_calls: vec![ToolCall {
-            id: format!("c-{name}"),
-            name: name.into(),
-            arguments: args.to_string(),
-        }],
-        ..ChatResponse::default()
-    }
-}
-
-fn finish() -> ChatResponse {
+fn finish() -> Answer {
     call("finish_task", json!({"summary": "done"}))
-}
-
-#[derive(Default)]
-struct Store {
-    events: Arc<Mutex<Vec<RunEvent>>>,
-}
-
-struct Log(Arc<Mutex<Vec<RunEvent>>>);
-
-#[async_trait]
-impl RunLog for Log {
-    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl RunStore for Store {
-    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
-        Ok(NewRun {
-            id: RunId::parse("test-run").unwrap(),
-            workspace: std::env::temp_dir(),
-            log: Box::new(Log(self.events.clone())),
-            versioned: None,
-        })
-    }
-    async fn list_runs(
-        &self,
-        _query: &fabric_core::RunQuery,
-    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn read_events(&self, _id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-        Ok(self.events.lock().unwrap().clone())
-    }
-}
-
-/// An event's payload as its runlog line holds it.
-struct Line {
-    step: Option<u32>,
-    payload: Value,
-}
-
-impl Store {
-    fn of(&self, kind: EventKind) -> Vec<Line> {
-        let events = self.events.lock().unwrap();
-        events
-            .iter()
-            .filter(|e| e.kind() == kind)
-            .map(|e| Line {
-                step: e.step,
-                payload: e.payload_json().unwrap(),
-            })
-            .collect()
-    }
 }
 
 struct Echo(ToolSpec);
@@ -207,29 +88,14 @@ impl ToolSource for Growing {
 }
 
 fn specialist(loading: ToolLoading) -> SpecialistSpec {
-    let mut spec = SpecialistSpec {
-        container_image: None,
-        id: "worker".into(),
-        description: "d".into(),
-        keywords: vec![],
-        capabilities: vec![],
-        system_prompt: "Work.".into(),
-        tools: vec![],
-        finish_schema: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
-        model_key: None,
-        may_write: true,
-        needs_network: false,
-        limitations: vec![],
-        tooling: Default::default(),
-        loop_aids: Default::default(),
-    };
+    let mut spec = specialist_as("worker", "Work.", &[]);
     spec.tooling.tool_loading = loading;
     spec
 }
 
 async fn run(
-    chat: &Chat,
-    store: &Store,
+    chat: &ScriptedChat,
+    store: &MemStore,
     spec: SpecialistSpec,
     tools: Vec<Arc<dyn Tool>>,
     source: Arc<dyn ToolSource>,
@@ -237,7 +103,7 @@ async fn run(
     let mut member = Member::new(
         spec.into(),
         tools,
-        Arc::new(chat.clone()),
+        chat.client(),
         "k",
         ModelParams::named("m"),
     );
@@ -254,7 +120,7 @@ async fn a_tool_that_arrives_late_is_offered_from_the_next_step() {
     let source = Arc::new(Growing::default());
     let late = source.clone();
     // During the first model call the source gains a tool, as an MCP server would.
-    let chat = Chat::new(
+    let chat = chat(
         vec![
             call("early", json!({})),
             call("mcp__late__ping", json!({})),
@@ -266,7 +132,7 @@ async fn a_tool_that_arrives_late_is_offered_from_the_next_step() {
             }
         },
     );
-    let store = Store::default();
+    let store = MemStore::new();
     let outcome = run(
         &chat,
         &store,
@@ -276,7 +142,7 @@ async fn a_tool_that_arrives_late_is_offered_from_the_next_step() {
     )
     .await;
     assert_eq!(outcome.status, RunStatus::Completed);
-    let offered = chat.offered.lock().unwrap().clone();
+    let offered = chat.offered();
     assert_eq!(offered[0], ["early", "finish_task"]);
     assert_eq!(offered[1], ["early", "mcp__late__ping", "finish_task"]);
     let notices = store.of(EventKind::McpServer);
@@ -299,8 +165,8 @@ async fn a_required_source_that_fails_to_start_fails_the_run() {
         fail_start: Some("required MCP server `gh` is not available: boom".into()),
         ..Growing::default()
     });
-    let chat = Chat::new(vec![finish()], |_| {});
-    let store = Store::default();
+    let chat = chat(vec![finish()], |_| {});
+    let store = MemStore::new();
     let outcome = run(
         &chat,
         &store,
@@ -311,7 +177,7 @@ async fn a_required_source_that_fails_to_start_fails_the_run() {
     .await;
     assert_eq!(outcome.status, RunStatus::Failed);
     assert!(outcome.reason.unwrap().contains("`gh` is not available"));
-    assert!(chat.offered.lock().unwrap().is_empty(), "no model call");
+    assert!(chat.offered().is_empty(), "no model call");
 }
 
 #[tokio::test]
@@ -319,7 +185,7 @@ async fn lazy_loading_offers_meta_tools_then_each_loaded_tool() {
     let source = Arc::new(Growing::default());
     source.add(echo("mcp__gh__create_issue"));
     source.add(echo("mcp__gh__list_repos"));
-    let chat = Chat::new(
+    let chat = chat(
         vec![
             call("mcp__gh__create_issue", json!({})),
             call("search_tools", json!({"query": "issue"})),
@@ -329,7 +195,7 @@ async fn lazy_loading_offers_meta_tools_then_each_loaded_tool() {
         ],
         |_| {},
     );
-    let store = Store::default();
+    let store = MemStore::new();
     let outcome = run(
         &chat,
         &store,
@@ -339,7 +205,7 @@ async fn lazy_loading_offers_meta_tools_then_each_loaded_tool() {
     )
     .await;
     assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.reason);
-    let offered = chat.offered.lock().unwrap().clone();
+    let offered = chat.offered();
     assert_eq!(
         offered[0],
         ["search_tools", "load_tool_schema", "finish_task"]
@@ -375,8 +241,8 @@ async fn an_old_name_reaches_the_current_tool() {
         .unwrap()
         .alias("ls");
     let tool: Arc<dyn Tool> = Arc::new(Echo(spec));
-    let chat = Chat::new(vec![call("ls", json!({})), finish()], |_| {});
-    let store = Store::default();
+    let chat = chat(vec![call("ls", json!({})), finish()], |_| {});
+    let store = MemStore::new();
     let outcome = run(
         &chat,
         &store,

@@ -332,12 +332,13 @@ mod tests {
 
     #[test]
     fn event_line_shape_is_the_public_contract() {
-        let event = RunEvent::sample(EventKind::ToolCall, 1.5, json!({"tool": "shell"}));
-        let event = RunEvent {
-            seq: 3,
-            step: Some(0),
-            ..event
-        };
+        let event = RunEvent::from_wire(
+            3,
+            1.5,
+            "tool_call",
+            Some(0),
+            json!({"tool": "shell", "call_id": "", "args": {}}),
+        );
         let line = serde_json::to_value(&event).unwrap_or_default();
         assert_eq!(
             line,

@@ -16,7 +16,6 @@
 //! [`crate::RunEvent::pack_index`].
 
 mod payloads;
-mod sample;
 mod vocab;
 mod wire;
 
@@ -33,7 +32,6 @@ pub use payloads::{
     TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult, WorkspaceOpened,
     WorkspaceResult,
 };
-pub use sample::sample_payload;
 pub use vocab::{
     CallPurpose, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod, RunOrigin,
     SecurityEventType, TaskForceMode, ToolErrorType,

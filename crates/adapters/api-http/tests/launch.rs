@@ -4,227 +4,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use async_trait::async_trait;
 use fabric_api_http::{ApiConfig, ApiError, AppState, serve_with_grace};
-use fabric_core::execute::RunOutcome;
-use fabric_core::service::{
-    PrepareContext, Preparer, RunService, Runnable, ServiceConfig, ServiceError, TaskRequest,
-};
-use fabric_core::{CoreError, NewRun, RunLog, RunObserver, RunStore, StoreError};
-use fabric_domain::{EventKind, RunEvent, RunId, RunStatus};
+use fabric_core::RunStore;
+use fabric_core::service::{RunService, ServiceConfig, ServiceError};
+use fabric_domain::{EventKind, RunId, RunStatus};
+use fabric_fakes::{FakePreparer, MemStore, RunScript, run_event};
 use serde_json::{Value, json};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
-/// Runs kept in memory: each runlog is a list of events.
-#[derive(Default)]
-struct MemStore {
-    logs: Mutex<HashMap<RunId, Arc<MemLog>>>,
-    next: AtomicU64,
-}
-
-#[derive(Default)]
-struct MemLog(Mutex<Vec<RunEvent>>);
-
-#[async_trait]
-impl RunLog for MemLog {
-    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-struct LogHandle(Arc<MemLog>);
-
-#[async_trait]
-impl RunLog for LogHandle {
-    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
-        self.0.append(event).await
-    }
-}
-
-impl MemStore {
-    fn events(&self, id: &RunId) -> Vec<RunEvent> {
-        self.logs.lock().unwrap()[id].0.lock().unwrap().clone()
-    }
-
-    /// A stored run whose runlog has only `run_start`: its process died.
-    fn crashed(&self) -> RunId {
-        let id = RunId::parse("20200101-000000-000-0000dead").unwrap();
-        let log = MemLog::default();
-        log.0
-            .lock()
-            .unwrap()
-            .push(event(&id, 0, EventKind::RunStart));
-        self.logs.lock().unwrap().insert(id.clone(), Arc::new(log));
-        id
-    }
-}
-
-#[async_trait]
-impl RunStore for MemStore {
-    async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
-        self.next.fetch_add(1, Ordering::SeqCst);
-        let log = Arc::new(MemLog::default());
-        self.logs
-            .lock()
-            .unwrap()
-            .insert(id.clone(), Arc::clone(&log));
-        Ok(NewRun {
-            id,
-            workspace: std::env::temp_dir(),
-            log: Box::new(LogHandle(log)),
-            versioned: None,
-        })
-    }
-    async fn list_runs(
-        &self,
-        _query: &fabric_core::RunQuery,
-    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-        let logs = self.logs.lock().unwrap();
-        let log = logs
-            .get(id)
-            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
-        Ok(log.0.lock().unwrap().clone())
-    }
-}
-
-fn event(id: &RunId, seq: u64, kind: EventKind) -> RunEvent {
-    sized(id, seq, kind, 0)
-}
-
-/// An event whose payload is at least `size` bytes long (a tool result's text).
-fn sized(id: &RunId, seq: u64, kind: EventKind, size: usize) -> RunEvent {
-    let filler = "é".repeat(size / 2);
-    RunEvent {
-        seq,
-        ..RunEvent::sample(
-            kind,
-            1.0,
-            json!({"run_id": id, "status": "completed", "prompt": "x", "result": filler}),
-        )
-    }
-}
-
-/// What the fake run does.
-#[derive(Clone, Copy)]
-enum Script {
-    /// Records `run_start`, then panics.
-    Panic,
-    /// Records `run_start`, then `n` events of `size` bytes each, then `run_complete`.
-    Events { n: u64, size: usize },
-    /// Records `run_start`, then ignores cancellation for this long, then `run_failed`.
-    Stubborn(Duration),
-}
-
-struct Fake(Script);
-
-/// Writes to the runlog, then shows the observer, as the core's recorder does.
-async fn record(run: &NewRun, observer: &dyn RunObserver, event: RunEvent) {
-    run.log.append(&event).await.unwrap();
-    observer.on_event(&event).await;
-}
-
-#[async_trait]
-impl Runnable for Fake {
-    async fn run(
-        self: Box<Self>,
-        run: NewRun,
-        observer: &dyn RunObserver,
-        _cancel: CancellationToken,
-    ) -> Result<RunOutcome, CoreError> {
-        record(&run, observer, event(&run.id, 0, EventKind::RunStart)).await;
-        let last = match self.0 {
-            Script::Panic => panic!("a bug in the run"),
-            Script::Events { n, size } => {
-                for seq in 1..=n {
-                    let e = sized(&run.id, seq, EventKind::ToolResult, size);
-                    record(&run, observer, e).await;
-                }
-                n + 1
-            }
-            Script::Stubborn(wait) => {
-                tokio::time::sleep(wait).await;
-                1
-            }
-        };
-        let kind = match self.0 {
-            Script::Stubborn(_) => EventKind::RunFailed,
-            _ => EventKind::RunComplete,
-        };
-        record(&run, observer, event(&run.id, last, kind)).await;
-        Ok(RunOutcome {
-            run_id: run.id,
-            status: RunStatus::Completed,
-            payload: Value::Null,
-            reason: None,
-            workspace: run.workspace,
-            specialist_ids: Vec::new(),
-            model_key: "test".to_owned(),
-            model: "test".to_owned(),
-            steps: 0,
-            usage: Default::default(),
-            routing: None,
-            model_reason: None,
-            changes: None,
-        })
-    }
-}
-
-/// Prepares the fake; `gate` makes preparing wait until notified, `unavailable` fails it.
-struct Launcher {
-    script: Script,
-    gate: Option<Arc<Notify>>,
-    unavailable: bool,
-}
-
-impl Launcher {
-    fn new(script: Script) -> Self {
-        Self {
-            script,
-            gate: None,
-            unavailable: false,
-        }
-    }
-}
-
-#[async_trait]
-impl Preparer for Launcher {
-    fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
-        match request.pack.first().map(String::as_str) {
-            Some("nobody") => Err(ServiceError::UnknownSpecialist {
-                id: "nobody".into(),
-                known: "engineering".into(),
-            }),
-            _ => Ok(()),
-        }
-    }
-    async fn prepare(
-        &self,
-        _request: TaskRequest,
-        _context: &PrepareContext,
-    ) -> Result<Box<dyn Runnable>, ServiceError> {
-        if let Some(gate) = &self.gate {
-            gate.notified().await;
-        }
-        if self.unavailable {
-            return Err(ServiceError::ModelUnavailable(
-                fabric_core::ports::SetupError::ModelUnavailable(
-                    "cannot start `ollama serve` (local_llm_start_cmd)".into(),
-                ),
-            ));
-        }
-        Ok(Box::new(Fake(self.script)))
-    }
+/// A stored run whose runlog has only `run_start`: its process died.
+fn crashed(store: &MemStore) -> RunId {
+    let id = RunId::parse("20200101-000000-000-0000dead").unwrap();
+    store.insert(id.clone(), vec![run_event(&id, 0, EventKind::RunStart)]);
+    id
 }
 
 struct Server {
@@ -237,12 +33,12 @@ struct Server {
 }
 
 impl Server {
-    async fn start(launcher: Launcher, config: ApiConfig) -> Self {
+    async fn start(launcher: FakePreparer, config: ApiConfig) -> Self {
         Self::start_limited(launcher, config, 64).await
     }
 
-    async fn start_limited(launcher: Launcher, config: ApiConfig, limit: usize) -> Self {
-        let store = Arc::new(MemStore::default());
+    async fn start_limited(launcher: FakePreparer, config: ApiConfig, limit: usize) -> Self {
+        let store = Arc::new(MemStore::per_run());
         let service = RunService::new(
             Arc::clone(&store) as Arc<dyn RunStore>,
             Arc::new(launcher),
@@ -331,7 +127,11 @@ async fn sse_kinds(response: reqwest::Response) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_panicking_run_ends_failed_everywhere_and_shutdown_completes() {
-    let s = Server::start(Launcher::new(Script::Panic), ApiConfig::default()).await;
+    let s = Server::start(
+        FakePreparer::running(RunScript::Panic),
+        ApiConfig::default(),
+    )
+    .await;
     // Streaming: the stream ends with a terminal run_failed.
     let response = s
         .http
@@ -350,7 +150,7 @@ async fn a_panicking_run_ends_failed_everywhere_and_shutdown_completes() {
     s.wait_status(&id, "failed").await;
     let (_, status) = s.get(&format!("/runs/{id}/status")).await;
     assert_eq!(status["live"], false);
-    let stored = s.store.events(&RunId::parse(&id).unwrap());
+    let stored = s.store.events_of(&RunId::parse(&id).unwrap());
     let last = stored.last().unwrap();
     assert_eq!(last.kind(), EventKind::RunFailed);
     assert_eq!(last.seq, 1);
@@ -376,10 +176,8 @@ async fn a_panicking_run_ends_failed_everywhere_and_shutdown_completes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_limit_counts_preparation_and_answers_429_at_once() {
     let gate = Arc::new(Notify::new());
-    let launcher = Launcher {
-        gate: Some(Arc::clone(&gate)),
-        ..Launcher::new(Script::Events { n: 1, size: 10 })
-    };
+    let launcher =
+        FakePreparer::running(RunScript::Events { n: 1, size: 10 }).gated(Arc::clone(&gate));
     let s = Arc::new(Server::start_limited(launcher, ApiConfig::default(), 1).await);
     let first = {
         let s = Arc::clone(&s);
@@ -410,10 +208,7 @@ async fn the_limit_counts_preparation_and_answers_429_at_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_abandons_a_preparation_in_flight() {
     let gate = Arc::new(Notify::new());
-    let launcher = Launcher {
-        gate: Some(gate),
-        ..Launcher::new(Script::Events { n: 1, size: 10 })
-    };
+    let launcher = FakePreparer::running(RunScript::Events { n: 1, size: 10 }).gated(gate);
     let s = Server::start(launcher, ApiConfig::default()).await;
     let url = s.url("/runs");
     let pending = tokio::spawn(async move {
@@ -437,10 +232,11 @@ async fn shutdown_abandons_a_preparation_in_flight() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_model_that_cannot_be_used_is_a_503_with_the_reason() {
-    let launcher = Launcher {
-        unavailable: true,
-        ..Launcher::new(Script::Panic)
-    };
+    let launcher = FakePreparer::failing(|_| {
+        ServiceError::ModelUnavailable(fabric_core::ports::SetupError::ModelUnavailable(
+            "cannot start `ollama serve` (local_llm_start_cmd)".into(),
+        ))
+    });
     let s = Server::start(launcher, ApiConfig::default()).await;
     let (code, error) = s.post("/run", json!({"prompt": "x"})).await;
     assert_eq!(code, 503, "{error}");
@@ -458,7 +254,7 @@ async fn a_slow_client_loses_nothing_and_does_not_hold_the_run_back() {
     // About 8 MB of events: far more than the socket buffers hold.
     let (n, size) = (2000, 4096);
     let s = Server::start(
-        Launcher::new(Script::Events { n, size }),
+        FakePreparer::running(RunScript::Events { n, size }),
         ApiConfig::default(),
     )
     .await;
@@ -497,8 +293,12 @@ async fn a_slow_client_loses_nothing_and_does_not_hold_the_run_back() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cancelling_a_crashed_run_says_this_server_is_not_running_it() {
-    let s = Server::start(Launcher::new(Script::Panic), ApiConfig::default()).await;
-    let id = s.store.crashed();
+    let s = Server::start(
+        FakePreparer::running(RunScript::Panic),
+        ApiConfig::default(),
+    )
+    .await;
+    let id = crashed(&s.store);
     let (code, error) = s.post(&format!("/runs/{id}/cancel"), Value::Null).await;
     assert_eq!(code, 409, "{error}");
     assert_eq!(error["error"]["code"], "run_not_running");
@@ -513,7 +313,7 @@ async fn cancelling_a_crashed_run_says_this_server_is_not_running_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_stops_accepting_before_the_runs_have_drained() {
     let s = Server::start(
-        Launcher::new(Script::Stubborn(Duration::from_secs(2))),
+        FakePreparer::running(RunScript::Stubborn(Duration::from_secs(2))),
         ApiConfig::default(),
     )
     .await;

@@ -3,61 +3,30 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use fabric_api_http::{ApiConfig, AppState, router};
-use fabric_core::service::{
-    PrepareContext, Preparer, RunService, Runnable, ServiceConfig, ServiceError, TaskRequest,
-};
-use fabric_core::{NewRun, RunStore, StoreError};
-use fabric_domain::{RunEvent, RunId};
+use fabric_core::service::{Preparer, RunService, ServiceConfig, ServiceError};
+use fabric_fakes::{FakePreparer, MemStore};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tower::ServiceExt;
 
-struct EmptyStore;
-
-#[async_trait]
-impl RunStore for EmptyStore {
-    async fn create_run(&self, _id: RunId) -> Result<NewRun, StoreError> {
-        Err(StoreError::Io {
-            action: "cannot create",
-            path: "/nowhere".into(),
-            detail: "read-only".into(),
-        })
-    }
-    async fn list_runs(
-        &self,
-        _query: &fabric_core::RunQuery,
-    ) -> Result<Vec<fabric_domain::RunSummary>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-        Err(StoreError::NotFound(id.clone()))
-    }
-}
-
-/// Refuses every pack but `known`, and has no model to offer.
-struct Launcher;
-
-#[async_trait::async_trait]
-impl Preparer for Launcher {
-    async fn prepare(
-        &self,
-        request: TaskRequest,
-        _context: &PrepareContext,
-    ) -> Result<Box<dyn Runnable>, ServiceError> {
-        Err(ServiceError::UnknownSpecialist {
-            id: request.pack.join(","),
-            known: "engineering".to_owned(),
-        })
-    }
+/// Refuses every pack, and has no model to offer.
+fn launcher() -> FakePreparer {
+    FakePreparer::failing(|request| ServiceError::UnknownSpecialist {
+        id: request.pack.join(","),
+        known: "engineering".to_owned(),
+    })
 }
 
 fn state(preparer: Arc<dyn Preparer>, config: ApiConfig) -> AppState {
     AppState::new(
-        RunService::new(Arc::new(EmptyStore), preparer, ServiceConfig::default()),
+        RunService::new(
+            Arc::new(MemStore::refusing()),
+            preparer,
+            ServiceConfig::default(),
+        ),
         config,
     )
 }
@@ -68,7 +37,7 @@ fn app(token: Option<&str>) -> axum::Router {
         max_body_bytes: 1024,
         ..ApiConfig::default()
     };
-    router(state(Arc::new(Launcher), config))
+    router(state(Arc::new(launcher()), config))
 }
 
 async fn call(app: axum::Router, request: Request<Body>) -> (StatusCode, Value) {
@@ -195,23 +164,13 @@ async fn bad_requests_map_to_their_codes() {
 
 #[tokio::test]
 async fn the_store_failing_is_a_500_that_hides_its_details() {
-    struct Ready;
-    #[async_trait::async_trait]
-    impl Preparer for Ready {
-        async fn prepare(
-            &self,
-            _request: TaskRequest,
-            _context: &PrepareContext,
-        ) -> Result<Box<dyn Runnable>, ServiceError> {
-            Err(
-                fabric_core::service::Fault::Setup(fabric_core::ports::SetupError::Internal(
-                    "secret path /home/x".into(),
-                ))
-                .into(),
-            )
-        }
-    }
-    let app = router(state(Arc::new(Ready), ApiConfig::default()));
+    let ready = FakePreparer::failing(|_| {
+        fabric_core::service::Fault::Setup(fabric_core::ports::SetupError::Internal(
+            "secret path /home/x".into(),
+        ))
+        .into()
+    });
+    let app = router(state(Arc::new(ready), ApiConfig::default()));
     let (status, body) = call(app, post("/runs", r#"{"prompt": "x"}"#)).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(body["error"]["code"], "internal");

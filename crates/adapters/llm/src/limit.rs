@@ -72,38 +72,16 @@ impl ChatClient for Limited {
 mod tests {
     use super::*;
     use fabric_core::{NoopObserver, ToolDefinitions};
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use fabric_fakes::ScriptedChat;
     use std::time::Duration;
-
-    /// A model that counts the requests it holds at once.
-    struct Slow {
-        now: AtomicUsize,
-        most: AtomicUsize,
-    }
-
-    #[async_trait]
-    impl ChatClient for Slow {
-        async fn chat(
-            &self,
-            _request: ChatRequest<'_>,
-            _observer: &dyn ChatObserver,
-        ) -> Result<ChatResponse, ChatError> {
-            let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-            self.most.fetch_max(now, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(30)).await;
-            self.now.fetch_sub(1, Ordering::SeqCst);
-            Ok(ChatResponse::default())
-        }
-    }
 
     #[tokio::test]
     async fn issue_14_requests_to_one_endpoint_queue_for_its_permits() {
-        let slow = Arc::new(Slow {
-            now: AtomicUsize::new(0),
-            most: AtomicUsize::new(0),
-        });
+        // A model that counts the requests it holds at once.
+        let slow = ScriptedChat::by_turn(|_| Ok(ChatResponse::default()))
+            .delayed(Duration::from_millis(30));
         let clients: Vec<Limited> = (0..8)
-            .map(|_| Limited::new(slow.clone(), "http://limit-test.invalid/v1/", 2))
+            .map(|_| Limited::new(slow.client(), "http://limit-test.invalid/v1/", 2))
             .collect();
         let tools = ToolDefinitions::none();
         let request = ChatRequest {
@@ -119,7 +97,7 @@ mod tests {
         let answers =
             futures_util::future::join_all(clients.iter().map(|c| c.chat(request, &NoopObserver)))
                 .await;
-        assert_eq!(slow.most.load(Ordering::SeqCst), 2, "two at a time");
+        assert_eq!(slow.most_at_once(), 2, "two at a time");
         let queued = answers
             .iter()
             .filter(|a| a.as_ref().is_ok_and(|a| a.queued_ms.is_some()))

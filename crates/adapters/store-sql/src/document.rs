@@ -359,17 +359,17 @@ mod tests {
         summary.prompt = "write hello".into();
         summary.summary = Some("wrote it".into());
         let events = vec![
-            RunEvent::sample(
+            fabric_fakes::sample(
                 EventKind::ToolCall,
                 1.0,
                 json!({"tool": "write_file", "args": {"path": "hello.txt"}}),
             ),
-            RunEvent::sample(
+            fabric_fakes::sample(
                 EventKind::ToolResult,
                 1.0,
                 json!({"tool": "write_file", "result": "wrote 11 bytes"}),
             ),
-            RunEvent::sample(
+            fabric_fakes::sample(
                 EventKind::ToolError,
                 1.0,
                 json!({"tool": "shell", "error_message": "no such command: zz"}),

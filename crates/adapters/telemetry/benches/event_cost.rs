@@ -32,7 +32,7 @@ impl SpanSink for Batching {
 
 fn events(steps: usize) -> Vec<RunEvent> {
     // Full payloads, as the fabric writes them: the sinks decode each one.
-    let ev = RunEvent::sample;
+    let ev = fabric_fakes::sample;
     let mut out = vec![
         ev(
             EventKind::RunStart,

@@ -785,7 +785,7 @@ mod tests {
     }
 
     fn ev(kind: EventKind, ts: f64, payload: Value) -> RunEvent {
-        RunEvent::sample(kind, ts, payload)
+        fabric_fakes::sample(kind, ts, payload)
     }
 
     fn id(n: u8) -> RunId {

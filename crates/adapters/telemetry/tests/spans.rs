@@ -60,7 +60,7 @@ fn routing_mcp_and_a_child_run_with_content() {
         HashMap::from([("router".to_owned(), "ollama".to_owned())]),
     );
     let (parent, child) = (id(1), id(2));
-    let ev = RunEvent::sample;
+    let ev = fabric_fakes::sample;
     for (run, e) in [
         (
             &parent,

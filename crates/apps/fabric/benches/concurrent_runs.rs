@@ -29,22 +29,16 @@
 )]
 
 mod common;
-use async_trait::async_trait;
+use fabric_fakes::{FakePreparer, ScriptedChat};
 
 use fabric_core::execute::{TaskForce, execute_task_force, run_task_force};
 use fabric_core::live::RunRegistry;
-use fabric_core::service::{
-    PrepareContext, Preparer, RunService, Runnable, ServiceConfig, ServiceError, Submission,
-    TaskRequest,
-};
-use fabric_core::{
-    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, NoopObserver, RunStore,
-};
+use fabric_core::service::{RunService, ServiceConfig, Submission, TaskRequest};
+use fabric_core::{ChatClient, ChatResponse, NoopObserver, RunStore};
 use fabric_domain::{RunStatus, ToolCall};
 use fabric_test_support::{Scenario, ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -73,37 +67,18 @@ fn call_for(step: usize, steps: usize) -> ToolCall {
     }
 }
 
-/// An in-process model: sleeps `latency`, then answers the next scripted call.
-struct SleepyModel {
-    latency: Duration,
-    steps: usize,
-    calls: AtomicUsize,
-}
-
-#[async_trait]
-impl ChatClient for SleepyModel {
-    async fn chat(
-        &self,
-        request: ChatRequest<'_>,
-        _observer: &dyn ChatObserver,
-    ) -> Result<ChatResponse, ChatError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        tokio::time::sleep(self.latency).await;
-        let step = request
-            .messages
-            .iter()
-            .filter(|m| m.role == fabric_domain::Role::Assistant)
-            .count();
+/// An in-process model: sleeps `latency`, then answers the call its conversation's step asks
+/// for; it keeps no copy of the requests, only their count.
+fn sleepy_model(latency: Duration, steps: usize) -> ScriptedChat {
+    ScriptedChat::by_turn(move |step| {
         Ok(ChatResponse {
-            content: None,
-            tool_calls: vec![call_for(step, self.steps)],
-            usage: None,
+            tool_calls: vec![call_for(step, steps)],
             finish_reason: Some("tool_calls".into()),
-            queued_ms: None,
-            prompt_cache: None,
-            constrained: false,
+            ..ChatResponse::default()
         })
-    }
+    })
+    .delayed(latency)
+    .unrecorded()
 }
 
 fn rss_bytes() -> u64 {
@@ -235,44 +210,6 @@ async fn http_floor(
     elapsed
 }
 
-/// A prepared bench run: the common task on the in-process model.
-struct BenchRun {
-    steps: usize,
-    model: Arc<SleepyModel>,
-}
-
-#[async_trait]
-impl Runnable for BenchRun {
-    async fn run(
-        self: Box<Self>,
-        run: fabric_core::NewRun,
-        observer: &dyn fabric_core::RunObserver,
-        cancel: CancellationToken,
-    ) -> Result<fabric_core::execute::RunOutcome, fabric_core::CoreError> {
-        run_task_force(run, task(self.model.clone(), self.steps), observer, cancel).await
-    }
-}
-
-/// Prepares every request as a [`BenchRun`], with no I/O.
-struct BenchPreparer {
-    steps: usize,
-    model: Arc<SleepyModel>,
-}
-
-#[async_trait]
-impl Preparer for BenchPreparer {
-    async fn prepare(
-        &self,
-        _request: TaskRequest,
-        _context: &PrepareContext,
-    ) -> Result<Box<dyn Runnable>, ServiceError> {
-        Ok(Box::new(BenchRun {
-            steps: self.steps,
-            model: Arc::clone(&self.model),
-        }))
-    }
-}
-
 /// The path `fabric serve` takes since issue #9: the run service (a `LiveRun` per run) over
 /// the SQLite store (its index written behind every runlog), or over the file store alone
 /// (`sql` false), which tells the service's own share from the store's.
@@ -292,15 +229,12 @@ async fn in_flight_service(
     } else {
         Arc::new(fabric_store_fs::FsRunStore::new(dir.path()))
     };
-    let model = Arc::new(SleepyModel {
-        latency,
-        steps,
-        calls: AtomicUsize::new(0),
-    });
-    let preparer = Arc::new(BenchPreparer {
-        steps,
-        model: Arc::clone(&model),
-    });
+    let model = sleepy_model(latency, steps);
+    // Every request prepared as the common task on the in-process model, with no I/O.
+    let chat = model.clone();
+    let preparer = Arc::new(FakePreparer::new(move |_| {
+        Ok(Box::new(task(chat.client(), steps)))
+    }));
     let service = RunService::new(store, preparer, ServiceConfig::default());
     let before = rss_bytes();
     let started = Instant::now();
@@ -328,7 +262,7 @@ async fn in_flight_service(
 /// Samples RSS while every run waits on its first model call, and again at later steps,
 /// when the conversations and the event buffers are larger; returns the peak.
 async fn sample_peak(
-    model: &SleepyModel,
+    model: &ScriptedChat,
     runs: usize,
     steps: usize,
     started: Instant,
@@ -336,8 +270,8 @@ async fn sample_peak(
 ) -> u64 {
     let mut peak = 0u64;
     let deadline = started + latency * steps as u32;
-    while Instant::now() < deadline && model.calls.load(Ordering::Relaxed) < runs * steps {
-        if model.calls.load(Ordering::Relaxed) >= runs {
+    while Instant::now() < deadline && model.calls() < runs * steps {
+        if model.calls() >= runs {
             peak = peak.max(rss_bytes());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -348,24 +282,16 @@ async fn sample_peak(
 async fn in_flight(runs: usize, steps: usize, latency: Duration, live: bool) -> (f64, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(fabric_store_fs::FsRunStore::new(dir.path()));
-    let model = Arc::new(SleepyModel {
-        latency,
-        steps,
-        calls: AtomicUsize::new(0),
-    });
+    let model = sleepy_model(latency, steps);
     // As the run service makes it: a window of each run's events, older ones in the store.
     let registry = Arc::new(RunRegistry::windowed(store.clone()));
     let before = rss_bytes();
     let started = Instant::now();
     let mut set = JoinSet::new();
     for _ in 0..runs {
-        let (store, model, registry) = (
-            Arc::clone(&store),
-            Arc::clone(&model),
-            Arc::clone(&registry),
-        );
+        let (store, model, registry) = (Arc::clone(&store), model.clone(), Arc::clone(&registry));
         set.spawn(async move {
-            let chat: Arc<dyn ChatClient> = model;
+            let chat = model.client();
             let outcome = if live {
                 let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
                 let watched = registry.register(run.id.clone());

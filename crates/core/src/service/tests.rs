@@ -2,192 +2,37 @@
 //! limit; a run that panics; shutdown during preparation.
 
 use super::*;
-use crate::CoreError;
+use crate::fakes::{FakePreparer, MemStore, RunScript as Script};
 use fabric_domain::{EventKind, RunStatus};
-use std::collections::HashMap;
 use std::sync::Mutex;
 use tokio::sync::Notify;
 
-#[derive(Default)]
-struct MemStore {
-    logs: Mutex<HashMap<RunId, Arc<MemLog>>>,
-}
-
-#[derive(Default)]
-struct MemLog(Mutex<Vec<RunEvent>>);
-
-#[async_trait]
-impl RunLog for MemLog {
-    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(event.clone());
-        Ok(())
-    }
-}
-
-impl MemStore {
-    fn ids(&self) -> Vec<RunId> {
-        self.logs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
-    }
-
-    fn kinds(&self, id: &RunId) -> Vec<EventKind> {
-        let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
-        let log = logs.get(id).unwrap_or_else(|| panic!("no run {id}"));
-        let events = log.0.lock().unwrap_or_else(|e| e.into_inner());
-        events.iter().map(RunEvent::kind).collect()
-    }
-}
-
-#[async_trait]
-impl RunStore for MemStore {
-    async fn create_run(&self, id: RunId) -> Result<NewRun, StoreError> {
-        let log = Arc::new(MemLog::default());
-        self.logs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), Arc::clone(&log));
-        Ok(NewRun {
-            id,
-            workspace: std::env::temp_dir(),
-            log: Box::new(Handle(log)),
-            versioned: None,
-        })
-    }
-    async fn list_runs(&self, _query: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn read_events(&self, id: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-        let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
-        let log = logs
-            .get(id)
-            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
-        let events = log.0.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(events.clone())
-    }
-    async fn reopen_run(&self, id: &RunId) -> Result<NewRun, StoreError> {
-        let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
-        let log = logs
-            .get(id)
-            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
-        Ok(NewRun {
-            id: id.clone(),
-            workspace: std::env::temp_dir(),
-            log: Box::new(Handle(Arc::clone(log))),
-            versioned: None,
-        })
-    }
-}
-
-struct Handle(Arc<MemLog>);
-
-#[async_trait]
-impl RunLog for Handle {
-    async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
-        self.0.append(event).await
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Script {
-    Complete,
-    Panic,
-}
-
-struct Fake(Script);
-
-#[async_trait]
-impl Runnable for Fake {
-    async fn run(
-        self: Box<Self>,
-        run: NewRun,
-        observer: &dyn RunObserver,
-        _cancel: CancellationToken,
-    ) -> Result<RunOutcome, CoreError> {
-        let start = RunEvent::from_wire(
-            0,
-            1.0,
-            EventKind::RunStart.as_str(),
-            None,
-            json!({"run_id": run.id}),
-        );
-        run.log.append(&start).await?;
-        observer.on_event(&start).await;
-        if let Script::Panic = self.0 {
-            panic!("a bug in the run");
-        }
-        let end = RunEvent::from_wire(
-            1,
-            2.0,
-            EventKind::RunComplete.as_str(),
-            None,
-            json!({"run_id": run.id, "status": "completed"}),
-        );
-        run.log.append(&end).await?;
-        observer.on_event(&end).await;
-        Ok(RunOutcome {
-            run_id: run.id,
-            status: RunStatus::Completed,
-            payload: json!({"summary": "done"}),
-            reason: None,
-            workspace: run.workspace,
-            specialist_ids: Vec::new(),
-            model_key: "k".to_owned(),
-            model: "m".to_owned(),
-            steps: 1,
-            usage: fabric_domain::Usage::default(),
-            routing: None,
-            model_reason: None,
-            changes: None,
-        })
-    }
-}
-
-/// Prepares after `gate` (when set) is notified; fails with `fail` when set.
+/// Prepares `script`'s run after `gate` (when set) is notified; fails with `fail` when set.
 struct Prep {
     script: Script,
     gate: Option<Arc<Notify>>,
     fail: Option<ServiceError>,
 }
 
-#[async_trait]
-impl Preparer for Prep {
-    fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
-        match request.pack.first().map(String::as_str) {
-            Some("nobody") => Err(ServiceError::UnknownSpecialist {
-                id: "nobody".to_owned(),
-                known: String::new(),
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    async fn prepare(
-        &self,
-        _request: TaskRequest,
-        _context: &PrepareContext,
-    ) -> Result<Box<dyn Runnable>, ServiceError> {
-        if let Some(gate) = &self.gate {
-            gate.notified().await;
-        }
-        match &self.fail {
-            Some(error) => Err(error.clone()),
-            None => Ok(Box::new(Fake(self.script))),
+impl Prep {
+    fn preparer(self) -> FakePreparer {
+        let Prep { script, gate, fail } = self;
+        let preparer = match fail {
+            Some(error) => FakePreparer::failing(move |_| error.clone()),
+            None => FakePreparer::running(script),
+        };
+        match gate {
+            Some(gate) => preparer.gated(gate),
+            None => preparer,
         }
     }
 }
 
 fn service(prep: Prep, limit: Option<usize>) -> (RunService, Arc<MemStore>) {
-    let store = Arc::new(MemStore::default());
+    let store = Arc::new(MemStore::per_run());
     let service = RunService::new(
         Arc::clone(&store) as Arc<dyn RunStore>,
-        Arc::new(prep),
+        Arc::new(prep.preparer()),
         ServiceConfig {
             max_runs_in_flight: limit,
             ..ServiceConfig::default()
@@ -224,7 +69,7 @@ async fn a_run_goes_through_preparation_to_its_outcome_and_leaves_the_registry()
     assert_eq!(outcome.run_id, id);
     assert_eq!(outcome.status, RunStatus::Completed);
     assert_eq!(
-        store.kinds(&id),
+        store.kinds_of(&id),
         vec![EventKind::RunStart, EventKind::RunComplete]
     );
     assert!(service.registry().is_empty());
@@ -320,7 +165,7 @@ async fn a_panicking_run_ends_failed_in_its_runlog_and_for_its_followers() {
         })
     );
     assert_eq!(
-        store.kinds(&id),
+        store.kinds_of(&id),
         vec![EventKind::RunStart, EventKind::RunFailed]
     );
     assert_eq!(live.status(), RunStatus::Failed);
@@ -397,7 +242,11 @@ async fn issue_27_a_run_cancelled_while_prepared_again_stays_interrupted() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(handle.prepared().await, Err(ServiceError::Cancelled));
-    assert_eq!(store.kinds(&id), [EventKind::RunStart], "nothing recorded");
+    assert_eq!(
+        store.kinds_of(&id),
+        [EventKind::RunStart],
+        "nothing recorded"
+    );
 }
 
 /// A queue for one worker's decisions: `started` says no the first time it is asked (the
@@ -570,7 +419,7 @@ async fn issue_26_takeovers_do_not_use_up_the_failure_allowance() {
             "after {failures} earlier failures"
         );
         if ended {
-            assert_eq!(store.kinds(&id), [EventKind::RunFailed]);
+            assert_eq!(store.kinds_of(&id), [EventKind::RunFailed]);
             let events = store.read_events(&id).await.unwrap_or_default();
             let reason = events[0].end_reason().unwrap_or_default();
             assert!(reason.contains("failed on 3 workers"), "{reason}");
@@ -626,7 +475,7 @@ async fn issue_40_a_run_that_keeps_stopping_its_workers_is_ended_failed() {
             .and_then(|e| e.end_reason())
             .unwrap_or_default();
         if ended {
-            assert_eq!(store.kinds(&id), [EventKind::RunFailed], "not run");
+            assert_eq!(store.kinds_of(&id), [EventKind::RunFailed], "not run");
             let reason = end;
             assert!(
                 reason.contains("taken over 3 times in a row from a worker that stopped"),
@@ -645,7 +494,7 @@ async fn issue_40_a_run_that_keeps_stopping_its_workers_is_ended_failed() {
             );
         } else {
             assert_eq!(
-                store.kinds(&id).last(),
+                store.kinds_of(&id).last(),
                 Some(&EventKind::RunComplete),
                 "run"
             );
@@ -659,7 +508,7 @@ async fn issue_40_a_run_that_keeps_stopping_its_workers_is_ended_failed() {
 /// is still reported, revoked and stopped.
 #[tokio::test]
 async fn issue_26_a_run_that_ends_during_its_renewal_is_not_reported_lost() {
-    let store = Arc::new(MemStore::default());
+    let store = Arc::new(MemStore::per_run());
     let queue = Arc::new(FakeQueue::new(Arc::clone(&store)));
     let claims = Arc::new(ClaimedStore::new(
         Arc::clone(&store) as Arc<dyn RunStore>,
@@ -697,25 +546,6 @@ async fn issue_26_a_run_that_ends_during_its_renewal_is_not_reported_lost() {
     assert!(claims.held().is_empty());
 }
 
-/// A store that answers [`RunStore::liveness`] as told.
-struct LivenessStore(crate::ports::Liveness);
-
-#[async_trait]
-impl RunStore for LivenessStore {
-    async fn create_run(&self, _: RunId) -> Result<NewRun, StoreError> {
-        not_here()
-    }
-    async fn list_runs(&self, _: &RunQuery) -> Result<Vec<RunSummary>, StoreError> {
-        not_here()
-    }
-    async fn read_events(&self, _: &RunId) -> Result<Vec<RunEvent>, StoreError> {
-        not_here()
-    }
-    async fn liveness(&self, _: &RunId) -> crate::ports::Liveness {
-        self.0
-    }
-}
-
 /// Issue #26: with `store.queue: true` and no worker, a run waited without a word. A run
 /// still queued after the wait is said to be unclaimed, with what to do; one a worker holds
 /// (or that this process cannot see) is not.
@@ -724,8 +554,12 @@ async fn issue_26_a_run_no_worker_claimed_is_said_so() {
     use crate::ports::Liveness;
     let id = crate::new_run_id();
     let waited = Duration::from_secs(30);
-    let notice =
-        super::remote::unclaimed_notice(&LivenessStore(Liveness::Queued), &id, waited).await;
+    let notice = super::remote::unclaimed_notice(
+        &MemStore::new().with_liveness(Liveness::Queued),
+        &id,
+        waited,
+    )
+    .await;
     let notice = notice.unwrap_or_default();
     assert!(
         notice.contains(&format!("no worker has claimed run {id} for 30 s"))
@@ -733,7 +567,9 @@ async fn issue_26_a_run_no_worker_claimed_is_said_so() {
         "{notice}"
     );
     for other in [Liveness::Held, Liveness::Unknown, Liveness::Interrupted] {
-        let notice = super::remote::unclaimed_notice(&LivenessStore(other), &id, waited).await;
+        let notice =
+            super::remote::unclaimed_notice(&MemStore::new().with_liveness(other), &id, waited)
+                .await;
         assert_eq!(notice, None, "{other:?}");
     }
 }

@@ -1,78 +1,30 @@
-//! `fabric-test-support`: a scripted fake of an LLM model server, for tests.
+//! `fabric-test-support`: what the tests of agent-fabric share besides the fakes of the core's
+//! ports (those are `fabric-fakes`).
 //!
-//! Tests of the `fabric` binary and of its LLM adapter need a real HTTP server that behaves
-//! like Ollama, an OpenAI-compatible server, Anthropic's Messages API or OpenAI's Responses
-//! API, but answers from a script instead of a model,
-//! so that runs are fast and deterministic. Users reuse the same server, through the
-//! `fabric-scripted-llm` binary, to test their own specialists against a scripted model.
-//!
-//! Where it sits: outside the hexagon. It fakes the outside world, so it depends on no fabric
-//! crate, and fabric crates take it only as a dev-dependency (`tests/layers.rs` checks both).
+//! Where it sits: outside the hexagon and dev-only. It depends on no fabric crate but
+//! `fabric-scripted-llm`, and no fabric crate ships it (`tests/layers.rs` checks both; ADR-100).
 //!
 //! Layout:
-//! - [`scenario`]: the script format ([`Scenario`], [`Turn`], [`ScriptedCall`], [`ModelInfo`]),
-//!   loaded from JSON or YAML.
-//! - `server`: binding, routing, the one turn counter the wires share, recording, shutdown.
-//! - `openai`: `POST /v1/chat/completions` (JSON or SSE) and `GET /v1/models` (which
-//!   Anthropic's model listing reads too).
-//! - `anthropic`: `POST /v1/messages` (JSON or SSE, tool inputs split across
-//!   `input_json_delta`s), refusing requests without `anthropic-version` or `x-api-key`.
-//! - `responses`: `POST /v1/responses` (JSON or semantic SSE events, arguments split across
-//!   `response.function_call_arguments.delta`s), answers kept by id for requests chained by
-//!   `previous_response_id`.
+//! - the scripted model server of `fabric-scripted-llm` ([`ScriptedServer`], [`Scenario`],
+//!   [`Turn`], [`hash_embedding`], ...), re-exported so a test names one crate.
 //! - [`llama`]: real model servers (llama.cpp's `llama-server`, llama-cpp-python's server)
 //!   with a real small model, started on a free loopback port ([`llama::LlamaServer`]).
 //! - [`postgres`]: a throwaway PostgreSQL cluster ([`PgCluster`], [`shared_cluster`]) for the
 //!   database store's contract tests.
-//! - `ollama`: `POST /api/chat` (JSON or NDJSON), `/api/tags`, `/api/show`, `/api/version`,
-//!   `POST /api/pull` (NDJSON progress).
-//! - `embed`: `POST /api/embed` and `POST /v1/embeddings`, answered for any input with
-//!   [`hash_embedding`]: deterministic vectors in which texts sharing words are close, so
-//!   semantic search can be tested without a model. `embeddings: down` in the scenario, or
-//!   [`ScriptedServer::set_embeddings_down`], makes them answer 503.
-//!
-//! ```no_run
-//! use fabric_test_support::{Scenario, ScriptedServer, Turn};
-//! use serde_json::json;
-//!
-//! # async fn demo() -> anyhow::Result<()> {
-//! let server = ScriptedServer::start(Scenario::new(vec![
-//!     Turn::tool_call("read_file", json!({ "path": "notes.txt" })),
-//!     Turn::text("The notes say hello."),
-//! ]))
-//! .await?;
-//! // Point the client under test at server.base_url() (OpenAI) or server.root_url() (Ollama),
-//! // run it, then check what it sent:
-//! assert_eq!(server.chat_request_count(), 2);
-//! let first = &server.requests()[0].body;
-//! # let _ = first;
-//! server.shutdown().await;
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! The same script as a YAML file (see `scenarios/` in this crate for more):
-//!
-//! ```yaml
-//! models:
-//!   - { name: "qwen2.5:7b", parameter_size: "7.6B", family: qwen2, capabilities: [completion, tools] }
-//! turns:
-//!   - tool_calls:
-//!       - { name: read_file, arguments: { path: notes.txt } }
-//!   - content: The notes say hello.
-//! ```
+//! - [`test_deps`] and its kin: where scripts/install-test-deps.sh put the real MCP servers,
+//!   clients, browsers and suites, or why a test that needs them is skipped.
+//! - `tests/layers.rs`: the architecture check (the hexagon's arrows, module circles, long
+//!   functions, string errors).
 
-mod anthropic;
-mod embed;
 pub mod llama;
-mod ollama;
-mod openai;
 pub mod postgres;
-mod responses;
-pub mod scenario;
-mod server;
 
-pub use embed::hash_embedding;
+pub use fabric_scripted_llm::{
+    DEFAULT_EMBEDDING_DIMS, EmbeddingsMode, ModelInfo, OnExhausted, RecordedRequest, Scenario,
+    ScenarioError, ScriptedCall, ScriptedServer, ServerError, Turn, TurnBy, UsageSpec,
+    hash_embedding, scenario,
+};
+pub use postgres::{PgCluster, PgError, shared_cluster};
 
 /// The directory scripts/install-test-deps.sh installed the MCP test servers and clients in
 /// (`FABRIC_TEST_DEPS`, else `~/.cache/agent-fabric/test-deps`), or `None` with a message
@@ -186,9 +138,3 @@ fn skipped<T>(reason: String) -> Option<T> {
     }
     None
 }
-pub use postgres::{PgCluster, PgError, shared_cluster};
-pub use scenario::{
-    DEFAULT_EMBEDDING_DIMS, EmbeddingsMode, ModelInfo, OnExhausted, Scenario, ScenarioError,
-    ScriptedCall, Turn, TurnBy, UsageSpec,
-};
-pub use server::{RecordedRequest, ScriptedServer, ServerError};

@@ -7,7 +7,12 @@
 //! - Adapters (every other `fabric-*` crate, e.g. `fabric-llm`, `fabric-tools`,
 //!   `fabric-store-fs`) depend only on `fabric-core`, `fabric-engine`, `fabric-domain` and
 //!   `fabric-config`, never on each other.
-//! - `fabric-test-support` fakes the outside world and depends on no fabric crate.
+//! - `fabric-scripted-llm` fakes the outside world (a model server) and depends on no fabric
+//!   crate; `fabric-test-support` depends only on it.
+//! - `fabric-fakes` fakes the engine's and the service's ports, so it depends only on
+//!   `fabric-core`, `fabric-engine` and `fabric-domain`.
+//! - No crate ships test code: `fabric-test-support` and `fabric-fakes` are dev-dependencies
+//!   only (issue #41; the binary ships `fabric-scripted-llm` alone as `fabric mock-llm`).
 //! - The `fabric` binary wires everything together and may depend on all of them.
 //!
 //! Only dependencies that ship count (normal and build); dev-dependencies are free, so adapters
@@ -29,6 +34,10 @@ const ENGINE: &str = "fabric-engine";
 const CORE: &str = "fabric-core";
 const CONFIG: &str = "fabric-config";
 const TEST_SUPPORT: &str = "fabric-test-support";
+const SCRIPTED_LLM: &str = "fabric-scripted-llm";
+const FAKES: &str = "fabric-fakes";
+/// The crates that are test code: taken as dev-dependencies only.
+const TEST_ONLY: [&str; 2] = [TEST_SUPPORT, FAKES];
 const APP: &str = "fabric";
 
 fn metadata() -> Value {
@@ -44,6 +53,21 @@ fn metadata() -> Value {
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Every dependency that ships (normal and build; dev-dependencies are free), as
+/// (package, dependency).
+fn shipped_edges(metadata: &Value) -> Vec<(&str, &str)> {
+    let mut edges = Vec::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        let name = package["name"].as_str().unwrap();
+        for dep in package["dependencies"].as_array().unwrap() {
+            if dep["kind"].as_str() != Some("dev") {
+                edges.push((name, dep["name"].as_str().unwrap()));
+            }
+        }
+    }
+    edges
 }
 
 fn is_fabric(name: &str) -> bool {
@@ -64,8 +88,16 @@ fn allowed(package: &str) -> Option<(&'static [&'static str], &'static str)> {
         )),
         CONFIG => Some((&[DOMAIN], "config depends only on fabric-domain")),
         TEST_SUPPORT => Some((
+            &[SCRIPTED_LLM],
+            "test support depends on no fabric crate but the scripted model server (dev-dependencies aside)",
+        )),
+        SCRIPTED_LLM => Some((
             &[],
-            "test support fakes the outside world and depends on no fabric crate (dev-dependencies aside)",
+            "the scripted model server fakes the outside world and depends on no fabric crate",
+        )),
+        FAKES => Some((
+            &[CORE, ENGINE, DOMAIN],
+            "the fakes fake the ports and depend only on fabric-core, fabric-engine and fabric-domain",
         )),
         APP => None,
         // The database store indexes the file store's runlogs and keeps its run directories
@@ -90,7 +122,16 @@ fn dependencies_follow_the_hexagon() {
         .map(|p| p["name"].as_str().unwrap())
         .collect();
     // Guard against the check passing vacuously because the metadata was not what we think.
-    for expected in [DOMAIN, ENGINE, CORE, CONFIG, TEST_SUPPORT, APP] {
+    for expected in [
+        DOMAIN,
+        ENGINE,
+        CORE,
+        CONFIG,
+        TEST_SUPPORT,
+        SCRIPTED_LLM,
+        FAKES,
+        APP,
+    ] {
         assert!(
             names.contains(&expected),
             "workspace has no {expected}: {names:?}"
@@ -98,28 +139,39 @@ fn dependencies_follow_the_hexagon() {
     }
 
     let mut violations = Vec::new();
-    for package in packages {
-        let name = package["name"].as_str().unwrap();
-        if !is_fabric(name) {
+    for (name, dep_name) in shipped_edges(&metadata) {
+        if !is_fabric(name) || !is_fabric(dep_name) {
             continue;
         }
         let Some((allowed, rule)) = allowed(name) else {
             continue;
         };
-        for dep in package["dependencies"].as_array().unwrap() {
-            let dep_name = dep["name"].as_str().unwrap();
-            if dep["kind"].as_str() == Some("dev") || !is_fabric(dep_name) {
-                continue;
-            }
-            if !allowed.contains(&dep_name) {
-                violations.push(format!("{name} -> {dep_name}: breaks the rule: {rule}"));
-            }
+        if !allowed.contains(&dep_name) {
+            violations.push(format!("{name} -> {dep_name}: breaks the rule: {rule}"));
         }
     }
     assert!(
         violations.is_empty(),
         "dependency arrows that break the hexagon (see docs/ARCHITECTURE.md):\n  {}",
         violations.join("\n  ")
+    );
+}
+
+/// Issue #41: the release binary depended on `fabric-test-support` (test deps, PostgreSQL,
+/// llama.cpp helpers) to ship `fabric mock-llm`. No crate ships test code now: the test crates
+/// are dev-dependencies only, everywhere.
+#[test]
+fn issue_41_test_code_ships_in_no_crate() {
+    let metadata = metadata();
+    let shipped: Vec<String> = shipped_edges(&metadata)
+        .into_iter()
+        .filter(|(_, dep)| TEST_ONLY.contains(dep))
+        .map(|(name, dep)| format!("{name} -> {dep}"))
+        .collect();
+    assert!(
+        shipped.is_empty(),
+        "test code taken as a shipped dependency (make it a dev-dependency; `fabric mock-llm` needs only fabric-scripted-llm):\n  {}",
+        shipped.join("\n  ")
     );
 }
 

@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use anyhow::Context;
-use fabric_test_support::{Scenario, ScriptedServer};
+use fabric_scripted_llm::{Scenario, ScriptedServer};
 
 use crate::cli::MockLlmArgs;
 use crate::errors::UsageError;

@@ -171,7 +171,7 @@ async fn an_installed_model_that_cannot_call_tools_is_refused_before_the_run() {
 async fn issue_14_the_readme_scenario_serves_any_number_of_runs_and_exhaustion_is_not_retried() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../testing/test-support/scenarios/hello.yaml"
+        "/../../scripted-llm/scenarios/hello.yaml"
     );
     let scenario = fabric_test_support::Scenario::from_file(path).unwrap();
     let fx = Fixture::with_backend(scenario, "openai").await;

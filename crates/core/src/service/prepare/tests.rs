@@ -7,31 +7,16 @@ use super::*;
 use crate::budget::daily::{DailyLimit, DayClock};
 use crate::delegate::ChildRunner;
 use crate::execute::RunOutcome;
+use crate::fakes::ScriptedChat;
 use crate::models::ModelCandidate;
 use crate::ports::{
-    ChatError, ChatObserver, ChatRequest, ChatResponse, DaySpend, NoOsSandbox, RunSandbox,
-    SpendLedger, Stager, StoreError, Tool, ToolContext, ToolSource,
+    DaySpend, NoOsSandbox, RunSandbox, SpendLedger, Stager, StoreError, Tool, ToolContext,
+    ToolSource,
 };
 use fabric_domain::{Backend, CriticSpec, Routing, SandboxMode, TaskForceMode};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-
-struct Silent;
-
-#[async_trait]
-impl ChatClient for Silent {
-    async fn chat(
-        &self,
-        _request: ChatRequest<'_>,
-        _observer: &dyn ChatObserver,
-    ) -> Result<ChatResponse, ChatError> {
-        Err(ChatError::Decode {
-            url: "fake".to_owned(),
-            detail: "no answers".to_owned(),
-        })
-    }
-}
 
 /// A server per key: its listing (or why it cannot list), whether it starts, what was pulled.
 #[derive(Default)]
@@ -89,7 +74,7 @@ struct Chats {
 
 impl ChatFactory for Chats {
     fn chat(&self, _key: &str) -> Result<Arc<dyn ChatClient>, SetupError> {
-        Ok(Arc::new(Silent))
+        Ok(ScriptedChat::new(Vec::new()).client())
     }
 
     fn missing_api_key(&self, key: &str) -> Option<String> {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use fabric_test_support::{Scenario, ScriptedServer};
+use fabric_scripted_llm::{Scenario, ScriptedServer};
 
 /// Serve a scripted LLM conversation over Ollama's and OpenAI's HTTP APIs.
 #[derive(Debug, Parser)]

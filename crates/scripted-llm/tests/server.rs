@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use fabric_test_support::{OnExhausted, Scenario, ScriptedCall, ScriptedServer, Turn};
+use fabric_scripted_llm::{OnExhausted, Scenario, ScriptedCall, ScriptedServer, Turn};
 use serde_json::{Value, json};
 
 fn client() -> reqwest::Client {
@@ -573,10 +573,10 @@ async fn both_embedding_endpoints_answer_hash_embeddings_for_any_input() {
         .collect();
     assert_eq!(vectors.len(), 3);
     for (v, text) in vectors.iter().zip(texts) {
-        assert_eq!(v.len(), fabric_test_support::DEFAULT_EMBEDDING_DIMS);
+        assert_eq!(v.len(), fabric_scripted_llm::DEFAULT_EMBEDDING_DIMS);
         assert_eq!(
             *v,
-            fabric_test_support::hash_embedding(text, v.len()),
+            fabric_scripted_llm::hash_embedding(text, v.len()),
             "{text}"
         );
     }
@@ -594,7 +594,7 @@ async fn both_embedding_endpoints_answer_hash_embeddings_for_any_input() {
     assert_eq!(openai["data"][0]["index"], 0);
     assert_eq!(
         vector(&openai["data"][0]["embedding"]),
-        fabric_test_support::hash_embedding(texts[0], 32)
+        fabric_scripted_llm::hash_embedding(texts[0], 32)
     );
     assert!(openai["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
 

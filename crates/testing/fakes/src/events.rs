@@ -1,10 +1,58 @@
-//! Events built by hand for the tests of sinks (telemetry, metrics, stores): a test names the
-//! fields it is about and the rest get placeholders, so the event still decodes with
-//! its struct as the fabric's own events do.
+//! Runlog events built by hand, for the tests of sinks (telemetry, metrics, stores) and of
+//! the service: a test names the fields it is about and the rest get placeholders, so the
+//! event still decodes with its struct as the fabric's own events do. (They were
+//! `fabric-domain`'s `sample_payload` and `RunEvent::sample`; no shipped code used them.)
 
+use fabric_domain::{EventKind, RunEvent, RunId};
 use serde_json::{Value, json};
 
-use crate::{EventKind, RunEvent};
+/// An event of `kind` with `payload` as its runlog line holds it: the one place the fakes
+/// build a [`RunEvent`] from JSON.
+pub fn event(seq: u64, ts: f64, kind: EventKind, payload: Value) -> RunEvent {
+    RunEvent::from_wire(seq, ts, kind.as_str(), None, payload)
+}
+
+/// An event as the runlog line holds it (`payload` as JSON, `pack_index` inside it): what a
+/// test that reads the runlog as a reader would compares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    /// Its `seq`.
+    pub seq: u64,
+    /// Its `kind`.
+    pub kind: EventKind,
+    /// Its `step`.
+    pub step: Option<u32>,
+    /// Its `payload`, as written.
+    pub payload: Value,
+}
+
+impl Line {
+    /// The line of `event`.
+    pub fn of(event: &RunEvent) -> Self {
+        Self {
+            seq: event.seq,
+            kind: event.kind(),
+            step: event.step,
+            payload: event.payload_json().unwrap_or_default(),
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> EventKind {
+        self.kind
+    }
+}
+
+/// An event of run `id` at `ts` 1.0 whose payload has the fields a summary reads
+/// (`run_id`, `status` completed, `prompt` x): what a [`ScriptedRun`](super::ScriptedRun)
+/// records.
+pub fn run_event(id: &RunId, seq: u64, kind: EventKind) -> RunEvent {
+    let fields = json!({"run_id": id, "status": "completed", "prompt": "x"});
+    RunEvent {
+        seq,
+        ..sample(kind, 1.0, fields)
+    }
+}
 
 /// A payload of `kind` with every field a reader requires, as placeholders: a member's
 /// `llm_request` and `llm_response` (not the routing call's), a run's own `run_failed`;
@@ -64,15 +112,12 @@ pub fn sample_payload(kind: EventKind) -> Value {
     }
 }
 
-impl RunEvent {
-    /// An event of `kind` at `ts` (`seq` 0, no step) whose payload is `fields` over
-    /// [`sample_payload`], read as a runlog line is: for tests, which name only the fields
-    /// they are about.
-    pub fn sample(kind: EventKind, ts: f64, fields: Value) -> Self {
-        let mut payload = sample_payload(kind);
-        if let (Value::Object(payload), Value::Object(fields)) = (&mut payload, fields) {
-            payload.extend(fields);
-        }
-        RunEvent::from_wire(0, ts, kind.as_str(), None, payload)
+/// An event of `kind` at `ts` (`seq` 0, no step) whose payload is `fields` over
+/// [`sample_payload`]: for tests, which name only the fields they are about.
+pub fn sample(kind: EventKind, ts: f64, fields: Value) -> RunEvent {
+    let mut payload = sample_payload(kind);
+    if let (Value::Object(payload), Value::Object(fields)) = (&mut payload, fields) {
+        payload.extend(fields);
     }
+    event(0, ts, kind, payload)
 }
