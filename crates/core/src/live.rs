@@ -272,7 +272,7 @@ impl LiveRun {
             seq: last.map_or(0, |e| e.seq + 1),
             ts: last.map_or(0.0, |e| e.ts),
             step: None,
-            pack_index: None,
+            member: None,
             payload: runlog::RunAborted {
                 run_id: self.id.clone(),
                 status: RunStatus::Failed,

@@ -306,7 +306,7 @@ impl Metrics {
             }
             // A continued run starts again in this process (its run_start is not repeated).
             P::RunResumed(_) => c.runs_started += 1,
-            P::PackStart(start) => {
+            P::MemberStart(start) => {
                 if let Some(pending) = c.pending(run) {
                     pending.model_key.clone_from(&start.model_key);
                 }
@@ -345,7 +345,7 @@ impl Metrics {
             P::RunAborted(aborted) => c.run_ended(run, ts, aborted.status, &[]),
             P::Recruitment(_)
             | P::TaskForceParallel(_)
-            | P::PackEnd(_)
+            | P::MemberEnd(_)
             | P::CorrectiveReprompt(_)
             | P::ToolCallRepaired(_)
             | P::ContextCompacted(_)

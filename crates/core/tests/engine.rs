@@ -36,7 +36,7 @@ async fn a_run_records_every_step_and_ends_with_one_terminal_event() {
         vec![
             RunStart,
             Recruitment,
-            PackStart,
+            MemberStart,
             LlmRequest,
             LlmResponse,
             ToolCall,
@@ -216,7 +216,7 @@ async fn read_only_specialists_and_offline_runs_get_fewer_tools() {
         .await
         .unwrap();
     assert_eq!(
-        store.of(EventKind::PackStart)[0].payload["tools"],
+        store.of(EventKind::MemberStart)[0].payload["tools"],
         json!(["reader"])
     );
     let error = &store.of(EventKind::ToolError)[0].payload;

@@ -71,7 +71,7 @@ fn routing_mcp_tools_and_a_panicked_run() {
         ),
         (
             &a,
-            ev(EventKind::PackStart, 2.0, json!({"model_key": "member"})),
+            ev(EventKind::MemberStart, 2.0, json!({"model_key": "member"})),
         ),
         (&a, ev(EventKind::LlmRequest, 2.0, json!({}))),
         (

@@ -142,7 +142,7 @@ async fn sequential_hands_the_previous_payload_to_the_next_member() {
 
     let events = store.lines();
     assert_gapless(&events);
-    let packs = store.of(EventKind::PackStart);
+    let packs = store.of(EventKind::MemberStart);
     assert_eq!(packs.len(), 2);
     assert_eq!(packs[1].payload["pack_index"], 1);
     assert_eq!(packs[1].payload["handoff_from"], "research");
@@ -391,7 +391,7 @@ async fn issue_10_a_continued_task_force_does_not_run_members_that_had_ended() {
     .await
     .unwrap();
     assert_eq!(whole.status, RunStatus::Partial);
-    assert_eq!(store.of(EventKind::PackEnd).len(), 3);
+    assert_eq!(store.of(EventKind::MemberEnd).len(), 3);
     // The process stopped right before writing the run's end.
     let mut events = store.events();
     events.pop();

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::DomainError;
 use crate::runlog::{
     Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, LlmRequest,
-    LlmResponse, LoopDetected, McpMessage, McpRequest, McpServer, PackEnd, PackStart, Payload,
+    LlmResponse, LoopDetected, McpMessage, McpRequest, McpServer, MemberEnd, MemberStart, Payload,
     Recruitment, RepairRound, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed,
     RunStart, SecurityEvent, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult,
     WorkspaceOpened,
@@ -162,7 +162,7 @@ events! {
     /// Parallel task force started.
     TaskForceParallel = "task_force_parallel" { TaskForceParallel(TaskForceParallel) },
     /// One specialist starts its loop.
-    PackStart = "pack_start" { PackStart(PackStart) },
+    MemberStart = "pack_start" { MemberStart(MemberStart) },
     /// An MCP server started, failed, timed out, stopped or changed its tools.
     McpServer = "mcp_server" { McpServer(McpServer) },
     /// Before each model call.
@@ -204,7 +204,7 @@ events! {
     /// The critic rejected the work; the specialist repairs it for another round.
     RepairRound = "repair_round" { RepairRound(RepairRound) },
     /// A task-force member's loop ended (its status, steps, tokens, result).
-    PackEnd = "pack_end" { PackEnd(PackEnd) },
+    MemberEnd = "pack_end" { MemberEnd(MemberEnd) },
     /// Something was refused for safety reasons.
     SecurityEvent = "security_event" { SecurityEvent(SecurityEvent) },
     /// The same call was repeated.
@@ -268,7 +268,7 @@ pub struct RunEvent {
     pub step: Option<u32>,
     /// The task-force member the event belongs to (its position in `specialist_ids`), if it
     /// is a member's; written as the payload's `pack_index`.
-    pub pack_index: Option<u32>,
+    pub member: Option<u32>,
     /// What happened, as its struct.
     pub payload: EventPayload,
 }

@@ -27,7 +27,7 @@ pub use crate::event::EventPayload;
 pub use payloads::{
     Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, Finding,
     LlmRequest, LlmResponse, LlmToolCall, LoopDetected, MAX_MCP_MESSAGE_CHARS, McpMessage,
-    McpRequest, McpServer, PackEnd, PackStart, Recruitment, RepairRound, RoutingRequest,
+    McpRequest, McpServer, MemberEnd, MemberStart, Recruitment, RepairRound, RoutingRequest,
     RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, SkippedTool,
     TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult, WorkspaceOpened,
     WorkspaceResult,

@@ -111,8 +111,8 @@ impl RunSummary {
             P::Recruitment(recruitment) => {
                 self.specialist_ids.clone_from(&recruitment.specialist_ids);
             }
-            P::PackStart(pack) => {
-                self.note_model(Some(pack.model_key.clone()), Some(pack.model.clone()));
+            P::MemberStart(member) => {
+                self.note_model(Some(member.model_key.clone()), Some(member.model.clone()));
             }
             P::ToolCall(_) => self.tool_calls = self.tool_calls.saturating_add(1),
             P::ToolError(_) => self.tool_errors = self.tool_errors.saturating_add(1),
@@ -137,7 +137,7 @@ impl RunSummary {
             P::Unreadable { kind, payload, .. } => self.apply_unreadable(event.ts, *kind, payload),
             P::Workspace(_)
             | P::TaskForceParallel(_)
-            | P::PackEnd(_)
+            | P::MemberEnd(_)
             | P::McpServer(_)
             | P::McpMessage(_)
             | P::McpRequest(_)
@@ -168,9 +168,9 @@ impl RunSummary {
                 let recruitment: RecruitmentFields = fields(payload);
                 self.specialist_ids = recruitment.specialist_ids.unwrap_or_default();
             }
-            EventKind::PackStart => {
-                let pack: PackFields = fields(payload);
-                self.note_model(pack.model_key, pack.model);
+            EventKind::MemberStart => {
+                let member: MemberFields = fields(payload);
+                self.note_model(member.model_key, member.model);
             }
             EventKind::ToolCall => self.tool_calls = self.tool_calls.saturating_add(1),
             EventKind::ToolError => self.tool_errors = self.tool_errors.saturating_add(1),
@@ -250,7 +250,7 @@ impl RunSummary {
 }
 
 // The fields a summary needs, named and typed as in the `runlog` structs (`RunStart`,
-// `Recruitment`, `PackStart`, `RunEnd`/`RunAborted`): taken from the struct, or for a payload
+// `Recruitment`, `MemberStart`, `RunEnd`/`RunAborted`): taken from the struct, or for a payload
 // that does not fit it each read on its own: a field that is missing or does not fit is
 // `None` and the others still count, so a hand-edited or partial runlog is summarised as far
 // as it goes.
@@ -278,7 +278,7 @@ struct RecruitmentFields {
 }
 
 #[derive(Default, Deserialize)]
-struct PackFields {
+struct MemberFields {
     #[serde(default, deserialize_with = "lenient")]
     model_key: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
@@ -354,7 +354,7 @@ mod tests {
             ),
             event(
                 2,
-                EventKind::PackStart,
+                EventKind::MemberStart,
                 json!({"specialist_id": "b", "pack_index": 1, "tools": [], "tool_loading": "lazy",
                        "model_key": "k2", "model": "m", "handoff_from": "a"}),
             ),

@@ -94,7 +94,7 @@ impl RunHistory {
     }
 
     fn member(&mut self, event: &RunEvent) -> &mut MemberHistory {
-        let index = event.pack_index.unwrap_or(0) as usize;
+        let index = event.member.unwrap_or(0) as usize;
         if self.members.len() <= index {
             self.members.resize_with(index + 1, MemberHistory::default);
         }
@@ -130,12 +130,12 @@ impl RunHistory {
                 self.ended = Some(end.status);
             }
             EventPayload::RunAborted(aborted) => self.ended = Some(aborted.status),
-            EventPayload::PackStart(start) => {
+            EventPayload::MemberStart(start) => {
                 let member = self.member(event);
                 member.started = true;
                 member.model = Some((start.model_key, start.model));
             }
-            EventPayload::PackEnd(end) => {
+            EventPayload::MemberEnd(end) => {
                 self.member(event).ended = Some(crate::outcome::LoopOutcome {
                     status: end.status,
                     payload: end.result.unwrap_or(Value::Null),
@@ -311,7 +311,7 @@ impl RunHistory {
             seq: self.next_seq,
             ts: crate::unix_now(),
             step: None,
-            pack_index: None,
+            member: None,
             payload: end.into(),
         })
     }
@@ -355,7 +355,7 @@ mod tests {
             // As the fabric writes it: an event that does not decode is left out.
             event(
                 0,
-                EventKind::PackStart,
+                EventKind::MemberStart,
                 None,
                 json!({"pack_index": 1, "specialist_id": "s", "tools": [], "tool_loading": "eager", "model_key": "k", "model": "m", "handoff_from": null}),
             ),

@@ -46,11 +46,11 @@ pub(crate) struct Recorder<'a> {
 }
 
 impl<'a> Recorder<'a> {
-    /// The view of task-force member `pack_index`.
-    pub(crate) fn member(self, pack_index: u32) -> Self {
+    /// The view of task-force member `member` (written as `pack_index`).
+    pub(crate) fn member(self, member: u32) -> Self {
         Self {
             journal: self.journal,
-            member: Some(pack_index),
+            member: Some(member),
         }
     }
 
@@ -72,7 +72,7 @@ impl<'a> Recorder<'a> {
             seq: *next_seq,
             ts: crate::unix_now(),
             step,
-            pack_index: self.member,
+            member: self.member,
             payload,
         };
         self.journal.log.append(&event).await?;

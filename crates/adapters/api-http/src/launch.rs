@@ -55,7 +55,7 @@ pub(crate) async fn start_in_context(
 /// `pack` may name a task force as on the command line: `a,b`.
 fn task_request(request: RunRequest) -> TaskRequest {
     TaskRequest {
-        pack: request
+        specialists: request
             .pack
             .as_deref()
             .map(|p| p.split(',').map(|id| id.trim().to_owned()).collect())

@@ -15,7 +15,7 @@ use tower::ServiceExt;
 /// Refuses every pack, and has no model to offer.
 fn launcher() -> FakePreparer {
     FakePreparer::failing(|request| ServiceError::UnknownSpecialist {
-        id: request.pack.join(","),
+        id: request.specialists.join(","),
         known: "engineering".to_owned(),
     })
 }

@@ -479,7 +479,7 @@ fn submission_of(
     };
     let request = TaskRequest {
         prompt: input.prompt,
-        pack: input.specialist.into_iter().collect(),
+        specialists: input.specialist.into_iter().collect(),
         network_allowed: input.network_allowed,
         project,
         ..TaskRequest::default()

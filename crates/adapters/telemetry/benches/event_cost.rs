@@ -45,7 +45,7 @@ fn events(steps: usize) -> Vec<RunEvent> {
             json!({"specialist_ids": ["engineering"], "routing_method": "explicit"}),
         ),
         ev(
-            EventKind::PackStart,
+            EventKind::MemberStart,
             1.0,
             json!({"model_key": "local", "specialist_id": "engineering"}),
         ),

@@ -124,7 +124,7 @@ impl Open {
 struct At<'a> {
     run: &'a RunId,
     ts: f64,
-    pack: Option<u32>,
+    member: Option<u32>,
 }
 
 /// The review happens inside the `finish_task` call it judges: its verdict goes on that
@@ -165,16 +165,17 @@ struct RunTrace {
 
 impl RunTrace {
     /// The span a member's work hangs under: the member's, else the run's.
-    fn current(&self, pack: Option<u32>) -> [u8; 8] {
-        pack.and_then(|i| self.members.get(&i))
+    fn current(&self, member: Option<u32>) -> [u8; 8] {
+        member
+            .and_then(|i| self.members.get(&i))
             .unwrap_or(&self.root)
             .span_id
     }
 
     /// The model key a member's calls use now.
-    fn model_key(&self, pack: Option<u32>) -> String {
+    fn model_key(&self, member: Option<u32>) -> String {
         self.model_keys
-            .get(&pack)
+            .get(&member)
             .or_else(|| self.model_keys.get(&None))
             .cloned()
             .unwrap_or_default()
@@ -379,7 +380,7 @@ impl Tracer {
     fn start_chat(
         &self,
         t: &mut RunTrace,
-        pack: Option<u32>,
+        member: Option<u32>,
         ts: f64,
         model: &str,
         routing_key: Option<&str>,
@@ -389,13 +390,13 @@ impl Tracer {
             Some(key) => key.to_owned(),
             None => t
                 .next_call_keys
-                .remove(&pack)
-                .unwrap_or_else(|| t.model_key(pack)),
+                .remove(&member)
+                .unwrap_or_else(|| t.model_key(member)),
         };
         let parent = if routing {
             t.root.span_id
         } else {
-            t.current(pack)
+            t.current(member)
         };
         let mut chat = Open::new(Some(parent), format!("chat {model}"), Kind::Client, ts);
         chat.str("gen_ai.operation.name", "chat");
@@ -407,14 +408,14 @@ impl Tracer {
         if routing {
             chat.str("fabric.purpose", "routing");
         }
-        if let Some(old) = t.chats.insert(pack, chat) {
+        if let Some(old) = t.chats.insert(member, chat) {
             self.sink.emit(old.end(t.trace_id, ts, None));
         }
     }
 
     /// Ends the span of the model call in flight with its answer.
-    fn end_chat(&self, t: &mut RunTrace, pack: Option<u32>, ts: f64, answer: Answer<'_>) {
-        let Some(mut chat) = t.chats.remove(&pack) else {
+    fn end_chat(&self, t: &mut RunTrace, member: Option<u32>, ts: f64, answer: Answer<'_>) {
+        let Some(mut chat) = t.chats.remove(&member) else {
             return;
         };
         if let Some(usage) = answer.usage {
@@ -461,22 +462,22 @@ impl Tracer {
         let at = At {
             run,
             ts: event.ts,
-            pack: event.pack_index,
+            member: event.member,
         };
         match payload {
             EventPayload::Recruitment(r) => self.recruited(t, &at, r),
-            EventPayload::PackStart(start) => self.member_started(t, &at, start),
-            EventPayload::PackEnd(end) => self.member_ended(t, &at, end),
+            EventPayload::MemberStart(start) => self.member_started(t, &at, start),
+            EventPayload::MemberEnd(end) => self.member_ended(t, &at, end),
             EventPayload::CloudFallback(fallback) => {
                 t.next_call_keys
-                    .insert(at.pack, fallback.cloud_model_key.clone());
+                    .insert(at.member, fallback.cloud_model_key.clone());
             }
             EventPayload::LlmRequest(request) => {
-                self.start_chat(t, at.pack, at.ts, &request.model, None);
+                self.start_chat(t, at.member, at.ts, &request.model, None);
             }
             EventPayload::RoutingRequest(request) => {
                 let key = Some(request.model_key.as_str());
-                self.start_chat(t, at.pack, at.ts, &request.model, key);
+                self.start_chat(t, at.member, at.ts, &request.model, key);
             }
             EventPayload::LlmResponse(response) => {
                 let answer = Answer {
@@ -486,7 +487,7 @@ impl Tracer {
                     tool_calls: &response.tool_calls,
                     error: None,
                 };
-                self.end_chat(t, at.pack, at.ts, answer);
+                self.end_chat(t, at.member, at.ts, answer);
             }
             EventPayload::RoutingResponse(response) => {
                 let answer = Answer {
@@ -496,7 +497,7 @@ impl Tracer {
                     tool_calls: &response.tool_calls,
                     error: response.error.as_deref(),
                 };
-                self.end_chat(t, at.pack, at.ts, answer);
+                self.end_chat(t, at.member, at.ts, answer);
             }
             EventPayload::ToolCall(call) => self.tool_called(t, &at, call),
             EventPayload::ToolResult(result) => self.tool_result(t, &at, result),
@@ -595,8 +596,8 @@ impl Tracer {
     }
 
     /// A task force's members get spans of their own.
-    fn member_started(&self, t: &mut RunTrace, at: &At<'_>, start: &runlog::PackStart) {
-        t.model_keys.insert(at.pack, start.model_key.clone());
+    fn member_started(&self, t: &mut RunTrace, at: &At<'_>, start: &runlog::MemberStart) {
+        t.model_keys.insert(at.member, start.model_key.clone());
         if t.task_force {
             let id = start.specialist_id.as_str();
             let mut member = Open::new(
@@ -608,14 +609,14 @@ impl Tracer {
             member.str("gen_ai.operation.name", "invoke_agent");
             member.str("gen_ai.agent.name", id);
             member.str("gen_ai.conversation.id", at.run.as_str());
-            if let Some(old) = t.members.insert(at.pack.unwrap_or_default(), member) {
+            if let Some(old) = t.members.insert(at.member.unwrap_or_default(), member) {
                 self.sink.emit(old.end(t.trace_id, at.ts, None));
             }
         }
     }
 
-    fn member_ended(&self, t: &mut RunTrace, at: &At<'_>, end: &runlog::PackEnd) {
-        if let Some(member) = t.members.remove(&at.pack.unwrap_or_default()) {
+    fn member_ended(&self, t: &mut RunTrace, at: &At<'_>, end: &runlog::MemberEnd) {
+        if let Some(member) = t.members.remove(&at.member.unwrap_or_default()) {
             let error = (!end.status.is_success()).then(|| {
                 format!(
                     "{}: {}",
@@ -631,7 +632,7 @@ impl Tracer {
     fn tool_called(&self, t: &mut RunTrace, at: &At<'_>, call: &runlog::ToolCall) {
         let tool = call.tool.as_str();
         let mut span = Open::new(
-            Some(t.current(at.pack)),
+            Some(t.current(at.member)),
             format!("execute_tool {tool}"),
             Kind::Internal,
             at.ts,
@@ -675,7 +676,7 @@ impl Tracer {
         #[allow(clippy::cast_precision_loss)] // milliseconds far below 2^52
         let elapsed = notice.elapsed_ms as f64 / 1000.0;
         let mut span = Open::new(
-            Some(t.current(at.pack)),
+            Some(t.current(at.member)),
             format!("fabric.mcp.start {server}"),
             Kind::Internal,
             at.ts - elapsed,
@@ -812,12 +813,12 @@ mod tests {
                 json!({"specialist_ids": ["a", "b"], "is_task_force": true}),
             ),
             ev(
-                EventKind::PackStart,
+                EventKind::MemberStart,
                 2.0,
                 m(0, json!({"specialist_id": "a", "model_key": "k"})),
             ),
             ev(
-                EventKind::PackStart,
+                EventKind::MemberStart,
                 2.0,
                 m(1, json!({"specialist_id": "b", "model_key": "cloud"})),
             ),
@@ -837,7 +838,7 @@ mod tests {
             ),
             ev(EventKind::LlmResponse, 5.0, m(1, json!({}))),
             ev(
-                EventKind::PackEnd,
+                EventKind::MemberEnd,
                 6.0,
                 m(1, json!({"status": "completed"})),
             ),
@@ -847,7 +848,7 @@ mod tests {
                 m(0, json!({"tool": "shell", "call_id": "a1"})),
             ),
             ev(
-                EventKind::PackEnd,
+                EventKind::MemberEnd,
                 8.0,
                 m(0, json!({"status": "failed", "reason": "r"})),
             ),

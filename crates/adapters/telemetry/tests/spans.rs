@@ -97,7 +97,7 @@ fn routing_mcp_and_a_child_run_with_content() {
         (
             &parent,
             ev(
-                EventKind::PackStart,
+                EventKind::MemberStart,
                 1.6,
                 json!({"specialist_id": "eng", "model_key": "local"}),
             ),

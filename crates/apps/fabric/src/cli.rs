@@ -377,8 +377,8 @@ pub(crate) struct RunArgs {
 
     /// The specialist(s) to use, skipping routing: `engineering`, or a task force in order,
     /// `research,engineering`.
-    #[arg(long, value_name = "ID[,ID...]", value_delimiter = ',')]
-    pub(crate) pack: Vec<String>,
+    #[arg(long = "pack", value_name = "ID[,ID...]", value_delimiter = ',')]
+    pub(crate) specialists: Vec<String>,
 
     /// The model key from the config, e.g. `fast` or `quality`.
     #[arg(long, value_name = "KEY")]

@@ -197,8 +197,8 @@ impl RunObserver for HumanRenderer {
             P::McpRequest(p) => self.mcp_request(p),
             P::Workspace(p) => self.workspace(p),
             P::Checkpoint(p) => self.checkpoint(p),
-            P::PackStart(_)
-            | P::PackEnd(_)
+            P::MemberStart(_)
+            | P::MemberEnd(_)
             | P::TaskForceParallel(_)
             | P::Unknown { .. }
             | P::Unreadable { .. } => {}

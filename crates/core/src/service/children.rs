@@ -80,7 +80,7 @@ impl ServiceChildren {
         let submission = Submission {
             request: TaskRequest {
                 prompt: task,
-                pack: vec![specialist.to_owned()],
+                specialists: vec![specialist.to_owned()],
                 network_allowed: Some(parent.network_allowed),
                 origin,
                 ..TaskRequest::default()

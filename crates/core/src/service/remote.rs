@@ -300,7 +300,7 @@ fn end_before_start(
         seq: 0,
         ts: crate::unix_now(),
         step: None,
-        pack_index: None,
+        member: None,
         payload: end.into(),
     })
 }

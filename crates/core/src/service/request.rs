@@ -26,9 +26,10 @@ pub struct TaskRequest {
     /// What to do.
     #[serde(deserialize_with = "lenient")]
     pub prompt: String,
-    /// The specialists (`--pack a,b`); empty: recruit by routing.
-    #[serde(deserialize_with = "lenient")]
-    pub pack: Vec<String>,
+    /// The specialists of the task force (`--pack a,b`; `pack` in the queue's JSON, the wire's
+    /// old word for a task force); empty: recruit by routing.
+    #[serde(rename = "pack", deserialize_with = "lenient")]
+    pub specialists: Vec<String>,
     /// The model key.
     #[serde(deserialize_with = "lenient")]
     pub model_key: Option<String>,
@@ -96,7 +97,7 @@ impl TaskRequest {
     /// context. `None` when the run never recorded its start.
     pub fn recorded(history: &RunHistory) -> Option<Self> {
         let start = history.start.as_ref()?;
-        let pack = history.specialist_ids();
+        let specialists = history.specialist_ids();
         Some(Self {
             prompt: start.prompt.clone(),
             // Each member's recorded key when they differ (their specialists' own keys), the
@@ -104,7 +105,7 @@ impl TaskRequest {
             model_key: history
                 .shared_model_key()
                 .or_else(|| (history.members.len() <= 1).then(|| start.model_key.clone())),
-            pack,
+            specialists,
             network_allowed: Some(start.network_allowed),
             max_steps: Some(start.max_steps),
             sandbox: start
@@ -271,7 +272,7 @@ mod tests {
     fn issue_41_the_queued_request_keeps_its_json_and_reads_leniently() {
         let request = TaskRequest {
             prompt: "go".into(),
-            pack: vec!["engineering".into()],
+            specialists: vec!["engineering".into()],
             max_steps: Some(4),
             sandbox: Some(SandboxMode::Strict),
             continued: true,
@@ -298,7 +299,7 @@ mod tests {
         assert_eq!(newer.prompt, "go");
         assert_eq!(newer.max_steps, None);
         assert_eq!(newer.sandbox, None);
-        assert!(newer.pack.is_empty());
+        assert!(newer.specialists.is_empty());
         assert!(!newer.continued);
         assert_eq!(TaskRequest::from_json(&serde_json::json!(3)).prompt, "");
     }

@@ -82,7 +82,7 @@ async fn bad_requests_are_refused_before_a_run_exists() {
     let empty = service.submit(request("  ")).err();
     assert!(matches!(empty, Some(ServiceError::Invalid(_))), "{empty:?}");
     let mut unknown = request("x");
-    unknown.request.pack = vec!["nobody".to_owned()];
+    unknown.request.specialists = vec!["nobody".to_owned()];
     let unknown = service.submit(unknown).err();
     assert!(
         matches!(unknown, Some(ServiceError::UnknownSpecialist { .. })),

@@ -309,7 +309,7 @@ pub(super) async fn run_claimed(
         (Submission::resume(id.clone()), specialists)
     } else {
         let request = TaskRequest::from_json(&request);
-        let specialists = request.pack.clone();
+        let specialists = request.specialists.clone();
         (
             Submission {
                 run_id: Some(id.clone()),

@@ -88,11 +88,12 @@ pub struct TaskForceParallel {
 
 /// `pack_start`: a specialist starts its loop.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PackStart {
+pub struct MemberStart {
     /// Who.
     pub specialist_id: String,
-    /// Its position in `specialist_ids` (0 for a lone specialist).
-    pub pack_index: u32,
+    /// Its position in `specialist_ids` (0 for a lone specialist), written `pack_index`.
+    #[serde(rename = "pack_index")]
+    pub member: u32,
     /// The tool names offered at the start (MCP tools that arrive later are in
     /// `mcp_server` events).
     pub tools: Vec<String>,
@@ -566,7 +567,7 @@ pub struct RunEnd {
 
 /// `pack_end`: a task-force member's loop ended (a lone specialist's end is the run's).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PackEnd {
+pub struct MemberEnd {
     /// The member.
     pub specialist_id: String,
     /// How its loop ended.

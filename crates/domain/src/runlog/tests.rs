@@ -71,7 +71,7 @@ fn payloads_read_back_as_their_structs_ignoring_fields_they_do_not_know() {
         json!({"content": null, "tool_calls": [{"call_id": "c", "name": "t", "arguments": "{}"}],
                "usage": null, "latency_ms": 1.5, "finish_reason": "stop", "pack_index": 2}),
     );
-    assert_eq!(member.pack_index, Some(2));
+    assert_eq!(member.member, Some(2));
     let EventPayload::LlmResponse(read) = member.payload else {
         panic!("{member:?}")
     };
@@ -84,7 +84,7 @@ fn a_payload_that_does_not_fit_is_kept_unreadable_not_an_error() {
         r#"{"seq":4,"ts":1.0,"kind":"tool_error","step":2,"payload":{"pack_index":1,"tool":3}}"#;
     let broken: RunEvent = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(broken.kind(), EventKind::ToolError);
-    assert_eq!(broken.pack_index, Some(1));
+    assert_eq!(broken.member, Some(1));
     let EventPayload::Unreadable { kind, error, .. } = &broken.payload else {
         panic!("{broken:?}")
     };
@@ -92,11 +92,11 @@ fn a_payload_that_does_not_fit_is_kept_unreadable_not_an_error() {
     assert!(error.contains("as ToolError: invalid type"), "{error}");
     // Written back as it was read.
     assert_eq!(serde_json::to_string(&broken).unwrap_or_default(), line);
-    let not_an_object = event(EventKind::PackStart, json!("text"));
+    let not_an_object = event(EventKind::MemberStart, json!("text"));
     assert!(matches!(
         not_an_object.payload,
         EventPayload::Unreadable {
-            kind: EventKind::PackStart,
+            kind: EventKind::MemberStart,
             ..
         }
     ));

@@ -29,7 +29,7 @@ impl RunEvent {
             seq,
             ts,
             step,
-            pack_index,
+            member: pack_index,
             payload: EventPayload::from_wire(kind, payload),
         }
     }
@@ -40,7 +40,7 @@ impl RunEvent {
     /// Fails only for what JSON cannot hold, e.g. a workspace path that is not UTF-8.
     pub fn payload_json(&self) -> Result<Value, crate::DomainError> {
         let mut value = self.payload.to_json()?;
-        if let (Some(index), Value::Object(map)) = (self.pack_index, &mut value) {
+        if let (Some(index), Value::Object(map)) = (self.member, &mut value) {
             map.insert("pack_index".to_owned(), Value::from(index));
         }
         Ok(value)

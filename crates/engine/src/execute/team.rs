@@ -408,7 +408,7 @@ impl Shared<'_> {
             return Ok(ended);
         }
         if !history.started {
-            self.record_pack_start(rec, index, member, tools.as_ref(), handoff)
+            self.record_member_start(rec, index, member, tools.as_ref(), handoff)
                 .await?;
         }
         let mut messages = vec![
@@ -467,7 +467,7 @@ impl Shared<'_> {
         if index.is_some() {
             rec.record(
                 None,
-                runlog::PackEnd {
+                runlog::MemberEnd {
                     specialist_id: member.specialist.id.clone(),
                     status: outcome.status,
                     steps: outcome.steps,
@@ -533,7 +533,7 @@ impl Shared<'_> {
             .unwrap_or_default()
     }
 
-    async fn record_pack_start(
+    async fn record_member_start(
         &self,
         rec: Recorder<'_>,
         index: Option<u32>,
@@ -543,9 +543,9 @@ impl Shared<'_> {
     ) -> Result<(), StoreError> {
         rec.record(
             None,
-            runlog::PackStart {
+            runlog::MemberStart {
                 specialist_id: member.specialist.id.clone(),
-                pack_index: index.unwrap_or(0),
+                member: index.unwrap_or(0),
                 tools: tools
                     .tools()
                     .iter()

@@ -136,7 +136,7 @@ impl FakePreparer {
 #[async_trait]
 impl Preparer for FakePreparer {
     fn check(&self, request: &TaskRequest) -> Result<(), ServiceError> {
-        match request.pack.first().map(String::as_str) {
+        match request.specialists.first().map(String::as_str) {
             Some("nobody") => Err(ServiceError::UnknownSpecialist {
                 id: "nobody".to_owned(),
                 known: String::new(),

@@ -14,7 +14,7 @@ fn a_sample_of_every_kind_decodes_with_the_fields_a_test_names() {
             "{sample:?}"
         );
         assert_eq!(sample.kind(), kind);
-        assert_eq!(sample.pack_index, Some(1));
+        assert_eq!(sample.member, Some(1));
     }
     let call = fabric_fakes::sample(EventKind::ToolCall, 2.0, json!({"tool": "shell"}));
     assert!(matches!(call.payload, EventPayload::ToolCall(c) if c.tool == "shell"));

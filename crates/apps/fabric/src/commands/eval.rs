@@ -221,7 +221,7 @@ async fn attempt(
     *seeded.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.files.clone());
     let request = TaskRequest {
         prompt: task.prompt.clone(),
-        pack: vec![
+        specialists: vec![
             task.specialist
                 .clone()
                 .unwrap_or_else(|| "engineering".into()),

@@ -31,7 +31,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         .map_err(|e| UsageError(format!("cannot read run `{id}`: {e}")))?;
     let history = RunHistory::read(id.clone(), &recorded);
     let request = replay_request(&id, &history)?;
-    let ids = request.pack.clone();
+    let ids = request.specialists.clone();
     let members = answers_by_member(&recorded, ids.len());
     let tools =
         (args.specialist_from == "recorded").then(|| offered_by_member(&recorded, ids.len()));
@@ -109,7 +109,7 @@ fn replay_request(id: &RunId, history: &RunHistory) -> Result<TaskRequest, Usage
             "run `{id}` has no `run_start`: there is nothing to replay"
         )));
     };
-    if recorded.pack.is_empty() {
+    if recorded.specialists.is_empty() {
         return Err(UsageError(format!(
             "run `{id}` never recruited a specialist: there is nothing to replay"
         )));
@@ -196,7 +196,7 @@ fn answers_by_member(events: &[RunEvent], members: usize) -> Vec<Arc<QueueChat>>
         if event.step.is_none() {
             continue;
         }
-        let index = event.pack_index.unwrap_or(0) as usize;
+        let index = event.member.unwrap_or(0) as usize;
         if let Some(list) = by.get_mut(index) {
             list.push(response_of(answer.clone()));
         }
@@ -223,7 +223,7 @@ fn interrupted_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<(String
             }
             _ => None,
         });
-        let index = event.pack_index.unwrap_or(0) as usize;
+        let index = event.member.unwrap_or(0) as usize;
         if let (Some(args), Some(list)) = (args, by.get_mut(index)) {
             list.push((error.tool.clone(), args, error.error_message.clone()));
         }
@@ -239,7 +239,7 @@ fn verdicts_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<RecordedVe
         let EventPayload::CriticReview(review) = &event.payload else {
             continue;
         };
-        let index = event.pack_index.unwrap_or(0) as usize;
+        let index = event.member.unwrap_or(0) as usize;
         if let Some(list) = by.get_mut(index) {
             list.push(RecordedVerdict {
                 run_id: review.critic_run_id.clone(),
@@ -256,8 +256,8 @@ fn verdicts_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<RecordedVe
 fn windows_by_member(events: &[RunEvent], members: usize) -> Vec<Option<u32>> {
     let mut by = vec![None; members.max(1)];
     for event in events {
-        if let EventPayload::PackStart(start) = &event.payload
-            && let Some(slot) = by.get_mut(start.pack_index as usize)
+        if let EventPayload::MemberStart(start) = &event.payload
+            && let Some(slot) = by.get_mut(start.member as usize)
         {
             *slot = start.context_window;
         }
@@ -283,8 +283,8 @@ fn ended_mid_call(events: &[RunEvent]) -> bool {
 fn offered_by_member(events: &[RunEvent], members: usize) -> Vec<Vec<String>> {
     let mut by = vec![Vec::new(); members.max(1)];
     for event in events {
-        if let EventPayload::PackStart(start) = &event.payload
-            && let Some(slot) = by.get_mut(start.pack_index as usize)
+        if let EventPayload::MemberStart(start) = &event.payload
+            && let Some(slot) = by.get_mut(start.member as usize)
         {
             slot.clone_from(&start.tools);
         }
@@ -305,7 +305,7 @@ type Calls = BTreeMap<(usize, u32, String), (String, Outcome)>;
 fn calls(events: &[RunEvent]) -> Calls {
     let mut out = BTreeMap::new();
     for event in events {
-        let member = event.pack_index.unwrap_or(0) as usize;
+        let member = event.member.unwrap_or(0) as usize;
         let step = event.step.unwrap_or(0);
         if let EventPayload::ToolResult(r) = &event.payload {
             out.insert(

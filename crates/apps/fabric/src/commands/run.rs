@@ -27,7 +27,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
         Some(prompt) => {
             let request = TaskRequest {
                 prompt: prompt.clone(),
-                pack: args.pack.clone(),
+                specialists: args.specialists.clone(),
                 model_key: args.model_key.clone(),
                 model: args.model.clone(),
                 network_allowed,

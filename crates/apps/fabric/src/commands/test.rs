@@ -169,7 +169,7 @@ pub(crate) async fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<u8> {
         let service = RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default());
         let request = TaskRequest {
             prompt: scenario.prompt.clone(),
-            pack: vec![scenario.specialist.clone()],
+            specialists: vec![scenario.specialist.clone()],
             // No discovery and no server: the name only labels the runlog.
             model: Some("scenario".to_owned()),
             max_steps: scenario.max_steps,

@@ -76,7 +76,7 @@ impl Preparation {
         }
         let by_complexity = self.by_complexity(&request.prompt);
         request
-            .pack
+            .specialists
             .iter()
             .filter_map(|id| self.policy.specialist(id))
             .map(|s| self.first_choice(s, request, &by_complexity).0)

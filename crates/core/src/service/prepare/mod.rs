@@ -94,7 +94,7 @@ impl Preparation {
     pub fn check_request(&self, request: &TaskRequest) -> Result<(), ServiceError> {
         let policy = &self.policy;
         if let Some(unknown) = request
-            .pack
+            .specialists
             .iter()
             .find(|id| policy.specialist(id).is_none())
         {

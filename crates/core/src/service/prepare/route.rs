@@ -16,9 +16,9 @@ impl Preparation {
     /// `--pack` names the specialists (one, or a task force in the order given); without it
     /// the router decides.
     pub(super) async fn recruit(&self, request: &TaskRequest) -> Result<Recruited, ServiceError> {
-        if !request.pack.is_empty() {
+        if !request.specialists.is_empty() {
             let mut ids: Vec<String> = Vec::new();
-            for id in &request.pack {
+            for id in &request.specialists {
                 if ids.contains(id) {
                     return Err(super::InvalidRequest::PackTwice { id: id.clone() }.into());
                 }

@@ -603,7 +603,7 @@ async fn issue_28_a_model_that_cannot_be_resolved_is_unavailable() {
         ))
     );
     unknown.model_key = None;
-    unknown.pack = vec!["law".to_owned()];
+    unknown.specialists = vec!["law".to_owned()];
     assert!(matches!(
         p.check_request(&unknown),
         Err(ServiceError::UnknownSpecialist { .. })
@@ -672,7 +672,7 @@ async fn issue_28_an_unusable_routing_model_falls_back_to_keywords() {
         ..Servers::default()
     };
     let mut named = request("fix the bug");
-    named.pack = vec!["engineering".to_owned()];
+    named.specialists = vec!["engineering".to_owned()];
     named.model = Some("qwen2.5:7b".to_owned());
     let p = preparation(down.clone(), servers, Chats::default(), &[]);
     // `--pack` asks no router, and `--model` no server.
@@ -741,7 +741,7 @@ async fn issue_40_a_missing_api_key_is_a_configuration_error_checked_first() {
     assert!(p.check(&big).is_ok());
     // With daily budgets, the pack's key may give way: checked as the member is prepared.
     let packed = TaskRequest {
-        pack: vec!["engineering".to_owned()],
+        specialists: vec!["engineering".to_owned()],
         ..request("fix the bug")
     };
     assert!(p.check(&packed).is_ok());
