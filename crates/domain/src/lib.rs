@@ -13,6 +13,7 @@
 mod error;
 mod event;
 mod message;
+mod model;
 mod run;
 pub mod runlog;
 mod sandbox;
@@ -33,6 +34,9 @@ pub use event::{EventKind, RunEvent};
 pub use message::{
     IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, Message, PromptCache, Role, ToolCall,
     ToolImage, Usage,
+};
+pub use model::{
+    DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OLLAMA_PARALLEL, FallbackPolicy, ModelConfig, Price,
 };
 pub use run::{RunId, RunStatus};
 pub use sandbox::SandboxMode;

@@ -34,7 +34,7 @@ use repeats::Repeats;
 
 // The loop's inputs and outputs, defined in leaf modules so the gate and the runlog's reader
 // share them without importing the loop; named here, where callers meet them.
-pub use crate::fallback::{Fallback, FallbackPolicy};
+pub use crate::fallback::Fallback;
 pub use crate::outcome::LoopOutcome;
 pub use crate::params::ModelParams;
 
@@ -64,7 +64,7 @@ pub struct LoopInput<'a> {
     /// model again (empty for a new run).
     pub replay: VecDeque<RecordedStep>,
     /// The cloud model to fall back to, if the run has one.
-    pub fallback: Option<&'a Fallback<'a>>,
+    pub fallback: Option<&'a Fallback>,
     /// The critic that reviews the work before the run may complete, if the specialist has
     /// one.
     pub gate: Option<GateState<'a>>,
@@ -163,7 +163,7 @@ struct Loop<'a, 'r> {
     model: &'a ModelParams,
     max_steps: u32,
     ctx: &'a ToolContext,
-    fallback: Option<&'a Fallback<'a>>,
+    fallback: Option<&'a Fallback>,
     gate: Option<GateState<'a>>,
     versioned: Option<&'a crate::versioned::RunWorkspace>,
     rec: Recorder<'r>,
