@@ -57,9 +57,9 @@ impl ChatClient for Chat {
     ) -> Result<ChatResponse, ChatError> {
         let names = request
             .tools
-            .to_values()
+            .defs()
             .iter()
-            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .map(|t| t.name.clone())
             .collect();
         let n = {
             let mut offered = self.offered.lock().unwrap();

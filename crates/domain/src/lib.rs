@@ -52,7 +52,7 @@ pub use summary::{RunSummary, result_summary};
 pub use task_force::{ContextCompaction, Routing, TaskForceMode};
 pub use time::{UtcTime, parse_duration, parse_since};
 pub use tool::{
-    PlannerHints, ToolAnnotations, ToolSpec, Workflow, builtin, fitting_workflows,
+    PlannerHints, ToolAnnotations, ToolDef, ToolSpec, Workflow, builtin, fitting_workflows,
     input_schema_for as schema_for,
 };
 pub use tooling::{

@@ -275,20 +275,31 @@ impl ToolSpec {
         description
     }
 
-    /// The OpenAI Chat Completions function definition generated from this contract.
-    pub fn openai_definition(&self) -> Value {
+    /// The tool as a model is offered it: its name, [`ToolSpec::model_description`] and its
+    /// input schema.
+    pub fn tool_def(&self) -> ToolDef {
         let mut parameters = self.input_schema.clone();
         // Models need no meta-schema: an MCP server's `$schema` is kept in the contract (and
         // in `fabric mcp tools`) but left out of what models are sent, as it always was.
         if let Value::Object(map) = &mut parameters {
             map.remove("$schema");
         }
+        ToolDef {
+            name: self.name.clone(),
+            description: self.model_description(),
+            parameters,
+        }
+    }
+
+    /// The OpenAI Chat Completions function definition generated from this contract.
+    pub fn openai_definition(&self) -> Value {
+        let def = self.tool_def();
         json!({
             "type": "function",
             "function": {
-                "name": self.name,
-                "description": self.model_description(),
-                "parameters": parameters,
+                "name": def.name,
+                "description": def.description,
+                "parameters": def.parameters,
             }
         })
     }
@@ -316,6 +327,19 @@ impl ToolSpec {
     pub fn answers_to(&self, name: &str) -> bool {
         self.name == name || self.aliases.iter().any(|a| a == name)
     }
+}
+
+/// One tool as a model is offered it (issue #41): what the chat port carries, and every
+/// model adapter encodes in its own wire form (OpenAI's `function`, Anthropic's
+/// `input_schema`, the Responses API's flat function, a constrained-decoding prompt).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, as the model reads it.
+    pub description: String,
+    /// The JSON Schema of its arguments (the tool's own schema, not a wire shape).
+    pub parameters: Value,
 }
 
 /// The JSON Schema of a Rust type, inlined (no `$ref`), without the keys models do not need.

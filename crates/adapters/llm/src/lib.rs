@@ -57,6 +57,7 @@ mod sse;
 mod tls;
 mod toolcalls;
 mod transport;
+mod wire_tools;
 
 use std::sync::Arc;
 

@@ -201,11 +201,9 @@ impl<'a, 'r> Loop<'a, 'r> {
         // against `specialist.finish_schema`. A copy kept through the run cost every run in
         // flight its own kilobyte or more (issue #14).
         let catalogue = match specialist.finish_tool() {
-            Ok(finish) => Catalogue::build(
-                input.tools,
-                finish.openai_definition(),
-                &specialist.finish_schema,
-            ),
+            Ok(finish) => {
+                Catalogue::build(input.tools, finish.tool_def(), &specialist.finish_schema)
+            }
             Err(e) => {
                 let reason = e.to_string();
                 return Err(LoopOutcome::failed(
@@ -287,7 +285,7 @@ impl<'a, 'r> Loop<'a, 'r> {
         {
             self.catalogue = Catalogue::build(
                 self.source,
-                finish.openai_definition(),
+                finish.tool_def(),
                 &self.specialist.finish_schema,
             );
         }

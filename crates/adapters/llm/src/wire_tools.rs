@@ -1,0 +1,86 @@
+//! The chat port's typed tool definitions in each server's wire form (issue #41): encoded
+//! once per definitions set and kept with it (`ToolDefinitions::encoded`), so a step sends
+//! the text made when the set was first offered, and the runs that share a set share it.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use fabric_core::{ToolDef, ToolDefinitions};
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+/// One server's way of writing a tool.
+pub(crate) trait Form: Send + Sync + 'static {
+    /// `def` as the server reads it.
+    fn encode(def: &ToolDef) -> Value;
+}
+
+/// Chat Completions' (and Ollama's `/api/chat`'s) function tools:
+/// `{"type": "function", "function": {"name", "description", "parameters"}}`.
+pub(crate) struct Functions;
+
+impl Form for Functions {
+    fn encode(def: &ToolDef) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": def.name,
+                "description": def.description,
+                "parameters": def.parameters,
+            }
+        })
+    }
+}
+
+/// A set's tools in form `F`, as the JSON array the request body embeds.
+pub(crate) struct WireTools<F> {
+    json: Box<RawValue>,
+    form: PhantomData<F>,
+}
+
+impl<F> std::fmt::Debug for WireTools<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.json.get())
+    }
+}
+
+impl<F> Serialize for WireTools<F> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.json.serialize(serializer)
+    }
+}
+
+/// `tools` in form `F`, encoded the first time the set is sent in it; `None` without tools
+/// (the request then has no `tools` key).
+pub(crate) fn encoded<F: Form>(tools: &ToolDefinitions) -> Option<Arc<WireTools<F>>> {
+    (!tools.is_empty()).then(|| tools.encoded(encode::<F>))
+}
+
+fn encode<F: Form>(defs: &[ToolDef]) -> WireTools<F> {
+    let values: Vec<Value> = defs.iter().map(F::encode).collect();
+    // Serialising a `Value` cannot fail (its keys are strings), and the text of a serialised
+    // `Value` is valid JSON; the fallback keeps the code free of panics regardless.
+    let json = serde_json::to_string(&values)
+        .ok()
+        .and_then(|text| RawValue::from_string(text).ok())
+        .unwrap_or_default();
+    WireTools {
+        json,
+        form: PhantomData,
+    }
+}
+
+/// A test's OpenAI-shaped definition as the port's typed one.
+#[cfg(test)]
+pub(crate) fn test_def(v: Value) -> ToolDef {
+    let f = &v["function"];
+    ToolDef {
+        name: f["name"].as_str().unwrap_or_default().to_owned(),
+        description: f["description"].as_str().unwrap_or_default().to_owned(),
+        parameters: f
+            .get("parameters")
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object"})),
+    }
+}
