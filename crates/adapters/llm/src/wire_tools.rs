@@ -84,3 +84,38 @@ pub(crate) fn test_def(v: Value) -> ToolDef {
             .unwrap_or_else(|| json!({"type": "object"})),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Issue #41: the typed definitions go on the wire as the OpenAI JSON the port carried
+    /// before, byte for byte.
+    #[test]
+    fn issue_41_function_tools_are_the_contract_s_openai_definitions() {
+        let schema = json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+            "properties": {"path": {"type": "string", "description": "a \"quoted\" path"}}});
+        let specs = vec![
+            fabric_domain::ToolSpec::with_schema("read_file", "Reads a file.", schema)
+                .unwrap()
+                .example(json!({"path": "a.txt"}))
+                .plan(&[], &["write_file"]),
+            fabric_domain::ToolSpec::with_schema("finish_task", "Done.", json!({"type": "object"}))
+                .unwrap(),
+        ];
+        let defs = ToolDefinitions::new(specs.iter().map(|s| s.tool_def()).collect());
+        let before: Vec<Value> = specs.iter().map(|s| s.openai_definition()).collect();
+        let wire = encoded::<Functions>(&defs).unwrap();
+        assert_eq!(
+            serde_json::to_string(&*wire).unwrap(),
+            serde_json::to_string(&before).unwrap()
+        );
+        assert_eq!(
+            defs.byte_len(),
+            serde_json::to_string(&before).unwrap().len()
+        );
+        assert!(Arc::ptr_eq(&wire, &encoded::<Functions>(&defs).unwrap()));
+        assert!(encoded::<Functions>(&ToolDefinitions::none()).is_none());
+    }
+}
