@@ -291,21 +291,8 @@ impl ToolSpec {
         }
     }
 
-    /// The OpenAI Chat Completions function definition generated from this contract.
-    pub fn openai_definition(&self) -> Value {
-        let def = self.tool_def();
-        json!({
-            "type": "function",
-            "function": {
-                "name": def.name,
-                "description": def.description,
-                "parameters": def.parameters,
-            }
-        })
-    }
-
     /// The MCP `tools/list` entry generated from this contract: the same name, description
-    /// and schema as [`ToolSpec::openai_definition`], and the annotations as MCP's hints.
+    /// and schema as [`ToolSpec::tool_def`], and the annotations as MCP's hints.
     pub fn mcp_definition(&self) -> Value {
         let mut definition = json!({
             "name": self.name,
@@ -392,34 +379,36 @@ mod tests {
         let spec =
             ToolSpec::with_schema("mcp__s__t", "T.", schema).unwrap_or_else(|e| panic!("{e}"));
         assert!(spec.input_schema.get("$schema").is_some());
-        let sent = &spec.openai_definition()["function"]["parameters"];
+        let sent = &spec.tool_def().parameters;
         assert!(sent.get("$schema").is_none(), "{sent}");
         assert_eq!(sent["$defs"]["a"]["type"], "string");
     }
 
     #[test]
-    fn openai_definition_carries_name_schema_and_examples() {
+    fn the_tool_def_carries_name_schema_and_examples() {
         let spec = ToolSpec::for_input::<ReadInput>("read_file", "Read a file.")
             .example(json!({"path": "a.txt"}));
-        let def = spec.openai_definition();
-        assert_eq!(def["type"], "function");
-        assert_eq!(def["function"]["name"], "read_file");
-        assert_eq!(def["function"]["parameters"], spec.input_schema);
-        let description = def["function"]["description"].as_str().unwrap_or_default();
-        assert!(description.contains(r#"{"path":"a.txt"}"#), "{description}");
+        let def = spec.tool_def();
+        assert_eq!(def.name, "read_file");
+        assert_eq!(def.parameters, spec.input_schema);
+        assert!(
+            def.description.contains(r#"{"path":"a.txt"}"#),
+            "{}",
+            def.description
+        );
     }
 
     #[test]
-    fn mcp_and_openai_definitions_come_from_one_contract() {
+    fn mcp_and_model_definitions_come_from_one_contract() {
         let spec = ToolSpec::for_input::<ReadInput>("read_file", "Read a file.")
             .example(json!({"path": "a.txt"}))
             .alias("cat")
             .plan(&["list_files"], &["write_file"]);
-        let openai = spec.openai_definition();
+        let def = spec.tool_def();
         let mcp = spec.mcp_definition();
-        assert_eq!(mcp["name"], openai["function"]["name"]);
-        assert_eq!(mcp["description"], openai["function"]["description"]);
-        assert_eq!(mcp["inputSchema"], openai["function"]["parameters"]);
+        assert_eq!(mcp["name"], def.name);
+        assert_eq!(mcp["description"], def.description);
+        assert_eq!(mcp["inputSchema"], def.parameters);
         let d = mcp["description"].as_str().unwrap_or_default();
         assert!(
             d.contains("Usually after: list_files") && d.contains("Formerly called: cat"),

@@ -91,12 +91,12 @@ mod tests {
     use super::*;
 
     /// Issue #41: the typed definitions go on the wire as the OpenAI JSON the port carried
-    /// before, byte for byte.
+    /// before (`ToolSpec::openai_definition`, serialised), byte for byte.
     #[test]
-    fn issue_41_function_tools_are_the_contract_s_openai_definitions() {
+    fn issue_41_function_tools_are_the_json_the_port_carried_before() {
         let schema = json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
             "properties": {"path": {"type": "string", "description": "a \"quoted\" path"}}});
-        let specs = vec![
+        let specs = [
             fabric_domain::ToolSpec::with_schema("read_file", "Reads a file.", schema)
                 .unwrap()
                 .example(json!({"path": "a.txt"}))
@@ -105,16 +105,10 @@ mod tests {
                 .unwrap(),
         ];
         let defs = ToolDefinitions::new(specs.iter().map(|s| s.tool_def()).collect());
-        let before: Vec<Value> = specs.iter().map(|s| s.openai_definition()).collect();
+        let before = r##"[{"function":{"description":"Reads a file.\nExample arguments: {\"path\":\"a.txt\"}\nUsually followed by: write_file","name":"read_file","parameters":{"properties":{"path":{"description":"a \"quoted\" path","type":"string"}},"type":"object"}},"type":"function"},{"function":{"description":"Done.","name":"finish_task","parameters":{"type":"object"}},"type":"function"}]"##;
         let wire = encoded::<Functions>(&defs).unwrap();
-        assert_eq!(
-            serde_json::to_string(&*wire).unwrap(),
-            serde_json::to_string(&before).unwrap()
-        );
-        assert_eq!(
-            defs.byte_len(),
-            serde_json::to_string(&before).unwrap().len()
-        );
+        assert_eq!(serde_json::to_string(&*wire).unwrap(), before);
+        assert_eq!(defs.byte_len(), before.len());
         assert!(Arc::ptr_eq(&wire, &encoded::<Functions>(&defs).unwrap()));
         assert!(encoded::<Functions>(&ToolDefinitions::none()).is_none());
     }
