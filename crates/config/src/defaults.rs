@@ -20,23 +20,8 @@ const OLLAMA_URL: &str = "http://localhost:11434/v1";
 
 pub(crate) fn ollama_model(model: &str, max_tokens: u32) -> ModelConfig {
     ModelConfig {
-        base_url: OLLAMA_URL.to_owned(),
-        model: model.to_owned(),
-        backend: Backend::Ollama,
-        api_key_env: None,
-        temperature: 0.1,
-        top_p: 0.9,
         max_tokens,
-        timeout_s: 300,
-        num_ctx: 16_384,
-        max_retries: 3,
-        price_per_mtok: None,
-        tool_call_repair: None,
-        constrained_decoding: None,
-        response_chaining: Default::default(),
-        context_window: None,
-        max_concurrent_requests: None,
-        vision: false,
+        ..ModelConfig::new(Backend::Ollama, OLLAMA_URL, model)
     }
 }
 

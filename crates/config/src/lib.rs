@@ -39,10 +39,11 @@ pub use error::ConfigError;
 pub use security::{NetworkConfig, SandboxCgroup, SandboxConfig, SandboxLimits, SandboxMode};
 pub use server::ServerConfig;
 pub use settings::{
-    Backend, BudgetConfig, CloudFallbackConfig, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS,
+    Backend, BudgetConfig, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_OLLAMA_PARALLEL, DailyLimit, DayZone, DelegationConfig, DelegationWorkspace,
-    FetchUrlConfig, ModelConfig, RemoteAgentSettings, Routing, SearchProvider, Settings,
-    ShellConfig, SpecialistOrigin, SpecialistSource, TaskForceMode, WebSearchConfig,
+    FallbackPolicy, FetchUrlConfig, ModelConfig, Price, RemoteAgentSettings, Routing,
+    SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource, TaskForceMode,
+    WebSearchConfig,
 };
 pub use store::{DEFAULT_EMBEDDING_MODEL, RunIndexConfig, STORE_URL_ENV, StoreConfig};
 pub use telemetry::TelemetryConfig;

@@ -1,137 +1,12 @@
 use fabric_domain::SpecialistSpec;
 pub use fabric_domain::{Backend, DelegationWorkspace, Routing, SearchProvider, TaskForceMode};
+pub use fabric_domain::{
+    DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OLLAMA_PARALLEL, FallbackPolicy, ModelConfig, Price,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// One model the fabric can use, under a key such as `fast` or `quality`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelConfig {
-    /// Server base URL, e.g. `http://localhost:11434/v1`.
-    pub base_url: String,
-    /// Model name on the server.
-    pub model: String,
-    /// Wire protocol.
-    pub backend: Backend,
-    /// Name of the environment variable holding the API key, if the server needs one.
-    pub api_key_env: Option<String>,
-    /// Sampling temperature.
-    pub temperature: f32,
-    /// Nucleus sampling.
-    pub top_p: f32,
-    /// Most tokens generated per call.
-    pub max_tokens: u32,
-    /// Seconds to wait for one answer.
-    pub timeout_s: u64,
-    /// Ollama context size; large enough that tool definitions are never cut.
-    pub num_ctx: u32,
-    /// Retries on connection errors, 429 and 5xx.
-    pub max_retries: u32,
-    /// What its tokens cost in US dollars per million, `(input, output)`, for the cost
-    /// budget (`price_per_mtok`); `None`: not priced.
-    pub price_per_mtok: Option<(f64, f64)>,
-    /// Most requests at once to this key's server, from every run of the process
-    /// (`max_concurrent_requests`); `None`: by backend, see
-    /// [`ModelConfig::concurrent_requests`].
-    pub max_concurrent_requests: Option<u32>,
-    /// The model's context window in tokens (`context_window`), for servers that do not
-    /// report it; Ollama's is `num_ctx` (or the model's own length, when smaller).
-    pub context_window: Option<u32>,
-    /// Recover tool calls the server hands back as text (`tool_call_repair`); `None`: by
-    /// backend (on for Ollama, off for the others), see [`ModelConfig::repairs_tool_calls`].
-    pub tool_call_repair: Option<bool>,
-    /// How tool calls are asked for (`constrained_decoding`); `None`: by backend, see
-    /// [`ModelConfig::constrained`].
-    pub constrained_decoding: Option<fabric_domain::ConstrainedDecoding>,
-    /// How a Responses API key sends a conversation (`response_chaining`, only for
-    /// `backend: openai-responses`).
-    pub response_chaining: fabric_domain::ResponseChaining,
-    /// The model reads images (`vision`): the images a tool returns (an MCP tool's image
-    /// blocks) go to it in its backend's shape; off, they reach it as a placeholder text.
-    pub vision: bool,
-}
-
-/// Requests a local Ollama serves at once by default (its own default, unless
-/// `OLLAMA_NUM_PARALLEL` says otherwise).
-pub const DEFAULT_OLLAMA_PARALLEL: u32 = 4;
-
-/// Requests at once to an OpenAI-compatible or Anthropic server by default (issue #26): no
-/// server serves a thousand at once (llama.cpp has a few slots, vLLM 256 sequences), and
-/// every request waiting at the server holds a connection (about 43 KiB a run in flight);
-/// waiting here costs nothing. Raise it for a server that serves more (vLLM, a cloud API
-/// with a high rate limit).
-pub const DEFAULT_MAX_CONCURRENT_REQUESTS: u32 = 16;
-
-impl ModelConfig {
-    /// Most requests at once to this key's server: as configured; for an Ollama on this
-    /// machine `OLLAMA_NUM_PARALLEL` (read from the fabric's own environment), else 4 for
-    /// any Ollama; 16 for OpenAI-compatible and Anthropic servers
-    /// ([`DEFAULT_MAX_CONCURRENT_REQUESTS`]). Always a limit since issue #26.
-    pub fn concurrent_requests(&self) -> Option<u32> {
-        if self.max_concurrent_requests.is_some() {
-            return self.max_concurrent_requests;
-        }
-        let local = fabric_domain::endpoint_key(&self.base_url).contains("://loopback:");
-        Some(match self.backend {
-            Backend::Ollama if local => std::env::var("OLLAMA_NUM_PARALLEL")
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .filter(|n| *n > 0)
-                .unwrap_or(DEFAULT_OLLAMA_PARALLEL),
-            Backend::Ollama => DEFAULT_OLLAMA_PARALLEL,
-            Backend::OpenAi | Backend::Anthropic | Backend::OpenAiResponses => {
-                DEFAULT_MAX_CONCURRENT_REQUESTS
-            }
-        })
-    }
-
-    /// Whether tool calls written as text are recovered for this key: as configured, else
-    /// for Ollama (whose parser misses calls in a model's own format) and not for cloud
-    /// and other OpenAI-compatible servers.
-    pub fn repairs_tool_calls(&self) -> bool {
-        self.tool_call_repair
-            .unwrap_or(self.backend == Backend::Ollama)
-    }
-
-    /// The API key variable this key needs and the environment lacks: Anthropic's API
-    /// takes no request without a key, and a key that names `api_key_env` says its server
-    /// needs one, so a run is refused before its first call rather than failing on the
-    /// server's 401 (issue #40: any backend). `None` when nothing is missing.
-    pub fn missing_api_key(&self) -> Option<&str> {
-        let var = match (self.backend, self.api_key_env.as_deref()) {
-            (_, Some(var)) => var,
-            (Backend::Anthropic, None) => "ANTHROPIC_API_KEY",
-            (_, None) => return None,
-        };
-        std::env::var(var)
-            .map_or(true, |v| v.trim().is_empty())
-            .then_some(var)
-    }
-
-    /// What to do about [`ModelConfig::missing_api_key`], for this model, called `key`.
-    pub fn missing_api_key_fix(&self, key: &str, var: &str) -> String {
-        match self.backend {
-            Backend::Anthropic => format!(
-                "`{var}` is not set; export it with your Anthropic API key (or name another variable in `models.{key}.api_key_env`)"
-            ),
-            _ => format!(
-                "`{var}` (`models.{key}.api_key_env`) is not set; export it with the API key of {}, or remove `api_key_env` if the server needs no key",
-                self.base_url
-            ),
-        }
-    }
-
-    /// How tool calls are asked for: as configured, else `auto` for OpenAI-compatible
-    /// servers (JSON Schema once the server refuses `tools`) and `off` for the others.
-    pub fn constrained(&self) -> fabric_domain::ConstrainedDecoding {
-        use fabric_domain::ConstrainedDecoding as C;
-        self.constrained_decoding.unwrap_or(match self.backend {
-            Backend::OpenAi => C::Auto,
-            Backend::Ollama | Backend::Anthropic | Backend::OpenAiResponses => C::Off,
-        })
-    }
-}
 
 /// Model choice by task complexity (seed 003): a score from 0 to 100; at or above
 /// `threshold` the `complex` key, below it the `simple` one.
@@ -177,21 +52,6 @@ pub enum DayZone {
     Utc,
     /// A fixed offset east of UTC, in seconds (`+02:00`).
     Offset(i32),
-}
-
-/// Seed 001's `FallbackChatClient`: when a step goes to the cloud model key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CloudFallbackConfig {
-    /// The model key asked instead.
-    pub model_key: String,
-    /// The local model answered without a tool call.
-    pub no_tool_calls: bool,
-    /// The local model sent invalid arguments two steps in a row.
-    pub malformed_args: bool,
-    /// The critic rejected the work: the repair runs on the cloud model.
-    pub critic_rejected: bool,
-    /// Most fallbacks in one run.
-    pub max_per_run: u32,
 }
 
 /// Settings of the `shell` tool.
@@ -323,7 +183,7 @@ pub struct Settings {
     pub complexity_routing: Option<ComplexityRouting>,
     /// The cloud model a step falls back to when the local one fails by quality
     /// (docs/QUALITY.md); `None`: no fallback.
-    pub cloud_fallback: Option<CloudFallbackConfig>,
+    pub cloud_fallback: Option<FallbackPolicy>,
     /// Start the local model server when it does not answer.
     pub local_llm_ensure_available: bool,
     /// The command that starts it.

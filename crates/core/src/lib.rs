@@ -39,8 +39,8 @@ pub use fabric_engine::{
     QueryEmbedding, QueueSignal, QueuedCancel, Reindexed, Release, Renewal, RunCatalog, RunLog,
     RunObserver, RunQuery, RunQueue, RunSandbox, RunStore, SampleError, SampleRequest, Sampled,
     Sampler, SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools, StatsGroup,
-    StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolNotice,
-    ToolOutput, ToolSource, Withheld, WorkspaceFiles,
+    StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDef, ToolDefinitions, ToolError,
+    ToolNotice, ToolOutput, ToolSource, Withheld, WorkspaceFiles,
 };
 pub use fabric_engine::{
     CoreError, Remedy, budget, context, delegate, engine, execute, fs, gate, history, lazy, models,

@@ -362,7 +362,7 @@ async fn issue_29_a_vision_model_gets_a_result_s_images_bounded_and_the_runlog_t
             call("finish_task", json!({"summary": "ok"})),
         ]);
         let mut force = task(chat.client(), vec![Arc::new(Pictures(spec))], true, false);
-        force.members[0].model.vision = vision;
+        std::sync::Arc::make_mut(&mut force.members[0].model.config).vision = vision;
         run(&store, force).await.unwrap();
         let seen = chat.seen();
         let result = seen[1].last().unwrap();

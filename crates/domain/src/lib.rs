@@ -13,6 +13,7 @@
 mod error;
 mod event;
 mod message;
+mod model;
 mod run;
 pub mod runlog;
 mod sandbox;
@@ -34,6 +35,9 @@ pub use message::{
     IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, Message, PromptCache, Role, ToolCall,
     ToolImage, Usage,
 };
+pub use model::{
+    DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OLLAMA_PARALLEL, FallbackPolicy, ModelConfig, Price,
+};
 pub use run::{RunId, RunStatus};
 pub use sandbox::SandboxMode;
 pub use services::{
@@ -48,7 +52,7 @@ pub use summary::{RunSummary, result_summary};
 pub use task_force::{ContextCompaction, Routing, TaskForceMode};
 pub use time::{UtcTime, parse_duration, parse_since};
 pub use tool::{
-    PlannerHints, ToolAnnotations, ToolSpec, Workflow, builtin, fitting_workflows,
+    PlannerHints, ToolAnnotations, ToolDef, ToolSpec, Workflow, builtin, fitting_workflows,
     input_schema_for as schema_for,
 };
 pub use tooling::{

@@ -275,26 +275,24 @@ impl ToolSpec {
         description
     }
 
-    /// The OpenAI Chat Completions function definition generated from this contract.
-    pub fn openai_definition(&self) -> Value {
+    /// The tool as a model is offered it: its name, [`ToolSpec::model_description`] and its
+    /// input schema.
+    pub fn tool_def(&self) -> ToolDef {
         let mut parameters = self.input_schema.clone();
         // Models need no meta-schema: an MCP server's `$schema` is kept in the contract (and
         // in `fabric mcp tools`) but left out of what models are sent, as it always was.
         if let Value::Object(map) = &mut parameters {
             map.remove("$schema");
         }
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.model_description(),
-                "parameters": parameters,
-            }
-        })
+        ToolDef {
+            name: self.name.clone(),
+            description: self.model_description(),
+            parameters,
+        }
     }
 
     /// The MCP `tools/list` entry generated from this contract: the same name, description
-    /// and schema as [`ToolSpec::openai_definition`], and the annotations as MCP's hints.
+    /// and schema as [`ToolSpec::tool_def`], and the annotations as MCP's hints.
     pub fn mcp_definition(&self) -> Value {
         let mut definition = json!({
             "name": self.name,
@@ -316,6 +314,19 @@ impl ToolSpec {
     pub fn answers_to(&self, name: &str) -> bool {
         self.name == name || self.aliases.iter().any(|a| a == name)
     }
+}
+
+/// One tool as a model is offered it (issue #41): what the chat port carries, and every
+/// model adapter encodes in its own wire form (OpenAI's `function`, Anthropic's
+/// `input_schema`, the Responses API's flat function, a constrained-decoding prompt).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, as the model reads it.
+    pub description: String,
+    /// The JSON Schema of its arguments (the tool's own schema, not a wire shape).
+    pub parameters: Value,
 }
 
 /// The JSON Schema of a Rust type, inlined (no `$ref`), without the keys models do not need.
@@ -368,34 +379,36 @@ mod tests {
         let spec =
             ToolSpec::with_schema("mcp__s__t", "T.", schema).unwrap_or_else(|e| panic!("{e}"));
         assert!(spec.input_schema.get("$schema").is_some());
-        let sent = &spec.openai_definition()["function"]["parameters"];
+        let sent = &spec.tool_def().parameters;
         assert!(sent.get("$schema").is_none(), "{sent}");
         assert_eq!(sent["$defs"]["a"]["type"], "string");
     }
 
     #[test]
-    fn openai_definition_carries_name_schema_and_examples() {
+    fn the_tool_def_carries_name_schema_and_examples() {
         let spec = ToolSpec::for_input::<ReadInput>("read_file", "Read a file.")
             .example(json!({"path": "a.txt"}));
-        let def = spec.openai_definition();
-        assert_eq!(def["type"], "function");
-        assert_eq!(def["function"]["name"], "read_file");
-        assert_eq!(def["function"]["parameters"], spec.input_schema);
-        let description = def["function"]["description"].as_str().unwrap_or_default();
-        assert!(description.contains(r#"{"path":"a.txt"}"#), "{description}");
+        let def = spec.tool_def();
+        assert_eq!(def.name, "read_file");
+        assert_eq!(def.parameters, spec.input_schema);
+        assert!(
+            def.description.contains(r#"{"path":"a.txt"}"#),
+            "{}",
+            def.description
+        );
     }
 
     #[test]
-    fn mcp_and_openai_definitions_come_from_one_contract() {
+    fn mcp_and_model_definitions_come_from_one_contract() {
         let spec = ToolSpec::for_input::<ReadInput>("read_file", "Read a file.")
             .example(json!({"path": "a.txt"}))
             .alias("cat")
             .plan(&["list_files"], &["write_file"]);
-        let openai = spec.openai_definition();
+        let def = spec.tool_def();
         let mcp = spec.mcp_definition();
-        assert_eq!(mcp["name"], openai["function"]["name"]);
-        assert_eq!(mcp["description"], openai["function"]["description"]);
-        assert_eq!(mcp["inputSchema"], openai["function"]["parameters"]);
+        assert_eq!(mcp["name"], def.name);
+        assert_eq!(mcp["description"], def.description);
+        assert_eq!(mcp["inputSchema"], def.parameters);
         let d = mcp["description"].as_str().unwrap_or_default();
         assert!(
             d.contains("Usually after: list_files") && d.contains("Formerly called: cat"),

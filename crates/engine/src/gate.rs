@@ -179,15 +179,17 @@ impl GateState<'_> {
         rec: Recorder<'_>,
         step: u32,
         local: &ModelParams,
-        fallback: Option<&Fallback<'_>>,
+        (fallback, tree): (Option<&Fallback>, &crate::budget::RunBudget),
     ) -> Result<(), StoreError> {
-        let cloud = fallback.filter(|f| f.policy.critic_rejected && f.take());
+        let cloud = fallback.filter(|f| f.policy.critic_rejected && f.take(tree));
         rec.record(
             Some(step),
             runlog::RepairRound {
                 round: self.rounds_done + 1,
                 max_rounds: self.gate.max_rounds(),
-                model_key: cloud.map_or(self.model_key, |f| f.model_key).to_owned(),
+                model_key: cloud
+                    .map_or(self.model_key, |f| &f.policy.model_key)
+                    .to_owned(),
             },
         )
         .await?;

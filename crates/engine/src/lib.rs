@@ -74,7 +74,7 @@ pub use ports::{
     QueryEmbedding, QueueSignal, QueuedCancel, Reindexed, Release, Renewal, RunCatalog, RunLog,
     RunObserver, RunQuery, RunQueue, RunSandbox, RunStore, SampleError, SampleRequest, Sampled,
     Sampler, SandboxGuard, SearchHit, SearchQuery, SecurityNotice, StaticTools, StatsGroup,
-    StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDefinitions, ToolError, ToolNotice,
-    ToolOutput, ToolSource, Withheld, WorkspaceFiles,
+    StatsQuery, StatsRow, StoreError, Tool, ToolContext, ToolDef, ToolDefinitions, ToolError,
+    ToolNotice, ToolOutput, ToolSource, Withheld, WorkspaceFiles,
 };
 pub use service_error::ServiceError;

@@ -55,7 +55,7 @@ impl Sampler for ModelSampler {
             .cap_completion(
                 Some(request.max_tokens),
                 || crate::context::estimate(&request.messages, &tools),
-                self.model.price,
+                self.model.price(),
             )
             .map_err(|spent| SampleError::Budget(spent.to_string()))?;
         let chat = ChatRequest {
@@ -75,7 +75,7 @@ impl Sampler for ModelSampler {
         };
         let response = answer.map_err(|e| SampleError::Model(e.to_string()))?;
         let usage = response.usage.unwrap_or_default();
-        self.budget.charge(usage, self.model.price);
+        self.budget.charge(usage, self.model.price());
         let stop_reason = match response.finish_reason.as_deref() {
             Some("length") => "maxTokens",
             _ => "endTurn",

@@ -6,7 +6,7 @@
 use fabric_core::ChatRequest;
 use fabric_domain::{Message, Role, Usage};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// `max_tokens` is required by the API; this is sent when the model key sets none.
 pub(crate) const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -18,8 +18,8 @@ pub(crate) struct Request<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<String>,
     messages: Vec<OutMessage>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<std::sync::Arc<crate::wire_tools::WireTools<Tools>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -69,12 +69,7 @@ impl<'a> Request<'a> {
             max_tokens: request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             system: (!system.is_empty()).then(|| system.join("\n\n")),
             messages,
-            tools: request
-                .tools
-                .to_values()
-                .iter()
-                .filter_map(anthropic_tool)
-                .collect(),
+            tools: crate::wire_tools::encoded(request.tools),
             // Recent Claude models refuse `temperature` and `top_p` together; the
             // temperature is the one every model key sets.
             temperature: request.temperature,
@@ -134,22 +129,17 @@ fn assistant_blocks(message: &Message) -> Vec<Value> {
     blocks
 }
 
-/// An OpenAI function definition as an Anthropic tool.
-fn anthropic_tool(definition: &Value) -> Option<Value> {
-    let function = definition.get("function")?;
-    let mut tool = Map::new();
-    tool.insert("name".into(), function.get("name")?.clone());
-    if let Some(description) = function.get("description") {
-        tool.insert("description".into(), description.clone());
+/// The Messages API's tools: `{"name", "description", "input_schema"}`.
+pub(crate) struct Tools;
+
+impl crate::wire_tools::Form for Tools {
+    fn encode(def: &fabric_core::ToolDef) -> Value {
+        json!({
+            "name": def.name,
+            "description": def.description,
+            "input_schema": def.parameters,
+        })
     }
-    tool.insert(
-        "input_schema".into(),
-        function
-            .get("parameters")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-    );
-    Some(Value::Object(tool))
 }
 
 /// A whole (non-streamed) answer, or an error object.
@@ -336,8 +326,10 @@ mod tests {
             Message::tool_result("t2", "error"),
             Message::user("now finish"),
         ];
-        let tools = ToolDefinitions::new(&[json!({"type": "function", "function": {
-            "name": "list_files", "description": "Lists.", "parameters": {"type": "object"}}})]);
+        let tools = ToolDefinitions::new(vec![crate::wire_tools::test_def(
+            json!({"type": "function", "function": {
+            "name": "list_files", "description": "Lists.", "parameters": {"type": "object"}}}),
+        )]);
         let request = ChatRequest {
             model: "claude-sonnet-4-5",
             messages: &messages,

@@ -8,9 +8,10 @@
 
 use std::collections::HashMap;
 
-use fabric_core::{ChatResponse, ToolDefinitions};
+use fabric_core::{ChatResponse, ToolDef, ToolDefinitions};
 use fabric_domain::{Message, Role, ToolCall};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use crate::toolcalls::generate_call_id;
 
@@ -25,24 +26,22 @@ pub(crate) struct Constrained {
 }
 
 impl Constrained {
-    /// The schema and prompt for `tools`; `None` without tools (nothing to constrain).
-    pub(crate) fn new(tools: &ToolDefinitions) -> Option<Self> {
+    /// The schema and prompt for `tools`, made once per definitions set; `None` without
+    /// tools (nothing to constrain).
+    pub(crate) fn new(tools: &ToolDefinitions) -> Option<Arc<Self>> {
+        Some(tools.encoded(Self::of)).filter(|c| !c.names.is_empty())
+    }
+
+    fn of(defs: &[ToolDef]) -> Self {
         let mut shapes = Vec::new();
         let mut names = Vec::new();
         let mut lines = Vec::new();
-        for definition in tools.to_values() {
-            let function = definition.get("function").unwrap_or(&definition);
-            let Some(name) = function.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            let parameters = function
-                .get("parameters")
-                .cloned()
-                .unwrap_or_else(|| json!({"type": "object"}));
-            let description = function
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+        for ToolDef {
+            name,
+            description,
+            parameters,
+        } in defs
+        {
             lines.push(format!(
                 "- {name}: {description}
   arguments: {parameters}"
@@ -55,18 +54,15 @@ impl Constrained {
             }));
             names.push(name.to_owned());
         }
-        if names.is_empty() {
-            return None;
-        }
         let prompt = format!(
             "You work by calling tools. Answer with exactly one JSON object and nothing else: {{\"name\": <tool name>, \"arguments\": {{...}}}}. Call one tool per answer; you will get its result, then call the next. When the work is done, call finish_task.\n\nThe tools:\n{}",
             lines.join("\n")
         );
-        Some(Self {
+        Self {
             schema: json!({"anyOf": shapes}),
             prompt,
             names,
-        })
+        }
     }
 
     /// The conversation as a template without tool calling can show it: the tools in the
@@ -154,9 +150,13 @@ mod tests {
     use super::*;
 
     fn tools() -> ToolDefinitions {
-        ToolDefinitions::new(&[
-            json!({"type": "function", "function": {"name": "write_file", "description": "Write a file.", "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}}}),
-            json!({"type": "function", "function": {"name": "finish_task", "description": "Finish.", "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}}}}),
+        ToolDefinitions::new(vec![
+            crate::wire_tools::test_def(
+                json!({"type": "function", "function": {"name": "write_file", "description": "Write a file.", "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}}}),
+            ),
+            crate::wire_tools::test_def(
+                json!({"type": "function", "function": {"name": "finish_task", "description": "Finish.", "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}}}}),
+            ),
         ])
     }
 

@@ -30,8 +30,11 @@
 //! `/api/embed`, OpenAI's `/embeddings`), for semantic search over past runs; answers are
 //! checked (one vector per text, numbers only, one length) before anyone stores them.
 //!
-//! The binary picks a client with [`build_client`] and hands it to the engine as
-//! `Arc<dyn ChatClient>`; [`build_embedder`] does the same for embeddings.
+//! [`ModelServers`] is the model servers of a configuration as one adapter: core's
+//! `ModelResolver` (start the local server, list, pull, with its caches as its own fields)
+//! and `ChatFactory` (a client per model key, built by [`build_client`] from the key's
+//! [`ModelConfig`](fabric_domain::ModelConfig) as it is); the binary only builds it from the
+//! settings. [`embedding_client`] does the same for embeddings.
 #![deny(missing_docs)]
 
 mod anthropic;
@@ -49,10 +52,12 @@ mod openai;
 mod openai_wire;
 mod responses;
 mod responses_wire;
+mod servers;
 mod sse;
 mod tls;
 mod toolcalls;
 mod transport;
+mod wire_tools;
 
 use std::sync::Arc;
 
@@ -66,6 +71,9 @@ pub use fabric_domain::ConstrainedDecoding;
 pub use ollama::{OllamaClient, OllamaModel};
 pub use openai::OpenAiClient;
 pub use responses::{ResponsesClient, SchemaRoute};
+pub use servers::{
+    LoggedNotices, ModelServers, PullShow, ServerNotices, chat_client, embedding_client, is_local,
+};
 pub use transport::HttpSettings;
 
 /// Builds the client for `backend`. `num_ctx` is the context window asked of Ollama on

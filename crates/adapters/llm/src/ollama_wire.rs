@@ -13,7 +13,7 @@ pub(crate) struct ChatBody<'a> {
     model: &'a str,
     messages: Vec<OutMessage<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<&'a serde_json::value::RawValue>,
+    tools: Option<std::sync::Arc<crate::wire_tools::WireTools<crate::wire_tools::Functions>>>,
     /// Always sent: Ollama streams unless told otherwise.
     stream: bool,
     #[serde(skip_serializing_if = "Options::is_empty")]
@@ -86,7 +86,7 @@ impl<'a> ChatBody<'a> {
         Self {
             model: request.model,
             messages,
-            tools: (!request.tools.is_empty()).then(|| request.tools.as_raw()),
+            tools: crate::wire_tools::encoded(request.tools),
             stream: request.stream,
             options: Options {
                 num_ctx,

@@ -14,7 +14,7 @@ pub(crate) struct Request<'a> {
     model: &'a str,
     messages: Vec<OutMessage<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<&'a serde_json::value::RawValue>,
+    tools: Option<std::sync::Arc<crate::wire_tools::WireTools<crate::wire_tools::Functions>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,7 +91,7 @@ impl<'a> Request<'a> {
         Self {
             model: request.model,
             messages: out_messages(request.messages, request.vision),
-            tools: (!request.tools.is_empty()).then(|| request.tools.as_raw()),
+            tools: crate::wire_tools::encoded(request.tools),
             tool_choice: has_tools.then_some("auto"),
             temperature: request.temperature,
             top_p: request.top_p,
@@ -111,7 +111,7 @@ impl Request<'_> {
         Self {
             model: self.model,
             messages: self.messages.clone(),
-            tools: self.tools,
+            tools: self.tools.clone(),
             tool_choice: self.tool_choice,
             temperature: self.temperature,
             top_p: self.top_p,
@@ -353,11 +353,19 @@ mod tests {
             ),
             Message::tool_result("c1", "ok"),
         ];
-        let tools = vec![json!({"type": "function", "function": {"name": "read"}})];
+        let tools = vec![
+            json!({"type": "function", "function": {"description": "Reads.", "name": "read", "parameters": {"type": "object"}}}),
+        ];
         let request = ChatRequest {
             model: "m",
             messages: &messages,
-            tools: &fabric_core::ToolDefinitions::new(&tools),
+            tools: &fabric_core::ToolDefinitions::new(
+                tools
+                    .iter()
+                    .cloned()
+                    .map(crate::wire_tools::test_def)
+                    .collect(),
+            ),
             temperature: Some(0.5),
             top_p: None,
             max_tokens: Some(10),

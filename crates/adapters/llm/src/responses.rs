@@ -147,7 +147,10 @@ impl ResponsesClient {
     /// The constraint of a call with `tools`, and whether the server is llama.cpp's (which
     /// reads the schema as `response_format`): under `json_schema` always, under `auto`
     /// when `/props` says the chat template cannot call tools; `None`: native tool calls.
-    async fn constraint(&self, tools: &ToolDefinitions) -> Option<(Constrained, bool)> {
+    async fn constraint(
+        &self,
+        tools: &ToolDefinitions,
+    ) -> Option<(std::sync::Arc<Constrained>, bool)> {
         if self.constrained == ConstrainedDecoding::Off {
             return None;
         }

@@ -14,9 +14,11 @@ const REQUEST: &str = include_str!("../tests/fixtures/responses_function_call.re
 fn weather_tools() -> ToolDefinitions {
     let documented: Value = serde_json::from_str(REQUEST).unwrap_or_default();
     let tool = &documented["tools"][0];
-    ToolDefinitions::new(&[json!({"type": "function", "function": {
-        "name": tool["name"], "description": tool["description"], "parameters": tool["parameters"],
-    }})])
+    ToolDefinitions::new(vec![crate::wire_tools::test_def(
+        json!({"type": "function", "function": {
+            "name": tool["name"], "description": tool["description"], "parameters": tool["parameters"],
+        }}),
+    )])
 }
 
 fn request<'a>(

@@ -19,8 +19,8 @@ pub(crate) struct Request<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) instructions: Option<String>,
     pub(crate) input: Vec<Value>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tools: Option<std::sync::Arc<crate::wire_tools::WireTools<Tools>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -100,12 +100,7 @@ impl<'a> Request<'a> {
             model: request.model,
             instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
             input,
-            tools: request
-                .tools
-                .to_values()
-                .iter()
-                .filter_map(function_tool)
-                .collect(),
+            tools: crate::wire_tools::encoded(request.tools),
             temperature: request.temperature,
             top_p: request.top_p,
             max_output_tokens: request.max_tokens,
@@ -138,25 +133,21 @@ fn text_item(role: &str, message: &Message) -> Value {
     json!({"type": "message", "role": role, "content": message.content.as_deref().unwrap_or("")})
 }
 
-/// A Chat Completions function definition as a Responses function tool.
-fn function_tool(definition: &Value) -> Option<Value> {
-    let function = definition.get("function")?;
-    let mut tool = Map::new();
-    tool.insert("type".into(), json!("function"));
-    tool.insert("name".into(), function.get("name")?.clone());
-    if let Some(description) = function.get("description") {
-        tool.insert("description".into(), description.clone());
+/// The Responses API's flat function tools: `{"type": "function", "name", "description",
+/// "parameters", "strict": false}`.
+pub(crate) struct Tools;
+
+impl crate::wire_tools::Form for Tools {
+    fn encode(def: &fabric_core::ToolDef) -> Value {
+        json!({
+            "type": "function",
+            "name": def.name,
+            "description": def.description,
+            "parameters": def.parameters,
+            // Strict mode would refuse our schemas' optional properties.
+            "strict": false,
+        })
     }
-    tool.insert(
-        "parameters".into(),
-        function
-            .get("parameters")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-    );
-    // Strict mode would refuse our schemas' optional properties.
-    tool.insert("strict".into(), json!(false));
-    Some(Value::Object(tool))
 }
 
 /// A response object: the whole answer, or the one a stream's last event carries.

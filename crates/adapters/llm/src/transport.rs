@@ -66,6 +66,24 @@ impl HttpSettings {
     }
 }
 
+impl HttpSettings {
+    /// How to reach `model`'s server (ADR-098: a connection's settings, which discovery,
+    /// probes and pulls also make for themselves, not a second model key): its address,
+    /// key, patience, retries and concurrency as the key says, the transport's own
+    /// connect timeout and backoff.
+    pub fn of(model: &fabric_domain::ModelConfig) -> Self {
+        Self {
+            api_key_env: model.api_key_env.clone(),
+            timeout_s: model.timeout_s,
+            max_retries: model.max_retries,
+            max_concurrent: model.concurrent_requests().map(|n| n as usize),
+            constrained: model.constrained(),
+            chaining: model.response_chaining,
+            ..Self::new(model.base_url.clone())
+        }
+    }
+}
+
 /// How long a server that answers "Loading model" is waited for.
 const LOADING_PATIENCE: Duration = Duration::from_secs(120);
 /// How often it is asked again meanwhile.

@@ -66,7 +66,7 @@ pub(crate) fn convert(server: &str, tool: &rmcp::model::Tool) -> Converted {
         schema = serde_json::json!({"type": "object"});
     }
     // `$schema` stays in the contract (SEP-1613: a client preserves the server's schema); the
-    // definitions sent to models leave it out (`ToolSpec::openai_definition`).
+    // definitions sent to models leave it out (`ToolSpec::tool_def`).
     let hint = |key: &str| raw["annotations"][key].as_bool() == Some(true);
     match ToolSpec::with_schema(&name, &description, schema) {
         Ok(spec) => Converted::Tool(

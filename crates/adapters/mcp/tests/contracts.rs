@@ -21,12 +21,11 @@ fn mcp_and_openai_definitions_agree_for_every_built_in_tool() {
     for tool in tools {
         let spec = tool.spec();
         tool.check_contract().unwrap_or_else(|e| panic!("{e}"));
-        let openai = spec.openai_definition();
+        let def = spec.tool_def();
         let mcp = spec.mcp_definition();
-        let function = &openai["function"];
-        assert_eq!(mcp["name"], function["name"], "{}", spec.name);
-        assert_eq!(mcp["description"], function["description"], "{}", spec.name);
-        assert_eq!(mcp["inputSchema"], function["parameters"], "{}", spec.name);
+        assert_eq!(mcp["name"], def.name, "{}", spec.name);
+        assert_eq!(mcp["description"], def.description, "{}", spec.name);
+        assert_eq!(mcp["inputSchema"], def.parameters, "{}", spec.name);
         assert_eq!(
             mcp["annotations"]["readOnlyHint"],
             spec.annotations.read_only

@@ -104,7 +104,7 @@ fn every_tool_keeps_its_contract() {
         let spec = tool.spec();
         tool.check_contract().unwrap();
         assert_eq!(
-            spec.openai_definition()["function"]["parameters"],
+            spec.tool_def().parameters,
             spec.input_schema,
             "{}",
             spec.name

@@ -8,7 +8,6 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod app;
-mod bootstrap;
 mod cli;
 mod commands;
 mod daily;

@@ -246,7 +246,6 @@ pub(crate) async fn worker_service(
 }
 /// An embedding client for one configured model key's server.
 pub(crate) fn embedding_client(model: &ModelConfig) -> anyhow::Result<Arc<dyn EmbeddingClient>> {
-    let (backend, http) = app::http_of(model);
-    fabric_llm::build_embedder(backend, &http)
+    fabric_llm::embedding_client(model)
         .with_context(|| format!("setting up the embedding client for {}", model.base_url))
 }

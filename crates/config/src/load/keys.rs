@@ -178,7 +178,7 @@ impl Merger {
         let max_per_run = self
             .within("cloud_fallback.max_per_run", v.max_per_run, 1, 1000)?
             .unwrap_or(3);
-        s.cloud_fallback = Some(crate::CloudFallbackConfig {
+        s.cloud_fallback = Some(crate::FallbackPolicy {
             model_key,
             no_tool_calls: on(FallbackReason::NoToolCalls),
             malformed_args: on(FallbackReason::MalformedArgs),

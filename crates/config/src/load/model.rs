@@ -82,7 +82,10 @@ impl Merger {
                         .to_owned(),
                 )),
             };
-            m.price_per_mtok = Some((price("input", p.input)?, price("output", p.output)?));
+            m.price_per_mtok = Some(crate::Price {
+                input_per_mtok: price("input", p.input)?,
+                output_per_mtok: price("output", p.output)?,
+            });
         }
         set_some(&mut m.tool_call_repair, raw.tool_call_repair);
         if let Some(mode) = raw.constrained_decoding {

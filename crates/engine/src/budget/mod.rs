@@ -73,23 +73,7 @@ pub enum BudgetSpent {
     },
 }
 
-/// What a model key's tokens cost, in US dollars per million (`price_per_mtok`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Price {
-    /// Per million prompt tokens.
-    pub input_per_mtok: f64,
-    /// Per million completion tokens.
-    pub output_per_mtok: f64,
-}
-
-impl Price {
-    /// What `usage` cost.
-    pub fn of(self, usage: Usage) -> f64 {
-        (usage.prompt_tokens as f64 * self.input_per_mtok
-            + usage.completion_tokens as f64 * self.output_per_mtok)
-            / 1_000_000.0
-    }
-}
+pub use fabric_domain::Price;
 
 /// What a tree of runs (a run and every run it delegated to) may spend together.
 #[derive(Debug)]

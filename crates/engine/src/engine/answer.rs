@@ -49,8 +49,8 @@ impl Answer<'_> {
     /// What its tokens cost: those of the model that gave it.
     fn price(&self, local: &ModelParams) -> Option<crate::budget::Price> {
         match self.source {
-            Source::Replayed(_) | Source::Live => local.price,
-            Source::Cloud(model) => model.price,
+            Source::Replayed(_) | Source::Live => local.price(),
+            Source::Cloud(model) => model.price(),
         }
     }
 }
@@ -75,7 +75,7 @@ impl<'a> Loop<'a, '_> {
             }) => {
                 // A local answer a cloud fallback replaced was paid for too.
                 self.usage.add(replaced_usage);
-                let price = self.model.price;
+                let price = self.model.price();
                 self.ctx.lineage.budget.charge(replaced_usage, price);
                 let recorded = Recorded {
                     started,
@@ -104,7 +104,11 @@ impl<'a> Loop<'a, '_> {
             // The repair of rejected work runs on the cloud model (`critic_rejected`).
             Some(f) if self.repairing_on_cloud() => Some(f),
             // Invalid arguments twice running: this step goes to the cloud model.
-            Some(f) if f.policy.malformed_args && self.invalid_streak >= 2 && f.take() => {
+            Some(f)
+                if f.policy.malformed_args
+                    && self.invalid_streak >= 2
+                    && f.take(&self.ctx.lineage.budget) =>
+            {
                 record_fallback(self.rec, step, FallbackReason::MalformedArgs, self.model, f)
                     .await?;
                 self.invalid_streak = 0;
@@ -114,8 +118,8 @@ impl<'a> Loop<'a, '_> {
         };
         Ok(match cloud {
             Some(f) => Answer {
-                response: self.ask(f.chat, f.model, step).await?,
-                source: Source::Cloud(f.model),
+                response: self.ask(f.chat.as_ref(), &f.model, step).await?,
+                source: Source::Cloud(&f.model),
             },
             None => Answer {
                 response: self.ask(self.chat, self.model, step).await?,
@@ -166,7 +170,7 @@ impl<'a> Loop<'a, '_> {
                 .repaired_tools
                 .as_ref()
                 .and_then(|tools| crate::repair::repair(text, tools, step)),
-            Source::Live | Source::Cloud(_) if self.model.tool_call_repair => {
+            Source::Live | Source::Cloud(_) if self.model.repairs_tool_calls() => {
                 crate::repair::repair(text, &self.catalogue.available, step)
             }
             Source::Live | Source::Cloud(_) => None,
@@ -186,21 +190,21 @@ impl<'a> Loop<'a, '_> {
                     && !self.repairing_on_cloud()
                     && answer.response.tool_calls.is_empty()
                     && f.policy.no_tool_calls
-                    && f.take() =>
+                    && f.take(&self.ctx.lineage.budget) =>
             {
                 f
             }
             _ => return Ok(answer),
         };
         record_fallback(self.rec, step, FallbackReason::NoToolCalls, self.model, f).await?;
-        let cloud = self.ask(f.chat, f.model, step).await?;
+        let cloud = self.ask(f.chat.as_ref(), &f.model, step).await?;
         if let Some(u) = cloud.usage {
             self.usage.add(u);
-            self.ctx.lineage.budget.charge(u, f.model.price);
+            self.ctx.lineage.budget.charge(u, f.model.price());
         }
         Ok(Answer {
             response: cloud,
-            source: Source::Cloud(f.model),
+            source: Source::Cloud(&f.model),
         })
     }
 

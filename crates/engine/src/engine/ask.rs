@@ -42,7 +42,7 @@ impl Loop<'_, '_> {
             top_p: model.top_p,
             max_tokens,
             stream: model.stream,
-            vision: model.vision,
+            vision: model.vision(),
         };
         let started = Instant::now();
         // A streamed answer is counted as it arrives: a server that ignores `max_tokens` is
@@ -51,7 +51,7 @@ impl Loop<'_, '_> {
             inner: rec.observer(),
             chars: AtomicUsize::new(0),
             limit_chars: max_tokens
-                .filter(|_| model.stream && budget.limits_answers(model.price))
+                .filter(|_| model.stream && budget.limits_answers(model.price()))
                 .map(StreamMeter::chars_for),
             over: tokio::sync::Notify::new(),
         };
@@ -93,7 +93,7 @@ impl Loop<'_, '_> {
             .cap_completion(
                 model.max_tokens,
                 || prompt_estimate(&self.messages, &self.catalogue.definitions),
-                model.price,
+                model.price(),
             )
             .map_err(|spent| Stop::Ended(RunStatus::BudgetExceeded, spent.to_string()))?;
         Ok(match model.context_window {
@@ -130,7 +130,7 @@ impl Loop<'_, '_> {
             (seen / 4) as u64,
             None,
         );
-        self.ctx.lineage.budget.charge(spent, model.price);
+        self.ctx.lineage.budget.charge(spent, model.price());
         self.usage.add(spent);
         spent
     }

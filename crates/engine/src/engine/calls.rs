@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 use crate::ports::{
-    Tool, ToolContext, ToolDefinitions, ToolError, ToolOutput, ToolSource, Withheld,
+    Tool, ToolContext, ToolDef, ToolDefinitions, ToolError, ToolOutput, ToolSource, Withheld,
 };
 use crate::recorder::truncate;
 
@@ -65,7 +65,8 @@ pub(super) struct Catalogue<'a> {
     pub(super) tools: Vec<Arc<dyn Tool>>,
     pub(super) available: Vec<String>,
     pub(super) withheld: Vec<Withheld>,
-    /// Serialised once per tool set (`ToolDefinitions`): sent with every request.
+    /// Typed once per tool set (`ToolDefinitions`, shared and encoded once per set by the
+    /// adapter): sent with every request.
     pub(super) definitions: ToolDefinitions,
     pub(super) finish_schema: &'a Value,
 }
@@ -73,14 +74,13 @@ pub(super) struct Catalogue<'a> {
 impl<'a> Catalogue<'a> {
     pub(super) fn build(
         source: &dyn ToolSource,
-        finish_definition: Value,
+        finish_definition: ToolDef,
         finish_schema: &'a Value,
     ) -> Self {
         // The version is read first: a change racing this read only causes one more rebuild.
         let version = source.version();
         let tools = source.tools();
-        let mut definitions: Vec<Value> =
-            tools.iter().map(|t| t.spec().openai_definition()).collect();
+        let mut definitions: Vec<ToolDef> = tools.iter().map(|t| t.spec().tool_def()).collect();
         definitions.push(finish_definition);
         let mut available: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
         available.push(FINISH_TOOL.to_owned());
@@ -89,7 +89,7 @@ impl<'a> Catalogue<'a> {
             tools,
             available,
             withheld: source.withheld(),
-            definitions: ToolDefinitions::new(&definitions),
+            definitions: ToolDefinitions::new(definitions),
             finish_schema,
         }
     }

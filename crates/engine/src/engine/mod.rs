@@ -34,7 +34,7 @@ use repeats::Repeats;
 
 // The loop's inputs and outputs, defined in leaf modules so the gate and the runlog's reader
 // share them without importing the loop; named here, where callers meet them.
-pub use crate::fallback::{Fallback, FallbackPolicy};
+pub use crate::fallback::Fallback;
 pub use crate::outcome::LoopOutcome;
 pub use crate::params::ModelParams;
 
@@ -64,7 +64,7 @@ pub struct LoopInput<'a> {
     /// model again (empty for a new run).
     pub replay: VecDeque<RecordedStep>,
     /// The cloud model to fall back to, if the run has one.
-    pub fallback: Option<&'a Fallback<'a>>,
+    pub fallback: Option<&'a Fallback>,
     /// The critic that reviews the work before the run may complete, if the specialist has
     /// one.
     pub gate: Option<GateState<'a>>,
@@ -165,7 +165,7 @@ struct Loop<'a, 'r> {
     model: &'a ModelParams,
     max_steps: u32,
     ctx: &'a ToolContext,
-    fallback: Option<&'a Fallback<'a>>,
+    fallback: Option<&'a Fallback>,
     gate: Option<GateState<'a>>,
     versioned: Option<&'a crate::versioned::RunWorkspace>,
     rec: Recorder<'r>,
@@ -203,11 +203,9 @@ impl<'a, 'r> Loop<'a, 'r> {
         // against `specialist.finish_schema`. A copy kept through the run cost every run in
         // flight its own kilobyte or more (issue #14).
         let catalogue = match specialist.finish_tool() {
-            Ok(finish) => Catalogue::build(
-                input.tools,
-                finish.openai_definition(),
-                &specialist.finish_schema,
-            ),
+            Ok(finish) => {
+                Catalogue::build(input.tools, finish.tool_def(), &specialist.finish_schema)
+            }
             Err(e) => {
                 let reason = e.to_string();
                 return Err(LoopOutcome::failed(
@@ -289,7 +287,7 @@ impl<'a, 'r> Loop<'a, 'r> {
         {
             self.catalogue = Catalogue::build(
                 self.source,
-                finish.openai_definition(),
+                finish.tool_def(),
                 &self.specialist.finish_schema,
             );
         }

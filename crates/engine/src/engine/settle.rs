@@ -329,8 +329,13 @@ impl<'a> Loop<'a, '_> {
         let text = json!({"error": message}).to_string();
         self.messages.push(Message::tool_result(&call.id, text));
         if let Some(g) = self.gate.as_mut() {
-            g.begin_repair(self.rec, step, self.model, self.fallback)
-                .await?;
+            g.begin_repair(
+                self.rec,
+                step,
+                self.model,
+                (self.fallback, &self.ctx.lineage.budget),
+            )
+            .await?;
         }
         self.invalid_streak = 0;
         Ok(())
@@ -347,7 +352,7 @@ impl<'a> Loop<'a, '_> {
         output: ToolOutput,
     ) -> Result<(), StoreError> {
         let mut text = truncate(&render_result(&output.result), MAX_TOOL_RESULT_CHARS);
-        let images = match self.model.vision {
+        let images = match self.model.vision() {
             true => {
                 let (shown, refused) = ToolImage::admit(output.images);
                 text = with_note(text, refused);

@@ -110,7 +110,7 @@ impl Loop<'_, '_> {
         if let Some(answer) = asked {
             if let Some(u) = answer.usage {
                 self.usage.add(u);
-                self.ctx.lineage.budget.charge(u, model.price);
+                self.ctx.lineage.budget.charge(u, model.price());
                 summary_usage = Some(u);
             }
             if let Some(text) = answer.content.filter(|t| !t.trim().is_empty()) {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::CoreError;
-use crate::engine::{FallbackPolicy, ModelParams};
+use crate::engine::{Fallback, ModelParams};
 use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, RunStore, Tool, ToolSource};
 pub use crate::recruit::Recruitment;
 use crate::recruit::RoutingCall;
@@ -92,18 +92,6 @@ pub struct MemberCritic {
     pub stager: Arc<dyn crate::ports::Stager>,
 }
 
-/// The cloud model a run's steps fall back to (config `cloud_fallback`; docs/QUALITY.md).
-pub struct CloudFallback {
-    /// Its client.
-    pub chat: Arc<dyn ChatClient>,
-    /// Its model key.
-    pub model_key: String,
-    /// Its model.
-    pub model: ModelParams,
-    /// When steps go to it, and how often.
-    pub policy: FallbackPolicy,
-}
-
 /// A task for one or more specialists, ready to run: what preparation makes
 /// (`service::prepare`) and the engine runs. [`TaskForce::single`] makes one of a single
 /// specialist.
@@ -134,7 +122,7 @@ pub struct TaskForce {
     /// Whether a child run works in its parent's workspace (`delegation.workspace: shared`).
     pub share_parent_workspace: bool,
     /// The cloud model to fall back to, if any.
-    pub fallback: Option<CloudFallback>,
+    pub fallback: Option<Fallback>,
     /// Who started the run (`run_start.origin`).
     pub origin: runlog::RunOrigin,
     /// The A2A context of the run's task (`run_start.context_id`).

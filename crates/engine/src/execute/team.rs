@@ -61,20 +61,13 @@ pub(super) async fn run(
     let parallel_recorded = history.as_ref().is_some_and(|h| h.parallel_recorded);
     // The fallbacks are counted by the tree's budget: across the members, and the critic's
     // and children's runs, which share it (issue #26: a critic's run had its own count).
-    let fallback = force.fallback.as_ref().map(|f| Fallback {
-        chat: f.chat.as_ref(),
-        model: &f.model,
-        model_key: &f.model_key,
-        policy: f.policy,
-        tree: &ctx.lineage.budget,
-    });
     let shared = Shared {
         prompt: &force.prompt,
         max_steps: force.max_steps,
         ctx: &ctx,
         toolsets: &team.toolsets,
         histories: std::sync::Mutex::new(history.take().map(|h| h.members).unwrap_or_default()),
-        fallback: fallback.as_ref(),
+        fallback: force.fallback.as_ref(),
         versioned: run.versioned.as_deref(),
         reviewing: force.origin == runlog::RunOrigin::Critic,
     };
@@ -328,7 +321,7 @@ struct Shared<'a> {
     /// takes its own once.
     histories: std::sync::Mutex<Vec<MemberHistory>>,
     /// The cloud model steps fall back to, if the run has one.
-    fallback: Option<&'a Fallback<'a>>,
+    fallback: Option<&'a Fallback>,
     /// The run's versioned workspace, checkpointed after each call that may change it.
     versioned: Option<&'a crate::versioned::RunWorkspace>,
     /// The run is a critic's review, its work in its task.

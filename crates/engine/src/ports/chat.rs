@@ -1,30 +1,67 @@
 use async_trait::async_trait;
 use fabric_domain::{Message, ToolCall, Usage};
-use serde_json::Value;
-use serde_json::value::RawValue;
-use std::sync::Arc;
+use std::any::Any;
+use std::sync::{Arc, Mutex};
 use thiserror::Error;
 
-/// The tool definitions offered to a model, serialised once: a JSON array of OpenAI function
-/// definitions. Kept as JSON text rather than a `Value` tree because a run holds them for its
-/// whole life and sends them with every request; text is a third of the memory and needs no
-/// re-encoding per step. Equal texts are shared: runs of one specialist offer the same tools,
-/// so thousands of runs in flight hold one copy (issue #14).
+pub use fabric_domain::ToolDef;
+
+/// The tool definitions offered to a model: typed [`ToolDef`]s (issue #41), each adapter
+/// encoding its own wire form once per set ([`ToolDefinitions::encoded`]) rather than per
+/// step. Equal sets are shared: runs of one specialist offer the same tools, so thousands of
+/// runs in flight hold one copy, and one encoding of it per backend (issue #14).
 #[derive(Debug, Clone)]
 pub struct ToolDefinitions {
-    json: Arc<RawValue>,
-    count: usize,
+    set: Arc<DefinitionSet>,
 }
 
-/// The definitions texts in use, by hash: a run's text is swapped for an equal one another
+/// One set of definitions, with the wire forms the adapters made of it.
+struct DefinitionSet {
+    defs: Vec<ToolDef>,
+    /// The size of the set written as JSON, in bytes (to estimate a prompt's tokens).
+    bytes: usize,
+    /// The encodings made so far, one per adapter type.
+    wire: Mutex<Vec<Arc<dyn Any + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for DefinitionSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DefinitionSet")
+            .field("defs", &self.defs)
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one definition adds to a set's JSON besides its three values: the object around
+/// them and its keys (`{"function":{"description":,"name":,"parameters":},"type":"function"}`),
+/// so the prompt estimate stays what it was when the set was kept as that JSON.
+const DEFINITION_OVERHEAD: usize = 69;
+
+/// The JSON text of each part of `def`, for the set's size and its interning hash.
+fn texts(def: &ToolDef) -> [String; 3] {
+    [
+        json_text(&def.name),
+        json_text(&def.description),
+        json_text(&def.parameters),
+    ]
+}
+
+/// Serialising a string or a `Value` cannot fail (a `Value`'s keys are strings); the empty
+/// fallback keeps the code free of panics regardless.
+fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// The definition sets in use, by hash: a run's set is swapped for an equal one another
 /// run holds. Entries die with their last holder and are swept as the table grows.
-fn intern(json: Box<RawValue>) -> Arc<RawValue> {
+fn intern(defs: Vec<ToolDef>) -> Arc<DefinitionSet> {
     use std::collections::HashMap;
     use std::hash::{BuildHasher, Hasher};
-    use std::sync::{Mutex, OnceLock, PoisonError, Weak};
+    use std::sync::{OnceLock, PoisonError, Weak};
     type Table = (
         std::collections::hash_map::RandomState,
-        HashMap<u64, Vec<Weak<RawValue>>>,
+        HashMap<u64, Vec<Weak<DefinitionSet>>>,
     );
     static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
     let table = TABLE.get_or_init(|| Mutex::new(Default::default()));
@@ -32,18 +69,27 @@ fn intern(json: Box<RawValue>) -> Arc<RawValue> {
     let mut guard = table.lock().unwrap_or_else(PoisonError::into_inner);
     let (state, map) = &mut *guard;
     let mut hasher = state.build_hasher();
-    hasher.write(json.get().as_bytes());
+    let mut bytes = 2 + defs.len().saturating_sub(1);
+    for part in defs.iter().flat_map(texts) {
+        hasher.write(part.as_bytes());
+        bytes += part.len();
+    }
+    bytes += defs.len() * DEFINITION_OVERHEAD;
     let key = hasher.finish();
     let bucket = map.entry(key).or_default();
     bucket.retain(|w| w.strong_count() > 0);
     if let Some(shared) = bucket
         .iter()
         .filter_map(Weak::upgrade)
-        .find(|held| held.get() == json.get())
+        .find(|held| held.defs == defs)
     {
         return shared;
     }
-    let fresh: Arc<RawValue> = Arc::from(json);
+    let fresh = Arc::new(DefinitionSet {
+        defs,
+        bytes,
+        wire: Mutex::default(),
+    });
     bucket.push(Arc::downgrade(&fresh));
     if map.len() > 4096 {
         map.retain(|_, bucket| bucket.iter().any(|w| w.strong_count() > 0));
@@ -52,57 +98,59 @@ fn intern(json: Box<RawValue>) -> Arc<RawValue> {
 }
 
 impl ToolDefinitions {
-    /// Serialises `definitions` once.
-    pub fn new(definitions: &[Value]) -> Self {
-        // Serialising a `Value` cannot fail (its keys are strings), and the text of a
-        // serialised `Value` is valid JSON, so both steps are total; the fallback keeps the
-        // code free of panics regardless.
-        let json = serde_json::to_string(definitions)
-            .ok()
-            .and_then(|text| RawValue::from_string(text).ok())
-            .unwrap_or_else(Self::empty_json);
+    /// The set of `definitions`, shared with an equal set in use.
+    pub fn new(definitions: Vec<ToolDef>) -> Self {
         Self {
-            json: intern(json),
-            count: definitions.len(),
+            set: intern(definitions),
         }
     }
 
     /// No tools.
     pub fn none() -> Self {
         Self {
-            json: Arc::from(Self::empty_json()),
-            count: 0,
+            set: Arc::new(DefinitionSet {
+                defs: Vec::new(),
+                bytes: 2,
+                wire: Mutex::default(),
+            }),
         }
     }
 
-    fn empty_json() -> Box<RawValue> {
-        // `[]` is valid JSON; `from_string` only fails on invalid JSON.
-        RawValue::from_string("[]".to_owned()).unwrap_or_default()
+    /// The definitions.
+    pub fn defs(&self) -> &[ToolDef] {
+        &self.set.defs
     }
 
     /// How many definitions.
     pub fn len(&self) -> usize {
-        self.count
+        self.set.defs.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.set.defs.is_empty()
     }
 
-    /// The size of their JSON, in bytes (to estimate a prompt's tokens).
+    /// The size of the set written as JSON, in bytes (to estimate a prompt's tokens).
     pub fn byte_len(&self) -> usize {
-        self.json.get().len()
+        self.set.bytes
     }
 
-    /// The definitions decoded again, for tests and diagnostics (not for the hot path).
-    pub fn to_values(&self) -> Vec<Value> {
-        serde_json::from_str(self.json.get()).unwrap_or_default()
-    }
-
-    /// The JSON array, to embed in a request body as is.
-    pub fn as_raw(&self) -> &RawValue {
-        &self.json
+    /// The set in an adapter's wire form `T`, encoded by `encode` the first time this set is
+    /// asked for a `T` and kept with the set after (per set, not per step): runs sharing the
+    /// set share its encoding too.
+    pub fn encoded<T: Any + Send + Sync>(&self, encode: impl FnOnce(&[ToolDef]) -> T) -> Arc<T> {
+        let mut wire = self
+            .set
+            .wire
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(done) = wire.iter().find_map(|w| Arc::clone(w).downcast::<T>().ok()) {
+            return done;
+        }
+        let fresh = Arc::new(encode(&self.set.defs));
+        wire.push(Arc::clone(&fresh) as Arc<dyn Any + Send + Sync>);
+        fresh
     }
 }
 
@@ -114,7 +162,7 @@ pub struct ChatRequest<'a> {
     pub model: &'a str,
     /// The conversation so far.
     pub messages: &'a [Message],
-    /// OpenAI function definitions, generated once per run from the tool contracts.
+    /// The tools offered, typed; each adapter encodes them its own way, once per set.
     pub tools: &'a ToolDefinitions,
     /// Sampling temperature.
     pub temperature: Option<f32>,
@@ -336,14 +384,56 @@ pub trait ChatClient: Send + Sync {
 mod tests {
     use super::*;
 
+    fn def(name: &str) -> ToolDef {
+        ToolDef {
+            name: name.to_owned(),
+            description: "d \"quoted\"".to_owned(),
+            parameters: serde_json::json!({"type": "object", "properties": {"p": {"type": "string"}}}),
+        }
+    }
+
     #[test]
     fn issue_14_equal_definitions_are_one_copy() {
-        let defs =
-            [serde_json::json!({"type": "function", "function": {"name": "issue14_shared"}})];
-        let (a, b) = (ToolDefinitions::new(&defs), ToolDefinitions::new(&defs));
-        assert!(Arc::ptr_eq(&a.json, &b.json));
-        let other = ToolDefinitions::new(&[serde_json::json!({"name": "issue14_other"})]);
-        assert!(!Arc::ptr_eq(&a.json, &other.json));
-        assert_eq!(a.to_values(), defs);
+        let (a, b) = (
+            ToolDefinitions::new(vec![def("issue14_shared")]),
+            ToolDefinitions::new(vec![def("issue14_shared")]),
+        );
+        assert!(Arc::ptr_eq(&a.set, &b.set));
+        let other = ToolDefinitions::new(vec![def("issue14_other")]);
+        assert!(!Arc::ptr_eq(&a.set, &other.set));
+        assert_eq!(a.defs(), [def("issue14_shared")]);
+    }
+
+    /// Issue #41: an adapter's wire form is made once per set and shared by its holders.
+    #[test]
+    fn issue_41_a_set_is_encoded_once_per_wire_form() {
+        let a = ToolDefinitions::new(vec![def("issue41_encoded")]);
+        let b = ToolDefinitions::new(vec![def("issue41_encoded")]);
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let encode = |defs: &[ToolDef]| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            defs.len()
+        };
+        let first = a.encoded(encode);
+        assert!(Arc::ptr_eq(&first, &b.encoded(encode)));
+        assert_eq!(*a.encoded(|_| String::from("other form")), "other form");
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+
+    /// The prompt estimate reads the set's size as the OpenAI JSON it was kept as before
+    /// issue #41.
+    #[test]
+    fn issue_41_the_size_is_the_json_the_estimate_always_read() {
+        let defs = vec![def("a"), def("b_tool")];
+        let openai: Vec<serde_json::Value> = defs
+            .iter()
+            .map(|d| {
+                serde_json::json!({"type": "function", "function": {
+                "name": d.name, "description": d.description, "parameters": d.parameters}})
+            })
+            .collect();
+        let text = serde_json::to_string(&openai).unwrap();
+        assert_eq!(ToolDefinitions::new(defs).byte_len(), text.len());
+        assert_eq!(ToolDefinitions::none().byte_len(), "[]".len());
     }
 }

@@ -15,7 +15,9 @@ mod store;
 mod tool;
 mod workspace;
 
-pub use chat::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions};
+pub use chat::{
+    ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDef, ToolDefinitions,
+};
 pub use embed::EmbeddingClient;
 pub use files::WorkspaceFiles;
 pub use ledger::{DaySpend, SpendLedger};

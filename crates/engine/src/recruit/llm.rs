@@ -106,7 +106,7 @@ pub async fn route_with_llm(
         Message::system(system_prompt(specialists)),
         Message::user(format!("Task:\n{prompt}")),
     ];
-    let tools = crate::ports::ToolDefinitions::new(&[route_tool(&ids)]);
+    let tools = crate::ports::ToolDefinitions::new(vec![route_tool(&ids)]);
     let request = ChatRequest {
         model: &settings.model,
         messages: &messages,
@@ -202,23 +202,21 @@ fn extract_object(text: &str) -> Option<Value> {
         .filter(Value::is_object)
 }
 
-fn route_tool(ids: &[&str]) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": ROUTE_TOOL,
-            "description": "Choose the specialist(s) for the task, in the order they should work.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "specialist_ids": {"type": "array", "items": {"type": "string", "enum": ids}, "minItems": 1},
-                    "reason": {"type": "string", "description": "One sentence: why these specialists."}
-                },
-                "required": ["specialist_ids", "reason"],
-                "additionalProperties": false
-            }
-        }
-    })
+fn route_tool(ids: &[&str]) -> crate::ports::ToolDef {
+    crate::ports::ToolDef {
+        name: ROUTE_TOOL.to_owned(),
+        description: "Choose the specialist(s) for the task, in the order they should work."
+            .to_owned(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "specialist_ids": {"type": "array", "items": {"type": "string", "enum": ids}, "minItems": 1},
+                "reason": {"type": "string", "description": "One sentence: why these specialists."}
+            },
+            "required": ["specialist_ids", "reason"],
+            "additionalProperties": false
+        }),
+    }
 }
 
 fn system_prompt(specialists: &[Arc<SpecialistSpec>]) -> String {

@@ -207,14 +207,9 @@ impl ChatClient for ScriptedChat {
 fn tool_names(request: &ChatRequest<'_>) -> Vec<String> {
     request
         .tools
-        .to_values()
+        .defs()
         .iter()
-        .map(|t| {
-            t["function"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
+        .map(|t| t.name.clone())
         .collect()
 }
 

@@ -182,8 +182,9 @@ pub(crate) fn request<'a>(
     stream: bool,
 ) -> ChatRequest<'a> {
     // Leaked: a few bytes per test, so the helper can keep taking plain `Value`s.
-    let tools: &'a fabric_core::ToolDefinitions =
-        Box::leak(Box::new(fabric_core::ToolDefinitions::new(tools)));
+    let tools: &'a fabric_core::ToolDefinitions = Box::leak(Box::new(
+        fabric_core::ToolDefinitions::new(tools.iter().map(def).collect()),
+    ));
     ChatRequest {
         model: "test-model",
         messages,
@@ -193,5 +194,18 @@ pub(crate) fn request<'a>(
         max_tokens: None,
         stream,
         vision: false,
+    }
+}
+
+/// A test's OpenAI-shaped definition as the port's typed one.
+pub(crate) fn def(v: &Value) -> fabric_core::ToolDef {
+    let f = &v["function"];
+    fabric_core::ToolDef {
+        name: f["name"].as_str().unwrap_or_default().to_owned(),
+        description: f["description"].as_str().unwrap_or_default().to_owned(),
+        parameters: f
+            .get("parameters")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
     }
 }

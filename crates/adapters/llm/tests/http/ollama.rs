@@ -7,7 +7,7 @@ use crate::mock::{Recorder, Reply, request, settings, start};
 
 fn tools() -> Vec<Value> {
     vec![
-        json!({"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}),
+        json!({"type": "function", "function": {"name": "read_file", "description": "Reads a file.", "parameters": {"type": "object"}}}),
     ]
 }
 

@@ -13,7 +13,7 @@ fn user() -> Vec<Message> {
 
 fn tools() -> Vec<Value> {
     vec![
-        json!({"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}),
+        json!({"type": "function", "function": {"name": "read_file", "description": "Reads a file.", "parameters": {"type": "object"}}}),
     ]
 }
 

@@ -2,9 +2,9 @@
 
 use fabric_config::{Backend, Routing, Settings};
 use fabric_core::models::choose_model;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bootstrap;
 use crate::cli::Cli;
 use crate::wiring;
 
@@ -195,8 +195,10 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         &format!("{label} server"),
         &format!("{} answers (used by {users})", model.base_url),
     );
+    // Listing only: nothing is started or pulled, so nothing is shown on the way.
+    let servers = fabric_llm::ModelServers::new(settings, Arc::new(fabric_llm::LoggedNotices));
     if model.backend == Backend::Anthropic {
-        anthropic_checks(key, model, &label, report).await;
+        anthropic_checks(&servers, (key, model), &label, report).await;
         return;
     }
     // A key that names `api_key_env` needs it set: runs on it are refused without (#40).
@@ -204,7 +206,7 @@ async fn model_checks(settings: &Settings, key: &str, users: &str, report: &mut 
         let fix = model.missing_api_key_fix(key, var);
         report.line(Verdict::Fail, &format!("{label} key"), &fix);
     }
-    let listed = match bootstrap::list(model).await {
+    let listed = match servers.models_of(model).await {
         Ok(listed) => listed,
         Err(e) => {
             report.line(
@@ -271,7 +273,7 @@ fn unreachable_fix(
         }
         other => other.to_string(),
     };
-    let local_ollama = bootstrap::is_local(&model.base_url) && model.backend == Backend::Ollama;
+    let local_ollama = fabric_llm::is_local(&model.base_url) && model.backend == Backend::Ollama;
     let starter = settings.local_llm_start_cmd.first().map(String::as_str);
     let fix = if local_ollama && starter == Some("ollama") && on_path("ollama").is_none() {
         format!(
@@ -297,8 +299,7 @@ async fn responses_schema_check(
     report: &mut Report,
 ) {
     use fabric_domain::ConstrainedDecoding as C;
-    let (_, http) = crate::app::http_of(model);
-    let Ok(client) = fabric_llm::ResponsesClient::new(&http) else {
+    let Ok(client) = fabric_llm::ResponsesClient::new(&fabric_llm::HttpSettings::of(model)) else {
         return;
     };
     let check = format!("{label} constrained decoding");
@@ -378,8 +379,8 @@ fn missing_model(
 /// An Anthropic key: its variable is set, the API accepts it (listing the models needs
 /// it), and the model is one the API lists. Claude models all call tools.
 async fn anthropic_checks(
-    key: &str,
-    model: &fabric_config::ModelConfig,
+    servers: &fabric_llm::ModelServers,
+    (key, model): (&str, &fabric_config::ModelConfig),
     label: &str,
     report: &mut Report,
 ) {
@@ -397,7 +398,7 @@ async fn anthropic_checks(
         &format!("{label} key"),
         &format!("read from `{var}`"),
     );
-    match bootstrap::list(model).await {
+    match servers.models_of(model).await {
         Ok(listed) if listed.iter().any(|m| m.name == model.model) => report.line(
             Verdict::Ok,
             &format!("{label} present"),

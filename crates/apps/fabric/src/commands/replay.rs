@@ -41,7 +41,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
             &settings,
             &search,
             crate::daily::off(store.clone()),
-            Arc::new(OfflineChats),
+            (crate::app::model_servers(&settings), Arc::new(OfflineChats)),
         ),
         members: Mutex::new(Some(members.clone())),
         tools,

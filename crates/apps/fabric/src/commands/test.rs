@@ -158,7 +158,7 @@ pub(crate) async fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<u8> {
                 &settings,
                 &search,
                 crate::daily::off(store.clone()),
-                Arc::new(OfflineChats),
+                (crate::app::model_servers(&settings), Arc::new(OfflineChats)),
             ),
             members: Mutex::new(Some(vec![QueueChat::new(answers, "the scenario")])),
             tools: None,

@@ -18,11 +18,11 @@ mod route;
 mod tests;
 
 pub use models::Flights;
-pub use policy::{BudgetLimits, CloudFallbackPolicy, ComplexityPolicy, ModelPolicy, PreparePolicy};
+pub use policy::{BudgetLimits, ComplexityPolicy, PreparePolicy};
 
 use async_trait::async_trait;
-use fabric_domain::SpecialistSpec;
 use fabric_domain::runlog::RunOrigin;
+use fabric_domain::{ModelConfig, SpecialistSpec};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +30,8 @@ use std::time::Duration;
 use super::{Fault, InvalidRequest, PrepareContext, Preparer, Runnable, ServiceError, TaskRequest};
 use crate::budget::daily::DailyBudget;
 use crate::budget::{Lineage, RunBudget};
-use crate::engine::ModelParams;
-use crate::execute::{CloudFallback, Member, TaskForce};
+use crate::engine::{Fallback, ModelParams};
+use crate::execute::{Member, TaskForce};
 use crate::models::ModelChoice;
 use crate::ports::{
     ChatClient, ChatFactory, ModelResolver, ProcessSandbox, SetupError, ToolFactory,
@@ -213,7 +213,10 @@ impl Preparation {
                 runner: Arc::clone(&context.children),
                 stager: tools.stager(),
             });
-        let chat = self.ports.daily.meter(&model_key, model.price, chat);
+        let chat = self
+            .ports
+            .daily
+            .meter(&model_key, model.price_per_mtok, chat);
         let reported = models::reported_window(
             self.ports.models.as_ref(),
             (&model_key, model),
@@ -240,7 +243,7 @@ impl Preparation {
     async fn model_of(
         &self,
         key: &str,
-        model: &ModelPolicy,
+        model: &Arc<ModelConfig>,
         request: &TaskRequest,
     ) -> Result<Resolved, ServiceError> {
         let (name, reason) = match &request.model {
@@ -270,7 +273,7 @@ impl Preparation {
     }
 
     /// Discovery for `key`: the model its server runs, and why.
-    async fn resolve(&self, key: &str, model: &ModelPolicy) -> Result<ModelChoice, SetupError> {
+    async fn resolve(&self, key: &str, model: &ModelConfig) -> Result<ModelChoice, SetupError> {
         models::resolve(
             &self.policy,
             self.ports.models.as_ref(),
@@ -283,7 +286,7 @@ impl Preparation {
     /// How a member's model is asked.
     fn params(
         &self,
-        model: &ModelPolicy,
+        model: &Arc<ModelConfig>,
         name: String,
         stream: bool,
         reported: Option<u64>,
@@ -294,11 +297,9 @@ impl Preparation {
             top_p: Some(model.top_p),
             max_tokens: Some(model.max_tokens),
             stream,
-            price: model.price,
-            tool_call_repair: model.tool_call_repair,
             context_window: model.window(reported),
             summarize_compaction: self.policy.summarize_compaction,
-            vision: model.vision,
+            config: Arc::clone(model),
         }
     }
 
@@ -314,7 +315,7 @@ impl Preparation {
             None => policy.budget,
         };
         if limits.max_cost_usd.is_some()
-            && let Some(m) = members.iter().find(|m| m.model.price.is_none())
+            && let Some(m) = members.iter().find(|m| m.model.price().is_none())
         {
             return Err(InvalidRequest::NoPrice {
                 key: m.model_key.clone(),
@@ -343,7 +344,7 @@ impl Preparation {
         &self,
         request: &TaskRequest,
         members: &mut [Member],
-    ) -> Result<Option<CloudFallback>, ServiceError> {
+    ) -> Result<Option<Fallback>, ServiceError> {
         let Some(fallback) = &self.policy.cloud_fallback else {
             return Ok(None);
         };
@@ -376,12 +377,10 @@ impl Preparation {
             }
             return Ok(None);
         }
-        let price = model.price;
-        Ok(Some(CloudFallback {
-            chat: self.ports.daily.meter(key, price, chat),
-            model_key: key.clone(),
+        Ok(Some(Fallback {
+            chat: self.ports.daily.meter(key, model.price_per_mtok, chat),
             model: self.params(model, model.model.clone(), request.stream, None),
-            policy: fallback.policy,
+            policy: fallback.clone(),
         }))
     }
 }

@@ -6,10 +6,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::policy::{ModelPolicy, PreparePolicy};
+use super::policy::PreparePolicy;
 use crate::models::{ModelChoice, choose_model, is_listed};
 use crate::ports::{ModelResolver, SetupError};
-use fabric_domain::Backend;
+use fabric_domain::{Backend, ModelConfig};
 
 /// One lock per kind of work (`pull URL MODEL`, `start URL`): concurrent preparations that
 /// need the same pull pull once, each waiter looking at the models again before pulling.
@@ -34,13 +34,13 @@ pub(super) async fn resolve(
     policy: &PreparePolicy,
     resolver: &dyn ModelResolver,
     pulls: &Flights,
-    (key, model): (&str, &ModelPolicy),
+    (key, model): (&str, &ModelConfig),
 ) -> Result<ModelChoice, SetupError> {
     resolver.start(key).await?;
     let listed = match resolver.list(key).await {
         Ok(listed) => listed,
         Err(e) => {
-            tracing::warn!("model discovery at {} failed: {e}", model.endpoint);
+            tracing::warn!("model discovery at {} failed: {e}", model.base_url);
             return Ok(as_configured(
                 model,
                 "as configured (the server did not list its models)",
@@ -65,7 +65,7 @@ pub(super) async fn resolve(
         // Pulling helps only when the configured model is missing, not when it is installed
         // and cannot call tools.
         (Err(why), Some(target)) if !is_listed(&model.model, &listed) => {
-            let lock = pulls.lock_for(format!("pull {} {target}", model.endpoint));
+            let lock = pulls.lock_for(format!("pull {} {target}", model.base_url));
             let _pulling = lock.lock().await;
             // Another request may have pulled a model while this one waited.
             if let Ok(fresh) = resolver.list(key).await
@@ -84,7 +84,7 @@ pub(super) async fn resolve(
     }
 }
 
-fn as_configured(model: &ModelPolicy, how: &str) -> ModelChoice {
+fn as_configured(model: &ModelConfig, how: &str) -> ModelChoice {
     ModelChoice {
         model: model.model.clone(),
         reason: format!("`{}` {how}", model.model),
@@ -97,7 +97,7 @@ fn as_configured(model: &ModelPolicy, how: &str) -> ModelChoice {
 /// learned it. `named`: the model was given by name (`--model`), so Ollama's is not asked.
 pub(super) async fn reported_window(
     resolver: &dyn ModelResolver,
-    (key, model): (&str, &ModelPolicy),
+    (key, model): (&str, &ModelConfig),
     name: &str,
     (named, offline): (bool, bool),
 ) -> Option<u64> {

@@ -2,12 +2,9 @@
 //! model keys, routing, budgets and the cloud fallback. The binary converts its settings
 //! into it once at start-up; tests write it by hand.
 
-use fabric_domain::{Backend, Routing, SpecialistSpec, TaskForceMode};
+use fabric_domain::{FallbackPolicy, ModelConfig, Routing, SpecialistSpec, TaskForceMode};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-use crate::budget::Price;
-use crate::engine::FallbackPolicy;
 
 /// Everything preparation needs to know from the configuration.
 #[derive(Debug, Clone)]
@@ -24,8 +21,8 @@ pub struct PreparePolicy {
     pub complexity: Option<ComplexityPolicy>,
     /// The model key of everything else.
     pub default_model_key: String,
-    /// The model keys.
-    pub models: BTreeMap<String, ModelPolicy>,
+    /// The model keys, as configured; each shared by the runs on it.
+    pub models: BTreeMap<String, Arc<ModelConfig>>,
     /// The model to pull when an Ollama server has none that fits (`auto_pull_model`),
     /// when pulling is allowed (`auto_pull_if_missing`).
     pub auto_pull: Option<String>,
@@ -49,7 +46,7 @@ pub struct PreparePolicy {
     /// Whether tools may use the network, unless the request says.
     pub network_allowed: bool,
     /// The cloud model steps fall back to.
-    pub cloud_fallback: Option<CloudFallbackPolicy>,
+    pub cloud_fallback: Option<FallbackPolicy>,
 }
 
 impl PreparePolicy {
@@ -83,48 +80,6 @@ pub struct ComplexityPolicy {
     pub complex: String,
 }
 
-/// One model key as preparation uses it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelPolicy {
-    /// The model name on the server.
-    pub model: String,
-    /// The server's wire protocol.
-    pub backend: Backend,
-    /// The server's base URL: concurrent pulls on one server wait for each other.
-    pub endpoint: String,
-    /// Sampling temperature.
-    pub temperature: f32,
-    /// Nucleus sampling.
-    pub top_p: f32,
-    /// Most tokens generated per call.
-    pub max_tokens: u32,
-    /// Seconds to wait for one answer.
-    pub timeout_s: u64,
-    /// What its tokens cost.
-    pub price: Option<Price>,
-    /// Recover tool calls written as text.
-    pub tool_call_repair: bool,
-    /// The context size Ollama is asked for.
-    pub num_ctx: u32,
-    /// The configured context window, for servers that do not report one.
-    pub context_window: Option<u32>,
-    /// The model reads images (`vision`).
-    pub vision: bool,
-}
-
-impl ModelPolicy {
-    /// The context window: Ollama's is the `num_ctx` the fabric sends (or the model's
-    /// trained length when smaller); other servers' is `context_window` when configured,
-    /// else what the server `reported`.
-    pub fn window(&self, reported: Option<u64>) -> Option<u32> {
-        let reported = reported.and_then(|t| u32::try_from(t).ok());
-        match self.backend {
-            Backend::Ollama => Some(self.num_ctx.min(reported.unwrap_or(u32::MAX))),
-            _ => self.context_window.or(reported),
-        }
-    }
-}
-
 /// Limits of one run tree.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct BudgetLimits {
@@ -145,13 +100,4 @@ impl BudgetLimits {
             max_wall_s: own.max_wall_s.or(self.max_wall_s),
         }
     }
-}
-
-/// The cloud model steps fall back to (`cloud_fallback`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CloudFallbackPolicy {
-    /// Its model key.
-    pub model_key: String,
-    /// When steps go to it, and how often.
-    pub policy: FallbackPolicy,
 }

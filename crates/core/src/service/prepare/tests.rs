@@ -209,21 +209,15 @@ fn spec(id: &str) -> SpecialistSpec {
     .unwrap()
 }
 
-fn model(name: &str, backend: Backend) -> ModelPolicy {
-    ModelPolicy {
-        model: name.to_owned(),
-        backend,
-        endpoint: format!("http://{name}.test"),
+fn model(name: &str, backend: Backend) -> Arc<ModelConfig> {
+    Arc::new(ModelConfig {
         temperature: 0.2,
-        top_p: 0.9,
         max_tokens: 512,
         timeout_s: 30,
-        price: None,
-        tool_call_repair: false,
+        tool_call_repair: Some(false),
         num_ctx: 8192,
-        context_window: None,
-        vision: false,
-    }
+        ..ModelConfig::new(backend, format!("http://{name}.test"), name)
+    })
 }
 
 /// Two keys on OpenAI-compatible servers (`small`, `big`), one specialist, keyword routing.
@@ -449,13 +443,12 @@ fn with_fallback() -> PreparePolicy {
     policy
         .models
         .insert("cloud".to_owned(), model("cloud-model", Backend::Anthropic));
-    policy.cloud_fallback = Some(CloudFallbackPolicy {
+    policy.cloud_fallback = Some(fabric_domain::FallbackPolicy {
         model_key: "cloud".to_owned(),
-        policy: crate::engine::FallbackPolicy {
-            no_tool_calls: true,
-            max_per_run: 3,
-            ..Default::default()
-        },
+        no_tool_calls: true,
+        malformed_args: false,
+        critic_rejected: false,
+        max_per_run: 3,
     });
     policy
 }
@@ -465,7 +458,7 @@ async fn issue_28_the_cloud_fallback_is_attached_unless_its_budget_or_key_is_mis
     let p = preparation(with_fallback(), Servers::default(), Chats::default(), &[]);
     let task = prepare(&p, request("fix the bug")).await.unwrap();
     let fallback = task.fallback.as_ref().expect("a fallback");
-    assert_eq!(fallback.model_key, "cloud");
+    assert_eq!(fallback.policy.model_key, "cloud");
     assert_eq!(fallback.model.name, "cloud-model");
     assert_eq!(fallback.policy.max_per_run, 3);
 
@@ -701,14 +694,14 @@ async fn issue_29_a_vision_key_s_member_and_fallback_read_images() {
     let mut policy = with_fallback();
     let p = preparation(policy.clone(), Servers::default(), Chats::default(), &[]);
     let task = prepare(&p, request("fix the bug")).await.unwrap();
-    assert!(!task.members[0].model.vision, "off unless the key says");
+    assert!(!task.members[0].model.vision(), "off unless the key says");
     for key in ["small", "cloud"] {
-        policy.models.get_mut(key).unwrap().vision = true;
+        Arc::make_mut(policy.models.get_mut(key).unwrap()).vision = true;
     }
     let p = preparation(policy, Servers::default(), Chats::default(), &[]);
     let task = prepare(&p, request("fix the bug")).await.unwrap();
-    assert!(task.members[0].model.vision);
-    assert!(task.fallback.as_ref().expect("a fallback").model.vision);
+    assert!(task.members[0].model.vision());
+    assert!(task.fallback.as_ref().expect("a fallback").model.vision());
 }
 
 /// Issue #40: a model key whose API key is unset is a configuration error, refused by the
