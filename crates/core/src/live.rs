@@ -65,7 +65,7 @@ impl RunRegistry {
 
     /// Registers a run whose token derives from another (a child run's from its parent's),
     /// which itself derives from the registry's.
-    pub fn register_with(&self, id: RunId, cancel: CancellationToken) -> Arc<LiveRun> {
+    pub(crate) fn register_with(&self, id: RunId, cancel: CancellationToken) -> Arc<LiveRun> {
         let run = Arc::new(LiveRun::new(id.clone(), cancel, self.backlog.clone()));
         lock(&self.runs).insert(id, Arc::clone(&run));
         run
@@ -92,7 +92,7 @@ impl RunRegistry {
     }
 
     /// Cancels every run in flight and every run registered later (shutdown).
-    pub fn cancel_all(&self) {
+    pub(crate) fn cancel_all(&self) {
         self.root.cancel();
     }
 }
@@ -262,7 +262,7 @@ impl LiveRun {
     /// The `run_failed` event (status `failed`, `reason`) that would end this run now, or
     /// `None` when it already has its terminal event. The caller records it (runlog first,
     /// then [`RunObserver::on_event`]) when the run's own code could not, e.g. after a panic.
-    pub fn failure_event(&self, reason: &str) -> Option<RunEvent> {
+    pub(crate) fn failure_event(&self, reason: &str) -> Option<RunEvent> {
         let state = lock(&self.state);
         if state.last().is_some_and(|e| e.kind().is_terminal()) {
             return None;

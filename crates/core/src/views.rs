@@ -103,7 +103,11 @@ impl RunView {
 
     /// The projection of `summary`, with what it does not keep: whether the run `started`
     /// (else it has no prompt yet) and its full `end`.
-    pub fn from_summary(summary: RunSummary, started: bool, end: Option<runlog::RunEnd>) -> Self {
+    pub(crate) fn from_summary(
+        summary: RunSummary,
+        started: bool,
+        end: Option<runlog::RunEnd>,
+    ) -> Self {
         Self {
             summary: summary.summary.clone().or_else(|| summary.reason.clone()),
             started_at: (summary.events > 0).then_some(summary.started_at),

@@ -280,7 +280,7 @@ impl RunEvent {
     }
 
     /// The kind as written in the runlog (an unknown kind's own name).
-    pub fn kind_text(&self) -> &str {
+    pub(crate) fn kind_text(&self) -> &str {
         match &self.payload {
             EventPayload::Unknown { kind, .. } => kind,
             other => other.kind().as_str(),

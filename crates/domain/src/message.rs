@@ -133,13 +133,15 @@ impl ToolImage {
     }
 
     /// Its size decoded, from the length of its base64 text.
-    pub fn decoded_len(&self) -> usize {
+    pub(crate) fn decoded_len(&self) -> usize {
         let text = self.data.trim_end_matches('=');
         text.len() / 4 * 3 + (text.len() % 4).saturating_sub(1)
     }
 
     /// It as a `data:` URL, the way OpenAI's wires take an image.
-    pub fn data_url(&self) -> String {
+    /// Only the unit tests read it.
+    #[cfg(test)]
+    pub(crate) fn data_url(&self) -> String {
         format!("data:{};base64,{}", self.mime_type, self.data)
     }
 

@@ -223,7 +223,9 @@ impl RunSummary {
     }
 
     /// How long it ran, in seconds, once it ended.
-    pub fn duration_s(&self) -> Option<f64> {
+    /// Only the unit tests read it.
+    #[cfg(test)]
+    pub(crate) fn duration_s(&self) -> Option<f64> {
         self.ended_at.map(|end| (end - self.started_at).max(0.0))
     }
 

@@ -56,7 +56,7 @@ pub fn estimate(messages: &[Message], definitions: &ToolDefinitions) -> u64 {
 }
 
 /// The share of the window kept for the answer: `max_tokens`, at most a quarter of it.
-pub fn answer_share(window: u32, max_tokens: Option<u32>) -> u32 {
+pub(crate) fn answer_share(window: u32, max_tokens: Option<u32>) -> u32 {
     max_tokens.unwrap_or(1024).min(window / 4)
 }
 
@@ -318,7 +318,7 @@ fn describe(dropped: &[Message]) -> String {
 }
 
 /// Puts a model-written summary in the note's place.
-pub fn use_summary(messages: &mut [Message], summary: &str) {
+pub(crate) fn use_summary(messages: &mut [Message], summary: &str) {
     if let Some(note) = messages.iter_mut().find(|m| {
         m.role == Role::User
             && m.content

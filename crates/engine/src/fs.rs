@@ -178,7 +178,7 @@ pub fn usage(paths: &[std::path::PathBuf]) -> (u64, u64) {
 }
 
 /// The shortest pause between two counts of a [`DiskWatch`].
-pub const MIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+pub(crate) const MIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl DiskWatch {
     /// Resolves when the command has added more than it may, with the reason in words for

@@ -36,7 +36,7 @@ pub enum Verdict {
 
 /// Reviews a specialist's work when it calls `finish_task`.
 #[async_trait]
-pub trait FinishGate: Send + Sync {
+pub(crate) trait FinishGate: Send + Sync {
     /// The critic's specialist id.
     fn critic(&self) -> &str;
 
@@ -58,7 +58,7 @@ pub trait FinishGate: Send + Sync {
 }
 
 /// One member's gate and where its reviews stand.
-pub struct GateState<'a> {
+pub(crate) struct GateState<'a> {
     /// The gate.
     pub gate: &'a dyn FinishGate,
     /// Reviews done already (a continued run replays them).

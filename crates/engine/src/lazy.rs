@@ -24,9 +24,9 @@ use crate::ports::{Tool, ToolContext, ToolError, ToolNotice, ToolSource, Withhel
 use crate::typed::{Typed, TypedTool};
 
 /// The name of the search meta-tool.
-pub const SEARCH_TOOLS: &str = "search_tools";
+pub(crate) const SEARCH_TOOLS: &str = "search_tools";
 /// The name of the schema-loading meta-tool.
-pub const LOAD_TOOL_SCHEMA: &str = "load_tool_schema";
+pub(crate) const LOAD_TOOL_SCHEMA: &str = "load_tool_schema";
 /// Most matches `search_tools` returns when the call does not say.
 const DEFAULT_MATCHES: usize = 8;
 
@@ -271,7 +271,7 @@ impl TypedTool for SearchTools {
 /// The input of `load_tool_schema`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LoadInput {
+pub(crate) struct LoadInput {
     /// The tool's name, as `search_tools` returned it.
     pub name: String,
 }

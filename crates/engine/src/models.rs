@@ -12,7 +12,7 @@ use crate::ports::SetupError;
 
 /// Models above this many billion parameters are chosen only when nothing smaller can call
 /// tools.
-pub const SIZE_CAP_B: f64 = 14.9;
+pub(crate) const SIZE_CAP_B: f64 = 14.9;
 
 /// A model a server lists.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -32,7 +32,7 @@ pub struct ModelCandidate {
 
 impl ModelCandidate {
     /// Whether the model only makes embeddings: it says so, or its name or family does.
-    pub fn is_embedding_only(&self) -> bool {
+    pub(crate) fn is_embedding_only(&self) -> bool {
         if let Some(caps) = &self.capabilities {
             let embeds = caps.iter().any(|c| c == "embedding");
             let chats = caps.iter().any(|c| c == "completion" || c == "tools");
@@ -53,7 +53,7 @@ impl ModelCandidate {
 
     /// The size in billions of parameters: from `parameter_size`, else from a `:7b`-style
     /// tag in the name.
-    pub fn size_b(&self) -> Option<f64> {
+    pub(crate) fn size_b(&self) -> Option<f64> {
         self.parameter_size
             .as_deref()
             .and_then(parse_size)
@@ -66,7 +66,7 @@ impl ModelCandidate {
 
 /// Parses a size such as `8.0B`, `7.6B`, `770M`, `1.5b`, `32K` into billions of parameters
 /// (`8.0B` is 8.0, `770M` is 0.77). `None` for anything else.
-pub fn parse_size(text: &str) -> Option<f64> {
+pub(crate) fn parse_size(text: &str) -> Option<f64> {
     let text = text.trim();
     let unit = text.chars().last()?;
     let scale = match unit.to_ascii_uppercase() {

@@ -232,7 +232,7 @@ impl RunSearch {
 
     /// Embeds one ended run (its prompt and result). `Ok(false)` when no embedding model is
     /// configured.
-    pub async fn embed_run(&self, id: &RunId) -> Result<bool, SearchError> {
+    pub(crate) async fn embed_run(&self, id: &RunId) -> Result<bool, SearchError> {
         let Some(embedding) = &self.embedding else {
             return Ok(false);
         };

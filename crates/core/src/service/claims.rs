@@ -49,7 +49,7 @@ impl ClaimedStore {
 
     /// Forgets `id` if it is still held with `fence` (a later claim of the same run keeps
     /// its own entry); whether it was.
-    pub fn drop_run(&self, id: &RunId, fence: i64) -> bool {
+    pub(crate) fn drop_run(&self, id: &RunId, fence: i64) -> bool {
         let mut held = self.lock();
         if held.get(id).is_some_and(|h| h.fence == fence) {
             held.remove(id);
@@ -61,14 +61,14 @@ impl ClaimedStore {
 
     /// Gives `id` up locally: its log refuses every further append at once (it was lost to
     /// another worker, or is being handed back).
-    pub fn revoke(&self, id: &RunId, fence: i64) {
+    pub(crate) fn revoke(&self, id: &RunId, fence: i64) {
         if let Some(h) = self.lock().get(id).filter(|h| h.fence == fence) {
             h.revoked.store(true, Ordering::SeqCst);
         }
     }
 
     /// Gives every held run up locally; the runs with their fences.
-    pub fn revoke_all(&self) -> Vec<(RunId, i64)> {
+    pub(crate) fn revoke_all(&self) -> Vec<(RunId, i64)> {
         self.lock()
             .iter()
             .map(|(id, h)| {
@@ -79,7 +79,7 @@ impl ClaimedStore {
     }
 
     /// Whether `id` was given up while held with `fence`.
-    pub fn is_revoked(&self, id: &RunId, fence: i64) -> bool {
+    pub(crate) fn is_revoked(&self, id: &RunId, fence: i64) -> bool {
         self.lock()
             .get(id)
             .is_some_and(|h| h.fence == fence && h.revoked.load(Ordering::SeqCst))
@@ -94,7 +94,7 @@ impl ClaimedStore {
     }
 
     /// The fence `id` is held with, if it is held.
-    pub fn fence_of(&self, id: &RunId) -> Option<i64> {
+    pub(crate) fn fence_of(&self, id: &RunId) -> Option<i64> {
         self.lock().get(id).map(|h| h.fence)
     }
 

@@ -123,7 +123,7 @@ impl RunBudget {
     }
 
     /// Takes one cloud fallback for the tree, if fewer than `max` were taken.
-    pub fn take_fallback(&self, max: u32) -> bool {
+    pub(crate) fn take_fallback(&self, max: u32) -> bool {
         self.fallbacks
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
@@ -132,7 +132,9 @@ impl RunBudget {
     }
 
     /// Cloud fallbacks the tree took.
-    pub fn fallbacks_taken(&self) -> u32 {
+    /// Only the unit tests read it.
+    #[cfg(test)]
+    pub(crate) fn fallbacks_taken(&self) -> u32 {
         self.fallbacks.load(Ordering::Acquire)
     }
 
@@ -142,7 +144,7 @@ impl RunBudget {
     }
 
     /// Why the run stops when the deadline passes during a step.
-    pub fn time_reason(&self, during: &str) -> String {
+    pub(crate) fn time_reason(&self, during: &str) -> String {
         format!(
             "the time budget of this run and the runs it delegated to ({} s) ran out during {during}",
             self.time.map_or(0, |t| t.as_secs())
@@ -166,14 +168,14 @@ impl RunBudget {
 
     /// Whether the token or cost limit applies to calls at `price` (so their answers are
     /// capped, and a streamed answer is counted as it arrives).
-    pub fn limits_answers(&self, price: Option<Price>) -> bool {
+    pub(crate) fn limits_answers(&self, price: Option<Price>) -> bool {
         self.max_tokens.is_some() || (self.max_cost_usd.is_some() && price.is_some())
     }
 
     /// The most completion tokens the next call may ask for so that the token and cost
     /// limits hold, given its prompt (estimated) and the model's own `wanted` limit; `Err`
     /// when not even a short answer fits.
-    pub fn cap_completion(
+    pub(crate) fn cap_completion(
         &self,
         wanted: Option<u32>,
         prompt_tokens: impl FnOnce() -> u64,
@@ -258,12 +260,14 @@ impl RunBudget {
     }
 
     /// Charges tokens a model call used.
-    pub fn charge_tokens(&self, tokens: u64) {
+    pub(crate) fn charge_tokens(&self, tokens: u64) {
         self.tokens.fetch_add(tokens, Ordering::AcqRel);
     }
 
     /// Model calls made so far by the whole tree.
-    pub fn steps_used(&self) -> u32 {
+    /// Only the unit tests read it.
+    #[cfg(test)]
+    pub(crate) fn steps_used(&self) -> u32 {
         self.steps.load(Ordering::Acquire)
     }
 

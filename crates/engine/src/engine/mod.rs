@@ -41,12 +41,12 @@ pub use crate::params::ModelParams;
 /// Most characters of a tool result sent to the model and written to the runlog.
 pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
 /// Most characters of model text written to the runlog per response.
-pub const MAX_LLM_CONTENT_IN_RUNLOG_CHARS: usize = 2_000;
+pub(crate) const MAX_LLM_CONTENT_IN_RUNLOG_CHARS: usize = 2_000;
 /// Plain-text replies in a row answered with a corrective message before giving up.
-pub const MAX_CORRECTIVE_REPROMPTS: u32 = 1;
+pub(crate) const MAX_CORRECTIVE_REPROMPTS: u32 = 1;
 
 /// What the loop needs besides the model and the tools.
-pub struct LoopInput<'a> {
+pub(crate) struct LoopInput<'a> {
     /// Who works.
     pub specialist: &'a SpecialistSpec,
     /// The tools it may call (without `finish_task`, which the loop adds), re-read between

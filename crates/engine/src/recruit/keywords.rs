@@ -78,7 +78,7 @@ const CHANGE_WORDS: &[&str] = &[
 
 /// Whether the prompt only asks to look (a review, an audit, an explanation) and asks for no
 /// change: then specialists that write are not recruited beside one that only reads.
-pub fn reads_only(prompt_words: &[String]) -> bool {
+pub(crate) fn reads_only(prompt_words: &[String]) -> bool {
     let has = |list: &[&str]| {
         prompt_words
             .iter()
@@ -88,13 +88,13 @@ pub fn reads_only(prompt_words: &[String]) -> bool {
 }
 
 /// Suffixes a prompt word may add to a keyword word.
-pub const SUFFIXES: &[&str] = &[
+pub(crate) const SUFFIXES: &[&str] = &[
     "s", "es", "ed", "ing", "er", "ers", "ation", "ations", "ment", "ments",
 ];
 
 /// The built-in capability → keywords map. Specialists extend it with their own
 /// capabilities (see [`CapabilityMap::with_specialists`]).
-pub const BUILTIN_CAPABILITIES: &[(&str, &[&str])] = &[
+pub(crate) const BUILTIN_CAPABILITIES: &[(&str, &[&str])] = &[
     (
         "code_execution",
         &[
@@ -207,7 +207,7 @@ impl CapabilityMap {
     /// `kubernetes_ops` specialist with keywords `kubernetes, helm` is routable without
     /// code). Keywords of built-in capabilities are not changed by specialists: they are
     /// used for tie-breaks instead.
-    pub fn with_specialists(specialists: &[Arc<SpecialistSpec>]) -> Self {
+    pub(crate) fn with_specialists(specialists: &[Arc<SpecialistSpec>]) -> Self {
         let mut out = Self::builtin();
         for spec in specialists {
             for cap in &spec.capabilities {
@@ -228,7 +228,7 @@ impl CapabilityMap {
 
     /// The capabilities the prompt asks for, each with the position (in words) of its first
     /// matching keyword, sorted by that position.
-    pub fn infer(&self, prompt: &str) -> Vec<(String, usize)> {
+    pub(crate) fn infer(&self, prompt: &str) -> Vec<(String, usize)> {
         let words = words(prompt);
         let mut found: Vec<(String, usize)> = self
             .map
@@ -256,7 +256,7 @@ pub fn words(text: &str) -> Vec<String> {
 
 /// Whether a prompt word is this keyword word, or it plus one suffix (with the usual
 /// spelling changes: `code` → `coding`, `library` → `libraries`).
-pub fn word_matches(word: &str, keyword: &str) -> bool {
+pub(crate) fn word_matches(word: &str, keyword: &str) -> bool {
     if word == keyword {
         return true;
     }
@@ -304,7 +304,7 @@ fn first_match(words: &[String], keyword: &str) -> Option<usize> {
 }
 
 /// How many of a specialist's own keywords the prompt contains.
-pub fn keyword_score(spec: &SpecialistSpec, prompt_words: &[String]) -> usize {
+pub(crate) fn keyword_score(spec: &SpecialistSpec, prompt_words: &[String]) -> usize {
     spec.keywords
         .iter()
         .filter(|k| first_match(prompt_words, &k.to_lowercase()).is_some())
@@ -313,7 +313,7 @@ pub fn keyword_score(spec: &SpecialistSpec, prompt_words: &[String]) -> usize {
 
 /// One specialist the greedy cover picked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pick {
+pub(crate) struct Pick {
     /// Its index in the specialists as configured.
     pub index: usize,
     /// The required capabilities it was picked for.
@@ -328,7 +328,7 @@ pub struct Pick {
 /// in the prompt, then (2) the one listed first in the configuration; a pick that won a tie
 /// says so ([`Pick::tie`]). Stops when all are covered or nobody covers what is left.
 /// Returns the picks in pick order.
-pub fn greedy_cover(
+pub(crate) fn greedy_cover(
     specialists: &[Arc<SpecialistSpec>],
     required: &[String],
     prompt_words: &[String],
@@ -388,7 +388,13 @@ pub fn greedy_cover(
 
 /// Why `winner` was preferred to `runner_up`, which matched it on `what`: more of its own
 /// keywords in the prompt, else its place in the configuration.
-pub fn tie_note(winner: &str, runner_up: &str, what: &str, score: usize, other: usize) -> String {
+pub(crate) fn tie_note(
+    winner: &str,
+    runner_up: &str,
+    what: &str,
+    score: usize,
+    other: usize,
+) -> String {
     if score > other {
         format!(
             "tied with `{runner_up}` on {what}; `{winner}` has more of its own keywords in the prompt ({score} to {other})"
