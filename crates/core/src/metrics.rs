@@ -164,7 +164,7 @@ impl Counters {
     }
 
     /// Run `run` called a tool at `ts`.
-    fn tool_call(&mut self, run: &RunId, call: &runlog::ToolCall, ts: f64) {
+    fn tool_call(&mut self, run: &RunId, call: &runlog::ToolCalled, ts: f64) {
         *self.tool_calls.entry(call.tool.clone()).or_default() += 1;
         if let Some(pending) = self.pending(run) {
             (pending.tools).insert(call.call_id.clone(), (call.tool.clone(), ts));

@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use fabric_core::delegate::{Lineage, RunBudget};
 use fabric_core::engine::ModelParams;
-use fabric_core::execute::{Member, Recruitment, TaskForce, TaskForceMode, execute_task_force};
+use fabric_core::execute::{Member, Roster, TaskForce, TaskForceMode, execute_task_force};
 use fabric_core::recruit::{RoutingCall, RoutingFailure};
 use fabric_core::{
     ChatError, ChatResponse, NoopObserver, RunSandbox, SecurityNotice, Tool, ToolContext,
@@ -99,7 +99,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode) -> TaskForce {
     TaskForce {
         prompt: "do the thing".into(),
         members,
-        recruitment: Recruitment::explicit(Vec::new(), "test"),
+        recruitment: Roster::explicit(Vec::new(), "test"),
         routing_call: None,
         mode,
         // One at a time, so the parallel scenario writes its lines in a fixed order.
@@ -180,7 +180,7 @@ async fn single_with_everything() -> Vec<String> {
         payload: json!({"server": "gh", "status": "ready", "elapsed_ms": 12, "tools": ["mcp__gh__me"], "skipped": [{"tool": "x", "reason": "too long"}]}),
     }])))];
     let mut f = force(vec![m], TaskForceMode::Sequential);
-    f.recruitment = Recruitment {
+    f.recruitment = Roster {
         specialist_ids: Vec::new(),
         routing_method: "llm".into(),
         required_capabilities: vec!["code".into()],

@@ -6,7 +6,7 @@ use fabric_fakes::Line;
 
 use fabric_core::engine::ModelParams;
 use fabric_core::execute::{
-    HANDOFF_END, Member, Recruitment, TaskForce, TaskForceMode, execute_task_force,
+    HANDOFF_END, Member, Roster, TaskForce, TaskForceMode, execute_task_force,
 };
 use fabric_core::recruit::{RoutingCall, RoutingFailure};
 use fabric_core::{NewRun, NoopObserver, Tool, ToolContext, ToolError};
@@ -75,7 +75,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode, max_parallel: usize) -> Task
     TaskForce {
         prompt: "do the thing".into(),
         members,
-        recruitment: Recruitment::explicit(Vec::new(), "test"),
+        recruitment: Roster::explicit(Vec::new(), "test"),
         routing_call: None,
         mode,
         max_parallel,

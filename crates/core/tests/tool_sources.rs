@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use fabric_core::engine::ModelParams;
-use fabric_core::execute::{Member, Recruitment, RunOutcome, TaskForce};
+use fabric_core::execute::{Member, Roster, RunOutcome, TaskForce};
 use fabric_core::{NoopObserver, Tool, ToolContext, ToolError, ToolNotice, ToolSource};
 use fabric_domain::{EventKind, RunStatus, SpecialistSpec, ToolLoading, ToolSpec};
 use fabric_fakes::{Answer, MemStore, ScriptedChat, call, specialist_as};
@@ -108,7 +108,7 @@ async fn run(
         ModelParams::named("m"),
     );
     member.sources = vec![source];
-    let recruitment = Recruitment::explicit(Vec::new(), "test");
+    let recruitment = Roster::explicit(Vec::new(), "test");
     let force = TaskForce::single("do it", member, recruitment, 6);
     fabric_core::execute::execute_task_force(store, force, &NoopObserver, CancellationToken::new())
         .await

@@ -18,8 +18,8 @@ use crate::runlog::{
     Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, LlmRequest,
     LlmResponse, LoopDetected, McpMessage, McpRequest, McpServer, MemberEnd, MemberStart, Payload,
     Recruitment, RepairRound, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed,
-    RunStart, SecurityEvent, TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult,
-    WorkspaceOpened,
+    RunStart, SecurityEvent, TaskForceParallel, ToolCallRepaired, ToolCalled, ToolFailed,
+    ToolResult, WorkspaceOpened,
 };
 
 /// Defines the kinds and their payloads from one table (see the module's doc).
@@ -188,11 +188,11 @@ events! {
     /// A step went to the cloud model because the local one failed in a way it may fix.
     CloudFallback = "cloud_fallback" { CloudFallback(CloudFallback) },
     /// Before a tool runs.
-    ToolCall = "tool_call" { ToolCall(ToolCall) },
+    ToolCall = "tool_call" { ToolCall(ToolCalled) },
     /// A tool's successful result, or an accepted `finish_task`.
     ToolResult = "tool_result" { ToolResult(ToolResult) },
     /// A tool call that failed: bad arguments, unknown tool, refused or failed execution.
-    ToolError = "tool_error" { ToolError(ToolError) },
+    ToolError = "tool_error" { ToolError(ToolFailed) },
     /// An MCP server's log message or a tool call's progress (issue #29).
     McpMessage = "mcp_message" { McpMessage(McpMessage) },
     /// An MCP server's request to the fabric (sampling, elicitation, roots) and its answer.

@@ -29,12 +29,12 @@ pub use payloads::{
     LlmRequest, LlmResponse, LlmToolCall, LoopDetected, MAX_MCP_MESSAGE_CHARS, McpMessage,
     McpRequest, McpServer, MemberEnd, MemberStart, Recruitment, RepairRound, RoutingRequest,
     RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, SkippedTool,
-    TaskForceParallel, ToolCall, ToolCallRepaired, ToolError, ToolResult, WorkspaceOpened,
+    TaskForceParallel, ToolCallRepaired, ToolCalled, ToolFailed, ToolResult, WorkspaceOpened,
     WorkspaceResult,
 };
 pub use vocab::{
     CallPurpose, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod, RunOrigin,
-    SecurityEventType, TaskForceMode, ToolErrorType,
+    SecurityEventType, TaskForceShape, ToolErrorType,
 };
 
 use crate::{DomainError, EventKind};

@@ -42,15 +42,15 @@ closed_set! {
 impl TaskForceMode {
     /// The mode a recorded run used, to go on as it began: `parallel` stays parallel, every
     /// other word (`single`, `sequential`, one this version does not know) is sequential.
-    pub fn recorded(mode: &runlog::TaskForceMode) -> Self {
+    pub fn recorded(mode: &runlog::TaskForceShape) -> Self {
         match mode {
-            runlog::TaskForceMode::Parallel => Self::Parallel,
+            runlog::TaskForceShape::Parallel => Self::Parallel,
             _ => Self::Sequential,
         }
     }
 }
 
-impl From<TaskForceMode> for runlog::TaskForceMode {
+impl From<TaskForceMode> for runlog::TaskForceShape {
     fn from(mode: TaskForceMode) -> Self {
         match mode {
             TaskForceMode::Sequential => Self::Sequential,
@@ -66,7 +66,7 @@ mod tests {
     #[test]
     fn modes_reach_the_runlog_and_come_back() {
         for &mode in TaskForceMode::ALL {
-            let wire = runlog::TaskForceMode::from(mode);
+            let wire = runlog::TaskForceShape::from(mode);
             assert_eq!(wire.as_str(), mode.as_str());
             assert_eq!(TaskForceMode::recorded(&wire), mode);
         }
@@ -77,7 +77,7 @@ mod tests {
             serde_json::json!("keyword")
         );
         assert_eq!(
-            TaskForceMode::recorded(&runlog::TaskForceMode::Single),
+            TaskForceMode::recorded(&runlog::TaskForceShape::Single),
             TaskForceMode::Sequential
         );
     }

@@ -8,7 +8,7 @@
 //! steps instead of asking the model again (`engine`), and goes on live from the first step
 //! whose answer was not recorded.
 
-use fabric_domain::runlog::{self, EventPayload, TaskForceMode};
+use fabric_domain::runlog::{self, EventPayload, TaskForceShape};
 use fabric_domain::{FallbackReason, RunEvent, RunId, RunStatus, ToolCall, Usage};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -259,10 +259,10 @@ impl RunHistory {
     }
 
     /// How the members worked together.
-    pub fn mode(&self) -> TaskForceMode {
+    pub fn mode(&self) -> TaskForceShape {
         self.recruitment
             .as_ref()
-            .map_or(TaskForceMode::Single, |r| r.task_force_mode.clone())
+            .map_or(TaskForceShape::Single, |r| r.task_force_mode.clone())
     }
 
     /// Model calls whose answers were recorded, all members together.

@@ -629,7 +629,7 @@ impl Tracer {
     }
 
     /// Tool calls: a span from call to result or error.
-    fn tool_called(&self, t: &mut RunTrace, at: &At<'_>, call: &runlog::ToolCall) {
+    fn tool_called(&self, t: &mut RunTrace, at: &At<'_>, call: &runlog::ToolCalled) {
         let tool = call.tool.as_str();
         let mut span = Open::new(
             Some(t.current(at.member)),
@@ -656,7 +656,7 @@ impl Tracer {
         }
     }
 
-    fn tool_error(&self, t: &mut RunTrace, at: &At<'_>, error: &runlog::ToolError) {
+    fn tool_error(&self, t: &mut RunTrace, at: &At<'_>, error: &runlog::ToolFailed) {
         if let Some(mut span) = t.take_tool(&error.call_id) {
             span.str("error.type", error.error_type.as_str());
             let message = Some(error.error_message.clone());

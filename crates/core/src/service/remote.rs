@@ -289,7 +289,7 @@ fn end_before_start(
         run_id: id.clone(),
         status,
         specialist_ids: Vec::new(),
-        task_force_mode: runlog::TaskForceMode::Single,
+        task_force_mode: runlog::TaskForceShape::Single,
         steps: 0,
         usage: fabric_domain::Usage::default(),
         reason: Some(reason.to_owned()),

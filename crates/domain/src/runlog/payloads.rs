@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use super::vocab::{
     CallPurpose, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod, RunOrigin,
-    SecurityEventType, TaskForceMode, ToolErrorType,
+    SecurityEventType, TaskForceShape, ToolErrorType,
 };
 use crate::{RunId, RunStatus, ToolLoading, Usage};
 
@@ -74,7 +74,7 @@ pub struct Recruitment {
     /// Whether more than one specialist works.
     pub is_task_force: bool,
     /// How they work together.
-    pub task_force_mode: TaskForceMode,
+    pub task_force_mode: TaskForceShape,
 }
 
 /// `task_force_parallel`: before the members of a parallel task force start.
@@ -483,7 +483,7 @@ pub struct RepairRound {
 
 /// `tool_call`: before a tool runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
+pub struct ToolCalled {
     /// The tool named.
     pub tool: String,
     /// The call's id.
@@ -509,7 +509,7 @@ pub struct ToolResult {
 
 /// `tool_error`: a call failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolError {
+pub struct ToolFailed {
     /// The tool named.
     pub tool: String,
     /// The call's id.
@@ -548,7 +548,7 @@ pub struct RunEnd {
     /// Who worked, in recruitment order.
     pub specialist_ids: Vec<String>,
     /// How they worked together.
-    pub task_force_mode: TaskForceMode,
+    pub task_force_mode: TaskForceShape,
     /// Model calls, all members together.
     pub steps: u32,
     /// Tokens, all members together.

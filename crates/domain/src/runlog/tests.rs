@@ -35,7 +35,7 @@ fn the_end_of_a_run_is_complete_exactly_when_it_has_a_result() {
         run_id: id("r"),
         status: RunStatus::Partial,
         specialist_ids: vec!["a".into()],
-        task_force_mode: TaskForceMode::Sequential,
+        task_force_mode: TaskForceShape::Sequential,
         steps: 2,
         usage: Usage::default(),
         reason: None,

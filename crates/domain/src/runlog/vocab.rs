@@ -120,8 +120,10 @@ vocabulary! {
 }
 
 vocabulary! {
-    /// `task_force_mode`: how the members of a run work together.
-    pub enum TaskForceMode {
+    /// `task_force_mode` as recorded: how the members of a run worked together, `single` for
+    /// one specialist. The config's [`crate::TaskForceMode`] (sequential or parallel) is what
+    /// a task force of several is asked to do; this is what a run was.
+    pub enum TaskForceShape {
         /// One specialist.
         Single = "single",
         /// Members in turn, each given the previous one's result.
@@ -229,6 +231,6 @@ mod tests {
             serde_json::to_value(&newer).unwrap_or_else(|e| panic!("{e}")),
             json!("by_coin_toss")
         );
-        assert!(serde_json::from_value::<TaskForceMode>(json!(3)).is_err());
+        assert!(serde_json::from_value::<TaskForceShape>(json!(3)).is_err());
     }
 }

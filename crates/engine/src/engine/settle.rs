@@ -318,7 +318,7 @@ impl<'a> Loop<'a, '_> {
         self.rec
             .record(
                 Some(step),
-                runlog::ToolError {
+                runlog::ToolFailed {
                     tool: FINISH_TOOL.to_owned(),
                     call_id: call.id.clone(),
                     error_type: runlog::ToolErrorType::Rejected,
@@ -391,7 +391,7 @@ impl<'a> Loop<'a, '_> {
         self.rec
             .record(
                 Some(step),
-                runlog::ToolError {
+                runlog::ToolFailed {
                     tool: call.name.clone(),
                     call_id: call.id.clone(),
                     error_type: error.error_type(),
@@ -458,7 +458,7 @@ async fn record_call(
 ) -> Result<(), StoreError> {
     rec.record(
         Some(step),
-        runlog::ToolCall {
+        runlog::ToolCalled {
             tool: call.name.clone(),
             call_id: call.id.clone(),
             args: shown_args(call, args),

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::CoreError;
 use crate::engine::{Fallback, ModelParams};
 use crate::ports::{ChatClient, NewRun, RunObserver, RunSandbox, RunStore, Tool, ToolSource};
-pub use crate::recruit::Recruitment;
+pub use crate::recruit::Roster;
 use crate::recruit::RoutingCall;
 
 pub use fabric_domain::TaskForceMode;
@@ -101,7 +101,7 @@ pub struct TaskForce {
     /// The members in recruitment order (at least one).
     pub members: Vec<Member>,
     /// How they were chosen.
-    pub recruitment: Recruitment,
+    pub recruitment: Roster,
     /// The routing model call, recorded as `llm_request`/`llm_response` with
     /// `purpose: routing`.
     pub routing_call: Option<RoutingCall>,
@@ -186,7 +186,7 @@ impl TaskForce {
     pub fn single(
         prompt: impl Into<String>,
         member: Member,
-        recruitment: Recruitment,
+        recruitment: Roster,
         max_steps: u32,
     ) -> Self {
         TaskForce {

@@ -141,7 +141,7 @@ struct Team {
     /// The members' specialist ids.
     ids: Vec<String>,
     /// `single` for one member, else the task force's mode.
-    mode: runlog::TaskForceMode,
+    mode: runlog::TaskForceShape,
 }
 
 impl Team {
@@ -172,7 +172,7 @@ impl Team {
         let mode = if members.len() > 1 {
             force.mode.into()
         } else {
-            runlog::TaskForceMode::Single
+            runlog::TaskForceShape::Single
         };
         Self {
             members,

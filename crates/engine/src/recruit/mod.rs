@@ -28,7 +28,7 @@ use crate::ChatClient;
 /// routing to the task force; the `recruitment` event records it (with the task force's
 /// mode) as `runlog::Recruitment`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recruitment {
+pub struct Roster {
     /// The chosen specialists, in the order they work (sequential task forces) or report
     /// (parallel ones).
     pub specialist_ids: Vec<String>,
@@ -40,7 +40,7 @@ pub struct Recruitment {
     pub reason: String,
 }
 
-impl Recruitment {
+impl Roster {
     /// The specialists `specialist_ids`, named by the caller (`--pack`, a test) for `reason`:
     /// no routing, no capabilities inferred.
     pub fn explicit(specialist_ids: Vec<String>, reason: impl Into<String>) -> Self {
@@ -63,7 +63,7 @@ pub fn route_by_keywords(
     prompt: &str,
     specialists: &[Arc<SpecialistSpec>],
     default_id: &str,
-) -> Recruitment {
+) -> Roster {
     let map = CapabilityMap::with_specialists(specialists);
     let inferred = map.infer(prompt);
     let required: Vec<String> = inferred.iter().map(|(c, _)| c.clone()).collect();
@@ -124,7 +124,7 @@ pub fn route_by_keywords(
                 .join(", ")
         ));
     }
-    Recruitment {
+    Roster {
         specialist_ids: ordered
             .iter()
             .map(|p| specialists[p.index].id.clone())
@@ -142,7 +142,7 @@ fn by_own_keywords(
     words: &[String],
     default_id: &str,
     required: Vec<String>,
-) -> Recruitment {
+) -> Roster {
     let mut scored: Vec<(usize, usize)> = specialists
         .iter()
         .enumerate()
@@ -172,7 +172,7 @@ fn by_own_keywords(
             ),
         ),
     };
-    Recruitment {
+    Roster {
         specialist_ids: vec![id],
         routing_method: RoutingMethod::Keyword,
         required_capabilities: required,
@@ -241,7 +241,7 @@ pub async fn route(
     specialists: &[Arc<SpecialistSpec>],
     default_id: &str,
     llm: Option<(&dyn ChatClient, &LlmRouting)>,
-) -> (Recruitment, Option<RoutingCall>) {
+) -> (Roster, Option<RoutingCall>) {
     let by_keywords = route_by_keywords(prompt, specialists, default_id);
     let Some((chat, settings)) = llm else {
         return (by_keywords, None);
@@ -249,7 +249,7 @@ pub async fn route(
     let call = route_with_llm(chat, settings, prompt, specialists).await;
     match &call.outcome {
         Ok((ids, reason)) => (
-            Recruitment {
+            Roster {
                 specialist_ids: ids.clone(),
                 routing_method: RoutingMethod::Llm,
                 required_capabilities: by_keywords.required_capabilities,
@@ -258,7 +258,7 @@ pub async fn route(
             Some(call),
         ),
         Err(failure) => (
-            Recruitment {
+            Roster {
                 routing_method: RoutingMethod::KeywordFallback,
                 reason: format!(
                     "LLM routing failed ({failure}); keyword routing: {}",

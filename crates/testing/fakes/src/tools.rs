@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fabric_core::engine::ModelParams;
-use fabric_core::execute::{Member, Recruitment, RunOutcome, TaskForce, execute_task_force};
+use fabric_core::execute::{Member, Roster, RunOutcome, TaskForce, execute_task_force};
 use fabric_core::{ChatClient, CoreError, NoopObserver, RunStore, Tool, ToolContext, ToolError};
 use fabric_domain::{SpecialistSpec, ToolAnnotations, ToolSpec};
 use serde_json::{Value, json};
@@ -114,7 +114,7 @@ pub fn task(
         "k",
         ModelParams::named("m"),
     );
-    let recruitment = Recruitment::explicit(Vec::new(), "test");
+    let recruitment = Roster::explicit(Vec::new(), "test");
     let mut force = TaskForce::single("do it", member, recruitment, 10);
     force.network_allowed = network_allowed;
     force

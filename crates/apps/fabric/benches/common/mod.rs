@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use fabric_core::engine::ModelParams;
-use fabric_core::execute::{Member, Recruitment, TaskForce};
+use fabric_core::execute::{Member, Roster, TaskForce};
 use fabric_core::{ChatClient, Tool, ToolContext, ToolError};
 use fabric_domain::{SpecialistSpec, ToolSpec};
 use serde_json::{Value, json};
@@ -50,6 +50,6 @@ pub(crate) fn task(chat: Arc<dyn ChatClient>, max_steps: u32) -> TaskForce {
         "bench",
         ModelParams::named("qwen2.5:7b"),
     );
-    let recruitment = Recruitment::explicit(Vec::new(), "");
+    let recruitment = Roster::explicit(Vec::new(), "");
     TaskForce::single("benchmark", member, recruitment, max_steps)
 }

@@ -6,11 +6,11 @@ use fabric_domain::runlog::RoutingMethod;
 use std::time::Duration;
 
 use super::Preparation;
-use crate::recruit::{self, LlmRouting, Recruitment, RoutingCall};
+use crate::recruit::{self, LlmRouting, Roster, RoutingCall};
 use crate::service::{ServiceError, TaskRequest};
 
 /// Who works, how and why they were chosen, and the routing model's call if one was made.
-pub(super) type Recruited = (Recruitment, Option<RoutingCall>);
+pub(super) type Recruited = (Roster, Option<RoutingCall>);
 
 impl Preparation {
     /// `--pack` names the specialists (one, or a task force in the order given); without it
@@ -25,7 +25,7 @@ impl Preparation {
                 ids.push(id.clone());
             }
             let reason = format!("--pack {}", ids.join(","));
-            let recruitment = Recruitment::explicit(ids, reason);
+            let recruitment = Roster::explicit(ids, reason);
             return Ok((recruitment, None));
         }
         let policy = &self.policy;
@@ -46,7 +46,7 @@ impl Preparation {
 
     /// LLM routing on the routing model's own endpoint and model; any failure to even set
     /// it up is a fallback to keywords like any other routing failure.
-    async fn llm_route(&self, prompt: &str) -> (Recruitment, Option<RoutingCall>) {
+    async fn llm_route(&self, prompt: &str) -> (Roster, Option<RoutingCall>) {
         let policy = &self.policy;
         let key = &policy.routing_model_key;
         let keywords = |why: String| {
