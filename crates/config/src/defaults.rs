@@ -97,7 +97,7 @@ impl Settings {
                 timeout_s: None,
                 workspace: crate::settings::DelegationWorkspace::Separate,
             },
-            budget: crate::BudgetConfig::default(),
+            budget: crate::BudgetLimits::default(),
             specialist_budgets: Default::default(),
             daily_budget: Default::default(),
             daily_budget_timezone: crate::DayZone::Local,

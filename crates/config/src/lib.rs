@@ -39,7 +39,7 @@ pub use error::ConfigError;
 pub use security::{NetworkConfig, SandboxCgroup, SandboxConfig, SandboxLimits, SandboxMode};
 pub use server::ServerConfig;
 pub use settings::{
-    Backend, BudgetConfig, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS,
+    Backend, BudgetLimits, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_OLLAMA_PARALLEL, DailyLimit, DayZone, DelegationConfig, DelegationWorkspace,
     FallbackPolicy, FetchUrlConfig, ModelConfig, Price, RemoteAgentSettings, Routing,
     SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource, TaskForceMode,

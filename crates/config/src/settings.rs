@@ -1,5 +1,8 @@
 use fabric_domain::SpecialistSpec;
-pub use fabric_domain::{Backend, DelegationWorkspace, Routing, SearchProvider, TaskForceMode};
+pub use fabric_domain::{
+    Backend, BudgetLimits, ComplexityRouting, DelegationWorkspace, Routing, SearchProvider,
+    TaskForceMode,
+};
 pub use fabric_domain::{
     DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OLLAMA_PARALLEL, FallbackPolicy, ModelConfig, Price,
 };
@@ -7,30 +10,6 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// Model choice by task complexity (seed 003): a score from 0 to 100; at or above
-/// `threshold` the `complex` key, below it the `simple` one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ComplexityRouting {
-    /// The score from which a task counts as complex.
-    pub threshold: u8,
-    /// The model key of simple tasks (a small local model).
-    pub simple: String,
-    /// The model key of complex tasks (a strong model).
-    pub complex: String,
-}
-
-/// Limits of one run tree (a run and its delegated children), enforced during a step too
-/// (docs/QUALITY.md).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct BudgetConfig {
-    /// Tokens (prompt and completion) at most.
-    pub max_tokens: Option<u64>,
-    /// US dollars at most (needs `price_per_mtok` on the model keys used).
-    pub max_cost_usd: Option<f64>,
-    /// Wall-clock seconds at most.
-    pub max_wall_s: Option<u64>,
-}
 
 /// What one model key may spend per day (`daily_budget:`), across every run and process
 /// sharing the store.
@@ -228,9 +207,9 @@ pub struct Settings {
     /// Remote A2A agents a specialist may hand tasks to (`agents:`), by name.
     pub agents: BTreeMap<String, RemoteAgentSettings>,
     /// What a run and the runs it delegates to may spend together (`budget:`).
-    pub budget: BudgetConfig,
+    pub budget: BudgetLimits,
     /// Per specialist, the limits that replace `budget:` for the runs it leads.
-    pub specialist_budgets: BTreeMap<String, BudgetConfig>,
+    pub specialist_budgets: BTreeMap<String, BudgetLimits>,
     /// What each model key may spend per day (`daily_budget:`).
     pub daily_budget: BTreeMap<String, DailyLimit>,
     /// Where the day of `daily_budget` begins (`daily_budget_timezone`).

@@ -12,6 +12,7 @@
 
 mod error;
 mod event;
+mod limits;
 mod message;
 mod model;
 mod run;
@@ -31,6 +32,7 @@ mod words;
 
 pub use error::DomainError;
 pub use event::{EventKind, EventPayload, RunEvent};
+pub use limits::{BudgetLimits, ComplexityRouting};
 pub use message::{
     IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, Message, PromptCache, Role, ToolCall,
     ToolImage, Usage,

@@ -141,7 +141,7 @@ impl Merger {
         &self,
         prefix: &str,
         b: crate::raw::RawBudget,
-        into: &mut crate::BudgetConfig,
+        into: &mut crate::BudgetLimits,
     ) -> Result<(), ConfigError> {
         let at = |field: &str| format!("{prefix}.{field}");
         set_some(

@@ -12,9 +12,7 @@ use fabric_config::Settings;
 use fabric_core::budget::daily::DailyBudget;
 use fabric_core::ports::ChatFactory;
 use fabric_core::search::RunSearch;
-use fabric_core::service::prepare::{
-    BudgetLimits, ComplexityPolicy, Preparation, PreparePolicy, PreparePorts,
-};
+use fabric_core::service::prepare::{Preparation, PreparePolicy, PreparePorts};
 use fabric_llm::ModelServers;
 use std::sync::Arc;
 
@@ -57,21 +55,12 @@ pub(crate) fn preparation_with(
 
 /// What preparation decides by, read from the settings once.
 pub(crate) fn policy(s: &Settings) -> PreparePolicy {
-    let limits = |b: &fabric_config::BudgetConfig| BudgetLimits {
-        max_tokens: b.max_tokens,
-        max_cost_usd: b.max_cost_usd,
-        max_wall_s: b.max_wall_s,
-    };
     PreparePolicy {
         specialists: s.specialists.clone(),
         default_specialist: s.default_specialist.clone(),
         routing: s.routing,
         routing_model_key: s.routing_model_key.clone(),
-        complexity: s.complexity_routing.as_ref().map(|c| ComplexityPolicy {
-            threshold: c.threshold,
-            simple: c.simple.clone(),
-            complex: c.complex.clone(),
-        }),
+        complexity: s.complexity_routing.clone(),
         default_model_key: s.default_model_key.clone(),
         models: s
             .models
@@ -81,12 +70,8 @@ pub(crate) fn policy(s: &Settings) -> PreparePolicy {
         auto_pull: s.auto_pull_if_missing.then(|| s.auto_pull_model.clone()),
         summarize_compaction: s.summarize_compaction,
         max_steps: s.max_steps,
-        budget: limits(&s.budget),
-        specialist_budgets: s
-            .specialist_budgets
-            .iter()
-            .map(|(id, b)| (id.clone(), limits(b)))
-            .collect(),
+        budget: s.budget,
+        specialist_budgets: s.specialist_budgets.clone(),
         max_depth: s.delegation.max_depth,
         share_parent_workspace: s.delegation.workspace
             == fabric_config::DelegationWorkspace::Shared,

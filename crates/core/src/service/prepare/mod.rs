@@ -18,7 +18,7 @@ mod route;
 mod tests;
 
 pub use models::Flights;
-pub use policy::{BudgetLimits, ComplexityPolicy, PreparePolicy};
+pub use policy::{BudgetLimits, ComplexityRouting, PreparePolicy};
 
 use async_trait::async_trait;
 use fabric_domain::runlog::RunOrigin;

@@ -2,6 +2,7 @@
 //! model keys, routing, budgets and the cloud fallback. The binary converts its settings
 //! into it once at start-up; tests write it by hand.
 
+pub use fabric_domain::{BudgetLimits, ComplexityRouting};
 use fabric_domain::{FallbackPolicy, ModelConfig, Routing, SpecialistSpec, TaskForceMode};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ pub struct PreparePolicy {
     /// The routing model's key.
     pub routing_model_key: String,
     /// The model key by the task's complexity, for specialists that name none.
-    pub complexity: Option<ComplexityPolicy>,
+    pub complexity: Option<ComplexityRouting>,
     /// The model key of everything else.
     pub default_model_key: String,
     /// The model keys, as configured; each shared by the runs on it.
@@ -65,39 +66,5 @@ impl PreparePolicy {
     pub fn model_keys(&self) -> String {
         let keys: Vec<&str> = self.models.keys().map(String::as_str).collect();
         keys.join(", ")
-    }
-}
-
-/// Model choice by task complexity: at or above `threshold` the `complex` key, below it
-/// the `simple` one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ComplexityPolicy {
-    /// The score from which a task counts as complex.
-    pub threshold: u8,
-    /// The model key of simple tasks.
-    pub simple: String,
-    /// The model key of complex tasks.
-    pub complex: String,
-}
-
-/// Limits of one run tree.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct BudgetLimits {
-    /// Tokens at most.
-    pub max_tokens: Option<u64>,
-    /// US dollars at most.
-    pub max_cost_usd: Option<f64>,
-    /// Wall-clock seconds at most.
-    pub max_wall_s: Option<u64>,
-}
-
-impl BudgetLimits {
-    /// These limits with `own`'s in place of each one it sets.
-    pub fn overlaid(self, own: &Self) -> Self {
-        Self {
-            max_tokens: own.max_tokens.or(self.max_tokens),
-            max_cost_usd: own.max_cost_usd.or(self.max_cost_usd),
-            max_wall_s: own.max_wall_s.or(self.max_wall_s),
-        }
     }
 }

@@ -305,7 +305,7 @@ async fn prepare(p: &Preparation, r: TaskRequest) -> Result<TaskForce, ServiceEr
 
 fn with_complexity(threshold: u8) -> PreparePolicy {
     PreparePolicy {
-        complexity: Some(ComplexityPolicy {
+        complexity: Some(ComplexityRouting {
             threshold,
             simple: "small".to_owned(),
             complex: "big".to_owned(),
