@@ -9,6 +9,8 @@
 //! only when no model is known to call tools.
 
 use crate::ports::SetupError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Models above this many billion parameters are chosen only when nothing smaller can call
 /// tools.
@@ -199,6 +201,20 @@ fn best_of<'a>(pool: &[&'a ModelCandidate]) -> Option<&'a ModelCandidate> {
             // max_by keeps the last of equals: reverse names so the first name wins.
             .then(b.name.cmp(&a.name))
     })
+}
+
+/// One lock per kind of work (`pull URL MODEL`, `start URL`): concurrent preparations that
+/// need the same pull pull once, each waiter looking at the models again before pulling.
+/// Entries are a few bytes each and there is one per endpoint and model, so they are kept.
+#[derive(Default)]
+pub struct Flights(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+impl Flights {
+    /// The lock that serialises `what`.
+    pub fn lock_for(&self, what: String) -> Arc<tokio::sync::Mutex<()>> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(map.entry(what).or_default())
+    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! streamed, with the key in `x-api-key` and the `anthropic-version` header.
 
 use async_trait::async_trait;
-use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
 use fabric_domain::ToolCall;
+use fabric_engine::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
 use reqwest::Method;
 use serde::Deserialize;
 use serde_json::Value;

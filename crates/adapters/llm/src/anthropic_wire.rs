@@ -3,8 +3,8 @@
 //! `tool_result` blocks in a user message, and consecutive messages of one role are merged
 //! (the API wants user and assistant to alternate). Answers are read leniently.
 
-use fabric_core::ChatRequest;
 use fabric_domain::{Message, Role, Usage};
+use fabric_engine::ChatRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -133,7 +133,7 @@ fn assistant_blocks(message: &Message) -> Vec<Value> {
 pub(crate) struct Tools;
 
 impl crate::wire_tools::Form for Tools {
-    fn encode(def: &fabric_core::ToolDef) -> Value {
+    fn encode(def: &fabric_engine::ToolDef) -> Value {
         json!({
             "name": def.name,
             "description": def.description,
@@ -279,8 +279,8 @@ pub(crate) struct MessageDeltaBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabric_core::ToolDefinitions;
     use fabric_domain::ToolCall;
+    use fabric_engine::ToolDefinitions;
 
     #[test]
     fn issue_29_a_tool_s_images_are_blocks_of_its_result() {

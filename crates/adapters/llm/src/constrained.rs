@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 
-use fabric_core::{ChatResponse, ToolDef, ToolDefinitions};
 use fabric_domain::{Message, Role, ToolCall};
+use fabric_engine::{ChatResponse, ToolDef, ToolDefinitions};
 use serde_json::{Value, json};
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
 //! Model discovery and bootstrap over HTTP: is the server up, which models does an
 //! OpenAI-compatible server list, and pulling a model into Ollama with progress.
-//! Choosing among the models is not done here (that is `fabric_core::models`).
+//! Choosing among the models is not done here (that is `fabric_engine::models`).
 
-use fabric_core::ChatError;
+use fabric_engine::ChatError;
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

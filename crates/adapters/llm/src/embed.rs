@@ -13,7 +13,7 @@
 //! [`ChatError::Embedding`] naming the model, around a cause naming the server.
 
 use async_trait::async_trait;
-use fabric_core::{ChatError, EmbeddingClient};
+use fabric_engine::{ChatError, EmbeddingClient};
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

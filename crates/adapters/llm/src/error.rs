@@ -1,7 +1,7 @@
 //! The one error of this crate's own: building a client. Everything a call can hit is
 //! fabric-core's [`ChatError`], so the engine sees one vocabulary whatever the server.
 
-use fabric_core::ChatError;
+use fabric_engine::ChatError;
 use thiserror::Error;
 
 /// Why a client could not be built from its settings.
@@ -34,11 +34,11 @@ pub enum ClientBuildError {
 /// Logs how a call ended and turns "wrong model" status errors into the errors that say so;
 /// both clients end every call here.
 pub(crate) fn conclude(
-    result: Result<fabric_core::ChatResponse, ChatError>,
+    result: Result<fabric_engine::ChatResponse, ChatError>,
     model: &str,
     not_found: NotFound,
     api: &'static str,
-) -> Result<fabric_core::ChatResponse, ChatError> {
+) -> Result<fabric_engine::ChatResponse, ChatError> {
     match &result {
         Ok(response) => tracing::debug!(
             api,

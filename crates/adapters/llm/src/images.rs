@@ -63,8 +63,8 @@ pub(crate) fn caption(call_id: &str, count: usize) -> String {
 /// (`c1`) returned an image.
 #[cfg(test)]
 pub(crate) mod fixture {
-    use fabric_core::{ChatRequest, ToolDefinitions};
     use fabric_domain::{Message, ToolCall, ToolImage};
+    use fabric_engine::{ChatRequest, ToolDefinitions};
     use std::sync::LazyLock;
 
     /// The result's text, as the MCP tool writes it.

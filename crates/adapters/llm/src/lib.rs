@@ -2,7 +2,7 @@
 //!
 //! This crate sits on the outside of the hexagon. It implements fabric-core's
 //! [`ChatClient`] port for four kinds of server and hands the engine one normalised
-//! [`ChatResponse`](fabric_core::ChatResponse) whatever the server sent:
+//! [`ChatResponse`](fabric_engine::ChatResponse) whatever the server sent:
 //!
 //! - [`OpenAiClient`]: any OpenAI-compatible Chat Completions server (`/chat/completions`),
 //!   whole or streamed as Server-Sent Events.
@@ -16,15 +16,15 @@
 //!
 //! All share one transport: a pooled HTTP client, the API key read once from the
 //! environment variable the config names, retries with capped exponential backoff on the
-//! errors [`ChatError::is_retryable`](fabric_core::ChatError::is_retryable) allows, and the
-//! mapping of every failure onto [`ChatError`](fabric_core::ChatError). Servers differ in
+//! errors [`ChatError::is_retryable`](fabric_engine::ChatError::is_retryable) allows, and the
+//! mapping of every failure onto [`ChatError`](fabric_engine::ChatError). Servers differ in
 //! small ways (arguments as a string or an object, missing call ids, `null` content, missing
 //! usage); the adapters accept them all, and keep tool arguments as the raw text the model
 //! wrote so the engine can report invalid JSON exactly.
 //!
 //! Discovery and bootstrap ([`probe`], [`OpenAiClient::list_models`],
 //! [`OllamaClient::list_models`], [`OllamaClient::pull`]) use the same transport; which model
-//! to pick is decided in `fabric_core::models`, not here.
+//! to pick is decided in `fabric_engine::models`, not here.
 //!
 //! Both clients also implement fabric-core's [`EmbeddingClient`] port (Ollama's
 //! `/api/embed`, OpenAI's `/embeddings`), for semantic search over past runs; answers are
@@ -61,7 +61,7 @@ mod wire_tools;
 
 use std::sync::Arc;
 
-use fabric_core::{ChatClient, EmbeddingClient};
+use fabric_engine::{ChatClient, EmbeddingClient};
 
 pub use anthropic::AnthropicClient;
 pub use discover::{PullProgress, probe};

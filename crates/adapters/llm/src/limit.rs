@@ -7,7 +7,7 @@
 //! answer (`queued_ms`), which the runlog records.
 
 use async_trait::async_trait;
-use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
+use fabric_engine::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -71,7 +71,7 @@ impl ChatClient for Limited {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabric_core::{NoopObserver, ToolDefinitions};
+    use fabric_engine::{NoopObserver, ToolDefinitions};
     use fabric_fakes::ScriptedChat;
     use std::time::Duration;
 

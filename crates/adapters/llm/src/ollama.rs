@@ -4,8 +4,8 @@
 //! tools. The client also lists models and reads their capabilities.
 
 use async_trait::async_trait;
-use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
 use fabric_domain::{ToolCall, Usage};
+use fabric_engine::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
 use reqwest::Method;
 
 use crate::error::{ClientBuildError, NotFound, classify, conclude};
@@ -177,7 +177,7 @@ impl ChatClient for OllamaClient {
             .then(|| crate::constrained::Constrained::new(request.tools))
             .flatten();
         let rewritten;
-        let none = fabric_core::ToolDefinitions::none();
+        let none = fabric_engine::ToolDefinitions::none();
         let body = match &constrained {
             Some(c) => {
                 rewritten = c.messages(request.messages);
@@ -204,7 +204,7 @@ impl ChatClient for OllamaClient {
         let result = match (&constrained, request.stream) {
             (None, true) => self.streamed(&body, observer).await,
             // Streamed JSON is a call, not prose to show.
-            (Some(_), true) => self.streamed(&body, &fabric_core::NoopObserver).await,
+            (Some(_), true) => self.streamed(&body, &fabric_engine::NoopObserver).await,
             (_, false) => self.whole(&body).await,
         };
         let result = match &constrained {

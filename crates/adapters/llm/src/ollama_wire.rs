@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use fabric_core::ChatRequest;
 use fabric_domain::{Message, Role, Usage};
+use fabric_engine::ChatRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -282,7 +282,7 @@ mod tests {
         let request = ChatRequest {
             model: "q",
             messages: &messages,
-            tools: &fabric_core::ToolDefinitions::none(),
+            tools: &fabric_engine::ToolDefinitions::none(),
             temperature: Some(0.25),
             top_p: None,
             max_tokens: Some(64),

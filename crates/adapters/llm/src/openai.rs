@@ -2,8 +2,8 @@
 //! llama.cpp's server, LM Studio, Ollama's `/v1`, ...).
 
 use async_trait::async_trait;
-use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
 use fabric_domain::ToolCall;
+use fabric_engine::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -256,7 +256,7 @@ impl OpenAiClient {
         constrained: &Constrained,
     ) -> Result<ChatResponse, ChatError> {
         let messages = constrained.messages(request.messages);
-        let none = fabric_core::ToolDefinitions::none();
+        let none = fabric_engine::ToolDefinitions::none();
         let plain = ChatRequest {
             messages: &messages,
             tools: &none,
@@ -282,7 +282,7 @@ impl OpenAiClient {
                 })
             });
             result = self
-                .send(&body, request.stream, &fabric_core::NoopObserver)
+                .send(&body, request.stream, &fabric_engine::NoopObserver)
                 .await;
             match &result {
                 Err(error) if !in_object && refuses_json_schema(error) => {

@@ -1,8 +1,8 @@
 //! The JSON of the Chat Completions API. Requests are borrowed views of the conversation;
 //! responses are lenient: every field may be missing or `null`, unknown fields are ignored.
 
-use fabric_core::ChatRequest;
 use fabric_domain::{Message, Role, ToolImage, Usage};
+use fabric_engine::ChatRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -359,7 +359,7 @@ mod tests {
         let request = ChatRequest {
             model: "m",
             messages: &messages,
-            tools: &fabric_core::ToolDefinitions::new(
+            tools: &fabric_engine::ToolDefinitions::new(
                 tools
                     .iter()
                     .cloned()
@@ -430,7 +430,7 @@ mod tests {
         let request = ChatRequest {
             model: "m",
             messages: &messages,
-            tools: &fabric_core::ToolDefinitions::none(),
+            tools: &fabric_engine::ToolDefinitions::none(),
             temperature: None,
             top_p: None,
             max_tokens: None,

@@ -15,10 +15,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use fabric_core::{
+use fabric_domain::{Message, ResponseChaining, Role, ToolCall};
+use fabric_engine::{
     ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse, ToolDefinitions,
 };
-use fabric_domain::{Message, ResponseChaining, Role, ToolCall};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -193,7 +193,7 @@ impl ResponsesClient {
         }
         tracing::debug!(url = %self.url, llama, "responses request constrained by JSON schema");
         let result = self
-            .send(&body, &fabric_core::NoopObserver)
+            .send(&body, &fabric_engine::NoopObserver)
             .await
             .map(|(response, _)| constrained.parse(response));
         conclude(

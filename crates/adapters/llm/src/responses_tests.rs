@@ -1,5 +1,5 @@
 use super::*;
-use fabric_core::ToolDefinitions;
+use fabric_engine::ToolDefinitions;
 use serde_json::json;
 
 struct Quiet;

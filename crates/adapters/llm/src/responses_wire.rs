@@ -6,8 +6,8 @@
 //! leniently: unknown output items and events are skipped, arguments may come as text or
 //! as an object.
 
-use fabric_core::ChatRequest;
 use fabric_domain::{Message, PromptCache, Role, Usage};
+use fabric_engine::ChatRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -138,7 +138,7 @@ fn text_item(role: &str, message: &Message) -> Value {
 pub(crate) struct Tools;
 
 impl crate::wire_tools::Form for Tools {
-    fn encode(def: &fabric_core::ToolDef) -> Value {
+    fn encode(def: &fabric_engine::ToolDef) -> Value {
         json!({
             "type": "function",
             "name": def.name,

@@ -15,11 +15,11 @@
 
 use async_trait::async_trait;
 use fabric_config::Settings;
-use fabric_core::models::ModelCandidate;
-use fabric_core::ports::{ChatFactory, ModelResolver, SetupError};
-use fabric_core::service::prepare::Flights;
-use fabric_core::{ChatClient, EmbeddingClient};
 use fabric_domain::{Backend, ModelConfig};
+use fabric_engine::models::Flights;
+use fabric_engine::models::ModelCandidate;
+use fabric_engine::ports::{ChatFactory, ModelResolver, SetupError};
+use fabric_engine::{ChatClient, EmbeddingClient};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -331,7 +331,7 @@ async fn fetch_listing(model: &ModelConfig) -> Result<Listing, SetupError> {
 /// An Ollama server's models, each with what `/api/show` says of it.
 async fn ollama_listing(
     client: &OllamaClient,
-) -> Result<Vec<ModelCandidate>, fabric_core::ChatError> {
+) -> Result<Vec<ModelCandidate>, fabric_engine::ChatError> {
     let mut out = Vec::new();
     for m in client.list_models().await? {
         let (capabilities, context_length) = client.describe(&m.name).await.unwrap_or_default();

@@ -3,7 +3,7 @@
 //! other fields (`event`, `id`, `retry`) are skipped because chat servers carry everything
 //! in `data`.
 
-use fabric_core::ChatError;
+use fabric_engine::ChatError;
 use serde::de::DeserializeOwned;
 
 use crate::lines::LineSplitter;

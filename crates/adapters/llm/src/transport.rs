@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fabric_core::ChatError;
+use fabric_engine::ChatError;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use reqwest::{Method, Response, StatusCode};
 use serde::Serialize;
@@ -344,7 +344,7 @@ impl Transport {
         }
         // The model call's span, when the run is traced (issue #13): the server's own spans,
         // if it makes any, become its children.
-        if let Some(traceparent) = fabric_core::trace::current_traceparent() {
+        if let Some(traceparent) = fabric_engine::trace::current_traceparent() {
             request = request.header("traceparent", traceparent);
         }
         let response = request

@@ -5,7 +5,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use fabric_core::{ToolDef, ToolDefinitions};
+use fabric_engine::{ToolDef, ToolDefinitions};
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};

@@ -10,8 +10,8 @@
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use fabric_core::{ProcessSandbox, ToolContext};
 use fabric_domain::RunId;
+use fabric_engine::{ProcessSandbox, ToolContext};
 use fabric_sandbox::{Limits, Mode, OsSandbox, Policy, probe};
 use tokio_util::sync::CancellationToken;
 

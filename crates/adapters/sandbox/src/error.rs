@@ -32,10 +32,12 @@ pub enum SandboxError {
 impl SandboxError {
     /// What the caller must do: change the configuration (`--sandbox off`, `cgroup: auto`),
     /// or report what this host lacks.
-    pub fn remedy(&self) -> fabric_core::Remedy {
+    pub fn remedy(&self) -> fabric_engine::Remedy {
         match self {
-            Self::Unenforceable { .. } | Self::CgroupsRequired(_) => fabric_core::Remedy::FixInput,
-            Self::Build(_) | Self::Unsupported(_) => fabric_core::Remedy::Report,
+            Self::Unenforceable { .. } | Self::CgroupsRequired(_) => {
+                fabric_engine::Remedy::FixInput
+            }
+            Self::Build(_) | Self::Unsupported(_) => fabric_engine::Remedy::Report,
         }
     }
 }

@@ -19,7 +19,7 @@
 //! [`probe`] says what this kernel supports; [`Policy::decide`] turns a [`Mode`] and the probe
 //! into the effective policy or refuses, saying why and how to opt down: the sandbox never
 //! degrades silently. [`OsSandbox`] implements `fabric-core`'s
-//! [`ProcessSandbox`](fabric_core::ProcessSandbox) port.
+//! [`ProcessSandbox`](fabric_engine::ProcessSandbox) port.
 //!
 //! This is the one crate of the workspace allowed `unsafe` (`pre_exec` and one probe
 //! syscall); each block says why it is sound.

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use fabric_core::fs::DiskWatch;
-use fabric_core::{CommandWatch, ProcessSandbox, SandboxGuard, ToolContext, ToolError};
+use fabric_engine::fs::DiskWatch;
+use fabric_engine::{CommandWatch, ProcessSandbox, SandboxGuard, ToolContext, ToolError};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
@@ -102,9 +102,9 @@ impl OsSandbox {
 
     /// What a run records about this sandbox now: the effective policy (`run_start`'s
     /// `sandbox`) and the notices that go with it.
-    pub fn record(&self) -> fabric_core::RunSandbox {
+    pub fn record(&self) -> fabric_engine::RunSandbox {
         let active = self.active();
-        fabric_core::RunSandbox {
+        fabric_engine::RunSandbox {
             policy: active.record.clone(),
             notices: active.policy.notices(),
         }
@@ -434,7 +434,7 @@ impl PrivateTmp {
 
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
-        match fabric_core::fs::remove_tree(&self.0) {
+        match fabric_engine::fs::remove_tree(&self.0) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use fabric_core::SecurityNotice;
+use fabric_engine::SecurityNotice;
 use serde_json::{Value, json};
 
 use crate::{CgroupUse, HostSupport, Limits, SandboxError};

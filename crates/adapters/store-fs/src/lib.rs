@@ -13,8 +13,8 @@ mod log;
 mod summary;
 
 use async_trait::async_trait;
-use fabric_core::{NewRun, RunQuery, RunStore, StoreError};
 use fabric_domain::{RunEvent, RunId, RunSummary};
+use fabric_engine::{NewRun, RunQuery, RunStore, StoreError};
 use std::path::{Path, PathBuf};
 
 pub use log::{FileRunLog, parse_runlog_lines};
@@ -88,15 +88,15 @@ impl FsRunStore {
 
     /// Who carries on run `id` as far as its runlog's lock says ([`FileRunLog::probe`]):
     /// held, interrupted (the lock is free), or unknown (no runlog here).
-    pub async fn lock_liveness(&self, id: &RunId) -> fabric_core::Liveness {
+    pub async fn lock_liveness(&self, id: &RunId) -> fabric_engine::Liveness {
         let runlog = self.run_dir(id).join(RUNLOG_FILE);
         let probed = tokio::task::spawn_blocking(move || FileRunLog::probe(&runlog))
             .await
             .unwrap_or(None);
         match probed {
-            Some(true) => fabric_core::Liveness::Held,
-            Some(false) => fabric_core::Liveness::Interrupted,
-            None => fabric_core::Liveness::Unknown,
+            Some(true) => fabric_engine::Liveness::Held,
+            Some(false) => fabric_engine::Liveness::Interrupted,
+            None => fabric_engine::Liveness::Unknown,
         }
     }
 
@@ -236,7 +236,7 @@ impl RunStore for FsRunStore {
         Some(self.run_dir(id).join(RUNLOG_FILE))
     }
 
-    async fn liveness(&self, id: &RunId) -> fabric_core::Liveness {
+    async fn liveness(&self, id: &RunId) -> fabric_engine::Liveness {
         self.lock_liveness(id).await
     }
 

@@ -1,8 +1,8 @@
 //! The append-only JSONL runlog of one run.
 
 use async_trait::async_trait;
-use fabric_core::{RunLog, StoreError};
 use fabric_domain::RunEvent;
+use fabric_engine::{RunLog, StoreError};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};

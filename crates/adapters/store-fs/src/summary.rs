@@ -1,7 +1,7 @@
 //! The summary of a run whose runlog cannot be read.
 
-use fabric_core::StoreError;
 use fabric_domain::{RunId, RunStatus, RunSummary};
+use fabric_engine::StoreError;
 
 /// Listed as failed, with what is wrong, so the user can find and inspect it.
 pub(crate) fn unreadable(id: RunId, error: &StoreError) -> RunSummary {

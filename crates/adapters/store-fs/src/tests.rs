@@ -1,6 +1,6 @@
 use super::*;
-use fabric_core::RunLog;
 use fabric_domain::{EventKind, RunStatus};
+use fabric_engine::RunLog;
 use serde_json::json;
 
 fn event(seq: u64, kind: EventKind, payload: serde_json::Value) -> RunEvent {
@@ -17,7 +17,7 @@ fn event(seq: u64, kind: EventKind, payload: serde_json::Value) -> RunEvent {
 async fn create_append_read_list() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsRunStore::new(dir.path().join(".fabric"));
-    let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let run = store.create_run(fabric_engine::new_run_id()).await.unwrap();
     assert!(run.workspace.is_dir());
     assert!(run.workspace.ends_with(format!("{}/workspace", run.id)));
     run.log
@@ -53,7 +53,7 @@ async fn create_append_read_list() {
     }
 
     let listed = store
-        .list_runs(&fabric_core::RunQuery {
+        .list_runs(&fabric_engine::RunQuery {
             limit: 10,
             ..Default::default()
         })
@@ -74,7 +74,7 @@ async fn newest_first_and_limit() {
     for _ in 0..3 {
         ids.push(
             store
-                .create_run(fabric_core::new_run_id())
+                .create_run(fabric_engine::new_run_id())
                 .await
                 .unwrap()
                 .id,
@@ -82,7 +82,7 @@ async fn newest_first_and_limit() {
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
     let listed = store
-        .list_runs(&fabric_core::RunQuery {
+        .list_runs(&fabric_engine::RunQuery {
             limit: 2,
             ..Default::default()
         })
@@ -101,7 +101,7 @@ async fn unknown_run_is_not_found_and_empty_root_lists_nothing() {
     let store = FsRunStore::new(dir.path().join("missing"));
     assert!(
         store
-            .list_runs(&fabric_core::RunQuery {
+            .list_runs(&fabric_engine::RunQuery {
                 limit: 5,
                 ..Default::default()
             })
@@ -195,16 +195,16 @@ async fn concurrent_appends_stay_whole_lines() {
 async fn a_corrupt_runlog_is_listed_as_unreadable_without_hiding_others() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsRunStore::new(dir.path());
-    let good = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let good = store.create_run(fabric_engine::new_run_id()).await.unwrap();
     good.log
         .append(&event(0, EventKind::RunStart, json!({"prompt": "ok"})))
         .await
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2));
-    let bad = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let bad = store.create_run(fabric_engine::new_run_id()).await.unwrap();
     std::fs::write(store.run_dir(&bad.id).join(RUNLOG_FILE), "garbage\n{}\n").unwrap();
     let listed = store
-        .list_runs(&fabric_core::RunQuery {
+        .list_runs(&fabric_engine::RunQuery {
             limit: 10,
             ..Default::default()
         })
@@ -227,7 +227,7 @@ async fn a_corrupt_runlog_is_listed_as_unreadable_without_hiding_others() {
 async fn issue_10_a_claimed_runlog_refuses_a_second_owner_and_is_free_once_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsRunStore::new(dir.path());
-    let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let run = store.create_run(fabric_engine::new_run_id()).await.unwrap();
     let id = run.id.clone();
     assert!(store.claimed(&id).await);
     assert!(matches!(
@@ -251,7 +251,7 @@ async fn issue_10_a_claimed_runlog_refuses_a_second_owner_and_is_free_once_dropp
 async fn issue_10_reopening_cuts_a_half_written_last_line() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsRunStore::new(dir.path());
-    let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let run = store.create_run(fabric_engine::new_run_id()).await.unwrap();
     let id = run.id.clone();
     run.log
         .append(&event(0, EventKind::RunStart, json!({"prompt": "p"})))
@@ -277,23 +277,23 @@ async fn issue_10_reopening_cuts_a_half_written_last_line() {
 async fn issue_26_liveness_tells_a_held_run_from_one_whose_process_is_gone() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsRunStore::new(dir.path());
-    let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let run = store.create_run(fabric_engine::new_run_id()).await.unwrap();
     let id = run.id.clone();
-    assert_eq!(store.liveness(&id).await, fabric_core::Liveness::Held);
+    assert_eq!(store.liveness(&id).await, fabric_engine::Liveness::Held);
     drop(run);
     assert_eq!(
         store.liveness(&id).await,
-        fabric_core::Liveness::Interrupted
+        fabric_engine::Liveness::Interrupted
     );
     // Probing kept nothing: the run can be claimed right after, and is held again.
     let again = store.reopen_run(&id).await.unwrap();
-    assert_eq!(store.liveness(&id).await, fabric_core::Liveness::Held);
+    assert_eq!(store.liveness(&id).await, fabric_engine::Liveness::Held);
     drop(again);
     // No runlog here (a run of another machine sharing the database): nothing is claimed.
-    let elsewhere = fabric_core::new_run_id();
+    let elsewhere = fabric_engine::new_run_id();
     assert_eq!(
         store.liveness(&elsewhere).await,
-        fabric_core::Liveness::Unknown
+        fabric_engine::Liveness::Unknown
     );
 }
 
@@ -301,7 +301,7 @@ async fn issue_26_liveness_tells_a_held_run_from_one_whose_process_is_gone() {
 async fn issue_26_a_probe_at_the_moment_of_a_claim_does_not_make_it_fail() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsRunStore::new(dir.path());
-    let run = store.create_run(fabric_core::new_run_id()).await.unwrap();
+    let run = store.create_run(fabric_engine::new_run_id()).await.unwrap();
     let id = run.id.clone();
     drop(run);
     // A lister's probe holds a shared lock for an instant; here it is stretched to 30 ms.

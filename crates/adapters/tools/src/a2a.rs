@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use fabric_core::delegate::DelegateInput;
-use fabric_core::typed::{Typed, TypedTool};
-use fabric_core::{ToolContext, ToolError};
 use fabric_domain::{AGENT_TOOL_PREFIX, ToolAnnotations, ToolSpec};
+use fabric_engine::delegate::DelegateInput;
+use fabric_engine::typed::{Typed, TypedTool};
+use fabric_engine::{ToolContext, ToolError};
 use serde_json::{Value, json};
 
 /// How often a running remote task is read again.
@@ -409,9 +409,9 @@ fn texts(parts: Option<&Value>) -> Vec<&str> {
 /// is the error.
 pub async fn remote_agents(
     agents: &[RemoteAgentConfig],
-) -> Result<Vec<Arc<dyn fabric_core::Tool>>, RemoteAgentError> {
+) -> Result<Vec<Arc<dyn fabric_engine::Tool>>, RemoteAgentError> {
     let http = reqwest::Client::new();
-    let mut tools: Vec<Arc<dyn fabric_core::Tool>> = Vec::new();
+    let mut tools: Vec<Arc<dyn fabric_engine::Tool>> = Vec::new();
     for agent in agents {
         let tool = fetch_card(&http, agent).await?;
         tools.push(Arc::new(Typed::new(tool)));
@@ -420,7 +420,10 @@ pub async fn remote_agents(
 }
 
 /// What a started source offers: its tools, and those withheld with the reason.
-type Offered = (Vec<Arc<dyn fabric_core::Tool>>, Vec<fabric_core::Withheld>);
+type Offered = (
+    Vec<Arc<dyn fabric_engine::Tool>>,
+    Vec<fabric_engine::Withheld>,
+);
 
 /// The remote agents a specialist delegates to, as a tool source: their cards are fetched
 /// and checked when the run starts (an agent that cannot be used ends the run `failed`,
@@ -450,8 +453,8 @@ impl RemoteAgents {
 }
 
 #[async_trait]
-impl fabric_core::ToolSource for RemoteAgents {
-    async fn start(&self, ctx: &ToolContext) -> Result<(), fabric_core::ports::SourceError> {
+impl fabric_engine::ToolSource for RemoteAgents {
+    async fn start(&self, ctx: &ToolContext) -> Result<(), fabric_engine::ports::SourceError> {
         if !ctx.network_allowed {
             let withheld = self
                 .configs
@@ -466,11 +469,11 @@ impl fabric_core::ToolSource for RemoteAgents {
             self.state().1 = withheld;
         } else {
             let tools = tokio::select! {
-                () = ctx.cancel.cancelled() => return Err(fabric_core::ports::SourceError::Cancelled),
+                () = ctx.cancel.cancelled() => return Err(fabric_engine::ports::SourceError::Cancelled),
                 tools = remote_agents(&self.configs) => tools,
             };
             let tools = tools
-                .map_err(|e| fabric_core::ports::SourceError::Unavailable(vec![e.to_string()]))?;
+                .map_err(|e| fabric_engine::ports::SourceError::Unavailable(vec![e.to_string()]))?;
             self.state().0 = tools;
         }
         self.version.fetch_add(1, Ordering::Relaxed);
@@ -481,11 +484,11 @@ impl fabric_core::ToolSource for RemoteAgents {
         self.version.load(Ordering::Relaxed)
     }
 
-    fn tools(&self) -> Vec<Arc<dyn fabric_core::Tool>> {
+    fn tools(&self) -> Vec<Arc<dyn fabric_engine::Tool>> {
         self.state().0.clone()
     }
 
-    fn withheld(&self) -> Vec<fabric_core::Withheld> {
+    fn withheld(&self) -> Vec<fabric_engine::Withheld> {
         self.state().1.clone()
     }
 }

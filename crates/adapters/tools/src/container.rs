@@ -35,12 +35,12 @@ pub(crate) fn did_not_start(
     image: &str,
     code: Option<i32>,
     stderr: &str,
-) -> Option<fabric_core::ToolError> {
+) -> Option<fabric_engine::ToolError> {
     // 126 is also the command's "cannot be invoked"; the OCI runtime's own failures (crun,
     // runc: limits or cgroups the host refuses) say so in Podman's words.
     let runtime_failed = code == Some(PODMAN_FAILED + 1) && stderr.contains("OCI ");
     (code == Some(PODMAN_FAILED) || runtime_failed).then(|| {
-        fabric_core::ToolError::Failed(format!(
+        fabric_engine::ToolError::Failed(format!(
             "the command did not run: Podman could not start a container of the image `{image}` (exit {}): {}. No command of this specialist can run until the host is fixed (`fabric doctor` starts a container to check); finish with what the other tools allow and say so in your answer",
             code.unwrap_or_default(),
             stderr.trim()
@@ -54,8 +54,8 @@ pub(crate) fn did_not_start(
 pub async fn container_starts(
     image: &str,
     within: std::time::Duration,
-) -> Result<(), fabric_core::ToolError> {
-    let failed = |what: String| fabric_core::ToolError::Failed(what);
+) -> Result<(), fabric_engine::ToolError> {
+    let failed = |what: String| fabric_engine::ToolError::Failed(what);
     let podman = podman_path().ok_or_else(|| failed("Podman is not installed".to_owned()))?;
     let run = tokio::process::Command::new(podman)
         .args([
@@ -219,7 +219,7 @@ mod issue_40_tests {
     #[test]
     fn issue_40_podman_s_own_failure_is_a_tool_error_and_the_command_s_codes_are_not() {
         let stderr = "Error: container-init binary not found on the host: stat /usr/libexec/podman/catatonit: no such file or directory\n";
-        let Some(fabric_core::ToolError::Failed(message)) =
+        let Some(fabric_engine::ToolError::Failed(message)) =
             did_not_start("localhost/tools:1", Some(125), stderr)
         else {
             panic!("exit 125 is Podman's own failure");

@@ -7,7 +7,7 @@
 //! ends that loop. The patterns are the messages of libc's `strerror`, Python and Rust,
 //! checked only for commands that failed while a sandbox was enforcing.
 
-use fabric_core::ToolError;
+use fabric_engine::ToolError;
 use serde_json::Value;
 
 /// The `event_type` of a command the OS sandbox stopped.

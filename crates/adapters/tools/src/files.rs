@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use fabric_core::typed::TypedTool;
-use fabric_core::{ToolContext, ToolError};
 use fabric_domain::{ToolAnnotations, ToolSpec, builtin};
+use fabric_engine::typed::TypedTool;
+use fabric_engine::{ToolContext, ToolError};
 use rustix::fs::{FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use schemars::JsonSchema;

@@ -3,14 +3,14 @@
 //! `fetch_url` (read-only, offered only to runs that allow the network).
 //!
 //! This is an adapter: it implements `fabric-core`'s [`Tool`] port (through
-//! [`fabric_core::typed::TypedTool`], so each tool's input schema is derived from its Rust
+//! [`fabric_engine::typed::TypedTool`], so each tool's input schema is derived from its Rust
 //! input type) and depends on nothing but `fabric-core` and `fabric-domain`. The binary
 //! picks tools by name with [`builtin_tool`] or takes all of them with
 //! [`engineering_tools`], and hands them to the engine like any other tool.
 //!
 //! The key decision: everything a tool touches is confined to the run's workspace
-//! ([`ToolContext::workspace`](fabric_core::ToolContext)), and every refusal is a
-//! [`ToolError::Denied`](fabric_core::ToolError) with an exact, actionable message, which the
+//! ([`ToolContext::workspace`](fabric_engine::ToolContext)), and every refusal is a
+//! [`ToolError::Denied`](fabric_engine::ToolError) with an exact, actionable message, which the
 //! engine also records as a `security_event`.
 //! - File paths are relative to the workspace; escapes (absolute paths, `..` above it,
 //!   symlinks out of it) are refused in one place, `paths`: every path is opened beneath the
@@ -48,12 +48,12 @@ mod workflows;
 
 use std::sync::Arc;
 
-use fabric_core::Tool;
-use fabric_core::typed::Typed;
+use fabric_engine::Tool;
+use fabric_engine::typed::Typed;
 
 pub use container::{container_starts, podman_path};
 /// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
-pub use fabric_core::{NoOsSandbox, ProcessSandbox};
+pub use fabric_engine::{NoOsSandbox, ProcessSandbox};
 pub use policy::{ContainerSettings, DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
 pub use reader::WorkspaceReader;
 pub use reap::reap_leftovers;

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 
-use fabric_core::ToolError;
+use fabric_engine::ToolError;
 use serde_json::{Value, json};
 
 use crate::text::decode;

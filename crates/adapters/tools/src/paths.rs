@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
-use fabric_core::ToolError;
+use fabric_engine::ToolError;
 
 /// The `event_type` of a refused path.
 pub(crate) const PATH_ESCAPE: &str = "path_escape";

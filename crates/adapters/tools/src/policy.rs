@@ -4,8 +4,8 @@
 
 use crate::web::{FetchSettings, WebSearchSettings};
 
-use fabric_core::engine::MAX_TOOL_RESULT_CHARS;
 pub use fabric_domain::DEFAULT_ALLOWED_COMMANDS;
+use fabric_engine::engine::MAX_TOOL_RESULT_CHARS;
 
 /// Characters kept free for `read_file`'s notes (which lines, the call that reads on, the
 /// note on invalid UTF-8) within the engine's cap on one tool result.

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::Path;
 
 use async_trait::async_trait;
-use fabric_core::{ToolError, WorkspaceFiles};
+use fabric_engine::{ToolError, WorkspaceFiles};
 
 use crate::files::{Lister, blocking, io_failed, open_regular, relative_path, walk};
 use crate::paths::Root;

@@ -23,9 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fabric_core::typed::TypedTool;
-use fabric_core::{SandboxGuard, ToolContext, ToolError};
 use fabric_domain::{ToolAnnotations, ToolSpec, builtin};
+use fabric_engine::typed::TypedTool;
+use fabric_engine::{SandboxGuard, ToolContext, ToolError};
 use rustix::process::{Pid, Signal, kill_process_group};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -36,7 +36,7 @@ use crate::container::{ContainerGuard, did_not_start, podman_args, podman_path};
 use crate::denial;
 use crate::policy::{ContainerSettings, SAFE_PATH, ToolPolicy};
 use crate::text::decode;
-use fabric_core::ProcessSandbox;
+use fabric_engine::ProcessSandbox;
 
 /// The `event_type` of a refused program.
 pub(crate) const COMMAND_NOT_ALLOWED: &str = "command_not_allowed";
@@ -476,7 +476,7 @@ impl ShellTool {
                 let path = workspace.join(&name);
                 // Never follows a link (a link is removed as a link) and survives any depth
                 // (issue #31: a 25,000-deep `.git` overflowed the recursive removal's stack).
-                match fabric_core::fs::remove_tree(&path) {
+                match fabric_engine::fs::remove_tree(&path) {
                     Ok(()) => removed.push(name),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => {
@@ -656,14 +656,14 @@ mod tests {
     }
 
     /// `shell` as the engine holds it, with `max` as the largest timeout.
-    fn shell_tool(max: u64) -> fabric_core::typed::Typed<ShellTool> {
+    fn shell_tool(max: u64) -> fabric_engine::typed::Typed<ShellTool> {
         let policy = ToolPolicy {
             max_shell_timeout_s: max,
             ..ToolPolicy::default()
         };
-        fabric_core::typed::Typed::new(ShellTool::new(
+        fabric_engine::typed::Typed::new(ShellTool::new(
             Arc::new(policy),
-            Arc::new(fabric_core::NoOsSandbox),
+            Arc::new(fabric_engine::NoOsSandbox),
         ))
     }
 
@@ -672,7 +672,7 @@ mod tests {
     /// server) runs before the call, and by the tool itself when called directly.
     #[tokio::test]
     async fn issue_15_a_bad_timeout_names_timeout_s_and_its_range() {
-        use fabric_core::Tool;
+        use fabric_engine::Tool;
         let ctx = ToolContext {
             sampler: None,
             run_id: fabric_domain::RunId::parse("issue-15").unwrap(),
@@ -728,7 +728,7 @@ mod tests {
     fn issue_15_the_tool_itself_names_timeout_s_and_its_range() {
         let tool = ShellTool::new(
             Arc::new(ToolPolicy::default()),
-            Arc::new(fabric_core::NoOsSandbox),
+            Arc::new(fabric_engine::NoOsSandbox),
         );
         for asked in [0, 601] {
             match tool.timeout(Some(asked)) {

@@ -14,7 +14,7 @@
     missing_docs
 )]
 
-use fabric_core::ports::{StepNote, Workspace, WorkspaceOrigin, WorkspaceSpec, Workspaces};
+use fabric_engine::ports::{StepNote, Workspace, WorkspaceOrigin, WorkspaceSpec, Workspaces};
 use fabric_workspace_git::GitWorkspaces;
 use std::path::Path;
 use std::process::Command;

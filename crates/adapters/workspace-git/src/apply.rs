@@ -4,7 +4,7 @@
 
 use crate::git::{At, fields};
 use crate::workspace::{GitWorkspace, commit_of, parse_status};
-use fabric_core::ports::{AppliedRun, ApplyMode, CommitId, Workspace, WorkspaceError};
+use fabric_engine::ports::{AppliedRun, ApplyMode, CommitId, Workspace, WorkspaceError};
 use std::collections::BTreeSet;
 
 pub(crate) async fn apply(

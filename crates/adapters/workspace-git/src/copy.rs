@@ -6,7 +6,7 @@
 use crate::git::fields;
 use crate::open::remove_tree;
 use crate::workspace::GitWorkspace;
-use fabric_core::ports::{AppliedRun, ApplyMode, Workspace, WorkspaceError};
+use fabric_engine::ports::{AppliedRun, ApplyMode, Workspace, WorkspaceError};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 

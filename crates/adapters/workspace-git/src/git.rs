@@ -2,7 +2,7 @@
 //! invocation, so neither the user's global configuration nor their repository's hooks,
 //! signing or filters change what the fabric does (ADR-065).
 
-use fabric_core::ports::WorkspaceError;
+use fabric_engine::ports::WorkspaceError;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -301,7 +301,7 @@ impl Git {
     }
 }
 
-pub(crate) use fabric_core::ports::remote_shown as redact;
+pub(crate) use fabric_engine::ports::remote_shown as redact;
 
 /// Splits `-z` output into its fields.
 pub(crate) fn fields(bytes: &[u8]) -> impl Iterator<Item = String> + '_ {

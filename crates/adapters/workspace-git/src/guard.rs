@@ -10,7 +10,7 @@
 //! - before a checkpoint records new directories, every `.git` below them (directory, file
 //!   or link) is removed, so git sees plain directories and records their files as files.
 
-use fabric_core::ports::WorkspaceError;
+use fabric_engine::ports::WorkspaceError;
 use std::path::{Path, PathBuf};
 
 /// The name git looks for.
@@ -87,7 +87,7 @@ pub(crate) async fn restore_link(dir: &Path, admin: &Path) -> Result<bool, Works
             return Ok(false);
         }
         if meta.is_ok() {
-            fabric_core::fs::remove_tree(&path)?;
+            fabric_engine::fs::remove_tree(&path)?;
         }
         // A new file, never through whatever stood there.
         let mut file = std::fs::OpenOptions::new()
@@ -123,7 +123,7 @@ pub(crate) async fn remove_nested(
                 for entry in entries.flatten() {
                     let name = relative.join(entry.file_name());
                     if entry.file_name() == DOT_GIT {
-                        fabric_core::fs::remove_tree(&entry.path())?;
+                        fabric_engine::fs::remove_tree(&entry.path())?;
                         removed.push(name.display().to_string());
                     } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
                         stack.push(name);

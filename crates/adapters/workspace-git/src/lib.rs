@@ -24,7 +24,7 @@
 //! what is written into one is not recorded); Git LFS files stay the pointer files the
 //! repository holds.
 //!
-//! [`Checkpointed`]: fabric_core::ports::Checkpointed
+//! [`Checkpointed`]: fabric_engine::ports::Checkpointed
 
 mod apply;
 mod copy;
@@ -35,7 +35,7 @@ mod remote;
 mod workspace;
 
 use async_trait::async_trait;
-use fabric_core::ports::{Workspace, WorkspaceError, WorkspaceSpec, Workspaces};
+use fabric_engine::ports::{Workspace, WorkspaceError, WorkspaceSpec, Workspaces};
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 use crate::git::{At, Git};
 use crate::guard;
 use crate::workspace::{GitWorkspace, Kind, branch_name, commit_of, remote_ref};
-use fabric_core::ports::{CommitId, Workspace, WorkspaceError, WorkspaceOrigin, WorkspaceSpec};
+use fabric_engine::ports::{CommitId, Workspace, WorkspaceError, WorkspaceOrigin, WorkspaceSpec};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,7 +49,7 @@ async fn create_dir_all(path: &Path) -> Result<(), WorkspaceError> {
 
 pub(crate) async fn remove_tree(path: &Path) -> Result<(), WorkspaceError> {
     let owned = path.to_path_buf();
-    let result = tokio::task::spawn_blocking(move || fabric_core::fs::remove_tree(&owned))
+    let result = tokio::task::spawn_blocking(move || fabric_engine::fs::remove_tree(&owned))
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))
         .and_then(|r| r);
@@ -560,7 +560,7 @@ impl GitWorkspace {
     }
 }
 
-/// Removes what is left of `spec`'s workspace ([`fabric_core::ports::Workspaces::discard`]).
+/// Removes what is left of `spec`'s workspace ([`fabric_engine::ports::Workspaces::discard`]).
 pub(crate) async fn discard(git: &Git, spec: &WorkspaceSpec) -> Result<(), WorkspaceError> {
     git.check().await?;
     let dir = absolute(&spec.dir)?;

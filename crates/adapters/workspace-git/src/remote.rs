@@ -4,7 +4,7 @@
 use crate::git::redact;
 use crate::open::{fetch_into, last_line};
 use crate::workspace::{GitWorkspace, remote_ref};
-use fabric_core::ports::{CommitId, Workspace, WorkspaceError};
+use fabric_engine::ports::{CommitId, Workspace, WorkspaceError};
 
 /// Pushes the branch's tip, expecting the remote's to be what this worker last saw; the
 /// push may rewind it (a continued run restored an earlier step and went on from there),

@@ -5,7 +5,7 @@ use crate::git::{At, Git, fields};
 use crate::guard;
 use crate::open::remove_tree;
 use async_trait::async_trait;
-use fabric_core::ports::{
+use fabric_engine::ports::{
     AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileStat, StepNote, Workspace,
     WorkspaceError, WorkspaceSpec,
 };

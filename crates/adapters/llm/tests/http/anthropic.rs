@@ -1,8 +1,8 @@
 //! The Anthropic client against the scripted server's `/v1/messages`, which speaks the
 //! Messages API (and refuses requests without `anthropic-version` or `x-api-key`).
 
-use fabric_core::{ChatClient, ChatError, NoopObserver};
 use fabric_domain::{Message, ToolCall};
+use fabric_engine::{ChatClient, ChatError, NoopObserver};
 use fabric_llm::{AnthropicClient, Backend, HttpSettings, build_client, build_embedder};
 use fabric_test_support::{Scenario, ScriptedServer, Turn, UsageSpec};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! Embeddings over both wires: the happy path against the scripted server (deterministic
 //! hash embeddings), malformed answers against the mock.
 
-use fabric_core::{ChatError, EmbeddingClient};
+use fabric_engine::{ChatError, EmbeddingClient};
 use fabric_llm::{Backend, OllamaClient, OpenAiClient, build_embedder};
 use fabric_test_support::{Scenario, ScriptedServer, hash_embedding};
 use serde_json::json;

@@ -11,8 +11,8 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use fabric_core::{ChatObserver, ChatRequest};
 use fabric_domain::Message;
+use fabric_engine::{ChatObserver, ChatRequest};
 use fabric_llm::HttpSettings;
 use serde_json::Value;
 
@@ -182,8 +182,8 @@ pub(crate) fn request<'a>(
     stream: bool,
 ) -> ChatRequest<'a> {
     // Leaked: a few bytes per test, so the helper can keep taking plain `Value`s.
-    let tools: &'a fabric_core::ToolDefinitions = Box::leak(Box::new(
-        fabric_core::ToolDefinitions::new(tools.iter().map(def).collect()),
+    let tools: &'a fabric_engine::ToolDefinitions = Box::leak(Box::new(
+        fabric_engine::ToolDefinitions::new(tools.iter().map(def).collect()),
     ));
     ChatRequest {
         model: "test-model",
@@ -198,9 +198,9 @@ pub(crate) fn request<'a>(
 }
 
 /// A test's OpenAI-shaped definition as the port's typed one.
-pub(crate) fn def(v: &Value) -> fabric_core::ToolDef {
+pub(crate) fn def(v: &Value) -> fabric_engine::ToolDef {
     let f = &v["function"];
-    fabric_core::ToolDef {
+    fabric_engine::ToolDef {
         name: f["name"].as_str().unwrap_or_default().to_owned(),
         description: f["description"].as_str().unwrap_or_default().to_owned(),
         parameters: f

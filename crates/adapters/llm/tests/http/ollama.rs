@@ -1,5 +1,5 @@
-use fabric_core::{ChatClient, ChatError, NoopObserver};
 use fabric_domain::{Message, ToolCall, Usage};
+use fabric_engine::{ChatClient, ChatError, NoopObserver};
 use fabric_llm::{OllamaClient, OllamaModel};
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 use std::time::{Duration, Instant};
 
-use fabric_core::{ChatClient, ChatError, NoopObserver};
 use fabric_domain::{Message, ToolCall, Usage};
+use fabric_engine::{ChatClient, ChatError, NoopObserver};
 use fabric_llm::{Backend, HttpSettings, OpenAiClient, build_client};
 use serde_json::{Value, json};
 
@@ -21,7 +21,7 @@ fn answer(message: Value) -> Value {
     json!({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]})
 }
 
-async fn chat_once(reply: Reply) -> Result<fabric_core::ChatResponse, ChatError> {
+async fn chat_once(reply: Reply) -> Result<fabric_engine::ChatResponse, ChatError> {
     let (base, _mock) = start(vec![reply]).await;
     let client = OpenAiClient::new(&settings(&format!("{base}/v1"))).unwrap();
     client

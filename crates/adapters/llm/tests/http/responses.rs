@@ -1,8 +1,8 @@
 //! The Responses client against the scripted server's `/v1/responses`, which speaks the
 //! Responses API (whole and streamed) and keeps its answers by id for chained requests.
 
-use fabric_core::{ChatClient, ChatError, ChatResponse, NoopObserver};
 use fabric_domain::{Message, ResponseChaining};
+use fabric_engine::{ChatClient, ChatError, ChatResponse, NoopObserver};
 use fabric_llm::{Backend, HttpSettings, ResponsesClient, build_client};
 use fabric_test_support::scenario::TurnBy;
 use fabric_test_support::{Scenario, ScriptedServer, Turn, UsageSpec};

@@ -12,8 +12,8 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use fabric_core::{ProcessSandbox, ToolContext};
 use fabric_domain::RunId;
+use fabric_engine::{ProcessSandbox, ToolContext};
 use fabric_sandbox::{Limits, Mode, OsSandbox, Policy, probe};
 use tokio_util::sync::CancellationToken;
 

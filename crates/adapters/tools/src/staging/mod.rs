@@ -20,7 +20,7 @@ mod diff;
 mod fsat;
 
 use async_trait::async_trait;
-use fabric_core::ports::{
+use fabric_engine::ports::{
     Applied, ChangeKind, Staged, StagedChange, StagedDiff, Stager, StagingError,
 };
 use serde::{Deserialize, Serialize};
@@ -164,7 +164,7 @@ impl Area {
             // always whole and has its manifest.
             let partial = root.join(format!("{name}.partial"));
             if partial.exists() {
-                fabric_core::fs::remove_tree(&partial)
+                fabric_engine::fs::remove_tree(&partial)
                     .map_err(|e| io_error("cannot remove", &partial, &e))?;
             }
             std::fs::create_dir_all(&partial)
@@ -184,7 +184,7 @@ impl Area {
                 limits,
             ) {
                 // A refused copy can be up to a gigabyte: not left behind until the next try.
-                if let Err(removing) = fabric_core::fs::remove_tree(&partial) {
+                if let Err(removing) = fabric_engine::fs::remove_tree(&partial) {
                     tracing::warn!("cannot remove {}: {removing}", partial.display());
                 }
                 return Err(e.context(&format!(
@@ -551,7 +551,8 @@ impl Staged for CopyStaged {
                 manifest.push(".manifest.json");
                 let _ = std::fs::remove_file(root.join(manifest));
             }
-            fabric_core::fs::remove_tree(&area.dir).map_err(|e| StagingError::Io(e.to_string()))?;
+            fabric_engine::fs::remove_tree(&area.dir)
+                .map_err(|e| StagingError::Io(e.to_string()))?;
             // `staged/` itself goes with its last area (issue #26: an empty one stayed);
             // one still holding another member's area is not empty and stays.
             if let Some(root) = area.dir.parent() {

@@ -202,7 +202,7 @@ async fn issue_27_a_workspace_over_the_staging_limits_is_refused_and_not_copied(
         panic!("3 entries were staged under a limit of 2");
     };
     // Issue #28: a workspace too large is refused (the work must change), not an I/O error.
-    assert_eq!(e.remedy(), fabric_core::Remedy::FixInput, "{e}");
+    assert_eq!(e.remedy(), fabric_engine::Remedy::FixInput, "{e}");
     let e = e.to_string();
     assert!(
         e.contains("more than 2 files") && e.contains("refuses"),

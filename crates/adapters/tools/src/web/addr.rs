@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use fabric_core::ToolError;
+use fabric_engine::ToolError;
 
 /// The `event_type` of a refused destination.
 pub(crate) const ADDRESS_DENIED: &str = "address_denied";

@@ -4,9 +4,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use fabric_core::typed::TypedTool;
-use fabric_core::{ToolContext, ToolError};
 use fabric_domain::{ToolSpec, UtcTime, builtin};
+use fabric_engine::typed::TypedTool;
+use fabric_engine::{ToolContext, ToolError};
 use reqwest::Url;
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -10,9 +10,9 @@ pub use addr::AddressPolicy;
 pub(crate) use fetch::FetchUrlTool;
 pub(crate) use search::WebSearchTool;
 
-use fabric_core::ToolError;
 pub use fabric_domain::SearchProvider;
 use fabric_domain::ToolAnnotations;
+use fabric_engine::ToolError;
 
 /// Settings of `web_search`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +79,7 @@ const WEB: ToolAnnotations = ToolAnnotations {
 const USER_AGENT: &str = concat!("agent-fabric/", env!("CARGO_PKG_VERSION"));
 
 /// Refuses a run without the network, in case a tool is called although not offered.
-fn require_network(ctx: &fabric_core::ToolContext, tool: &str) -> Result<(), ToolError> {
+fn require_network(ctx: &fabric_engine::ToolContext, tool: &str) -> Result<(), ToolError> {
     if ctx.network_allowed {
         Ok(())
     } else {

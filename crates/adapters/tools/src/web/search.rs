@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fabric_core::typed::TypedTool;
-use fabric_core::{ToolContext, ToolError};
 use fabric_domain::{ToolSpec, builtin};
+use fabric_engine::typed::TypedTool;
+use fabric_engine::{ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! written.
 
 use super::support::{LIB_TWO, git, open, read, repo, scratch, step, write};
-use fabric_core::ports::{ApplyMode, WorkspaceError, Workspaces};
+use fabric_engine::ports::{ApplyMode, WorkspaceError, Workspaces};
 use fabric_workspace_git::GitWorkspaces;
 
 #[tokio::test]

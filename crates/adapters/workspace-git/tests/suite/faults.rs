@@ -1,12 +1,12 @@
 //! Bad input and faults: each a typed error whose message names the problem and the fix.
 
 use super::support::{git, project, repo, write};
-use fabric_core::ports::{WorkspaceError, WorkspaceOrigin, Workspaces};
+use fabric_engine::ports::{WorkspaceError, WorkspaceOrigin, Workspaces};
 use fabric_workspace_git::GitWorkspaces;
 use std::path::Path;
 use std::process::Command;
 
-async fn create_err(spec: &fabric_core::ports::WorkspaceSpec) -> WorkspaceError {
+async fn create_err(spec: &fabric_engine::ports::WorkspaceSpec) -> WorkspaceError {
     match GitWorkspaces::new().create(spec).await {
         Ok(_) => panic!("creating {:?} should fail", spec.origin),
         Err(e) => e,

@@ -5,7 +5,7 @@
 //! the user's repository changes only by `apply`, and the nested files are kept as files.
 
 use super::support::*;
-use fabric_core::ports::{ApplyMode, WorkspaceSpec, Workspaces};
+use fabric_engine::ports::{ApplyMode, WorkspaceSpec, Workspaces};
 use fabric_workspace_git::GitWorkspaces;
 use std::path::{Path, PathBuf};
 
@@ -157,7 +157,7 @@ async fn through_everything(
     again.checkpoint(&note(3, &["shell"])).await.unwrap();
     let tip = again.head().await.unwrap().to_string();
     let paths = tree(git_dir, &tip);
-    if let fabric_core::ports::WorkspaceOrigin::Project { .. } = &spec.origin {
+    if let fabric_engine::ports::WorkspaceOrigin::Project { .. } = &spec.origin {
         again.apply(ApplyMode::WorkingTree).await.unwrap();
     }
     again.discard().await.unwrap();

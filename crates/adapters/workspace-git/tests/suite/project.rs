@@ -2,7 +2,7 @@
 //! discard, with the user's own working tree left alone.
 
 use super::support::{LIB_TWO, git, note, open, project, read, repo, step, steps, write};
-use fabric_core::ports::{StepNote, WorkspaceError, WorkspaceOrigin, Workspaces};
+use fabric_engine::ports::{StepNote, WorkspaceError, WorkspaceOrigin, Workspaces};
 use fabric_workspace_git::{COMMIT_EMAIL, COMMIT_NAME, GitWorkspaces};
 use std::os::unix::fs::PermissionsExt;
 
@@ -232,7 +232,7 @@ async fn issue_25_restore_brings_back_a_checkpoint_exactly_but_what_must_stay() 
     let again = spaces.reopen(&spec).await.unwrap();
     assert_eq!(again.base(), ws.base());
     again
-        .restore(&fabric_core::ports::CommitId(one.clone()))
+        .restore(&fabric_engine::ports::CommitId(one.clone()))
         .await
         .unwrap();
     assert_eq!(read(&ws.dir().join("a.txt")), "one\n");
@@ -270,7 +270,7 @@ async fn issue_25_restore_refuses_a_commit_that_is_not_the_runs() {
         "--hard",
     ] {
         let err = ws
-            .restore(&fabric_core::ports::CommitId(commit.into()))
+            .restore(&fabric_engine::ports::CommitId(commit.into()))
             .await
             .unwrap_err();
         assert!(

@@ -2,7 +2,7 @@
 //! by a worker with another root, and a push that fails.
 
 use super::support::{git, project, read, repo, scratch, step, steps, write};
-use fabric_core::ports::{CommitId, WorkspaceError, WorkspaceOrigin, Workspaces};
+use fabric_engine::ports::{CommitId, WorkspaceError, WorkspaceOrigin, Workspaces};
 use fabric_workspace_git::GitWorkspaces;
 use std::path::Path;
 

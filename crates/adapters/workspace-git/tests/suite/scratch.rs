@@ -1,7 +1,7 @@
 //! A scratch workspace: the same checkpoints and restore, with the history outside it.
 
 use super::support::{git, note, read, scratch, step, steps, write};
-use fabric_core::ports::{CommitId, WorkspaceError, WorkspaceOrigin, Workspaces};
+use fabric_engine::ports::{CommitId, WorkspaceError, WorkspaceOrigin, Workspaces};
 use fabric_workspace_git::GitWorkspaces;
 
 #[tokio::test]

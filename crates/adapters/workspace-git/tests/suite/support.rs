@@ -1,6 +1,6 @@
 //! Real repositories for the tests, made with the `git` program in a scrubbed environment.
 
-use fabric_core::ports::{StepNote, Workspace, WorkspaceOrigin, WorkspaceSpec, Workspaces};
+use fabric_engine::ports::{StepNote, Workspace, WorkspaceOrigin, WorkspaceSpec, Workspaces};
 use fabric_workspace_git::GitWorkspaces;
 use std::path::{Path, PathBuf};
 use std::process::Command;

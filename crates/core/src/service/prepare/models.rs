@@ -3,27 +3,12 @@
 //! allowed. The servers are reached through the [`ModelResolver`] port; the choice is made
 //! here.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+pub use fabric_engine::models::Flights;
 
 use super::policy::PreparePolicy;
 use crate::models::{ModelChoice, choose_model, is_listed};
 use crate::ports::{ModelResolver, SetupError};
 use fabric_domain::{Backend, ModelConfig};
-
-/// One lock per kind of work (`pull URL MODEL`, `start URL`): concurrent preparations that
-/// need the same pull pull once, each waiter looking at the models again before pulling.
-/// Entries are a few bytes each and there is one per endpoint and model, so they are kept.
-#[derive(Default)]
-pub struct Flights(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
-
-impl Flights {
-    /// The lock that serialises `what`.
-    pub fn lock_for(&self, what: String) -> Arc<tokio::sync::Mutex<()>> {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(map.entry(what).or_default())
-    }
-}
 
 /// Resolves the model name of `key`: discovery, and a pull when allowed and nothing fits.
 /// A server that answers but cannot list its models is not an error here: the configured
