@@ -303,4 +303,17 @@ mod tests {
         assert!(!newer.continued);
         assert_eq!(TaskRequest::from_json(&serde_json::json!(3)).prompt, "");
     }
+
+    #[test]
+    fn issue_41_a_project_path_that_is_not_utf8_is_an_error_not_a_panic_when_queued() {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b"/src/\xff"));
+        let request = TaskRequest {
+            prompt: "go".into(),
+            project: Some(super::super::ProjectRequest { path, base: None }),
+            ..TaskRequest::default()
+        };
+        // The queue refuses it with `ProjectError::NotUtf8` (remote.rs); `json!` panicked.
+        assert!(request.to_json().is_err());
+    }
 }
