@@ -60,9 +60,13 @@ fn notice_frame(id: &fabric_domain::RunId, notice: &str) -> Event {
 }
 
 fn to_sse(event: &RunEvent) -> Event {
-    // A runlog event always serialises (its payload is already JSON); `{}` keeps the frame
-    // well-formed if that ever changed.
-    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_owned());
+    // An event serialises unless its payload holds what JSON cannot (a path that is not
+    // UTF-8), and then the runlog could not record it either; `{}` keeps the frame
+    // well-formed, and the log says which event it stands for.
+    let data = serde_json::to_string(event).unwrap_or_else(|e| {
+        tracing::warn!(seq = event.seq, kind = event.kind().as_str(), error = %e, "an event cannot be sent as JSON");
+        "{}".to_owned()
+    });
     Event::default()
         .id(event.seq.to_string())
         .event(event.kind().as_str())
