@@ -131,6 +131,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             limitations: Vec::new(),
             tooling: Default::default(),
             loop_aids: Default::default(),
+            approval: Default::default(),
         },
         SpecialistSpec {
             container_image: None,
@@ -164,6 +165,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             limitations: Vec::new(),
             tooling: Default::default(),
             loop_aids: Default::default(),
+            approval: Default::default(),
         },
         SpecialistSpec {
             container_image: None,
@@ -202,6 +204,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             ]),
             tooling: Default::default(),
             loop_aids: Default::default(),
+            approval: Default::default(),
         },
         SpecialistSpec {
             container_image: None,
@@ -223,6 +226,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             limitations: Vec::new(),
             tooling: Default::default(),
             loop_aids: Default::default(),
+            approval: Default::default(),
         },
     ]
 }

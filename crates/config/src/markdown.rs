@@ -329,6 +329,7 @@ fn build(
             budget: fm.budget,
             repeat_limit: fm.repeat_limit,
             require_finish: fm.require_finish,
+            approval: None,
         },
         warnings,
     })

@@ -156,6 +156,7 @@ pub(crate) struct RawSpecialist {
     pub(crate) budget: Option<RawBudget>,
     pub(crate) repeat_limit: Option<u64>,
     pub(crate) require_finish: Option<bool>,
+    pub(crate) approval: Option<fabric_domain::ApprovalPolicy>,
 }
 
 #[derive(Debug, Default, Deserialize)]

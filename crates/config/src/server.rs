@@ -31,6 +31,9 @@ pub struct ServerConfig {
     /// path: symbolic links and `..` resolved); none by default, which refuses every such
     /// `project`. `fabric run --project` is not bound by it. Issue #39, ADR-090.
     pub project_roots: Vec<PathBuf>,
+    /// How long a run waits for a person's answer (a question or an approval) before it
+    /// ends `unanswered`, in seconds; `None` (the default): as long as it takes. Issue #42.
+    pub input_timeout_s: Option<u64>,
 }
 
 impl Default for ServerConfig {
@@ -45,6 +48,7 @@ impl Default for ServerConfig {
             suspend_on_shutdown: false,
             metrics_public: false,
             project_roots: Vec::new(),
+            input_timeout_s: None,
         }
     }
 }
@@ -62,6 +66,7 @@ pub(crate) struct RawServer {
     pub(crate) on_shutdown: Option<String>,
     pub(crate) metrics_public: Option<bool>,
     pub(crate) project_roots: Option<Vec<String>>,
+    pub(crate) input_timeout_s: Option<u64>,
 }
 
 impl RawServer {
@@ -108,6 +113,10 @@ impl RawServer {
                 range(&invalid, "server.max_body_bytes", n, 1024, 64 * 1024 * 1024)?;
         }
         overlay!(base, self; resume_interrupted, metrics_public);
+        if let Some(n) = self.input_timeout_s {
+            let secs = range(&invalid, "server.input_timeout_s", n, 1, 30 * 86_400)?;
+            base.input_timeout_s = Some(secs as u64);
+        }
         if let Some(roots) = self.project_roots {
             base.project_roots = project_roots(roots, &invalid)?;
         }

@@ -203,10 +203,7 @@ impl LiveRun {
 
     /// `running` until the terminal event, then the status it records.
     pub fn status(&self) -> RunStatus {
-        lock(&self.state)
-            .last()
-            .filter(|e| e.kind().is_terminal())
-            .map_or(RunStatus::Running, terminal_status)
+        status_after(lock(&self.state).last())
     }
 
     /// Every event recorded so far: the window, after what the store has from before it.
@@ -456,6 +453,16 @@ impl RunObserver for LiveRun {
             state.notices_said += 1;
         }
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// A run's status after its last event: its end's, `input_required` when it waits for a
+/// person (its process lets go of it; issue #42), else `running`.
+pub fn status_after(last: Option<&RunEvent>) -> RunStatus {
+    match last {
+        Some(e) if e.kind().is_terminal() => terminal_status(e),
+        Some(e) if e.kind() == fabric_domain::EventKind::InputRequired => RunStatus::InputRequired,
+        _ => RunStatus::Running,
     }
 }
 

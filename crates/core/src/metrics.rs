@@ -355,6 +355,10 @@ impl Metrics {
             | P::Workspace(_)
             | P::Checkpoint(_)
             | P::McpMessage(_)
+            // A run that waits leaves the registry, which forgets it (`EventSink::forget`).
+            | P::InputRequired(_)
+            | P::InputAnswered(_)
+            | P::UserMessage(_)
             | P::Unknown { .. }
             | P::Unreadable { .. } => {}
         }

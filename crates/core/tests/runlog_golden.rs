@@ -112,6 +112,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode) -> TaskForce {
         fallback: None,
         origin: Default::default(),
         context_id: None,
+        person: None,
     }
 }
 

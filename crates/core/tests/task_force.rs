@@ -87,6 +87,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode, max_parallel: usize) -> Task
         fallback: None,
         origin: Default::default(),
         context_id: None,
+        person: None,
     }
 }
 

@@ -15,11 +15,11 @@ use serde_json::Value;
 
 use crate::DomainError;
 use crate::runlog::{
-    Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, LlmRequest,
-    LlmResponse, LoopDetected, McpMessage, McpRequest, McpServer, MemberEnd, MemberStart, Payload,
-    Recruitment, RepairRound, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed,
-    RunStart, SecurityEvent, TaskForceParallel, ToolCallRepaired, ToolCalled, ToolFailed,
-    ToolResult, WorkspaceOpened,
+    Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, InputAnswered,
+    InputRequired, LlmRequest, LlmResponse, LoopDetected, McpMessage, McpRequest, McpServer,
+    MemberEnd, MemberStart, Payload, Recruitment, RepairRound, RoutingRequest, RoutingResponse,
+    RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, TaskForceParallel, ToolCallRepaired,
+    ToolCalled, ToolFailed, ToolResult, UserMessage, WorkspaceOpened,
 };
 
 /// Defines the kinds and their payloads from one table (see the module's doc).
@@ -212,6 +212,12 @@ events! {
     /// The run's process stopped before its end and another one continues it from its
     /// runlog (docs/DURABILITY.md).
     RunResumed = "run_resumed" { RunResumed(RunResumed) },
+    /// The run waits for a person: a question or an approval (issue #42).
+    InputRequired = "input_required" { InputRequired(InputRequired) },
+    /// A person answered the run's question or approval.
+    InputAnswered = "input_answered" { InputAnswered(InputAnswered) },
+    /// A person said something to the run while it worked (steering).
+    UserMessage = "user_message" { UserMessage(UserMessage) },
     /// The run ended with a result.
     RunComplete = "run_complete" { RunComplete(RunEnd) shared },
     /// The run ended without one; the payload names the status and the reason.

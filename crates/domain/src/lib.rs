@@ -10,6 +10,7 @@
 //! here is tested with plain values.
 #![deny(missing_docs)]
 
+mod approval;
 mod error;
 mod event;
 mod limits;
@@ -30,6 +31,7 @@ mod tooling;
 mod visible;
 mod words;
 
+pub use approval::{ApprovalAsk, ApprovalMode, ApprovalPolicy, ApprovalRule, RuleAction};
 pub use error::DomainError;
 pub use event::{EventKind, EventPayload, RunEvent};
 pub use limits::{BudgetLimits, ComplexityRouting};
@@ -46,7 +48,7 @@ pub use services::{
     Backend, ConstrainedDecoding, FallbackReason, ResponseChaining, SearchProvider, endpoint_key,
 };
 pub use specialist::{
-    DEFAULT_REPEAT_LIMIT, FINISH_TOOL, LoopAids, SpecialistSpec, check_finish_schema,
+    ASK_TOOL, DEFAULT_REPEAT_LIMIT, FINISH_TOOL, LoopAids, SpecialistSpec, check_finish_schema,
     check_tool_pattern, is_tool_pattern,
 };
 pub use stats::StatsGroup;

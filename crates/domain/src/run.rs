@@ -90,11 +90,17 @@ pub enum RunStatus {
     /// The model kept repeating one call with the same result after it was told so and the
     /// repeat was refused (`loop_detected`; docs/LOCAL_MODELS.md).
     Stalled,
+    /// Waiting for a person: a question (`ask_user`) or an approval (`input_required`).
+    /// Not an end: the run holds no process, and an answer continues it (docs/INTERACTIVE.md).
+    InputRequired,
+    /// A question or approval went unanswered: its wait timed out, or the run was started
+    /// with `--on-question fail` and no one could answer.
+    Unanswered,
 }
 
 impl RunStatus {
     /// Every status, for documentation checks and listings.
-    pub const ALL: [RunStatus; 14] = [
+    pub const ALL: [RunStatus; 16] = [
         Self::Running,
         Self::Completed,
         Self::CompletedWithoutFinish,
@@ -109,6 +115,8 @@ impl RunStatus {
         Self::QualityGateFailed,
         Self::ContextWindowExceeded,
         Self::Stalled,
+        Self::InputRequired,
+        Self::Unanswered,
     ];
 
     /// The status as written in runlogs and APIs.
@@ -128,6 +136,8 @@ impl RunStatus {
             Self::QualityGateFailed => "quality_gate_failed",
             Self::ContextWindowExceeded => "context_window_exceeded",
             Self::Stalled => "stalled",
+            Self::InputRequired => "input_required",
+            Self::Unanswered => "unanswered",
         }
     }
 
@@ -146,8 +156,16 @@ impl RunStatus {
             | Self::Interrupted
             | Self::QualityGateFailed
             | Self::ContextWindowExceeded
-            | Self::Stalled => false,
+            | Self::Stalled
+            | Self::InputRequired
+            | Self::Unanswered => false,
         }
+    }
+
+    /// Whether the run has ended: every status but `running` and `input_required` (a run
+    /// waiting for a person goes on once answered).
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Running | Self::InputRequired)
     }
 
     /// Whether the run produced a result payload: every success, and a partial task force.
@@ -171,6 +189,9 @@ impl RunStatus {
             Self::Cancelled => 130,
             Self::Interrupted => 7,
             Self::QualityGateFailed => 8,
+            // Waiting for a person: `fabric answer` continues it.
+            Self::InputRequired => 9,
+            Self::Unanswered => 10,
         }
     }
 }
@@ -203,7 +224,9 @@ mod tests {
             | RunStatus::Interrupted
             | RunStatus::QualityGateFailed
             | RunStatus::ContextWindowExceeded
-            | RunStatus::Stalled => RunStatus::ALL.iter().position(|x| *x == s),
+            | RunStatus::Stalled
+            | RunStatus::InputRequired
+            | RunStatus::Unanswered => RunStatus::ALL.iter().position(|x| *x == s),
         };
         for s in RunStatus::ALL {
             assert!(position(s).is_some());

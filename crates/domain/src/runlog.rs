@@ -15,6 +15,7 @@
 //! read. Task-force members' payloads also carry `pack_index`, the envelope's
 //! [`crate::RunEvent::pack_index`].
 
+mod input;
 mod payloads;
 mod vocab;
 mod wire;
@@ -24,6 +25,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use crate::event::EventPayload;
+pub use input::{Decision, InputAnswered, InputKind, InputRequired, UserMessage};
 pub use payloads::{
     Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, Finding,
     LlmRequest, LlmResponse, LlmToolCall, LoopDetected, MAX_MCP_MESSAGE_CHARS, McpMessage,

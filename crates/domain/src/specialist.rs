@@ -11,6 +11,10 @@ const SCHEMA_TYPES: &[&str] = &[
 /// The name of the terminal tool every specialist has (seed ADR-003).
 pub const FINISH_TOOL: &str = "finish_task";
 
+/// The name of the tool that asks the person who started the run (issue #42); a specialist
+/// has it when its `tools` name it.
+pub const ASK_TOOL: &str = "ask_user";
+
 /// A specialist agent, as data: what it is for, how it is prompted, which tools it may use
 /// and the shape of its final answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,6 +59,9 @@ pub struct SpecialistSpec {
     /// (docs/LOCAL_MODELS.md).
     #[serde(default)]
     pub loop_aids: LoopAids,
+    /// Which of its calls wait for a person's approval (issue #42; `never` by default).
+    #[serde(default, skip_serializing_if = "crate::approval::is_default")]
+    pub approval: crate::ApprovalPolicy,
 }
 
 fn yes() -> bool {

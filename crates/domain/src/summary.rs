@@ -134,6 +134,11 @@ impl RunSummary {
                     ..EndFields::default()
                 },
             ),
+            // A run waiting for a person is listed so until an answer continues it.
+            P::InputRequired(_) if self.ended_at.is_none() => {
+                self.status = RunStatus::InputRequired;
+            }
+            P::RunResumed(_) if self.ended_at.is_none() => self.status = RunStatus::Running,
             P::Unreadable { kind, payload, .. } => self.apply_unreadable(event.ts, *kind, payload),
             P::Workspace(_)
             | P::TaskForceParallel(_)
@@ -155,6 +160,9 @@ impl RunSummary {
             | P::SecurityEvent(_)
             | P::LoopDetected(_)
             | P::RunResumed(_)
+            | P::InputRequired(_)
+            | P::InputAnswered(_)
+            | P::UserMessage(_)
             | P::Checkpoint(_)
             | P::Unknown { .. } => {}
         }

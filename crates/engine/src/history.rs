@@ -66,6 +66,12 @@ pub struct MemberHistory {
     pub repair_on_cloud: bool,
     /// Whether the last review approved the work.
     pub critic_approved: bool,
+    /// The calls a person was asked about (`input_required`), by call id: a call in
+    /// flight among them waited for the answer, it was not interrupted (issue #42).
+    pub asked: std::collections::HashSet<String>,
+    /// A person's answers (`input_answered`), by call id: an approval answered before the
+    /// stop is not asked again, and one for the run covers later calls as it did.
+    pub answers: std::collections::HashMap<String, runlog::InputAnswered>,
 }
 
 impl RunHistory {
@@ -183,6 +189,19 @@ impl RunHistory {
             }
             // What continuing a run does not need: the routing call (it has no step), what
             // MCP servers and the sandbox said, and the loop's own notes.
+            EventPayload::InputRequired(asked) => {
+                self.member(event).asked.insert(asked.call_id);
+            }
+            EventPayload::InputAnswered(answer) => {
+                let member = self.member(event);
+                member.answers.insert(answer.call_id.clone(), answer);
+            }
+            // Said before the step's model call: it belongs to that step.
+            EventPayload::UserMessage(message) => {
+                if let Some(step) = self.step_of(event) {
+                    step.said.push(message.text);
+                }
+            }
             EventPayload::RoutingRequest(_)
             | EventPayload::RoutingResponse(_)
             | EventPayload::McpServer(_)
@@ -296,9 +315,19 @@ impl RunHistory {
     /// The `run_failed` that ends a run that cannot be continued, with status
     /// `interrupted` and `reason`.
     pub fn interrupted_event(&self, reason: &str) -> Result<RunEvent, fabric_domain::DomainError> {
+        self.end_event(RunStatus::Interrupted, reason)
+    }
+
+    /// The `run_failed` that ends the run with `status` (`interrupted`, or `unanswered` for
+    /// a wait that timed out), its totals as recorded.
+    pub fn end_event(
+        &self,
+        status: RunStatus,
+        reason: &str,
+    ) -> Result<RunEvent, fabric_domain::DomainError> {
         let end = runlog::RunEnd {
             run_id: self.run_id.clone(),
-            status: RunStatus::Interrupted,
+            status,
             specialist_ids: self.specialist_ids(),
             task_force_mode: self.mode(),
             steps: self.answered_steps(),

@@ -29,6 +29,8 @@
 //! - [`context`]: keeping a conversation inside the model's context window (compaction).
 //! - [`gate`]: the quality gate: a critic reviews staged work before a run may complete.
 //! - [`history`]: a run's runlog read back, to continue the run after its process stopped.
+//! - [`ask_user`]: the tool whose answer is a person's; the loop asks the run's
+//!   [`ports::Person`], who also steers the run and approves calls (issue #42).
 //! - [`lazy`]: progressive tool loading: `search_tools` and `load_tool_schema` in front of a
 //!   member's tools.
 //! - [`fs`]: removing a directory tree of any depth without recursion, for every adapter
@@ -40,6 +42,7 @@
 //! It depends only on `fabric-domain` (and `rustix` for [`fs`]).
 #![deny(missing_docs)]
 
+pub mod ask_user;
 pub mod budget;
 pub mod context;
 pub mod delegate;

@@ -25,6 +25,8 @@ pub struct RecordedStep {
     pub repaired_tools: Option<Vec<String>>,
     /// The model's summary a compaction before this step used (`context_compacted`).
     pub summary: Option<String>,
+    /// What a person said to the run before this step's model call (`user_message`).
+    pub said: Vec<String>,
 }
 
 /// How a recorded call ended.
@@ -47,6 +49,7 @@ impl RecordedStep {
             outcomes: HashMap::new(),
             repaired_tools: None,
             summary: None,
+            said: Vec::new(),
         }
     }
 }

@@ -143,6 +143,46 @@ pub enum InvalidRequest {
         /// The run.
         id: RunId,
     },
+    /// An answer for a run that waits for none (issue #42).
+    #[error(
+        "run `{id}` is not waiting for an answer (it is {status}); only a run whose status is `input_required` takes one"
+    )]
+    NotWaiting {
+        /// The run.
+        id: RunId,
+        /// What it is doing instead.
+        status: fabric_domain::RunStatus,
+    },
+    /// A message for a run that has ended (issue #42).
+    #[error(
+        "run `{id}` has ended ({status}); nothing can be said to it any more. Continue the conversation in a new run instead"
+    )]
+    NotRunning {
+        /// The run.
+        id: RunId,
+        /// How it ended.
+        status: fabric_domain::RunStatus,
+    },
+    /// An answer or a message that is empty or too long.
+    #[error("the {what} has {chars} characters; it must have 1 to {max}")]
+    BadLength {
+        /// `answer` or `message`.
+        what: &'static str,
+        /// How many it has.
+        chars: usize,
+        /// The most it may have.
+        max: usize,
+    },
+    /// An answer to an approval that decides nothing.
+    #[error(
+        "run `{id}` waits for an approval of `{tool}`: answer `approve`, `approve_for_run` or `deny` (with a reason after it, or as `decision` beside the answer's text)"
+    )]
+    NoDecision {
+        /// The run.
+        id: RunId,
+        /// The tool whose call waits.
+        tool: String,
+    },
     /// The run's workspace is versioned and this fabric has no versioned workspaces.
     #[error(
         "run `{id}` has a versioned workspace, and this fabric was started without versioned workspaces"

@@ -55,6 +55,10 @@ pub enum ApiError {
     /// No run has this id.
     #[error("no run `{0}`")]
     RunNotFound(String),
+    /// An answer for a run that waits for none, or a message for a run that has ended
+    /// (issue #42); the message says its status.
+    #[error("{0}")]
+    RunNotWaiting(String),
     /// The run exists but has already ended.
     #[error("run `{id}` is not running; it ended `{status}`")]
     RunNotRunning {
@@ -159,6 +163,7 @@ impl ApiError {
             Self::NotPermitted(_) => "not_permitted",
             Self::ModelUnavailable(_) => "model_unavailable",
             Self::RunNotRunning { .. } | Self::RunNotLive(_) => "run_not_running",
+            Self::RunNotWaiting(_) => "run_not_waiting",
             Self::RouteNotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::TooManyRuns { .. } => "too_many_runs",
@@ -180,7 +185,9 @@ impl ApiError {
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RunNotFound(_) | Self::RouteNotFound => StatusCode::NOT_FOUND,
             Self::NotPermitted(_) | Self::HostNotAllowed(_) => StatusCode::FORBIDDEN,
-            Self::RunNotRunning { .. } | Self::RunNotLive(_) => StatusCode::CONFLICT,
+            Self::RunNotRunning { .. } | Self::RunNotLive(_) | Self::RunNotWaiting(_) => {
+                StatusCode::CONFLICT
+            }
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::TooManyRuns { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::ShuttingDown | Self::ModelUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

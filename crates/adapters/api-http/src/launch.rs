@@ -3,7 +3,7 @@
 //! failures are answered as such. The run belongs to the service, not to the request: it
 //! keeps going when the client that asked for it goes away.
 
-use fabric_core::service::{RunHandle, ServiceError, Submission, TaskRequest};
+use fabric_core::service::{RunHandle, ServiceError, Submission, TaskRequest, WhenAsked};
 
 use crate::{ApiError, AppState, RunRequest};
 
@@ -43,7 +43,14 @@ pub(crate) async fn start_in_context(
     let mut handle = state
         .inner
         .service
-        .submit(Submission::new(task).traced(traceparent))
+        .submit(
+            Submission::new(task)
+                .traced(traceparent)
+                // Whoever started it answers later, by `POST /runs/{id}/input` (issue #42).
+                .attended(WhenAsked::Wait {
+                    timeout: state.inner.config.input_timeout,
+                }),
+        )
         .map_err(|e| from_service(state, e))?;
     handle
         .prepared()

@@ -54,7 +54,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use handlers::{budget, catalog, meta, metrics, runs, start};
+use handlers::{attend, budget, catalog, meta, metrics, runs, start};
 
 /// Every route of the API over `state`, and the web run viewer at `/`. Auth guards all but
 /// `/health`, `/openapi.json` and the viewer's files; without a token, only loopback `Host`
@@ -115,6 +115,8 @@ fn api(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(runs::run_status))
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
+        .routes(routes!(attend::answer_run))
+        .routes(routes!(attend::steer_run))
         .routes(routes!(budget::budget))
         .route_layer(axum::middleware::from_fn_with_state(
             state,

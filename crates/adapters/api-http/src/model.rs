@@ -16,7 +16,7 @@ use crate::ApiError;
 pub const MAX_STEPS_LIMIT: u32 = 1000;
 
 /// Every run status as the API writes it, in the runlog's order.
-pub const STATUSES: [&str; 14] = [
+pub const STATUSES: [&str; 16] = [
     "running",
     "completed",
     "completed_without_finish",
@@ -31,6 +31,8 @@ pub const STATUSES: [&str; 14] = [
     "quality_gate_failed",
     "context_window_exceeded",
     "stalled",
+    "input_required",
+    "unanswered",
 ];
 
 /// A task to run: the body of `POST /run`, `POST /run/stream` and `POST /runs`.
@@ -610,6 +612,8 @@ mod tests {
             RunStatus::QualityGateFailed => 11,
             RunStatus::ContextWindowExceeded => 12,
             RunStatus::Stalled => 13,
+            RunStatus::InputRequired => 14,
+            RunStatus::Unanswered => 15,
         };
         for (i, name) in STATUSES.iter().enumerate() {
             let status: RunStatus = serde_json::from_value(Value::String((*name).to_owned()))

@@ -20,6 +20,9 @@ pub struct ApiConfig {
     pub ceiling: RequestCeiling,
     /// `GET /metrics` answers without the token (`server.metrics_public`).
     pub metrics_public: bool,
+    /// How long a run waits for a person's answer before it ends `unanswered`
+    /// (`server.input_timeout_s`); `None`: as long as it takes.
+    pub input_timeout: Option<std::time::Duration>,
 }
 
 /// What the server's configuration allows a request to ask for.
@@ -48,6 +51,7 @@ impl Default for ApiConfig {
             retry_after_s: 2,
             ceiling: RequestCeiling::default(),
             metrics_public: false,
+            input_timeout: None,
         }
     }
 }

@@ -25,6 +25,7 @@ mod db;
 mod document;
 mod error;
 mod filters;
+mod inbox;
 mod index;
 mod ivf;
 mod ledger;
@@ -227,6 +228,21 @@ impl RunStore for SqlStore {
 
     async fn interrupted_runs(&self) -> Result<Vec<RunId>, StoreError> {
         queries::interrupted_runs(self).await
+    }
+
+    async fn post_to_inbox(
+        &self,
+        id: &RunId,
+        item: &fabric_core::ports::InboxItem,
+    ) -> Result<(), StoreError> {
+        inbox::post(self, id, item).await
+    }
+
+    async fn take_inbox(
+        &self,
+        id: &RunId,
+    ) -> Result<Vec<fabric_core::ports::InboxItem>, StoreError> {
+        inbox::take(self, id).await
     }
 
     /// A run of the queue by its lease (leases, not locks, say who holds those: a worker may

@@ -16,7 +16,7 @@ pub(crate) async fn prunable(store: &SqlStore, before: f64) -> Result<Vec<RunId>
         .inner
         .db
         .fetch_all(
-            "SELECT id FROM runs WHERE status <> 'running' AND started_at < $1 ORDER BY id",
+            "SELECT id FROM runs WHERE status NOT IN ('running', 'input_required') AND started_at < $1 ORDER BY id",
             vec![Arg::Real(before)],
         )
         .await
@@ -57,7 +57,7 @@ pub(crate) async fn prune(store: &SqlStore, before: f64) -> Result<Vec<RunId>, S
                 format!("DELETE FROM run_specialists WHERE run_id IN ({list})"),
                 format!("DELETE FROM run_models WHERE run_id IN ({list})"),
                 // Checked again: a run cannot go back to running, but be exact.
-                format!("DELETE FROM runs WHERE id IN ({list}) AND status <> 'running'"),
+                format!("DELETE FROM runs WHERE id IN ({list}) AND status NOT IN ('running', 'input_required')"),
             ] {
                 tx.execute(&sql, args.clone()).await?;
             }

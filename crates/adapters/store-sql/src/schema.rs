@@ -8,7 +8,7 @@
 use crate::db::{Arg, Backend, Conn, Db};
 
 /// The newest schema version this fabric knows.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// One migration: its version, what it does, and its SQL for each backend.
 struct Migration {
@@ -349,6 +349,28 @@ ALTER TABLE run_queue ADD COLUMN progress INTEGER NOT NULL DEFAULT 0;
         postgres: r#"
 ALTER TABLE run_queue ADD COLUMN deaths BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE run_queue ADD COLUMN progress BIGINT NOT NULL DEFAULT 0;
+"#,
+    },
+    Migration {
+        version: 11,
+        description: "run_inbox: what people said to a run and answers to its questions, until the run takes them (issue #42)",
+        sqlite: r#"
+CREATE TABLE run_inbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX run_inbox_run ON run_inbox (run_id, seq);
+"#,
+        postgres: r#"
+CREATE TABLE run_inbox (
+    seq BIGSERIAL PRIMARY KEY,
+    run_id TEXT COLLATE "C" NOT NULL,
+    body TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX run_inbox_run ON run_inbox (run_id, seq);
 "#,
     },
 ];

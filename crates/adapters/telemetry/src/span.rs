@@ -515,6 +515,11 @@ impl Tracer {
             | EventPayload::RunComplete(_)
             | EventPayload::RunFailed(_)
             | EventPayload::RunAborted(_) => {}
+            // A person's part is in the runlog; the waiting call's span covers the wait of
+            // an answer given in this process.
+            EventPayload::InputRequired(_)
+            | EventPayload::InputAnswered(_)
+            | EventPayload::UserMessage(_) => {}
             // A server's messages and requests are in the runlog; its tool call's span
             // already covers the time they took.
             EventPayload::Checkpoint(_)

@@ -46,6 +46,12 @@ pub(crate) enum Command {
     /// restarted), or every such run: recorded model answers are replayed, not asked again
     /// (docs/DURABILITY.md).
     Resume(ResumeArgs),
+    /// Answer a run that waits for a person (status `input_required`: its model asked a
+    /// question, or a call waits for approval); the run goes on here (docs/INTERACTIVE.md).
+    Answer(AnswerArgs),
+    /// Say something to a running run: its model gets it as a user message at its next step
+    /// (docs/INTERACTIVE.md).
+    Steer(SteerArgs),
     /// Take queued runs from the shared PostgreSQL store and run them (docs/DURABILITY.md):
     /// `fabric serve` with `store.queue: true` enqueues, any number of workers run.
     Worker(WorkerArgs),
@@ -346,6 +352,37 @@ pub(crate) struct WorkerArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct AnswerArgs {
+    /// The run that waits (`fabric logs list --status input_required`).
+    pub(crate) run_id: String,
+
+    /// The answer; for an approval `approve`, `approve_for_run` or `deny`, optionally
+    /// followed by a reason (`deny not on main`).
+    pub(crate) answer: String,
+
+    /// What the continued run does when it asks again: as `fabric run --on-question`.
+    #[arg(long, value_name = "fail|wait|answer=TEXT")]
+    pub(crate) on_question: Option<String>,
+
+    /// Stream the model's text as it is generated (with --json: print every event as JSONL).
+    #[arg(long)]
+    pub(crate) stream: bool,
+
+    /// Print JSON: the result plus `_meta`.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SteerArgs {
+    /// The running run.
+    pub(crate) run_id: String,
+
+    /// What to say to it.
+    pub(crate) text: String,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct ResumeArgs {
     /// The run to continue (`fabric logs list` shows runs still `running`).
     #[arg(required_unless_present = "all", conflicts_with = "all")]
@@ -374,6 +411,13 @@ pub(crate) struct RunArgs {
     /// --all`), alongside this task; their outcomes go to stderr.
     #[arg(long)]
     pub(crate) resume_interrupted: bool,
+
+    /// When the model asks (`ask_user`) or a call waits for approval and no terminal can
+    /// answer (`--json`, or stdin is not a terminal): `fail` ends the run `unanswered`,
+    /// `wait` leaves it waiting for `fabric answer` (exit code 9), `answer=TEXT` answers
+    /// TEXT (approvals: approve). Without it the model is told no one can answer.
+    #[arg(long, value_name = "fail|wait|answer=TEXT")]
+    pub(crate) on_question: Option<String>,
 
     /// The specialist(s) to use, skipping routing: `engineering`, or a task force in order,
     /// `research,engineering`.

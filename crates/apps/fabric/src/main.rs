@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     // worker threads' start and, at every step, the wake-ups of tasks handed between them
     // (issue #26). Everything else (`serve`, `worker`, `mcp`, `eval`, ...) serves many at once.
     let mut builder = match &cli.command {
-        cli::Command::Run(_) | cli::Command::Resume(_) => {
+        cli::Command::Run(_) | cli::Command::Resume(_) | cli::Command::Answer(_) => {
             tokio::runtime::Builder::new_current_thread()
         }
         _ => tokio::runtime::Builder::new_multi_thread(),
@@ -44,6 +44,7 @@ fn main() -> ExitCode {
     let json_errors = match &cli.command {
         cli::Command::Run(args) => args.json,
         cli::Command::Resume(args) => args.json,
+        cli::Command::Answer(args) => args.json,
         _ => false,
     };
     match runtime.block_on(commands::dispatch(cli)) {

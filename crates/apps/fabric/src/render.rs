@@ -197,6 +197,19 @@ impl RunObserver for HumanRenderer {
             P::McpRequest(p) => self.mcp_request(p),
             P::Workspace(p) => self.workspace(p),
             P::Checkpoint(p) => self.checkpoint(p),
+            P::InputRequired(p) => self.input_required(p),
+            P::InputAnswered(p) => self.line(format!(
+                "  {} answered ({}): {}",
+                self.accent.apply_to("✎"),
+                visible_line(&p.by),
+                one_line(&p.answer, 200)
+            )),
+            P::UserMessage(p) => self.line(format!(
+                "{} you ({}): {}",
+                self.accent.apply_to("›"),
+                visible_line(&p.by),
+                one_line(&p.text, 200)
+            )),
             P::MemberStart(_)
             | P::MemberEnd(_)
             | P::TaskForceParallel(_)
@@ -215,6 +228,27 @@ impl RunObserver for HumanRenderer {
 }
 
 impl HumanRenderer {
+    /// A question or approval the run waits for, with how to answer it.
+    fn input_required(&self, p: &fabric_domain::runlog::InputRequired) {
+        self.stop_spinner();
+        let what = match p.input {
+            fabric_domain::runlog::InputKind::Question => "question",
+            fabric_domain::runlog::InputKind::Approval => "approval",
+        };
+        self.line(format!(
+            "  {} {what}: {}",
+            self.warn.apply_to("?"),
+            one_line(&p.question, 400)
+        ));
+        if !p.choices.is_empty() {
+            self.line(format!(
+                "    {} {}",
+                self.dim.apply_to("choices:"),
+                visible_line(&p.choices.join(" | "))
+            ));
+        }
+    }
+
     /// A model's answer: its text, when it called no tool.
     fn answer(&self, content: Option<&str>, no_calls: bool) {
         if self.streaming_text.swap(false, Ordering::Relaxed) {

@@ -24,7 +24,7 @@ pub(crate) fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
     let known: Vec<&str> = BUILTIN_TOOLS
         .iter()
         .copied()
-        .chain([SEARCH_RUNS_TOOL])
+        .chain([SEARCH_RUNS_TOOL, fabric_domain::ASK_TOOL])
         .collect();
     settings.check_tools(&known)?;
     for note in &settings.deprecations {

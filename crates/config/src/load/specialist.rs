@@ -75,6 +75,7 @@ impl Merger {
                 limitations: Vec::new(),
                 tooling: Default::default(),
                 loop_aids: Default::default(),
+                approval: Default::default(),
             },
         };
         overlay!(spec, raw; description, keywords, capabilities, system_prompt, tools);
@@ -99,6 +100,9 @@ impl Merger {
         set_some(&mut spec.model_key, raw.model_key);
         overlay_within!(self, at, spec.loop_aids, raw; repeat_limit: 0, 100);
         overlay!(spec.loop_aids, raw; require_finish);
+        if let Some(approval) = raw.approval {
+            spec.approval = approval;
+        }
         if let Some(servers) = raw.mcp_servers {
             spec.tooling.mcp_servers = crate::mcp::check_servers(servers)
                 .map_err(|(key, detail)| self.invalid(at(&key), detail))?;

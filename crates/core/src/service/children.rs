@@ -58,6 +58,7 @@ impl ChildRunner for ServiceChildren {
             run_id: None,
             // A child's spans hang under its parent's by `parent_run_id` (run_start).
             trace_parent: None,
+            ..Submission::new(TaskRequest::default())
         };
         let handle = match self.0.submit(submission) {
             Ok(handle) => handle,
@@ -95,6 +96,7 @@ impl ServiceChildren {
             resume: None,
             run_id: None,
             trace_parent: None,
+            ..Submission::new(TaskRequest::default())
         };
         self.0.submit(submission)?.outcome().await
     }

@@ -188,6 +188,18 @@ impl RunStore for ClaimedStore {
         self.inner.liveness(id).await
     }
 
+    async fn post_to_inbox(
+        &self,
+        id: &RunId,
+        item: &crate::ports::InboxItem,
+    ) -> Result<(), StoreError> {
+        self.inner.post_to_inbox(id, item).await
+    }
+
+    async fn take_inbox(&self, id: &RunId) -> Result<Vec<crate::ports::InboxItem>, StoreError> {
+        self.inner.take_inbox(id).await
+    }
+
     async fn flush(&self) {
         self.inner.flush().await;
     }

@@ -11,6 +11,7 @@
 //! and its slot is freed. Limits, cancellation, the shutdown drain and the run tree's budget
 //! live here once.
 
+mod attend;
 mod children;
 mod claims;
 
@@ -36,6 +37,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use attend::{Answer, MAX_INPUT_CHARS, WhenAsked};
 pub use claims::ClaimedStore;
 pub use fabric_engine::service_error::{
     DailySpent, ErrorCode, Fault, InvalidRequest, ProjectError, ServiceError,
@@ -100,6 +102,9 @@ pub struct Submission {
     /// The W3C `traceparent` of the caller's trace (`POST /run` with the header): the run's
     /// spans continue it.
     pub trace_parent: Option<String>,
+    /// What the run does when it asks a person and no answer is at hand (issue #42); by
+    /// default the model is told no one can answer.
+    pub when_asked: WhenAsked,
 }
 
 impl Submission {
@@ -112,7 +117,16 @@ impl Submission {
             resume: None,
             run_id: None,
             trace_parent: None,
+            when_asked: WhenAsked::Refuse(
+                "it was started without a channel to a person".to_owned(),
+            ),
         }
+    }
+
+    /// With what the run does when it asks a person (issue #42).
+    pub fn attended(mut self, when: WhenAsked) -> Self {
+        self.when_asked = when;
+        self
     }
 
     /// Continues run `id`, whose process stopped before its end.
@@ -732,6 +746,15 @@ impl RunTask {
     ) -> Result<RunOutcome, ServiceError> {
         let observer = self.observer();
         observer.on_prepared(&prepared.notes());
+        let mut prepared = prepared;
+        // A child run asks no one: its parent's model is who it answers to.
+        if self.submission.parent.is_none() {
+            prepared.attend(Arc::new(attend::InboxPerson::new(
+                Arc::clone(&self.service.inner.store),
+                self.live.id().clone(),
+                self.submission.when_asked.clone(),
+            )));
+        }
         let cancel = self.live.cancel_token();
         let running = match history {
             Some(history) => prepared.resume(run, *history, &observer, cancel),

@@ -171,6 +171,11 @@ pub trait Runnable: Send {
         let _ = lineage;
     }
 
+    /// Gives it the person who started it, asked its questions and approvals (issue #42).
+    fn attend(&mut self, person: Arc<dyn crate::ports::Person>) {
+        let _ = person;
+    }
+
     /// Whether a child run works in its parent's workspace.
     fn shares_parent_workspace(&self) -> bool {
         false
@@ -209,6 +214,10 @@ impl Runnable for TaskForce {
 
     fn adopt(&mut self, lineage: Lineage) {
         self.lineage = Some(lineage);
+    }
+
+    fn attend(&mut self, person: Arc<dyn crate::ports::Person>) {
+        self.person = Some(person);
     }
 
     fn shares_parent_workspace(&self) -> bool {

@@ -25,6 +25,7 @@ use crate::recorder::Recorder;
 mod answer;
 mod ask;
 mod calls;
+mod person;
 mod repeats;
 mod settle;
 mod window;
@@ -73,6 +74,12 @@ pub(crate) struct LoopInput<'a> {
     /// The run reviews work its task already holds (a critic, whose task has the diff):
     /// `finish_task` is accepted before any other tool was used (issue #40).
     pub reviewing: bool,
+    /// Whoever started the run, asked questions and approvals (issue #42); `None`: no one.
+    pub person: Option<&'a dyn crate::ports::Person>,
+    /// The calls a person was asked about before the run's process stopped.
+    pub asked: std::collections::HashSet<String>,
+    /// A person's answers recorded before the stop, by call id.
+    pub answers: std::collections::HashMap<String, fabric_domain::runlog::InputAnswered>,
 }
 
 /// Runs one specialist's loop to its end, recording every step.
@@ -137,6 +144,9 @@ enum Stop {
     Unfinished(Value, &'static str),
     /// The run ends with this status, for this reason.
     Ended(RunStatus, String),
+    /// The run waits for a person's answer to this question (`input_required` recorded);
+    /// the answer continues it.
+    Waiting(String),
     /// The runlog cannot be written: the one failure [`run_loop`] returns as an error.
     Store(StoreError),
 }
@@ -188,6 +198,16 @@ struct Loop<'a, 'r> {
     invalid_streak: u32,
     /// The repetition breaker.
     repeats: Repeats,
+    /// Whoever started the run, if anyone can answer.
+    person: Option<&'a dyn crate::ports::Person>,
+    /// Calls asked about before the stop (their request is recorded).
+    asked: std::collections::HashSet<String>,
+    /// Answers recorded before the stop and not used yet, by call id.
+    answered: std::collections::HashMap<String, fabric_domain::runlog::InputAnswered>,
+    /// What a person approved for the rest of the run (approval scopes).
+    approved: std::collections::HashSet<String>,
+    /// The scope of each approval asked and not answered yet, by call id.
+    scopes: std::collections::HashMap<String, String>,
 }
 
 impl<'a, 'r> Loop<'a, 'r> {
@@ -238,6 +258,11 @@ impl<'a, 'r> Loop<'a, 'r> {
             plain_replies: 0,
             invalid_streak: 0,
             repeats: Repeats::new(specialist.loop_aids.repeat_limit),
+            person: input.person,
+            asked: input.asked,
+            answered: input.answers,
+            approved: Default::default(),
+            scopes: Default::default(),
         })
     }
 
@@ -267,6 +292,7 @@ impl<'a, 'r> Loop<'a, 'r> {
         if let Err(reason) = self.ctx.lineage.budget.take_step() {
             return Err(Stop::Ended(RunStatus::BudgetExceeded, reason.to_string()));
         }
+        self.hear(step).await?;
         self.fit_window(step).await?;
         let answer = self.answer(step).await?;
         self.steps = step + 1;
@@ -306,6 +332,12 @@ impl<'a, 'r> Loop<'a, 'r> {
                 reason: Some(reason.into()),
             },
             Stop::Ended(status, reason) => LoopOutcome::failed(status, reason, steps, usage),
+            Stop::Waiting(question) => LoopOutcome::failed(
+                RunStatus::InputRequired,
+                format!("waiting for an answer: {question}"),
+                steps,
+                usage,
+            ),
             Stop::Store(e) => return Err(e),
         })
     }

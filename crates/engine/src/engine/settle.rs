@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::answer::{Answer, Recorded, Source};
 use super::ask::until;
 use super::calls::{ArgumentsError, Catalogue, Dispatch, dispatch, parse_arguments, render_result};
+use super::person::Consulted;
 use super::repeats::Verdict;
 use super::{Loop, MAX_LLM_CONTENT_IN_RUNLOG_CHARS, MAX_TOOL_RESULT_CHARS, Stop};
 use crate::gate::Passage;
@@ -144,7 +145,10 @@ impl<'a> Loop<'a, '_> {
             Verdict::Stop(reason) => return Settlement::Stalled(reason),
             Verdict::Run => {}
         }
-        if !in_flight {
+        // A call in flight that was waiting for a person's answer (and had none) did not
+        // run: it is settled now, with the answer the run was continued with.
+        let waiting = self.asked.contains(&call.id) && !self.answered.contains_key(&call.id);
+        if !in_flight || waiting {
             return Settlement::Dispatched;
         }
         if let (Some(tool), Ok(args)) = (self.catalogue.tool(&call.name), args)
@@ -172,6 +176,9 @@ impl<'a> Loop<'a, '_> {
     ) -> Result<(), Stop> {
         if let (RecordedOutcome::Result(_), Ok(args)) = (&settled, args) {
             self.source.replayed(&call.name, args);
+        }
+        if let Ok(args) = args {
+            self.replay_approval(call, args);
         }
         let known = call.name != FINISH_TOOL
             && (self.catalogue.tool(&call.name).is_some()
@@ -234,9 +241,10 @@ impl<'a> Loop<'a, '_> {
             .map_err(Stop::from)
     }
 
-    /// Runs a call, unless the run is cancelled or out of time first.
+    /// Runs a call: recorded, approved when the specialist's policy asks, then dispatched;
+    /// a call whose answer is a person's asks them.
     async fn run_call(
-        &self,
+        &mut self,
         step: u32,
         call: &ToolCall,
         args: Result<Value, ArgumentsError>,
@@ -245,6 +253,49 @@ impl<'a> Loop<'a, '_> {
         if !in_flight {
             record_call(self.rec, step, call, &args).await?;
         }
+        if let Ok(parsed) = &args
+            && let Some(request) = self.approval_needed(call, parsed)
+        {
+            match self.consult(step, call, request).await? {
+                Consulted::Approved => {}
+                Consulted::Answer(_) => {}
+                Consulted::Refused(error) => return Ok(Err(error)),
+            }
+        }
+        let outcome = self.dispatch_now(step, call, args).await?;
+        match outcome {
+            // The call's answer is a person's (`ask_user`).
+            Err(ToolError::Ask(mut request)) => {
+                request.call_id.clone_from(&call.id);
+                Ok(self.answer_of(step, call, *request).await?)
+            }
+            outcome => Ok(outcome),
+        }
+    }
+
+    /// The result of a call whose answer is a person's.
+    async fn answer_of(
+        &mut self,
+        step: u32,
+        call: &ToolCall,
+        request: fabric_domain::runlog::InputRequired,
+    ) -> Result<CallOutcome, Stop> {
+        Ok(match self.consult(step, call, request).await? {
+            Consulted::Answer(answer) => Ok(Dispatch::Done(answer.into())),
+            Consulted::Approved => Err(ToolError::Failed(
+                "the question was answered as an approval; ask it again".to_owned(),
+            )),
+            Consulted::Refused(error) => Err(error),
+        })
+    }
+
+    /// Dispatches a call, unless the run is cancelled or out of time first.
+    async fn dispatch_now(
+        &self,
+        step: u32,
+        call: &ToolCall,
+        args: Result<Value, ArgumentsError>,
+    ) -> Result<CallOutcome, Stop> {
         let ctx = self.ctx;
         let budget = &ctx.lineage.budget;
         let running = dispatch(call, args, &self.catalogue, self.attempted_work, ctx);

@@ -41,6 +41,10 @@ pub(crate) fn combined_status(results: &[MemberResult]) -> RunStatus {
     if statuses.contains(&RunStatus::Cancelled) {
         return RunStatus::Cancelled;
     }
+    // A member waiting for a person holds the run open: it goes on once answered.
+    if statuses.contains(&RunStatus::InputRequired) {
+        return RunStatus::InputRequired;
+    }
     let ok = statuses.iter().filter(|s| s.has_result()).count();
     if ok == statuses.len() {
         if statuses.iter().all(|s| *s == RunStatus::Completed) {

@@ -127,6 +127,9 @@ pub struct TaskForce {
     pub origin: runlog::RunOrigin,
     /// The A2A context of the run's task (`run_start.context_id`).
     pub context_id: Option<String>,
+    /// Whoever started the run, asked the model's questions and the approvals its
+    /// specialists' policies want (issue #42); `None`: no one can answer.
+    pub person: Option<Arc<dyn crate::ports::Person>>,
 }
 
 /// How a run ended.
@@ -204,6 +207,7 @@ impl TaskForce {
             origin: runlog::RunOrigin::User,
             context_id: None,
             fallback: None,
+            person: None,
         }
     }
 

@@ -70,8 +70,13 @@ pub(super) async fn run(
         fallback: force.fallback.as_ref(),
         versioned: run.versioned.as_deref(),
         reviewing: force.origin == runlog::RunOrigin::Critic,
+        person: force.person.as_deref(),
     };
     let ended = shared.work(rec, &force, &team, parallel_recorded).await?;
+    // A run waiting for a person has no end yet: the answer continues it (issue #42).
+    if ended.status == fabric_domain::RunStatus::InputRequired {
+        return Ok(outcome_of(run, team, ended, (routing, model_reason), None));
+    }
     let workspace = match &run.versioned {
         Some(versioned) => versioned.result().await,
         None => None,
@@ -92,22 +97,40 @@ pub(super) async fn run(
         },
     )
     .await?;
+    Ok(outcome_of(
+        run,
+        team,
+        ended,
+        (routing, model_reason),
+        workspace,
+    ))
+}
+
+/// The run's outcome, from how its members' work ended. A run waiting for a person
+/// (`input_required`) has no end recorded and no changes to show yet.
+fn outcome_of(
+    run: NewRun,
+    team: Team,
+    ended: Ended,
+    (routing, model_reason): (Option<super::RoutingNote>, Option<String>),
+    changes: Option<runlog::WorkspaceResult>,
+) -> RunOutcome {
     let first = &team.members[0];
-    Ok(RunOutcome {
+    RunOutcome {
         run_id: run.id,
         status: ended.status,
         payload: ended.payload,
         reason: ended.reason,
         workspace: run.workspace,
-        specialist_ids: team.ids,
         model_key: first.model_key.clone(),
         model: first.model.name.clone(),
+        specialist_ids: team.ids,
         steps: ended.steps,
         usage: ended.usage,
         routing,
         model_reason,
-        changes: workspace,
-    })
+        changes,
+    }
 }
 
 /// Refuses a task force without members, and the continuation of a run that recorded its
@@ -326,6 +349,8 @@ struct Shared<'a> {
     versioned: Option<&'a crate::versioned::RunWorkspace>,
     /// The run is a critic's review, its work in its task.
     reviewing: bool,
+    /// Whoever started the run, if anyone can answer it.
+    person: Option<&'a dyn crate::ports::Person>,
 }
 
 impl Shared<'_> {
@@ -451,13 +476,17 @@ impl Shared<'_> {
                 gate,
                 versioned: self.versioned,
                 reviewing: self.reviewing,
+                person: self.person,
+                asked: history.asked,
+                answers: history.answers,
             },
             rec,
         )
         .await?;
         // A task-force member's end is its own event (a lone specialist's is the run's), so
-        // a continued run does not run a member that had ended.
-        if index.is_some() {
+        // a continued run does not run a member that had ended; one waiting for a person
+        // has not ended.
+        if index.is_some() && outcome.status != fabric_domain::RunStatus::InputRequired {
             rec.record(
                 None,
                 runlog::MemberEnd {

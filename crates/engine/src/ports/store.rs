@@ -171,6 +171,24 @@ pub trait RunStore: Send + Sync {
         let _ = id;
         Liveness::Unknown
     }
+    /// Leaves `item` for run `id` (issue #42): what a person said to it, or an answer to
+    /// the question it waits for. Kept, on any node that shares the store, until the run
+    /// takes it ([`RunStore::take_inbox`]).
+    async fn post_to_inbox(
+        &self,
+        id: &RunId,
+        item: &crate::ports::InboxItem,
+    ) -> Result<(), StoreError> {
+        let _ = item;
+        Err(StoreError::InvalidQuery(format!(
+            "this store cannot carry messages to a run, so nothing can be said to run `{id}`"
+        )))
+    }
+    /// Takes what was left for run `id`, oldest first; each item is taken once.
+    async fn take_inbox(&self, id: &RunId) -> Result<Vec<crate::ports::InboxItem>, StoreError> {
+        let _ = id;
+        Ok(Vec::new())
+    }
     /// Waits until everything appended before is in the store's index (a store that writes
     /// an index behind its runlogs lists a run's latest state a moment after its runlog has
     /// it). The run service calls it at shutdown, so a process exits with its index current.

@@ -26,7 +26,7 @@ pub struct ToolContext {
 
 /// Why a tool call failed. The message goes to the model as is, so it says exactly what was
 /// wrong and what to do instead.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[derive(Debug, Error, Clone, PartialEq)]
 pub enum ToolError {
     /// The arguments are not what the tool takes.
     #[error("{0}")]
@@ -47,6 +47,12 @@ pub enum ToolError {
     /// The call was in flight when the run's process stopped, and was not run again.
     #[error("{0}")]
     Interrupted(String),
+    /// The call's answer is a person's (`ask_user`): the loop asks the run's [`Person`]
+    /// this, and the answer becomes the call's result. Never recorded as an error itself.
+    ///
+    /// [`Person`]: crate::ports::Person
+    #[error("{}", .0.question)]
+    Ask(Box<fabric_domain::runlog::InputRequired>),
 }
 
 impl ToolError {
@@ -57,6 +63,8 @@ impl ToolError {
             Self::Denied { .. } => ToolErrorType::Permission,
             Self::Failed(_) => ToolErrorType::Failed,
             Self::Interrupted(_) => ToolErrorType::Interrupted,
+            // Only when no one could be asked, which the loop reports as a failure.
+            Self::Ask(_) => ToolErrorType::Failed,
         }
     }
 }

@@ -21,6 +21,7 @@ fn spec(id: &str, caps: &[&str], keywords: &[&str]) -> SpecialistSpec {
         limitations: vec![],
         tooling: Default::default(),
         loop_aids: Default::default(),
+        approval: Default::default(),
     }
 }
 

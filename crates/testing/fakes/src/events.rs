@@ -102,6 +102,9 @@ pub fn sample_payload(kind: EventKind) -> Value {
         EventKind::Workspace => json!({"origin": "project", "dir": "/w", "branch": "fabric/r",
             "base": "0000000000000000000000000000000000000000"}),
         EventKind::Checkpoint => json!({"tool": "", "call_id": "", "commit": null}),
+        EventKind::InputRequired => json!({"call_id": "", "input": "question", "question": ""}),
+        EventKind::InputAnswered => json!({"call_id": "", "answer": "", "by": "http"}),
+        EventKind::UserMessage => json!({"text": "", "by": "http"}),
         EventKind::RunComplete => end,
         EventKind::RunFailed => {
             let mut end = end;

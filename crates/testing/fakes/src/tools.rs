@@ -97,6 +97,7 @@ pub fn specialist_as(id: &str, system_prompt: &str, tools: &[&str]) -> Specialis
         limitations: vec![],
         tooling: Default::default(),
         loop_aids: Default::default(),
+        approval: Default::default(),
     }
 }
 

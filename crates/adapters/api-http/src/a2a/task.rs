@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 pub(crate) fn state_of(status: RunStatus) -> &'static str {
     match status {
         RunStatus::Running => "TASK_STATE_WORKING",
+        RunStatus::InputRequired => "TASK_STATE_INPUT_REQUIRED",
         RunStatus::Completed | RunStatus::CompletedWithoutFinish | RunStatus::Partial => {
             "TASK_STATE_COMPLETED"
         }
@@ -22,7 +23,8 @@ pub(crate) fn state_of(status: RunStatus) -> &'static str {
         | RunStatus::Interrupted
         | RunStatus::QualityGateFailed
         | RunStatus::ContextWindowExceeded
-        | RunStatus::Stalled => "TASK_STATE_FAILED",
+        | RunStatus::Stalled
+        | RunStatus::Unanswered => "TASK_STATE_FAILED",
     }
 }
 

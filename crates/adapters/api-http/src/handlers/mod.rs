@@ -1,5 +1,6 @@
 //! The handlers, one module per group of endpoints.
 
+pub(crate) mod attend;
 pub(crate) mod budget;
 pub(crate) mod catalog;
 pub(crate) mod meta;

@@ -32,10 +32,7 @@ impl Found {
     fn status(&self) -> RunStatus {
         match self {
             Self::Live(run) => run.status(),
-            Self::Stored(events) => events
-                .last()
-                .filter(|e| e.kind().is_terminal())
-                .map_or(RunStatus::Running, fabric_core::live::terminal_status),
+            Self::Stored(events) => fabric_core::live::status_after(events.last()),
         }
     }
 

@@ -348,6 +348,10 @@ fn own_tools(
     names
         .into_iter()
         .map(|name| {
+            if name == fabric_domain::ASK_TOOL {
+                let tool: Arc<dyn Tool> = Arc::new(Typed::new(fabric_core::ask_user::AskUserTool));
+                return Ok(tool);
+            }
             if name == SEARCH_RUNS_TOOL {
                 let tool: Arc<dyn Tool> = Arc::new(Typed::new(SearchRunsTool::new(search.clone())));
                 return Ok(tool);

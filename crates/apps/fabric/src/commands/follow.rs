@@ -60,6 +60,11 @@ pub(super) async fn follow(
                 "note: the model never called finish_task; the result was built from its last reply"
             );
         }
+    } else if outcome.status == RunStatus::InputRequired {
+        eprintln!(
+            "run {id} waits for an answer: `fabric answer {id} \"…\"` continues it (see `fabric logs show {id}`)",
+            id = outcome.run_id
+        );
     } else {
         eprintln!(
             "run {} ended {}: {}",

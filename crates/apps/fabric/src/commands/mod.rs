@@ -1,5 +1,6 @@
 //! One module per command.
 
+mod attend;
 mod catalog;
 mod config;
 mod doctor;
@@ -25,6 +26,8 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Run(args) => run::run(&cli, args).await,
         Command::Resume(args) => resume::resume(&cli, args).await,
+        Command::Answer(args) => attend::answer(&cli, args).await,
+        Command::Steer(args) => attend::steer(&cli, args).await,
         Command::Worker(args) => worker::worker(&cli, args).await,
         Command::Logs(command) => logs::logs(&cli, command).await,
         Command::Diff(args) => project::diff(&cli, args).await,

@@ -42,8 +42,10 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                 }),
                 context_id: None,
             };
-            let submission =
-                Submission::new(request).observed(observer_for(args.json, args.stream));
+            let when = super::attend::when_asked(args.on_question.as_deref(), args.json)?;
+            let submission = Submission::new(request)
+                .observed(observer_for(args.json, args.stream))
+                .attended(when);
             let handle = service.submit(submission)?;
             follow(&service, handle, args.json).await?
         }

@@ -23,6 +23,10 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
             max_steps: Some(settings.max_steps),
         },
         metrics_public: settings.server.metrics_public,
+        input_timeout: settings
+            .server
+            .input_timeout_s
+            .map(std::time::Duration::from_secs),
         ..ApiConfig::default()
     };
     let fabric = served_fabric(&settings).await?;

@@ -1,4 +1,5 @@
 mod fixture;
+mod interactive;
 
 mod a2a_delegation;
 mod a2a_resume;

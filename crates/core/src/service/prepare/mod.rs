@@ -164,6 +164,7 @@ impl Preparation {
                 .network_allowed
                 .unwrap_or(self.policy.network_allowed),
             sandbox: run_sandbox,
+            person: None,
         })
     }
 

@@ -1,0 +1,278 @@
+//! Issue #42: working with a run: a question that waits in the store and is answered from
+//! the CLI or over HTTP, answered at once by `--on-question`, and steering.
+
+use fabric_test_support::{Scenario, Turn};
+use serde_json::{Value, json};
+
+use super::fixture::{Fixture, kinds, of_kind, tool_messages};
+use super::serve_fixture::{Options, Served};
+
+/// A specialist that may ask (and read the workspace).
+const ASKER: &str = "specialists:\n  asker:\n    description: Asks before it decides\n    system_prompt: Ask the user when a decision is theirs.\n    tools: [ask_user, list_files]\n";
+
+fn asking_turns() -> Vec<Turn> {
+    vec![
+        Turn::tool_call(
+            "ask_user",
+            json!({"question": "Which database?", "choices": ["SQLite", "PostgreSQL"]}),
+        ),
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": "Chose as told", "artifacts": [], "next_steps": [], "notes": ""}),
+        ),
+    ]
+}
+
+async fn asker(turns: Vec<Turn>) -> Fixture {
+    let fx = Fixture::new(turns).await;
+    fx.append_config(ASKER);
+    fx
+}
+
+/// The tool messages of the model's last request.
+fn last_tool_messages(fx: &Fixture) -> Vec<String> {
+    let requests = fx.requests();
+    tool_messages(requests.last().expect("a request"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_question_waits_holding_no_process_and_fabric_answer_continues_it() {
+    let fx = asker(asking_turns()).await;
+    let waiting = fx
+        .fabric(&[
+            "run",
+            "pick one",
+            "--pack",
+            "asker",
+            "--json",
+            "--on-question",
+            "wait",
+        ])
+        .await;
+    waiting.assert_code(9);
+    let result = waiting.json();
+    assert_eq!(result["_meta"]["status"], "input_required", "{result}");
+    let id = result["_meta"]["run_id"].as_str().unwrap().to_owned();
+    let events = fx.runlog(&result);
+    let asked = of_kind(&events, "input_required");
+    assert_eq!(asked.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(asked[0]["payload"]["question"], "Which database?");
+    assert_eq!(
+        asked[0]["payload"]["choices"],
+        json!(["SQLite", "PostgreSQL"])
+    );
+    assert!(of_kind(&events, "run_complete").is_empty());
+    assert!(of_kind(&events, "run_failed").is_empty());
+    // The process that ran it is gone: the wait is in the store alone.
+    let listed = fx.fabric(&["logs", "list", "--json"]).await;
+    assert!(
+        listed.stdout.contains("input_required"),
+        "{}",
+        listed.stdout
+    );
+
+    let answered = fx.fabric(&["answer", &id, "PostgreSQL", "--json"]).await;
+    answered.assert_code(0);
+    let result = answered.json();
+    assert_eq!(result["_meta"]["status"], "completed", "{result}");
+    assert_eq!(result["summary"], "Chose as told");
+    let tool = last_tool_messages(&fx);
+    assert!(
+        tool.iter().any(|m| m.contains("PostgreSQL")),
+        "the model got the answer as the call's result: {tool:?}"
+    );
+    let events = fx.runlog(&result);
+    let answer = of_kind(&events, "input_answered");
+    assert_eq!(answer.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(answer[0]["payload"]["by"], "cli");
+    assert_eq!(answer[0]["payload"]["call_id"], asked_call(&events));
+    assert_eq!(of_kind(&events, "run_resumed").len(), 1);
+    assert_eq!(of_kind(&events, "run_complete").len(), 1);
+
+    // Bad input: an answer to a run that waits for none.
+    let again = fx.fabric(&["answer", &id, "SQLite"]).await;
+    assert_ne!(again.code(), 0);
+    assert!(again.stderr.contains("not waiting"), "{}", again.stderr);
+    let unknown = fx
+        .fabric(&["answer", "20260101-000000-000-abcdef", "x"])
+        .await;
+    assert_ne!(unknown.code(), 0);
+    assert!(unknown.stderr.contains("no run"), "{}", unknown.stderr);
+}
+
+fn asked_call(events: &[Value]) -> Value {
+    of_kind(events, "input_required")[0]["payload"]["call_id"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_on_question_answers_or_fails_and_without_anyone_the_model_is_told() {
+    let fx = asker(asking_turns()).await;
+    let run = fx
+        .fabric(&[
+            "run",
+            "pick one",
+            "--pack",
+            "asker",
+            "--json",
+            "--on-question",
+            "answer=SQLite",
+        ])
+        .await;
+    run.assert_code(0);
+    assert!(last_tool_messages(&fx).iter().any(|m| m.contains("SQLite")));
+    let events = fx.runlog(&run.json());
+    assert_eq!(
+        of_kind(&events, "input_answered")[0]["payload"]["by"],
+        "flag"
+    );
+
+    let fx = asker(asking_turns()).await;
+    let run = fx
+        .fabric(&[
+            "run",
+            "pick one",
+            "--pack",
+            "asker",
+            "--json",
+            "--on-question",
+            "fail",
+        ])
+        .await;
+    run.assert_code(10);
+    assert_eq!(run.json()["_meta"]["status"], "unanswered");
+
+    let fx = asker(asking_turns()).await;
+    let run = fx
+        .fabric(&["run", "pick one", "--pack", "asker", "--json"])
+        .await;
+    run.assert_code(0);
+    let tool = last_tool_messages(&fx);
+    assert!(
+        tool.iter()
+            .any(|m| m.contains("no one can answer questions in this run")
+                && m.contains("--on-question")),
+        "{tool:?}"
+    );
+
+    let bad = fx
+        .fabric(&["run", "x", "--pack", "asker", "--on-question", "maybe"])
+        .await;
+    bad.assert_code(2);
+    assert!(bad.stderr.contains("--on-question takes"), "{}", bad.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_over_http_a_run_waits_input_required_and_post_input_answers_it() {
+    let served = Served::with(
+        Scenario::new(asking_turns()),
+        Options {
+            config: ASKER,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (code, body) = served
+        .post_json("/runs", json!({"prompt": "pick one", "pack": "asker"}))
+        .await;
+    assert_eq!(code, 202, "{body}");
+    let id = body["run_id"].as_str().unwrap().to_owned();
+    served.wait_status(&id, "input_required").await;
+
+    // Bad input first: an empty answer, an unknown run, a message to nothing.
+    let (code, body) = served
+        .post_json(&format!("/runs/{id}/input"), json!({"answer": " "}))
+        .await;
+    assert_eq!(code, 422, "{body}");
+    let (code, _) = served
+        .post_json(
+            "/runs/20260101-000000-000-abcdef/input",
+            json!({"answer": "x"}),
+        )
+        .await;
+    assert_eq!(code, 404);
+    let long = "x".repeat(16_001);
+    let (code, body) = served
+        .post_json(&format!("/runs/{id}/input"), json!({"answer": long}))
+        .await;
+    assert_eq!(code, 422, "{body}");
+
+    let (code, body) = served
+        .post_json(
+            &format!("/runs/{id}/input"),
+            json!({"answer": "PostgreSQL"}),
+        )
+        .await;
+    assert_eq!(code, 202, "{body}");
+    served.wait_status(&id, "completed").await;
+    let events = served.runlog(&id);
+    assert_eq!(
+        of_kind(&events, "input_answered")[0]["payload"]["by"],
+        "http"
+    );
+
+    // Answered twice, or steering an ended run: 409 with its status.
+    let (code, body) = served
+        .post_json(&format!("/runs/{id}/input"), json!({"answer": "SQLite"}))
+        .await;
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["error"]["code"], "run_not_waiting", "{body}");
+    let (code, body) = served
+        .post_json(
+            &format!("/runs/{id}/messages"),
+            json!({"text": "and tests"}),
+        )
+        .await;
+    assert_eq!(code, 409, "{body}");
+    assert!(body.to_string().contains("completed"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_message_said_to_a_running_run_reaches_the_model_at_its_next_step() {
+    let mut slow = Turn::tool_call("list_files", json!({}));
+    slow.delay_ms = Some(1_500);
+    let turns = vec![
+        Turn::tool_call("list_files", json!({})),
+        slow,
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": "done", "artifacts": [], "next_steps": [], "notes": ""}),
+        ),
+    ];
+    let served = Served::with(
+        Scenario::new(turns),
+        Options {
+            config: ASKER,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (code, body) = served
+        .post_json("/runs", json!({"prompt": "look around", "pack": "asker"}))
+        .await;
+    assert_eq!(code, 202, "{body}");
+    let id = body["run_id"].as_str().unwrap().to_owned();
+    // While its second model call takes its time, a person says something.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let (code, body) = served
+        .post_json(
+            &format!("/runs/{id}/messages"),
+            json!({"text": "also check the tests"}),
+        )
+        .await;
+    assert_eq!(code, 202, "{body}");
+    served.wait_status(&id, "completed").await;
+    let events = served.runlog(&id);
+    let said = of_kind(&events, "user_message");
+    assert_eq!(said.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(said[0]["payload"]["text"], "also check the tests");
+    let requests = served.fx.requests();
+    let last = requests.last().unwrap();
+    let user: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(user.contains(&"also check the tests"), "{user:?}");
+}
