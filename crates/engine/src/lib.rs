@@ -42,6 +42,7 @@
 
 pub mod budget;
 pub mod context;
+pub mod conversation;
 pub mod delegate;
 pub mod engine;
 mod error;

@@ -65,6 +65,32 @@ pub struct TaskRequest {
     /// asked for it.
     #[serde(deserialize_with = "lenient")]
     pub context_id: Option<String>,
+    /// The earlier run whose conversation this run goes on with (`fabric run --continue` or
+    /// `--fork`, issue #42); `None`: a new conversation. Left out of the queue's JSON when
+    /// `None`, so requests without it keep their JSON.
+    #[serde(deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
+    pub continues: Option<ContinueRequest>,
+}
+
+/// Which earlier run a request continues, and how (issue #42).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ContinueRequest {
+    /// The earlier run: it must have ended.
+    pub run_id: fabric_domain::RunId,
+    /// `false`: on the earlier run's branch (`--continue`); `true`: on a new branch from its
+    /// head, the earlier branch left alone (`--fork`).
+    #[serde(default)]
+    pub fork: bool,
+}
+
+impl ContinueRequest {
+    /// How the run continues, as `run_start.continues.mode` records it.
+    pub fn mode(&self) -> fabric_domain::runlog::ContinueMode {
+        match self.fork {
+            true => fabric_domain::runlog::ContinueMode::Fork,
+            false => fabric_domain::runlog::ContinueMode::Continue,
+        }
+    }
 }
 
 /// A field's value, or its default when it does not fit.
@@ -115,6 +141,10 @@ impl TaskRequest {
                 .and_then(SandboxMode::parse),
             origin: start.origin.clone(),
             context_id: start.context_id.clone(),
+            continues: start.continues.as_ref().map(|c| ContinueRequest {
+                run_id: c.run_id.clone(),
+                fork: c.mode == fabric_domain::runlog::ContinueMode::Fork,
+            }),
             ..Self::default()
         })
     }
@@ -176,6 +206,12 @@ pub trait Runnable: Send {
         false
     }
 
+    /// Makes it go on with an earlier run's conversation (issue #42): its one member starts
+    /// from `inherited`. Nothing by default.
+    fn inherit(&mut self, inherited: crate::conversation::Inherited) {
+        let _ = inherited;
+    }
+
     /// Runs it in `run` to its end.
     async fn run(
         self: Box<Self>,
@@ -213,6 +249,12 @@ impl Runnable for TaskForce {
 
     fn shares_parent_workspace(&self) -> bool {
         self.share_parent_workspace
+    }
+
+    fn inherit(&mut self, inherited: crate::conversation::Inherited) {
+        if let Some(member) = self.members.first_mut() {
+            member.inherited = Some(Arc::new(inherited));
+        }
     }
 
     async fn run(

@@ -153,9 +153,8 @@ enum Refusal {
 fn refusal(code: &str) -> Refusal {
     match code {
         "not_permitted" | "daily_budget_spent" | "too_many_runs" => Refusal::Rejected,
-        "invalid_request" | "unknown_specialist" | "unknown_model_key" | "invalid_project" => {
-            Refusal::InvalidParams
-        }
+        "invalid_request" | "unknown_specialist" | "unknown_model_key" | "invalid_project"
+        | "run_not_found" | "run_not_ended" | "cannot_continue" => Refusal::InvalidParams,
         _ => Refusal::Internal,
     }
 }

@@ -41,6 +41,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                     base: args.base.clone(),
                 }),
                 context_id: None,
+                continues: args.continues()?,
             };
             let submission =
                 Submission::new(request).observed(observer_for(args.json, args.stream));

@@ -236,6 +236,7 @@ impl Preparation {
                 Some(why) => format!("{why}; {reason}"),
                 None => reason,
             }),
+            inherited: None,
         })
     }
 

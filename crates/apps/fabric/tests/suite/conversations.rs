@@ -1,0 +1,327 @@
+//! Conversations (issue #42, item 1): `fabric run --continue RUN_ID` and `--fork RUN_ID`
+//! go on with an earlier run's conversation, byte for byte as its model last saw it; a
+//! project run on the same branch (continue) or a new one from its head (fork); the link in
+//! `run_start.continues`, the lineage in `logs show`, replay, and the refusals.
+
+use fabric_test_support::Turn;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+use super::fixture::{Fixture, of_kind};
+use super::projects::{git, user_repo};
+
+fn finish(summary: &str) -> Turn {
+    Turn::tool_call(
+        "finish_task",
+        json!({"summary": summary, "artifacts": [], "next_steps": [], "notes": ""}),
+    )
+}
+
+/// A first run that writes `hello.txt` and finishes, then a second that reads it and
+/// finishes.
+fn two_runs() -> Vec<Turn> {
+    vec![
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "hello.txt", "content": "Hello World\n"}),
+        ),
+        finish("wrote hello.txt"),
+        Turn::tool_call("read_file", json!({"path": "hello.txt"})),
+        finish("read hello.txt"),
+    ]
+}
+
+fn run_id(result: &Value) -> String {
+    result["_meta"]["run_id"]
+        .as_str()
+        .expect("run id")
+        .to_owned()
+}
+
+fn messages(request: &Value) -> Vec<Value> {
+    request["messages"].as_array().expect("messages").clone()
+}
+
+/// The second run's first request carries the first run's last request byte for byte, then
+/// the answer that ended it (its `finish_task` call and the accepted payload as its result),
+/// then the new prompt.
+fn assert_inherits(requests: &[Value], last_of_first: usize, prompt: &str) {
+    let earlier = messages(&requests[last_of_first]);
+    let later = messages(&requests[last_of_first + 1]);
+    assert!(later.len() == earlier.len() + 3, "{later:#?}");
+    assert_eq!(
+        serde_json::to_string(&later[..earlier.len()]).expect("json"),
+        serde_json::to_string(&earlier).expect("json"),
+        "the inherited conversation is the earlier run's, byte for byte"
+    );
+    let finish = &later[earlier.len()];
+    assert_eq!(finish["role"], "assistant");
+    assert_eq!(finish["tool_calls"][0]["function"]["name"], "finish_task");
+    let result = &later[earlier.len() + 1];
+    assert_eq!(result["role"], "tool");
+    assert_eq!(result["tool_call_id"], finish["tool_calls"][0]["id"]);
+    assert!(
+        result["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("wrote hello.txt")),
+        "{result}"
+    );
+    assert_eq!(
+        later[earlier.len() + 2],
+        json!({"role": "user", "content": prompt})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_continued_run_goes_on_with_the_earlier_conversation_and_files() {
+    let fx = Fixture::new(two_runs()).await;
+    let first = fx.run_json("write hello.txt", &[], 0).await;
+    let id = run_id(&first);
+    // `run_json` replays every run it records (the continued one too, below).
+    let second = fx
+        .run_json("now read it back", &["--continue", &id], 0)
+        .await;
+    let requests = fx.requests();
+    assert_eq!(requests.len(), 4, "two model calls per run");
+    assert_inherits(&requests, 1, "now read it back");
+    // A scratch run's files are copied: the file the first run wrote is there.
+    let events = fx.runlog(&second);
+    let read = &of_kind(&events, "tool_result")[0]["payload"];
+    assert_eq!(read["result"], "Hello World\n", "{read}");
+    // The link, with the digest of what was inherited.
+    let start = &of_kind(&events, "run_start")[0]["payload"];
+    let link = &start["continues"];
+    assert_eq!(link["run_id"], id.as_str());
+    assert_eq!(link["mode"], "continue");
+    assert_eq!(link["specialist_id"], "engineering");
+    assert_eq!(
+        link["messages"], 5,
+        "task, write, its result, finish, its result"
+    );
+    assert_eq!(link["digest"].as_str().map(str::len), Some(64));
+    // The first run's own start has none.
+    let first_events = fx.runlog(&first);
+    let first_start = &of_kind(&first_events, "run_start")[0]["payload"];
+    assert!(first_start.get("continues").is_none());
+    // `logs show` walks the lineage and shows the conversation's totals.
+    let second_id = run_id(&second);
+    let shown = fx.fabric(&["logs", "show", &second_id]).await;
+    shown.assert_code(0);
+    assert!(
+        shown.stdout.contains(&format!("continues {id} (continue)")),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown.stdout.contains("conversation: 2 runs, 4 steps"),
+        "{}",
+        shown.stdout
+    );
+    // `logs list --json` names each run's conversation (its first run).
+    let listed = fx.fabric(&["logs", "list", "--json"]).await;
+    listed.assert_code(0);
+    let runs: Value = serde_json::from_str(listed.stdout.trim()).expect("json");
+    let continued = runs
+        .as_array()
+        .expect("runs")
+        .iter()
+        .find(|r| r["run_id"] == second_id.as_str())
+        .expect("listed");
+    assert_eq!(continued["conversation"], id.as_str(), "{continued}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_continue_works_on_the_same_branch_and_fork_on_a_new_one() {
+    let turns = vec![
+        Turn::tool_call("write_file", json!({"path": "a.txt", "content": "a\n"})),
+        finish("wrote hello.txt"),
+        // The fork.
+        Turn::tool_call("write_file", json!({"path": "b.txt", "content": "b\n"})),
+        finish("wrote b"),
+        // The continuation.
+        Turn::tool_call("write_file", json!({"path": "c.txt", "content": "c\n"})),
+        finish("wrote c"),
+    ];
+    let fx = Fixture::new(turns).await;
+    let repo = user_repo(&fx);
+    let repo_arg = repo.to_str().expect("utf-8");
+    let first = fx.run_json("write a", &["--project", repo_arg], 0).await;
+    let id = run_id(&first);
+    let branch = format!("fabric/{id}");
+    let head = git(&repo, &["rev-parse", &branch]);
+
+    // Fork: a new branch from the first run's head; the first branch does not move.
+    let fork = fx.run_json("write b", &["--fork", &id], 0).await;
+    let fork_id = run_id(&fork);
+    assert_inherits(&fx.requests(), 1, "write b");
+    let fork_branch = fork["_meta"]["changes"]["branch"].as_str().expect("branch");
+    assert_eq!(fork_branch, format!("fabric/{fork_id}"));
+    assert_eq!(
+        git(&repo, &["rev-parse", &branch]),
+        head,
+        "the earlier branch is untouched"
+    );
+    assert_eq!(git(&repo, &["show", &format!("{fork_branch}:a.txt")]), "a");
+    assert_eq!(git(&repo, &["show", &format!("{fork_branch}:b.txt")]), "b");
+    let fork_events = fx.runlog(&fork);
+    let start = &of_kind(&fork_events, "run_start")[0]["payload"];
+    assert_eq!(start["continues"]["mode"], "fork");
+
+    // Continue: on the first run's own branch, from its head.
+    let cont = fx.run_json("write c", &["--continue", &id], 0).await;
+    let events = fx.runlog(&cont);
+    let opened = &of_kind(&events, "workspace")[0]["payload"];
+    assert_eq!(opened["branch"], branch.as_str(), "{opened}");
+    assert_eq!(opened["owner"], id.as_str());
+    assert_eq!(opened["restored_to"], head.as_str());
+    let moved = git(&repo, &["rev-parse", &branch]);
+    assert_ne!(
+        moved, head,
+        "the continuation committed on the earlier branch"
+    );
+    assert_eq!(git(&repo, &["show", &format!("{branch}:c.txt")]), "c");
+    assert!(
+        std::process::Command::new("git")
+            .args(["cat-file", "-e", &format!("{branch}:b.txt")])
+            .current_dir(&repo)
+            .status()
+            .is_ok_and(|s| !s.success()),
+        "the fork's work is not on the earlier branch"
+    );
+    // `fabric diff` of the continued run is the branch's.
+    let diff = fx.fabric(&["diff", &run_id(&cont), "--stat"]).await;
+    diff.assert_code(0);
+    assert!(
+        diff.stdout.contains("c.txt") && diff.stdout.contains("a.txt"),
+        "{}",
+        diff.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_runs_that_cannot_be_continued_are_refused_clearly() {
+    let mut turns = vec![Turn::tool_call("list_files", json!({})), finish("done")];
+    // A run that stays running for a while.
+    turns.push(Turn {
+        delay_ms: Some(30_000),
+        ..finish("slow")
+    });
+    let fx = Fixture::new(turns).await;
+    let first = fx.run_json("do it", &[], 0).await;
+    let id = run_id(&first);
+
+    // An unknown run.
+    let unknown = "20200101-000000-000-00000000";
+    let run = fx
+        .fabric(&["run", "go on", "--continue", unknown, "--json"])
+        .await;
+    run.assert_code(2);
+    let error = run.json();
+    assert_eq!(error["error"]["code"], "usage_error");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("no run `{unknown}` to continue"))),
+        "{error}"
+    );
+    // Without `--json`: the same words on stderr.
+    let run = fx.fabric(&["run", "go on", "--continue", "nope"]).await;
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("no run `nope` to continue"),
+        "{}",
+        run.stderr
+    );
+
+    // Another project than the run's (a scratch run).
+    let repo = user_repo(&fx);
+    let run = fx
+        .fabric(&[
+            "run",
+            "go on",
+            "--continue",
+            &id,
+            "--project",
+            repo.to_str().expect("utf-8"),
+        ])
+        .await;
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains("worked on a scratch workspace, not on project"),
+        "{}",
+        run.stderr
+    );
+
+    // Several specialists.
+    let run = fx
+        .fabric(&[
+            "run",
+            "go on",
+            "--continue",
+            &id,
+            "--pack",
+            "engineering,research",
+        ])
+        .await;
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("goes on with one specialist"),
+        "{}",
+        run.stderr
+    );
+
+    // A run still running.
+    let mut slow = fx
+        .command(&["run", "slowly", "--pack", "engineering", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start");
+    let runs = fx.workspace_root().join("runs");
+    let running = wait_for_new_run(&runs, &id).await;
+    let run = fx.fabric(&["run", "go on", "--continue", &running]).await;
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains(&format!("run `{running}` has not ended")),
+        "{}",
+        run.stderr
+    );
+    let _ = slow.start_kill();
+    let _ = slow.wait().await;
+
+    // A run whose runlog cannot be read back.
+    let broken = runs.join(&id).join("runlog.jsonl");
+    std::fs::write(&broken, "").expect("empty the runlog");
+    let run = fx.fabric(&["run", "go on", "--continue", &id]).await;
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains(&format!("run `{id}` cannot be continued")),
+        "{}",
+        run.stderr
+    );
+}
+
+/// The id of the run in `runs` other than `known`, once its runlog has its start.
+async fn wait_for_new_run(runs: &std::path::Path, known: &str) -> String {
+    for _ in 0..200 {
+        let found: Option<PathBuf> = std::fs::read_dir(runs)
+            .expect("runs")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.file_name().is_some_and(|n| n != known));
+        if let Some(dir) = found
+            && std::fs::read_to_string(dir.join("runlog.jsonl"))
+                .is_ok_and(|t| t.contains("llm_request"))
+        {
+            return dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .expect("name")
+                .to_owned();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the slow run did not start");
+}
