@@ -183,6 +183,7 @@ async fn issue_42_continue_works_on_the_same_branch_and_fork_on_a_new_one() {
     assert!(
         std::process::Command::new("git")
             .args(["cat-file", "-e", &format!("{branch}:b.txt")])
+            .stderr(std::process::Stdio::null())
             .current_dir(&repo)
             .status()
             .is_ok_and(|s| !s.success()),
@@ -324,4 +325,190 @@ async fn wait_for_new_run(runs: &std::path::Path, known: &str) -> String {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     panic!("the slow run did not start");
+}
+
+/// The runs of [`two_runs`], then one that stays running for a few seconds.
+fn served_turns() -> Vec<Turn> {
+    let mut turns = two_runs();
+    turns.push(Turn {
+        delay_ms: Some(4_000),
+        ..Turn::tool_call("list_files", json!({}))
+    });
+    turns.push(finish("listed"));
+    turns
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
+    use super::serve_fixture::Served;
+    let served = Served::start(served_turns()).await;
+    let (code, first) = served
+        .post_json(
+            "/run",
+            json!({"prompt": "write hello.txt", "pack": "engineering"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{first}");
+    let id = run_id(&first);
+    let (code, accepted) = served
+        .post_json(
+            "/runs",
+            json!({"prompt": "now read it back", "continues": {"run_id": id}}),
+        )
+        .await;
+    assert_eq!(code, 202, "{accepted}");
+    let second = accepted["run_id"].as_str().expect("id").to_owned();
+    served.wait_status(&second, "completed").await;
+    assert_inherits(&served.fx.requests(), 1, "now read it back");
+    let events = served.runlog(&second);
+    let start = &of_kind(&events, "run_start")[0]["payload"];
+    assert_eq!(start["continues"]["run_id"], id.as_str());
+    assert_eq!(
+        of_kind(&events, "recruitment")[0]["payload"]["specialist_id"],
+        "engineering"
+    );
+
+    // The refusals, each with its status and code.
+    let refused = |body: Value| {
+        let served = &served;
+        async move { served.post_json("/runs", body).await }
+    };
+    let (code, body) =
+        refused(json!({"prompt": "x", "continues": {"run_id": "20200101-000000-000-00000000"}}))
+            .await;
+    assert_eq!(
+        (code, &body["error"]["code"]),
+        (404, &json!("run_not_found")),
+        "{body}"
+    );
+    let (code, body) = refused(json!({"prompt": "x", "continues": {"run_id": ""}})).await;
+    assert_eq!(
+        (code, &body["error"]["code"]),
+        (400, &json!("invalid_run_id")),
+        "{body}"
+    );
+    let (code, body) =
+        refused(json!({"prompt": "x", "continues": {"run_id": id, "fork": 1}})).await;
+    assert_eq!(code, 422, "a fork flag that is no boolean: {body}");
+    let (code, body) = refused(
+        json!({"prompt": "x", "pack": "engineering,research", "continues": {"run_id": id}}),
+    )
+    .await;
+    assert_eq!(
+        (code, &body["error"]["code"]),
+        (422, &json!("cannot_continue")),
+        "{body}"
+    );
+    let running = served.start_run("list slowly").await;
+    let (code, body) = refused(json!({"prompt": "x", "continues": {"run_id": running}})).await;
+    assert_eq!(
+        (code, &body["error"]["code"]),
+        (409, &json!("run_not_ended")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("has not ended")),
+        "{body}"
+    );
+    served.wait_status(&running, "completed").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_the_mcp_run_task_continues_a_run() {
+    let fx = Fixture::new(two_runs()).await;
+    let first = fx
+        .mcp_calls(&[(
+            "run_task",
+            json!({"prompt": "write hello.txt", "specialist": "engineering"}),
+        )])
+        .await;
+    let id = first[0]["structuredContent"]["_meta"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{first:?}"))
+        .to_owned();
+    let second = fx
+        .mcp_calls(&[(
+            "run_task",
+            json!({"prompt": "now read it back", "continues": {"run_id": id}}),
+        )])
+        .await;
+    let meta = &second[0]["structuredContent"]["_meta"];
+    assert_eq!(meta["status"], "completed", "{second:?}");
+    assert_inherits(&fx.requests(), 1, "now read it back");
+    // An unknown run is a tool error with the service's words.
+    let refused = fx
+        .mcp_calls(&[(
+            "run_task",
+            json!({"prompt": "x", "continues": {"run_id": "20200101-000000-000-00000000"}}),
+        )])
+        .await;
+    assert_eq!(refused[0]["isError"], true, "{refused:?}");
+    assert!(
+        refused[0]
+            .to_string()
+            .contains("no run `20200101-000000-000-00000000` to continue"),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_an_a2a_message_naming_an_earlier_task_continues_its_run() {
+    use super::a2a_server::rpc;
+    use super::serve_fixture::{Options, Served};
+    let served = Served::with(
+        fabric_test_support::Scenario::new(two_runs()),
+        Options {
+            auth: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let message = |text: &str, context: &str, reference: Option<&str>| {
+        let mut m = json!({"messageId": text, "role": "ROLE_USER", "contextId": context,
+            "parts": [{"text": text}]});
+        if let Some(task) = reference {
+            m["referenceTaskIds"] = json!([task]);
+        }
+        json!({"message": m})
+    };
+    let first = rpc(
+        &served,
+        "SendMessage",
+        message("write hello.txt", "conv-42", None),
+    )
+    .await;
+    let first_id = first["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_owned();
+    // Another context: refused, naming the task's own.
+    let other = rpc(
+        &served,
+        "SendMessage",
+        message("go on", "elsewhere", Some(&first_id)),
+    )
+    .await;
+    assert_eq!(other["error"]["code"], -32602, "{other}");
+    assert!(
+        other["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("its context is `conv-42`")),
+        "{other}"
+    );
+    let second = rpc(
+        &served,
+        "SendMessage",
+        message("now read it back", "conv-42", Some(&first_id)),
+    )
+    .await;
+    let task = &second["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{second}");
+    assert_eq!(task["contextId"], "conv-42");
+    assert_inherits(&served.fx.requests(), 1, "now read it back");
+    let events = served.runlog(task["id"].as_str().expect("id"));
+    let start = &of_kind(&events, "run_start")[0]["payload"];
+    assert_eq!(start["continues"]["run_id"], first_id.as_str());
+    assert_eq!(start["context_id"], "conv-42");
 }
