@@ -338,6 +338,31 @@ pub struct StatusView {
     pub queued: bool,
 }
 
+/// A conversation up to one of its runs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationDoc {
+    /// Its first run.
+    #[schema(value_type = String)]
+    pub first: RunId,
+    /// Runs from the first up to this one.
+    pub runs: usize,
+    /// Their model calls.
+    pub steps: u32,
+    /// Their tokens.
+    pub tokens: u64,
+}
+
+impl From<fabric_core::service::ConversationTotals> for ConversationDoc {
+    fn from(t: fabric_core::service::ConversationTotals) -> Self {
+        Self {
+            first: t.first,
+            runs: t.runs,
+            steps: t.steps,
+            tokens: t.tokens,
+        }
+    }
+}
+
 /// The answer of `POST /runs/{id}/cancel`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CancelAccepted {
@@ -398,6 +423,10 @@ pub struct RunListItem {
     /// true`): no worker has taken it yet, or its worker's lease ran out and none has taken
     /// it over yet. Derived at each read, never stored.
     pub queued: bool,
+    /// The conversation the run belongs to (issue #42): its first run, and the runs, model
+    /// calls and tokens from there up to this run (a run that continues none is a
+    /// conversation of one). Read from the runlogs at each listing; budgets stay per run.
+    pub conversation: Option<ConversationDoc>,
 }
 
 /// A `status` query parameter, as the closed set of run statuses.
@@ -430,6 +459,7 @@ impl From<RunSummary> for RunListItem {
             tokens: r.usage.total_tokens,
             resumable: false,
             queued: false,
+            conversation: None,
         }
     }
 }

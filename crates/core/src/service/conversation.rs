@@ -311,3 +311,39 @@ pub async fn lineage(
     }
     Ok(runs)
 }
+
+/// A conversation up to one of its runs, as listings show it (issue #42): its first run and
+/// the totals of the runs from there to this one (budgets stay per run).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ConversationTotals {
+    /// The conversation's first run (the run itself when it continues none).
+    pub first: RunId,
+    /// Runs from the first to this one.
+    pub runs: usize,
+    /// Their model calls.
+    pub steps: u32,
+    /// Their tokens.
+    pub tokens: u64,
+}
+
+impl ConversationTotals {
+    /// The totals of a lineage ([`lineage`], newest first); `None` when it is empty.
+    pub fn of(lineage: &[LineageRun]) -> Option<Self> {
+        Some(Self {
+            first: lineage.last()?.run_id.clone(),
+            runs: lineage.len(),
+            steps: lineage.iter().map(|r| r.steps).sum(),
+            tokens: lineage.iter().map(|r| r.usage.total_tokens).sum(),
+        })
+    }
+}
+
+/// [`ConversationTotals`] of `id`'s conversation up to it; `None` when its runlog cannot be
+/// read.
+pub async fn conversation_totals(
+    store: &dyn crate::ports::RunStore,
+    id: &RunId,
+) -> Option<ConversationTotals> {
+    let lineage = lineage(store, id).await.ok()?;
+    ConversationTotals::of(&lineage)
+}

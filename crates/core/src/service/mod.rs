@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use claims::ClaimedStore;
-pub use conversation::{LineageRun, lineage};
+pub use conversation::{ConversationTotals, LineageRun, conversation_totals, lineage};
 pub use fabric_engine::service_error::{
     ConversationError, DailySpent, ErrorCode, Fault, InvalidRequest, ProjectError, ServiceError,
 };

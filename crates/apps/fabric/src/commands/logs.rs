@@ -82,7 +82,8 @@ async fn list(
     if json {
         let mut rows: Vec<Value> = Vec::with_capacity(runs.len());
         for (r, l) in runs.iter().zip(&liveness) {
-            let conversation = conversation_of(store.as_ref(), &r.id).await;
+            let conversation =
+                fabric_core::service::conversation_totals(store.as_ref(), &r.id).await;
             rows.push(
                 json!({"run_id": r.id, "started_at": r.started_at, "status": r.status,
                        "specialist_ids": r.specialist_ids, "prompt": r.prompt,
@@ -220,12 +221,6 @@ async fn show(
     Ok(0)
 }
 
-/// The first run of `id`'s conversation (`id` itself when it continues none; issue #42).
-async fn conversation_of(store: &dyn RunStore, id: &RunId) -> Option<RunId> {
-    let lineage = fabric_core::service::lineage(store, id).await.ok()?;
-    lineage.last().map(|r| r.run_id.clone())
-}
-
 /// For a run that continues another: the runs it goes back through, and the conversation's
 /// totals up to it (issue #42).
 async fn print_lineage(store: &dyn RunStore, id: &RunId) {
@@ -239,15 +234,12 @@ async fn print_lineage(store: &dyn RunStore, id: &RunId) {
         let mode = pair[0].mode.map_or("continue", |m| m.as_str());
         println!("{} continues {} ({mode})", pair[0].run_id, pair[1].run_id);
     }
-    let steps: u32 = lineage.iter().map(|r| r.steps).sum();
-    let tokens: u64 = lineage.iter().map(|r| r.usage.total_tokens).sum();
-    println!(
-        "conversation: {} runs, {steps} steps, {tokens} tokens (up to this run, from {})",
-        lineage.len(),
-        lineage
-            .last()
-            .map_or_else(String::new, |r| r.run_id.to_string())
-    );
+    if let Some(t) = fabric_core::service::ConversationTotals::of(&lineage) {
+        println!(
+            "conversation: {} runs, {} steps, {} tokens (from {} up to this run)",
+            t.runs, t.steps, t.tokens, t.first
+        );
+    }
 }
 
 /// Who carries on a run without an end (issue #26), probed only for a `running` one.

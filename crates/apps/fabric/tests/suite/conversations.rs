@@ -127,7 +127,13 @@ async fn issue_42_a_continued_run_goes_on_with_the_earlier_conversation_and_file
         .iter()
         .find(|r| r["run_id"] == second_id.as_str())
         .expect("listed");
-    assert_eq!(continued["conversation"], id.as_str(), "{continued}");
+    assert_eq!(
+        continued["conversation"]["first"],
+        id.as_str(),
+        "{continued}"
+    );
+    assert_eq!(continued["conversation"]["runs"], 2, "{continued}");
+    assert_eq!(continued["conversation"]["steps"], 4, "{continued}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
