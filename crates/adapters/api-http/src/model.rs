@@ -92,7 +92,11 @@ pub struct RunRequest {
 #[serde(deny_unknown_fields)]
 pub struct ContinuesBody {
     /// The earlier run's id.
-    #[schema(min_length = 1, example = "20261123-180202-671-9afa8e3b")]
+    #[schema(
+        min_length = 1,
+        pattern = r"^[A-Za-z0-9_-]{1,128}$",
+        example = "20261123-180202-671-9afa8e3b"
+    )]
     pub run_id: String,
     /// `true`: on a new branch from the earlier run's head, its own branch left alone;
     /// `false` (the default): on the earlier run's branch.
