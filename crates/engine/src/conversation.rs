@@ -168,6 +168,86 @@ pub fn continued_member(history: &RunHistory, asked: Option<&str>) -> Option<usi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fabric_domain::{EventKind, RunId};
+
+    fn event(seq: u64, kind: EventKind, step: Option<u32>, payload: Value) -> RunEvent {
+        RunEvent::from_wire(seq, seq as f64, kind.as_str(), step, payload)
+    }
+
+    /// A run's member rebuilt as its loop had it: the task, the answer, a result with the
+    /// repetition breaker's note, an error, a call never settled, and the accepted finish.
+    #[test]
+    fn issue_42_a_member_conversation_is_rebuilt_from_its_runlog() {
+        let call = |id: &str, name: &str| json!({"call_id": id, "name": name, "arguments": "{}"});
+        let events = vec![
+            event(
+                0,
+                EventKind::RunStart,
+                None,
+                json!({"run_id": "r", "prompt": "do it", "model_key": "k", "model": "m", "model_reason": null, "max_steps": 5, "network_allowed": false, "workspace": "/w", "parent_run_id": null}),
+            ),
+            event(
+                1,
+                EventKind::LlmRequest,
+                Some(0),
+                json!({"model": "m", "message_count": 2, "tool_count": 1}),
+            ),
+            event(
+                2,
+                EventKind::LlmResponse,
+                Some(0),
+                json!({"content": "looking", "tool_calls": [call("a", "list_files"), call("b", "read_file"), call("c", "shell")], "usage": null, "latency_ms": 1.0, "finish_reason": null}),
+            ),
+            event(
+                3,
+                EventKind::ToolResult,
+                Some(0),
+                json!({"tool": "list_files", "call_id": "a", "result": "x.txt"}),
+            ),
+            event(
+                4,
+                EventKind::LoopDetected,
+                Some(0),
+                json!({"tool": "list_files", "call_id": "a", "args": {}, "repeats": 3, "action": "nudged", "message": "try another tool"}),
+            ),
+            event(
+                5,
+                EventKind::ToolError,
+                Some(0),
+                json!({"tool": "read_file", "call_id": "b", "error_type": "failed", "error_message": "no such file"}),
+            ),
+            event(
+                6,
+                EventKind::LlmRequest,
+                Some(1),
+                json!({"model": "m", "message_count": 6, "tool_count": 1}),
+            ),
+            event(
+                7,
+                EventKind::LlmResponse,
+                Some(1),
+                json!({"content": null, "tool_calls": [call("d", "finish_task")], "usage": null, "latency_ms": 1.0, "finish_reason": null}),
+            ),
+            event(
+                8,
+                EventKind::ToolResult,
+                Some(1),
+                json!({"tool": "finish_task", "call_id": "d", "result": {"summary": "done"}}),
+            ),
+        ];
+        let history = RunHistory::read(RunId::parse("r").expect("id"), &events);
+        let messages = member_messages(&history, &events, 0);
+        let text = |i: usize| messages[i].content.clone().unwrap_or_default();
+        assert_eq!(messages.len(), 7, "{messages:#?}");
+        assert_eq!(messages[0], Message::user("do it"));
+        assert_eq!(messages[1].tool_calls.len(), 3);
+        assert_eq!(text(2), "x.txt\n\ntry another tool");
+        assert_eq!(text(3), r#"{"error":"no such file"}"#);
+        assert_eq!(text(4), json!({"error": NOT_RUN}).to_string());
+        assert_eq!(messages[5].tool_calls[0].name, FINISH_TOOL);
+        assert_eq!(text(6), r#"{"summary":"done"}"#);
+        assert_eq!(continued_member(&history, None), Some(0));
+    }
 
     #[test]
     fn issue_42_the_digest_is_the_sha256_of_the_messages_json() {

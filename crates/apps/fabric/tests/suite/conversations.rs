@@ -518,3 +518,39 @@ async fn issue_42_an_a2a_message_naming_an_earlier_task_continues_its_run() {
     assert_eq!(start["continues"]["run_id"], first_id.as_str());
     assert_eq!(start["context_id"], "conv-42");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_replay_of_a_continued_run_rebuilds_the_same_requests_and_says_when_it_cannot() {
+    let fx = Fixture::new(two_runs()).await;
+    let first = fx.run_json("write hello.txt", &[], 0).await;
+    let id = run_id(&first);
+    // `run_json` replays the continued run and requires no divergence: the same inherited
+    // conversation (its digest), the same answers.
+    let second = fx
+        .run_json("now read it back", &["--continue", &id], 0)
+        .await;
+    let second_id = run_id(&second);
+    // Once the earlier runlog says something else, the rebuilt conversation is not the
+    // recorded one, and the replay says so.
+    let runlog = fx
+        .workspace_root()
+        .join("runs")
+        .join(&id)
+        .join("runlog.jsonl");
+    let text = std::fs::read_to_string(&runlog).expect("runlog");
+    std::fs::write(
+        &runlog,
+        text.replace("write hello.txt", "write goodbye.txt"),
+    )
+    .expect("write");
+    let replay = fx.fabric(&["replay", &second_id, "--json"]).await;
+    replay.assert_code(1);
+    let report = replay.json();
+    let divergences = report["divergences"].to_string();
+    assert!(
+        divergences.contains(&format!(
+            "the conversation inherited from run `{id}` is not the recorded one"
+        )),
+        "{report}"
+    );
+}
