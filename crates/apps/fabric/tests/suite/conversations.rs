@@ -48,26 +48,34 @@ fn messages(request: &Value) -> Vec<Value> {
 fn assert_inherits(requests: &[Value], last_of_first: usize, prompt: &str) {
     let earlier = messages(&requests[last_of_first]);
     let later = messages(&requests[last_of_first + 1]);
-    assert!(later.len() == earlier.len() + 3, "{later:#?}");
     assert_eq!(
         serde_json::to_string(&later[..earlier.len()]).expect("json"),
         serde_json::to_string(&earlier).expect("json"),
         "the inherited conversation is the earlier run's, byte for byte"
     );
-    let finish = &later[earlier.len()];
-    assert_eq!(finish["role"], "assistant");
-    assert_eq!(finish["tool_calls"][0]["function"]["name"], "finish_task");
-    let result = &later[earlier.len() + 1];
-    assert_eq!(result["role"], "tool");
-    assert_eq!(result["tool_call_id"], finish["tool_calls"][0]["id"]);
+    // The answer that ended it: its calls, each answered in order, `finish_task` last.
+    let answer = &later[earlier.len()];
+    assert_eq!(answer["role"], "assistant");
+    let calls = answer["tool_calls"].as_array().expect("calls");
+    assert_eq!(later.len(), earlier.len() + calls.len() + 2, "{later:#?}");
+    for (n, call) in calls.iter().enumerate() {
+        let result = &later[earlier.len() + 1 + n];
+        assert_eq!(result["role"], "tool");
+        assert_eq!(result["tool_call_id"], call["id"]);
+    }
+    assert_eq!(
+        calls.last().expect("a call")["function"]["name"],
+        "finish_task"
+    );
+    let finished = &later[earlier.len() + calls.len()];
     assert!(
-        result["content"]
+        finished["content"]
             .as_str()
             .is_some_and(|c| c.contains("wrote hello.txt")),
-        "{result}"
+        "{finished}"
     );
     assert_eq!(
-        later[earlier.len() + 2],
+        later[earlier.len() + calls.len() + 1],
         json!({"role": "user", "content": prompt})
     );
 }
@@ -552,5 +560,116 @@ async fn issue_42_replay_of_a_continued_run_rebuilds_the_same_requests_and_says_
             "the conversation inherited from run `{id}` is not the recorded one"
         )),
         "{report}"
+    );
+}
+
+/// One answer that lists the files and finishes.
+fn list_and_finish(summary: &str) -> Turn {
+    Turn {
+        tool_calls: vec![
+            fabric_test_support::ScriptedCall::new("list_files", json!({})),
+            fabric_test_support::ScriptedCall::new(
+                "finish_task",
+                json!({"summary": summary, "artifacts": [], "next_steps": [], "notes": ""}),
+            ),
+        ],
+        ..Turn::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_task_force_continues_the_member_that_ended_it_or_the_one_named() {
+    let fx = Fixture::new(vec![
+        list_and_finish("engineering done"),
+        list_and_finish("wrote hello.txt"),
+        list_and_finish("went on"),
+        // The parallel task force, then its writer member's continuation.
+        list_and_finish("one"),
+        list_and_finish("two"),
+        list_and_finish("went on"),
+    ])
+    .await;
+    // A second specialist with engineering's finish schema, from the workspace's directory.
+    let dir = fx.workspace_root().join("specialists");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("writer.md"),
+        "---\ndescription: Writes things.\ntools: [list_files, read_file, write_file]\n---\nYou write.\n",
+    )
+    .expect("write the specialist");
+    // Sequential: the last member that worked goes on, its hand-over included.
+    let run = fx
+        .fabric(&[
+            "run",
+            "look around",
+            "--pack",
+            "engineering,writer",
+            "--json",
+        ])
+        .await;
+    run.assert_code(0);
+    let id = run_id(&run.json());
+    let go = fx
+        .fabric(&["run", "go on", "--continue", &id, "--json"])
+        .await;
+    go.assert_code(0);
+    let go_on = go.json();
+    fx.assert_replays(&go_on).await;
+    let events = fx.runlog(&go_on);
+    assert_eq!(
+        of_kind(&events, "recruitment")[0]["payload"]["specialist_id"],
+        "writer"
+    );
+    assert_eq!(
+        of_kind(&events, "run_start")[0]["payload"]["continues"]["specialist_id"],
+        "writer"
+    );
+    assert_inherits(&fx.requests(), 1, "go on");
+    let inherited = messages(&fx.requests()[2]);
+    assert!(
+        inherited[2]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("<<<HANDOFF from engineering>>>")),
+        "{inherited:#?}"
+    );
+
+    // Parallel: the members' conversations are separate; one must be named.
+    fx.append_config("task_force_mode: parallel\n");
+    let run = fx
+        .fabric(&[
+            "run",
+            "look around",
+            "--pack",
+            "engineering,writer",
+            "--json",
+        ])
+        .await;
+    run.assert_code(0);
+    let id = run_id(&run.json());
+    let refused = fx.fabric(&["run", "go on", "--continue", &id]).await;
+    refused.assert_code(2);
+    assert!(
+        refused
+            .stderr
+            .contains("was a parallel task force (engineering, writer)"),
+        "{}",
+        refused.stderr
+    );
+    let named = fx
+        .fabric(&[
+            "run",
+            "go on",
+            "--continue",
+            &id,
+            "--pack",
+            "writer",
+            "--json",
+        ])
+        .await;
+    named.assert_code(0);
+    let events = fx.runlog(&named.json());
+    assert_eq!(
+        of_kind(&events, "run_start")[0]["payload"]["continues"]["specialist_id"],
+        "writer"
     );
 }
