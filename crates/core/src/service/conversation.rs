@@ -69,11 +69,12 @@ impl RunService {
                 .and_then(|m| m.model.as_ref())
                 .map(|(key, _)| key.clone());
         }
-        let mut messages = self.earlier_messages(&history).await?;
-        messages.extend(member_messages(&history, &events, member));
+        let inherited = self
+            .conversation(&history, &events, member, asked.mode(), specialist)
+            .await?;
         let files = self.files_of(&id, &history);
         Ok(Some(Continuation {
-            inherited: Inherited::new(messages, id.clone(), asked.mode(), specialist),
+            inherited,
             earlier: id,
             fork: asked.fork,
             head: history
@@ -96,14 +97,30 @@ impl RunService {
         };
         let (history, events) = self.read_ended(&link.run_id).await?;
         let member = continued_member(&history, Some(&link.specialist_id)).unwrap_or(0);
-        let mut messages = self.earlier_messages(&history).await?;
-        messages.extend(member_messages(&history, &events, member));
-        Ok(Some(Inherited::new(
+        let specialist = link.specialist_id.clone();
+        self.conversation(&history, &events, member, link.mode, specialist)
+            .await
+            .map(Some)
+    }
+
+    /// What continuing `history`'s run inherits: the conversation of the runs it goes back
+    /// through, then its `member`'s.
+    async fn conversation(
+        &self,
+        history: &RunHistory,
+        events: &[RunEvent],
+        member: usize,
+        mode: fabric_domain::runlog::ContinueMode,
+        specialist: String,
+    ) -> Result<Inherited, ServiceError> {
+        let mut messages = self.earlier_messages(history).await?;
+        messages.extend(member_messages(history, events, member));
+        Ok(Inherited::new(
             messages,
-            link.run_id.clone(),
-            link.mode,
-            link.specialist_id.clone(),
-        )))
+            history.run_id.clone(),
+            mode,
+            specialist,
+        ))
     }
 
     /// An ended run's history and events; refused when it does not exist, cannot be read or

@@ -80,15 +80,23 @@ fn assert_inherits(requests: &[Value], last_of_first: usize, prompt: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn issue_42_a_continued_run_goes_on_with_the_earlier_conversation_and_files() {
-    let fx = Fixture::new(two_runs()).await;
+/// The first run of [`two_runs`] and the run that continues it, each replayed with no
+/// divergence by `run_json` (the continued one with the same inherited conversation, its
+/// digest, and the same answers).
+async fn first_and_continued(fx: &Fixture) -> (Value, Value) {
     let first = fx.run_json("write hello.txt", &[], 0).await;
     let id = run_id(&first);
-    // `run_json` replays every run it records (the continued one too, below).
     let second = fx
         .run_json("now read it back", &["--continue", &id], 0)
         .await;
+    (first, second)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_continued_run_goes_on_with_the_earlier_conversation_and_files() {
+    let fx = Fixture::new(two_runs()).await;
+    let (first, second) = first_and_continued(&fx).await;
+    let id = run_id(&first);
     let requests = fx.requests();
     assert_eq!(requests.len(), 4, "two model calls per run");
     assert_inherits(&requests, 1, "now read it back");
@@ -530,13 +538,8 @@ async fn issue_42_an_a2a_message_naming_an_earlier_task_continues_its_run() {
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_42_replay_of_a_continued_run_rebuilds_the_same_requests_and_says_when_it_cannot() {
     let fx = Fixture::new(two_runs()).await;
-    let first = fx.run_json("write hello.txt", &[], 0).await;
+    let (first, second) = first_and_continued(&fx).await;
     let id = run_id(&first);
-    // `run_json` replays the continued run and requires no divergence: the same inherited
-    // conversation (its digest), the same answers.
-    let second = fx
-        .run_json("now read it back", &["--continue", &id], 0)
-        .await;
     let second_id = run_id(&second);
     // Once the earlier runlog says something else, the rebuilt conversation is not the
     // recorded one, and the replay says so.
@@ -598,24 +601,9 @@ async fn issue_42_a_task_force_continues_the_member_that_ended_it_or_the_one_nam
     )
     .expect("write the specialist");
     // Sequential: the last member that worked goes on, its hand-over included.
-    let run = fx
-        .fabric(&[
-            "run",
-            "look around",
-            "--pack",
-            "engineering,writer",
-            "--json",
-        ])
-        .await;
-    run.assert_code(0);
-    let id = run_id(&run.json());
-    let go = fx
-        .fabric(&["run", "go on", "--continue", &id, "--json"])
-        .await;
-    go.assert_code(0);
-    let go_on = go.json();
-    fx.assert_replays(&go_on).await;
-    let events = fx.runlog(&go_on);
+    let id = fabric_json(&fx, &["run", "look around", "--pack", "engineering,writer"]).await;
+    let go_on = fabric_json(&fx, &["run", "go on", "--continue", &id]).await;
+    let events = fx.runlog(&json!({"_meta": {"run_id": go_on}}));
     assert_eq!(
         of_kind(&events, "recruitment")[0]["payload"]["specialist_id"],
         "writer"
@@ -635,17 +623,7 @@ async fn issue_42_a_task_force_continues_the_member_that_ended_it_or_the_one_nam
 
     // Parallel: the members' conversations are separate; one must be named.
     fx.append_config("task_force_mode: parallel\n");
-    let run = fx
-        .fabric(&[
-            "run",
-            "look around",
-            "--pack",
-            "engineering,writer",
-            "--json",
-        ])
-        .await;
-    run.assert_code(0);
-    let id = run_id(&run.json());
+    let id = fabric_json(&fx, &["run", "look around", "--pack", "engineering,writer"]).await;
     let refused = fx.fabric(&["run", "go on", "--continue", &id]).await;
     refused.assert_code(2);
     assert!(
@@ -655,21 +633,26 @@ async fn issue_42_a_task_force_continues_the_member_that_ended_it_or_the_one_nam
         "{}",
         refused.stderr
     );
-    let named = fx
-        .fabric(&[
-            "run",
-            "go on",
-            "--continue",
-            &id,
-            "--pack",
-            "writer",
-            "--json",
-        ])
-        .await;
-    named.assert_code(0);
-    let events = fx.runlog(&named.json());
+    let named = fabric_json(
+        &fx,
+        &["run", "go on", "--continue", &id, "--pack", "writer"],
+    )
+    .await;
+    let events = fx.runlog(&json!({"_meta": {"run_id": named}}));
     assert_eq!(
         of_kind(&events, "run_start")[0]["payload"]["continues"]["specialist_id"],
         "writer"
     );
+}
+
+/// `fabric ARGS --json`, which must complete; its run's id (a completed single-specialist
+/// run is replayed too).
+async fn fabric_json(fx: &Fixture, args: &[&str]) -> String {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let run = fx.fabric(&args).await;
+    run.assert_code(0);
+    let result = run.json();
+    fx.assert_replays(&result).await;
+    run_id(&result)
 }
