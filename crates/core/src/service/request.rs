@@ -346,6 +346,32 @@ mod tests {
         assert_eq!(TaskRequest::from_json(&serde_json::json!(3)).prompt, "");
     }
 
+    /// A queued continuation keeps its link (a worker continues the same run), and a link
+    /// that does not fit is left out, as any field.
+    #[test]
+    fn issue_42_a_queued_request_keeps_the_run_it_continues() {
+        let id = fabric_domain::RunId::parse("20260101-120000-000-0123abcd")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let request = TaskRequest {
+            prompt: "go on".into(),
+            continues: Some(ContinueRequest {
+                run_id: id.clone(),
+                fork: true,
+            }),
+            ..TaskRequest::default()
+        };
+        let json = request.to_json().unwrap_or_default();
+        assert_eq!(
+            json["continues"],
+            serde_json::json!({"run_id": "20260101-120000-000-0123abcd", "fork": true})
+        );
+        let back = TaskRequest::from_json(&json);
+        assert_eq!(back.continues, request.continues);
+        let odd = TaskRequest::from_json(&serde_json::json!({"prompt": "x", "continues": 7}));
+        assert_eq!(odd.continues, None);
+        assert_eq!(odd.prompt, "x");
+    }
+
     #[test]
     fn issue_41_a_project_path_that_is_not_utf8_is_an_error_not_a_panic_when_queued() {
         use std::os::unix::ffi::OsStrExt;
