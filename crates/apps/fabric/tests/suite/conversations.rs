@@ -656,3 +656,42 @@ async fn fabric_json(fx: &Fixture, args: &[&str]) -> String {
     fx.assert_replays(&result).await;
     run_id(&result)
 }
+
+#[cfg_attr(
+    fabric_no_browser,
+    ignore = "needs Chromium, chromedriver and Selenium: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_the_viewer_links_a_continued_run_to_the_run_it_continues() {
+    let Some((python, _one)) = super::web_ui::browser().await else {
+        return;
+    };
+    let served = super::serve_fixture::Served::start(two_runs()).await;
+    let (code, first) = served
+        .post_json(
+            "/run",
+            json!({"prompt": "write hello.txt", "pack": "engineering"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{first}");
+    let id = run_id(&first);
+    let (code, second) = served
+        .post_json(
+            "/run",
+            json!({"prompt": "now read it back", "continues": {"run_id": id}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{second}");
+    let seen = super::web_ui::browse(
+        &python,
+        &served,
+        "continued",
+        &["--run-id", &run_id(&second)],
+    )
+    .await;
+    assert_eq!(seen["earlier"], id.as_str(), "{seen}");
+    let header = seen["header"].as_str().unwrap_or_default();
+    assert!(header.contains("Continues the conversation of"), "{seen}");
+    let row = seen["row"].as_str().unwrap_or_default();
+    assert!(row.contains("(5 messages inherited)"), "{seen}");
+}
