@@ -43,6 +43,7 @@ pub use fabric_engine::{
     ToolNotice, ToolOutput, ToolSource, Withheld, WorkspaceFiles,
 };
 pub use fabric_engine::{
-    CoreError, Remedy, ask_user, budget, context, delegate, engine, execute, fs, gate, history,
+    CoreError, Remedy, ask_user, budget, context, conversation, delegate, engine, execute, fs,
+    gate, history,
     lazy, models, new_run_id, ports, recruit, repair, trace, typed, unix_now, versioned,
 };

@@ -27,12 +27,12 @@ use serde_json::Value;
 pub use crate::event::EventPayload;
 pub use input::{Decision, InputAnswered, InputKind, InputRequired, UserMessage};
 pub use payloads::{
-    Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, Finding,
-    LlmRequest, LlmResponse, LlmToolCall, LoopDetected, MAX_MCP_MESSAGE_CHARS, McpMessage,
-    McpRequest, McpServer, MemberEnd, MemberStart, Recruitment, RepairRound, RoutingRequest,
-    RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, SkippedTool,
-    TaskForceParallel, ToolCallRepaired, ToolCalled, ToolFailed, ToolResult, WorkspaceOpened,
-    WorkspaceResult,
+    Checkpoint, CloudFallback, ContextCompacted, ContinueMode, Continues, CorrectiveReprompt,
+    CriticReview, Finding, LlmRequest, LlmResponse, LlmToolCall, LoopDetected,
+    MAX_MCP_MESSAGE_CHARS, McpMessage, McpRequest, McpServer, MemberEnd, MemberStart, Recruitment,
+    RepairRound, RoutingRequest, RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart,
+    SecurityEvent, SkippedTool, TaskForceParallel, ToolCallRepaired, ToolCalled, ToolFailed,
+    ToolResult, WorkspaceOpened, WorkspaceResult,
 };
 pub use vocab::{
     CallPurpose, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod, RunOrigin,

@@ -45,6 +45,7 @@
 pub mod ask_user;
 pub mod budget;
 pub mod context;
+pub mod conversation;
 pub mod delegate;
 pub mod engine;
 mod error;

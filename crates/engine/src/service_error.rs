@@ -96,6 +96,74 @@ pub enum ServiceError {
     /// Anything else inside the fabric.
     #[error(transparent)]
     Internal(#[from] Fault),
+    /// The earlier run a request asks to continue cannot be continued (issue #42).
+    #[error(transparent)]
+    Conversation(#[from] ConversationError),
+}
+
+/// Why a run cannot continue (or fork) the conversation of the earlier run it names.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum ConversationError {
+    /// No run has this id.
+    #[error("no run `{id}` to continue; `fabric logs list` shows the runs and their ids")]
+    NoSuchRun {
+        /// The id asked for.
+        id: RunId,
+    },
+    /// The run has not ended.
+    #[error(
+        "run `{id}` has not ended, so it cannot be continued yet: wait for its end (or cancel it, or `fabric resume {id}` it if its process stopped), then continue it"
+    )]
+    NotEnded {
+        /// The run.
+        id: RunId,
+    },
+    /// The request names a project other than the earlier run's.
+    #[error(
+        "run `{id}` worked on {recorded}, not on {asked}; continue it without a project (its own is used), or start a new run on {asked}"
+    )]
+    OtherProject {
+        /// The run.
+        id: RunId,
+        /// Where it worked, in words (`project /src/app` or `a scratch workspace`).
+        recorded: String,
+        /// What the request named, in words.
+        asked: String,
+    },
+    /// The run's runlog cannot be read back into its conversation.
+    #[error("run `{id}` cannot be continued: its runlog cannot be read ({detail})")]
+    Unreadable {
+        /// The run.
+        id: RunId,
+        /// Why.
+        detail: String,
+    },
+    /// A parallel task force: its members' conversations are separate.
+    #[error(
+        "run `{id}` was a parallel task force ({specialists}), whose members each had a conversation of their own; continue one of them: name it with `--pack` (`pack`)"
+    )]
+    WhichMember {
+        /// The run.
+        id: RunId,
+        /// Its specialists, listed.
+        specialists: String,
+    },
+    /// More than one specialist asked for.
+    #[error(
+        "a continued run goes on with one specialist, and `--pack` (`pack`) names {count}; name one (by default the earlier run's)"
+    )]
+    OneSpecialist {
+        /// How many were named.
+        count: usize,
+    },
+    /// The run's workspace cannot be reopened or forked.
+    #[error("the workspace of run `{id}` cannot be continued: {cause}")]
+    Workspace {
+        /// The run.
+        id: RunId,
+        /// Why.
+        cause: WorkspaceError,
+    },
 }
 
 /// What is wrong with a request, each with its own fix.
@@ -335,6 +403,14 @@ pub enum Fault {
     /// An event could not be encoded.
     #[error(transparent)]
     Encode(DomainError),
+    /// The files of the run a new run continues could not be copied into its workspace.
+    #[error("cannot copy the earlier run's files from {}: {detail}", from.display())]
+    Copy {
+        /// The earlier run's workspace.
+        from: PathBuf,
+        /// The system's words.
+        detail: String,
+    },
     /// The queue's feed of a run stopped before the run's end.
     #[error("the feed of run `{id}` stopped before its end; `GET /runs/{id}` shows where it is")]
     FeedStopped {
@@ -370,6 +446,12 @@ pub enum ErrorCode {
     Cancelled,
     /// A fault inside the fabric.
     Internal,
+    /// The run to continue does not exist (issue #42).
+    RunNotFound,
+    /// The run to continue has not ended.
+    RunNotEnded,
+    /// The run to continue cannot be continued as asked.
+    CannotContinue,
 }
 
 impl ErrorCode {
@@ -387,6 +469,9 @@ impl ErrorCode {
             Self::ShuttingDown => "shutting_down",
             Self::Cancelled => "cancelled",
             Self::Internal => "internal",
+            Self::RunNotFound => "run_not_found",
+            Self::RunNotEnded => "run_not_ended",
+            Self::CannotContinue => "cannot_continue",
         }
     }
 
@@ -397,7 +482,10 @@ impl ErrorCode {
             Self::InvalidRequest
             | Self::UnknownSpecialist
             | Self::UnknownModelKey
-            | Self::InvalidProject => crate::Remedy::FixInput,
+            | Self::InvalidProject
+            | Self::RunNotFound
+            | Self::RunNotEnded
+            | Self::CannotContinue => crate::Remedy::FixInput,
             Self::ModelUnavailable | Self::TooManyRuns => crate::Remedy::Retry,
             // The operator's to fix, in the server's config or environment.
             Self::ConfigError
@@ -436,6 +524,15 @@ impl ServiceError {
             Self::ShuttingDown => ErrorCode::ShuttingDown,
             Self::Cancelled => ErrorCode::Cancelled,
             Self::Store(_) | Self::Panicked { .. } | Self::Internal(_) => ErrorCode::Internal,
+            Self::Conversation(e) => match e {
+                ConversationError::NoSuchRun { .. } => ErrorCode::RunNotFound,
+                ConversationError::NotEnded { .. } => ErrorCode::RunNotEnded,
+                ConversationError::OtherProject { .. }
+                | ConversationError::Unreadable { .. }
+                | ConversationError::WhichMember { .. }
+                | ConversationError::OneSpecialist { .. }
+                | ConversationError::Workspace { .. } => ErrorCode::CannotContinue,
+            },
         }
     }
 

@@ -129,6 +129,9 @@ pub(crate) fn http(code: ErrorCode) -> (StatusCode, &'static str) {
         ErrorCode::Cancelled | ErrorCode::Internal => {
             (StatusCode::INTERNAL_SERVER_ERROR, "internal")
         }
+        ErrorCode::RunNotFound => (StatusCode::NOT_FOUND, "run_not_found"),
+        ErrorCode::RunNotEnded => (StatusCode::CONFLICT, "run_not_ended"),
+        ErrorCode::CannotContinue => (StatusCode::UNPROCESSABLE_ENTITY, "cannot_continue"),
     }
 }
 

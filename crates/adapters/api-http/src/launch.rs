@@ -77,6 +77,13 @@ fn task_request(request: RunRequest) -> TaskRequest {
                 path: path.into(),
                 base: request.base,
             }),
+        // Checked by `RunRequest::validate`.
+        continues: request.continues.and_then(|c| {
+            Some(fabric_core::service::ContinueRequest {
+                run_id: fabric_domain::RunId::parse(&c.run_id).ok()?,
+                fork: c.fork,
+            })
+        }),
         ..TaskRequest::default()
     }
 }

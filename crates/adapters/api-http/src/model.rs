@@ -79,6 +79,31 @@ pub struct RunRequest {
     #[serde(default)]
     #[schema(min_length = 1)]
     pub base: Option<String>,
+    /// Go on with the conversation of an ended run (docs/INTERACTIVE.md): `prompt` is its
+    /// next user message, the specialist and model key are that run's unless `pack` or
+    /// `model_key` say otherwise, and a project run works on that run's branch (or, with
+    /// `fork`, a new branch from its head). An unknown run is 404 `run_not_found`, one that
+    /// has not ended 409 `run_not_ended`, one that cannot be continued as asked 422
+    /// `cannot_continue`.
+    #[serde(default)]
+    pub continues: Option<ContinuesBody>,
+}
+
+/// Which ended run a new run continues (`continues` of a run request).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContinuesBody {
+    /// The earlier run's id.
+    #[schema(
+        min_length = 1,
+        pattern = r"^[A-Za-z0-9_-]{1,128}$",
+        example = "20261123-180202-671-9afa8e3b"
+    )]
+    pub run_id: String,
+    /// `true`: on a new branch from the earlier run's head, its own branch left alone;
+    /// `false` (the default): on the earlier run's branch.
+    #[serde(default)]
+    pub fork: bool,
 }
 
 /// An integer as JSON Schema has it: `20`, and also `20.0` or `2e1`, numbers without a
@@ -130,6 +155,10 @@ impl RunRequest {
             return Err(ApiError::InvalidRequest(format!(
                 "`max_steps` must be between 1 and {MAX_STEPS_LIMIT}, got {n}"
             )));
+        }
+        if let Some(continues) = &self.continues {
+            RunId::parse(&continues.run_id)
+                .map_err(|e| ApiError::InvalidRunId(format!("`continues.run_id`: {e}")))?;
         }
         for (name, value) in [("pack", &self.pack), ("model_key", &self.model_key)] {
             if value.as_deref().is_some_and(crate::formats::is_blank) {
@@ -315,6 +344,31 @@ pub struct StatusView {
     pub queued: bool,
 }
 
+/// A conversation up to one of its runs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationDoc {
+    /// Its first run.
+    #[schema(value_type = String)]
+    pub first: RunId,
+    /// Runs from the first up to this one.
+    pub runs: usize,
+    /// Their model calls.
+    pub steps: u32,
+    /// Their tokens.
+    pub tokens: u64,
+}
+
+impl From<fabric_core::service::ConversationTotals> for ConversationDoc {
+    fn from(t: fabric_core::service::ConversationTotals) -> Self {
+        Self {
+            first: t.first,
+            runs: t.runs,
+            steps: t.steps,
+            tokens: t.tokens,
+        }
+    }
+}
+
 /// The answer of `POST /runs/{id}/cancel`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CancelAccepted {
@@ -375,6 +429,10 @@ pub struct RunListItem {
     /// true`): no worker has taken it yet, or its worker's lease ran out and none has taken
     /// it over yet. Derived at each read, never stored.
     pub queued: bool,
+    /// The conversation the run belongs to (issue #42): its first run, and the runs, model
+    /// calls and tokens from there up to this run (a run that continues none is a
+    /// conversation of one). Read from the runlogs at each listing; budgets stay per run.
+    pub conversation: Option<ConversationDoc>,
 }
 
 /// A `status` query parameter, as the closed set of run statuses.
@@ -407,6 +465,7 @@ impl From<RunSummary> for RunListItem {
             tokens: r.usage.total_tokens,
             resumable: false,
             queued: false,
+            conversation: None,
         }
     }
 }

@@ -73,6 +73,13 @@ function runLink(id, text) {
   return el('a', { href: runHref(id), class: 'run-id', text: text || id });
 }
 
+// A run that goes on with an earlier run's conversation (issue #42): a link to that run.
+function continuesLine(link) {
+  const how = link.mode === 'fork' ? 'Forks the conversation of ' : 'Continues the conversation of ';
+  const count = typeof link.messages === 'number' ? ` (${link.messages} messages inherited)` : '';
+  return el('div', { class: 'continues' }, how, runLink(String(link.run_id)), count);
+}
+
 function statusBadge(status) {
   const known = STATUSES.includes(status) ? status : 'unknown';
   return el('span', { class: 'status s-' + known, text: status || '?' });
@@ -701,6 +708,7 @@ class Timeline {
           p.model_key ? ` (${p.model_key})` : '', typeof p.max_steps === 'number' ? ` · at most ${p.max_steps} steps` : '',
           p.sandbox && p.sandbox.mode ? ` · sandbox ${p.sandbox.mode}` : '');
         if (p.parent_run_id) row.append(el('div', {}, 'Delegated by ', runLink(p.parent_run_id)));
+        if (p.continues && p.continues.run_id) row.append(continuesLine(p.continues));
         out.append(row);
         break;
       }
@@ -966,6 +974,7 @@ async function showRun(runId, signal) {
         header.set('model', [p.model, p.model_key && `(${p.model_key})`].filter(Boolean).join(' '));
         header.prompt.replaceChildren(longText(p.prompt || '', 'text prompt'));
         if (p.parent_run_id) header.parent.replaceChildren('Delegated by ', runLink(p.parent_run_id));
+        if (p.continues && p.continues.run_id) header.parent.replaceChildren(continuesLine(p.continues));
         header.set('started', when(event.ts));
       } else if (event.kind === 'recruitment') {
         header.set('specialists', (p.specialist_ids || []).join(', '));

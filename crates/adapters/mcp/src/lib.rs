@@ -49,7 +49,7 @@ pub use connect::SpawnHook;
 pub use error::McpError;
 pub use oauth::{Challenge, LoggedIn, LoginRequest, login, logout};
 pub use server::{
-    FabricMcpServer, GetRunInput, NoInput, PruneRunsInput, RunStatsInput, RunTaskInput,
-    SpecialistEntry, SpecialistList, http_service, serve_stdio, server_tools,
+    ContinuesInput, FabricMcpServer, GetRunInput, NoInput, PruneRunsInput, RunStatsInput,
+    RunTaskInput, SpecialistEntry, SpecialistList, http_service, serve_stdio, server_tools,
 };
 pub use source::McpTools;

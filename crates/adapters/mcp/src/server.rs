@@ -56,6 +56,23 @@ pub struct RunTaskInput {
     /// With `project`: the commit, branch or tag to start from (default `HEAD`).
     #[serde(default)]
     pub base: Option<String>,
+    /// Go on with the conversation of an ended run (its `_meta.run_id`): `prompt` is its
+    /// next message, the specialist is that run's unless `specialist` names one, and a
+    /// project run works on that run's branch (with `fork`, on a new branch from its head).
+    #[serde(default)]
+    pub continues: Option<ContinuesInput>,
+}
+
+/// Which ended run `run_task` continues.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContinuesInput {
+    /// The earlier run's id.
+    pub run_id: String,
+    /// On a new branch from the earlier run's head, its own branch left alone (default
+    /// `false`: on its branch).
+    #[serde(default)]
+    pub fork: bool,
 }
 
 /// The input of `get_run`.
@@ -157,6 +174,7 @@ pub fn server_tools() -> Vec<ToolSpec> {
         )
         .example(json!({"prompt": "Create hello.txt containing Hello"}))
         .example(json!({"prompt": "Summarise README.md", "specialist": "engineering"}))
+        .example(json!({"prompt": "Now add a test for it", "continues": {"run_id": "20261123-180202-671-9afa8e3b"}}))
         .annotate(ToolAnnotations {
             destructive: true,
             ..ToolAnnotations::default()
@@ -477,11 +495,21 @@ fn submission_of(
         }
         (None, None) => None,
     };
+    let continues = match input.continues {
+        Some(c) => Some(fabric_core::service::ContinueRequest {
+            run_id: fabric_domain::RunId::parse(&c.run_id).map_err(|e| {
+                McpError::InvalidArguments(format!("parameter `continues.run_id`: {e}"))
+            })?,
+            fork: c.fork,
+        }),
+        None => None,
+    };
     let request = TaskRequest {
         prompt: input.prompt,
         specialists: input.specialist.into_iter().collect(),
         network_allowed: input.network_allowed,
         project,
+        continues,
         ..TaskRequest::default()
     };
     Ok(Submission::new(request).traced(traceparent))

@@ -468,6 +468,31 @@ pub(crate) struct RunArgs {
     /// With --project: start from this commit, branch or tag instead of `HEAD`.
     #[arg(long, value_name = "REF", requires = "project")]
     pub(crate) base: Option<String>,
+
+    /// Go on with the conversation of the ended run RUN_ID: this prompt is its next user
+    /// message; a project run works on that run's branch (docs/INTERACTIVE.md).
+    #[arg(long = "continue", value_name = "RUN_ID", conflicts_with = "fork")]
+    pub(crate) continue_run: Option<String>,
+
+    /// Like --continue, on a new branch from RUN_ID's head; its own branch is left alone.
+    #[arg(long, value_name = "RUN_ID")]
+    pub(crate) fork: Option<String>,
+}
+
+impl RunArgs {
+    /// The earlier run `--continue` or `--fork` names, if any.
+    pub(crate) fn continues(
+        &self,
+    ) -> Result<Option<fabric_core::service::ContinueRequest>, crate::errors::UsageError> {
+        let (id, fork) = match (&self.continue_run, &self.fork) {
+            (Some(id), _) => (id, false),
+            (None, Some(id)) => (id, true),
+            (None, None) => return Ok(None),
+        };
+        let run_id = fabric_domain::RunId::parse(id)
+            .map_err(|e| crate::errors::UsageError(format!("`{id}` is not a run id: {e}")))?;
+        Ok(Some(fabric_core::service::ContinueRequest { run_id, fork }))
+    }
 }
 
 /// `fabric diff`.

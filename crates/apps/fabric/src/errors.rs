@@ -46,7 +46,10 @@ fn by_code(code: ErrorCode) -> (u8, &'static str) {
         ErrorCode::InvalidRequest
         | ErrorCode::UnknownSpecialist
         | ErrorCode::UnknownModelKey
-        | ErrorCode::InvalidProject => (EXIT_USAGE, "usage_error"),
+        | ErrorCode::InvalidProject
+        | ErrorCode::RunNotFound
+        | ErrorCode::RunNotEnded
+        | ErrorCode::CannotContinue => (EXIT_USAGE, "usage_error"),
         ErrorCode::ConfigError => (EXIT_USAGE, "config_error"),
         ErrorCode::ModelUnavailable => (EXIT_LLM_ERROR, "llm_error"),
         ErrorCode::DailyBudgetSpent => (RunStatus::BudgetExceeded.exit_code(), "budget_exceeded"),

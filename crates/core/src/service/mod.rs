@@ -14,6 +14,7 @@
 mod attend;
 mod children;
 mod claims;
+mod conversation;
 
 pub mod prepare;
 mod remote;
@@ -39,11 +40,12 @@ use tokio_util::task::TaskTracker;
 
 pub use attend::{Answer, MAX_INPUT_CHARS, WhenAsked};
 pub use claims::ClaimedStore;
+pub use conversation::{ConversationTotals, LineageRun, conversation_totals, lineage};
 pub use fabric_engine::service_error::{
-    DailySpent, ErrorCode, Fault, InvalidRequest, ProjectError, ServiceError,
+    ConversationError, DailySpent, ErrorCode, Fault, InvalidRequest, ProjectError, ServiceError,
 };
 pub use remote::cancelled_before_start;
-pub use request::{PrepareContext, Preparer, Runnable, TaskRequest};
+pub use request::{ContinueRequest, PrepareContext, Preparer, Runnable, TaskRequest};
 pub use versioning::{DiscardOnPrune, ProjectRequest, WorkspacePolicy};
 pub use worker::{Worker, WorkerConfig, WorkerReport, WorkerReporter};
 
@@ -678,9 +680,11 @@ impl RunTask {
             children: Arc::new(children::ServiceChildren(self.service.clone())),
         };
         let cancel = self.live.cancel_token();
-        let request = self.submission.request.clone();
+        let mut request = self.submission.request.clone();
+        // A run that continues another takes its defaults and its conversation (issue #42).
+        let continuation = self.service.continuation(&mut request).await?;
         let mut prepared = tokio::select! {
-            prepared = inner.preparer.prepare(request, &context) => prepared?,
+            prepared = inner.preparer.prepare(request.clone(), &context) => prepared?,
             () = cancel.cancelled() => {
                 return Err(if self.service.is_shutting_down() {
                     ServiceError::ShuttingDown
@@ -692,22 +696,34 @@ impl RunTask {
         if let Some(parent) = &self.submission.parent {
             prepared.adopt(parent.lineage.clone());
         }
+        if let Some(c) = &continuation {
+            prepared.inherit(c.inherited.clone());
+        }
         // A project's worktree is made before the run exists: a path that is no repository
         // is the caller's mistake, answered as such, with no run left behind.
         let top = self.submission.parent.is_none();
-        let mut versioned = match (&inner.versioning, &self.submission.request.project, top) {
-            (Some(v), Some(project), true) => Some(v.project(self.live.id(), project).await?),
-            _ => None,
-        };
+        let mut versioned = self
+            .open_project(&request, continuation.as_ref(), top)
+            .await?;
         let run = match inner.store.create_run(self.live.id().clone()).await {
             Ok(run) => run,
             Err(e) => {
-                if let Some(versioned) = versioned.take() {
+                // The earlier run's own branch, which a continued run works on, stays.
+                let own = continuation.as_ref().is_none_or(|c| c.fork);
+                if let Some(versioned) = versioned.take().filter(|_| own) {
                     let _ = versioned.handle().discard().await;
                 }
                 return Err(ServiceError::Store(e));
             }
         };
+        if let Some(c) = continuation.as_ref().filter(|c| c.workspace.is_none()) {
+            conversation::copy_files(c.files.clone(), run.workspace.clone())
+                .await
+                .map_err(|e| Fault::Copy {
+                    from: c.files.clone(),
+                    detail: e.to_string(),
+                })?;
+        }
         let log = self.suspendable(run.log);
         let workspace = match &self.submission.parent {
             Some(parent) if parent.share_workspace || prepared.shares_parent_workspace() => {
@@ -735,6 +751,31 @@ impl RunTask {
             versioned: versioned.map(Arc::new),
         };
         Ok((run, prepared, log))
+    }
+
+    /// The worktree of a run on a project: its own, or for a run that continues another the
+    /// earlier run's branch, or a fork of it (issue #42).
+    async fn open_project(
+        &self,
+        request: &TaskRequest,
+        continuation: Option<&conversation::Continuation>,
+        top: bool,
+    ) -> Result<Option<crate::versioned::RunWorkspace>, ServiceError> {
+        let inner = &self.service.inner;
+        let earlier = continuation.and_then(|c| c.workspace.as_ref().map(|w| (c, w)));
+        let (Some(project), true) = (&request.project, top) else {
+            return Ok(None);
+        };
+        let Some(v) = &inner.versioning else {
+            return match earlier {
+                Some(_) => Err(InvalidRequest::NoVersioning.into()),
+                None => Ok(None),
+            };
+        };
+        Ok(Some(match earlier {
+            Some((c, recorded)) => v.continued(self.live.id(), c, recorded, project).await?,
+            None => v.project(self.live.id(), project).await?,
+        }))
     }
 
     async fn execute(

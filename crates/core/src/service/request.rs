@@ -65,6 +65,32 @@ pub struct TaskRequest {
     /// asked for it.
     #[serde(deserialize_with = "lenient")]
     pub context_id: Option<String>,
+    /// The earlier run whose conversation this run goes on with (`fabric run --continue` or
+    /// `--fork`, issue #42); `None`: a new conversation. Left out of the queue's JSON when
+    /// `None`, so requests without it keep their JSON.
+    #[serde(deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
+    pub continues: Option<ContinueRequest>,
+}
+
+/// Which earlier run a request continues, and how (issue #42).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ContinueRequest {
+    /// The earlier run: it must have ended.
+    pub run_id: fabric_domain::RunId,
+    /// `false`: on the earlier run's branch (`--continue`); `true`: on a new branch from its
+    /// head, the earlier branch left alone (`--fork`).
+    #[serde(default)]
+    pub fork: bool,
+}
+
+impl ContinueRequest {
+    /// How the run continues, as `run_start.continues.mode` records it.
+    pub fn mode(&self) -> fabric_domain::runlog::ContinueMode {
+        match self.fork {
+            true => fabric_domain::runlog::ContinueMode::Fork,
+            false => fabric_domain::runlog::ContinueMode::Continue,
+        }
+    }
 }
 
 /// A field's value, or its default when it does not fit.
@@ -115,6 +141,10 @@ impl TaskRequest {
                 .and_then(SandboxMode::parse),
             origin: start.origin.clone(),
             context_id: start.context_id.clone(),
+            continues: start.continues.as_ref().map(|c| ContinueRequest {
+                run_id: c.run_id.clone(),
+                fork: c.mode == fabric_domain::runlog::ContinueMode::Fork,
+            }),
             ..Self::default()
         })
     }
@@ -181,6 +211,12 @@ pub trait Runnable: Send {
         false
     }
 
+    /// Makes it go on with an earlier run's conversation (issue #42): its one member starts
+    /// from `inherited`. Nothing by default.
+    fn inherit(&mut self, inherited: crate::conversation::Inherited) {
+        let _ = inherited;
+    }
+
     /// Runs it in `run` to its end.
     async fn run(
         self: Box<Self>,
@@ -222,6 +258,12 @@ impl Runnable for TaskForce {
 
     fn shares_parent_workspace(&self) -> bool {
         self.share_parent_workspace
+    }
+
+    fn inherit(&mut self, inherited: crate::conversation::Inherited) {
+        if let Some(member) = self.members.first_mut() {
+            member.inherited = Some(Arc::new(inherited));
+        }
     }
 
     async fn run(
@@ -311,6 +353,32 @@ mod tests {
         assert!(newer.specialists.is_empty());
         assert!(!newer.continued);
         assert_eq!(TaskRequest::from_json(&serde_json::json!(3)).prompt, "");
+    }
+
+    /// A queued continuation keeps its link (a worker continues the same run), and a link
+    /// that does not fit is left out, as any field.
+    #[test]
+    fn issue_42_a_queued_request_keeps_the_run_it_continues() {
+        let id = fabric_domain::RunId::parse("20260101-120000-000-0123abcd")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let request = TaskRequest {
+            prompt: "go on".into(),
+            continues: Some(ContinueRequest {
+                run_id: id.clone(),
+                fork: true,
+            }),
+            ..TaskRequest::default()
+        };
+        let json = request.to_json().unwrap_or_default();
+        assert_eq!(
+            json["continues"],
+            serde_json::json!({"run_id": "20260101-120000-000-0123abcd", "fork": true})
+        );
+        let back = TaskRequest::from_json(&json);
+        assert_eq!(back.continues, request.continues);
+        let odd = TaskRequest::from_json(&serde_json::json!({"prompt": "x", "continues": 7}));
+        assert_eq!(odd.continues, None);
+        assert_eq!(odd.prompt, "x");
     }
 
     #[test]

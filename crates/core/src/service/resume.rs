@@ -49,10 +49,25 @@ impl RunTask {
             Ok(restored) => restored,
             Err(halt) => return self.halt(halt, &history, log.as_ref()).await,
         };
+        // A run that continued another goes on from the same inherited conversation.
+        let link = history.start.as_ref().and_then(|s| s.continues.as_ref());
+        let inherited = match self.service.inherited_again(link).await {
+            Ok(inherited) => inherited,
+            Err(e) => {
+                let halt = Halt::Ends {
+                    reason: format!("it cannot be continued: {e}"),
+                    workspace,
+                };
+                return self.halt(halt, &history, log.as_ref()).await;
+            }
+        };
         let mut prepared = match self.prepare_again(request, &workspace).await {
             Ok(prepared) => prepared,
             Err(halt) => return self.halt(halt, &history, log.as_ref()).await,
         };
+        if let Some(inherited) = inherited {
+            prepared.inherit(inherited);
+        }
         if let Some(parent) = &self.submission.parent {
             prepared.adopt(parent.lineage.clone());
         }

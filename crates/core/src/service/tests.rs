@@ -215,6 +215,7 @@ async fn issue_27_a_run_cancelled_while_prepared_again_stays_interrupted() {
         parent_run_id: None,
         depth: 0,
         context_id: None,
+        continues: None,
     };
     let new = store
         .create_run(id.clone())

@@ -135,11 +135,48 @@ impl Versioning {
     ) -> Result<RunWorkspace, WorkspaceError> {
         let spec = self.spec_of(id, recorded, workspace);
         let handle = self.workspaces.reopen(&spec).await?;
-        let target = CommitId(checkpoint.unwrap_or(&recorded.base).to_owned());
+        // A run that continued another started from that one's head (`restored_to`).
+        let start = recorded.restored_to.as_deref().unwrap_or(&recorded.base);
+        let target = CommitId(checkpoint.unwrap_or(start).to_owned());
         handle.restore(&target).await?;
         let mut opened = self.opened(&spec, handle.as_ref(), recorded.base_ref.clone(), None);
         opened.restored_to = Some(target.to_string());
+        opened.owner.clone_from(&recorded.owner);
         Ok(RunWorkspace::new(handle, opened))
+    }
+
+    /// The workspace of a run that continues `earlier` (issue #42): the earlier run's own
+    /// worktree and branch, reopened at its head (continue), or a new branch from that head,
+    /// or from `project.base` when the request names one (fork).
+    pub(super) async fn continued(
+        &self,
+        id: &RunId,
+        earlier: &super::conversation::Continuation,
+        recorded: &runlog::WorkspaceOpened,
+        project: &ProjectRequest,
+    ) -> Result<RunWorkspace, ServiceError> {
+        if earlier.fork {
+            let base = project.base.clone().or_else(|| earlier.head.clone());
+            let forked = ProjectRequest {
+                path: project.path.clone(),
+                base,
+            };
+            return self.project(id, &forked).await;
+        }
+        let mut recorded = recorded.clone();
+        let owner = recorded
+            .owner
+            .get_or_insert_with(|| earlier.earlier.clone());
+        let owner = owner.clone();
+        self.reopen(&owner, &recorded, &earlier.files, earlier.head.as_deref())
+            .await
+            .map_err(|cause| {
+                super::ConversationError::Workspace {
+                    id: earlier.earlier.clone(),
+                    cause,
+                }
+                .into()
+            })
     }
 
     /// The spec of the workspace `recorded` describes, where this fabric keeps it: under its
@@ -152,6 +189,8 @@ impl Versioning {
         recorded: &runlog::WorkspaceOpened,
         workspace: &Path,
     ) -> WorkspaceSpec {
+        // A continued run works in the workspace of the run it continues (issue #42).
+        let id = recorded.owner.as_ref().unwrap_or(id);
         if let Some(source) = &recorded.source {
             return self.copy_spec(id, source.clone());
         }
@@ -212,6 +251,7 @@ impl Versioning {
             base_ref,
             remote: spec.remote.as_deref().map(crate::ports::remote_shown),
             restored_to,
+            owner: None,
         }
     }
 
@@ -315,9 +355,11 @@ impl DiscardOnPrune {
 impl crate::ports::PruneHook for DiscardOnPrune {
     async fn before_delete(&self, id: &RunId, events: &[fabric_domain::RunEvent]) {
         let history = crate::history::RunHistory::read(id.clone(), events);
+        // A continued run's workspace is the earlier run's: removed with that one.
         let Some(recorded) = history
             .workspace
             .filter(|w| w.repo.is_some() || w.source.is_some())
+            .filter(|w| w.owner.is_none())
         else {
             return;
         };

@@ -56,6 +56,46 @@ pub struct RunStart {
     /// it; absent otherwise (docs/A2A.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_id: Option<String>,
+    /// The earlier run whose conversation this run goes on with (`fabric run --continue` or
+    /// `--fork`, issue #42); absent for a run that starts a conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<Continues>,
+}
+
+/// `run_start.continues`: the earlier run a run continues, and what it inherited of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Continues {
+    /// The earlier run.
+    pub run_id: RunId,
+    /// `continue` (on the earlier run's branch) or `fork` (on a new branch from its head).
+    pub mode: ContinueMode,
+    /// Which of the earlier run's members' conversation was inherited (its specialist).
+    pub specialist_id: String,
+    /// The SHA-256 (hex) of the inherited messages as JSON: everything after the system
+    /// prompt, before the new prompt.
+    pub digest: String,
+    /// How many messages were inherited.
+    pub messages: usize,
+}
+
+/// How a run continues an earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContinueMode {
+    /// On the earlier run's own branch (a project run) or a copy of its files (scratch).
+    Continue,
+    /// On a new branch from the earlier run's head; the earlier branch is left alone.
+    Fork,
+}
+
+impl ContinueMode {
+    /// The word in the runlog.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Continue => "continue",
+            Self::Fork => "fork",
+        }
+    }
 }
 
 /// `recruitment`: the specialists chosen.
@@ -647,6 +687,10 @@ pub struct WorkspaceOpened {
     /// A continued run: the checkpoint its files were restored to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_to: Option<String>,
+    /// The run whose workspace (worktree and branch) this is, when it is not this run's own:
+    /// a run that continues an earlier one works on that run's branch (issue #42).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<RunId>,
 }
 
 /// `checkpoint`: the fabric committed the workspace's files after a tool call that may have

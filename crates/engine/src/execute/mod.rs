@@ -30,6 +30,7 @@ use crate::recruit::RoutingCall;
 
 pub use fabric_domain::TaskForceMode;
 pub use merge::HANDOFF_END;
+pub(crate) use merge::handoff_message;
 pub use prompt::{MAX_PROMPT_WORKFLOWS, WORKFLOW_WINDOW_SHARE};
 
 /// One member of a task force: a specialist with its own tools and model, owning its client
@@ -53,6 +54,9 @@ pub struct Member {
     pub model_reason: Option<String>,
     /// The critic that reviews its work before the run completes, if it has one.
     pub critic: Option<MemberCritic>,
+    /// The earlier conversation it goes on with (a run that continues another, issue #42):
+    /// its loop starts from the system prompt, these messages and then the task.
+    pub inherited: Option<Arc<crate::conversation::Inherited>>,
 }
 
 impl Member {
@@ -74,6 +78,7 @@ impl Member {
             model,
             model_reason: None,
             critic: None,
+            inherited: None,
         }
     }
 }

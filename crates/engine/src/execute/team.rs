@@ -271,6 +271,7 @@ async fn record_start(
             parent_run_id: lineage.parent_run_id.clone(),
             depth: lineage.depth,
             context_id: force.context_id.clone(),
+            continues: first.inherited.as_ref().map(|i| i.link.clone()),
         },
     )
     .await?;
@@ -429,14 +430,16 @@ impl Shared<'_> {
             self.record_member_start(rec, index, member, tools.as_ref(), handoff)
                 .await?;
         }
-        let mut messages = vec![
-            Message::system(system_prompt(
-                &member.specialist,
-                &member.tools,
-                member.model.context_window,
-            )),
-            Message::user(self.prompt),
-        ];
+        let mut messages = vec![Message::system(system_prompt(
+            &member.specialist,
+            &member.tools,
+            member.model.context_window,
+        ))];
+        // A continued conversation: the earlier one, then the new prompt (issue #42).
+        if let Some(inherited) = &member.inherited {
+            messages.extend(inherited.messages.iter().cloned());
+        }
+        messages.push(Message::user(self.prompt));
         if let Some((id, payload)) = handoff {
             messages.push(Message::user(handoff_message(id, payload)));
         }

@@ -95,7 +95,12 @@ pub(crate) async fn start(
         ));
     }
     let prompt = prompt_of(message)?;
-    let context = context_of(message)?;
+    let mut context = context_of(message)?;
+    // A message naming an earlier task of its context continues that task's run (ADR-105).
+    let continues = match referenced(state, message).await? {
+        Some(run) => Some(continued_in(&run, message, &mut context)?),
+        None => None,
+    };
     // `metadata.specialist`, `.project` and `.base`, on the message or the request.
     let meta = |key: &str| {
         [message, params]
@@ -115,6 +120,7 @@ pub(crate) async fn start(
         // Checked as `POST /runs`'s: inside `server.project_roots` only (issue #39).
         project: meta("project"),
         base: meta("base"),
+        continues,
     };
     let error =
         match launch::start_in_context(state, request, Some(context.clone()), traceparent).await {
@@ -138,6 +144,68 @@ pub(crate) async fn start(
     }
 }
 
+/// The task a message names in `referenceTaskIds` (the newest, when it names several: run
+/// ids sort by time), read; `None` when it names none.
+async fn referenced(
+    state: &AppState,
+    message: &Value,
+) -> Result<Option<fabric_domain::RunSummary>, RpcError> {
+    let Some(ids) = message.get("referenceTaskIds") else {
+        return Ok(None);
+    };
+    let invalid = || {
+        RpcError(
+            code::INVALID_PARAMS,
+            "`message.referenceTaskIds` must be a list of task ids (strings)".to_owned(),
+        )
+    };
+    let ids = ids.as_array().ok_or_else(invalid)?;
+    let mut newest: Option<&str> = None;
+    for id in ids {
+        let id = id.as_str().ok_or_else(invalid)?;
+        newest = newest.max(Some(id));
+    }
+    let Some(newest) = newest else {
+        return Ok(None);
+    };
+    let id = task_id(&json!({"id": newest}))?;
+    summary(state, &id).await.map(Some)
+}
+
+/// The `continues` of a message that names the earlier task `run`: in `run`'s context (a
+/// message without `contextId` joins it; one in another context is refused).
+fn continued_in(
+    run: &fabric_domain::RunSummary,
+    message: &Value,
+    context: &mut String,
+) -> Result<crate::model::ContinuesBody, RpcError> {
+    let given = message
+        .get("contextId")
+        .and_then(Value::as_str)
+        .is_some_and(|c| !c.is_empty());
+    match &run.context_id {
+        Some(theirs) if !given => context.clone_from(theirs),
+        Some(theirs) if theirs == context => {}
+        theirs => {
+            return Err(RpcError(
+                code::INVALID_PARAMS,
+                format!(
+                    "task `{}` is not in context `{context}` ({}); send the message in the task's context to continue it, or leave out `referenceTaskIds` to start a new task",
+                    run.id,
+                    theirs.as_deref().map_or_else(
+                        || "no A2A client started it".to_owned(),
+                        |c| format!("its context is `{c}`")
+                    )
+                ),
+            ));
+        }
+    }
+    Ok(crate::model::ContinuesBody {
+        run_id: run.id.to_string(),
+        fork: false,
+    })
+}
+
 /// How A2A answers a message the server does not run.
 enum Refusal {
     /// A task in `TASK_STATE_REJECTED`: the server will not take it on now or ever.
@@ -153,9 +221,8 @@ enum Refusal {
 fn refusal(code: &str) -> Refusal {
     match code {
         "not_permitted" | "daily_budget_spent" | "too_many_runs" => Refusal::Rejected,
-        "invalid_request" | "unknown_specialist" | "unknown_model_key" | "invalid_project" => {
-            Refusal::InvalidParams
-        }
+        "invalid_request" | "unknown_specialist" | "unknown_model_key" | "invalid_project"
+        | "run_not_found" | "run_not_ended" | "cannot_continue" => Refusal::InvalidParams,
         _ => Refusal::Internal,
     }
 }

@@ -126,7 +126,11 @@ pub(crate) async fn list_runs(
     let mut runs = Vec::with_capacity(limit);
     for run in found.into_iter().take(limit) {
         let liveness = liveness_of(&state, &run.id, run.status).await;
-        runs.push(RunListItem::from(run).with_liveness(liveness));
+        let conversation =
+            fabric_core::service::conversation_totals(state.store().as_ref(), &run.id).await;
+        let mut item = RunListItem::from(run).with_liveness(liveness);
+        item.conversation = conversation.map(Into::into);
+        runs.push(item);
     }
     let next_before = match (more, runs.last()) {
         (true, Some(last)) => Some(last.run_id.to_string()),

@@ -80,17 +80,18 @@ async fn list(
         liveness.push(liveness_of(store.as_ref(), &run.id, run.status).await);
     }
     if json {
-        let rows: Vec<Value> = runs
-            .iter()
-            .zip(&liveness)
-            .map(|(r, l)| {
+        let mut rows: Vec<Value> = Vec::with_capacity(runs.len());
+        for (r, l) in runs.iter().zip(&liveness) {
+            let conversation =
+                fabric_core::service::conversation_totals(store.as_ref(), &r.id).await;
+            rows.push(
                 json!({"run_id": r.id, "started_at": r.started_at, "status": r.status,
                        "specialist_ids": r.specialist_ids, "prompt": r.prompt,
                        "summary": r.summary, "events": r.events, "origin": r.origin,
-                       "parent_id": r.parent_id,
-                       "resumable": l.resumable(), "queued": l.queued()})
-            })
-            .collect();
+                       "parent_id": r.parent_id, "conversation": conversation,
+                       "resumable": l.resumable(), "queued": l.queued()}),
+            );
+        }
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
     }
@@ -210,6 +211,7 @@ async fn show(
         }
         return Ok(0);
     }
+    print_lineage(store.as_ref(), &id).await;
     for event in events
         .iter()
         .filter(|e| wanted.is_empty() || wanted.contains(&e.kind()))
@@ -217,6 +219,27 @@ async fn show(
         println!("{}", describe(event));
     }
     Ok(0)
+}
+
+/// For a run that continues another: the runs it goes back through, and the conversation's
+/// totals up to it (issue #42).
+async fn print_lineage(store: &dyn RunStore, id: &RunId) {
+    let Ok(lineage) = fabric_core::service::lineage(store, id).await else {
+        return;
+    };
+    if lineage.len() < 2 {
+        return;
+    }
+    for pair in lineage.windows(2) {
+        let mode = pair[0].mode.map_or("continue", |m| m.as_str());
+        println!("{} continues {} ({mode})", pair[0].run_id, pair[1].run_id);
+    }
+    if let Some(t) = fabric_core::service::ConversationTotals::of(&lineage) {
+        println!(
+            "conversation: {} runs, {} steps, {} tokens (from {} up to this run)",
+            t.runs, t.steps, t.tokens, t.first
+        );
+    }
 }
 
 /// Who carries on a run without an end (issue #26), probed only for a `running` one.

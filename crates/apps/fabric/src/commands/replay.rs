@@ -5,7 +5,7 @@
 //! end), that is a divergence, and the exit code is 1.
 
 use fabric_core::history::{RunHistory, response_of};
-use fabric_core::service::{RunService, ServiceConfig, Submission, TaskRequest};
+use fabric_core::service::{ContinueRequest, RunService, ServiceConfig, Submission, TaskRequest};
 use fabric_core::{ChatResponse, NoopObserver};
 use fabric_domain::runlog;
 use fabric_domain::{EventPayload, RunEvent, RunId, RunStatus};
@@ -63,6 +63,7 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
     }
     let replayed = fabric_core::RunStore::read_events(store.as_ref(), &new_id).await?;
     let mut divergences = compare(&recorded, &replayed, ids.len());
+    divergences.extend(inherited_differently(&recorded, &replayed));
     let unused: usize = members.iter().map(|q| q.left()).sum();
     if unused > 0 {
         divergences.push(format!(
@@ -128,11 +129,44 @@ fn replay_request(id: &RunId, history: &RunHistory) -> Result<TaskRequest, Usage
             Some(fabric_core::service::ProjectRequest {
                 // A copied directory is copied again as it is now (it has no history).
                 path: w.repo.clone().or_else(|| w.source.clone())?,
-                base: w.repo.as_ref().map(|_| w.base.clone()),
+                // A continued run started from the earlier run's head (issue #42).
+                base: w
+                    .repo
+                    .as_ref()
+                    .map(|_| w.restored_to.clone().unwrap_or_else(|| w.base.clone())),
             })
         }),
+        // The same inherited conversation, on a branch of the replay's own: a fork, so the
+        // earlier run's branch is never touched (issue #42).
+        continues: recorded
+            .continues
+            .clone()
+            .map(|c| ContinueRequest { fork: true, ..c }),
         ..recorded
     })
+}
+
+/// The conversation a continued run inherited, when the replay's is not the same (its
+/// digest differs: the earlier run's runlog changed, or the rebuilding did; issue #42).
+fn inherited_differently(recorded: &[RunEvent], replayed: &[RunEvent]) -> Option<String> {
+    let link = |events: &[RunEvent]| {
+        events.iter().find_map(|e| match &e.payload {
+            EventPayload::RunStart(start) => start.continues.clone(),
+            _ => None,
+        })
+    };
+    let (was, now) = (link(recorded)?, link(replayed));
+    match now {
+        Some(now) if now.digest == was.digest => None,
+        Some(now) => Some(format!(
+            "the conversation inherited from run `{}` is not the recorded one: {} message(s), digest {}; recorded {} message(s), digest {}",
+            was.run_id, now.messages, now.digest, was.messages, was.digest
+        )),
+        None => Some(format!(
+            "the replay did not continue run `{}` as the recording did",
+            was.run_id
+        )),
+    }
 }
 
 /// What a replay found, for a person or as JSON.

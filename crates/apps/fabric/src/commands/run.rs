@@ -41,6 +41,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                     base: args.base.clone(),
                 }),
                 context_id: None,
+                continues: args.continues()?,
             };
             let when = super::attend::when_asked(args.on_question.as_deref(), args.json)?;
             let submission = Submission::new(request)

@@ -15,6 +15,7 @@ mod attacks_round_three;
 mod attacks_round_two;
 mod budgets;
 mod cli_errors;
+mod conversations;
 mod critic;
 mod delegation;
 mod docs_contracts;

@@ -31,7 +31,7 @@ const HTML_PROMPT: &str =
 
 /// The test deps' Python and this test's turn with the browser, or `None` (with the reason
 /// on stderr) when the browser tests cannot run here.
-async fn browser() -> Option<(PathBuf, tokio::sync::MutexGuard<'static, ()>)> {
+pub(super) async fn browser() -> Option<(PathBuf, tokio::sync::MutexGuard<'static, ()>)> {
     let python = fabric_test_support::browser_deps()?;
     Some((python, ONE_BROWSER.lock().await))
 }
@@ -41,7 +41,7 @@ fn script() -> PathBuf {
 }
 
 /// Runs one case of the browser script and returns what it saw.
-async fn browse(python: &Path, served: &Served, case: &str, extra: &[&str]) -> Value {
+pub(super) async fn browse(python: &Path, served: &Served, case: &str, extra: &[&str]) -> Value {
     Browsing::open(python, served, case, extra).seen().await
 }
 

@@ -454,7 +454,25 @@ def case_big_run(b, args):
     }
 
 
+def case_continued(b, args):
+    """A run that continues another (issue #42): the header and its run_start row link to
+    the earlier run, and the link leads there."""
+    b.open("#/runs/" + args.run_id)
+    wait_drawn(b, "the continued run's end")
+    header = b.find("#parent").text
+    row = b.find(".ev-run_start .continues").text
+    link = b.find("#parent a")
+    earlier = link.text
+    b.shot("continued-run")
+    link.click()
+    b.wait(f"location.hash === '#/runs/{earlier}'", what="the earlier run's page")
+    wait_drawn(b, "the earlier run's end")
+    b.shot("earlier-run")
+    return {"header": header, "row": row, "earlier": earlier}
+
+
 CASES = {
+    "continued": case_continued,
     "live": case_live, "resume": case_resume, "cancel": case_cancel, "list": case_list, "start": case_start,
     "token": case_token, "delegation": case_delegation, "first_page": case_first_page,
     "big_run": case_big_run,

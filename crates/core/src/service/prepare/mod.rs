@@ -237,6 +237,7 @@ impl Preparation {
                 Some(why) => format!("{why}; {reason}"),
                 None => reason,
             }),
+            inherited: None,
         })
     }
 
