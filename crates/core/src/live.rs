@@ -374,7 +374,6 @@ impl Follower {
         }
     }
 
-
     /// The next event or notice, waiting while the run goes on; `None` once the run has
     /// ended without one.
     pub async fn next_followed(&mut self) -> Option<Followed> {

@@ -247,7 +247,12 @@ mod tests {
     }
 
     fn chunks(seen: &Seen) -> Vec<OutputChunk> {
-        seen.0.lock().unwrap().iter().map(|o| o.chunk.clone()).collect()
+        seen.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|o| o.chunk.clone())
+            .collect()
     }
 
     fn line(stream: OutputStream, line: &str) -> OutputChunk {

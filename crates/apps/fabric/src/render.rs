@@ -129,7 +129,9 @@ impl RunObserver for HumanRenderer {
             }
             OutputChunk::Dropped { dropped } => self
                 .dim
-                .apply_to(format!("… {dropped} lines not shown (live output is rate-limited)"))
+                .apply_to(format!(
+                    "… {dropped} lines not shown (live output is rate-limited)"
+                ))
                 .to_string(),
         };
         self.line(format!("  {} {text}", self.dim.apply_to("│")));
