@@ -281,3 +281,51 @@ async fn issue_42_cancel_mid_command_while_its_lines_are_followed() {
         "the command is gone"
     );
 }
+
+/// The web viewer shows the lines under the running call, and its result once it ends.
+#[cfg_attr(
+    fabric_no_browser,
+    ignore = "needs Chromium, chromedriver and Selenium: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_the_viewer_shows_a_running_commands_lines_under_its_call() {
+    let Some(python) = fabric_test_support::browser_deps() else {
+        return;
+    };
+    let script = "echo out1; echo err1 >&2; sleep 2; echo out2; sleep 3; echo out3";
+    let mut slow = turns(sh(script));
+    // Time for the browser to start and follow the run before the command prints.
+    slow[0].delay_ms = Some(6000);
+    let s = Served::with(
+        Scenario::new(slow),
+        Options {
+            config: ALLOW,
+            ..Options::default()
+        },
+    )
+    .await;
+    let run_id = s.start_run("Run the slow command").await;
+    let seen = super::web_ui::browse_case(&python, &s, "live_output", &["--run-id", &run_id]).await;
+    let running = &seen["running"];
+    assert_eq!(running["state"], "running", "{seen}");
+    assert_eq!(running["results"], 0, "no result yet: {seen}");
+    let lines: Vec<&str> = running["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        lines.starts_with(&["out1", "err1"]) || lines.starts_with(&["err1", "out1"]),
+        "{seen}"
+    );
+    let classes = running["classes"].to_string();
+    assert!(
+        classes.contains("stderr") && classes.contains("stdout"),
+        "{classes}"
+    );
+    // At the end the result replaces the live lines.
+    let ended = &seen["ended"];
+    assert_eq!(ended["live_blocks"], 0, "{seen}");
+    assert!(ended["results"].to_string().contains("out3"), "{seen}");
+}
