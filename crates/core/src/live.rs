@@ -593,10 +593,7 @@ mod tests {
         run.finish(None);
         let mut seen = Vec::new();
         while let Some(item) = follower.next_followed().await {
-            seen.push(match item {
-                Followed::Event(e) => e.kind().as_str().to_owned(),
-                Followed::Notice(n) => n,
-            });
+            seen.push(shown(&item));
         }
         // A notice comes before the events not yet read when it was given.
         assert_eq!(
@@ -761,6 +758,74 @@ mod tests {
             2,
             "finish adds no second terminal event"
         );
+    }
+
+    fn output(line: &str) -> LiveToolOutput {
+        LiveToolOutput {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            step: 0,
+            member: None,
+            chunk: OutputChunk::Line {
+                stream: fabric_domain::OutputStream::Stdout,
+                line: line.into(),
+            },
+        }
+    }
+
+    fn shown(item: &Followed) -> String {
+        match item {
+            Followed::Event(e) => e.kind().as_str().to_owned(),
+            Followed::Notice(n) => n.clone(),
+            Followed::Output(o) => match &o.chunk {
+                OutputChunk::Line { line, .. } => line.clone(),
+                OutputChunk::Dropped { dropped } => format!("missed {dropped}"),
+            },
+        }
+    }
+
+    /// Issue #42: live output reaches the followers there are, after the events recorded
+    /// before it, and `next` skips it; with nobody following nothing is kept.
+    #[tokio::test]
+    async fn issue_42_live_output_comes_in_order_among_events_and_only_to_followers() {
+        let run = RunRegistry::new().register(id());
+        run.on_event(&event(0, EventKind::RunStart)).await;
+        run.on_tool_output(&output("before anyone followed"));
+        assert!(lock(&run.state).output.is_empty(), "nobody follows: nothing kept");
+        let mut from_start = run.follow(0);
+        let mut plain = run.follow(0);
+        run.on_event(&event(1, EventKind::ToolCall)).await;
+        run.on_tool_output(&output("line1"));
+        run.on_event(&event(2, EventKind::RunComplete)).await;
+        run.finish(None);
+        let mut seen = Vec::new();
+        while let Some(item) = from_start.next_followed().await {
+            seen.push(shown(&item));
+        }
+        assert_eq!(seen, ["run_start", "tool_call", "line1", "run_complete"]);
+        let events: Vec<u64> = std::iter::from_fn(|| {
+            futures_util::FutureExt::now_or_never(plain.next()).flatten()
+        })
+        .map(|e| e.seq)
+        .collect();
+        assert_eq!(events, [0, 1, 2]);
+        drop((from_start, plain));
+        assert!(lock(&run.state).output.is_empty(), "let go with the last follower");
+    }
+
+    /// Issue #42: a follower too slow for the live output is told how many items it missed.
+    #[tokio::test]
+    async fn issue_42_a_slow_follower_is_told_what_output_it_missed() {
+        let run = RunRegistry::new().register(id());
+        run.on_event(&event(0, EventKind::ToolCall)).await;
+        let mut slow = run.follow(1);
+        for i in 0..OUTPUT_KEPT + 10 {
+            run.on_tool_output(&output(&format!("l{i}")));
+        }
+        let first = slow.next_followed().await.map(|f| shown(&f));
+        assert_eq!(first.as_deref(), Some("missed 10"));
+        let next = slow.next_followed().await.map(|f| shown(&f));
+        assert_eq!(next.as_deref(), Some("l10"));
     }
 
     #[tokio::test]
