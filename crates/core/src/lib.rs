@@ -43,6 +43,6 @@ pub use fabric_engine::{
     ToolNotice, ToolOutput, ToolSource, Withheld, WorkspaceFiles,
 };
 pub use fabric_engine::{
-    CoreError, Remedy, budget, context, delegate, engine, execute, fs, gate, history, lazy, models,
-    new_run_id, ports, recruit, repair, trace, typed, unix_now, versioned,
+    CoreError, Remedy, budget, context, delegate, engine, execute, fs, gate, history, lazy,
+    live_output, models, new_run_id, ports, recruit, repair, trace, typed, unix_now, versioned,
 };

@@ -359,7 +359,7 @@ pub enum Followed {
 const NOTICES_KEPT: usize = 8;
 
 /// The items of live output a run keeps for followers that have not read them yet (at most
-/// [`fabric_engine::live::MAX_LINE_BYTES`] each): older ones are missed, and said so.
+/// [`crate::live_output::MAX_LINE_BYTES`] each): older ones are missed, and said so.
 pub const OUTPUT_KEPT: usize = 256;
 
 impl Follower {
@@ -791,7 +791,10 @@ mod tests {
         let run = RunRegistry::new().register(id());
         run.on_event(&event(0, EventKind::RunStart)).await;
         run.on_tool_output(&output("before anyone followed"));
-        assert!(lock(&run.state).output.is_empty(), "nobody follows: nothing kept");
+        assert!(
+            lock(&run.state).output.is_empty(),
+            "nobody follows: nothing kept"
+        );
         let mut from_start = run.follow(0);
         let mut plain = run.follow(0);
         run.on_event(&event(1, EventKind::ToolCall)).await;
@@ -803,14 +806,16 @@ mod tests {
             seen.push(shown(&item));
         }
         assert_eq!(seen, ["run_start", "tool_call", "line1", "run_complete"]);
-        let events: Vec<u64> = std::iter::from_fn(|| {
-            futures_util::FutureExt::now_or_never(plain.next()).flatten()
-        })
-        .map(|e| e.seq)
-        .collect();
+        let events: Vec<u64> =
+            std::iter::from_fn(|| futures_util::FutureExt::now_or_never(plain.next()).flatten())
+                .map(|e| e.seq)
+                .collect();
         assert_eq!(events, [0, 1, 2]);
         drop((from_start, plain));
-        assert!(lock(&run.state).output.is_empty(), "let go with the last follower");
+        assert!(
+            lock(&run.state).output.is_empty(),
+            "let go with the last follower"
+        );
     }
 
     /// Issue #42: a follower too slow for the live output is told how many items it missed.

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fabric_domain::{OutputStream, ToolAnnotations, ToolSpec, builtin};
-use fabric_engine::live::LineSplitter;
+use fabric_engine::live_output::LineSplitter;
 use fabric_engine::typed::TypedTool;
 use fabric_engine::{SandboxGuard, ToolContext, ToolError};
 use rustix::process::{Pid, Signal, kill_process_group};

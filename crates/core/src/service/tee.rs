@@ -5,8 +5,8 @@ use fabric_domain::{LiveToolOutput, RunEvent};
 use std::sync::Arc;
 
 use crate::live::LiveRun;
+use crate::live_output::OutputObserver;
 use crate::ports::{ChatObserver, EventSink, RunObserver};
-use fabric_engine::live::OutputObserver;
 
 /// The service's sinks (metrics, traces) and the live run first (followers by id), then the
 /// submitter's observer.

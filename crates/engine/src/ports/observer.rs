@@ -35,7 +35,7 @@ pub trait RunObserver: ChatObserver {
 
     /// Where the run's tools publish their live output (`ToolContext::live`); `None`, the
     /// default: nobody follows it, and tools do not split their output into lines.
-    fn output_observer(&self) -> Option<Arc<dyn crate::live::OutputObserver>> {
+    fn output_observer(&self) -> Option<Arc<dyn crate::live_output::OutputObserver>> {
         None
     }
 }

@@ -24,7 +24,7 @@ pub struct ToolContext {
     pub sampler: Option<std::sync::Arc<dyn crate::ports::Sampler>>,
     /// Where the tool publishes what it prints while it runs, for the run's followers
     /// (issue #42; never recorded); `None` outside a run or when nobody can follow it.
-    pub live: Option<crate::live::LiveSink>,
+    pub live: Option<crate::live_output::LiveSink>,
 }
 
 impl ToolContext {
@@ -43,7 +43,7 @@ impl ToolContext {
     pub fn live_lines(
         &self,
         stream: fabric_domain::OutputStream,
-    ) -> Option<crate::live::LineSplitter> {
+    ) -> Option<crate::live_output::LineSplitter> {
         self.live.as_ref()?.lines(stream)
     }
 }
