@@ -44,6 +44,6 @@ pub use fabric_engine::{
 };
 pub use fabric_engine::{
     CoreError, Remedy, ask_user, budget, context, conversation, delegate, engine, execute, fs,
-    gate, history,
-    lazy, models, new_run_id, ports, recruit, repair, trace, typed, unix_now, versioned,
+    gate, history, lazy, live_output, models, new_run_id, ports, recruit, repair, trace, typed,
+    unix_now, versioned,
 };

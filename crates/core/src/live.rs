@@ -15,7 +15,7 @@
 
 use async_trait::async_trait;
 use fabric_domain::runlog;
-use fabric_domain::{RunEvent, RunId, RunStatus};
+use fabric_domain::{LiveToolOutput, OutputChunk, RunEvent, RunId, RunStatus};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::watch;
@@ -131,6 +131,12 @@ struct State {
     /// not seen.
     notices: VecDeque<String>,
     notices_said: u64,
+    /// Running tools' live output (issue #42, ADR-106), the latest [`OUTPUT_KEPT`] items,
+    /// each with the `seq` of the event recorded after it (a follower gets it once it has
+    /// read every event before it); `output_said` counts every item ever kept. Kept only
+    /// while someone follows: a follower gets what was printed after it came.
+    output: VecDeque<(u64, Arc<LiveToolOutput>)>,
+    output_said: u64,
     /// The `seq` each follower reads next, by follower number: the window keeps every event
     /// from the smallest on.
     cursors: Vec<(u64, u64)>,
@@ -166,6 +172,11 @@ impl State {
             self.events.pop_front();
             self.first += 1;
         }
+    }
+
+    /// The `seq` the next event will have.
+    fn next_seq(&self) -> u64 {
+        self.last().map_or(self.first, |e| e.seq + 1)
     }
 
     fn move_cursor(&mut self, follower: u64, next: u64) {
@@ -247,12 +258,14 @@ impl LiveRun {
         state.next_follower += 1;
         state.cursors.push((number, from));
         let notices_seen = state.notices_said;
+        let output_seen = state.output_said;
         Follower {
             run: Arc::clone(self),
             number,
             next: from,
             earlier: VecDeque::new(),
             notices_seen,
+            output_seen,
         }
     }
 
@@ -320,6 +333,8 @@ pub struct Follower {
     earlier: VecDeque<RunEvent>,
     /// How many of the run's notices it has taken (it sees those given after it came).
     notices_seen: u64,
+    /// How many items of live output it has taken or missed (those given after it came).
+    output_seen: u64,
 }
 
 /// What a follower reads: the run's events and, between them, notices for people.
@@ -332,19 +347,26 @@ pub enum Followed {
     Event(RunEvent),
     /// A notice ([`RunObserver::on_notice`]): not an event, not in the runlog.
     Notice(String),
+    /// A running tool's live output ([`RunObserver::on_tool_output`]): not in the runlog;
+    /// a follower too slow for it is told how many lines it missed.
+    Output(Arc<LiveToolOutput>),
 }
 
 /// The notices a run keeps for followers that have not read them yet.
 const NOTICES_KEPT: usize = 8;
 
+/// The items of live output a run keeps for followers that have not read them yet (at most
+/// [`crate::live_output::MAX_LINE_BYTES`] each): older ones are missed, and said so.
+pub const OUTPUT_KEPT: usize = 256;
+
 impl Follower {
     /// The next event, waiting for it while the run goes on; `None` once the run has ended
-    /// without one. Notices are skipped.
+    /// without one. Notices and live output are skipped.
     pub async fn next(&mut self) -> Option<RunEvent> {
         loop {
             match self.next_followed().await? {
                 Followed::Event(event) => return Some(event),
-                Followed::Notice(_) => {}
+                Followed::Notice(_) | Followed::Output(_) => {}
             }
         }
     }
@@ -372,6 +394,9 @@ impl Follower {
                     let notice =
                         state.notices[usize::try_from(at - first_kept).unwrap_or(0)].clone();
                     return Some(Followed::Notice(notice));
+                }
+                if let Some(output) = take_output(&mut self.output_seen, self.next, &state) {
+                    return Some(output);
                 }
                 if let Some(event) = state.get(self.next) {
                     let event = event.clone();
@@ -415,12 +440,38 @@ impl Follower {
     }
 }
 
+/// The next item of live output a follower that read the events before `next` and
+/// `output_seen` items may read now: one printed after those events, or a count of the lines
+/// it missed by reading too slowly.
+fn take_output(output_seen: &mut u64, next: u64, state: &State) -> Option<Followed> {
+    let kept = state.output.len() as u64;
+    let first_kept = state.output_said - kept;
+    let at = (*output_seen).max(first_kept);
+    let (after, output) = state.output.get(usize::try_from(at - first_kept).ok()?)?;
+    if *after > next {
+        return None;
+    }
+    let missed = at - *output_seen;
+    if missed > 0 {
+        *output_seen = at;
+        return Some(Followed::Output(Arc::new(LiveToolOutput {
+            chunk: OutputChunk::Dropped { dropped: missed },
+            ..(**output).clone()
+        })));
+    }
+    *output_seen = at + 1;
+    Some(Followed::Output(Arc::clone(output)))
+}
+
 impl Drop for Follower {
     fn drop(&mut self) {
         let mut state = lock(&self.run.state);
         state.cursors.retain(|(n, _)| *n != self.number);
         if self.run.backlog.is_some() {
             state.trim();
+        }
+        if state.cursors.is_empty() {
+            state.output.clear();
         }
     }
 }
@@ -451,6 +502,22 @@ impl RunObserver for LiveRun {
             }
             state.notices.push_back(notice.to_owned());
             state.notices_said += 1;
+        }
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn on_tool_output(&self, output: &LiveToolOutput) {
+        {
+            let mut state = lock(&self.state);
+            if state.cursors.is_empty() {
+                return;
+            }
+            if state.output.len() == OUTPUT_KEPT {
+                state.output.pop_front();
+            }
+            let after = state.next_seq();
+            state.output.push_back((after, Arc::new(output.clone())));
+            state.output_said += 1;
         }
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -533,10 +600,7 @@ mod tests {
         run.finish(None);
         let mut seen = Vec::new();
         while let Some(item) = follower.next_followed().await {
-            seen.push(match item {
-                Followed::Event(e) => e.kind().as_str().to_owned(),
-                Followed::Notice(n) => n,
-            });
+            seen.push(shown(&item));
         }
         // A notice comes before the events not yet read when it was given.
         assert_eq!(
@@ -701,6 +765,79 @@ mod tests {
             2,
             "finish adds no second terminal event"
         );
+    }
+
+    fn output(line: &str) -> LiveToolOutput {
+        LiveToolOutput {
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            step: 0,
+            member: None,
+            chunk: OutputChunk::Line {
+                stream: fabric_domain::OutputStream::Stdout,
+                line: line.into(),
+            },
+        }
+    }
+
+    fn shown(item: &Followed) -> String {
+        match item {
+            Followed::Event(e) => e.kind().as_str().to_owned(),
+            Followed::Notice(n) => n.clone(),
+            Followed::Output(o) => match &o.chunk {
+                OutputChunk::Line { line, .. } => line.clone(),
+                OutputChunk::Dropped { dropped } => format!("missed {dropped}"),
+            },
+        }
+    }
+
+    /// Issue #42: live output reaches the followers there are, after the events recorded
+    /// before it, and `next` skips it; with nobody following nothing is kept.
+    #[tokio::test]
+    async fn issue_42_live_output_comes_in_order_among_events_and_only_to_followers() {
+        let run = RunRegistry::new().register(id());
+        run.on_event(&event(0, EventKind::RunStart)).await;
+        run.on_tool_output(&output("before anyone followed"));
+        assert!(
+            lock(&run.state).output.is_empty(),
+            "nobody follows: nothing kept"
+        );
+        let mut from_start = run.follow(0);
+        let mut plain = run.follow(0);
+        run.on_event(&event(1, EventKind::ToolCall)).await;
+        run.on_tool_output(&output("line1"));
+        run.on_event(&event(2, EventKind::RunComplete)).await;
+        run.finish(None);
+        let mut seen = Vec::new();
+        while let Some(item) = from_start.next_followed().await {
+            seen.push(shown(&item));
+        }
+        assert_eq!(seen, ["run_start", "tool_call", "line1", "run_complete"]);
+        let events: Vec<u64> =
+            std::iter::from_fn(|| futures_util::FutureExt::now_or_never(plain.next()).flatten())
+                .map(|e| e.seq)
+                .collect();
+        assert_eq!(events, [0, 1, 2]);
+        drop((from_start, plain));
+        assert!(
+            lock(&run.state).output.is_empty(),
+            "let go with the last follower"
+        );
+    }
+
+    /// Issue #42: a follower too slow for the live output is told how many items it missed.
+    #[tokio::test]
+    async fn issue_42_a_slow_follower_is_told_what_output_it_missed() {
+        let run = RunRegistry::new().register(id());
+        run.on_event(&event(0, EventKind::ToolCall)).await;
+        let mut slow = run.follow(1);
+        for i in 0..OUTPUT_KEPT + 10 {
+            run.on_tool_output(&output(&format!("l{i}")));
+        }
+        let first = slow.next_followed().await.map(|f| shown(&f));
+        assert_eq!(first.as_deref(), Some("missed 10"));
+        let next = slow.next_followed().await.map(|f| shown(&f));
+        assert_eq!(next.as_deref(), Some("l10"));
     }
 
     #[tokio::test]

@@ -14,6 +14,7 @@ mod approval;
 mod error;
 mod event;
 mod limits;
+pub mod live;
 mod message;
 mod model;
 mod run;
@@ -35,6 +36,7 @@ pub use approval::{ApprovalAsk, ApprovalMode, ApprovalPolicy, ApprovalRule, Rule
 pub use error::DomainError;
 pub use event::{EventKind, EventPayload, RunEvent};
 pub use limits::{BudgetLimits, ComplexityRouting};
+pub use live::{LiveToolOutput, OutputChunk, OutputStream};
 pub use message::{
     IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, Message, PromptCache, Role, ToolCall,
     ToolImage, Usage,

@@ -368,6 +368,7 @@ mod tests {
     fn ctx() -> ToolContext {
         ToolContext {
             sampler: None,
+            live: None,
             run_id: RunId::parse("r1").unwrap(),
             workspace: std::env::temp_dir(),
             network_allowed: false,

@@ -56,6 +56,7 @@ pub mod gate;
 pub mod history;
 mod ids;
 pub mod lazy;
+pub mod live_output;
 pub mod models;
 mod outcome;
 mod params;

@@ -54,6 +54,11 @@ impl<'a> Recorder<'a> {
         }
     }
 
+    /// The task-force member this view records for, if any.
+    pub(crate) fn member_index(&self) -> Option<u32> {
+        self.member
+    }
+
     pub(crate) fn observer(&self) -> &'a dyn RunObserver {
         self.journal.observer
     }

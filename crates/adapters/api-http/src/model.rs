@@ -270,11 +270,11 @@ impl utoipa::PartialSchema for SseFrameDoc {
         ObjectBuilder::new()
             .schema_type(Type::Object)
             .description(Some(
-                "One Server-Sent Event: `id` is the event's `seq`, `event` its `kind`, `data` the runlog line (an `EventDoc`, as JSON).",
+                "One Server-Sent Event: `id` is the event's `seq`, `event` its `kind`, `data` the runlog line (an `EventDoc`, as JSON). Between events a live stream may also carry frames that are not in the runlog and have no `id`: `event: notice` (`data: {\"run_id\", \"notice\"}`) and `event: tool_output` (a running tool's line, `data: {\"call_id\", \"tool\", \"step\", \"member\"?, \"stream\", \"line\"}`, or `{…, \"dropped\": N}` for lines left out; docs/HTTP.md).",
             ))
             .property(
                 "id",
-                text("The event's `seq`; send it back as `Last-Event-ID` to resume after it.")
+                text("The event's `seq`; send it back as `Last-Event-ID` to resume after it. (`notice` and `tool_output` frames, which are not events, have none.)")
                     .pattern(Some(crate::formats::EVENT_ID_PATTERN)),
             )
             .property("event", text("The event's `kind`."))

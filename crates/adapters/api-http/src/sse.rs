@@ -8,7 +8,7 @@
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use fabric_core::live::{Followed, LiveRun};
-use fabric_domain::RunEvent;
+use fabric_domain::{LiveToolOutput, RunEvent};
 use futures_util::Stream;
 use futures_util::stream::{self, StreamExt};
 use std::convert::Infallible;
@@ -37,6 +37,7 @@ pub(crate) fn events(
                     let frame = match follower.next_followed().await? {
                         Followed::Event(event) => to_sse(&event),
                         Followed::Notice(notice) => notice_frame(&id, &notice),
+                        Followed::Output(output) => output_frame(&output),
                     };
                     Some((frame, follower))
                 }
@@ -57,6 +58,14 @@ fn notice_frame(id: &fabric_domain::RunId, notice: &str) -> Event {
     Event::default()
         .event("notice")
         .data(serde_json::json!({"run_id": id.as_str(), "notice": notice}).to_string())
+}
+
+/// A running tool's live output (issue #42, ADR-106): an `event: tool_output` frame with no
+/// `id:` and `data: {"call_id", "tool", "step", "member"?, "stream", "line"}` or
+/// `{…, "dropped": N}`. Not in the runlog.
+fn output_frame(output: &LiveToolOutput) -> Event {
+    let data = serde_json::to_string(output).unwrap_or_else(|_| "{}".to_owned());
+    Event::default().event("tool_output").data(data)
 }
 
 fn to_sse(event: &RunEvent) -> Event {

@@ -21,6 +21,8 @@ const CUT_CHARS = 1200;
 const CUT_LINES = 24;
 // Time one animation frame may spend drawing events, in milliseconds.
 const FRAME_BUDGET_MS = 10;
+// The newest lines of a running call's live output kept on the page (issue #42).
+const LIVE_LINES_SHOWN = 200;
 const STATUSES = [
   'running', 'completed', 'completed_without_finish', 'partial', 'max_steps_exceeded',
   'budget_exceeded', 'llm_error', 'model_unsupported', 'cancelled', 'failed', 'interrupted',
@@ -259,9 +261,10 @@ async function readSse(response, onFrame) {
 }
 
 // Follows a run's events from the start until its terminal event, reconnecting with
-// `Last-Event-ID` when the connection drops. Calls `onEvent(event)` in order, and
-// `onState(text)` with what the follow is doing.
-async function followRun(runId, signal, onEvent, onState) {
+// `Last-Event-ID` when the connection drops. Calls `onEvent(event)` in order,
+// `onOutput(item)` with a running tool's live output (`event: tool_output`, issue #42: not
+// an event, no `seq`), and `onState(text)` with what the follow is doing.
+async function followRun(runId, signal, onEvent, onState, onOutput) {
   let last = null;
   let ended = false;
   let wait = 500;
@@ -277,6 +280,10 @@ async function followRun(runId, signal, onEvent, onState) {
         try {
           event = JSON.parse(frame.data);
         } catch (_) {
+          return;
+        }
+        if (frame.event === 'tool_output') {
+          if (onOutput) onOutput(event);
           return;
         }
         if (typeof event.seq === 'number') {
@@ -636,7 +643,7 @@ class Timeline {
       if (state === 'not-live') this.activity.textContent = 'This server is not running this run: its runlog has no end (its process stopped, or another process runs it).';
       else if (state === 'reconnecting') this.activity.textContent = 'Connection lost; reconnecting…';
       else if (state === 'error') this.activity.replaceChildren(errorBox({ message: detail }));
-    });
+    }, (output) => this.push({ live: output }));
     return this;
   }
 
@@ -657,6 +664,11 @@ class Timeline {
       const event = this.queue[this.next];
       this.queue[this.next] = null;
       this.next += 1;
+      // A running tool's live line goes under its call, in the order it came among events.
+      if (event.live) {
+        this.liveOutput(event.live);
+        continue;
+      }
       this.count += 1;
       try {
         this.render(event, fragment);
@@ -861,10 +873,35 @@ class Timeline {
     return node;
   }
 
+  // A line a running call printed (issue #42), under the call; its result replaces them.
+  liveOutput(output) {
+    const key = (typeof output.member === 'number' ? output.member : '') + ':' + output.call_id;
+    const call = this.calls.get(key);
+    if (!call || call.ended) return;
+    if (!call.live) {
+      call.live = el('pre', { class: 'live-output', 'data-call': output.call_id });
+      call.node.append(call.live);
+    }
+    const line = typeof output.line === 'string'
+      ? el('span', { class: 'line ' + (output.stream === 'stderr' ? 'stderr' : 'stdout'), text: output.line })
+      : el('span', { class: 'line dropped', text: `… ${number(output.dropped || 0)} lines not shown (live output is rate-limited)` });
+    call.live.append(line, '\n');
+    // The newest lines only: a long command's output is in its result.
+    while (call.live.childNodes.length > 2 * LIVE_LINES_SHOWN) {
+      call.live.firstChild.remove();
+      call.live.firstChild.remove();
+    }
+    call.live.scrollTop = call.live.scrollHeight;
+  }
+
   toolEnd(event, out) {
     const p = event.payload || {};
     // The call stays known after its end: a `security_event` about it comes after.
     const call = this.calls.get(this.callKey(event, p.call_id));
+    if (call) {
+      call.ended = true;
+      if (call.live) call.live.remove();
+    }
     let node;
     if (event.kind === 'tool_result') {
       node = el('div', { class: 'result ok', 'data-seq': event.seq }, el('span', { class: 'mark', text: '✓ ' }));

@@ -68,6 +68,7 @@ fn specialist(servers: Vec<McpServerSpec>, tools: &[&str]) -> SpecialistSpec {
 fn ctx(dir: &std::path::Path) -> ToolContext {
     ToolContext {
         sampler: None,
+        live: None,
         run_id: RunId::parse("test-run").unwrap_or_else(|e| panic!("{e}")),
         workspace: dir.to_path_buf(),
         network_allowed: false,

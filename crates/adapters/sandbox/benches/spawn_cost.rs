@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 fn per_command(sandbox: Option<&OsSandbox>, ws: &std::path::Path, n: u32) -> f64 {
     let ctx = ToolContext {
         sampler: None,
+        live: None,
         run_id: RunId::parse("bench").unwrap(),
         workspace: ws.to_path_buf(),
         network_allowed: false,

@@ -16,6 +16,9 @@
 //! - Output is read concurrently from both pipes and only the first `max_output_chars`
 //!   bytes of each are stored; the rest is drained and counted, so a command printing
 //!   gigabytes cannot exhaust memory nor block on a full pipe.
+//! - While it runs, each line of either stream also goes to the run's followers through
+//!   `ToolContext::live_lines` (issue #42, ADR-106), bounded in size and rate by the engine;
+//!   the result above is the same with or without followers.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -23,7 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fabric_domain::{ToolAnnotations, ToolSpec, builtin};
+use fabric_domain::{OutputStream, ToolAnnotations, ToolSpec, builtin};
+use fabric_engine::live_output::LineSplitter;
 use fabric_engine::typed::TypedTool;
 use fabric_engine::{SandboxGuard, ToolContext, ToolError};
 use rustix::process::{Pid, Signal, kill_process_group};
@@ -321,8 +325,8 @@ impl TypedTool for ShellTool {
                         group.kill();
                         status
                     },
-                    capture(stdout, cap),
-                    capture(stderr, cap),
+                    capture(stdout, cap, ctx.live_lines(OutputStream::Stdout)),
+                    capture(stderr, cap, ctx.live_lines(OutputStream::Stderr)),
                 )
             };
             tokio::pin!(work);
@@ -602,8 +606,14 @@ impl Captured {
 }
 
 /// Reads a stream to its end, keeping at most `cap` bytes. Reading on after the cap keeps
-/// the pipe drained, so the command never blocks on a full pipe.
-async fn capture<R: AsyncRead + Unpin>(reader: Option<R>, cap: usize) -> Captured {
+/// the pipe drained, so the command never blocks on a full pipe. With `live`, every line is
+/// also handed to the run's followers as it comes (issue #42; bounded by the engine, never
+/// stored).
+async fn capture<R: AsyncRead + Unpin>(
+    reader: Option<R>,
+    cap: usize,
+    mut live: Option<LineSplitter>,
+) -> Captured {
     let mut captured = Captured::default();
     let Some(mut reader) = reader else {
         return captured;
@@ -613,6 +623,9 @@ async fn capture<R: AsyncRead + Unpin>(reader: Option<R>, cap: usize) -> Capture
         match reader.read(&mut buf).await {
             Ok(0) => break,
             Ok(n) => {
+                if let Some(lines) = live.as_mut() {
+                    lines.push(&buf[..n]);
+                }
                 captured.total += n as u64;
                 let room = cap.saturating_sub(captured.kept.len());
                 captured.kept.extend_from_slice(&buf[..n.min(room)]);
@@ -623,6 +636,9 @@ async fn capture<R: AsyncRead + Unpin>(reader: Option<R>, cap: usize) -> Capture
                 break;
             }
         }
+    }
+    if let Some(lines) = live {
+        lines.finish();
     }
     captured
 }
@@ -645,7 +661,7 @@ mod tests {
     #[tokio::test]
     async fn capture_keeps_the_cap_and_counts_the_rest() {
         let data = vec![b'x'; 100_000];
-        let captured = capture(Some(&data[..]), 1_000).await;
+        let captured = capture(Some(&data[..]), 1_000, None).await;
         assert_eq!(captured.kept.len(), 1_000);
         assert_eq!(captured.total, 100_000);
         let text = captured.render();
@@ -675,6 +691,7 @@ mod tests {
         use fabric_engine::Tool;
         let ctx = ToolContext {
             sampler: None,
+            live: None,
             run_id: fabric_domain::RunId::parse("issue-15").unwrap(),
             workspace: std::env::temp_dir(),
             network_allowed: false,

@@ -103,6 +103,7 @@ fn config(agent: &Agent, timeout_s: u64) -> RemoteAgentConfig {
 fn ctx() -> ToolContext {
     ToolContext {
         sampler: None,
+        live: None,
         run_id: RunId::parse("test-run").unwrap(),
         workspace: std::env::temp_dir(),
         network_allowed: true,

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 fn ctx(workspace: &Path) -> ToolContext {
     ToolContext {
         sampler: None,
+        live: None,
         run_id: RunId::parse("test-run").unwrap(),
         workspace: workspace.to_path_buf(),
         network_allowed: false,

@@ -293,6 +293,9 @@ registry) and carried by the contract of every tool it names. Models see them:
     );
     for t in &builtins {
         tool(&mut out, t.spec(), None);
+        if t.spec().name == fabric_domain::builtin::SHELL {
+            out.push_str(&live_output_note());
+        }
     }
     out.push_str(
         "## Tools the fabric adds\n\nThese come with a feature rather than by name in `tools`.\n\n",
@@ -321,6 +324,20 @@ registry) and carried by the contract of every tool it names. Models see them:
          a specialist with `tool_loading: lazy` (MCP.md, \"Progressive tool loading\").\n",
     );
     out
+}
+
+/// What `shell` shows the people following a run while a command runs (issue #42).
+fn live_output_note() -> String {
+    use fabric_core::live_output::{BURST_LINES, LINES_PER_SECOND, MAX_LINE_BYTES};
+    format!(
+        "**While a command runs** each line of its stdout and stderr also reaches the people \
+         following the run: `fabric run`'s output under the call, the `tool_output` frames of \
+         `GET /runs/{{id}}/events` and the web viewer (HTTP.md). Per call, a line is cut at \
+         {MAX_LINE_BYTES} bytes (saying how many more it had), and at most {BURST_LINES} lines \
+         go out at once, then {LINES_PER_SECOND} a second; the lines left out are counted and \
+         the count is shown. These lines are never recorded (RUNLOG.md) and the model never \
+         sees them: the result above is the same with or without followers (ADR-106).\n\n"
+    )
 }
 
 #[test]

@@ -27,6 +27,7 @@ async fn serve(router: Router) -> String {
 fn ctx(network_allowed: bool) -> ToolContext {
     ToolContext {
         sampler: None,
+        live: None,
         run_id: RunId::parse("test-run").unwrap(),
         workspace: std::env::temp_dir(),
         network_allowed,

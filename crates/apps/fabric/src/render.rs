@@ -3,7 +3,10 @@
 use async_trait::async_trait;
 use console::{Style, Term};
 use fabric_core::{ChatObserver, RunObserver};
-use fabric_domain::{EventPayload, RunEvent, UtcTime, runlog, visible_line, visible_text};
+use fabric_domain::{
+    EventPayload, LiveToolOutput, OutputChunk, OutputStream, RunEvent, UtcTime, runlog,
+    visible_line, visible_text,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 use std::io::Write;
@@ -111,6 +114,27 @@ impl RunObserver for HumanRenderer {
             self.warn.apply_to("⚠"),
             visible_line(notice)
         ));
+    }
+
+    /// A running command's line under its call (issue #42): `  │ line` (stderr's in the
+    /// warning colour), and `  │ … N lines not shown` for what the rate left out.
+    fn on_tool_output(&self, output: &LiveToolOutput) {
+        let text = match &output.chunk {
+            OutputChunk::Line { stream, line } => {
+                let line = visible_line(line);
+                match stream {
+                    OutputStream::Stdout => self.dim.apply_to(line).to_string(),
+                    OutputStream::Stderr => self.warn.apply_to(line).to_string(),
+                }
+            }
+            OutputChunk::Dropped { dropped } => self
+                .dim
+                .apply_to(format!(
+                    "… {dropped} lines not shown (live output is rate-limited)"
+                ))
+                .to_string(),
+        };
+        self.line(format!("  {} {text}", self.dim.apply_to("│")));
     }
 
     async fn on_event(&self, event: &RunEvent) {

@@ -670,6 +670,10 @@ impl RunTask {
             live: self.live.as_ref(),
             sinks: &self.service.inner.sinks,
             extra: self.submission.observer.as_deref(),
+            output: Arc::new(tee::LiveOutput {
+                live: Arc::clone(&self.live),
+                extra: self.submission.observer.clone(),
+            }),
         }
     }
 

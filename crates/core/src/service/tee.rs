@@ -1,9 +1,11 @@
 //! Every event to the live buffer and to the submitter's own observer.
 
 use async_trait::async_trait;
-use fabric_domain::RunEvent;
+use fabric_domain::{LiveToolOutput, RunEvent};
+use std::sync::Arc;
 
 use crate::live::LiveRun;
+use crate::live_output::OutputObserver;
 use crate::ports::{ChatObserver, EventSink, RunObserver};
 
 /// The service's sinks (metrics, traces) and the live run first (followers by id), then the
@@ -12,6 +14,24 @@ pub(super) struct Tee<'a> {
     pub(super) live: &'a LiveRun,
     pub(super) sinks: &'a [std::sync::Arc<dyn EventSink>],
     pub(super) extra: Option<&'a dyn RunObserver>,
+    /// The same two for the run's tools' live output, which outlives a borrow.
+    pub(super) output: Arc<LiveOutput>,
+}
+
+/// Where the run's tools' live output goes (issue #42): the live run's followers, then the
+/// submitter's observer. Not the service's sinks: it is not an event.
+pub(super) struct LiveOutput {
+    pub(super) live: Arc<LiveRun>,
+    pub(super) extra: Option<Arc<dyn RunObserver>>,
+}
+
+impl OutputObserver for LiveOutput {
+    fn on_tool_output(&self, output: &LiveToolOutput) {
+        self.live.on_tool_output(output);
+        if let Some(extra) = &self.extra {
+            extra.on_tool_output(output);
+        }
+    }
 }
 
 impl ChatObserver for Tee<'_> {
@@ -45,5 +65,13 @@ impl RunObserver for Tee<'_> {
         if let Some(extra) = self.extra {
             extra.on_notice(notice);
         }
+    }
+
+    fn on_tool_output(&self, output: &LiveToolOutput) {
+        self.output.on_tool_output(output);
+    }
+
+    fn output_observer(&self) -> Option<Arc<dyn OutputObserver>> {
+        Some(self.output.clone())
     }
 }

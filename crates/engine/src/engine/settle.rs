@@ -296,7 +296,11 @@ impl<'a> Loop<'a, '_> {
         call: &ToolCall,
         args: Result<Value, ArgumentsError>,
     ) -> Result<CallOutcome, Stop> {
-        let ctx = self.ctx;
+        // Its live output (issue #42) is named after it; dropped with the call, which says
+        // what was left out.
+        let ctx = &self
+            .ctx
+            .for_call(step, self.rec.member_index(), &call.id, &call.name);
         let budget = &ctx.lineage.budget;
         let running = dispatch(call, args, &self.catalogue, self.attempted_work, ctx);
         tokio::pin!(running);

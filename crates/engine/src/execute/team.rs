@@ -52,6 +52,9 @@ pub(super) async fn run(
     }
     let ctx = ToolContext {
         sampler: None,
+        live: observer
+            .output_observer()
+            .map(crate::live_output::LiveSink::new),
         run_id: run.id.clone(),
         workspace: run.workspace.clone(),
         network_allowed: force.network_allowed,

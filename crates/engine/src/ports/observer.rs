@@ -1,5 +1,6 @@
 use async_trait::async_trait;
-use fabric_domain::RunEvent;
+use fabric_domain::{LiveToolOutput, RunEvent};
+use std::sync::Arc;
 
 use super::ChatObserver;
 
@@ -23,6 +24,19 @@ pub trait RunObserver: ChatObserver {
     /// default ignores it.
     fn on_notice(&self, notice: &str) {
         let _ = notice;
+    }
+
+    /// What a running tool printed (issue #42: a `shell` command's lines), bounded by the
+    /// engine (`crate::live`); live only, never in the runlog. Called from the tool's task
+    /// and never awaited: it must only queue or print. The default ignores it.
+    fn on_tool_output(&self, output: &LiveToolOutput) {
+        let _ = output;
+    }
+
+    /// Where the run's tools publish their live output (`ToolContext::live`); `None`, the
+    /// default: nobody follows it, and tools do not split their output into lines.
+    fn output_observer(&self) -> Option<Arc<dyn crate::live_output::OutputObserver>> {
+        None
     }
 }
 

@@ -22,6 +22,30 @@ pub struct ToolContext {
     /// The member's model, for a tool's server that asks for a completion (MCP sampling);
     /// `None` outside a member's loop.
     pub sampler: Option<std::sync::Arc<dyn crate::ports::Sampler>>,
+    /// Where the tool publishes what it prints while it runs, for the run's followers
+    /// (issue #42; never recorded); `None` outside a run or when nobody can follow it.
+    pub live: Option<crate::live_output::LiveSink>,
+}
+
+impl ToolContext {
+    /// The context of one call: its live output named after the call, at its own rate.
+    pub fn for_call(&self, step: u32, member: Option<u32>, call_id: &str, tool: &str) -> Self {
+        Self {
+            live: self
+                .live
+                .as_ref()
+                .map(|live| live.for_call(step, member, call_id, tool)),
+            ..self.clone()
+        }
+    }
+
+    /// A splitter of `stream`'s bytes into live lines, while a call runs with followers.
+    pub fn live_lines(
+        &self,
+        stream: fabric_domain::OutputStream,
+    ) -> Option<crate::live_output::LineSplitter> {
+        self.live.as_ref()?.lines(stream)
+    }
 }
 
 /// Why a tool call failed. The message goes to the model as is, so it says exactly what was

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) fn ctx(workspace: &Path, network: bool) -> ToolContext {
     ToolContext {
         sampler: None,
+        live: None,
         run_id: RunId::parse("ns-test").unwrap(),
         workspace: workspace.to_path_buf(),
         network_allowed: network,

@@ -277,6 +277,7 @@ mod tests {
     fn ctx() -> ToolContext {
         ToolContext {
             sampler: None,
+            live: None,
             run_id: fabric_domain::RunId::parse("issue-15").unwrap(),
             workspace: std::env::temp_dir(),
             network_allowed: true,

@@ -360,6 +360,7 @@ fn context() -> ToolContext {
         cancel: Default::default(),
         lineage: Default::default(),
         sampler: None,
+        live: None,
     }
 }
 

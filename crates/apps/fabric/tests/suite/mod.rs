@@ -22,6 +22,7 @@ mod docs_contracts;
 mod durability;
 mod eval;
 mod issue_40_first;
+mod live_output;
 mod llm_failures;
 mod local_models;
 mod logs;

@@ -40,6 +40,17 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web/web_ui.py")
 }
 
+/// Runs one case of the browser script and returns what it saw (with the browser to itself).
+pub(crate) async fn browse_case(
+    python: &Path,
+    served: &Served,
+    case: &str,
+    extra: &[&str],
+) -> Value {
+    let _one = ONE_BROWSER.lock().await;
+    browse(python, served, case, extra).await
+}
+
 /// Runs one case of the browser script and returns what it saw.
 pub(super) async fn browse(python: &Path, served: &Served, case: &str, extra: &[&str]) -> Value {
     Browsing::open(python, served, case, extra).seen().await

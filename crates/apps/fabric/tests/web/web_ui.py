@@ -24,6 +24,8 @@ Cases:
   first_page with many runs stored: how long the first page takes, three loads
   big_run    a run of many steps (--run-id): how long it takes to draw, and how responsive
              the page stays meanwhile
+  live_output a running `shell` command (--run-id): its lines under its call while it runs
+             (issue #42), replaced by its result at its end
 """
 import argparse
 import base64
@@ -262,6 +264,26 @@ def case_cancel(b, args):
     return {"shown": shown}
 
 
+def case_live_output(b, args):
+    b.open("#/runs/" + args.run_id)
+    b.wait("document.querySelectorAll('.ev.call .live-output .line').length >= 2", timeout=30,
+           what="two live lines under the running call")
+    running = {
+        "state": b.js("return document.body.dataset.runState"),
+        "lines": [e.text for e in b.find_all(".ev.call .live-output .line")],
+        "classes": [e.get_attribute("class") for e in b.find_all(".ev.call .live-output .line")],
+        "results": len(b.find_all(".ev.call .result")),
+    }
+    b.shot("run-live-output")
+    wait_drawn(b, "the run's end")
+    ended = {
+        "live_blocks": len(b.find_all(".live-output")),
+        "results": [e.text for e in b.find_all(".ev.call .result")],
+    }
+    b.shot("run-live-output-ended")
+    return {"running": running, "ended": ended}
+
+
 def listed(b):
     return [
         {
@@ -475,7 +497,7 @@ CASES = {
     "continued": case_continued,
     "live": case_live, "resume": case_resume, "cancel": case_cancel, "list": case_list, "start": case_start,
     "token": case_token, "delegation": case_delegation, "first_page": case_first_page,
-    "big_run": case_big_run,
+    "big_run": case_big_run, "live_output": case_live_output,
 }
 
 
