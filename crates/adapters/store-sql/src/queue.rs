@@ -238,6 +238,22 @@ impl RunQueue for SqlStore {
             .map_err(|e| self.err(&e))
     }
 
+    async fn requeue(&self, id: &RunId) -> Result<bool, StoreError> {
+        self.require_postgres()?;
+        let rows = self
+            .inner
+            .db
+            .fetch_all(
+                "WITH back AS (UPDATE run_queue SET state = 'queued', owner = NULL, lease_until = NULL \
+                 WHERE run_id = $1 AND state = 'done' RETURNING run_id) \
+                 SELECT pg_notify('fabric_queue', run_id) FROM back",
+                vec![id.as_str().into()],
+            )
+            .await
+            .map_err(|e| self.err(&e))?;
+        Ok(!rows.is_empty())
+    }
+
     async fn cancel(&self, id: &RunId) -> Result<QueuedCancel, StoreError> {
         self.require_postgres()?;
         let db = &self.inner.db;

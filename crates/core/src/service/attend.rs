@@ -266,6 +266,17 @@ impl RunService {
             by: answer.by,
         });
         self.inner.store.post_to_inbox(id, &item).await?;
+        // With a queue, a worker continues it (it waits in the queue as done until then).
+        if let Some(queue) = self.inner.queue.clone() {
+            if !queue.requeue(id).await? {
+                return Err(InvalidRequest::NotWaiting {
+                    id: id.clone(),
+                    status: RunStatus::Running,
+                }
+                .into());
+            }
+            return Ok(self.follow_queued(id, queue));
+        }
         let mut submission = Submission::resume(id.clone()).attended(when);
         submission.observer = observer;
         self.submit(submission)

@@ -151,6 +151,28 @@ impl RunService {
     }
 }
 
+impl RunService {
+    /// Follows run `id`, which a worker is to run (an answered run put back in the queue),
+    /// as a run submitted here is followed: its handle.
+    pub(super) fn follow_queued(&self, id: &RunId, queue: Arc<dyn RunQueue>) -> super::RunHandle {
+        let live = self.inner.registry.register(id.clone());
+        let (done_tx, done_rx) = oneshot::channel();
+        let (service, run) = (self.clone(), Arc::clone(&live));
+        self.inner.tracker.spawn(async move {
+            let result = follow_into(queue, &run, None).await;
+            run.finish(result.as_ref().err().map(ToString::to_string).as_deref());
+            service.inner.registry.remove(run.id());
+            let _ = done_tx.send(result);
+        });
+        super::RunHandle {
+            id: id.clone(),
+            live,
+            prepared: None,
+            done: done_rx,
+        }
+    }
+}
+
 /// Feeds the run's events from the queue into its live run (and `observer`) until its
 /// terminal event; a cancellation of the live run is passed on to the queue once.
 async fn follow_into(
@@ -191,7 +213,8 @@ async fn follow_into(
         if let Some(observer) = observer {
             observer.on_event(&event).await;
         }
-        if event.kind().is_terminal() {
+        // A run that waits for a person lets go of its worker: followed up to its question.
+        if event.kind().is_terminal() || event.kind() == fabric_domain::EventKind::InputRequired {
             return Ok(outcome_of(
                 &id,
                 start.as_ref(),
@@ -210,7 +233,7 @@ fn outcome_of(
     recruitment: Option<&runlog::Recruitment>,
     end: &RunEvent,
 ) -> RunOutcome {
-    let status = crate::live::terminal_status(end);
+    let status = crate::live::status_after(Some(end));
     let payload = end.run_end();
     let reason = end.end_reason().map(str::to_owned);
     RunOutcome {

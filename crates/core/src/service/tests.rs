@@ -327,6 +327,9 @@ impl crate::ports::RunQueue for FakeQueue {
             })
             .collect())
     }
+    async fn requeue(&self, _: &RunId) -> Result<bool, StoreError> {
+        Ok(false)
+    }
     async fn release(
         &self,
         id: &RunId,

@@ -99,6 +99,11 @@ pub trait RunQueue: Send + Sync {
     /// Lets go of a claimed run (see [`Release`]). Ignored with an older fence.
     async fn release(&self, id: &RunId, fence: i64, how: Release) -> Result<(), StoreError>;
 
+    /// Puts back in the queue a run that let go of its worker to wait for a person's answer
+    /// (its claim released as done) now that the answer is in its inbox; `false` when it is
+    /// not there to put back (another answer did, or it runs).
+    async fn requeue(&self, id: &RunId) -> Result<bool, StoreError>;
+
     /// Asks to cancel a run wherever it is.
     async fn cancel(&self, id: &RunId) -> Result<QueuedCancel, StoreError>;
 
