@@ -59,7 +59,8 @@ impl RunService {
             .get(member)
             .cloned()
             .unwrap_or_default();
-        if request.specialists.is_empty() && !specialist.is_empty() {
+        let chosen = request.specialists.is_empty() && !specialist.is_empty();
+        if chosen {
             request.specialists = vec![specialist.clone()];
         }
         if request.model_key.is_none() {
@@ -69,9 +70,11 @@ impl RunService {
                 .and_then(|m| m.model.as_ref())
                 .map(|(key, _)| key.clone());
         }
-        let inherited = self
+        let mut inherited = self
             .conversation(&history, &events, member, asked.mode(), specialist)
             .await?;
+        inherited.chosen = chosen
+            .then(|| format!("the specialist of run {id}, whose conversation this run continues"));
         let files = self.files_of(&id, &history);
         Ok(Some(Continuation {
             inherited,

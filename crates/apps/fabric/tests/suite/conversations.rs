@@ -385,9 +385,11 @@ async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
     let events = served.runlog(&second);
     let start = &of_kind(&events, "run_start")[0]["payload"];
     assert_eq!(start["continues"]["run_id"], id.as_str());
+    let recruitment = &of_kind(&events, "recruitment")[0]["payload"];
+    assert_eq!(recruitment["specialist_id"], "engineering");
     assert_eq!(
-        of_kind(&events, "recruitment")[0]["payload"]["specialist_id"],
-        "engineering"
+        recruitment["reason"],
+        format!("the specialist of run {id}, whose conversation this run continues")
     );
 
     // The refusals, each with its status and code.
