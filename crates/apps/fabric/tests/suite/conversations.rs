@@ -697,3 +697,39 @@ async fn issue_42_the_viewer_links_a_continued_run_to_the_run_it_continues() {
     let row = seen["row"].as_str().unwrap_or_default();
     assert!(row.contains("(5 messages inherited)"), "{seen}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_continued_run_killed_and_resumed_keeps_its_inherited_conversation() {
+    let mut turns = two_runs();
+    // The continuation's first answer comes slowly: its process is killed meanwhile.
+    turns[2].delay_ms = Some(5_000);
+    turns.insert(
+        3,
+        Turn::tool_call("read_file", json!({"path": "hello.txt"})),
+    );
+    let fx = Fixture::new(turns).await;
+    let first = fx.run_json("write hello.txt", &[], 0).await;
+    let id = run_id(&first);
+    let mut child = fx
+        .command(&["run", "now read it back", "--continue", &id, "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start");
+    let runs = fx.workspace_root().join("runs");
+    let second = wait_for_new_run(&runs, &id).await;
+    child.start_kill().expect("SIGKILL");
+    child.wait().await.expect("wait");
+    let resumed = fx.fabric(&["resume", &second, "--json"]).await;
+    resumed.assert_code(0);
+    let requests = fx.requests();
+    assert_inherits(&requests, 1, "now read it back");
+    assert_eq!(
+        serde_json::to_string(&messages(&requests[3])).expect("json"),
+        serde_json::to_string(&messages(&requests[2])).expect("json"),
+        "the resumed run asks with the same inherited conversation"
+    );
+    let events = super::fixture::read_runlog(&runs.join(&second).join("runlog.jsonl"));
+    assert_eq!(of_kind(&events, "run_resumed").len(), 1);
+    assert_eq!(of_kind(&events, "run_complete").len(), 1);
+}
