@@ -733,3 +733,39 @@ async fn issue_42_a_continued_run_killed_and_resumed_keeps_its_inherited_convers
     assert_eq!(of_kind(&events, "run_resumed").len(), 1);
     assert_eq!(of_kind(&events, "run_complete").len(), 1);
 }
+
+/// The same through the official Python A2A SDK: `reference_task_ids` in the task's context.
+#[cfg_attr(
+    fabric_no_a2a,
+    ignore = "needs the Python A2A SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_the_python_a2a_sdk_continues_a_task_by_reference() {
+    use super::serve_fixture::{Options, Served, TOKEN};
+    let served = Served::with(
+        fabric_test_support::Scenario::new(two_runs()),
+        Options {
+            auth: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let output =
+        super::a2a_server::python("tests/a2a/continue_task.py", &[&served.base, TOKEN]).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let first = seen["first"]["id"].as_str().expect("first id");
+    let second = &seen["second"];
+    assert_eq!(second["status"]["state"], "TASK_STATE_COMPLETED", "{seen}");
+    assert_eq!(second["contextId"], "sdk-conv", "{seen}");
+    assert_inherits(&served.fx.requests(), 1, "now read it back");
+    let events = served.runlog(second["id"].as_str().expect("id"));
+    let start = &of_kind(&events, "run_start")[0]["payload"];
+    assert_eq!(start["continues"]["run_id"], first);
+}
