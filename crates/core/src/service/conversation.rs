@@ -52,7 +52,12 @@ impl RunService {
         }
         let (history, events) = self.read_ended(&id).await?;
         let workspace = project_of(&history);
+        let named = request.project.is_some();
         same_project(&id, workspace.as_ref(), request)?;
+        if !named {
+            // The earlier run's project is held to this server's roots like a named one.
+            self.confine_project(request)?;
+        }
         let member = chosen_member(&id, &history, request)?;
         let specialist = history
             .specialist_ids()
@@ -267,6 +272,12 @@ pub(super) async fn copy_files(from: PathBuf, to: PathBuf) -> Result<(), std::io
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<(), std::io::Error> {
+    // Nothing to copy: the earlier run's files are not on this machine (a worker of its
+    // own), or it had none.
+    if !from.is_dir() {
+        tracing::warn!(from = %from.display(), "the earlier run's files are not here; the continued run starts without them");
+        return Ok(());
+    }
     let mut pending = vec![(from.to_path_buf(), to.to_path_buf())];
     while let Some((src, dst)) = pending.pop() {
         std::fs::create_dir_all(&dst)?;

@@ -357,6 +357,8 @@ fn served_turns() -> Vec<Turn> {
         ..Turn::tool_call("list_files", json!({}))
     });
     turns.push(finish("listed"));
+    // A run on a project, started from the command line.
+    turns.push(list_and_finish("looked"));
     turns
 }
 
@@ -437,6 +439,30 @@ async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
         "{body}"
     );
     served.wait_status(&running, "completed").await;
+
+    // A project run made on the command line is held to the server's `project_roots` (none
+    // here) when a client continues it, as a named project would be.
+    let repo = user_repo(&served.fx);
+    let cli = served
+        .fx
+        .fabric(&[
+            "run",
+            "look",
+            "--pack",
+            "engineering",
+            "--json",
+            "--project",
+            repo.to_str().expect("utf-8"),
+        ])
+        .await;
+    cli.assert_code(0);
+    let on_project = run_id(&cli.json());
+    let (code, body) = refused(json!({"prompt": "x", "continues": {"run_id": on_project}})).await;
+    assert_eq!(
+        (code, &body["error"]["code"]),
+        (422, &json!("invalid_project")),
+        "{body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
