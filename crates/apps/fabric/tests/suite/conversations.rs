@@ -362,10 +362,8 @@ fn served_turns() -> Vec<Turn> {
     turns
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
-    use super::serve_fixture::Served;
-    let served = Served::start(served_turns()).await;
+/// The first run of [`two_runs`] through `POST /run`; its id.
+async fn first_over_http(served: &super::serve_fixture::Served) -> String {
     let (code, first) = served
         .post_json(
             "/run",
@@ -373,7 +371,14 @@ async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
         )
         .await;
     assert_eq!(code, 200, "{first}");
-    let id = run_id(&first);
+    run_id(&first)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
+    use super::serve_fixture::Served;
+    let served = Served::start(served_turns()).await;
+    let id = first_over_http(&served).await;
     let (code, accepted) = served
         .post_json(
             "/runs",
@@ -503,18 +508,22 @@ async fn issue_42_the_mcp_run_task_continues_a_run() {
     );
 }
 
+/// `fabric serve` with the token, over [`two_runs`].
+async fn served_with_token() -> super::serve_fixture::Served {
+    super::serve_fixture::Served::with(
+        fabric_test_support::Scenario::new(two_runs()),
+        super::serve_fixture::Options {
+            auth: true,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_42_an_a2a_message_naming_an_earlier_task_continues_its_run() {
     use super::a2a_server::rpc;
-    use super::serve_fixture::{Options, Served};
-    let served = Served::with(
-        fabric_test_support::Scenario::new(two_runs()),
-        Options {
-            auth: true,
-            ..Options::default()
-        },
-    )
-    .await;
+    let served = served_with_token().await;
     let message = |text: &str, context: &str, reference: Option<&str>| {
         let mut m = json!({"messageId": text, "role": "ROLE_USER", "contextId": context,
             "parts": [{"text": text}]});
@@ -695,14 +704,7 @@ async fn issue_42_the_viewer_links_a_continued_run_to_the_run_it_continues() {
         return;
     };
     let served = super::serve_fixture::Served::start(two_runs()).await;
-    let (code, first) = served
-        .post_json(
-            "/run",
-            json!({"prompt": "write hello.txt", "pack": "engineering"}),
-        )
-        .await;
-    assert_eq!(code, 200, "{first}");
-    let id = run_id(&first);
+    let id = first_over_http(&served).await;
     let (code, second) = served
         .post_json(
             "/run",
@@ -767,15 +769,8 @@ async fn issue_42_a_continued_run_killed_and_resumed_keeps_its_inherited_convers
 )]
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_42_the_python_a2a_sdk_continues_a_task_by_reference() {
-    use super::serve_fixture::{Options, Served, TOKEN};
-    let served = Served::with(
-        fabric_test_support::Scenario::new(two_runs()),
-        Options {
-            auth: true,
-            ..Options::default()
-        },
-    )
-    .await;
+    use super::serve_fixture::TOKEN;
+    let served = served_with_token().await;
     let output =
         super::a2a_server::python("tests/a2a/continue_task.py", &[&served.base, TOKEN]).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
