@@ -28,6 +28,9 @@ pub struct Inherited {
     pub messages: Vec<Message>,
     /// The link recorded in `run_start`.
     pub link: runlog::Continues,
+    /// Why the specialist, when the continuation chose it (the request named none): the
+    /// recruitment's reason.
+    pub chosen: Option<String>,
 }
 
 impl Inherited {
@@ -45,7 +48,11 @@ impl Inherited {
             digest: digest(&messages),
             messages: messages.len(),
         };
-        Self { messages, link }
+        Self {
+            messages,
+            link,
+            chosen: None,
+        }
     }
 }
 

@@ -52,14 +52,20 @@ impl RunService {
         }
         let (history, events) = self.read_ended(&id).await?;
         let workspace = project_of(&history);
+        let named = request.project.is_some();
         same_project(&id, workspace.as_ref(), request)?;
+        if !named {
+            // The earlier run's project is held to this server's roots like a named one.
+            self.confine_project(request)?;
+        }
         let member = chosen_member(&id, &history, request)?;
         let specialist = history
             .specialist_ids()
             .get(member)
             .cloned()
             .unwrap_or_default();
-        if request.specialists.is_empty() && !specialist.is_empty() {
+        let chosen = request.specialists.is_empty() && !specialist.is_empty();
+        if chosen {
             request.specialists = vec![specialist.clone()];
         }
         if request.model_key.is_none() {
@@ -69,9 +75,11 @@ impl RunService {
                 .and_then(|m| m.model.as_ref())
                 .map(|(key, _)| key.clone());
         }
-        let inherited = self
+        let mut inherited = self
             .conversation(&history, &events, member, asked.mode(), specialist)
             .await?;
+        inherited.chosen = chosen
+            .then(|| format!("the specialist of run {id}, whose conversation this run continues"));
         let files = self.files_of(&id, &history);
         Ok(Some(Continuation {
             inherited,
@@ -264,6 +272,12 @@ pub(super) async fn copy_files(from: PathBuf, to: PathBuf) -> Result<(), std::io
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<(), std::io::Error> {
+    // Nothing to copy: the earlier run's files are not on this machine (a worker of its
+    // own), or it had none.
+    if !from.is_dir() {
+        tracing::warn!(from = %from.display(), "the earlier run's files are not here; the continued run starts without them");
+        return Ok(());
+    }
     let mut pending = vec![(from.to_path_buf(), to.to_path_buf())];
     while let Some((src, dst)) = pending.pop() {
         std::fs::create_dir_all(&dst)?;

@@ -720,15 +720,17 @@ impl RunTask {
                 return Err(ServiceError::Store(e));
             }
         };
-        if let Some(c) = continuation.as_ref().filter(|c| c.workspace.is_none()) {
-            conversation::copy_files(c.files.clone(), run.workspace.clone())
-                .await
-                .map_err(|e| Fault::Copy {
-                    from: c.files.clone(),
-                    detail: e.to_string(),
-                })?;
-        }
         let log = self.suspendable(run.log);
+        if let Some(c) = continuation.as_ref().filter(|c| c.workspace.is_none())
+            && let Err(e) = conversation::copy_files(c.files.clone(), run.workspace.clone()).await
+        {
+            let e = ServiceError::from(Fault::Copy {
+                from: c.files.clone(),
+                detail: e.to_string(),
+            });
+            remote::record_end_before_start(log.as_ref(), self.live.id(), &e).await;
+            return Err(e);
+        }
         let workspace = match &self.submission.parent {
             Some(parent) if parent.share_workspace || prepared.shares_parent_workspace() => {
                 parent.workspace.clone()

@@ -261,6 +261,9 @@ impl Runnable for TaskForce {
     }
 
     fn inherit(&mut self, inherited: crate::conversation::Inherited) {
+        if let Some(chosen) = &inherited.chosen {
+            self.recruitment.reason.clone_from(chosen);
+        }
         if let Some(member) = self.members.first_mut() {
             member.inherited = Some(Arc::new(inherited));
         }

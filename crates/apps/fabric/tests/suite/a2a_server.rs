@@ -41,7 +41,7 @@ pub(crate) async fn served() -> Served {
 }
 
 /// Runs `script` (a path from the crate) with the test deps' Python and `args`, at most 120 s.
-async fn python(script: &str, args: &[&str]) -> std::process::Output {
+pub(crate) async fn python(script: &str, args: &[&str]) -> std::process::Output {
     let python = fabric_test_support::test_deps()
         .map(|dir| dir.join("venv/bin/python"))
         .expect("test deps");

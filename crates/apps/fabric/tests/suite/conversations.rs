@@ -357,13 +357,13 @@ fn served_turns() -> Vec<Turn> {
         ..Turn::tool_call("list_files", json!({}))
     });
     turns.push(finish("listed"));
+    // A run on a project, started from the command line.
+    turns.push(list_and_finish("looked"));
     turns
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
-    use super::serve_fixture::Served;
-    let served = Served::start(served_turns()).await;
+/// The first run of [`two_runs`] through `POST /run`; its id.
+async fn first_over_http(served: &super::serve_fixture::Served) -> String {
     let (code, first) = served
         .post_json(
             "/run",
@@ -371,7 +371,14 @@ async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
         )
         .await;
     assert_eq!(code, 200, "{first}");
-    let id = run_id(&first);
+    run_id(&first)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
+    use super::serve_fixture::Served;
+    let served = Served::start(served_turns()).await;
+    let id = first_over_http(&served).await;
     let (code, accepted) = served
         .post_json(
             "/runs",
@@ -385,9 +392,11 @@ async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
     let events = served.runlog(&second);
     let start = &of_kind(&events, "run_start")[0]["payload"];
     assert_eq!(start["continues"]["run_id"], id.as_str());
+    let recruitment = &of_kind(&events, "recruitment")[0]["payload"];
+    assert_eq!(recruitment["specialist_id"], "engineering");
     assert_eq!(
-        of_kind(&events, "recruitment")[0]["payload"]["specialist_id"],
-        "engineering"
+        recruitment["reason"],
+        format!("the specialist of run {id}, whose conversation this run continues")
     );
 
     // The refusals, each with its status and code.
@@ -435,6 +444,30 @@ async fn issue_42_post_runs_with_continues_goes_on_with_the_conversation() {
         "{body}"
     );
     served.wait_status(&running, "completed").await;
+
+    // A project run made on the command line is held to the server's `project_roots` (none
+    // here) when a client continues it, as a named project would be.
+    let repo = user_repo(&served.fx);
+    let cli = served
+        .fx
+        .fabric(&[
+            "run",
+            "look",
+            "--pack",
+            "engineering",
+            "--json",
+            "--project",
+            repo.to_str().expect("utf-8"),
+        ])
+        .await;
+    cli.assert_code(0);
+    let on_project = run_id(&cli.json());
+    let (code, body) = refused(json!({"prompt": "x", "continues": {"run_id": on_project}})).await;
+    assert_eq!(
+        (code, &body["error"]["code"]),
+        (422, &json!("invalid_project")),
+        "{body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -475,18 +508,22 @@ async fn issue_42_the_mcp_run_task_continues_a_run() {
     );
 }
 
+/// `fabric serve` with the token, over [`two_runs`].
+async fn served_with_token() -> super::serve_fixture::Served {
+    super::serve_fixture::Served::with(
+        fabric_test_support::Scenario::new(two_runs()),
+        super::serve_fixture::Options {
+            auth: true,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_42_an_a2a_message_naming_an_earlier_task_continues_its_run() {
     use super::a2a_server::rpc;
-    use super::serve_fixture::{Options, Served};
-    let served = Served::with(
-        fabric_test_support::Scenario::new(two_runs()),
-        Options {
-            auth: true,
-            ..Options::default()
-        },
-    )
-    .await;
+    let served = served_with_token().await;
     let message = |text: &str, context: &str, reference: Option<&str>| {
         let mut m = json!({"messageId": text, "role": "ROLE_USER", "contextId": context,
             "parts": [{"text": text}]});
@@ -667,14 +704,7 @@ async fn issue_42_the_viewer_links_a_continued_run_to_the_run_it_continues() {
         return;
     };
     let served = super::serve_fixture::Served::start(two_runs()).await;
-    let (code, first) = served
-        .post_json(
-            "/run",
-            json!({"prompt": "write hello.txt", "pack": "engineering"}),
-        )
-        .await;
-    assert_eq!(code, 200, "{first}");
-    let id = run_id(&first);
+    let id = first_over_http(&served).await;
     let (code, second) = served
         .post_json(
             "/run",
@@ -694,4 +724,69 @@ async fn issue_42_the_viewer_links_a_continued_run_to_the_run_it_continues() {
     assert!(header.contains("Continues the conversation of"), "{seen}");
     let row = seen["row"].as_str().unwrap_or_default();
     assert!(row.contains("(5 messages inherited)"), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_continued_run_killed_and_resumed_keeps_its_inherited_conversation() {
+    let mut turns = two_runs();
+    // The continuation's first answer comes slowly: its process is killed meanwhile.
+    turns[2].delay_ms = Some(5_000);
+    turns.insert(
+        3,
+        Turn::tool_call("read_file", json!({"path": "hello.txt"})),
+    );
+    let fx = Fixture::new(turns).await;
+    let first = fx.run_json("write hello.txt", &[], 0).await;
+    let id = run_id(&first);
+    let mut child = fx
+        .command(&["run", "now read it back", "--continue", &id, "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start");
+    let runs = fx.workspace_root().join("runs");
+    let second = wait_for_new_run(&runs, &id).await;
+    child.start_kill().expect("SIGKILL");
+    child.wait().await.expect("wait");
+    let resumed = fx.fabric(&["resume", &second, "--json"]).await;
+    resumed.assert_code(0);
+    let requests = fx.requests();
+    assert_inherits(&requests, 1, "now read it back");
+    assert_eq!(
+        serde_json::to_string(&messages(&requests[3])).expect("json"),
+        serde_json::to_string(&messages(&requests[2])).expect("json"),
+        "the resumed run asks with the same inherited conversation"
+    );
+    let events = super::fixture::read_runlog(&runs.join(&second).join("runlog.jsonl"));
+    assert_eq!(of_kind(&events, "run_resumed").len(), 1);
+    assert_eq!(of_kind(&events, "run_complete").len(), 1);
+}
+
+/// The same through the official Python A2A SDK: `reference_task_ids` in the task's context.
+#[cfg_attr(
+    fabric_no_a2a,
+    ignore = "needs the Python A2A SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_the_python_a2a_sdk_continues_a_task_by_reference() {
+    use super::serve_fixture::TOKEN;
+    let served = served_with_token().await;
+    let output =
+        super::a2a_server::python("tests/a2a/continue_task.py", &[&served.base, TOKEN]).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let first = seen["first"]["id"].as_str().expect("first id");
+    let second = &seen["second"];
+    assert_eq!(second["status"]["state"], "TASK_STATE_COMPLETED", "{seen}");
+    assert_eq!(second["contextId"], "sdk-conv", "{seen}");
+    assert_inherits(&served.fx.requests(), 1, "now read it back");
+    let events = served.runlog(second["id"].as_str().expect("id"));
+    let start = &of_kind(&events, "run_start")[0]["payload"];
+    assert_eq!(start["continues"]["run_id"], first);
 }
