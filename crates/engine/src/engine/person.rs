@@ -127,10 +127,8 @@ impl Loop<'_, '_> {
         call: &ToolCall,
         args: &Value,
     ) -> Option<InputRequired> {
-        let read_only = self
-            .catalogue
-            .tool(&call.name)
-            .is_some_and(|t| t.spec().annotations.read_only);
+        // `finish_task` and an unknown tool run nothing a person could approve.
+        let read_only = self.catalogue.tool(&call.name)?.spec().annotations.read_only;
         let ask = self.specialist.approval.asks(&call.name, args, read_only)?;
         self.approval_request(call, args, ask)
     }

@@ -276,3 +276,69 @@ async fn issue_42_a_message_said_to_a_running_run_reaches_the_model_at_its_next_
         .collect();
     assert!(user.contains(&"also check the tests"), "{user:?}");
 }
+
+/// A specialist whose every write waits for approval.
+const GUARDED: &str = "specialists:\n  guarded:\n    description: Writes only what a person approves\n    system_prompt: Write the files asked for.\n    tools: [write_file, list_files]\n    approval:\n      mode: untrusted\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_approvals_deny_with_a_reason_then_approve_for_the_rest_of_the_run() {
+    let write = |name: &str| Turn::tool_call("write_file", json!({"path": name, "content": "x"}));
+    let turns = vec![
+        write("a.txt"),
+        write("b.txt"),
+        write("c.txt"),
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": "wrote", "artifacts": [], "next_steps": [], "notes": ""}),
+        ),
+    ];
+    let fx = Fixture::new(turns).await;
+    fx.append_config(GUARDED);
+    let run = fx
+        .fabric(&["run", "write", "--pack", "guarded", "--json", "--on-question", "wait"])
+        .await;
+    run.assert_code(9);
+    let result = run.json();
+    let id = result["_meta"]["run_id"].as_str().unwrap().to_owned();
+    let workspace = std::path::PathBuf::from(result["_meta"]["workspace"].as_str().unwrap());
+    let asked = of_kind(&fx.runlog(&result), "input_required")[0]["payload"].clone();
+    assert_eq!(asked["input"], "approval");
+    assert_eq!(asked["tool"], "write_file");
+    assert_eq!(asked["arguments"]["path"], "a.txt");
+    assert!(!workspace.join("a.txt").exists(), "nothing runs before approval");
+
+    // An answer that decides nothing is refused; a denial's reason reaches the model.
+    let vague = fx.fabric(&["answer", &id, "hmm"]).await;
+    assert_ne!(vague.code(), 0);
+    assert!(vague.stderr.contains("approve_for_run"), "{}", vague.stderr);
+    let denied = fx
+        .fabric(&["answer", &id, "deny not this one", "--json", "--on-question", "wait"])
+        .await;
+    denied.assert_code(9);
+    let tool = last_tool_messages(&fx);
+    assert!(
+        tool.iter()
+            .any(|m| m.contains("a person denied this call of `write_file`: not this one")),
+        "{tool:?}"
+    );
+    assert!(!workspace.join("a.txt").exists());
+
+    let approved = fx
+        .fabric(&["answer", &id, "approve_for_run", "--json"])
+        .await;
+    approved.assert_code(0);
+    assert!(workspace.join("b.txt").exists());
+    assert!(workspace.join("c.txt").exists(), "approved for the run: not asked again");
+    let events = fx.runlog(&approved.json());
+    assert_eq!(of_kind(&events, "input_required").len(), 2, "{:?}", kinds(&events));
+    let answers: Vec<&Value> = of_kind(&events, "input_answered")
+        .iter()
+        .map(|e| &e["payload"]["decision"])
+        .collect();
+    assert_eq!(answers, vec![&json!("deny"), &json!("approve_for_run")]);
+    let refused = of_kind(&events, "security_event");
+    assert!(
+        refused.iter().any(|e| e["payload"]["event_type"] == "approval_denied"),
+        "{refused:?}"
+    );
+}
