@@ -36,6 +36,9 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
         continue_interrupted(&fabric).await;
     }
     embed_in_background(fabric.search.clone());
+    if let Some(timeout) = settings.server.input_timeout_s {
+        end_expired_waits(fabric.service.clone(), timeout);
+    }
     // MCP over streamable HTTP at /mcp, behind the same bearer token.
     let mcp_cancel = tokio_util::sync::CancellationToken::new();
     // Off loopback a token is required (checked in `listen`), so any Host header may reach
@@ -60,6 +63,25 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
     fabric.flush_telemetry().await;
     eprintln!("stopped");
     Ok(0)
+}
+
+/// Ends, every half of `timeout_s` (at most every 30 s), the runs whose wait for a person's
+/// answer has expired (`server.input_timeout_s`, issue #42): an unanswered run ends
+/// `unanswered` without waiting for someone to try to answer it.
+fn end_expired_waits(service: fabric_core::service::RunService, timeout_s: u64) {
+    let every = std::time::Duration::from_millis((timeout_s * 500).clamp(500, 30_000));
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            if service.is_shutting_down() {
+                return;
+            }
+            let ended = service.expire_waits().await;
+            if ended > 0 {
+                tracing::info!(ended, "ended runs whose wait for an answer expired");
+            }
+        }
+    });
 }
 
 /// The bound listener and the API token, after refusing to listen off loopback without one.

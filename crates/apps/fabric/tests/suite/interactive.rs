@@ -342,3 +342,38 @@ async fn issue_42_approvals_deny_with_a_reason_then_approve_for_the_rest_of_the_
         "{refused:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_an_unanswered_wait_ends_unanswered_after_server_input_timeout() {
+    let served = Served::with(
+        Scenario::new(asking_turns()),
+        Options {
+            config: "specialists:\n  asker:\n    description: Asks before it decides\n    system_prompt: Ask the user when a decision is theirs.\n    tools: [ask_user, list_files]\nserver:\n  input_timeout_s: 1\n",
+            ..Options::default()
+        },
+    )
+    .await;
+    let (code, body) = served
+        .post_json("/runs", json!({"prompt": "pick one", "pack": "asker"}))
+        .await;
+    assert_eq!(code, 202, "{body}");
+    let id = body["run_id"].as_str().unwrap().to_owned();
+    served.wait_status(&id, "input_required").await;
+    let asked = of_kind(&served.runlog(&id), "input_required")[0]["payload"].clone();
+    assert!(asked["expires_at"].as_f64().is_some(), "{asked}");
+    // Nobody answers: the server ends it.
+    served.wait_status(&id, "unanswered").await;
+    let events = served.runlog(&id);
+    let end = of_kind(&events, "run_failed");
+    assert_eq!(end[0]["payload"]["status"], "unanswered");
+    assert!(
+        end[0]["payload"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("server.input_timeout_s")
+    );
+    let (code, body) = served
+        .post_json(&format!("/runs/{id}/input"), json!({"answer": "late"}))
+        .await;
+    assert_eq!(code, 409, "{body}");
+}
