@@ -92,7 +92,7 @@ once() {
         -d '{"prompt": "count", "pack": "engineering"}' "${SERVE[$bin]}/runs" | jq -r .run_id)
       if [[ $case == sse ]]; then
         curl -sfN -H 'accept: text/event-stream' "${SERVE[$bin]}/runs/$id/events" >"$WORK/sse.out"
-        grep -c '^event: tool_output' "$WORK/sse.out" >"$WORK/live-frames" || true
+        grep -c '^event: tool_output' "$WORK/sse.out" >"$WORK/frames-$(basename "$bin")" || true
       else
         until curl -sf "${SERVE[$bin]}/runs/$id/status" | jq -e '.status != "running"' >/dev/null; do
           sleep 0.05
@@ -130,4 +130,6 @@ for case in json human serve sse; do
   for bin in "${BINS[@]}"; do printf '%14s' "$(tr ' ' '\n' <<<"${TIMES[$bin]}" | grep . | median)"; done
   echo
 done
-echo "tool_output frames the SSE follower got in its last run: $(cat "$WORK/live-frames" 2>/dev/null || echo '?')"
+for bin in "${BINS[@]}"; do
+  echo "$(basename "$bin"): tool_output frames the SSE follower got in its last run: $(cat "$WORK/frames-$(basename "$bin")" 2>/dev/null || echo '?')"
+done
