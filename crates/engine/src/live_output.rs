@@ -303,7 +303,7 @@ mod tests {
         let kept = "é".repeat(MAX_LINE_BYTES / 2);
         assert_eq!(
             line,
-            &format!("{kept} … [cut: {} more bytes]", MAX_LINE_BYTES)
+            &format!("{kept} … [cut: {MAX_LINE_BYTES} more bytes]")
         );
     }
 
