@@ -8,9 +8,9 @@ use super::fixture::{Fixture, kinds, of_kind, tool_messages};
 use super::serve_fixture::{Options, Served};
 
 /// A specialist that may ask (and read the workspace).
-const ASKER: &str = "specialists:\n  asker:\n    description: Asks before it decides\n    system_prompt: Ask the user when a decision is theirs.\n    tools: [ask_user, list_files]\n";
+pub(crate) const ASKER: &str = "specialists:\n  asker:\n    description: Asks before it decides\n    system_prompt: Ask the user when a decision is theirs.\n    tools: [ask_user, list_files]\n";
 
-fn asking_turns() -> Vec<Turn> {
+pub(crate) fn asking_turns() -> Vec<Turn> {
     vec![
         Turn::tool_call(
             "ask_user",

@@ -172,6 +172,32 @@ impl Served {
         SseReader::new(response)
     }
 
+    /// Cancels a running run whose stream `reader` follows, and checks that it ended
+    /// `cancelled` within 5 s, in its stream, its status and its runlog.
+    pub(crate) async fn cancel_promptly(&self, run_id: &str, reader: &mut SseReader) {
+        let started = std::time::Instant::now();
+        let response = self
+            .post(&format!("/runs/{run_id}/cancel"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202);
+        let rest = reader.rest().await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "cancel was prompt: {:?}",
+            started.elapsed()
+        );
+        let last = rest.last().unwrap().json();
+        assert_eq!(last["kind"], "run_failed");
+        assert_eq!(last["payload"]["status"], "cancelled");
+        self.wait_status(run_id, "cancelled").await;
+        assert_eq!(
+            self.runlog(run_id).last().unwrap()["payload"]["status"],
+            "cancelled"
+        );
+    }
+
     /// Waits until the run's status is `expected`.
     pub(crate) async fn wait_status(&self, run_id: &str, expected: &str) -> Value {
         for _ in 0..200 {

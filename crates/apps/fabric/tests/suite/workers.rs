@@ -788,3 +788,51 @@ async fn issue_40_a_run_that_kills_each_worker_is_ended_failed_after_three_death
     assert!(told.contains(&format!("run {id} ended failed")), "{told}");
     let _ = last.start_kill();
 }
+
+/// Issue #42: a run waiting for a person holds no worker: the worker that ran it is killed
+/// (`kill -9`) while it waits, and the answer, given on another API node, sends it back to
+/// the queue, where another worker continues it from its runlog.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_waiting_run_survives_its_worker_s_kill_and_is_answered_on_another_node() {
+    let Some(url) = database() else { return };
+    let fx = fixture(super::interactive::asking_turns(), &url, 2).await;
+    fx.append_config(super::interactive::ASKER);
+    let root = fx.workspace_root();
+    let (mut first, _) = worker(&fx, "first", 1);
+    let api = Served::on(fx, Options::default()).await;
+    let (code, body) = api
+        .post_json("/runs", serde_json::json!({"prompt": "pick one", "pack": "asker"}))
+        .await;
+    assert_eq!(code, 202, "{body}");
+    let id = body["run_id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "input_required").await;
+    first.start_kill().expect("SIGKILL");
+    first.wait().await.expect("wait");
+    let other = api.another_node().await;
+    let (mut second, _) = worker(&api.fx, "second", 1);
+    let (code, body) = other
+        .post_json(
+            &format!("/runs/{id}/input"),
+            serde_json::json!({"answer": "PostgreSQL"}),
+        )
+        .await;
+    assert_eq!(code, 202, "{body}");
+    assert_eq!(
+        wait_end(&other, &id, Duration::from_secs(30)).await,
+        "completed"
+    );
+    let events = read_runlog(&runlog_path(&root, &id));
+    assert_eq!(of_kind(&events, "run_resumed").len(), 1);
+    let answered = of_kind(&events, "input_answered");
+    assert_eq!(answered[0]["payload"]["answer"], "PostgreSQL");
+    // Answered twice: refused on either node.
+    let (code, _) = api
+        .post_json(&format!("/runs/{id}/input"), serde_json::json!({"answer": "x"}))
+        .await;
+    assert_eq!(code, 409);
+    let _ = second.start_kill();
+}
