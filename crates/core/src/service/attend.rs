@@ -265,6 +265,13 @@ impl RunService {
             decision,
             by: answer.by,
         });
+        let asked_at = self
+            .inner
+            .store
+            .read_events(id)
+            .await?
+            .last()
+            .map(|e| e.seq);
         self.inner.store.post_to_inbox(id, &item).await?;
         // With a queue, a worker continues it (it waits in the queue as done until then).
         if let Some(queue) = self.inner.queue.clone() {
@@ -275,7 +282,7 @@ impl RunService {
                 }
                 .into());
             }
-            return Ok(self.follow_queued(id, queue));
+            return Ok(self.follow_queued(id, queue, asked_at));
         }
         let mut submission = Submission::resume(id.clone()).attended(when);
         submission.observer = observer;

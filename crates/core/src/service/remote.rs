@@ -77,7 +77,7 @@ impl RunTask {
             }
         };
         tokio::select! {
-            outcome = follow_into(queue, &self.live, observer) => outcome,
+            outcome = follow_into(queue, &self.live, observer, None) => outcome,
             never = say_when_unclaimed(store.as_ref(), &id, every, &tell) => match never {},
         }
     }
@@ -143,7 +143,7 @@ impl RunService {
         let live = self.inner.registry.register(id.clone());
         let (service, run) = (self.clone(), Arc::clone(&live));
         self.inner.tracker.spawn(async move {
-            let result = follow_into(queue, &run, None).await;
+            let result = follow_into(queue, &run, None, None).await;
             run.finish(result.err().map(|e| e.to_string()).as_deref());
             service.inner.registry.remove(run.id());
         });
@@ -154,12 +154,18 @@ impl RunService {
 impl RunService {
     /// Follows run `id`, which a worker is to run (an answered run put back in the queue),
     /// as a run submitted here is followed: its handle.
-    pub(super) fn follow_queued(&self, id: &RunId, queue: Arc<dyn RunQueue>) -> super::RunHandle {
+    /// `answered`: the `seq` of the question that was answered, which is not its end.
+    pub(super) fn follow_queued(
+        &self,
+        id: &RunId,
+        queue: Arc<dyn RunQueue>,
+        answered: Option<u64>,
+    ) -> super::RunHandle {
         let live = self.inner.registry.register(id.clone());
         let (done_tx, done_rx) = oneshot::channel();
         let (service, run) = (self.clone(), Arc::clone(&live));
         self.inner.tracker.spawn(async move {
-            let result = follow_into(queue, &run, None).await;
+            let result = follow_into(queue, &run, None, answered).await;
             run.finish(result.as_ref().err().map(ToString::to_string).as_deref());
             service.inner.registry.remove(run.id());
             let _ = done_tx.send(result);
@@ -179,6 +185,7 @@ async fn follow_into(
     queue: Arc<dyn RunQueue>,
     live: &LiveRun,
     observer: Option<&dyn RunObserver>,
+    answered: Option<u64>,
 ) -> Result<RunOutcome, ServiceError> {
     let id = live.id().clone();
     let mut feed = queue.follow(&id, None).await.map_err(ServiceError::Store)?;
@@ -214,7 +221,9 @@ async fn follow_into(
             observer.on_event(&event).await;
         }
         // A run that waits for a person lets go of its worker: followed up to its question.
-        if event.kind().is_terminal() || event.kind() == fabric_domain::EventKind::InputRequired {
+        let waits = event.kind() == fabric_domain::EventKind::InputRequired
+            && answered.is_none_or(|seq| event.seq > seq);
+        if event.kind().is_terminal() || waits {
             return Ok(outcome_of(
                 &id,
                 start.as_ref(),

@@ -375,6 +375,7 @@ fn worker_config() -> WorkerConfig {
         lease: Duration::from_secs(30),
         idle_poll: Duration::from_secs(1),
         max_deaths: 3,
+        input_timeout: None,
     }
 }
 

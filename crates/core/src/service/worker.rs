@@ -32,6 +32,9 @@ pub struct WorkerConfig {
     /// Takeovers in a row with no work recorded in between ([`ClaimedRun::deaths`]) after
     /// which a run is ended `failed` instead of run again (`store.max_worker_deaths`).
     pub max_deaths: u32,
+    /// How long a run waits for a person's answer before it ends `unanswered`
+    /// (`server.input_timeout_s`); `None`: as long as it takes (issue #42).
+    pub input_timeout: Option<Duration>,
 }
 
 /// What a worker did with a run, as it happens, for its process to tell (issue #26: a
@@ -147,13 +150,14 @@ impl Worker {
             );
             let worker = self.config.id.clone();
             let max_deaths = self.config.max_deaths;
+            let input_timeout = self.config.input_timeout;
             let report = Arc::clone(&self.report);
             tokio::spawn(async move {
                 run_claimed(
                     &service,
                     queue.as_ref(),
                     &claims,
-                    (&worker, max_deaths),
+                    (&worker, max_deaths, input_timeout),
                     claimed,
                     &*report,
                 )
@@ -277,7 +281,7 @@ pub(super) async fn run_claimed(
     service: &RunService,
     queue: &dyn RunQueue,
     claims: &ClaimedStore,
-    (worker, max_deaths): (&str, u32),
+    (worker, max_deaths, input_timeout): (&str, u32, Option<Duration>),
     claimed: ClaimedRun,
     report: &(dyn Fn(&WorkerReport) + Send + Sync),
 ) {
@@ -318,6 +322,10 @@ pub(super) async fn run_claimed(
             specialists,
         )
     };
+    // A question waits in the store, the worker let go of (issue #42).
+    let submission = submission.attended(super::WhenAsked::Wait {
+        timeout: input_timeout,
+    });
     tracing::info!(worker, run_id = %id, fence, attempts, failures, deaths, resumed = started, "claimed a run");
     report(&WorkerReport::Claimed {
         id: id.clone(),

@@ -128,7 +128,12 @@ impl Loop<'_, '_> {
         args: &Value,
     ) -> Option<InputRequired> {
         // `finish_task` and an unknown tool run nothing a person could approve.
-        let read_only = self.catalogue.tool(&call.name)?.spec().annotations.read_only;
+        let read_only = self
+            .catalogue
+            .tool(&call.name)?
+            .spec()
+            .annotations
+            .read_only;
         let ask = self.specialist.approval.asks(&call.name, args, read_only)?;
         self.approval_request(call, args, ask)
     }

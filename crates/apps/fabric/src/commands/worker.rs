@@ -43,6 +43,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> anyhow::Result<u8> {
             lease,
             idle_poll: Duration::from_secs(1),
             max_deaths: settings.store.max_worker_deaths,
+            input_timeout: settings.server.input_timeout_s.map(Duration::from_secs),
         },
     )
     .reporting(Arc::new(|report: &WorkerReport| {

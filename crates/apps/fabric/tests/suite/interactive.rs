@@ -295,7 +295,15 @@ async fn issue_42_approvals_deny_with_a_reason_then_approve_for_the_rest_of_the_
     let fx = Fixture::new(turns).await;
     fx.append_config(GUARDED);
     let run = fx
-        .fabric(&["run", "write", "--pack", "guarded", "--json", "--on-question", "wait"])
+        .fabric(&[
+            "run",
+            "write",
+            "--pack",
+            "guarded",
+            "--json",
+            "--on-question",
+            "wait",
+        ])
         .await;
     run.assert_code(9);
     let result = run.json();
@@ -305,14 +313,24 @@ async fn issue_42_approvals_deny_with_a_reason_then_approve_for_the_rest_of_the_
     assert_eq!(asked["input"], "approval");
     assert_eq!(asked["tool"], "write_file");
     assert_eq!(asked["arguments"]["path"], "a.txt");
-    assert!(!workspace.join("a.txt").exists(), "nothing runs before approval");
+    assert!(
+        !workspace.join("a.txt").exists(),
+        "nothing runs before approval"
+    );
 
     // An answer that decides nothing is refused; a denial's reason reaches the model.
     let vague = fx.fabric(&["answer", &id, "hmm"]).await;
     assert_ne!(vague.code(), 0);
     assert!(vague.stderr.contains("approve_for_run"), "{}", vague.stderr);
     let denied = fx
-        .fabric(&["answer", &id, "deny not this one", "--json", "--on-question", "wait"])
+        .fabric(&[
+            "answer",
+            &id,
+            "deny not this one",
+            "--json",
+            "--on-question",
+            "wait",
+        ])
         .await;
     denied.assert_code(9);
     let tool = last_tool_messages(&fx);
@@ -328,9 +346,17 @@ async fn issue_42_approvals_deny_with_a_reason_then_approve_for_the_rest_of_the_
         .await;
     approved.assert_code(0);
     assert!(workspace.join("b.txt").exists());
-    assert!(workspace.join("c.txt").exists(), "approved for the run: not asked again");
+    assert!(
+        workspace.join("c.txt").exists(),
+        "approved for the run: not asked again"
+    );
     let events = fx.runlog(&approved.json());
-    assert_eq!(of_kind(&events, "input_required").len(), 2, "{:?}", kinds(&events));
+    assert_eq!(
+        of_kind(&events, "input_required").len(),
+        2,
+        "{:?}",
+        kinds(&events)
+    );
     let answers: Vec<&Value> = of_kind(&events, "input_answered")
         .iter()
         .map(|e| &e["payload"]["decision"])
@@ -338,7 +364,9 @@ async fn issue_42_approvals_deny_with_a_reason_then_approve_for_the_rest_of_the_
     assert_eq!(answers, vec![&json!("deny"), &json!("approve_for_run")]);
     let refused = of_kind(&events, "security_event");
     assert!(
-        refused.iter().any(|e| e["payload"]["event_type"] == "approval_denied"),
+        refused
+            .iter()
+            .any(|e| e["payload"]["event_type"] == "approval_denied"),
         "{refused:?}"
     );
 }
@@ -376,4 +404,40 @@ async fn issue_42_an_unanswered_wait_ends_unanswered_after_server_input_timeout(
         .post_json(&format!("/runs/{id}/input"), json!({"answer": "late"}))
         .await;
     assert_eq!(code, 409, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_waiting_run_survives_a_kill_of_fabric_serve_and_is_answered_by_the_next() {
+    let mut served = Served::with(
+        Scenario::new(asking_turns()),
+        Options {
+            config: ASKER,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (code, body) = served
+        .post_json("/runs", json!({"prompt": "pick one", "pack": "asker"}))
+        .await;
+    assert_eq!(code, 202, "{body}");
+    let id = body["run_id"].as_str().unwrap().to_owned();
+    served.wait_status(&id, "input_required").await;
+    served.child.start_kill().expect("SIGKILL");
+    served.child.wait().await.expect("wait");
+    // The next server does not take it for an interrupted run: it waits for its answer.
+    let next = served.another_node().await;
+    let (_, status) = next.get_json(&format!("/runs/{id}/status")).await;
+    assert_eq!(status["status"], "input_required", "{status}");
+    let (code, body) = next
+        .post_json(&format!("/runs/{id}/input"), json!({"answer": "SQLite"}))
+        .await;
+    assert_eq!(code, 202, "{body}");
+    next.wait_status(&id, "completed").await;
+    let events = next.runlog(&id);
+    assert_eq!(
+        of_kind(&events, "run_resumed").len(),
+        1,
+        "{:?}",
+        kinds(&events)
+    );
 }

@@ -805,7 +805,10 @@ async fn issue_42_a_waiting_run_survives_its_worker_s_kill_and_is_answered_on_an
     let (mut first, _) = worker(&fx, "first", 1);
     let api = Served::on(fx, Options::default()).await;
     let (code, body) = api
-        .post_json("/runs", serde_json::json!({"prompt": "pick one", "pack": "asker"}))
+        .post_json(
+            "/runs",
+            serde_json::json!({"prompt": "pick one", "pack": "asker"}),
+        )
         .await;
     assert_eq!(code, 202, "{body}");
     let id = body["run_id"].as_str().unwrap().to_owned();
@@ -831,7 +834,10 @@ async fn issue_42_a_waiting_run_survives_its_worker_s_kill_and_is_answered_on_an
     assert_eq!(answered[0]["payload"]["answer"], "PostgreSQL");
     // Answered twice: refused on either node.
     let (code, _) = api
-        .post_json(&format!("/runs/{id}/input"), serde_json::json!({"answer": "x"}))
+        .post_json(
+            &format!("/runs/{id}/input"),
+            serde_json::json!({"answer": "x"}),
+        )
         .await;
     assert_eq!(code, 409);
     let _ = second.start_kill();
