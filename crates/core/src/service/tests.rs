@@ -408,7 +408,7 @@ async fn issue_26_takeovers_do_not_use_up_the_failure_allowance() {
             &service,
             queue.as_ref(),
             &claims,
-            ("w1", 3),
+            ("w1", 3, None),
             claimed,
             &|_| {},
         )
@@ -465,7 +465,7 @@ async fn issue_40_a_run_that_keeps_stopping_its_workers_is_ended_failed() {
             &service,
             queue.as_ref(),
             &claims,
-            ("w1", 3),
+            ("w1", 3, None),
             claimed,
             &report,
         )
@@ -608,7 +608,7 @@ async fn issue_26_a_worker_reports_what_it_claims_and_how_it_ends() {
         &running,
         queue.as_ref(),
         &claims,
-        ("w1", 3),
+        ("w1", 3, None),
         claimed,
         &report,
     )
@@ -651,7 +651,7 @@ async fn issue_26_a_worker_reports_what_it_claims_and_how_it_ends() {
         &failing,
         queue.as_ref(),
         &claims,
-        ("w1", 3),
+        ("w1", 3, None),
         claimed,
         &report,
     )
