@@ -135,10 +135,14 @@ impl RunSummary {
                 },
             ),
             // A run waiting for a person is listed so until an answer continues it.
-            P::InputRequired(_) if self.ended_at.is_none() => {
+            P::InputRequired(asked) if self.ended_at.is_none() => {
                 self.status = RunStatus::InputRequired;
+                self.reason = Some(asked.question.clone());
             }
-            P::RunResumed(_) if self.ended_at.is_none() => self.status = RunStatus::Running,
+            P::RunResumed(_) if self.ended_at.is_none() => {
+                self.status = RunStatus::Running;
+                self.reason = None;
+            }
             P::Unreadable { kind, payload, .. } => self.apply_unreadable(event.ts, *kind, payload),
             P::Workspace(_)
             | P::TaskForceParallel(_)

@@ -84,15 +84,12 @@ pub(crate) async fn start(
     let message = params
         .get("message")
         .ok_or_else(|| RpcError(code::INVALID_PARAMS, "`message` is missing".to_owned()))?;
-    if message
+    if let Some(task) = message
         .get("taskId")
         .and_then(Value::as_str)
-        .is_some_and(|t| !t.is_empty())
+        .filter(|t| !t.is_empty())
     {
-        return Err(RpcError(
-            code::UNSUPPORTED,
-            "continuing a task is not supported: a task ends completed, failed or canceled, never input-required; send a new message without `taskId` (with the same `contextId` to keep the conversation's id)".to_owned(),
-        ));
+        return answer(state, task, message).await;
     }
     let prompt = prompt_of(message)?;
     let mut context = context_of(message)?;
@@ -141,6 +138,45 @@ pub(crate) async fn start(
         }
         Refusal::InvalidParams => Err(RpcError(code::INVALID_PARAMS, error.to_string())),
         Refusal::Internal => Err(RpcError(code::INTERNAL, error.to_string())),
+    }
+}
+
+/// A message naming its task (`taskId`): the answer to the question that task waits on
+/// (`TASK_STATE_INPUT_REQUIRED`, issue #42). An approval's decision is the text's first
+/// word (`approve`, `approve_for_run`, `deny`) or `metadata.decision`.
+async fn answer(state: &AppState, task: &str, message: &Value) -> Result<Started, RpcError> {
+    let id = task_id(&json!({"id": task}))?;
+    let decision = match message.pointer("/metadata/decision").and_then(Value::as_str) {
+        None => None,
+        Some(word) => Some(fabric_domain::runlog::Decision::parse(word).ok_or_else(|| {
+            RpcError(
+                code::INVALID_PARAMS,
+                format!("`metadata.decision` must be `approve`, `approve_for_run` or `deny`, got `{word}`"),
+            )
+        })?),
+    };
+    let answer = fabric_core::service::Answer {
+        text: prompt_of(message)?,
+        decision,
+        by: "a2a".to_owned(),
+    };
+    let when = fabric_core::service::WhenAsked::Wait {
+        timeout: state.inner.config.input_timeout,
+    };
+    use fabric_core::service::{InvalidRequest, ServiceError};
+    match state.service().answer(&id, answer, when, None).await {
+        Ok(handle) => Ok(Started::Run(handle)),
+        Err(ServiceError::Invalid(InvalidRequest::NoSuchRun { .. })) => {
+            Err(RpcError(code::TASK_NOT_FOUND, format!("no task `{id}`")))
+        }
+        Err(ServiceError::Invalid(e @ InvalidRequest::NotWaiting { .. })) => Err(RpcError(
+            code::UNSUPPORTED,
+            format!(
+                "{e}; a message naming a task answers it only while it is input-required: send a new message without `taskId` (with `referenceTaskIds` to continue its conversation)"
+            ),
+        )),
+        Err(ServiceError::Invalid(e)) => Err(RpcError(code::INVALID_PARAMS, e.to_string())),
+        Err(e) => Err(RpcError(code::INTERNAL, e.to_string())),
     }
 }
 

@@ -96,6 +96,8 @@ pub(crate) fn status_of(run: &RunSummary) -> Value {
     });
     let said = match run.status {
         RunStatus::Running => None,
+        // The question the task waits on, for the client to answer in its next message.
+        RunStatus::InputRequired => run.reason.clone(),
         s if s.has_result() => run.summary.clone(),
         _ => Some(format!(
             "{}: {}",

@@ -441,3 +441,52 @@ async fn issue_42_a_waiting_run_survives_a_kill_of_fabric_serve_and_is_answered_
         kinds(&events)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_the_python_a2a_sdk_gets_input_required_and_answers_by_task_id() {
+    use super::serve_fixture::TOKEN;
+    let served = Served::with(
+        Scenario::new(asking_turns()),
+        Options {
+            config: ASKER,
+            auth: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let output =
+        super::a2a_server::python("tests/a2a/answer_task.py", &[&served.base, TOKEN]).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let asked = &seen["asked"];
+    assert_eq!(
+        asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{seen}"
+    );
+    assert_eq!(
+        asked["status"]["message"]["parts"][0]["text"], "Which database?",
+        "{seen}"
+    );
+    let answered = &seen["answered"];
+    assert_eq!(answered["id"], asked["id"], "{seen}");
+    assert_eq!(
+        answered["status"]["state"], "TASK_STATE_COMPLETED",
+        "{seen}"
+    );
+    let events = served.runlog(answered["id"].as_str().unwrap());
+    assert_eq!(
+        of_kind(&events, "input_answered")[0]["payload"]["by"],
+        "a2a"
+    );
+    assert!(
+        last_tool_messages(&served.fx)
+            .iter()
+            .any(|m| m.contains("PostgreSQL"))
+    );
+}
