@@ -28,6 +28,7 @@
 mod asks;
 mod completion;
 mod connect;
+mod elicit;
 mod error;
 mod handler;
 mod logging;

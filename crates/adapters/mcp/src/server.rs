@@ -8,7 +8,7 @@ use fabric_core::execute::RunOutcome;
 use fabric_core::search::{
     RunSearch, SearchRunsInput, results_json, search_runs_spec, since_parameter,
 };
-use fabric_core::service::{RunService, Submission, TaskRequest};
+use fabric_core::service::{RunService, Submission, TaskRequest, WhenAsked};
 use fabric_core::views::{PruneResult, RunRecord, StatsPage};
 use fabric_core::{ChatObserver, RunObserver, StatsGroup, StatsQuery, WorkspaceFiles};
 use fabric_domain::{
@@ -340,7 +340,15 @@ impl FabricMcpServer {
                 let _ = peer.notify_progress(progress).await;
             }
         };
-        let submission = submission_of(input, context)?.observed(Arc::new(Forward(tx)));
+        // Its questions and approvals go to the client as elicitation forms, where it can
+        // answer one (issue #42).
+        let when = match crate::elicit::Elicitor::of(&context.peer) {
+            Ok(client) => WhenAsked::Ask(Arc::new(client)),
+            Err(why) => WhenAsked::Refuse(why),
+        };
+        let submission = submission_of(input, context)?
+            .observed(Arc::new(Forward(tx)))
+            .attended(when);
         let cancel = context.ct.clone();
         let run = async move {
             let handle = self.service.submit(submission)?;

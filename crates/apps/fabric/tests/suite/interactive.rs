@@ -490,3 +490,56 @@ async fn issue_42_the_python_a2a_sdk_gets_input_required_and_answers_by_task_id(
             .any(|m| m.contains("PostgreSQL"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_the_python_mcp_sdk_answers_a_run_task_question_by_elicitation() {
+    let Some(dir) = fabric_test_support::test_deps() else {
+        return;
+    };
+    let fx = asker(asking_turns()).await;
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/elicit_client.py");
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(90),
+        tokio::process::Command::new(dir.join("venv/bin/python"))
+            .arg(script)
+            .arg(env!("CARGO_BIN_EXE_fabric"))
+            .arg(&fx.config)
+            .arg(fx.workspace_root())
+            .output(),
+    )
+    .await
+    .expect("the Python client finished within 90 s")
+    .expect("python ran");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    let asked = &seen["asked"][0];
+    assert!(
+        asked["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Which database?"),
+        "{seen}"
+    );
+    assert_eq!(
+        asked["requested_schema"]["required"],
+        json!(["answer"]),
+        "{seen}"
+    );
+    assert_eq!(seen["result"]["_meta"]["status"], "completed", "{seen}");
+    assert!(
+        last_tool_messages(&fx)
+            .iter()
+            .any(|m| m.contains("PostgreSQL"))
+    );
+    let events = fx.runlog(&seen["result"]);
+    assert_eq!(
+        of_kind(&events, "input_answered")[0]["payload"]["by"],
+        "mcp"
+    );
+}
