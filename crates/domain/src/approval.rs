@@ -45,8 +45,8 @@ pub enum RuleAction {
 pub struct ApprovalRule {
     /// The tool's name (`shell`, `write_file`, `mcp__github__create_issue`); `*` any tool.
     pub tool: String,
-    /// The command's words it starts with (`git push`), for a tool that takes a `command`;
-    /// absent: every call of the tool.
+    /// The command's words it starts with (`git push`), for a tool that takes a command
+    /// (`shell`'s `cmd`, or a `command` string); absent: every call of the tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
     /// Ask, or allow without asking.
@@ -64,12 +64,9 @@ impl ApprovalRule {
         let Some(prefix) = &self.prefix else {
             return true;
         };
-        let Some(command) = args.get("command").and_then(Value::as_str) else {
-            return false;
-        };
         let want: Vec<&str> = prefix.split_whitespace().collect();
-        let have: Vec<&str> = command.split_whitespace().take(want.len()).collect();
-        !want.is_empty() && want == have
+        let have = command_words(args);
+        !want.is_empty() && have.len() >= want.len() && want[..] == have[..want.len()]
     }
 
     /// The rule as a person reads it.
@@ -139,12 +136,21 @@ impl ApprovalPolicy {
         // A rule that allows the call does not override the sandbox: it was refused anyway.
         Some(ApprovalAsk {
             reason: "approval mode `on_request`: the call was refused by the sandbox or the allowlist, and runs only if approved".to_owned(),
-            scope: format!(
-                "refused:{tool}:{}",
-                args.get("command").and_then(Value::as_str).unwrap_or("")
-            ),
+            scope: format!("refused:{tool}:{}", command_words(args).join(" ")),
         })
     }
+}
+
+/// The words of a call's command: `shell`'s `cmd` (argv), or a `command` string split at
+/// whitespace; none for a call without one.
+fn command_words(args: &Value) -> Vec<&str> {
+    if let Some(argv) = args.get("cmd").and_then(Value::as_array) {
+        return argv.iter().filter_map(Value::as_str).collect();
+    }
+    args.get("command")
+        .and_then(Value::as_str)
+        .map(|c| c.split_whitespace().collect())
+        .unwrap_or_default()
 }
 
 /// Whether a policy is the default one (`never`, no rules), which specialists leave out.
@@ -182,6 +188,14 @@ mod tests {
         let other = policy.asks("shell", &shell("git pushd"), false);
         assert!(other.is_some_and(|a| a.scope == "tool:shell"));
         assert!(policy.asks("read_file", &json!({}), true).is_none());
+        // `shell`'s argv counts word by word too.
+        let argv = policy.asks("shell", &json!({"cmd": ["git", "push", "-f"]}), false);
+        assert!(argv.is_some_and(|a| a.scope == "rule:shell:git push"));
+        assert!(
+            policy
+                .asks("shell", &json!({"cmd": ["pytest"]}), false)
+                .is_none()
+        );
     }
 
     #[test]

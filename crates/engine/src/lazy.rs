@@ -367,6 +367,7 @@ mod tests {
 
     fn ctx() -> ToolContext {
         ToolContext {
+            approved: false,
             sampler: None,
             live: None,
             run_id: RunId::parse("r1").unwrap(),

@@ -67,6 +67,7 @@ fn specialist(servers: Vec<McpServerSpec>, tools: &[&str]) -> SpecialistSpec {
 
 fn ctx(dir: &std::path::Path) -> ToolContext {
     ToolContext {
+        approved: false,
         sampler: None,
         live: None,
         run_id: RunId::parse("test-run").unwrap_or_else(|e| panic!("{e}")),

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 fn per_command(sandbox: Option<&OsSandbox>, ws: &std::path::Path, n: u32) -> f64 {
     let ctx = ToolContext {
+        approved: false,
         sampler: None,
         live: None,
         run_id: RunId::parse("bench").unwrap(),

@@ -92,7 +92,9 @@ impl ShellTool {
     }
 
     /// Checks argv and returns the program name.
-    fn check_program<'a>(&self, cmd: &'a [String]) -> Result<&'a str, ToolError> {
+    /// The program of `cmd`, checked; `approved`: a person approved this call after the
+    /// allowlist refused it (`on_request`), so the allowlist lets it through.
+    fn check_program<'a>(&self, cmd: &'a [String], approved: bool) -> Result<&'a str, ToolError> {
         let Some(program) = cmd.first() else {
             return Err(ToolError::InvalidArguments(
                 "`cmd` needs at least the program name, e.g. [\"ls\", \"-la\"]".to_owned(),
@@ -125,7 +127,7 @@ impl ShellTool {
             }
             return Err(self.refuse(program, "is not allowed"));
         }
-        if !self.policy.allows(program) {
+        if !approved && !self.policy.allows(program) {
             return Err(self.refuse(
                 program,
                 "is not allowed (there is no shell; run one program per call)",
@@ -280,7 +282,7 @@ impl TypedTool for ShellTool {
         // the existing ones read-only, only new ones can appear), whatever it returned.
         let absent = self.absent_protected(&ctx.workspace);
         let outcome: Result<Value, ToolError> = async {
-            let program = self.check_program(&input.cmd)?;
+            let program = self.check_program(&input.cmd, ctx.approved)?;
             let timeout = self.timeout(input.timeout_s)?;
             if ctx.cancel.is_cancelled() {
                 return Err(ToolError::Failed(format!(
@@ -690,6 +692,7 @@ mod tests {
     async fn issue_15_a_bad_timeout_names_timeout_s_and_its_range() {
         use fabric_engine::Tool;
         let ctx = ToolContext {
+            approved: false,
             sampler: None,
             live: None,
             run_id: fabric_domain::RunId::parse("issue-15").unwrap(),

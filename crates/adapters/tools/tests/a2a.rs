@@ -102,6 +102,7 @@ fn config(agent: &Agent, timeout_s: u64) -> RemoteAgentConfig {
 
 fn ctx() -> ToolContext {
     ToolContext {
+        approved: false,
         sampler: None,
         live: None,
         run_id: RunId::parse("test-run").unwrap(),

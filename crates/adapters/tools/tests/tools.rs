@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 fn ctx(workspace: &Path) -> ToolContext {
     ToolContext {
+        approved: false,
         sampler: None,
         live: None,
         run_id: RunId::parse("test-run").unwrap(),

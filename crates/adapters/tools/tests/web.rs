@@ -26,6 +26,7 @@ async fn serve(router: Router) -> String {
 
 fn ctx(network_allowed: bool) -> ToolContext {
     ToolContext {
+        approved: false,
         sampler: None,
         live: None,
         run_id: RunId::parse("test-run").unwrap(),

@@ -138,6 +138,31 @@ impl Loop<'_, '_> {
         self.approval_request(call, args, ask)
     }
 
+    /// The approval to ask for a call the allowlist `refused`, when the specialist's mode is
+    /// `on_request`: only the allowlist's refusals (`command_not_allowed`) are asked about;
+    /// what the sandbox or the paths refuse stays refused.
+    pub(super) fn refusal_approval(
+        &mut self,
+        call: &ToolCall,
+        args: &Value,
+        refused: &ToolError,
+    ) -> Option<InputRequired> {
+        let ToolError::Denied {
+            event_type,
+            message,
+            ..
+        } = refused
+        else {
+            return None;
+        };
+        if event_type != "command_not_allowed" {
+            return None;
+        }
+        let mut ask = self.specialist.approval.asks_on_refusal(&call.name, args)?;
+        ask.reason = format!("{} ({message})", ask.reason);
+        self.approval_request(call, args, ask)
+    }
+
     fn approval_request(
         &mut self,
         call: &ToolCall,

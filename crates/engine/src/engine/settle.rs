@@ -12,7 +12,7 @@ use super::person::Consulted;
 use super::repeats::Verdict;
 use super::{Loop, MAX_LLM_CONTENT_IN_RUNLOG_CHARS, MAX_TOOL_RESULT_CHARS, Stop};
 use crate::gate::Passage;
-use crate::ports::{StoreError, ToolError, ToolOutput};
+use crate::ports::{StoreError, ToolContext, ToolError, ToolOutput};
 use crate::recorded::RecordedOutcome;
 use crate::recorder::{Recorder, truncate};
 
@@ -262,7 +262,21 @@ impl<'a> Loop<'a, '_> {
                 Consulted::Refused(error) => return Ok(Err(error)),
             }
         }
-        let outcome = self.dispatch_now(step, call, args).await?;
+        let outcome = self.dispatch_now(step, call, args.clone(), false).await?;
+        let outcome = match (outcome, &args) {
+            // Refused by the allowlist, asked about instead (`on_request`).
+            (Err(refused @ ToolError::Denied { .. }), Ok(parsed)) => {
+                match self.refusal_approval(call, parsed, &refused) {
+                    Some(request) => match self.consult(step, call, request).await? {
+                        Consulted::Approved => self.dispatch_now(step, call, args, true).await?,
+                        Consulted::Answer(_) => Err(refused),
+                        Consulted::Refused(denied) => Err(denied),
+                    },
+                    None => Err(refused),
+                }
+            }
+            (outcome, _) => outcome,
+        };
         match outcome {
             // The call's answer is a person's (`ask_user`).
             Err(ToolError::Ask(mut request)) => {
@@ -295,12 +309,23 @@ impl<'a> Loop<'a, '_> {
         step: u32,
         call: &ToolCall,
         args: Result<Value, ArgumentsError>,
+        approved: bool,
     ) -> Result<CallOutcome, Stop> {
         // Its live output (issue #42) is named after it; dropped with the call, which says
         // what was left out.
         let ctx = &self
             .ctx
             .for_call(step, self.rec.member_index(), &call.id, &call.name);
+        let approved_ctx;
+        let ctx = if approved {
+            approved_ctx = ToolContext {
+                approved: true,
+                ..ctx.clone()
+            };
+            &approved_ctx
+        } else {
+            ctx
+        };
         let budget = &ctx.lineage.budget;
         let running = dispatch(call, args, &self.catalogue, self.attempted_work, ctx);
         tokio::pin!(running);

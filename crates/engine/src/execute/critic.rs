@@ -60,6 +60,7 @@ impl CriticGate {
     /// The member's tool context: the same run, working in the staging area.
     pub(super) fn context(&self, ctx: &ToolContext) -> ToolContext {
         ToolContext {
+            approved: false,
             workspace: self.staged.dir().to_path_buf(),
             ..ctx.clone()
         }

@@ -51,6 +51,7 @@ pub(super) async fn run(
         None => record_start(rec, &run, &force, &team, &lineage).await?,
     }
     let ctx = ToolContext {
+        approved: false,
         sampler: None,
         live: observer
             .output_observer()
@@ -537,6 +538,7 @@ impl Shared<'_> {
     fn member_context(&self, member: &Member, staged: Option<&CriticGate>) -> ToolContext {
         let base_ctx = staged.map_or_else(|| self.ctx.clone(), |gate| gate.context(self.ctx));
         ToolContext {
+            approved: false,
             sampler: Some(Arc::new(crate::sampling::ModelSampler::new(
                 member.chat.clone(),
                 member.model.clone(),

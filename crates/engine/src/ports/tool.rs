@@ -25,6 +25,10 @@ pub struct ToolContext {
     /// Where the tool publishes what it prints while it runs, for the run's followers
     /// (issue #42; never recorded); `None` outside a run or when nobody can follow it.
     pub live: Option<crate::live_output::LiveSink>,
+    /// A person approved this call after the allowlist refused it (a specialist's
+    /// `approval: {mode: on_request}`, issue #42): the allowlist lets it through once; the
+    /// OS sandbox still confines it.
+    pub approved: bool,
 }
 
 impl ToolContext {

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) fn ctx(workspace: &Path, network: bool) -> ToolContext {
     ToolContext {
+        approved: false,
         sampler: None,
         live: None,
         run_id: RunId::parse("ns-test").unwrap(),

@@ -276,6 +276,7 @@ mod tests {
 
     fn ctx() -> ToolContext {
         ToolContext {
+            approved: false,
             sampler: None,
             live: None,
             run_id: fabric_domain::RunId::parse("issue-15").unwrap(),

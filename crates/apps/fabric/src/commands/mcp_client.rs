@@ -353,6 +353,7 @@ fn specialist_for(spec: &McpServerSpec) -> anyhow::Result<SpecialistSpec> {
 
 fn context() -> ToolContext {
     ToolContext {
+        approved: false,
         // Not a run: nothing is recorded under this id.
         run_id: RunId::parse("mcp-cli").unwrap_or_else(|_| unreachable!("a valid id")),
         workspace: std::env::current_dir().unwrap_or_default(),

@@ -543,3 +543,76 @@ async fn issue_42_the_python_mcp_sdk_answers_a_run_task_question_by_elicitation(
         "mcp"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_on_request_asks_about_a_command_the_allowlist_refuses_instead_of_refusing_it() {
+    let turns = || {
+        vec![
+            Turn::tool_call("shell", json!({"cmd": ["ln", "-s", "target", "made.txt"]})),
+            Turn::tool_call(
+                "finish_task",
+                json!({"summary": "made", "artifacts": [], "next_steps": [], "notes": ""}),
+            ),
+        ]
+    };
+    let specialist = |mode: &str| {
+        format!(
+            "specialists:\n  builder:\n    description: Runs commands\n    system_prompt: Run what is asked.\n    tools: [shell]\n    approval:\n      mode: {mode}\n"
+        )
+    };
+    // Approved (`--on-question answer=...` approves): the command runs once, as asked.
+    let fx = Fixture::new(turns()).await;
+    fx.append_config(&specialist("on_request"));
+    let run = fx
+        .fabric(&[
+            "run",
+            "make it",
+            "--pack",
+            "builder",
+            "--json",
+            "--on-question",
+            "answer=ok",
+        ])
+        .await;
+    run.assert_code(0);
+    let result = run.json();
+    let workspace = std::path::PathBuf::from(result["_meta"]["workspace"].as_str().unwrap());
+    assert!(
+        workspace.join("made.txt").symlink_metadata().is_ok(),
+        "approved, it ran"
+    );
+    let events = fx.runlog(&result);
+    let answered = of_kind(&events, "input_answered");
+    assert_eq!(
+        answered[0]["payload"]["decision"],
+        "approve",
+        "{:?}",
+        kinds(&events)
+    );
+    assert!(
+        of_kind(&events, "tool_error").is_empty(),
+        "{:?}",
+        kinds(&events)
+    );
+
+    // Without the mode, the allowlist refuses it as before.
+    let fx = Fixture::new(turns()).await;
+    fx.append_config(&specialist("never"));
+    let run = fx
+        .fabric(&[
+            "run",
+            "make it",
+            "--pack",
+            "builder",
+            "--json",
+            "--on-question",
+            "answer=ok",
+        ])
+        .await;
+    let result = run.json();
+    let workspace = std::path::PathBuf::from(result["_meta"]["workspace"].as_str().unwrap());
+    assert!(workspace.join("made.txt").symlink_metadata().is_err());
+    let events = fx.runlog(&result);
+    let refused = of_kind(&events, "security_event");
+    assert_eq!(refused[0]["payload"]["event_type"], "command_not_allowed");
+}
