@@ -363,8 +363,10 @@ async fn issue_30_the_a2a_endpoint_keeps_the_token_and_answers_bad_requests_in_j
             -32001,
         ),
         (
+            // A message naming a task answers it while it is input-required (issue #42):
+            // naming no task there is, it is `TaskNotFound`.
             r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","taskId":"t","parts":[{"text":"go on"}]}}}"#,
-            -32004,
+            -32001,
         ),
         (
             r#"{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{}}"#,
