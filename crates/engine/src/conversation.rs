@@ -114,13 +114,15 @@ fn nudges(events: &[RunEvent], index: usize) -> HashMap<String, String> {
         .collect()
 }
 
-/// Each answered step: the assistant's message, then one `tool` message per call.
+/// Each step: what was said to the run before it (steering, as the model was given it),
+/// then, answered, the assistant's message and one `tool` message per call.
 fn steps_into(
     messages: &mut Vec<Message>,
     member: &MemberHistory,
     notes: &HashMap<String, String>,
 ) {
     for step in &member.steps {
+        messages.extend(step.said.iter().cloned().map(Message::user));
         let Some(response) = &step.response else {
             continue;
         };
@@ -254,6 +256,49 @@ mod tests {
         assert_eq!(messages[5].tool_calls[0].name, FINISH_TOOL);
         assert_eq!(text(6), r#"{"summary":"done"}"#);
         assert_eq!(continued_member(&history, None), Some(0));
+    }
+
+    /// What a person said to the run (steering) is where its model was given it: before the
+    /// step it was heard at.
+    #[test]
+    fn issue_42_what_was_said_to_the_run_is_part_of_its_conversation() {
+        let events = vec![
+            event(
+                0,
+                EventKind::RunStart,
+                None,
+                json!({"run_id": "r", "prompt": "do it", "model_key": "k", "model": "m", "model_reason": null, "max_steps": 5, "network_allowed": false, "workspace": "/w", "parent_run_id": null}),
+            ),
+            event(
+                1,
+                EventKind::UserMessage,
+                Some(0),
+                json!({"text": "and the tests", "by": "chat"}),
+            ),
+            event(
+                2,
+                EventKind::LlmRequest,
+                Some(0),
+                json!({"model": "m", "message_count": 3, "tool_count": 1}),
+            ),
+            event(
+                3,
+                EventKind::LlmResponse,
+                Some(0),
+                json!({"content": null, "tool_calls": [{"call_id": "d", "name": "finish_task", "arguments": "{}"}], "usage": null, "latency_ms": 1.0, "finish_reason": null}),
+            ),
+            event(
+                4,
+                EventKind::ToolResult,
+                Some(0),
+                json!({"tool": "finish_task", "call_id": "d", "result": {"summary": "done"}}),
+            ),
+        ];
+        let history = RunHistory::read(RunId::parse("r").expect("id"), &events);
+        let messages = member_messages(&history, &events, 0);
+        assert_eq!(messages.len(), 4, "{messages:#?}");
+        assert_eq!(messages[1], Message::user("and the tests"));
+        assert_eq!(messages[2].tool_calls[0].name, FINISH_TOOL);
     }
 
     #[test]
