@@ -151,7 +151,9 @@ async fn issue_42_chat_each_line_is_a_turn_continuing_the_last_and_a_line_typed_
             expect("said to the turn"),
             expect("completed in 2 steps"),
             expect("looked around"),
-            send("now go on\r"),
+            // Two lines, the first ended with `\`: one turn.
+            send("now go on\\\r"),
+            send("and on\r"),
             expect("completed in 2 steps"),
             send("/exit\r"),
         ],
@@ -190,8 +192,18 @@ async fn issue_42_chat_each_line_is_a_turn_continuing_the_last_and_a_line_typed_
     );
     assert_eq!(
         later.last().expect("a message"),
-        &json!({"role": "user", "content": "now go on"})
+        &json!({"role": "user", "content": "now go on\nand on"})
     );
+    // The lines are kept in the history file under the user's state directory, private.
+    let history = fx.dir.path().join("xdg-state/agent-fabric/chat_history");
+    let kept = std::fs::read_to_string(&history).expect("the history file");
+    assert!(kept.contains("look around"), "{kept}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&history)
+        .expect("metadata")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
     // Ordinary runs: listed like any other.
     let listed = fx.fabric(&["logs", "list", "--json"]).await;
     assert!(listed.stdout.contains(first.as_str()), "{}", listed.stdout);
@@ -322,6 +334,8 @@ async fn issue_42_chat_diff_and_apply_show_and_take_the_sessions_project_changes
             json!({"path": "hello.txt", "content": "Hello World\n"}),
         ),
         finish("wrote hello.txt"),
+        Turn::tool_call("read_file", json!({"path": "hello.txt"})),
+        finish("read it"),
     ])
     .await;
     let repo = user_repo(&fx);
@@ -339,12 +353,28 @@ async fn issue_42_chat_diff_and_apply_show_and_take_the_sessions_project_changes
             expect("+Hello World"),
             send("/apply\r"),
             expect("applied 1 file(s)"),
+            send("/fork\r"),
+            expect("the next turn forks run"),
+            send("read it back\r"),
+            expect("completed in 2 steps"),
+            send("/discard\r"),
+            expect("discarded the workspace and branch"),
+            expect("the next line starts a new conversation"),
             send("/exit\r"),
         ],
     )
     .await;
     session.assert_ended_cleanly();
     assert!(session.output.contains("hello.txt"), "{}", session.output);
+    let runs = runs(&fx);
+    assert_eq!(runs.len(), 2);
+    let link = continued_from(&runs[1].1);
+    assert_eq!(link["run_id"], runs[0].0.as_str(), "{link}");
+    assert_eq!(link["mode"], "fork");
+    // The fork's branch was discarded; the first turn's is left alone.
+    let branches = super::projects::git(&repo, &["branch", "--list", "fabric/*"]);
+    assert!(branches.contains(&runs[0].0), "{branches}");
+    assert!(!branches.contains(&runs[1].0), "{branches}");
     assert_eq!(
         std::fs::read_to_string(repo.join("hello.txt")).expect("applied"),
         "Hello World\n"
@@ -379,6 +409,8 @@ async fn issue_42_chat_exit_ctrl_d_and_ctrl_c_twice_end_the_session_and_help_lis
             expect("› "),
             send("\x03"),
             expect("Ctrl-C again"),
+            // The editor reads again (its prompt drawn) before the second.
+            expect("› "),
             send("\x03"),
         ],
     )

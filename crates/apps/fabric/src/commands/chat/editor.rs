@@ -49,10 +49,7 @@ impl LineEditor {
         let mut editor = rustyline::Editor::<Continued, DefaultHistory>::with_config(config)?;
         editor.set_helper(Some(Continued));
         if let Some(path) = &history {
-            if let Some(dir) = path.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            // A first session has no history yet.
+            create_history(path);
             let _ = editor.load_history(path);
         }
         let screen = Arc::new(Screen {
@@ -79,6 +76,27 @@ impl LineEditor {
     /// Reads the next line (after each [`Typed`], before the next).
     pub(super) fn read_on(&self) {
         let _ = self.go.send(());
+    }
+}
+
+/// Creates the history file, if it is not there, before any run starts: private (0600 in a
+/// 0700 directory), and made here because rustyline makes a missing one under a umask it
+/// sets for the whole process, which a run's files made at that moment would get.
+fn create_history(path: &std::path::Path) {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir);
+    }
+    let made = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path);
+    if let Err(e) = made {
+        tracing::warn!(path = %path.display(), error = %e, "cannot keep the chat history");
     }
 }
 
