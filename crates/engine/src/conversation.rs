@@ -4,7 +4,8 @@
 //! A run that continues an earlier one starts from the earlier member's conversation as its
 //! model last saw it, rebuilt from the earlier runlog the way a resumed run replays its own
 //! steps ([`crate::history`]): the task (and a task-force member's hand-over), then per
-//! answered step the assistant message with its tool calls and one `tool` message per call,
+//! step what was said to the run before it (steering, as user messages), and, answered, the
+//! assistant message with its tool calls and one `tool` message per call,
 //! the text the model was given (a tool's result, or `{"error": …}`, with the repetition
 //! breaker's note where it added one). The `finish_task` call that ended the earlier run gets
 //! its accepted payload as its result, so every call has its answer. Not rebuilt: the
