@@ -184,18 +184,22 @@ mod tests {
         RunEvent::from_wire(seq, seq as f64, kind.as_str(), step, payload)
     }
 
+    fn run_start() -> RunEvent {
+        event(
+            0,
+            EventKind::RunStart,
+            None,
+            json!({"run_id": "r", "prompt": "do it", "model_key": "k", "model": "m", "model_reason": null, "max_steps": 5, "network_allowed": false, "workspace": "/w", "parent_run_id": null}),
+        )
+    }
+
     /// A run's member rebuilt as its loop had it: the task, the answer, a result with the
     /// repetition breaker's note, an error, a call never settled, and the accepted finish.
     #[test]
     fn issue_42_a_member_conversation_is_rebuilt_from_its_runlog() {
         let call = |id: &str, name: &str| json!({"call_id": id, "name": name, "arguments": "{}"});
         let events = vec![
-            event(
-                0,
-                EventKind::RunStart,
-                None,
-                json!({"run_id": "r", "prompt": "do it", "model_key": "k", "model": "m", "model_reason": null, "max_steps": 5, "network_allowed": false, "workspace": "/w", "parent_run_id": null}),
-            ),
+            run_start(),
             event(
                 1,
                 EventKind::LlmRequest,
@@ -264,12 +268,7 @@ mod tests {
     #[test]
     fn issue_42_what_was_said_to_the_run_is_part_of_its_conversation() {
         let events = vec![
-            event(
-                0,
-                EventKind::RunStart,
-                None,
-                json!({"run_id": "r", "prompt": "do it", "model_key": "k", "model": "m", "model_reason": null, "max_steps": 5, "network_allowed": false, "workspace": "/w", "parent_run_id": null}),
-            ),
+            run_start(),
             event(
                 1,
                 EventKind::UserMessage,

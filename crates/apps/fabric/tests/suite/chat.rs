@@ -115,6 +115,13 @@ fn finish(summary: &str) -> Turn {
     )
 }
 
+/// A `list_files` call the model takes `ms` to answer with.
+fn slow_look(ms: u64) -> Turn {
+    let mut slow = Turn::tool_call("list_files", json!({}));
+    slow.delay_ms = Some(ms);
+    slow
+}
+
 fn status(events: &[Value]) -> String {
     let end = events.last().expect("an end");
     end["payload"]["status"]
@@ -129,10 +136,8 @@ fn continued_from(events: &[Value]) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_42_chat_each_line_is_a_turn_continuing_the_last_and_a_line_typed_meanwhile_steers() {
-    let mut slow = Turn::tool_call("list_files", json!({}));
-    slow.delay_ms = Some(2_000);
     let fx = Fixture::new(vec![
-        slow,
+        slow_look(2_000),
         finish("looked around"),
         Turn::tool_call("list_files", json!({})),
         finish("went on"),
@@ -293,10 +298,8 @@ async fn issue_42_chat_an_approval_is_answered_at_the_prompt() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_42_chat_ctrl_c_cancels_the_turn_and_the_session_goes_on() {
-    let mut slow = Turn::tool_call("list_files", json!({}));
-    slow.delay_ms = Some(20_000);
     let fx = Fixture::new(vec![
-        slow,
+        slow_look(20_000),
         Turn::tool_call("list_files", json!({})),
         finish("went on"),
     ])

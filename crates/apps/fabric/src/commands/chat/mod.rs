@@ -68,7 +68,7 @@ enum Command {
 
 impl Command {
     /// The command `line` names; `Err` for a `/word` that is none.
-    fn parse(line: &str) -> Option<Result<Self, String>> {
+    fn parse(line: &str) -> Option<Result<Self, UsageError>> {
         let word = line.trim().strip_prefix('/')?;
         Some(match word {
             "diff" => Ok(Self::Diff),
@@ -77,10 +77,10 @@ impl Command {
             "fork" => Ok(Self::Fork),
             "exit" | "quit" => Ok(Self::Exit),
             "help" => Ok(Self::Help),
-            other => Err(format!(
+            other => Err(UsageError(format!(
                 "no command `/{}`: /help lists them",
                 fabric_domain::visible_line(other)
-            )),
+            ))),
         })
     }
 }
@@ -154,7 +154,7 @@ impl Session<'_> {
                 }
                 Typed::Line(line) => {
                     interrupted = false;
-                    if Command::parse(&line) == Some(Ok(Command::Exit)) {
+                    if matches!(Command::parse(&line), Some(Ok(Command::Exit))) {
                         return;
                     }
                     self.editor.read_on();
@@ -171,7 +171,7 @@ impl Session<'_> {
     async fn line(&mut self, line: String) -> bool {
         match Command::parse(&line) {
             Some(Ok(command)) => self.command(command).await,
-            Some(Err(unknown)) => self.screen.print(unknown),
+            Some(Err(unknown)) => self.screen.print(unknown.0),
             None if line.trim().is_empty() => {}
             None => return self.turn(line).await,
         }
@@ -309,6 +309,10 @@ impl Session<'_> {
             }
             Typed::Line(line) => line,
         };
+        if person.offer(&line) {
+            self.editor.read_on();
+            return true;
+        }
         if ended || Command::parse(&line).is_some() {
             // Handled at the prompt once the turn is over.
             if !ended {
@@ -321,7 +325,7 @@ impl Session<'_> {
             return true;
         }
         self.editor.read_on();
-        if line.trim().is_empty() || person.offer(&line) {
+        if line.trim().is_empty() {
             return true;
         }
         match self.service.steer(id, &line, "chat").await {
@@ -452,10 +456,10 @@ mod tests {
 
     #[test]
     fn issue_42_chat_commands_are_read_and_an_unknown_one_is_named() {
-        assert_eq!(Command::parse("/diff"), Some(Ok(Command::Diff)));
-        assert_eq!(Command::parse(" /exit "), Some(Ok(Command::Exit)));
-        assert_eq!(Command::parse("add a test"), None);
+        assert!(matches!(Command::parse("/diff"), Some(Ok(Command::Diff))));
+        assert!(matches!(Command::parse(" /exit "), Some(Ok(Command::Exit))));
+        assert!(Command::parse("add a test").is_none());
         let unknown = Command::parse("/frob").and_then(Result::err);
-        assert!(unknown.is_some_and(|e| e.contains("/frob")));
+        assert!(unknown.is_some_and(|e| e.0.contains("/frob")));
     }
 }
