@@ -35,6 +35,7 @@ pub(super) enum Typed {
 pub(super) struct LineEditor {
     typed: UnboundedReceiver<Typed>,
     go: mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl LineEditor {
@@ -52,20 +53,24 @@ impl LineEditor {
             create_history(path);
             let _ = editor.load_history(path);
         }
-        let screen = Arc::new(Screen {
-            printer: Mutex::new(
-                editor
-                    .create_external_printer()
-                    .ok()
-                    .map(|p| Box::new(p) as Box<dyn ExternalPrinter + Send>),
-            ),
-        });
+        let printer = editor
+            .create_external_printer()
+            .ok()
+            .map(|p| Box::new(p) as Box<dyn ExternalPrinter + Send>);
+        let screen = Arc::new(Screen::start(printer)?);
         let (typed_tx, typed) = unbounded_channel();
         let (go, go_rx) = mpsc::channel();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("fabric-chat-editor".to_owned())
             .spawn(move || read_lines(editor, history, typed_tx, go_rx))?;
-        Ok((Self { typed, go }, screen))
+        Ok((Self { typed, go, thread }, screen))
+    }
+
+    /// Ends the editor's thread, which waits for a go-ahead (no line is being read): the
+    /// editor is dropped, the terminal as it was.
+    pub(super) fn close(self) {
+        drop(self.go);
+        let _ = self.thread.join();
     }
 
     /// What was typed next (`Eof` once the editor is gone).
@@ -183,32 +188,78 @@ impl Validator for Continued {
 
 /// The terminal as the session prints on it: above the editor's prompt, which is drawn
 /// again below (rustyline's external printer), or on stderr when there is none.
+///
+/// Printing never blocks the caller (the renderer, in the run's task): lines go to a thread
+/// of their own, in order. The external printer can block: a line handed to it just as the
+/// editor stopped reading waits for the next read, and the editor does not read while a
+/// line typed during a turn waits for the turn's end, which must not wait for the printer.
 pub(super) struct Screen {
-    printer: Mutex<Option<Box<dyn ExternalPrinter + Send>>>,
+    lines: Mutex<Option<mpsc::Sender<String>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Screen {
+    fn start(printer: Option<Box<dyn ExternalPrinter + Send>>) -> std::io::Result<Self> {
+        let (lines, queued) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("fabric-chat-screen".to_owned())
+            .spawn(move || print_lines(printer, queued))?;
+        Ok(Self {
+            lines: Mutex::new(Some(lines)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
     /// Prints `text` (its own line or lines).
     pub(super) fn print(&self, text: impl Into<String>) {
         let text = text.into();
-        let mut printer = self
-            .printer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let text = match printer.as_mut() {
-            Some(p) => match p.print(text.clone()) {
-                Ok(()) => return,
-                Err(_) => text,
-            },
-            None => text,
+        let queued = match locked(&self.lines).as_ref() {
+            Some(lines) => lines.send(text),
+            None => Err(mpsc::SendError(text)),
         };
-        eprintln!("{}", text.trim_end_matches('\n'));
+        if let Err(mpsc::SendError(text)) = queued {
+            eprintln!("{}", text.trim_end_matches('\n'));
+        }
     }
 
     /// A renderer's sink: its lines printed here.
     pub(super) fn sink(self: &Arc<Self>) -> crate::render::LineSink {
         let screen = Arc::clone(self);
         Box::new(move |line| screen.print(line))
+    }
+
+    /// Prints what is queued and ends the printing thread; after the editor closed, so the
+    /// printer no longer waits for it (what it still held goes to stderr).
+    pub(super) fn close(&self) {
+        drop(locked(&self.lines).take());
+        if let Some(thread) = locked(&self.thread).take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The printing thread: each line through the editor's printer, or on stderr once it
+/// fails (the editor is gone).
+fn print_lines(
+    mut printer: Option<Box<dyn ExternalPrinter + Send>>,
+    lines: mpsc::Receiver<String>,
+) {
+    for text in lines {
+        let text = match printer.as_mut().map(|p| p.print(text.clone())) {
+            Some(Ok(())) => continue,
+            Some(Err(_)) => {
+                printer = None;
+                text
+            }
+            None => text,
+        };
+        eprintln!("{}", text.trim_end_matches('\n'));
     }
 }
 

@@ -107,8 +107,11 @@ pub(crate) async fn chat(cli: &Cli, args: &ChatArgs) -> anyhow::Result<u8> {
         held: None,
     };
     session.run().await;
-    // The editor's thread ends with the session, no line being read.
-    drop(session);
+    // The editor's thread ends with the session, no line being read; then the screen
+    // prints what is left.
+    let Session { editor, screen, .. } = session;
+    editor.close();
+    screen.close();
     fabric.service.shutdown(EMBED_GRACE).await;
     fabric.flush_telemetry().await;
     Ok(0)
