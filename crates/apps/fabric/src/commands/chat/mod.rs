@@ -284,7 +284,7 @@ impl Session<'_> {
         let done = loop {
             tokio::select! {
                 done = &mut work => break done,
-                typed = self.editor.next(), if self.held.is_none() => {
+                typed = self.editor.next(), if stay && self.held.is_none() => {
                     stay &= self.during(&id, typed, &person, shown.ended()).await;
                 }
                 _ = self.interrupts.recv() => self.cancel(&id),
