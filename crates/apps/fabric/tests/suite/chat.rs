@@ -330,6 +330,28 @@ async fn issue_42_chat_ctrl_c_cancels_the_turn_and_the_session_goes_on() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn issue_42_chat_ctrl_d_during_a_turn_cancels_it_and_ends_the_session() {
+    let fx = Fixture::new(vec![slow_look(20_000)]).await;
+    let session = chat(
+        &fx,
+        &["--pack", "engineering"],
+        vec![
+            expect("› "),
+            send("take your time\r"),
+            expect("fabric run "),
+            sleep(0.3),
+            send("\x04"),
+            expect("cancelling the turn"),
+        ],
+    )
+    .await;
+    session.assert_ended_cleanly();
+    let runs = runs(&fx);
+    assert_eq!(runs.len(), 1, "{}", session.output);
+    assert_eq!(status(&runs[0].1), "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn issue_42_chat_diff_and_apply_show_and_take_the_sessions_project_changes() {
     let fx = Fixture::new(vec![
         Turn::tool_call(
