@@ -53,9 +53,22 @@ pub fn user_specialist_dir() -> Option<PathBuf> {
 /// (`None` when neither variable is set). Outside the workspace root, so tokens are never
 /// in a project's files or a run's copy of them.
 pub fn mcp_token_dir() -> Option<PathBuf> {
+    state_dir().map(|dir| dir.join("mcp-oauth"))
+}
+
+/// The file of `fabric chat`'s line history (ADR-107):
+/// `$XDG_STATE_HOME/agent-fabric/chat_history`, else
+/// `~/.local/state/agent-fabric/chat_history` (`None` when neither variable is set).
+pub fn chat_history_file() -> Option<PathBuf> {
+    state_dir().map(|dir| dir.join("chat_history"))
+}
+
+/// The user's state directory of the fabric: `$XDG_STATE_HOME/agent-fabric`, else
+/// `~/.local/state/agent-fabric`.
+fn state_dir() -> Option<PathBuf> {
     absolute_var("XDG_STATE_HOME")
         .or_else(|| absolute_var("HOME").map(|home| home.join(".local").join("state")))
-        .map(|base| base.join("agent-fabric").join("mcp-oauth"))
+        .map(|base| base.join("agent-fabric"))
 }
 
 /// The directory a variable names, when it is set to an absolute path (the XDG rule: a

@@ -34,7 +34,7 @@ mod telemetry;
 pub use builtins::{
     builtin_specialists, critic_finish_schema, engineering_finish_schema, research_finish_schema,
 };
-pub use dirs::{LoadOptions, mcp_token_dir, user_specialist_dir};
+pub use dirs::{LoadOptions, chat_history_file, mcp_token_dir, user_specialist_dir};
 pub use error::ConfigError;
 pub use security::{NetworkConfig, SandboxCgroup, SandboxConfig, SandboxLimits, SandboxMode};
 pub use server::ServerConfig;

@@ -4,7 +4,8 @@
 //! A run that continues an earlier one starts from the earlier member's conversation as its
 //! model last saw it, rebuilt from the earlier runlog the way a resumed run replays its own
 //! steps ([`crate::history`]): the task (and a task-force member's hand-over), then per
-//! answered step the assistant message with its tool calls and one `tool` message per call,
+//! step what was said to the run before it (steering, as user messages), and, answered, the
+//! assistant message with its tool calls and one `tool` message per call,
 //! the text the model was given (a tool's result, or `{"error": …}`, with the repetition
 //! breaker's note where it added one). The `finish_task` call that ended the earlier run gets
 //! its accepted payload as its result, so every call has its answer. Not rebuilt: the
@@ -114,13 +115,15 @@ fn nudges(events: &[RunEvent], index: usize) -> HashMap<String, String> {
         .collect()
 }
 
-/// Each answered step: the assistant's message, then one `tool` message per call.
+/// Each step: what was said to the run before it (steering, as the model was given it),
+/// then, answered, the assistant's message and one `tool` message per call.
 fn steps_into(
     messages: &mut Vec<Message>,
     member: &MemberHistory,
     notes: &HashMap<String, String>,
 ) {
     for step in &member.steps {
+        messages.extend(step.said.iter().cloned().map(Message::user));
         let Some(response) = &step.response else {
             continue;
         };
@@ -181,18 +184,22 @@ mod tests {
         RunEvent::from_wire(seq, seq as f64, kind.as_str(), step, payload)
     }
 
+    fn run_start() -> RunEvent {
+        event(
+            0,
+            EventKind::RunStart,
+            None,
+            json!({"run_id": "r", "prompt": "do it", "model_key": "k", "model": "m", "model_reason": null, "max_steps": 5, "network_allowed": false, "workspace": "/w", "parent_run_id": null}),
+        )
+    }
+
     /// A run's member rebuilt as its loop had it: the task, the answer, a result with the
     /// repetition breaker's note, an error, a call never settled, and the accepted finish.
     #[test]
     fn issue_42_a_member_conversation_is_rebuilt_from_its_runlog() {
         let call = |id: &str, name: &str| json!({"call_id": id, "name": name, "arguments": "{}"});
         let events = vec![
-            event(
-                0,
-                EventKind::RunStart,
-                None,
-                json!({"run_id": "r", "prompt": "do it", "model_key": "k", "model": "m", "model_reason": null, "max_steps": 5, "network_allowed": false, "workspace": "/w", "parent_run_id": null}),
-            ),
+            run_start(),
             event(
                 1,
                 EventKind::LlmRequest,
@@ -254,6 +261,44 @@ mod tests {
         assert_eq!(messages[5].tool_calls[0].name, FINISH_TOOL);
         assert_eq!(text(6), r#"{"summary":"done"}"#);
         assert_eq!(continued_member(&history, None), Some(0));
+    }
+
+    /// What a person said to the run (steering) is where its model was given it: before the
+    /// step it was heard at.
+    #[test]
+    fn issue_42_what_was_said_to_the_run_is_part_of_its_conversation() {
+        let events = vec![
+            run_start(),
+            event(
+                1,
+                EventKind::UserMessage,
+                Some(0),
+                json!({"text": "and the tests", "by": "chat"}),
+            ),
+            event(
+                2,
+                EventKind::LlmRequest,
+                Some(0),
+                json!({"model": "m", "message_count": 3, "tool_count": 1}),
+            ),
+            event(
+                3,
+                EventKind::LlmResponse,
+                Some(0),
+                json!({"content": null, "tool_calls": [{"call_id": "d", "name": "finish_task", "arguments": "{}"}], "usage": null, "latency_ms": 1.0, "finish_reason": null}),
+            ),
+            event(
+                4,
+                EventKind::ToolResult,
+                Some(0),
+                json!({"tool": "finish_task", "call_id": "d", "result": {"summary": "done"}}),
+            ),
+        ];
+        let history = RunHistory::read(RunId::parse("r").expect("id"), &events);
+        let messages = member_messages(&history, &events, 0);
+        assert_eq!(messages.len(), 4, "{messages:#?}");
+        assert_eq!(messages[1], Message::user("and the tests"));
+        assert_eq!(messages[2].tool_calls[0].name, FINISH_TOOL);
     }
 
     #[test]

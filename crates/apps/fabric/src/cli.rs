@@ -52,6 +52,11 @@ pub(crate) enum Command {
     /// Say something to a running run: its model gets it as a user message at its next step
     /// (docs/INTERACTIVE.md).
     Steer(SteerArgs),
+    /// An interactive session on a terminal: each line a turn that continues the
+    /// conversation, questions and approvals asked at the prompt, a line typed during a turn
+    /// said to it, Ctrl-C cancelling the turn; `/diff`, `/apply`, `/discard`, `/fork`,
+    /// `/exit`, `/help` (docs/INTERACTIVE.md).
+    Chat(ChatArgs),
     /// Take queued runs from the shared PostgreSQL store and run them (docs/DURABILITY.md):
     /// `fabric serve` with `store.queue: true` enqueues, any number of workers run.
     Worker(WorkerArgs),
@@ -371,6 +376,24 @@ pub(crate) struct AnswerArgs {
     /// Print JSON: the result plus `_meta`.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `fabric chat`.
+#[derive(Debug, Args)]
+pub(crate) struct ChatArgs {
+    /// Work on this git repository: the first turn gets a worktree on its own branch, each
+    /// later turn goes on on that branch (docs/PROJECTS.md).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) project: Option<std::path::PathBuf>,
+
+    /// The specialist(s) of the first turn, skipping routing (later turns go on with the
+    /// specialist whose conversation they continue).
+    #[arg(long = "pack", value_name = "ID[,ID...]", value_delimiter = ',')]
+    pub(crate) specialists: Vec<String>,
+
+    /// The model key from the config, for every turn.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) model_key: Option<String>,
 }
 
 #[derive(Debug, Args)]

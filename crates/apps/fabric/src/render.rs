@@ -29,10 +29,16 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
     }
 }
 
+/// Where a renderer's lines go instead of stderr: a line editor's printer, which keeps its
+/// prompt below them (`fabric chat`, ADR-107).
+pub(crate) type LineSink = Box<dyn Fn(String) + Send + Sync>;
+
 /// Shows a person what the agent does, on stderr: each model call with a spinner while the
 /// model thinks, each tool call and its outcome, and the end.
 pub(crate) struct HumanRenderer {
     term: Term,
+    /// Lines go here, not to stderr, and no spinner is drawn (`fabric chat`).
+    sink: Option<LineSink>,
     spinner: Mutex<Option<ProgressBar>>,
     /// Set once text was streamed for the current response, so it ends with a newline.
     streaming_text: AtomicBool,
@@ -49,6 +55,7 @@ impl HumanRenderer {
         let style = |s: Style| s.force_styling(colors);
         Self {
             term: Term::stderr(),
+            sink: None,
             spinner: Mutex::new(None),
             streaming_text: AtomicBool::new(false),
             dim: style(Style::new().dim()),
@@ -59,12 +66,28 @@ impl HumanRenderer {
         }
     }
 
+    /// The same lines, printed by `sink` (and no spinner, which would draw over its prompt).
+    pub(crate) fn printing_to(sink: LineSink) -> Self {
+        Self {
+            sink: Some(sink),
+            ..Self::new()
+        }
+    }
+
     fn line(&self, text: String) {
         self.stop_spinner();
-        let _ = self.term.write_line(&text);
+        match &self.sink {
+            Some(sink) => sink(text),
+            None => {
+                let _ = self.term.write_line(&text);
+            }
+        }
     }
 
     fn start_spinner(&self, message: String) {
+        if self.sink.is_some() {
+            return;
+        }
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
         bar.set_style(
             ProgressStyle::with_template("{spinner} {msg} {elapsed}")
@@ -88,6 +111,10 @@ impl HumanRenderer {
 
 impl ChatObserver for HumanRenderer {
     fn on_text_delta(&self, delta: &str) {
+        if let Some(sink) = &self.sink {
+            // Each piece on a line of its own (`fabric chat` does not stream).
+            return sink(visible_text(delta).into_owned());
+        }
         if !self.streaming_text.swap(true, Ordering::Relaxed) {
             self.stop_spinner();
         }

@@ -87,14 +87,7 @@ impl Person for Terminal {
 /// Asks at the terminal until the answer reads; `None` when stdin closes.
 fn prompt(request: &InputRequired) -> Option<InputAnswered> {
     let mut err = std::io::stderr();
-    let _ = writeln!(err, "\n? {}", visible_line(&request.question));
-    if !request.choices.is_empty() {
-        let _ = writeln!(
-            err,
-            "  choices: {}",
-            visible_line(&request.choices.join(" | "))
-        );
-    }
+    let _ = writeln!(err, "\n{}", asked(request));
     let stdin = std::io::stdin();
     loop {
         let _ = write!(err, "> ");
@@ -103,29 +96,50 @@ fn prompt(request: &InputRequired) -> Option<InputAnswered> {
         if stdin.lock().read_line(&mut line).ok()? == 0 {
             return None;
         }
-        let line = line.trim().to_owned();
-        if line.is_empty() {
-            continue;
-        }
-        let decision = match request.input {
-            InputKind::Question => None,
-            InputKind::Approval => {
-                let (word, rest) = line.split_once(' ').unwrap_or((&line, ""));
-                match Decision::parse(word) {
-                    Some(d) => {
-                        return Some(answered(request, rest.trim(), Some(d)));
-                    }
-                    None => {
-                        let _ = writeln!(
-                            err,
-                            "  answer approve, approve_for_run or deny (with a reason after it)"
-                        );
-                        continue;
-                    }
-                }
+        match reply(request, &line) {
+            Ok(answer) => return Some(answer),
+            Err(Some(hint)) => {
+                let _ = writeln!(err, "  {hint}");
             }
-        };
-        return Some(answered(request, &line, decision));
+            Err(None) => {}
+        }
+    }
+}
+
+/// A question or approval as a person at a terminal is asked it: `? QUESTION`, and its
+/// choices on the next line (shared with `fabric chat`).
+pub(super) fn asked(request: &InputRequired) -> String {
+    let mut text = format!("? {}", visible_line(&request.question));
+    if !request.choices.is_empty() {
+        text.push_str(&format!(
+            "\n  choices: {}",
+            visible_line(&request.choices.join(" | "))
+        ));
+    }
+    text
+}
+
+/// The answer a typed line gives `request`; `Err` when it gives none: with what to type
+/// instead (`None` for an empty line, which is asked again).
+pub(super) fn reply(
+    request: &InputRequired,
+    line: &str,
+) -> Result<InputAnswered, Option<&'static str>> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Err(None);
+    }
+    match request.input {
+        InputKind::Question => Ok(answered(request, line, None)),
+        InputKind::Approval => {
+            let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+            match Decision::parse(word) {
+                Some(d) => Ok(answered(request, rest.trim(), Some(d))),
+                None => Err(Some(
+                    "answer approve, approve_for_run or deny (with a reason after it)",
+                )),
+            }
+        }
     }
 }
 

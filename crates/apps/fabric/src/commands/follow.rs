@@ -2,6 +2,7 @@
 //! neither command imports the other): who renders its events, the wait for Ctrl-C or
 //! SIGTERM, and the result printed at its end.
 
+use fabric_core::execute::RunOutcome;
 use fabric_core::service::{RunHandle, RunService};
 use fabric_core::{NoopObserver, RunObserver};
 use fabric_domain::{RunStatus, visible_json, visible_line};
@@ -45,36 +46,54 @@ pub(super) async fn follow(
             "{}",
             serde_json::to_string(&service.result_object(&outcome))?
         );
-    } else if outcome.status.has_result() {
-        // For a person: the same JSON, with no control character a terminal would obey.
+    } else {
+        let (result, notes) = ended(&outcome)?;
+        if let Some(result) = result {
+            println!("{result}");
+        }
+        for note in notes {
+            eprintln!("{note}");
+        }
+    }
+    Ok(outcome.status.exit_code())
+}
+
+/// How a run ended, for a person (shared with `fabric chat`): its result (the payload as
+/// pretty JSON, with no control character a terminal would obey), when it has one, and the
+/// notes about its end.
+pub(super) fn ended(outcome: &RunOutcome) -> anyhow::Result<(Option<String>, Vec<String>)> {
+    let mut notes = Vec::new();
+    if outcome.status.has_result() {
         let pretty = serde_json::to_string_pretty(&outcome.payload)?;
-        println!("{}", visible_json(&pretty));
         if outcome.status == RunStatus::Partial {
-            eprintln!(
+            notes.push(format!(
                 "note: part of the task force failed: {}",
                 visible_line(outcome.reason.as_deref().unwrap_or("no reason recorded"))
-            );
+            ));
         }
         if outcome.status == RunStatus::CompletedWithoutFinish {
-            eprintln!(
+            notes.push(
                 "note: the model never called finish_task; the result was built from its last reply"
+                    .to_owned(),
             );
         }
-    } else if outcome.status == RunStatus::InputRequired {
-        eprintln!(
+        return Ok((Some(visible_json(&pretty).into_owned()), notes));
+    }
+    if outcome.status == RunStatus::InputRequired {
+        notes.push(format!(
             "run {id} waits for an answer: `fabric answer {id} \"…\"` continues it (see `fabric logs show {id}`)",
             id = outcome.run_id
-        );
+        ));
     } else {
-        eprintln!(
+        notes.push(format!(
             "run {} ended {}: {}",
             outcome.run_id,
             outcome.status,
             visible_line(outcome.reason.as_deref().unwrap_or("no reason recorded"))
-        );
-        eprintln!("see `fabric logs show {}`", outcome.run_id);
+        ));
+        notes.push(format!("see `fabric logs show {}`", outcome.run_id));
     }
-    Ok(outcome.status.exit_code())
+    Ok((None, notes))
 }
 
 /// The first Ctrl-C or SIGTERM cancels the run, which then ends cleanly (children killed,

@@ -2,6 +2,7 @@
 
 mod attend;
 mod catalog;
+mod chat;
 mod config;
 mod doctor;
 mod eval;
@@ -28,6 +29,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Resume(args) => resume::resume(&cli, args).await,
         Command::Answer(args) => attend::answer(&cli, args).await,
         Command::Steer(args) => attend::steer(&cli, args).await,
+        Command::Chat(args) => chat::chat(&cli, args).await,
         Command::Worker(args) => worker::worker(&cli, args).await,
         Command::Logs(command) => logs::logs(&cli, command).await,
         Command::Diff(args) => project::diff(&cli, args).await,

@@ -216,7 +216,7 @@ impl Fixture {
 
     /// What every `fabric` a test starts runs with: the test's directory, no colours, none
     /// of the environment's fabric settings.
-    fn isolate(&self, cmd: &mut tokio::process::Command) {
+    pub(crate) fn isolate(&self, cmd: &mut tokio::process::Command) {
         cmd.current_dir(self.dir.path())
             .env("NO_COLOR", "1")
             .env_remove("FABRIC_CONFIG_PATH")

@@ -14,6 +14,7 @@ mod attacks_issue_39_terminal;
 mod attacks_round_three;
 mod attacks_round_two;
 mod budgets;
+mod chat;
 mod cli_errors;
 mod conversations;
 mod critic;
