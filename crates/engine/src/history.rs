@@ -189,19 +189,9 @@ impl RunHistory {
             }
             // What continuing a run does not need: the routing call (it has no step), what
             // MCP servers and the sandbox said, and the loop's own notes.
-            EventPayload::InputRequired(asked) => {
-                self.member(event).asked.insert(asked.call_id);
-            }
-            EventPayload::InputAnswered(answer) => {
-                let member = self.member(event);
-                member.answers.insert(answer.call_id.clone(), answer);
-            }
-            // Said before the step's model call: it belongs to that step.
-            EventPayload::UserMessage(message) => {
-                if let Some(step) = self.step_of(event) {
-                    step.said.push(message.text);
-                }
-            }
+            EventPayload::InputRequired(_)
+            | EventPayload::InputAnswered(_)
+            | EventPayload::UserMessage(_) => self.person(event, payload),
             EventPayload::RoutingRequest(_)
             | EventPayload::RoutingResponse(_)
             | EventPayload::McpServer(_)
@@ -212,6 +202,21 @@ impl RunHistory {
             | EventPayload::SecurityEvent(_)
             | EventPayload::LoopDetected(_)
             | EventPayload::Unknown { .. } => {}
+        }
+    }
+
+    /// What a person was asked, answered or said (issue #42): the calls that waited, the
+    /// answers, and what was said before a step's model call (that step's).
+    fn person(&mut self, event: &RunEvent, payload: EventPayload) {
+        if let EventPayload::InputRequired(asked) = payload {
+            self.member(event).asked.insert(asked.call_id);
+        } else if let EventPayload::InputAnswered(answer) = payload {
+            let member = self.member(event);
+            member.answers.insert(answer.call_id.clone(), answer);
+        } else if let EventPayload::UserMessage(message) = payload
+            && let Some(step) = self.step_of(event)
+        {
+            step.said.push(message.text);
         }
     }
 

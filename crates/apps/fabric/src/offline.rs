@@ -8,10 +8,13 @@
 
 use async_trait::async_trait;
 use fabric_core::ports::{ChatFactory, SetupError};
+use fabric_core::ports::{Person, Reply};
 use fabric_core::service::prepare::Preparation;
 use fabric_core::service::{PrepareContext, Preparer, Runnable, ServiceError, TaskRequest};
 use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
-use std::collections::VecDeque;
+use fabric_domain::runlog::{InputAnswered, InputRequired, UserMessage};
+use fabric_domain::{EventPayload, RunEvent};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// Answers given in order, then an error saying the script ran out.
@@ -332,5 +335,60 @@ impl Preparer for OfflinePreparer {
             fallback.chat = Arc::new(ByMember(routes));
         }
         Ok(Box::new(task))
+    }
+}
+
+/// The person of a replayed run (issue #42): the answers the recording holds, by call, and
+/// what was said to a lone specialist before each step, in step order. A question the
+/// recording never answered is told no one can answer, as a run without a person is.
+pub(crate) struct RecordedPerson {
+    answers: HashMap<String, InputAnswered>,
+    said: Mutex<VecDeque<Vec<UserMessage>>>,
+}
+
+impl RecordedPerson {
+    pub(crate) fn of(events: &[RunEvent]) -> Self {
+        let mut answers = HashMap::new();
+        let mut said: BTreeMap<u32, Vec<UserMessage>> = BTreeMap::new();
+        let lone = events.iter().all(|e| e.member.is_none());
+        for event in events {
+            match &event.payload {
+                EventPayload::InputAnswered(answer) => {
+                    answers.insert(answer.call_id.clone(), answer.clone());
+                }
+                EventPayload::UserMessage(message) if lone => {
+                    let step = event.step.unwrap_or_default();
+                    said.entry(step).or_default().push(message.clone());
+                }
+                _ => {}
+            }
+        }
+        // One entry per step up to the last that heard something: the loop asks once a step.
+        let last = said.keys().next_back().copied().map_or(0, |s| s + 1);
+        let by_step = (0..last)
+            .map(|s| said.remove(&s).unwrap_or_default())
+            .collect();
+        Self {
+            answers,
+            said: Mutex::new(by_step),
+        }
+    }
+}
+
+#[async_trait]
+impl Person for RecordedPerson {
+    async fn ask(&self, request: &InputRequired) -> Reply {
+        match self.answers.get(&request.call_id) {
+            Some(answer) => Reply::Answered(answer.clone()),
+            None => Reply::Unavailable("the recording holds no answer to it".to_owned()),
+        }
+    }
+
+    async fn said(&self) -> Vec<UserMessage> {
+        // A poisoned lock is a panic elsewhere in this replay: nothing more is said.
+        match self.said.lock() {
+            Ok(mut said) => said.pop_front().unwrap_or_default(),
+            Err(_) => Vec::new(),
+        }
     }
 }

@@ -249,18 +249,8 @@ impl RunObserver for HumanRenderer {
             P::Workspace(p) => self.workspace(p),
             P::Checkpoint(p) => self.checkpoint(p),
             P::InputRequired(p) => self.input_required(p),
-            P::InputAnswered(p) => self.line(format!(
-                "  {} answered ({}): {}",
-                self.accent.apply_to("✎"),
-                visible_line(&p.by),
-                one_line(&p.answer, 200)
-            )),
-            P::UserMessage(p) => self.line(format!(
-                "{} you ({}): {}",
-                self.accent.apply_to("›"),
-                visible_line(&p.by),
-                one_line(&p.text, 200)
-            )),
+            P::InputAnswered(p) => self.input_answered(p),
+            P::UserMessage(p) => self.user_message(p),
             P::MemberStart(_)
             | P::MemberEnd(_)
             | P::TaskForceParallel(_)
@@ -279,6 +269,26 @@ impl RunObserver for HumanRenderer {
 }
 
 impl HumanRenderer {
+    /// A person's answer to the run's question or approval.
+    fn input_answered(&self, p: &fabric_domain::runlog::InputAnswered) {
+        self.line(format!(
+            "  {} answered ({}): {}",
+            self.accent.apply_to("✎"),
+            visible_line(&p.by),
+            one_line(&p.answer, 200)
+        ));
+    }
+
+    /// What a person said to the run while it worked.
+    fn user_message(&self, p: &fabric_domain::runlog::UserMessage) {
+        self.line(format!(
+            "{} you ({}): {}",
+            self.accent.apply_to("›"),
+            visible_line(&p.by),
+            one_line(&p.text, 200)
+        ));
+    }
+
     /// A question or approval the run waits for, with how to answer it.
     fn input_required(&self, p: &fabric_domain::runlog::InputRequired) {
         self.stop_spinner();

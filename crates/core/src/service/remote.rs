@@ -154,7 +154,7 @@ impl RunService {
 impl RunService {
     /// Follows run `id`, which a worker is to run (an answered run put back in the queue),
     /// as a run submitted here is followed: its handle.
-    /// `answered`: the `seq` of the question that was answered, which is not its end.
+    /// `answered`: the `seq` of the question that was answered: followed from after it.
     pub(super) fn follow_queued(
         &self,
         id: &RunId,
@@ -188,7 +188,12 @@ async fn follow_into(
     answered: Option<u64>,
 ) -> Result<RunOutcome, ServiceError> {
     let id = live.id().clone();
-    let mut feed = queue.follow(&id, None).await.map_err(ServiceError::Store)?;
+    // An answered run is followed from after the question it was answered on: its live
+    // run then shows it running, not waiting, until the worker's next event.
+    let mut feed = queue
+        .follow(&id, answered)
+        .await
+        .map_err(ServiceError::Store)?;
     let cancel = live.cancel_token();
     let mut asked = false;
     let mut start: Option<runlog::RunStart> = None;
@@ -221,9 +226,7 @@ async fn follow_into(
             observer.on_event(&event).await;
         }
         // A run that waits for a person lets go of its worker: followed up to its question.
-        let waits = event.kind() == fabric_domain::EventKind::InputRequired
-            && answered.is_none_or(|seq| event.seq > seq);
-        if event.kind().is_terminal() || waits {
+        if event.kind().is_terminal() || event.kind() == fabric_domain::EventKind::InputRequired {
             return Ok(outcome_of(
                 &id,
                 start.as_ref(),

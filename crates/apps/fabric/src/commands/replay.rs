@@ -54,7 +54,12 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default()),
         &settings,
     );
-    let handle = service.submit(Submission::new(request).observed(Arc::new(NoopObserver)))?;
+    // A person's answers and what was said are given again as recorded (issue #42).
+    let person = Arc::new(crate::offline::RecordedPerson::of(&recorded));
+    let submission = Submission::new(request)
+        .observed(Arc::new(NoopObserver))
+        .attended(fabric_core::service::WhenAsked::Ask(person));
+    let handle = service.submit(submission)?;
     let new_id = handle.id().clone();
     let outcome = handle.outcome().await?;
     service.shutdown(std::time::Duration::from_secs(5)).await;

@@ -88,6 +88,8 @@ async fn issue_42_a_question_waits_holding_no_process_and_fabric_answer_continue
     assert_eq!(answer[0]["payload"]["call_id"], asked_call(&events));
     assert_eq!(of_kind(&events, "run_resumed").len(), 1);
     assert_eq!(of_kind(&events, "run_complete").len(), 1);
+    // Replayed, the recorded answer is given again: the run goes the same way.
+    fx.assert_replays(&result).await;
 
     // Bad input: an answer to a run that waits for none.
     let again = fx.fabric(&["answer", &id, "SQLite"]).await;
@@ -369,6 +371,7 @@ async fn issue_42_approvals_deny_with_a_reason_then_approve_for_the_rest_of_the_
             .any(|e| e["payload"]["event_type"] == "approval_denied"),
         "{refused:?}"
     );
+    fx.assert_replays(&approved.json()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
