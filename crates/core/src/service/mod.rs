@@ -20,6 +20,7 @@ pub mod prepare;
 mod remote;
 mod request;
 mod resume;
+mod review;
 mod roots;
 mod tee;
 mod versioning;
@@ -45,6 +46,7 @@ pub use fabric_engine::service_error::{
     ConversationError, DailySpent, ErrorCode, Fault, InvalidRequest, ProjectError, ServiceError,
 };
 pub use remote::cancelled_before_start;
+pub use review::RunDiff;
 pub use request::{ContinueRequest, PrepareContext, Preparer, Runnable, TaskRequest};
 pub use versioning::{DiscardOnPrune, ProjectRequest, WorkspacePolicy};
 pub use worker::{Worker, WorkerConfig, WorkerReport, WorkerReporter};
