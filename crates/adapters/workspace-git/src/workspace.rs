@@ -6,8 +6,8 @@ use crate::guard;
 use crate::open::remove_tree;
 use async_trait::async_trait;
 use fabric_engine::ports::{
-    AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileDiff, FileStat, StepNote, Workspace,
-    WorkspaceError, WorkspaceSpec,
+    AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileDiff, FileStat, StepNote,
+    Workspace, WorkspaceError, WorkspaceSpec,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

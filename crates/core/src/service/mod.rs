@@ -46,8 +46,8 @@ pub use fabric_engine::service_error::{
     ConversationError, DailySpent, ErrorCode, Fault, InvalidRequest, ProjectError, ServiceError,
 };
 pub use remote::cancelled_before_start;
-pub use review::RunDiff;
 pub use request::{ContinueRequest, PrepareContext, Preparer, Runnable, TaskRequest};
+pub use review::RunDiff;
 pub use versioning::{DiscardOnPrune, ProjectRequest, WorkspacePolicy};
 pub use worker::{Worker, WorkerConfig, WorkerReport, WorkerReporter};
 

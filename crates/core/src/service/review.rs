@@ -129,7 +129,10 @@ mod tests {
         // Too short, unknown.
         for asked in ["abcdef", "1234567"] {
             let error = find_checkpoint(&id, &commits, asked).unwrap_err();
-            assert!(error.to_string().contains("abcdef0123, abcdef9999"), "{error}");
+            assert!(
+                error.to_string().contains("abcdef0123, abcdef9999"),
+                "{error}"
+            );
         }
         let none = find_checkpoint(&id, &[], "abcdef0").unwrap_err();
         assert!(none.to_string().contains("recorded none"), "{none}");
