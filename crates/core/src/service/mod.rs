@@ -643,7 +643,10 @@ impl RunTask {
                 tracing::warn!(run_id = %id, %error, "run ended inside the fabric");
             }
         }
-        if result.is_err() && self.service.inner.suspended.load(Ordering::SeqCst) {
+        // A run that waits for a person has not ended either (issue #42): its followers'
+        // streams end at its `input_required`, with no `run_failed` made up for them.
+        let waits = matches!(&result, Ok(outcome) if outcome.status == fabric_domain::RunStatus::InputRequired);
+        if waits || (result.is_err() && self.service.inner.suspended.load(Ordering::SeqCst)) {
             // Suspended at shutdown, not ended: the next start continues it.
             self.live.suspend();
         } else {
