@@ -1078,7 +1078,7 @@ function checkpointLine(p, onShow) {
 // What a run waits for (`input_required`).
 function askedLine(p) {
   if (p.input === 'approval') {
-    return el('span', {}, el('b', { text: '⏸ waits for approval' }), ` of ${p.tool || 'a call'}`,
+    return el('span', {}, el('b', { text: 'Waits for approval' }), ` of ${p.tool || 'a call'}`,
       p.question ? el('div', { class: 'muted', text: p.question }) : '');
   }
   return el('span', {}, el('b', { text: '? ' }), el('span', { class: 'question', text: p.question || '' }),
@@ -1090,7 +1090,9 @@ function answeredLine(p) {
   const by = p.by ? ` (by ${p.by})` : '';
   if (p.decision) {
     const said = { approve: '✓ approved', approve_for_run: '✓ approved for the rest of the run', deny: '✗ denied' }[p.decision] || p.decision;
-    return el('span', {}, el('b', { text: said }), by, p.answer ? el('div', { class: 'answer', text: p.answer }) : '');
+    // The page sends the decision as the answer when no reason was given: not repeated.
+    const reason = p.answer && p.answer !== p.decision ? p.answer : '';
+    return el('span', {}, el('b', { text: said }), by, reason ? el('div', { class: 'answer', text: reason }) : '');
   }
   return el('span', {}, el('b', { text: 'answered' }), by, ': ', el('span', { class: 'answer', text: p.answer || '' }));
 }
@@ -1120,6 +1122,8 @@ class AttendCard {
     this.node.dataset.input = p.input || 'question';
     this.node.dataset.asked = String(event.seq);
     delete this.node.dataset.sent;
+    // The page may have followed the run down: the question is what matters now.
+    this.node.scrollIntoView({ block: 'center' });
   }
 
   question(p) {

@@ -265,6 +265,40 @@ async fn issue_42_http_diff_refuses_runs_not_ended_unversioned_or_unknown() {
     assert_eq!((code, code_of(&body)), (404, "run_not_found"), "{body}");
     let (code, body) = served.get_json("/runs/..%2Fx/diff").await;
     assert_eq!((code, code_of(&body)), (400, "invalid_run_id"), "{body}");
+
+    // The three are in the OpenAPI document, with their refusals.
+    let (code, doc) = served.get_json("/openapi.json").await;
+    assert_eq!(code, 200);
+    for (path, method, statuses) in [
+        (
+            "/runs/{id}/diff",
+            "get",
+            &["200", "400", "401", "404", "409"][..],
+        ),
+        (
+            "/runs/{id}/apply",
+            "post",
+            &["200", "401", "404", "409", "422"][..],
+        ),
+        (
+            "/runs/{id}/discard",
+            "post",
+            &["200", "401", "404", "409"][..],
+        ),
+    ] {
+        let op = &doc["paths"][path][method];
+        for status in statuses {
+            assert!(
+                op["responses"][status].is_object(),
+                "{method} {path} {status}"
+            );
+        }
+    }
+    let checkpoint = &doc["paths"]["/runs/{id}/diff"]["get"]["parameters"];
+    assert!(
+        checkpoint.to_string().contains("[0-9a-fA-F]{7,64}"),
+        "{checkpoint}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -496,12 +530,19 @@ async fn issue_42_viewer_steering_box_reaches_the_model_at_its_next_step() {
         return;
     };
     // Slow steps, so the page is open while the run works.
-    let slow = || {
-        let mut turn = Turn::tool_call("list_files", json!({}));
+    // (Arguments alternate: the same call thrice in a row would be a loop.)
+    let slow = |args: Value| {
+        let mut turn = Turn::tool_call("list_files", args);
         turn.delay_ms = Some(2_500);
         turn
     };
-    let turns = vec![slow(), slow(), slow(), slow(), slow(), finish("looked")];
+    let turns = vec![
+        slow(json!({})),
+        slow(json!({"path": "."})),
+        slow(json!({})),
+        slow(json!({"path": "."})),
+        finish("looked"),
+    ];
     let served = Served::with(
         Scenario::new(turns),
         Options {

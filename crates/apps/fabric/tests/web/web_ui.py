@@ -499,6 +499,13 @@ def case_continued(b, args):
     return {"header": header, "row": row, "earlier": earlier}
 
 
+def press(b, css):
+    """Clicks the element `css` in the middle of the window (not under the sticky top bar)."""
+    element = b.find(css)
+    b.js("arguments[0].scrollIntoView({block: 'center'})", element)
+    element.click()
+
+
 def attend_card(b, what, previous=None):
     """Waits for the question or approval card of a waiting run (another one than
     `previous`, the `seq` of the last one answered) and returns its `seq`."""
@@ -520,11 +527,12 @@ def case_answer(b, args):
     }
     b.shot("question")
     # An empty answer: the server's 422 message is shown, and the card stays.
-    b.find("#answer-send").click()
+    press(b, "#answer-send")
     b.wait("document.querySelector('#attend-error .error')", what="the refusal's message")
     refused = b.find("#attend-error").text
     b.shot("question-refused")
     choice = [e for e in b.find_all("#attend-card .choice") if e.text == args.text][0]
+    b.js("arguments[0].scrollIntoView({block: 'center'})", choice)
     choice.click()
     wait_drawn(b, "the answered run's end", timeout=60)
     shown = {
@@ -544,14 +552,14 @@ def case_approve(b, args):
     asked = {"tool": b.find("#approval-tool").text, "args": b.find("#attend-card .approval-args").text}
     b.find("#deny-reason").send_keys(args.text)
     b.shot("approval-first")
-    b.find("#deny").click()
+    press(b, "#deny")
     second = attend_card(b, "the second approval", first)
     second_args = b.find("#attend-card .approval-args").text
     b.shot("approval-second")
-    b.find("#approve").click()
+    press(b, "#approve")
     third = attend_card(b, "the third approval", second)
     third_args = b.find("#attend-card .approval-args").text
-    b.find("#approve-for-run").click()
+    press(b, "#approve-for-run")
     wait_drawn(b, "the approved run's end", timeout=60)
     shown = {
         "status": b.find("#run-status").text,
@@ -568,7 +576,7 @@ def case_steer(b, args):
            timeout=30, what="the steering box of the running run")
     b.find("#steer-text").send_keys(args.text)
     b.shot("steer-typed", full=False)
-    b.find("#steer-send").click()
+    press(b, "#steer-send")
     b.wait("document.getElementById('steer-note').textContent.startsWith('Sent')", what="the message sent")
     sent = b.find("#steer-note").text
     wait_drawn(b, "the steered run's end", timeout=60)
@@ -612,7 +620,7 @@ def case_project(b, args):
     b.wait(f"document.getElementById('project-card').dataset.diff === {json.dumps(commit)}", what="the checkpoint's diff")
     checkpoint = {"commit": commit, "files": diff_files(b), "head": b.find("#diff-files .diff-head").text}
     b.shot("project-checkpoint")
-    b.find("#apply").click()
+    press(b, "#apply")
     b.wait("document.getElementById('project-card').dataset.applied", what="applied")
     applied = b.find("#project-note").text
     b.shot("project-applied")
