@@ -877,7 +877,7 @@ class Timeline {
           longText(typeof p.text === 'string' ? p.text : '', 'text say-text')));
         break;
       case 'run_resumed':
-        out.append(this.row(event, 'info', `Continued by another process (resumption ${p.resumption}; ${p.replayed_steps} steps replayed)`));
+        out.append(this.row(event, 'info', `Continued from its runlog (resumption ${p.resumption}; ${p.replayed_steps} steps replayed): after a stop, or an answer`));
         break;
       case 'pack_end':
         out.append(this.row(event, 'member-end', '■ ', el('b', { text: p.specialist_id || '?' }), ' ended ', statusBadge(p.status),
