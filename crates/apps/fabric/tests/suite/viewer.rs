@@ -6,17 +6,11 @@
 use fabric_test_support::{Scenario, Turn};
 use serde_json::{Value, json};
 
+use super::conversations::finish;
 use super::fixture::{kinds, of_kind};
 use super::interactive::{ASKER, asking_turns};
 use super::projects::{git, user_repo};
 use super::serve_fixture::{Options, Served};
-
-fn finish(summary: &str) -> Turn {
-    Turn::tool_call(
-        "finish_task",
-        json!({"summary": summary, "artifacts": [], "next_steps": [], "notes": ""}),
-    )
-}
 
 /// A project run's turns: a new file, then a change to a tracked one (two checkpoints), and
 /// a file whose content is hostile text for a page.
@@ -189,19 +183,39 @@ async fn issue_42_http_diff_apply_and_discard_finish_the_job_as_the_cli_does() {
     assert_eq!(code, 200);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn issue_42_http_diff_refuses_runs_not_ended_unversioned_or_unknown() {
-    let mut turns = asking_turns();
-    turns.push(Turn::tool_call("list_files", json!({})));
-    turns.push(finish("looked"));
-    let served = Served::with(
+/// The diff, apply and discard of run `id` are each refused 409 with `code`, the message
+/// saying `words`.
+async fn all_refused(served: &Served, id: &str, code: &str, words: &str) {
+    for (method, path) in [("GET", "diff"), ("POST", "apply"), ("POST", "discard")] {
+        let url = format!("/runs/{id}/{path}");
+        let (status, body) = if method == "GET" {
+            served.get_json(&url).await
+        } else {
+            served.post_json(&url, json!({})).await
+        };
+        assert_eq!((status, code_of(&body)), (409, code), "{path}: {body}");
+        assert!(body.to_string().contains(words), "{body}");
+    }
+}
+
+/// `fabric serve` with the asking specialist, over `turns`.
+async fn served_asker(turns: Vec<Turn>) -> Served {
+    Served::with(
         Scenario::new(turns),
         Options {
             config: ASKER,
             ..Options::default()
         },
     )
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_http_diff_refuses_runs_not_ended_unversioned_or_unknown() {
+    let mut turns = asking_turns();
+    turns.push(Turn::tool_call("list_files", json!({})));
+    turns.push(finish("looked"));
+    let served = served_asker(turns).await;
     // A run that waits for an answer has not ended: its changes are not final.
     let (code, body) = served
         .post_json("/runs", json!({"prompt": "pick one", "pack": "asker"}))
@@ -209,20 +223,7 @@ async fn issue_42_http_diff_refuses_runs_not_ended_unversioned_or_unknown() {
     assert_eq!(code, 202, "{body}");
     let waiting = body["run_id"].as_str().expect("id").to_owned();
     served.wait_status(&waiting, "input_required").await;
-    for (method, path) in [("GET", "diff"), ("POST", "apply"), ("POST", "discard")] {
-        let url = format!("/runs/{waiting}/{path}");
-        let (code, body) = if method == "GET" {
-            served.get_json(&url).await
-        } else {
-            served.post_json(&url, json!({})).await
-        };
-        assert_eq!(
-            (code, code_of(&body)),
-            (409, "run_not_ended"),
-            "{path}: {body}"
-        );
-        assert!(body.to_string().contains("has not ended"), "{body}");
-    }
+    all_refused(&served, &waiting, "run_not_ended", "has not ended").await;
     let (code, body) = served
         .post_json(
             &format!("/runs/{waiting}/input"),
@@ -233,20 +234,7 @@ async fn issue_42_http_diff_refuses_runs_not_ended_unversioned_or_unknown() {
     served.wait_status(&waiting, "completed").await;
 
     // A scratch run has no branch.
-    for (method, path) in [("GET", "diff"), ("POST", "apply"), ("POST", "discard")] {
-        let url = format!("/runs/{waiting}/{path}");
-        let (code, body) = if method == "GET" {
-            served.get_json(&url).await
-        } else {
-            served.post_json(&url, json!({})).await
-        };
-        assert_eq!(
-            (code, code_of(&body)),
-            (409, "not_versioned"),
-            "{path}: {body}"
-        );
-        assert!(body.to_string().contains("scratch workspace"), "{body}");
-    }
+    all_refused(&served, &waiting, "not_versioned", "scratch workspace").await;
     let events = served.runlog(&waiting);
     assert!(
         of_kind(&events, "workspace").is_empty(),
@@ -308,14 +296,7 @@ async fn issue_42_viewer_a_live_stream_ends_at_input_required_with_no_made_up_fa
     slow.delay_ms = Some(1_500);
     let mut turns = vec![slow];
     turns.extend(asking_turns());
-    let served = Served::with(
-        Scenario::new(turns),
-        Options {
-            config: ASKER,
-            ..Options::default()
-        },
-    )
-    .await;
+    let served = served_asker(turns).await;
     let id = started(&served, "look, then pick one", "asker").await;
     let mut reader = served.follow(&id, None).await;
     let frames = reader.rest().await;
@@ -379,14 +360,7 @@ async fn issue_42_viewer_answers_a_question_in_the_answer_box_and_the_run_comple
     let Some((python, _one)) = super::web_ui::browser().await else {
         return;
     };
-    let served = Served::with(
-        Scenario::new(asking_turns()),
-        Options {
-            config: ASKER,
-            ..Options::default()
-        },
-    )
-    .await;
+    let served = served_asker(asking_turns()).await;
     let id = started(&served, "pick one", "asker").await;
     served.wait_status(&id, "input_required").await;
     let seen = super::web_ui::browse(
@@ -543,14 +517,7 @@ async fn issue_42_viewer_steering_box_reaches_the_model_at_its_next_step() {
         slow(json!({"path": "."})),
         finish("looked"),
     ];
-    let served = Served::with(
-        Scenario::new(turns),
-        Options {
-            config: ASKER,
-            ..Options::default()
-        },
-    )
-    .await;
+    let served = served_asker(turns).await;
     let id = started(&served, "look around slowly", "asker").await;
     let said = "also check the tests <b>now</b>";
     let seen = super::web_ui::browse(
