@@ -102,6 +102,8 @@ pub(crate) fn publish_formats(doc: &mut utoipa::openapi::OpenApi) {
         ("RunRequest", "pack", formats::NOT_BLANK_PATTERN),
         ("RunRequest", "model_key", formats::NOT_BLANK_PATTERN),
         ("PruneRequest", "older_than", formats::DURATION_PATTERN),
+        ("InputRequest", "answer", formats::NOT_BLANK_PATTERN),
+        ("MessageRequest", "text", formats::NOT_BLANK_PATTERN),
     ] {
         let schema = doc
             .components

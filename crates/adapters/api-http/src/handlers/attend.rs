@@ -17,10 +17,14 @@ use crate::{ApiError, AppState};
 #[serde(deny_unknown_fields)]
 pub(crate) struct InputRequest {
     /// The answer; for an approval its reason, or the decision itself (`approve`,
-    /// `approve_for_run`, `deny`, optionally followed by a reason).
+    /// `approve_for_run`, `deny`, optionally followed by a reason). Not blank.
+    // The not-blank pattern is `formats::NOT_BLANK_PATTERN`, published by
+    // `openapi::publish_formats`.
+    #[schema(min_length = 1, max_length = 16000)]
     pub(crate) answer: String,
     /// An approval's decision, apart from the text: `approve`, `approve_for_run`, `deny`.
     #[serde(default)]
+    #[schema(pattern = "^(approve|approve_for_run|deny)$")]
     pub(crate) decision: Option<String>,
 }
 
@@ -28,7 +32,8 @@ pub(crate) struct InputRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MessageRequest {
-    /// What to say to the run.
+    /// What to say to the run. Not blank (the pattern is published as the answer's).
+    #[schema(min_length = 1, max_length = 16000)]
     pub(crate) text: String,
 }
 
@@ -62,10 +67,17 @@ fn refused(state: &AppState, error: ServiceError) -> ApiError {
 #[utoipa::path(
     post,
     path = "/runs/{id}/input",
-    params(("id" = String, Path, description = "The run id")),
+    tag = "runs",
+    params(("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$")),
     request_body = InputRequest,
+    security(("bearer" = [])),
     responses(
         (status = 202, description = "The answer was taken; the run goes on", body = Accepted),
+        (status = 400, description = "`invalid_run_id`, `invalid_json`", body = crate::error::ErrorBody),
+        (status = 401, description = "`unauthorized`", body = crate::error::ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = crate::error::ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = crate::error::ErrorBody),
+        (status = 500, description = "`internal`", body = crate::error::ErrorBody),
         (status = 404, description = "`run_not_found`", body = crate::error::ErrorBody),
         (status = 409, description = "`run_not_waiting`: the run's status is not `input_required` (the message names it)", body = crate::error::ErrorBody),
         (status = 422, description = "`invalid_request`: an empty or too long answer (1 to 16000 characters), or an approval's answer that decides nothing", body = crate::error::ErrorBody),
@@ -105,10 +117,17 @@ pub(crate) async fn answer_run(
 #[utoipa::path(
     post,
     path = "/runs/{id}/messages",
-    params(("id" = String, Path, description = "The run id")),
+    tag = "runs",
+    params(("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$")),
     request_body = MessageRequest,
+    security(("bearer" = [])),
     responses(
         (status = 202, description = "Taken: the model hears it at its next step", body = Accepted),
+        (status = 400, description = "`invalid_run_id`, `invalid_json`", body = crate::error::ErrorBody),
+        (status = 401, description = "`unauthorized`", body = crate::error::ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = crate::error::ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = crate::error::ErrorBody),
+        (status = 500, description = "`internal`", body = crate::error::ErrorBody),
         (status = 404, description = "`run_not_found`", body = crate::error::ErrorBody),
         (status = 409, description = "`run_not_waiting`: the run has ended", body = crate::error::ErrorBody),
         (status = 422, description = "`invalid_request`: an empty or too long message (1 to 16000 characters)", body = crate::error::ErrorBody),
