@@ -268,6 +268,16 @@ pub enum InvalidRequest {
     /// The task is not runnable as given (a specialist or tool definition is unusable).
     #[error(transparent)]
     Task(CoreError),
+    /// A checkpoint that is not one of the run's (issue #42: `GET /runs/{id}/diff`).
+    #[error("run `{id}` recorded no checkpoint `{commit}`; {known}")]
+    NoSuchCheckpoint {
+        /// The run.
+        id: RunId,
+        /// The commit asked for.
+        commit: String,
+        /// The run's checkpoints, said for the person who asked.
+        known: String,
+    },
 }
 
 /// Why the project a request names cannot be used.

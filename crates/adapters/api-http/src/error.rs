@@ -59,6 +59,23 @@ pub enum ApiError {
     /// (issue #42); the message says its status.
     #[error("{0}")]
     RunNotWaiting(String),
+    /// The run has not ended, so its changes are not final (issue #42: its diff, apply,
+    /// discard); the message says what to do.
+    #[error("{0}")]
+    RunNotEnded(String),
+    /// The run has no versioned workspace (a plain scratch run), or this server has none.
+    #[error("{0}")]
+    NotVersioned(String),
+    /// A `checkpoint` that is not one of the run's; the message lists them.
+    #[error("{0}")]
+    CheckpointNotFound(String),
+    /// The run's workspace was discarded (or pruned).
+    #[error("{0}")]
+    WorkspaceGone(String),
+    /// Applying was refused before anything was written: the changes conflict with the
+    /// repository's commits or uncommitted changes (the message says which and how).
+    #[error("{0}")]
+    ApplyRefused(String),
     /// The run exists but has already ended.
     #[error("run `{id}` is not running; it ended `{status}`")]
     RunNotRunning {
@@ -167,6 +184,11 @@ impl ApiError {
             Self::ModelUnavailable(_) => "model_unavailable",
             Self::RunNotRunning { .. } | Self::RunNotLive(_) => "run_not_running",
             Self::RunNotWaiting(_) => "run_not_waiting",
+            Self::RunNotEnded(_) => "run_not_ended",
+            Self::NotVersioned(_) => "not_versioned",
+            Self::CheckpointNotFound(_) => "checkpoint_not_found",
+            Self::WorkspaceGone(_) => "workspace_gone",
+            Self::ApplyRefused(_) => "apply_refused",
             Self::RouteNotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::TooManyRuns { .. } => "too_many_runs",
@@ -184,6 +206,11 @@ impl ApiError {
                 StatusCode::BAD_REQUEST
             }
             Self::InvalidRequest(_) | Self::InvalidProject(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::CheckpointNotFound(_) => StatusCode::NOT_FOUND,
+            Self::RunNotEnded(_)
+            | Self::NotVersioned(_)
+            | Self::WorkspaceGone(_)
+            | Self::ApplyRefused(_) => StatusCode::CONFLICT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RunNotFound(_) | Self::RouteNotFound => StatusCode::NOT_FOUND,

@@ -54,7 +54,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use handlers::{attend, budget, catalog, meta, metrics, runs, start};
+use handlers::{attend, budget, catalog, meta, metrics, review, runs, start};
 
 /// Every route of the API over `state`, and the web run viewer at `/`. Auth guards all but
 /// `/health`, `/openapi.json` and the viewer's files; without a token, only loopback `Host`
@@ -117,6 +117,9 @@ fn api(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(runs::cancel_run))
         .routes(routes!(attend::answer_run))
         .routes(routes!(attend::steer_run))
+        .routes(routes!(review::run_diff))
+        .routes(routes!(review::apply_run))
+        .routes(routes!(review::discard_run))
         .routes(routes!(budget::budget))
         .route_layer(axum::middleware::from_fn_with_state(
             state,

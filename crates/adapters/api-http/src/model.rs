@@ -497,7 +497,7 @@ pub struct SearchParams {
     pub specialist: Option<String>,
     /// Only runs with this status.
     #[param(
-        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed|context_window_exceeded|stalled)$"
+        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed|context_window_exceeded|stalled|input_required|unanswered)$"
     )]
     pub status: Option<String>,
     /// Only runs started since: a date (`2026-11-01`), a UTC time (`2026-11-01T12:00:00Z`),
@@ -574,7 +574,7 @@ pub struct ListQuery {
     /// Only runs with this status (`running`, `completed`, `partial`, `failed`, `cancelled`,
     /// ...).
     #[param(
-        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed|context_window_exceeded|stalled)$"
+        pattern = "^(running|completed|completed_without_finish|partial|max_steps_exceeded|budget_exceeded|llm_error|model_unsupported|cancelled|failed|interrupted|quality_gate_failed|context_window_exceeded|stalled|input_required|unanswered)$"
     )]
     pub status: Option<String>,
     /// Only runs this specialist worked on (a task force counts for each member).

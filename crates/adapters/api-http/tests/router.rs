@@ -181,7 +181,7 @@ async fn the_store_failing_is_a_500_that_hides_its_details() {
 fn the_openapi_document_names_every_error_code_it_can_answer() {
     let doc = serde_json::to_value(fabric_api_http::openapi()).unwrap();
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 14, "{:?}", paths.keys());
+    assert_eq!(paths.len(), 19, "{:?}", paths.keys());
     assert!(doc["paths"]["/openapi.json"]["get"].is_object());
     // The router's own answers, and the statuses a filter may name.
     for name in ["NotFound", "MethodNotAllowed", "HostNotAllowed"] {

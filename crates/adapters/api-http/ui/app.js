@@ -26,8 +26,12 @@ const LIVE_LINES_SHOWN = 200;
 const STATUSES = [
   'running', 'completed', 'completed_without_finish', 'partial', 'max_steps_exceeded',
   'budget_exceeded', 'llm_error', 'model_unsupported', 'cancelled', 'failed', 'interrupted',
-  'quality_gate_failed', 'context_window_exceeded', 'stalled',
+  'quality_gate_failed', 'context_window_exceeded', 'stalled', 'input_required', 'unanswered',
 ];
+// How often a page looks whether a waiting run was answered (issue #42), in milliseconds.
+const WAITING_POLL_MS = 700;
+// Lines of one file's diff drawn before a button asks for the rest.
+const DIFF_LINES_SHOWN = 400;
 
 // ---------------------------------------------------------------------------------------
 // DOM helpers: every node is built here, and text always goes in as text.
@@ -267,6 +271,7 @@ async function readSse(response, onFrame) {
 async function followRun(runId, signal, onEvent, onState, onOutput) {
   let last = null;
   let ended = false;
+  let waiting = false;
   let wait = 500;
   const path = '/runs/' + encodeURIComponent(runId);
   while (!signal.aborted) {
@@ -274,7 +279,7 @@ async function followRun(runId, signal, onEvent, onState, onOutput) {
       const headers = { Accept: 'text/event-stream' };
       if (last !== null) headers['Last-Event-ID'] = String(last);
       const response = await api(path + '/events', { headers, signal, stream: true });
-      onState('live');
+      if (!waiting) onState('live');
       await readSse(response, (frame) => {
         let event;
         try {
@@ -291,11 +296,25 @@ async function followRun(runId, signal, onEvent, onState, onOutput) {
           last = event.seq;
         }
         if (event.kind === 'run_complete' || event.kind === 'run_failed') ended = true;
+        if (waiting && event.kind !== 'input_required') {
+          waiting = false;
+          onState('live');
+        }
         onEvent(event);
       });
       if (ended || signal.aborted) break;
       // The stream ended without the run's end: is this server still running it?
       const status = await api(path + '/status', { signal });
+      if (status.status === 'input_required') {
+        // A waiting run's stream ends at its question (issue #42): looked at again every
+        // WAITING_POLL_MS (at once when this page answered, `nudge`) from the last event
+        // drawn, so the run going on is followed, up to its next question or its end.
+        if (!waiting) onState('waiting');
+        waiting = true;
+        await nap(WAITING_POLL_MS, signal);
+        wait = 500;
+        continue;
+      }
       if (!status.live) {
         onState('not-live');
         return;
@@ -314,6 +333,26 @@ async function followRun(runId, signal, onEvent, onState, onOutput) {
     }
   }
   if (ended) onState('ended');
+}
+
+const napping = new Set();
+
+// Ends every `nap` at once: this page answered a waiting run.
+function nudge() {
+  for (const wake of [...napping]) wake();
+}
+
+function nap(ms, signal) {
+  return new Promise((resolve) => {
+    const wake = () => {
+      clearTimeout(timer);
+      napping.delete(wake);
+      resolve();
+    };
+    const timer = setTimeout(wake, ms);
+    napping.add(wake);
+    if (signal) signal.addEventListener('abort', wake, { once: true });
+  });
 }
 
 function sleep(ms, signal) {
@@ -592,10 +631,12 @@ class RunHeader {
   }
 
   setStatus(status) {
+    this.current = status;
     this.status.replaceChildren(statusBadge(status));
-    document.body.dataset.runState = status === 'running' ? 'running' : 'ended';
+    document.body.dataset.runState = status === 'running' ? 'running' : status === 'input_required' ? 'waiting' : 'ended';
     document.body.dataset.runStatus = status;
     this.cancel.hidden = status !== 'running';
+    if (this.onStatus) this.onStatus(status);
   }
 
   async doCancel(signal) {
@@ -817,8 +858,26 @@ class Timeline {
           p.model ? ` (by ${p.model}${p.usage ? ', ' + p.usage.total_tokens + ' tokens' : ''})` : '',
           p.reason ? longText(p.reason, 'text') : ''));
         break;
+      case 'workspace':
+        out.append(this.row(event, 'info workspace', workspaceLine(p)));
+        break;
+      case 'checkpoint':
+        this.underCall(event, out, this.row(event, 'checkpoint', checkpointLine(p, this.hooks.onCheckpoint)));
+        break;
+      case 'input_required':
+        this.underCall(event, out, this.row(event, 'asked', askedLine(p)));
+        this.activity.textContent = p.input === 'approval' ? 'waiting for a person\'s approval…' : 'waiting for a person\'s answer…';
+        break;
+      case 'input_answered':
+        this.underCall(event, out, this.row(event, p.decision === 'deny' ? 'warn' : 'ok', answeredLine(p)));
+        this.activity.textContent = '';
+        break;
+      case 'user_message':
+        out.append(this.row(event, 'say person', el('span', { class: 'who', text: 'person' + (p.by ? ' · ' + p.by : '') }),
+          longText(typeof p.text === 'string' ? p.text : '', 'text say-text')));
+        break;
       case 'run_resumed':
-        out.append(this.row(event, 'info', `Continued by another process (resumption ${p.resumption}; ${p.replayed_steps} steps replayed)`));
+        out.append(this.row(event, 'info', `Continued from its runlog (resumption ${p.resumption}; ${p.replayed_steps} steps replayed): after a stop, or an answer`));
         break;
       case 'pack_end':
         out.append(this.row(event, 'member-end', '■ ', el('b', { text: p.specialist_id || '?' }), ' ended ', statusBadge(p.status),
@@ -836,6 +895,15 @@ class Timeline {
       default:
         out.append(this.row(event, 'info', el('b', { text: event.kind }), ' ', longText(p, 'text')));
     }
+  }
+
+  // A row about a call (its checkpoint, its question or approval): under the call when it is
+  // drawn, else in the list.
+  underCall(event, out, row) {
+    const p = event.payload || {};
+    const call = p.call_id && this.calls.get(this.callKey(event, p.call_id));
+    if (call) call.node.append(row);
+    else out.append(row);
   }
 
   callKey(event, callId) {
@@ -973,6 +1041,319 @@ class Timeline {
   }
 }
 
+// ---- a person at work (issue #42) -----------------------------------------------------
+
+function shortCommit(commit) {
+  return typeof commit === 'string' ? commit.slice(0, 12) : '?';
+}
+
+// Where a versioned run works (its `workspace` event): its branch, its base, its repository.
+function workspaceLine(p) {
+  const where = p.origin === 'project'
+    ? ['on ', el('code', { class: 'repo', text: p.repo || '?' })]
+    : p.origin === 'copy'
+      ? ['on a copy of ', el('code', { class: 'repo', text: p.source || '?' })]
+      : ['in a scratch workspace with history'];
+  return el('span', {}, 'Works ', where, ' · branch ', el('code', { class: 'branch', text: p.branch || '?' }),
+    ' from ', el('code', { class: 'base', text: shortCommit(p.base) }), p.base_ref ? ` (${p.base_ref})` : '',
+    p.owner ? [' · on the worktree of ', runLink(String(p.owner))] : '',
+    p.restored_to ? [' · files at ', el('code', { text: shortCommit(p.restored_to) })] : '');
+}
+
+// A checkpoint: its commit, with a button showing its changes when the page can.
+function checkpointLine(p, onShow) {
+  if (!p.commit) {
+    return el('span', { class: 'muted' }, 'No recorded file changed',
+      Array.isArray(p.ignored) && p.ignored.length ? ` · ignored: ${p.ignored.join(', ')}` : '');
+  }
+  const show = onShow
+    ? el('button', { type: 'button', class: 'link show-checkpoint', 'data-commit': p.commit, text: 'show its changes', onclick: () => onShow(p.commit) })
+    : '';
+  return el('span', {}, '◆ checkpoint ', el('code', { class: 'commit', text: shortCommit(p.commit) }), ' ', show,
+    Array.isArray(p.ignored) && p.ignored.length ? el('div', { class: 'muted', text: 'not recorded (.gitignore): ' + p.ignored.join(', ') }) : '',
+    Array.isArray(p.removed_git) && p.removed_git.length ? el('div', { class: 'muted', text: 'removed: ' + p.removed_git.join(', ') }) : '',
+    p.pushed === false ? el('div', { class: 'muted', text: 'not pushed to the remote yet' }) : '');
+}
+
+// What a run waits for (`input_required`).
+function askedLine(p) {
+  if (p.input === 'approval') {
+    return el('span', {}, el('b', { text: 'Waits for approval' }), ` of ${p.tool || 'a call'}`,
+      p.question ? el('div', { class: 'muted', text: p.question }) : '');
+  }
+  return el('span', {}, el('b', { text: '? ' }), el('span', { class: 'question', text: p.question || '' }),
+    Array.isArray(p.choices) && p.choices.length ? el('div', { class: 'muted', text: 'choices: ' + p.choices.join(' | ') }) : '');
+}
+
+// A person's answer (`input_answered`).
+function answeredLine(p) {
+  const by = p.by ? ` (by ${p.by})` : '';
+  if (p.decision) {
+    const said = { approve: '✓ approved', approve_for_run: '✓ approved for the rest of the run', deny: '✗ denied' }[p.decision] || p.decision;
+    // The page sends the decision as the answer when no reason was given: not repeated.
+    const reason = p.answer && p.answer !== p.decision ? p.answer : '';
+    return el('span', {}, el('b', { text: said }), by, reason ? el('div', { class: 'answer', text: reason }) : '');
+  }
+  return el('span', {}, el('b', { text: 'answered' }), by, ': ', el('span', { class: 'answer', text: p.answer || '' }));
+}
+
+function jsonPost(path, body, signal) {
+  return api(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal });
+}
+
+// The question or the approval a waiting run asks, with the means to answer it.
+class AttendCard {
+  constructor(runId, signal) {
+    this.runId = runId;
+    this.signal = signal;
+    this.asked = null;
+    this.node = el('section', { class: 'card attend', id: 'attend-card', hidden: true });
+  }
+
+  show(event) {
+    const p = event.payload || {};
+    this.asked = event.seq;
+    this.error = el('div', { id: 'attend-error' });
+    this.note = el('div', { id: 'attend-note', class: 'muted' });
+    const expires = typeof p.expires_at === 'number' ? el('div', { class: 'muted', text: `Unanswered, the run ends at ${when(p.expires_at)}.` }) : '';
+    const body = p.input === 'approval' ? this.approval(p) : this.question(p);
+    this.node.replaceChildren(...body, expires, this.error, this.note);
+    this.node.hidden = false;
+    this.node.dataset.input = p.input || 'question';
+    this.node.dataset.asked = String(event.seq);
+    delete this.node.dataset.sent;
+    // The page may have followed the run down: the question is what matters now.
+    this.node.scrollIntoView({ block: 'center' });
+  }
+
+  question(p) {
+    const text = el('textarea', { id: 'answer-text', rows: 3, placeholder: 'Your answer' });
+    const form = el('form', { id: 'answer-form' }, el('label', { for: 'answer-text', text: 'Answer' }), text,
+      el('div', { class: 'actions' }, el('button', { type: 'submit', id: 'answer-send', text: 'Send the answer' })));
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.send({ answer: text.value });
+    });
+    const choices = Array.isArray(p.choices) && p.choices.length
+      ? el('div', { class: 'choices' }, p.choices.map((choice) => el('button', {
+        type: 'button', class: 'choice', text: String(choice), onclick: () => this.send({ answer: String(choice) }),
+      })))
+      : '';
+    return [el('h2', { text: 'The run asks you' }), el('p', { id: 'question', class: 'question-text', text: p.question || '' }), choices, form];
+  }
+
+  approval(p) {
+    const reason = el('input', { id: 'deny-reason', placeholder: 'why (the model gets it)', autocomplete: 'off' });
+    const decide = (decision) => () => {
+      const why = reason.value.trim();
+      this.send({ answer: why || decision, decision });
+    };
+    const args = p.arguments === undefined ? '' : longText(json(p.arguments), 'text approval-args');
+    return [
+      el('h2', {}, 'The run asks to call ', el('code', { id: 'approval-tool', text: p.tool || '?' })),
+      p.question ? el('p', { class: 'muted', text: p.question }) : '',
+      args,
+      el('label', { for: 'deny-reason', text: 'Reason' }), reason,
+      el('div', { class: 'actions' },
+        el('button', { type: 'button', id: 'approve', class: 'ok', text: 'Approve', onclick: decide('approve') }),
+        el('button', { type: 'button', id: 'approve-for-run', text: 'Approve for this run', onclick: decide('approve_for_run') }),
+        el('button', { type: 'button', id: 'deny', class: 'danger', text: 'Deny', onclick: decide('deny') })),
+    ];
+  }
+
+  async send(body) {
+    const buttons = [...this.node.querySelectorAll('button')];
+    for (const button of buttons) button.disabled = true;
+    this.error.replaceChildren();
+    this.note.textContent = 'Sending…';
+    try {
+      await jsonPost('/runs/' + encodeURIComponent(this.runId) + '/input', body, this.signal);
+      this.note.textContent = 'Sent: the run goes on.';
+      this.node.dataset.sent = 'yes';
+      nudge();
+    } catch (error) {
+      if (this.signal.aborted) return;
+      this.note.textContent = '';
+      this.error.replaceChildren(errorBox(error));
+      for (const button of buttons) button.disabled = false;
+    }
+  }
+
+  // The run went on (answered here or elsewhere, or it ended).
+  hide() {
+    this.node.hidden = true;
+    this.node.replaceChildren();
+    delete this.node.dataset.sent;
+    delete this.node.dataset.asked;
+  }
+}
+
+// What a person says to a running run (steering).
+class SteerCard {
+  constructor(runId, signal) {
+    const text = el('input', { id: 'steer-text', placeholder: 'e.g. also update the README', autocomplete: 'off' });
+    this.note = el('div', { id: 'steer-note', class: 'muted' });
+    const form = el('form', { id: 'steer-form', class: 'inline-form' }, text,
+      el('button', { type: 'submit', id: 'steer-send', text: 'Send' }));
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      this.note.replaceChildren('Sending…');
+      try {
+        await jsonPost('/runs/' + encodeURIComponent(runId) + '/messages', { text: text.value }, signal);
+        this.note.replaceChildren('Sent: the model hears it before its next step.');
+        text.value = '';
+      } catch (error) {
+        if (!signal.aborted) this.note.replaceChildren(errorBox(error));
+      }
+    });
+    this.node = el('section', { class: 'card', id: 'steer-card', hidden: true },
+      el('h2', { text: 'Say something to the run' }), form, this.note);
+  }
+
+  show(visible) {
+    this.node.hidden = !visible;
+  }
+}
+
+// A versioned run's branch and changes, per file and per checkpoint, with apply and discard.
+class ProjectCard {
+  constructor(runId, signal) {
+    this.runId = runId;
+    this.signal = signal;
+    this.workspace = null;
+    this.where = el('div', { id: 'project-where' });
+    this.views = el('div', { id: 'diff-views', class: 'diff-views' });
+    this.files = el('div', { id: 'diff-files' });
+    this.note = el('div', { id: 'project-note', class: 'muted' });
+    this.apply = el('button', { type: 'button', id: 'apply', text: 'Apply to the working tree', onclick: () => this.doApply(false) });
+    this.applyCommit = el('button', { type: 'button', id: 'apply-commit', text: 'Apply and commit', onclick: () => this.doApply(true) });
+    this.discard = el('button', { type: 'button', id: 'discard', class: 'danger', text: 'Discard', onclick: () => this.doDiscard() });
+    this.actions = el('div', { class: 'actions', id: 'project-actions', hidden: true }, this.apply, this.applyCommit, this.discard);
+    this.node = el('section', { class: 'card', id: 'project-card', hidden: true },
+      el('h2', { text: 'Changes' }), this.where, this.views, this.files, this.actions, this.note);
+  }
+
+  opened(p) {
+    if (this.workspace) return;
+    this.workspace = p;
+    this.where.replaceChildren(workspaceLine(p));
+    this.note.textContent = 'Its changes are shown here when the run has ended.';
+    this.node.hidden = false;
+  }
+
+  ended() {
+    if (!this.workspace) return;
+    const canApply = this.workspace.origin === 'project' || this.workspace.origin === 'copy';
+    this.apply.hidden = !canApply;
+    this.applyCommit.hidden = this.workspace.origin !== 'project';
+    this.actions.hidden = false;
+    this.note.textContent = '';
+    this.load(null);
+  }
+
+  // The changes of the whole run (`checkpoint` null) or of one checkpoint.
+  async load(checkpoint) {
+    if (!this.workspace) return;
+    const query = checkpoint ? '?checkpoint=' + encodeURIComponent(checkpoint) : '';
+    this.files.replaceChildren(el('p', { class: 'muted', text: 'Loading the diff…' }));
+    try {
+      const diff = await api('/runs/' + encodeURIComponent(this.runId) + '/diff' + query, { signal: this.signal });
+      if (this.signal.aborted) return;
+      this.drawViews(diff);
+      this.drawFiles(diff);
+      this.node.dataset.diff = checkpoint || 'run';
+    } catch (error) {
+      if (!this.signal.aborted) this.files.replaceChildren(errorBox(error));
+    }
+  }
+
+  drawViews(diff) {
+    const button = (label, checkpoint) => el('button', {
+      type: 'button', class: 'view' + ((diff.checkpoint || null) === checkpoint ? ' current' : ''),
+      'data-checkpoint': checkpoint || '', text: label, onclick: () => this.load(checkpoint),
+    });
+    this.views.replaceChildren();
+    append(this.views, ['Show: ', button('the whole run', null),
+      (diff.checkpoints || []).map((commit, i) => button(`checkpoint ${i + 1} (${shortCommit(commit)})`, commit))]);
+  }
+
+  drawFiles(diff) {
+    const files = Array.isArray(diff.files) ? diff.files : [];
+    const added = files.reduce((n, f) => n + (f.added || 0), 0);
+    const removed = files.reduce((n, f) => n + (f.removed || 0), 0);
+    const what = diff.checkpoint ? `checkpoint ${shortCommit(diff.checkpoint)} against ${shortCommit(diff.from)}` : `${diff.branch} against its base ${shortCommit(diff.base)}`;
+    const head = el('p', { class: 'diff-head' }, `${files.length} file(s) changed, +${added} −${removed}: ${what}`);
+    this.files.replaceChildren(head, ...files.map((file) => fileDiff(file, files.length <= 6)));
+  }
+
+  async doApply(commit) {
+    this.busy(true);
+    try {
+      const applied = await jsonPost('/runs/' + encodeURIComponent(this.runId) + '/apply', { commit }, this.signal);
+      const files = applied.files || [];
+      this.note.replaceChildren(files.length === 0
+        ? 'The run changed nothing; there was nothing to apply.'
+        : applied.commit
+          ? `Committed ${files.length} file(s) from ${applied.branch} as ${shortCommit(applied.commit)}.`
+          : `Applied ${files.length} file(s) from ${applied.branch} to the working tree, uncommitted: ${files.join(', ')}.`);
+      this.node.dataset.applied = applied.commit ? 'commit' : 'tree';
+    } catch (error) {
+      if (!this.signal.aborted) this.note.replaceChildren(errorBox(error));
+    }
+    this.busy(false);
+  }
+
+  // Asks once more before removing the branch.
+  async doDiscard() {
+    if (!this.discard.dataset.confirm) {
+      this.discard.dataset.confirm = 'yes';
+      this.discard.textContent = 'Really discard the worktree and branch?';
+      return;
+    }
+    this.busy(true);
+    try {
+      await jsonPost('/runs/' + encodeURIComponent(this.runId) + '/discard', {}, this.signal);
+      this.note.replaceChildren('Discarded: the worktree and branch are gone; the runlog stays.');
+      this.actions.hidden = true;
+      this.views.replaceChildren();
+      this.files.replaceChildren();
+      this.node.dataset.discarded = 'yes';
+    } catch (error) {
+      if (!this.signal.aborted) this.note.replaceChildren(errorBox(error));
+    }
+    this.busy(false);
+  }
+
+  busy(on) {
+    for (const button of this.actions.querySelectorAll('button')) button.disabled = on;
+  }
+}
+
+// One file of a diff: its path and counts, its lines coloured; hostile text shown as text.
+function fileDiff(file, open) {
+  const counts = typeof file.added === 'number' ? ` +${file.added} −${file.removed}` : ' binary';
+  const lines = String(file.diff || '').replace(/\n$/, '').split('\n');
+  const pre = el('pre', { class: 'diff' });
+  const draw = (upTo) => {
+    pre.replaceChildren(...lines.slice(0, upTo).map((line) => el('span', { class: 'dl ' + diffLineClass(line), text: line })));
+  };
+  draw(DIFF_LINES_SHOWN);
+  const more = lines.length > DIFF_LINES_SHOWN
+    ? el('button', { type: 'button', class: 'link more', text: `show all ${number(lines.length)} lines`, onclick: (event) => { draw(lines.length); event.target.remove(); } })
+    : '';
+  return el('details', { class: 'file-diff', 'data-path': file.path, open: open },
+    el('summary', {}, el('code', { class: 'path', text: file.path || '?' }), el('span', { class: 'muted', text: counts })),
+    pre, more, file.truncated ? el('div', { class: 'muted', text: 'cut: `fabric diff` on the server shows it whole' }) : '');
+}
+
+function diffLineClass(line) {
+  if (line.startsWith('+++') || line.startsWith('---') || line.startsWith('diff --git') || line.startsWith('index ')) return 'meta';
+  if (line.startsWith('@@')) return 'hunk';
+  if (line.startsWith('+')) return 'add';
+  if (line.startsWith('-')) return 'del';
+  return 'ctx';
+}
+
 // The delegated run in an `agent__` call's result or error, when it names one.
 function childOf(payload) {
   for (const text of [payload.result, payload.error_message]) {
@@ -996,7 +1377,12 @@ async function showRun(runId, signal) {
   const follow = el('input', { type: 'checkbox', id: 'follow', checked: true });
   const timelineHead = el('div', { class: 'title' }, el('h2', { text: 'Events' }), el('span', { class: 'spacer' }),
     el('label', { class: 'muted' }, follow, ' follow the newest'));
-  showPage('run', header.node, result, filesCard, el('section', { class: 'card' }, timelineHead, el('div', { id: 'timeline' })));
+  const attend = new AttendCard(runId, signal);
+  const steer = new SteerCard(runId, signal);
+  const project = new ProjectCard(runId, signal);
+  header.onStatus = (status) => steer.show(status === 'running');
+  showPage('run', header.node, attend.node, steer.node, result, project.node, filesCard,
+    el('section', { class: 'card' }, timelineHead, el('div', { id: 'timeline' })));
   document.body.dataset.runState = 'loading';
 
   const seen = new Set();
@@ -1015,6 +1401,14 @@ async function showRun(runId, signal) {
         header.set('started', when(event.ts));
       } else if (event.kind === 'recruitment') {
         header.set('specialists', (p.specialist_ids || []).join(', '));
+      } else if (event.kind === 'workspace') {
+        project.opened(p);
+      } else if (event.kind === 'input_required') {
+        header.setStatus('input_required');
+        attend.show(event);
+      } else if (event.kind === 'input_answered' || event.kind === 'run_resumed') {
+        attend.hide();
+        if (header.current === 'input_required') header.setStatus('running');
       } else if (event.kind === 'llm_response' && p.purpose !== 'routing') {
         steps += 1;
         if (p.usage && typeof p.usage.total_tokens === 'number') tokens += p.usage.total_tokens;
@@ -1024,10 +1418,16 @@ async function showRun(runId, signal) {
         if (typeof p.steps === 'number') steps = p.steps;
         if (p.usage && typeof p.usage.total_tokens === 'number') tokens = p.usage.total_tokens;
         header.set('took', duration(event.ts - startedAt));
+        attend.hide();
         showResult(result, event);
+        project.ended();
         performance.mark('fabric:run-rendered');
         document.body.dataset.drawn = 'end';
       }
+    },
+    onCheckpoint(commit) {
+      project.load(commit);
+      project.node.scrollIntoView();
     },
     onWrite(call) {
       const path = call.payload.args && call.payload.args.path;
@@ -1050,7 +1450,10 @@ async function showRun(runId, signal) {
     onState(state) {
       document.body.dataset.follow = state;
       header.live.hidden = state !== 'live';
-      if (state === 'not-live' || state === 'error') header.cancel.hidden = true;
+      if (state === 'not-live' || state === 'error') {
+        header.cancel.hidden = true;
+        steer.show(false);
+      }
     },
   });
   document.getElementById('timeline').append(timeline.node);
@@ -1062,7 +1465,7 @@ async function showRun(runId, signal) {
     header.set('specialists', (run.specialist_ids || []).join(', '));
     if (run.prompt) header.prompt.replaceChildren(longText(run.prompt, 'text prompt'));
     // A finished run is read from its start; following the newest is for live runs.
-    follow.checked = run.status === 'running';
+    follow.checked = run.status === 'running' || run.status === 'input_required';
     timeline.start();
   } catch (error) {
     if (signal.aborted) return;

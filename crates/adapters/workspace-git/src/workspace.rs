@@ -6,8 +6,8 @@ use crate::guard;
 use crate::open::remove_tree;
 use async_trait::async_trait;
 use fabric_engine::ports::{
-    AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileStat, StepNote, Workspace,
-    WorkspaceError, WorkspaceSpec,
+    AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileDiff, FileStat, StepNote,
+    Workspace, WorkspaceError, WorkspaceSpec,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -231,6 +231,50 @@ impl GitWorkspace {
             }),
         }
     }
+
+    /// The files changed from `from` to `to`, with their lines counted.
+    async fn numstat(
+        &self,
+        from: &CommitId,
+        to: &CommitId,
+    ) -> Result<Vec<FileStat>, WorkspaceError> {
+        let flags = ["--numstat", "-z", "--no-renames"];
+        let out = self
+            .git
+            .diff(&self.at, &self.dir, &flags, from.as_str(), to.as_str())
+            .await?;
+        Ok(fields(&out)
+            .filter_map(|line| {
+                let mut parts = line.splitn(3, '\t');
+                let added = parts.next()?.parse().ok();
+                let removed = parts.next()?.parse().ok();
+                let path = parts.next()?.to_string();
+                Some(FileStat {
+                    path,
+                    added,
+                    removed,
+                })
+            })
+            .collect())
+    }
+}
+
+/// A unified diff cut into its files' parts, each from its `diff --git` line (a line of a
+/// file's content always starts with ` `, `+` or `-`, so this line is never content).
+pub(crate) fn split_per_file(diff: &str) -> Vec<&str> {
+    let mut starts: Vec<usize> = Vec::new();
+    let mut at = 0;
+    for line in diff.split_inclusive('\n') {
+        if line.starts_with("diff --git ") {
+            starts.push(at);
+        }
+        at += line.len();
+    }
+    starts
+        .iter()
+        .enumerate()
+        .map(|(i, &start)| &diff[start..starts.get(i + 1).copied().unwrap_or(diff.len())])
+        .collect()
 }
 
 /// What `git status --porcelain -z` says.
@@ -416,30 +460,7 @@ impl Workspace for GitWorkspace {
 
     async fn diff_stat(&self) -> Result<DiffStat, WorkspaceError> {
         let head = self.head().await?;
-        let flags = ["--numstat", "-z", "--no-renames"];
-        let out = self
-            .git
-            .diff(
-                &self.at,
-                &self.dir,
-                &flags,
-                self.base.as_str(),
-                head.as_str(),
-            )
-            .await?;
-        let files = fields(&out)
-            .filter_map(|line| {
-                let mut parts = line.splitn(3, '\t');
-                let added = parts.next()?.parse().ok();
-                let removed = parts.next()?.parse().ok();
-                let path = parts.next()?.to_string();
-                Some(FileStat {
-                    path,
-                    added,
-                    removed,
-                })
-            })
-            .collect();
+        let files = self.numstat(&self.base, &head).await?;
         Ok(DiffStat { files })
     }
 
@@ -450,6 +471,35 @@ impl Workspace for GitWorkspace {
             .diff(&self.at, &self.dir, &[], self.base.as_str(), head.as_str())
             .await?;
         Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    async fn diff_files(
+        &self,
+        from: &CommitId,
+        to: &CommitId,
+    ) -> Result<Vec<FileDiff>, WorkspaceError> {
+        let stats = self.numstat(from, to).await?;
+        let out = self
+            .git
+            .diff(
+                &self.at,
+                &self.dir,
+                &["--no-renames"],
+                from.as_str(),
+                to.as_str(),
+            )
+            .await?;
+        let text = String::from_utf8_lossy(&out);
+        // Both list the files in the same order, one `diff --git` part each.
+        let parts = split_per_file(&text);
+        Ok(stats
+            .into_iter()
+            .enumerate()
+            .map(|(i, stat)| FileDiff {
+                stat,
+                diff: parts.get(i).map(|p| (*p).to_owned()).unwrap_or_default(),
+            })
+            .collect())
     }
 
     async fn apply(&self, mode: ApplyMode) -> Result<AppliedRun, WorkspaceError> {
@@ -486,5 +536,15 @@ mod tests {
         assert_eq!(status.changed, ["a.txt", "new/", "gone", "file"]);
         assert_eq!(status.ignored, ["target/"]);
         assert_eq!(status.new_dirs, ["new/"]);
+    }
+
+    #[test]
+    fn issue_42_a_diff_is_cut_into_its_files() {
+        let diff = "diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-diff --git x\n+y\ndiff --git a/b b/b\nBinary files differ\n";
+        let parts = split_per_file(diff);
+        assert_eq!(parts.len(), 2);
+        assert!(parts[0].ends_with("+y\n"));
+        assert_eq!(parts[1], "diff --git a/b b/b\nBinary files differ\n");
+        assert!(split_per_file("").is_empty());
     }
 }

@@ -158,7 +158,10 @@ pub struct Answer {
 /// Checks the length of an answer or a message.
 fn checked(what: &'static str, text: &str) -> Result<(), ServiceError> {
     let chars = text.chars().count();
-    if text.trim().is_empty() || chars > MAX_INPUT_CHARS {
+    // Blank as the API's document says it (`formats::NOT_BLANK_PATTERN`): white space, or a
+    // byte-order mark, only.
+    let blank = text.chars().all(|c| c.is_whitespace() || c == '\u{feff}');
+    if blank || chars > MAX_INPUT_CHARS {
         return Err(InvalidRequest::BadLength {
             what,
             chars,

@@ -20,6 +20,7 @@ pub mod prepare;
 mod remote;
 mod request;
 mod resume;
+mod review;
 mod roots;
 mod tee;
 mod versioning;
@@ -46,6 +47,7 @@ pub use fabric_engine::service_error::{
 };
 pub use remote::cancelled_before_start;
 pub use request::{ContinueRequest, PrepareContext, Preparer, Runnable, TaskRequest};
+pub use review::RunDiff;
 pub use versioning::{DiscardOnPrune, ProjectRequest, WorkspacePolicy};
 pub use worker::{Worker, WorkerConfig, WorkerReport, WorkerReporter};
 
@@ -641,7 +643,10 @@ impl RunTask {
                 tracing::warn!(run_id = %id, %error, "run ended inside the fabric");
             }
         }
-        if result.is_err() && self.service.inner.suspended.load(Ordering::SeqCst) {
+        // A run that waits for a person has not ended either (issue #42): its followers'
+        // streams end at its `input_required`, with no `run_failed` made up for them.
+        let waits = matches!(&result, Ok(outcome) if outcome.status == fabric_domain::RunStatus::InputRequired);
+        if waits || (result.is_err() && self.service.inner.suspended.load(Ordering::SeqCst)) {
             // Suspended at shutdown, not ended: the next start continues it.
             self.live.suspend();
         } else {

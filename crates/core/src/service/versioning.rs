@@ -41,6 +41,21 @@ pub(super) struct Versioning {
 }
 
 impl Versioning {
+    /// An ended run's workspace opened as it is: one that is gone, or that the user must
+    /// fix, is the request's problem; any other failure the fabric's.
+    pub(super) async fn open_ended(
+        &self,
+        spec: &WorkspaceSpec,
+    ) -> Result<Arc<dyn crate::ports::Workspace>, ServiceError> {
+        self.workspaces.reopen(spec).await.map_err(|e| {
+            if e.is_user_fixable() || matches!(e, WorkspaceError::NotFound { .. }) {
+                ServiceError::from(super::InvalidRequest::Workspace(e))
+            } else {
+                super::Fault::Workspace(e).into()
+            }
+        })
+    }
+
     /// The worktree of a new run on `project`.
     pub(super) async fn project(
         &self,
@@ -281,14 +296,7 @@ impl super::RunService {
         let Some((versioning, spec)) = self.ended_spec(id).await? else {
             return Ok(None);
         };
-        let opened = versioning.workspaces.reopen(&spec).await.map_err(|e| {
-            if e.is_user_fixable() || matches!(e, crate::ports::WorkspaceError::NotFound { .. }) {
-                ServiceError::from(super::InvalidRequest::Workspace(e))
-            } else {
-                super::Fault::Workspace(e).into()
-            }
-        })?;
-        Ok(Some(opened))
+        Ok(Some(versioning.open_ended(&spec).await?))
     }
 
     /// Removes what is left of an ended run's versioned workspace (its worktree and branch,
@@ -310,8 +318,17 @@ impl super::RunService {
         &self,
         id: &RunId,
     ) -> Result<Option<(&Versioning, WorkspaceSpec)>, ServiceError> {
+        let (_, history) = self.read_ended_run(id).await?;
+        self.spec_of_history(id, &history)
+    }
+
+    /// An ended run's events and what they say (one read of the runlog): refused when the
+    /// run is unknown or has not ended.
+    pub(super) async fn read_ended_run(
+        &self,
+        id: &RunId,
+    ) -> Result<(Vec<fabric_domain::RunEvent>, crate::history::RunHistory), ServiceError> {
         let store = &self.inner.store;
-        // One read of the runlog: whether the run ended, and its workspace.
         let events = store.read_events(id).await.map_err(|e| match e {
             crate::ports::StoreError::NotFound(_) => {
                 super::InvalidRequest::NoSuchRun { id: id.clone() }.into()
@@ -322,19 +339,30 @@ impl super::RunService {
         if history.ended.is_none() {
             return Err(super::InvalidRequest::NotEnded { id: id.clone() }.into());
         }
-        let Some(recorded) = history.workspace else {
+        Ok((events, history))
+    }
+
+    /// The spec of the versioned workspace `history` records, if it has one.
+    pub(super) fn spec_of_history(
+        &self,
+        id: &RunId,
+        history: &crate::history::RunHistory,
+    ) -> Result<Option<(&Versioning, WorkspaceSpec)>, ServiceError> {
+        let Some(recorded) = &history.workspace else {
             return Ok(None);
         };
         let Some(versioning) = &self.inner.versioning else {
             return Err(super::InvalidRequest::NotVersioned { id: id.clone() }.into());
         };
-        let scratch = store
+        let scratch = self
+            .inner
+            .store
             .runlog_path(id)
             .and_then(|p| p.parent().map(|d| d.join("workspace")))
             .unwrap_or_else(|| recorded.dir.clone());
         Ok(Some((
             versioning,
-            versioning.spec_of(id, &recorded, &scratch),
+            versioning.spec_of(id, recorded, &scratch),
         )))
     }
 }

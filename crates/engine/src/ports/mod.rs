@@ -38,6 +38,6 @@ pub use store::{
 };
 pub use tool::{Tool, ToolContext, ToolError, ToolOutput};
 pub use workspace::{
-    AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileStat, StepNote, Workspace,
-    WorkspaceError, WorkspaceOrigin, WorkspaceSpec, Workspaces, remote_shown,
+    AppliedRun, ApplyMode, Checkpointed, CommitId, DiffStat, FileDiff, FileStat, StepNote,
+    Workspace, WorkspaceError, WorkspaceOrigin, WorkspaceSpec, Workspaces, remote_shown,
 };

@@ -132,6 +132,16 @@ pub struct FileStat {
     pub removed: Option<u64>,
 }
 
+/// One file's changes between two commits, with its part of the unified diff (issue #42:
+/// the web viewer shows a run's changes file by file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDiff {
+    /// The path and its lines counted.
+    pub stat: FileStat,
+    /// The file's unified diff, from its `diff --git` line (a binary file's says so).
+    pub diff: String,
+}
+
 /// What a workspace changes against its base.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DiffStat {
@@ -470,6 +480,14 @@ pub trait Workspace: Send + Sync {
 
     /// The last checkpoint's changes against the base as a unified diff.
     async fn diff(&self) -> Result<String, WorkspaceError>;
+
+    /// The changes from `from` to `to` (the base or checkpoints of this run), per file, in
+    /// path order.
+    async fn diff_files(
+        &self,
+        from: &CommitId,
+        to: &CommitId,
+    ) -> Result<Vec<FileDiff>, WorkspaceError>;
 
     /// Brings the last checkpoint's changes into the user's working tree (a project only),
     /// refusing, before it writes anything, when they conflict with commits made there since

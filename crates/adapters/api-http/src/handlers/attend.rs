@@ -17,8 +17,9 @@ use crate::{ApiError, AppState};
 #[serde(deny_unknown_fields)]
 pub(crate) struct InputRequest {
     /// The answer; for an approval its reason, or the decision itself (`approve`,
-    /// `approve_for_run`, `deny`, optionally followed by a reason). Not blank; at most
-    /// 16,000 characters.
+    /// `approve_for_run`, `deny`, optionally followed by a reason). Not blank.
+    // The not-blank pattern is `formats::NOT_BLANK_PATTERN`, published by
+    // `openapi::publish_formats`.
     #[schema(min_length = 1, max_length = 16000)]
     pub(crate) answer: String,
     /// An approval's decision, apart from the text: `approve`, `approve_for_run`, `deny`.
@@ -31,7 +32,7 @@ pub(crate) struct InputRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MessageRequest {
-    /// What to say to the run. Not blank; at most 16,000 characters.
+    /// What to say to the run. Not blank (the pattern is published as the answer's).
     #[schema(min_length = 1, max_length = 16000)]
     pub(crate) text: String,
 }
@@ -68,11 +69,11 @@ fn refused(state: &AppState, error: ServiceError) -> ApiError {
     path = "/runs/{id}/input",
     tag = "runs",
     params(("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$")),
-    security(("bearer" = [])),
     request_body = InputRequest,
+    security(("bearer" = [])),
     responses(
         (status = 202, description = "The answer was taken; the run goes on", body = Accepted),
-        (status = 400, description = "`invalid_json`, or `invalid_run_id`", body = crate::error::ErrorBody),
+        (status = 400, description = "`invalid_run_id`, `invalid_json`", body = crate::error::ErrorBody),
         (status = 401, description = "`unauthorized`", body = crate::error::ErrorBody),
         (status = 413, description = "`payload_too_large`", body = crate::error::ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = crate::error::ErrorBody),
@@ -118,11 +119,11 @@ pub(crate) async fn answer_run(
     path = "/runs/{id}/messages",
     tag = "runs",
     params(("id" = String, Path, description = "The run id", pattern = r"^[A-Za-z0-9_-]{1,128}$")),
-    security(("bearer" = [])),
     request_body = MessageRequest,
+    security(("bearer" = [])),
     responses(
         (status = 202, description = "Taken: the model hears it at its next step", body = Accepted),
-        (status = 400, description = "`invalid_json`, or `invalid_run_id`", body = crate::error::ErrorBody),
+        (status = 400, description = "`invalid_run_id`, `invalid_json`", body = crate::error::ErrorBody),
         (status = 401, description = "`unauthorized`", body = crate::error::ErrorBody),
         (status = 413, description = "`payload_too_large`", body = crate::error::ErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = crate::error::ErrorBody),

@@ -5,5 +5,6 @@ pub(crate) mod budget;
 pub(crate) mod catalog;
 pub(crate) mod meta;
 pub(crate) mod metrics;
+pub(crate) mod review;
 pub(crate) mod runs;
 pub(crate) mod start;

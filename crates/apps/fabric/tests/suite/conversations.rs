@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use super::fixture::{Fixture, of_kind};
 use super::projects::{git, user_repo};
 
-fn finish(summary: &str) -> Turn {
+pub(super) fn finish(summary: &str) -> Turn {
     Turn::tool_call(
         "finish_task",
         json!({"summary": summary, "artifacts": [], "next_steps": [], "notes": ""}),

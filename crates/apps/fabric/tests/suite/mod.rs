@@ -49,5 +49,6 @@ mod serve_fixture;
 mod specialists;
 mod store;
 mod telemetry;
+mod viewer;
 mod web_ui;
 mod workers;

@@ -26,6 +26,12 @@ Cases:
              the page stays meanwhile
   live_output a running `shell` command (--run-id): its lines under its call while it runs
              (issue #42), replaced by its result at its end
+  answer     a run that waits for an answer (--run-id): an empty answer refused with the
+             server's message, then the choice --text clicked; the run goes on to its end
+  approve    a run whose calls wait for approval (--run-id): the first denied with the reason
+             --text, the second approved, the third approved for the rest of the run
+  steer      a running run (--run-id): --text said in the steering box, seen in the timeline
+  project    an ended project run (--run-id): its diff per file, one checkpoint's, applied
 """
 import argparse
 import base64
@@ -493,7 +499,139 @@ def case_continued(b, args):
     return {"header": header, "row": row, "earlier": earlier}
 
 
+def press(b, css):
+    """Clicks the element `css` in the middle of the window (not under the sticky top bar)."""
+    element = b.find(css)
+    b.js("arguments[0].scrollIntoView({block: 'center'})", element)
+    element.click()
+
+
+def attend_card(b, what, previous=None):
+    """Waits for the question or approval card of a waiting run (another one than
+    `previous`, the `seq` of the last one answered) and returns its `seq`."""
+    b.wait("(() => { const c = document.getElementById('attend-card');"
+           " return c && !c.hidden && !c.dataset.sent && c.dataset.asked"
+           f" && c.dataset.asked !== {json.dumps(previous or '')} && c.dataset.asked; }})()",
+           timeout=30, what=what)
+    return b.js("return document.getElementById('attend-card').dataset.asked")
+
+
+def case_answer(b, args):
+    b.open("#/runs/" + args.run_id)
+    attend_card(b, "the question's card")
+    asked = {
+        "question": b.find("#question").text,
+        "choices": [e.text for e in b.find_all("#attend-card .choice")],
+        "status": b.find("#run-status").text,
+        "timeline": b.find(".ev-input_required").text,
+    }
+    b.shot("question")
+    # An empty answer: the server's 422 message is shown, and the card stays.
+    press(b, "#answer-send")
+    b.wait("document.querySelector('#attend-error .error')", what="the refusal's message")
+    refused = b.find("#attend-error").text
+    b.shot("question-refused")
+    choice = [e for e in b.find_all("#attend-card .choice") if e.text == args.text][0]
+    b.js("arguments[0].scrollIntoView({block: 'center'})", choice)
+    choice.click()
+    wait_drawn(b, "the answered run's end", timeout=60)
+    shown = {
+        "status": b.find("#run-status").text,
+        "answered": b.find(".ev-input_answered").text,
+        "card_hidden": b.find("#attend-card").get_attribute("hidden") is not None,
+        "result": b.find("#result").text,
+        "states": b.js("return window.__followStates || []"),
+    }
+    b.shot("question-answered")
+    return {"asked": asked, "refused": refused, "shown": shown}
+
+
+def case_approve(b, args):
+    b.open("#/runs/" + args.run_id)
+    first = attend_card(b, "the first approval")
+    asked = {"tool": b.find("#approval-tool").text, "args": b.find("#attend-card .approval-args").text}
+    b.find("#deny-reason").send_keys(args.text)
+    b.shot("approval-first")
+    press(b, "#deny")
+    second = attend_card(b, "the second approval", first)
+    second_args = b.find("#attend-card .approval-args").text
+    b.shot("approval-second")
+    press(b, "#approve")
+    third = attend_card(b, "the third approval", second)
+    third_args = b.find("#attend-card .approval-args").text
+    press(b, "#approve-for-run")
+    wait_drawn(b, "the approved run's end", timeout=60)
+    shown = {
+        "status": b.find("#run-status").text,
+        "answers": [e.text for e in b.find_all(".ev-input_answered")],
+        "asked": [e.text for e in b.find_all(".ev-input_required")],
+    }
+    b.shot("approvals-done")
+    return {"asked": asked, "second": second_args, "third": third_args, "shown": shown}
+
+
+def case_steer(b, args):
+    b.open("#/runs/" + args.run_id)
+    b.wait("document.getElementById('steer-card') && !document.getElementById('steer-card').hidden",
+           timeout=30, what="the steering box of the running run")
+    b.find("#steer-text").send_keys(args.text)
+    b.shot("steer-typed", full=False)
+    press(b, "#steer-send")
+    b.wait("document.getElementById('steer-note').textContent.startsWith('Sent')", what="the message sent")
+    sent = b.find("#steer-note").text
+    wait_drawn(b, "the steered run's end", timeout=60)
+    shown = {
+        "said": [e.text for e in b.find_all(".ev-user_message")],
+        "steer_hidden": b.find("#steer-card").get_attribute("hidden") is not None,
+        "status": b.find("#run-status").text,
+    }
+    b.shot("steered")
+    return {"sent": sent, "shown": shown}
+
+
+def diff_files(b):
+    return [
+        {
+            "path": d.get_attribute("data-path"),
+            "summary": d.find_element(By.CSS_SELECTOR, "summary").text,
+            "diff": d.find_element(By.CSS_SELECTOR, "pre.diff").get_attribute("textContent"),
+            "added": [e.get_attribute("textContent") for e in d.find_elements(By.CSS_SELECTOR, ".dl.add")],
+        }
+        for d in b.find_all("#diff-files details.file-diff")
+    ]
+
+
+def case_project(b, args):
+    b.open("#/runs/" + args.run_id)
+    wait_drawn(b, "the project run's end")
+    b.wait("document.getElementById('project-card').dataset.diff === 'run'", what="the run's diff")
+    whole = {
+        "where": b.find("#project-where").text,
+        "head": b.find("#diff-files .diff-head").text,
+        "files": diff_files(b),
+        "views": [e.text for e in b.find_all("#diff-views button")],
+        "timeline": [e.text for e in b.find_all(".ev-workspace")] + [e.text for e in b.find_all(".ev-checkpoint")],
+    }
+    b.shot("project-diff")
+    # The second checkpoint's changes, from its row in the timeline.
+    buttons = b.find_all(".ev-checkpoint .show-checkpoint")
+    commit = buttons[-1].get_attribute("data-commit")
+    b.js("arguments[0].click()", buttons[-1])
+    b.wait(f"document.getElementById('project-card').dataset.diff === {json.dumps(commit)}", what="the checkpoint's diff")
+    checkpoint = {"commit": commit, "files": diff_files(b), "head": b.find("#diff-files .diff-head").text}
+    b.shot("project-checkpoint")
+    press(b, "#apply")
+    b.wait("document.getElementById('project-card').dataset.applied", what="applied")
+    applied = b.find("#project-note").text
+    b.shot("project-applied")
+    return {
+        "whole": whole, "checkpoint": checkpoint, "applied": applied,
+        "xss": b.js("return window.__xss === undefined ? null : window.__xss"),
+    }
+
+
 CASES = {
+    "answer": case_answer, "approve": case_approve, "steer": case_steer, "project": case_project,
     "continued": case_continued,
     "live": case_live, "resume": case_resume, "cancel": case_cancel, "list": case_list, "start": case_start,
     "token": case_token, "delegation": case_delegation, "first_page": case_first_page,
