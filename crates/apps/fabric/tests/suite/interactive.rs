@@ -619,3 +619,81 @@ async fn issue_42_on_request_asks_about_a_command_the_allowlist_refuses_instead_
     let refused = of_kind(&events, "security_event");
     assert_eq!(refused[0]["payload"]["event_type"], "command_not_allowed");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_fabric_run_on_a_terminal_asks_inline_and_the_typed_line_is_the_answer() {
+    let fx = asker(asking_turns()).await;
+    let (code, screen) = fx
+        .on_terminal(&["run", "pick one", "--pack", "asker"], "PostgreSQL\n")
+        .await;
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("? Which database?"), "{screen}");
+    assert!(screen.contains("SQLite | PostgreSQL"), "{screen}");
+    assert!(last_tool_messages(&fx).iter().any(|m| m.contains("PostgreSQL")));
+    let listed = fx.fabric(&["logs", "list", "--json"]).await;
+    let runs: Value = serde_json::from_str(listed.stdout.trim()).expect("json");
+    let id = runs["runs"][0]["run_id"]
+        .as_str()
+        .or_else(|| runs[0]["run_id"].as_str())
+        .unwrap_or_else(|| panic!("{runs}"))
+        .to_owned();
+    let events = super::fixture::read_runlog(
+        &fx.workspace_root().join("runs").join(&id).join("runlog.jsonl"),
+    );
+    let answer = of_kind(&events, "input_answered");
+    assert_eq!(answer[0]["payload"]["by"], "terminal", "{:?}", kinds(&events));
+    // Nothing was waited for in the store: the terminal answered at once.
+    assert!(of_kind(&events, "input_required").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_fabric_steer_from_another_process_reaches_a_running_fabric_run() {
+    let mut slow = Turn::tool_call("list_files", json!({}));
+    slow.delay_ms = Some(2_500);
+    let fx = asker(vec![
+        Turn::tool_call("list_files", json!({})),
+        slow,
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": "done", "artifacts": [], "next_steps": [], "notes": ""}),
+        ),
+    ])
+    .await;
+    let run = fx
+        .command(&["run", "look around", "--pack", "asker", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("fabric run starts");
+    // Its id, once it is listed.
+    let mut id = None;
+    for _ in 0..100 {
+        let listed = fx.fabric(&["logs", "list", "--json"]).await;
+        if let Ok(runs) = serde_json::from_str::<Value>(listed.stdout.trim()) {
+            id = runs["runs"][0]["run_id"]
+                .as_str()
+                .or_else(|| runs[0]["run_id"].as_str())
+                .map(str::to_owned);
+        }
+        if id.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let id = id.expect("the run is listed");
+    let steer = fx.fabric(&["steer", &id, "also check the tests"]).await;
+    steer.assert_code(0);
+    let output = run.wait_with_output().await.expect("fabric run ends");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let last = fx.requests().last().cloned().expect("a request");
+    let heard = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["role"] == "user" && m["content"] == "also check the tests");
+    assert!(heard, "{last}");
+    // Steering an ended run is refused, naming its status.
+    let late = fx.fabric(&["steer", &id, "too late"]).await;
+    assert_ne!(late.code(), 0);
+    assert!(late.stderr.contains("has ended (completed)"), "{}", late.stderr);
+}

@@ -842,3 +842,52 @@ async fn issue_42_a_waiting_run_survives_its_worker_s_kill_and_is_answered_on_an
     assert_eq!(code, 409);
     let _ = second.start_kill();
 }
+
+/// Issue #42: steering on PostgreSQL: a message said on one API node reaches a run a worker
+/// runs, through the run's inbox in the shared store.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_message_said_on_one_node_reaches_a_run_on_a_worker() {
+    let Some(url) = database() else { return };
+    let mut slow = Turn::tool_call("list_files", json!({}));
+    slow.delay_ms = Some(2_000);
+    let turns = vec![
+        Turn::tool_call("list_files", json!({})),
+        slow,
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": "done", "artifacts": [], "next_steps": [], "notes": ""}),
+        ),
+    ];
+    let fx = fixture(turns, &url, 5).await;
+    fx.append_config(super::interactive::ASKER);
+    let root = fx.workspace_root();
+    let (mut worker, _) = worker(&fx, "w", 1);
+    let api = Served::on(fx, Options::default()).await;
+    let (code, body) = api
+        .post_json("/runs", json!({"prompt": "look around", "pack": "asker"}))
+        .await;
+    assert_eq!(code, 202, "{body}");
+    let id = body["run_id"].as_str().unwrap().to_owned();
+    wait_for(&root, &id, "llm_request", 1).await;
+    let other = api.another_node().await;
+    let (code, body) = other
+        .post_json(
+            &format!("/runs/{id}/messages"),
+            json!({"text": "also check the tests"}),
+        )
+        .await;
+    assert_eq!(code, 202, "{body}");
+    assert_eq!(
+        wait_end(&api, &id, Duration::from_secs(30)).await,
+        "completed"
+    );
+    let events = read_runlog(&runlog_path(&root, &id));
+    let said = of_kind(&events, "user_message");
+    assert_eq!(said.len(), 1, "{:?}", super::fixture::kinds(&events));
+    assert_eq!(said[0]["step"], 2);
+    let _ = worker.start_kill();
+}
