@@ -14,19 +14,11 @@ pub(crate) struct Elicitor {
 }
 
 impl Elicitor {
-    /// The client as a person to ask, or why it cannot be one.
-    pub(crate) fn of(peer: &Peer<RoleServer>) -> Result<Self, String> {
-        let declared = peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some());
-        if declared {
-            Ok(Self { peer: peer.clone() })
-        } else {
-            Err(
-                "the MCP client that started it did not declare the `elicitation` capability"
-                    .to_owned(),
-            )
-        }
+    /// The client as a person to ask, when it declared it can answer a form.
+    pub(crate) fn of(peer: &Peer<RoleServer>) -> Option<Self> {
+        peer.peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some())
+            .then(|| Self { peer: peer.clone() })
     }
 }
 

@@ -343,8 +343,11 @@ impl FabricMcpServer {
         // Its questions and approvals go to the client as elicitation forms, where it can
         // answer one (issue #42).
         let when = match crate::elicit::Elicitor::of(&context.peer) {
-            Ok(client) => WhenAsked::Ask(Arc::new(client)),
-            Err(why) => WhenAsked::Refuse(why),
+            Some(client) => WhenAsked::Ask(Arc::new(client)),
+            None => WhenAsked::Refuse(
+                "the MCP client that started it did not declare the `elicitation` capability"
+                    .to_owned(),
+            ),
         };
         let submission = submission_of(input, context)?
             .observed(Arc::new(Forward(tx)))

@@ -195,12 +195,7 @@ impl RunObserver for HumanRenderer {
             }
             P::LlmResponse(p) => self.answer(p.content.as_deref(), p.tool_calls.is_empty()),
             P::RoutingResponse(p) => self.answer(p.content.as_deref(), p.tool_calls.is_empty()),
-            P::ToolCall(p) => self.line(format!(
-                "{} {} {}",
-                self.accent.apply_to("→"),
-                visible_line(&p.tool),
-                self.dim.apply_to(one_line(&p.args.to_string(), 120))
-            )),
+            P::ToolCall(p) => self.tool_call(p),
             P::ToolResult(p) => self.tool_result(p),
             P::ToolError(p) => self.line(format!(
                 "  {} {}",
@@ -269,6 +264,16 @@ impl RunObserver for HumanRenderer {
 }
 
 impl HumanRenderer {
+    /// A call the model made, before it runs.
+    fn tool_call(&self, p: &fabric_domain::runlog::ToolCalled) {
+        self.line(format!(
+            "{} {} {}",
+            self.accent.apply_to("→"),
+            visible_line(&p.tool),
+            self.dim.apply_to(one_line(&p.args.to_string(), 120))
+        ));
+    }
+
     /// A person's answer to the run's question or approval.
     fn input_answered(&self, p: &fabric_domain::runlog::InputAnswered) {
         self.line(format!(

@@ -629,7 +629,11 @@ async fn issue_42_fabric_run_on_a_terminal_asks_inline_and_the_typed_line_is_the
     assert_eq!(code, 0, "{screen}");
     assert!(screen.contains("? Which database?"), "{screen}");
     assert!(screen.contains("SQLite | PostgreSQL"), "{screen}");
-    assert!(last_tool_messages(&fx).iter().any(|m| m.contains("PostgreSQL")));
+    assert!(
+        last_tool_messages(&fx)
+            .iter()
+            .any(|m| m.contains("PostgreSQL"))
+    );
     let listed = fx.fabric(&["logs", "list", "--json"]).await;
     let runs: Value = serde_json::from_str(listed.stdout.trim()).expect("json");
     let id = runs["runs"][0]["run_id"]
@@ -638,10 +642,18 @@ async fn issue_42_fabric_run_on_a_terminal_asks_inline_and_the_typed_line_is_the
         .unwrap_or_else(|| panic!("{runs}"))
         .to_owned();
     let events = super::fixture::read_runlog(
-        &fx.workspace_root().join("runs").join(&id).join("runlog.jsonl"),
+        &fx.workspace_root()
+            .join("runs")
+            .join(&id)
+            .join("runlog.jsonl"),
     );
     let answer = of_kind(&events, "input_answered");
-    assert_eq!(answer[0]["payload"]["by"], "terminal", "{:?}", kinds(&events));
+    assert_eq!(
+        answer[0]["payload"]["by"],
+        "terminal",
+        "{:?}",
+        kinds(&events)
+    );
     // Nothing was waited for in the store: the terminal answered at once.
     assert!(of_kind(&events, "input_required").is_empty());
 }
@@ -684,7 +696,11 @@ async fn issue_42_fabric_steer_from_another_process_reaches_a_running_fabric_run
     let steer = fx.fabric(&["steer", &id, "also check the tests"]).await;
     steer.assert_code(0);
     let output = run.wait_with_output().await.expect("fabric run ends");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let last = fx.requests().last().cloned().expect("a request");
     let heard = last["messages"]
         .as_array()
@@ -695,5 +711,9 @@ async fn issue_42_fabric_steer_from_another_process_reaches_a_running_fabric_run
     // Steering an ended run is refused, naming its status.
     let late = fx.fabric(&["steer", &id, "too late"]).await;
     assert_ne!(late.code(), 0);
-    assert!(late.stderr.contains("has ended (completed)"), "{}", late.stderr);
+    assert!(
+        late.stderr.contains("has ended (completed)"),
+        "{}",
+        late.stderr
+    );
 }
