@@ -29,6 +29,29 @@ async fn asker(turns: Vec<Turn>) -> Fixture {
     fx
 }
 
+/// `fabric serve` over a model that asks, with `config` (the asking specialist).
+async fn asking_server(config: &'static str) -> Served {
+    Served::with(
+        Scenario::new(asking_turns()),
+        Options {
+            config,
+            ..Options::default()
+        },
+    )
+    .await
+}
+
+/// A run started with `POST /runs` (the asking specialist), once it waits for its answer.
+async fn waiting_run(served: &Served) -> String {
+    let (code, body) = served
+        .post_json("/runs", json!({"prompt": "pick one", "pack": "asker"}))
+        .await;
+    assert_eq!(code, 202, "{body}");
+    let id = body["run_id"].as_str().unwrap().to_owned();
+    served.wait_status(&id, "input_required").await;
+    id
+}
+
 /// The tool messages of the model's last request.
 fn last_tool_messages(fx: &Fixture) -> Vec<String> {
     let requests = fx.requests();
@@ -165,20 +188,8 @@ async fn issue_42_on_question_answers_or_fails_and_without_anyone_the_model_is_t
 
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_42_over_http_a_run_waits_input_required_and_post_input_answers_it() {
-    let served = Served::with(
-        Scenario::new(asking_turns()),
-        Options {
-            config: ASKER,
-            ..Options::default()
-        },
-    )
-    .await;
-    let (code, body) = served
-        .post_json("/runs", json!({"prompt": "pick one", "pack": "asker"}))
-        .await;
-    assert_eq!(code, 202, "{body}");
-    let id = body["run_id"].as_str().unwrap().to_owned();
-    served.wait_status(&id, "input_required").await;
+    let served = asking_server(ASKER).await;
+    let id = waiting_run(&served).await;
 
     // Bad input first: an empty answer, an unknown run, a message to nothing.
     let (code, body) = served
@@ -384,12 +395,7 @@ async fn issue_42_an_unanswered_wait_ends_unanswered_after_server_input_timeout(
         },
     )
     .await;
-    let (code, body) = served
-        .post_json("/runs", json!({"prompt": "pick one", "pack": "asker"}))
-        .await;
-    assert_eq!(code, 202, "{body}");
-    let id = body["run_id"].as_str().unwrap().to_owned();
-    served.wait_status(&id, "input_required").await;
+    let id = waiting_run(&served).await;
     let asked = of_kind(&served.runlog(&id), "input_required")[0]["payload"].clone();
     assert!(asked["expires_at"].as_f64().is_some(), "{asked}");
     // Nobody answers: the server ends it.
@@ -411,20 +417,8 @@ async fn issue_42_an_unanswered_wait_ends_unanswered_after_server_input_timeout(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_42_a_waiting_run_survives_a_kill_of_fabric_serve_and_is_answered_by_the_next() {
-    let mut served = Served::with(
-        Scenario::new(asking_turns()),
-        Options {
-            config: ASKER,
-            ..Options::default()
-        },
-    )
-    .await;
-    let (code, body) = served
-        .post_json("/runs", json!({"prompt": "pick one", "pack": "asker"}))
-        .await;
-    assert_eq!(code, 202, "{body}");
-    let id = body["run_id"].as_str().unwrap().to_owned();
-    served.wait_status(&id, "input_required").await;
+    let mut served = asking_server(ASKER).await;
+    let id = waiting_run(&served).await;
     served.child.start_kill().expect("SIGKILL");
     served.child.wait().await.expect("wait");
     // The next server does not take it for an interrupted run: it waits for its answer.
