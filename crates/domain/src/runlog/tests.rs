@@ -141,7 +141,11 @@ const OTHER_KINDS: &str = r#"{"seq":0,"ts":1.0,"kind":"mcp_server","step":null,"
 {"seq":17,"ts":1.0,"kind":"mcp_message","step":2,"payload":{"message":"half way","progress":1.0,"server":"helper","tool":"mcp__helper__index","total":2.0,"type":"progress"}}
 {"seq":18,"ts":1.0,"kind":"mcp_request","step":2,"payload":{"method":"sampling/createMessage","model":"qwen3:8b","model_key":"local","outcome":"answered","server":"helper","usage":{"completion_tokens":4,"prompt_tokens":20,"total_tokens":24}}}
 {"seq":19,"ts":1.0,"kind":"mcp_request","step":2,"payload":{"method":"elicitation/create","outcome":"declined","reason":"no one to ask","server":"helper"}}
-{"seq":20,"ts":1.0,"kind":"run_complete","step":null,"payload":{"reason":null,"result":{"summary":"s"},"run_id":"r","specialist_ids":["engineering"],"status":"completed","steps":2,"task_force_mode":"single","usage":{"completion_tokens":1,"prompt_tokens":2,"total_tokens":3},"workspace":{"added":1,"base":"65ed7bf77d70c6daedef051a5d4c48660fa19401","branch":"fabric/r","files":["hello.txt"],"head":"fad5dbe49f3aa4d54cada359acdf43828c2be9e6","removed":0}}}"#;
+{"seq":20,"ts":1.0,"kind":"run_complete","step":null,"payload":{"reason":null,"result":{"summary":"s"},"run_id":"r","specialist_ids":["engineering"],"status":"completed","steps":2,"task_force_mode":"single","usage":{"completion_tokens":1,"prompt_tokens":2,"total_tokens":3},"workspace":{"added":1,"base":"65ed7bf77d70c6daedef051a5d4c48660fa19401","branch":"fabric/r","files":["hello.txt"],"head":"fad5dbe49f3aa4d54cada359acdf43828c2be9e6","removed":0}}}
+{"seq":21,"ts":1.0,"kind":"input_required","step":0,"payload":{"call_id":"c1","choices":["SQLite","PostgreSQL"],"expires_at":2.0,"input":"question","question":"Which database?"}}
+{"seq":22,"ts":1.0,"kind":"input_required","step":0,"payload":{"arguments":{"cmd":["git","push"]},"call_id":"c2","input":"approval","question":"May `shell` run?","tool":"shell"}}
+{"seq":23,"ts":1.0,"kind":"input_answered","step":0,"payload":{"answer":"not on main","by":"http","call_id":"c2","decision":"deny"}}
+{"seq":24,"ts":1.0,"kind":"user_message","step":1,"payload":{"by":"cli","text":"also check the tests"}}"#;
 
 const GOLDEN: &str = include_str!("../../../core/tests/golden/runlog.jsonl");
 
