@@ -23,9 +23,23 @@ pub(crate) async fn post(store: &SqlStore, id: &RunId, item: &InboxItem) -> Resu
     Ok(())
 }
 
-/// Takes what was left for run `id`, oldest first. One statement, so two takers never get
+/// Takes what was left for run `id`, oldest first. One `DELETE … RETURNING`, so two takers never get
 /// the same item; an item that does not read (from a newer fabric) is dropped with a warning.
 pub(crate) async fn take(store: &SqlStore, id: &RunId) -> Result<Vec<InboxItem>, StoreError> {
+    // Asked at every step of every run: an empty inbox (nearly always) is answered by a read
+    // of the index, not a write that would queue behind SQLite's one writer.
+    let waiting = store
+        .inner
+        .db
+        .fetch_optional(
+            "SELECT seq FROM run_inbox WHERE run_id = $1 LIMIT 1",
+            vec![id.as_str().into()],
+        )
+        .await
+        .map_err(|e| store.err(&e))?;
+    if waiting.is_none() {
+        return Ok(Vec::new());
+    }
     let mut rows = store
         .inner
         .db

@@ -177,15 +177,17 @@ fn decided(answer: &Answer) -> Option<(Decision, String)> {
     if let Some(decision) = answer.decision {
         return Some((decision, answer.text.trim().to_owned()));
     }
-    let text = answer.text.trim();
-    let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
-    let word = word.trim_end_matches([':', ',', '.']);
-    Decision::parse(word).map(|d| (d, rest.trim().to_owned()))
+    Decision::leading(&answer.text).map(|(d, reason)| (d, reason.to_owned()))
 }
 
 impl RunService {
     /// The question or approval run `id` waits for, if its status is `input_required`.
     pub async fn waiting_for(&self, id: &RunId) -> Result<InputRequired, ServiceError> {
+        self.waiting(id).await.map(|(asked, _)| asked)
+    }
+
+    /// [`Self::waiting_for`], with the `seq` of its `input_required` line.
+    async fn waiting(&self, id: &RunId) -> Result<(InputRequired, u64), ServiceError> {
         if self.live(id).is_some() {
             return Err(InvalidRequest::NotWaiting {
                 id: id.clone(),
@@ -212,7 +214,7 @@ impl RunService {
             .into_iter()
             .rev()
             .find_map(|event| match event.payload {
-                EventPayload::InputRequired(asked) => Some(asked),
+                EventPayload::InputRequired(asked) => Some((asked, event.seq)),
                 _ => None,
             })
             .ok_or_else(|| {
@@ -234,7 +236,7 @@ impl RunService {
         when: WhenAsked,
         observer: Option<Arc<dyn crate::RunObserver>>,
     ) -> Result<RunHandle, ServiceError> {
-        let asked = self.waiting_for(id).await?;
+        let (asked, asked_at) = self.waiting(id).await?;
         let decision = match asked.input {
             InputKind::Question => {
                 checked("answer", &answer.text)?;
@@ -268,13 +270,6 @@ impl RunService {
             decision,
             by: answer.by,
         });
-        let asked_at = self
-            .inner
-            .store
-            .read_events(id)
-            .await?
-            .last()
-            .map(|e| e.seq);
         self.inner.store.post_to_inbox(id, &item).await?;
         // With a queue, a worker continues it (it waits in the queue as done until then).
         if let Some(queue) = self.inner.queue.clone() {
@@ -285,7 +280,7 @@ impl RunService {
                 }
                 .into());
             }
-            return Ok(self.follow_queued(id, queue, asked_at));
+            return Ok(self.follow_queued(id, queue, Some(asked_at)));
         }
         let mut submission = Submission::resume(id.clone()).attended(when);
         submission.observer = observer;

@@ -36,6 +36,14 @@ impl Decision {
         }
     }
 
+    /// The decision an answer starts with and the reason after it (`deny: not on main`);
+    /// `None` when its first word decides nothing.
+    pub fn leading(text: &str) -> Option<(Self, &str)> {
+        let text = text.trim();
+        let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        Self::parse(word.trim_end_matches([':', ',', '.'])).map(|d| (d, rest.trim()))
+    }
+
     /// Reads a decision as a person or a client spells it.
     pub fn parse(text: &str) -> Option<Self> {
         match text.trim().to_ascii_lowercase().as_str() {

@@ -262,13 +262,18 @@ impl<'a> Loop<'a, '_> {
                 Consulted::Refused(error) => return Ok(Err(error)),
             }
         }
-        let outcome = self.dispatch_now(step, call, args.clone(), false).await?;
-        let outcome = match (outcome, &args) {
+        // Kept for a second dispatch only where a refusal may be approved (`on_request`).
+        let again = (self.specialist.approval.mode == fabric_domain::ApprovalMode::OnRequest)
+            .then(|| args.clone());
+        let outcome = self.dispatch_now(step, call, args, false).await?;
+        let outcome = match (outcome, again) {
             // Refused by the allowlist, asked about instead (`on_request`).
-            (Err(refused @ ToolError::Denied { .. }), Ok(parsed)) => {
-                match self.refusal_approval(call, parsed, &refused) {
+            (Err(refused @ ToolError::Denied { .. }), Some(Ok(parsed))) => {
+                match self.refusal_approval(call, &parsed, &refused) {
                     Some(request) => match self.consult(step, call, request).await? {
-                        Consulted::Approved => self.dispatch_now(step, call, args, true).await?,
+                        Consulted::Approved => {
+                            self.dispatch_now(step, call, Ok(parsed), true).await?
+                        }
                         Consulted::Answer(_) => Err(refused),
                         Consulted::Refused(denied) => Err(denied),
                     },

@@ -131,15 +131,12 @@ pub(super) fn reply(
     }
     match request.input {
         InputKind::Question => Ok(answered(request, line, None)),
-        InputKind::Approval => {
-            let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
-            match Decision::parse(word) {
-                Some(d) => Ok(answered(request, rest.trim(), Some(d))),
-                None => Err(Some(
-                    "answer approve, approve_for_run or deny (with a reason after it)",
-                )),
-            }
-        }
+        InputKind::Approval => match Decision::leading(line) {
+            Some((d, reason)) => Ok(answered(request, reason, Some(d))),
+            None => Err(Some(
+                "answer approve, approve_for_run or deny (with a reason after it)",
+            )),
+        },
     }
 }
 
