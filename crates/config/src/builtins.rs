@@ -132,6 +132,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             tooling: Default::default(),
             loop_aids: Default::default(),
             approval: Default::default(),
+            project_instructions: true,
         },
         SpecialistSpec {
             container_image: None,
@@ -166,6 +167,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             tooling: Default::default(),
             loop_aids: Default::default(),
             approval: Default::default(),
+            project_instructions: true,
         },
         SpecialistSpec {
             container_image: None,
@@ -205,6 +207,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             tooling: Default::default(),
             loop_aids: Default::default(),
             approval: Default::default(),
+            project_instructions: true,
         },
         SpecialistSpec {
             container_image: None,
@@ -227,6 +230,7 @@ pub fn builtin_specialists() -> Vec<SpecialistSpec> {
             tooling: Default::default(),
             loop_aids: Default::default(),
             approval: Default::default(),
+            project_instructions: true,
         },
     ]
 }

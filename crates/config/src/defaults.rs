@@ -90,6 +90,7 @@ impl Settings {
             sandbox: crate::SandboxConfig::default(),
             protected_paths: crate::security::default_protected_paths(),
             network: crate::NetworkConfig::default(),
+            instructions: crate::InstructionsConfig::default(),
             agents: Default::default(),
             delegation: crate::settings::DelegationConfig {
                 max_depth: fabric_domain::DEFAULT_MAX_DELEGATION_DEPTH,

@@ -43,9 +43,21 @@ fn store_url_from_env() -> Option<String> {
 /// `$XDG_CONFIG_HOME/agent-fabric/specialists`, else `~/.config/agent-fabric/specialists`
 /// (`None` when neither variable is set).
 pub fn user_specialist_dir() -> Option<PathBuf> {
+    config_dir().map(|dir| dir.join("specialists"))
+}
+
+/// The user's own instructions for every project run (issue #43):
+/// `$XDG_CONFIG_HOME/agent-fabric/AGENTS.md`, else `~/.config/agent-fabric/AGENTS.md`.
+pub fn user_instructions_file() -> Option<PathBuf> {
+    config_dir().map(|dir| dir.join("AGENTS.md"))
+}
+
+/// The user's configuration directory of the fabric: `$XDG_CONFIG_HOME/agent-fabric`, else
+/// `~/.config/agent-fabric`.
+fn config_dir() -> Option<PathBuf> {
     absolute_var("XDG_CONFIG_HOME")
         .or_else(|| absolute_var("HOME").map(|home| home.join(".config")))
-        .map(|base| base.join("agent-fabric").join("specialists"))
+        .map(|base| base.join("agent-fabric"))
 }
 
 /// Where `fabric mcp login` keeps OAuth tokens, one file per server (ADR-085):

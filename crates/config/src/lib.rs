@@ -34,16 +34,18 @@ mod telemetry;
 pub use builtins::{
     builtin_specialists, critic_finish_schema, engineering_finish_schema, research_finish_schema,
 };
-pub use dirs::{LoadOptions, chat_history_file, mcp_token_dir, user_specialist_dir};
+pub use dirs::{
+    LoadOptions, chat_history_file, mcp_token_dir, user_instructions_file, user_specialist_dir,
+};
 pub use error::ConfigError;
 pub use security::{NetworkConfig, SandboxCgroup, SandboxConfig, SandboxLimits, SandboxMode};
 pub use server::ServerConfig;
 pub use settings::{
     Backend, BudgetLimits, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_OLLAMA_PARALLEL, DailyLimit, DayZone, DelegationConfig, DelegationWorkspace,
-    FallbackPolicy, FetchUrlConfig, ModelConfig, Price, RemoteAgentSettings, Routing,
-    SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource, TaskForceMode,
-    WebSearchConfig,
+    FallbackPolicy, FetchUrlConfig, InstructionsConfig, ModelConfig, Price, RemoteAgentSettings,
+    Routing, SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource,
+    TaskForceMode, WebSearchConfig,
 };
 pub use store::{DEFAULT_EMBEDDING_MODEL, RunIndexConfig, STORE_URL_ENV, StoreConfig};
 pub use telemetry::TelemetryConfig;

@@ -157,6 +157,7 @@ struct FrontMatter {
     budget: Option<crate::raw::RawBudget>,
     repeat_limit: Option<u64>,
     require_finish: Option<bool>,
+    project_instructions: Option<bool>,
 }
 
 struct Source<'a> {
@@ -330,6 +331,7 @@ fn build(
             repeat_limit: fm.repeat_limit,
             require_finish: fm.require_finish,
             approval: None,
+            project_instructions: fm.project_instructions,
         },
         warnings,
     })

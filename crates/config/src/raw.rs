@@ -47,6 +47,15 @@ pub(crate) struct RawConfig {
     pub(crate) agents: Option<BTreeMap<String, RawAgent>>,
     pub(crate) store: Option<crate::store::RawStore>,
     pub(crate) run_index: Option<crate::store::RawRunIndex>,
+    pub(crate) instructions: Option<RawInstructions>,
+}
+
+/// `instructions:` as written (issue #43).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawInstructions {
+    pub(crate) max_bytes: Option<u64>,
+    pub(crate) user_file: Option<bool>,
 }
 
 /// One key of `agents:` as written.
@@ -157,6 +166,7 @@ pub(crate) struct RawSpecialist {
     pub(crate) repeat_limit: Option<u64>,
     pub(crate) require_finish: Option<bool>,
     pub(crate) approval: Option<fabric_domain::ApprovalPolicy>,
+    pub(crate) project_instructions: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -202,6 +202,8 @@ pub struct Settings {
     pub protected_paths: Vec<String>,
     /// What the network tools may reach.
     pub network: crate::NetworkConfig,
+    /// A project run's instructions from its `AGENTS.md` files (`instructions:`, issue #43).
+    pub instructions: InstructionsConfig,
     /// Sub-agent limits.
     pub delegation: DelegationConfig,
     /// Remote A2A agents a specialist may hand tasks to (`agents:`), by name.
@@ -266,5 +268,24 @@ impl Settings {
     /// for the keys of features to come.
     pub fn inert_keys(&self) -> Vec<&'static str> {
         Vec::new()
+    }
+}
+
+/// `instructions:`: how much of a project's `AGENTS.md` files a project run's system prompt
+/// takes, and whether the user's own file is read (docs/INSTRUCTIONS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct InstructionsConfig {
+    /// The budget of their text in bytes; 0 reads none.
+    pub max_bytes: usize,
+    /// Whether `~/.config/agent-fabric/AGENTS.md` is read too.
+    pub user_file: bool,
+}
+
+impl Default for InstructionsConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: fabric_domain::instructions::DEFAULT_MAX_BYTES,
+            user_file: true,
+        }
     }
 }

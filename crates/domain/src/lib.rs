@@ -13,6 +13,7 @@
 mod approval;
 mod error;
 mod event;
+pub mod instructions;
 mod limits;
 pub mod live;
 mod message;
@@ -35,6 +36,7 @@ mod words;
 pub use approval::{ApprovalAsk, ApprovalMode, ApprovalPolicy, ApprovalRule, RuleAction};
 pub use error::DomainError;
 pub use event::{EventKind, EventPayload, RunEvent};
+pub use instructions::{InstructionFile, InstructionScope, InstructionSource, Instructions};
 pub use limits::{BudgetLimits, ComplexityRouting};
 pub use live::{LiveToolOutput, OutputChunk, OutputStream};
 pub use message::{

@@ -62,6 +62,14 @@ pub struct SpecialistSpec {
     /// Which of its calls wait for a person's approval (issue #42; `never` by default).
     #[serde(default, skip_serializing_if = "crate::approval::is_default")]
     pub approval: crate::ApprovalPolicy,
+    /// Whether a project run gives it the repository's `AGENTS.md` instructions in its
+    /// system prompt (issue #43; on by default).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub project_instructions: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn yes() -> bool {

@@ -60,7 +60,12 @@ impl Inherited {
 /// The SHA-256 (hex) of `messages` as JSON: what `run_start.continues.digest` records.
 pub fn digest(messages: &[Message]) -> String {
     let json = serde_json::to_vec(messages).unwrap_or_default();
-    Sha256::digest(&json)
+    sha256_hex(&json)
+}
+
+/// The SHA-256 of `bytes` in lowercase hex, as the runlog records digests.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

@@ -89,6 +89,11 @@ impl Merger {
         if let Some(d) = raw.delegation {
             self.delegation(s, d)?;
         }
+        if let Some(i) = raw.instructions {
+            overlay_within!(self, |f: &str| format!("instructions.{f}"), s.instructions, i;
+                max_bytes: 0, 1_048_576);
+            overlay!(s.instructions, i; user_file);
+        }
         for (name, agent) in raw.agents.into_iter().flatten() {
             self.agent(s, name, agent)?;
         }

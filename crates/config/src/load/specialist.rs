@@ -76,6 +76,7 @@ impl Merger {
                 tooling: Default::default(),
                 loop_aids: Default::default(),
                 approval: Default::default(),
+                project_instructions: true,
             },
         };
         overlay!(spec, raw; description, keywords, capabilities, system_prompt, tools);
@@ -96,7 +97,7 @@ impl Merger {
             }
             spec.container_image = Some(image);
         }
-        overlay!(spec, raw; limitations, may_write, needs_network);
+        overlay!(spec, raw; limitations, may_write, needs_network, project_instructions);
         set_some(&mut spec.model_key, raw.model_key);
         overlay_within!(self, at, spec.loop_aids, raw; repeat_limit: 0, 100);
         overlay!(spec.loop_aids, raw; require_finish);

@@ -249,8 +249,16 @@ impl RunTask {
 /// The request that prepares the run again as it was recorded ([`TaskRequest::recorded`]),
 /// continued: the project's workspace is reopened from its `workspace` event, not made anew.
 fn request_of(history: &RunHistory) -> Option<TaskRequest> {
+    // The project, for its instructions (issue #43); its worktree is reopened, not made.
+    let project = history
+        .workspace
+        .as_ref()
+        .filter(|w| w.origin == "project")
+        .and_then(|w| w.repo.clone())
+        .map(|path| super::ProjectRequest { path, base: None });
     Some(TaskRequest {
         continued: true,
+        project,
         ..TaskRequest::recorded(history)?
     })
 }

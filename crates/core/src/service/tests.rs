@@ -216,6 +216,7 @@ async fn issue_27_a_run_cancelled_while_prepared_again_stays_interrupted() {
         depth: 0,
         context_id: None,
         continues: None,
+        instructions: Vec::new(),
     };
     let new = store
         .create_run(id.clone())

@@ -60,6 +60,11 @@ pub struct RunStart {
     /// `--fork`, issue #42); absent for a run that starts a conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continues: Option<Continues>,
+    /// The project's instruction files (`AGENTS.md`, `CLAUDE.md`, the user's own) the run's
+    /// system prompt was given, by path and digest, with those that did not fit (issue #43);
+    /// absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<crate::InstructionFile>,
 }
 
 /// `run_start.continues`: the earlier run a run continues, and what it inherited of it.

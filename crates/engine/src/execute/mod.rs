@@ -135,6 +135,9 @@ pub struct TaskForce {
     /// Whoever started the run, asked the model's questions and the approvals its
     /// specialists' policies want (issue #42); `None`: no one can answer.
     pub person: Option<Arc<dyn crate::ports::Person>>,
+    /// A project run's instructions from its `AGENTS.md` files (issue #43), in the system
+    /// prompt of each member whose specialist takes them.
+    pub instructions: Option<Arc<fabric_domain::Instructions>>,
 }
 
 /// How a run ended.
@@ -213,6 +216,7 @@ impl TaskForce {
             context_id: None,
             fallback: None,
             person: None,
+            instructions: None,
         }
     }
 

@@ -15,7 +15,7 @@
 //!   that are left out, from the last. The system prompt is never compacted away, so
 //!   whatever it holds is paid for at every step.
 
-use fabric_domain::{SpecialistSpec, ToolSpec, fitting_workflows};
+use fabric_domain::{Instructions, SpecialistSpec, ToolSpec, fitting_workflows};
 use std::sync::Arc;
 
 use crate::context::BYTES_PER_TOKEN;
@@ -36,12 +36,17 @@ pub(super) fn system_prompt(
     specialist: &SpecialistSpec,
     tools: &[Arc<dyn Tool>],
     window: Option<u32>,
+    instructions: Option<&Instructions>,
 ) -> String {
     let mut prompt = format!(
         "{}\n\nYou work inside a private workspace directory. Use relative paths only; paths outside the workspace are refused. Act only through tool calls. When the task is done and checked, call finish_task exactly once with your final answer.",
         specialist.system_prompt.trim_end()
     );
     prompt.push_str(&workflow_lines(tools, window));
+    // Last, and made once at the run's start: the prefix stays the same bytes at every step.
+    if let Some(instructions) = instructions {
+        prompt.push_str(&instructions.text);
+    }
     // Kept for the whole run: without this, the growth of `format!`'s buffer left up to
     // twice its length allocated (about 0.7 KiB a run in flight; issue #14).
     prompt.shrink_to_fit();
@@ -134,7 +139,7 @@ mod tests {
     #[test]
     fn issue_26_the_prompt_offers_each_workflow_whose_every_step_has_a_tool() {
         let all = tools(&["shell", "read_file", "write_file", "list_files"]);
-        let prompt = system_prompt(&specialist(), &all, None);
+        let prompt = system_prompt(&specialist(), &all, None, None);
         assert!(
             prompt.starts_with("You build.\n\nYou work inside"),
             "{prompt}"
@@ -149,11 +154,11 @@ mod tests {
         );
         // A reviewer's read-only tools: no write or shell step, so only the report.
         let reader = tools(&["read_file", "list_files"]);
-        let prompt = system_prompt(&specialist(), &reader, None);
+        let prompt = system_prompt(&specialist(), &reader, None, None);
         assert!(prompt.ends_with(&report().summary()), "{prompt}");
         assert!(!prompt.contains("inspect-edit-verify"), "{prompt}");
         // No fitting workflow, no header.
-        let prompt = system_prompt(&specialist(), &tools(&["shell"]), None);
+        let prompt = system_prompt(&specialist(), &tools(&["shell"]), None, None);
         assert!(!prompt.contains("Workflows"), "{prompt}");
     }
 
@@ -161,7 +166,7 @@ mod tests {
     fn issue_26_a_small_window_gets_fewer_workflow_lines() {
         let all = tools(&["shell", "read_file", "write_file", "list_files"]);
         let count = |window| {
-            system_prompt(&specialist(), &all, window)
+            system_prompt(&specialist(), &all, window, None)
                 .matches("\n- ")
                 .count()
         };

@@ -75,6 +75,7 @@ pub(super) async fn run(
         versioned: run.versioned.as_deref(),
         reviewing: force.origin == runlog::RunOrigin::Critic,
         person: force.person.as_deref(),
+        instructions: force.instructions.as_deref(),
     };
     let ended = shared.work(rec, &force, &team, parallel_recorded).await?;
     // A run waiting for a person has no end yet: the answer continues it (issue #42).
@@ -276,6 +277,11 @@ async fn record_start(
             depth: lineage.depth,
             context_id: force.context_id.clone(),
             continues: first.inherited.as_ref().map(|i| i.link.clone()),
+            instructions: force
+                .instructions
+                .as_ref()
+                .map(|i| i.files.clone())
+                .unwrap_or_default(),
         },
     )
     .await?;
@@ -356,6 +362,8 @@ struct Shared<'a> {
     reviewing: bool,
     /// Whoever started the run, if anyone can answer it.
     person: Option<&'a dyn crate::ports::Person>,
+    /// The project's instructions for the members' system prompts (issue #43).
+    instructions: Option<&'a fabric_domain::Instructions>,
 }
 
 impl Shared<'_> {
@@ -434,10 +442,14 @@ impl Shared<'_> {
             self.record_member_start(rec, index, member, tools.as_ref(), handoff)
                 .await?;
         }
+        let instructions = self
+            .instructions
+            .filter(|_| member.specialist.project_instructions);
         let mut messages = vec![Message::system(system_prompt(
             &member.specialist,
             &member.tools,
             member.model.context_window,
+            instructions,
         ))];
         // A continued conversation: the earlier one, then the new prompt (issue #42).
         if let Some(inherited) = &member.inherited {

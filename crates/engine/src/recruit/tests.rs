@@ -22,6 +22,7 @@ fn spec(id: &str, caps: &[&str], keywords: &[&str]) -> SpecialistSpec {
         tooling: Default::default(),
         loop_aids: Default::default(),
         approval: Default::default(),
+        project_instructions: true,
     }
 }
 

@@ -98,6 +98,7 @@ pub fn specialist_as(id: &str, system_prompt: &str, tools: &[&str]) -> Specialis
         tooling: Default::default(),
         loop_aids: Default::default(),
         approval: Default::default(),
+        project_instructions: true,
     }
 }
 

@@ -79,5 +79,13 @@ pub(crate) fn policy(s: &Settings) -> PreparePolicy {
         max_parallel: s.task_force_max_parallel as usize,
         network_allowed: s.network_allowed,
         cloud_fallback: s.cloud_fallback.clone(),
+        instructions: fabric_core::service::prepare::InstructionsPolicy {
+            max_bytes: s.instructions.max_bytes,
+            user_file: s
+                .instructions
+                .user_file
+                .then(fabric_config::user_instructions_file)
+                .flatten(),
+        },
     }
 }

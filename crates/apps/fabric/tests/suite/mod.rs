@@ -1,4 +1,5 @@
 mod fixture;
+mod instructions;
 mod interactive;
 
 mod a2a_delegation;

@@ -10,6 +10,7 @@
 //! pull), its client metered against the daily budget, its tools and its critic; then the
 //! run tree's budget and the cloud fallback.
 
+mod instructions;
 mod keys;
 mod models;
 mod policy;
@@ -17,6 +18,7 @@ mod route;
 #[cfg(test)]
 mod tests;
 
+pub use instructions::InstructionsPolicy;
 pub use models::Flights;
 pub use policy::{BudgetLimits, ComplexityRouting, PreparePolicy};
 
@@ -147,7 +149,16 @@ impl Preparation {
         let max_steps = request.max_steps.unwrap_or(self.policy.max_steps);
         let budget = self.budget(&members, max_steps)?;
         let fallback = self.fallback(&request, &mut members).await?;
+        // A project's own instructions, for a run a person started on it (issue #43).
+        let instructions = match &request.project {
+            Some(project) => Some(Arc::new(
+                instructions::gather(&project.path, &self.policy.instructions).await,
+            ))
+            .filter(|i| !i.is_empty()),
+            None => None,
+        };
         Ok(TaskForce {
+            instructions,
             origin: request.origin,
             context_id: request.context_id,
             lineage: Some(Lineage::root(Arc::new(budget))),

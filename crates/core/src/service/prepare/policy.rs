@@ -48,6 +48,8 @@ pub struct PreparePolicy {
     pub network_allowed: bool,
     /// The cloud model steps fall back to.
     pub cloud_fallback: Option<FallbackPolicy>,
+    /// A project run's `AGENTS.md` instructions (issue #43).
+    pub instructions: super::InstructionsPolicy,
 }
 
 impl PreparePolicy {

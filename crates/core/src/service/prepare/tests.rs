@@ -248,6 +248,7 @@ fn policy() -> PreparePolicy {
         max_parallel: 2,
         network_allowed: false,
         cloud_fallback: None,
+        instructions: Default::default(),
     }
 }
 
