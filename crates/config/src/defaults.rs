@@ -91,6 +91,7 @@ impl Settings {
             protected_paths: crate::security::default_protected_paths(),
             network: crate::NetworkConfig::default(),
             instructions: crate::InstructionsConfig::default(),
+            trusted_projects: Vec::new(),
             agents: Default::default(),
             delegation: crate::settings::DelegationConfig {
                 max_depth: fabric_domain::DEFAULT_MAX_DELEGATION_DEPTH,

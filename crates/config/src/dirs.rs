@@ -52,6 +52,12 @@ pub fn user_instructions_file() -> Option<PathBuf> {
     config_dir().map(|dir| dir.join("AGENTS.md"))
 }
 
+/// The user's trusted repositories (issue #43): `$XDG_CONFIG_HOME/agent-fabric/trusted.json`,
+/// else `~/.config/agent-fabric/trusted.json`.
+pub fn trust_file() -> Option<PathBuf> {
+    config_dir().map(|dir| dir.join("trusted.json"))
+}
+
 /// The user's configuration directory of the fabric: `$XDG_CONFIG_HOME/agent-fabric`, else
 /// `~/.config/agent-fabric`.
 fn config_dir() -> Option<PathBuf> {

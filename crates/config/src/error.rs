@@ -50,6 +50,14 @@ pub enum ConfigError {
         /// What is wrong and how to fix it.
         detail: String,
     },
+    /// The user's store of trusted repositories cannot be read or written (issue #43).
+    #[error("trusted repositories file {path}: {detail}")]
+    Trust {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and how to fix it.
+        detail: String,
+    },
     /// A specialists directory that cannot be read.
     #[error("cannot read specialists directory {path}: {detail}")]
     SpecialistDir {

@@ -30,12 +30,14 @@ mod settings;
 mod store;
 mod switch;
 mod telemetry;
+pub mod trust;
 
 pub use builtins::{
     builtin_specialists, critic_finish_schema, engineering_finish_schema, research_finish_schema,
 };
 pub use dirs::{
-    LoadOptions, chat_history_file, mcp_token_dir, user_instructions_file, user_specialist_dir,
+    LoadOptions, chat_history_file, mcp_token_dir, trust_file, user_instructions_file,
+    user_specialist_dir,
 };
 pub use error::ConfigError;
 pub use security::{NetworkConfig, SandboxCgroup, SandboxConfig, SandboxLimits, SandboxMode};

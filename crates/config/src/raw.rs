@@ -48,6 +48,7 @@ pub(crate) struct RawConfig {
     pub(crate) store: Option<crate::store::RawStore>,
     pub(crate) run_index: Option<crate::store::RawRunIndex>,
     pub(crate) instructions: Option<RawInstructions>,
+    pub(crate) trusted_projects: Option<Vec<String>>,
 }
 
 /// `instructions:` as written (issue #43).

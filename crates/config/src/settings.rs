@@ -204,6 +204,9 @@ pub struct Settings {
     pub network: crate::NetworkConfig,
     /// A project run's instructions from its `AGENTS.md` files (`instructions:`, issue #43).
     pub instructions: InstructionsConfig,
+    /// Directories whose repositories' hooks and MCP servers run in any version, without
+    /// `fabric trust` (`trusted_projects:`, issue #43).
+    pub trusted_projects: Vec<PathBuf>,
     /// Sub-agent limits.
     pub delegation: DelegationConfig,
     /// Remote A2A agents a specialist may hand tasks to (`agents:`), by name.
@@ -287,5 +290,26 @@ impl Default for InstructionsConfig {
             max_bytes: fabric_domain::instructions::DEFAULT_MAX_BYTES,
             user_file: true,
         }
+    }
+}
+
+impl Settings {
+    /// The project's markdown specialists (`<workspace>/specialists/*.md`) that declare MCP
+    /// servers, by id and file: what a repository ships that would run, waiting for the
+    /// user's trust (issue #43, [`crate::trust`]).
+    pub fn project_mcp_specialists(&self) -> Vec<(String, PathBuf)> {
+        let dir = self.workspace.join("specialists");
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
+        self.specialists
+            .iter()
+            .filter(|s| !s.tooling.mcp_servers.is_empty())
+            .filter_map(|s| match self.specialist_origin(&s.id)?.sources.last()? {
+                SpecialistSource::File { path } => {
+                    let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+                    path.starts_with(&dir).then(|| (s.id.clone(), path))
+                }
+                _ => None,
+            })
+            .collect()
     }
 }

@@ -68,6 +68,11 @@ pub(crate) enum Command {
     Apply(ApplyArgs),
     /// Remove a run's worktree and branch (or its scratch history); the runlog stays.
     Discard(DiscardArgs),
+    /// Trust what a repository ships that would run as you (its Claude Code hooks in
+    /// `.claude/settings.json`, its project specialists' MCP servers): this version of it,
+    /// by digest; a change asks again. `--list` shows trusted repositories, `--revoke`
+    /// forgets one (docs/SECURITY.md).
+    Trust(TrustArgs),
     /// Inspect past runs.
     #[command(subcommand)]
     Logs(LogsCommand),
@@ -540,6 +545,22 @@ pub(crate) struct ApplyArgs {
     /// them uncommitted.
     #[arg(long)]
     pub(crate) commit: bool,
+}
+
+/// `fabric trust`.
+#[derive(Debug, Args)]
+pub(crate) struct TrustArgs {
+    /// A directory in the repository (default: the current directory).
+    #[arg(conflicts_with = "list")]
+    pub(crate) path: Option<PathBuf>,
+
+    /// List the trusted repositories, and whether each is still the version trusted.
+    #[arg(long)]
+    pub(crate) list: bool,
+
+    /// Forget the repository: what it ships will not run.
+    #[arg(long, conflicts_with = "list")]
+    pub(crate) revoke: bool,
 }
 
 /// `fabric discard`.

@@ -94,6 +94,16 @@ impl Merger {
                 max_bytes: 0, 1_048_576);
             overlay!(s.instructions, i; user_file);
         }
+        for (i, dir) in raw.trusted_projects.iter().flatten().enumerate() {
+            let path = expand_home(dir);
+            if !path.is_absolute() {
+                return Err(self.invalid(
+                    format!("trusted_projects[{i}]"),
+                    format!("must be an absolute directory (or `~/...`), got `{dir}`"),
+                ));
+            }
+            s.trusted_projects.push(path);
+        }
         for (name, agent) in raw.agents.into_iter().flatten() {
             self.agent(s, name, agent)?;
         }

@@ -7,6 +7,7 @@
 
 pub(crate) mod notices;
 pub(crate) mod tools;
+pub(crate) mod trusted;
 
 use fabric_config::Settings;
 use fabric_core::budget::daily::DailyBudget;
@@ -47,6 +48,7 @@ pub(crate) fn preparation_with(
             search: search.clone(),
             tools: tools::SharedTools::default(),
             sandboxes: tools::SharedSandboxes::default(),
+            untrusted: trusted::untrusted_specialists(settings),
         }),
         daily,
     };

@@ -29,6 +29,9 @@ pub(crate) struct ConfigTools {
     pub(crate) tools: SharedTools,
     /// The process sandbox per sandbox mode, shared by the runs.
     pub(crate) sandboxes: SharedSandboxes,
+    /// Project specialists whose MCP servers wait for the user's trust, with the refusal
+    /// (issue #43).
+    pub(crate) untrusted: std::collections::BTreeMap<String, String>,
 }
 
 /// A set-up failure the request or the config must fix.
@@ -53,6 +56,10 @@ impl ToolFactory for ConfigTools {
     }
 
     fn check(&self, specialist: &SpecialistSpec) -> Result<(), SetupError> {
+        // What an untrusted repository ships never runs (issue #43).
+        if let Some(why) = self.untrusted.get(&specialist.id) {
+            return Err(SetupError::Refused(why.clone()));
+        }
         match &specialist.container_image {
             Some(image) if fabric_tools::podman_path().is_none() => {
                 Err(SetupError::Refused(format!(

@@ -18,6 +18,7 @@ mod run;
 mod serve;
 mod specialists;
 mod test;
+mod trust;
 mod worker;
 
 use crate::cli::{Cli, Command};
@@ -35,6 +36,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Diff(args) => project::diff(&cli, args).await,
         Command::Apply(args) => project::apply(&cli, args).await,
         Command::Discard(args) => project::discard(&cli, args).await,
+        Command::Trust(args) => trust::trust(&cli, args),
         Command::Config(command) => config::config(&cli, command),
         Command::Specialists(command) => specialists::specialists(&cli, command),
         Command::Doctor => doctor::doctor(&cli).await,

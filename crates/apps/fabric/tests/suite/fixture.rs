@@ -73,6 +73,18 @@ impl Fixture {
         std::fs::write(&self.config, text).expect("write config");
     }
 
+    /// Trusts what the test's own directory ships that would run (project specialists'
+    /// MCP servers, hooks): `trusted_projects` in the config (issue #43). Once per config.
+    pub(crate) fn trust_own_files(&self) {
+        let text = std::fs::read_to_string(&self.config).expect("read config");
+        if !text.contains("\ntrusted_projects:") {
+            self.append_config(&format!(
+                "trusted_projects: [{}]\n",
+                self.dir.path().display()
+            ));
+        }
+    }
+
     /// Starts a second scripted server with `turns` and adds it to the config as the model
     /// key `cloud` (`big-cloud-model`, OpenAI wire), followed by the top-level `yaml`.
     pub(crate) async fn add_cloud(&self, turns: Vec<Turn>, yaml: &str) -> ScriptedServer {

@@ -17,6 +17,7 @@ fn everything() -> Option<String> {
 
 fn write_specialist(fx: &Fixture, body: &str) {
     let dir = fx.workspace_root().join("specialists");
+    fx.trust_own_files();
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(dir.join("mcp_user.md"), body).expect("write specialist");
 }

@@ -19,6 +19,7 @@ fn server() -> Option<(String, String)> {
 
 /// A specialist `helper_user` with the server as `helper`, and `extra` server keys.
 fn write_specialist(fx: &Fixture, python: &str, script: &str, extra: &str) {
+    fx.trust_own_files();
     let dir = fx.workspace_root().join("specialists");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let body = format!(

@@ -28,6 +28,7 @@ async fn looking(backend: &str, vision: bool, tool: &str, args: Value) -> Option
         &format!("    max_retries: 2\n    vision: {vision}\n"),
     );
     std::fs::write(&fx.config, yaml).expect("write config");
+    fx.trust_own_files();
     let specialists = fx.workspace_root().join("specialists");
     std::fs::create_dir_all(&specialists).expect("mkdir");
     let body = format!(

@@ -262,6 +262,7 @@ async fn issue_29_oauth_login_then_a_run_uses_the_protected_server_and_refreshes
         Turn::tool_call("finish_task", json!({"summary": "got the word"})),
     ])
     .await;
+    fx.trust_own_files();
     let dir = fx.workspace_root().join("specialists");
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(

@@ -1,6 +1,7 @@
 mod fixture;
 mod instructions;
 mod interactive;
+mod trust;
 
 mod a2a_delegation;
 mod a2a_resume;

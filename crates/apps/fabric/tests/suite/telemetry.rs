@@ -511,6 +511,7 @@ async fn issue_13_mcp_tool_calls_carry_the_tool_span_as_their_trace_context() {
     .await;
     fx.append_config(&telemetry_yaml(&receiver.endpoint(), false));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/meta_echo.py");
+    fx.trust_own_files();
     let dir = fx.workspace_root().join("specialists");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(

@@ -1,0 +1,93 @@
+//! What a repository ships that would run, and whether the user trusts it (issue #43,
+//! ADR-116): shared by `fabric trust`, the terminal's question and the runs' wiring.
+
+use anyhow::Context;
+use fabric_config::Settings;
+use fabric_config::trust::{Inventory, Trust, TrustStore, inventory};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What `path`'s repository ships that would run, its project specialists included.
+pub(crate) fn inventory_of(path: &Path, settings: &Settings) -> Inventory {
+    let files: Vec<PathBuf> = settings
+        .project_mcp_specialists()
+        .into_iter()
+        .map(|(_, file)| file)
+        .collect();
+    inventory(path, &files)
+}
+
+/// The user's store, or an empty one that cannot be saved when there is no home.
+pub(crate) fn open_store() -> anyhow::Result<TrustStore> {
+    let path = fabric_config::trust_file().context(
+        "neither XDG_CONFIG_HOME nor HOME is set: there is nowhere to keep trusted repositories",
+    )?;
+    Ok(TrustStore::load(&path)?)
+}
+
+/// The directory whose project specialists the fabric reads: the one holding the
+/// workspace (`.fabric` in the current directory by default).
+pub(crate) fn workspace_owner(settings: &Settings) -> PathBuf {
+    let workspace =
+        std::path::absolute(&settings.workspace).unwrap_or_else(|_| settings.workspace.clone());
+    workspace
+        .parent()
+        .map_or_else(|| workspace.clone(), Path::to_path_buf)
+}
+
+/// Whether what `path`'s repository ships may run: nothing to trust, a directory of
+/// `trusted_projects`, or this version trusted with `fabric trust`; and what it ships.
+pub(crate) fn trust_of(path: &Path, settings: &Settings) -> (Trust, Inventory) {
+    let inventory = inventory_of(path, settings);
+    if !inventory.is_empty()
+        && settings
+            .trusted_projects
+            .iter()
+            .any(|dir| inventory.root.starts_with(dir))
+    {
+        return (Trust::Trusted, inventory);
+    }
+    let status = match open_store() {
+        Ok(store) => store.status(&inventory),
+        Err(e) => {
+            tracing::warn!(error = %e, "trusted repositories cannot be read; treating every repository as untrusted");
+            if inventory.is_empty() {
+                Trust::NothingToTrust
+            } else {
+                Trust::Untrusted
+            }
+        }
+    };
+    (status, inventory)
+}
+
+/// The project specialists that declare MCP servers in a repository the user has not
+/// trusted in this version, each with the message its run is refused with.
+pub(crate) fn untrusted_specialists(settings: &Settings) -> BTreeMap<String, String> {
+    let candidates = settings.project_mcp_specialists();
+    if candidates.is_empty() {
+        return BTreeMap::new();
+    }
+    let (status, inventory) = trust_of(&workspace_owner(settings), settings);
+    if status.allows() {
+        return BTreeMap::new();
+    }
+    let changed = match status {
+        Trust::Changed { trusted_at } => {
+            format!(" (you trusted an earlier version on {trusted_at}; it has changed)")
+        }
+        _ => String::new(),
+    };
+    candidates
+        .into_iter()
+        .map(|(id, file)| {
+            let why = format!(
+                "specialist `{id}` comes from {}, which declares MCP servers the fabric would start, and the repository {} is not trusted{changed}; check what it runs and `fabric trust {}` (docs/SECURITY.md)",
+                file.display(),
+                inventory.root.display(),
+                inventory.root.display()
+            );
+            (id, why)
+        })
+        .collect()
+}
