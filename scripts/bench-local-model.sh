@@ -8,7 +8,8 @@
 #   scripts/install-test-deps.sh            # the servers and the model, once
 #   cargo build --release -p fabric
 #   scripts/bench-local-model.sh [REPEAT]   # REPEAT runs of each task (default 5)
-#   BENCH_ONLY_STEPS=1 scripts/bench-local-model.sh   # only the 20-step run
+#   BENCH_ONLY_STEPS=1 scripts/bench-local-model.sh   # only the 20-step runs (plain, and on a
+#                                           # repository with AGENTS.md files, issue #43)
 #   BENCH_SERVER=llama-cpp-python BENCH_AIDS=off scripts/bench-local-model.sh 5
 #                                           # one server (llama-server or llama-cpp-python),
 #                                           # one setting of the aids (on or off)
@@ -104,13 +105,17 @@ serve llama-server "$PORT" /health "$DEPS/bin/llama-server" -m "$MODEL" --alias 
 
 # One 20-step run: the prompt cache and the time split per step, from the runlog. The
 # repetition breaker is off here, so the run lasts its 20 steps whatever the model repeats.
-echo "== llama-server: a 20-step run"
+# `steps NAME [ARGS...]`: the run with extra `fabric run` arguments.
+steps() {
+local name="$1"
+shift
+echo "== llama-server: a 20-step run ($name)"
 config "$OUT/steps.yaml" "$PORT" on
 printf 'specialists:\n  engineering: {repeat_limit: 0}\n' >>"$OUT/steps.yaml"
 "$FABRIC" --config "$OUT/steps.yaml" run \
     "Create the files one.txt, two.txt, three.txt, four.txt, five.txt, six.txt, seven.txt, eight.txt, nine.txt and ten.txt, each holding its own name; then read each back" \
-    --pack engineering --max-steps 20 --json >"$OUT/steps-result.json" || true
-python3 - "$OUT/steps-result.json" <<'PY'
+    --pack engineering --max-steps 20 --json "$@" >"$OUT/steps-$name.json" || true
+python3 - "$OUT/steps-$name.json" <<'PY'
 import json, sys
 result = json.load(open(sys.argv[1]))
 events = [json.loads(l) for l in open(result["_meta"]["runlog"])]
@@ -130,6 +135,8 @@ for e in events:
         total = c["cached_tokens"] + c["evaluated_tokens"]
         rates.append(c["cached_tokens"] / total if total else 0)
 wall = last - first
+for f in events[0]["payload"].get("instructions", []):
+    print(f'instructions: {f["path"]} ({f["bytes"]} bytes, included {f["included"]})')
 print(f'status {result["_meta"]["status"]}, {result["_meta"]["steps"]} steps, wall {wall:.1f} s: '
       f'model {model_s:.1f} s, tools {tool_s:.2f} s, the fabric {max(wall - model_s - tool_s, 0)*1000:.0f} ms '
       f'({max(wall - model_s - tool_s, 0) / wall * 100:.2f}%)')
@@ -137,6 +144,18 @@ if rates:
     print(f'prompt cache after step 1: min {min(rates)*100:.1f}%, mean {sum(rates)/len(rates)*100:.1f}% '
           f'over {len(rates)} steps')
 PY
+}
+steps plain
+# The same on a repository with two AGENTS.md files (issue #43): the instructions are the end
+# of the system prompt, made once, so the cache should hold as well.
+REPO="$OUT/agents-md-repo"
+mkdir -p "$REPO/src"
+printf '# Rules\n\nWrite plain text files. Each file holds exactly its own name and a newline.\nRead every file back after writing it. Never delete files.\n' >"$REPO/AGENTS.md"
+printf 'Files under src/ are source code: keep lines under 100 characters.\n' >"$REPO/src/AGENTS.md"
+git -C "$REPO" init -q -b main
+git -C "$REPO" -c user.name=bench -c user.email=bench@example.com add -A
+git -C "$REPO" -c user.name=bench -c user.email=bench@example.com commit -qm start
+steps agents-md --project "$REPO"
 fi
 
 if [[ -z "${BENCH_ONLY_STEPS:-}" && "$SERVER" != llama-server && -x "$DEPS/llama-venv/bin/python" ]]; then

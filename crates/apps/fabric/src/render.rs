@@ -168,13 +168,16 @@ impl RunObserver for HumanRenderer {
         use EventPayload as P;
         // A payload that does not fit its struct (`Unreadable`) prints nothing.
         match &event.payload {
-            P::RunStart(p) => self.line(format!(
-                "{} run {} · model {} · workspace {}",
-                self.accent.apply_to("fabric"),
-                p.run_id,
-                visible_line(&p.model),
-                visible_line(&p.workspace.display().to_string())
-            )),
+            P::RunStart(p) => {
+                self.line(format!(
+                    "{} run {} · model {} · workspace {}",
+                    self.accent.apply_to("fabric"),
+                    p.run_id,
+                    visible_line(&p.model),
+                    visible_line(&p.workspace.display().to_string())
+                ));
+                self.instructions(&p.instructions);
+            }
             P::RunResumed(p) => self.line(format!(
                 "{} run {} resumed · {} recorded model answers replayed, not asked again",
                 self.accent.apply_to("fabric"),
@@ -440,6 +443,28 @@ impl HumanRenderer {
                 one_line(&f.reason, 160)
             ));
         }
+    }
+
+    /// The project's instruction files the run was given (issue #43), and those that did not
+    /// fit; nothing when there were none.
+    fn instructions(&self, files: &[fabric_domain::InstructionFile]) {
+        if files.is_empty() {
+            return;
+        }
+        let shown = |included: bool| {
+            files
+                .iter()
+                .filter(|f| f.included == included)
+                .map(|f| visible_line(&f.path).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (taken, left) = (shown(true), shown(false));
+        let mut line = format!("{} instructions {taken}", self.dim.apply_to("·"));
+        if !left.is_empty() {
+            line.push_str(&format!(" (left out, over the budget: {left})"));
+        }
+        self.line(line);
     }
 
     fn workspace(&self, p: &runlog::WorkspaceOpened) {

@@ -148,6 +148,29 @@ async fn issue_43_what_does_not_fit_the_budget_is_named_and_a_specialist_may_opt
         .collect();
     assert_eq!(included, [true, false, false]);
 
+    // The terminal says what the run was given, and what did not fit.
+    let fx = Fixture::new(ten_steps()).await;
+    let repo = repo_with_rules(&fx);
+    fx.append_config("instructions:\n  max_bytes: 60\n");
+    let run = fx
+        .fabric(&[
+            "run",
+            "read the files",
+            "--pack",
+            "engineering",
+            "--project",
+            repo.to_str().expect("utf-8"),
+        ])
+        .await;
+    run.assert_code(0);
+    let screen = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        screen.contains(
+            "· instructions AGENTS.md (left out, over the budget: docs/CLAUDE.md, src/AGENTS.md)"
+        ),
+        "{screen}"
+    );
+
     let fx = Fixture::new(ten_steps()).await;
     let repo = repo_with_rules(&fx);
     fx.append_config("specialists:\n  engineering:\n    project_instructions: false\n");
