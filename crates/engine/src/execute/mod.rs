@@ -135,6 +135,9 @@ pub struct TaskForce {
     /// Whoever started the run, asked the model's questions and the approvals its
     /// specialists' policies want (issue #42); `None`: no one can answer.
     pub person: Option<Arc<dyn crate::ports::Person>>,
+    /// The run's lifecycle hooks (issue #43): what preparation built from the config's
+    /// `hooks:` (and a trusted project's); `None`: none.
+    pub hooks: Option<Arc<dyn crate::ports::Hooks>>,
 }
 
 /// How a run ended.
@@ -213,6 +216,7 @@ impl TaskForce {
             context_id: None,
             fallback: None,
             person: None,
+            hooks: None,
         }
     }
 

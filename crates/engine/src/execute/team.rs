@@ -75,6 +75,7 @@ pub(super) async fn run(
         versioned: run.versioned.as_deref(),
         reviewing: force.origin == runlog::RunOrigin::Critic,
         person: force.person.as_deref(),
+        hooks: force.hooks.as_deref(),
     };
     let ended = shared.work(rec, &force, &team, parallel_recorded).await?;
     // A run waiting for a person has no end yet: the answer continues it (issue #42).
@@ -356,6 +357,8 @@ struct Shared<'a> {
     reviewing: bool,
     /// Whoever started the run, if anyone can answer it.
     person: Option<&'a dyn crate::ports::Person>,
+    /// The run's lifecycle hooks, if any (issue #43).
+    hooks: Option<&'a dyn crate::ports::Hooks>,
 }
 
 impl Shared<'_> {
@@ -486,6 +489,7 @@ impl Shared<'_> {
                 person: self.person,
                 asked: history.asked,
                 answers: history.answers,
+                hooks: self.hooks,
             },
             rec,
         )

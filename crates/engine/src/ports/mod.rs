@@ -3,6 +3,7 @@
 mod chat;
 mod embed;
 mod files;
+mod hooks;
 mod ledger;
 mod observer;
 mod person;
@@ -21,6 +22,7 @@ pub use chat::{
 };
 pub use embed::EmbeddingClient;
 pub use files::WorkspaceFiles;
+pub use hooks::{HookPlace, HookSource, Hooks};
 pub use ledger::{DaySpend, SpendLedger};
 pub use observer::{EventSink, NoopObserver, RunObserver};
 pub use person::{InboxItem, Person, Reply};

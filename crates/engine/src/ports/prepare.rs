@@ -85,6 +85,17 @@ pub trait ToolFactory: Send + Sync {
     /// The staging area a critic reviews work in.
     fn stager(&self) -> Arc<dyn Stager>;
 
+    /// The hooks of a run from `sources` (issue #43), for a run at `place`; `None`: no hook
+    /// applies (no source has any), or this factory runs none.
+    fn hooks(
+        &self,
+        sources: Vec<crate::ports::HookSource>,
+        place: crate::ports::HookPlace,
+    ) -> Option<Arc<dyn crate::ports::Hooks>> {
+        let _ = (sources, place);
+        None
+    }
+
     /// Kills what a stopped run's commands left running in `workspace`; their pids.
     async fn reap(&self, workspace: &Path) -> Vec<u32> {
         let _ = workspace;
