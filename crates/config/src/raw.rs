@@ -47,6 +47,8 @@ pub(crate) struct RawConfig {
     pub(crate) agents: Option<BTreeMap<String, RawAgent>>,
     pub(crate) store: Option<crate::store::RawStore>,
     pub(crate) run_index: Option<crate::store::RawRunIndex>,
+    /// Claude Code's `hooks` settings, as they are (issue #43); read by the domain.
+    pub(crate) hooks: Option<Value>,
 }
 
 /// One key of `agents:` as written.

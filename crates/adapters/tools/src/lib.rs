@@ -35,6 +35,7 @@ pub mod a2a;
 mod container;
 mod denial;
 mod files;
+mod hooks;
 mod lines;
 mod paths;
 mod policy;
@@ -54,6 +55,7 @@ use fabric_engine::typed::Typed;
 pub use container::{container_starts, podman_path};
 /// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
 pub use fabric_engine::{NoOsSandbox, ProcessSandbox};
+pub use hooks::CommandHooks;
 pub use policy::{ContainerSettings, DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
 pub use reader::WorkspaceReader;
 pub use reap::reap_leftovers;

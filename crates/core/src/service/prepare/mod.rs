@@ -147,6 +147,7 @@ impl Preparation {
         let max_steps = request.max_steps.unwrap_or(self.policy.max_steps);
         let budget = self.budget(&members, max_steps)?;
         let fallback = self.fallback(&request, &mut members).await?;
+        let hooks = self.hooks(&request);
         Ok(TaskForce {
             origin: request.origin,
             context_id: request.context_id,
@@ -165,7 +166,28 @@ impl Preparation {
                 .unwrap_or(self.policy.network_allowed),
             sandbox: run_sandbox,
             person: None,
+            hooks,
         })
+    }
+
+    /// The run's lifecycle hooks (issue #43), from its sources in order: the config's
+    /// `hooks:` (`source: config`). A trusted project's `.claude/settings.json` is the second
+    /// source (`source: project`), pushed here.
+    fn hooks(&self, request: &TaskRequest) -> Option<Arc<dyn crate::ports::Hooks>> {
+        let mut sources = Vec::new();
+        if !self.policy.hooks.is_empty() {
+            sources.push(crate::ports::HookSource {
+                name: "config",
+                config: Arc::clone(&self.policy.hooks),
+            });
+        }
+        if sources.is_empty() {
+            return None;
+        }
+        let place = crate::ports::HookPlace {
+            project: request.project.as_ref().map(|p| p.path.clone()),
+        };
+        self.ports.tools.hooks(sources, place)
     }
 
     /// One member: its model key, model, client, tools and critic.

@@ -48,6 +48,8 @@ pub struct PreparePolicy {
     pub network_allowed: bool,
     /// The cloud model steps fall back to.
     pub cloud_fallback: Option<FallbackPolicy>,
+    /// The config's lifecycle hooks (`hooks:`, issue #43), every run's first source.
+    pub hooks: Arc<fabric_domain::hooks::HooksConfig>,
 }
 
 impl PreparePolicy {
