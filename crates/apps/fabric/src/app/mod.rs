@@ -79,5 +79,6 @@ pub(crate) fn policy(s: &Settings) -> PreparePolicy {
         max_parallel: s.task_force_max_parallel as usize,
         network_allowed: s.network_allowed,
         cloud_fallback: s.cloud_fallback.clone(),
+        hooks: Arc::new(s.hooks.clone()),
     }
 }

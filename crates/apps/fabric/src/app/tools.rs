@@ -91,6 +91,16 @@ impl ToolFactory for ConfigTools {
         ))
     }
 
+    fn hooks(
+        &self,
+        sources: Vec<fabric_core::ports::HookSource>,
+        place: fabric_core::ports::HookPlace,
+    ) -> Option<Arc<dyn fabric_core::ports::Hooks>> {
+        // A run's runlog is `<workspace>/runs/<id>/runlog.jsonl` (`transcript_path`).
+        let runs = self.settings.workspace.join("runs");
+        Some(Arc::new(fabric_tools::CommandHooks::new(sources, place, runs)))
+    }
+
     async fn reap(&self, workspace: &std::path::Path) -> Vec<u32> {
         let workspace = workspace.to_owned();
         // Reading `/proc` is blocking file work.

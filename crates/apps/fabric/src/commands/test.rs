@@ -165,6 +165,7 @@ pub(crate) async fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<u8> {
             windows: None,
             interrupted: Vec::new(),
             verdicts: Vec::new(),
+            hooks: None,
         };
         let service = RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default());
         let request = TaskRequest {
