@@ -15,11 +15,11 @@ use serde_json::Value;
 
 use crate::DomainError;
 use crate::runlog::{
-    Checkpoint, CloudFallback, HookRun, ContextCompacted, CorrectiveReprompt, CriticReview, InputAnswered,
-    InputRequired, LlmRequest, LlmResponse, LoopDetected, McpMessage, McpRequest, McpServer,
-    MemberEnd, MemberStart, Payload, Recruitment, RepairRound, RoutingRequest, RoutingResponse,
-    RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, TaskForceParallel, ToolCallRepaired,
-    ToolCalled, ToolFailed, ToolResult, UserMessage, WorkspaceOpened,
+    Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, HookRun,
+    InputAnswered, InputRequired, LlmRequest, LlmResponse, LoopDetected, McpMessage, McpRequest,
+    McpServer, MemberEnd, MemberStart, Payload, Recruitment, RepairRound, RoutingRequest,
+    RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, TaskForceParallel,
+    ToolCallRepaired, ToolCalled, ToolFailed, ToolResult, UserMessage, WorkspaceOpened,
 };
 
 /// Defines the kinds and their payloads from one table (see the module's doc).

@@ -109,7 +109,10 @@ impl HookEvent {
     pub fn is_about_a_tool(self) -> bool {
         matches!(
             self,
-            Self::PreToolUse | Self::PostToolUse | Self::PermissionRequest | Self::PostToolUseFailure
+            Self::PreToolUse
+                | Self::PostToolUse
+                | Self::PermissionRequest
+                | Self::PostToolUseFailure
         )
     }
 }
@@ -279,7 +282,11 @@ impl Reader {
 
     fn groups(&mut self, key: &str, value: &Value) -> Result<Vec<HookGroup>, DomainError> {
         let Some(groups) = value.as_array() else {
-            self.problem(key, "expected a list of `{matcher, hooks}`".to_owned(), "skipped")?;
+            self.problem(
+                key,
+                "expected a list of `{matcher, hooks}`".to_owned(),
+                "skipped",
+            )?;
             return Ok(Vec::new());
         };
         let mut read = Vec::new();
@@ -301,7 +308,11 @@ impl Reader {
             None | Some(Value::Null) => None,
             Some(Value::String(m)) => Some(m.clone()),
             Some(_) => {
-                self.problem(&format!("{key}.matcher"), "expected a string".to_owned(), "the group is skipped")?;
+                self.problem(
+                    &format!("{key}.matcher"),
+                    "expected a string".to_owned(),
+                    "the group is skipped",
+                )?;
                 return Ok(None);
             }
         };
@@ -318,7 +329,11 @@ impl Reader {
         let hooks = match group.get("hooks") {
             Some(Value::Array(hooks)) => hooks,
             _ => {
-                self.problem(&format!("{key}.hooks"), "expected a list of hooks".to_owned(), "the group is skipped")?;
+                self.problem(
+                    &format!("{key}.hooks"),
+                    "expected a list of hooks".to_owned(),
+                    "the group is skipped",
+                )?;
                 return Ok(None);
             }
         };
@@ -346,13 +361,24 @@ impl Reader {
                 return Ok(None);
             }
             None => {
-                self.problem(&format!("{key}.type"), "expected `\"type\": \"command\"`".to_owned(), "the hook is skipped")?;
+                self.problem(
+                    &format!("{key}.type"),
+                    "expected `\"type\": \"command\"`".to_owned(),
+                    "the hook is skipped",
+                )?;
                 return Ok(None);
             }
         }
-        let Some(command) = hook.get("command").and_then(Value::as_str).filter(|c| !c.trim().is_empty())
+        let Some(command) = hook
+            .get("command")
+            .and_then(Value::as_str)
+            .filter(|c| !c.trim().is_empty())
         else {
-            self.problem(&format!("{key}.command"), "expected the command to run, a non-empty string".to_owned(), "the hook is skipped")?;
+            self.problem(
+                &format!("{key}.command"),
+                "expected the command to run, a non-empty string".to_owned(),
+                "the hook is skipped",
+            )?;
             return Ok(None);
         };
         let timeout = match hook.get("timeout") {
@@ -362,9 +388,11 @@ impl Reader {
                 None => {
                     // A project file's timeout out of range (often milliseconds, `5000`)
                     // keeps its hook, with the longest timeout allowed.
-                    self.problem(&format!("{key}.timeout"), format!(
-                        "expected whole seconds from 1 to {MAX_HOOK_TIMEOUT_S}, got {t}"
-                    ), &format!("it runs with a timeout of {MAX_HOOK_TIMEOUT_S} s"))?;
+                    self.problem(
+                        &format!("{key}.timeout"),
+                        format!("expected whole seconds from 1 to {MAX_HOOK_TIMEOUT_S}, got {t}"),
+                        &format!("it runs with a timeout of {MAX_HOOK_TIMEOUT_S} s"),
+                    )?;
                     Some(MAX_HOOK_TIMEOUT_S)
                 }
             },
@@ -402,10 +430,16 @@ impl<'a> Matcher<'a> {
         let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '|' | ' ');
         if pattern.chars().all(plain) {
             return Ok(Self::Names(
-                pattern.split('|').map(str::trim).filter(|n| !n.is_empty()).collect(),
+                pattern
+                    .split('|')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .collect(),
             ));
         }
-        Regex::new(pattern).map(Self::Pattern).map_err(|e| e.to_string())
+        Regex::new(pattern)
+            .map(Self::Pattern)
+            .map_err(|e| e.to_string())
     }
 
     fn matches(&self, name: &str) -> bool {
@@ -595,7 +629,10 @@ impl HookAnswer {
             0 => Self::stdout(event, stdout.trim()),
             2 if can_block(event) => {
                 let reason = match stderr.trim() {
-                    "" => format!("a {} hook blocked this (exit code 2) and gave no reason", event.as_str()),
+                    "" => format!(
+                        "a {} hook blocked this (exit code 2) and gave no reason",
+                        event.as_str()
+                    ),
                     reason => reason.to_owned(),
                 };
                 Self::saying(HookOutcome::Blocked, Some(reason))
@@ -617,32 +654,52 @@ impl HookAnswer {
         }
         let answer = match serde_json::from_str::<Value>(stdout) {
             Ok(Value::Object(answer)) => answer,
-            Ok(_) => return Self::failed(HookOutcome::InvalidOutput, "stdout is JSON but not an object"),
+            Ok(_) => {
+                return Self::failed(
+                    HookOutcome::InvalidOutput,
+                    "stdout is JSON but not an object",
+                );
+            }
             Err(e) => {
-                return Self::failed(HookOutcome::InvalidOutput, format!("stdout is not valid JSON: {e}"));
+                return Self::failed(
+                    HookOutcome::InvalidOutput,
+                    format!("stdout is not valid JSON: {e}"),
+                );
             }
         };
-        Self::json(event, &answer).unwrap_or_else(|why| Self::failed(HookOutcome::InvalidOutput, why))
+        Self::json(event, &answer)
+            .unwrap_or_else(|why| Self::failed(HookOutcome::InvalidOutput, why))
     }
 
     fn json(event: HookEvent, answer: &Map<String, Value>) -> Result<Self, String> {
         let specific = answer.get("hookSpecificOutput").and_then(Value::as_object);
         let field = |name: &str| specific.and_then(|s| s.get(name)).and_then(Value::as_str);
         let context = field("additionalContext").map(str::to_owned);
-        let reason = answer.get("reason").and_then(Value::as_str).map(str::to_owned);
+        let reason = answer
+            .get("reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let blocks = answer.get("decision").and_then(Value::as_str) == Some("block");
         if event == HookEvent::PreToolUse {
             return pre_tool_use(answer, specific);
         }
         if blocks && can_block(event) {
-            let reason = reason.unwrap_or_else(|| format!("a {} hook blocked this and gave no reason", event.as_str()));
-            return Ok(Self::saying(HookOutcome::Blocked, Some(joined(Some(reason), context))));
+            let reason = reason.unwrap_or_else(|| {
+                format!("a {} hook blocked this and gave no reason", event.as_str())
+            });
+            return Ok(Self::saying(
+                HookOutcome::Blocked,
+                Some(joined(Some(reason), context)),
+            ));
         }
         let gives_context = matches!(
             event,
             HookEvent::UserPromptSubmit | HookEvent::SessionStart | HookEvent::PostToolUse
         );
-        Ok(Self::saying(HookOutcome::Ok, context.filter(|_| gives_context)))
+        Ok(Self::saying(
+            HookOutcome::Ok,
+            context.filter(|_| gives_context),
+        ))
     }
 }
 
@@ -659,7 +716,10 @@ fn pre_tool_use(
         Some(_) => return Err("`updatedInput` is not a JSON object".to_owned()),
     };
     let (decision, reason) = match field("permissionDecision") {
-        Some(d) => (d.as_str(), field("permissionDecisionReason").and_then(Value::as_str)),
+        Some(d) => (
+            d.as_str(),
+            field("permissionDecisionReason").and_then(Value::as_str),
+        ),
         None => (
             answer.get("decision").and_then(Value::as_str),
             answer.get("reason").and_then(Value::as_str),
@@ -672,12 +732,16 @@ fn pre_tool_use(
         None if updated.is_some() => HookOutcome::Rewritten,
         None => HookOutcome::Ok,
         Some(other) => {
-            return Err(format!("`permissionDecision` `{other}` is none of allow, deny, ask"));
+            return Err(format!(
+                "`permissionDecision` `{other}` is none of allow, deny, ask"
+            ));
         }
     };
     let reason = reason.map(str::to_owned);
     let reason = match (&outcome, reason) {
-        (HookOutcome::Denied, None) => Some("a PreToolUse hook denied this call and gave no reason".to_owned()),
+        (HookOutcome::Denied, None) => {
+            Some("a PreToolUse hook denied this call and gave no reason".to_owned())
+        }
         (_, reason) => reason,
     };
     let mut read = HookAnswer::saying(outcome.clone(), reason);
@@ -711,7 +775,10 @@ fn joined(first: Option<String>, second: Option<String>) -> String {
 
 fn capped(text: &str) -> String {
     match text.char_indices().nth(MAX_HOOK_MESSAGE_CHARS) {
-        Some((at, _)) => format!("{}… [cut at {MAX_HOOK_MESSAGE_CHARS} characters]", &text[..at]),
+        Some((at, _)) => format!(
+            "{}… [cut at {MAX_HOOK_MESSAGE_CHARS} characters]",
+            &text[..at]
+        ),
         None => text.to_owned(),
     }
 }
@@ -766,7 +833,11 @@ impl HookVerdict {
                 HookOutcome::Allowed => Permission::Allow,
                 _ => continue,
             };
-            if verdict.permission.as_ref().is_none_or(|(p, _)| permission > *p) {
+            if verdict
+                .permission
+                .as_ref()
+                .is_none_or(|(p, _)| permission > *p)
+            {
                 verdict.permission = Some((permission, message));
             }
         }

@@ -37,8 +37,8 @@ pub use payloads::{
     ToolResult, WorkspaceOpened, WorkspaceResult,
 };
 pub use vocab::{
-    CallPurpose, HookOutcome, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod, RunOrigin,
-    SecurityEventType, TaskForceShape, ToolErrorType,
+    CallPurpose, HookOutcome, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod,
+    RunOrigin, SecurityEventType, TaskForceShape, ToolErrorType,
 };
 
 use crate::{DomainError, EventKind};

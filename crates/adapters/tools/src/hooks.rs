@@ -57,7 +57,13 @@ impl CommandHooks {
     }
 
     /// Runs one hook and reads its answer.
-    async fn run(&self, source: &str, hook: Applicable<'_>, stdin: &[u8], input: &HookInput) -> HookRun {
+    async fn run(
+        &self,
+        source: &str,
+        hook: Applicable<'_>,
+        stdin: &[u8],
+        input: &HookInput,
+    ) -> HookRun {
         let started = Instant::now();
         let exit = self.exit_of(hook, stdin, input).await;
         let answer = HookAnswer::read(input.hook_event_name, &exit);
@@ -98,14 +104,23 @@ impl CommandHooks {
             .kill_on_drop(true)
             .process_group(0)
             .env_clear()
-            .envs(KEPT_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
+            .envs(
+                KEPT_ENV
+                    .iter()
+                    .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
+            )
             .env("CLAUDE_PROJECT_DIR", project)
             .env("FABRIC_RUN_ID", &input.session_id);
         let mut child = match command.spawn() {
             Ok(child) => child,
             Err(e) => return HookExit::NotStarted(format!("cannot start `/bin/sh -c`: {e}")),
         };
-        let group = Group(child.id().and_then(|p| i32::try_from(p).ok()).and_then(Pid::from_raw));
+        let group = Group(
+            child
+                .id()
+                .and_then(|p| i32::try_from(p).ok())
+                .and_then(Pid::from_raw),
+        );
         let (Some(mut to), Some(out), Some(err)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {

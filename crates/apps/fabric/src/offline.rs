@@ -431,7 +431,9 @@ impl RecordedHooks {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Option<String>), VecDeque<Vec<HookRun>>>> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(String, Option<String>), VecDeque<Vec<HookRun>>>> {
         self.fires
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -684,17 +684,34 @@ hooks:
     assert_eq!(pre.hooks[0].timeout_s(), 5);
     assert_eq!(s.hooks.events[&HookEvent::Stop][0].hooks[0].timeout_s(), 60);
     let e = err("c.yaml", "hooks:\n  BeforeTool: []\n");
-    assert!(e.contains("c.yaml: `hooks.BeforeTool`: unknown hook event `BeforeTool`"), "{e}");
+    assert!(
+        e.contains("c.yaml: `hooks.BeforeTool`: unknown hook event `BeforeTool`"),
+        "{e}"
+    );
     let e = err(
         "c.yaml",
         "hooks:\n  PreToolUse:\n    - matcher: \"[\"\n      hooks: [{type: command, command: x}]\n",
     );
-    assert!(e.contains("`hooks.PreToolUse[0].matcher`") && e.contains("regular expression"), "{e}");
+    assert!(
+        e.contains("`hooks.PreToolUse[0].matcher`") && e.contains("regular expression"),
+        "{e}"
+    );
     let e = err(
         "c.yaml",
         "hooks:\n  Stop:\n    - hooks: [{type: command, command: x, timeout: 7200}]\n",
     );
-    assert!(e.contains("`hooks.Stop[0].hooks[0].timeout`: expected whole seconds from 1 to 3600, got 7200"), "{e}");
-    let e = err("c.yaml", "hooks:\n  Stop:\n    - hooks: [{type: prompt, prompt: p}]\n");
-    assert!(e.contains("hooks of type `prompt` are not supported"), "{e}");
+    assert!(
+        e.contains(
+            "`hooks.Stop[0].hooks[0].timeout`: expected whole seconds from 1 to 3600, got 7200"
+        ),
+        "{e}"
+    );
+    let e = err(
+        "c.yaml",
+        "hooks:\n  Stop:\n    - hooks: [{type: prompt, prompt: p}]\n",
+    );
+    assert!(
+        e.contains("hooks of type `prompt` are not supported"),
+        "{e}"
+    );
 }

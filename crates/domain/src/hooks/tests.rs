@@ -142,20 +142,36 @@ fn issue_43_claude_code_docs_examples_parse_as_they_are() {
     assert_eq!(bash.len(), 1);
     assert!(bash[0].starts_with("jq -r '\"\\(.tool_input.command)"));
     assert!(commands(&log.config, HookEvent::PreToolUse, Some("write_file")).is_empty());
-    assert_eq!(log.config.events[&HookEvent::PreToolUse][0].hooks[0].timeout_s(), 60);
+    assert_eq!(
+        log.config.events[&HookEvent::PreToolUse][0].hooks[0].timeout_s(),
+        60
+    );
 
     let format = read(GUIDE_FORMAT_TS);
-    assert_eq!(commands(&format.config, HookEvent::PostToolUse, Some("write_file")).len(), 1);
+    assert_eq!(
+        commands(&format.config, HookEvent::PostToolUse, Some("write_file")).len(),
+        1
+    );
     assert!(commands(&format.config, HookEvent::PostToolUse, Some("shell")).is_empty());
 
     let protect = read(GUIDE_PROTECT_FILES);
-    assert_eq!(commands(&protect.config, HookEvent::PreToolUse, Some("write_file")).len(), 1);
+    assert_eq!(
+        commands(&protect.config, HookEvent::PreToolUse, Some("write_file")).len(),
+        1
+    );
 
     let reference = read(REFERENCE_SETTINGS);
     let hooks = &reference.config;
-    assert_eq!(commands(hooks, HookEvent::PostToolUse, Some("write_file")).len(), 1);
     assert_eq!(
-        commands(hooks, HookEvent::PreToolUse, Some("mcp__memory__create_entities")),
+        commands(hooks, HookEvent::PostToolUse, Some("write_file")).len(),
+        1
+    );
+    assert_eq!(
+        commands(
+            hooks,
+            HookEvent::PreToolUse,
+            Some("mcp__memory__create_entities")
+        ),
         vec!["echo 'Memory operation initiated' >> ~/mcp-operations.log"]
     );
     assert_eq!(
@@ -164,7 +180,10 @@ fn issue_43_claude_code_docs_examples_parse_as_they_are() {
     );
     assert!(commands(hooks, HookEvent::PreToolUse, Some("shell")).is_empty());
     assert_eq!(commands(hooks, HookEvent::UserPromptSubmit, None).len(), 1);
-    assert_eq!(commands(hooks, HookEvent::SessionStart, Some("startup")).len(), 1);
+    assert_eq!(
+        commands(hooks, HookEvent::SessionStart, Some("startup")).len(),
+        1
+    );
     assert!(commands(hooks, HookEvent::SessionStart, Some("resume")).is_empty());
     // Kept, though the fabric never fires it.
     assert_eq!(commands(hooks, HookEvent::Notification, None).len(), 1);
@@ -179,7 +198,11 @@ fn issue_43_claude_code_docs_examples_parse_as_they_are() {
 #[test]
 fn issue_43_the_config_refuses_what_a_project_file_skips() {
     let bad = [
-        (json!({"PreToolUze": []}), "hooks.PreToolUze", "unknown hook event"),
+        (
+            json!({"PreToolUze": []}),
+            "hooks.PreToolUze",
+            "unknown hook event",
+        ),
         (
             json!({"PreToolUse": [{"matcher": "(", "hooks": [{"type": "command", "command": "x"}]}]}),
             "hooks.PreToolUse[0].matcher",
@@ -201,14 +224,20 @@ fn issue_43_the_config_refuses_what_a_project_file_skips() {
             .err()
             .unwrap_or_else(|| panic!("{value} was accepted"))
             .to_string();
-        assert!(refused.contains(key) && refused.contains(words), "{refused}");
+        assert!(
+            refused.contains(key) && refused.contains(words),
+            "{refused}"
+        );
         let skipped = HooksConfig::read(&value, Strictness::Skip).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(skipped.warnings.len(), 1, "{value}");
     }
     // Milliseconds written as seconds: kept in a project file, at the longest timeout.
     let ms = json!({"Stop": [{"hooks": [{"type": "command", "command": "x", "timeout": 5000}]}]});
     let read = HooksConfig::read(&ms, Strictness::Skip).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(read.config.events[&HookEvent::Stop][0].hooks[0].timeout, Some(3600));
+    assert_eq!(
+        read.config.events[&HookEvent::Stop][0].hooks[0].timeout,
+        Some(3600)
+    );
 }
 
 #[test]
@@ -235,33 +264,58 @@ fn exit(code: i32, stdout: &str, stderr: &str) -> HookExit {
 fn issue_43_answers_read_as_claude_code_reads_them() {
     let pre = HookEvent::PreToolUse;
     let blocked = HookAnswer::read(pre, &exit(2, "", "no rm -rf\n"));
-    assert_eq!((blocked.outcome, blocked.message.as_deref()), (HookOutcome::Blocked, Some("no rm -rf")));
+    assert_eq!(
+        (blocked.outcome, blocked.message.as_deref()),
+        (HookOutcome::Blocked, Some("no rm -rf"))
+    );
     let failed = HookAnswer::read(pre, &exit(1, "", "oops"));
     assert_eq!(failed.outcome, HookOutcome::Error);
     assert!(failed.message.is_none());
     let deny = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
         "permissionDecision": "deny", "permissionDecisionReason": "not on main"}});
     let denied = HookAnswer::read(pre, &exit(0, &deny.to_string(), ""));
-    assert_eq!((denied.outcome, denied.message.as_deref()), (HookOutcome::Denied, Some("not on main")));
+    assert_eq!(
+        (denied.outcome, denied.message.as_deref()),
+        (HookOutcome::Denied, Some("not on main"))
+    );
     let rewrite = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
         "updatedInput": {"path": "b.txt", "content": "x"}}});
     let rewritten = HookAnswer::read(pre, &exit(0, &rewrite.to_string(), ""));
     assert_eq!(rewritten.outcome, HookOutcome::Rewritten);
-    assert_eq!(rewritten.updated_input, Some(json!({"path": "b.txt", "content": "x"})));
+    assert_eq!(
+        rewritten.updated_input,
+        Some(json!({"path": "b.txt", "content": "x"}))
+    );
     let garbage = HookAnswer::read(pre, &exit(0, "{not json", ""));
     assert_eq!(garbage.outcome, HookOutcome::InvalidOutput);
     let odd = json!({"hookSpecificOutput": {"permissionDecision": "maybe"}});
-    assert_eq!(HookAnswer::read(pre, &exit(0, &odd.to_string(), "")).outcome, HookOutcome::InvalidOutput);
-    assert_eq!(HookAnswer::read(pre, &HookExit::TimedOut(1)).outcome, HookOutcome::Timeout);
+    assert_eq!(
+        HookAnswer::read(pre, &exit(0, &odd.to_string(), "")).outcome,
+        HookOutcome::InvalidOutput
+    );
+    assert_eq!(
+        HookAnswer::read(pre, &HookExit::TimedOut(1)).outcome,
+        HookOutcome::Timeout
+    );
     // Plain text is context where Claude Code takes it as such, ignored elsewhere.
     let said = HookAnswer::read(HookEvent::SessionStart, &exit(0, "use tabs\n", ""));
     assert_eq!(said.message.as_deref(), Some("use tabs"));
-    assert!(HookAnswer::read(HookEvent::PostToolUse, &exit(0, "formatted", "")).message.is_none());
+    assert!(
+        HookAnswer::read(HookEvent::PostToolUse, &exit(0, "formatted", ""))
+            .message
+            .is_none()
+    );
     let stop = json!({"decision": "block", "reason": "the tests fail"});
     let kept = HookAnswer::read(HookEvent::Stop, &exit(0, &stop.to_string(), ""));
-    assert_eq!((kept.outcome, kept.message.as_deref()), (HookOutcome::Blocked, Some("the tests fail")));
+    assert_eq!(
+        (kept.outcome, kept.message.as_deref()),
+        (HookOutcome::Blocked, Some("the tests fail"))
+    );
     // SessionEnd cannot block: exit 2 is an error there.
-    assert_eq!(HookAnswer::read(HookEvent::SessionEnd, &exit(2, "", "x")).outcome, HookOutcome::Error);
+    assert_eq!(
+        HookAnswer::read(HookEvent::SessionEnd, &exit(2, "", "x")).outcome,
+        HookOutcome::Error
+    );
 }
 
 fn run(outcome: HookOutcome, message: Option<&str>, input: Option<Value>) -> HookRun {
@@ -289,7 +343,10 @@ fn issue_43_deny_wins_over_ask_over_allow_and_contexts_add_up() {
         run(HookOutcome::Asked, Some("ask"), None),
         run(HookOutcome::Timeout, None, None),
     ]);
-    assert_eq!(verdict.permission, Some((Permission::Deny, Some("no".into()))));
+    assert_eq!(
+        verdict.permission,
+        Some((Permission::Deny, Some("no".into())))
+    );
     let verdict = HookVerdict::of(&[
         run(HookOutcome::Allowed, None, None),
         run(HookOutcome::Asked, Some("ask"), None),
@@ -297,7 +354,10 @@ fn issue_43_deny_wins_over_ask_over_allow_and_contexts_add_up() {
         run(HookOutcome::Ok, Some("one"), None),
         run(HookOutcome::Ok, Some("two"), None),
     ]);
-    assert_eq!(verdict.permission, Some((Permission::Ask, Some("ask".into()))));
+    assert_eq!(
+        verdict.permission,
+        Some((Permission::Ask, Some("ask".into())))
+    );
     assert_eq!(verdict.updated_input, Some(json!({"a": 1})));
     assert_eq!(verdict.context_text().as_deref(), Some("one\ntwo"));
     assert!(verdict.blocked.is_none());

@@ -66,8 +66,15 @@ impl Loop<'_, '_> {
         let mut input = self.hook_input(HookEvent::SessionStart);
         input.source = Some(if resumed { "resume" } else { "startup" }.to_owned());
         if let Some(context) = self.fire(None, input).await?.context_text() {
-            let at = usize::from(self.messages.first().is_some_and(|m| m.role == fabric_domain::Role::System));
-            self.messages.insert(at, Message::user(hook_context(HookEvent::SessionStart, &context)));
+            let at = usize::from(
+                self.messages
+                    .first()
+                    .is_some_and(|m| m.role == fabric_domain::Role::System),
+            );
+            self.messages.insert(
+                at,
+                Message::user(hook_context(HookEvent::SessionStart, &context)),
+            );
         }
         if resumed {
             return Ok(());
@@ -105,7 +112,10 @@ impl Loop<'_, '_> {
             return Ok(Err(reason));
         }
         if let Some(context) = verdict.context_text() {
-            self.messages.push(Message::user(hook_context(HookEvent::UserPromptSubmit, &context)));
+            self.messages.push(Message::user(hook_context(
+                HookEvent::UserPromptSubmit,
+                &context,
+            )));
         }
         Ok(Ok(()))
     }

@@ -53,7 +53,8 @@ impl Loop<'_, '_> {
             {
                 continue;
             }
-            self.messages.insert(at, Message::user(message.text.clone()));
+            self.messages
+                .insert(at, Message::user(message.text.clone()));
             self.rec.record(Some(step), message).await?;
         }
         Ok(())

@@ -303,7 +303,8 @@ impl<'a> Loop<'a, '_> {
             }
             Ok(Dispatch::Done(output)) => {
                 if let Some(given) = &given {
-                    self.post_tool_use(step, call, given, &output.result).await?;
+                    self.post_tool_use(step, call, given, &output.result)
+                        .await?;
                 }
                 Ok(Ok(Dispatch::Done(output)))
             }
@@ -432,7 +433,8 @@ impl<'a> Loop<'a, '_> {
             .await?;
         let text = json!({"error": message}).to_string();
         self.messages.push(Message::tool_result(&call.id, text));
-        self.messages.push(Message::user(format!("[Stop hook] {reason}")));
+        self.messages
+            .push(Message::user(format!("[Stop hook] {reason}")));
         Ok(())
     }
 

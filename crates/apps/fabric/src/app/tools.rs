@@ -98,7 +98,9 @@ impl ToolFactory for ConfigTools {
     ) -> Option<Arc<dyn fabric_core::ports::Hooks>> {
         // A run's runlog is `<workspace>/runs/<id>/runlog.jsonl` (`transcript_path`).
         let runs = self.settings.workspace.join("runs");
-        Some(Arc::new(fabric_tools::CommandHooks::new(sources, place, runs)))
+        Some(Arc::new(fabric_tools::CommandHooks::new(
+            sources, place, runs,
+        )))
     }
 
     async fn reap(&self, workspace: &std::path::Path) -> Vec<u32> {
