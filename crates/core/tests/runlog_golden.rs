@@ -113,6 +113,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode) -> TaskForce {
         origin: Default::default(),
         context_id: None,
         person: None,
+        hooks: None,
     }
 }
 

@@ -88,6 +88,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode, max_parallel: usize) -> Task
         origin: Default::default(),
         context_id: None,
         person: None,
+        hooks: None,
     }
 }
 

@@ -422,7 +422,7 @@ enum Matcher<'a> {
 }
 
 impl<'a> Matcher<'a> {
-    fn compile(pattern: &'a str) -> Result<Self, String> {
+    fn compile(pattern: &'a str) -> Result<Self, Box<regex_automata::meta::BuildError>> {
         let pattern = pattern.trim();
         if pattern.is_empty() || pattern == "*" {
             return Ok(Self::All);
@@ -437,9 +437,7 @@ impl<'a> Matcher<'a> {
                     .collect(),
             ));
         }
-        Regex::new(pattern)
-            .map(Self::Pattern)
-            .map_err(|e| e.to_string())
+        Regex::new(pattern).map(Self::Pattern).map_err(Box::new)
     }
 
     fn matches(&self, name: &str) -> bool {
@@ -668,10 +666,9 @@ impl HookAnswer {
             }
         };
         Self::json(event, &answer)
-            .unwrap_or_else(|why| Self::failed(HookOutcome::InvalidOutput, why))
     }
 
-    fn json(event: HookEvent, answer: &Map<String, Value>) -> Result<Self, String> {
+    fn json(event: HookEvent, answer: &Map<String, Value>) -> Self {
         let specific = answer.get("hookSpecificOutput").and_then(Value::as_object);
         let field = |name: &str| specific.and_then(|s| s.get(name)).and_then(Value::as_str);
         let context = field("additionalContext").map(str::to_owned);
@@ -687,33 +684,25 @@ impl HookAnswer {
             let reason = reason.unwrap_or_else(|| {
                 format!("a {} hook blocked this and gave no reason", event.as_str())
             });
-            return Ok(Self::saying(
-                HookOutcome::Blocked,
-                Some(joined(Some(reason), context)),
-            ));
+            return Self::saying(HookOutcome::Blocked, Some(joined(Some(reason), context)));
         }
         let gives_context = matches!(
             event,
             HookEvent::UserPromptSubmit | HookEvent::SessionStart | HookEvent::PostToolUse
         );
-        Ok(Self::saying(
-            HookOutcome::Ok,
-            context.filter(|_| gives_context),
-        ))
+        Self::saying(HookOutcome::Ok, context.filter(|_| gives_context))
     }
 }
 
 /// A PreToolUse answer: `permissionDecision` (or the older top-level `decision`
-/// `approve`/`block`), its reason, and `updatedInput`.
-fn pre_tool_use(
-    answer: &Map<String, Value>,
-    specific: Option<&Map<String, Value>>,
-) -> Result<HookAnswer, String> {
+/// `approve`/`block`), its reason, and `updatedInput`; `invalid_output` when they do not fit.
+fn pre_tool_use(answer: &Map<String, Value>, specific: Option<&Map<String, Value>>) -> HookAnswer {
+    let invalid = |why: String| HookAnswer::failed(HookOutcome::InvalidOutput, why);
     let field = |name: &str| specific.and_then(|s| s.get(name));
     let updated = match field("updatedInput") {
         None | Some(Value::Null) => None,
         Some(Value::Object(input)) => Some(Value::Object(input.clone())),
-        Some(_) => return Err("`updatedInput` is not a JSON object".to_owned()),
+        Some(_) => return invalid("`updatedInput` is not a JSON object".to_owned()),
     };
     let (decision, reason) = match field("permissionDecision") {
         Some(d) => (
@@ -732,7 +721,7 @@ fn pre_tool_use(
         None if updated.is_some() => HookOutcome::Rewritten,
         None => HookOutcome::Ok,
         Some(other) => {
-            return Err(format!(
+            return invalid(format!(
                 "`permissionDecision` `{other}` is none of allow, deny, ask"
             ));
         }
@@ -748,7 +737,7 @@ fn pre_tool_use(
     if outcome != HookOutcome::Denied {
         read.updated_input = updated;
     }
-    Ok(read)
+    read
 }
 
 /// Whether exit code 2 or `decision: block` blocks `event`'s action (Claude Code's table);

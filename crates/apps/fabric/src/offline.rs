@@ -400,17 +400,20 @@ impl Person for RecordedPerson {
     }
 }
 
+/// Per event and call, the recorded fires in order, each its hooks' runs.
+type RecordedFires = HashMap<(String, Option<String>), VecDeque<Vec<HookRun>>>;
+
 /// The hooks of a replayed run (issue #43): each fire is answered with the runs the
 /// recording holds for it (its event and call, in order), and no command runs. A fire the
 /// recording has no runs for gets none: as if no hook applied.
 pub(crate) struct RecordedHooks {
     /// Per event and call, the recorded fires in order, each its hooks' runs.
-    fires: Mutex<HashMap<(String, Option<String>), VecDeque<Vec<HookRun>>>>,
+    fires: Mutex<RecordedFires>,
 }
 
 impl RecordedHooks {
     pub(crate) fn of(events: &[RunEvent]) -> Self {
-        let mut fires: HashMap<(String, Option<String>), VecDeque<Vec<HookRun>>> = HashMap::new();
+        let mut fires = RecordedFires::new();
         // The runs of one fire are recorded together: the same event, call and step.
         let mut last: Option<(String, Option<String>, Option<u32>)> = None;
         for event in events {
@@ -431,9 +434,7 @@ impl RecordedHooks {
         }
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(String, Option<String>), VecDeque<Vec<HookRun>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RecordedFires> {
         self.fires
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

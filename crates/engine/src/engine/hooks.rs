@@ -87,29 +87,29 @@ impl Loop<'_, '_> {
             .and_then(|m| m.content.clone())
             .unwrap_or_default();
         match self.prompt_submitted(None, prompt).await? {
-            Ok(()) => Ok(()),
-            Err(reason) => Err(Stop::Ended(
+            None => Ok(()),
+            Some(reason) => Err(Stop::Ended(
                 RunStatus::Failed,
                 format!("a UserPromptSubmit hook blocked the task: {reason}"),
             )),
         }
     }
 
-    /// `UserPromptSubmit` for `prompt` (the task, or a message said to the run): `Err` with
-    /// the hooks' reason when they block it; their context goes to the model after it.
+    /// `UserPromptSubmit` for `prompt` (the task, or a message said to the run): the hooks'
+    /// reason when they block it; their context goes to the model after it.
     pub(super) async fn prompt_submitted(
         &mut self,
         step: Option<u32>,
         prompt: String,
-    ) -> Result<Result<(), String>, Stop> {
+    ) -> Result<Option<String>, Stop> {
         if self.is_subagent() {
-            return Ok(Ok(()));
+            return Ok(None);
         }
         let mut input = self.hook_input(HookEvent::UserPromptSubmit);
         input.prompt = Some(prompt);
         let verdict = self.fire(step, input).await?;
-        if let Some(reason) = verdict.blocked {
-            return Ok(Err(reason));
+        if verdict.blocked.is_some() {
+            return Ok(verdict.blocked);
         }
         if let Some(context) = verdict.context_text() {
             self.messages.push(Message::user(hook_context(
@@ -117,7 +117,7 @@ impl Loop<'_, '_> {
                 &context,
             )));
         }
-        Ok(Ok(()))
+        Ok(None)
     }
 
     /// `PreToolUse` for a call about to run with `args`: denied (exit 2 or `deny`), asked

@@ -49,7 +49,7 @@ impl Loop<'_, '_> {
             if self
                 .prompt_submitted(Some(step), message.text.clone())
                 .await?
-                .is_err()
+                .is_some()
             {
                 continue;
             }
