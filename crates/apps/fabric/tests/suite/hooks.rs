@@ -450,3 +450,148 @@ async fn issue_43_a_bad_hooks_key_is_refused_with_its_key() {
         run.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_session_start_and_prompt_context_reach_the_model_after_the_system_prompt() {
+    let fx = Fixture::new(vec![write("a.txt", "a"), finish()]).await;
+    // Plain text on stdout is context for these two events, as in Claude Code.
+    let start = script(&fx, "start.sh", "echo 'the tests run with make check'");
+    let prompt = script(
+        &fx,
+        "prompt.sh",
+        r#"echo '{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "ticket ABC-1"}}'"#,
+    );
+    fx.append_config(&hooks_yaml(&[
+        ("SessionStart", Some("startup"), &start, None),
+        ("UserPromptSubmit", None, &prompt, None),
+    ]));
+    fx.run_json("write a.txt", &[], 0).await;
+    let requests = fx.requests();
+    let messages: Vec<(&str, &str)> = requests[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap(),
+                m["content"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(messages[0].0, "system");
+    assert_eq!(
+        messages[1],
+        ("user", "[SessionStart hook] the tests run with make check")
+    );
+    assert_eq!(messages[2], ("user", "write a.txt"));
+    assert_eq!(
+        messages[3],
+        ("user", "[UserPromptSubmit hook] ticket ABC-1")
+    );
+    // The system prompt is the same text from step to step: the prefix stays byte-stable.
+    assert_eq!(requests[0]["messages"][0], requests[1]["messages"][0]);
+    assert_eq!(requests[0]["messages"][1], requests[1]["messages"][1]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_a_user_prompt_submit_block_ends_the_run_before_the_model_is_asked() {
+    let fx = Fixture::new(vec![finish()]).await;
+    let block = script(&fx, "block.sh", "echo 'no tasks on Fridays' >&2\nexit 2");
+    fx.append_config(&hooks_yaml(&[("UserPromptSubmit", None, &block, None)]));
+    let run = fx
+        .fabric(&["run", "deploy", "--pack", "engineering", "--json"])
+        .await;
+    let result = run.json();
+    assert_eq!(result["_meta"]["status"], "failed", "{result}");
+    assert!(
+        result["_meta"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a UserPromptSubmit hook blocked the task: no tasks on Fridays"),
+        "{result}"
+    );
+    assert!(fx.requests().is_empty(), "the model was never asked");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_pre_compact_fires_before_the_conversation_is_compacted() {
+    let content = "line of the notes file, with enough words to take room\n".repeat(28);
+    let mut turns = vec![write("notes.txt", &content)];
+    for i in 0..20 {
+        let path = if i % 2 == 0 {
+            "notes.txt"
+        } else {
+            "./notes.txt"
+        };
+        turns.push(Turn::tool_call("read_file", json!({"path": path})));
+    }
+    turns.push(finish());
+    let mut scenario = fabric_test_support::Scenario::new(turns);
+    for model in &mut scenario.models {
+        model.context_length = Some(4096);
+    }
+    let fx = Fixture::with_backend(scenario, "ollama").await;
+    let dump = fx.dir.path().join("compact.jsonl");
+    let dumper = script(
+        &fx,
+        "dump.sh",
+        &format!("{{ cat; echo; }} >> '{}'", dump.display()),
+    );
+    fx.append_config(&hooks_yaml(&[("PreCompact", Some("auto"), &dumper, None)]));
+    let result = fx
+        .run_json("read the notes again", &["--max-steps", "30"], 0)
+        .await;
+    let events = fx.runlog(&result);
+    let compactions = of_kind(&events, "context_compacted").len();
+    assert!(compactions > 0);
+    let inputs = dumped(&dump);
+    assert_eq!(inputs.len(), compactions, "one PreCompact per compaction");
+    assert_eq!(inputs[0]["hook_event_name"], "PreCompact");
+    assert_eq!(inputs[0]["trigger"], "auto");
+    // Each is recorded before the compaction it precedes.
+    let k = kinds(&events);
+    let first_hook = k.iter().position(|k| *k == "hook_run").unwrap();
+    assert_eq!(k[first_hook + 1], "context_compacted");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_a_delegated_child_fires_subagent_stop_and_its_parent_stop() {
+    let fx = Fixture::new(super::delegation::delegated_hello()).await;
+    super::delegation::write_lead(&fx);
+    let dump = fx.dir.path().join("stops.jsonl");
+    let dumper = script(
+        &fx,
+        "dump.sh",
+        &format!("{{ cat; echo; }} >> '{}'", dump.display()),
+    );
+    fx.append_config(&hooks_yaml(&[
+        ("Stop", None, &dumper, None),
+        ("SubagentStop", None, &dumper, None),
+        ("SessionStart", None, &dumper, None),
+    ]));
+    let run = fx
+        .fabric(&["run", "make hello", "--pack", "lead", "--json"])
+        .await;
+    run.assert_code(0);
+    let id = run.json()["_meta"]["run_id"].as_str().unwrap().to_owned();
+    let inputs = dumped(&dump);
+    let fired: Vec<(&str, bool)> = inputs
+        .iter()
+        .map(|i| {
+            (
+                i["hook_event_name"].as_str().unwrap(),
+                i["session_id"] == id.as_str(),
+            )
+        })
+        .collect();
+    // The child (another run id) fires no SessionStart, and SubagentStop where its parent
+    // fires Stop.
+    assert_eq!(
+        fired,
+        [
+            ("SessionStart", true),
+            ("SubagentStop", false),
+            ("Stop", true)
+        ]
+    );
+}
