@@ -420,6 +420,20 @@ impl<'a> Loop<'a, '_> {
     /// not finish yet, and the hooks' reason follows as a user message.
     async fn keep_going(&mut self, step: u32, call: &ToolCall, reason: String) -> Result<(), Stop> {
         let message = "the run may not finish yet: a Stop hook kept it going; its reason follows. Do what it asks, then call finish_task again".to_owned();
+        self.refuse_finish(step, call, message).await?;
+        self.messages
+            .push(Message::user(format!("[Stop hook] {reason}")));
+        Ok(())
+    }
+
+    /// `finish_task` is answered with `message`, recorded as a `rejected` error.
+    async fn refuse_finish(
+        &mut self,
+        step: u32,
+        call: &ToolCall,
+        message: String,
+    ) -> Result<(), StoreError> {
+        let text = json!({"error": message}).to_string();
         self.rec
             .record(
                 Some(step),
@@ -427,14 +441,11 @@ impl<'a> Loop<'a, '_> {
                     tool: FINISH_TOOL.to_owned(),
                     call_id: call.id.clone(),
                     error_type: runlog::ToolErrorType::Rejected,
-                    error_message: message.clone(),
+                    error_message: message,
                 },
             )
             .await?;
-        let text = json!({"error": message}).to_string();
         self.messages.push(Message::tool_result(&call.id, text));
-        self.messages
-            .push(Message::user(format!("[Stop hook] {reason}")));
         Ok(())
     }
 
@@ -445,19 +456,7 @@ impl<'a> Loop<'a, '_> {
         call: &ToolCall,
         message: String,
     ) -> Result<(), Stop> {
-        self.rec
-            .record(
-                Some(step),
-                runlog::ToolFailed {
-                    tool: FINISH_TOOL.to_owned(),
-                    call_id: call.id.clone(),
-                    error_type: runlog::ToolErrorType::Rejected,
-                    error_message: message.clone(),
-                },
-            )
-            .await?;
-        let text = json!({"error": message}).to_string();
-        self.messages.push(Message::tool_result(&call.id, text));
+        self.refuse_finish(step, call, message).await?;
         if let Some(g) = self.gate.as_mut() {
             g.begin_repair(
                 self.rec,
