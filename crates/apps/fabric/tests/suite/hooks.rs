@@ -595,3 +595,78 @@ async fn issue_43_a_delegated_child_fires_subagent_stop_and_its_parent_stop() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_a_steering_message_goes_through_user_prompt_submit() {
+    let mut slow = Turn::tool_call("list_files", json!({}));
+    slow.delay_ms = Some(2_500);
+    let fx = Fixture::new(vec![
+        Turn::tool_call("list_files", json!({})),
+        slow,
+        finish(),
+    ])
+    .await;
+    let dump = fx.dir.path().join("prompts.jsonl");
+    let hook = script(
+        &fx,
+        "prompt.sh",
+        &format!(
+            "input=$(cat)\necho \"$input\" >> '{}'\ncase \"$input\" in *\"also check\"*) echo 'steering noted';; esac",
+            dump.display()
+        ),
+    );
+    fx.append_config(&hooks_yaml(&[("UserPromptSubmit", None, &hook, None)]));
+    let run = fx
+        .command(&["run", "look around", "--pack", "engineering", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("fabric run starts");
+    let mut id = None;
+    for _ in 0..200 {
+        let listed = fx.fabric(&["logs", "list", "--json"]).await;
+        if let Ok(runs) = serde_json::from_str::<Value>(listed.stdout.trim()) {
+            id = runs["runs"][0]["run_id"]
+                .as_str()
+                .or_else(|| runs[0]["run_id"].as_str())
+                .map(str::to_owned);
+        }
+        if id.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let id = id.expect("the run is listed");
+    fx.fabric(&["steer", &id, "also check the tests"])
+        .await
+        .assert_code(0);
+    let output = run.wait_with_output().await.expect("fabric run ends");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let prompts: Vec<Value> = dumped(&dump)
+        .into_iter()
+        .map(|i| i["prompt"].clone())
+        .collect();
+    assert_eq!(
+        prompts,
+        [json!("look around"), json!("also check the tests")]
+    );
+    let last = fx.requests().last().cloned().expect("a request");
+    let said: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(
+        &said[said.len() - 2..],
+        &[
+            "also check the tests",
+            "[UserPromptSubmit hook] steering noted"
+        ]
+    );
+}
