@@ -26,6 +26,10 @@
 //! - The web tools speak HTTP with reqwest, follow redirects one checked hop at a time, and
 //!   bound every fetch in time, bytes and characters ([`FetchSettings`]).
 //!
+//! It also runs the user's lifecycle hooks ([`CommandHooks`], issue #43, docs/HOOKS.md):
+//! unlike a tool's command, a hook is the user's own `sh -c` line, run as the user outside
+//! the OS sandbox, with a scrubbed environment, bounded in time and output.
+//!
 //! Each contract carries the canonical workflows its tool is a step of (`inspect-edit-verify`,
 //! `search-fetch-cite`, ...), defined once in [`builtin_workflows`]; docs/TOOLS.md is
 //! generated from these contracts (`tests/tools_doc.rs`).
