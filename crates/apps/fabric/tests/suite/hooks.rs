@@ -670,3 +670,68 @@ async fn issue_43_a_steering_message_goes_through_user_prompt_submit() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_hooks_get_the_scrubbed_environment_and_die_with_their_group() {
+    let fx = Fixture::new(vec![write("a.txt", "a"), finish()]).await;
+    let env = fx.dir.path().join("env.txt");
+    let late = fx.dir.path().join("late.txt");
+    // Exits at once, leaving a process behind in its group.
+    let hook = script(
+        &fx,
+        "env.sh",
+        &format!(
+            "env > '{}'\n(sleep 2; touch '{}') > /dev/null 2>&1 &\nexit 0",
+            env.display(),
+            late.display()
+        ),
+    );
+    fx.append_config(&hooks_yaml(&[("PreToolUse", None, &hook, None)]));
+    let run = fx
+        .fabric_with(
+            &["run", "write", "--pack", "engineering", "--json"],
+            &[
+                ("FABRIC_TEST_SECRET_API_KEY", "hunter2"),
+                ("LANG", "C.UTF-8"),
+            ],
+        )
+        .await;
+    run.assert_code(0);
+    let id = run.json()["_meta"]["run_id"].as_str().unwrap().to_owned();
+    let seen = std::fs::read_to_string(&env).unwrap();
+    let names: Vec<&str> = seen.lines().filter_map(|l| l.split('=').next()).collect();
+    assert!(!seen.contains("hunter2"), "{seen}");
+    assert!(
+        names.contains(&"PATH") && names.contains(&"LANG"),
+        "{names:?}"
+    );
+    assert!(seen.contains(&format!("FABRIC_RUN_ID={id}")), "{seen}");
+    assert!(names.contains(&"CLAUDE_PROJECT_DIR"), "{names:?}");
+    let allowed = [
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TZ",
+        "TMPDIR",
+        "TERM",
+        "CLAUDE_PROJECT_DIR",
+        "FABRIC_RUN_ID",
+        "PWD",
+        "SHLVL",
+        "_",
+        "OLDPWD",
+    ];
+    for name in &names {
+        assert!(allowed.contains(name), "`{name}` reached a hook: {seen}");
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(
+        !late.exists(),
+        "what the hook left running died with its group"
+    );
+}
