@@ -85,8 +85,10 @@ pub trait ToolFactory: Send + Sync {
     /// The staging area a critic reviews work in.
     fn stager(&self) -> Arc<dyn Stager>;
 
-    /// The hooks of a run from `sources` (issue #43), for a run at `place`; `None`: no hook
-    /// applies (no source has any), or this factory runs none.
+    /// The hooks of a run from `sources` (issue #43: the config's, possibly none), for a run
+    /// at `place`, where the factory may add the place's own (a trusted project's
+    /// `.claude/settings.json`, `source: project`); `None`: no source has a hook, or this
+    /// factory runs none.
     fn hooks(
         &self,
         sources: Vec<crate::ports::HookSource>,

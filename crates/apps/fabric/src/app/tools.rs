@@ -96,6 +96,10 @@ impl ToolFactory for ConfigTools {
         sources: Vec<fabric_core::ports::HookSource>,
         place: fabric_core::ports::HookPlace,
     ) -> Option<Arc<dyn fabric_core::ports::Hooks>> {
+        // A trusted project's own hooks are the second source (`project`): pushed here.
+        if sources.iter().all(|s| s.config.is_empty()) {
+            return None;
+        }
         // A run's runlog is `<workspace>/runs/<id>/runlog.jsonl` (`transcript_path`).
         let runs = self.settings.workspace.join("runs");
         Some(Arc::new(fabric_tools::CommandHooks::new(

@@ -171,8 +171,8 @@ impl Preparation {
     }
 
     /// The run's lifecycle hooks (issue #43), from its sources in order: the config's
-    /// `hooks:` (`source: config`). A trusted project's `.claude/settings.json` is the second
-    /// source (`source: project`), pushed here.
+    /// `hooks:` (`source: config`), then what the factory adds for the run's place (a
+    /// trusted project's `.claude/settings.json`, `source: project`). No source: none.
     fn hooks(&self, request: &TaskRequest) -> Option<Arc<dyn crate::ports::Hooks>> {
         let mut sources = Vec::new();
         if !self.policy.hooks.is_empty() {
@@ -180,9 +180,6 @@ impl Preparation {
                 name: "config",
                 config: Arc::clone(&self.policy.hooks),
             });
-        }
-        if sources.is_empty() {
-            return None;
         }
         let place = crate::ports::HookPlace {
             project: request.project.as_ref().map(|p| p.path.clone()),
