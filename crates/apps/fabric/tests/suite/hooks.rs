@@ -735,3 +735,19 @@ async fn issue_43_hooks_get_the_scrubbed_environment_and_die_with_their_group() 
         "what the hook left running died with its group"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_the_terminal_shows_each_hook_run() {
+    let fx = Fixture::new(vec![write("secret.txt", "x"), finish()]).await;
+    let deny = script(&fx, "deny.sh", "echo 'no secrets' >&2\nexit 2");
+    fx.append_config(&hooks_yaml(&[("PreToolUse", None, &deny, None)]));
+    let run = fx.fabric(&["run", "write", "--pack", "engineering"]).await;
+    run.assert_code(0);
+    let shown = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        shown.contains("hook PreToolUse `")
+            && shown.contains("` blocked in ")
+            && shown.contains(": no secrets"),
+        "{shown}"
+    );
+}
