@@ -107,6 +107,7 @@ impl Settings {
             deprecations: Vec::new(),
             store: crate::StoreConfig::default(),
             run_index: crate::RunIndexConfig::default(),
+            hooks: Default::default(),
         }
     }
 }

@@ -49,6 +49,8 @@ pub(crate) struct RawConfig {
     pub(crate) run_index: Option<crate::store::RawRunIndex>,
     pub(crate) instructions: Option<RawInstructions>,
     pub(crate) trusted_projects: Option<Vec<String>>,
+    /// Claude Code's `hooks` settings, as they are (issue #43); read by the domain.
+    pub(crate) hooks: Option<Value>,
 }
 
 /// `instructions:` as written (issue #43).

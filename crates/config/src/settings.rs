@@ -229,6 +229,8 @@ pub struct Settings {
     pub store: crate::StoreConfig,
     /// Semantic search over past runs (`run_index:`).
     pub run_index: crate::RunIndexConfig,
+    /// Lifecycle hooks in Claude Code's settings shape (`hooks:`, issue #43, docs/HOOKS.md).
+    pub hooks: fabric_domain::hooks::HooksConfig,
 }
 
 impl Settings {

@@ -359,6 +359,7 @@ impl Metrics {
             | P::InputRequired(_)
             | P::InputAnswered(_)
             | P::UserMessage(_)
+            | P::HookRun(_)
             | P::Unknown { .. }
             | P::Unreadable { .. } => {}
         }

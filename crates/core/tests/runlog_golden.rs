@@ -114,6 +114,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode) -> TaskForce {
         context_id: None,
         person: None,
         instructions: None,
+        hooks: None,
     }
 }
 

@@ -89,6 +89,7 @@ fn force(members: Vec<Member>, mode: TaskForceMode, max_parallel: usize) -> Task
         context_id: None,
         person: None,
         instructions: None,
+        hooks: None,
     }
 }
 

@@ -61,6 +61,14 @@ pub enum DomainError {
         /// What is wrong, naming the field.
         reason: String,
     },
+    /// A `hooks` setting that cannot be used (issue #43).
+    #[error("`{key}`: {detail}")]
+    InvalidHooks {
+        /// Where, e.g. `hooks.PreToolUse[0].matcher`.
+        key: String,
+        /// What is wrong and what is allowed.
+        detail: String,
+    },
     /// Arguments that break a tool's input schema: every way, each one sentence.
     #[error("{}", violations.join("; "))]
     InvalidArguments {

@@ -15,11 +15,11 @@ use serde_json::Value;
 
 use crate::DomainError;
 use crate::runlog::{
-    Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, InputAnswered,
-    InputRequired, LlmRequest, LlmResponse, LoopDetected, McpMessage, McpRequest, McpServer,
-    MemberEnd, MemberStart, Payload, Recruitment, RepairRound, RoutingRequest, RoutingResponse,
-    RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, TaskForceParallel, ToolCallRepaired,
-    ToolCalled, ToolFailed, ToolResult, UserMessage, WorkspaceOpened,
+    Checkpoint, CloudFallback, ContextCompacted, CorrectiveReprompt, CriticReview, HookRun,
+    InputAnswered, InputRequired, LlmRequest, LlmResponse, LoopDetected, McpMessage, McpRequest,
+    McpServer, MemberEnd, MemberStart, Payload, Recruitment, RepairRound, RoutingRequest,
+    RoutingResponse, RunAborted, RunEnd, RunResumed, RunStart, SecurityEvent, TaskForceParallel,
+    ToolCallRepaired, ToolCalled, ToolFailed, ToolResult, UserMessage, WorkspaceOpened,
 };
 
 /// Defines the kinds and their payloads from one table (see the module's doc).
@@ -218,6 +218,8 @@ events! {
     InputAnswered = "input_answered" { InputAnswered(InputAnswered) },
     /// A person said something to the run while it worked (steering).
     UserMessage = "user_message" { UserMessage(UserMessage) },
+    /// A lifecycle hook ran (issue #43): its event, command, time, exit code and outcome.
+    HookRun = "hook_run" { HookRun(HookRun) },
     /// The run ended with a result.
     RunComplete = "run_complete" { RunComplete(RunEnd) shared },
     /// The run ended without one; the payload names the status and the reason.

@@ -13,6 +13,7 @@
 mod approval;
 mod error;
 mod event;
+pub mod hooks;
 pub mod instructions;
 mod limits;
 pub mod live;

@@ -15,6 +15,7 @@
 //! read. Task-force members' payloads also carry `pack_index`, the envelope's
 //! [`crate::RunEvent::pack_index`].
 
+mod hook;
 mod input;
 mod payloads;
 mod vocab;
@@ -25,6 +26,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use crate::event::EventPayload;
+pub use hook::HookRun;
 pub use input::{Decision, InputAnswered, InputKind, InputRequired, UserMessage};
 pub use payloads::{
     Checkpoint, CloudFallback, ContextCompacted, ContinueMode, Continues, CorrectiveReprompt,
@@ -35,8 +37,8 @@ pub use payloads::{
     ToolResult, WorkspaceOpened, WorkspaceResult,
 };
 pub use vocab::{
-    CallPurpose, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod, RunOrigin,
-    SecurityEventType, TaskForceShape, ToolErrorType,
+    CallPurpose, HookOutcome, McpMessageType, McpRequestOutcome, McpStatus, RoutingMethod,
+    RunOrigin, SecurityEventType, TaskForceShape, ToolErrorType,
 };
 
 use crate::{DomainError, EventKind};

@@ -167,6 +167,7 @@ impl RunSummary {
             | P::InputRequired(_)
             | P::InputAnswered(_)
             | P::UserMessage(_)
+            | P::HookRun(_)
             | P::Checkpoint(_)
             | P::Unknown { .. } => {}
         }

@@ -194,6 +194,7 @@ impl RunHistory {
             | EventPayload::UserMessage(_) => self.person(event, payload),
             EventPayload::RoutingRequest(_)
             | EventPayload::RoutingResponse(_)
+            | EventPayload::HookRun(_)
             | EventPayload::McpServer(_)
             | EventPayload::McpMessage(_)
             | EventPayload::McpRequest(_)

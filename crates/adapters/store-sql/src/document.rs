@@ -87,6 +87,7 @@ impl ToolEvent {
             | EventPayload::InputRequired(_)
             | EventPayload::InputAnswered(_)
             | EventPayload::UserMessage(_)
+            | EventPayload::HookRun(_)
             | EventPayload::Workspace(_)
             | EventPayload::Checkpoint(_)
             | EventPayload::RunComplete(_)

@@ -520,6 +520,8 @@ impl Tracer {
             EventPayload::InputRequired(_)
             | EventPayload::InputAnswered(_)
             | EventPayload::UserMessage(_) => {}
+            // A hook's run is in the runlog; the step or call it belongs to covers its time.
+            EventPayload::HookRun(_) => {}
             // A server's messages and requests are in the runlog; its tool call's span
             // already covers the time they took.
             EventPayload::Checkpoint(_)

@@ -26,6 +26,10 @@
 //! - The web tools speak HTTP with reqwest, follow redirects one checked hop at a time, and
 //!   bound every fetch in time, bytes and characters ([`FetchSettings`]).
 //!
+//! It also runs the user's lifecycle hooks ([`CommandHooks`], issue #43, docs/HOOKS.md):
+//! unlike a tool's command, a hook is the user's own `sh -c` line, run as the user outside
+//! the OS sandbox, with a scrubbed environment, bounded in time and output.
+//!
 //! Each contract carries the canonical workflows its tool is a step of (`inspect-edit-verify`,
 //! `search-fetch-cite`, ...), defined once in [`builtin_workflows`]; docs/TOOLS.md is
 //! generated from these contracts (`tests/tools_doc.rs`).
@@ -35,6 +39,7 @@ pub mod a2a;
 mod container;
 mod denial;
 mod files;
+mod hooks;
 mod lines;
 mod paths;
 mod policy;
@@ -54,6 +59,7 @@ use fabric_engine::typed::Typed;
 pub use container::{container_starts, podman_path};
 /// The sandbox seam, defined in the core so the OS sandbox can be its own adapter.
 pub use fabric_engine::{NoOsSandbox, ProcessSandbox};
+pub use hooks::CommandHooks;
 pub use policy::{ContainerSettings, DEFAULT_ALLOWED_COMMANDS, ToolPolicy};
 pub use reader::WorkspaceReader;
 pub use reap::reap_leftovers;

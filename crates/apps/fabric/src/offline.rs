@@ -8,11 +8,12 @@
 
 use async_trait::async_trait;
 use fabric_core::ports::{ChatFactory, SetupError};
-use fabric_core::ports::{Person, Reply};
+use fabric_core::ports::{Hooks, Person, Reply};
 use fabric_core::service::prepare::Preparation;
 use fabric_core::service::{PrepareContext, Preparer, Runnable, ServiceError, TaskRequest};
 use fabric_core::{ChatClient, ChatError, ChatObserver, ChatRequest, ChatResponse};
-use fabric_domain::runlog::{InputAnswered, InputRequired, UserMessage};
+use fabric_domain::hooks::{HookEvent, HookInput};
+use fabric_domain::runlog::{HookRun, InputAnswered, InputRequired, UserMessage};
 use fabric_domain::{EventPayload, RunEvent};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -133,6 +134,9 @@ pub(crate) struct OfflinePreparer {
     /// Per member, its critic's recorded verdicts in order (`critic_review`: the critic's
     /// run, and its `{approved, findings}`), given again instead of running the critic.
     pub(crate) verdicts: Vec<Vec<RecordedVerdict>>,
+    /// The hooks' recorded runs, given again instead of running the configured hooks
+    /// (`fabric replay`, issue #43); `None`: the configured hooks run (`fabric test`).
+    pub(crate) hooks: Option<Arc<dyn Hooks>>,
 }
 
 /// One review as a recording holds it.
@@ -334,6 +338,9 @@ impl Preparer for OfflinePreparer {
                 .collect();
             fallback.chat = Arc::new(ByMember(routes));
         }
+        if let Some(hooks) = &self.hooks {
+            task.hooks = Some(Arc::clone(hooks));
+        }
         Ok(Box::new(task))
     }
 }
@@ -390,5 +397,66 @@ impl Person for RecordedPerson {
             Ok(mut said) => said.pop_front().unwrap_or_default(),
             Err(_) => Vec::new(),
         }
+    }
+}
+
+/// Per event and call, the recorded fires in order, each its hooks' runs.
+type RecordedFires = HashMap<(String, Option<String>), VecDeque<Vec<HookRun>>>;
+
+/// The hooks of a replayed run (issue #43): each fire is answered with the runs the
+/// recording holds for it (its event and call, in order), and no command runs. A fire the
+/// recording has no runs for gets none: as if no hook applied.
+pub(crate) struct RecordedHooks {
+    /// Per event and call, the recorded fires in order, each its hooks' runs.
+    fires: Mutex<RecordedFires>,
+}
+
+impl RecordedHooks {
+    pub(crate) fn of(events: &[RunEvent]) -> Self {
+        let mut fires = RecordedFires::new();
+        // The runs of one fire are recorded together: the same event, call and step.
+        let mut last: Option<(String, Option<String>, Option<u32>)> = None;
+        for event in events {
+            let EventPayload::HookRun(run) = &event.payload else {
+                last = None;
+                continue;
+            };
+            let at = (run.event.clone(), run.call_id.clone(), event.step);
+            let queue = fires.entry((at.0.clone(), at.1.clone())).or_default();
+            match (last.as_ref() == Some(&at), queue.back_mut()) {
+                (true, Some(fire)) => fire.push(run.clone()),
+                _ => queue.push_back(vec![run.clone()]),
+            }
+            last = Some(at);
+        }
+        Self {
+            fires: Mutex::new(fires),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RecordedFires> {
+        self.fires
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl Hooks for RecordedHooks {
+    fn wants(&self, event: HookEvent, _target: Option<&str>) -> bool {
+        self.lock()
+            .iter()
+            .any(|((e, _), fires)| e == event.as_str() && !fires.is_empty())
+    }
+
+    async fn fire(&self, input: &HookInput) -> Vec<HookRun> {
+        let key = (
+            input.hook_event_name.as_str().to_owned(),
+            input.tool_use_id.clone(),
+        );
+        self.lock()
+            .get_mut(&key)
+            .and_then(VecDeque::pop_front)
+            .unwrap_or_default()
     }
 }

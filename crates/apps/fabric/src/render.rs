@@ -249,6 +249,7 @@ impl RunObserver for HumanRenderer {
             P::InputRequired(p) => self.input_required(p),
             P::InputAnswered(p) => self.input_answered(p),
             P::UserMessage(p) => self.user_message(p),
+            P::HookRun(p) => self.hook_run(p),
             P::MemberStart(_)
             | P::MemberEnd(_)
             | P::TaskForceParallel(_)
@@ -294,6 +295,24 @@ impl HumanRenderer {
             self.accent.apply_to("›"),
             visible_line(&p.by),
             one_line(&p.text, 200)
+        ));
+    }
+
+    /// A lifecycle hook ran (issue #43): its event, command, outcome and what it said.
+    fn hook_run(&self, p: &fabric_domain::runlog::HookRun) {
+        let said = p
+            .message
+            .as_deref()
+            .or(p.detail.as_deref())
+            .map(|m| format!(": {}", one_line(m, 200)))
+            .unwrap_or_default();
+        self.line(format!(
+            "  {} hook {} `{}` {} in {} ms{said}",
+            self.accent.apply_to("⚓"),
+            visible_line(&p.event),
+            one_line(&p.command, 80),
+            visible_line(p.outcome.as_str()),
+            p.duration_ms
         ));
     }
 

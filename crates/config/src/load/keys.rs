@@ -107,6 +107,24 @@ impl Merger {
         for (name, agent) in raw.agents.into_iter().flatten() {
             self.agent(s, name, agent)?;
         }
+        if let Some(hooks) = raw.hooks {
+            self.hooks(s, &hooks)?;
+        }
+        Ok(())
+    }
+
+    /// `hooks:`: Claude Code's settings shape, every mistake refused with its key (issue #43).
+    fn hooks(&self, s: &mut Settings, value: &serde_json::Value) -> Result<(), ConfigError> {
+        use fabric_domain::hooks::{HooksConfig, Strictness};
+        if value.is_null() {
+            s.hooks = HooksConfig::default();
+            return Ok(());
+        }
+        let read = HooksConfig::read(value, Strictness::Refuse).map_err(|e| match e {
+            fabric_domain::DomainError::InvalidHooks { key, detail } => self.invalid(key, detail),
+            other => self.invalid("hooks", other.to_string()),
+        })?;
+        s.hooks = read.config;
         Ok(())
     }
 

@@ -661,3 +661,57 @@ fn issue_40_plain_off_in_yaml_is_the_keys_off() {
     assert_eq!(s.sandbox.mode, crate::SandboxMode::Off);
     assert_eq!(s.sandbox.limits.cgroup, crate::SandboxCgroup::Required);
 }
+
+#[test]
+fn issue_43_the_hooks_key_is_claude_codes_shape_and_checked() {
+    let yaml = r#"
+hooks:
+  PreToolUse:
+    - matcher: "write_file|Bash"
+      hooks:
+        - type: command
+          command: ./guard.sh
+          timeout: 5
+  Stop:
+    - hooks:
+        - type: command
+          command: cargo test
+"#;
+    let s = load("c.yaml", yaml).unwrap();
+    use fabric_domain::hooks::HookEvent;
+    let pre = &s.hooks.events[&HookEvent::PreToolUse][0];
+    assert_eq!(pre.matcher.as_deref(), Some("write_file|Bash"));
+    assert_eq!(pre.hooks[0].timeout_s(), 5);
+    assert_eq!(s.hooks.events[&HookEvent::Stop][0].hooks[0].timeout_s(), 60);
+    let e = err("c.yaml", "hooks:\n  BeforeTool: []\n");
+    assert!(
+        e.contains("c.yaml: `hooks.BeforeTool`: unknown hook event `BeforeTool`"),
+        "{e}"
+    );
+    let e = err(
+        "c.yaml",
+        "hooks:\n  PreToolUse:\n    - matcher: \"[\"\n      hooks: [{type: command, command: x}]\n",
+    );
+    assert!(
+        e.contains("`hooks.PreToolUse[0].matcher`") && e.contains("regular expression"),
+        "{e}"
+    );
+    let e = err(
+        "c.yaml",
+        "hooks:\n  Stop:\n    - hooks: [{type: command, command: x, timeout: 7200}]\n",
+    );
+    assert!(
+        e.contains(
+            "`hooks.Stop[0].hooks[0].timeout`: expected whole seconds from 1 to 3600, got 7200"
+        ),
+        "{e}"
+    );
+    let e = err(
+        "c.yaml",
+        "hooks:\n  Stop:\n    - hooks: [{type: prompt, prompt: p}]\n",
+    );
+    assert!(
+        e.contains("hooks of type `prompt` are not supported"),
+        "{e}"
+    );
+}

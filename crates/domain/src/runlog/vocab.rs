@@ -205,6 +205,31 @@ vocabulary! {
     }
 }
 
+vocabulary! {
+    /// `hook_run.outcome`: what one hook's answer came to (issue #43, docs/HOOKS.md).
+    pub enum HookOutcome {
+        /// It exited 0; any context it gave went to the model.
+        Ok = "ok",
+        /// Exit code 2 or `decision: block`: the action was blocked (a Stop kept going).
+        Blocked = "blocked",
+        /// PreToolUse `permissionDecision: deny`: the call did not run.
+        Denied = "denied",
+        /// PreToolUse `permissionDecision: ask`: the call waited for a person's approval.
+        Asked = "asked",
+        /// PreToolUse `permissionDecision: allow`: the approval policy did not ask.
+        Allowed = "allowed",
+        /// PreToolUse `updatedInput` without a decision: the call's arguments were replaced.
+        Rewritten = "rewritten",
+        /// It ran past its timeout and was killed; the action went ahead.
+        Timeout = "timeout",
+        /// It could not start, or exited with a code other than 0 and 2; the action went
+        /// ahead (fail-open, ADR-110).
+        Error = "error",
+        /// It crashed, or its stdout was JSON that does not fit; the action went ahead.
+        InvalidOutput = "invalid_output",
+    }
+}
+
 impl RunOrigin {
     /// The origins `fabric stats` counts by default: what people and their runs' children
     /// and critics did, not replays, tests or evaluations.

@@ -25,6 +25,7 @@ use crate::recorder::Recorder;
 mod answer;
 mod ask;
 mod calls;
+mod hooks;
 mod person;
 mod repeats;
 mod settle;
@@ -80,6 +81,8 @@ pub(crate) struct LoopInput<'a> {
     pub asked: std::collections::HashSet<String>,
     /// A person's answers recorded before the stop, by call id.
     pub answers: std::collections::HashMap<String, fabric_domain::runlog::InputAnswered>,
+    /// The run's lifecycle hooks (issue #43); `None`: none.
+    pub hooks: Option<&'a dyn crate::ports::Hooks>,
 }
 
 /// Runs one specialist's loop to its end, recording every step.
@@ -208,6 +211,14 @@ struct Loop<'a, 'r> {
     approved: std::collections::HashSet<String>,
     /// The scope of each approval asked and not answered yet, by call id.
     scopes: std::collections::HashMap<String, String>,
+    /// The run's lifecycle hooks, if any.
+    hooks: Option<&'a dyn crate::ports::Hooks>,
+    /// The run reviews work its task holds (a critic's).
+    reviewing: bool,
+    /// A Stop hook kept the run going (`stop_hook_active` on the next Stop).
+    stop_hook_active: bool,
+    /// What the PostToolUse hooks of the call being settled said, for beside its result.
+    hook_note: Option<String>,
 }
 
 impl<'a, 'r> Loop<'a, 'r> {
@@ -263,11 +274,27 @@ impl<'a, 'r> Loop<'a, 'r> {
             answered: input.answers,
             approved: Default::default(),
             scopes: Default::default(),
+            hooks: input.hooks,
+            reviewing: input.reviewing,
+            stop_hook_active: false,
+            hook_note: None,
         })
     }
 
-    /// Runs the steps until one stops the loop, or `max_steps` runs out.
+    /// Runs the loop between its `SessionStart` and `SessionEnd` hooks (issue #43).
     async fn run(&mut self) -> Result<LoopOutcome, StoreError> {
+        let outcome = match self.session_start().await {
+            Ok(()) => self.steps().await?,
+            Err(stop) => self.outcome(stop)?,
+        };
+        match self.session_end(outcome.status).await {
+            Err(Stop::Store(e)) => Err(e),
+            _ => Ok(outcome),
+        }
+    }
+
+    /// Runs the steps until one stops the loop, or `max_steps` runs out.
+    async fn steps(&mut self) -> Result<LoopOutcome, StoreError> {
         for step in 0..self.max_steps {
             if let Err(stop) = self.step(step).await {
                 return self.outcome(stop);

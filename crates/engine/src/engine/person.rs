@@ -43,7 +43,18 @@ impl Loop<'_, '_> {
             return Ok(());
         };
         for message in person.said().await {
-            self.messages.push(Message::user(message.text.clone()));
+            // A message a UserPromptSubmit hook blocks is neither given to the model nor
+            // recorded as said; its `hook_run` says why.
+            let at = self.messages.len();
+            if self
+                .prompt_submitted(Some(step), message.text.clone())
+                .await?
+                .is_some()
+            {
+                continue;
+            }
+            self.messages
+                .insert(at, Message::user(message.text.clone()));
             self.rec.record(Some(step), message).await?;
         }
         Ok(())
@@ -163,7 +174,7 @@ impl Loop<'_, '_> {
         self.approval_request(call, args, ask)
     }
 
-    fn approval_request(
+    pub(super) fn approval_request(
         &mut self,
         call: &ToolCall,
         args: &Value,

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::answer::{Answer, Recorded, Source};
 use super::ask::until;
 use super::calls::{ArgumentsError, Catalogue, Dispatch, dispatch, parse_arguments, render_result};
+use super::hooks::Gate;
 use super::person::Consulted;
 use super::repeats::Verdict;
 use super::{Loop, MAX_LLM_CONTENT_IN_RUNLOG_CHARS, MAX_TOOL_RESULT_CHARS, Stop};
@@ -253,9 +254,21 @@ impl<'a> Loop<'a, '_> {
         if !in_flight {
             record_call(self.rec, step, call, &args).await?;
         }
-        if let Ok(parsed) = &args
-            && let Some(request) = self.approval_needed(call, parsed)
-        {
+        // The PreToolUse hooks first (issue #43): they may refuse the call, rewrite its
+        // arguments, ask for approval, or spare it the policy's ask.
+        let (args, approval) = match args {
+            Ok(parsed) => match self.pre_tool_use(step, call, parsed).await? {
+                Gate::Refused(error) => return Ok(Err(error)),
+                Gate::Run(parsed, approval) => (Ok(parsed), approval),
+            },
+            Err(e) => (Err(e), None),
+        };
+        // What PostToolUse hooks are told the call was given.
+        let given = match self.hooks {
+            Some(_) => args.as_ref().ok().cloned(),
+            None => None,
+        };
+        if let Some(request) = approval {
             match self.consult(step, call, request).await? {
                 Consulted::Approved => {}
                 Consulted::Answer(_) => {}
@@ -287,6 +300,13 @@ impl<'a> Loop<'a, '_> {
             Err(ToolError::Ask(mut request)) => {
                 request.call_id.clone_from(&call.id);
                 Ok(self.answer_of(step, call, *request).await?)
+            }
+            Ok(Dispatch::Done(output)) => {
+                if let Some(given) = &given {
+                    self.post_tool_use(step, call, given, &output.result)
+                        .await?;
+                }
+                Ok(Ok(Dispatch::Done(output)))
             }
             outcome => Ok(outcome),
         }
@@ -362,6 +382,9 @@ impl<'a> Loop<'a, '_> {
     /// An accepted `finish_task`: a critic reviews the work first, and the run completes
     /// only when it approves (and the staged changes are applied).
     async fn finish(&mut self, step: u32, call: &ToolCall, payload: Value) -> Result<(), Stop> {
+        if let Some(reason) = self.stop_blocked(step).await? {
+            return self.keep_going(step, call, reason).await;
+        }
         if let Some(g) = self.gate.as_mut() {
             match g.pass(&payload, self.ctx, self.rec, step).await? {
                 Passage::Complete => {
@@ -393,13 +416,24 @@ impl<'a> Loop<'a, '_> {
         Err(Stop::Finished(payload))
     }
 
-    /// Rejected work goes back to the model as the `finish_task` result, for a repair.
-    async fn repair_rejected(
+    /// A Stop hook kept the run going (issue #43): `finish_task` is answered that it may
+    /// not finish yet, and the hooks' reason follows as a user message.
+    async fn keep_going(&mut self, step: u32, call: &ToolCall, reason: String) -> Result<(), Stop> {
+        let message = "the run may not finish yet: a Stop hook kept it going; its reason follows. Do what it asks, then call finish_task again".to_owned();
+        self.refuse_finish(step, call, message).await?;
+        self.messages
+            .push(Message::user(format!("[Stop hook] {reason}")));
+        Ok(())
+    }
+
+    /// `finish_task` is answered with `message`, recorded as a `rejected` error.
+    async fn refuse_finish(
         &mut self,
         step: u32,
         call: &ToolCall,
         message: String,
-    ) -> Result<(), Stop> {
+    ) -> Result<(), StoreError> {
+        let text = json!({"error": message}).to_string();
         self.rec
             .record(
                 Some(step),
@@ -407,12 +441,22 @@ impl<'a> Loop<'a, '_> {
                     tool: FINISH_TOOL.to_owned(),
                     call_id: call.id.clone(),
                     error_type: runlog::ToolErrorType::Rejected,
-                    error_message: message.clone(),
+                    error_message: message,
                 },
             )
             .await?;
-        let text = json!({"error": message}).to_string();
         self.messages.push(Message::tool_result(&call.id, text));
+        Ok(())
+    }
+
+    /// Rejected work goes back to the model as the `finish_task` result, for a repair.
+    async fn repair_rejected(
+        &mut self,
+        step: u32,
+        call: &ToolCall,
+        message: String,
+    ) -> Result<(), Stop> {
+        self.refuse_finish(step, call, message).await?;
         if let Some(g) = self.gate.as_mut() {
             g.begin_repair(
                 self.rec,
@@ -436,7 +480,9 @@ impl<'a> Loop<'a, '_> {
         key: Option<u64>,
         output: ToolOutput,
     ) -> Result<(), StoreError> {
-        let mut text = truncate(&render_result(&output.result), MAX_TOOL_RESULT_CHARS);
+        let text = truncate(&render_result(&output.result), MAX_TOOL_RESULT_CHARS);
+        // What the PostToolUse hooks said goes beside the result (issue #43).
+        let mut text = with_note(text, self.hook_note.take());
         let images = match self.model.vision() {
             true => {
                 let (shown, refused) = ToolImage::admit(output.images);

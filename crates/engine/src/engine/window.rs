@@ -43,6 +43,7 @@ impl Loop<'_, '_> {
             }
             return Ok(());
         }
+        self.pre_compact(step).await?;
         // The model writes the note for what was left out, when asked to; a failure keeps
         // the listed note.
         let (summary, summary_usage) =

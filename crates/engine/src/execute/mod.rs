@@ -138,6 +138,9 @@ pub struct TaskForce {
     /// A project run's instructions from its `AGENTS.md` files (issue #43), in the system
     /// prompt of each member whose specialist takes them.
     pub instructions: Option<Arc<fabric_domain::Instructions>>,
+    /// The run's lifecycle hooks (issue #43): what preparation built from the config's
+    /// `hooks:` (and a trusted project's); `None`: none.
+    pub hooks: Option<Arc<dyn crate::ports::Hooks>>,
 }
 
 /// How a run ended.
@@ -217,6 +220,7 @@ impl TaskForce {
             fallback: None,
             person: None,
             instructions: None,
+            hooks: None,
         }
     }
 

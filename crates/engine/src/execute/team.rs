@@ -76,6 +76,7 @@ pub(super) async fn run(
         reviewing: force.origin == runlog::RunOrigin::Critic,
         person: force.person.as_deref(),
         instructions: force.instructions.as_deref(),
+        hooks: force.hooks.as_deref(),
     };
     let ended = shared.work(rec, &force, &team, parallel_recorded).await?;
     // A run waiting for a person has no end yet: the answer continues it (issue #42).
@@ -364,6 +365,8 @@ struct Shared<'a> {
     person: Option<&'a dyn crate::ports::Person>,
     /// The project's instructions for the members' system prompts (issue #43).
     instructions: Option<&'a fabric_domain::Instructions>,
+    /// The run's lifecycle hooks, if any (issue #43).
+    hooks: Option<&'a dyn crate::ports::Hooks>,
 }
 
 impl Shared<'_> {
@@ -498,6 +501,7 @@ impl Shared<'_> {
                 person: self.person,
                 asked: history.asked,
                 answers: history.answers,
+                hooks: self.hooks,
             },
             rec,
         )

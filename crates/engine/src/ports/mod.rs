@@ -3,6 +3,7 @@
 mod chat;
 mod embed;
 mod files;
+mod hooks;
 mod ledger;
 mod observer;
 mod person;
@@ -21,10 +22,11 @@ pub use chat::{
 };
 pub use embed::EmbeddingClient;
 pub use files::WorkspaceFiles;
+pub use hooks::{HookPlace, HookSource, Hooks};
 pub use ledger::{DaySpend, SpendLedger};
 pub use observer::{EventSink, NoopObserver, RunObserver};
 pub use person::{InboxItem, Person, Reply};
-pub use prepare::{ChatFactory, ModelResolver, SetupError, ToolFactory};
+pub use prepare::{ChatFactory, ModelResolver, RunHooks, SetupError, ToolFactory};
 pub use queue::{ClaimedRun, QueueSignal, QueuedCancel, Release, Renewal, RunQueue};
 pub use sampler::{SampleError, SampleRequest, Sampled, Sampler};
 pub use sandbox::{

@@ -57,6 +57,15 @@ pub trait ChatFactory: Send + Sync {
     }
 }
 
+/// A run's hooks and what it records about them at its start (issue #43).
+#[derive(Default)]
+pub struct RunHooks {
+    /// The hooks; `None`: none.
+    pub hooks: Option<Arc<dyn crate::ports::Hooks>>,
+    /// Recorded as `security_event`s right after `run_start` (an untrusted project's hooks).
+    pub notices: Vec<super::SecurityNotice>,
+}
+
 /// The process sandbox of a run and the tools of its specialists.
 #[async_trait]
 pub trait ToolFactory: Send + Sync {
@@ -84,6 +93,20 @@ pub trait ToolFactory: Send + Sync {
 
     /// The staging area a critic reviews work in.
     fn stager(&self) -> Arc<dyn Stager>;
+
+    /// The hooks of a run from `sources` (issue #43: the config's, possibly none), for a run
+    /// at `place`, where the factory may add the place's own (a trusted project's
+    /// `.claude/settings.json`, `source: project`), with what the run should record about
+    /// them (a project's hooks left out because it is not trusted). No hooks: no source has
+    /// one, or this factory runs none.
+    async fn hooks(
+        &self,
+        sources: Vec<crate::ports::HookSource>,
+        place: crate::ports::HookPlace,
+    ) -> RunHooks {
+        let _ = (sources, place);
+        RunHooks::default()
+    }
 
     /// Kills what a stopped run's commands left running in `workspace`; their pids.
     async fn reap(&self, workspace: &Path) -> Vec<u32> {

@@ -105,6 +105,8 @@ pub fn sample_payload(kind: EventKind) -> Value {
         EventKind::InputRequired => json!({"call_id": "", "input": "question", "question": ""}),
         EventKind::InputAnswered => json!({"call_id": "", "answer": "", "by": "http"}),
         EventKind::UserMessage => json!({"text": "", "by": "http"}),
+        EventKind::HookRun => json!({"event": "PreToolUse", "source": "config", "command": "",
+            "duration_ms": 0, "outcome": "ok"}),
         EventKind::RunComplete => end,
         EventKind::RunFailed => {
             let mut end = end;

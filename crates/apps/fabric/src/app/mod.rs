@@ -89,5 +89,6 @@ pub(crate) fn policy(s: &Settings) -> PreparePolicy {
                 .then(fabric_config::user_instructions_file)
                 .flatten(),
         },
+        hooks: Arc::new(s.hooks.clone()),
     }
 }

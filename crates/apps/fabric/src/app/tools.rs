@@ -98,12 +98,70 @@ impl ToolFactory for ConfigTools {
         ))
     }
 
+    async fn hooks(
+        &self,
+        mut sources: Vec<fabric_core::ports::HookSource>,
+        mut place: fabric_core::ports::HookPlace,
+    ) -> fabric_core::ports::RunHooks {
+        let mut notices = Vec::new();
+        // A trusted project's own hooks are the second source (`project`).
+        if let Some(project) = place.project.clone() {
+            let found = self.project_hooks(project).await;
+            place.project = found.root.or(place.project);
+            for warning in found.warnings {
+                tracing::warn!(warning = %warning, "a project's hooks");
+            }
+            if let Some(why) = found.refused {
+                notices.push(fabric_core::ports::SecurityNotice {
+                    event_type: "untrusted_project".to_owned(),
+                    message: why,
+                });
+            }
+            sources.extend(
+                found
+                    .read
+                    .into_iter()
+                    .map(|config| fabric_core::ports::HookSource {
+                        name: "project",
+                        config: Arc::new(config),
+                    }),
+            );
+        }
+        if sources.iter().all(|s| s.config.is_empty()) {
+            return fabric_core::ports::RunHooks {
+                hooks: None,
+                notices,
+            };
+        }
+        // A run's runlog is `<workspace>/runs/<id>/runlog.jsonl` (`transcript_path`).
+        let runs = self.settings.workspace.join("runs");
+        fabric_core::ports::RunHooks {
+            hooks: Some(Arc::new(fabric_tools::CommandHooks::new(
+                sources, place, runs,
+            ))),
+            notices,
+        }
+    }
+
     async fn reap(&self, workspace: &std::path::Path) -> Vec<u32> {
         let workspace = workspace.to_owned();
         // Reading `/proc` is blocking file work.
         tokio::task::spawn_blocking(move || fabric_tools::reap_leftovers(&workspace))
             .await
             .unwrap_or_default()
+    }
+}
+
+impl ConfigTools {
+    /// The project's own hooks behind its trust, read on the blocking pool.
+    async fn project_hooks(&self, project: std::path::PathBuf) -> super::trusted::ProjectHooks {
+        let trusted = self.settings.trusted_projects.clone();
+        let specialists = super::trusted::specialist_files(&self.settings);
+        tokio::task::spawn_blocking(move || {
+            super::trusted::project_hooks(&project, &trusted, &specialists)
+        })
+        .await
+        .unwrap_or_default()
     }
 }
 

@@ -9,12 +9,16 @@ use std::path::{Path, PathBuf};
 
 /// What `path`'s repository ships that would run, its project specialists included.
 pub(crate) fn inventory_of(path: &Path, settings: &Settings) -> Inventory {
-    let files: Vec<PathBuf> = settings
+    inventory(path, &specialist_files(settings))
+}
+
+/// The project specialist files that declare MCP servers.
+pub(crate) fn specialist_files(settings: &Settings) -> Vec<PathBuf> {
+    settings
         .project_mcp_specialists()
         .into_iter()
         .map(|(_, file)| file)
-        .collect();
-    inventory(path, &files)
+        .collect()
 }
 
 /// The user's store, or an empty one that cannot be saved when there is no home.
@@ -38,13 +42,17 @@ pub(crate) fn workspace_owner(settings: &Settings) -> PathBuf {
 /// Whether what `path`'s repository ships may run: nothing to trust, a directory of
 /// `trusted_projects`, or this version trusted with `fabric trust`; and what it ships.
 pub(crate) fn trust_of(path: &Path, settings: &Settings) -> (Trust, Inventory) {
-    let inventory = inventory_of(path, settings);
-    if !inventory.is_empty()
-        && settings
-            .trusted_projects
-            .iter()
-            .any(|dir| inventory.root.starts_with(dir))
-    {
+    trust_in(
+        path,
+        &settings.trusted_projects,
+        &specialist_files(settings),
+    )
+}
+
+/// [`trust_of`] from its parts: `trusted_projects` and the project's MCP specialists.
+fn trust_in(path: &Path, trusted: &[PathBuf], specialists: &[PathBuf]) -> (Trust, Inventory) {
+    let inventory = inventory(path, specialists);
+    if !inventory.is_empty() && trusted.iter().any(|dir| inventory.root.starts_with(dir)) {
         return (Trust::Trusted, inventory);
     }
     let status = match open_store() {
@@ -90,4 +98,78 @@ pub(crate) fn untrusted_specialists(settings: &Settings) -> BTreeMap<String, Str
             (id, why)
         })
         .collect()
+}
+
+/// A project's own hooks (issue #43): those of its Claude Code settings files when the
+/// repository is trusted; else none, and why, for the run's `security_event`.
+#[derive(Debug, Default)]
+pub(crate) struct ProjectHooks {
+    /// The repository's root (`CLAUDE_PROJECT_DIR`).
+    pub(crate) root: Option<PathBuf>,
+    /// Per settings file with hooks, what will run.
+    pub(crate) read: Vec<fabric_domain::hooks::HooksConfig>,
+    /// What was skipped on the way, one sentence each.
+    pub(crate) warnings: Vec<String>,
+    /// Why the project's hooks do not run, when it has some and is not trusted.
+    pub(crate) refused: Option<String>,
+}
+
+/// The hooks `path`'s repository ships, read only when it is trusted in this version.
+/// Blocking file work: called on the blocking pool.
+pub(crate) fn project_hooks(
+    path: &Path,
+    trusted: &[PathBuf],
+    specialists: &[PathBuf],
+) -> ProjectHooks {
+    use fabric_config::trust::HOOK_FILES;
+    let (status, inventory) = trust_in(path, trusted, specialists);
+    let files: Vec<&str> = inventory
+        .items
+        .iter()
+        .map(|i| i.file.as_str())
+        .filter(|f| HOOK_FILES.contains(f))
+        .collect();
+    let mut found = ProjectHooks {
+        root: Some(inventory.root.clone()),
+        ..ProjectHooks::default()
+    };
+    if files.is_empty() {
+        return found;
+    }
+    if !status.allows() {
+        let changed = match &status {
+            Trust::Changed { trusted_at } => {
+                format!(" (you trusted an earlier version on {trusted_at}; it has changed)")
+            }
+            _ => String::new(),
+        };
+        found.refused = Some(format!(
+            "the project's hooks in {} were not run: the repository {} is not trusted{changed}; check what they run and `fabric trust {}` (docs/SECURITY.md)",
+            files.join(" and "),
+            inventory.root.display(),
+            inventory.root.display()
+        ));
+        return found;
+    }
+    for file in files {
+        let text = match std::fs::read_to_string(inventory.root.join(file)) {
+            Ok(text) => text,
+            Err(e) => {
+                found.warnings.push(format!("{file}: cannot be read: {e}"));
+                continue;
+            }
+        };
+        match fabric_domain::hooks::HooksConfig::from_claude_settings(&text) {
+            Ok(read) => {
+                found
+                    .warnings
+                    .extend(read.warnings.into_iter().map(|w| format!("{file}: {w}")));
+                found.read.push(read.config);
+            }
+            Err(e) => found
+                .warnings
+                .push(format!("{file}: {e}; its hooks do not run")),
+        }
+    }
+    found
 }

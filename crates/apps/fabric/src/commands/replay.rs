@@ -48,6 +48,8 @@ pub(crate) async fn replay(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<u8> {
         windows: Some(windows_by_member(&recorded, ids.len())),
         interrupted: interrupted_by_member(&recorded, ids.len()),
         verdicts: verdicts_by_member(&recorded, ids.len()),
+        // The hooks' recorded decisions, without running a hook (issue #43).
+        hooks: Some(Arc::new(crate::offline::RecordedHooks::of(&recorded))),
     };
     let answers: usize = members.iter().map(|q| q.left()).sum();
     let service = wiring::versioned(

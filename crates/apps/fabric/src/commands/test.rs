@@ -112,6 +112,29 @@ impl Turn {
     }
 }
 
+/// The preparer of a scenario's run: its answers, in order, and the configured hooks.
+fn scenario_preparer(
+    settings: &fabric_config::Settings,
+    search: &fabric_core::search::RunSearch,
+    store: &Arc<fabric_store_sql::SqlStore>,
+    answers: Vec<ChatResponse>,
+) -> OfflinePreparer {
+    OfflinePreparer {
+        app: crate::app::preparation_with(
+            settings,
+            search,
+            crate::daily::off(store.clone()),
+            (crate::app::model_servers(settings), Arc::new(OfflineChats)),
+        ),
+        members: Mutex::new(Some(vec![QueueChat::new(answers, "the scenario")])),
+        tools: None,
+        windows: None,
+        interrupted: Vec::new(),
+        verdicts: Vec::new(),
+        hooks: None,
+    }
+}
+
 pub(crate) async fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
     let path = args
@@ -153,19 +176,7 @@ pub(crate) async fn test(cli: &Cli, args: &TestArgs) -> anyhow::Result<u8> {
             .enumerate()
             .map(|(n, t)| t.answer(n))
             .collect();
-        let preparer = OfflinePreparer {
-            app: crate::app::preparation_with(
-                &settings,
-                &search,
-                crate::daily::off(store.clone()),
-                (crate::app::model_servers(&settings), Arc::new(OfflineChats)),
-            ),
-            members: Mutex::new(Some(vec![QueueChat::new(answers, "the scenario")])),
-            tools: None,
-            windows: None,
-            interrupted: Vec::new(),
-            verdicts: Vec::new(),
-        };
+        let preparer = scenario_preparer(&settings, &search, &store, answers);
         let service = RunService::new(store.clone(), Arc::new(preparer), ServiceConfig::default());
         let request = TaskRequest {
             prompt: scenario.prompt.clone(),

@@ -24,6 +24,7 @@ mod delegation;
 mod docs_contracts;
 mod durability;
 mod eval;
+mod hooks;
 mod issue_40_first;
 mod live_output;
 mod llm_failures;

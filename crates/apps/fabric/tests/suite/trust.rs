@@ -3,11 +3,12 @@
 //! question), run once trusted, and stop again when what they run changes; `--list` and
 //! `--revoke`; hostile text from a repository reaches the terminal escaped.
 
-use fabric_test_support::Turn;
+use fabric_test_support::{Scenario, Turn, TurnBy};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-use super::fixture::Fixture;
+use super::fixture::{Fixture, of_kind};
+use super::projects::{git, user_repo};
 
 /// A project specialist whose MCP server leaves `marker` behind when it starts.
 fn write_specialist(fx: &Fixture, marker: &Path, comment: &str) -> PathBuf {
@@ -158,4 +159,97 @@ async fn issue_43_what_a_repository_ships_reaches_the_terminal_escaped() {
         .await;
     out.assert_code(0);
     assert!(out.stdout.contains("nothing to trust"), "{}", out.stdout);
+}
+
+/// A committed repository whose `.claude/settings.json` has a PostToolUse hook appending each
+/// call's tool name to `log` (the hook's command written as Claude Code users write it).
+fn repo_with_hooks(fx: &Fixture, log: &Path, extra: &str) -> PathBuf {
+    let repo = user_repo(fx);
+    std::fs::create_dir_all(repo.join(".claude")).expect("mkdir");
+    let settings = json!({
+        "permissions": {"allow": ["Bash(npm test)"]},
+        "hooks": {"PostToolUse": [{"matcher": "Write|Edit", "hooks": [{
+            "type": "command",
+            "command": format!("jq -r .tool_name >> {}{extra}", log.display()),
+            "timeout": 10
+        }]}]}
+    });
+    std::fs::write(repo.join(".claude/settings.json"), settings.to_string()).expect("write");
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "hooks"]);
+    repo
+}
+
+fn write_turns() -> Vec<Turn> {
+    vec![
+        Turn::tool_call("write_file", json!({"path": "a.txt", "content": "a\n"})),
+        Turn::tool_call(
+            "finish_task",
+            json!({"summary": "wrote", "artifacts": [], "next_steps": [], "notes": ""}),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_a_project_hook_does_not_run_before_fabric_trust_runs_after_and_stops_when_it_changes()
+ {
+    let mut scenario = Scenario::new(write_turns());
+    scenario.turn_by = TurnBy::Conversation;
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    let log = fx.dir.path().join("hook.log");
+    let repo = repo_with_hooks(&fx, &log, "");
+    let path = repo.to_str().expect("utf-8").to_owned();
+    let args = ["--project", path.as_str()];
+    let run = || fx.run_json("write a.txt", &args, 0);
+
+    let result = run().await;
+    assert!(!log.exists(), "an untrusted project's hook ran");
+    let events = fx.runlog(&result);
+    let notice = of_kind(&events, "security_event")
+        .into_iter()
+        .find(|e| e["payload"]["event_type"] == "untrusted_project")
+        .expect("an untrusted_project security_event");
+    let said = notice["payload"]["error_message"]
+        .as_str()
+        .expect("message");
+    assert!(
+        said.contains(".claude/settings.json") && said.contains("fabric trust"),
+        "{said}"
+    );
+    assert!(of_kind(&events, "hook_run").is_empty());
+
+    let trusted = fx.fabric(&["trust", &path]).await;
+    trusted.assert_code(0);
+    assert!(
+        trusted
+            .stdout
+            .contains("PostToolUse (Write|Edit): jq -r .tool_name"),
+        "{}",
+        trusted.stdout
+    );
+    let result = run().await;
+    assert_eq!(
+        std::fs::read_to_string(&log).expect("the trusted hook ran"),
+        "write_file\n"
+    );
+    let events = fx.runlog(&result);
+    let ran = of_kind(&events, "hook_run");
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0]["payload"]["source"], "project");
+
+    // A new version of the hooks is not trusted: it does not run.
+    std::fs::remove_file(&log).expect("rm");
+    let changed = repo_with_hooks(&fx, &log, " # changed");
+    assert_eq!(changed, repo);
+    let result = run().await;
+    assert!(!log.exists(), "a changed project hook ran");
+    let events = fx.runlog(&result);
+    assert!(
+        of_kind(&events, "security_event")
+            .iter()
+            .any(|e| e["payload"]["error_message"]
+                .as_str()
+                .is_some_and(|m| m.contains("it has changed"))),
+        "{events:?}"
+    );
 }

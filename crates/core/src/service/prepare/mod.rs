@@ -157,6 +157,10 @@ impl Preparation {
             .filter(|i| !i.is_empty()),
             None => None,
         };
+        let hooks = self.hooks(&request).await;
+        let mut run_sandbox = run_sandbox;
+        run_sandbox.notices.extend(hooks.notices);
+        let hooks = hooks.hooks;
         Ok(TaskForce {
             instructions,
             origin: request.origin,
@@ -176,7 +180,25 @@ impl Preparation {
                 .unwrap_or(self.policy.network_allowed),
             sandbox: run_sandbox,
             person: None,
+            hooks,
         })
+    }
+
+    /// The run's lifecycle hooks (issue #43), from its sources in order: the config's
+    /// `hooks:` (`source: config`), then what the factory adds for the run's place (a
+    /// trusted project's `.claude/settings.json`, `source: project`). No source: none.
+    async fn hooks(&self, request: &TaskRequest) -> crate::ports::RunHooks {
+        let mut sources = Vec::new();
+        if !self.policy.hooks.is_empty() {
+            sources.push(crate::ports::HookSource {
+                name: "config",
+                config: Arc::clone(&self.policy.hooks),
+            });
+        }
+        let place = crate::ports::HookPlace {
+            project: request.project.as_ref().map(|p| p.path.clone()),
+        };
+        self.ports.tools.hooks(sources, place).await
     }
 
     /// One member: its model key, model, client, tools and critic.

@@ -50,6 +50,8 @@ pub struct PreparePolicy {
     pub cloud_fallback: Option<FallbackPolicy>,
     /// A project run's `AGENTS.md` instructions (issue #43).
     pub instructions: super::InstructionsPolicy,
+    /// The config's lifecycle hooks (`hooks:`, issue #43), every run's first source.
+    pub hooks: Arc<fabric_domain::hooks::HooksConfig>,
 }
 
 impl PreparePolicy {

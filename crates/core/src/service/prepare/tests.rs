@@ -230,6 +230,7 @@ fn policy() -> PreparePolicy {
     .map(|(k, m)| (k.to_owned(), m))
     .collect();
     PreparePolicy {
+        hooks: Default::default(),
         specialists: vec![Arc::new(spec("engineering"))],
         default_specialist: "engineering".to_owned(),
         routing: Routing::Keyword,
