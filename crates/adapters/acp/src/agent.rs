@@ -1,0 +1,316 @@
+//! The ACP methods: `initialize`, `session/new`, `session/prompt`, `session/cancel`
+//! (docs/ACP.md).
+
+use fabric_core::ports::ApplyMode;
+use fabric_core::service::{RunService, ServiceError, Submission, WhenAsked};
+use fabric_domain::RunId;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::rpc::{Peer, RpcError};
+use crate::session::{Session, Sessions, commands_update, prompt_text, stop_reason};
+use crate::updates::Updates;
+
+/// The protocol version `fabric acp` speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// What every session's turns ask for unless the conversation decides (`fabric acp`'s
+/// flags).
+#[derive(Debug, Clone, Default)]
+pub struct Defaults {
+    /// The specialist(s) of a session's first turn; empty: routing chooses.
+    pub specialists: Vec<String>,
+    /// The model key of every turn.
+    pub model_key: Option<String>,
+}
+
+/// The fabric as an ACP agent: its sessions, and the run service their turns go to.
+pub struct AcpAgent {
+    service: RunService,
+    peer: Arc<Peer>,
+    sessions: Sessions,
+    defaults: Defaults,
+    version: String,
+}
+
+impl AcpAgent {
+    /// An agent submitting runs to `service`, writing to the client through `peer`;
+    /// `version` is the fabric's, as `initialize` reports it.
+    pub fn new(
+        service: RunService,
+        peer: Arc<Peer>,
+        defaults: Defaults,
+        version: impl Into<String>,
+    ) -> Self {
+        Self {
+            service,
+            peer,
+            sessions: Sessions::default(),
+            defaults,
+            version: version.into(),
+        }
+    }
+
+    /// Answers request `method`.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        match method {
+            "initialize" => Ok(self.initialize()),
+            "authenticate" => Ok(json!({})),
+            "session/new" => self.new_session(&params),
+            "session/prompt" => self.prompt(&params).await,
+            other => Err(RpcError::method_not_found(other)),
+        }
+    }
+
+    /// Takes notification `method`; an unknown one is ignored, as JSON-RPC wants.
+    pub fn notification(&self, method: &str, params: &Value) {
+        match method {
+            "session/cancel" => self.cancel(params),
+            other => tracing::debug!(method = other, "an ACP notification the fabric ignores"),
+        }
+    }
+
+    fn initialize(&self) -> Value {
+        json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": false,
+                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+                "mcpCapabilities": {"http": false, "sse": false},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "fabric", "title": "agent-fabric", "version": self.version},
+        })
+    }
+
+    fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
+        let cwd = cwd(params)?;
+        let servers = params.get("mcpServers").and_then(Value::as_array);
+        if servers.is_some_and(|s| !s.is_empty()) {
+            tracing::warn!("the editor's MCP servers are not connected yet (docs/ACP.md)");
+        }
+        let id = format!("sess_{}", uuid::Uuid::now_v7().simple());
+        self.sessions.add(id.clone(), Session::new(cwd));
+        // After the answer: the client knows the session when it reads its updates.
+        let peer = self.peer.clone();
+        let session = id.clone();
+        tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            peer.notify(
+                "session/update",
+                json!({"sessionId": session, "update": commands_update()}),
+            );
+        });
+        Ok(json!({"sessionId": id}))
+    }
+
+    fn cancel(&self, params: &Value) {
+        let Some(id) = params.get("sessionId").and_then(Value::as_str) else {
+            return;
+        };
+        if let Ok(session) = self.sessions.get(id)
+            && let Some(run) = session.cancel()
+        {
+            self.service.cancel(&run);
+        }
+    }
+
+    async fn prompt(&self, params: &Value) -> Result<Value, RpcError> {
+        let id = params
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("session/prompt needs `sessionId`"))?;
+        let blocks = params
+            .get("prompt")
+            .and_then(Value::as_array)
+            .ok_or_else(|| {
+                RpcError::invalid_params(
+                    "session/prompt needs `prompt`, an array of content blocks",
+                )
+            })?;
+        let session = self.sessions.get(id)?;
+        let text = prompt_text(blocks)?;
+        session.begin(id)?;
+        let updates = Updates::new(self.peer.clone(), id.to_owned());
+        match command(&text) {
+            Some(command) => {
+                let answer = self.command(&session, command, &updates).await;
+                session.ended(None);
+                answer
+            }
+            // The turn ends the session's turn itself, once its run has an id.
+            None => self.turn(&session, text, updates).await,
+        }
+    }
+
+    /// Runs one turn: a run continuing the session's conversation, its end the answer.
+    async fn turn(
+        &self,
+        session: &Session,
+        text: String,
+        updates: Updates,
+    ) -> Result<Value, RpcError> {
+        let updates = Arc::new(updates);
+        let submission = Submission::new(session.request(text, &self.defaults))
+            .observed(updates.clone())
+            .attended(WhenAsked::Refuse(
+                "the editor's session answers no questions yet".to_owned(),
+            ));
+        let mut handle = match self.service.submit(submission) {
+            Ok(handle) => handle,
+            Err(e) => {
+                session.ended(None);
+                return Err(service_error(e));
+            }
+        };
+        let run = handle.id().clone();
+        if !session.started(&run) {
+            self.service.cancel(&run);
+        }
+        if let Err(e) = handle.prepared().await {
+            session.ended(None);
+            return Err(service_error(e));
+        }
+        let outcome = handle.outcome().await;
+        session.ended(Some(run));
+        let outcome = outcome.map_err(service_error)?;
+        let reason = stop_reason(outcome.status);
+        match (&outcome.reason, reason) {
+            (_, Some("end_turn")) => updates.message(&summary(&outcome.payload)),
+            (Some(why), _) => updates.message(why),
+            (None, _) => {}
+        }
+        match reason {
+            Some(reason) => Ok(json!({"stopReason": reason})),
+            None => Err(RpcError::internal(format!(
+                "run {} ended `{}`: {}",
+                outcome.run_id,
+                outcome.status.as_str(),
+                outcome.reason.as_deref().unwrap_or("no reason recorded")
+            ))),
+        }
+    }
+
+    /// `/diff`, `/apply`, `/discard` of the session's last turn, answered as a message.
+    async fn command(
+        &self,
+        session: &Session,
+        command: Command,
+        updates: &Updates,
+    ) -> Result<Value, RpcError> {
+        let text = match session.last() {
+            None => "no turn has run yet in this session".to_owned(),
+            Some(run) => self
+                .project(session, command, &run)
+                .await
+                .unwrap_or_else(|e| format!("error: {e}")),
+        };
+        updates.message(&text);
+        Ok(json!({"stopReason": "end_turn"}))
+    }
+
+    async fn project(
+        &self,
+        session: &Session,
+        command: Command,
+        run: &RunId,
+    ) -> Result<String, String> {
+        if command == Command::Discard {
+            let done = self
+                .service
+                .discard_workspace(run)
+                .await
+                .map_err(|e| e.to_string())?;
+            session.forget();
+            return Ok(match done {
+                true => format!(
+                    "discarded the worktree and branch of run {run}; the next prompt starts a new conversation"
+                ),
+                false => format!(
+                    "run {run} worked in a scratch workspace: nothing to discard; the next prompt starts a new conversation"
+                ),
+            });
+        }
+        let ws = self
+            .service
+            .ended_workspace(run)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("run {run} worked in a plain scratch workspace: there is no branch to diff or apply"))?;
+        match command {
+            Command::Apply => {
+                let applied = ws
+                    .apply(ApplyMode::WorkingTree)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(match applied.files.is_empty() {
+                    true => format!("run {run} changed nothing; there was nothing to apply"),
+                    false => format!(
+                        "applied {} file(s) to your working tree, uncommitted: {}",
+                        applied.files.len(),
+                        applied.files.join(", ")
+                    ),
+                })
+            }
+            _ => {
+                let diff = ws.diff().await.map_err(|e| e.to_string())?;
+                Ok(match diff.is_empty() {
+                    true => format!("run {run}'s branch changes nothing yet"),
+                    false => format!("```diff\n{diff}```"),
+                })
+            }
+        }
+    }
+}
+
+/// A command typed as the prompt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Command {
+    Diff,
+    Apply,
+    Discard,
+}
+
+fn command(text: &str) -> Option<Command> {
+    match text.trim() {
+        "/diff" => Some(Command::Diff),
+        "/apply" => Some(Command::Apply),
+        "/discard" => Some(Command::Discard),
+        _ => None,
+    }
+}
+
+/// The `cwd` of `session/new`: an absolute path of an existing directory.
+fn cwd(params: &Value) -> Result<PathBuf, RpcError> {
+    let cwd = params
+        .get("cwd")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("session/new needs `cwd`, an absolute path"))?;
+    let path = PathBuf::from(cwd);
+    if !path.is_absolute() || !path.is_dir() {
+        return Err(RpcError::invalid_params(format!(
+            "`cwd` `{}` must be the absolute path of an existing directory",
+            fabric_domain::visible_line(cwd)
+        )));
+    }
+    Ok(path)
+}
+
+/// What the turn's run says it did (`finish_task`'s summary).
+fn summary(payload: &Value) -> String {
+    match payload.get("summary").and_then(Value::as_str) {
+        Some(summary) => summary.to_owned(),
+        None => String::new(),
+    }
+}
+
+/// A service error as the client reads it: the request's fault or the fabric's.
+fn service_error(error: ServiceError) -> RpcError {
+    use fabric_core::Remedy;
+    let text = fabric_domain::visible_text(&error.to_string()).into_owned();
+    match error.remedy() {
+        Remedy::FixInput => RpcError::invalid_params(text),
+        Remedy::Retry | Remedy::Report => RpcError::internal(text),
+    }
+}
