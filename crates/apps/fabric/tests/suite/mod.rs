@@ -4,6 +4,7 @@ mod interactive;
 mod a2a_delegation;
 mod a2a_resume;
 mod a2a_server;
+mod acp;
 mod anthropic;
 mod attacks;
 mod attacks_issue_27;

@@ -1,0 +1,175 @@
+//! `fabric acp` (issue #44) driven by an editor's side we did not write: the official ACP
+//! TypeScript SDK's client (`@agentclientprotocol/sdk`, in the test deps' `acp/`), from the
+//! script `tests/acp/client.mjs`, which also checks every line the fabric writes against the
+//! protocol's published JSON schema. Without the SDK these tests are reported ignored
+//! ("needs the ACP TypeScript SDK: run scripts/install-test-deps.sh").
+
+use fabric_test_support::Turn;
+use serde_json::{Value, json};
+use std::path::Path;
+
+use super::conversations::finish;
+use super::fixture::{Fixture, of_kind, read_runlog};
+use super::projects::user_repo;
+
+/// Runs `client.mjs SCENARIO` against `fabric acp` on `cwd`; its report.
+async fn drive(fx: &Fixture, scenario: &str, cwd: &Path, answers: &str) -> Value {
+    let deps = fabric_test_support::acp_deps().expect("the ACP SDK is in the test deps");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/client.mjs");
+    let fabric = fx.command(&["acp"]);
+    let program = fabric.as_std().get_program().to_owned();
+    let args: Vec<_> = fabric.as_std().get_args().map(ToOwned::to_owned).collect();
+    let mut node = tokio::process::Command::new("node");
+    node.arg(script)
+        .arg(scenario)
+        .arg(cwd)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .env("FABRIC_ACP_DEPS", deps)
+        .env("ACP_ANSWERS", answers);
+    fx.isolate(&mut node);
+    let output = tokio::time::timeout(std::time::Duration::from_secs(120), node.output())
+        .await
+        .expect("the ACP client finished within 120 s")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "the client's report is not JSON ({e}):\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert!(report["failure"].is_null(), "{report:#}");
+    assert_eq!(report["schemaErrors"], json!([]), "{report:#}");
+    assert_eq!(report["exitCode"], 0, "{report:#}");
+    report
+}
+
+fn updates<'a>(turn: &'a Value, kind: &str) -> Vec<&'a Value> {
+    turn["updates"]
+        .as_array()
+        .expect("updates")
+        .iter()
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+fn said(turn: &Value) -> String {
+    updates(turn, "agent_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+/// A turn that says something, writes `hello.txt` and finishes; then one that reads it
+/// (its first model answer slow, so a prompt sent meanwhile meets a running turn).
+fn two_turns() -> Vec<Turn> {
+    let mut write = Turn::tool_call(
+        "write_file",
+        json!({"path": "hello.txt", "content": "Hello World\n"}),
+    );
+    write.content = Some("Writing hello.txt now.".to_owned());
+    let mut read = Turn::tool_call("read_file", json!({"path": "hello.txt"}));
+    read.delay_ms = Some(1500);
+    vec![
+        write,
+        finish("wrote hello.txt"),
+        read,
+        finish("read hello.txt back"),
+    ]
+}
+
+#[cfg_attr(
+    fabric_no_acp,
+    ignore = "needs the ACP TypeScript SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_44_an_editor_prompts_twice_on_a_git_repository_and_sees_the_diff() {
+    let fx = Fixture::new(two_turns()).await;
+    let repo = user_repo(&fx);
+    let report = drive(&fx, "turns", &repo, "").await;
+    let init = &report["initialize"];
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["loadSession"], false);
+    assert_eq!(init["agentInfo"]["name"], "fabric");
+
+    let first = &report["first"];
+    assert_eq!(first["ok"]["stopReason"], "end_turn", "{first:#}");
+    let text = said(first);
+    assert!(text.contains("Writing hello.txt now."), "{text}");
+    assert!(text.contains("wrote hello.txt"), "{text}");
+    let call = updates(first, "tool_call");
+    assert_eq!(call.len(), 1, "{first:#}");
+    assert_eq!(call[0]["kind"], "edit");
+    assert_eq!(call[0]["title"], "write_file hello.txt");
+    let done = updates(first, "tool_call_update");
+    let done = done.last().expect("the call's update");
+    assert_eq!(done["toolCallId"], call[0]["toolCallId"]);
+    assert_eq!(done["status"], "completed");
+    let diff = &done["content"][0];
+    assert_eq!(diff["type"], "diff", "{done:#}");
+    assert_eq!(diff["path"], json!(repo.join("hello.txt")));
+    assert_eq!(diff["oldText"], Value::Null);
+    assert_eq!(diff["newText"], "Hello World\n");
+    // The user's tree is untouched until /apply (ADR-113).
+    assert!(!repo.join("hello.txt").exists());
+
+    assert_eq!(
+        report["whileRunning"]["error"]["code"], -32600,
+        "{report:#}"
+    );
+    let second = &report["second"];
+    assert_eq!(second["ok"]["stopReason"], "end_turn", "{second:#}");
+    assert_eq!(updates(second, "tool_call")[0]["kind"], "read");
+    // The second turn is a run that continues the first's conversation, on its branch.
+    let requests = fx.requests();
+    let last = requests.last().expect("requests");
+    let said_before = serde_json::to_string(&last["messages"]).expect("json");
+    assert!(said_before.contains("write hello.txt"), "{said_before}");
+    let runs = run_dirs(&fx);
+    assert_eq!(runs.len(), 2);
+    let continued = runs.iter().find_map(|dir| {
+        let events = read_runlog(&dir.join("runlog.jsonl"));
+        of_kind(&events, "run_start")[0]["payload"]["continues"]
+            .as_object()
+            .cloned()
+    });
+    assert!(continued.is_some(), "the second run continues the first");
+
+    assert_eq!(report["unknownSession"]["error"]["code"], -32002);
+    assert_eq!(report["noPrompt"]["error"]["code"], -32602);
+    assert_eq!(report["badCwd"]["error"]["code"], -32602);
+    assert_eq!(report["unknownMethod"]["error"]["code"], -32601);
+    let diff = said(&report["diff"]);
+    assert!(diff.contains("+Hello World"), "{diff}");
+}
+
+fn run_dirs(fx: &Fixture) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(fx.workspace_root().join("runs"))
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("runlog.jsonl").is_file())
+        .collect()
+}
+
+#[cfg_attr(
+    fabric_no_acp,
+    ignore = "needs the ACP TypeScript SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_44_session_cancel_ends_the_prompt_cancelled_and_the_run_cancelled() {
+    let mut slow = Turn::tool_call("list_files", json!({}));
+    slow.delay_ms = Some(10_000);
+    let fx = Fixture::new(vec![Turn::tool_call("list_files", json!({})), slow]).await;
+    let repo = user_repo(&fx);
+    let report = drive(&fx, "cancel", &repo, "").await;
+    let cancelled = &report["cancelled"];
+    assert_eq!(cancelled["ok"]["stopReason"], "cancelled", "{report:#}");
+    let runs = run_dirs(&fx);
+    assert_eq!(runs.len(), 1);
+    let events = read_runlog(&runs[0].join("runlog.jsonl"));
+    let end = events.last().expect("events");
+    assert_eq!(end["payload"]["status"], "cancelled", "{end:#}");
+}
