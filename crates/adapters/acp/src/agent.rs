@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::person::AtEditor;
 use crate::rpc::{Peer, RpcError};
 use crate::session::{Session, Sessions, commands_update, prompt_text, stop_reason};
 use crate::updates::Updates;
@@ -91,7 +92,7 @@ impl AcpAgent {
             tracing::warn!("the editor's MCP servers are not connected yet (docs/ACP.md)");
         }
         let id = format!("sess_{}", uuid::Uuid::now_v7().simple());
-        self.sessions.add(id.clone(), Session::new(cwd));
+        self.sessions.add(Session::new(id.clone(), cwd));
         // After the answer: the client knows the session when it reads its updates.
         let peer = self.peer.clone();
         let session = id.clone();
@@ -154,9 +155,10 @@ impl AcpAgent {
         let updates = Arc::new(updates);
         let submission = Submission::new(session.request(text, &self.defaults))
             .observed(updates.clone())
-            .attended(WhenAsked::Refuse(
-                "the editor's session answers no questions yet".to_owned(),
-            ));
+            .attended(WhenAsked::Ask(Arc::new(AtEditor::new(
+                self.peer.clone(),
+                session.id.clone(),
+            ))));
         let mut handle = match self.service.submit(submission) {
             Ok(handle) => handle,
             Err(e) => {

@@ -12,6 +12,7 @@
 
 mod agent;
 mod error;
+mod person;
 pub mod rpc;
 mod session;
 mod updates;

@@ -13,6 +13,8 @@ use crate::rpc::RpcError;
 
 /// One session: the project it works on and its conversation so far.
 pub(crate) struct Session {
+    /// Its id, as the client names it.
+    pub(crate) id: String,
     /// The editor's `cwd`: the project of the conversation's first run.
     pub(crate) cwd: PathBuf,
     state: Mutex<Turns>,
@@ -29,8 +31,9 @@ struct Turns {
 }
 
 impl Session {
-    pub(crate) fn new(cwd: PathBuf) -> Self {
+    pub(crate) fn new(id: String, cwd: PathBuf) -> Self {
         Self {
+            id,
             cwd,
             state: Mutex::new(Turns::default()),
         }
@@ -134,8 +137,8 @@ impl Sessions {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn add(&self, id: String, session: Session) {
-        self.map().insert(id, Arc::new(session));
+    pub(crate) fn add(&self, session: Session) {
+        self.map().insert(session.id.clone(), Arc::new(session));
     }
 
     pub(crate) fn get(&self, id: &str) -> Result<Arc<Session>, RpcError> {

@@ -14,9 +14,20 @@ use super::projects::user_repo;
 
 /// Runs `client.mjs SCENARIO` against `fabric acp` on `cwd`; its report.
 async fn drive(fx: &Fixture, scenario: &str, cwd: &Path, answers: &str) -> Value {
+    drive_with(fx, &["acp"], scenario, cwd, answers).await
+}
+
+/// [`drive`] with `fabric` run with `args`.
+async fn drive_with(
+    fx: &Fixture,
+    args: &[&str],
+    scenario: &str,
+    cwd: &Path,
+    answers: &str,
+) -> Value {
     let deps = fabric_test_support::acp_deps().expect("the ACP SDK is in the test deps");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/client.mjs");
-    let fabric = fx.command(&["acp"]);
+    let fabric = fx.command(args);
     let program = fabric.as_std().get_program().to_owned();
     let args: Vec<_> = fabric.as_std().get_args().map(ToOwned::to_owned).collect();
     let mut node = tokio::process::Command::new("node");
@@ -172,4 +183,70 @@ async fn issue_44_session_cancel_ends_the_prompt_cancelled_and_the_run_cancelled
     let events = read_runlog(&runs[0].join("runlog.jsonl"));
     let end = events.last().expect("events");
     assert_eq!(end["payload"]["status"], "cancelled", "{end:#}");
+}
+
+#[cfg_attr(
+    fabric_no_acp,
+    ignore = "needs the ACP TypeScript SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_44_an_approval_is_asked_of_the_editor_and_answered_both_ways() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call("write_file", json!({"path": "a.txt", "content": "a\n"})),
+        finish("wrote a.txt"),
+        Turn::tool_call("write_file", json!({"path": "b.txt", "content": "b\n"})),
+        finish("b.txt was refused"),
+    ])
+    .await;
+    fx.append_config("specialists:\n  engineering:\n    approval:\n      mode: untrusted\n");
+    let repo = user_repo(&fx);
+    let report = drive_with(
+        &fx,
+        &["acp", "--pack", "engineering"],
+        "permission",
+        &repo,
+        "allow_once,reject_once",
+    )
+    .await;
+    let asked = report["permissions"].as_array().expect("permissions");
+    assert_eq!(asked.len(), 2, "{report:#}");
+    let kinds: Vec<&str> = asked[0]["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    assert_eq!(asked[0]["toolCall"]["rawInput"]["path"], "a.txt");
+    let first = &report["first"];
+    assert_eq!(first["ok"]["stopReason"], "end_turn", "{first:#}");
+    let done = updates(first, "tool_call_update");
+    assert_eq!(done.last().expect("update")["status"], "completed");
+    let second = &report["second"];
+    let failed = updates(second, "tool_call_update");
+    assert_eq!(
+        failed.last().expect("update")["status"],
+        "failed",
+        "{second:#}"
+    );
+    // The runlogs say who answered and how.
+    let mut decisions: Vec<(String, String)> = run_dirs(&fx)
+        .iter()
+        .flat_map(|dir| read_runlog(&dir.join("runlog.jsonl")))
+        .filter(|e| e["kind"] == "input_answered")
+        .map(|e| {
+            (
+                e["payload"]["by"].as_str().unwrap_or("").to_owned(),
+                e["payload"]["decision"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    decisions.sort();
+    assert_eq!(
+        decisions,
+        [
+            ("acp".to_owned(), "approve".to_owned()),
+            ("acp".to_owned(), "deny".to_owned())
+        ]
+    );
 }
