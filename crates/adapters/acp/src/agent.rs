@@ -78,7 +78,7 @@ impl AcpAgent {
             "agentCapabilities": {
                 "loadSession": false,
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-                "mcpCapabilities": {"http": false, "sse": false},
+                "mcpCapabilities": {"http": true, "sse": true},
             },
             "authMethods": [],
             "agentInfo": {"name": "fabric", "title": "agent-fabric", "version": self.version},
@@ -87,12 +87,9 @@ impl AcpAgent {
 
     fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
         let cwd = cwd(params)?;
-        let servers = params.get("mcpServers").and_then(Value::as_array);
-        if servers.is_some_and(|s| !s.is_empty()) {
-            tracing::warn!("the editor's MCP servers are not connected yet (docs/ACP.md)");
-        }
+        let servers = crate::servers::servers(params)?;
         let id = format!("sess_{}", uuid::Uuid::now_v7().simple());
-        self.sessions.add(Session::new(id.clone(), cwd));
+        self.sessions.add(Session::new(id.clone(), cwd, servers));
         // After the answer: the client knows the session when it reads its updates.
         let peer = self.peer.clone();
         let session = id.clone();

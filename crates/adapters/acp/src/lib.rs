@@ -14,6 +14,7 @@ mod agent;
 mod error;
 mod person;
 pub mod rpc;
+mod servers;
 mod session;
 mod updates;
 

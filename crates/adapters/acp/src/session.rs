@@ -2,7 +2,7 @@
 //! continuing the previous turn's (ADR-112).
 
 use fabric_core::service::{ContinueRequest, ProjectRequest, TaskRequest};
-use fabric_domain::{RunId, RunStatus};
+use fabric_domain::{McpServerSpec, RunId, RunStatus};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -17,6 +17,8 @@ pub(crate) struct Session {
     pub(crate) id: String,
     /// The editor's `cwd`: the project of the conversation's first run.
     pub(crate) cwd: PathBuf,
+    /// The editor's MCP servers, handed to every turn's run.
+    servers: Vec<McpServerSpec>,
     state: Mutex<Turns>,
 }
 
@@ -31,10 +33,11 @@ struct Turns {
 }
 
 impl Session {
-    pub(crate) fn new(id: String, cwd: PathBuf) -> Self {
+    pub(crate) fn new(id: String, cwd: PathBuf, servers: Vec<McpServerSpec>) -> Self {
         Self {
             id,
             cwd,
+            servers,
             state: Mutex::new(Turns::default()),
         }
     }
@@ -119,6 +122,7 @@ impl Session {
                 base: None,
             }),
             continues,
+            mcp_servers: self.servers.clone(),
             ..TaskRequest::default()
         }
     }

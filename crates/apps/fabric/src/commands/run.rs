@@ -42,6 +42,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                 }),
                 context_id: None,
                 continues: args.continues()?,
+                mcp_servers: Vec::new(),
             };
             let when = super::attend::when_asked(args.on_question.as_deref(), args.json)?;
             let submission = Submission::new(request)

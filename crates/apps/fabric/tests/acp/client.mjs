@@ -9,7 +9,9 @@
 //
 // SCENARIO: `turns` (two prompts that go on with one conversation, then bad input),
 // `cancel` (a prompt cancelled while its run works), `permission` (a prompt whose call
-// waits for approval; the answers come from $ACP_ANSWERS, comma-separated option kinds).
+// waits for approval; the answers come from $ACP_ANSWERS, comma-separated option kinds),
+// `mcp` (a prompt whose model calls a tool of the editor's MCP server, server-everything at
+// $EVERYTHING_SCRIPT).
 
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -174,7 +176,10 @@ const report = { scenario };
 try {
   await app.connectWith(stream, async (ctx) => {
     report.initialize = await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
-    const created = await ctx.request("session/new", { cwd, mcpServers: [] });
+    const mcpServers = process.env.EVERYTHING_SCRIPT
+      ? [{ name: "Everything", command: "node", args: [process.env.EVERYTHING_SCRIPT, "stdio"], env: [] }]
+      : [];
+    const created = await ctx.request("session/new", { cwd, mcpServers });
     const sessionId = created.sessionId;
     report.sessionId = sessionId;
     if (scenario === "turns") {
@@ -195,6 +200,8 @@ try {
       await waitFor(() => updates.some((u) => u.sessionUpdate === "tool_call"), 20000);
       await ctx.notify("session/cancel", { sessionId });
       report.cancelled = { ...(await outcome(running)), updates: take() };
+    } else if (scenario === "mcp") {
+      report.first = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("echo something") }))), updates: take() };
     } else if (scenario === "permission") {
       report.first = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("write a.txt") }))), updates: take() };
       report.second = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("write b.txt") }))), updates: take() };

@@ -39,6 +39,12 @@ async fn drive_with(
         .args(args)
         .env("FABRIC_ACP_DEPS", deps)
         .env("ACP_ANSWERS", answers);
+    if scenario == "mcp" {
+        let everything = fabric_test_support::test_deps()
+            .expect("the MCP test servers are in the test deps")
+            .join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        node.env("EVERYTHING_SCRIPT", everything);
+    }
     fx.isolate(&mut node);
     let output = tokio::time::timeout(std::time::Duration::from_secs(120), node.output())
         .await
@@ -249,4 +255,43 @@ async fn issue_44_an_approval_is_asked_of_the_editor_and_answered_both_ways() {
             ("acp".to_owned(), "deny".to_owned())
         ]
     );
+}
+
+#[cfg_attr(
+    any(fabric_no_acp, fabric_no_mcp_deps),
+    ignore = "needs the ACP TypeScript SDK and the MCP test servers: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_44_the_editors_mcp_server_is_a_tool_of_the_turn() {
+    // The first answer comes late enough for the editor's server to have started.
+    let mut look = Turn::tool_call("list_files", json!({}));
+    look.delay_ms = Some(4000);
+    let fx = Fixture::new(vec![
+        look,
+        Turn::tool_call(
+            "mcp__everything__echo",
+            json!({"message": "from the editor's server"}),
+        ),
+        finish("echoed"),
+    ])
+    .await;
+    let repo = user_repo(&fx);
+    let report = drive(&fx, "mcp", &repo, "").await;
+    let first = &report["first"];
+    assert_eq!(first["ok"]["stopReason"], "end_turn", "{first:#}");
+    let calls = updates(first, "tool_call");
+    let echo = calls
+        .iter()
+        .find(|c| c["title"] == "mcp__everything__echo")
+        .unwrap_or_else(|| panic!("no echo call: {first:#}"));
+    let done = updates(first, "tool_call_update");
+    let result = done
+        .iter()
+        .find(|u| u["toolCallId"] == echo["toolCallId"])
+        .expect("the echo call's update");
+    assert_eq!(result["status"], "completed", "{result:#}");
+    let text = result["content"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(text.contains("from the editor's server"), "{result:#}");
 }

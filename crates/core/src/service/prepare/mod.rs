@@ -199,6 +199,7 @@ impl Preparation {
                 .ok_or_else(|| Fault::NoClient {
                     key: model_key.clone(),
                 })?;
+        let specialist = with_servers(specialist, &request.mcp_servers);
         let member_tools = tools
             .tools(&specialist, (sandbox, request.sandbox), &context.children)
             .map_err(refused)?;
@@ -420,4 +421,33 @@ fn internal(error: SetupError) -> ServiceError {
 /// A tool set-up the request or the config must change, as the service reports it.
 fn refused(error: SetupError) -> ServiceError {
     InvalidRequest::Setup(error).into()
+}
+
+/// `specialist` with the request's own MCP servers (an editor's, over ACP) besides its own,
+/// all their tools offered (`mcp__<server>__*`); a server of its own with the same name wins.
+fn with_servers(
+    specialist: Arc<SpecialistSpec>,
+    servers: &[fabric_domain::McpServerSpec],
+) -> Arc<SpecialistSpec> {
+    let own = |name: &str| {
+        specialist
+            .tooling
+            .mcp_servers
+            .iter()
+            .any(|s| s.name == name)
+    };
+    let added: Vec<_> = servers.iter().filter(|s| !own(&s.name)).cloned().collect();
+    if added.is_empty() {
+        return specialist;
+    }
+    let mut spec = (*specialist).clone();
+    for server in added {
+        spec.tools.push(format!(
+            "{}{}__*",
+            fabric_domain::MCP_TOOL_PREFIX,
+            server.name
+        ));
+        spec.tooling.mcp_servers.push(server);
+    }
+    Arc::new(spec)
 }
