@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::history::{self, SESSION_PREFIX};
 use crate::person::AtEditor;
 use crate::rpc::{Peer, RpcError};
 use crate::session::{Session, Sessions, commands_update, prompt_text, stop_reason};
@@ -60,6 +61,8 @@ impl AcpAgent {
             "authenticate" => Ok(json!({})),
             "session/new" => self.new_session(&params),
             "session/prompt" => self.prompt(&params).await,
+            "session/load" => self.load_session(&params).await,
+            "session/list" => history::list(&self.service, &params).await,
             other => Err(RpcError::method_not_found(other)),
         }
     }
@@ -76,7 +79,8 @@ impl AcpAgent {
         json!({
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
-                "loadSession": false,
+                "loadSession": true,
+                "sessionCapabilities": {"list": {}},
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
                 "mcpCapabilities": {"http": true, "sse": true},
             },
@@ -88,11 +92,35 @@ impl AcpAgent {
     fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
         let cwd = cwd(params)?;
         let servers = crate::servers::servers(params)?;
-        let id = format!("sess_{}", uuid::Uuid::now_v7().simple());
+        let id = format!("{SESSION_PREFIX}{}", uuid::Uuid::now_v7().simple());
         self.sessions.add(Session::new(id.clone(), cwd, servers));
-        // After the answer: the client knows the session when it reads its updates.
+        self.commands_after(&id);
+        Ok(json!({"sessionId": id}))
+    }
+
+    /// `session/load`: the session's turns from the store replayed as updates, then the
+    /// session goes on from its last turn.
+    async fn load_session(&self, params: &Value) -> Result<Value, RpcError> {
+        let id = params
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("session/load needs `sessionId`"))?;
+        let cwd = cwd(params)?;
+        let servers = crate::servers::servers(params)?;
+        let runs = history::turns(&self.service, id).await?;
+        let updates = Updates::replaying(self.peer.clone(), id.to_owned());
+        history::replay(&self.service, &runs, &updates).await;
+        let session = Session::new(id.to_owned(), cwd, servers);
+        session.ended(runs.last().map(|run| run.id.clone()));
+        self.sessions.add(session);
+        self.commands_after(id);
+        Ok(json!({}))
+    }
+
+    /// The session's commands, sent after the answer that names the session.
+    fn commands_after(&self, id: &str) {
         let peer = self.peer.clone();
-        let session = id.clone();
+        let session = id.to_owned();
         tokio::spawn(async move {
             tokio::task::yield_now().await;
             peer.notify(
@@ -100,7 +128,6 @@ impl AcpAgent {
                 json!({"sessionId": session, "update": commands_update()}),
             );
         });
-        Ok(json!({"sessionId": id}))
     }
 
     fn cancel(&self, params: &Value) {

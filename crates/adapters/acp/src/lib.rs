@@ -12,6 +12,7 @@
 
 mod agent;
 mod error;
+mod history;
 mod person;
 pub mod rpc;
 mod servers;

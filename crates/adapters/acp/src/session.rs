@@ -123,6 +123,8 @@ impl Session {
             }),
             continues,
             mcp_servers: self.servers.clone(),
+            // The session's runs are found by it after a restart (`session/load`).
+            context_id: Some(self.id.clone()),
             ..TaskRequest::default()
         }
     }

@@ -24,6 +24,9 @@ pub(crate) struct Updates {
 struct Inner {
     peer: Arc<Peer>,
     session: String,
+    /// Replaying a recorded turn (`session/load`): the model's text comes from its
+    /// recorded answers, and no diff is shown (the files have moved on since).
+    replay: bool,
     state: Mutex<State>,
 }
 
@@ -49,13 +52,31 @@ struct Call {
 
 impl Updates {
     pub(crate) fn new(peer: Arc<Peer>, session: String) -> Self {
+        Self::with(peer, session, false)
+    }
+
+    /// Updates replaying a recorded turn (`session/load`).
+    pub(crate) fn replaying(peer: Arc<Peer>, session: String) -> Self {
+        Self::with(peer, session, true)
+    }
+
+    fn with(peer: Arc<Peer>, session: String, replay: bool) -> Self {
         Self {
             inner: Arc::new(Inner {
                 peer,
                 session,
+                replay,
                 state: Mutex::new(State::default()),
             }),
         }
+    }
+
+    /// Says `text` as the user's message (a replayed turn's prompt).
+    pub(crate) fn user_message(&self, text: &str) {
+        self.inner.update(json!({
+            "sessionUpdate": "user_message_chunk",
+            "content": {"type": "text", "text": text},
+        }));
     }
 
     /// Says `text` as the agent's message.
@@ -217,7 +238,13 @@ impl ChatObserver for Updates {
 impl RunObserver for Updates {
     async fn on_event(&self, event: &RunEvent) {
         match &event.payload {
-            EventPayload::Workspace(opened) => self.inner.on_workspace(opened),
+            EventPayload::Workspace(opened) if !self.inner.replay => {
+                self.inner.on_workspace(opened);
+            }
+            EventPayload::LlmResponse(answer) if self.inner.replay => {
+                let text = answer.full_content.as_ref().or(answer.content.as_ref());
+                self.inner.message(text.map_or("", String::as_str));
+            }
             EventPayload::ToolCall(called) => self.inner.on_call(called),
             EventPayload::ToolResult(result) => self.inner.on_result(result),
             EventPayload::ToolError(failed) => self.inner.on_error(failed),

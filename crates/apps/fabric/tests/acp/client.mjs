@@ -11,7 +11,8 @@
 // `cancel` (a prompt cancelled while its run works), `permission` (a prompt whose call
 // waits for approval; the answers come from $ACP_ANSWERS, comma-separated option kinds),
 // `mcp` (a prompt whose model calls a tool of the editor's MCP server, server-everything at
-// $EVERYTHING_SCRIPT).
+// $EVERYTHING_SCRIPT), `one` (one prompt), `load` (session/list, then session/load of
+// $ACP_SESSION after a restart, and a prompt that goes on with it).
 
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -179,10 +180,20 @@ try {
     const mcpServers = process.env.EVERYTHING_SCRIPT
       ? [{ name: "Everything", command: "node", args: [process.env.EVERYTHING_SCRIPT, "stdio"], env: [] }]
       : [];
+    if (scenario === "load") {
+      const sessionId = process.env.ACP_SESSION;
+      report.list = await outcome(ctx.request("session/list", {}));
+      report.unknown = await outcome(ctx.request("session/load", { sessionId: "sess_none", cwd, mcpServers: [] }));
+      report.load = { ...(await outcome(ctx.request("session/load", { sessionId, cwd, mcpServers: [] }))), updates: take() };
+      report.next = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("and once more") }))), updates: take() };
+      return;
+    }
     const created = await ctx.request("session/new", { cwd, mcpServers });
     const sessionId = created.sessionId;
     report.sessionId = sessionId;
-    if (scenario === "turns") {
+    if (scenario === "one") {
+      report.first = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("write hello.txt") }))), updates: take() };
+    } else if (scenario === "turns") {
       const first = await outcome(ctx.request("session/prompt", { sessionId, prompt: text("write hello.txt") }));
       report.first = { ...first, updates: take() };
       const running = ctx.request("session/prompt", { sessionId, prompt: text("now read it back") });

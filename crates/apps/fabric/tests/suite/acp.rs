@@ -25,6 +25,17 @@ async fn drive_with(
     cwd: &Path,
     answers: &str,
 ) -> Value {
+    drive_env(fx, args, scenario, cwd, &[("ACP_ANSWERS", answers)]).await
+}
+
+/// [`drive_with`] with these variables set for the client.
+async fn drive_env(
+    fx: &Fixture,
+    args: &[&str],
+    scenario: &str,
+    cwd: &Path,
+    env: &[(&str, &str)],
+) -> Value {
     let deps = fabric_test_support::acp_deps().expect("the ACP SDK is in the test deps");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/client.mjs");
     let fabric = fx.command(args);
@@ -38,7 +49,7 @@ async fn drive_with(
         .arg(program)
         .args(args)
         .env("FABRIC_ACP_DEPS", deps)
-        .env("ACP_ANSWERS", answers);
+        .envs(env.iter().copied());
     if scenario == "mcp" {
         let everything = fabric_test_support::test_deps()
             .expect("the MCP test servers are in the test deps")
@@ -108,7 +119,8 @@ async fn issue_44_an_editor_prompts_twice_on_a_git_repository_and_sees_the_diff(
     let report = drive(&fx, "turns", &repo, "").await;
     let init = &report["initialize"];
     assert_eq!(init["protocolVersion"], 1);
-    assert_eq!(init["agentCapabilities"]["loadSession"], false);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["http"], true);
     assert_eq!(init["agentInfo"]["name"], "fabric");
 
     let first = &report["first"];
@@ -294,4 +306,53 @@ async fn issue_44_the_editors_mcp_server_is_a_tool_of_the_turn() {
         .as_str()
         .unwrap_or("");
     assert!(text.contains("from the editor's server"), "{result:#}");
+}
+
+#[cfg_attr(
+    fabric_no_acp,
+    ignore = "needs the ACP TypeScript SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_44_a_session_is_loaded_after_fabric_acp_restarts_and_goes_on() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "hello.txt", "content": "Hello World\n"}),
+        ),
+        finish("wrote hello.txt"),
+        Turn::tool_call("read_file", json!({"path": "hello.txt"})),
+        finish("read it again"),
+    ])
+    .await;
+    let repo = user_repo(&fx);
+    let before = drive(&fx, "one", &repo, "").await;
+    let session = before["sessionId"].as_str().expect("session id").to_owned();
+    // A new `fabric acp` process: the session comes from the store.
+    let after = drive_env(&fx, &["acp"], "load", &repo, &[("ACP_SESSION", &session)]).await;
+    let listed = after["list"]["ok"]["sessions"]
+        .as_array()
+        .expect("sessions");
+    assert_eq!(listed.len(), 1, "{after:#}");
+    assert_eq!(listed[0]["sessionId"], json!(session));
+    assert_eq!(listed[0]["cwd"], json!(repo));
+    assert_eq!(listed[0]["title"], "write hello.txt");
+    assert_eq!(after["unknown"]["error"]["code"], -32002, "{after:#}");
+    let load = &after["load"];
+    assert_eq!(load["ok"], json!({}), "{load:#}");
+    let replayed: Vec<&str> = load["updates"]
+        .as_array()
+        .expect("updates")
+        .iter()
+        .filter_map(|u| u["sessionUpdate"].as_str())
+        .collect();
+    assert_eq!(replayed.first(), Some(&"user_message_chunk"), "{load:#}");
+    assert!(replayed.contains(&"tool_call"), "{replayed:?}");
+    assert!(said(load).contains("wrote hello.txt"), "{load:#}");
+    let next = &after["next"];
+    assert_eq!(next["ok"]["stopReason"], "end_turn", "{next:#}");
+    // The turn after the restart continues the conversation of the turn before it.
+    let last = fx.requests().last().cloned().expect("requests");
+    let messages = serde_json::to_string(&last["messages"]).expect("json");
+    assert!(messages.contains("write hello.txt"), "{messages}");
+    assert!(messages.contains("and once more"), "{messages}");
 }
