@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::history::{self, SESSION_PREFIX};
 use crate::person::AtEditor;
 use crate::rpc::{Peer, RpcError};
-use crate::session::{Session, Sessions, commands_update, prompt_text, stop_reason};
+use crate::session::{MODES, Session, Sessions, commands_update, prompt_text, stop_reason};
 use crate::updates::Updates;
 
 /// The protocol version `fabric acp` speaks.
@@ -63,6 +63,7 @@ impl AcpAgent {
             "session/prompt" => self.prompt(&params).await,
             "session/load" => self.load_session(&params).await,
             "session/list" => history::list(&self.service, &params).await,
+            "session/set_mode" => self.set_mode(&params),
             other => Err(RpcError::method_not_found(other)),
         }
     }
@@ -93,9 +94,40 @@ impl AcpAgent {
         let cwd = cwd(params)?;
         let servers = crate::servers::servers(params)?;
         let id = format!("{SESSION_PREFIX}{}", uuid::Uuid::now_v7().simple());
-        self.sessions.add(Session::new(id.clone(), cwd, servers));
+        let session = Session::new(id.clone(), cwd, servers);
+        let modes = session.modes();
+        self.sessions.add(session);
         self.commands_after(&id);
-        Ok(json!({"sessionId": id}))
+        Ok(json!({"sessionId": id, "modes": modes}))
+    }
+
+    /// `session/set_mode`: the approval mode of the session's next turns.
+    fn set_mode(&self, params: &Value) -> Result<Value, RpcError> {
+        let (Some(id), Some(mode)) = (
+            params.get("sessionId").and_then(Value::as_str),
+            params.get("modeId").and_then(Value::as_str),
+        ) else {
+            return Err(RpcError::invalid_params(
+                "session/set_mode needs `sessionId` and `modeId`",
+            ));
+        };
+        let session = self.sessions.get(id)?;
+        if !session.set_mode(mode) {
+            return Err(RpcError::invalid_params(format!(
+                "no mode `{}`: the modes are {}",
+                fabric_domain::visible_line(mode),
+                MODES
+                    .iter()
+                    .map(|(m, ..)| *m)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        self.peer.notify(
+            "session/update",
+            json!({"sessionId": id, "update": {"sessionUpdate": "current_mode_update", "currentModeId": mode}}),
+        );
+        Ok(json!({}))
     }
 
     /// `session/load`: the session's turns from the store replayed as updates, then the
@@ -112,9 +144,10 @@ impl AcpAgent {
         history::replay(&self.service, &runs, &updates).await;
         let session = Session::new(id.to_owned(), cwd, servers);
         session.ended(runs.last().map(|run| run.id.clone()));
+        let modes = session.modes();
         self.sessions.add(session);
         self.commands_after(id);
-        Ok(json!({}))
+        Ok(json!({"modes": modes}))
     }
 
     /// The session's commands, sent after the answer that names the session.

@@ -39,7 +39,7 @@ impl RpcError {
         Self::new(
             -32601,
             format!(
-                "no method `{}`: `fabric acp` answers initialize, authenticate, session/new, session/load, session/list, session/prompt and session/cancel (docs/ACP.md)",
+                "no method `{}`: `fabric acp` answers initialize, authenticate, session/new, session/load, session/list, session/set_mode, session/prompt and session/cancel (docs/ACP.md)",
                 fabric_domain::visible_line(method)
             ),
         )

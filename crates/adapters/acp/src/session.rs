@@ -2,7 +2,7 @@
 //! continuing the previous turn's (ADR-112).
 
 use fabric_core::service::{ContinueRequest, ProjectRequest, TaskRequest};
-use fabric_domain::{McpServerSpec, RunId, RunStatus};
+use fabric_domain::{ApprovalMode, McpServerSpec, RunId, RunStatus};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -24,6 +24,8 @@ pub(crate) struct Session {
 
 #[derive(Default)]
 struct Turns {
+    /// The session's mode: the approval mode of its turns; `None`: the specialists' own.
+    mode: Option<ApprovalMode>,
     /// The last turn that ran: the next continues its conversation.
     last: Option<RunId>,
     /// The turn under way, if one is; `Some(None)` while it is being prepared.
@@ -91,6 +93,31 @@ impl Session {
         }
     }
 
+    /// Sets the session's mode (`session/set_mode`) by its id; `false`: no such mode.
+    pub(crate) fn set_mode(&self, id: &str) -> bool {
+        match MODES.iter().find(|(mode, ..)| *mode == id) {
+            Some((_, mode, _)) => {
+                self.turns().mode = *mode;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The session's modes and the current one (`modes` of `session/new`).
+    pub(crate) fn modes(&self) -> Value {
+        let current = self.turns().mode;
+        let current = MODES
+            .iter()
+            .find(|(_, mode, _)| *mode == current)
+            .map_or(MODES[0].0, |(id, ..)| *id);
+        let available: Vec<Value> = MODES
+            .iter()
+            .map(|(id, _, what)| json!({"id": id, "name": id, "description": what}))
+            .collect();
+        json!({"currentModeId": current, "availableModes": available})
+    }
+
     /// The next turn starts a new conversation (`/discard`).
     pub(crate) fn forget(&self) {
         self.turns().last = None;
@@ -125,6 +152,7 @@ impl Session {
             mcp_servers: self.servers.clone(),
             // The session's runs are found by it after a restart (`session/load`).
             context_id: Some(self.id.clone()),
+            approval_mode: self.turns().mode,
             ..TaskRequest::default()
         }
     }
@@ -218,6 +246,31 @@ fn str_field<'a>(value: &'a Value, key: &str) -> Result<&'a str, RpcError> {
         RpcError::invalid_params(format!("a prompt block needs `{key}` as a string"))
     })
 }
+
+/// The session's modes: which calls of its turns wait for the person's approval (the
+/// specialist's `approval.mode`, docs/INTERACTIVE.md; its rules always hold).
+pub(crate) const MODES: &[(&str, Option<ApprovalMode>, &str)] = &[
+    (
+        "configured",
+        None,
+        "as each specialist's `approval` says in the config (by default no call waits)",
+    ),
+    (
+        "untrusted",
+        Some(ApprovalMode::Untrusted),
+        "every call that may write or execute waits for your approval",
+    ),
+    (
+        "on_request",
+        Some(ApprovalMode::OnRequest),
+        "a command the allowlist refuses is asked about instead of refused",
+    ),
+    (
+        "never",
+        Some(ApprovalMode::Never),
+        "no call waits, but those the specialist's rules ask about",
+    ),
+];
 
 /// The session's commands (`available_commands_update`), each handled as a prompt.
 pub(crate) const COMMANDS: &[(&str, &str)] = &[

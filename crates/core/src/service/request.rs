@@ -75,6 +75,11 @@ pub struct TaskRequest {
     /// specialist's own server of the same name wins. Left out of the queue's JSON when empty.
     #[serde(deserialize_with = "lenient", skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<fabric_domain::McpServerSpec>,
+    /// The approval mode for this run in place of each specialist's own (its rules kept): an
+    /// ACP session's mode (issue #44); `None`: the specialists' own. Left out of the queue's
+    /// JSON when `None`.
+    #[serde(deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
+    pub approval_mode: Option<fabric_domain::ApprovalMode>,
 }
 
 /// Which earlier run a request continues, and how (issue #42).

@@ -214,6 +214,9 @@ try {
     } else if (scenario === "mcp") {
       report.first = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("echo something") }))), updates: take() };
     } else if (scenario === "permission") {
+      report.modes = created.modes;
+      report.setMode = await outcome(ctx.request("session/set_mode", { sessionId, modeId: "untrusted" }));
+      report.badMode = await outcome(ctx.request("session/set_mode", { sessionId, modeId: "yolo" }));
       report.first = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("write a.txt") }))), updates: take() };
       report.second = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("write b.txt") }))), updates: take() };
     }

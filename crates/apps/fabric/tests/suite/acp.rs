@@ -208,7 +208,7 @@ async fn issue_44_session_cancel_ends_the_prompt_cancelled_and_the_run_cancelled
     ignore = "needs the ACP TypeScript SDK: run scripts/install-test-deps.sh"
 )]
 #[tokio::test]
-async fn issue_44_an_approval_is_asked_of_the_editor_and_answered_both_ways() {
+async fn issue_44_in_untrusted_mode_an_approval_is_asked_of_the_editor_and_answered_both_ways() {
     let fx = Fixture::new(vec![
         Turn::tool_call("write_file", json!({"path": "a.txt", "content": "a\n"})),
         finish("wrote a.txt"),
@@ -216,7 +216,6 @@ async fn issue_44_an_approval_is_asked_of_the_editor_and_answered_both_ways() {
         finish("b.txt was refused"),
     ])
     .await;
-    fx.append_config("specialists:\n  engineering:\n    approval:\n      mode: untrusted\n");
     let repo = user_repo(&fx);
     let report = drive_with(
         &fx,
@@ -226,6 +225,17 @@ async fn issue_44_an_approval_is_asked_of_the_editor_and_answered_both_ways() {
         "allow_once,reject_once",
     )
     .await;
+    // The session's mode makes every writing call wait (no `approval` in the config).
+    assert_eq!(report["modes"]["currentModeId"], "configured", "{report:#}");
+    assert_eq!(report["setMode"]["ok"], json!({}), "{report:#}");
+    assert_eq!(report["badMode"]["error"]["code"], -32602, "{report:#}");
+    let mode_update = report["first"]["updates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(report["leftover"].as_array().into_iter().flatten())
+        .any(|u| u["sessionUpdate"] == "current_mode_update" && u["currentModeId"] == "untrusted");
+    assert!(mode_update, "{report:#}");
     let asked = report["permissions"].as_array().expect("permissions");
     assert_eq!(asked.len(), 2, "{report:#}");
     let kinds: Vec<&str> = asked[0]["options"]
@@ -338,7 +348,10 @@ async fn issue_44_a_session_is_loaded_after_fabric_acp_restarts_and_goes_on() {
     assert_eq!(listed[0]["title"], "write hello.txt");
     assert_eq!(after["unknown"]["error"]["code"], -32002, "{after:#}");
     let load = &after["load"];
-    assert_eq!(load["ok"], json!({}), "{load:#}");
+    assert_eq!(
+        load["ok"]["modes"]["currentModeId"], "configured",
+        "{load:#}"
+    );
     let replayed: Vec<&str> = load["updates"]
         .as_array()
         .expect("updates")
