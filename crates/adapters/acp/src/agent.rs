@@ -1,12 +1,12 @@
 //! The ACP methods: `initialize`, `session/new`, `session/prompt`, `session/cancel`
 //! (docs/ACP.md).
 
-use fabric_core::ports::ApplyMode;
 use fabric_core::service::{RunService, ServiceError, Submission, WhenAsked};
 use fabric_domain::RunId;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::history::{self, SESSION_PREFIX};
 use crate::person::AtEditor;
@@ -34,6 +34,9 @@ pub struct AcpAgent {
     sessions: Sessions,
     defaults: Defaults,
     version: String,
+    /// The client reads its buffers to the agent (`fs.readTextFile`): `/apply` checks
+    /// them for unsaved changes.
+    reads_buffers: AtomicBool,
 }
 
 impl AcpAgent {
@@ -51,13 +54,14 @@ impl AcpAgent {
             sessions: Sessions::default(),
             defaults,
             version: version.into(),
+            reads_buffers: AtomicBool::new(false),
         }
     }
 
     /// Answers request `method`.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
         match method {
-            "initialize" => Ok(self.initialize()),
+            "initialize" => Ok(self.initialize(&params)),
             "authenticate" => Ok(json!({})),
             "session/new" => self.new_session(&params),
             "session/prompt" => self.prompt(&params).await,
@@ -76,7 +80,9 @@ impl AcpAgent {
         }
     }
 
-    fn initialize(&self) -> Value {
+    fn initialize(&self, params: &Value) -> Value {
+        let reads = params["clientCapabilities"]["fs"]["readTextFile"] == true;
+        self.reads_buffers.store(reads, Ordering::Relaxed);
         json!({
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -299,18 +305,11 @@ impl AcpAgent {
             .ok_or_else(|| format!("run {run} worked in a plain scratch workspace: there is no branch to diff or apply"))?;
         match command {
             Command::Apply => {
-                let applied = ws
-                    .apply(ApplyMode::WorkingTree)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok(match applied.files.is_empty() {
-                    true => format!("run {run} changed nothing; there was nothing to apply"),
-                    false => format!(
-                        "applied {} file(s) to your working tree, uncommitted: {}",
-                        applied.files.len(),
-                        applied.files.join(", ")
-                    ),
-                })
+                let root = match self.reads_buffers.load(Ordering::Relaxed) {
+                    true => history::project_dir(&self.service, run).await,
+                    false => None,
+                };
+                crate::apply::apply(&self.peer, &session.id, ws.as_ref(), root.as_deref()).await
             }
             _ => {
                 let diff = ws.diff().await.map_err(|e| e.to_string())?;

@@ -6,7 +6,7 @@
 use fabric_core::RunQuery;
 use fabric_core::service::RunService;
 use fabric_domain::runlog::RunOrigin;
-use fabric_domain::{EventPayload, RunSummary, UtcTime};
+use fabric_domain::{EventPayload, RunId, RunSummary, UtcTime};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -86,7 +86,7 @@ pub(crate) async fn list(service: &RunService, params: &Value) -> Result<Value, 
             continue;
         }
         seen.push(id);
-        let Some(dir) = project_of(service, run).await else {
+        let Some(dir) = project_dir(service, &run.id).await else {
             continue;
         };
         if cwd.as_ref().is_some_and(|cwd| *cwd != dir) {
@@ -103,8 +103,8 @@ pub(crate) async fn list(service: &RunService, params: &Value) -> Result<Value, 
 }
 
 /// The user's directory a run worked on (its project, or the directory it copied).
-async fn project_of(service: &RunService, run: &RunSummary) -> Option<PathBuf> {
-    let events = service.store().read_events(&run.id).await.ok()?;
+pub(crate) async fn project_dir(service: &RunService, run: &RunId) -> Option<PathBuf> {
+    let events = service.store().read_events(run).await.ok()?;
     events.iter().find_map(|e| match &e.payload {
         EventPayload::Workspace(opened) => opened.repo.clone().or_else(|| opened.source.clone()),
         _ => None,

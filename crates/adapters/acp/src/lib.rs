@@ -11,6 +11,7 @@
 //! `session` (sessions and their turns), `updates` (a turn's events as updates).
 
 mod agent;
+mod apply;
 mod error;
 mod history;
 mod person;

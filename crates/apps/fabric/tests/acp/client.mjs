@@ -12,10 +12,11 @@
 // waits for approval; the answers come from $ACP_ANSWERS, comma-separated option kinds),
 // `mcp` (a prompt whose model calls a tool of the editor's MCP server, server-everything at
 // $EVERYTHING_SCRIPT), `one` (one prompt), `load` (session/list, then session/load of
-// $ACP_SESSION after a restart, and a prompt that goes on with it).
+// $ACP_SESSION after a restart, and a prompt that goes on with it), `apply` (a prompt, then
+// `/apply` twice, the editor holding the unsaved buffers of $ACP_BUFFERS).
 
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Readable, Writable, PassThrough } from "node:stream";
 import { pathToFileURL } from "node:url";
@@ -149,10 +150,19 @@ const stream = acp.ndJsonStream(Writable.toWeb(toFabric), Readable.toWeb(fromFab
 const updates = [];
 const permissions = [];
 const answers = (process.env.ACP_ANSWERS ?? "").split(",").filter(Boolean);
+// The editor's unsaved buffers, by absolute path (`apply`).
+const buffers = JSON.parse(process.env.ACP_BUFFERS ?? "{}");
+const reads = [];
 const app = acp
   .client({ name: "fabric-tests" })
   .onNotification("session/update", ({ params }) => {
     updates.push(params.update);
+  })
+  .onRequest("fs/read_text_file", ({ params }) => {
+    reads.push(params.path);
+    if (params.path in buffers) return { content: buffers[params.path] };
+    if (existsSync(params.path)) return { content: readFileSync(params.path, "utf8") };
+    throw new Error(`no such file: ${params.path}`);
   })
   .onRequest("session/request_permission", ({ params }) => {
     permissions.push(params);
@@ -176,7 +186,8 @@ function text(blocks) {
 const report = { scenario };
 try {
   await app.connectWith(stream, async (ctx) => {
-    report.initialize = await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+    const clientCapabilities = scenario === "apply" ? { fs: { readTextFile: true } } : {};
+    report.initialize = await ctx.request("initialize", { protocolVersion: 1, clientCapabilities });
     const mcpServers = process.env.EVERYTHING_SCRIPT
       ? [{ name: "Everything", command: "node", args: [process.env.EVERYTHING_SCRIPT, "stdio"], env: [] }]
       : [];
@@ -213,6 +224,11 @@ try {
       report.cancelled = { ...(await outcome(running)), updates: take() };
     } else if (scenario === "mcp") {
       report.first = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("echo something") }))), updates: take() };
+    } else if (scenario === "apply") {
+      report.first = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("change lib.txt") }))), updates: take() };
+      report.refused = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("/apply") }))), updates: take() };
+      report.applied = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("/apply") }))), updates: take() };
+      report.reads = reads;
     } else if (scenario === "permission") {
       report.modes = created.modes;
       report.setMode = await outcome(ctx.request("session/set_mode", { sessionId, modeId: "untrusted" }));

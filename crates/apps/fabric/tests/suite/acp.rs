@@ -369,3 +369,54 @@ async fn issue_44_a_session_is_loaded_after_fabric_acp_restarts_and_goes_on() {
     assert!(messages.contains("write hello.txt"), "{messages}");
     assert!(messages.contains("and once more"), "{messages}");
 }
+
+#[cfg_attr(
+    fabric_no_acp,
+    ignore = "needs the ACP TypeScript SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_44_apply_asks_before_writing_over_a_file_with_unsaved_changes_in_the_editor() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call(
+            "write_file",
+            json!({"path": "src/lib.txt", "content": "one\ntwo\nthree\n"}),
+        ),
+        finish("added three"),
+    ])
+    .await;
+    let repo = user_repo(&fx);
+    let lib = repo.join("src/lib.txt");
+    let buffers = json!({lib.display().to_string(): "one\ntwo\nunsaved\n"}).to_string();
+    let report = drive_env(
+        &fx,
+        &["acp"],
+        "apply",
+        &repo,
+        &[
+            ("ACP_ANSWERS", "reject_once,allow_once"),
+            ("ACP_BUFFERS", &buffers),
+        ],
+    )
+    .await;
+    assert_eq!(
+        report["first"]["ok"]["stopReason"], "end_turn",
+        "{report:#}"
+    );
+    assert_eq!(report["reads"], json!([lib, lib]), "{report:#}");
+    let asked = report["permissions"].as_array().expect("permissions");
+    assert_eq!(asked.len(), 2, "{report:#}");
+    assert!(
+        asked[0]["toolCall"]["title"]
+            .as_str()
+            .unwrap_or("")
+            .contains("src/lib.txt")
+    );
+    let refused = said(&report["refused"]);
+    assert!(refused.contains("nothing applied"), "{refused}");
+    let applied = said(&report["applied"]);
+    assert!(applied.contains("applied 1 file(s)"), "{applied}");
+    assert_eq!(
+        std::fs::read_to_string(&lib).expect("lib.txt"),
+        "one\ntwo\nthree\n"
+    );
+}
