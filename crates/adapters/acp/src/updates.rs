@@ -36,6 +36,8 @@ struct State {
     workspace: Option<Places>,
     /// The calls under way, by call id.
     calls: HashMap<String, Call>,
+    /// A task force's members and how far each is (`plan`); empty for a lone specialist.
+    plan: Vec<(String, &'static str)>,
 }
 
 struct Places {
@@ -199,6 +201,30 @@ impl Inner {
         }))
     }
 
+    /// A task force's members as the plan's entries, each `pending`, `in_progress` or
+    /// `completed` as its loop goes.
+    fn on_member(&self, specialist: &str, status: &'static str) {
+        let entries: Vec<Value> = {
+            let mut state = self.state();
+            let Some(entry) = state
+                .plan
+                .iter_mut()
+                .find(|(id, s)| id == specialist && *s != "completed")
+            else {
+                return;
+            };
+            entry.1 = status;
+            state
+                .plan
+                .iter()
+                .map(|(id, status)| {
+                    json!({"content": format!("{id}: its part of the task"), "priority": "medium", "status": status})
+                })
+                .collect()
+        };
+        self.update(json!({"sessionUpdate": "plan", "entries": entries}));
+    }
+
     fn on_output(&self, output: &LiveToolOutput) {
         let line = match &output.chunk {
             OutputChunk::Line { line, .. } => line.clone(),
@@ -245,6 +271,17 @@ impl RunObserver for Updates {
                 let text = answer.full_content.as_ref().or(answer.content.as_ref());
                 self.inner.message(text.map_or("", String::as_str));
             }
+            EventPayload::Recruitment(recruited) if recruited.is_task_force => {
+                self.inner.state().plan = recruited
+                    .specialist_ids
+                    .iter()
+                    .map(|id| (id.clone(), "pending"))
+                    .collect();
+            }
+            EventPayload::MemberStart(start) => {
+                self.inner.on_member(&start.specialist_id, "in_progress");
+            }
+            EventPayload::MemberEnd(end) => self.inner.on_member(&end.specialist_id, "completed"),
             EventPayload::ToolCall(called) => self.inner.on_call(called),
             EventPayload::ToolResult(result) => self.inner.on_result(result),
             EventPayload::ToolError(failed) => self.inner.on_error(failed),

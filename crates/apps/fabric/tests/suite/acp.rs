@@ -420,3 +420,68 @@ async fn issue_44_apply_asks_before_writing_over_a_file_with_unsaved_changes_in_
         "one\ntwo\nthree\n"
     );
 }
+
+#[cfg_attr(
+    fabric_no_acp,
+    ignore = "needs the ACP TypeScript SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_44_a_task_forces_members_are_the_plans_entries() {
+    let look_and_finish = |summary: &str| Turn {
+        tool_calls: vec![
+            fabric_test_support::ScriptedCall::new("list_files", json!({})),
+            fabric_test_support::ScriptedCall::new(
+                "finish_task",
+                json!({"summary": summary, "artifacts": [], "next_steps": [], "notes": ""}),
+            ),
+        ],
+        ..Turn::default()
+    };
+    let fx = Fixture::new(vec![look_and_finish("looked"), look_and_finish("wrote")]).await;
+    let dir = fx.workspace_root().join("specialists");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("writer.md"),
+        "---\ndescription: Writes things.\ntools: [list_files, read_file, write_file]\n---\nYou write.\n",
+    )
+    .expect("write the specialist");
+    let repo = user_repo(&fx);
+    let report = drive_with(
+        &fx,
+        &["acp", "--pack", "engineering,writer"],
+        "one",
+        &repo,
+        "",
+    )
+    .await;
+    let first = &report["first"];
+    assert_eq!(first["ok"]["stopReason"], "end_turn", "{first:#}");
+    let plans = updates(first, "plan");
+    let statuses = |plan: &Value| -> Vec<String> {
+        plan["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["content"].as_str().unwrap_or(""),
+                    e["status"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        statuses(plans[0]),
+        [
+            "engineering: its part of the task in_progress",
+            "writer: its part of the task pending"
+        ],
+        "{first:#}"
+    );
+    let last = plans.last().expect("plans");
+    assert!(
+        statuses(last).iter().all(|s| s.ends_with(" completed")),
+        "{first:#}"
+    );
+}
