@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::AcpError;
 use crate::history::{self, SESSION_PREFIX};
 use crate::person::AtEditor;
 use crate::rpc::{Peer, RpcError};
@@ -280,13 +281,9 @@ impl AcpAgent {
         session: &Session,
         command: Command,
         run: &RunId,
-    ) -> Result<String, String> {
+    ) -> Result<String, AcpError> {
         if command == Command::Discard {
-            let done = self
-                .service
-                .discard_workspace(run)
-                .await
-                .map_err(|e| e.to_string())?;
+            let done = self.service.discard_workspace(run).await?;
             session.forget();
             return Ok(match done {
                 true => format!(
@@ -300,9 +297,8 @@ impl AcpAgent {
         let ws = self
             .service
             .ended_workspace(run)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("run {run} worked in a plain scratch workspace: there is no branch to diff or apply"))?;
+            .await?
+            .ok_or_else(|| AcpError::NoBranch(run.clone()))?;
         match command {
             Command::Apply => {
                 let root = match self.reads_buffers.load(Ordering::Relaxed) {
@@ -312,7 +308,7 @@ impl AcpAgent {
                 crate::apply::apply(&self.peer, &session.id, ws.as_ref(), root.as_deref()).await
             }
             _ => {
-                let diff = ws.diff().await.map_err(|e| e.to_string())?;
+                let diff = ws.diff().await?;
                 Ok(match diff.is_empty() {
                     true => format!("run {run}'s branch changes nothing yet"),
                     false => format!("```diff\n{diff}```"),

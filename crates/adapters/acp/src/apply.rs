@@ -5,6 +5,7 @@ use fabric_core::ports::{ApplyMode, FileStat, Workspace};
 use serde_json::{Value, json};
 use std::path::Path;
 
+use crate::AcpError;
 use crate::rpc::Peer;
 
 /// Applies `ws`'s changes to the user's directory `root`; when the editor reads its
@@ -15,9 +16,9 @@ pub(crate) async fn apply(
     session: &str,
     ws: &dyn Workspace,
     root: Option<&Path>,
-) -> Result<String, String> {
+) -> Result<String, AcpError> {
     if let Some(root) = root {
-        let stat = ws.diff_stat().await.map_err(|e| e.to_string())?;
+        let stat = ws.diff_stat().await?;
         let unsaved = unsaved(peer, session, root, &stat.files).await;
         if !unsaved.is_empty() && !confirmed(peer, session, &unsaved).await {
             return Ok(format!(
@@ -26,10 +27,7 @@ pub(crate) async fn apply(
             ));
         }
     }
-    let applied = ws
-        .apply(ApplyMode::WorkingTree)
-        .await
-        .map_err(|e| e.to_string())?;
+    let applied = ws.apply(ApplyMode::WorkingTree).await?;
     Ok(match applied.files.is_empty() {
         true => "the session changed nothing; there was nothing to apply".to_owned(),
         false => format!(

@@ -1,6 +1,11 @@
-//! What can end `fabric acp`.
+//! What can go wrong in `fabric acp`.
 
-/// Why serving ACP stopped.
+use fabric_core::ports::WorkspaceError;
+use fabric_core::service::ServiceError;
+use fabric_domain::RunId;
+
+/// Why serving ACP stopped, or why a session's command (`/diff`, `/apply`, `/discard`)
+/// could not be done (said to the person as the agent's message).
 #[derive(Debug, thiserror::Error)]
 pub enum AcpError {
     /// Reading the client's messages failed.
@@ -12,4 +17,13 @@ pub enum AcpError {
     /// The task writing to the client panicked.
     #[error("the task writing to the ACP client stopped unexpectedly (a bug: please report it)")]
     WriterPanicked,
+    /// The run service refused or failed.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// The session's worktree could not be read or applied.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// The session's last turn worked in a scratch workspace: no branch.
+    #[error("run {0} worked in a plain scratch workspace: there is no branch to diff or apply")]
+    NoBranch(RunId),
 }

@@ -27,9 +27,8 @@ impl AtEditor {
 #[async_trait]
 impl Person for AtEditor {
     async fn ask(&self, request: &InputRequired) -> Reply {
-        let options = match options(request) {
-            Ok(options) => options,
-            Err(why) => return Reply::Unavailable(why),
+        let Some(options) = options(request) else {
+            return Reply::Unavailable(NO_CHOICES.to_owned());
         };
         let params = json!({
             "sessionId": self.session,
@@ -55,10 +54,15 @@ impl Person for AtEditor {
     }
 }
 
-/// The options offered: an approval's three decisions, a question's choices.
-fn options(request: &InputRequired) -> Result<Vec<Value>, String> {
+/// What the model is told of a question without choices.
+const NO_CHOICES: &str =
+    "the person at the editor can only pick one of the answers offered: ask again with `choices`";
+
+/// The options offered: an approval's three decisions, a question's choices; `None` for a
+/// question without choices (ACP v1 takes no free text).
+fn options(request: &InputRequired) -> Option<Vec<Value>> {
     match request.input {
-        InputKind::Approval => Ok(vec![
+        InputKind::Approval => Some(vec![
             option(Decision::Approve.as_str(), "Allow once", "allow_once"),
             option(
                 Decision::ApproveForRun.as_str(),
@@ -67,22 +71,21 @@ fn options(request: &InputRequired) -> Result<Vec<Value>, String> {
             ),
             option(Decision::Deny.as_str(), "Reject", "reject_once"),
         ]),
-        InputKind::Question if request.choices.is_empty() => Err(
-            "the person at the editor can only pick one of the answers offered: ask again with `choices`"
-                .to_owned(),
+        InputKind::Question if request.choices.is_empty() => None,
+        InputKind::Question => Some(
+            request
+                .choices
+                .iter()
+                .enumerate()
+                .map(|(i, choice)| {
+                    option(
+                        &format!("choice-{i}"),
+                        &fabric_domain::visible_line(choice),
+                        "allow_once",
+                    )
+                })
+                .collect(),
         ),
-        InputKind::Question => Ok(request
-            .choices
-            .iter()
-            .enumerate()
-            .map(|(i, choice)| {
-                option(
-                    &format!("choice-{i}"),
-                    &fabric_domain::visible_line(choice),
-                    "allow_once",
-                )
-            })
-            .collect()),
     }
 }
 
@@ -164,7 +167,7 @@ mod tests {
     fn issue_44_a_question_without_choices_is_not_asked_of_the_editor() {
         let mut question = approval();
         question.input = InputKind::Question;
-        assert!(options(&question).is_err_and(|why| why.contains("choices")));
+        assert!(options(&question).is_none());
         question.choices = vec!["red".to_owned(), "blue".to_owned()];
         let answer = json!({"outcome": {"outcome": "selected", "optionId": "choice-1"}});
         assert!(matches!(reply(&question, &answer), Reply::Answered(a) if a.answer == "blue"));
