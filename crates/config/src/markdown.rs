@@ -330,6 +330,8 @@ fn build(
             repeat_limit: fm.repeat_limit,
             require_finish: fm.require_finish,
             approval: None,
+            // An ACP agent is a config-file specialist (docs/ACP.md).
+            acp: None,
         },
         warnings,
     })

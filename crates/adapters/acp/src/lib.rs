@@ -7,11 +7,18 @@
 //! continues the previous one (`TaskRequest::continues`), its events sent back as
 //! `session/update` notifications (docs/ACP.md, ADR-112).
 //!
-//! Layout: [`rpc`] (the JSON-RPC framing and the client as a peer), `agent` (the methods),
-//! `session` (sessions and their turns), `updates` (a turn's events as updates).
+//! And the other way round: [`AcpAgentTool`], an ACP agent as a specialist another one
+//! delegates to (`agent__<id>`).
+//!
+//! Layout: [`rpc`] (the JSON-RPC framing and the peer), `agent` (the methods), `session`
+//! (sessions and their turns), `updates` (a turn's events as updates), `person` (questions
+//! and approvals at the editor), `servers` (the editor's MCP servers), `history` (sessions
+//! from the store), `apply` (`/apply` over unsaved buffers), `client` (an ACP agent as a
+//! specialist).
 
 mod agent;
 mod apply;
+mod client;
 mod error;
 mod history;
 mod person;
@@ -21,6 +28,7 @@ mod session;
 mod updates;
 
 pub use agent::{AcpAgent, Defaults, PROTOCOL_VERSION};
+pub use client::AcpAgentTool;
 pub use error::AcpError;
 
 use std::sync::Arc;
@@ -80,7 +88,7 @@ fn dispatch(agent: &Arc<AcpAgent>, peer: &Arc<Peer>, incoming: Incoming) {
     }
 }
 
-async fn write_lines<W: AsyncWrite + Unpin>(
+pub(crate) async fn write_lines<W: AsyncWrite + Unpin>(
     mut lines: mpsc::UnboundedReceiver<String>,
     mut output: W,
 ) -> Result<(), AcpError> {

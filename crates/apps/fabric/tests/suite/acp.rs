@@ -6,7 +6,7 @@
 
 use fabric_test_support::Turn;
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::conversations::finish;
 use super::fixture::{Fixture, of_kind, read_runlog};
@@ -484,4 +484,87 @@ async fn issue_44_a_task_forces_members_are_the_plans_entries() {
         statuses(last).iter().all(|s| s.ends_with(" completed")),
         "{first:#}"
     );
+}
+
+/// A config whose `notes` specialist is the TypeScript SDK's tiny ACP agent
+/// (`tests/acp/agent.mjs`), and whose engineering specialist delegates to it.
+fn with_notes_agent(fx: &Fixture, approval: &str) {
+    let deps = fabric_test_support::acp_deps().expect("the ACP SDK is in the test deps");
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/agent.mjs");
+    fx.append_config(&format!(
+        "specialists:\n  notes:\n    description: Writes notes through an ACP agent.\n    acp:\n      command: node\n      args: [{}]\n      env: {{FABRIC_ACP_DEPS: {}}}\n      timeout_s: 60\n  engineering:\n    delegates: [notes]\n{approval}",
+        agent.display(),
+        deps.display()
+    ));
+}
+
+fn delegation_turns() -> Vec<Turn> {
+    vec![
+        Turn::tool_call("agent__notes", json!({"task": "remember the milk"})),
+        finish("delegated"),
+    ]
+}
+
+/// The result (or error) the runlog recorded for the `agent__notes` call.
+fn notes_answer(fx: &Fixture, result: &Value) -> (String, Value) {
+    let events = fx.runlog(result);
+    let answer = events
+        .iter()
+        .find(|e| {
+            (e["kind"] == "tool_result" || e["kind"] == "tool_error")
+                && e["payload"]["tool"] == "agent__notes"
+        })
+        .unwrap_or_else(|| panic!("no answer of agent__notes: {events:#?}"))
+        .clone();
+    (
+        answer["kind"].as_str().unwrap_or("").to_owned(),
+        answer["payload"].clone(),
+    )
+}
+
+#[cfg_attr(
+    fabric_no_acp,
+    ignore = "needs the ACP TypeScript SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_44_an_acp_agent_is_a_specialist_its_permission_answered_by_the_approval_policy() {
+    // `approval: never` (the default): the agent's request is allowed and it writes.
+    let fx = Fixture::new(delegation_turns()).await;
+    with_notes_agent(&fx, "");
+    let result = fx.run_json("note it", &[], 0).await;
+    let (kind, payload) = notes_answer(&fx, &result);
+    assert_eq!(kind, "tool_result", "{payload:#}");
+    let answer: Value = match &payload["result"] {
+        Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+        other => other.clone(),
+    };
+    assert_eq!(answer["stop_reason"], "end_turn", "{payload:#}");
+    assert!(
+        answer["text"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("I wrote notes.txt in"),
+        "{answer:#}"
+    );
+    assert_eq!(answer["calls"], json!(["write notes.txt"]));
+    let workspace = PathBuf::from(result["_meta"]["workspace"].as_str().expect("workspace"));
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("notes.txt")).expect("notes.txt"),
+        "remember the milk\n"
+    );
+
+    // `approval: untrusted`: the call itself is approved by the flag, the agent's own
+    // request is rejected (no person reaches it).
+    let fx = Fixture::new(delegation_turns()).await;
+    with_notes_agent(&fx, "    approval: {mode: untrusted}\n");
+    let result = fx
+        .run_json("note it", &["--on-question", "answer=approve"], 0)
+        .await;
+    let (_, payload) = notes_answer(&fx, &result);
+    let text = payload.to_string();
+    assert!(
+        text.contains("I was not allowed to write notes.txt."),
+        "{payload:#}"
+    );
+    assert!(text.contains("rejected"), "{payload:#}");
 }
