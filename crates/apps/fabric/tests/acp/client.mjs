@@ -229,6 +229,7 @@ try {
       report.refused = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("/apply") }))), updates: take() };
       report.applied = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("/apply") }))), updates: take() };
       report.reads = reads;
+      report.discarded = { ...(await outcome(ctx.request("session/prompt", { sessionId, prompt: text("/discard") }))), updates: take() };
     } else if (scenario === "permission") {
       report.modes = created.modes;
       report.setMode = await outcome(ctx.request("session/set_mode", { sessionId, modeId: "untrusted" }));

@@ -419,6 +419,11 @@ async fn issue_44_apply_asks_before_writing_over_a_file_with_unsaved_changes_in_
         std::fs::read_to_string(&lib).expect("lib.txt"),
         "one\ntwo\nthree\n"
     );
+    let discarded = said(&report["discarded"]);
+    assert!(
+        discarded.contains("discarded the worktree and branch"),
+        "{discarded}"
+    );
 }
 
 #[cfg_attr(
@@ -567,4 +572,52 @@ async fn issue_44_an_acp_agent_is_a_specialist_its_permission_answered_by_the_ap
         "{payload:#}"
     );
     assert!(text.contains("rejected"), "{payload:#}");
+}
+
+#[cfg_attr(
+    fabric_no_acp,
+    ignore = "needs the ACP TypeScript SDK: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_44_a_command_shows_its_live_output_and_a_question_its_choices() {
+    let fx = Fixture::new(vec![
+        Turn::tool_call("shell", json!({"cmd": ["echo", "hello from the shell"]})),
+        Turn::tool_call(
+            "ask_user",
+            json!({"question": "Which colour?", "choices": ["red", "blue"]}),
+        ),
+        finish("chose"),
+    ])
+    .await;
+    fx.append_config(
+        "specialists:\n  engineering:\n    tools: [read_file, write_file, list_files, shell, ask_user]\n",
+    );
+    let repo = user_repo(&fx);
+    let report = drive(&fx, "one", &repo, "allow_once").await;
+    let first = &report["first"];
+    assert_eq!(first["ok"]["stopReason"], "end_turn", "{first:#}");
+    let calls = updates(first, "tool_call");
+    assert_eq!(calls[0]["kind"], "execute", "{first:#}");
+    assert_eq!(calls[0]["title"], "shell echo hello from the shell");
+    assert_eq!(calls[1]["kind"], "think");
+    let live = updates(first, "tool_call_update")
+        .into_iter()
+        .find(|u| u["status"] == "in_progress" && u["toolCallId"] == calls[0]["toolCallId"])
+        .unwrap_or_else(|| panic!("no live output: {first:#}"));
+    assert_eq!(
+        live["content"][0]["content"]["text"],
+        "hello from the shell"
+    );
+    let asked = &report["permissions"][0];
+    assert_eq!(asked["toolCall"]["title"], "Which colour?", "{report:#}");
+    let names: Vec<&str> = asked["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    assert_eq!(names, ["red", "blue"]);
+    // The first choice was picked: the model got it as the answer.
+    let last = fx.requests().last().cloned().expect("requests");
+    assert!(last["messages"].to_string().contains("red"), "{last:#}");
 }
