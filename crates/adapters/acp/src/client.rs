@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use fabric_core::delegate::DelegateInput;
+use fabric_core::live_output::LineSplitter;
 use fabric_core::typed::TypedTool;
 use fabric_core::{ToolContext, ToolError};
 use fabric_domain::{AGENT_TOOL_PREFIX, AcpAgentSpec, ApprovalMode, ToolAnnotations, ToolSpec};
@@ -81,7 +82,7 @@ impl TypedTool for AcpAgentTool {
             ));
         }
         let mut child = self.start(ctx)?;
-        let (peer, transcript) = self.connect(&mut child)?;
+        let (peer, transcript) = self.connect(&mut child, ctx)?;
         let mut limit = Duration::from_secs(self.spec.timeout_s);
         if let Some(deadline) = ctx.lineage.budget.deadline() {
             limit = limit.min(deadline.saturating_duration_since(std::time::Instant::now()));
@@ -119,7 +120,11 @@ impl AcpAgentTool {
 
     /// The agent as a peer: its stdin written through a queue, its stdout read on a task
     /// that routes answers, takes updates and answers its requests.
-    fn connect(&self, child: &mut Child) -> Result<(Arc<Peer>, Shared), ToolError> {
+    fn connect(
+        &self,
+        child: &mut Child,
+        ctx: &ToolContext,
+    ) -> Result<(Arc<Peer>, Shared), ToolError> {
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(ToolError::Failed(format!(
                 "the ACP agent `{}` has no stdin or stdout",
@@ -132,7 +137,15 @@ impl AcpAgentTool {
         });
         let peer = Arc::new(Peer::new(tx));
         let transcript = Shared::default();
-        tokio::spawn(read(stdout, peer.clone(), transcript.clone(), self.allow));
+        // What the agent says and does is also live output of the call, for its followers.
+        let live = ctx.live_lines(fabric_domain::OutputStream::Stdout);
+        tokio::spawn(read(
+            stdout,
+            peer.clone(),
+            transcript.clone(),
+            self.allow,
+            live,
+        ));
         Ok((peer, transcript))
     }
 
@@ -193,13 +206,22 @@ async fn session(peer: &Peer, ctx: &ToolContext, task: &str) -> Result<Value, Rp
 }
 
 /// Reads the agent's lines until it closes stdout.
-async fn read(stdout: ChildStdout, peer: Arc<Peer>, transcript: Shared, allow: bool) {
+async fn read(
+    stdout: ChildStdout,
+    peer: Arc<Peer>,
+    transcript: Shared,
+    allow: bool,
+    mut live: Option<LineSplitter>,
+) {
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         match Incoming::parse(&line) {
             Incoming::Response { id, result } => peer.answered(&id, result),
             Incoming::Notification { method, params } if method == "session/update" => {
-                take_update(&transcript, &params["update"]);
+                let shown = take_update(&transcript, &params["update"]);
+                if let (Some(live), Some(shown)) = (live.as_mut(), shown) {
+                    live.push(shown.as_bytes());
+                }
             }
             Incoming::Request { id, method, params } => {
                 let answer = match method.as_str() {
@@ -211,22 +233,27 @@ async fn read(stdout: ChildStdout, peer: Arc<Peer>, transcript: Shared, allow: b
             Incoming::Notification { .. } | Incoming::Invalid { .. } => {}
         }
     }
+    if let Some(live) = live {
+        live.finish();
+    }
 }
 
-fn take_update(transcript: &Shared, update: &Value) {
+/// Takes one of the agent's updates into the transcript; what to show of it live.
+fn take_update(transcript: &Shared, update: &Value) -> Option<String> {
     let mut t = lock(transcript);
     match update["sessionUpdate"].as_str() {
         Some("agent_message_chunk") => {
-            if let Some(text) = update["content"]["text"].as_str() {
-                t.text.push_str(text);
-            }
+            let text = update["content"]["text"].as_str()?;
+            t.text.push_str(text);
+            Some(text.to_owned())
         }
         Some("tool_call") => {
             let title = update["title"].as_str().unwrap_or("a tool call");
-            t.calls
-                .push(fabric_domain::visible_line(title).into_owned());
+            let title = fabric_domain::visible_line(title).into_owned();
+            t.calls.push(title.clone());
+            Some(format!("\n→ {title}\n"))
         }
-        _ => {}
+        _ => None,
     }
 }
 

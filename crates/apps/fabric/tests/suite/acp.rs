@@ -534,7 +534,7 @@ fn notes_answer(fx: &Fixture, result: &Value) -> (String, Value) {
 #[tokio::test]
 async fn issue_44_an_acp_agent_is_a_specialist_its_permission_answered_by_the_approval_policy() {
     // `approval: never` (the default): the agent's request is allowed and it writes.
-    let fx = Fixture::new(delegation_turns()).await;
+    let fx = Fixture::new([delegation_turns(), delegation_turns()].concat()).await;
     with_notes_agent(&fx, "");
     let result = fx.run_json("note it", &[], 0).await;
     let (kind, payload) = notes_answer(&fx, &result);
@@ -557,6 +557,14 @@ async fn issue_44_an_acp_agent_is_a_specialist_its_permission_answered_by_the_ap
         std::fs::read_to_string(workspace.join("notes.txt")).expect("notes.txt"),
         "remember the milk\n"
     );
+    // What the agent says reaches the people following the run while the call works.
+    let shown = fx
+        .fabric(&["run", "note it", "--pack", "engineering"])
+        .await;
+    shown.assert_code(0);
+    let seen = format!("{}{}", shown.stdout, shown.stderr);
+    assert!(seen.contains("→ write notes.txt"), "{seen}");
+    assert!(seen.contains("I wrote notes.txt in"), "{seen}");
 
     // `approval: untrusted`: the call itself is approved by the flag, the agent's own
     // request is rejected (no person reaches it).
