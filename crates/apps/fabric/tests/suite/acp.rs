@@ -629,3 +629,49 @@ async fn issue_44_a_command_shows_its_live_output_and_a_question_its_choices() {
     let last = fx.requests().last().cloned().expect("requests");
     assert!(last["messages"].to_string().contains("red"), "{last:#}");
 }
+
+/// Lines no SDK would send: answered with JSON-RPC errors, and the process goes on.
+#[tokio::test]
+async fn issue_44_lines_that_are_not_json_rpc_are_errors_not_a_crash() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let fx = Fixture::new(Vec::new()).await;
+    let mut child = fx
+        .command(&["acp"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("fabric acp starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut ask = async |line: &str| -> Value {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write");
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("an answer within 20 s")
+            .expect("read")
+            .expect("a line");
+        serde_json::from_str(&answer).expect("JSON")
+    };
+    let junk = ask("{this is not json").await;
+    assert_eq!(junk["error"]["code"], -32700, "{junk}");
+    assert_eq!(junk["id"], Value::Null);
+    let old = ask(r#"{"id": 7, "method": "initialize"}"#).await;
+    assert_eq!(old["error"]["code"], -32600, "{old}");
+    assert_eq!(old["id"], 7);
+    let params = ask(r#"{"jsonrpc": "2.0", "id": 8, "method": "session/new", "params": 3}"#).await;
+    assert_eq!(params["error"]["code"], -32602, "{params}");
+    let fine = ask(
+        r#"{"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"protocolVersion": 1}}"#,
+    )
+    .await;
+    assert_eq!(fine["result"]["protocolVersion"], 1, "{fine}");
+    drop(stdin);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits once stdin closes")
+        .expect("wait");
+    assert!(status.success(), "{status}");
+}
