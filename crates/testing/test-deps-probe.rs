@@ -28,7 +28,7 @@ const BROWSER_FILES: [&str; 2] = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
 
 /// Emits `fabric_no_mcp_deps`, `fabric_no_postgres`, `fabric_no_browser`,
 /// `fabric_no_schemathesis`, `fabric_no_otlp`, `fabric_no_a2a`, `fabric_no_conformance`,
-/// `fabric_no_conformance_next`, `fabric_no_inspector` and
+/// `fabric_no_conformance_next`, `fabric_no_inspector`, `fabric_no_acp` and
 /// `fabric_no_llama` when those are missing.
 fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_mcp_deps)");
@@ -41,6 +41,7 @@ fn emit_test_deps_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(fabric_no_conformance)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_conformance_next)");
     println!("cargo::rustc-check-cfg=cfg(fabric_no_inspector)");
+    println!("cargo::rustc-check-cfg=cfg(fabric_no_acp)");
     println!("cargo::rustc-check-cfg=cfg(fabric_has_podman)");
     // A test of the refusal without Podman cannot run where Podman is installed.
     let podman: Vec<&str> = ["/usr/local/bin/podman", "/usr/bin/podman", "/bin/podman"]
@@ -81,6 +82,7 @@ fn emit_test_deps_cfgs() {
     let mut conformance = false;
     let mut conformance_next = false;
     let mut inspector = false;
+    let mut acp = false;
     match test_deps_dir() {
         Some(dir) => {
             let marker = dir.join(".installed");
@@ -94,6 +96,7 @@ fn emit_test_deps_cfgs() {
                 conformance = stamp.contains("conformance=");
                 conformance_next = stamp.contains("conformance-next=");
                 inspector = stamp.contains("inspector=");
+                acp = stamp.contains("acp-sdk=");
             } else {
                 println!("cargo::rustc-cfg=fabric_no_mcp_deps");
             }
@@ -122,6 +125,10 @@ fn emit_test_deps_cfgs() {
     // The MCP Inspector's CLI (issue #29).
     if !inspector {
         println!("cargo::rustc-cfg=fabric_no_inspector");
+    }
+    // The official ACP TypeScript SDK, an editor's side of `fabric acp` (issue #44).
+    if !acp {
+        println!("cargo::rustc-cfg=fabric_no_acp");
     }
     // The real model servers and the small model (issue #24).
     let llama: Vec<std::path::PathBuf> = test_deps_dir()

@@ -332,6 +332,8 @@ fn build(
             require_finish: fm.require_finish,
             approval: None,
             project_instructions: fm.project_instructions,
+            // An ACP agent is a config-file specialist (docs/ACP.md).
+            acp: None,
         },
         warnings,
     })

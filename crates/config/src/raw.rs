@@ -161,6 +161,7 @@ pub(crate) struct RawSpecialist {
     pub(crate) limitations: Option<Vec<String>>,
     pub(crate) container_image: Option<String>,
     pub(crate) mcp_servers: Option<Vec<crate::mcp::RawMcpServer>>,
+    pub(crate) acp: Option<RawAcpAgent>,
     pub(crate) tool_loading: Option<fabric_domain::ToolLoading>,
     pub(crate) delegates: Option<Vec<String>>,
     pub(crate) critic: Option<String>,
@@ -197,4 +198,16 @@ pub(crate) struct RawCloudFallback {
     pub(crate) model_key: Option<String>,
     pub(crate) policy: Option<Vec<fabric_domain::FallbackReason>>,
     pub(crate) max_per_run: Option<u64>,
+}
+
+/// A specialist's `acp:` as written: the ACP agent that does its work (issue #44).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAcpAgent {
+    pub(crate) command: String,
+    #[serde(default)]
+    pub(crate) args: Vec<String>,
+    #[serde(default)]
+    pub(crate) env: std::collections::BTreeMap<String, String>,
+    pub(crate) timeout_s: Option<u64>,
 }

@@ -65,10 +65,10 @@ pub use tool::{
     input_schema_for as schema_for,
 };
 pub use tooling::{
-    AGENT_TOOL_PREFIX, CriticSpec, DEFAULT_ALLOWED_COMMANDS, DEFAULT_CRITIC,
-    DEFAULT_MAX_DELEGATION_DEPTH, DEFAULT_MAX_REPAIR_ROUNDS, DEFAULT_MCP_CALL_TIMEOUT_S,
-    DEFAULT_MCP_STARTUP_TIMEOUT_S, DelegationWorkspace, MCP_TOOL_PREFIX, McpElicitation, McpOAuth,
-    McpOAuthGrant, McpServerSpec, McpTransport, ToolLoading, Tooling, mcp_tool_name,
-    pattern_matches,
+    AGENT_TOOL_PREFIX, AcpAgentSpec, CriticSpec, DEFAULT_ACP_TIMEOUT_S, DEFAULT_ALLOWED_COMMANDS,
+    DEFAULT_CRITIC, DEFAULT_MAX_DELEGATION_DEPTH, DEFAULT_MAX_REPAIR_ROUNDS,
+    DEFAULT_MCP_CALL_TIMEOUT_S, DEFAULT_MCP_STARTUP_TIMEOUT_S, DelegationWorkspace,
+    MCP_TOOL_PREFIX, McpElicitation, McpOAuth, McpOAuthGrant, McpServerSpec, McpTransport,
+    ToolLoading, Tooling, mcp_tool_name, pattern_matches,
 };
 pub use visible::{visible_json, visible_line, visible_text};

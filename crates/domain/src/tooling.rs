@@ -46,7 +46,30 @@ pub struct Tooling {
     /// its writes are staged, and applied only when the critic approves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub critic: Option<CriticSpec>,
+    /// An Agent Client Protocol agent does this specialist's work (issue #44): a specialist
+    /// that delegates to it (`agent__<id>`) starts the program, gives it a session in the
+    /// run's workspace and returns its final message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp: Option<AcpAgentSpec>,
 }
+
+/// An ACP agent as a specialist: the program that speaks ACP on its stdin/stdout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcpAgentSpec {
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables set for it (values written in the config).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The most one task may take, in seconds.
+    pub timeout_s: u64,
+}
+
+/// How long an ACP agent's task may take by default (`acp.timeout_s`).
+pub const DEFAULT_ACP_TIMEOUT_S: u64 = 600;
 
 /// The programs `shell` runs by default.
 ///

@@ -57,6 +57,10 @@ pub(crate) enum Command {
     /// said to it, Ctrl-C cancelling the turn; `/diff`, `/apply`, `/discard`, `/fork`,
     /// `/exit`, `/help` (docs/INTERACTIVE.md).
     Chat(ChatArgs),
+    /// Serve the Agent Client Protocol on stdin/stdout for an editor (Zed, JetBrains IDEs,
+    /// Neovim): each session a conversation on the editor's directory, each prompt a turn
+    /// that continues it (docs/ACP.md).
+    Acp(AcpArgs),
     /// Take queued runs from the shared PostgreSQL store and run them (docs/DURABILITY.md):
     /// `fabric serve` with `store.queue: true` enqueues, any number of workers run.
     Worker(WorkerArgs),
@@ -393,6 +397,18 @@ pub(crate) struct ChatArgs {
 
     /// The specialist(s) of the first turn, skipping routing (later turns go on with the
     /// specialist whose conversation they continue).
+    #[arg(long = "pack", value_name = "ID[,ID...]", value_delimiter = ',')]
+    pub(crate) specialists: Vec<String>,
+
+    /// The model key from the config, for every turn.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) model_key: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AcpArgs {
+    /// The specialist(s) of each session's first turn, skipping routing (later turns go
+    /// on with the specialist whose conversation they continue).
     #[arg(long = "pack", value_name = "ID[,ID...]", value_delimiter = ',')]
     pub(crate) specialists: Vec<String>,
 

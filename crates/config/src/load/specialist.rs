@@ -56,18 +56,27 @@ impl Merger {
                 })?,
                 keywords: Vec::new(),
                 capabilities: Vec::new(),
-                system_prompt: raw.system_prompt.clone().ok_or_else(|| {
-                    self.invalid(
-                        at("system_prompt"),
-                        "a new specialist needs a `system_prompt`",
-                    )
-                })?,
-                tools: raw.tools.clone().ok_or_else(|| {
-                    self.invalid(
-                        at("tools"),
-                        "a new specialist needs `tools`, e.g. [read_file, list_files]",
-                    )
-                })?,
+                // An ACP agent's prompt and tools are its own.
+                system_prompt: raw
+                    .system_prompt
+                    .clone()
+                    .or_else(|| raw.acp.as_ref().map(|_| String::new()))
+                    .ok_or_else(|| {
+                        self.invalid(
+                            at("system_prompt"),
+                            "a new specialist needs a `system_prompt`",
+                        )
+                    })?,
+                tools: raw
+                    .tools
+                    .clone()
+                    .or_else(|| raw.acp.as_ref().map(|_| Vec::new()))
+                    .ok_or_else(|| {
+                        self.invalid(
+                            at("tools"),
+                            "a new specialist needs `tools`, e.g. [read_file, list_files]",
+                        )
+                    })?,
                 finish_schema: engineering_finish_schema(),
                 model_key: None,
                 may_write: true,
@@ -109,6 +118,9 @@ impl Merger {
                 .map_err(|(key, detail)| self.invalid(at(&key), detail))?;
         }
         overlay!(spec.tooling, raw; tool_loading, delegates);
+        if let Some(acp) = raw.acp {
+            spec.tooling.acp = Some(self.acp_agent(&at("acp"), acp)?);
+        }
         let rounds = self.within(&at("max_repair_rounds"), raw.max_repair_rounds, 1, 10)?;
         if let Some(b) = raw.budget {
             let mut limits = s.specialist_budgets.get(id).cloned().unwrap_or_default();
@@ -167,5 +179,30 @@ impl Merger {
             self.within(&at("max_wall_s"), b.max_wall_s, 1, 604_800)?,
         );
         Ok(())
+    }
+}
+
+impl Merger {
+    /// A specialist's `acp:`: the program that speaks ACP, checked to be named.
+    fn acp_agent(
+        &self,
+        key: &str,
+        raw: crate::raw::RawAcpAgent,
+    ) -> Result<fabric_domain::AcpAgentSpec, ConfigError> {
+        if raw.command.trim().is_empty() {
+            return Err(self.invalid(
+                format!("{key}.command"),
+                "names the program that speaks ACP on its stdin/stdout, e.g. `node` with `args: [agent.mjs]`",
+            ));
+        }
+        let timeout_s = self
+            .within(&format!("{key}.timeout_s"), raw.timeout_s, 1, 86_400)?
+            .unwrap_or(fabric_domain::DEFAULT_ACP_TIMEOUT_S);
+        Ok(fabric_domain::AcpAgentSpec {
+            command: raw.command,
+            args: raw.args,
+            env: raw.env,
+            timeout_s,
+        })
     }
 }

@@ -715,3 +715,31 @@ hooks:
         "{e}"
     );
 }
+
+#[test]
+fn issue_44_a_specialist_can_be_an_acp_agent() {
+    let s = load(
+        "f.yaml",
+        "specialists:\n  notes:\n    description: An ACP agent.\n    acp: {command: node, args: [agent.mjs], env: {A: '1'}}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let notes = s.specialist("notes").expect("notes");
+    let acp = notes.tooling.acp.as_ref().expect("acp");
+    assert_eq!(acp.command, "node");
+    assert_eq!(acp.args, ["agent.mjs"]);
+    assert_eq!(acp.timeout_s, fabric_domain::DEFAULT_ACP_TIMEOUT_S);
+    assert!(notes.tools.is_empty());
+    let refused = err(
+        "f.yaml",
+        "specialists:\n  notes:\n    description: x\n    acp: {command: node, timeout_s: 0}\n",
+    );
+    assert!(
+        refused.contains("specialists.notes.acp.timeout_s"),
+        "{refused}"
+    );
+    let empty = err(
+        "f.yaml",
+        "specialists:\n  notes:\n    description: x\n    acp: {command: ' '}\n",
+    );
+    assert!(empty.contains("specialists.notes.acp.command"), "{empty}");
+}

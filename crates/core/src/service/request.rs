@@ -70,6 +70,16 @@ pub struct TaskRequest {
     /// `None`, so requests without it keep their JSON.
     #[serde(deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
     pub continues: Option<ContinueRequest>,
+    /// MCP servers the caller hands the run besides its specialists' own (an editor's, over
+    /// ACP, issue #44): each member starts them and is offered all their tools; a
+    /// specialist's own server of the same name wins. Left out of the queue's JSON when empty.
+    #[serde(deserialize_with = "lenient", skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<fabric_domain::McpServerSpec>,
+    /// The approval mode for this run in place of each specialist's own (its rules kept): an
+    /// ACP session's mode (issue #44); `None`: the specialists' own. Left out of the queue's
+    /// JSON when `None`.
+    #[serde(deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
+    pub approval_mode: Option<fabric_domain::ApprovalMode>,
 }
 
 /// Which earlier run a request continues, and how (issue #42).

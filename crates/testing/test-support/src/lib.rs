@@ -92,6 +92,13 @@ pub fn inspector_deps() -> Option<std::path::PathBuf> {
     venv_file("inspector", "inspector").map_or_else(skipped, Some)
 }
 
+/// The directory of the official ACP TypeScript SDK (`acp/`, issue #44), whose client drives
+/// `fabric acp` in the tests (on the system's Node 20 or later); else `None` with a message,
+/// or a panic with `FABRIC_REQUIRE_TEST_DEPS=1`.
+pub fn acp_deps() -> Option<std::path::PathBuf> {
+    venv_file("acp-sdk", "acp").map_or_else(skipped, Some)
+}
+
 /// `file` of the test deps when the install's stamp names `package` (packages came with
 /// later versions of the script, so an older install may lack one), else why not.
 fn venv_file(package: &str, file: &str) -> Result<std::path::PathBuf, String> {

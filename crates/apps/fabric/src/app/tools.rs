@@ -337,6 +337,16 @@ pub(crate) fn tools_for(
         let target = settings.specialist(id).with_context(|| {
             format!("specialist `{}` delegates to unknown `{id}`", specialist.id)
         })?;
+        // An ACP agent does the work of this one: started per call (docs/ACP.md).
+        if let Some(acp) = &target.tooling.acp {
+            tools.push(Arc::new(Typed::new(fabric_acp::AcpAgentTool::new(
+                id,
+                &target.description,
+                acp.clone(),
+                specialist.approval.mode,
+            ))));
+            continue;
+        }
         tools.push(Arc::new(Typed::new(AgentTool::new(
             id,
             &target.description,

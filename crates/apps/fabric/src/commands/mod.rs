@@ -1,5 +1,6 @@
 //! One module per command.
 
+mod acp;
 mod attend;
 mod catalog;
 mod chat;
@@ -31,6 +32,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Answer(args) => attend::answer(&cli, args).await,
         Command::Steer(args) => attend::steer(&cli, args).await,
         Command::Chat(args) => chat::chat(&cli, args).await,
+        Command::Acp(args) => acp::acp(&cli, args).await,
         Command::Worker(args) => worker::worker(&cli, args).await,
         Command::Logs(command) => logs::logs(&cli, command).await,
         Command::Diff(args) => project::diff(&cli, args).await,

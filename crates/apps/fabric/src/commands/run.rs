@@ -50,6 +50,8 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
                 }),
                 context_id: None,
                 continues: args.continues()?,
+                mcp_servers: Vec::new(),
+                approval_mode: None,
             };
             let when = super::attend::when_asked(args.on_question.as_deref(), args.json)?;
             let submission = Submission::new(request)

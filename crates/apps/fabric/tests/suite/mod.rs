@@ -6,6 +6,7 @@ mod trust;
 mod a2a_delegation;
 mod a2a_resume;
 mod a2a_server;
+mod acp;
 mod anthropic;
 mod attacks;
 mod attacks_issue_27;

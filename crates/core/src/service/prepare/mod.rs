@@ -232,6 +232,7 @@ impl Preparation {
                 .ok_or_else(|| Fault::NoClient {
                     key: model_key.clone(),
                 })?;
+        let specialist = for_request(specialist, request);
         let member_tools = tools
             .tools(&specialist, (sandbox, request.sandbox), &context.children)
             .map_err(refused)?;
@@ -453,4 +454,42 @@ fn internal(error: SetupError) -> ServiceError {
 /// A tool set-up the request or the config must change, as the service reports it.
 fn refused(error: SetupError) -> ServiceError {
     InvalidRequest::Setup(error).into()
+}
+
+/// `specialist` as the request has it: with the request's own MCP servers (an editor's,
+/// over ACP) besides its own, all their tools offered (`mcp__<server>__*`; a server of its own
+/// with the same name wins), and the request's approval mode in place of its own.
+fn for_request(specialist: Arc<SpecialistSpec>, request: &TaskRequest) -> Arc<SpecialistSpec> {
+    let own = |name: &str| {
+        specialist
+            .tooling
+            .mcp_servers
+            .iter()
+            .any(|s| s.name == name)
+    };
+    let added: Vec<_> = request
+        .mcp_servers
+        .iter()
+        .filter(|s| !own(&s.name))
+        .cloned()
+        .collect();
+    let mode = request
+        .approval_mode
+        .filter(|mode| *mode != specialist.approval.mode);
+    if added.is_empty() && mode.is_none() {
+        return specialist;
+    }
+    let mut spec = (*specialist).clone();
+    for server in added {
+        spec.tools.push(format!(
+            "{}{}__*",
+            fabric_domain::MCP_TOOL_PREFIX,
+            server.name
+        ));
+        spec.tooling.mcp_servers.push(server);
+    }
+    if let Some(mode) = mode {
+        spec.approval.mode = mode;
+    }
+    Arc::new(spec)
 }

@@ -762,3 +762,50 @@ async fn issue_40_a_missing_api_key_is_a_configuration_error_checked_first() {
         Err(ServiceError::Misconfigured { .. })
     ));
 }
+
+#[test]
+fn issue_44_a_requests_mcp_servers_and_approval_mode_join_the_specialist() {
+    let server = |name: &str, command: &str| fabric_domain::McpServerSpec {
+        name: name.to_owned(),
+        transport: fabric_domain::McpTransport::Stdio {
+            command: command.to_owned(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            pass_env: Vec::new(),
+            cwd: None,
+        },
+        required: false,
+        startup_timeout_s: 30,
+        call_timeout_s: 120,
+        sampling: true,
+        elicitation: fabric_domain::McpElicitation::default(),
+    };
+    let mut own = spec("engineering");
+    own.tooling.mcp_servers = vec![server("fs", "own-fs")];
+    let own = Arc::new(own);
+    let plain = TaskRequest::default();
+    assert!(Arc::ptr_eq(&for_request(own.clone(), &plain), &own));
+    let request = TaskRequest {
+        mcp_servers: vec![server("fs", "editor-fs"), server("everything", "node")],
+        approval_mode: Some(fabric_domain::ApprovalMode::Untrusted),
+        ..TaskRequest::default()
+    };
+    let joined = for_request(own, &request);
+    let names: Vec<&str> = joined
+        .tooling
+        .mcp_servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["fs", "everything"],
+        "the specialist's own `fs` wins"
+    );
+    assert!(matches!(
+        &joined.tooling.mcp_servers[0].transport,
+        fabric_domain::McpTransport::Stdio { command, .. } if command == "own-fs"
+    ));
+    assert_eq!(joined.tools, ["mcp__everything__*"]);
+    assert_eq!(joined.approval.mode, fabric_domain::ApprovalMode::Untrusted);
+}
