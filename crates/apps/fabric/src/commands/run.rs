@@ -10,11 +10,7 @@ pub(crate) async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
     // Asked before the fabric is wired: a yes here lets this run use what it trusted.
     if args.prompt.is_some() && !args.json {
-        let (asked, project) = (settings.clone(), args.project.clone());
-        tokio::task::spawn_blocking(move || {
-            super::trust::ask_on_terminal(&asked, project.as_deref())
-        })
-        .await??;
+        super::trust::ask_before(&settings, args.project.as_deref()).await?;
     }
     let network_allowed = if args.network_allowed {
         Some(true)

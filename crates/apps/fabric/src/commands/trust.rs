@@ -95,10 +95,16 @@ fn describe(inventory: &Inventory) -> String {
     text
 }
 
+/// [`ask_on_terminal`] on the blocking pool (it reads the terminal).
+pub(crate) async fn ask_before(settings: &Settings, project: Option<&Path>) -> anyhow::Result<()> {
+    let (settings, project) = (settings.clone(), project.map(Path::to_path_buf));
+    tokio::task::spawn_blocking(move || ask_on_terminal(&settings, project.as_deref())).await?
+}
+
 /// Before a run from a terminal: a repository that ships something that would run and is
 /// not trusted in this version is shown, and the user asked. Yes trusts it; anything else
 /// leaves it untrusted (the run goes on without it). Off a terminal nothing is asked.
-pub(crate) fn ask_on_terminal(settings: &Settings, project: Option<&Path>) -> anyhow::Result<()> {
+fn ask_on_terminal(settings: &Settings, project: Option<&Path>) -> anyhow::Result<()> {
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return Ok(());
     }

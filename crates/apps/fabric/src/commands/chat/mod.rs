@@ -94,6 +94,8 @@ pub(crate) async fn chat(cli: &Cli, args: &ChatArgs) -> anyhow::Result<u8> {
         .into());
     }
     let settings = wiring::load_settings(cli)?;
+    // What the repository ships that would run is asked about before the session (issue #43).
+    super::trust::ask_before(&settings, args.project.as_deref()).await?;
     let fabric = wiring::fabric(&settings, ServiceConfig::default()).await?;
     let (editor, screen) = LineEditor::start(fabric_config::chat_history_file())?;
     let mut session = Session {
