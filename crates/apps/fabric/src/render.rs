@@ -168,16 +168,7 @@ impl RunObserver for HumanRenderer {
         use EventPayload as P;
         // A payload that does not fit its struct (`Unreadable`) prints nothing.
         match &event.payload {
-            P::RunStart(p) => {
-                self.line(format!(
-                    "{} run {} · model {} · workspace {}",
-                    self.accent.apply_to("fabric"),
-                    p.run_id,
-                    visible_line(&p.model),
-                    visible_line(&p.workspace.display().to_string())
-                ));
-                self.instructions(&p.instructions);
-            }
+            P::RunStart(p) => self.run_start(p),
             P::RunResumed(p) => self.line(format!(
                 "{} run {} resumed · {} recorded model answers replayed, not asked again",
                 self.accent.apply_to("fabric"),
@@ -462,6 +453,18 @@ impl HumanRenderer {
                 one_line(&f.reason, 160)
             ));
         }
+    }
+
+    /// The run's first line, and its instruction files under it.
+    fn run_start(&self, p: &runlog::RunStart) {
+        self.line(format!(
+            "{} run {} · model {} · workspace {}",
+            self.accent.apply_to("fabric"),
+            p.run_id,
+            visible_line(&p.model),
+            visible_line(&p.workspace.display().to_string())
+        ));
+        self.instructions(&p.instructions);
     }
 
     /// The project's instruction files the run was given (issue #43), and those that did not

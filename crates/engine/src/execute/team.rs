@@ -370,6 +370,20 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
+    /// A member's system prompt: its specialist's, ended by the project's instructions
+    /// unless the specialist opts out (issue #43).
+    fn system_message(&self, member: &Member) -> Message {
+        let instructions = self
+            .instructions
+            .filter(|_| member.specialist.project_instructions);
+        Message::system(system_prompt(
+            &member.specialist,
+            &member.tools,
+            member.model.context_window,
+            instructions,
+        ))
+    }
+
     /// The members' work: a lone specialist's loop (no `pack_index` on its events, the plain
     /// payload as result), or the task force's, merged.
     async fn work(
@@ -445,15 +459,7 @@ impl Shared<'_> {
             self.record_member_start(rec, index, member, tools.as_ref(), handoff)
                 .await?;
         }
-        let instructions = self
-            .instructions
-            .filter(|_| member.specialist.project_instructions);
-        let mut messages = vec![Message::system(system_prompt(
-            &member.specialist,
-            &member.tools,
-            member.model.context_window,
-            instructions,
-        ))];
+        let mut messages = vec![self.system_message(member)];
         // A continued conversation: the earlier one, then the new prompt (issue #42).
         if let Some(inherited) = &member.inherited {
             messages.extend(inherited.messages.iter().cloned());
