@@ -45,7 +45,7 @@ pub use server::ServerConfig;
 pub use settings::{
     Backend, BudgetLimits, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_OLLAMA_PARALLEL, DailyLimit, DayZone, DelegationConfig, DelegationWorkspace,
-    FallbackPolicy, FetchUrlConfig, InstructionsConfig, ModelConfig, Price, RemoteAgentSettings,
+    FallbackPolicy, FetchUrlConfig, InstructionsConfig, McpPoolConfig, ModelConfig, Price, RemoteAgentSettings,
     Routing, SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource,
     TaskForceMode, WebSearchConfig,
 };

@@ -34,6 +34,7 @@ mod handler;
 mod logging;
 mod oauth;
 mod outputs;
+mod pool;
 mod prompts;
 mod protocol;
 mod resources;
@@ -48,6 +49,7 @@ mod watch;
 
 pub use connect::SpawnHook;
 pub use error::McpError;
+pub use pool::McpPool;
 pub use oauth::{Challenge, LoggedIn, LoginRequest, login, logout};
 pub use server::{
     ContinuesInput, FabricMcpServer, GetRunInput, NoInput, PruneRunsInput, RunStatsInput,
