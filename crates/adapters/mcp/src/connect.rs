@@ -81,14 +81,30 @@ pub(crate) async fn connect(
     warm: Option<Spawned>,
 ) -> Result<Connection, McpError> {
     let explain = |e| crate::oauth::explain(&spec.name, &extras.challenge, e);
-    match connect_with(spec, handler.clone(), tail.clone(), extras, lifecycle(), warm).await {
+    match connect_with(
+        spec,
+        handler.clone(),
+        tail.clone(),
+        extras,
+        lifecycle(),
+        warm,
+    )
+    .await
+    {
         Ok(connection) => Ok(connection),
         Err(Failed::Discovery(error)) => {
             tracing::debug!(server = %spec.name, %error, "discovery misunderstood; trying the initialize handshake");
             // A process that misunderstood discovery is spent: a fresh one gets the handshake.
-            connect_with(spec, handler, tail, extras, ClientLifecycleMode::Initialize, None)
-                .await
-                .map_err(|f| explain(f.into_error()))
+            connect_with(
+                spec,
+                handler,
+                tail,
+                extras,
+                ClientLifecycleMode::Initialize,
+                None,
+            )
+            .await
+            .map_err(|f| explain(f.into_error()))
         }
         Err(failed) => Err(explain(failed.into_error())),
     }
@@ -252,7 +268,8 @@ impl Spawned {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             // The state follows the command's closing parenthesis: `Z` zombie, `X` dead.
             Ok(stat) => !matches!(
-                stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()),
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim_start().chars().next()),
                 Some('Z' | 'X')
             ),
             Err(_) => !std::path::Path::new("/proc/self").exists(),

@@ -49,8 +49,8 @@ mod watch;
 
 pub use connect::SpawnHook;
 pub use error::McpError;
-pub use pool::McpPool;
 pub use oauth::{Challenge, LoggedIn, LoginRequest, login, logout};
+pub use pool::McpPool;
 pub use server::{
     ContinuesInput, FabricMcpServer, GetRunInput, NoInput, PruneRunsInput, RunStatsInput,
     RunTaskInput, SpecialistEntry, SpecialistList, http_service, serve_stdio, server_tools,

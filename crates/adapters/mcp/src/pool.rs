@@ -150,7 +150,10 @@ impl McpPool {
                 slot.spares.remove(at)
             });
         if retired.is_some() {
-            tracing::debug!(key, "a warm MCP server waited past its idle timeout; stopped");
+            tracing::debug!(
+                key,
+                "a warm MCP server waited past its idle timeout; stopped"
+            );
         }
     }
 }

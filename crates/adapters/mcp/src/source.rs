@@ -440,7 +440,15 @@ async fn connect_warm(
         let connection = connect(spec, handler, tail.clone(), extras, None).await?;
         return Ok((connection, false));
     };
-    match connect(spec, handler.clone(), tail.clone(), extras, Some(warm.spawned)).await {
+    match connect(
+        spec,
+        handler.clone(),
+        tail.clone(),
+        extras,
+        Some(warm.spawned),
+    )
+    .await
+    {
         Ok(connection) => Ok((connection, true)),
         Err(error) => {
             tracing::info!(server = %spec.name, %error, "a warm MCP server failed its handshake; starting another");
