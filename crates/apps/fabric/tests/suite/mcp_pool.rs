@@ -45,7 +45,7 @@ fn turns(servers: &[&str]) -> Vec<Turn> {
         .iter()
         .flat_map(|s| {
             [
-                Turn::tool_call(&format!("mcp__{s}__whoami"), json!({})),
+                Turn::tool_call(format!("mcp__{s}__whoami"), json!({})),
                 Turn::tool_call("finish_task", json!({"summary": "asked"})),
             ]
         })
