@@ -81,16 +81,11 @@ pub(crate) async fn connect(
     warm: Option<Spawned>,
 ) -> Result<Connection, McpError> {
     let explain = |e| crate::oauth::explain(&spec.name, &extras.challenge, e);
-    match connect_with(
-        spec,
-        handler.clone(),
-        tail.clone(),
-        extras,
-        lifecycle(),
-        warm,
-    )
-    .await
-    {
+    let mode = match &warm {
+        Some(w) if w.handshake_only => ClientLifecycleMode::Initialize,
+        _ => lifecycle(),
+    };
+    match connect_with(spec, handler.clone(), tail.clone(), extras, mode, warm).await {
         Ok(connection) => Ok(connection),
         Err(Failed::Discovery(error)) => {
             tracing::debug!(server = %spec.name, %error, "discovery misunderstood; trying the initialize handshake");
@@ -256,6 +251,9 @@ pub(crate) struct Spawned {
     pub(crate) process: TokioChildProcess,
     /// Kills the process group when dropped.
     pub(crate) guard: Option<GroupGuard>,
+    /// The server refused `server/discover` when the pool asked it (ADR-117): the run goes
+    /// straight to the `initialize` handshake.
+    pub(crate) handshake_only: bool,
 }
 
 impl Spawned {
@@ -341,7 +339,11 @@ pub(crate) fn spawn(
         let tail = tail.clone();
         tokio::spawn(async move { tail.follow(&name, stderr).await });
     }
-    Ok(Spawned { process, guard })
+    Ok(Spawned {
+        process,
+        guard,
+        handshake_only: false,
+    })
 }
 
 /// The MCP handshake over streamable HTTP through `client`.

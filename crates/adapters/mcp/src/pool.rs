@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::connect::{Extras, Spawned, spawn};
+use crate::error::McpError;
 use crate::stderr::StderrTail;
 
 /// A process started ahead of a run, with the tail of its stderr.
@@ -104,27 +105,23 @@ impl McpPool {
             let pool = self.this.clone();
             let (key, spec, extras) = (key.to_owned(), spec.clone(), extras.clone());
             tokio::spawn(async move {
+                let started = start_one(&spec, &extras).await;
                 if let Some(pool) = pool.upgrade() {
-                    pool.start_one(&key, &spec, &extras);
+                    pool.keep(&key, &spec, started);
                 }
             });
         }
     }
 
-    /// Starts one warm process and arms its idle timer.
-    fn start_one(&self, key: &str, spec: &McpServerSpec, extras: &Extras) {
-        let tail = Arc::new(StderrTail::default());
-        let started = spawn(spec, extras, &tail);
+    /// Keeps a process started for `key` and arms its idle timer.
+    fn keep(&self, key: &str, spec: &McpServerSpec, started: Result<Warm, McpError>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut slots = crate::source::lock(&self.slots);
             let slot = slots.entry(key.to_owned()).or_default();
             slot.starting = slot.starting.saturating_sub(1);
             match started {
-                Ok(spawned) => slot.spares.push_back(Spare {
-                    id,
-                    warm: Warm { spawned, tail },
-                }),
+                Ok(warm) => slot.spares.push_back(Spare { id, warm }),
                 Err(e) => {
                     tracing::warn!(server = %spec.name, error = %e, "a warm MCP server did not start; runs start their own");
                     return;
@@ -154,6 +151,62 @@ impl McpPool {
                 key,
                 "a warm MCP server waited past its idle timeout; stopped"
             );
+        }
+    }
+}
+
+/// Starts a process of `spec` and asks it `server/discover`, which opens no session (a
+/// 2026-07-28 server answers it, an older one refuses it): the run then skips the question a
+/// refusing server already answered, and the server's first request is behind it.
+async fn start_one(spec: &McpServerSpec, extras: &Extras) -> Result<Warm, McpError> {
+    let tail = Arc::new(StderrTail::default());
+    let mut spawned = spawn(spec, extras, &tail)?;
+    let asked = tokio::time::timeout(DISCOVER_WAIT, discover(&mut spawned.process)).await;
+    match asked {
+        Ok(Some(refused)) => spawned.handshake_only = refused,
+        // No answer: a server that ignores what it does not know, as the run would find
+        // after its own 10 s; it gets the handshake.
+        Err(_) => spawned.handshake_only = true,
+        Ok(None) => {
+            return Err(McpError::Initialize {
+                server: spec.name.clone(),
+                detail: format!("it closed its connection{}", tail.describe()),
+            });
+        }
+    }
+    Ok(Warm { spawned, tail })
+}
+
+/// How long a warm process may take to answer `server/discover`.
+const DISCOVER_WAIT: Duration = Duration::from_secs(10);
+
+/// Sends `server/discover` with the fabric's identity and waits for its answer: `Some(true)`
+/// refused, `Some(false)` answered, `None` the connection closed.
+async fn discover(process: &mut rmcp::transport::TokioChildProcess) -> Option<bool> {
+    use rmcp::model::{
+        ClientJsonRpcMessage, ClientRequest, DiscoverRequest, DiscoverRequestParams,
+        NumberOrString, ProtocolVersion, RequestMetaObject, ServerJsonRpcMessage,
+    };
+    use rmcp::transport::Transport;
+    let info = crate::handler::client_info();
+    let meta = RequestMetaObject::with_client_context(
+        ProtocolVersion::V_2026_07_28,
+        info.client_info,
+        info.capabilities,
+    );
+    let mut request = DiscoverRequest::new(DiscoverRequestParams {});
+    request.extensions.insert(meta);
+    let id = NumberOrString::String("fabric-pool-discover".into());
+    let message =
+        ClientJsonRpcMessage::request(ClientRequest::DiscoverRequest(request), id.clone());
+    process.send(message).await.ok()?;
+    loop {
+        match process.receive().await? {
+            ServerJsonRpcMessage::Response(r) if r.id == id => return Some(false),
+            ServerJsonRpcMessage::Error(e) if e.id.as_ref() == Some(&id) => return Some(true),
+            // Notifications and requests before the answer (a log line at start) are not
+            // this question's; a request would wait for the run, which never sees it.
+            _ => {}
         }
     }
 }
