@@ -17,46 +17,66 @@ fn probe() -> String {
         .to_string()
 }
 
-/// A specialist `id` whose server `server` is the probe with `marker` on its command line.
-fn write_specialist(fx: &Fixture, id: &str, server: &str, marker: &str, extra: &str) {
+/// How a specialist's server is started, and the tool it calls.
+struct Server<'a> {
+    command: &'a str,
+    args: &'a str,
+    tool: &'a str,
+    /// More keys of the server (`\n    pool: false`).
+    extra: &'a str,
+}
+
+/// A specialist `id` whose server is named `server`.
+fn write_specialist(fx: &Fixture, id: &str, server: &str, how: &Server) {
     let dir = fx.workspace_root().join("specialists");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let body = format!(
         "---
 name: {id}
-description: Asks the probe who answers.
-tools: [mcp__{server}__whoami]
+description: Asks the server who answers.
+tools: [mcp__{server}__{tool}]
 mcp_servers:
   - name: {server}
-    command: python3
-    args: [{script}, {marker}]
+    command: {command}
+    args: [{args}]
     required: true{extra}
 ---
-Ask the probe.
+Ask the server.
 ",
-        script = probe()
+        tool = how.tool,
+        command = how.command,
+        args = how.args,
+        extra = how.extra,
     );
     std::fs::write(dir.join(format!("{id}.md")), body).expect("write specialist");
 }
 
-/// Each run: one call of the probe, then finish.
-fn turns(servers: &[&str]) -> Vec<Turn> {
+/// Each run: one call of `tool` of its server, then finish.
+fn turns(servers: &[&str], tool: &str) -> Vec<Turn> {
     servers
         .iter()
         .flat_map(|s| {
             [
-                Turn::tool_call(format!("mcp__{s}__whoami"), json!({})),
+                Turn::tool_call(format!("mcp__{s}__{tool}"), json!({})),
                 Turn::tool_call("finish_task", json!({"summary": "asked"})),
             ]
         })
         .collect()
 }
 
+/// `fabric serve` with a specialist per `(id, server, extra keys)`, each with the probe.
 async fn serve(servers: &[&str], specialists: &[(&str, &str, &str)], marker: &str) -> Served {
-    let fx = Fixture::with_backend(Scenario::new(turns(servers)), "openai").await;
+    let fx = Fixture::with_backend(Scenario::new(turns(servers, "whoami")), "openai").await;
     fx.trust_own_files();
     for (id, server, extra) in specialists {
-        write_specialist(&fx, id, server, marker, extra);
+        let args = format!("{}, {marker}", probe());
+        let how = Server {
+            command: "python3",
+            args: &args,
+            tool: "whoami",
+            extra,
+        };
+        write_specialist(&fx, id, server, &how);
     }
     Served::on(fx, Options::default()).await
 }
@@ -203,4 +223,64 @@ async fn issue_45_a_server_with_pool_false_is_never_pooled() {
             "a pool: false server left a process"
         );
     }
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_a_2026_07_28_server_is_pooled_and_each_run_gets_its_own_roots() {
+    // The Python SDK's server answers `server/discover`: the pool's question is answered,
+    // and the run still discovers it on its own and asks its roots in its own call.
+    let Some(deps) = fabric_test_support::test_deps() else {
+        return;
+    };
+    let python = deps.join("venv/bin/python").display().to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/client_features_server.py")
+        .display()
+        .to_string();
+    let fx = Fixture::with_backend(Scenario::new(turns(&["helper"; 2], "roots")), "openai").await;
+    fx.trust_own_files();
+    let how = Server {
+        command: &python,
+        args: &script,
+        tool: "roots",
+        extra: "\n    startup_timeout_s: 60",
+    };
+    write_specialist(&fx, "helper_user", "helper", &how);
+    let s = Served::on(fx, Options::default()).await;
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (status, body) = s
+            .post_json("/runs", json!({"prompt": "roots?", "pack": "helper_user"}))
+            .await;
+        assert_eq!(status, 202, "{body}");
+        let id = body["run_id"].as_str().expect("run id").to_owned();
+        s.wait_status(&id, "completed").await;
+        let events = s.runlog(&id);
+        let ready = of_kind(&events, "mcp_server")
+            .into_iter()
+            .find(|e| e["payload"]["status"] == "ready")
+            .map(|e| e["payload"]["warm"].clone());
+        let roots: Value = of_kind(&events, "tool_result")
+            .into_iter()
+            .find_map(|e| e["payload"]["result"].as_str())
+            .and_then(|r| serde_json::from_str(r).ok())
+            .unwrap_or_else(|| panic!("no roots: {events:#?}"));
+        let workspace = events[0]["payload"]["workspace"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        seen.push((ready, roots, workspace));
+        // The pool starts its processes while the first run goes on; give it a moment.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    assert_eq!(seen[0].0, Some(json!(false)), "{seen:?}");
+    assert_eq!(seen[1].0, Some(json!(true)), "{seen:?}");
+    for (_, roots, workspace) in &seen {
+        assert_eq!(roots, &json!([uri(workspace)]));
+    }
+    assert_ne!(seen[0].2, seen[1].2);
 }
