@@ -66,6 +66,16 @@ fn turns(servers: &[&str], tool: &str) -> Vec<Turn> {
 
 /// `fabric serve` with a specialist per `(id, server, extra keys)`, each with the probe.
 async fn serve(servers: &[&str], specialists: &[(&str, &str, &str)], marker: &str) -> Served {
+    serve_with(servers, specialists, marker, "").await
+}
+
+/// [`serve`] with `config` appended to the fabric's config.
+async fn serve_with(
+    servers: &[&str],
+    specialists: &[(&str, &str, &str)],
+    marker: &str,
+    config: &'static str,
+) -> Served {
     let fx = Fixture::with_backend(Scenario::new(turns(servers, "whoami")), "openai").await;
     fx.trust_own_files();
     for (id, server, extra) in specialists {
@@ -78,7 +88,11 @@ async fn serve(servers: &[&str], specialists: &[(&str, &str, &str)], marker: &st
         };
         write_specialist(&fx, id, server, &how);
     }
-    Served::on(fx, Options::default()).await
+    let options = Options {
+        config,
+        ..Options::default()
+    };
+    Served::on(fx, options).await
 }
 
 /// What one run saw: its `ready` event, the probe's answer, its log messages, its workspace.
@@ -283,4 +297,26 @@ async fn issue_45_a_2026_07_28_server_is_pooled_and_each_run_gets_its_own_roots(
         assert_eq!(roots, &json!([uri(workspace)]));
     }
     assert_ne!(seen[0].2, seen[1].2);
+}
+
+#[tokio::test]
+async fn issue_45_the_pool_keeps_its_size_and_stops_idle_processes() {
+    let marker = format!("pool-probe-idle-{}", std::process::id());
+    let s = serve_with(
+        &["probe"],
+        &[("alpha", "probe", "")],
+        &marker,
+        "\nmcp_pool:\n  size: 1\n  idle_timeout_s: 2\n",
+    )
+    .await;
+    run(&s, "alpha").await;
+    wait_for_process(&marker).await;
+    // One warm process (`size: 1`), the run's own gone with the run.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pids_with(&marker).len(), 1, "{:?}", pids_with(&marker));
+    // Unused for `idle_timeout_s`, it is stopped.
+    assert!(
+        super::fixture::gone_within(&marker, Duration::from_secs(6)),
+        "the idle warm process was not stopped"
+    );
 }
