@@ -320,3 +320,17 @@ async fn issue_45_the_pool_keeps_its_size_and_stops_idle_processes() {
         "the idle warm process was not stopped"
     );
 }
+
+#[tokio::test]
+async fn issue_45_warm_processes_end_with_the_fabric() {
+    let marker = format!("pool-probe-ends-{}", std::process::id());
+    let mut s = serve(&["probe"], &[("alpha", "probe", "")], &marker).await;
+    run(&s, "alpha").await;
+    wait_for_process(&marker).await;
+    // Even a SIGKILL of the fabric, which runs no cleanup: the parent-death signal.
+    s.child.kill().await.expect("kill fabric serve");
+    assert!(
+        super::fixture::gone_within(&marker, Duration::from_secs(5)),
+        "a warm process outlived the fabric"
+    );
+}
