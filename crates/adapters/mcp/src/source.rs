@@ -356,18 +356,8 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         elicitation: spec.elicitation,
         hub: Arc::downgrade(&shared),
     };
-    let pool = extras.pool.clone().filter(|p| p.pools(&spec));
-    let warm = pool.as_ref().and_then(|p| p.take(&spec, &extras));
-    // A warm process's stderr was followed since it started: its tail is the server's now.
-    let tail = match &warm {
-        Some(w) => {
-            if let Some(entry) = lock(&shared.entries).get_mut(&name) {
-                entry.tail = w.tail.clone();
-            }
-            w.tail.clone()
-        }
-        None => tail,
-    };
+    let pooled = extras.pool.as_ref().is_some_and(|p| p.pools(&spec));
+    let (warm, tail) = take_warm(&shared, &name, &spec, &extras, tail);
     let started = tokio::time::timeout(Duration::from_secs(spec.startup_timeout_s), async {
         let (connection, was_warm) = connect_warm(&spec, handler, &tail, &extras, warm).await?;
         let listed = shared
@@ -399,7 +389,7 @@ async fn run_server(shared: Arc<Shared>, name: String) {
     shared.notice(&name, McpStatus::Ready, |n| {
         n.tools = Some(names);
         n.skipped = Some(skipped);
-        n.warm = pool.is_some().then_some(was_warm);
+        n.warm = pooled.then_some(was_warm);
     });
     // Last, so a run waiting for this required server finds the notice already there.
     if let Some(entry) = lock(&shared.entries).get(&name) {
@@ -423,6 +413,28 @@ async fn run_server(shared: Arc<Shared>, name: String) {
                 n.error = Some(e.to_string());
             }),
         }
+    }
+}
+
+/// A warm process of the server from the fabric's pool, if it has one, with the tail of
+/// the server's stderr: the warm process's, followed since it started, becomes the entry's.
+fn take_warm(
+    shared: &Shared,
+    name: &str,
+    spec: &McpServerSpec,
+    extras: &crate::connect::Extras,
+    tail: Arc<StderrTail>,
+) -> (Option<crate::pool::Warm>, Arc<StderrTail>) {
+    let warm = extras.pool.as_ref().and_then(|p| p.take(spec, extras));
+    match warm {
+        Some(w) => {
+            if let Some(entry) = lock(&shared.entries).get_mut(name) {
+                entry.tail = w.tail.clone();
+            }
+            let tail = w.tail.clone();
+            (Some(w), tail)
+        }
+        None => (None, tail),
     }
 }
 
