@@ -62,14 +62,6 @@ impl McpPool {
         })
     }
 
-    /// How many warm processes wait now, over every definition.
-    pub fn warm_processes(&self) -> usize {
-        crate::source::lock(&self.slots)
-            .values()
-            .map(|s| s.spares.len())
-            .sum()
-    }
-
     /// Whether runs of `spec` are served from the pool.
     pub(crate) fn pools(&self, spec: &McpServerSpec) -> bool {
         self.size > 0 && key(spec).is_some()
