@@ -91,6 +91,7 @@ impl Settings {
             protected_paths: crate::security::default_protected_paths(),
             network: crate::NetworkConfig::default(),
             instructions: crate::InstructionsConfig::default(),
+            mcp_pool: crate::McpPoolConfig::default(),
             trusted_projects: Vec::new(),
             agents: Default::default(),
             delegation: crate::settings::DelegationConfig {

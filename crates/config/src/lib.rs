@@ -45,9 +45,9 @@ pub use server::ServerConfig;
 pub use settings::{
     Backend, BudgetLimits, ComplexityRouting, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_OLLAMA_PARALLEL, DailyLimit, DayZone, DelegationConfig, DelegationWorkspace,
-    FallbackPolicy, FetchUrlConfig, InstructionsConfig, ModelConfig, Price, RemoteAgentSettings,
-    Routing, SearchProvider, Settings, ShellConfig, SpecialistOrigin, SpecialistSource,
-    TaskForceMode, WebSearchConfig,
+    FallbackPolicy, FetchUrlConfig, InstructionsConfig, McpPoolConfig, ModelConfig, Price,
+    RemoteAgentSettings, Routing, SearchProvider, Settings, ShellConfig, SpecialistOrigin,
+    SpecialistSource, TaskForceMode, WebSearchConfig,
 };
 pub use store::{DEFAULT_EMBEDDING_MODEL, RunIndexConfig, STORE_URL_ENV, StoreConfig};
 pub use telemetry::TelemetryConfig;

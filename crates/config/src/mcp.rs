@@ -29,6 +29,7 @@ pub(crate) struct RawMcpServer {
     pub(crate) call_timeout_s: Option<u64>,
     pub(crate) sampling: Option<bool>,
     pub(crate) elicitation: Option<McpElicitation>,
+    pub(crate) pool: Option<bool>,
 }
 
 /// The `oauth` block of an http server as written.
@@ -222,6 +223,7 @@ fn check_server(s: RawMcpServer, at: &dyn Fn(&str) -> String) -> Result<McpServe
         call_timeout_s,
         sampling: s.sampling.unwrap_or(true),
         elicitation: s.elicitation.unwrap_or_default(),
+        pool: s.pool.unwrap_or(true),
     })
 }
 

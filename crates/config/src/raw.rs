@@ -48,9 +48,18 @@ pub(crate) struct RawConfig {
     pub(crate) store: Option<crate::store::RawStore>,
     pub(crate) run_index: Option<crate::store::RawRunIndex>,
     pub(crate) instructions: Option<RawInstructions>,
+    pub(crate) mcp_pool: Option<RawMcpPool>,
     pub(crate) trusted_projects: Option<Vec<String>>,
     /// Claude Code's `hooks` settings, as they are (issue #43); read by the domain.
     pub(crate) hooks: Option<Value>,
+}
+
+/// `mcp_pool:` as written (issue #45).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpPool {
+    pub(crate) size: Option<u64>,
+    pub(crate) idle_timeout_s: Option<u64>,
 }
 
 /// `instructions:` as written (issue #43).

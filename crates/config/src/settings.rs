@@ -204,6 +204,8 @@ pub struct Settings {
     pub network: crate::NetworkConfig,
     /// A project run's instructions from its `AGENTS.md` files (`instructions:`, issue #43).
     pub instructions: InstructionsConfig,
+    /// How a long-lived fabric keeps MCP servers warm (`mcp_pool:`, issue #45).
+    pub mcp_pool: McpPoolConfig,
     /// Directories whose repositories' hooks and MCP servers run in any version, without
     /// `fabric trust` (`trusted_projects:`, issue #43).
     pub trusted_projects: Vec<PathBuf>,
@@ -291,6 +293,25 @@ impl Default for InstructionsConfig {
         Self {
             max_bytes: fabric_domain::instructions::DEFAULT_MAX_BYTES,
             user_file: true,
+        }
+    }
+}
+
+/// `mcp_pool:`: how many warm processes a long-lived fabric keeps ready per MCP server
+/// definition, and how long one waits unused before it is stopped (docs/MCP.md, ADR-117).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct McpPoolConfig {
+    /// Warm processes kept per definition; 0 turns pooling off.
+    pub size: usize,
+    /// Seconds a warm process waits for a run before it is stopped.
+    pub idle_timeout_s: u64,
+}
+
+impl Default for McpPoolConfig {
+    fn default() -> Self {
+        Self {
+            size: 2,
+            idle_timeout_s: 300,
         }
     }
 }

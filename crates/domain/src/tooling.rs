@@ -183,15 +183,24 @@ pub struct McpServerSpec {
     pub call_timeout_s: u64,
     /// Whether the server may ask the run's model for a completion (`sampling/createMessage`):
     /// answered by the member's own model key, counted in the run's budget, recorded.
-    #[serde(default = "sampling_default")]
+    #[serde(default = "default_true")]
     pub sampling: bool,
     /// How its questions to the user (`elicitation/create`) are answered.
     #[serde(default)]
     pub elicitation: McpElicitation,
+    /// Whether a long-lived fabric may start this stdio server ahead of the run that uses it
+    /// (`pool`, issue #45, ADR-117): a warm process that has served no session yet. `false`
+    /// starts it when the run starts, as `fabric run` always does.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub pool: bool,
 }
 
-fn sampling_default() -> bool {
+fn default_true() -> bool {
     true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 /// How an MCP server is reached.

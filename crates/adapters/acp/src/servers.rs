@@ -74,6 +74,7 @@ fn server_spec(server: &Value) -> Result<McpServerSpec, RpcError> {
         call_timeout_s: DEFAULT_MCP_CALL_TIMEOUT_S,
         sampling: true,
         elicitation: McpElicitation::default(),
+        pool: true,
     })
 }
 

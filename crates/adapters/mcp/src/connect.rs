@@ -64,6 +64,8 @@ pub(crate) struct Extras {
     pub(crate) token_dir: Option<PathBuf>,
     /// Where an HTTP server's authorization challenge is noted, for errors and logins.
     pub(crate) challenge: ChallengeSlot,
+    /// Warm stdio processes of a long-lived fabric (issue #45); `None`: started per run.
+    pub(crate) pool: Option<Arc<crate::McpPool>>,
 }
 
 /// Starts or reaches the server and completes the MCP handshake: `server/discover` first
@@ -76,15 +78,28 @@ pub(crate) async fn connect(
     handler: Handler,
     tail: Arc<StderrTail>,
     extras: &Extras,
+    warm: Option<Spawned>,
 ) -> Result<Connection, McpError> {
     let explain = |e| crate::oauth::explain(&spec.name, &extras.challenge, e);
-    match connect_with(spec, handler.clone(), tail.clone(), extras, lifecycle()).await {
+    let mode = match &warm {
+        Some(w) if w.handshake_only => ClientLifecycleMode::Initialize,
+        _ => lifecycle(),
+    };
+    match connect_with(spec, handler.clone(), tail.clone(), extras, mode, warm).await {
         Ok(connection) => Ok(connection),
         Err(Failed::Discovery(error)) => {
             tracing::debug!(server = %spec.name, %error, "discovery misunderstood; trying the initialize handshake");
-            connect_with(spec, handler, tail, extras, ClientLifecycleMode::Initialize)
-                .await
-                .map_err(|f| explain(f.into_error()))
+            // A process that misunderstood discovery is spent: a fresh one gets the handshake.
+            connect_with(
+                spec,
+                handler,
+                tail,
+                extras,
+                ClientLifecycleMode::Initialize,
+                None,
+            )
+            .await
+            .map_err(|f| explain(f.into_error()))
         }
         Err(failed) => Err(explain(failed.into_error())),
     }
@@ -138,67 +153,23 @@ async fn connect_with(
     tail: Arc<StderrTail>,
     extras: &Extras,
     lifecycle: ClientLifecycleMode,
+    warm: Option<Spawned>,
 ) -> Result<Connection, Failed> {
     match &spec.transport {
-        McpTransport::Stdio {
-            command,
-            args,
-            env,
-            pass_env,
-            cwd,
-        } => {
-            let mut vars: Vec<(String, String)> = BASE_ENV
-                .iter()
-                .filter_map(|n| std::env::var(n).ok().map(|v| ((*n).to_owned(), v)))
-                .collect();
-            for name in pass_env {
-                let value = std::env::var(name).map_err(|_| McpError::MissingEnv {
-                    server: spec.name.clone(),
-                    name: name.clone(),
-                })?;
-                vars.push((name.clone(), value));
-            }
-            vars.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
-            let mut wrap = CommandWrap::with_new(command, |cmd| {
-                cmd.args(args)
-                    .env_clear()
-                    .envs(vars.iter().map(|(k, v)| (k, v)));
-                if let Some(dir) = cwd {
-                    cmd.current_dir(dir);
-                }
-                if let Some(hook) = extras.spawn_hook {
-                    hook(cmd.as_std_mut());
-                }
-            });
-            wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-            let spawn_error = |e: std::io::Error| McpError::Spawn {
-                server: spec.name.clone(),
-                command: command.clone(),
-                detail: e.to_string(),
+        McpTransport::Stdio { .. } => {
+            let spawned = match warm {
+                Some(spawned) => spawned,
+                None => spawn(spec, extras, &tail)?,
             };
-            let (process, stderr) = TokioChildProcess::builder(wrap)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(spawn_error)?;
-            let guard = process
-                .id()
-                .and_then(|pid| i32::try_from(pid).ok())
-                .and_then(rustix::process::Pid::from_raw)
-                .map(|pgid| GroupGuard { pgid });
-            if let Some(stderr) = stderr {
-                let name = spec.name.clone();
-                let tail = tail.clone();
-                tokio::spawn(async move { tail.follow(&name, stderr).await });
-            }
-            // The guard is created before the handshake, so a failed or abandoned handshake
-            // still kills the group.
+            // The guard lives before the handshake, so a failed or abandoned handshake still
+            // kills the group.
             let service = handler
-                .serve_with_lifecycle(process, lifecycle)
+                .serve_with_lifecycle(spawned.process, lifecycle)
                 .await
                 .map_err(|e| handshake_failed(spec, e, tail.describe()))?;
             Ok(Connection {
                 service: Arc::new(service),
-                _guard: guard,
+                _guard: spawned.guard,
             })
         }
         McpTransport::Sse {
@@ -272,6 +243,107 @@ async fn connect_with(
             })
         }
     }
+}
+
+/// A stdio server's process, started and not spoken to yet: started for a run, or ahead of
+/// one by the [`McpPool`](crate::McpPool).
+pub(crate) struct Spawned {
+    pub(crate) process: TokioChildProcess,
+    /// Kills the process group when dropped.
+    pub(crate) guard: Option<GroupGuard>,
+    /// The server refused `server/discover` when the pool asked it (ADR-117): the run goes
+    /// straight to the `initialize` handshake.
+    pub(crate) handshake_only: bool,
+}
+
+impl Spawned {
+    /// Whether the process is still running (not exited, not a zombie); on a system
+    /// without `/proc`, assumed running: a dead one then fails its handshake.
+    pub(crate) fn alive(&self) -> bool {
+        let Some(pid) = self.process.id() else {
+            return false;
+        };
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            // The state follows the command's closing parenthesis: `Z` zombie, `X` dead.
+            Ok(stat) => !matches!(
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim_start().chars().next()),
+                Some('Z' | 'X')
+            ),
+            Err(_) => !std::path::Path::new("/proc/self").exists(),
+        }
+    }
+}
+
+/// Starts a stdio server in its own process group with its environment, its stderr
+/// followed into `tail`.
+pub(crate) fn spawn(
+    spec: &McpServerSpec,
+    extras: &Extras,
+    tail: &Arc<StderrTail>,
+) -> Result<Spawned, McpError> {
+    let McpTransport::Stdio {
+        command,
+        args,
+        env,
+        pass_env,
+        cwd,
+    } = &spec.transport
+    else {
+        return Err(McpError::Spawn {
+            server: spec.name.clone(),
+            command: String::new(),
+            detail: "not a stdio server".into(),
+        });
+    };
+    let mut vars: Vec<(String, String)> = BASE_ENV
+        .iter()
+        .filter_map(|n| std::env::var(n).ok().map(|v| ((*n).to_owned(), v)))
+        .collect();
+    for name in pass_env {
+        let value = std::env::var(name).map_err(|_| McpError::MissingEnv {
+            server: spec.name.clone(),
+            name: name.clone(),
+        })?;
+        vars.push((name.clone(), value));
+    }
+    vars.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let mut wrap = CommandWrap::with_new(command, |cmd| {
+        cmd.args(args)
+            .env_clear()
+            .envs(vars.iter().map(|(k, v)| (k, v)));
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
+        if let Some(hook) = extras.spawn_hook {
+            hook(cmd.as_std_mut());
+        }
+    });
+    wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+    let spawn_error = |e: std::io::Error| McpError::Spawn {
+        server: spec.name.clone(),
+        command: command.clone(),
+        detail: e.to_string(),
+    };
+    let (process, stderr) = TokioChildProcess::builder(wrap)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_error)?;
+    let guard = process
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .and_then(rustix::process::Pid::from_raw)
+        .map(|pgid| GroupGuard { pgid });
+    if let Some(stderr) = stderr {
+        let name = spec.name.clone();
+        let tail = tail.clone();
+        tokio::spawn(async move { tail.follow(&name, stderr).await });
+    }
+    Ok(Spawned {
+        process,
+        guard,
+        handshake_only: false,
+    })
 }
 
 /// The MCP handshake over streamable HTTP through `client`.

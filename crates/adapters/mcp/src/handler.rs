@@ -83,25 +83,31 @@ fn message_text(data: &Value) -> String {
     }
 }
 
+/// Who we are to a server and what we answer (the same for every run, so a warm process's
+/// discovery, ADR-117, says what the run's own would).
+pub(crate) fn client_info() -> rmcp::model::ClientConfig {
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.roots = Some(RootsCapabilities::default());
+    capabilities.elicitation =
+        Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
+    // Declared even when the config refuses it, so the server asks and the refusal is
+    // recorded naming the key (a server that finds no capability fails on its own words).
+    capabilities.sampling = Some(Default::default());
+    let mut info = rmcp::model::ClientConfig::new(
+        capabilities,
+        rmcp::model::Implementation::new("agent-fabric", env!("CARGO_PKG_VERSION")),
+    );
+    info.protocol_version = rmcp::model::ProtocolVersion::V_2025_11_25;
+    info
+}
+
 impl ClientHandler for Handler {
     /// Who we are to the server: the fabric by its name and version (rmcp's default names
     /// rmcp), asking in the `initialize` handshake for its newest revision, 2025-11-25
     /// (2026-07-28 has no `initialize`; issue #29), with what we answer: roots, forms
     /// (declined unless the config says otherwise) and sampling (refused when it says so).
     fn get_info(&self) -> rmcp::model::ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
-        capabilities.roots = Some(RootsCapabilities::default());
-        capabilities.elicitation =
-            Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
-        // Declared even when the config refuses it, so the server asks and the refusal is
-        // recorded naming the key (a server that finds no capability fails on its own words).
-        capabilities.sampling = Some(Default::default());
-        let mut info = rmcp::model::ClientConfig::new(
-            capabilities,
-            rmcp::model::Implementation::new("agent-fabric", env!("CARGO_PKG_VERSION")),
-        );
-        info.protocol_version = rmcp::model::ProtocolVersion::V_2025_11_25;
-        info
+        client_info()
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

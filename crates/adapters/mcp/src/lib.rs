@@ -34,6 +34,7 @@ mod handler;
 mod logging;
 mod oauth;
 mod outputs;
+mod pool;
 mod prompts;
 mod protocol;
 mod resources;
@@ -49,6 +50,7 @@ mod watch;
 pub use connect::SpawnHook;
 pub use error::McpError;
 pub use oauth::{Challenge, LoggedIn, LoginRequest, login, logout};
+pub use pool::McpPool;
 pub use server::{
     ContinuesInput, FabricMcpServer, GetRunInput, NoInput, PruneRunsInput, RunStatsInput,
     RunTaskInput, SpecialistEntry, SpecialistList, http_service, serve_stdio, server_tools,

@@ -82,7 +82,7 @@ impl Drop for Calling {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A poisoned lock means a panic elsewhere mid-update; the data is still usable here.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -306,6 +306,15 @@ impl McpTools {
         self
     }
 
+    /// Takes the stdio servers' processes from `pool` where a warm one of the same
+    /// definition waits (issue #45, ADR-117); the run still does its own handshake.
+    pub fn with_pool(mut self, pool: Arc<crate::McpPool>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.extras.pool = Some(pool);
+        }
+        self
+    }
+
     /// What `server` last answered when it refused a request for want of authorization.
     pub fn challenge(&self, server: &str) -> Option<crate::oauth::Challenge> {
         let slot = lock(&self.shared.entries).get(server)?.challenge.clone();
@@ -347,16 +356,18 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         elicitation: spec.elicitation,
         hub: Arc::downgrade(&shared),
     };
+    let pooled = extras.pool.as_ref().is_some_and(|p| p.pools(&spec));
+    let (warm, tail) = take_warm(&shared, &name, &spec, &extras, tail);
     let started = tokio::time::timeout(Duration::from_secs(spec.startup_timeout_s), async {
-        let connection = connect(&spec, handler, tail.clone(), &extras).await?;
+        let (connection, was_warm) = connect_warm(&spec, handler, &tail, &extras, warm).await?;
         let listed = shared
             .list(&spec, &connection.service)
             .await
             .map_err(|e| crate::oauth::explain(&spec.name, &extras.challenge, e))?;
-        Ok::<_, McpError>((connection, listed))
+        Ok::<_, McpError>((connection, listed, was_warm))
     })
     .await;
-    let (connection, (tools, skipped)) = match started {
+    let (connection, (tools, skipped), was_warm) = match started {
         Ok(Ok(up)) => up,
         Ok(Err(e)) => return fail(&shared, &name, McpStatus::Failed, e.to_string()),
         Err(_) => {
@@ -378,6 +389,7 @@ async fn run_server(shared: Arc<Shared>, name: String) {
     shared.notice(&name, McpStatus::Ready, |n| {
         n.tools = Some(names);
         n.skipped = Some(skipped);
+        n.warm = pooled.then_some(was_warm);
     });
     // Last, so a run waiting for this required server finds the notice already there.
     if let Some(entry) = lock(&shared.entries).get(&name) {
@@ -400,6 +412,60 @@ async fn run_server(shared: Arc<Shared>, name: String) {
             Err(e) => shared.notice(&name, McpStatus::ToolsChanged, |n| {
                 n.error = Some(e.to_string());
             }),
+        }
+    }
+}
+
+/// A warm process of the server from the fabric's pool, if it has one, with the tail of
+/// the server's stderr: the warm process's, followed since it started, becomes the entry's.
+fn take_warm(
+    shared: &Shared,
+    name: &str,
+    spec: &McpServerSpec,
+    extras: &crate::connect::Extras,
+    tail: Arc<StderrTail>,
+) -> (Option<crate::pool::Warm>, Arc<StderrTail>) {
+    let warm = extras.pool.as_ref().and_then(|p| p.take(spec, extras));
+    match warm {
+        Some(w) => {
+            if let Some(entry) = lock(&shared.entries).get_mut(name) {
+                entry.tail = w.tail.clone();
+            }
+            let tail = w.tail.clone();
+            (Some(w), tail)
+        }
+        None => (None, tail),
+    }
+}
+
+/// Connects through the warm process when there is one; if it fails its handshake (it died
+/// after it was taken), a process of the run's own is started: a pool never takes a run down.
+/// Says whether the connection is the warm process's.
+async fn connect_warm(
+    spec: &McpServerSpec,
+    handler: Handler,
+    tail: &Arc<StderrTail>,
+    extras: &crate::connect::Extras,
+    warm: Option<crate::pool::Warm>,
+) -> Result<(Connection, bool), McpError> {
+    let Some(warm) = warm else {
+        let connection = connect(spec, handler, tail.clone(), extras, None).await?;
+        return Ok((connection, false));
+    };
+    match connect(
+        spec,
+        handler.clone(),
+        tail.clone(),
+        extras,
+        Some(warm.spawned),
+    )
+    .await
+    {
+        Ok(connection) => Ok((connection, true)),
+        Err(error) => {
+            tracing::info!(server = %spec.name, %error, "a warm MCP server failed its handshake; starting another");
+            let connection = connect(spec, handler, tail.clone(), extras, None).await?;
+            Ok((connection, false))
         }
     }
 }

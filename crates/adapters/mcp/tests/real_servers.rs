@@ -55,6 +55,7 @@ fn stdio(name: &str, command: &str, args: Vec<String>) -> McpServerSpec {
         sampling: true,
 
         elicitation: fabric_domain::McpElicitation::Decline,
+        pool: true,
     }
 }
 
@@ -561,6 +562,7 @@ async fn a_legacy_sse_server_is_reached_through_our_own_client() {
         sampling: true,
 
         elicitation: fabric_domain::McpElicitation::Decline,
+        pool: true,
     };
     let source = McpTools::new(&specialist(vec![spec], &[]));
     let ctx = ctx(dir.path());
@@ -611,6 +613,7 @@ async fn a_streamable_http_server_is_reached_with_its_headers() {
         sampling: true,
 
         elicitation: fabric_domain::McpElicitation::Decline,
+        pool: true,
     };
     let source = McpTools::new(&specialist(vec![spec], &["mcp__web__echo"]));
     let ctx = ctx(dir.path());
@@ -656,6 +659,7 @@ async fn a_token_variable_that_is_not_set_is_a_clear_failure() {
         sampling: true,
 
         elicitation: fabric_domain::McpElicitation::Decline,
+        pool: true,
     };
     let source = McpTools::new(&specialist(vec![spec], &[]));
     let err = source

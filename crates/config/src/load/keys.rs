@@ -94,6 +94,10 @@ impl Merger {
                 max_bytes: 0, 1_048_576);
             overlay!(s.instructions, i; user_file);
         }
+        if let Some(p) = raw.mcp_pool {
+            overlay_within!(self, |f: &str| format!("mcp_pool.{f}"), s.mcp_pool, p;
+                size: 0, 64; idle_timeout_s: 1, 86_400);
+        }
         for (i, dir) in raw.trusted_projects.iter().flatten().enumerate() {
             let path = expand_home(dir);
             if !path.is_absolute() {

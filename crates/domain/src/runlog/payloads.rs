@@ -195,6 +195,10 @@ pub struct McpServer {
     /// wrong, with the server's last stderr lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// `ready`, in a fabric that pools servers (issue #45): whether the run got a warm
+    /// process, started ahead of it by the pool, rather than one started for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm: Option<bool>,
 }
 
 impl McpServer {
@@ -210,6 +214,7 @@ impl McpServer {
             tools: None,
             skipped: None,
             error: None,
+            warm: None,
         }
     }
 }

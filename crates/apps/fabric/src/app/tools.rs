@@ -222,8 +222,22 @@ pub(crate) fn sandbox(
         .map_err(|e| UsageError(e.to_string()))?;
     Ok(Arc::new(sandbox))
 }
+/// The warm MCP server processes of a long-lived fabric (`serve`, `worker`, `acp`, `mcp`;
+/// issue #45, ADR-117): set once, when such a command starts; `fabric run` has none.
+static MCP_POOL: std::sync::OnceLock<Arc<fabric_mcp::McpPool>> = std::sync::OnceLock::new();
+
+/// Makes this process keep MCP servers warm for its runs, as `mcp_pool:` says (a size of 0
+/// keeps none).
+pub(crate) fn keep_mcp_servers_warm(settings: &Settings) {
+    let config = settings.mcp_pool;
+    if config.size > 0 {
+        let idle = std::time::Duration::from_secs(config.idle_timeout_s);
+        let _ = MCP_POOL.set(fabric_mcp::McpPool::new(config.size, idle));
+    }
+}
+
 /// The tool sources of a specialist that grow while a run goes on: its MCP servers, started
-/// when the run starts and stopped when it ends.
+/// when the run starts (from a warm process in a long-lived fabric) and stopped when it ends.
 pub(crate) fn sources_for(
     specialist: &SpecialistSpec,
     settings: &Settings,
@@ -235,6 +249,9 @@ pub(crate) fn sources_for(
         // Tokens from `fabric mcp login` (ADR-085).
         if let Some(dir) = fabric_config::mcp_token_dir() {
             servers = servers.with_token_dir(dir);
+        }
+        if let Some(pool) = MCP_POOL.get() {
+            servers = servers.with_pool(pool.clone());
         }
         sources.push(Arc::new(servers));
     }

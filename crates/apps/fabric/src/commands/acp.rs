@@ -10,6 +10,7 @@ use crate::wiring;
 /// `fabric acp`: serve ACP until the editor closes stdin.
 pub(crate) async fn acp(cli: &Cli, args: &AcpArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
+    crate::app::tools::keep_mcp_servers_warm(&settings);
     // A local process of the person at the editor, as `fabric chat` is: any directory.
     let fabric = wiring::fabric(&settings, ServiceConfig::default()).await?;
     let defaults = fabric_acp::Defaults {

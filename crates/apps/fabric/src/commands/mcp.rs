@@ -10,6 +10,7 @@ use crate::wiring;
 /// `fabric mcp`: serve MCP on stdin/stdout until the client closes it.
 pub(crate) async fn mcp(cli: &Cli) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
+    crate::app::tools::keep_mcp_servers_warm(&settings);
     // Its client drives runs as an HTTP client does: `project` only inside the roots.
     let fabric = wiring::fabric(&settings, wiring::served(&settings)).await?;
     let service = fabric.service.clone();

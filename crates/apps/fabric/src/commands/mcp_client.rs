@@ -258,6 +258,7 @@ fn server_spec(
             // No run lends a model here: a server's sampling request is refused saying so.
             sampling: true,
             elicitation: Default::default(),
+            pool: false,
         });
     }
     let name = server.unwrap_or_default();

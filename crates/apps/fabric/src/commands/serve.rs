@@ -13,6 +13,7 @@ use crate::wiring;
 
 pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
+    crate::app::tools::keep_mcp_servers_warm(&settings);
     let (listener, token) = listen(&settings, args).await?;
     let addr = listener.local_addr().context("reading the bound address")?;
     let config = ApiConfig {

@@ -11,6 +11,7 @@ use crate::wiring;
 
 pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> anyhow::Result<u8> {
     let settings = wiring::load_settings(cli)?;
+    crate::app::tools::keep_mcp_servers_warm(&settings);
     wiring::require_postgres(
         &settings,
         "a worker takes runs from a shared PostgreSQL store",

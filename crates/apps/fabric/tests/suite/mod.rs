@@ -38,6 +38,7 @@ mod mcp_conformance;
 mod mcp_images;
 mod mcp_inspector;
 mod mcp_oauth;
+mod mcp_pool;
 mod mcp_server;
 mod mcp_tasks;
 mod metrics;

@@ -779,6 +779,7 @@ fn issue_44_a_requests_mcp_servers_and_approval_mode_join_the_specialist() {
         call_timeout_s: 120,
         sampling: true,
         elicitation: fabric_domain::McpElicitation::default(),
+        pool: true,
     };
     let mut own = spec("engineering");
     own.tooling.mcp_servers = vec![server("fs", "own-fs")];

@@ -1,0 +1,336 @@
+//! MCP pooling through `fabric serve` (issue #45, ADR-117): a long-lived fabric keeps stdio
+//! servers warm, started ahead of the runs that name their definition, and each run still
+//! opens its own session. The probe server (tests/mcp/pool_probe_server.py) says which
+//! process and session answer, the roots it was given and how many calls it served.
+
+use fabric_test_support::{Scenario, Turn};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+use super::fixture::{Fixture, of_kind, process_with};
+use super::serve_fixture::{Options, Served};
+
+fn probe() -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/pool_probe_server.py")
+        .display()
+        .to_string()
+}
+
+/// How a specialist's server is started, and the tool it calls.
+struct Server<'a> {
+    command: &'a str,
+    args: &'a str,
+    tool: &'a str,
+    /// More keys of the server (`\n    pool: false`).
+    extra: &'a str,
+}
+
+/// A specialist `id` whose server is named `server`.
+fn write_specialist(fx: &Fixture, id: &str, server: &str, how: &Server) {
+    let dir = fx.workspace_root().join("specialists");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let body = format!(
+        "---
+name: {id}
+description: Asks the server who answers.
+tools: [mcp__{server}__{tool}]
+mcp_servers:
+  - name: {server}
+    command: {command}
+    args: [{args}]
+    required: true{extra}
+---
+Ask the server.
+",
+        tool = how.tool,
+        command = how.command,
+        args = how.args,
+        extra = how.extra,
+    );
+    std::fs::write(dir.join(format!("{id}.md")), body).expect("write specialist");
+}
+
+/// Each run: one call of `tool` of its server, then finish.
+fn turns(servers: &[&str], tool: &str) -> Vec<Turn> {
+    servers
+        .iter()
+        .flat_map(|s| {
+            [
+                Turn::tool_call(format!("mcp__{s}__{tool}"), json!({})),
+                Turn::tool_call("finish_task", json!({"summary": "asked"})),
+            ]
+        })
+        .collect()
+}
+
+/// `fabric serve` with a specialist per `(id, server, extra keys)`, each with the probe.
+async fn serve(servers: &[&str], specialists: &[(&str, &str, &str)], marker: &str) -> Served {
+    serve_with(servers, specialists, marker, "").await
+}
+
+/// [`serve`] with `config` appended to the fabric's config.
+async fn serve_with(
+    servers: &[&str],
+    specialists: &[(&str, &str, &str)],
+    marker: &str,
+    config: &'static str,
+) -> Served {
+    let fx = Fixture::with_backend(Scenario::new(turns(servers, "whoami")), "openai").await;
+    fx.trust_own_files();
+    for (id, server, extra) in specialists {
+        let args = format!("{}, {marker}", probe());
+        let how = Server {
+            command: "python3",
+            args: &args,
+            tool: "whoami",
+            extra,
+        };
+        write_specialist(&fx, id, server, &how);
+    }
+    let options = Options {
+        config,
+        ..Options::default()
+    };
+    Served::on(fx, options).await
+}
+
+/// What one run saw: its `ready` event, the probe's answer, its log messages, its workspace.
+struct Seen {
+    ready: Value,
+    answer: Value,
+    messages: Vec<String>,
+    workspace: String,
+}
+
+async fn run(s: &Served, pack: &str) -> Seen {
+    let (status, body) = s
+        .post_json("/runs", json!({"prompt": "who answers?", "pack": pack}))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["run_id"].as_str().expect("run id").to_owned();
+    s.wait_status(&id, "completed").await;
+    let events = s.runlog(&id);
+    let ready = of_kind(&events, "mcp_server")
+        .into_iter()
+        .find(|e| e["payload"]["status"] == "ready")
+        .unwrap_or_else(|| panic!("no ready server: {events:#?}"))["payload"]
+        .clone();
+    let result = of_kind(&events, "tool_result")
+        .into_iter()
+        .find_map(|e| e["payload"]["result"].as_str())
+        .unwrap_or_else(|| panic!("no result: {events:#?}"));
+    let messages = of_kind(&events, "mcp_message")
+        .iter()
+        .filter_map(|e| e["payload"]["message"].as_str().map(str::to_owned))
+        .collect();
+    let workspace = events[0]["payload"]["workspace"]
+        .as_str()
+        .expect("run_start.workspace")
+        .to_owned();
+    Seen {
+        ready,
+        answer: serde_json::from_str(result).expect("the probe answers JSON"),
+        messages,
+        workspace,
+    }
+}
+
+/// Waits until a process with `marker` on its command line runs (a warm one, between runs).
+async fn wait_for_process(marker: &str) {
+    for _ in 0..100 {
+        if process_with(marker) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no process with {marker} started");
+}
+
+/// The process ids of the processes with `marker` on their command line.
+fn pids_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+fn uri(workspace: &str) -> String {
+    format!("file://{workspace}")
+}
+
+#[tokio::test]
+async fn issue_45_two_specialists_naming_one_server_get_a_warm_process_and_sessions_of_their_own() {
+    let marker = format!("pool-probe-two-{}", std::process::id());
+    let s = serve(
+        &["probe", "me"],
+        &[("alpha", "probe", ""), ("beta", "me", "")],
+        &marker,
+    )
+    .await;
+    let first = run(&s, "alpha").await;
+    assert_eq!(first.ready["warm"], false, "{}", first.ready);
+    // The first run left a warm process of the definition behind it, named by neither run.
+    wait_for_process(&marker).await;
+    let second = run(&s, "beta").await;
+    assert_eq!(second.ready["warm"], true, "{}", second.ready);
+    // A session of its own: another `initialize`, another session id, one call served.
+    assert_ne!(first.answer["session"], second.answer["session"]);
+    assert_eq!(first.answer["calls"], 1);
+    assert_eq!(second.answer["calls"], 1, "{}", second.answer);
+    // The roots each run sees are its own workspace.
+    assert_eq!(first.answer["roots"], json!([uri(&first.workspace)]));
+    assert_eq!(second.answer["roots"], json!([uri(&second.workspace)]));
+    assert_ne!(first.workspace, second.workspace);
+    // Each run's notifications are its session's only.
+    let session = |seen: &Seen| format!("session {}", seen.answer["session"].as_str().unwrap());
+    assert_eq!(first.messages, [session(&first)]);
+    assert_eq!(second.messages, [session(&second)]);
+}
+
+#[tokio::test]
+async fn issue_45_a_warm_server_killed_between_runs_is_replaced_and_the_run_goes_on() {
+    let marker = format!("pool-probe-killed-{}", std::process::id());
+    let s = serve(
+        &["probe", "probe", "probe"],
+        &[("alpha", "probe", "")],
+        &marker,
+    )
+    .await;
+    run(&s, "alpha").await;
+    wait_for_process(&marker).await;
+    for pid in pids_with(&marker) {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    let after_kill = run(&s, "alpha").await;
+    // The dead process is not handed out: the run starts its own and completes.
+    assert_eq!(after_kill.ready["warm"], false, "{}", after_kill.ready);
+    assert_eq!(after_kill.answer["calls"], 1);
+    wait_for_process(&marker).await;
+    let next = run(&s, "alpha").await;
+    assert_eq!(next.ready["warm"], true, "{}", next.ready);
+}
+
+#[tokio::test]
+async fn issue_45_a_server_with_pool_false_is_never_pooled() {
+    let marker = format!("pool-probe-stateful-{}", std::process::id());
+    let s = serve(
+        &["probe", "probe"],
+        &[("alpha", "probe", "\n    pool: false")],
+        &marker,
+    )
+    .await;
+    for _ in 0..2 {
+        let seen = run(&s, "alpha").await;
+        assert_eq!(seen.ready.get("warm"), None, "{}", seen.ready);
+        // Nothing of the server is left between runs: no warm process of it.
+        assert!(
+            super::fixture::gone_within(&marker, Duration::from_secs(5)),
+            "a pool: false server left a process"
+        );
+    }
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_a_2026_07_28_server_is_pooled_and_each_run_gets_its_own_roots() {
+    // The Python SDK's server answers `server/discover`: the pool's question is answered,
+    // and the run still discovers it on its own and asks its roots in its own call.
+    let Some(deps) = fabric_test_support::test_deps() else {
+        return;
+    };
+    let python = deps.join("venv/bin/python").display().to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/client_features_server.py")
+        .display()
+        .to_string();
+    let fx = Fixture::with_backend(Scenario::new(turns(&["helper"; 2], "roots")), "openai").await;
+    fx.trust_own_files();
+    let how = Server {
+        command: &python,
+        args: &script,
+        tool: "roots",
+        extra: "\n    startup_timeout_s: 60",
+    };
+    write_specialist(&fx, "helper_user", "helper", &how);
+    let s = Served::on(fx, Options::default()).await;
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (status, body) = s
+            .post_json("/runs", json!({"prompt": "roots?", "pack": "helper_user"}))
+            .await;
+        assert_eq!(status, 202, "{body}");
+        let id = body["run_id"].as_str().expect("run id").to_owned();
+        s.wait_status(&id, "completed").await;
+        let events = s.runlog(&id);
+        let ready = of_kind(&events, "mcp_server")
+            .into_iter()
+            .find(|e| e["payload"]["status"] == "ready")
+            .map(|e| e["payload"]["warm"].clone());
+        let roots: Value = of_kind(&events, "tool_result")
+            .into_iter()
+            .find_map(|e| e["payload"]["result"].as_str())
+            .and_then(|r| serde_json::from_str(r).ok())
+            .unwrap_or_else(|| panic!("no roots: {events:#?}"));
+        let workspace = events[0]["payload"]["workspace"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        seen.push((ready, roots, workspace));
+        // The pool starts its processes while the first run goes on; give it a moment.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    assert_eq!(seen[0].0, Some(json!(false)), "{seen:?}");
+    assert_eq!(seen[1].0, Some(json!(true)), "{seen:?}");
+    for (_, roots, workspace) in &seen {
+        assert_eq!(roots, &json!([uri(workspace)]));
+    }
+    assert_ne!(seen[0].2, seen[1].2);
+}
+
+#[tokio::test]
+async fn issue_45_the_pool_keeps_its_size_and_stops_idle_processes() {
+    let marker = format!("pool-probe-idle-{}", std::process::id());
+    let s = serve_with(
+        &["probe"],
+        &[("alpha", "probe", "")],
+        &marker,
+        "\nmcp_pool:\n  size: 1\n  idle_timeout_s: 2\n",
+    )
+    .await;
+    run(&s, "alpha").await;
+    wait_for_process(&marker).await;
+    // One warm process (`size: 1`), the run's own gone with the run.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pids_with(&marker).len(), 1, "{:?}", pids_with(&marker));
+    // Unused for `idle_timeout_s`, it is stopped.
+    assert!(
+        super::fixture::gone_within(&marker, Duration::from_secs(6)),
+        "the idle warm process was not stopped"
+    );
+}
+
+#[tokio::test]
+async fn issue_45_warm_processes_end_with_the_fabric() {
+    let marker = format!("pool-probe-ends-{}", std::process::id());
+    let mut s = serve(&["probe"], &[("alpha", "probe", "")], &marker).await;
+    run(&s, "alpha").await;
+    wait_for_process(&marker).await;
+    // Even a SIGKILL of the fabric, which runs no cleanup: the parent-death signal.
+    s.child.kill().await.expect("kill fabric serve");
+    assert!(
+        super::fixture::gone_within(&marker, Duration::from_secs(5)),
+        "a warm process outlived the fabric"
+    );
+}
