@@ -215,6 +215,12 @@ impl LineSplitter {
 
     /// The stream ended: its last line, when it had no line break.
     pub fn finish(mut self) {
+        self.end_line();
+    }
+
+    /// The line so far goes out now, as if a line break came: the stream's writer has said
+    /// all it will say for a while (an ACP agent's turn ended while its process lives on).
+    pub fn end_line(&mut self) {
         if !self.line.is_empty() || self.cut > 0 {
             self.flush();
         }

@@ -216,7 +216,14 @@ async fn read(
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         match Incoming::parse(&line) {
-            Incoming::Response { id, result } => peer.answered(&id, result),
+            Incoming::Response { id, result } => {
+                // The turn's answer: its last words are shown before the call returns, not
+                // when the agent's process closes its output, after the call has ended.
+                if let Some(live) = live.as_mut() {
+                    live.end_line();
+                }
+                peer.answered(&id, result);
+            }
             Incoming::Notification { method, params } if method == "session/update" => {
                 let shown = take_update(&transcript, &params["update"]);
                 if let (Some(live), Some(shown)) = (live.as_mut(), shown) {
