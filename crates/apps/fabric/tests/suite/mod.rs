@@ -16,6 +16,7 @@ mod attacks_issue_39_projects;
 mod attacks_issue_39_terminal;
 mod attacks_round_three;
 mod attacks_round_two;
+mod binary_size;
 mod budgets;
 mod chat;
 mod cli_errors;

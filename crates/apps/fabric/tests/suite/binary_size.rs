@@ -1,0 +1,38 @@
+//! The binary's budget (ADR-051, issue #45): the stripped release binary, as
+//! `cargo install --locked` builds it, stays at or under 15 MiB.
+//!
+//! A release build takes minutes, so this test does not make one: `.ci/run` builds it
+//! (`cargo build --release --locked -p fabric`) and names it in `FABRIC_RELEASE_BINARY`
+//! (ADR-121). Without that variable the test says it was skipped, and fails instead under
+//! `FABRIC_REQUIRE_TEST_DEPS=1` (as in CI), so CI cannot lose the check silently.
+
+/// ADR-051's budget: 15 MiB.
+const BUDGET_BYTES: u64 = 15 * 1024 * 1024;
+
+#[test]
+fn issue_45_the_release_binary_stays_within_15_mib() {
+    let Some(path) = std::env::var_os("FABRIC_RELEASE_BINARY") else {
+        assert!(
+            std::env::var("FABRIC_REQUIRE_TEST_DEPS").as_deref() != Ok("1"),
+            "FABRIC_RELEASE_BINARY is not set: .ci/run builds the release binary and names it there"
+        );
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "SKIPPED: the binary's size: build it with `cargo build --release --locked -p fabric` and set FABRIC_RELEASE_BINARY to it (FABRIC_REQUIRE_TEST_DEPS=1 makes this a failure)"
+            );
+        }
+        return;
+    };
+    let bytes = std::fs::metadata(&path)
+        .unwrap_or_else(|e| panic!("FABRIC_RELEASE_BINARY={}: {e}", path.to_string_lossy()))
+        .len();
+    let mib = bytes as f64 / 1024.0 / 1024.0;
+    assert!(
+        bytes <= BUDGET_BYTES,
+        "the release binary {} is {bytes} bytes ({mib:.2} MiB), over ADR-051's budget of 15 MiB: \
+         measure what grew with `cargo bloat --profile profiling -p fabric --bin fabric --crates` \
+         (docs/BENCHMARKS.md, \"The binary's size\")",
+        path.to_string_lossy()
+    );
+}
