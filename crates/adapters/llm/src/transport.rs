@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use fabric_engine::ChatError;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use reqwest::{Method, Response, StatusCode};
@@ -264,7 +265,7 @@ impl Transport {
         &self,
         method: Method,
         url: &str,
-        body: Option<Vec<u8>>,
+        body: Option<Bytes>,
         read: Read,
     ) -> Result<Outcome, ChatError> {
         let mut attempt: u32 = 0;
@@ -318,7 +319,7 @@ impl Transport {
         &self,
         method: Method,
         url: &str,
-        body: Option<Vec<u8>>,
+        body: Option<Bytes>,
         read: Read,
     ) -> Result<Outcome, Failure> {
         let mut request = self.client.request(method, url).header(
@@ -418,13 +419,21 @@ pub(crate) fn cut(text: &str) -> String {
     }
 }
 
-fn encode_body(url: &str, body: Option<&impl Serialize>) -> Result<Option<Vec<u8>>, ChatError> {
-    body.map(serde_json::to_vec)
-        .transpose()
-        .map_err(|e| ChatError::Decode {
-            url: url.to_owned(),
-            detail: format!("could not encode the request: {e}"),
+/// The request's JSON, encoded once: every attempt and reqwest's own copy for a redirect share
+/// it (`Bytes` clones are counts), and its spare capacity is given back, since a run in flight
+/// holds it until the answer comes (issue #45).
+fn encode_body(url: &str, body: Option<&impl Serialize>) -> Result<Option<Bytes>, ChatError> {
+    body.map(|body| {
+        serde_json::to_vec(body).map(|mut bytes| {
+            bytes.shrink_to_fit();
+            Bytes::from(bytes)
         })
+    })
+    .transpose()
+    .map_err(|e| ChatError::Decode {
+        url: url.to_owned(),
+        detail: format!("could not encode the request: {e}"),
+    })
 }
 
 fn status_error(url: &str, status: StatusCode, body: &str) -> ChatError {

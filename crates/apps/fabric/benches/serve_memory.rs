@@ -14,7 +14,8 @@
 //! `POST /run` (the connection is held until the run ends); `limit` is
 //! `models.<key>.max_concurrent_requests`, or `default` to leave it out (the default config:
 //! 16 for an OpenAI-compatible server since issue #26; before, no limit, one connection to
-//! the model server per run).
+//! the model server per run), or `none` for the config's largest limit (10,000): every run
+//! holds its own model request, as with a server that can take them all (issue #45).
 //!
 //! Run: `cargo bench -p fabric --bench serve_memory` (figures in docs/BENCHMARKS.md).
 #![allow(
@@ -33,7 +34,11 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio::task::JoinSet;
 
-const DEFAULT_CASES: &str = "runs:1000:default,runs:10000:default,runs:10000:64,run:5000:64";
+const DEFAULT_CASES: &str = "runs:1000:default,runs:10000:default,runs:10000:64,run:5000:64,\
+     run:1000:none,runs:1000:none";
+
+/// `none`: the largest `max_concurrent_requests` the config takes.
+const NO_LIMIT: u32 = 10_000;
 
 /// Runs started before the baseline is read.
 const WARM: usize = 100;
@@ -72,8 +77,11 @@ fn parse_cases(text: &str) -> Vec<Case> {
             Case {
                 endpoint: parts[0].to_owned(),
                 runs: parts[1].parse().expect("runs is a number"),
-                limit: (parts[2] != "default")
-                    .then(|| parts[2].parse().expect("limit is a number or `default`")),
+                limit: match parts[2] {
+                    "default" => None,
+                    "none" => Some(NO_LIMIT),
+                    n => Some(n.parse().expect("limit is a number, `none` or `default`")),
+                },
             }
         })
         .collect()
