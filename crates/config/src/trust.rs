@@ -92,13 +92,15 @@ pub fn inventory(root: &Path, specialist_files: &[PathBuf]) -> Inventory {
             }),
         }
     }
-    let mut specialists: Vec<&PathBuf> = specialist_files
+    // Resolved as the root is, so a path through a link is not left out of the inventory.
+    let mut specialists: Vec<PathBuf> = specialist_files
         .iter()
+        .map(|f| fs::canonicalize(f).unwrap_or_else(|_| f.clone()))
         .filter(|f| f.starts_with(&root))
         .collect();
     specialists.sort();
     specialists.dedup();
-    for file in specialists {
+    for file in &specialists {
         let Ok(bytes) = read_regular(file) else {
             continue;
         };
@@ -393,6 +395,20 @@ mod tests {
         assert!(store.status(&inv).allows());
         assert!(store.revoke(&inv.root));
         assert_eq!(store.status(&inv), Trust::Untrusted);
+    }
+
+    #[test]
+    fn issue_43_a_specialist_reached_through_a_link_is_in_the_inventory() {
+        let dir = repo();
+        let spec = dir.path().join(".fabric/specialists/x.md");
+        fs::create_dir_all(spec.parent().unwrap()).unwrap();
+        fs::write(&spec, "---\nmcp_servers: []\n---\n").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let link = outside.path().join("link");
+        std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+        let inv = inventory(&link, &[link.join(".fabric/specialists/x.md")]);
+        assert_eq!(inv.items.len(), 1, "{inv:?}");
+        assert_eq!(inv.items[0].file, ".fabric/specialists/x.md");
     }
 
     #[test]

@@ -52,7 +52,11 @@ pub(crate) fn trust_of(path: &Path, settings: &Settings) -> (Trust, Inventory) {
 /// [`trust_of`] from its parts: `trusted_projects` and the project's MCP specialists.
 fn trust_in(path: &Path, trusted: &[PathBuf], specialists: &[PathBuf]) -> (Trust, Inventory) {
     let inventory = inventory(path, specialists);
-    if !inventory.is_empty() && trusted.iter().any(|dir| inventory.root.starts_with(dir)) {
+    let trusted_dir = |dir: &PathBuf| {
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        inventory.root.starts_with(dir)
+    };
+    if !inventory.is_empty() && trusted.iter().any(trusted_dir) {
         return (Trust::Trusted, inventory);
     }
     let status = match open_store() {
@@ -77,6 +81,12 @@ pub(crate) fn untrusted_specialists(settings: &Settings) -> BTreeMap<String, Str
         return BTreeMap::new();
     }
     let (status, inventory) = trust_of(&workspace_owner(settings), settings);
+    // Specialists that declare servers are always something to trust: should the inventory
+    // miss them (a path it cannot place), they are refused, never let through.
+    let status = match status {
+        Trust::NothingToTrust => Trust::Untrusted,
+        other => other,
+    };
     if status.allows() {
         return BTreeMap::new();
     }
