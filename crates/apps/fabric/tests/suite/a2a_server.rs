@@ -672,6 +672,15 @@ async fn issue_40_list_tasks_filters_in_the_query_and_refuses_a_token_it_never_g
         assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
     }
     let completed = |token: &str| json!({"contextId": "ctx-40", "status": "TASK_STATE_COMPLETED", "pageSize": 1, "pageToken": token});
+    // The store's index takes a run's end a moment after its runlog does: wait for both.
+    for _ in 0..100 {
+        let all = json!({"contextId": "ctx-40", "status": "TASK_STATE_COMPLETED", "pageSize": 10});
+        let listed = rpc(&served, "ListTasks", all).await;
+        if listed["result"]["tasks"].as_array().map(Vec::len) == Some(2) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let page = rpc(&served, "ListTasks", completed("")).await;
     assert_eq!(page["result"]["tasks"][0]["id"], ids[1].as_str(), "{page}");
     assert_eq!(page["result"]["tasks"].as_array().map(Vec::len), Some(1));

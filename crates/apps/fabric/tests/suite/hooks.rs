@@ -622,15 +622,16 @@ async fn issue_43_a_steering_message_goes_through_user_prompt_submit() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("fabric run starts");
+    // The run's directory appears when it is created: no store to contend with.
+    let runs = fx.workspace_root().join("runs");
     let mut id = None;
     for _ in 0..600 {
-        let listed = fx.fabric(&["logs", "list", "--json"]).await;
-        if let Ok(runs) = serde_json::from_str::<Value>(listed.stdout.trim()) {
-            id = runs["runs"][0]["run_id"]
-                .as_str()
-                .or_else(|| runs[0]["run_id"].as_str())
-                .map(str::to_owned);
-        }
+        id = std::fs::read_dir(&runs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|e| e.path().join("runlog.jsonl").is_file())
+            .and_then(|e| e.file_name().to_str().map(str::to_owned));
         if id.is_some() {
             break;
         }
