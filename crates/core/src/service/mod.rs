@@ -574,15 +574,17 @@ impl RunTask {
         done_tx: oneshot::Sender<Result<RunOutcome, ServiceError>>,
     ) {
         let id = self.live.id().clone();
+        // The arms that end before the run executes, or are rare, are boxed: inline, the
+        // largest of them sized the task of every run for its whole life (issue #45: 3 KiB
+        // a run in flight).
         if let Some(queue) = self.remote_queue() {
-            let result = self.remote(queue, prepared_tx).await;
+            let result = Box::pin(self.remote(queue, prepared_tx)).await;
             self.end(&id, result, done_tx);
             return;
         }
         let started = match &self.submission.resume {
-            Some(_) => self.reopen().await,
-            None => self
-                .start()
+            Some(_) => Box::pin(self.reopen()).await,
+            None => Box::pin(self.start())
                 .await
                 .map(|(run, prepared, log)| Started::Ready {
                     run,

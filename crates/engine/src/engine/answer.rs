@@ -95,7 +95,8 @@ impl<'a> Loop<'a, '_> {
             self.usage.add(u);
             self.ctx.lineage.budget.charge(u, answer.price(self.model));
         }
-        self.fall_back_without_calls(step, answer).await
+        // Boxed: rare, and the largest state of a model's answer (issue #45).
+        Box::pin(self.fall_back_without_calls(step, answer)).await
     }
 
     /// Asks the member's model, or the cloud model when the step goes to it.

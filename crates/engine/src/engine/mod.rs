@@ -102,10 +102,7 @@ pub(crate) async fn run_loop(
         started = source.start(ctx) => started,
     };
     let outcome = match started {
-        Ok(()) => match Loop::new(chat, input, rec) {
-            Ok(mut state) => state.run().await,
-            Err(outcome) => Ok(outcome),
-        },
+        Ok(()) => run_started(chat, input, rec).await,
         Err(reason) => {
             let status = if ctx.cancel.is_cancelled() {
                 RunStatus::Cancelled
@@ -123,6 +120,21 @@ pub(crate) async fn run_loop(
     // What the tool source noticed during the last step still belongs in the runlog.
     record_notices(source, &rec, None).await?;
     outcome
+}
+
+/// The loop over a started tool source. The loop's state is moved out of `Loop::new`'s
+/// result before the run is awaited: kept in a `match` on it, the result was held beside the
+/// state for the whole run (616 bytes of every run's future, issue #45).
+async fn run_started(
+    chat: &dyn ChatClient,
+    input: LoopInput<'_>,
+    rec: Recorder<'_>,
+) -> Result<LoopOutcome, StoreError> {
+    let mut state = match Loop::new(chat, input, rec) {
+        Ok(state) => state,
+        Err(outcome) => return Ok(outcome),
+    };
+    state.run().await
 }
 
 async fn record_notices(
@@ -282,12 +294,16 @@ impl<'a, 'r> Loop<'a, 'r> {
     }
 
     /// Runs the loop between its `SessionStart` and `SessionEnd` hooks (issue #43).
+    ///
+    /// What happens once or seldom is boxed here and in [`Loop::step`]: inline, its state
+    /// would size every run's future for the whole of its life, which it spends waiting for
+    /// its model (issue #45, `-Zprint-type-sizes` in docs/BENCHMARKS.md).
     async fn run(&mut self) -> Result<LoopOutcome, StoreError> {
-        let outcome = match self.session_start().await {
+        let outcome = match Box::pin(self.session_start()).await {
             Ok(()) => self.steps().await?,
             Err(stop) => self.outcome(stop)?,
         };
-        match self.session_end(outcome.status).await {
+        match Box::pin(self.session_end(outcome.status)).await {
             Err(Stop::Store(e)) => Err(e),
             _ => Ok(outcome),
         }
@@ -319,15 +335,15 @@ impl<'a, 'r> Loop<'a, 'r> {
         if let Err(reason) = self.ctx.lineage.budget.take_step() {
             return Err(Stop::Ended(RunStatus::BudgetExceeded, reason.to_string()));
         }
-        self.hear(step).await?;
-        self.fit_window(step).await?;
+        Box::pin(self.hear(step)).await?;
+        Box::pin(self.fit_window(step)).await?;
         let answer = self.answer(step).await?;
         self.steps = step + 1;
         if answer.response.tool_calls.is_empty() {
             return self.plain_reply(step, answer).await;
         }
         self.plain_replies = 0;
-        self.settle_calls(step, answer).await
+        Box::pin(self.settle_calls(step, answer)).await
     }
 
     /// Tools that arrived since the last step (a late MCP server, a loaded schema) are
