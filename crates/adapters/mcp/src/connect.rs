@@ -36,6 +36,25 @@ pub(crate) struct Connection {
     pub(crate) service: Arc<RunningService<RoleClient, Handler>>,
     /// Declared after `service` so the transport closes first, then the group is killed.
     _guard: Option<GroupGuard>,
+    /// The run's share of a connection other runs hold too (ADR-122); dropping it frees it.
+    pub(crate) lease: Option<crate::pool::Lease>,
+}
+
+impl Connection {
+    /// A run's share of a pooled 2026-07-28 server's connection: no process or handshake of
+    /// its own.
+    pub(crate) fn leased(lease: crate::pool::Lease) -> Self {
+        Self {
+            service: lease.process.service.clone(),
+            _guard: None,
+            lease: Some(lease),
+        }
+    }
+
+    /// The run's route on a shared connection.
+    pub(crate) fn route(&self) -> Option<u64> {
+        self.lease.as_ref().map(|l| l.route)
+    }
 }
 
 /// Kills a server's process group when dropped.
@@ -170,6 +189,7 @@ async fn connect_with(
             Ok(Connection {
                 service: Arc::new(service),
                 _guard: spawned.guard,
+                lease: None,
             })
         }
         McpTransport::Sse {
@@ -198,6 +218,7 @@ async fn connect_with(
             Ok(Connection {
                 service: Arc::new(service),
                 _guard: None,
+                lease: None,
             })
         }
         McpTransport::Http {
@@ -240,6 +261,7 @@ async fn connect_with(
             Ok(Connection {
                 service: Arc::new(service),
                 _guard: None,
+                lease: None,
             })
         }
     }

@@ -32,6 +32,7 @@ mod elicit;
 mod error;
 mod handler;
 mod logging;
+mod mux;
 mod oauth;
 mod outputs;
 mod pool;

@@ -26,6 +26,8 @@ pub(crate) struct McpTool {
     service: Weak<Service>,
     timeout: Duration,
     hub: Weak<Shared>,
+    /// The run's route on a connection shared with other runs (ADR-122).
+    route: Option<u64>,
 }
 
 /// What a server's `tools/list` entry becomes: a tool, or why it was left out.
@@ -97,7 +99,14 @@ impl McpTool {
             service,
             timeout,
             hub,
+            route: None,
         }
+    }
+
+    /// Calls through a shared connection as the run on `route`.
+    pub(crate) fn on_route(mut self, route: Option<u64>) -> Self {
+        self.route = route;
+        self
     }
 }
 
@@ -150,6 +159,10 @@ impl Tool for McpTool {
         // unless asked; issue #29). rmcp adds a progress token to every request.
         #[expect(deprecated)] // logging leaves in a future revision (SEP-2577)
         meta.set_log_level(rmcp::model::LoggingLevel::Info);
+        if let Some(route) = self.route {
+            // Taken off before the request is written (`mux::Routed`).
+            meta.insert(crate::mux::ROUTE_KEY.into(), route.into());
+        }
         params.meta = Some(meta);
         let Some(service) = self.service.upgrade() else {
             return Err(self.stopped("the connection is closed"));
@@ -162,7 +175,12 @@ impl Tool for McpTool {
         // `call_tool` answers a 2026-07-28 server's input requests (sampling, elicitation,
         // roots; SEP-2322) through our handler and retries, as a 2025-11-25 server's own
         // requests are answered during the call.
-        let answer = tokio::time::timeout(self.timeout, service.call_tool(params)).await;
+        let call = tokio::time::timeout(self.timeout, service.call_tool(params));
+        let answer = match self.route {
+            // The input requests of the call are answered by this run (`mux::CALLER`).
+            Some(route) => crate::mux::CALLER.scope(route, call).await,
+            None => call.await,
+        };
         let result = match answer {
             Err(_) => {
                 return Err(ToolError::Failed(format!(

@@ -348,3 +348,199 @@ async fn issue_45_warm_processes_end_with_the_fabric() {
         "a warm process outlived the fabric"
     );
 }
+
+/// The 2026-07-28 probe (tests/mcp/shared_server.py) on the installed Python SDK, with
+/// `marker` on its command line; `None` without the test dependencies.
+fn shared_probe(marker: &str) -> Option<(String, String)> {
+    let deps = fabric_test_support::test_deps()?;
+    let python = deps.join("venv/bin/python").display().to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/shared_server.py")
+        .display()
+        .to_string();
+    Some((python, format!("{script}, {marker}")))
+}
+
+/// `fabric serve` whose specialist `sharer` calls the shared probe's `whoami` with `hold`
+/// seconds, then finishes; every run takes the same two turns.
+async fn serve_shared(marker: &str, hold: f64) -> Option<Served> {
+    let (python, args) = shared_probe(marker)?;
+    let mut scenario = Scenario::new(vec![
+        Turn::tool_call("mcp__shared__whoami", json!({"hold": hold})),
+        Turn::tool_call("finish_task", json!({"summary": "asked"})),
+    ]);
+    scenario.turn_by = fabric_test_support::TurnBy::Conversation;
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    fx.trust_own_files();
+    let how = Server {
+        command: &python,
+        args: &args,
+        tool: "whoami",
+        extra: "\n    startup_timeout_s: 60",
+    };
+    write_specialist(&fx, "sharer", "shared", &how);
+    Some(Served::on(fx, Options::default()).await)
+}
+
+/// Starts a run of `sharer`; its id.
+async fn start_shared(s: &Served) -> String {
+    let (status, body) = s
+        .post_json("/runs", json!({"prompt": "who answers?", "pack": "sharer"}))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    body["run_id"].as_str().expect("run id").to_owned()
+}
+
+/// One run of `sharer` to its end, then waits until the pool has `size` (2) processes of the
+/// probe besides the run's own: the definition is known to speak 2026-07-28.
+async fn warm_up_shared(s: &Served, marker: &str) -> Vec<i32> {
+    let id = start_shared(s).await;
+    s.wait_status(&id, "completed").await;
+    let own: Value = of_kind(&s.runlog(&id), "tool_result")
+        .into_iter()
+        .find_map(|e| serde_json::from_str(e["payload"]["result"].as_str()?).ok())
+        .expect("the warm-up run's answer");
+    for _ in 0..400 {
+        let pool: Vec<i32> = pids_with(marker)
+            .into_iter()
+            .filter(|p| json!(p) != own["pid"])
+            .collect();
+        if pool.len() == 2 {
+            return pool;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the pool did not start 2 processes of the 2026-07-28 probe");
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_twenty_runs_in_flight_share_two_processes_each_with_its_own_roots_and_progress() {
+    let marker = format!("shared-probe-twenty-{}", std::process::id());
+    let Some(s) = serve_shared(&marker, 1.5).await else {
+        return;
+    };
+    let pool = warm_up_shared(&s, &marker).await;
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(start_shared(&s).await);
+    }
+    // While they are in flight, no more processes of the server than the pool's.
+    let mut most = 0;
+    for _ in 0..20 {
+        most = most.max(pids_with(&marker).len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut pids = std::collections::BTreeSet::new();
+    let mut shared_most = 0;
+    for id in &ids {
+        s.wait_status(id, "completed").await;
+        let events = s.runlog(id);
+        let workspace = events[0]["payload"]["workspace"].as_str().unwrap();
+        let ready = of_kind(&events, "mcp_server")
+            .into_iter()
+            .find(|e| e["payload"]["status"] == "ready")
+            .expect("ready")["payload"]
+            .clone();
+        assert_eq!(ready["warm"], true, "{ready}");
+        shared_most = shared_most.max(ready["shared"].as_u64().expect("shared"));
+        let answer: Value = of_kind(&events, "tool_result")
+            .into_iter()
+            .find_map(|e| serde_json::from_str(e["payload"]["result"].as_str()?).ok())
+            .unwrap_or_else(|| panic!("no answer: {events:#?}"));
+        // The roots the server was given with this run's call are this run's workspace.
+        assert_eq!(answer["roots"], json!([uri(workspace)]), "{id}");
+        pids.insert(answer["pid"].as_i64().expect("pid"));
+        // The progress of this run's call, and no other run's, is in its runlog.
+        let progress: Vec<String> = of_kind(&events, "mcp_message")
+            .iter()
+            .filter(|e| e["payload"]["type"] == "progress")
+            .map(|e| e["payload"]["message"].as_str().unwrap_or("").to_owned())
+            .collect();
+        assert_eq!(
+            progress,
+            [format!("pid {} roots {}", answer["pid"], uri(workspace))],
+            "{id}"
+        );
+    }
+    assert!(pids.len() <= 2, "{pids:?}");
+    assert!(
+        pids.iter().all(|p| pool.contains(&(*p as i32))),
+        "{pids:?} {pool:?}"
+    );
+    assert!(
+        most <= 2,
+        "{most} processes of the server while 20 runs were in flight"
+    );
+    assert!(shared_most > 1, "no run shared a process");
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_a_shared_server_killed_with_runs_in_flight_fails_their_calls_and_the_next_run_works()
+ {
+    let marker = format!("shared-probe-killed-{}", std::process::id());
+    let Some(s) = serve_shared(&marker, 3.0).await else {
+        return;
+    };
+    warm_up_shared(&s, &marker).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(start_shared(&s).await);
+    }
+    // Each call is in flight (the server holds it 3 s) when the server is killed.
+    for id in &ids {
+        let runlog =
+            s.fx.workspace_root()
+                .join(format!("runs/{id}/runlog.jsonl"));
+        for _ in 0..200 {
+            let text = std::fs::read_to_string(&runlog).unwrap_or_default();
+            if text.contains(r#""kind":"tool_call""#) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for pid in pids_with(&marker) {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    for id in &ids {
+        // The run goes on: the model reads the error and finishes.
+        s.wait_status(id, "completed").await;
+        let events = s.runlog(id);
+        let error = of_kind(&events, "tool_error")
+            .into_iter()
+            .find(|e| e["payload"]["tool"] == "mcp__shared__whoami")
+            .unwrap_or_else(|| panic!("no tool error: {events:#?}"))["payload"]["error_message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            error.starts_with("MCP server `shared` stopped while running `mcp__shared__whoami`"),
+            "{error}"
+        );
+    }
+    let next = start_shared(&s).await;
+    s.wait_status(&next, "completed").await;
+    let answered = of_kind(&s.runlog(&next), "tool_result")
+        .into_iter()
+        .any(|e| {
+            e["payload"]["result"]
+                .as_str()
+                .is_some_and(|r| r.contains("pid"))
+        });
+    assert!(
+        answered,
+        "the next run got no answer: {:#?}",
+        s.runlog(&next)
+    );
+}
