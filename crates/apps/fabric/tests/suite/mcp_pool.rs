@@ -544,3 +544,85 @@ async fn issue_45_a_shared_server_killed_with_runs_in_flight_fails_their_calls_a
         s.runlog(&next)
     );
 }
+
+/// The process ids of the processes whose environment has `MARK=<marker>`.
+fn pids_marked(marker: &str) -> Vec<i32> {
+    let wanted = format!("MARK={marker}");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_bytes()))
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_a_2025_11_25_server_still_gets_a_process_of_its_own_per_run_in_flight() {
+    // server-everything refuses `server/discover`: its processes are never shared.
+    let Some(deps) = fabric_test_support::test_deps() else {
+        return;
+    };
+    let script =
+        deps.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let marker = format!("everything-own-{}", std::process::id());
+    let tool = "trigger-long-running-operation";
+    let mut scenario = Scenario::new(vec![
+        Turn::tool_call(
+            format!("mcp__everything__{tool}"),
+            json!({"duration": 2, "steps": 2}),
+        ),
+        Turn::tool_call("finish_task", json!({"summary": "held"})),
+    ]);
+    scenario.turn_by = fabric_test_support::TurnBy::Conversation;
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    fx.trust_own_files();
+    let args = format!("{}, stdio", script.display());
+    let extra = format!("\n    startup_timeout_s: 60\n    env:\n      MARK: {marker}");
+    let how = Server {
+        command: "node",
+        args: &args,
+        tool,
+        extra: &extra,
+    };
+    write_specialist(&fx, "everyone", "everything", &how);
+    let s = Served::on(fx, Options::default()).await;
+    let start = || async {
+        let (status, body) = s
+            .post_json("/runs", json!({"prompt": "hold", "pack": "everyone"}))
+            .await;
+        assert_eq!(status, 202, "{body}");
+        body["run_id"].as_str().expect("run id").to_owned()
+    };
+    let first = start().await;
+    s.wait_status(&first, "completed").await;
+    let ids = [start().await, start().await, start().await];
+    let mut most = 0;
+    for _ in 0..30 {
+        most = most.max(pids_marked(&marker).len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for id in &ids {
+        s.wait_status(id, "completed").await;
+        let events = s.runlog(id);
+        let ready = of_kind(&events, "mcp_server")
+            .into_iter()
+            .find(|e| e["payload"]["status"] == "ready")
+            .expect("ready")["payload"]
+            .clone();
+        assert_eq!(ready.get("shared"), None, "{ready}");
+        assert!(ready["warm"].is_boolean(), "{ready}");
+    }
+    // Three runs in flight, three processes of their own at least (and the pool's spares).
+    assert!(
+        most >= 3,
+        "{most} processes of server-everything for 3 runs in flight"
+    );
+}
