@@ -626,3 +626,107 @@ async fn issue_45_a_2025_11_25_server_still_gets_a_process_of_its_own_per_run_in
         "{most} processes of server-everything for 3 runs in flight"
     );
 }
+
+/// The payload of the first `kind` event of `events` whose `key` is `value`.
+fn payload_where<'a>(events: &'a [Value], kind: &str, key: &str, value: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["kind"] == kind && e["payload"][key] == value)
+        .map(|e| &e["payload"])
+        .unwrap_or_else(|| panic!("no {kind} with {key} {value}: {events:#?}"))
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_on_a_shared_process_each_run_answers_the_sampling_and_forms_of_its_own_calls() {
+    let Some(deps) = fabric_test_support::test_deps() else {
+        return;
+    };
+    let python = deps.join("venv/bin/python").display().to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/client_features_server.py")
+        .display()
+        .to_string();
+    let marker = format!("shared-asks-{}", std::process::id());
+    let call = |tool: &str| Turn::tool_call(format!("mcp__helper__{tool}"), json!({}));
+    let finish = || Turn::tool_call("finish_task", json!({"summary": "done"}));
+    let fx = Fixture::with_backend(
+        Scenario::new(vec![
+            call("roots"),
+            finish(),
+            Turn::tool_call("mcp__helper__summarize", json!({"text": "a long story"})),
+            // Answers the server's sampling request, not a step of the loop.
+            Turn::text("Fabric runs agents locally."),
+            call("ask_profile"),
+            finish(),
+            call("ask_profile"),
+            finish(),
+        ]),
+        "openai",
+    )
+    .await;
+    fx.trust_own_files();
+    let args = format!("{script}, {marker}");
+    // Two specialists naming one definition, answering forms differently.
+    for (id, extra) in [
+        (
+            "asker",
+            "\n    startup_timeout_s: 60\n    elicitation: defaults",
+        ),
+        ("decliner", "\n    startup_timeout_s: 60"),
+    ] {
+        let how = Server {
+            command: &python,
+            args: &args,
+            tool: "*",
+            extra,
+        };
+        write_specialist(&fx, id, "helper", &how);
+    }
+    let s = Served::on(fx, Options::default()).await;
+    let run = |pack: &'static str| {
+        let s = &s;
+        async move {
+            let (status, body) = s
+                .post_json("/runs", json!({"prompt": "ask", "pack": pack}))
+                .await;
+            assert_eq!(status, 202, "{body}");
+            let id = body["run_id"].as_str().expect("run id").to_owned();
+            s.wait_status(&id, "completed").await;
+            s.runlog(&id)
+        }
+    };
+    run("asker").await;
+    for _ in 0..200 {
+        if pids_with(&marker).len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let asker = run("asker").await;
+    let decliner = run("decliner").await;
+    for events in [&asker, &decliner] {
+        let ready = payload_where(events, "mcp_server", "status", "ready");
+        assert!(ready["shared"].as_u64().is_some(), "{ready}");
+    }
+    // The asker's model answered its own call's sampling request, recorded in its runlog.
+    let sampling = payload_where(&asker, "mcp_request", "method", "sampling/createMessage");
+    assert_eq!(sampling["outcome"], "answered", "{sampling}");
+    let no_sampling = |events: &[Value]| {
+        !events
+            .iter()
+            .any(|e| e["payload"]["method"] == "sampling/createMessage")
+    };
+    assert!(no_sampling(&decliner));
+    // Each run's form answered by its own config: defaults for one, declined for the other.
+    let profile = |events: &[Value]| -> Value {
+        let result = payload_where(events, "tool_result", "tool", "mcp__helper__ask_profile");
+        serde_json::from_str(result["result"].as_str().expect("text")).expect("json")
+    };
+    assert_eq!(profile(&asker)["action"], "accept");
+    assert_eq!(profile(&decliner)["action"], "decline");
+}
