@@ -128,10 +128,9 @@ fn issue_45_a_shared_ready_notice_round_trips_and_old_ones_read_without_it() {
     assert_eq!(json["shared"], 3);
     let back: McpServer = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(back, ready);
-    let old: McpServer = serde_json::from_str(
-        r#"{"elapsed_ms":7,"server":"gh","status":"ready","warm":true}"#,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let old: McpServer =
+        serde_json::from_str(r#"{"elapsed_ms":7,"server":"gh","status":"ready","warm":true}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(old.shared, None);
 }
 
