@@ -364,6 +364,11 @@ fn shared_probe(marker: &str) -> Option<(String, String)> {
 /// `fabric serve` whose specialist `sharer` calls the shared probe's `whoami` with `hold`
 /// seconds, then finishes; every run takes the same two turns.
 async fn serve_shared(marker: &str, hold: f64) -> Option<Served> {
+    serve_shared_with(marker, hold, "").await
+}
+
+/// [`serve_shared`] with `config` appended to the fabric's config.
+async fn serve_shared_with(marker: &str, hold: f64, config: &'static str) -> Option<Served> {
     let (python, args) = shared_probe(marker)?;
     let mut scenario = Scenario::new(vec![
         Turn::tool_call("mcp__shared__whoami", json!({"hold": hold})),
@@ -379,7 +384,11 @@ async fn serve_shared(marker: &str, hold: f64) -> Option<Served> {
         extra: "\n    startup_timeout_s: 60",
     };
     write_specialist(&fx, "sharer", "shared", &how);
-    Some(Served::on(fx, Options::default()).await)
+    let options = Options {
+        config,
+        ..Options::default()
+    };
+    Some(Served::on(fx, options).await)
 }
 
 /// Starts a run of `sharer`; its id.
@@ -729,4 +738,28 @@ async fn issue_45_on_a_shared_process_each_run_answers_the_sampling_and_forms_of
     };
     assert_eq!(profile(&asker)["action"], "accept");
     assert_eq!(profile(&decliner)["action"], "decline");
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_a_shared_process_no_run_holds_is_stopped_after_the_idle_timeout() {
+    let marker = format!("shared-probe-idle-{}", std::process::id());
+    let config = "\nmcp_pool:\n  idle_timeout_s: 2\n";
+    let Some(s) = serve_shared_with(&marker, 0.0, config).await else {
+        return;
+    };
+    warm_up_shared(&s, &marker).await;
+    let id = start_shared(&s).await;
+    s.wait_status(&id, "completed").await;
+    let ready = payload_where(&s.runlog(&id), "mcp_server", "status", "ready").clone();
+    assert_eq!(ready["shared"], 1, "{ready}");
+    // The run ended, its share with it: unused for `idle_timeout_s`, both processes stop.
+    assert!(
+        super::fixture::gone_within(&marker, Duration::from_secs(8)),
+        "an idle shared process was not stopped: {:?}",
+        pids_with(&marker)
+    );
 }
