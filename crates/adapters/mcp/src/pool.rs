@@ -48,13 +48,15 @@ pub(crate) struct SharedProcess {
     pub(crate) tail: Arc<StderrTail>,
     /// How many times a share was lent: an idle timer armed before the last loan is stale.
     lent: AtomicU64,
+    /// The process's id: a killed process is dead before rmcp notices its connection closed.
+    pid: Option<u32>,
     /// Declared after `service`, so the connection closes first, then the group is killed.
     _guard: Option<GroupGuard>,
 }
 
 impl SharedProcess {
     fn alive(&self) -> bool {
-        !self.service.is_transport_closed()
+        !self.service.is_transport_closed() && crate::connect::running(self.pid)
     }
 }
 
@@ -63,31 +65,71 @@ pub(crate) enum Taken {
     /// A process of its own, not spoken to yet (ADR-117).
     Warm(Warm),
     /// A share of a connection other runs may hold at the same time (ADR-122).
-    Lease(Lease),
+    Lease(Arc<Lease>),
 }
 
-/// A run's share of a [`SharedProcess`]; dropping it frees the share.
+/// A run's share of a [`SharedProcess`]; dropping it frees the share. When the process
+/// stops (a crash, a kill), the run's next call takes a share of another of the pool's
+/// processes of the definition ([`Lease::renew`]).
 pub(crate) struct Lease {
-    pub(crate) process: Arc<SharedProcess>,
+    process: Mutex<Arc<SharedProcess>>,
     /// The run's route on the connection.
     pub(crate) route: u64,
     /// How many runs held a share when this one took it, itself included.
     pub(crate) sharing: usize,
+    /// The run's handler, registered on whichever process serves it.
+    handler: Handler,
+    spec: McpServerSpec,
+    extras: Extras,
     key: String,
     pool: Weak<McpPool>,
 }
 
+impl Lease {
+    /// The process serving the run now.
+    pub(crate) fn process(&self) -> Arc<SharedProcess> {
+        crate::source::lock(&self.process).clone()
+    }
+
+    /// The connection serving the run; if its process stopped, a share of a live one of
+    /// the definition, waiting up to the server's `startup_timeout_s` for the pool to start
+    /// one. `None`: none came up.
+    pub(crate) async fn renew(&self) -> Option<Arc<Service>> {
+        let current = self.process();
+        if current.alive() {
+            return Some(current.service.clone());
+        }
+        current.routes.remove(self.route);
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_secs(self.spec.startup_timeout_s);
+        loop {
+            let pool = self.pool.upgrade()?;
+            if let Some(next) = pool.relend(
+                &self.key,
+                &self.spec,
+                &self.extras,
+                &self.handler,
+                self.route,
+            ) {
+                *crate::source::lock(&self.process) = next.clone();
+                return Some(next.service.clone());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.process.routes.remove(self.route);
-        if self.process.routes.len() == 0
+        let process = self.process();
+        process.routes.remove(self.route);
+        if process.routes.len() == 0
             && let Some(pool) = self.pool.upgrade()
         {
-            pool.arm_idle(
-                &self.key,
-                self.process.id,
-                self.process.lent.load(Ordering::Acquire),
-            );
+            pool.arm_idle(&self.key, process.id, process.lent.load(Ordering::Acquire));
         }
     }
 }
@@ -163,13 +205,16 @@ impl McpPool {
             let mut slots = crate::source::lock(&self.slots);
             let slot = slots.entry(key.clone()).or_default();
             match slot.lend(handler, route) {
-                Some((process, sharing)) => Some(Taken::Lease(Lease {
-                    process,
+                Some((process, sharing)) => Some(Taken::Lease(Arc::new(Lease {
+                    process: Mutex::new(process),
                     route,
                     sharing,
+                    handler: handler.clone(),
+                    spec: spec.clone(),
+                    extras: extras.clone(),
                     key: key.clone(),
                     pool: self.this.clone(),
-                })),
+                }))),
                 // A process that died while it waited (a crash, a kill) is dropped here;
                 // the run gets another or starts its own.
                 None => std::iter::from_fn(|| slot.spares.pop_front())
@@ -179,6 +224,23 @@ impl McpPool {
         };
         self.refill(&key, spec, extras);
         taken
+    }
+
+    /// A share of a live shared process of `key` for the run on `route`, whose process
+    /// stopped; the pool starts processes to stay at its size.
+    fn relend(
+        &self,
+        key: &str,
+        spec: &McpServerSpec,
+        extras: &Extras,
+        handler: &Handler,
+        route: u64,
+    ) -> Option<Arc<SharedProcess>> {
+        let lent = crate::source::lock(&self.slots)
+            .get_mut(key)
+            .and_then(|slot| slot.lend(handler, route));
+        self.refill(key, spec, extras);
+        lent.map(|(process, _)| process)
     }
 
     /// Starts processes until the definition has `size` of them, waiting or starting.
@@ -306,6 +368,7 @@ async fn share(
 ) -> Result<Arc<SharedProcess>, McpError> {
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
     let routes = Arc::new(Routes::default());
+    let pid = spawned.process.id();
     let transport = Routed {
         inner: spawned.process,
         routes: routes.clone(),
@@ -326,6 +389,7 @@ async fn share(
         routes,
         tail,
         lent: AtomicU64::new(0),
+        pid,
         _guard: spawned.guard,
     }))
 }

@@ -186,9 +186,10 @@ impl Shared {
         let closed: Vec<String> = lock(&self.entries)
             .iter()
             .filter(|(_, e)| {
+                // A share of a pooled process is renewed by the next call instead.
                 e.connection
                     .as_ref()
-                    .is_some_and(|c| c.service.is_transport_closed())
+                    .is_some_and(|c| c.lease.is_none() && c.service.is_transport_closed())
             })
             .map(|(name, _)| name.clone())
             .collect();
@@ -202,7 +203,7 @@ impl Shared {
         self: &Arc<Self>,
         spec: &McpServerSpec,
         service: &Arc<crate::connect::Service>,
-        route: Option<u64>,
+        lease: Option<&Arc<crate::pool::Lease>>,
     ) -> Result<(Vec<Arc<dyn Tool>>, Vec<SkippedTool>), McpError> {
         let listed = service
             .list_all_tools()
@@ -226,7 +227,7 @@ impl Shared {
                                 Duration::from_secs(spec.call_timeout_s),
                                 Arc::downgrade(self),
                             )
-                            .on_route(route),
+                            .on_lease(lease),
                         ));
                     }
                 }
@@ -367,7 +368,7 @@ async fn run_server(shared: Arc<Shared>, name: String) {
     let started = tokio::time::timeout(Duration::from_secs(spec.startup_timeout_s), async {
         let (connection, was_warm) = connect_warm(&spec, handler, &tail, &extras, taken).await?;
         let listed = shared
-            .list(&spec, &connection.service, connection.route())
+            .list(&spec, &connection.service, connection.lease.as_ref())
             .await
             .map_err(|e| crate::oauth::explain(&spec.name, &extras.challenge, e))?;
         Ok::<_, McpError>((connection, listed, was_warm))
@@ -386,8 +387,8 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         }
     };
     let service = connection.service.clone();
-    let route = connection.route();
-    let sharing = connection.lease.as_ref().map(|l| l.sharing);
+    let lease = connection.lease.clone();
+    let sharing = lease.as_ref().map(|l| l.sharing);
     let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
     if let Some(entry) = lock(&shared.entries).get_mut(&name) {
         entry.tools = tools;
@@ -406,7 +407,12 @@ async fn run_server(shared: Arc<Shared>, name: String) {
     }
 
     while changed_rx.recv().await.is_some() {
-        match shared.list(&spec, &service, route).await {
+        // A share follows its lease to a restarted process.
+        let service = match &lease {
+            Some(l) => l.process().service.clone(),
+            None => service.clone(),
+        };
+        match shared.list(&spec, &service, lease.as_ref()).await {
             Ok((tools, skipped)) => {
                 let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
                 if let Some(entry) = lock(&shared.entries).get_mut(&name) {
@@ -442,7 +448,7 @@ fn take_warm(
         .and_then(|p| p.take(spec, extras, handler));
     let pooled_tail = match &taken {
         Some(Taken::Warm(w)) => w.tail.clone(),
-        Some(Taken::Lease(l)) => l.process.tail.clone(),
+        Some(Taken::Lease(l)) => l.process().tail.clone(),
         None => return (None, tail),
     };
     if let Some(entry) = lock(&shared.entries).get_mut(name) {

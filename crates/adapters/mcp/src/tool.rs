@@ -7,7 +7,7 @@ use fabric_core::{Tool, ToolContext, ToolError, ToolOutput};
 use fabric_domain::{ToolAnnotations, ToolImage, ToolSpec, mcp_tool_name};
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use crate::connect::Service;
 use std::time::Duration;
@@ -26,7 +26,8 @@ pub(crate) struct McpTool {
     service: Weak<Service>,
     timeout: Duration,
     hub: Weak<Shared>,
-    /// The run's route on a connection shared with other runs (ADR-122).
+    /// The run's share of a connection other runs use too (ADR-122), and its route on it.
+    lease: Weak<crate::pool::Lease>,
     route: Option<u64>,
 }
 
@@ -99,13 +100,17 @@ impl McpTool {
             service,
             timeout,
             hub,
+            lease: Weak::new(),
             route: None,
         }
     }
 
-    /// Calls through a shared connection as the run on `route`.
-    pub(crate) fn on_route(mut self, route: Option<u64>) -> Self {
-        self.route = route;
+    /// Calls through `lease`'s shared connection as the run it routes.
+    pub(crate) fn on_lease(mut self, lease: Option<&Arc<crate::pool::Lease>>) -> Self {
+        if let Some(lease) = lease {
+            self.lease = Arc::downgrade(lease);
+            self.route = Some(lease.route);
+        }
         self
     }
 }
@@ -119,6 +124,35 @@ impl McpTool {
         };
         ToolError::Failed(format!(
             "MCP server `{}` stopped while running `{}` ({why}{detail}); its tools are not available any more in this run, use other tools",
+            self.server, self.spec.name
+        ))
+    }
+
+    /// The connection to call on: the run's own, or its share of a pooled process, renewed
+    /// on another process of the pool if that one stopped.
+    async fn service(&self) -> Result<Arc<Service>, ToolError> {
+        if self.route.is_none() {
+            return self
+                .service
+                .upgrade()
+                .ok_or_else(|| self.stopped("the connection is closed"));
+        }
+        match self.lease.upgrade() {
+            Some(lease) => lease.renew().await.ok_or_else(|| {
+                self.stopped("no process of it came up again within its startup_timeout_s")
+            }),
+            None => Err(self.stopped("the connection is closed")),
+        }
+    }
+
+    /// The connection closed during the call: a shared process (other runs' too) is restarted
+    /// by the pool and the run keeps its tools; a process of the run's own takes them along.
+    fn closed_during_call(&self, why: &str) -> ToolError {
+        if self.route.is_none() {
+            return self.stopped(why);
+        }
+        ToolError::Failed(format!(
+            "MCP server `{}` stopped while running `{}` ({why}); it is being restarted: call the tool again (the call may or may not have taken effect)",
             self.server, self.spec.name
         ))
     }
@@ -164,9 +198,7 @@ impl Tool for McpTool {
             meta.insert(crate::mux::ROUTE_KEY.into(), route.into());
         }
         params.meta = Some(meta);
-        let Some(service) = self.service.upgrade() else {
-            return Err(self.stopped("the connection is closed"));
-        };
+        let service = self.service().await?;
         // The server's progress during the call is recorded as this tool's.
         let _calling = self
             .hub
@@ -192,7 +224,7 @@ impl Tool for McpTool {
             }
             Ok(Err(e)) => {
                 if service.is_transport_closed() {
-                    return Err(self.stopped(&e.to_string()));
+                    return Err(self.closed_during_call(&e.to_string()));
                 }
                 return Err(ToolError::Failed(format!(
                     "`{}` failed: {e}",

@@ -364,16 +364,19 @@ fn shared_probe(marker: &str) -> Option<(String, String)> {
 /// `fabric serve` whose specialist `sharer` calls the shared probe's `whoami` with `hold`
 /// seconds, then finishes; every run takes the same two turns.
 async fn serve_shared(marker: &str, hold: f64) -> Option<Served> {
-    serve_shared_with(marker, hold, "").await
+    serve_shared_with(marker, &[hold], "").await
 }
 
-/// [`serve_shared`] with `config` appended to the fabric's config.
-async fn serve_shared_with(marker: &str, hold: f64, config: &'static str) -> Option<Served> {
+/// `fabric serve` whose specialist `sharer` calls `whoami` once for each of `holds`, then
+/// finishes, with `config` appended to the fabric's config.
+async fn serve_shared_with(marker: &str, holds: &[f64], config: &'static str) -> Option<Served> {
     let (python, args) = shared_probe(marker)?;
-    let mut scenario = Scenario::new(vec![
-        Turn::tool_call("mcp__shared__whoami", json!({"hold": hold})),
-        Turn::tool_call("finish_task", json!({"summary": "asked"})),
-    ]);
+    let mut turns: Vec<Turn> = holds
+        .iter()
+        .map(|hold| Turn::tool_call("mcp__shared__whoami", json!({"hold": hold})))
+        .collect();
+    turns.push(Turn::tool_call("finish_task", json!({"summary": "asked"})));
+    let mut scenario = Scenario::new(turns);
     scenario.turn_by = fabric_test_support::TurnBy::Conversation;
     let fx = Fixture::with_backend(scenario, "openai").await;
     fx.trust_own_files();
@@ -495,10 +498,11 @@ async fn issue_45_twenty_runs_in_flight_share_two_processes_each_with_its_own_ro
 async fn issue_45_a_shared_server_killed_with_runs_in_flight_fails_their_calls_and_the_next_run_works()
  {
     let marker = format!("shared-probe-killed-{}", std::process::id());
-    let Some(s) = serve_shared(&marker, 3.0).await else {
+    // Each run: a call held 3 s (killed in flight), then another.
+    let Some(s) = serve_shared_with(&marker, &[3.0, 0.0], "").await else {
         return;
     };
-    warm_up_shared(&s, &marker).await;
+    let killed = warm_up_shared(&s, &marker).await;
     let mut ids = Vec::new();
     for _ in 0..3 {
         ids.push(start_shared(&s).await);
@@ -517,11 +521,12 @@ async fn issue_45_a_shared_server_killed_with_runs_in_flight_fails_their_calls_a
         }
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    for pid in pids_with(&marker) {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status();
-    }
+    // Every process of the server at once, so no run's next call reaches one still dying.
+    let pids: Vec<String> = pids_with(&marker).iter().map(i32::to_string).collect();
+    let _ = std::process::Command::new("kill")
+        .arg("-9")
+        .args(&pids)
+        .status();
     for id in &ids {
         // The run goes on: the model reads the error and finishes.
         s.wait_status(id, "completed").await;
@@ -537,6 +542,17 @@ async fn issue_45_a_shared_server_killed_with_runs_in_flight_fails_their_calls_a
             error.starts_with("MCP server `shared` stopped while running `mcp__shared__whoami`"),
             "{error}"
         );
+        assert!(
+            error.contains("being restarted: call the tool again"),
+            "{error}"
+        );
+        // The run's next call is answered by a restarted process of the pool.
+        let answer: Value = of_kind(&events, "tool_result")
+            .into_iter()
+            .find_map(|e| serde_json::from_str(e["payload"]["result"].as_str()?).ok())
+            .unwrap_or_else(|| panic!("the next call got no answer: {events:#?}"));
+        let pid = answer["pid"].as_i64().expect("pid") as i32;
+        assert!(!killed.contains(&pid), "{pid} was killed");
     }
     let next = start_shared(&s).await;
     s.wait_status(&next, "completed").await;
@@ -747,8 +763,8 @@ async fn issue_45_on_a_shared_process_each_run_answers_the_sampling_and_forms_of
 #[tokio::test]
 async fn issue_45_a_shared_process_no_run_holds_is_stopped_after_the_idle_timeout() {
     let marker = format!("shared-probe-idle-{}", std::process::id());
-    let config = "\nmcp_pool:\n  idle_timeout_s: 2\n";
-    let Some(s) = serve_shared_with(&marker, 0.0, config).await else {
+    let config = "\nmcp_pool:\n  idle_timeout_s: 4\n";
+    let Some(s) = serve_shared_with(&marker, &[0.0], config).await else {
         return;
     };
     warm_up_shared(&s, &marker).await;
@@ -758,7 +774,7 @@ async fn issue_45_a_shared_process_no_run_holds_is_stopped_after_the_idle_timeou
     assert_eq!(ready["shared"], 1, "{ready}");
     // The run ended, its share with it: unused for `idle_timeout_s`, both processes stop.
     assert!(
-        super::fixture::gone_within(&marker, Duration::from_secs(8)),
+        super::fixture::gone_within(&marker, Duration::from_secs(12)),
         "an idle shared process was not stopped: {:?}",
         pids_with(&marker)
     );
