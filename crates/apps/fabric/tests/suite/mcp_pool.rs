@@ -364,12 +364,18 @@ fn shared_probe(marker: &str) -> Option<(String, String)> {
 /// `fabric serve` whose specialist `sharer` calls the shared probe's `whoami` with `hold`
 /// seconds, then finishes; every run takes the same two turns.
 async fn serve_shared(marker: &str, hold: f64) -> Option<Served> {
-    serve_shared_with(marker, &[hold], "").await
+    serve_shared_with(marker, &[hold], "", 0).await
 }
 
 /// `fabric serve` whose specialist `sharer` calls `whoami` once for each of `holds`, then
-/// finishes, with `config` appended to the fabric's config.
-async fn serve_shared_with(marker: &str, holds: &[f64], config: &'static str) -> Option<Served> {
+/// finishes, with `config` appended to the fabric's config, the model answering after
+/// `latency_ms`.
+async fn serve_shared_with(
+    marker: &str,
+    holds: &[f64],
+    config: &'static str,
+    latency_ms: u64,
+) -> Option<Served> {
     let (python, args) = shared_probe(marker)?;
     let mut turns: Vec<Turn> = holds
         .iter()
@@ -378,6 +384,7 @@ async fn serve_shared_with(marker: &str, holds: &[f64], config: &'static str) ->
     turns.push(Turn::tool_call("finish_task", json!({"summary": "asked"})));
     let mut scenario = Scenario::new(turns);
     scenario.turn_by = fabric_test_support::TurnBy::Conversation;
+    scenario.latency_ms = latency_ms;
     let fx = Fixture::with_backend(scenario, "openai").await;
     fx.trust_own_files();
     let how = Server {
@@ -494,8 +501,10 @@ async fn issue_45_twenty_runs_in_flight_share_two_processes_each_with_its_own_ro
 async fn issue_45_a_shared_server_killed_with_runs_in_flight_fails_their_calls_and_the_next_run_works()
  {
     let marker = format!("shared-probe-killed-{}", std::process::id());
-    // Each run: a call held 3 s (killed in flight), then another.
-    let Some(s) = serve_shared_with(&marker, &[3.0, 0.0], "").await else {
+    // Each run: a call held 3 s (killed in flight), then another. The model answers after
+    // 0.5 s, so every killed process has finished dying (a big process's exit takes a
+    // moment under load) before a run's next call looks for a live one.
+    let Some(s) = serve_shared_with(&marker, &[3.0, 0.0], "", 500).await else {
         return;
     };
     let killed = warm_up_shared(&s, &marker).await;
@@ -762,7 +771,7 @@ async fn issue_45_on_a_shared_process_each_run_answers_the_sampling_and_forms_of
 async fn issue_45_a_shared_process_no_run_holds_is_stopped_after_the_idle_timeout() {
     let marker = format!("shared-probe-idle-{}", std::process::id());
     let config = "\nmcp_pool:\n  idle_timeout_s: 4\n";
-    let Some(s) = serve_shared_with(&marker, &[0.0], config).await else {
+    let Some(s) = serve_shared_with(&marker, &[0.0], config, 0).await else {
         return;
     };
     warm_up_shared(&s, &marker).await;
