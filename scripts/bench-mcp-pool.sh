@@ -12,6 +12,13 @@
 # llm_request in its runlog: the run waits for the server, whose tool it names) and the wall
 # time of the POST; median and worst. Memory: the RSS of the fabric and of the server's
 # processes (node) once the runs are over (the pool's warm processes are what is left).
+#
+# The same for a server of the 2026-07-28 revision (tests/mcp/shared_server.py on the
+# Python SDK of the test dependencies), whose pooled processes are shared by the runs in
+# flight (ADR-122); then IN_FLIGHT (20) runs of it started at once through POST /runs,
+# against a model that answers after 1 s (a second mock) and calls the server's tool once: the
+# most processes of the server seen while they are in flight, the distinct processes that
+# answered, and the RSS of the fabric and the server then.
 set -euo pipefail
 
 RUNS=${RUNS:-20}
@@ -22,6 +29,10 @@ DEPS=${FABRIC_TEST_DEPS:-$HOME/.cache/agent-fabric/test-deps}
 EVERYTHING=$DEPS/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 [[ -x $BIN ]] || { echo "no fabric binary at $BIN: cargo build -p fabric, or set FABRIC_BIN" >&2; exit 2; }
 [[ -f $EVERYTHING ]] || { echo "no server-everything at $EVERYTHING" >&2; exit 2; }
+PYTHON=$DEPS/venv/bin/python
+SHARED_SERVER=$ROOT/crates/apps/fabric/tests/mcp/shared_server.py
+[[ -x $PYTHON ]] || { echo "no Python SDK venv at $PYTHON" >&2; exit 2; }
+IN_FLIGHT=${IN_FLIGHT:-20}
 MARKER=bench-mcp-pool-$$
 
 WORK=$(mktemp -d)
@@ -57,6 +68,15 @@ start() {
 
 start "$BIN" mock-llm --scenario "$WORK/scenario.yaml" --port 0
 MOCK=$URL
+cat >"$WORK/slow.yaml" <<YAML
+turn_by: conversation
+latency_ms: 1000
+turns:
+  - tool_calls: [{name: mcp__shared__whoami, arguments: {}}]
+  - tool_calls: [{name: finish_task, arguments: {summary: done}}]
+YAML
+start "$BIN" mock-llm --scenario "$WORK/slow.yaml" --port 0
+SLOW=$URL
 server() { # $1: server name, $2: extra keys
   cat <<YAML
     tools: [mcp__$1__echo]
@@ -67,9 +87,20 @@ server() { # $1: server name, $2: extra keys
         required: true$2
 YAML
 }
+shared_server() {
+  cat <<YAML
+    tools: [mcp__shared__whoami]
+    mcp_servers:
+      - name: shared
+        command: $PYTHON
+        args: [$SHARED_SERVER, $MARKER-shared]
+        required: true
+YAML
+}
 cat >"$WORK/fabric.yaml" <<YAML
 models:
   mock: {base_url: "$MOCK/v1", model: qwen2.5:7b, backend: openai}
+  slow: {base_url: "$SLOW/v1", model: qwen2.5:7b, backend: openai, max_concurrent_requests: 64}
 default_model_key: mock
 specialists:
   plain:
@@ -84,6 +115,15 @@ $(server warm "")
     description: server-everything, pool false
     system_prompt: Finish.
 $(server cold $'\n        pool: false')
+  shared:
+    description: a 2026-07-28 server, its pooled processes shared
+    system_prompt: Finish.
+$(shared_server)
+  shared_slow:
+    description: the same server, a model that answers after 1 s
+    system_prompt: Finish.
+    model_key: slow
+$(shared_server)
 YAML
 export FABRIC_CONFIG_PATH=$WORK/fabric.yaml
 start "$BIN" serve --port 0 --workspace "$WORK/ws"
@@ -128,3 +168,42 @@ measure plain ""
 measure pooled "$MARKER-warm"
 measure unpooled "$MARKER-cold"
 echo "pooled runs that got a warm process: $WARM of $RUNS"
+measure shared "$MARKER-shared"
+
+# IN_FLIGHT runs at once, each holding its model request 1 s, all naming the shared server.
+ids=()
+for ((i = 0; i < IN_FLIGHT; i++)); do
+  id=$(curl -s -X POST -H 'content-type: application/json' \
+    -d '{"prompt": "go", "pack": "shared_slow"}' "$SERVE/runs" | tee "$WORK/post.json" | jq -r .run_id)
+  [[ $id != null ]] || { echo "POST /runs failed: $(cat "$WORK/post.json")" >&2; exit 1; }
+  ids+=("$id")
+done
+most=0 fabric_most=0 server_most=0
+started=$(date +%s.%N)
+while :; do
+  n=$( (pgrep -f "$MARKER-shared" || true) | wc -l)
+  ((n > most)) && most=$n
+  r=$(rss_kib "$SERVE_PID"); ((r > fabric_most)) && fabric_most=$r
+  r=$(server_rss_kib "$MARKER-shared"); ((r > server_most)) && server_most=$r
+  done_count=0
+  for id in "${ids[@]}"; do
+    case $(curl -sf "$SERVE/runs/$id/status" | jq -r .status) in
+      completed) done_count=$((done_count + 1)) ;;
+      queued | running | starting) ;;
+      *) echo "run $id ended: $(grep -m3 "tool_error\|run_failed" "$WORK/ws/runs/$id/runlog.jsonl")" >&2; exit 1 ;;
+    esac
+  done
+  ((done_count == IN_FLIGHT)) && break
+  sleep 0.1
+done
+elapsed=$(echo "$(date +%s.%N) - $started" | bc -l)
+shares=0
+answered=$(for id in "${ids[@]}"; do
+  jq -r 'select(.kind == "tool_result" and .payload.tool == "mcp__shared__whoami") | .payload.result | fromjson | .pid' "$WORK/ws/runs/$id/runlog.jsonl"
+done | sort -u | wc -l)
+for id in "${ids[@]}"; do
+  s=$(jq -s '[.[] | select(.kind == "mcp_server" and .payload.status == "ready") | .payload.shared // 0] | max // 0' "$WORK/ws/runs/$id/runlog.jsonl")
+  ((s > shares)) && shares=$s
+done
+printf '%s runs in flight at once: %s processes of the shared server at most, %s answered (most runs on one: %s), all done in %.2f s; peak RSS: fabric %s KiB, server processes %s KiB\n' \
+  "$IN_FLIGHT" "$most" "$answered" "$shares" "$elapsed" "$fabric_most" "$server_most"

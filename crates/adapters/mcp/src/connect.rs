@@ -36,6 +36,20 @@ pub(crate) struct Connection {
     pub(crate) service: Arc<RunningService<RoleClient, Handler>>,
     /// Declared after `service` so the transport closes first, then the group is killed.
     _guard: Option<GroupGuard>,
+    /// The run's share of a connection other runs hold too (ADR-122); dropping it frees it.
+    pub(crate) lease: Option<Arc<crate::pool::Lease>>,
+}
+
+impl Connection {
+    /// A run's share of a pooled 2026-07-28 server's connection: no process or handshake of
+    /// its own.
+    pub(crate) fn leased(lease: Arc<crate::pool::Lease>) -> Self {
+        Self {
+            service: lease.process().service.clone(),
+            _guard: None,
+            lease: Some(lease),
+        }
+    }
 }
 
 /// Kills a server's process group when dropped.
@@ -170,6 +184,7 @@ async fn connect_with(
             Ok(Connection {
                 service: Arc::new(service),
                 _guard: spawned.guard,
+                lease: None,
             })
         }
         McpTransport::Sse {
@@ -198,6 +213,7 @@ async fn connect_with(
             Ok(Connection {
                 service: Arc::new(service),
                 _guard: None,
+                lease: None,
             })
         }
         McpTransport::Http {
@@ -240,6 +256,7 @@ async fn connect_with(
             Ok(Connection {
                 service: Arc::new(service),
                 _guard: None,
+                lease: None,
             })
         }
     }
@@ -260,18 +277,24 @@ impl Spawned {
     /// Whether the process is still running (not exited, not a zombie); on a system
     /// without `/proc`, assumed running: a dead one then fails its handshake.
     pub(crate) fn alive(&self) -> bool {
-        let Some(pid) = self.process.id() else {
-            return false;
-        };
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            // The state follows the command's closing parenthesis: `Z` zombie, `X` dead.
-            Ok(stat) => !matches!(
-                stat.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.trim_start().chars().next()),
-                Some('Z' | 'X')
-            ),
-            Err(_) => !std::path::Path::new("/proc/self").exists(),
-        }
+        running(self.process.id())
+    }
+}
+
+/// Whether the process `pid` is still running (not exited, not a zombie); on a system
+/// without `/proc`, assumed running.
+pub(crate) fn running(pid: Option<u32>) -> bool {
+    let Some(pid) = pid else {
+        return false;
+    };
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command's closing parenthesis: `Z` zombie, `X` dead.
+        Ok(stat) => !matches!(
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next()),
+            Some('Z' | 'X')
+        ),
+        Err(_) => !std::path::Path::new("/proc/self").exists(),
     }
 }
 

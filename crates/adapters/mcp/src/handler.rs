@@ -15,7 +15,7 @@ use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ElicitResult, ElicitationAction, ElicitationCapability, ErrorCode,
     ErrorData, FormElicitationCapability, ListRootsResult, LoggingMessageNotificationParam,
-    ProgressNotificationParam, Root, RootsCapabilities,
+    ProgressNotificationParam, ProgressToken, Root, RootsCapabilities,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Value, json};
@@ -39,6 +39,9 @@ pub(crate) struct Handler {
     /// The run's side: its notices, workspace and model. Weak: the connection this handler
     /// serves is owned by it.
     pub(crate) hub: Weak<Shared>,
+    /// Set on the handler of a connection lent to many runs (ADR-122): what the server sends
+    /// is passed to the handler of the run it names, never answered here.
+    pub(crate) routes: Option<Arc<crate::mux::Routes>>,
 }
 
 impl Handler {
@@ -101,25 +104,59 @@ pub(crate) fn client_info() -> rmcp::model::ClientConfig {
     info
 }
 
-impl ClientHandler for Handler {
-    /// Who we are to the server: the fabric by its name and version (rmcp's default names
-    /// rmcp), asking in the `initialize` handshake for its newest revision, 2025-11-25
-    /// (2026-07-28 has no `initialize`; issue #29), with what we answer: roots, forms
-    /// (declined unless the config says otherwise) and sampling (refused when it says so).
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        client_info()
+impl Handler {
+    /// The handler of a connection lent to many runs: it routes, it answers nothing itself.
+    pub(crate) fn routing(server: &str, routes: Arc<crate::mux::Routes>) -> Self {
+        let (tools_changed, _) = mpsc::channel(1);
+        Self {
+            tools_changed,
+            server: server.to_owned(),
+            sampling: false,
+            elicitation: McpElicitation::default(),
+            hub: Weak::new(),
+            routes: Some(routes),
+        }
     }
 
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        // Full means a relisting is already pending, which will see this change too.
-        let _ = self.tools_changed.try_send(());
+    /// Who answers a request the server sends: this handler, or on a shared connection the
+    /// run whose call it belongs to (an input request of its multi-round call, or a request
+    /// naming its progress token). `Err`: it names no run's request, refused.
+    fn answerer(&self, context: &RequestContext<RoleClient>) -> Result<Self, ErrorData> {
+        let Some(routes) = &self.routes else {
+            return Ok(self.clone());
+        };
+        let by_token = || {
+            context
+                .meta
+                .get_progress_token()
+                .and_then(|t| routes.by_token(&t))
+        };
+        routes.caller().or_else(by_token).ok_or_else(|| {
+            tracing::debug!(server = %self.server, "a shared MCP server's request names no run's call; refused");
+            ErrorData::invalid_request(
+                format!(
+                    "MCP server `{}` serves several runs at once: a request must belong to a call in progress (sent as an input request of the call, or naming its progress token)",
+                    self.server
+                ),
+                None,
+            )
+        })
     }
 
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
+    /// Who records a notification naming `token` (if it names one): this handler, or on a
+    /// shared connection the run whose request carried it; `None`: dropped (logged at debug).
+    fn recorder(&self, token: Option<&ProgressToken>, what: &str) -> Option<Self> {
+        let Some(routes) = &self.routes else {
+            return Some(self.clone());
+        };
+        let found = token.and_then(|t| routes.by_token(t));
+        if found.is_none() {
+            tracing::debug!(server = %self.server, what, "a shared MCP server's notification names no run's request; dropped");
+        }
+        found
+    }
+
+    fn record_log(&self, params: LoggingMessageNotificationParam) {
         let level = serde_json::to_value(params.level)
             .ok()
             .and_then(|l| l.as_str().map(str::to_owned));
@@ -135,11 +172,7 @@ impl ClientHandler for Handler {
         });
     }
 
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
+    fn record_progress(&self, params: ProgressNotificationParam) {
         let tool = self.hub.upgrade().and_then(|hub| hub.call_of(&self.server));
         self.record_message(&McpMessage {
             server: self.server.clone(),
@@ -153,10 +186,7 @@ impl ClientHandler for Handler {
         });
     }
 
-    async fn list_roots(
-        &self,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ListRootsResult, ErrorData> {
+    fn roots(&self) -> ListRootsResult {
         let roots: Vec<Root> = self
             .hub
             .upgrade()
@@ -169,32 +199,26 @@ impl ClientHandler for Handler {
         let mut event = McpRequest::new(&self.server, asks::ROOTS, McpRequestOutcome::Answered);
         event.fields = Some(roots.iter().map(|r| r.uri.clone()).collect());
         self.record_request(&event);
-        Ok(ListRootsResult::new(roots))
+        ListRootsResult::new(roots)
     }
 
-    async fn create_elicitation(
-        &self,
-        request: rmcp::model::ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let params = serde_json::to_value(&request).unwrap_or(Value::Null);
+    fn elicit(&self, request: &rmcp::model::ElicitRequestParams) -> ElicitResult {
+        let params = serde_json::to_value(request).unwrap_or(Value::Null);
         let elicited = asks::elicit(&self.server, self.elicitation, &params);
         self.record_request(&elicited.event);
-        Ok(match elicited.accepted {
+        match elicited.accepted {
             Some(content) => {
                 let mut result = ElicitResult::new(ElicitationAction::Accept);
                 result.content = Some(Value::Object(content));
                 result
             }
             None => ElicitResult::new(ElicitationAction::Decline),
-        })
+        }
     }
 
-    // Its parameters are read as JSON (`asks::sample_request`).
-    async fn create_message(
+    async fn sample(
         &self,
         params: rmcp::model::CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
         if !self.sampling {
             return Err(self.refuse(
@@ -241,6 +265,78 @@ impl ClientHandler for Handler {
             "content": {"type": "text", "text": sampled.text},
         }))
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+}
+
+impl ClientHandler for Handler {
+    /// Who we are to the server: the fabric by its name and version (rmcp's default names
+    /// rmcp), asking in the `initialize` handshake for its newest revision, 2025-11-25
+    /// (2026-07-28 has no `initialize`; issue #29), with what we answer: roots, forms
+    /// (declined unless the config says otherwise) and sampling (refused when it says so).
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        client_info()
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // On a shared connection the list is every run's: each relists.
+        let handlers = match &self.routes {
+            Some(routes) => routes.all(),
+            None => vec![self.clone()],
+        };
+        for handler in handlers {
+            // Full means a relisting is already pending, which will see this change too.
+            let _ = handler.tools_changed.try_send(());
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        context: NotificationContext<RoleClient>,
+    ) {
+        let token = params
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("progressToken"))
+            .or_else(|| context.meta.get("progressToken"))
+            .and_then(|t| serde_json::from_value::<ProgressToken>(t.clone()).ok());
+        if let Some(recorder) = self.recorder(token.as_ref(), "log message") {
+            recorder.record_log(params);
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(recorder) = self.recorder(Some(&params.progress_token), "progress") {
+            recorder.record_progress(params);
+        }
+    }
+
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(self.answerer(&context)?.roots())
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        Ok(self.answerer(&context)?.elicit(&request))
+    }
+
+    // Its parameters are read as JSON (`asks::sample_request`).
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
+        self.answerer(&context)?.sample(params).await
     }
 }
 

@@ -20,7 +20,8 @@
 //! (issue #29; docs/MCP.md).
 //!
 //! Key decisions (docs/DECISIONS.md, ADR-030..): fresh servers per run (no state shared
-//! between runs), each stdio server in its own process group killed synchronously when the
+//! between runs; a long-lived fabric's pool starts them ahead, ADR-117, and shares a
+//! 2026-07-28 server's process between runs in flight, each on its own route, ADR-122), each stdio server in its own process group killed synchronously when the
 //! run's [`McpTools`] is dropped, MCP annotations read as hints that default to the safe side.
 //!
 //! Depends on `fabric-core` and `fabric-domain` only.
@@ -32,6 +33,7 @@ mod elicit;
 mod error;
 mod handler;
 mod logging;
+mod mux;
 mod oauth;
 mod outputs;
 mod pool;

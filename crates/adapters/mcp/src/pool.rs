@@ -11,6 +11,11 @@
 //! Bounded: at most `size` warm processes per definition; each one unused for
 //! `idle_timeout_s` is stopped; one that died while it waited is dropped at the next take,
 //! and a run whose warm process fails its handshake starts one of its own.
+//!
+//! A process that answered `server/discover` (the stateless 2026-07-28 revision) is not
+//! handed to one run: the pool keeps one connection to it and lends it to any number of runs
+//! at once, each run on its own route (its roots, answers, notifications; [`crate::mux`],
+//! ADR-122), the least loaded of the definition's processes first.
 
 use fabric_domain::{McpServerSpec, McpTransport};
 use std::collections::{HashMap, VecDeque};
@@ -18,8 +23,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use crate::connect::{Extras, Spawned, spawn};
+use crate::connect::{Extras, GroupGuard, Service, Spawned, spawn};
 use crate::error::McpError;
+use crate::handler::Handler;
+use crate::mux::{Routed, Routes};
 use crate::stderr::StderrTail;
 
 /// A process started ahead of a run, with the tail of its stderr.
@@ -33,11 +40,127 @@ struct Spare {
     warm: Warm,
 }
 
+/// A process of a 2026-07-28 server with the one connection the runs share.
+pub(crate) struct SharedProcess {
+    id: u64,
+    pub(crate) service: Arc<Service>,
+    pub(crate) routes: Arc<Routes>,
+    pub(crate) tail: Arc<StderrTail>,
+    /// How many times a share was lent: an idle timer armed before the last loan is stale.
+    lent: AtomicU64,
+    /// The process's id: a killed process is dead before rmcp notices its connection closed.
+    pid: Option<u32>,
+    /// Declared after `service`, so the connection closes first, then the group is killed.
+    _guard: Option<GroupGuard>,
+}
+
+impl SharedProcess {
+    fn alive(&self) -> bool {
+        !self.service.is_transport_closed() && crate::connect::running(self.pid)
+    }
+}
+
+/// What a run gets from the pool.
+pub(crate) enum Taken {
+    /// A process of its own, not spoken to yet (ADR-117).
+    Warm(Warm),
+    /// A share of a connection other runs may hold at the same time (ADR-122).
+    Lease(Arc<Lease>),
+}
+
+/// A run's share of a [`SharedProcess`]; dropping it frees the share. When the process
+/// stops (a crash, a kill), the run's next call takes a share of another of the pool's
+/// processes of the definition ([`Lease::renew`]).
+pub(crate) struct Lease {
+    process: Mutex<Arc<SharedProcess>>,
+    /// The run's route on the connection.
+    pub(crate) route: u64,
+    /// How many runs held a share when this one took it, itself included.
+    pub(crate) sharing: usize,
+    /// The run's handler, registered on whichever process serves it.
+    handler: Handler,
+    spec: McpServerSpec,
+    extras: Extras,
+    key: String,
+    pool: Weak<McpPool>,
+}
+
+impl Lease {
+    /// The process serving the run now.
+    pub(crate) fn process(&self) -> Arc<SharedProcess> {
+        crate::source::lock(&self.process).clone()
+    }
+
+    /// The connection serving the run; if its process stopped, a share of a live one of
+    /// the definition, waiting up to the server's `startup_timeout_s` for the pool to start
+    /// one. `None`: none came up.
+    pub(crate) async fn renew(&self) -> Option<Arc<Service>> {
+        let current = self.process();
+        if current.alive() {
+            return Some(current.service.clone());
+        }
+        current.routes.remove(self.route);
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_secs(self.spec.startup_timeout_s);
+        loop {
+            let pool = self.pool.upgrade()?;
+            if let Some(next) = pool.relend(
+                &self.key,
+                &self.spec,
+                &self.extras,
+                &self.handler,
+                self.route,
+            ) {
+                *crate::source::lock(&self.process) = next.clone();
+                return Some(next.service.clone());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let process = self.process();
+        process.routes.remove(self.route);
+        if process.routes.len() == 0
+            && let Some(pool) = self.pool.upgrade()
+        {
+            pool.arm_idle(&self.key, process.id, process.lent.load(Ordering::Acquire));
+        }
+    }
+}
+
 #[derive(Default)]
 struct Slot {
     spares: VecDeque<Spare>,
     /// Processes being started for this slot.
     starting: usize,
+    /// Processes whose connection runs share (the definition answered `server/discover`).
+    shared: Vec<Arc<SharedProcess>>,
+}
+
+impl Slot {
+    /// A share of the least loaded live shared process, registering `handler` on it.
+    fn lend(&mut self, handler: &Handler, route: u64) -> Option<(Arc<SharedProcess>, usize)> {
+        self.shared.retain(|p| p.alive());
+        let process = self.shared.iter().min_by_key(|p| p.routes.len())?.clone();
+        process.routes.add(route, handler.clone());
+        process.lent.fetch_add(1, Ordering::AcqRel);
+        let sharing = process.routes.len();
+        Some((process, sharing))
+    }
+}
+
+/// What [`start_one`] started.
+enum Started {
+    /// A process for one run (it refused or ignored `server/discover`).
+    Spare(Warm),
+    /// A process whose connection runs share.
+    Shared(Arc<SharedProcess>),
 }
 
 /// Warm stdio MCP server processes, shared by the runs of a long-lived fabric.
@@ -67,21 +190,57 @@ impl McpPool {
         self.size > 0 && key(spec).is_some()
     }
 
-    /// A warm process of `spec`'s definition, if one waits and still runs; the pool starts
-    /// another in the background to stay at its size.
-    pub(crate) fn take(&self, spec: &McpServerSpec, extras: &Extras) -> Option<Warm> {
+    /// A share of a connection of `spec`'s definition where its server answered
+    /// `server/discover` (`handler` answers for the run on it), else a warm process if one
+    /// waits and still runs; the pool starts another in the background to stay at its size.
+    pub(crate) fn take(
+        &self,
+        spec: &McpServerSpec,
+        extras: &Extras,
+        handler: &Handler,
+    ) -> Option<Taken> {
         let key = key(spec).filter(|_| self.size > 0)?;
-        let warm = {
+        let route = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let taken = {
             let mut slots = crate::source::lock(&self.slots);
             let slot = slots.entry(key.clone()).or_default();
-            // A process that died while it waited (a crash, a kill) is dropped here; the
-            // run gets another or starts its own.
-            std::iter::from_fn(|| slot.spares.pop_front())
-                .find(|spare| spare.warm.spawned.alive())
-                .map(|spare| spare.warm)
+            match slot.lend(handler, route) {
+                Some((process, sharing)) => Some(Taken::Lease(Arc::new(Lease {
+                    process: Mutex::new(process),
+                    route,
+                    sharing,
+                    handler: handler.clone(),
+                    spec: spec.clone(),
+                    extras: extras.clone(),
+                    key: key.clone(),
+                    pool: self.this.clone(),
+                }))),
+                // A process that died while it waited (a crash, a kill) is dropped here;
+                // the run gets another or starts its own.
+                None => std::iter::from_fn(|| slot.spares.pop_front())
+                    .find(|spare| spare.warm.spawned.alive())
+                    .map(|spare| Taken::Warm(spare.warm)),
+            }
         };
         self.refill(&key, spec, extras);
-        warm
+        taken
+    }
+
+    /// A share of a live shared process of `key` for the run on `route`, whose process
+    /// stopped; the pool starts processes to stay at its size.
+    fn relend(
+        &self,
+        key: &str,
+        spec: &McpServerSpec,
+        extras: &Extras,
+        handler: &Handler,
+        route: u64,
+    ) -> Option<Arc<SharedProcess>> {
+        let lent = crate::source::lock(&self.slots)
+            .get_mut(key)
+            .and_then(|slot| slot.lend(handler, route));
+        self.refill(key, spec, extras);
+        lent.map(|(process, _)| process)
     }
 
     /// Starts processes until the definition has `size` of them, waiting or starting.
@@ -89,15 +248,18 @@ impl McpPool {
         let missing = {
             let mut slots = crate::source::lock(&self.slots);
             let slot = slots.entry(key.to_owned()).or_default();
-            let missing = self.size.saturating_sub(slot.spares.len() + slot.starting);
+            slot.shared.retain(|p| p.alive());
+            let have = slot.spares.len() + slot.starting + slot.shared.len();
+            let missing = self.size.saturating_sub(have);
             slot.starting += missing;
             missing
         };
         for _ in 0..missing {
             let pool = self.this.clone();
             let (key, spec, extras) = (key.to_owned(), spec.clone(), extras.clone());
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
-                let started = start_one(&spec, &extras).await;
+                let started = start_one(&spec, &extras, id).await;
                 if let Some(pool) = pool.upgrade() {
                     pool.keep(&key, &spec, started);
                 }
@@ -106,39 +268,65 @@ impl McpPool {
     }
 
     /// Keeps a process started for `key` and arms its idle timer.
-    fn keep(&self, key: &str, spec: &McpServerSpec, started: Result<Warm, McpError>) {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        {
+    fn keep(&self, key: &str, spec: &McpServerSpec, started: Result<Started, McpError>) {
+        let id = {
             let mut slots = crate::source::lock(&self.slots);
             let slot = slots.entry(key.to_owned()).or_default();
             slot.starting = slot.starting.saturating_sub(1);
             match started {
-                Ok(warm) => slot.spares.push_back(Spare { id, warm }),
+                Ok(Started::Spare(warm)) => {
+                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    slot.spares.push_back(Spare { id, warm });
+                    id
+                }
+                Ok(Started::Shared(process)) => {
+                    let id = process.id;
+                    slot.shared.push(process);
+                    id
+                }
                 Err(e) => {
                     tracing::warn!(server = %spec.name, error = %e, "a warm MCP server did not start; runs start their own");
                     return;
                 }
             }
-        }
+        };
+        self.arm_idle(key, id, 0);
+    }
+
+    /// Stops the process `id` after the idle timeout if no run uses it then.
+    fn arm_idle(&self, key: &str, id: u64, lent: u64) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let pool = self.this.clone();
         let (key, idle) = (key.to_owned(), self.idle);
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             tokio::time::sleep(idle).await;
             if let Some(pool) = pool.upgrade() {
-                pool.retire(&key, id);
+                pool.retire(&key, id, lent);
             }
         });
     }
 
-    /// Stops the warm process `id` if it still waits (dropping it kills its group).
-    fn retire(&self, key: &str, id: u64) {
-        let retired = crate::source::lock(&self.slots)
-            .get_mut(key)
-            .and_then(|slot| {
-                let at = slot.spares.iter().position(|s| s.id == id)?;
-                slot.spares.remove(at)
-            });
-        if retired.is_some() {
+    /// Stops the warm process `id` if it still waits, or the shared one if no run holds a
+    /// share of it (dropping either kills its group).
+    fn retire(&self, key: &str, id: u64, lent: u64) {
+        let mut slots = crate::source::lock(&self.slots);
+        let Some(slot) = slots.get_mut(key) else {
+            return;
+        };
+        let spare = slot
+            .spares
+            .iter()
+            .position(|s| s.id == id)
+            .and_then(|at| slot.spares.remove(at))
+            .is_some();
+        let before = slot.shared.len();
+        slot.shared
+            .retain(|p| p.id != id || p.routes.len() > 0 || p.lent.load(Ordering::Acquire) != lent);
+        let retired = spare || slot.shared.len() < before;
+        drop(slots);
+        if retired {
             tracing::debug!(
                 key,
                 "a warm MCP server waited past its idle timeout; stopped"
@@ -150,11 +338,12 @@ impl McpPool {
 /// Starts a process of `spec` and asks it `server/discover`, which opens no session (a
 /// 2026-07-28 server answers it, an older one refuses it): the run then skips the question a
 /// refusing server already answered, and the server's first request is behind it.
-async fn start_one(spec: &McpServerSpec, extras: &Extras) -> Result<Warm, McpError> {
+async fn start_one(spec: &McpServerSpec, extras: &Extras, id: u64) -> Result<Started, McpError> {
     let tail = Arc::new(StderrTail::default());
     let mut spawned = spawn(spec, extras, &tail)?;
     let asked = tokio::time::timeout(DISCOVER_WAIT, discover(&mut spawned.process)).await;
     match asked {
+        Ok(Some(false)) => return share(spec, spawned, tail, id).await.map(Started::Shared),
         Ok(Some(refused)) => spawned.handshake_only = refused,
         // No answer: a server that ignores what it does not know, as the run would find
         // after its own 10 s; it gets the handshake.
@@ -166,7 +355,43 @@ async fn start_one(spec: &McpServerSpec, extras: &Extras) -> Result<Warm, McpErr
             });
         }
     }
-    Ok(Warm { spawned, tail })
+    Ok(Started::Spare(Warm { spawned, tail }))
+}
+
+/// The connection the runs will share to a process that answered `server/discover`: the
+/// 2026-07-28 lifecycle, no session, every request carrying its own context.
+async fn share(
+    spec: &McpServerSpec,
+    spawned: Spawned,
+    tail: Arc<StderrTail>,
+    id: u64,
+) -> Result<Arc<SharedProcess>, McpError> {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let routes = Arc::new(Routes::default());
+    let pid = spawned.process.id();
+    let transport = Routed {
+        inner: spawned.process,
+        routes: routes.clone(),
+    };
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let service = Handler::routing(&spec.name, routes.clone())
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .map_err(|e| McpError::Initialize {
+            server: spec.name.clone(),
+            detail: format!("{e}{}", tail.describe()),
+        })?;
+    Ok(Arc::new(SharedProcess {
+        id,
+        service: Arc::new(service),
+        routes,
+        tail,
+        lent: AtomicU64::new(0),
+        pid,
+        _guard: spawned.guard,
+    }))
 }
 
 /// How long a warm process may take to answer `server/discover`.

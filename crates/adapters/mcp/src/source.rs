@@ -24,6 +24,7 @@ use tokio::task::AbortHandle;
 use crate::connect::{Connection, connect};
 use crate::error::McpError;
 use crate::handler::{Handler, RunLoan};
+use crate::pool::Taken;
 use crate::stderr::StderrTail;
 use crate::tool::{Converted, McpTool, convert};
 
@@ -185,9 +186,10 @@ impl Shared {
         let closed: Vec<String> = lock(&self.entries)
             .iter()
             .filter(|(_, e)| {
+                // A share of a pooled process is renewed by the next call instead.
                 e.connection
                     .as_ref()
-                    .is_some_and(|c| c.service.is_transport_closed())
+                    .is_some_and(|c| c.lease.is_none() && c.service.is_transport_closed())
             })
             .map(|(name, _)| name.clone())
             .collect();
@@ -201,6 +203,7 @@ impl Shared {
         self: &Arc<Self>,
         spec: &McpServerSpec,
         service: &Arc<crate::connect::Service>,
+        lease: Option<&Arc<crate::pool::Lease>>,
     ) -> Result<(Vec<Arc<dyn Tool>>, Vec<SkippedTool>), McpError> {
         let listed = service
             .list_all_tools()
@@ -215,14 +218,17 @@ impl Shared {
             match convert(&spec.name, tool) {
                 Converted::Tool(contract, remote) => {
                     if self.wanted(&spec.name, &contract.name) {
-                        tools.push(Arc::new(McpTool::new(
-                            *contract,
-                            &spec.name,
-                            remote,
-                            Arc::downgrade(service),
-                            Duration::from_secs(spec.call_timeout_s),
-                            Arc::downgrade(self),
-                        )));
+                        tools.push(Arc::new(
+                            McpTool::new(
+                                *contract,
+                                &spec.name,
+                                remote,
+                                Arc::downgrade(service),
+                                Duration::from_secs(spec.call_timeout_s),
+                                Arc::downgrade(self),
+                            )
+                            .on_lease(lease),
+                        ));
                     }
                 }
                 Converted::Skipped(remote, reason) => {
@@ -355,13 +361,14 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         sampling: spec.sampling,
         elicitation: spec.elicitation,
         hub: Arc::downgrade(&shared),
+        routes: None,
     };
     let pooled = extras.pool.as_ref().is_some_and(|p| p.pools(&spec));
-    let (warm, tail) = take_warm(&shared, &name, &spec, &extras, tail);
+    let (taken, tail) = take_warm(&shared, &name, &spec, &extras, tail, &handler);
     let started = tokio::time::timeout(Duration::from_secs(spec.startup_timeout_s), async {
-        let (connection, was_warm) = connect_warm(&spec, handler, &tail, &extras, warm).await?;
+        let (connection, was_warm) = connect_warm(&spec, handler, &tail, &extras, taken).await?;
         let listed = shared
-            .list(&spec, &connection.service)
+            .list(&spec, &connection.service, connection.lease.as_ref())
             .await
             .map_err(|e| crate::oauth::explain(&spec.name, &extras.challenge, e))?;
         Ok::<_, McpError>((connection, listed, was_warm))
@@ -380,6 +387,8 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         }
     };
     let service = connection.service.clone();
+    let lease = connection.lease.clone();
+    let sharing = lease.as_ref().map(|l| l.sharing);
     let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
     if let Some(entry) = lock(&shared.entries).get_mut(&name) {
         entry.tools = tools;
@@ -390,6 +399,7 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         n.tools = Some(names);
         n.skipped = Some(skipped);
         n.warm = pooled.then_some(was_warm);
+        n.shared = sharing;
     });
     // Last, so a run waiting for this required server finds the notice already there.
     if let Some(entry) = lock(&shared.entries).get(&name) {
@@ -397,7 +407,12 @@ async fn run_server(shared: Arc<Shared>, name: String) {
     }
 
     while changed_rx.recv().await.is_some() {
-        match shared.list(&spec, &service).await {
+        // A share follows its lease to a restarted process.
+        let service = match &lease {
+            Some(l) => l.process().service.clone(),
+            None => service.clone(),
+        };
+        match shared.list(&spec, &service, lease.as_ref()).await {
             Ok((tools, skipped)) => {
                 let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
                 if let Some(entry) = lock(&shared.entries).get_mut(&name) {
@@ -416,38 +431,48 @@ async fn run_server(shared: Arc<Shared>, name: String) {
     }
 }
 
-/// A warm process of the server from the fabric's pool, if it has one, with the tail of
-/// the server's stderr: the warm process's, followed since it started, becomes the entry's.
+/// A share of a pooled connection or a warm process of the server from the fabric's pool,
+/// if it has one, with the tail of the server's stderr: the pooled process's, followed since
+/// it started, becomes the entry's.
 fn take_warm(
     shared: &Shared,
     name: &str,
     spec: &McpServerSpec,
     extras: &crate::connect::Extras,
     tail: Arc<StderrTail>,
-) -> (Option<crate::pool::Warm>, Arc<StderrTail>) {
-    let warm = extras.pool.as_ref().and_then(|p| p.take(spec, extras));
-    match warm {
-        Some(w) => {
-            if let Some(entry) = lock(&shared.entries).get_mut(name) {
-                entry.tail = w.tail.clone();
-            }
-            let tail = w.tail.clone();
-            (Some(w), tail)
-        }
-        None => (None, tail),
+    handler: &Handler,
+) -> (Option<Taken>, Arc<StderrTail>) {
+    let taken = extras
+        .pool
+        .as_ref()
+        .and_then(|p| p.take(spec, extras, handler));
+    let pooled_tail = match &taken {
+        Some(Taken::Warm(w)) => w.tail.clone(),
+        Some(Taken::Lease(l)) => l.process().tail.clone(),
+        None => return (None, tail),
+    };
+    if let Some(entry) = lock(&shared.entries).get_mut(name) {
+        entry.tail = pooled_tail.clone();
     }
+    (taken, pooled_tail)
 }
 
-/// Connects through the warm process when there is one; if it fails its handshake (it died
-/// after it was taken), a process of the run's own is started: a pool never takes a run down.
-/// Says whether the connection is the warm process's.
+/// A share of a pooled connection as it is; else connects through the warm process when
+/// there is one; if it fails its handshake (it died after it was taken), a process of the
+/// run's own is started: a pool never takes a run down. Says whether the connection is
+/// the pool's.
 async fn connect_warm(
     spec: &McpServerSpec,
     handler: Handler,
     tail: &Arc<StderrTail>,
     extras: &crate::connect::Extras,
-    warm: Option<crate::pool::Warm>,
+    taken: Option<Taken>,
 ) -> Result<(Connection, bool), McpError> {
+    let warm = match taken {
+        Some(Taken::Lease(lease)) => return Ok((Connection::leased(lease), true)),
+        Some(Taken::Warm(warm)) => Some(warm),
+        None => None,
+    };
     let Some(warm) = warm else {
         let connection = connect(spec, handler, tail.clone(), extras, None).await?;
         return Ok((connection, false));

@@ -7,7 +7,7 @@ use fabric_core::{Tool, ToolContext, ToolError, ToolOutput};
 use fabric_domain::{ToolAnnotations, ToolImage, ToolSpec, mcp_tool_name};
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use crate::connect::Service;
 use std::time::Duration;
@@ -26,6 +26,9 @@ pub(crate) struct McpTool {
     service: Weak<Service>,
     timeout: Duration,
     hub: Weak<Shared>,
+    /// The run's share of a connection other runs use too (ADR-122), and its route on it.
+    lease: Weak<crate::pool::Lease>,
+    route: Option<u64>,
 }
 
 /// What a server's `tools/list` entry becomes: a tool, or why it was left out.
@@ -97,7 +100,18 @@ impl McpTool {
             service,
             timeout,
             hub,
+            lease: Weak::new(),
+            route: None,
         }
+    }
+
+    /// Calls through `lease`'s shared connection as the run it routes.
+    pub(crate) fn on_lease(mut self, lease: Option<&Arc<crate::pool::Lease>>) -> Self {
+        if let Some(lease) = lease {
+            self.lease = Arc::downgrade(lease);
+            self.route = Some(lease.route);
+        }
+        self
     }
 }
 
@@ -110,6 +124,35 @@ impl McpTool {
         };
         ToolError::Failed(format!(
             "MCP server `{}` stopped while running `{}` ({why}{detail}); its tools are not available any more in this run, use other tools",
+            self.server, self.spec.name
+        ))
+    }
+
+    /// The connection to call on: the run's own, or its share of a pooled process, renewed
+    /// on another process of the pool if that one stopped.
+    async fn service(&self) -> Result<Arc<Service>, ToolError> {
+        if self.route.is_none() {
+            return self
+                .service
+                .upgrade()
+                .ok_or_else(|| self.stopped("the connection is closed"));
+        }
+        match self.lease.upgrade() {
+            Some(lease) => lease.renew().await.ok_or_else(|| {
+                self.stopped("no process of it came up again within its startup_timeout_s")
+            }),
+            None => Err(self.stopped("the connection is closed")),
+        }
+    }
+
+    /// The connection closed during the call: a shared process (other runs' too) is restarted
+    /// by the pool and the run keeps its tools; a process of the run's own takes them along.
+    fn closed_during_call(&self, why: &str) -> ToolError {
+        if self.route.is_none() {
+            return self.stopped(why);
+        }
+        ToolError::Failed(format!(
+            "MCP server `{}` stopped while running `{}` ({why}); it is being restarted: call the tool again (the call may or may not have taken effect)",
             self.server, self.spec.name
         ))
     }
@@ -150,10 +193,12 @@ impl Tool for McpTool {
         // unless asked; issue #29). rmcp adds a progress token to every request.
         #[expect(deprecated)] // logging leaves in a future revision (SEP-2577)
         meta.set_log_level(rmcp::model::LoggingLevel::Info);
+        if let Some(route) = self.route {
+            // Taken off before the request is written (`mux::Routed`).
+            meta.insert(crate::mux::ROUTE_KEY.into(), route.into());
+        }
         params.meta = Some(meta);
-        let Some(service) = self.service.upgrade() else {
-            return Err(self.stopped("the connection is closed"));
-        };
+        let service = self.service().await?;
         // The server's progress during the call is recorded as this tool's.
         let _calling = self
             .hub
@@ -162,7 +207,12 @@ impl Tool for McpTool {
         // `call_tool` answers a 2026-07-28 server's input requests (sampling, elicitation,
         // roots; SEP-2322) through our handler and retries, as a 2025-11-25 server's own
         // requests are answered during the call.
-        let answer = tokio::time::timeout(self.timeout, service.call_tool(params)).await;
+        let call = tokio::time::timeout(self.timeout, service.call_tool(params));
+        let answer = match self.route {
+            // The input requests of the call are answered by this run (`mux::CALLER`).
+            Some(route) => crate::mux::CALLER.scope(route, call).await,
+            None => call.await,
+        };
         let result = match answer {
             Err(_) => {
                 return Err(ToolError::Failed(format!(
@@ -174,7 +224,7 @@ impl Tool for McpTool {
             }
             Ok(Err(e)) => {
                 if service.is_transport_closed() {
-                    return Err(self.stopped(&e.to_string()));
+                    return Err(self.closed_during_call(&e.to_string()));
                 }
                 return Err(ToolError::Failed(format!(
                     "`{}` failed: {e}",

@@ -199,6 +199,11 @@ pub struct McpServer {
     /// process, started ahead of it by the pool, rather than one started for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm: Option<bool>,
+    /// `ready`, for a share of a connection several runs use at once (a 2026-07-28 server,
+    /// ADR-122): how many runs held a share of that process when this run took its own,
+    /// itself included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<usize>,
 }
 
 impl McpServer {
@@ -215,6 +220,7 @@ impl McpServer {
             skipped: None,
             error: None,
             warm: None,
+            shared: None,
         }
     }
 }

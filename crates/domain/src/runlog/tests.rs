@@ -119,6 +119,21 @@ fn mcp_notices_carry_only_the_fields_of_their_status() {
     );
 }
 
+#[test]
+fn issue_45_a_shared_ready_notice_round_trips_and_old_ones_read_without_it() {
+    let mut ready = McpServer::new("gh", McpStatus::Ready, 7);
+    ready.warm = Some(true);
+    ready.shared = Some(3);
+    let json = ready.to_json().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(json["shared"], 3);
+    let back: McpServer = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(back, ready);
+    let old: McpServer =
+        serde_json::from_str(r#"{"elapsed_ms":7,"server":"gh","status":"ready","warm":true}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(old.shared, None);
+}
+
 /// Lines of the kinds the golden runlog has no example of, as the engine writes them (keys
 /// sorted, optional fields as their structs write them).
 const OTHER_KINDS: &str = r#"{"seq":0,"ts":1.0,"kind":"mcp_server","step":null,"payload":{"awaited":true,"elapsed_ms":0,"required":false,"server":"gh","status":"starting","transport":"stdio"}}

@@ -348,3 +348,441 @@ async fn issue_45_warm_processes_end_with_the_fabric() {
         "a warm process outlived the fabric"
     );
 }
+
+/// The 2026-07-28 probe (tests/mcp/shared_server.py) on the installed Python SDK, with
+/// `marker` on its command line; `None` without the test dependencies.
+fn shared_probe(marker: &str) -> Option<(String, String)> {
+    let deps = fabric_test_support::test_deps()?;
+    let python = deps.join("venv/bin/python").display().to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/shared_server.py")
+        .display()
+        .to_string();
+    Some((python, format!("{script}, {marker}")))
+}
+
+/// `fabric serve` whose specialist `sharer` calls the shared probe's `whoami` with `hold`
+/// seconds, then finishes; every run takes the same two turns.
+async fn serve_shared(marker: &str, hold: f64) -> Option<Served> {
+    serve_shared_with(marker, &[hold], "", 0).await
+}
+
+/// `fabric serve` whose specialist `sharer` calls `whoami` once for each of `holds`, then
+/// finishes, with `config` appended to the fabric's config, the model answering after
+/// `latency_ms`.
+async fn serve_shared_with(
+    marker: &str,
+    holds: &[f64],
+    config: &'static str,
+    latency_ms: u64,
+) -> Option<Served> {
+    let (python, args) = shared_probe(marker)?;
+    let mut turns: Vec<Turn> = holds
+        .iter()
+        .map(|hold| Turn::tool_call("mcp__shared__whoami", json!({"hold": hold})))
+        .collect();
+    turns.push(Turn::tool_call("finish_task", json!({"summary": "asked"})));
+    let mut scenario = Scenario::new(turns);
+    scenario.turn_by = fabric_test_support::TurnBy::Conversation;
+    scenario.latency_ms = latency_ms;
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    fx.trust_own_files();
+    let how = Server {
+        command: &python,
+        args: &args,
+        tool: "whoami",
+        extra: "\n    startup_timeout_s: 60",
+    };
+    write_specialist(&fx, "sharer", "shared", &how);
+    let options = Options {
+        config,
+        ..Options::default()
+    };
+    Some(Served::on(fx, options).await)
+}
+
+/// Starts a run of `sharer`; its id.
+async fn start_shared(s: &Served) -> String {
+    let (status, body) = s
+        .post_json("/runs", json!({"prompt": "who answers?", "pack": "sharer"}))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    body["run_id"].as_str().expect("run id").to_owned()
+}
+
+/// Runs of `sharer` one after another until one gets a share of a pooled process (the
+/// first starts its own, and the pool's processes, started beside it, take a moment to
+/// answer `server/discover`); the pool's process ids then.
+async fn warm_up_shared(s: &Served, marker: &str) -> Vec<i32> {
+    for _ in 0..10 {
+        let id = start_shared(s).await;
+        s.wait_status(&id, "completed").await;
+        let ready = payload_where(&s.runlog(&id), "mcp_server", "status", "ready").clone();
+        if ready.get("shared").is_some() {
+            // The runs' own processes are gone with their runs.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            return pids_with(marker);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!("no run got a share of the pool's processes of the 2026-07-28 probe");
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_twenty_runs_in_flight_share_two_processes_each_with_its_own_roots_and_progress() {
+    let marker = format!("shared-probe-twenty-{}", std::process::id());
+    let Some(s) = serve_shared(&marker, 1.5).await else {
+        return;
+    };
+    let pool = warm_up_shared(&s, &marker).await;
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(start_shared(&s).await);
+    }
+    // While they are in flight, no more processes of the server than the pool's.
+    let mut most = 0;
+    for _ in 0..20 {
+        most = most.max(pids_with(&marker).len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut pids = std::collections::BTreeSet::new();
+    let mut shared_most = 0;
+    for id in &ids {
+        s.wait_status(id, "completed").await;
+        let events = s.runlog(id);
+        let workspace = events[0]["payload"]["workspace"].as_str().unwrap();
+        let ready = of_kind(&events, "mcp_server")
+            .into_iter()
+            .find(|e| e["payload"]["status"] == "ready")
+            .expect("ready")["payload"]
+            .clone();
+        assert_eq!(ready["warm"], true, "{ready}");
+        shared_most = shared_most.max(ready["shared"].as_u64().expect("shared"));
+        let answer: Value = of_kind(&events, "tool_result")
+            .into_iter()
+            .find_map(|e| serde_json::from_str(e["payload"]["result"].as_str()?).ok())
+            .unwrap_or_else(|| panic!("no answer: {events:#?}"));
+        // The roots the server was given with this run's call are this run's workspace.
+        assert_eq!(answer["roots"], json!([uri(workspace)]), "{id}");
+        pids.insert(answer["pid"].as_i64().expect("pid"));
+        // The progress of this run's call, and no other run's, is in its runlog.
+        let progress: Vec<String> = of_kind(&events, "mcp_message")
+            .iter()
+            .filter(|e| e["payload"]["type"] == "progress")
+            .map(|e| e["payload"]["message"].as_str().unwrap_or("").to_owned())
+            .collect();
+        assert_eq!(
+            progress,
+            [format!("pid {} roots {}", answer["pid"], uri(workspace))],
+            "{id}"
+        );
+    }
+    assert!(pids.len() <= 2, "{pids:?}");
+    assert!(
+        pids.iter().all(|p| pool.contains(&(*p as i32))),
+        "{pids:?} {pool:?}"
+    );
+    assert!(
+        most <= 2,
+        "{most} processes of the server while 20 runs were in flight"
+    );
+    assert!(shared_most > 1, "no run shared a process");
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_a_shared_server_killed_with_runs_in_flight_fails_their_calls_and_the_next_run_works()
+ {
+    let marker = format!("shared-probe-killed-{}", std::process::id());
+    // Each run: a call held 3 s (killed in flight), then another. The model answers after
+    // 0.5 s, so every killed process has finished dying (a big process's exit takes a
+    // moment under load) before a run's next call looks for a live one.
+    let Some(s) = serve_shared_with(&marker, &[3.0, 0.0], "", 500).await else {
+        return;
+    };
+    let killed = warm_up_shared(&s, &marker).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(start_shared(&s).await);
+    }
+    // Each call is in flight (the server holds it 3 s) when the server is killed.
+    for id in &ids {
+        let runlog =
+            s.fx.workspace_root()
+                .join(format!("runs/{id}/runlog.jsonl"));
+        for _ in 0..200 {
+            let text = std::fs::read_to_string(&runlog).unwrap_or_default();
+            if text.contains(r#""kind":"tool_call""#) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every process of the server at once, so no run's next call reaches one still dying.
+    let pids: Vec<String> = pids_with(&marker).iter().map(i32::to_string).collect();
+    let _ = std::process::Command::new("kill")
+        .arg("-9")
+        .args(&pids)
+        .status();
+    for id in &ids {
+        // The run goes on: the model reads the error and finishes.
+        s.wait_status(id, "completed").await;
+        let events = s.runlog(id);
+        let error = of_kind(&events, "tool_error")
+            .into_iter()
+            .find(|e| e["payload"]["tool"] == "mcp__shared__whoami")
+            .unwrap_or_else(|| panic!("no tool error: {events:#?}"))["payload"]["error_message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            error.starts_with("MCP server `shared` stopped while running `mcp__shared__whoami`"),
+            "{error}"
+        );
+        assert!(
+            error.contains("being restarted: call the tool again"),
+            "{error}"
+        );
+        // The run's next call is answered by a restarted process of the pool.
+        let answer: Value = of_kind(&events, "tool_result")
+            .into_iter()
+            .find_map(|e| serde_json::from_str(e["payload"]["result"].as_str()?).ok())
+            .unwrap_or_else(|| panic!("the next call got no answer: {events:#?}"));
+        let pid = answer["pid"].as_i64().expect("pid") as i32;
+        assert!(!killed.contains(&pid), "{pid} was killed");
+    }
+    let next = start_shared(&s).await;
+    s.wait_status(&next, "completed").await;
+    let answered = of_kind(&s.runlog(&next), "tool_result")
+        .into_iter()
+        .any(|e| {
+            e["payload"]["result"]
+                .as_str()
+                .is_some_and(|r| r.contains("pid"))
+        });
+    assert!(
+        answered,
+        "the next run got no answer: {:#?}",
+        s.runlog(&next)
+    );
+}
+
+/// The process ids of the processes whose environment has `MARK=<marker>`.
+fn pids_marked(marker: &str) -> Vec<i32> {
+    let wanted = format!("MARK={marker}");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_bytes()))
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_a_2025_11_25_server_still_gets_a_process_of_its_own_per_run_in_flight() {
+    // server-everything refuses `server/discover`: its processes are never shared.
+    let Some(deps) = fabric_test_support::test_deps() else {
+        return;
+    };
+    let script =
+        deps.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let marker = format!("everything-own-{}", std::process::id());
+    let tool = "trigger-long-running-operation";
+    let mut scenario = Scenario::new(vec![
+        Turn::tool_call(
+            format!("mcp__everything__{tool}"),
+            json!({"duration": 2, "steps": 2}),
+        ),
+        Turn::tool_call("finish_task", json!({"summary": "held"})),
+    ]);
+    scenario.turn_by = fabric_test_support::TurnBy::Conversation;
+    let fx = Fixture::with_backend(scenario, "openai").await;
+    fx.trust_own_files();
+    let args = format!("{}, stdio", script.display());
+    let extra = format!("\n    startup_timeout_s: 60\n    env:\n      MARK: {marker}");
+    let how = Server {
+        command: "node",
+        args: &args,
+        tool,
+        extra: &extra,
+    };
+    write_specialist(&fx, "everyone", "everything", &how);
+    let s = Served::on(fx, Options::default()).await;
+    let start = || async {
+        let (status, body) = s
+            .post_json("/runs", json!({"prompt": "hold", "pack": "everyone"}))
+            .await;
+        assert_eq!(status, 202, "{body}");
+        body["run_id"].as_str().expect("run id").to_owned()
+    };
+    let first = start().await;
+    s.wait_status(&first, "completed").await;
+    let ids = [start().await, start().await, start().await];
+    let mut most = 0;
+    for _ in 0..30 {
+        most = most.max(pids_marked(&marker).len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for id in &ids {
+        s.wait_status(id, "completed").await;
+        let events = s.runlog(id);
+        let ready = of_kind(&events, "mcp_server")
+            .into_iter()
+            .find(|e| e["payload"]["status"] == "ready")
+            .expect("ready")["payload"]
+            .clone();
+        assert_eq!(ready.get("shared"), None, "{ready}");
+        assert!(ready["warm"].is_boolean(), "{ready}");
+    }
+    // Three runs in flight, three processes of their own at least (and the pool's spares).
+    assert!(
+        most >= 3,
+        "{most} processes of server-everything for 3 runs in flight"
+    );
+}
+
+/// The payload of the first `kind` event of `events` whose `key` is `value`.
+fn payload_where<'a>(events: &'a [Value], kind: &str, key: &str, value: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["kind"] == kind && e["payload"][key] == value)
+        .map(|e| &e["payload"])
+        .unwrap_or_else(|| panic!("no {kind} with {key} {value}: {events:#?}"))
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_on_a_shared_process_each_run_answers_the_sampling_and_forms_of_its_own_calls() {
+    let Some(deps) = fabric_test_support::test_deps() else {
+        return;
+    };
+    let python = deps.join("venv/bin/python").display().to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/client_features_server.py")
+        .display()
+        .to_string();
+    let marker = format!("shared-asks-{}", std::process::id());
+    let call = |tool: &str| Turn::tool_call(format!("mcp__helper__{tool}"), json!({}));
+    let finish = || Turn::tool_call("finish_task", json!({"summary": "done"}));
+    let fx = Fixture::with_backend(
+        Scenario::new(vec![
+            call("roots"),
+            finish(),
+            Turn::tool_call("mcp__helper__summarize", json!({"text": "a long story"})),
+            // Answers the server's sampling request, not a step of the loop.
+            Turn::text("Fabric runs agents locally."),
+            call("ask_profile"),
+            finish(),
+            call("ask_profile"),
+            finish(),
+        ]),
+        "openai",
+    )
+    .await;
+    fx.trust_own_files();
+    let args = format!("{script}, {marker}");
+    // Two specialists naming one definition, answering forms differently.
+    for (id, extra) in [
+        (
+            "asker",
+            "\n    startup_timeout_s: 60\n    elicitation: defaults",
+        ),
+        ("decliner", "\n    startup_timeout_s: 60"),
+    ] {
+        let how = Server {
+            command: &python,
+            args: &args,
+            tool: "*",
+            extra,
+        };
+        write_specialist(&fx, id, "helper", &how);
+    }
+    let s = Served::on(fx, Options::default()).await;
+    let run = |pack: &'static str| {
+        let s = &s;
+        async move {
+            let (status, body) = s
+                .post_json("/runs", json!({"prompt": "ask", "pack": pack}))
+                .await;
+            assert_eq!(status, 202, "{body}");
+            let id = body["run_id"].as_str().expect("run id").to_owned();
+            s.wait_status(&id, "completed").await;
+            s.runlog(&id)
+        }
+    };
+    run("asker").await;
+    for _ in 0..200 {
+        if pids_with(&marker).len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The Python SDK takes 1–2 s to start and answer `server/discover` (the scripted turns are
+    // in order here, so no probing runs as `warm_up_shared` does).
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let asker = run("asker").await;
+    let decliner = run("decliner").await;
+    for events in [&asker, &decliner] {
+        let ready = payload_where(events, "mcp_server", "status", "ready");
+        assert!(ready["shared"].as_u64().is_some(), "{ready}");
+    }
+    // The asker's model answered its own call's sampling request, recorded in its runlog.
+    let sampling = payload_where(&asker, "mcp_request", "method", "sampling/createMessage");
+    assert_eq!(sampling["outcome"], "answered", "{sampling}");
+    let no_sampling = |events: &[Value]| {
+        !events
+            .iter()
+            .any(|e| e["payload"]["method"] == "sampling/createMessage")
+    };
+    assert!(no_sampling(&decliner));
+    // Each run's form answered by its own config: defaults for one, declined for the other.
+    let profile = |events: &[Value]| -> Value {
+        let result = payload_where(events, "tool_result", "tool", "mcp__helper__ask_profile");
+        serde_json::from_str(result["result"].as_str().expect("text")).expect("json")
+    };
+    assert_eq!(profile(&asker)["action"], "accept");
+    assert_eq!(profile(&decliner)["action"], "decline");
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_a_shared_process_no_run_holds_is_stopped_after_the_idle_timeout() {
+    let marker = format!("shared-probe-idle-{}", std::process::id());
+    let config = "\nmcp_pool:\n  idle_timeout_s: 4\n";
+    let Some(s) = serve_shared_with(&marker, &[0.0], config, 0).await else {
+        return;
+    };
+    warm_up_shared(&s, &marker).await;
+    let id = start_shared(&s).await;
+    s.wait_status(&id, "completed").await;
+    let ready = payload_where(&s.runlog(&id), "mcp_server", "status", "ready").clone();
+    assert!(ready["shared"].as_u64().is_some(), "{ready}");
+    // The run ended, its share with it: unused for `idle_timeout_s`, both processes stop.
+    assert!(
+        super::fixture::gone_within(&marker, Duration::from_secs(12)),
+        "an idle shared process was not stopped: {:?}",
+        pids_with(&marker)
+    );
+}
