@@ -59,8 +59,19 @@ if [[ "$mode" == client ]]; then
     # scenario: on a loaded 2-core machine a debug fabric once took longer (issue #42's CI).
     log=$(mktemp)
     for scenario in $("$NODE" "$SUITE" list | sed -n '/^Client scenarios/,/^$/p' | sed -n 's/^  - \([^ ]*\).*/\1/p'); do
-        if "$NODE" "$SUITE" client --command "$PWD/scripts/mcp-conformance-client.sh" \
-            --scenario "$scenario" --timeout 120000 --expected-failures "$BASELINE" "$@" >"$log" 2>&1; then
+        # `sse-retry` times the client's reconnection: on a loaded machine the suite may fail
+        # to record the times at all ("Could not measure timing"), so it gets a second try.
+        tries=1
+        [[ "$scenario" == sse-retry ]] && tries=2
+        agreed=
+        for _ in $(seq 1 "$tries"); do
+            if "$NODE" "$SUITE" client --command "$PWD/scripts/mcp-conformance-client.sh" \
+                --scenario "$scenario" --timeout 120000 --expected-failures "$BASELINE" "$@" >"$log" 2>&1; then
+                agreed=1
+                break
+            fi
+        done
+        if [[ -n "$agreed" ]]; then
             echo "as expected: $scenario"
         else
             echo "NOT as expected: $scenario (see the suite's words below)"

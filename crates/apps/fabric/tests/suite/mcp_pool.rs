@@ -229,8 +229,18 @@ async fn issue_45_a_warm_server_killed_between_runs_is_replaced_and_the_run_goes
     assert_eq!(after_kill.answer["calls"], 1);
     // Its own process may still be ending: the replacement is another one.
     wait_for_another_process(&marker, &after_kill.answer["pid"]).await;
-    let next = run(&s, "alpha").await;
-    assert_eq!(next.ready["warm"], true, "{}", next.ready);
+    // The replacement is handed out once it has answered the pool's `server/discover`,
+    // which under load takes a moment after the process exists: a later run gets it.
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let next = run(&s, "alpha").await;
+        if next.ready["warm"] == true {
+            return;
+        }
+        seen.push(next.ready);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!("no run got the replacement warm process: {seen:?}");
 }
 
 #[tokio::test]

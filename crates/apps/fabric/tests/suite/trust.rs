@@ -38,8 +38,13 @@ Work.
 }
 
 fn turns() -> Vec<Turn> {
+    // The model takes its time over the first step, so a server the run starts has run
+    // its `touch` before the run ends and stops it, however loaded the machine (it was
+    // not, once, under a parallel run of the suite).
+    let mut first = Turn::tool_call("list_files", json!({}));
+    first.delay_ms = Some(1_500);
     vec![
-        Turn::tool_call("list_files", json!({})),
+        first,
         Turn::tool_call("finish_task", json!({"summary": "listed"})),
     ]
 }
