@@ -356,14 +356,18 @@ pub(crate) fn free_port() -> u16 {
 
 /// Whether a process holding `marker` on its command line is there now.
 pub(crate) fn process_with(marker: &str) -> bool {
+    !pids_where("cmdline", |c| String::from_utf8_lossy(c).contains(marker)).is_empty()
+}
+
+/// The ids of the processes whose `/proc/PID/FILE` (`cmdline`, `environ`) `matches`.
+pub(crate) fn pids_where(file: &str, matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
-        .any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
+        .filter(|e| std::fs::read(e.path().join(file)).is_ok_and(|c| matches(&c)))
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
 }
 
 /// Whether a process holding `marker` on its command line is still there after up to 5 s

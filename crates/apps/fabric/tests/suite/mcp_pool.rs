@@ -7,7 +7,7 @@ use fabric_test_support::{Scenario, Turn};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-use super::fixture::{Fixture, of_kind, process_with};
+use super::fixture::{Fixture, of_kind, pids_where, process_with};
 use super::serve_fixture::{Options, Served};
 
 fn probe() -> String {
@@ -162,16 +162,7 @@ async fn wait_for_process(marker: &str) {
 
 /// The process ids of the processes with `marker` on their command line.
 fn pids_with(marker: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect()
+    pids_where("cmdline", |c| String::from_utf8_lossy(c).contains(marker))
 }
 
 fn uri(workspace: &str) -> String {
@@ -271,14 +262,9 @@ async fn issue_45_a_server_with_pool_false_is_never_pooled() {
 async fn issue_45_a_2026_07_28_server_is_pooled_and_each_run_gets_its_own_roots() {
     // The Python SDK's server answers `server/discover`: the pool's question is answered,
     // and the run still discovers it on its own and asks its roots in its own call.
-    let Some(deps) = fabric_test_support::test_deps() else {
+    let Some((python, script)) = python_server("client_features_server.py") else {
         return;
     };
-    let python = deps.join("venv/bin/python").display().to_string();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/mcp/client_features_server.py")
-        .display()
-        .to_string();
     let fx = Fixture::with_backend(Scenario::new(turns(&["helper"; 2], "roots")), "openai").await;
     fx.trust_own_files();
     let how = Server {
@@ -359,15 +345,23 @@ async fn issue_45_warm_processes_end_with_the_fabric() {
     );
 }
 
-/// The 2026-07-28 probe (tests/mcp/shared_server.py) on the installed Python SDK, with
-/// `marker` on its command line; `None` without the test dependencies.
-fn shared_probe(marker: &str) -> Option<(String, String)> {
+/// The installed Python SDK's interpreter and `tests/mcp/SCRIPT`; `None` without the test
+/// dependencies.
+fn python_server(script: &str) -> Option<(String, String)> {
     let deps = fabric_test_support::test_deps()?;
     let python = deps.join("venv/bin/python").display().to_string();
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/mcp/shared_server.py")
+        .join("tests/mcp")
+        .join(script)
         .display()
         .to_string();
+    Some((python, script))
+}
+
+/// The 2026-07-28 probe (tests/mcp/shared_server.py) on the installed Python SDK, with
+/// `marker` on its command line; `None` without the test dependencies.
+fn shared_probe(marker: &str) -> Option<(String, String)> {
+    let (python, script) = python_server("shared_server.py")?;
     Some((python, format!("{script}, {marker}")))
 }
 
@@ -588,16 +582,9 @@ async fn issue_45_a_shared_server_killed_with_runs_in_flight_fails_their_calls_a
 /// The process ids of the processes whose environment has `MARK=<marker>`.
 fn pids_marked(marker: &str) -> Vec<i32> {
     let wanted = format!("MARK={marker}");
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            std::fs::read(e.path().join("environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_bytes()))
-        })
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect()
+    pids_where("environ", |env| {
+        env.split(|b| *b == 0).any(|var| var == wanted.as_bytes())
+    })
 }
 
 #[cfg_attr(
@@ -682,14 +669,9 @@ fn payload_where<'a>(events: &'a [Value], kind: &str, key: &str, value: &str) ->
 )]
 #[tokio::test]
 async fn issue_45_on_a_shared_process_each_run_answers_the_sampling_and_forms_of_its_own_calls() {
-    let Some(deps) = fabric_test_support::test_deps() else {
+    let Some((python, script)) = python_server("client_features_server.py") else {
         return;
     };
-    let python = deps.join("venv/bin/python").display().to_string();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/mcp/client_features_server.py")
-        .display()
-        .to_string();
     let marker = format!("shared-asks-{}", std::process::id());
     let call = |tool: &str| Turn::tool_call(format!("mcp__helper__{tool}"), json!({}));
     let finish = || Turn::tool_call("finish_task", json!({"summary": "done"}));
