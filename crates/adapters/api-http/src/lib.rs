@@ -56,12 +56,57 @@ use utoipa_axum::routes;
 
 use handlers::{attend, budget, catalog, meta, metrics, review, runs, start};
 
+/// Every documented endpoint, once: one group of handlers per path. `$build` makes a router
+/// of them: [`openapi`] one that writes the document, [`api`] one that only routes, so the
+/// code that builds the document (the largest function of the binary) is left out of it.
+macro_rules! endpoints {
+    ($build:ident) => {
+        $build! {
+            (start::run_blocking)
+            (start::run_stream)
+            (runs::list_runs, start::start_run)
+            (catalog::search_runs)
+            (catalog::stats)
+            (catalog::prune_runs)
+            (runs::get_run)
+            (runs::run_status)
+            (runs::run_events)
+            (runs::cancel_run)
+            (attend::answer_run)
+            (attend::steer_run)
+            (review::run_diff)
+            (review::apply_run)
+            (review::discard_run)
+            (budget::budget)
+            (metrics::metrics)
+            (meta::health)
+            (meta::openapi_document)
+        }
+    };
+}
+
+/// Each handler's route, its path and methods read from its `#[utoipa::path]` (handlers of one
+/// path are merged by the router).
+macro_rules! routed {
+    ($(($($module:ident :: $handler:ident),+))+) => {{
+        use utoipa_axum::PathItemExt;
+        let mut routes = Vec::new();
+        $($(utoipa_axum::paste! {
+            let mut method = axum::routing::MethodRouter::<AppState>::new();
+            for each in <$module::[<__path_ $handler>] as utoipa::Path>::methods() {
+                method = method.on(each.to_method_filter(), $module::$handler);
+            }
+            routes.push((<$module::[<__path_ $handler>] as utoipa::Path>::path(), method));
+        })+)+
+        routes
+    }};
+}
+
 /// Every route of the API over `state`, and the web run viewer at `/`. Auth guards all but
 /// `/health`, `/openapi.json` and the viewer's files; without a token, only loopback `Host`
 /// names are answered.
 pub fn router(state: AppState) -> Router {
-    let (router, _document) = api(state.clone());
-    router
+    api(state.clone())
         .merge(a2a::routes(state.clone()))
         .merge(ui::routes())
         .fallback(meta::not_found)
@@ -84,98 +129,41 @@ pub fn router_with(state: AppState, extra: Router) -> Router {
     router(state).merge(guarded)
 }
 
-/// The OpenAPI document of the API, as served at `/openapi.json`.
+/// The OpenAPI document of the API, built from the handlers' annotations. The server serves
+/// the copy in `openapi.json` (see [`meta::openapi_document`]), which a test keeps equal to
+/// this one.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let service = fabric_core::service::RunService::new(
-        std::sync::Arc::new(NoStore),
-        std::sync::Arc::new(NoPreparer),
-        fabric_core::service::ServiceConfig::default(),
-    );
-    let state = AppState::new(service, ApiConfig::default());
-    api(state).1
+    macro_rules! documented {
+        ($(($($module:ident :: $handler:ident),+))+) => {
+            OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
+                $(.routes(routes!($($module::$handler),+)))+
+        };
+    }
+    let (_, mut document) = endpoints!(documented).split_for_parts();
+    openapi::publish_formats(&mut document);
+    document
 }
 
-fn api(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
+fn api(state: AppState) -> Router<AppState> {
+    let (mut protected, mut metrics, mut public) = (Router::new(), Router::new(), Router::new());
+    for (path, method) in endpoints!(routed) {
+        let group = match path.as_str() {
+            "/metrics" => &mut metrics,
+            "/health" | "/openapi.json" => &mut public,
+            _ => &mut protected,
+        };
+        *group = std::mem::take(group).route(&path, method);
+    }
     // `/metrics` keeps the token unless the config opens it to a scraper without one.
-    let mut metrics = OpenApiRouter::new().routes(routes!(metrics::metrics));
     if !state.inner.config.metrics_public {
         metrics = metrics.route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
         ));
     }
-    let protected = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-        .routes(routes!(start::run_blocking))
-        .routes(routes!(start::run_stream))
-        .routes(routes!(runs::list_runs, start::start_run))
-        .routes(routes!(catalog::search_runs))
-        .routes(routes!(catalog::stats))
-        .routes(routes!(catalog::prune_runs))
-        .routes(routes!(runs::get_run))
-        .routes(routes!(runs::run_status))
-        .routes(routes!(runs::run_events))
-        .routes(routes!(runs::cancel_run))
-        .routes(routes!(attend::answer_run))
-        .routes(routes!(attend::steer_run))
-        .routes(routes!(review::run_diff))
-        .routes(routes!(review::apply_run))
-        .routes(routes!(review::discard_run))
-        .routes(routes!(budget::budget))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state,
-            auth::require_token,
-        ));
-    let public = OpenApiRouter::new()
-        .routes(routes!(meta::health))
-        .routes(routes!(meta::openapi_document));
-    let (router, mut document) = protected.merge(metrics).merge(public).split_for_parts();
-    openapi::publish_formats(&mut document);
-    (router, document)
-}
-
-/// Stand-ins that let [`openapi`] build the document without a server.
-struct NoStore;
-
-#[async_trait::async_trait]
-impl fabric_core::RunStore for NoStore {
-    async fn create_run(
-        &self,
-        _id: fabric_domain::RunId,
-    ) -> Result<fabric_core::NewRun, fabric_core::StoreError> {
-        Err(fabric_core::StoreError::Io {
-            action: "cannot create",
-            path: std::path::PathBuf::new(),
-            detail: "no store".to_owned(),
-        })
-    }
-    async fn list_runs(
-        &self,
-        _query: &fabric_core::RunQuery,
-    ) -> Result<Vec<fabric_domain::RunSummary>, fabric_core::StoreError> {
-        Ok(Vec::new())
-    }
-    async fn read_events(
-        &self,
-        id: &fabric_domain::RunId,
-    ) -> Result<Vec<fabric_domain::RunEvent>, fabric_core::StoreError> {
-        Err(fabric_core::StoreError::NotFound(id.clone()))
-    }
-}
-
-struct NoPreparer;
-
-#[async_trait::async_trait]
-impl fabric_core::service::Preparer for NoPreparer {
-    async fn prepare(
-        &self,
-        _request: fabric_core::service::TaskRequest,
-        _context: &fabric_core::service::PrepareContext,
-    ) -> Result<Box<dyn fabric_core::service::Runnable>, fabric_core::service::ServiceError> {
-        Err(
-            fabric_core::service::Fault::Setup(fabric_core::ports::SetupError::Internal(
-                "no preparer".to_owned(),
-            ))
-            .into(),
-        )
-    }
+    let protected = protected.route_layer(axum::middleware::from_fn_with_state(
+        state,
+        auth::require_token,
+    ));
+    protected.merge(metrics).merge(public)
 }
