@@ -39,7 +39,11 @@ pub(crate) async fn run_blocking(
     headers: axum::http::HeaderMap,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let handle = launch::start(&state, request, launch::traceparent(&headers)).await?;
+    let parent = launch::traceparent(&headers);
+    // Held for the run's life, the headers would pin hyper's first read buffer (their values
+    // are slices of it) and make it take a second one (docs/BENCHMARKS.md, issue #45).
+    drop(headers);
+    let handle = launch::start(&state, request, parent).await?;
     let id = handle.id().to_string();
     let outcome = handle.outcome().await.map_err(|e| ApiError::RunCrashed {
         id,
