@@ -684,7 +684,10 @@ impl HookAnswer {
                 ..Self::of(HookOutcome::Stopped)
             },
             Some(_) => {
-                return Self::failed(HookOutcome::InvalidOutput, "`continue` is not true or false");
+                return Self::failed(
+                    HookOutcome::InvalidOutput,
+                    "`continue` is not true or false",
+                );
             }
         };
         read.system_message = user_text(answer, "systemMessage");

@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::collections::VecDeque;
 
 use crate::ports::ChatResponse;
-pub use crate::recorded::{RecordedOutcome, RecordedStep};
+pub use crate::recorded::{RecordedOutcome, RecordedStep, StartHooks};
 
 /// A run's recorded past.
 #[derive(Debug, Clone)]
@@ -72,6 +72,9 @@ pub struct MemberHistory {
     /// A person's answers (`input_answered`), by call id: an approval answered before the
     /// stop is not asked again, and one for the run covers later calls as it did.
     pub answers: std::collections::HashMap<String, runlog::InputAnswered>,
+    /// The hooks its loop ran at its start (SessionStart, the task's UserPromptSubmit),
+    /// whose context a resumed loop gives again (ADR-125).
+    pub start_hooks: StartHooks,
 }
 
 impl RunHistory {
@@ -192,9 +195,15 @@ impl RunHistory {
             EventPayload::InputRequired(_)
             | EventPayload::InputAnswered(_)
             | EventPayload::UserMessage(_) => self.person(event, payload),
+            // A loop's start has no step: its hooks' context is given again (ADR-125).
+            EventPayload::HookRun(run) => {
+                if event.step.is_none() {
+                    let resumption = self.resumptions;
+                    self.member(event).start_hooks.add(resumption, run);
+                }
+            }
             EventPayload::RoutingRequest(_)
             | EventPayload::RoutingResponse(_)
-            | EventPayload::HookRun(_)
             | EventPayload::McpServer(_)
             | EventPayload::McpMessage(_)
             | EventPayload::McpRequest(_)
