@@ -451,16 +451,22 @@ async fn issue_43_a_bad_hooks_key_is_refused_with_its_key() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn issue_43_session_start_and_prompt_context_reach_the_model_after_the_system_prompt() {
-    let fx = Fixture::new(vec![write("a.txt", "a"), finish()]).await;
-    // Plain text on stdout is context for these two events, as in Claude Code.
-    let start = script(&fx, "start.sh", "echo 'the tests run with make check'");
+/// A SessionStart hook giving context as plain text (as Claude Code takes it for these two
+/// events), and a UserPromptSubmit hook giving it as `additionalContext`.
+fn context_hooks(fx: &Fixture) -> (PathBuf, PathBuf) {
+    let start = script(fx, "start.sh", "echo 'the tests run with make check'");
     let prompt = script(
-        &fx,
+        fx,
         "prompt.sh",
         r#"echo '{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "ticket ABC-1"}}'"#,
     );
+    (start, prompt)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_session_start_and_prompt_context_reach_the_model_after_the_system_prompt() {
+    let fx = Fixture::new(vec![write("a.txt", "a"), finish()]).await;
+    let (start, prompt) = context_hooks(&fx);
     fx.append_config(&hooks_yaml(&[
         ("SessionStart", Some("startup"), &start, None),
         ("UserPromptSubmit", None, &prompt, None),
@@ -753,6 +759,14 @@ async fn issue_43_the_terminal_shows_each_hook_run() {
     );
 }
 
+/// A fixture over `turns` with one `event` hook, which prints `answer` (JSON).
+async fn answering(turns: Vec<Turn>, event: &str, answer: &str) -> Fixture {
+    let fx = Fixture::new(turns).await;
+    let hook = script(&fx, "answer.sh", &format!("echo '{answer}'"));
+    fx.append_config(&hooks_yaml(&[(event, None, &hook, None)]));
+    fx
+}
+
 /// The runlog of the fixture's one run.
 fn only_runlog(fx: &Fixture) -> Vec<Value> {
     let runs = fx.workspace_root().join("runs");
@@ -813,13 +827,9 @@ echo '{{"continue": false, "stopReason": "the deploy window closed", "decision":
 
     // A PostToolUse hook's: the call's result is recorded (and the file written), then the
     // run ends; the terminal shows the reason, escaped.
-    let fx = Fixture::new(vec![write("a.txt", "a"), write("b.txt", "b"), finish()]).await;
-    let post = script(
-        &fx,
-        "post.sh",
-        r#"echo '{"continue": false, "stopReason": "quota \u001b[31mused up"}'"#,
-    );
-    fx.append_config(&hooks_yaml(&[("PostToolUse", None, &post, None)]));
+    let turns = vec![write("a.txt", "a"), write("b.txt", "b"), finish()];
+    let answer = r#"{"continue": false, "stopReason": "quota \u001b[31mused up"}"#;
+    let fx = answering(turns, "PostToolUse", answer).await;
     let run = fx.fabric(&["run", "write", "--pack", "engineering"]).await;
     assert_eq!(run.code(), 130, "{}\n{}", run.stdout, run.stderr);
     let shown = format!("{}{}", run.stdout, run.stderr);
@@ -847,13 +857,8 @@ echo '{{"continue": false, "stopReason": "the deploy window closed", "decision":
 
 #[tokio::test(flavor = "multi_thread")]
 async fn issue_43_a_hook_system_message_is_shown_to_the_user_not_the_model() {
-    let fx = Fixture::new(vec![write("a.txt", "a"), finish()]).await;
-    let warn = script(
-        &fx,
-        "warn.sh",
-        r#"echo '{"systemMessage": "disk \u001b[2J91% full", "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "formatted a.txt"}}'"#,
-    );
-    fx.append_config(&hooks_yaml(&[("PostToolUse", None, &warn, None)]));
+    let answer = r#"{"systemMessage": "disk \u001b[2J91% full", "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "formatted a.txt"}}"#;
+    let fx = answering(vec![write("a.txt", "a"), finish()], "PostToolUse", answer).await;
     let run = fx.fabric(&["run", "write", "--pack", "engineering"]).await;
     run.assert_code(0);
     let shown = format!("{}{}", run.stdout, run.stderr);
@@ -879,38 +884,19 @@ async fn issue_43_a_resumed_run_gets_its_session_start_context_again() {
     fx.append_config(super::interactive::ASKER);
     let dump = fx.dir.path().join("starts.jsonl");
     // Context only at startup (the matcher), as a project's "load the ticket" hook would.
-    let start = script(&fx, "start.sh", "echo 'the tests run with make check'");
+    let (start, prompt) = context_hooks(&fx);
     let resume = script(
         &fx,
         "resume.sh",
         &format!("cat >> '{}'\necho 'picked up again'", dump.display()),
-    );
-    let prompt = script(
-        &fx,
-        "prompt.sh",
-        r#"echo '{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "ticket ABC-1"}}'"#,
     );
     fx.append_config(&hooks_yaml(&[
         ("SessionStart", Some("startup"), &start, None),
         ("SessionStart", Some("resume"), &resume, None),
         ("UserPromptSubmit", None, &prompt, None),
     ]));
-    let waiting = fx
-        .fabric(&[
-            "run",
-            "pick one",
-            "--pack",
-            "asker",
-            "--json",
-            "--on-question",
-            "wait",
-        ])
-        .await;
-    waiting.assert_code(9);
-    let id = waiting.json()["_meta"]["run_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let waiting = super::interactive::run_waiting(&fx).await;
+    let id = waiting["_meta"]["run_id"].as_str().unwrap().to_owned();
     let answered = fx.fabric(&["answer", &id, "SQLite", "--json"]).await;
     answered.assert_code(0);
     let requests = fx.requests();
