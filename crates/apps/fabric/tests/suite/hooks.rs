@@ -933,11 +933,14 @@ async fn issue_43_a_resumed_run_gets_its_session_start_context_again() {
         ],
         "{resumed:?}"
     );
+    // The replay of the whole run ran no hook; the resume fired SessionStart `resume`.
+    let result = answered.json();
+    fx.assert_replays(&result).await;
     let fired = dumped(&dump);
     assert_eq!(fired.len(), 1, "{fired:?}");
     assert_eq!(fired[0]["source"], "resume");
     // The task was submitted once: the resumed run does not submit it again.
-    let events = fx.runlog(&answered.json());
+    let events = fx.runlog(&result);
     let prompts = hook_runs(&events)
         .into_iter()
         .filter(|r| r["event"] == "UserPromptSubmit")
