@@ -853,6 +853,9 @@ echo '{{"continue": false, "stopReason": "the deploy window closed", "decision":
         "b.txt was never called"
     );
     assert_eq!(hook_runs(&events)[0]["outcome"], "stopped");
+    let id = &of_kind(&events, "run_start")[0]["payload"]["run_id"];
+    assert!(id.is_string(), "{id}");
+    fx.assert_replays(&json!({"_meta": {"run_id": id}})).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
