@@ -856,6 +856,13 @@ echo '{{"continue": false, "stopReason": "the deploy window closed", "decision":
     let id = &of_kind(&events, "run_start")[0]["payload"]["run_id"];
     assert!(id.is_string(), "{id}");
     fx.assert_replays(&json!({"_meta": {"run_id": id}})).await;
+
+    // A SessionStart hook's: before the model is ever asked.
+    let answer = r#"{"continue": false, "stopReason": "not on a Friday"}"#;
+    let fx = answering(vec![finish()], "SessionStart", answer).await;
+    let result = fx.run_json("x", &[], 130).await;
+    assert_eq!(result["_meta"]["status"], "cancelled", "{result}");
+    assert!(fx.requests().is_empty(), "the model was never asked");
 }
 
 #[tokio::test(flavor = "multi_thread")]
