@@ -580,6 +580,10 @@ pub struct HookAnswer {
     pub updated_input: Option<Value>,
     /// Why it failed, for the runlog.
     pub detail: Option<String>,
+    /// `stopReason` with `continue: false`: for the user, never the model (ADR-125).
+    pub stop_reason: Option<String>,
+    /// `systemMessage`: a warning for the user, never the model (ADR-125).
+    pub system_message: Option<String>,
 }
 
 impl HookAnswer {
@@ -589,6 +593,8 @@ impl HookAnswer {
             message: None,
             updated_input: None,
             detail: None,
+            stop_reason: None,
+            system_message: None,
         }
     }
 
@@ -668,7 +674,28 @@ impl HookAnswer {
         Self::json(event, &answer)
     }
 
+    /// A JSON answer: Claude Code's common fields first (`continue: false` stops the run
+    /// whatever else it says, `systemMessage` is for the user), then the event's own.
     fn json(event: HookEvent, answer: &Map<String, Value>) -> Self {
+        let mut read = match answer.get("continue") {
+            None | Some(Value::Bool(true)) => Self::decision(event, answer),
+            Some(Value::Bool(false)) => Self {
+                stop_reason: user_text(answer, "stopReason"),
+                ..Self::of(HookOutcome::Stopped)
+            },
+            Some(_) => {
+                return Self::failed(
+                    HookOutcome::InvalidOutput,
+                    "`continue` is not true or false",
+                );
+            }
+        };
+        read.system_message = user_text(answer, "systemMessage");
+        read
+    }
+
+    /// What a JSON answer decides for `event`: its decision, reason, context and rewrite.
+    fn decision(event: HookEvent, answer: &Map<String, Value>) -> Self {
         let specific = answer.get("hookSpecificOutput").and_then(Value::as_object);
         let field = |name: &str| specific.and_then(|s| s.get(name)).and_then(Value::as_str);
         let context = field("additionalContext").map(str::to_owned);
@@ -753,6 +780,16 @@ fn can_block(event: HookEvent) -> bool {
     )
 }
 
+/// A text field of an answer meant for the user (`stopReason`, `systemMessage`): capped,
+/// `None` when absent or blank.
+fn user_text(answer: &Map<String, Value>, name: &str) -> Option<String> {
+    answer
+        .get(name)
+        .and_then(Value::as_str)
+        .filter(|t| !t.trim().is_empty())
+        .map(capped)
+}
+
 fn joined(first: Option<String>, second: Option<String>) -> String {
     [first, second]
         .into_iter()
@@ -785,6 +822,9 @@ pub struct HookVerdict {
     pub updated_input: Option<Value>,
     /// Additional context for the model, in the hooks' order.
     pub context: Vec<String>,
+    /// A hook answered `continue: false`: the run ends after this hook point, whatever the
+    /// others decided (ADR-125).
+    pub stopped: bool,
 }
 
 /// A PreToolUse permission decision.
@@ -820,6 +860,10 @@ impl HookVerdict {
                 HookOutcome::Denied => Permission::Deny,
                 HookOutcome::Asked => Permission::Ask,
                 HookOutcome::Allowed => Permission::Allow,
+                HookOutcome::Stopped => {
+                    verdict.stopped = true;
+                    continue;
+                }
                 _ => continue,
             };
             if verdict

@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::collections::VecDeque;
 
 use crate::ports::ChatResponse;
-pub use crate::recorded::{RecordedOutcome, RecordedStep};
+pub use crate::recorded::{RecordedOutcome, RecordedStep, StartHooks};
 
 /// A run's recorded past.
 #[derive(Debug, Clone)]
@@ -72,6 +72,9 @@ pub struct MemberHistory {
     /// A person's answers (`input_answered`), by call id: an approval answered before the
     /// stop is not asked again, and one for the run covers later calls as it did.
     pub answers: std::collections::HashMap<String, runlog::InputAnswered>,
+    /// The hooks its loop ran at its start (SessionStart, the task's UserPromptSubmit),
+    /// whose context a resumed loop gives again (ADR-125).
+    pub start_hooks: StartHooks,
 }
 
 impl RunHistory {
@@ -192,9 +195,9 @@ impl RunHistory {
             EventPayload::InputRequired(_)
             | EventPayload::InputAnswered(_)
             | EventPayload::UserMessage(_) => self.person(event, payload),
+            EventPayload::HookRun(run) => self.hook_ran(event, run),
             EventPayload::RoutingRequest(_)
             | EventPayload::RoutingResponse(_)
-            | EventPayload::HookRun(_)
             | EventPayload::McpServer(_)
             | EventPayload::McpMessage(_)
             | EventPayload::McpRequest(_)
@@ -218,6 +221,15 @@ impl RunHistory {
             && let Some(step) = self.step_of(event)
         {
             step.said.push(message.text);
+        }
+    }
+
+    /// A hook's run: one of a loop's start (it has no step) is kept, its context given
+    /// again when the run is resumed (ADR-125).
+    fn hook_ran(&mut self, event: &RunEvent, run: runlog::HookRun) {
+        if event.step.is_none() {
+            let resumption = self.resumptions;
+            self.member(event).start_hooks.add(resumption, run);
         }
     }
 
@@ -382,6 +394,35 @@ mod tests {
 
     fn event(seq: u64, kind: EventKind, step: Option<u32>, payload: Value) -> RunEvent {
         RunEvent::from_wire(seq, seq as f64, kind.as_str(), step, payload)
+    }
+
+    #[test]
+    fn issue_43_a_loops_start_hooks_are_kept_per_fire_for_a_resumed_run() {
+        let hook = |seq: u64, step: Option<u32>, name: &str, message: &str| {
+            let run = json!({"event": name, "source": "config", "command": "c",
+                "duration_ms": 1, "outcome": "ok", "message": message});
+            event(seq, EventKind::HookRun, step, run)
+        };
+        let events = vec![
+            hook(0, None, "SessionStart", "a"),
+            hook(1, None, "SessionStart", "b"),
+            hook(2, None, "UserPromptSubmit", "task"),
+            // A steering message's, and the end's: not the start's.
+            hook(3, Some(0), "UserPromptSubmit", "steer"),
+            hook(4, None, "SessionEnd", "end"),
+            event(
+                5,
+                EventKind::RunResumed,
+                None,
+                json!({"last_event_ts": 1.0, "previous_events": 5, "reaped_processes": [], "replayed_steps": 1, "resumption": 1, "run_id": "r"}),
+            ),
+            hook(6, None, "SessionStart", "c"),
+        ];
+        let history = RunHistory::read(RunId::parse("r").expect("id"), &events);
+        let start = &history.members[0].start_hooks;
+        use fabric_domain::hooks::HookEvent;
+        assert_eq!(start.contexts(HookEvent::SessionStart), ["a\nb", "c"]);
+        assert_eq!(start.contexts(HookEvent::UserPromptSubmit), ["task"]);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! imports the other for it.
 
 use fabric_domain::Usage;
+use fabric_domain::hooks::{HookEvent, HookVerdict};
+use fabric_domain::runlog::HookRun;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
@@ -51,5 +53,41 @@ impl RecordedStep {
             summary: None,
             said: Vec::new(),
         }
+    }
+}
+
+/// The hooks a member's loop ran at its start, as recorded (`hook_run` lines without a
+/// step): each `SessionStart` fire, and the task's `UserPromptSubmit`. A resumed loop gives
+/// the model their context again where it was, rebuilt from these lines as Claude Code's
+/// transcript keeps it, before its own `SessionStart` (`source: resume`) fires (ADR-125).
+#[derive(Debug, Clone, Default)]
+pub struct StartHooks {
+    /// Each fire: the loop run it belongs to (its resumption), its event, its hooks' runs.
+    fires: Vec<(u32, String, Vec<HookRun>)>,
+}
+
+impl StartHooks {
+    /// Takes one recorded `hook_run` without a step, of the loop run after `resumption`
+    /// resumptions; the runs of one fire are one loop run's lines of one event.
+    pub(crate) fn add(&mut self, resumption: u32, run: HookRun) {
+        let event = run.event.as_str();
+        if event != HookEvent::SessionStart.as_str()
+            && event != HookEvent::UserPromptSubmit.as_str()
+        {
+            return;
+        }
+        match self.fires.last_mut() {
+            Some((r, e, runs)) if *r == resumption && *e == run.event => runs.push(run),
+            _ => self.fires.push((resumption, run.event.clone(), vec![run])),
+        }
+    }
+
+    /// The context each recorded fire of `event` gave the model, in order.
+    pub(crate) fn contexts(&self, event: HookEvent) -> Vec<String> {
+        self.fires
+            .iter()
+            .filter(|(_, e, _)| e == event.as_str())
+            .filter_map(|(_, _, runs)| HookVerdict::of(runs).context_text())
+            .collect()
     }
 }

@@ -877,10 +877,11 @@ class Timeline {
           longText(typeof p.text === 'string' ? p.text : '', 'text say-text')));
         break;
       case 'hook_run':
-        out.append(this.row(event, ['ok', 'allowed', 'rewritten'].includes(p.outcome) ? 'info' : (['denied', 'blocked', 'asked'].includes(p.outcome) ? 'warn' : 'error'),
+        out.append(this.row(event, ['ok', 'allowed', 'rewritten'].includes(p.outcome) ? 'info' : (['denied', 'blocked', 'asked', 'stopped'].includes(p.outcome) ? 'warn' : 'error'),
           `Hook ${p.event} (${p.source}): ${p.outcome}`, typeof p.duration_ms === 'number' ? ` in ${p.duration_ms} ms` : '',
           el('div', { class: 'muted', text: typeof p.command === 'string' ? p.command : '' }),
-          p.message || p.detail ? longText(p.message || p.detail, 'text') : ''));
+          p.message || p.stop_reason || p.detail ? longText(p.message || p.stop_reason || p.detail, 'text') : '',
+          typeof p.system_message === 'string' ? el('div', { text: '⚠ ' + p.system_message }) : ''));
         break;
       case 'run_resumed':
         out.append(this.row(event, 'info', `Continued from its runlog (resumption ${p.resumption}; ${p.replayed_steps} steps replayed): after a stop, or an answer`));

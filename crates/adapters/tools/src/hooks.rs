@@ -83,6 +83,8 @@ impl CommandHooks {
             message: answer.message,
             updated_input: answer.updated_input,
             detail: answer.detail,
+            stop_reason: answer.stop_reason,
+            system_message: answer.system_message,
         }
     }
 

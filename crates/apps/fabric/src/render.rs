@@ -289,11 +289,13 @@ impl HumanRenderer {
         ));
     }
 
-    /// A lifecycle hook ran (issue #43): its event, command, outcome and what it said.
+    /// A lifecycle hook ran (issue #43): its event, command, outcome and what it said (a
+    /// `continue: false`'s `stopReason`), then its `systemMessage`, for the user (ADR-125).
     fn hook_run(&self, p: &fabric_domain::runlog::HookRun) {
         let said = p
             .message
             .as_deref()
+            .or(p.stop_reason.as_deref())
             .or(p.detail.as_deref())
             .map(|m| format!(": {}", one_line(m, 200)))
             .unwrap_or_default();
@@ -305,6 +307,13 @@ impl HumanRenderer {
             visible_line(p.outcome.as_str()),
             p.duration_ms
         ));
+        if let Some(warning) = &p.system_message {
+            self.line(format!(
+                "    {} {}",
+                self.warn.apply_to("⚠"),
+                one_line(warning, 400)
+            ));
+        }
     }
 
     /// A question or approval the run waits for, with how to answer it.

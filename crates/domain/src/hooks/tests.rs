@@ -332,7 +332,44 @@ fn run(outcome: HookOutcome, message: Option<&str>, input: Option<Value>) -> Hoo
         message: message.map(str::to_owned),
         updated_input: input,
         detail: None,
+        stop_reason: None,
+        system_message: None,
     }
+}
+
+#[test]
+fn issue_43_continue_false_stops_over_any_decision_and_system_message_is_the_users() {
+    // `continue: false` wins over `decision: block` (a Stop hook's, which would keep the run
+    // going) and over a PreToolUse decision; `stopReason` is the user's, not the model's.
+    let stop = json!({"continue": false, "stopReason": "the build is red",
+        "decision": "block", "reason": "keep going"});
+    let stopped = HookAnswer::read(HookEvent::Stop, &exit(0, &stop.to_string(), ""));
+    assert_eq!(stopped.outcome, HookOutcome::Stopped);
+    assert_eq!(stopped.stop_reason.as_deref(), Some("the build is red"));
+    assert!(stopped.message.is_none(), "nothing for the model");
+    let pre = json!({"continue": false, "hookSpecificOutput": {"permissionDecision": "allow"}});
+    let pre = HookAnswer::read(HookEvent::PreToolUse, &exit(0, &pre.to_string(), ""));
+    assert_eq!((pre.outcome, pre.stop_reason), (HookOutcome::Stopped, None));
+    // `continue: true` is the default; anything but a boolean does not fit.
+    let goes_on = json!({"continue": true, "systemMessage": "disk 91% full",
+        "hookSpecificOutput": {"additionalContext": "ctx"}});
+    let read = HookAnswer::read(HookEvent::SessionStart, &exit(0, &goes_on.to_string(), ""));
+    assert_eq!(read.outcome, HookOutcome::Ok);
+    assert_eq!(read.message.as_deref(), Some("ctx"));
+    assert_eq!(read.system_message.as_deref(), Some("disk 91% full"));
+    let odd = json!({"continue": "no"});
+    assert_eq!(
+        HookAnswer::read(HookEvent::Stop, &exit(0, &odd.to_string(), "")).outcome,
+        HookOutcome::InvalidOutput
+    );
+    // One hook's stop stops the event, whatever the others decided.
+    let verdict = HookVerdict::of(&[
+        run(HookOutcome::Allowed, None, None),
+        run(HookOutcome::Stopped, None, None),
+        run(HookOutcome::Blocked, Some("no"), None),
+    ]);
+    assert!(verdict.stopped);
+    assert!(!HookVerdict::of(&[run(HookOutcome::Ok, Some("c"), None)]).stopped);
 }
 
 #[test]

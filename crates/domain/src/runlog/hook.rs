@@ -41,4 +41,11 @@ pub struct HookRun {
     /// What went wrong (timeout, error, invalid output), never given to the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Its `stopReason` with `continue: false` (outcome `stopped`): shown to the user, never
+    /// given to the model (ADR-125).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// Its `systemMessage`: a warning shown to the user, never given to the model (ADR-125).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_message: Option<String>,
 }

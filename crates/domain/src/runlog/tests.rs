@@ -162,7 +162,8 @@ const OTHER_KINDS: &str = r#"{"seq":0,"ts":1.0,"kind":"mcp_server","step":null,"
 {"seq":23,"ts":1.0,"kind":"input_answered","step":0,"payload":{"answer":"not on main","by":"http","call_id":"c2","decision":"deny"}}
 {"seq":24,"ts":1.0,"kind":"user_message","step":1,"payload":{"by":"cli","text":"also check the tests"}}
 {"seq":25,"ts":1.0,"kind":"hook_run","step":1,"payload":{"call_id":"c3","command":"./guard.sh","duration_ms":12,"event":"PreToolUse","exit_code":0,"matcher":"Write|Edit","message":"write to b.txt instead","outcome":"rewritten","source":"config","tool":"write_file","updated_input":{"content":"x","path":"b.txt"}}}
-{"seq":26,"ts":1.0,"kind":"hook_run","step":2,"payload":{"command":"sleep 100","detail":"killed after 1 s","duration_ms":1003,"event":"Stop","outcome":"timeout","source":"project"}}"#;
+{"seq":26,"ts":1.0,"kind":"hook_run","step":2,"payload":{"command":"sleep 100","detail":"killed after 1 s","duration_ms":1003,"event":"Stop","outcome":"timeout","source":"project"}}
+{"seq":27,"ts":1.0,"kind":"hook_run","step":null,"payload":{"command":"./gate.sh","duration_ms":4,"event":"SessionStart","exit_code":0,"matcher":"startup","outcome":"stopped","source":"config","stop_reason":"the build is red","system_message":"disk 91% full"}}"#;
 
 const GOLDEN: &str = include_str!("../../../core/tests/golden/runlog.jsonl");
 

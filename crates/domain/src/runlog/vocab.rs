@@ -227,6 +227,9 @@ vocabulary! {
         Error = "error",
         /// It crashed, or its stdout was JSON that does not fit; the action went ahead.
         InvalidOutput = "invalid_output",
+        /// `continue: false`: the run ended after this hook point (`cancelled`); its
+        /// `stopReason` is for the user, never the model (ADR-125).
+        Stopped = "stopped",
     }
 }
 

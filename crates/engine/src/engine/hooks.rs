@@ -27,8 +27,10 @@ impl Loop<'_, '_> {
     }
 
     /// Fires `input`'s event: the hooks that apply run, each run is recorded, and their
-    /// verdict comes back (empty when no hook applies).
-    async fn fire(&self, step: Option<u32>, input: HookInput) -> Result<HookVerdict, Stop> {
+    /// verdict comes back (empty when no hook applies). A hook's `continue: false` ends the
+    /// run here (ADR-125), before anything else it decided is acted on; after a PostToolUse,
+    /// once the call's result is recorded.
+    async fn fire(&mut self, step: Option<u32>, input: HookInput) -> Result<HookVerdict, Stop> {
         let Some(hooks) = self.hooks else {
             return Ok(HookVerdict::default());
         };
@@ -45,7 +47,19 @@ impl Loop<'_, '_> {
         for run in &runs {
             self.rec.record(step, run.clone()).await?;
         }
-        Ok(HookVerdict::of(&runs))
+        let verdict = HookVerdict::of(&runs);
+        if verdict.stopped {
+            let event = input.hook_event_name;
+            let reason = format!(
+                "a {} hook stopped the run (`continue: false`); its `stopReason`, for the user and not the model, is on its `hook_run` line",
+                event.as_str()
+            );
+            match event {
+                HookEvent::PostToolUse => self.hook_stop = Some(reason),
+                _ => return Err(Stop::Ended(RunStatus::Cancelled, reason)),
+            }
+        }
+        Ok(verdict)
     }
 
     /// Whether this loop is a delegated child's (or a critic's): it fires `SubagentStop`
@@ -57,20 +71,20 @@ impl Loop<'_, '_> {
     /// The loop's start: `SessionStart` (its context after the system prompt, so the
     /// prompt's prefix stays byte-stable), then `UserPromptSubmit` for the task (its context
     /// after the task; a block ends the run before the model is asked). A resumed loop
-    /// (`source: resume`) does not submit its task again.
+    /// (`source: resume`) is given the context its start's hooks gave before the stop, as
+    /// recorded, and does not submit its task again (ADR-125).
     pub(super) async fn session_start(&mut self) -> Result<(), Stop> {
         if self.is_subagent() {
             return Ok(());
         }
         let resumed = !self.replay.is_empty();
+        let at = match resumed {
+            true => self.restore_start_context(),
+            false => self.after_system_prompt(),
+        };
         let mut input = self.hook_input(HookEvent::SessionStart);
         input.source = Some(if resumed { "resume" } else { "startup" }.to_owned());
         if let Some(context) = self.fire(None, input).await?.context_text() {
-            let at = usize::from(
-                self.messages
-                    .first()
-                    .is_some_and(|m| m.role == fabric_domain::Role::System),
-            );
             self.messages.insert(
                 at,
                 Message::user(hook_context(HookEvent::SessionStart, &context)),
@@ -93,6 +107,35 @@ impl Loop<'_, '_> {
                 format!("a UserPromptSubmit hook blocked the task: {reason}"),
             )),
         }
+    }
+
+    /// A resumed loop's conversation gets back what its start's hooks gave the model before
+    /// the stop, where it was: each `SessionStart` context after the system prompt, the
+    /// task's `UserPromptSubmit` context after the task. Returns where this start's own
+    /// `SessionStart` context goes: after the recorded ones.
+    fn restore_start_context(&mut self) -> usize {
+        let recorded = std::mem::take(&mut self.start_hooks);
+        let mut at = self.after_system_prompt();
+        for context in recorded.contexts(HookEvent::SessionStart) {
+            let message = Message::user(hook_context(HookEvent::SessionStart, &context));
+            self.messages.insert(at, message);
+            at += 1;
+        }
+        // The task is submitted once, by the loop run that started it.
+        if let Some(context) = recorded.contexts(HookEvent::UserPromptSubmit).first() {
+            let message = Message::user(hook_context(HookEvent::UserPromptSubmit, context));
+            self.messages.push(message);
+        }
+        at
+    }
+
+    /// Where the first message after the system prompt goes.
+    fn after_system_prompt(&self) -> usize {
+        usize::from(
+            self.messages
+                .first()
+                .is_some_and(|m| m.role == fabric_domain::Role::System),
+        )
     }
 
     /// `UserPromptSubmit` for `prompt` (the task, or a message said to the run): the hooks'

@@ -83,6 +83,9 @@ pub(crate) struct LoopInput<'a> {
     pub answers: std::collections::HashMap<String, fabric_domain::runlog::InputAnswered>,
     /// The run's lifecycle hooks (issue #43); `None`: none.
     pub hooks: Option<&'a dyn crate::ports::Hooks>,
+    /// The hooks a resumed loop ran at its start before the stop, their context given
+    /// again (ADR-125); empty for a new run.
+    pub start_hooks: crate::recorded::StartHooks,
 }
 
 /// Runs one specialist's loop to its end, recording every step.
@@ -231,6 +234,11 @@ struct Loop<'a, 'r> {
     stop_hook_active: bool,
     /// What the PostToolUse hooks of the call being settled said, for beside its result.
     hook_note: Option<String>,
+    /// The hooks this loop ran at its start before the stop, if it is resumed.
+    start_hooks: crate::recorded::StartHooks,
+    /// A PostToolUse hook answered `continue: false`: the run ends once the call's result
+    /// is recorded, for this reason (ADR-125).
+    hook_stop: Option<String>,
 }
 
 impl<'a, 'r> Loop<'a, 'r> {
@@ -290,6 +298,8 @@ impl<'a, 'r> Loop<'a, 'r> {
             reviewing: input.reviewing,
             stop_hook_active: false,
             hook_note: None,
+            hook_stop: None,
+            start_hooks: input.start_hooks,
         })
     }
 

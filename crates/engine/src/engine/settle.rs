@@ -126,6 +126,10 @@ impl<'a> Loop<'a, '_> {
                 return Ok(invalid);
             }
         }
+        // A PostToolUse hook's `continue: false`: the run ends now its result is recorded.
+        if let Some(reason) = self.hook_stop.take() {
+            return Err(Stop::Ended(RunStatus::Cancelled, reason));
+        }
         Ok(false)
     }
 

@@ -508,6 +508,7 @@ impl Shared<'_> {
                 asked: history.asked,
                 answers: history.answers,
                 hooks: self.hooks,
+                start_hooks: history.start_hooks,
             },
             rec,
         )

@@ -451,16 +451,22 @@ async fn issue_43_a_bad_hooks_key_is_refused_with_its_key() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn issue_43_session_start_and_prompt_context_reach_the_model_after_the_system_prompt() {
-    let fx = Fixture::new(vec![write("a.txt", "a"), finish()]).await;
-    // Plain text on stdout is context for these two events, as in Claude Code.
-    let start = script(&fx, "start.sh", "echo 'the tests run with make check'");
+/// A SessionStart hook giving context as plain text (as Claude Code takes it for these two
+/// events), and a UserPromptSubmit hook giving it as `additionalContext`.
+fn context_hooks(fx: &Fixture) -> (PathBuf, PathBuf) {
+    let start = script(fx, "start.sh", "echo 'the tests run with make check'");
     let prompt = script(
-        &fx,
+        fx,
         "prompt.sh",
         r#"echo '{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "ticket ABC-1"}}'"#,
     );
+    (start, prompt)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_session_start_and_prompt_context_reach_the_model_after_the_system_prompt() {
+    let fx = Fixture::new(vec![write("a.txt", "a"), finish()]).await;
+    let (start, prompt) = context_hooks(&fx);
     fx.append_config(&hooks_yaml(&[
         ("SessionStart", Some("startup"), &start, None),
         ("UserPromptSubmit", None, &prompt, None),
@@ -751,4 +757,203 @@ async fn issue_43_the_terminal_shows_each_hook_run() {
             && shown.contains(": no secrets"),
         "{shown}"
     );
+}
+
+/// A fixture over `turns` with one `event` hook, which prints `answer` (JSON).
+async fn answering(turns: Vec<Turn>, event: &str, answer: &str) -> Fixture {
+    let fx = Fixture::new(turns).await;
+    let hook = script(&fx, "answer.sh", &format!("echo '{answer}'"));
+    fx.append_config(&hooks_yaml(&[(event, None, &hook, None)]));
+    fx
+}
+
+/// The runlog of the fixture's one run.
+fn only_runlog(fx: &Fixture) -> Vec<Value> {
+    let runs = fx.workspace_root().join("runs");
+    let mut ids = std::fs::read_dir(&runs)
+        .expect("runs")
+        .map(|e| e.expect("entry").file_name());
+    let id = ids.next().expect("a run");
+    assert!(ids.next().is_none(), "one run");
+    super::fixture::read_runlog(&runs.join(id).join("runlog.jsonl"))
+}
+
+/// Every message of every request the model was sent, as text.
+fn all_said(fx: &Fixture) -> String {
+    fx.requests()
+        .iter()
+        .map(|r| r["messages"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_a_hook_answering_continue_false_stops_the_run_and_shows_its_reason() {
+    // A Stop hook's `continue: false` wins over its `decision: block` (which would keep the
+    // run going): the run ends `cancelled` there, and neither reason reaches the model.
+    let fx = Fixture::new(vec![write("a.txt", "a"), finish(), finish()]).await;
+    let ran = fx.dir.path().join("ran.txt");
+    let stop = script(
+        &fx,
+        "stop.sh",
+        &format!(
+            r#"echo x >> '{}'
+echo '{{"continue": false, "stopReason": "the deploy window closed", "decision": "block", "reason": "keep going"}}'"#,
+            ran.display()
+        ),
+    );
+    fx.append_config(&hooks_yaml(&[("Stop", None, &stop, None)]));
+    let result = fx.run_json("write a.txt", &[], 130).await;
+    assert_eq!(result["_meta"]["status"], "cancelled", "{result}");
+    let reason = result["_meta"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("a Stop hook stopped the run (`continue: false`)"),
+        "{reason}"
+    );
+    assert!(!reason.contains("deploy window"), "{reason}");
+    assert_eq!(fx.requests().len(), 2, "the model was not asked again");
+    let said = all_said(&fx);
+    assert!(!said.contains("deploy window") && !said.contains("keep going"));
+    let events = fx.runlog(&result);
+    let runs = hook_runs(&events);
+    assert_eq!(runs.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(runs[0]["outcome"], "stopped");
+    assert_eq!(runs[0]["stop_reason"], "the deploy window closed");
+    assert!(runs[0].get("message").is_none(), "{}", runs[0]);
+    let ended = &of_kind(&events, "run_failed")[0]["payload"];
+    assert_eq!(ended["status"], "cancelled");
+    // `run_json` replayed it: the replay stopped as recorded and ran no hook.
+    assert_eq!(std::fs::read_to_string(&ran).unwrap().lines().count(), 1);
+
+    // A PostToolUse hook's: the call's result is recorded (and the file written), then the
+    // run ends; the terminal shows the reason, escaped.
+    let turns = vec![write("a.txt", "a"), write("b.txt", "b"), finish()];
+    let answer = r#"{"continue": false, "stopReason": "quota \u001b[31mused up"}"#;
+    let fx = answering(turns, "PostToolUse", answer).await;
+    let run = fx.fabric(&["run", "write", "--pack", "engineering"]).await;
+    assert_eq!(run.code(), 130, "{}\n{}", run.stdout, run.stderr);
+    let shown = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        shown.contains("hook PostToolUse `") && shown.contains("` stopped in "),
+        "{shown}"
+    );
+    assert!(shown.contains(": quota \\x1b[31mused up"), "{shown}");
+    assert!(!shown.contains('\u{1b}'), "escaped: {shown}");
+    assert_eq!(fx.requests().len(), 1, "the model was not asked again");
+    let events = only_runlog(&fx);
+    assert_eq!(
+        of_kind(&events, "tool_result").len(),
+        1,
+        "{:?}",
+        kinds(&events)
+    );
+    assert_eq!(
+        of_kind(&events, "tool_call").len(),
+        1,
+        "b.txt was never called"
+    );
+    assert_eq!(hook_runs(&events)[0]["outcome"], "stopped");
+    let id = &of_kind(&events, "run_start")[0]["payload"]["run_id"];
+    assert!(id.is_string(), "{id}");
+    fx.assert_replays(&json!({"_meta": {"run_id": id}})).await;
+
+    // A SessionStart hook's: before the model is ever asked.
+    let answer = r#"{"continue": false, "stopReason": "not on a Friday"}"#;
+    let fx = answering(vec![finish()], "SessionStart", answer).await;
+    let result = fx.run_json("x", &[], 130).await;
+    assert_eq!(result["_meta"]["status"], "cancelled", "{result}");
+    assert!(fx.requests().is_empty(), "the model was never asked");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_a_hook_system_message_is_shown_to_the_user_not_the_model() {
+    let answer = r#"{"systemMessage": "disk \u001b[2J91% full", "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "formatted a.txt"}}"#;
+    let fx = answering(vec![write("a.txt", "a"), finish()], "PostToolUse", answer).await;
+    let run = fx.fabric(&["run", "write", "--pack", "engineering"]).await;
+    run.assert_code(0);
+    let shown = format!("{}{}", run.stdout, run.stderr);
+    assert!(shown.contains("⚠ disk \\x1b[2J91% full"), "{shown}");
+    assert!(!shown.contains('\u{1b}'), "escaped: {shown}");
+    // The model gets the context, never the warning.
+    let said = all_said(&fx);
+    assert!(
+        said.contains("[PostToolUse hook] formatted a.txt"),
+        "{said}"
+    );
+    assert!(!said.contains("91% full"), "{said}");
+    let events = only_runlog(&fx);
+    let run = hook_runs(&events)[0];
+    assert_eq!(run["outcome"], "ok");
+    assert_eq!(run["system_message"], "disk \u{1b}[2J91% full");
+    assert_eq!(run["message"], "formatted a.txt");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_43_a_resumed_run_gets_its_session_start_context_again() {
+    let fx = Fixture::new(super::interactive::asking_turns()).await;
+    fx.append_config(super::interactive::ASKER);
+    let dump = fx.dir.path().join("starts.jsonl");
+    // Context only at startup (the matcher), as a project's "load the ticket" hook would.
+    let (start, prompt) = context_hooks(&fx);
+    let resume = script(
+        &fx,
+        "resume.sh",
+        &format!("cat >> '{}'\necho 'picked up again'", dump.display()),
+    );
+    fx.append_config(&hooks_yaml(&[
+        ("SessionStart", Some("startup"), &start, None),
+        ("SessionStart", Some("resume"), &resume, None),
+        ("UserPromptSubmit", None, &prompt, None),
+    ]));
+    let waiting = super::interactive::run_waiting(&fx).await;
+    let id = waiting["_meta"]["run_id"].as_str().unwrap().to_owned();
+    let answered = fx.fabric(&["answer", &id, "SQLite", "--json"]).await;
+    answered.assert_code(0);
+    let requests = fx.requests();
+    assert_eq!(requests.len(), 2);
+    let texts = |r: &Value| -> Vec<(String, String)> {
+        r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let role = m["role"].as_str().unwrap().to_owned();
+                (role, m["content"].as_str().unwrap_or("").to_owned())
+            })
+            .collect()
+    };
+    let (first, resumed) = (texts(&requests[0]), texts(&requests[1]));
+    let user = |t: &str| ("user".to_owned(), t.to_owned());
+    assert_eq!(
+        first[1..4],
+        [
+            user("[SessionStart hook] the tests run with make check"),
+            user("pick one"),
+            user("[UserPromptSubmit hook] ticket ABC-1"),
+        ]
+    );
+    // Resumed: the recorded start context where it was, then this start's own (`resume`).
+    assert_eq!(
+        resumed[1..5],
+        [
+            user("[SessionStart hook] the tests run with make check"),
+            user("[SessionStart hook] picked up again"),
+            user("pick one"),
+            user("[UserPromptSubmit hook] ticket ABC-1"),
+        ],
+        "{resumed:?}"
+    );
+    // The replay of the whole run ran no hook; the resume fired SessionStart `resume`.
+    let result = answered.json();
+    fx.assert_replays(&result).await;
+    let fired = dumped(&dump);
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert_eq!(fired[0]["source"], "resume");
+    // The task was submitted once: the resumed run does not submit it again.
+    let events = fx.runlog(&result);
+    let prompts = hook_runs(&events)
+        .into_iter()
+        .filter(|r| r["event"] == "UserPromptSubmit")
+        .count();
+    assert_eq!(prompts, 1);
 }

@@ -52,15 +52,9 @@ async fn waiting_run(served: &Served) -> String {
     id
 }
 
-/// The tool messages of the model's last request.
-fn last_tool_messages(fx: &Fixture) -> Vec<String> {
-    let requests = fx.requests();
-    tool_messages(requests.last().expect("a request"))
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn issue_42_a_question_waits_holding_no_process_and_fabric_answer_continues_it() {
-    let fx = asker(asking_turns()).await;
+/// `fabric run "pick one" --pack asker --json --on-question wait`: its result, waiting for
+/// its answer (exit code 9).
+pub(crate) async fn run_waiting(fx: &Fixture) -> Value {
     let waiting = fx
         .fabric(&[
             "run",
@@ -73,7 +67,19 @@ async fn issue_42_a_question_waits_holding_no_process_and_fabric_answer_continue
         ])
         .await;
     waiting.assert_code(9);
-    let result = waiting.json();
+    waiting.json()
+}
+
+/// The tool messages of the model's last request.
+fn last_tool_messages(fx: &Fixture) -> Vec<String> {
+    let requests = fx.requests();
+    tool_messages(requests.last().expect("a request"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_42_a_question_waits_holding_no_process_and_fabric_answer_continues_it() {
+    let fx = asker(asking_turns()).await;
+    let result = run_waiting(&fx).await;
     assert_eq!(result["_meta"]["status"], "input_required", "{result}");
     let id = result["_meta"]["run_id"].as_str().unwrap().to_owned();
     let events = fx.runlog(&result);
