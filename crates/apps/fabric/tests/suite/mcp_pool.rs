@@ -943,3 +943,25 @@ async fn issue_45_a_shared_process_no_run_holds_is_stopped_after_the_idle_timeou
         pids_with(&marker)
     );
 }
+
+#[tokio::test]
+async fn issue_45_a_run_cancelled_while_waiting_for_a_cold_start_stops_waiting() {
+    // A server that does not answer for 20 s: the run waits for the pool's start of it.
+    let marker = format!("pool-slow-start-{}", std::process::id());
+    let fx = Fixture::with_backend(Scenario::new(turns(&["slow"], "whoami")), "openai").await;
+    fx.trust_own_files();
+    let args = format!("-c, 'import time; time.sleep(20)', {marker}");
+    let how = Server {
+        command: "python3",
+        args: &args,
+        tool: "whoami",
+        extra: "\n    startup_timeout_s: 60",
+    };
+    write_specialist(&fx, "waiter", "slow", &how);
+    let s = Served::on(fx, Options::default()).await;
+    let id = start_at_once(&s, "waiter", 1).await.remove(0);
+    let mut reader = s.follow(&id, None).await;
+    wait_for_process(&marker).await;
+    // Its cancel ends the wait at once (within 5 s), not when the start ends.
+    s.cancel_promptly(&id, &mut reader).await;
+}
