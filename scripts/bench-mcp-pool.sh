@@ -136,7 +136,11 @@ start "$BIN" serve --port 0 --workspace "$WORK/ws"
 SERVE=$URL
 SERVE_PID=$PID
 
-rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+rss_kib() { # 0 for a process gone (or a zombie, which has no VmRSS) since it was listed
+  local kib
+  kib=$(awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || true)
+  echo "${kib:-0}"
+}
 server_rss_kib() { # the RSS of the processes whose command line holds $1
   local total=0 pid
   for pid in $(pgrep -f "$1" || true); do total=$((total + $(rss_kib "$pid"))); done
