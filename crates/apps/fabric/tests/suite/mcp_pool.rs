@@ -546,24 +546,54 @@ async fn issue_45_twenty_runs_arriving_at_once_on_a_cold_serve_start_at_most_two
     let Some(s) = serve_shared(&marker, 1.5).await else {
         return;
     };
+    burst_of_shares(&s, &marker, 20).await;
+}
+
+/// Starts `count` runs of `sharer` at once and waits for them; checks that at most 2
+/// processes with `marker` ran meanwhile, and that each run got a share of one of them and
+/// saw its own roots and progress.
+async fn burst_of_shares(s: &Served, marker: &str, count: usize) {
     let stop = most_processes({
-        let marker = marker.clone();
+        let marker = marker.to_owned();
         move || pids_with(&marker)
     });
-    // `POST /runs` answers at once: the 20 arrive well within the server's first start.
-    let ids = start_at_once(&s, "sharer", 20).await;
-    settle(&s, &ids, Duration::from_secs(60)).await;
+    // `POST /runs` answers at once: the runs arrive well within the server's first start.
+    let ids = start_at_once(s, "sharer", count).await;
+    settle(s, &ids, Duration::from_secs(60)).await;
     let most = stop();
     assert!(
         most <= 2,
-        "{most} processes of the server for 20 runs arriving at once on a cold fabric"
+        "{most} processes of the server for {count} runs arriving at once"
     );
-    let (pids, readies) = own_roots_and_progress(&s, &ids).await;
+    let (pids, readies) = own_roots_and_progress(s, &ids).await;
     for ready in &readies {
         // A share of the pool's process, not a process of the run's own.
         assert!(ready["shared"].as_u64().is_some(), "{ready}");
     }
     assert!(pids.len() <= 2, "{pids:?}");
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_after_an_idle_stop_runs_arriving_at_once_still_start_at_most_two_processes() {
+    // The pool remembers that the definition is shared: once its processes were stopped for
+    // idleness, the next runs arriving together wait for its restart again (ADR-124).
+    let marker = format!("shared-probe-restart-{}", std::process::id());
+    let config = "\nmcp_pool:\n  idle_timeout_s: 2\n";
+    let Some(s) = serve_shared_with(&marker, &[1.0], config, 0).await else {
+        return;
+    };
+    let id = start_shared(&s).await;
+    s.wait_status(&id, "completed").await;
+    assert!(
+        super::fixture::gone_within(&marker, Duration::from_secs(12)),
+        "the idle processes were not stopped: {:?}",
+        pids_with(&marker)
+    );
+    burst_of_shares(&s, &marker, 10).await;
 }
 
 /// Waits up to `limit` until none of the runs `ids` is queued, starting or running.
