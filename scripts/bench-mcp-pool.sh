@@ -18,7 +18,8 @@
 # flight (ADR-122); then IN_FLIGHT (20) runs of it started at once through POST /runs,
 # against a model that answers after 1 s (a second mock) and calls the server's tool once: the
 # most processes of the server seen while they are in flight, the distinct processes that
-# answered, and the RSS of the fabric and the server then.
+# answered, and the RSS of the fabric and the server then. Then the same burst on another
+# definition of the server that no run named before (a cold pool: ADR-124).
 set -euo pipefail
 
 RUNS=${RUNS:-20}
@@ -87,13 +88,13 @@ server() { # $1: server name, $2: extra keys
         required: true$2
 YAML
 }
-shared_server() {
+shared_server() { # $1: the marker's suffix (another suffix: another definition)
   cat <<YAML
     tools: [mcp__shared__whoami]
     mcp_servers:
       - name: shared
         command: $PYTHON
-        args: [$SHARED_SERVER, $MARKER-shared]
+        args: [$SHARED_SERVER, $MARKER-${1:-shared}]
         required: true
 YAML
 }
@@ -124,13 +125,22 @@ $(shared_server)
     system_prompt: Finish.
     model_key: slow
 $(shared_server)
+  fresh_slow:
+    description: another definition of the server, never run before its burst (cold)
+    system_prompt: Finish.
+    model_key: slow
+$(shared_server fresh)
 YAML
 export FABRIC_CONFIG_PATH=$WORK/fabric.yaml
 start "$BIN" serve --port 0 --workspace "$WORK/ws"
 SERVE=$URL
 SERVE_PID=$PID
 
-rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+rss_kib() { # 0 for a process gone (or a zombie, which has no VmRSS) since it was listed
+  local kib
+  kib=$(awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || true)
+  echo "${kib:-0}"
+}
 server_rss_kib() { # the RSS of the processes whose command line holds $1
   local total=0 pid
   for pid in $(pgrep -f "$1" || true); do total=$((total + $(rss_kib "$pid"))); done
@@ -170,40 +180,47 @@ measure unpooled "$MARKER-cold"
 echo "pooled runs that got a warm process: $WARM of $RUNS"
 measure shared "$MARKER-shared"
 
-# IN_FLIGHT runs at once, each holding its model request 1 s, all naming the shared server.
-ids=()
-for ((i = 0; i < IN_FLIGHT; i++)); do
-  id=$(curl -s -X POST -H 'content-type: application/json' \
-    -d '{"prompt": "go", "pack": "shared_slow"}' "$SERVE/runs" | tee "$WORK/post.json" | jq -r .run_id)
-  [[ $id != null ]] || { echo "POST /runs failed: $(cat "$WORK/post.json")" >&2; exit 1; }
-  ids+=("$id")
-done
-most=0 fabric_most=0 server_most=0
-started=$(date +%s.%N)
-while :; do
-  n=$( (pgrep -f "$MARKER-shared" || true) | wc -l)
-  ((n > most)) && most=$n
-  r=$(rss_kib "$SERVE_PID"); ((r > fabric_most)) && fabric_most=$r
-  r=$(server_rss_kib "$MARKER-shared"); ((r > server_most)) && server_most=$r
-  done_count=0
-  for id in "${ids[@]}"; do
-    case $(curl -sf "$SERVE/runs/$id/status" | jq -r .status) in
-      completed) done_count=$((done_count + 1)) ;;
-      queued | running | starting) ;;
-      *) echo "run $id ended: $(grep -m3 "tool_error\|run_failed" "$WORK/ws/runs/$id/runlog.jsonl")" >&2; exit 1 ;;
-    esac
+# IN_FLIGHT runs of $1 at once, each holding its model request 1 s, all naming the server
+# whose processes hold $2 on their command line; $3 says which burst this is.
+burst() {
+  local ids=() id i
+  for ((i = 0; i < IN_FLIGHT; i++)); do
+    id=$(curl -s -X POST -H 'content-type: application/json' \
+      -d "{\"prompt\": \"go\", \"pack\": \"$1\"}" "$SERVE/runs" | tee "$WORK/post.json" | jq -r .run_id)
+    [[ $id != null ]] || { echo "POST /runs failed: $(cat "$WORK/post.json")" >&2; exit 1; }
+    ids+=("$id")
   done
-  ((done_count == IN_FLIGHT)) && break
-  sleep 0.1
-done
-elapsed=$(echo "$(date +%s.%N) - $started" | bc -l)
-shares=0
-answered=$(for id in "${ids[@]}"; do
-  jq -r 'select(.kind == "tool_result" and .payload.tool == "mcp__shared__whoami") | .payload.result | fromjson | .pid' "$WORK/ws/runs/$id/runlog.jsonl"
-done | sort -u | wc -l)
-for id in "${ids[@]}"; do
-  s=$(jq -s '[.[] | select(.kind == "mcp_server" and .payload.status == "ready") | .payload.shared // 0] | max // 0' "$WORK/ws/runs/$id/runlog.jsonl")
-  ((s > shares)) && shares=$s
-done
-printf '%s runs in flight at once: %s processes of the shared server at most, %s answered (most runs on one: %s), all done in %.2f s; peak RSS: fabric %s KiB, server processes %s KiB\n' \
-  "$IN_FLIGHT" "$most" "$answered" "$shares" "$elapsed" "$fabric_most" "$server_most"
+  local most=0 fabric_most=0 server_most=0 n r done_count started elapsed shares=0 answered s
+  started=$(date +%s.%N)
+  while :; do
+    n=$( (pgrep -f "$2" || true) | wc -l)
+    ((n > most)) && most=$n
+    r=$(rss_kib "$SERVE_PID"); ((r > fabric_most)) && fabric_most=$r
+    r=$(server_rss_kib "$2"); ((r > server_most)) && server_most=$r
+    done_count=0
+    for id in "${ids[@]}"; do
+      case $(curl -sf "$SERVE/runs/$id/status" | jq -r .status) in
+        completed) done_count=$((done_count + 1)) ;;
+        queued | running | starting) ;;
+        *) echo "run $id ended: $(grep -m3 "tool_error\|run_failed" "$WORK/ws/runs/$id/runlog.jsonl")" >&2; exit 1 ;;
+      esac
+    done
+    ((done_count == IN_FLIGHT)) && break
+    sleep 0.1
+  done
+  elapsed=$(echo "$(date +%s.%N) - $started" | bc -l)
+  answered=$(for id in "${ids[@]}"; do
+    jq -r 'select(.kind == "tool_result" and .payload.tool == "mcp__shared__whoami") | .payload.result | fromjson | .pid' "$WORK/ws/runs/$id/runlog.jsonl"
+  done | sort -u | wc -l)
+  for id in "${ids[@]}"; do
+    s=$(jq -s '[.[] | select(.kind == "mcp_server" and .payload.status == "ready") | .payload.shared // 0] | max // 0' "$WORK/ws/runs/$id/runlog.jsonl")
+    ((s > shares)) && shares=$s
+  done
+  printf '%s runs in flight at once (%s): %s processes of the shared server at most, %s answered (most runs on one: %s), all done in %.2f s; peak RSS: fabric %s KiB, server processes %s KiB\n' \
+    "$IN_FLIGHT" "$3" "$most" "$answered" "$shares" "$elapsed" "$fabric_most" "$server_most"
+}
+
+burst shared_slow "$MARKER-shared" "warm pool"
+# The same burst on a definition no run has named yet: the runs wait for the pool's first
+# start instead of each starting a process (ADR-124).
+burst fresh_slow "$MARKER-fresh" "cold: the definition's first runs"

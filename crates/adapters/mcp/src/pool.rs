@@ -16,6 +16,11 @@
 //! handed to one run: the pool keeps one connection to it and lends it to any number of runs
 //! at once, each run on its own route (its roots, answers, notifications; [`crate::mux`],
 //! ADR-122), the least loaded of the definition's processes first.
+//!
+//! Cold arrivals coalesce (ADR-124): a run of a definition with nothing to take while the pool
+//! starts a process of it, whose revision is not known yet or is 2026-07-28, waits for that
+//! start (within its `startup_timeout_s`) instead of starting its own; the pool remembers each
+//! definition's revision for its life, so later cold starts coalesce too.
 
 use fabric_domain::{McpServerSpec, McpTransport};
 use std::collections::{HashMap, VecDeque};
@@ -141,6 +146,11 @@ struct Slot {
     starting: usize,
     /// Processes whose connection runs share (the definition answered `server/discover`).
     shared: Vec<Arc<SharedProcess>>,
+    /// Whether the definition's processes answer `server/discover` (are shared), once one has
+    /// said; kept for the pool's life.
+    shareable: Option<bool>,
+    /// How many starts failed: a run waiting for a start stops waiting when one fails.
+    failures: u64,
 }
 
 impl Slot {
@@ -153,6 +163,52 @@ impl Slot {
         let sharing = process.routes.len();
         Some((process, sharing))
     }
+
+    /// A share of a shared process, else a waiting process that still runs (one that died
+    /// while it waited, a crash or a kill, is dropped here).
+    fn take(&mut self, handler: &Handler, route: u64) -> Option<Turn> {
+        if let Some((process, sharing)) = self.lend(handler, route) {
+            return Some(Turn::Lend(process, sharing));
+        }
+        std::iter::from_fn(|| self.spares.pop_front())
+            .find(|spare| spare.warm.spawned.alive())
+            .map(|spare| Turn::Spare(spare.warm))
+    }
+
+    /// Whether a run that found nothing to take waits for a start under way: its process may
+    /// be shared (the revision is 2026-07-28 or not known yet) and no start failed since the
+    /// run came (`failures_seen`).
+    fn waits(&self, failures_seen: u64) -> bool {
+        self.starting > 0 && self.shareable != Some(false) && self.failures == failures_seen
+    }
+
+    /// How many processes to start for the definition to have `size`, counted as starting.
+    fn reserve(&mut self, size: usize) -> usize {
+        self.shared.retain(|p| p.alive());
+        let have = self.spares.len() + self.starting + self.shared.len();
+        let missing = size.saturating_sub(have);
+        self.starting += missing;
+        missing
+    }
+}
+
+/// What a run arriving at a definition's slot does.
+enum Turn {
+    /// Takes a share of this process, `usize` runs holding one with it.
+    Lend(Arc<SharedProcess>, usize),
+    /// Takes this process.
+    Spare(Warm),
+    /// Waits for a start under way.
+    Wait,
+    /// Starts a process of its own.
+    Own,
+}
+
+/// What a run got from the pool.
+pub(crate) struct Took {
+    pub(crate) taken: Taken,
+    /// The process was up when the run came: it did not wait for its start.
+    pub(crate) warm: bool,
 }
 
 /// What [`start_one`] started.
@@ -169,6 +225,8 @@ pub struct McpPool {
     idle: Duration,
     slots: Mutex<HashMap<String, Slot>>,
     next_id: AtomicU64,
+    /// Told when a start ends, for the runs waiting for one.
+    started: tokio::sync::Notify,
     this: Weak<McpPool>,
 }
 
@@ -181,6 +239,7 @@ impl McpPool {
             idle,
             slots: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
+            started: tokio::sync::Notify::new(),
             this: this.clone(),
         })
     }
@@ -192,20 +251,28 @@ impl McpPool {
 
     /// A share of a connection of `spec`'s definition where its server answered
     /// `server/discover` (`handler` answers for the run on it), else a warm process if one
-    /// waits and still runs; the pool starts another in the background to stay at its size.
-    pub(crate) fn take(
+    /// waits and still runs; the pool starts others in the background to stay at its size.
+    /// With nothing to take while a process that may be shared is being started, waits for
+    /// that start (ADR-124; the caller bounds the wait by the server's startup timeout).
+    /// `None`: the run starts its own.
+    pub(crate) async fn take(
         &self,
         spec: &McpServerSpec,
         extras: &Extras,
         handler: &Handler,
-    ) -> Option<Taken> {
+    ) -> Option<Took> {
         let key = key(spec).filter(|_| self.size > 0)?;
         let route = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let taken = {
-            let mut slots = crate::source::lock(&self.slots);
-            let slot = slots.entry(key.clone()).or_default();
-            match slot.lend(handler, route) {
-                Some((process, sharing)) => Some(Taken::Lease(Arc::new(Lease {
+        let mut failures_seen = None;
+        let mut waited = false;
+        loop {
+            // Registered before the slot is looked at, so a start ending between the look and
+            // the wait is not missed.
+            let started = self.started.notified();
+            tokio::pin!(started);
+            started.as_mut().enable();
+            let taken = match self.turn(&key, spec, extras, handler, route, &mut failures_seen) {
+                Turn::Lend(process, sharing) => Taken::Lease(Arc::new(Lease {
                     process: Mutex::new(process),
                     route,
                     sharing,
@@ -214,16 +281,47 @@ impl McpPool {
                     extras: extras.clone(),
                     key: key.clone(),
                     pool: self.this.clone(),
-                }))),
-                // A process that died while it waited (a crash, a kill) is dropped here;
-                // the run gets another or starts its own.
-                None => std::iter::from_fn(|| slot.spares.pop_front())
-                    .find(|spare| spare.warm.spawned.alive())
-                    .map(|spare| Taken::Warm(spare.warm)),
-            }
+                })),
+                Turn::Spare(warm) => Taken::Warm(warm),
+                Turn::Own => return None,
+                Turn::Wait => {
+                    waited = true;
+                    started.await;
+                    continue;
+                }
+            };
+            return Some(Took {
+                taken,
+                warm: !waited,
+            });
+        }
+    }
+
+    /// What the run on `route` does now; the pool starts what the definition misses.
+    fn turn(
+        &self,
+        key: &str,
+        spec: &McpServerSpec,
+        extras: &Extras,
+        handler: &Handler,
+        route: u64,
+        failures_seen: &mut Option<u64>,
+    ) -> Turn {
+        let (turn, missing) = {
+            let mut slots = crate::source::lock(&self.slots);
+            let slot = slots.entry(key.to_owned()).or_default();
+            let failures = *failures_seen.get_or_insert(slot.failures);
+            let taken = slot.take(handler, route);
+            let missing = slot.reserve(self.size);
+            let turn = taken.unwrap_or(if slot.waits(failures) {
+                Turn::Wait
+            } else {
+                Turn::Own
+            });
+            (turn, missing)
         };
-        self.refill(&key, spec, extras);
-        taken
+        self.start(key, spec, extras, missing);
+        turn
     }
 
     /// A share of a live shared process of `key` for the run on `route`, whose process
@@ -245,16 +343,17 @@ impl McpPool {
 
     /// Starts processes until the definition has `size` of them, waiting or starting.
     fn refill(&self, key: &str, spec: &McpServerSpec, extras: &Extras) {
-        let missing = {
-            let mut slots = crate::source::lock(&self.slots);
-            let slot = slots.entry(key.to_owned()).or_default();
-            slot.shared.retain(|p| p.alive());
-            let have = slot.spares.len() + slot.starting + slot.shared.len();
-            let missing = self.size.saturating_sub(have);
-            slot.starting += missing;
-            missing
-        };
-        for _ in 0..missing {
+        let missing = crate::source::lock(&self.slots)
+            .entry(key.to_owned())
+            .or_default()
+            .reserve(self.size);
+        self.start(key, spec, extras, missing);
+    }
+
+    /// Starts `count` processes of `key` in the background, each within the server's
+    /// startup timeout.
+    fn start(&self, key: &str, spec: &McpServerSpec, extras: &Extras, count: usize) {
+        for _ in 0..count {
             let pool = self.this.clone();
             let (key, spec, extras) = (key.to_owned(), spec.clone(), extras.clone());
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -267,30 +366,45 @@ impl McpPool {
         }
     }
 
-    /// Keeps a process started for `key` and arms its idle timer.
+    /// Keeps a process started for `key`, notes what its revision says, arms its idle timer
+    /// and tells the runs waiting for a start.
     fn keep(&self, key: &str, spec: &McpServerSpec, started: Result<Started, McpError>) {
-        let id = {
-            let mut slots = crate::source::lock(&self.slots);
-            let slot = slots.entry(key.to_owned()).or_default();
-            slot.starting = slot.starting.saturating_sub(1);
-            match started {
-                Ok(Started::Spare(warm)) => {
-                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    slot.spares.push_back(Spare { id, warm });
-                    id
-                }
-                Ok(Started::Shared(process)) => {
-                    let id = process.id;
-                    slot.shared.push(process);
-                    id
-                }
-                Err(e) => {
-                    tracing::warn!(server = %spec.name, error = %e, "a warm MCP server did not start; runs start their own");
-                    return;
-                }
+        let id = self.keep_started(key, spec, started);
+        self.started.notify_waiters();
+        if let Some(id) = id {
+            self.arm_idle(key, id, 0);
+        }
+    }
+
+    /// Keeps a process started for `key`; its id, `None` when the start failed.
+    fn keep_started(
+        &self,
+        key: &str,
+        spec: &McpServerSpec,
+        started: Result<Started, McpError>,
+    ) -> Option<u64> {
+        let mut slots = crate::source::lock(&self.slots);
+        let slot = slots.entry(key.to_owned()).or_default();
+        slot.starting = slot.starting.saturating_sub(1);
+        match started {
+            Ok(Started::Spare(warm)) => {
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                slot.spares.push_back(Spare { id, warm });
+                slot.shareable = Some(false);
+                Some(id)
             }
-        };
-        self.arm_idle(key, id, 0);
+            Ok(Started::Shared(process)) => {
+                let id = process.id;
+                slot.shared.push(process);
+                slot.shareable = Some(true);
+                Some(id)
+            }
+            Err(e) => {
+                slot.failures += 1;
+                tracing::warn!(server = %spec.name, error = %e, "a warm MCP server did not start; runs start their own");
+                None
+            }
+        }
     }
 
     /// Stops the process `id` after the idle timeout if no run uses it then.
@@ -335,11 +449,30 @@ impl McpPool {
     }
 }
 
+/// [`start_within`] the server's `startup_timeout_s`: runs may be waiting for this start.
+async fn start_one(spec: &McpServerSpec, extras: &Extras, id: u64) -> Result<Started, McpError> {
+    let tail = Arc::new(StderrTail::default());
+    let limit = Duration::from_secs(spec.startup_timeout_s);
+    tokio::time::timeout(limit, start_within(spec, extras, id, tail.clone()))
+        .await
+        .unwrap_or_else(|_| {
+            Err(McpError::StartupTimeout {
+                server: spec.name.clone(),
+                seconds: spec.startup_timeout_s,
+                tail: tail.describe(),
+            })
+        })
+}
+
 /// Starts a process of `spec` and asks it `server/discover`, which opens no session (a
 /// 2026-07-28 server answers it, an older one refuses it): the run then skips the question a
 /// refusing server already answered, and the server's first request is behind it.
-async fn start_one(spec: &McpServerSpec, extras: &Extras, id: u64) -> Result<Started, McpError> {
-    let tail = Arc::new(StderrTail::default());
+async fn start_within(
+    spec: &McpServerSpec,
+    extras: &Extras,
+    id: u64,
+    tail: Arc<StderrTail>,
+) -> Result<Started, McpError> {
     let mut spawned = spawn(spec, extras, &tail)?;
     let asked = tokio::time::timeout(DISCOVER_WAIT, discover(&mut spawned.process)).await;
     match asked {
@@ -482,5 +615,33 @@ mod tests {
         assert_eq!(key(&stdio("node", true)), key(&other_name));
         assert_ne!(key(&stdio("node", true)), key(&stdio("python3", true)));
         assert_eq!(key(&stdio("node", false)), None);
+    }
+
+    #[test]
+    fn issue_45_a_run_waits_for_a_cold_start_only_while_its_process_may_be_shared() {
+        let mut slot = Slot::default();
+        // Nothing being started: nothing to wait for.
+        assert!(!slot.waits(0));
+        slot.starting = 1;
+        // The revision is not known yet: the start may serve every run.
+        assert!(slot.waits(0));
+        // A start failed since the run came: it starts its own.
+        slot.failures = 1;
+        assert!(!slot.waits(0));
+        assert!(slot.waits(1));
+        // A 2026-07-28 definition restarting (after an idle stop, a crash): wait.
+        slot.shareable = Some(true);
+        assert!(slot.waits(1));
+        // A 2025-11-25 definition: each run takes a waiting process or starts its own.
+        slot.shareable = Some(false);
+        assert!(!slot.waits(1));
+    }
+
+    #[test]
+    fn issue_45_the_pool_reserves_what_the_definition_misses() {
+        let mut slot = Slot::default();
+        assert_eq!(slot.reserve(2), 2);
+        assert_eq!(slot.starting, 2);
+        assert_eq!(slot.reserve(2), 0);
     }
 }

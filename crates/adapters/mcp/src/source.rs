@@ -24,7 +24,7 @@ use tokio::task::AbortHandle;
 use crate::connect::{Connection, connect};
 use crate::error::McpError;
 use crate::handler::{Handler, RunLoan};
-use crate::pool::Taken;
+use crate::pool::{Taken, Took};
 use crate::stderr::StderrTail;
 use crate::tool::{Converted, McpTool, convert};
 
@@ -364,9 +364,10 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         routes: None,
     };
     let pooled = extras.pool.as_ref().is_some_and(|p| p.pools(&spec));
-    let (taken, tail) = take_warm(&shared, &name, &spec, &extras, tail, &handler);
+    // Waiting for the pool's start of the server counts in the startup timeout (ADR-124).
     let started = tokio::time::timeout(Duration::from_secs(spec.startup_timeout_s), async {
-        let (connection, was_warm) = connect_warm(&spec, handler, &tail, &extras, taken).await?;
+        let (took, tail) = take_warm(&shared, &name, &spec, &extras, tail, &handler).await;
+        let (connection, was_warm) = connect_warm(&spec, handler, &tail, &extras, took).await?;
         let listed = shared
             .list(&spec, &connection.service, connection.lease.as_ref())
             .await
@@ -378,10 +379,15 @@ async fn run_server(shared: Arc<Shared>, name: String) {
         Ok(Ok(up)) => up,
         Ok(Err(e)) => return fail(&shared, &name, McpStatus::Failed, e.to_string()),
         Err(_) => {
+            // The entry's tail: the pooled process's if the run took one, else its own.
+            let tail = lock(&shared.entries)
+                .get(&name)
+                .map(|e| e.tail.describe())
+                .unwrap_or_default();
             let e = McpError::StartupTimeout {
                 server: name.clone(),
                 seconds: spec.startup_timeout_s,
-                tail: tail.describe(),
+                tail,
             };
             return fail(&shared, &name, McpStatus::Timeout, e.to_string());
         }
@@ -432,21 +438,21 @@ async fn run_server(shared: Arc<Shared>, name: String) {
 }
 
 /// A share of a pooled connection or a warm process of the server from the fabric's pool,
-/// if it has one, with the tail of the server's stderr: the pooled process's, followed since
-/// it started, becomes the entry's.
-fn take_warm(
+/// if it has one (waiting for the pool's start of it, ADR-124), with the tail of the
+/// server's stderr: the pooled process's, followed since it started, becomes the entry's.
+async fn take_warm(
     shared: &Shared,
     name: &str,
     spec: &McpServerSpec,
     extras: &crate::connect::Extras,
     tail: Arc<StderrTail>,
     handler: &Handler,
-) -> (Option<Taken>, Arc<StderrTail>) {
-    let taken = extras
-        .pool
-        .as_ref()
-        .and_then(|p| p.take(spec, extras, handler));
-    let pooled_tail = match &taken {
+) -> (Option<Took>, Arc<StderrTail>) {
+    let took = match &extras.pool {
+        Some(pool) => pool.take(spec, extras, handler).await,
+        None => None,
+    };
+    let pooled_tail = match took.as_ref().map(|t| &t.taken) {
         Some(Taken::Warm(w)) => w.tail.clone(),
         Some(Taken::Lease(l)) => l.process().tail.clone(),
         None => return (None, tail),
@@ -454,22 +460,26 @@ fn take_warm(
     if let Some(entry) = lock(&shared.entries).get_mut(name) {
         entry.tail = pooled_tail.clone();
     }
-    (taken, pooled_tail)
+    (took, pooled_tail)
 }
 
 /// A share of a pooled connection as it is; else connects through the warm process when
 /// there is one; if it fails its handshake (it died after it was taken), a process of the
 /// run's own is started: a pool never takes a run down. Says whether the connection is
-/// the pool's.
+/// the pool's and was up when the run came (not started for it).
 async fn connect_warm(
     spec: &McpServerSpec,
     handler: Handler,
     tail: &Arc<StderrTail>,
     extras: &crate::connect::Extras,
-    taken: Option<Taken>,
+    took: Option<Took>,
 ) -> Result<(Connection, bool), McpError> {
+    let (taken, up) = match took {
+        Some(Took { taken, warm }) => (Some(taken), warm),
+        None => (None, false),
+    };
     let warm = match taken {
-        Some(Taken::Lease(lease)) => return Ok((Connection::leased(lease), true)),
+        Some(Taken::Lease(lease)) => return Ok((Connection::leased(lease), up)),
         Some(Taken::Warm(warm)) => Some(warm),
         None => None,
     };
@@ -486,7 +496,7 @@ async fn connect_warm(
     )
     .await
     {
-        Ok(connection) => Ok((connection, true)),
+        Ok(connection) => Ok((connection, up)),
         Err(error) => {
             tracing::info!(server = %spec.name, %error, "a warm MCP server failed its handshake; starting another");
             let connection = connect(spec, handler, tail.clone(), extras, None).await?;

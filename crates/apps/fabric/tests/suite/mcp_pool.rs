@@ -76,7 +76,18 @@ async fn serve_with(
     marker: &str,
     config: &'static str,
 ) -> Served {
-    let fx = Fixture::with_backend(Scenario::new(turns(servers, "whoami")), "openai").await;
+    let scenario = Scenario::new(turns(servers, "whoami"));
+    serve_scenario(scenario, specialists, marker, config).await
+}
+
+/// [`serve_with`] the model answering as `scenario` says.
+async fn serve_scenario(
+    scenario: Scenario,
+    specialists: &[(&str, &str, &str)],
+    marker: &str,
+    config: &'static str,
+) -> Served {
+    let fx = Fixture::with_backend(scenario, "openai").await;
     fx.trust_own_files();
     for (id, server, extra) in specialists {
         let args = format!("{}, {marker}", probe());
@@ -104,13 +115,14 @@ struct Seen {
 }
 
 async fn run(s: &Served, pack: &str) -> Seen {
-    let (status, body) = s
-        .post_json("/runs", json!({"prompt": "who answers?", "pack": pack}))
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let id = body["run_id"].as_str().expect("run id").to_owned();
+    let id = start_at_once(s, pack, 1).await.remove(0);
     s.wait_status(&id, "completed").await;
-    let events = s.runlog(&id);
+    seen_in(s, &id)
+}
+
+/// What the completed run `id` saw.
+fn seen_in(s: &Served, id: &str) -> Seen {
+    let events = s.runlog(id);
     let ready = of_kind(&events, "mcp_server")
         .into_iter()
         .find(|e| e["payload"]["status"] == "ready")
@@ -407,11 +419,7 @@ async fn serve_shared_with(
 
 /// Starts a run of `sharer`; its id.
 async fn start_shared(s: &Served) -> String {
-    let (status, body) = s
-        .post_json("/runs", json!({"prompt": "who answers?", "pack": "sharer"}))
-        .await;
-    assert_eq!(status, 202, "{body}");
-    body["run_id"].as_str().expect("run id").to_owned()
+    start_at_once(s, "sharer", 1).await.remove(0)
 }
 
 /// Runs of `sharer` one after another until one gets a share of a pooled process (the
@@ -453,19 +461,38 @@ async fn issue_45_twenty_runs_in_flight_share_two_processes_each_with_its_own_ro
         most = most.max(pids_with(&marker).len());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let mut pids = std::collections::BTreeSet::new();
+    let (pids, readies) = own_roots_and_progress(&s, &ids).await;
     let mut shared_most = 0;
-    for id in &ids {
+    for ready in &readies {
+        assert_eq!(ready["warm"], true, "{ready}");
+        shared_most = shared_most.max(ready["shared"].as_u64().expect("shared"));
+    }
+    assert!(pids.len() <= 2, "{pids:?}");
+    assert!(
+        pids.iter().all(|p| pool.contains(&(*p as i32))),
+        "{pids:?} {pool:?}"
+    );
+    assert!(
+        most <= 2,
+        "{most} processes of the server while 20 runs were in flight"
+    );
+    assert!(shared_most > 1, "no run shared a process");
+}
+
+/// Waits for each of the `sharer` runs `ids` to complete and checks that the server was given
+/// the run's own workspace as its roots and that the progress of the run's call, and no other
+/// run's, is in its runlog; the process ids that answered, and each run's `ready` payload.
+async fn own_roots_and_progress(
+    s: &Served,
+    ids: &[String],
+) -> (std::collections::BTreeSet<i64>, Vec<Value>) {
+    let mut pids = std::collections::BTreeSet::new();
+    let mut readies = Vec::new();
+    for id in ids {
         s.wait_status(id, "completed").await;
         let events = s.runlog(id);
         let workspace = events[0]["payload"]["workspace"].as_str().unwrap();
-        let ready = of_kind(&events, "mcp_server")
-            .into_iter()
-            .find(|e| e["payload"]["status"] == "ready")
-            .expect("ready")["payload"]
-            .clone();
-        assert_eq!(ready["warm"], true, "{ready}");
-        shared_most = shared_most.max(ready["shared"].as_u64().expect("shared"));
+        readies.push(payload_where(&events, "mcp_server", "status", "ready").clone());
         let answer: Value = of_kind(&events, "tool_result")
             .into_iter()
             .find_map(|e| serde_json::from_str(e["payload"]["result"].as_str()?).ok())
@@ -485,16 +512,184 @@ async fn issue_45_twenty_runs_in_flight_share_two_processes_each_with_its_own_ro
             "{id}"
         );
     }
-    assert!(pids.len() <= 2, "{pids:?}");
-    assert!(
-        pids.iter().all(|p| pool.contains(&(*p as i32))),
-        "{pids:?} {pool:?}"
-    );
+    (pids, readies)
+}
+
+/// Counts the processes `pids` finds every 50 ms on a thread of its own until the returned
+/// stop is called, which answers the most seen at once.
+fn most_processes(pids: impl Fn() -> Vec<i32> + Send + 'static) -> impl FnOnce() -> usize {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let sampler = std::thread::spawn(move || {
+        let mut most = 0;
+        while !stopped.load(std::sync::atomic::Ordering::Acquire) {
+            most = most.max(pids().len());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        most
+    });
+    move || {
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        sampler.join().expect("the sampler")
+    }
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_twenty_runs_arriving_at_once_on_a_cold_serve_start_at_most_two_processes() {
+    // No run of the server before them: the pool does not know its revision yet, so the runs
+    // wait for its first start instead of each starting a process (ADR-124).
+    let marker = format!("shared-probe-cold-{}", std::process::id());
+    let Some(s) = serve_shared(&marker, 1.5).await else {
+        return;
+    };
+    burst_of_shares(&s, &marker, 20).await;
+}
+
+/// Starts `count` runs of `sharer` at once and waits for them; checks that at most 2
+/// processes with `marker` ran meanwhile, and that each run got a share of one of them and
+/// saw its own roots and progress.
+async fn burst_of_shares(s: &Served, marker: &str, count: usize) {
+    let stop = most_processes({
+        let marker = marker.to_owned();
+        move || pids_with(&marker)
+    });
+    // `POST /runs` answers at once: the runs arrive well within the server's first start.
+    let ids = start_at_once(s, "sharer", count).await;
+    settle(s, &ids, Duration::from_secs(60)).await;
+    let most = stop();
     assert!(
         most <= 2,
-        "{most} processes of the server while 20 runs were in flight"
+        "{most} processes of the server for {count} runs arriving at once"
     );
-    assert!(shared_most > 1, "no run shared a process");
+    let (pids, readies) = own_roots_and_progress(s, &ids).await;
+    for ready in &readies {
+        // A share of the pool's process, not a process of the run's own.
+        assert!(ready["shared"].as_u64().is_some(), "{ready}");
+    }
+    assert!(pids.len() <= 2, "{pids:?}");
+}
+
+#[cfg_attr(
+    fabric_no_mcp_deps,
+    ignore = "needs the MCP test servers and clients: run scripts/install-test-deps.sh"
+)]
+#[tokio::test]
+async fn issue_45_after_an_idle_stop_runs_arriving_at_once_still_start_at_most_two_processes() {
+    // The pool remembers that the definition is shared: once its processes were stopped for
+    // idleness, the next runs arriving together wait for its restart again (ADR-124).
+    let marker = format!("shared-probe-restart-{}", std::process::id());
+    let config = "\nmcp_pool:\n  idle_timeout_s: 2\n";
+    let Some(s) = serve_shared_with(&marker, &[1.0], config, 0).await else {
+        return;
+    };
+    let id = start_shared(&s).await;
+    s.wait_status(&id, "completed").await;
+    assert!(
+        super::fixture::gone_within(&marker, Duration::from_secs(12)),
+        "the idle processes were not stopped: {:?}",
+        pids_with(&marker)
+    );
+    burst_of_shares(&s, &marker, 10).await;
+}
+
+/// Waits up to `limit` until none of the runs `ids` is queued, starting or running.
+async fn settle(s: &Served, ids: &[String], limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    for id in ids {
+        loop {
+            let (_, body) = s.get_json(&format!("/runs/{id}/status")).await;
+            let live =
+                ["queued", "starting", "running"].contains(&body["status"].as_str().unwrap_or(""));
+            if !live || tokio::time::Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Starts `count` runs of `pack` one right after another (`POST /runs` answers at once);
+/// their ids.
+async fn start_at_once(s: &Served, pack: &str, count: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..count {
+        let (status, body) = s
+            .post_json("/runs", json!({"prompt": "who answers?", "pack": pack}))
+            .await;
+        assert_eq!(status, 202, "{body}");
+        ids.push(body["run_id"].as_str().expect("run id").to_owned());
+    }
+    ids
+}
+
+#[tokio::test]
+async fn issue_45_three_runs_arriving_at_once_on_a_cold_serve_of_a_2025_11_25_server_get_a_process_each()
+ {
+    // The probe refuses `server/discover`: once the pool's first start says so, the runs
+    // waiting for it take it or start their own, as before (ADR-124).
+    let marker = format!("pool-probe-cold-{}", std::process::id());
+    // Each run takes the turns of its own conversation, however the three interleave.
+    let mut scenario = Scenario::new(turns(&["probe"], "whoami"));
+    scenario.turn_by = fabric_test_support::TurnBy::Conversation;
+    let s = serve_scenario(scenario, &[("alpha", "probe", "")], &marker, "").await;
+    let ids = start_at_once(&s, "alpha", 3).await;
+    let mut seen = Vec::new();
+    for id in &ids {
+        s.wait_status(id, "completed").await;
+        seen.push(seen_in(&s, id));
+    }
+    let distinct = |key: &str| {
+        seen.iter()
+            .map(|x| x.answer[key].to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    assert_eq!(
+        distinct("pid"),
+        3,
+        "{:?}",
+        seen.iter().map(|x| &x.answer).collect::<Vec<_>>()
+    );
+    assert_eq!(distinct("session"), 3);
+    for x in &seen {
+        assert_eq!(x.answer["calls"], 1, "{}", x.answer);
+        assert_eq!(x.ready.get("shared"), None, "{}", x.ready);
+        assert_eq!(x.answer["roots"], json!([uri(&x.workspace)]));
+    }
+}
+
+#[tokio::test]
+async fn issue_45_runs_waiting_for_a_cold_start_that_fails_each_get_the_error_and_none_hangs() {
+    // A server that exits at once: the pool's first start fails, and the runs waiting for it
+    // do not wait on: each starts its own, as without a pool, and fails with its reason.
+    let fx = Fixture::with_backend(Scenario::new(turns(&["gone"], "whoami")), "openai").await;
+    fx.trust_own_files();
+    let how = Server {
+        command: "python3",
+        args: "-c, 'import sys; sys.exit(3)'",
+        tool: "whoami",
+        extra: "",
+    };
+    write_specialist(&fx, "quitter", "gone", &how);
+    let s = Served::on(fx, Options::default()).await;
+    let started = std::time::Instant::now();
+    let ids = start_at_once(&s, "quitter", 3).await;
+    for id in &ids {
+        s.wait_status(id, "failed").await;
+        let events = s.runlog(id);
+        let failed = payload_where(&events, "mcp_server", "status", "failed");
+        let error = failed["error"].as_str().unwrap_or_default();
+        assert!(error.contains("`gone`"), "{failed}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "the runs took {:?}",
+        started.elapsed()
+    );
 }
 
 #[cfg_attr(
@@ -777,4 +972,26 @@ async fn issue_45_a_shared_process_no_run_holds_is_stopped_after_the_idle_timeou
         "an idle shared process was not stopped: {:?}",
         pids_with(&marker)
     );
+}
+
+#[tokio::test]
+async fn issue_45_a_run_cancelled_while_waiting_for_a_cold_start_stops_waiting() {
+    // A server that does not answer for 20 s: the run waits for the pool's start of it.
+    let marker = format!("pool-slow-start-{}", std::process::id());
+    let fx = Fixture::with_backend(Scenario::new(turns(&["slow"], "whoami")), "openai").await;
+    fx.trust_own_files();
+    let args = format!("-c, 'import time; time.sleep(20)', {marker}");
+    let how = Server {
+        command: "python3",
+        args: &args,
+        tool: "whoami",
+        extra: "\n    startup_timeout_s: 60",
+    };
+    write_specialist(&fx, "waiter", "slow", &how);
+    let s = Served::on(fx, Options::default()).await;
+    let id = start_at_once(&s, "waiter", 1).await.remove(0);
+    let mut reader = s.follow(&id, None).await;
+    wait_for_process(&marker).await;
+    // Its cancel ends the wait at once (within 5 s), not when the start ends.
+    s.cancel_promptly(&id, &mut reader).await;
 }
