@@ -1,5 +1,5 @@
 //! The binary's budget (ADR-051, issue #45): the stripped release binary, as
-//! `cargo install --locked` builds it, is to be at or under 15 MiB. It is 18.4 MiB today
+//! `cargo install --locked` builds it, is to be at or under 15 MiB. It is 18.3 MiB today
 //! (docs/BENCHMARKS.md, "The binary's size by crate"), so the check is a ratchet (ADR-121): it
 //! fails above `CEILING_BYTES`, which comes down as trims land, and reports how far the
 //! binary is from the budget.
@@ -12,11 +12,11 @@
 /// ADR-051's budget: 15 MiB.
 const BUDGET_BYTES: u64 = 15 * 1024 * 1024;
 
-/// What the binary may not grow past (ADR-121): 18.5 MiB, against 18.39 MiB (19,287,968
-/// bytes) measured after ADR-126 (the OpenAPI document served from a file, the binary crate
-/// at `opt-level = "z"`; 19.32 MiB after ADR-123, 20.76 MiB before). Lower it whenever the
+/// What the binary may not grow past (ADR-121): 18.4 MiB, against 18.29 MiB (19,175,680
+/// bytes) measured after ADR-126 (the OpenAPI document served from a file, more crates at
+/// `opt-level = "z"`; 19.32 MiB after ADR-123, 20.76 MiB before). Lower it whenever the
 /// binary shrinks; never raise it without an ADR.
-const CEILING_BYTES: u64 = 37 * 512 * 1024;
+const CEILING_BYTES: u64 = 184 * 1024 * 1024 / 10;
 
 #[test]
 fn issue_45_the_release_binary_stays_under_its_ceiling() {
@@ -39,7 +39,7 @@ fn issue_45_the_release_binary_stays_under_its_ceiling() {
     let mib = bytes as f64 / 1024.0 / 1024.0;
     assert!(
         bytes <= CEILING_BYTES,
-        "the release binary {} is {bytes} bytes ({mib:.2} MiB), over its ceiling of 18.5 MiB \
+        "the release binary {} is {bytes} bytes ({mib:.2} MiB), over its ceiling of 18.4 MiB \
          (ADR-121, ADR-123, ADR-126; the budget is 15 MiB, ADR-051): measure what grew with `cargo bloat \
          --profile profiling -p fabric --bin fabric --crates` (docs/BENCHMARKS.md, \"The \
          binary's size by crate\")",
@@ -49,7 +49,7 @@ fn issue_45_the_release_binary_stays_under_its_ceiling() {
         #[allow(clippy::print_stderr)]
         {
             eprintln!(
-                "NOTE: the release binary is {mib:.2} MiB, {:.2} MiB over ADR-051's budget of 15 MiB (ceiling 18.5 MiB, ADR-121, ADR-126)",
+                "NOTE: the release binary is {mib:.2} MiB, {:.2} MiB over ADR-051's budget of 15 MiB (ceiling 18.4 MiB, ADR-121, ADR-126)",
                 (bytes - BUDGET_BYTES) as f64 / 1024.0 / 1024.0
             );
         }
