@@ -172,12 +172,15 @@ async fn wait_for_process(marker: &str) {
     panic!("no process with {marker} started");
 }
 
+/// How many runs [`run_until_warm`] makes at most (the scenario needs turns for each).
+const WARM_TRIES: usize = 10;
+
 /// Runs `pack` until a run gets a warm process: the pool hands a process out once it has
 /// answered the pool's `server/discover`, which under load takes a moment after the process
 /// exists, so a run started before then starts its own.
 async fn run_until_warm(s: &Served, pack: &str) -> Seen {
     let mut seen = Vec::new();
-    for _ in 0..10 {
+    for _ in 0..WARM_TRIES {
         let next = run(s, pack).await;
         if next.ready["warm"] == true {
             return next;
@@ -200,8 +203,12 @@ fn uri(workspace: &str) -> String {
 #[tokio::test]
 async fn issue_45_two_specialists_naming_one_server_get_a_warm_process_and_sessions_of_their_own() {
     let marker = format!("pool-probe-two-{}", std::process::id());
+    // Turns for the first run, then for as many runs as `run_until_warm` may make.
+    let servers: Vec<&str> = std::iter::once("probe")
+        .chain(std::iter::repeat_n("me", WARM_TRIES))
+        .collect();
     let s = serve(
-        &["probe", "me"],
+        &servers,
         &[("alpha", "probe", ""), ("beta", "me", "")],
         &marker,
     )
@@ -228,12 +235,9 @@ async fn issue_45_two_specialists_naming_one_server_get_a_warm_process_and_sessi
 #[tokio::test]
 async fn issue_45_a_warm_server_killed_between_runs_is_replaced_and_the_run_goes_on() {
     let marker = format!("pool-probe-killed-{}", std::process::id());
-    let s = serve(
-        &["probe", "probe", "probe"],
-        &[("alpha", "probe", "")],
-        &marker,
-    )
-    .await;
+    // Turns for two runs, then for as many as `run_until_warm` may make.
+    let servers = vec!["probe"; 2 + WARM_TRIES];
+    let s = serve(&servers, &[("alpha", "probe", "")], &marker).await;
     run(&s, "alpha").await;
     wait_for_process(&marker).await;
     for pid in pids_with(&marker) {
@@ -337,9 +341,17 @@ async fn issue_45_the_pool_keeps_its_size_and_stops_idle_processes() {
     .await;
     run(&s, "alpha").await;
     wait_for_process(&marker).await;
-    // One warm process (`size: 1`), the run's own gone with the run.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(pids_with(&marker).len(), 1, "{:?}", pids_with(&marker));
+    // One warm process (`size: 1`), once the run's own has ended with the run (which takes a
+    // moment under load).
+    let mut pids = pids_with(&marker);
+    for _ in 0..100 {
+        if pids.len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        pids = pids_with(&marker);
+    }
+    assert_eq!(pids.len(), 1, "{pids:?}");
     // Unused for `idle_timeout_s`, it is stopped.
     assert!(
         super::fixture::gone_within(&marker, Duration::from_secs(6)),

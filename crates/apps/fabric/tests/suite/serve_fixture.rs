@@ -198,17 +198,26 @@ impl Served {
         );
     }
 
-    /// Waits until the run's status is `expected`.
+    /// Waits until the run's status is `expected` (30 s: a loaded machine runs slowly).
     pub(crate) async fn wait_status(&self, run_id: &str, expected: &str) -> Value {
-        for _ in 0..200 {
+        let mut last = Value::Null;
+        for _ in 0..600 {
             let (code, body) = self.get_json(&format!("/runs/{run_id}/status")).await;
             assert_eq!(code, 200, "{body}");
             if body["status"] == expected {
                 return body;
             }
+            last = body;
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("run {run_id} never reached {expected}");
+        let kinds: Vec<Value> = self
+            .runlog(run_id)
+            .iter()
+            .map(|e| serde_json::json!([e["kind"], e["payload"]["status"], e["payload"]["reason"]]))
+            .collect();
+        panic!(
+            "run {run_id} never reached {expected}: its status is {last}; its runlog: {kinds:?}"
+        );
     }
 
     pub(crate) fn runlog(&self, run_id: &str) -> Vec<Value> {
