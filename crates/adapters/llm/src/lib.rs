@@ -50,6 +50,7 @@ mod ollama;
 mod ollama_wire;
 mod openai;
 mod openai_wire;
+mod plain;
 mod responses;
 mod responses_wire;
 mod servers;

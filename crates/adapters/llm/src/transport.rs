@@ -1,17 +1,19 @@
-//! The HTTP transport both clients share: one pooled `reqwest::Client`, the API key, retries
-//! with backoff, and the mapping of transport failures onto [`ChatError`].
+//! The HTTP transport every client shares: a pooled HTTP client (our own HTTP/1.1 client for
+//! `http://` servers, reqwest for `https://` and proxies; ADR-127), the API key, retries with
+//! backoff, and the mapping of transport failures onto [`ChatError`].
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use fabric_engine::ChatError;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
-use reqwest::{Method, Response, StatusCode};
+use reqwest::header::RETRY_AFTER;
+use reqwest::{Method, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::ClientBuildError;
+use crate::plain::{Plain, PlainError};
 
 /// Backoff never waits longer than this between two attempts, whatever the attempt count.
 const MAX_BACKOFF: Duration = Duration::from_secs(20);
@@ -134,7 +136,23 @@ enum Read {
 /// What an attempt got, per [`Read`].
 enum Outcome {
     Whole(Vec<u8>),
-    Open(Response),
+    Open(Stream),
+}
+
+/// A successful answer whose body the caller reads piece by piece.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    Reqwest(Response),
+    Plain(crate::plain::Body),
+}
+
+/// Which HTTP client carries the requests.
+#[derive(Debug, Clone)]
+enum Client {
+    /// `https://`, proxies, anything [`crate::plain`] leaves out.
+    Reqwest(reqwest::Client),
+    /// A plain `http://` server (ADR-127).
+    Plain(Plain),
 }
 
 /// How the API key is sent.
@@ -152,7 +170,7 @@ const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// A pooled HTTP client bound to one server.
 #[derive(Debug, Clone)]
 pub(crate) struct Transport {
-    client: reqwest::Client,
+    client: Client,
     base_url: String,
     api_key: Option<ApiKey>,
     auth: Auth,
@@ -175,20 +193,13 @@ impl Transport {
                 url: settings.base_url.clone(),
             });
         }
-        // Worded as reqwest's own builder error was when it read the roots itself.
-        let tls =
-            crate::tls::client_config(&base_url).map_err(|e| ClientBuildError::HttpClient {
-                detail: format!("builder error: {}", error_chain(&e)),
-            })?;
-        let client = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .connect_timeout(Duration::from_secs(settings.connect_timeout_s))
-            .read_timeout(Duration::from_secs(settings.timeout_s))
-            .user_agent(concat!("agent-fabric/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ClientBuildError::HttpClient {
-                detail: error_chain(&e),
-            })?;
+        let connect_timeout = Duration::from_secs(settings.connect_timeout_s);
+        let read_timeout = Duration::from_secs(settings.timeout_s);
+        let client = if crate::plain::serves(&base_url) {
+            Client::Plain(Plain::new(connect_timeout, read_timeout))
+        } else {
+            Client::Reqwest(reqwest_client(&base_url, connect_timeout, read_timeout)?)
+        };
         let api_key = settings.api_key_env.as_deref().and_then(read_api_key);
         Ok(Self {
             client,
@@ -212,17 +223,18 @@ impl Transport {
         &self,
         method: Method,
         url: &str,
-        body: Option<&impl Serialize>,
+        body: Option<&(impl Serialize + Sync)>,
     ) -> Result<Vec<u8>, ChatError> {
-        let body = encode_body(url, body)?;
         match self.with_retries(method, url, body, Read::Whole).await? {
             Outcome::Whole(bytes) => Ok(bytes),
             // Not produced for `Read::Whole`; reading the rest keeps this total anyway.
-            Outcome::Open(response) => response
-                .bytes()
-                .await
-                .map(|b| b.to_vec())
-                .map_err(|e| self.map_reqwest(url, &e)),
+            Outcome::Open(mut stream) => {
+                let mut all = Vec::new();
+                while let Some(piece) = self.next_chunk(url, &mut stream).await? {
+                    all.extend_from_slice(&piece);
+                }
+                Ok(all)
+            }
         }
     }
 
@@ -232,14 +244,13 @@ impl Transport {
     pub(crate) async fn open_stream(
         &self,
         url: &str,
-        body: &impl Serialize,
-    ) -> Result<Response, ChatError> {
-        let body = encode_body(url, Some(body))?;
+        body: &(impl Serialize + Sync),
+    ) -> Result<Stream, ChatError> {
         match self
-            .with_retries(Method::POST, url, body, Read::Open)
+            .with_retries(Method::POST, url, Some(body), Read::Open)
             .await?
         {
-            Outcome::Open(response) => Ok(response),
+            Outcome::Open(stream) => Ok(stream),
             Outcome::Whole(_) => Err(ChatError::Decode {
                 url: url.to_owned(),
                 detail: "internal: a streamed answer was read whole".to_owned(),
@@ -251,28 +262,33 @@ impl Transport {
     pub(crate) async fn next_chunk(
         &self,
         url: &str,
-        response: &mut Response,
+        stream: &mut Stream,
     ) -> Result<Option<Vec<u8>>, ChatError> {
-        match response.chunk().await {
-            Ok(chunk) => Ok(chunk.map(|c| c.to_vec())),
-            Err(e) => Err(self.map_reqwest(url, &e)),
+        match stream {
+            Stream::Reqwest(response) => match response.chunk().await {
+                Ok(chunk) => Ok(chunk.map(|c| c.to_vec())),
+                Err(e) => Err(self.map_reqwest(url, &e)),
+            },
+            Stream::Plain(body) => body.next().await.map_err(|e| self.map_plain(url, e)),
         }
     }
 
     // The retry loop takes what to do as data (`Read`) rather than as an async closure: the
-    // futures of generic async closures do not prove `Send` to `async_trait`.
+    // futures of generic async closures do not prove `Send` to `async_trait`. The body is
+    // encoded by each attempt, so none of it is held between attempts or, with the plain
+    // client, while the answer is waited for (issue #45).
     async fn with_retries(
         &self,
         method: Method,
         url: &str,
-        body: Option<Bytes>,
+        body: Option<&(impl Serialize + Sync)>,
         read: Read,
     ) -> Result<Outcome, ChatError> {
         let mut attempt: u32 = 0;
         let started = std::time::Instant::now();
         loop {
             attempt += 1;
-            let failure = match self.attempt(method.clone(), url, body.clone(), read).await {
+            let failure = match self.attempt(method.clone(), url, body, read).await {
                 Ok(value) => return Ok(value),
                 Err(failure) => failure,
             };
@@ -319,34 +335,83 @@ impl Transport {
         &self,
         method: Method,
         url: &str,
-        body: Option<Bytes>,
+        body: Option<&(impl Serialize + Sync)>,
         read: Read,
     ) -> Result<Outcome, Failure> {
-        let mut request = self.client.request(method, url).header(
-            ACCEPT,
-            "application/json, text/event-stream, application/x-ndjson",
-        );
+        let headers = self.headers(body.is_some());
+        match &self.client {
+            Client::Reqwest(client) => {
+                let body = encode_body(body).map_err(|detail| decode_error(url, detail))?;
+                self.attempt_reqwest(client, method, url, &headers, body, read)
+                    .await
+            }
+            Client::Plain(plain) => {
+                let encode = || encode_body(body).map_err(PlainError::Request);
+                let request = crate::plain::Request {
+                    headers: &headers,
+                    body: &encode,
+                };
+                let answer = plain
+                    .send(method.as_str(), url, request)
+                    .await
+                    .map_err(|e| Failure::from(self.map_plain(url, e)))?;
+                self.conclude_plain(url, answer, read).await
+            }
+        }
+    }
+
+    /// The headers of every request besides `Host`, `User-Agent` and `Content-Length`; the
+    /// flag marks a value no log may show.
+    fn headers(&self, has_body: bool) -> Vec<(&'static str, String, bool)> {
+        let mut headers = vec![(
+            "accept",
+            "application/json, text/event-stream, application/x-ndjson".to_owned(),
+            false,
+        )];
         match (self.auth, &self.api_key) {
-            // `bearer_auth` marks the header sensitive, so reqwest keeps it out of its own logs.
-            (Auth::Bearer, Some(key)) => request = request.bearer_auth(&key.0),
+            (Auth::Bearer, Some(key)) => {
+                headers.push(("authorization", format!("Bearer {}", key.0), true));
+            }
             (Auth::Bearer, None) => {}
             (Auth::Anthropic, key) => {
-                request = request.header("anthropic-version", ANTHROPIC_VERSION);
-                if let Some(key) = key
-                    && let Ok(mut value) = reqwest::header::HeaderValue::from_str(&key.0)
-                {
-                    value.set_sensitive(true);
-                    request = request.header("x-api-key", value);
+                headers.push(("anthropic-version", ANTHROPIC_VERSION.to_owned(), false));
+                if let Some(key) = key {
+                    headers.push(("x-api-key", key.0.clone(), true));
                 }
             }
         }
-        if let Some(body) = body {
-            request = request.header(CONTENT_TYPE, "application/json").body(body);
+        if has_body {
+            headers.push(("content-type", "application/json".to_owned(), false));
         }
         // The model call's span, when the run is traced (issue #13): the server's own spans,
         // if it makes any, become its children.
         if let Some(traceparent) = fabric_engine::trace::current_traceparent() {
-            request = request.header("traceparent", traceparent);
+            headers.push(("traceparent", traceparent, false));
+        }
+        headers
+    }
+
+    async fn attempt_reqwest(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        url: &str,
+        headers: &[(&'static str, String, bool)],
+        body: Option<Bytes>,
+        read: Read,
+    ) -> Result<Outcome, Failure> {
+        let mut request = client.request(method, url);
+        for (name, value, sensitive) in headers {
+            // A value with a line break (a key read from a file with one) is left out; the
+            // server's 401 then names the setting to fix.
+            if let Ok(mut value) = reqwest::header::HeaderValue::from_str(value) {
+                // Marked sensitive, reqwest keeps it out of its own logs.
+                value.set_sensitive(*sensitive);
+                request = request.header(*name, value);
+            }
+        }
+        if let Some(body) = body {
+            request = request.body(body);
         }
         let response = request
             .send()
@@ -355,19 +420,64 @@ impl Transport {
         let status = response.status();
         if status.is_success() {
             return match read {
-                Read::Open => Ok(Outcome::Open(response)),
+                Read::Open => Ok(Outcome::Open(Stream::Reqwest(response))),
                 Read::Whole => match response.bytes().await {
                     Ok(bytes) => Ok(Outcome::Whole(bytes.to_vec())),
                     Err(e) => Err(self.map_reqwest(url, &e).into()),
                 },
             };
         }
-        let retry_after = retry_after(response.headers());
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(retry_after);
         let text = response.text().await.unwrap_or_default();
         Err(Failure {
-            error: status_error(url, status, &text),
+            error: status_error(url, status.as_u16(), &text),
             retry_after,
         })
+    }
+
+    /// Reads a plain answer as [`attempt`](Self::attempt) does reqwest's.
+    async fn conclude_plain(
+        &self,
+        url: &str,
+        mut answer: crate::plain::Answer,
+        read: Read,
+    ) -> Result<Outcome, Failure> {
+        if (200..300).contains(&answer.status) {
+            return match read {
+                Read::Open => Ok(Outcome::Open(Stream::Plain(answer.body))),
+                Read::Whole => match answer.body.read_all().await {
+                    Ok(bytes) => Ok(Outcome::Whole(bytes)),
+                    Err(e) => Err(self.map_plain(url, e).into()),
+                },
+            };
+        }
+        let retry_after = answer.retry_after.as_deref().and_then(retry_after);
+        let text = answer.body.read_all().await.unwrap_or_default();
+        Err(Failure {
+            error: status_error(url, answer.status, &String::from_utf8_lossy(&text)),
+            retry_after,
+        })
+    }
+
+    /// Maps a plain client's failure as [`map_reqwest`](Self::map_reqwest) does reqwest's.
+    fn map_plain(&self, url: &str, error: PlainError) -> ChatError {
+        let url = url.to_owned();
+        match error {
+            PlainError::Connect(detail) | PlainError::Broken(detail) => {
+                ChatError::Unreachable { url, detail }
+            }
+            PlainError::Timeout => ChatError::Timeout {
+                url,
+                seconds: self.timeout_s,
+            },
+            PlainError::Malformed(detail) | PlainError::Request(detail) => {
+                ChatError::Decode { url, detail }
+            }
+        }
     }
 
     /// Maps a transport failure onto the port's error, naming the URL and the cause.
@@ -419,10 +529,9 @@ pub(crate) fn cut(text: &str) -> String {
     }
 }
 
-/// The request's JSON, encoded once: every attempt and reqwest's own copy for a redirect share
-/// it (`Bytes` clones are counts), and its spare capacity is given back, since a run in flight
-/// holds it until the answer comes (issue #45).
-fn encode_body(url: &str, body: Option<&impl Serialize>) -> Result<Option<Bytes>, ChatError> {
+/// The request's JSON, its spare capacity given back: reqwest holds it (for a redirect) until
+/// the answer comes (issue #45). The error is the detail of a [`ChatError::Decode`].
+fn encode_body(body: Option<&impl Serialize>) -> Result<Option<Bytes>, String> {
     body.map(|body| {
         serde_json::to_vec(body).map(|mut bytes| {
             bytes.shrink_to_fit();
@@ -430,14 +539,38 @@ fn encode_body(url: &str, body: Option<&impl Serialize>) -> Result<Option<Bytes>
         })
     })
     .transpose()
-    .map_err(|e| ChatError::Decode {
+    .map_err(|e| format!("could not encode the request: {e}"))
+}
+
+fn decode_error(url: &str, detail: String) -> Failure {
+    Failure::from(ChatError::Decode {
         url: url.to_owned(),
-        detail: format!("could not encode the request: {e}"),
+        detail,
     })
 }
 
-fn status_error(url: &str, status: StatusCode, body: &str) -> ChatError {
-    let code = status.as_u16();
+/// The reqwest client of a server the plain client does not serve.
+fn reqwest_client(
+    base_url: &str,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+) -> Result<reqwest::Client, ClientBuildError> {
+    // Worded as reqwest's own builder error was when it read the roots itself.
+    let tls = crate::tls::client_config(base_url).map_err(|e| ClientBuildError::HttpClient {
+        detail: format!("builder error: {}", error_chain(&e)),
+    })?;
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .connect_timeout(connect_timeout)
+        .read_timeout(read_timeout)
+        .user_agent(concat!("agent-fabric/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| ClientBuildError::HttpClient {
+            detail: error_chain(&e),
+        })
+}
+
+fn status_error(url: &str, code: u16, body: &str) -> ChatError {
     match code {
         401 | 403 => ChatError::Unauthorized {
             url: url.to_owned(),
@@ -453,8 +586,8 @@ fn status_error(url: &str, status: StatusCode, body: &str) -> ChatError {
 
 /// `Retry-After` in seconds; the HTTP-date form is rare on model servers and falls back to
 /// our own backoff.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+fn retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
     let seconds: f64 = value.parse().ok()?;
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(3600.0)))
 }
@@ -534,15 +667,9 @@ mod tests {
 
     #[test]
     fn retry_after_reads_seconds() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(retry_after(&headers), None);
-        headers.insert(RETRY_AFTER, "2".parse().unwrap());
-        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
-        headers.insert(
-            RETRY_AFTER,
-            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
-        );
-        assert_eq!(retry_after(&headers), None);
+        assert_eq!(retry_after(""), None);
+        assert_eq!(retry_after(" 2 "), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
     }
 
     #[test]
