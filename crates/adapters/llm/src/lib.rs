@@ -14,7 +14,9 @@
 //!   events), tools as `function_call`/`function_call_output` items, the whole conversation
 //!   sent each time or chained by `previous_response_id`.
 //!
-//! All share one transport: a pooled HTTP client, the API key read once from the
+//! All share one transport: a pooled HTTP client (our own small HTTP/1.1 client for a plain
+//! `http://` server, whose waiting runs then hold nothing but a socket; reqwest for
+//! `https://` and proxies; ADR-127), the API key read once from the
 //! environment variable the config names, retries with capped exponential backoff on the
 //! errors [`ChatError::is_retryable`](fabric_engine::ChatError::is_retryable) allows, and the
 //! mapping of every failure onto [`ChatError`](fabric_engine::ChatError). Servers differ in

@@ -46,3 +46,72 @@ async fn issue_45_a_connection_held_open_costs_serve_no_copy_of_its_router() {
     assert_eq!(status, 200);
     drop(held);
 }
+
+/// What a run costs `fabric serve` while it waits for its own model request (no request
+/// limit), with the model at a plain `http://` address (ADR-127): the model client holds the
+/// socket and nothing else. Measured in this debug build: 62 and 65 KiB a run with reqwest's
+/// client, 29 with ours (docs/BENCHMARKS.md has the release figures).
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_45_a_run_waiting_for_its_own_model_request_holds_no_http_client_buffers() {
+    const RUNS: usize = 200;
+    let mut scenario = fabric_test_support::Scenario::new(vec![
+        Turn::tool_call("list_files", json!({})),
+        Turn::tool_call("finish_task", json!({"summary": "done"})),
+    ]);
+    scenario.turn_by = fabric_test_support::TurnBy::Conversation;
+    // Every run waits on its first model call until the test ends.
+    scenario.latency_ms = 300_000;
+    let options = super::serve_fixture::Options {
+        rewrite: Some(|base, _| {
+            format!(
+                "models:\n  test:\n    base_url: {base}\n    model: qwen2.5:7b\n    backend: openai\n    timeout_s: 600\n    max_concurrent_requests: 10000\ndefault_model_key: test\nrouting_model_key: test\nserver:\n  max_runs_in_flight: 100000\n"
+            )
+        }),
+        ..Default::default()
+    };
+    let served = Served::with(scenario, options).await;
+    let pid = served.child.id().unwrap();
+    let start = |count: usize| {
+        let served = &served;
+        async move {
+            for _ in 0..count {
+                let (status, body) = served
+                    .post_json("/runs", json!({"prompt": "wait", "pack": "engineering"}))
+                    .await;
+                assert_eq!(status, 202, "{body}");
+            }
+        }
+    };
+    let waiting = |count: usize| {
+        let served = &served;
+        async move {
+            let started = std::time::Instant::now();
+            while served.fx.server.chat_request_count() < count {
+                assert!(
+                    started.elapsed() < Duration::from_secs(120),
+                    "{} of {count} runs reached the model within 120 s",
+                    served.fx.server.chat_request_count()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    // Warm the server (its pools, the store's pages) with a first batch.
+    start(20).await;
+    waiting(20).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let before = rss_bytes(pid);
+    start(RUNS).await;
+    waiting(20 + RUNS).await;
+    let mut peak = 0;
+    for _ in 0..15 {
+        peak = peak.max(rss_bytes(pid));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let each = peak.saturating_sub(before) / RUNS as u64;
+    eprintln!("a run waiting for its model costs fabric serve {each} bytes");
+    assert!(
+        each < 48 * 1024,
+        "{RUNS} runs waiting for their own model request cost fabric serve {each} bytes each"
+    );
+}

@@ -44,6 +44,7 @@ mod mcp_pool;
 mod mcp_server;
 mod mcp_tasks;
 mod metrics;
+mod model_transport;
 mod projects;
 mod real_models;
 mod recruit_and_models;
