@@ -1,10 +1,19 @@
 //! Serving the router on a listener until a shutdown signal, then shutting down in order:
 //! stop accepting connections, cancel the runs in flight so each records its end, let the
 //! open responses finish (they end with their run's terminal event), return.
+//!
+//! Connections are served by hyper's HTTP/1 connection directly (ADR-128), not through
+//! `axum::serve`, whose connection first reads the bytes that tell HTTP/1 from HTTP/2 and
+//! hands them back to HTTP/1: the head then arrives in two reads and hyper grows its read
+//! buffer from 8 to 16 KiB, held by every open connection (a blocking `POST /run` holds one
+//! for its run's life). The API speaks HTTP/1.1 only (axum's `http2` feature is off), so
+//! there is nothing to tell apart.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
+use std::pin::pin;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::{ApiError, AppState, router_with};
@@ -63,15 +72,11 @@ async fn serve_inner(
         runs.begin_shutdown();
         signal_stopping.cancel();
     };
-    // Served as one make-service: each connection clones the finished router (a count).
-    // `axum::serve(listener, router)` would rebuild the router's route table for every
-    // connection (`Router::with_state` per accepted stream): 18 KiB of heap, 30 KiB of RSS,
-    // for every connection held open, such as a blocking `POST /run` (issue #45,
-    // docs/BENCHMARKS.md).
-    let app = app.with_state(()).into_make_service();
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(signal)
-        .into_future();
+    // Each connection clones the finished router (a count). Serving a `Router` per accepted
+    // stream (`Router::with_state`) would rebuild its route table for every connection: 18
+    // KiB of heap, 30 KiB of RSS, for every connection held open, such as a blocking
+    // `POST /run` (issue #45, docs/BENCHMARKS.md).
+    let server = serve_http1(listener, app.with_state(()), signal);
     let drained = tokio::select! {
         served = server => {
             served.map_err(|e| ApiError::Internal(format!("the server failed: {e}")))?;
@@ -91,4 +96,77 @@ async fn serve_inner(
         tracing::warn!("some runs did not end within the grace period");
     }
     Ok(())
+}
+
+/// Accepts connections on `listener` and serves each with `app` over HTTP/1.1 until
+/// `signal` completes; then stops accepting, asks every open connection to close once its
+/// response in flight is done, and returns when all have.
+async fn serve_http1(
+    listener: TcpListener,
+    app: axum::Router,
+    signal: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    // Every connection task holds a receiver of `stop` (to hear the signal) and of `open`
+    // (whose sender sees them all gone when the last connection ends).
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (open_tx, open_rx) = watch::channel(());
+    let mut signal = pin!(signal);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+            () = &mut signal => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let (mut stop, open) = (stop_rx.clone(), open_rx.clone());
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let mut connection =
+                pin!(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
+            let mut stopping = false;
+            loop {
+                tokio::select! {
+                    served = connection.as_mut() => {
+                        if let Err(e) = served {
+                            tracing::trace!(error = %e, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    changed = stop.changed(), if !stopping => {
+                        stopping = true;
+                        if changed.is_ok() {
+                            connection.as_mut().graceful_shutdown();
+                        }
+                    }
+                }
+            }
+            drop(open);
+        });
+    }
+    drop(listener);
+    drop(open_rx);
+    // No receiver left (every connection already ended) is fine: nothing to tell.
+    let _ = stop_tx.send(true);
+    open_tx.closed().await;
+    Ok(())
+}
+
+/// What `axum::serve` does with a failed accept: a connection the peer reset is skipped; any
+/// other error (most often no file descriptors left) is logged and the loop waits a second,
+/// for connections to close, rather than spin.
+async fn accept_failed(error: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %error, "accepting a connection failed; retrying in 1 s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }

@@ -341,12 +341,17 @@ impl Transport {
         let headers = self.headers(body.is_some());
         match &self.client {
             Client::Reqwest(client) => {
-                let body = encode_body(body).map_err(|detail| decode_error(url, detail))?;
+                let body = encode_body(body).map_err(|e| {
+                    Failure::from(ChatError::Decode {
+                        url: url.to_owned(),
+                        detail: unencodable(&e),
+                    })
+                })?;
                 self.attempt_reqwest(client, method, url, &headers, body, read)
                     .await
             }
             Client::Plain(plain) => {
-                let encode = || encode_body(body).map_err(PlainError::Request);
+                let encode = || encode_body(body).map_err(|e| PlainError::Request(unencodable(&e)));
                 let request = crate::plain::Request {
                     headers: &headers,
                     body: &encode,
@@ -530,8 +535,8 @@ pub(crate) fn cut(text: &str) -> String {
 }
 
 /// The request's JSON, its spare capacity given back: reqwest holds it (for a redirect) until
-/// the answer comes (issue #45). The error is the detail of a [`ChatError::Decode`].
-fn encode_body(body: Option<&impl Serialize>) -> Result<Option<Bytes>, String> {
+/// the answer comes (issue #45).
+fn encode_body(body: Option<&impl Serialize>) -> Result<Option<Bytes>, serde_json::Error> {
     body.map(|body| {
         serde_json::to_vec(body).map(|mut bytes| {
             bytes.shrink_to_fit();
@@ -539,14 +544,11 @@ fn encode_body(body: Option<&impl Serialize>) -> Result<Option<Bytes>, String> {
         })
     })
     .transpose()
-    .map_err(|e| format!("could not encode the request: {e}"))
 }
 
-fn decode_error(url: &str, detail: String) -> Failure {
-    Failure::from(ChatError::Decode {
-        url: url.to_owned(),
-        detail,
-    })
+/// What a [`ChatError::Decode`] says of a request that could not be encoded.
+fn unencodable(error: &serde_json::Error) -> String {
+    format!("could not encode the request: {error}")
 }
 
 /// The reqwest client of a server the plain client does not serve.
