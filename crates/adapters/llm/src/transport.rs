@@ -225,7 +225,9 @@ impl Transport {
         url: &str,
         body: Option<&(impl Serialize + Sync)>,
     ) -> Result<Vec<u8>, ChatError> {
-        match self.with_retries(method, url, body, Read::Whole).await? {
+        let encode = || encode_body(body);
+        let body = Encode::of(body, &encode);
+        match self.with_retries(method, url, &body, Read::Whole).await? {
             Outcome::Whole(bytes) => Ok(bytes),
             // Not produced for `Read::Whole`; reading the rest keeps this total anyway.
             Outcome::Open(mut stream) => {
@@ -247,7 +249,12 @@ impl Transport {
         body: &(impl Serialize + Sync),
     ) -> Result<Stream, ChatError> {
         match self
-            .with_retries(Method::POST, url, Some(body), Read::Open)
+            .with_retries(
+                Method::POST,
+                url,
+                &Encode::of(Some(body), &|| encode_body(Some(body))),
+                Read::Open,
+            )
             .await?
         {
             Outcome::Open(stream) => Ok(stream),
@@ -276,12 +283,14 @@ impl Transport {
     // The retry loop takes what to do as data (`Read`) rather than as an async closure: the
     // futures of generic async closures do not prove `Send` to `async_trait`. The body is
     // encoded by each attempt, so none of it is held between attempts or, with the plain
-    // client, while the answer is waited for (issue #45).
+    // client, while the answer is waited for (issue #45); it comes as a function, not as
+    // the value to encode, so this loop and the clients under it are built once, not once
+    // per kind of request body.
     async fn with_retries(
         &self,
         method: Method,
         url: &str,
-        body: Option<&(impl Serialize + Sync)>,
+        body: &Encode<'_>,
         read: Read,
     ) -> Result<Outcome, ChatError> {
         let mut attempt: u32 = 0;
@@ -335,13 +344,13 @@ impl Transport {
         &self,
         method: Method,
         url: &str,
-        body: Option<&(impl Serialize + Sync)>,
+        body: &Encode<'_>,
         read: Read,
     ) -> Result<Outcome, Failure> {
-        let headers = self.headers(body.is_some());
+        let headers = self.headers(body.present);
         match &self.client {
             Client::Reqwest(client) => {
-                let body = encode_body(body).map_err(|e| {
+                let body = (body.encode)().map_err(|e| {
                     Failure::from(ChatError::Decode {
                         url: url.to_owned(),
                         detail: unencodable(&e),
@@ -351,7 +360,7 @@ impl Transport {
                     .await
             }
             Client::Plain(plain) => {
-                let encode = || encode_body(body).map_err(|e| PlainError::Request(unencodable(&e)));
+                let encode = || (body.encode)().map_err(|e| PlainError::Request(unencodable(&e)));
                 let request = crate::plain::Request {
                     headers: &headers,
                     body: &encode,
@@ -544,6 +553,24 @@ fn encode_body(body: Option<&impl Serialize>) -> Result<Option<Bytes>, serde_jso
         })
     })
     .transpose()
+}
+
+/// A request's body, made again by each attempt: whether there is one, and how to encode it.
+struct Encode<'a> {
+    present: bool,
+    encode: &'a (dyn Fn() -> Result<Option<Bytes>, serde_json::Error> + Sync),
+}
+
+impl<'a> Encode<'a> {
+    fn of(
+        body: Option<&'a (impl Serialize + Sync)>,
+        encode: &'a (dyn Fn() -> Result<Option<Bytes>, serde_json::Error> + Sync),
+    ) -> Self {
+        Self {
+            present: body.is_some(),
+            encode,
+        }
+    }
 }
 
 /// What a [`ChatError::Decode`] says of a request that could not be encoded.
