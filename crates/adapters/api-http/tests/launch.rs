@@ -343,3 +343,40 @@ async fn shutdown_stops_accepting_before_the_runs_have_drained() {
     stopping.await.unwrap();
     assert!(state.service().registry().is_empty());
 }
+
+/// The server speaks HTTP/1.1 on its own connection loop (ADR-128): a plain request is
+/// answered, and a client opening with HTTP/2's preface has its connection closed rather
+/// than answered in HTTP/2.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_45_the_api_answers_http_1_1_and_closes_an_http_2_preface() {
+    let s = Server::start(
+        FakePreparer::running(RunScript::Stubborn(Duration::from_secs(2))),
+        ApiConfig::default(),
+    )
+    .await;
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let exchange = |request: &'static [u8]| {
+        let addr = addr.clone();
+        async move {
+            let mut stream = TcpStream::connect(&addr).await.unwrap();
+            stream.write_all(request).await.unwrap();
+            let mut answer = Vec::new();
+            // Read until the server closes the connection.
+            tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+                .await
+                .expect("the server closed the connection within 5 s")
+                .ok();
+            String::from_utf8_lossy(&answer).into_owned()
+        }
+    };
+    let answer =
+        exchange(b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let answer = exchange(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await;
+    // Whatever HTTP/1 says before closing, never an HTTP/2 SETTINGS frame (type 4 at byte 3).
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 "),
+        "{answer:?}"
+    );
+    s.stop().await;
+}
