@@ -193,7 +193,7 @@ impl ChatClient for OpenAiClient {
                 // takes `tools` and answers in prose, so ask it first.
                 if !request.tools.is_empty()
                     && !self.probed.swap(true, Ordering::Relaxed)
-                    && self.template_lacks_tools().await
+                    && Box::pin(self.template_lacks_tools()).await
                 {
                     tracing::info!(url = %self.url, "the server's chat template cannot call tools (/props); asking for tool calls by JSON schema (constrained_decoding: auto)");
                     self.refuses_tools.store(true, Ordering::Relaxed);
@@ -201,8 +201,11 @@ impl ChatClient for OpenAiClient {
                 self.refuses_tools.load(Ordering::Relaxed)
             }
         };
+        // The constrained call and the probe are boxed: a run waits in this future for its
+        // whole model call, and inline they would make every run's future as large as the
+        // rarest path (issue #45).
         if let Some(c) = constrain.then(|| Constrained::new(request.tools)).flatten() {
-            return self.constrained_chat(request, &c).await;
+            return Box::pin(self.constrained_chat(request, &c)).await;
         }
         let result = conclude(
             self.send(&wire::Request::new(&request), request.stream, observer)
@@ -221,7 +224,7 @@ impl ChatClient for OpenAiClient {
                 "the server refuses `tools` ({error}); asking for tool calls by JSON schema from now on (constrained_decoding: auto)"
             );
             self.refuses_tools.store(true, Ordering::Relaxed);
-            return self.constrained_chat(request, &c).await;
+            return Box::pin(self.constrained_chat(request, &c)).await;
         }
         result
     }
