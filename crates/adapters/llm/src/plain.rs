@@ -19,6 +19,7 @@
 
 use std::borrow::Cow;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -182,19 +183,26 @@ impl Plain {
 
     async fn connect(&self, target: &Target<'_>) -> Result<TcpStream, PlainError> {
         let address = target.address();
-        let stream =
-            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(&*address)).await {
+        let patience = self.connect_timeout;
+        let addresses: Vec<SocketAddr> =
+            match tokio::time::timeout(patience, tokio::net::lookup_host(&*address)).await {
                 Err(_) => {
                     return Err(PlainError::Connect(format!(
-                        "tcp connect error: no connection to {address} within {} s",
-                        self.connect_timeout.as_secs_f64()
+                        "tcp connect error: {address} was not resolved within {} s",
+                        patience.as_secs_f64()
                     )));
                 }
-                Ok(Err(e)) => {
-                    return Err(PlainError::Connect(format!("tcp connect error: {e}")));
-                }
-                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return Err(PlainError::Connect(format!("tcp connect error: {e}"))),
+                Ok(Ok(found)) => found.collect(),
             };
+        if addresses.is_empty() {
+            return Err(PlainError::Connect(format!(
+                "tcp connect error: {address} has no address"
+            )));
+        }
+        let stream = connect_any(&addresses, patience)
+            .await
+            .map_err(|why| PlainError::Connect(format!("tcp connect error: {why}")))?;
         // The head and the body go in two writes; without this the second would wait for
         // the server's delayed acknowledgement of the first.
         if let Err(e) = stream.set_nodelay(true) {
@@ -291,6 +299,24 @@ impl Plain {
 fn lock(idle: &IdleList) -> std::sync::MutexGuard<'_, Vec<Idle>> {
     // A panic while holding this lock leaves a list of sockets, still a valid list.
     idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Connects to the first of `addresses` that answers, each tried in turn for an even share of
+/// `patience` (as hyper's connector does): a name whose first address drops packets (an IPv6
+/// route that goes nowhere) still reaches the next one in time.
+async fn connect_any(addresses: &[SocketAddr], patience: Duration) -> Result<TcpStream, String> {
+    let share = patience / u32::try_from(addresses.len().max(1)).unwrap_or(u32::MAX);
+    let mut last = String::new();
+    for address in addresses {
+        match tokio::time::timeout(share, TcpStream::connect(address)).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(e)) => last = format!("{address}: {e}"),
+            Err(_) => {
+                last = format!("{address}: no answer within {} s", share.as_secs_f64());
+            }
+        }
+    }
+    Err(last)
 }
 
 /// How an exchange failed: on a kept connection before any answer (send again), or for good.

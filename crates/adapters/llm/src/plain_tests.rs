@@ -306,6 +306,44 @@ async fn a_header_value_with_a_line_break_is_refused_before_anything_is_sent() {
     assert!(connections.load(Ordering::SeqCst) <= 1);
 }
 
+/// A name's first address that drops the connection attempt (here a listener whose queue is
+/// full: the kernel drops further SYNs) gets its share of the timeout, not all of it.
+#[tokio::test]
+async fn a_first_address_that_never_answers_leaves_time_for_the_next() {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let full = socket.listen(0).unwrap();
+    let hole = full.local_addr().unwrap();
+    let mut queued = Vec::new();
+    let mut dropped = false;
+    for _ in 0..10 {
+        match tokio::time::timeout(Duration::from_millis(300), TcpStream::connect(hole)).await {
+            Ok(Ok(stream)) => queued.push(stream),
+            Ok(Err(e)) => panic!("connecting to the full listener failed: {e}"),
+            Err(_) => {
+                dropped = true;
+                break;
+            }
+        }
+    }
+    assert!(dropped, "the listener's queue never filled");
+    let good = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let started = Instant::now();
+    let connected = connect_any(&[hole, good.local_addr().unwrap()], Duration::from_secs(2)).await;
+    assert!(connected.is_ok(), "{connected:?}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(1_800), "took {took:?}");
+    // And when every address is silent, the error names the last and the share it had.
+    let silent = connect_any(&[hole], Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(
+        silent.contains(&hole.to_string()) && silent.contains("0.3 s"),
+        "{silent}"
+    );
+    drop((queued, full));
+}
+
 #[test]
 fn targets_are_split_into_authority_and_path() {
     let target = Target::of("http://localhost:11434/v1/chat").unwrap();
