@@ -200,9 +200,7 @@ impl Plain {
                 "tcp connect error: {address} has no address"
             )));
         }
-        let stream = connect_any(&addresses, patience)
-            .await
-            .map_err(|why| PlainError::Connect(format!("tcp connect error: {why}")))?;
+        let stream = connect_any(&addresses, patience).await?;
         // The head and the body go in two writes; without this the second would wait for
         // the server's delayed acknowledgement of the first.
         if let Err(e) = stream.set_nodelay(true) {
@@ -304,7 +302,10 @@ fn lock(idle: &IdleList) -> std::sync::MutexGuard<'_, Vec<Idle>> {
 /// Connects to the first of `addresses` that answers, each tried in turn for an even share of
 /// `patience` (as hyper's connector does): a name whose first address drops packets (an IPv6
 /// route that goes nowhere) still reaches the next one in time.
-async fn connect_any(addresses: &[SocketAddr], patience: Duration) -> Result<TcpStream, String> {
+async fn connect_any(
+    addresses: &[SocketAddr],
+    patience: Duration,
+) -> Result<TcpStream, PlainError> {
     let share = patience / u32::try_from(addresses.len().max(1)).unwrap_or(u32::MAX);
     let mut last = String::new();
     for address in addresses {
@@ -316,7 +317,7 @@ async fn connect_any(addresses: &[SocketAddr], patience: Duration) -> Result<Tcp
             }
         }
     }
-    Err(last)
+    Err(PlainError::Connect(format!("tcp connect error: {last}")))
 }
 
 /// How an exchange failed: on a kept connection before any answer (send again), or for good.

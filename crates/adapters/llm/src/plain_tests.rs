@@ -337,9 +337,12 @@ async fn a_first_address_that_never_answers_leaves_time_for_the_next() {
     let silent = connect_any(&[hole], Duration::from_millis(300))
         .await
         .unwrap_err();
+    let PlainError::Connect(detail) = silent else {
+        panic!("{silent:?}")
+    };
     assert!(
-        silent.contains(&hole.to_string()) && silent.contains("0.3 s"),
-        "{silent}"
+        detail.contains(&hole.to_string()) && detail.contains("0.3 s"),
+        "{detail}"
     );
     drop((queued, full));
 }
