@@ -167,6 +167,7 @@ impl Plain {
     ) -> Result<Answer, PlainError> {
         let target = Target::of(url)
             .ok_or_else(|| PlainError::Request(format!("`{url}` is not a plain http:// URL")))?;
+        check_headers(request.headers)?;
         if let Some(stream) = self.take_idle(target.authority) {
             match self.exchange(stream, &target, method, &request).await {
                 Err(Exchange::Stale(why)) => {
@@ -220,8 +221,7 @@ impl Plain {
         // In a block of its own: the request's bytes are gone before the answer is waited for.
         {
             let body = (request.body)().map_err(Exchange::Failed)?;
-            let head = request_head(method, target, request.headers, body.as_deref())
-                .map_err(Exchange::Failed)?;
+            let head = request_head(method, target, request.headers, body.as_deref());
             let written = write_request(&mut stream, &head, body.as_deref());
             match tokio::time::timeout(self.read_timeout, written).await {
                 Err(_) => return Err(Exchange::Failed(PlainError::Timeout)),
@@ -343,13 +343,27 @@ async fn write_request(stream: &mut TcpStream, head: &[u8], body: Option<&[u8]>)
     stream.flush().await
 }
 
-/// The request line and headers, ready to write.
+/// Refuses a header value with a control character (a line break would start a header of
+/// its own): both clients check what they are given with this, before anything is sent.
+pub(crate) fn check_headers(headers: &[(&'static str, String, bool)]) -> Result<(), PlainError> {
+    match headers
+        .iter()
+        .find(|(_, value, _)| value.bytes().any(|b| b.is_ascii_control() && b != b'\t'))
+    {
+        Some((name, _, _)) => Err(PlainError::Request(format!(
+            "the `{name}` header's value has a control character; check the setting it comes from (an API key variable with a line break in it, say)"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The request line and headers, ready to write (checked by [`check_headers`]).
 fn request_head(
     method: &str,
     target: &Target<'_>,
     headers: &[(&'static str, String, bool)],
     body: Option<&[u8]>,
-) -> Result<Vec<u8>, PlainError> {
+) -> Vec<u8> {
     let mut head = format!(
         "{method} {} HTTP/1.1\r\nhost: {}\r\nuser-agent: agent-fabric/{}\r\n",
         target.path,
@@ -357,11 +371,6 @@ fn request_head(
         env!("CARGO_PKG_VERSION")
     );
     for (name, value, _) in headers {
-        if value.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
-            return Err(PlainError::Request(format!(
-                "the `{name}` header's value has a control character"
-            )));
-        }
         head.push_str(name);
         head.push_str(": ");
         head.push_str(value);
@@ -373,7 +382,7 @@ fn request_head(
         head.push_str("content-length: 0\r\n");
     }
     head.push_str("\r\n");
-    Ok(head.into_bytes())
+    head.into_bytes()
 }
 
 /// Waits until the socket has something, then appends what one read gives to `raw`.

@@ -414,12 +414,12 @@ impl Transport {
         body: Option<Bytes>,
         read: Read,
     ) -> Result<Outcome, Failure> {
+        crate::plain::check_headers(headers).map_err(|e| Failure::from(self.map_plain(url, e)))?;
         let mut request = client.request(method, url);
         for (name, value, sensitive) in headers {
-            // A value with a line break (a key read from a file with one) is left out; the
-            // server's 401 then names the setting to fix.
+            // Checked above, so the value is one; marked sensitive, reqwest keeps it out of
+            // its own logs.
             if let Ok(mut value) = reqwest::header::HeaderValue::from_str(value) {
-                // Marked sensitive, reqwest keeps it out of its own logs.
                 value.set_sensitive(*sensitive);
                 request = request.header(*name, value);
             }
@@ -704,5 +704,35 @@ mod tests {
     #[test]
     fn api_key_debug_is_redacted() {
         assert_eq!(format!("{:?}", ApiKey("sk-secret".into())), "<redacted>");
+    }
+
+    /// A key with a line break is refused by both clients alike, before any connection,
+    /// naming the header (reqwest's path used to leave the header out silently).
+    #[tokio::test]
+    async fn a_key_with_a_line_break_is_refused_by_either_client() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base_url = format!("http://{}", listener.local_addr().unwrap());
+        let plain = Transport::new(&HttpSettings::new(&base_url)).unwrap();
+        assert!(matches!(plain.client, Client::Plain(_)));
+        let reqwest = Transport {
+            client: Client::Reqwest(reqwest::Client::new()),
+            ..plain.clone()
+        };
+        for transport in [plain, reqwest] {
+            let transport = Transport {
+                api_key: Some(ApiKey("sk-1\r\nx-injected: 1".into())),
+                ..transport
+            };
+            let error = transport
+                .fetch(Method::GET, &format!("{base_url}/v1/models"), None::<&()>)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&error, ChatError::Decode { detail, .. } if detail.contains("`authorization`")),
+                "{error:?}"
+            );
+        }
+        let accepted = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;
+        assert!(accepted.is_err(), "no client connected");
     }
 }
