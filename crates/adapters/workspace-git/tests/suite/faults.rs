@@ -187,6 +187,17 @@ async fn issue_25_a_git_too_old_is_a_clear_error() {
     let old = root.path().join("old-git");
     write(&old, "#!/bin/sh\necho 'git version 2.30.2'\n");
     std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // A process another test forks while this file is open for writing keeps it open until
+    // it execs; running the script meanwhile fails with ETXTBSY ("Text file busy"). Wait for
+    // it to run before the code under test does.
+    for _ in 0..100 {
+        match std::process::Command::new(&old).output() {
+            Err(e) if e.raw_os_error() == Some(26) => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            _ => break,
+        }
+    }
     let err = match GitWorkspaces::with_program(&old)
         .create(&project(root.path(), &repo, "r1"))
         .await
