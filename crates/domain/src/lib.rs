@@ -57,7 +57,7 @@ pub use specialist::{
     check_tool_pattern, is_tool_pattern,
 };
 pub use stats::StatsGroup;
-pub use summary::{RunSummary, result_summary};
+pub use summary::{RunSummary, SummaryFold, result_summary};
 pub use task_force::{ContextCompaction, Routing, TaskForceMode};
 pub use time::{UtcTime, parse_duration, parse_since};
 pub use tool::{

@@ -94,110 +94,32 @@ impl RunSummary {
     /// A payload that does not fit its struct ([`EventPayload::Unreadable`]) is read field
     /// by field: one that is missing or does not fit is skipped, never a panic.
     pub fn apply(&mut self, event: &RunEvent) {
-        use EventPayload as P;
+        self.fold(SummaryFold::of(event));
+    }
+
+    /// Folds in what one event adds ([`SummaryFold::of`]), as [`RunSummary::apply`] would.
+    pub fn fold(&mut self, fold: SummaryFold) {
         if self.events == 0 {
-            self.started_at = event.ts;
+            self.started_at = fold.ts;
         }
         self.events += 1;
-        match &event.payload {
-            P::RunStart(start) => self.start(StartFields {
-                prompt: Some(start.prompt.clone()),
-                parent_run_id: start.parent_run_id.clone(),
-                origin: Some(start.origin.clone()),
-                model_key: Some(start.model_key.clone()),
-                model: Some(start.model.clone()),
-                context_id: start.context_id.clone(),
-            }),
-            P::Recruitment(recruitment) => {
-                self.specialist_ids.clone_from(&recruitment.specialist_ids);
-            }
-            P::MemberStart(member) => {
-                self.note_model(Some(member.model_key.clone()), Some(member.model.clone()));
-            }
-            P::ToolCall(_) => self.tool_calls = self.tool_calls.saturating_add(1),
-            P::ToolError(_) => self.tool_errors = self.tool_errors.saturating_add(1),
-            P::RunComplete(end) | P::RunFailed(end) => self.end(
-                event.ts,
-                EndFields {
-                    status: Some(end.status),
-                    reason: end.reason.clone(),
-                    steps: Some(end.steps),
-                    usage: Some(end.usage),
-                    result: end.result.clone(),
-                },
-            ),
-            P::RunAborted(aborted) => self.end(
-                event.ts,
-                EndFields {
-                    status: Some(aborted.status),
-                    reason: Some(aborted.reason.clone()),
-                    ..EndFields::default()
-                },
-            ),
+        match fold.change {
+            Change::Start(start) => self.start(*start),
+            Change::Specialists(ids) => self.specialist_ids = ids,
+            Change::Model(member) => self.note_model(member.model_key, member.model),
+            Change::ToolCall => self.tool_calls = self.tool_calls.saturating_add(1),
+            Change::ToolError => self.tool_errors = self.tool_errors.saturating_add(1),
+            Change::End(end) => self.end(fold.ts, *end),
             // A run waiting for a person is listed so until an answer continues it.
-            P::InputRequired(asked) if self.ended_at.is_none() => {
+            Change::InputRequired(question) if self.ended_at.is_none() => {
                 self.status = RunStatus::InputRequired;
-                self.reason = Some(asked.question.clone());
+                self.reason = Some(question);
             }
-            P::RunResumed(_) if self.ended_at.is_none() => {
+            Change::Resumed if self.ended_at.is_none() => {
                 self.status = RunStatus::Running;
                 self.reason = None;
             }
-            P::Unreadable { kind, payload, .. } => self.apply_unreadable(event.ts, *kind, payload),
-            P::Workspace(_)
-            | P::TaskForceParallel(_)
-            | P::MemberEnd(_)
-            | P::McpServer(_)
-            | P::McpMessage(_)
-            | P::McpRequest(_)
-            | P::LlmRequest(_)
-            | P::RoutingRequest(_)
-            | P::LlmResponse(_)
-            | P::RoutingResponse(_)
-            | P::CorrectiveReprompt(_)
-            | P::ToolCallRepaired(_)
-            | P::ContextCompacted(_)
-            | P::CloudFallback(_)
-            | P::CriticReview(_)
-            | P::RepairRound(_)
-            | P::ToolResult(_)
-            | P::SecurityEvent(_)
-            | P::LoopDetected(_)
-            | P::RunResumed(_)
-            | P::InputRequired(_)
-            | P::InputAnswered(_)
-            | P::UserMessage(_)
-            | P::HookRun(_)
-            | P::Checkpoint(_)
-            | P::Unknown { .. } => {}
-        }
-    }
-
-    /// A payload of `kind` that does not fit its struct, summarised as far as it goes.
-    fn apply_unreadable(&mut self, ts: f64, kind: EventKind, payload: &Value) {
-        match kind {
-            EventKind::RunStart => self.start(fields(payload)),
-            EventKind::Recruitment => {
-                let recruitment: RecruitmentFields = fields(payload);
-                self.specialist_ids = recruitment.specialist_ids.unwrap_or_default();
-            }
-            EventKind::MemberStart => {
-                let member: MemberFields = fields(payload);
-                self.note_model(member.model_key, member.model);
-            }
-            EventKind::ToolCall => self.tool_calls = self.tool_calls.saturating_add(1),
-            EventKind::ToolError => self.tool_errors = self.tool_errors.saturating_add(1),
-            EventKind::RunComplete | EventKind::RunFailed => {
-                let mut end: EndFields = fields(payload);
-                end.status = end.status.or(Some(if kind == EventKind::RunComplete {
-                    RunStatus::Completed
-                } else {
-                    RunStatus::Failed
-                }));
-                self.end(ts, end);
-            }
-            // The other kinds say nothing a summary shows.
-            _ => {}
+            Change::InputRequired(_) | Change::Resumed | Change::Nothing => {}
         }
     }
 
@@ -264,13 +186,128 @@ impl RunSummary {
     }
 }
 
+/// What one event adds to a run's summary, taken from the event: a writer that folds
+/// summaries later keeps this rather than the whole event (a `run_start`'s sandbox policy
+/// alone is 3 KiB; issue #45).
+#[derive(Debug, Clone)]
+pub struct SummaryFold {
+    ts: f64,
+    change: Change,
+}
+
+#[derive(Debug, Clone)]
+enum Change {
+    // Boxed: the largest, and each once a run.
+    Start(Box<StartFields>),
+    Specialists(Vec<String>),
+    Model(MemberFields),
+    ToolCall,
+    ToolError,
+    End(Box<EndFields>),
+    InputRequired(String),
+    Resumed,
+    Nothing,
+}
+
+impl SummaryFold {
+    /// What `event` adds to its run's summary.
+    pub fn of(event: &RunEvent) -> Self {
+        use EventPayload as P;
+        let change = match &event.payload {
+            P::RunStart(start) => Change::Start(Box::new(StartFields {
+                prompt: Some(start.prompt.clone()),
+                parent_run_id: start.parent_run_id.clone(),
+                origin: Some(start.origin.clone()),
+                model_key: Some(start.model_key.clone()),
+                model: Some(start.model.clone()),
+                context_id: start.context_id.clone(),
+            })),
+            P::Recruitment(recruitment) => Change::Specialists(recruitment.specialist_ids.clone()),
+            P::MemberStart(member) => Change::Model(MemberFields {
+                model_key: Some(member.model_key.clone()),
+                model: Some(member.model.clone()),
+            }),
+            P::ToolCall(_) => Change::ToolCall,
+            P::ToolError(_) => Change::ToolError,
+            P::RunComplete(end) | P::RunFailed(end) => Change::End(Box::new(EndFields {
+                status: Some(end.status),
+                reason: end.reason.clone(),
+                steps: Some(end.steps),
+                usage: Some(end.usage),
+                result: end.result.clone(),
+            })),
+            P::RunAborted(aborted) => Change::End(Box::new(EndFields {
+                status: Some(aborted.status),
+                reason: Some(aborted.reason.clone()),
+                ..EndFields::default()
+            })),
+            P::InputRequired(asked) => Change::InputRequired(asked.question.clone()),
+            P::RunResumed(_) => Change::Resumed,
+            P::Unreadable { kind, payload, .. } => unreadable(*kind, payload),
+            P::Workspace(_)
+            | P::TaskForceParallel(_)
+            | P::MemberEnd(_)
+            | P::McpServer(_)
+            | P::McpMessage(_)
+            | P::McpRequest(_)
+            | P::LlmRequest(_)
+            | P::RoutingRequest(_)
+            | P::LlmResponse(_)
+            | P::RoutingResponse(_)
+            | P::CorrectiveReprompt(_)
+            | P::ToolCallRepaired(_)
+            | P::ContextCompacted(_)
+            | P::CloudFallback(_)
+            | P::CriticReview(_)
+            | P::RepairRound(_)
+            | P::ToolResult(_)
+            | P::SecurityEvent(_)
+            | P::LoopDetected(_)
+            | P::InputAnswered(_)
+            | P::UserMessage(_)
+            | P::HookRun(_)
+            | P::Checkpoint(_)
+            | P::Unknown { .. } => Change::Nothing,
+        };
+        Self {
+            ts: event.ts,
+            change,
+        }
+    }
+}
+
+/// A payload of `kind` that does not fit its struct, summarised as far as it goes.
+fn unreadable(kind: EventKind, payload: &Value) -> Change {
+    match kind {
+        EventKind::RunStart => Change::Start(Box::new(fields(payload))),
+        EventKind::Recruitment => {
+            let recruitment: RecruitmentFields = fields(payload);
+            Change::Specialists(recruitment.specialist_ids.unwrap_or_default())
+        }
+        EventKind::MemberStart => Change::Model(fields(payload)),
+        EventKind::ToolCall => Change::ToolCall,
+        EventKind::ToolError => Change::ToolError,
+        EventKind::RunComplete | EventKind::RunFailed => {
+            let mut end: EndFields = fields(payload);
+            end.status = end.status.or(Some(if kind == EventKind::RunComplete {
+                RunStatus::Completed
+            } else {
+                RunStatus::Failed
+            }));
+            Change::End(Box::new(end))
+        }
+        // The other kinds say nothing a summary shows.
+        _ => Change::Nothing,
+    }
+}
+
 // The fields a summary needs, named and typed as in the `runlog` structs (`RunStart`,
 // `Recruitment`, `MemberStart`, `RunEnd`/`RunAborted`): taken from the struct, or for a payload
 // that does not fit it each read on its own: a field that is missing or does not fit is
 // `None` and the others still count, so a hand-edited or partial runlog is summarised as far
 // as it goes.
 
-#[derive(Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 struct StartFields {
     #[serde(default, deserialize_with = "lenient")]
     prompt: Option<String>,
@@ -292,7 +329,7 @@ struct RecruitmentFields {
     specialist_ids: Option<Vec<String>>,
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 struct MemberFields {
     #[serde(default, deserialize_with = "lenient")]
     model_key: Option<String>,
@@ -300,7 +337,7 @@ struct MemberFields {
     model: Option<String>,
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 struct EndFields {
     #[serde(default, deserialize_with = "lenient")]
     status: Option<RunStatus>,

@@ -26,8 +26,8 @@ pub fn search_document(summary: &RunSummary, events: &[RunEvent], cap: usize) ->
             break;
         }
         let text = match ToolEvent::of(event) {
-            Some(ToolEvent::Call { tool, args }) => format!("{tool} {}", value_text(&args)),
-            Some(ToolEvent::Result { result, .. }) => value_text(&result),
+            Some(ToolEvent::Call { tool, args }) => format!("{tool} {}", value_text(args)),
+            Some(ToolEvent::Result { result, .. }) => value_text(result),
             Some(ToolEvent::Error { tool, message }) => format!("{tool} {message}"),
             None => continue,
         };
@@ -37,31 +37,31 @@ pub fn search_document(summary: &RunSummary, events: &[RunEvent], cap: usize) ->
 }
 
 /// What search and stats by tool take from the events of a tool call.
-pub(crate) enum ToolEvent {
+pub(crate) enum ToolEvent<'a> {
     /// `tool_call`.
-    Call { tool: String, args: Value },
+    Call { tool: &'a str, args: &'a Value },
     /// `tool_result`.
-    Result { tool: String, result: Value },
+    Result { tool: &'a str, result: &'a Value },
     /// `tool_error`.
-    Error { tool: String, message: String },
+    Error { tool: &'a str, message: &'a str },
 }
 
-impl ToolEvent {
+impl<'a> ToolEvent<'a> {
     /// The tool call `event` is part of; `None` for other events and for a payload that
     /// does not fit its kind (it is indexed without a tool).
-    pub(crate) fn of(event: &RunEvent) -> Option<Self> {
+    pub(crate) fn of(event: &'a RunEvent) -> Option<Self> {
         match &event.payload {
             EventPayload::ToolCall(call) => Some(Self::Call {
-                tool: call.tool.clone(),
-                args: call.args.clone(),
+                tool: &call.tool,
+                args: &call.args,
             }),
             EventPayload::ToolResult(result) => Some(Self::Result {
-                tool: result.tool.clone(),
-                result: result.result.clone(),
+                tool: &result.tool,
+                result: &result.result,
             }),
             EventPayload::ToolError(error) => Some(Self::Error {
-                tool: error.tool.clone(),
-                message: error.error_message.clone(),
+                tool: &error.tool,
+                message: &error.error_message,
             }),
             EventPayload::RunStart(_)
             | EventPayload::Recruitment(_)
@@ -99,7 +99,7 @@ impl ToolEvent {
     }
 
     /// The tool called.
-    pub(crate) fn tool(self) -> String {
+    pub(crate) fn tool(self) -> &'a str {
         match self {
             Self::Call { tool, .. } | Self::Result { tool, .. } | Self::Error { tool, .. } => tool,
         }

@@ -2,7 +2,7 @@
 //! (from a [`RunSummary`]) and, once a run ended, its full-text document. Shared by the
 //! writer task and reindexing, inside their transactions.
 
-use fabric_domain::{RunEvent, RunSummary};
+use fabric_domain::{EventKind, RunEvent, RunSummary};
 
 use crate::db::{Arg, Backend, Tx};
 use crate::document::{DOCUMENT_CAP, ToolEvent, search_document};
@@ -15,9 +15,29 @@ fn json_list(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".to_owned())
 }
 
-/// The tool an event is about (`tool_call`, `tool_result`, `tool_error`), for stats by tool.
-pub(crate) fn tool_of(event: &RunEvent) -> Option<String> {
-    ToolEvent::of(event).map(ToolEvent::tool)
+/// An event's row in `events` but its line: taken from the event where it is made, so the
+/// writer's queue holds this and the line rather than the event (issue #45).
+#[derive(Debug, Clone)]
+pub(crate) struct EventColumns {
+    pub(crate) seq: u64,
+    pub(crate) ts: f64,
+    pub(crate) kind: EventKind,
+    pub(crate) step: Option<u32>,
+    /// The tool an event is about (`tool_call`, `tool_result`, `tool_error`), for stats by
+    /// tool.
+    pub(crate) tool: Option<String>,
+}
+
+impl EventColumns {
+    pub(crate) fn of(event: &RunEvent) -> Self {
+        Self {
+            seq: event.seq,
+            ts: event.ts,
+            kind: event.kind(),
+            step: event.step,
+            tool: ToolEvent::of(event).map(|t| t.tool().to_owned()),
+        }
+    }
 }
 
 /// Events per `INSERT` statement: one statement per row cost a round trip to the driver
@@ -31,7 +51,7 @@ const EVENTS_PER_STATEMENT: usize = 100;
 /// a torn last line indexed, then cut by `fabric resume`, which wrote another event there).
 pub(crate) async fn insert_events(
     tx: &mut Tx,
-    events: &[(&str, &RunEvent, Option<&str>)],
+    events: &[(&str, &EventColumns, &str)],
     replace: bool,
 ) -> Result<(), sqlx::Error> {
     for chunk in events.chunks(EVENTS_PER_STATEMENT) {
@@ -45,22 +65,15 @@ pub(crate) async fn insert_events(
             sql.push('(');
             sql.push_str(&crate::db::placeholders(i * 7 + 1, 7));
             sql.push(')');
-            // The runlog's own line when the caller has it, else the same serialisation, so
-            // it reads back as the same event.
-            let line = match line {
-                Some(line) => (*line).to_owned(),
-                None => {
-                    serde_json::to_string(event).map_err(|e| sqlx::Error::Encode(Box::new(e)))?
-                }
-            };
             args.extend([
                 (*run_id).into(),
                 Arg::Int(int(event.seq)),
                 Arg::Real(event.ts),
-                event.kind().as_str().into(),
+                event.kind.as_str().into(),
                 Arg::OptInt(event.step.map(i64::from)),
-                Arg::OptText(tool_of(event)),
-                Arg::Text(line),
+                Arg::OptText(event.tool.clone()),
+                // The runlog's own line.
+                Arg::Text((*line).to_owned()),
             ]);
         }
         sql.push_str(if replace {
@@ -264,9 +277,11 @@ pub(crate) async fn index_run(
     run: &RunSummary,
     events: &[(RunEvent, String)],
 ) -> Result<(), sqlx::Error> {
-    let lines: Vec<(&str, &RunEvent, Option<&str>)> = events
+    let columns: Vec<EventColumns> = events.iter().map(|(e, _)| EventColumns::of(e)).collect();
+    let lines: Vec<(&str, &EventColumns, &str)> = events
         .iter()
-        .map(|(e, line)| (run.id.as_str(), e, Some(line.as_str())))
+        .zip(&columns)
+        .map(|((_, line), columns)| (run.id.as_str(), columns, line.as_str()))
         .collect();
     insert_events(tx, &lines, true).await?;
     upsert_run(tx, run, true).await?;

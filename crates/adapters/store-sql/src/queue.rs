@@ -284,7 +284,11 @@ impl RunQueue for SqlStore {
                 serde_json::to_string(&event).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
             crate::index::insert_events(
                 &mut tx,
-                &[(id.as_str(), &event, Some(line.as_str()))],
+                &[(
+                    id.as_str(),
+                    &crate::index::EventColumns::of(&event),
+                    line.as_str(),
+                )],
                 false,
             )
             .await?;
@@ -567,7 +571,7 @@ impl RunLog for ClaimedRunLog {
                         Arg::Real(event.ts),
                         event.kind().as_str().into(),
                         Arg::OptInt(event.step.map(i64::from)),
-                        Arg::OptText(crate::index::tool_of(event)),
+                        Arg::OptText(crate::index::EventColumns::of(event).tool),
                         Arg::Text(line.clone()),
                         Arg::Int(self.fence),
                     ],

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use fabric_core::{NewRun, RunLog, RunStore, StoreError};
-use fabric_domain::{RunEvent, RunId, RunSummary};
+use fabric_domain::{RunEvent, RunId, RunSummary, SummaryFold};
 use fabric_store_fs::{FileRunLog, FsRunStore, RUNLOG_FILE};
 use tokio::sync::{Mutex, Notify, mpsc, oneshot};
 
 use crate::db::{Backend, Db};
 use crate::error::SqlError;
+use crate::index::EventColumns;
 use crate::{SqlStore, StoreOptions, index};
 
 /// What the writer is asked to do.
@@ -27,10 +28,12 @@ use crate::{SqlStore, StoreOptions, index};
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Msg {
     /// Index one event with its runlog line (a run's end is written at once, others may
-    /// linger).
+    /// linger): its columns and what it adds to its run's row, not the event itself (a
+    /// burst of starts queued a copy of every `run_start`'s payload, issue #45).
     Event {
         run: RunId,
-        event: RunEvent,
+        columns: EventColumns,
+        fold: SummaryFold,
         line: String,
     },
     /// Record a new run's row (status `running`), written at once but not waited for: the
@@ -60,7 +63,8 @@ impl WriterHandle {
         let sent = self
             .send(Msg::Event {
                 run: run.clone(),
-                event: event.clone(),
+                columns: EventColumns::of(event),
+                fold: SummaryFold::of(event),
                 line,
             })
             .await;
@@ -194,7 +198,7 @@ impl Msg {
     /// How long this message may wait for company: a run's end and a flush not at all.
     fn linger(&self) -> Duration {
         match self {
-            Self::Event { event, .. } if event.kind().is_terminal() => Duration::ZERO,
+            Self::Event { columns, .. } if columns.kind.is_terminal() => Duration::ZERO,
             Self::Event { .. } => LINGER,
             Self::Create { .. } | Self::Reopen { .. } => CREATE_LINGER,
             Self::Flush(_) => Duration::ZERO,
@@ -264,7 +268,7 @@ const REPAIR_PER_BATCH: usize = 16;
 #[derive(Default)]
 struct Folded {
     creates: Vec<RunSummary>,
-    events: Vec<(RunId, RunEvent, String)>,
+    events: Vec<(RunId, EventColumns, String)>,
     /// Runs with events in the batch, in order.
     touched: Vec<RunId>,
     /// Rows due (ended, first events, links changed, or `ROW_EVERY` since the last), each
@@ -285,14 +289,19 @@ impl Writer {
         let mut ended = Vec::new();
         for msg in batch {
             match msg {
-                Msg::Event { run, event, line } => {
+                Msg::Event {
+                    run,
+                    columns,
+                    fold,
+                    line,
+                } => {
                     let live = self.live.entry(run.clone()).or_insert_with(|| Live {
                         summary: RunSummary::new(run.clone()),
                         row_written: None,
                         linked: (0, 0),
                     });
-                    live.summary.apply(&event);
-                    if event.kind().is_terminal() {
+                    live.summary.fold(fold);
+                    if columns.kind.is_terminal() {
                         ended.push(run.clone());
                     } else {
                         self.stale.insert(run.clone());
@@ -300,7 +309,7 @@ impl Writer {
                     if seen.insert(run.clone()) {
                         out.touched.push(run.clone());
                     }
-                    out.events.push((run, event, line));
+                    out.events.push((run, columns, line));
                 }
                 Msg::Create { row } => out.creates.push(*row),
                 Msg::Reopen { row } => {
@@ -455,10 +464,10 @@ async fn write(writer: &mut Writer, batch: &Folded) {
         let mut tx = writer.db.begin().await?;
         let created: Vec<&RunSummary> = batch.creates.iter().collect();
         index::upsert_run_rows(&mut tx, &created, false).await?;
-        let lines: Vec<(&str, &RunEvent, Option<&str>)> = batch
+        let lines: Vec<(&str, &EventColumns, &str)> = batch
             .events
             .iter()
-            .map(|(run, event, line)| (run.as_str(), event, Some(line.as_str())))
+            .map(|(run, columns, line)| (run.as_str(), columns, line.as_str()))
             .collect();
         // The lines were just appended to their runlogs: they replace whatever an earlier
         // process indexed at their `seq` (issue #26).
