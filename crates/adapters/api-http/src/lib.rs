@@ -26,6 +26,7 @@ mod error;
 mod extract;
 mod formats;
 mod handlers;
+mod held;
 mod launch;
 mod model;
 mod openapi;

@@ -7,7 +7,9 @@
 //! hands them back to HTTP/1: the head then arrives in two reads and hyper grows its read
 //! buffer from 8 to 16 KiB, held by every open connection (a blocking `POST /run` holds one
 //! for its run's life). The API speaks HTTP/1.1 only (axum's `http2` feature is off), so
-//! there is nothing to tell apart.
+//! there is nothing to tell apart. The first request of a connection is read here first:
+//! a `POST /run` or `POST /run/stream`, which holds its connection for a run's life, is
+//! answered without hyper's connection and its buffers (ADR-129, [`crate::held`]).
 
 use std::future::Future;
 use std::pin::pin;
@@ -16,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::{ApiError, AppState, router_with};
+use crate::{ApiError, AppState, held, router_with};
 
 /// How long runs and open responses get to end at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -76,7 +78,8 @@ async fn serve_inner(
     // stream (`Router::with_state`) would rebuild its route table for every connection: 18
     // KiB of heap, 30 KiB of RSS, for every connection held open, such as a blocking
     // `POST /run` (issue #45, docs/BENCHMARKS.md).
-    let server = serve_http1(listener, app.with_state(()), signal);
+    let max_body = state.inner.config.max_body_bytes;
+    let server = serve_http1(listener, app.with_state(()), max_body, signal);
     let drained = tokio::select! {
         served = server => {
             served.map_err(|e| ApiError::Internal(format!("the server failed: {e}")))?;
@@ -104,6 +107,7 @@ async fn serve_inner(
 async fn serve_http1(
     listener: TcpListener,
     app: axum::Router,
+    max_body: usize,
     signal: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     // Every connection task holds a receiver of `stop` (to hear the signal) and of `open`
@@ -122,27 +126,23 @@ async fn serve_http1(
             },
             () = &mut signal => break,
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let (mut stop, open) = (stop_rx.clone(), open_rx.clone());
+        let (app, mut stop, open) = (app.clone(), stop_rx.clone(), open_rx.clone());
         tokio::spawn(async move {
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let mut connection =
-                pin!(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
-            let mut stopping = false;
-            loop {
-                tokio::select! {
-                    served = connection.as_mut() => {
-                        if let Err(e) = served {
-                            tracing::trace!(error = %e, "connection ended with an error");
-                        }
-                        break;
-                    }
-                    changed = stop.changed(), if !stopping => {
-                        stopping = true;
-                        if changed.is_ok() {
-                            connection.as_mut().graceful_shutdown();
-                        }
-                    }
+            // An idle connection closes at the signal, as hyper closes one between requests.
+            let first = tokio::select! {
+                first = held::first(&stream, max_body) => first,
+                _ = stop.changed() => return,
+            };
+            match first {
+                Ok(held::First::Held { head, length, body }) => {
+                    held::serve(stream, app, head, length, body).await;
+                }
+                Ok(held::First::Other(read)) => {
+                    serve_hyper(held::Rewind::new(read, stream), app, stop).await;
+                }
+                Ok(held::First::Closed) => {}
+                Err(e) => {
+                    tracing::trace!(error = %e, "reading a connection's first request failed")
                 }
             }
             drop(open);
@@ -154,6 +154,32 @@ async fn serve_http1(
     let _ = stop_tx.send(true);
     open_tx.closed().await;
     Ok(())
+}
+
+/// Serves `io` with hyper's HTTP/1 connection until it closes, or until `stop` changes: then
+/// the response in flight finishes and the connection closes.
+async fn serve_hyper(io: held::Rewind, app: axum::Router, mut stop: watch::Receiver<bool>) {
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let io = hyper_util::rt::TokioIo::new(io);
+    let mut connection =
+        pin!(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            served = connection.as_mut() => {
+                if let Err(e) = served {
+                    tracing::trace!(error = %e, "connection ended with an error");
+                }
+                break;
+            }
+            changed = stop.changed(), if !stopping => {
+                stopping = true;
+                if changed.is_ok() {
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
 }
 
 /// What `axum::serve` does with a failed accept: a connection the peer reset is skipped; any

@@ -380,3 +380,145 @@ async fn issue_45_the_api_answers_http_1_1_and_closes_an_http_2_preface() {
     );
     s.stop().await;
 }
+
+/// Writes `pieces` to a new connection to `addr`, a moment apart, and reads until the server
+/// closes it.
+async fn exchange_in_pieces(addr: &str, pieces: &[&[u8]]) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    for piece in pieces {
+        stream.write_all(piece).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut answer))
+        .await
+        .expect("the server closed the connection within 20 s")
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A head's field, by its lowercase name.
+fn field<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    let head = answer.split("\r\n\r\n").next().unwrap_or("");
+    head.lines()
+        .filter_map(|l| l.split_once(": "))
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v)
+}
+
+/// A blocking `POST /run` is answered without hyper's connection (ADR-129): with its length,
+/// a date, and the connection closed after it, even when its head and body come in pieces.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_45_a_blocking_run_is_answered_with_its_length_and_its_connection_closed() {
+    let s = Server::start(
+        FakePreparer::running(RunScript::Complete),
+        ApiConfig::default(),
+    )
+    .await;
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let body = br#"{"prompt": "x"}"#;
+    let head = format!(
+        "POST /run HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let (first, rest) = head.as_bytes().split_at(20);
+    let answer = exchange_in_pieces(&addr, &[first, rest, &body[..4], &body[4..]]).await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert_eq!(field(&answer, "connection"), Some("close"), "{answer}");
+    assert_eq!(field(&answer, "content-type"), Some("application/json"));
+    assert!(
+        field(&answer, "date").is_some_and(|d| d.ends_with(" GMT")),
+        "{answer}"
+    );
+    let (_, json) = answer.split_once("\r\n\r\n").unwrap();
+    assert_eq!(
+        field(&answer, "content-length"),
+        Some(json.len().to_string().as_str())
+    );
+    let result: Value = serde_json::from_str(json).unwrap();
+    assert_eq!(result["_meta"]["status"], "completed", "{result}");
+    // Errors come as the router makes them: an unknown field is the API's 422 body.
+    let bad = br#"{"prompt": "x", "nope": 1}"#;
+    let head = format!(
+        "POST /run HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        bad.len()
+    );
+    let answer = exchange_in_pieces(&addr, &[head.as_bytes(), bad]).await;
+    assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
+    assert!(answer.contains(r#""error""#), "{answer}");
+    s.stop().await;
+}
+
+/// `POST /run/stream` on the same path: the events as they happen, the stream ending with the
+/// connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_45_a_streamed_run_ends_with_its_connection() {
+    let s = Server::start(
+        FakePreparer::running(RunScript::Events { n: 3, size: 10 }),
+        ApiConfig::default(),
+    )
+    .await;
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let request = b"POST /run/stream HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{\"prompt\": \"x\"}";
+    let answer = exchange_in_pieces(&addr, &[request]).await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert_eq!(field(&answer, "content-type"), Some("text/event-stream"));
+    assert_eq!(field(&answer, "content-length"), None, "{answer}");
+    assert_eq!(field(&answer, "connection"), Some("close"));
+    let ids: Vec<&str> = answer
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .collect();
+    assert_eq!(ids, ["0", "1", "2", "3", "4"], "{answer}");
+    assert!(answer.contains("event: run_complete"), "{answer}");
+    s.stop().await;
+}
+
+/// Everything else is hyper's, as before ADR-129: requests on one kept connection, a chunked
+/// `POST /run`, and one that asks `100-continue`.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_45_other_requests_keep_hypers_connection() {
+    let s = Server::start(
+        FakePreparer::running(RunScript::Complete),
+        ApiConfig::default(),
+    )
+    .await;
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    let mut answers = String::new();
+    for _ in 0..2 {
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        answers.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert_eq!(answers.matches("HTTP/1.1 200 OK").count(), 2, "{answers}");
+    assert!(!answers.contains("connection: close"), "{answers}");
+    let chunked = exchange_in_pieces(
+        &addr,
+        &[b"POST /run HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\nf\r\n{\"prompt\": \"x\"}\r\n0\r\n\r\n"],
+    )
+    .await;
+    assert!(chunked.starts_with("HTTP/1.1 200 OK\r\n"), "{chunked}");
+    assert!(chunked.contains(r#""status":"completed""#), "{chunked}");
+    let continued = exchange_in_pieces(
+        &addr,
+        &[
+            b"POST /run HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 15\r\nexpect: 100-continue\r\nconnection: close\r\n\r\n",
+            b"{\"prompt\": \"x\"}",
+        ],
+    )
+    .await;
+    assert!(
+        continued.starts_with("HTTP/1.1 100 Continue\r\n"),
+        "{continued}"
+    );
+    assert!(continued.contains("HTTP/1.1 200 OK"), "{continued}");
+    s.stop().await;
+}
