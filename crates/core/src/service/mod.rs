@@ -457,7 +457,7 @@ impl RunService {
         // The run's own task carries its id, for the trace context of its outgoing calls.
         inner.tracker.spawn(crate::trace::scope(
             id.clone(),
-            task.run(prepared_tx, done_tx),
+            Box::new(task).run(prepared_tx, done_tx),
         ));
         Ok(RunHandle {
             id,
@@ -568,8 +568,11 @@ struct RunTask {
 }
 
 impl RunTask {
+    /// The run's task, start to end. `self` comes boxed: an async fn keeps its arguments
+    /// twice (as given and as moved into its body), and inline that was 1 KiB of every run's
+    /// task (issue #45).
     async fn run(
-        self,
+        self: Box<Self>,
         prepared_tx: oneshot::Sender<Result<(), ServiceError>>,
         done_tx: oneshot::Sender<Result<RunOutcome, ServiceError>>,
     ) {
@@ -819,7 +822,14 @@ impl RunTask {
             Err(panic) => {
                 let text = panic_text(panic.as_ref()).to_owned();
                 let reason = format!("the run panicked: {text}");
-                record_failure(&observer, self.live.as_ref(), log.as_ref(), &reason).await;
+                // Boxed: rare, and inline it sized every run's task (issue #45).
+                Box::pin(record_failure(
+                    &observer,
+                    self.live.as_ref(),
+                    log.as_ref(),
+                    &reason,
+                ))
+                .await;
                 Err(ServiceError::Panicked { message: text })
             }
         }

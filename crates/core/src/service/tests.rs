@@ -211,7 +211,7 @@ async fn issue_27_a_run_cancelled_while_prepared_again_stays_interrupted() {
         max_steps: 10,
         network_allowed: false,
         workspace: std::env::temp_dir(),
-        sandbox: serde_json::Value::Null,
+        sandbox: std::sync::Arc::default(),
         parent_run_id: None,
         depth: 0,
         context_id: None,

@@ -44,9 +44,11 @@ pub struct RunStart {
     pub workspace: PathBuf,
     /// The effective sandbox policy (`mode`, `enforced_by_kernel`, `landlock_abi`,
     /// `enforced`, `not_enforced`, `limits`, `read_paths`, `host`); its shape belongs to the
-    /// sandbox adapter, so it stays JSON here. `null` when the caller did not say.
+    /// sandbox adapter, so it stays JSON here. `null` when the caller did not say. Shared:
+    /// the same policy is every run's in a process, and a copy of its tree was 4 KiB of every
+    /// run starting (issue #45).
     #[serde(default)]
-    pub sandbox: Value,
+    pub sandbox: std::sync::Arc<Value>,
     /// The run that delegated this one through `agent__<id>`.
     pub parent_run_id: Option<RunId>,
     /// 0 for a run a person started, 1 for its children, and so on.

@@ -273,7 +273,7 @@ async fn record_start(
             max_steps: force.max_steps,
             network_allowed: force.network_allowed,
             workspace: run.workspace.clone(),
-            sandbox: Value::clone(&force.sandbox.policy),
+            sandbox: std::sync::Arc::clone(&force.sandbox.policy),
             parent_run_id: lineage.parent_run_id.clone(),
             depth: lineage.depth,
             context_id: force.context_id.clone(),
