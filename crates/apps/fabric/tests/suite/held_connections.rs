@@ -47,13 +47,9 @@ async fn issue_45_a_connection_held_open_costs_serve_no_copy_of_its_router() {
     drop(held);
 }
 
-/// What a run costs `fabric serve` while it waits for its own model request (no request
-/// limit), with the model at a plain `http://` address (ADR-127): the model client holds the
-/// socket and nothing else. Measured in this debug build: 62 and 65 KiB a run with reqwest's
-/// client, 29 with ours (docs/BENCHMARKS.md has the release figures).
-#[tokio::test(flavor = "multi_thread")]
-async fn issue_45_a_run_waiting_for_its_own_model_request_holds_no_http_client_buffers() {
-    const RUNS: usize = 200;
+/// `fabric serve` over a model that answers no run before the test ends, without a request
+/// limit: every run holds its own model request.
+async fn serve_waiting_runs() -> Served {
     let mut scenario = fabric_test_support::Scenario::new(vec![
         Turn::tool_call("list_files", json!({})),
         Turn::tool_call("finish_task", json!({"summary": "done"})),
@@ -69,7 +65,40 @@ async fn issue_45_a_run_waiting_for_its_own_model_request_holds_no_http_client_b
         }),
         ..Default::default()
     };
-    let served = Served::with(scenario, options).await;
+    Served::with(scenario, options).await
+}
+
+/// Waits until `count` runs have asked the model.
+async fn wait_for_model_calls(served: &Served, count: usize) {
+    let started = std::time::Instant::now();
+    while served.fx.server.chat_request_count() < count {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{} of {count} runs reached the model within 120 s",
+            served.fx.server.chat_request_count()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The largest RSS of process `pid` over 1.5 s.
+async fn peak_rss(pid: u32) -> u64 {
+    let mut peak = 0;
+    for _ in 0..15 {
+        peak = peak.max(rss_bytes(pid));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    peak
+}
+
+/// What a run costs `fabric serve` while it waits for its own model request (no request
+/// limit), with the model at a plain `http://` address (ADR-127): the model client holds the
+/// socket and nothing else. Measured in this debug build: 62 and 65 KiB a run with reqwest's
+/// client, 29 with ours (docs/BENCHMARKS.md has the release figures).
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_45_a_run_waiting_for_its_own_model_request_holds_no_http_client_buffers() {
+    const RUNS: usize = 200;
+    let served = serve_waiting_runs().await;
     let pid = served.child.id().unwrap();
     let start = |count: usize| {
         let served = &served;
@@ -82,36 +111,88 @@ async fn issue_45_a_run_waiting_for_its_own_model_request_holds_no_http_client_b
             }
         }
     };
-    let waiting = |count: usize| {
-        let served = &served;
-        async move {
-            let started = std::time::Instant::now();
-            while served.fx.server.chat_request_count() < count {
-                assert!(
-                    started.elapsed() < Duration::from_secs(120),
-                    "{} of {count} runs reached the model within 120 s",
-                    served.fx.server.chat_request_count()
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    };
     // Warm the server (its pools, the store's pages) with a first batch.
     start(20).await;
-    waiting(20).await;
+    wait_for_model_calls(&served, 20).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let before = rss_bytes(pid);
     start(RUNS).await;
-    waiting(20 + RUNS).await;
-    let mut peak = 0;
-    for _ in 0..15 {
-        peak = peak.max(rss_bytes(pid));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let each = peak.saturating_sub(before) / RUNS as u64;
+    wait_for_model_calls(&served, 20 + RUNS).await;
+    let each = peak_rss(pid).await.saturating_sub(before) / RUNS as u64;
     eprintln!("a run waiting for its model costs fabric serve {each} bytes");
     assert!(
         each < 48 * 1024,
         "{RUNS} runs waiting for their own model request cost fabric serve {each} bytes each"
+    );
+}
+
+/// Starts `count` blocking `POST /run`s on connections of their own, with a chunked body when
+/// `chunked`, and keeps the connections open (the answers come after the test).
+async fn hold_blocking_runs(
+    served: &Served,
+    count: usize,
+    chunked: bool,
+) -> Vec<tokio::net::TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let address = served.base.trim_start_matches("http://").to_owned();
+    let body = r#"{"prompt": "wait", "pack": "engineering"}"#;
+    let request = if chunked {
+        format!(
+            "POST /run HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        )
+    } else {
+        format!(
+            "POST /run HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let mut held = Vec::with_capacity(count);
+    for _ in 0..count {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        held.push(stream);
+    }
+    held
+}
+
+/// What a blocking `POST /run` waiting for its model costs a server of its own, with a
+/// chunked body when `chunked`.
+async fn blocking_run_cost(chunked: bool) -> u64 {
+    const RUNS: usize = 300;
+    const STEP: usize = 25;
+    let served = serve_waiting_runs().await;
+    let pid = served.child.id().unwrap();
+    // Warm the server (its pools, the store's pages) with a first batch.
+    let mut held = hold_blocking_runs(&served, 20, chunked).await;
+    wait_for_model_calls(&served, 20).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let before = rss_bytes(pid);
+    // A few at a time: a burst's passing costs (the store writer's queue) would blur the
+    // runs' own.
+    for started in (STEP..=RUNS).step_by(STEP) {
+        held.extend(hold_blocking_runs(&served, STEP, chunked).await);
+        wait_for_model_calls(&served, 20 + started).await;
+    }
+    let each = peak_rss(pid).await.saturating_sub(before) / RUNS as u64;
+    drop(held);
+    each
+}
+
+/// A blocking `POST /run` holds its connection for its run's life; answered without hyper's
+/// connection (ADR-129), it holds the socket and not hyper's 8 KiB read and write buffers.
+/// The same request with a chunked body is still hyper's, so the test measures both, each in
+/// a server of its own: the held ones must cost at least 4 KiB a run less, and under 44 KiB.
+/// Measured in this debug build: 34.5–37.5 KiB held, 46 KiB through hyper.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_45_a_blocking_run_holds_no_http_server_buffers() {
+    let ours = blocking_run_cost(false).await;
+    let hypers = blocking_run_cost(true).await;
+    eprintln!(
+        "a blocking run costs fabric serve {ours} bytes; through hyper's connection {hypers}"
+    );
+    assert!(
+        ours < 44 * 1024 && ours + 4 * 1024 < hypers,
+        "a blocking run costs fabric serve {ours} bytes, through hyper's connection {hypers}"
     );
 }
