@@ -6,53 +6,69 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
+use futures_util::future::Either;
+use std::future::Future;
 
 use crate::{ApiError, AppState};
 
-pub(crate) async fn require_token(
+pub(crate) fn require_token(
     State(state): State<AppState>,
     request: Request,
     next: Next,
-) -> Result<Response, ApiError> {
-    if let Some(expected) = &state.inner.config.token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                let (scheme, token) = v.trim().split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            });
-        if !given.is_some_and(|t| same(t.as_bytes(), expected.as_bytes())) {
-            return Err(ApiError::Unauthorized);
+) -> impl Future<Output = Result<Response, ApiError>> {
+    let allowed = match &state.inner.config.token {
+        Some(expected) => {
+            let given = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| {
+                    let (scheme, token) = v.trim().split_once(' ')?;
+                    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+                });
+            given.is_some_and(|t| same(t.as_bytes(), expected.as_bytes()))
         }
-    }
-    Ok(next.run(request).await)
+        None => true,
+    };
+    pass_if(
+        allowed.then_some(()).ok_or(ApiError::Unauthorized),
+        request,
+        next,
+    )
 }
 
-/// Without a token, answers only requests addressed to a loopback name. The binary serves
-/// without a token only on loopback addresses, but a page of any site can reach those too
-/// once its name resolves to 127.0.0.1 (DNS rebinding); its requests then carry its own
-/// name in `Host`, so they are refused here. With a token this check is off: such a page
-/// cannot know the token (the web viewer keeps it per origin).
-pub(crate) async fn require_loopback_host(
+pub(crate) fn require_loopback_host(
     State(state): State<AppState>,
     request: Request,
     next: Next,
-) -> Result<Response, ApiError> {
+) -> impl Future<Output = Result<Response, ApiError>> {
+    let mut verdict = Ok(());
     if state.inner.config.token.is_none()
         && let Some(host) = request.headers().get(header::HOST)
     {
         let text = host.to_str().unwrap_or_default();
         if !is_loopback_name(text) {
-            return Err(ApiError::HostNotAllowed(text.chars().take(100).collect()));
+            verdict = Err(ApiError::HostNotAllowed(text.chars().take(100).collect()));
         }
     }
-    Ok(next.run(request).await)
+    pass_if(verdict, request, next)
 }
 
-/// `localhost` (and its subdomains, which browsers resolve to loopback themselves),
-/// `127.x.y.z` and `[::1]`, with or without a port.
+/// The request's way on once a check has judged it: the rest of the router, or the refusal.
+/// Not an `async fn`: its future would keep the request beside the router's for as long as
+/// the answer takes (a blocking `POST /run` for its run's life: 0.8 KiB a layer, issue #45).
+fn pass_if(
+    verdict: Result<(), ApiError>,
+    request: Request,
+    next: Next,
+) -> impl Future<Output = Result<Response, ApiError>> {
+    use futures_util::FutureExt;
+    match verdict {
+        Ok(()) => Either::Left(next.run(request).map(Ok)),
+        Err(refused) => Either::Right(std::future::ready(Err(refused))),
+    }
+}
+
 fn is_loopback_name(host: &str) -> bool {
     let host = host.trim();
     let name = match host.strip_prefix('[') {

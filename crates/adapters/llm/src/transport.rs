@@ -356,8 +356,9 @@ impl Transport {
                         detail: unencodable(&e),
                     })
                 })?;
-                self.attempt_reqwest(client, method, url, &headers, body, read)
-                    .await
+                // Boxed, as the answer's reading below: a run waits in this future for its
+                // model, and inline the largest arm sized every run's (issue #45).
+                Box::pin(self.attempt_reqwest(client, method, url, &headers, body, read)).await
             }
             Client::Plain(plain) => {
                 let encode = || (body.encode)().map_err(|e| PlainError::Request(unencodable(&e)));
@@ -369,7 +370,7 @@ impl Transport {
                     .send(method.as_str(), url, request)
                     .await
                     .map_err(|e| Failure::from(self.map_plain(url, e)))?;
-                self.conclude_plain(url, answer, read).await
+                Box::pin(self.conclude_plain(url, answer, read)).await
             }
         }
     }

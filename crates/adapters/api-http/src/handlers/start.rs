@@ -43,7 +43,8 @@ pub(crate) async fn run_blocking(
     // Held for the run's life, the headers would pin hyper's first read buffer (their values
     // are slices of it) and make it take a second one (docs/BENCHMARKS.md, issue #45).
     drop(headers);
-    let handle = launch::start(&state, request, parent).await?;
+    // Boxed: inline, the start's future stayed in the handler's for the run's life (issue #45).
+    let handle = Box::pin(launch::start(&state, request, parent)).await?;
     let id = handle.id().to_string();
     let outcome = handle.outcome().await.map_err(|e| ApiError::RunCrashed {
         id,
@@ -80,7 +81,12 @@ pub(crate) async fn run_stream(
     headers: axum::http::HeaderMap,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
-    let handle = launch::start(&state, request, launch::traceparent(&headers)).await?;
+    let handle = Box::pin(launch::start(
+        &state,
+        request,
+        launch::traceparent(&headers),
+    ))
+    .await?;
     Ok(sse::events(Source::Live(std::sync::Arc::clone(handle.live())), None).into_response())
 }
 
