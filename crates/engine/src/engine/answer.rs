@@ -56,39 +56,50 @@ impl Answer<'_> {
 }
 
 impl<'a> Loop<'a, '_> {
+    /// A recorded answer for `step`, replayed rather than asked for again (its events are in
+    /// the runlog), and paid for again in the budget as it was then.
+    fn recorded_answer(&mut self, step: u32) -> Option<Answer<'a>> {
+        if self.replay.front().is_none_or(|r| r.step != step) {
+            return None;
+        }
+        // A step recorded without its answer (the call was in flight when the process
+        // stopped) is taken off too, and asked again.
+        let RecordedStep {
+            response: Some(response),
+            started,
+            outcomes,
+            replaced_usage,
+            repaired_tools,
+            ..
+        } = self.replay.pop_front()?
+        else {
+            return None;
+        };
+        // A local answer a cloud fallback replaced was paid for too.
+        self.usage.add(replaced_usage);
+        let price = self.model.price();
+        self.ctx.lineage.budget.charge(replaced_usage, price);
+        Some(Answer {
+            response,
+            source: Source::Replayed(Recorded {
+                started,
+                outcomes,
+                repaired_tools,
+            }),
+        })
+    }
+
     /// The step's answer: replayed when recorded, else asked; repaired; counted and paid for;
     /// and asked of the cloud model instead when it calls no tool and the policy says so.
     pub(super) async fn answer(&mut self, step: u32) -> Result<Answer<'a>, Stop> {
-        // A recorded answer is replayed, not asked for again; its events are in the runlog.
-        let recorded = match self.replay.front() {
-            Some(r) if r.step == step => self.replay.pop_front(),
-            _ => None,
-        };
-        let answer = match recorded {
-            Some(RecordedStep {
-                response: Some(response),
-                started,
-                outcomes,
-                replaced_usage,
-                repaired_tools,
-                ..
-            }) => {
-                // A local answer a cloud fallback replaced was paid for too.
-                self.usage.add(replaced_usage);
-                let price = self.model.price();
-                self.ctx.lineage.budget.charge(replaced_usage, price);
-                let recorded = Recorded {
-                    started,
-                    outcomes,
-                    repaired_tools,
-                };
-                Answer {
-                    response,
-                    source: Source::Replayed(recorded),
-                }
-            }
-            // The call was in flight when the process stopped: ask again.
-            _ => self.ask_live(step).await?,
+        // Taken by a plain function and matched in an `if let`: a recorded step held in this
+        // future's locals would stay beside the model call for as long as it takes (0.3 KiB
+        // of every run in flight, issue #45).
+        let answer = if let Some(answer) = self.recorded_answer(step) {
+            answer
+        } else {
+            // The call was in flight when the process stopped, or never made: ask.
+            self.ask_live(step).await?
         };
         let answer = self.repair(step, answer).await?;
         if let Some(u) = answer.response.usage {

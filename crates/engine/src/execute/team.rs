@@ -492,7 +492,7 @@ impl Shared<'_> {
         });
         let outcome = run_loop(
             member.chat.as_ref(),
-            LoopInput {
+            Box::new(LoopInput {
                 specialist: &member.specialist,
                 tools: tools.as_ref(),
                 messages,
@@ -509,7 +509,7 @@ impl Shared<'_> {
                 answers: history.answers,
                 hooks: self.hooks,
                 start_hooks: history.start_hooks,
-            },
+            }),
             rec,
         )
         .await?;
