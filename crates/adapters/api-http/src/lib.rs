@@ -113,20 +113,14 @@ pub fn router(state: AppState) -> Router {
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed)
         .layer(DefaultBodyLimit::max(state.inner.config.max_body_bytes))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_loopback_host,
-        ))
+        .layer(auth::Guard::loopback_host(state.clone()))
         .with_state(state)
 }
 
 /// [`router`] plus `extra` routes from another driving adapter (the MCP endpoint), guarded
 /// by the same bearer-token auth. This crate does not know what they serve.
 pub fn router_with(state: AppState, extra: Router) -> Router {
-    let guarded = extra.layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        auth::require_token,
-    ));
+    let guarded = extra.layer(auth::Guard::token(state.clone()));
     router(state).merge(guarded)
 }
 
@@ -157,14 +151,8 @@ fn api(state: AppState) -> Router<AppState> {
     }
     // `/metrics` keeps the token unless the config opens it to a scraper without one.
     if !state.inner.config.metrics_public {
-        metrics = metrics.route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_token,
-        ));
+        metrics = metrics.route_layer(auth::Guard::token(state.clone()));
     }
-    let protected = protected.route_layer(axum::middleware::from_fn_with_state(
-        state,
-        auth::require_token,
-    ));
+    let protected = protected.route_layer(auth::Guard::token(state));
     protected.merge(metrics).merge(public)
 }

@@ -55,10 +55,7 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
     let rpc = Router::new()
         .route("/a2a", post(rpc))
         .merge(rest::routes())
-        .route_layer(axum::middleware::from_fn_with_state(
-            state,
-            crate::auth::require_token,
-        ));
+        .route_layer(crate::auth::Guard::token(state));
     Router::new()
         .route("/.well-known/agent-card.json", get(agent_card))
         .merge(rpc)
