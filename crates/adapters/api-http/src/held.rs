@@ -23,7 +23,7 @@ use axum::http::{HeaderName, HeaderValue, Method, Request, Response, Uri, Versio
 use futures_util::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
-use tower::ServiceExt;
+use tower::Service;
 
 /// The largest head read to tell a held request from others: a longer one is hyper's
 /// (whose own limit is larger, and which answers what it cannot take).
@@ -172,7 +172,7 @@ fn classify(bytes: &[u8], max_body: usize) -> Sniffed {
 /// answer as hyper does (the run goes on, docs/HTTP.md).
 pub(crate) async fn serve(
     mut stream: TcpStream,
-    app: axum::Router,
+    mut app: axum::Router,
     head: Box<Request<()>>,
     length: usize,
     mut body: Vec<u8>,
@@ -185,7 +185,19 @@ pub(crate) async fn serve(
     // connection, and a client sends its next request again on a new one.
     body.truncate(length);
     let request = head.map(|()| Body::from(body));
-    let Some(response) = answer(&stream, app, request).await else {
+    // Called here, not through `oneshot`, so the request is not kept in this future beside
+    // the router's for the run's life. A router is always ready (axum's `poll_ready` answers
+    // at once); asked anyway, as tower's contract wants.
+    let ready = Service::<Request<Body>>::poll_ready(
+        &mut app,
+        &mut Context::from_waker(std::task::Waker::noop()),
+    );
+    debug_assert!(ready.is_ready(), "axum's router is always ready");
+    let answered = {
+        let answering = std::pin::pin!(app.call(request));
+        answer(&stream, answering).await
+    };
+    let Some(response) = answered else {
         return;
     };
     if let Err(e) = write_response(&mut stream, response).await {
@@ -206,17 +218,15 @@ async fn read_body(stream: &mut TcpStream, length: usize, body: &mut Vec<u8>) ->
     Ok(())
 }
 
-/// The router's answer to `request`, or `None` when the client closed the connection first.
-async fn answer(
-    stream: &TcpStream,
-    app: axum::Router,
-    request: Request<Body>,
-) -> Option<Response<Body>> {
-    let mut response = std::pin::pin!(app.oneshot(request));
+/// The router's answer, or `None` when the client closed the connection first.
+async fn answer<F>(stream: &TcpStream, mut answering: Pin<&mut F>) -> Option<Response<Body>>
+where
+    F: Future<Output = Result<Response<Body>, std::convert::Infallible>>,
+{
     let mut watching = true;
     loop {
         tokio::select! {
-            answered = &mut response => {
+            answered = answering.as_mut() => {
                 // The router's error type is `Infallible`.
                 return match answered {
                     Ok(response) => Some(response),

@@ -138,7 +138,9 @@ async fn serve_http1(
                     held::serve(stream, app, head, length, body).await;
                 }
                 Ok(held::First::Other(read)) => {
-                    serve_hyper(held::Rewind::new(read, stream), app, stop).await;
+                    // Boxed: hyper's connection is the larger arm, and inline it would size
+                    // the task of every held request too (issue #45).
+                    Box::pin(serve_hyper(held::Rewind::new(read, stream), app, stop)).await;
                 }
                 Ok(held::First::Closed) => {}
                 Err(e) => {
