@@ -205,9 +205,11 @@ pub(crate) async fn serve(
     }
 }
 
+/// Reads the rest of a body of `length` bytes. The buffer grows with what arrives, not with
+/// what the head announced: a client that sends a head and no body costs no more than its
+/// bytes.
 async fn read_body(stream: &mut TcpStream, length: usize, body: &mut Vec<u8>) -> io::Result<()> {
     use tokio::io::AsyncReadExt;
-    body.reserve_exact(length.saturating_sub(body.len()));
     while body.len() < length {
         let want = length - body.len();
         let got = (&mut *stream).take(want as u64).read_buf(body).await?;
