@@ -1,13 +1,22 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 use crate::DomainError;
 
 /// The id of one run. Ids sort by the time the run started (see `fabric-store-fs`), and hold
-/// only characters that are safe as a directory name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct RunId(String);
+/// only characters that are safe as a directory name. Shared text: a run's id is cloned into
+/// every part that serves it (its registry entry, its live run, its task, the store's
+/// writer, its tools' context), each clone a count rather than an allocation (issue #45).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(try_from = "String")]
+pub struct RunId(Arc<str>);
+
+impl Serialize for RunId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
 
 impl RunId {
     /// Checks an id given by a user or read from disk.
@@ -18,7 +27,7 @@ impl RunId {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         if ok {
-            Ok(Self(text.to_owned()))
+            Ok(Self(Arc::from(text)))
         } else {
             Err(DomainError::InvalidRunId(text.to_owned()))
         }
@@ -39,7 +48,7 @@ impl TryFrom<String> for RunId {
 
 impl From<RunId> for String {
     fn from(id: RunId) -> Self {
-        id.0
+        id.0.as_ref().to_owned()
     }
 }
 

@@ -22,12 +22,15 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
             return Err(ApiError::UnsupportedMediaType);
         }
         let limit = state.inner.config.max_body_bytes;
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e: BytesRejection| match e.status() {
-                StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(limit),
-                _ => ApiError::InvalidJson(e.body_text()),
-            })?;
+        // Boxed: inline, the body's reading sized the future of every handler that takes a
+        // JSON body, a blocking `POST /run`'s for its run's life (issue #45).
+        let bytes =
+            Box::pin(Bytes::from_request(req, state))
+                .await
+                .map_err(|e: BytesRejection| match e.status() {
+                    StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(limit),
+                    _ => ApiError::InvalidJson(e.body_text()),
+                })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value = T::deserialize(&mut de)
             .and_then(|v| de.end().map(|()| v))
