@@ -19,6 +19,13 @@ mod wiring;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// The most threads the runtime of a serving command starts for blocking work (tokio's
+/// default is 512). That work is short file and process work: a run's directory, runlog and
+/// lock, a tool's file access, a git command. A burst of thousands of runs arriving at once
+/// started all 512, each with its stack and its allocator arena, 1–2 KiB of every run in flight
+/// (issue #45); past this many, the work waits its turn in tokio's queue.
+const BLOCKING_THREADS: usize = 64;
+
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
     let cli = cli::Cli::parse();
@@ -31,7 +38,11 @@ fn main() -> ExitCode {
         cli::Command::Run(_) | cli::Command::Resume(_) | cli::Command::Answer(_) => {
             tokio::runtime::Builder::new_current_thread()
         }
-        _ => tokio::runtime::Builder::new_multi_thread(),
+        _ => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.max_blocking_threads(BLOCKING_THREADS);
+            builder
+        }
     };
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
