@@ -552,6 +552,7 @@ impl RunLog for ClaimedRunLog {
     async fn append(&self, event: &RunEvent) -> Result<(), StoreError> {
         let guard = self.order.lock().await;
         let line = self.file.encode(event)?;
+        let columns = crate::index::EventColumns::of(event);
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
         let inserted = loop {
@@ -567,11 +568,11 @@ impl RunLog for ClaimedRunLog {
                      SELECT pg_notify('fabric_events', $1 || ' ' || CAST(seq AS TEXT)) FROM ins",
                     vec![
                         self.run.as_str().into(),
-                        Arg::Int(i64::try_from(event.seq).unwrap_or(i64::MAX)),
-                        Arg::Real(event.ts),
-                        event.kind().as_str().into(),
-                        Arg::OptInt(event.step.map(i64::from)),
-                        Arg::OptText(crate::index::EventColumns::of(event).tool),
+                        Arg::Int(i64::try_from(columns.seq).unwrap_or(i64::MAX)),
+                        Arg::Real(columns.ts),
+                        columns.kind.as_str().into(),
+                        Arg::OptInt(columns.step.map(i64::from)),
+                        Arg::OptText(columns.tool.clone()),
                         Arg::Text(line.clone()),
                         Arg::Int(self.fence),
                     ],

@@ -23,9 +23,6 @@ use crate::index::EventColumns;
 use crate::{SqlStore, StoreOptions, index};
 
 /// What the writer is asked to do.
-// An event is its typed payload inline; the channel holds few at a time, so boxing it
-// would only add an allocation per event.
-#[allow(clippy::large_enum_variant)]
 pub(crate) enum Msg {
     /// Index one event with its runlog line (a run's end is written at once, others may
     /// linger): its columns and what it adds to its run's row, not the event itself (a
