@@ -168,7 +168,7 @@ impl RunService {
             let result = follow_into(queue, &run, None, answered).await;
             run.finish(result.as_ref().err().map(ToString::to_string).as_deref());
             service.inner.registry.remove(run.id());
-            let _ = done_tx.send(result);
+            let _ = done_tx.send(result.map(Box::new));
         });
         super::RunHandle {
             id: id.clone(),

@@ -126,7 +126,9 @@ impl Preparation {
         let (recruitment, routing_call) = self.recruit(&request).await?;
         let ids = recruitment.specialist_ids.clone();
         let by_complexity = self.by_complexity(&request.prompt);
-        let mut members = Vec::new();
+        // Sized to the team: a `Vec` grown by `push` starts at four members, three of them
+        // empty for a lone specialist, and the run holds it to its end (issue #45).
+        let mut members = Vec::with_capacity(ids.len());
         let mut models: HashMap<String, Resolved> = HashMap::new();
         for id in &ids {
             let specialist = self
