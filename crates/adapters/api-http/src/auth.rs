@@ -6,8 +6,7 @@ use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::task::{Context, Poll};
 
-use axum::extract::Request;
-use axum::http::header;
+use axum::http::{HeaderMap, Request, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::future::Either;
 use tower::{Layer, Service};
@@ -22,7 +21,7 @@ use crate::{ApiError, AppState};
 #[derive(Clone)]
 pub(crate) struct Guard {
     state: AppState,
-    check: fn(&AppState, &Request) -> Result<(), ApiError>,
+    check: fn(&AppState, &HeaderMap) -> Result<(), ApiError>,
 }
 
 impl Guard {
@@ -54,16 +53,16 @@ impl<S> Layer<S> for Guard {
     }
 }
 
-/// The routes behind a [`Guard`].
+/// A service behind a check: the routes of [`crate::App`] behind a server's auth.
 #[derive(Clone)]
-pub(crate) struct Guarded<S> {
+pub struct Guarded<S> {
     inner: S,
     guard: Guard,
 }
 
-impl<S> Service<Request> for Guarded<S>
+impl<S, B> Service<Request<B>> for Guarded<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request<B>, Response = Response, Error = Infallible>,
 {
     type Response = Response;
     type Error = Infallible;
@@ -73,20 +72,19 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
-        match (self.guard.check)(&self.guard.state, &request) {
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        match (self.guard.check)(&self.guard.state, request.headers()) {
             Ok(()) => Either::Right(self.inner.call(request)),
             Err(refused) => Either::Left(ready(Ok(refused.into_response()))),
         }
     }
 }
 
-fn require_token(state: &AppState, request: &Request) -> Result<(), ApiError> {
+fn require_token(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(expected) = &state.inner.config.token else {
         return Ok(());
     };
-    let given = request
-        .headers()
+    let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
@@ -100,9 +98,9 @@ fn require_token(state: &AppState, request: &Request) -> Result<(), ApiError> {
     }
 }
 
-fn require_loopback_host(state: &AppState, request: &Request) -> Result<(), ApiError> {
+fn require_loopback_host(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     if state.inner.config.token.is_none()
-        && let Some(host) = request.headers().get(header::HOST)
+        && let Some(host) = headers.get(header::HOST)
     {
         let text = host.to_str().unwrap_or_default();
         if !is_loopback_name(text) {

@@ -172,7 +172,7 @@ fn classify(bytes: &[u8], max_body: usize) -> Sniffed {
 /// answer as hyper does (the run goes on, docs/HTTP.md).
 pub(crate) async fn serve(
     mut stream: TcpStream,
-    mut app: axum::Router,
+    mut app: crate::App,
     head: Box<Request<()>>,
     length: usize,
     mut body: Vec<u8>,

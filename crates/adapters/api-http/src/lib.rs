@@ -36,6 +36,7 @@ mod state;
 mod ui;
 
 pub use a2a::{A2aSkill, AgentCardInfo};
+pub use auth::Guarded;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 /// The answers the HTTP API shares with the MCP server (issue #28).
 pub use fabric_core::views::{PruneResult, RunView, StatsPage};
@@ -51,6 +52,7 @@ pub use ui::{CONTENT_SECURITY_POLICY, assets_size};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use tower::Layer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -103,25 +105,35 @@ macro_rules! routed {
     }};
 }
 
+/// The API as one service: its routes behind the checks every request passes first.
+///
+/// The checks are tower layers around the router, not `Router::layer`: that one wraps every
+/// route, and each wrapping boxes a future per request for as long as the answer takes (a
+/// blocking `POST /run`'s whole run, issue #45). Around the router they are plain types,
+/// their futures the router's own.
+pub type App = auth::Guarded<<DefaultBodyLimit as Layer<Router>>::Service>;
+
 /// Every route of the API over `state`, and the web run viewer at `/`. Auth guards all but
 /// `/health`, `/openapi.json` and the viewer's files; without a token, only loopback `Host`
 /// names are answered.
-pub fn router(state: AppState) -> Router {
-    api(state.clone())
+pub fn router(state: AppState) -> App {
+    router_with(state, Router::new())
+}
+
+/// [`router`] plus `extra` routes from another driving adapter (the MCP endpoint), guarded
+/// by the same bearer-token auth and the same checks. This crate does not know what they
+/// serve.
+pub fn router_with(state: AppState, extra: Router) -> App {
+    let guarded = extra.layer(auth::Guard::token(state.clone()));
+    let routes = api(state.clone())
         .merge(a2a::routes(state.clone()))
         .merge(ui::routes())
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed)
-        .layer(DefaultBodyLimit::max(state.inner.config.max_body_bytes))
-        .layer(auth::Guard::loopback_host(state.clone()))
-        .with_state(state)
-}
-
-/// [`router`] plus `extra` routes from another driving adapter (the MCP endpoint), guarded
-/// by the same bearer-token auth. This crate does not know what they serve.
-pub fn router_with(state: AppState, extra: Router) -> Router {
-    let guarded = extra.layer(auth::Guard::token(state.clone()));
-    router(state).merge(guarded)
+        .with_state(state.clone())
+        .merge(guarded);
+    let limited = DefaultBodyLimit::max(state.inner.config.max_body_bytes).layer(routes);
+    auth::Guard::loopback_host(state).layer(limited)
 }
 
 /// The OpenAPI document of the API, built from the handlers' annotations. The server serves

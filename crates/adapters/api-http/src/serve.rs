@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::{ApiError, AppState, held, router_with};
+use crate::{ApiError, App, AppState, held, router_with};
 
 /// How long runs and open responses get to end at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -74,12 +74,12 @@ async fn serve_inner(
         runs.begin_shutdown();
         signal_stopping.cancel();
     };
-    // Each connection clones the finished router (a count). Serving a `Router` per accepted
+    // Each connection clones the finished service (a few counts). Serving a `Router` per accepted
     // stream (`Router::with_state`) would rebuild its route table for every connection: 18
     // KiB of heap, 30 KiB of RSS, for every connection held open, such as a blocking
     // `POST /run` (issue #45, docs/BENCHMARKS.md).
     let max_body = state.inner.config.max_body_bytes;
-    let server = serve_http1(listener, app.with_state(()), max_body, signal);
+    let server = serve_http1(listener, app, max_body, signal);
     let drained = tokio::select! {
         served = server => {
             served.map_err(|e| ApiError::Internal(format!("the server failed: {e}")))?;
@@ -106,7 +106,7 @@ async fn serve_inner(
 /// response in flight is done, and returns when all have.
 async fn serve_http1(
     listener: TcpListener,
-    app: axum::Router,
+    app: App,
     max_body: usize,
     signal: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -160,7 +160,7 @@ async fn serve_http1(
 
 /// Serves `io` with hyper's HTTP/1 connection until it closes, or until `stop` changes: then
 /// the response in flight finishes and the connection closes.
-async fn serve_hyper(io: held::Rewind, app: axum::Router, mut stop: watch::Receiver<bool>) {
+async fn serve_hyper(io: held::Rewind, app: App, mut stop: watch::Receiver<bool>) {
     let service = hyper_util::service::TowerToHyperService::new(app);
     let io = hyper_util::rt::TokioIo::new(io);
     let mut connection =

@@ -31,7 +31,7 @@ fn state(preparer: Arc<dyn Preparer>, config: ApiConfig) -> AppState {
     )
 }
 
-fn app(token: Option<&str>) -> axum::Router {
+fn app(token: Option<&str>) -> fabric_api_http::App {
     let config = ApiConfig {
         token: token.map(str::to_owned),
         max_body_bytes: 1024,
@@ -40,7 +40,7 @@ fn app(token: Option<&str>) -> axum::Router {
     router(state(Arc::new(launcher()), config))
 }
 
-async fn call(app: axum::Router, request: Request<Body>) -> (StatusCode, Value) {
+async fn call(app: fabric_api_http::App, request: Request<Body>) -> (StatusCode, Value) {
     let response = app.oneshot(request).await.unwrap();
     let status = response.status();
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
