@@ -41,8 +41,8 @@ pub use instructions::{InstructionFile, InstructionScope, InstructionSource, Ins
 pub use limits::{BudgetLimits, ComplexityRouting};
 pub use live::{LiveToolOutput, OutputChunk, OutputStream};
 pub use message::{
-    IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, Message, PromptCache, Role, ToolCall,
-    ToolImage, Usage,
+    IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, Message, PromptCache, Role, Text,
+    ToolCall, ToolImage, Usage,
 };
 pub use model::{
     DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OLLAMA_PARALLEL, FallbackPolicy, ModelConfig, Price,

@@ -37,7 +37,7 @@ pub struct Message {
     pub role: Role,
     /// The text, if any (`None` for an assistant message that only calls tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
+    pub content: Option<Text>,
     /// Tool calls made by an assistant message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
@@ -54,12 +54,12 @@ pub struct Message {
 
 impl Message {
     /// A system message.
-    pub fn system(text: impl Into<String>) -> Self {
+    pub fn system(text: impl Into<Text>) -> Self {
         Self::text(Role::System, text)
     }
 
     /// A user message.
-    pub fn user(text: impl Into<String>) -> Self {
+    pub fn user(text: impl Into<Text>) -> Self {
         Self::text(Role::User, text)
     }
 
@@ -67,7 +67,7 @@ impl Message {
     pub fn assistant(content: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
         Self {
             role: Role::Assistant,
-            content,
+            content: content.map(Text::from),
             tool_calls,
             tool_call_id: None,
             images: Vec::new(),
@@ -75,7 +75,7 @@ impl Message {
     }
 
     /// The answer to one tool call.
-    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<Text>) -> Self {
         Self {
             role: Role::Tool,
             content: Some(content.into()),
@@ -91,7 +91,7 @@ impl Message {
         self
     }
 
-    fn text(role: Role, text: impl Into<String>) -> Self {
+    fn text(role: Role, text: impl Into<Text>) -> Self {
         Self {
             role,
             content: Some(text.into()),
@@ -99,6 +99,112 @@ impl Message {
             tool_call_id: None,
             images: Vec::new(),
         }
+    }
+}
+
+/// A message's text. Shared, not copied: a conversation is cloned for the record of each
+/// model request, and the system prompt of a specialist is the same text in every run of it
+/// (one copy for all the runs in flight, issue #45). Reads as a `str`; serialised as a
+/// string.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct Text(Arc<str>);
+
+impl Text {
+    /// The text as a `str`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Text {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Text {
+    fn from(text: String) -> Self {
+        Self(text.into())
+    }
+}
+
+impl From<&str> for Text {
+    fn from(text: &str) -> Self {
+        Self(text.into())
+    }
+}
+
+impl From<&String> for Text {
+    fn from(text: &String) -> Self {
+        Self(text.as_str().into())
+    }
+}
+
+impl From<Arc<str>> for Text {
+    fn from(text: Arc<str>) -> Self {
+        Self(text)
+    }
+}
+
+impl From<Text> for String {
+    fn from(text: Text) -> Self {
+        text.0.as_ref().to_owned()
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        &*self.0 == other
+    }
+}
+
+impl PartialEq<String> for Text {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for Text {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Self::from)
     }
 }
 

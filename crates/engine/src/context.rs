@@ -159,9 +159,12 @@ fn shorten_old_results(
         }
         let kept: String = content.chars().take(SHORTENED_CHARS).collect();
         let cut = content.chars().count() - SHORTENED_CHARS;
-        message.content = Some(format!(
-            "{kept}\n[… {cut} more characters left out to fit the model's context window; call the tool again if you need them]"
-        ));
+        message.content = Some(
+            format!(
+                "{kept}\n[… {cut} more characters left out to fit the model's context window; call the tool again if you need them]"
+            )
+            .into(),
+        );
         shortened += 1;
     }
     shortened
@@ -196,7 +199,7 @@ fn drop_old_turns(
                     .as_deref()
                     .is_some_and(|c| c.starts_with(NOTE_PREFIX))
         });
-        let earlier_text = earlier.and_then(|i| messages[i].content.clone());
+        let earlier_text = earlier.and_then(|i| messages[i].content.clone().map(String::from));
         if earlier_summary.is_none() {
             earlier_summary = earlier_text.clone();
         }
@@ -217,7 +220,7 @@ fn drop_old_turns(
             None => counts.render(),
         };
         match earlier {
-            Some(i) => messages[i].content = Some(note),
+            Some(i) => messages[i].content = Some(note.into()),
             None => messages.insert(head, Message::user(note)),
         }
         dropped.extend(turn);
@@ -334,10 +337,13 @@ pub(crate) fn use_summary(messages: &mut [Message], summary: &str) {
             .lines()
             .map(|l| NoteCounts::parse(l).steps)
             .sum();
-        note.content = Some(format!(
-            "{NOTE_PREFIX} {steps} earlier step(s) were left out to fit the model's context window; {SUMMARY_MARK} {}]",
-            summary.replace('\n', " ")
-        ));
+        note.content = Some(
+            format!(
+                "{NOTE_PREFIX} {steps} earlier step(s) were left out to fit the model's context window; {SUMMARY_MARK} {}]",
+                summary.replace('\n', " ")
+            )
+            .into(),
+        );
     }
 }
 
@@ -451,7 +457,7 @@ mod tests {
         let mut m = conversation(6, 3_000);
         let room = estimate(&m, &ToolDefinitions::none()) - 2_000;
         let _ = compact(&mut m, &ToolDefinitions::none(), room);
-        let once: Vec<Option<String>> = m.iter().map(|x| x.content.clone()).collect();
+        let once: Vec<Option<fabric_domain::Text>> = m.iter().map(|x| x.content.clone()).collect();
         let _ = compact(&mut m, &ToolDefinitions::none(), 1);
         let kept = m
             .iter()

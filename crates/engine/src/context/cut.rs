@@ -47,7 +47,7 @@ pub(super) fn cut_newest(
         if over > 0
             && let Some(shorter) = shorten_answer(messages[last].content.as_deref(), over)
         {
-            messages[last].content = Some(shorter);
+            messages[last].content = Some(shorter.into());
             cut += 1;
         }
     }
@@ -81,7 +81,7 @@ pub(super) fn cut_newest(
                 serde_json::from_str(&c.arguments).unwrap_or(Value::Null),
             )
         });
-        messages[i].content = Some(cut_text(&content, keep, name, &args));
+        messages[i].content = Some(cut_text(&content, keep, name, &args).into());
         cut += 1;
     }
 }

@@ -99,6 +99,7 @@ impl Loop<'_, '_> {
             .rev()
             .find(|m| m.role == fabric_domain::Role::User)
             .and_then(|m| m.content.clone())
+            .map(String::from)
             .unwrap_or_default();
         match self.prompt_submitted(None, prompt).await? {
             None => Ok(()),

@@ -15,8 +15,9 @@
 //!   that are left out, from the last. The system prompt is never compacted away, so
 //!   whatever it holds is paid for at every step.
 
-use fabric_domain::{Instructions, SpecialistSpec, ToolSpec, fitting_workflows};
-use std::sync::Arc;
+use fabric_domain::{Instructions, SpecialistSpec, Text, ToolSpec, fitting_workflows};
+use std::collections::HashSet;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use crate::context::BYTES_PER_TOKEN;
 use crate::ports::Tool;
@@ -28,6 +29,33 @@ pub const MAX_PROMPT_WORKFLOWS: usize = 3;
 pub const WORKFLOW_WINDOW_SHARE: u32 = 32;
 /// What introduces the workflow lines.
 const WORKFLOWS_HEADER: &str = "\n\nWorkflows (usual orders of calls):";
+
+/// Most distinct system prompts kept for sharing; past it, the ones no run holds are let go,
+/// and a new one while all are held is not kept (its run has its own copy).
+const SHARED_PROMPTS: usize = 256;
+
+/// The system prompts of the runs in flight, one copy of each text (issue #45). A run's
+/// prompt is built anew (its tools and instructions decide it) and then looked up here: runs
+/// of one specialist with the same tools hold the same text, 1-2 KiB each run otherwise.
+static PROMPTS: LazyLock<Mutex<HashSet<Arc<str>>>> = LazyLock::new(Mutex::default);
+
+/// `text` as the copy every run with the same system prompt shares.
+pub(super) fn shared_prompt(text: String) -> Text {
+    // A panic while holding the set leaves it whole (inserts and retains are atomic).
+    let mut prompts = PROMPTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(kept) = prompts.get(text.as_str()) {
+        return Text::from(Arc::clone(kept));
+    }
+    let text: Arc<str> = text.into();
+    if prompts.len() >= SHARED_PROMPTS {
+        // Only this set holds them: no run in flight has that prompt.
+        prompts.retain(|kept| Arc::strong_count(kept) > 1);
+    }
+    if prompts.len() < SHARED_PROMPTS {
+        prompts.insert(Arc::clone(&text));
+    }
+    Text::from(text)
+}
 
 /// The specialist's prompt plus the rules of the workspace every specialist works under, and
 /// the workflows that fit `tools` (see the module doc). `window` is the model's context
@@ -85,6 +113,27 @@ mod tests {
     use async_trait::async_trait;
     use fabric_domain::Workflow;
     use serde_json::{Value, json};
+
+    /// Runs with the same system prompt hold one copy of it; another prompt is its own, and
+    /// a prompt no run holds any more is let go once the set is full (issue #45).
+    #[test]
+    fn issue_45_runs_with_the_same_prompt_share_one_copy() {
+        let text = "You are the issue_45 sharing test's specialist.".to_owned();
+        let (a, b) = (shared_prompt(text.clone()), shared_prompt(text.clone()));
+        assert_eq!(a, b);
+        assert_eq!(a.as_str().as_ptr(), b.as_str().as_ptr(), "one copy");
+        let other = shared_prompt(format!("{text} Another one."));
+        assert_ne!(a.as_str().as_ptr(), other.as_str().as_ptr());
+        drop(other);
+        // Fill the set with prompts nobody holds: the held one stays shared.
+        for i in 0..SHARED_PROMPTS {
+            drop(shared_prompt(format!("issue_45 filler {i}")));
+        }
+        let again = shared_prompt(text);
+        assert_eq!(a.as_str().as_ptr(), again.as_str().as_ptr());
+        let held = PROMPTS.lock().unwrap().len();
+        assert!(held <= SHARED_PROMPTS, "{held} prompts kept");
+    }
 
     struct Named(ToolSpec);
 

@@ -11,7 +11,7 @@ use super::critic::CriticGate;
 use super::merge::{
     MemberResult, combined_reason, combined_status, handoff_message, merged_payload, totals,
 };
-use super::prompt::system_prompt;
+use super::prompt::{shared_prompt, system_prompt};
 use super::toolset::{MemberTools, split_allowed};
 use super::{Member, RunOutcome, TaskForce, TaskForceMode};
 use crate::CoreError;
@@ -376,12 +376,12 @@ impl Shared<'_> {
         let instructions = self
             .instructions
             .filter(|_| member.specialist.project_instructions);
-        Message::system(system_prompt(
+        Message::system(shared_prompt(system_prompt(
             &member.specialist,
             &member.tools,
             member.model.context_window,
             instructions,
-        ))
+        )))
     }
 
     /// The members' work: a lone specialist's loop (no `pack_index` on its events, the plain

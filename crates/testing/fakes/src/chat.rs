@@ -149,7 +149,7 @@ impl ScriptedChat {
             .unwrap()
             .iter()
             .filter(|m| m.role == Role::Tool)
-            .map(|m| m.content.clone().unwrap_or_default())
+            .map(|m| m.content.clone().map(String::from).unwrap_or_default())
             .collect()
     }
 
