@@ -586,7 +586,9 @@ impl RunTask {
         // largest of them sized the task of every run for its whole life (issue #45: 3 KiB
         // a run in flight).
         if let Some(queue) = self.remote_queue() {
-            let result = Box::pin(self.remote(queue, prepared_tx)).await;
+            let result = Box::pin(self.remote(queue, prepared_tx))
+                .await
+                .map(Box::new);
             self.end(&id, result, done_tx);
             return;
         }
@@ -601,6 +603,8 @@ impl RunTask {
                     history: None,
                 }),
         };
+        // Boxed: the outcome is held across the store's flush, and inline its room would be
+        // kept in the task for the run's whole life (384 bytes, issue #45).
         let result = match started {
             Err(error) => {
                 let _ = prepared_tx.send(Err(error.clone()));
@@ -609,7 +613,7 @@ impl RunTask {
             Ok(Started::Ended(outcome)) => {
                 let _ = prepared_tx.send(Ok(()));
                 self.service.inner.store.flush().await;
-                Ok(*outcome)
+                Ok(outcome)
             }
             Ok(Started::Ready {
                 run,
@@ -618,7 +622,10 @@ impl RunTask {
                 history,
             }) => {
                 let _ = prepared_tx.send(Ok(()));
-                let result = self.execute(run, prepared, log, history).await;
+                let result = self
+                    .execute(run, prepared, log, history)
+                    .await
+                    .map(Box::new);
                 // The engine never waits for the store's index (ADR-043); its submitter does,
                 // once: a run whose outcome was returned is listed with its end.
                 self.service.inner.store.flush().await;
@@ -638,12 +645,7 @@ impl RunTask {
 
     /// The run leaves: its followers are told, the registry forgets it, its submitter gets
     /// the outcome.
-    fn end(
-        &self,
-        id: &RunId,
-        result: Result<RunOutcome, ServiceError>,
-        done_tx: oneshot::Sender<Done>,
-    ) {
+    fn end(&self, id: &RunId, result: Done, done_tx: oneshot::Sender<Done>) {
         if let Err(error) = &result {
             // What the caller can fix (a request, a model server to start, a budget) is told
             // to it as the error; only the fabric's own failures are worth a warning.
@@ -668,7 +670,7 @@ impl RunTask {
             sink.forget(id);
         }
         // Nobody may be waiting (POST /runs, or a client that went away): that is fine.
-        let _ = done_tx.send(result.map(Box::new));
+        let _ = done_tx.send(result);
     }
 
     /// The run's log, refusing writes once the service suspends its runs.
