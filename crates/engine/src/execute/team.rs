@@ -78,15 +78,17 @@ pub(super) async fn run(
         instructions: force.instructions.as_deref(),
         hooks: force.hooks.as_deref(),
     };
-    let ended = shared.work(rec, &force, &team, parallel_recorded).await?;
+    // The end and the workspace's result are boxed: held across the last two awaits, inline
+    // they had room reserved in this future (200 bytes) for the whole run (issue #45).
+    let ended = Box::new(shared.work(rec, &force, &team, parallel_recorded).await?);
     // A run waiting for a person has no end yet: the answer continues it (issue #42).
     if ended.status == fabric_domain::RunStatus::InputRequired {
-        return Ok(outcome_of(run, team, ended, (routing, model_reason), None));
+        return Ok(outcome_of(run, team, *ended, (routing, model_reason), None));
     }
-    let workspace = match &run.versioned {
+    let workspace = Box::new(match &run.versioned {
         Some(versioned) => versioned.result().await,
         None => None,
-    };
+    });
     // `run_complete` with the result, or `run_failed` without one (`RunEnd::kind`).
     rec.record(
         None,
@@ -99,16 +101,16 @@ pub(super) async fn run(
             usage: ended.usage,
             reason: ended.reason.clone(),
             result: ended.status.has_result().then(|| ended.payload.clone()),
-            workspace: workspace.clone(),
+            workspace: (*workspace).clone(),
         },
     )
     .await?;
     Ok(outcome_of(
         run,
         team,
-        ended,
+        *ended,
         (routing, model_reason),
-        workspace,
+        *workspace,
     ))
 }
 
@@ -451,7 +453,9 @@ impl Shared<'_> {
         };
         // Built alongside the members, one per member, so the index is always there.
         let tools = &self.toolsets[index.unwrap_or(0) as usize];
-        let history = self.take_history(index.unwrap_or(0) as usize);
+        // Boxed, and used up before the loop (below): inline, its 296 bytes were reserved
+        // in the member's future for its whole life (issue #45).
+        let history = Box::new(self.take_history(index.unwrap_or(0) as usize));
         if let Some(ended) = history.ended {
             return Ok(ended);
         }
@@ -483,15 +487,17 @@ impl Shared<'_> {
             }
         };
         let member_ctx = self.member_context(member, staged.as_ref());
-        let gate = staged.as_ref().map(|gate| GateState {
-            gate,
-            rounds_done: history.critic_rounds,
-            repair_on_cloud: history.repair_on_cloud,
-            model_key: &member.model_key,
-            approved: history.critic_approved,
-        });
-        let outcome = run_loop(
-            member.chat.as_ref(),
+        // The history is used up here, in a block, and borrowed only there, so nothing of it
+        // is held while the loop runs.
+        let input = {
+            let history = history;
+            let gate = staged.as_ref().map(|gate| GateState {
+                gate,
+                rounds_done: history.critic_rounds,
+                repair_on_cloud: history.repair_on_cloud,
+                model_key: &member.model_key,
+                approved: history.critic_approved,
+            });
             Box::new(LoopInput {
                 specialist: &member.specialist,
                 tools: tools.as_ref(),
@@ -509,10 +515,9 @@ impl Shared<'_> {
                 answers: history.answers,
                 hooks: self.hooks,
                 start_hooks: history.start_hooks,
-            }),
-            rec,
-        )
-        .await?;
+            })
+        };
+        let outcome = run_loop(member.chat.as_ref(), input, rec).await?;
         // A task-force member's end is its own event (a lone specialist's is the run's), so
         // a continued run does not run a member that had ended; one waiting for a person
         // has not ended.
