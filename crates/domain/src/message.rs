@@ -148,12 +148,6 @@ impl From<&str> for Text {
     }
 }
 
-impl From<&String> for Text {
-    fn from(text: &String) -> Self {
-        Self(text.as_str().into())
-    }
-}
-
 impl From<Arc<str>> for Text {
     fn from(text: Arc<str>) -> Self {
         Self(text)
