@@ -52,6 +52,14 @@ fn rss_bytes(pid: u32) -> u64 {
     pages * 4096
 }
 
+/// Descriptors the server holds open (`/proc/<pid>/fd`): what bounds the runs one process can
+/// hold in flight under `ulimit -n`.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| entries.count())
+        .unwrap_or(0)
+}
+
 /// Runs that have their directory under the workspace root's `runs/`.
 fn runs_started(root: &Path) -> usize {
     std::fs::read_dir(root.join("runs"))
@@ -204,7 +212,16 @@ async fn wait_started(root: &Path, target: usize, within: Duration) -> Duration 
     started.elapsed()
 }
 
-async fn measure(case: &Case, model_url: &str) -> (f64, f64, Duration) {
+/// What one case measured.
+struct Measured {
+    kib_per_run: f64,
+    base_mib: f64,
+    submit: Duration,
+    /// Descriptors per run at the peak, over the baseline's.
+    fds_per_run: f64,
+}
+
+async fn measure(case: &Case, model_url: &str) -> Measured {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, base, root) = serve(dir.path(), model_url, case).await;
     let pid = child.id().unwrap();
@@ -214,14 +231,16 @@ async fn measure(case: &Case, model_url: &str) -> (f64, f64, Duration) {
     wait_started(&root, WARM, Duration::from_secs(60)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = rss_bytes(pid);
+    let fds_before = open_fds(pid);
     let started = Instant::now();
     start_runs(&http, &base, &case.endpoint, case.runs, &mut held).await;
     wait_started(&root, WARM + case.runs, Duration::from_secs(600)).await;
     let submit = started.elapsed();
     // The last runs are still on their way to the model call: sample for a while.
-    let mut peak = 0;
+    let (mut peak, mut fds) = (0, 0);
     for _ in 0..30 {
         peak = peak.max(rss_bytes(pid));
+        fds = fds.max(open_fds(pid));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // SIGTERM to the whole group, so a wrapper's server ends cleanly and writes its profile.
@@ -235,8 +254,13 @@ async fn measure(case: &Case, model_url: &str) -> (f64, f64, Duration) {
         let _ = child.kill().await;
     }
     held.abort_all();
-    let per_run = peak.saturating_sub(before) as f64 / case.runs as f64 / 1024.0;
-    (per_run, before as f64 / 1024.0 / 1024.0, submit)
+    let runs = case.runs as f64;
+    Measured {
+        kib_per_run: peak.saturating_sub(before) as f64 / runs / 1024.0,
+        base_mib: before as f64 / 1024.0 / 1024.0,
+        submit,
+        fds_per_run: fds.saturating_sub(fds_before) as f64 / runs,
+    }
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -254,17 +278,20 @@ async fn main() {
         MODEL_LATENCY_MS / 1000
     );
     println!(
-        "{:>9} {:>7} {:>6} {:>10} {:>12} {:>10}",
-        "endpoint", "runs", "limit", "KiB/run", "base MiB", "start s"
+        "{:>9} {:>7} {:>6} {:>10} {:>12} {:>10} {:>8}",
+        "endpoint", "runs", "limit", "KiB/run", "base MiB", "start s", "fds/run"
     );
     for case in parse_cases(&cases) {
-        let (kib, base_mib, submit) = measure(&case, &server.base_url()).await;
+        let m = measure(&case, &server.base_url()).await;
         println!(
-            "{:>9} {:>7} {:>6} {kib:>10.1} {base_mib:>12.1} {:>10.1}",
+            "{:>9} {:>7} {:>6} {:>10.1} {:>12.1} {:>10.1} {:>8.2}",
             format!("/{}", case.endpoint),
             case.runs,
             case.limit.map_or("default".to_owned(), |n| n.to_string()),
-            submit.as_secs_f64(),
+            m.kib_per_run,
+            m.base_mib,
+            m.submit.as_secs_f64(),
+            m.fds_per_run,
         );
     }
 }

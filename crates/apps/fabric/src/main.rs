@@ -13,6 +13,7 @@ mod commands;
 mod daily;
 mod errors;
 mod offline;
+mod open_files;
 mod render;
 mod wiring;
 
@@ -41,6 +42,10 @@ fn main() -> ExitCode {
         _ => {
             let mut builder = tokio::runtime::Builder::new_multi_thread();
             builder.max_blocking_threads(BLOCKING_THREADS);
+            // Each run in flight holds descriptors for its life (ADR-132).
+            if let Some(raised) = open_files::raise() {
+                tracing::debug!(before = raised.before, now = raised.now, "open-files limit");
+            }
             builder
         }
     };

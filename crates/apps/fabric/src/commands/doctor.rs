@@ -64,7 +64,33 @@ pub(crate) async fn doctor(cli: &Cli) -> anyhow::Result<u8> {
     sandbox_checks(&settings, &mut report);
     container_checks(&settings, &mut report).await;
     git_check(&settings, &mut report).await;
+    open_files_check(&settings, &mut report);
     Ok(if report.failed { 1 } else { 0 })
+}
+
+/// Whether the hard open-files limit holds `server.max_runs_in_flight` runs (ADR-132). This
+/// process has already raised its soft limit as `fabric serve` does, so the limit read is the
+/// one a server started here gets.
+fn open_files_check(settings: &Settings, report: &mut Report) {
+    let runs = settings.server.max_runs_in_flight as u64;
+    match crate::open_files::current() {
+        None => report.line(Verdict::Ok, "open files", "no limit"),
+        Some(limit) => match crate::open_files::shortfall(limit, runs, "server.max_runs_in_flight") {
+            Some(said) => report.line(
+                Verdict::Warn,
+                "open files",
+                said.trim_start_matches("warning: "),
+            ),
+            None => report.line(
+                Verdict::Ok,
+                "open files",
+                &format!(
+                    "{limit} for a serving fabric, enough for about {} runs in flight (server.max_runs_in_flight: {runs})",
+                    crate::open_files::runs_that_fit(limit)
+                ),
+            ),
+        },
+    }
 }
 
 /// Runs on a project (and versioned scratch workspaces) need git 2.40 or newer: a warning

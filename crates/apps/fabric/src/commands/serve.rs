@@ -114,6 +114,15 @@ async fn listen(
     if token.is_none() {
         eprintln!("note: no token in {token_env}; every local user can call this API");
     }
+    // With a queue the workers hold the runs; here only their callers.
+    if !settings.store.queue {
+        let runs = settings.server.max_runs_in_flight as u64;
+        if let Some(said) = crate::open_files::current().and_then(|limit| {
+            crate::open_files::shortfall(limit, runs, "server.max_runs_in_flight")
+        }) {
+            eprintln!("{said}");
+        }
+    }
     Ok((listener, token))
 }
 

@@ -45,6 +45,7 @@ mod mcp_server;
 mod mcp_tasks;
 mod metrics;
 mod model_transport;
+mod open_files;
 mod projects;
 mod real_models;
 mod recruit_and_models;

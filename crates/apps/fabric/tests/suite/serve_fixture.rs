@@ -32,6 +32,8 @@ pub(crate) struct Options {
     pub(crate) rewrite: Option<fn(&str, &str) -> String>,
     /// Where the server's stderr goes (its log); discarded without.
     pub(crate) stderr: Option<std::path::PathBuf>,
+    /// Shell commands run before the server replaces the shell (`ulimit -Sn 256`, say).
+    pub(crate) shell_first: Option<&'static str>,
 }
 
 impl Served {
@@ -70,7 +72,16 @@ impl Served {
             let yaml = std::fs::read_to_string(&fx.config).unwrap();
             std::fs::write(&fx.config, rewrite(&fx.server.base_url(), &yaml)).unwrap();
         }
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fabric"));
+        let mut cmd = match options.shell_first {
+            Some(first) => {
+                let mut cmd = Command::new("bash");
+                cmd.arg("-c")
+                    .arg(format!("{first} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_fabric"));
+                cmd
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_fabric")),
+        };
         cmd.args(["serve", "--port", "0", "--token-env", "FABRIC_TEST_TOKEN"])
             .arg("--config")
             .arg(&fx.config)
