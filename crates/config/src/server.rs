@@ -34,6 +34,11 @@ pub struct ServerConfig {
     /// How long a run waits for a person's answer (a question or an approval) before it
     /// ends `unanswered`, in seconds; `None` (the default): as long as it takes. Issue #42.
     pub input_timeout_s: Option<u64>,
+    /// How long a connection has to send a whole request head, in seconds: from its accept
+    /// for the first request, from the end of the last answer for the next. A client that
+    /// takes longer (one that connects and sends nothing, or a byte at a time) is
+    /// disconnected, so it cannot hold a descriptor and a task for ever. Issue #45.
+    pub header_timeout_s: u64,
 }
 
 impl Default for ServerConfig {
@@ -49,6 +54,7 @@ impl Default for ServerConfig {
             metrics_public: false,
             project_roots: Vec::new(),
             input_timeout_s: None,
+            header_timeout_s: 30,
         }
     }
 }
@@ -67,6 +73,7 @@ pub(crate) struct RawServer {
     pub(crate) metrics_public: Option<bool>,
     pub(crate) project_roots: Option<Vec<String>>,
     pub(crate) input_timeout_s: Option<u64>,
+    pub(crate) header_timeout_s: Option<u64>,
 }
 
 impl RawServer {
@@ -116,6 +123,9 @@ impl RawServer {
         if let Some(n) = self.input_timeout_s {
             let secs = range(&invalid, "server.input_timeout_s", n, 1, 30 * 86_400)?;
             base.input_timeout_s = Some(secs as u64);
+        }
+        if let Some(n) = self.header_timeout_s {
+            base.header_timeout_s = range(&invalid, "server.header_timeout_s", n, 1, 3_600)? as u64;
         }
         if let Some(roots) = self.project_roots {
             base.project_roots = project_roots(roots, &invalid)?;
@@ -196,11 +206,13 @@ mod tests {
         assert_eq!(s.server.api_token_env, "FABRIC_API_TOKEN");
         assert_eq!(s.server.max_runs_in_flight, 64);
         assert_eq!(s.server.max_body_bytes, 262_144);
+        assert_eq!(s.server.header_timeout_s, 30);
     }
 
     #[test]
     fn the_file_sets_every_key() {
-        let s = load("server:\n  host: 0.0.0.0\n  port: 9000\n  api_token_env: MY_TOKEN\n  max_runs_in_flight: 3\n  max_body_bytes: 4096\n  resume_interrupted: false\n  on_shutdown: suspend\n  metrics_public: true\n").unwrap();
+        let s = load("server:\n  host: 0.0.0.0\n  port: 9000\n  api_token_env: MY_TOKEN\n  max_runs_in_flight: 3\n  max_body_bytes: 4096\n  resume_interrupted: false\n  on_shutdown: suspend\n  metrics_public: true\n  header_timeout_s: 5\n").unwrap();
+        assert_eq!(s.server.header_timeout_s, 5);
         assert!(!s.server.resume_interrupted);
         assert!(s.server.metrics_public);
         assert!(s.server.suspend_on_shutdown);
@@ -234,6 +246,14 @@ mod tests {
                 "server.max_runs_in_flight",
             ),
             ("server:\n  max_body_bytes: 10\n", "server.max_body_bytes"),
+            (
+                "server:\n  header_timeout_s: 0\n",
+                "server.header_timeout_s",
+            ),
+            (
+                "server:\n  header_timeout_s: 7200\n",
+                "server.header_timeout_s",
+            ),
             (
                 "server:\n  api_token_env: \"sk-secret value\"\n",
                 "server.api_token_env",

@@ -176,8 +176,9 @@ pub(crate) async fn serve(
     head: Box<Request<()>>,
     length: usize,
     mut body: Vec<u8>,
+    idle: std::time::Duration,
 ) {
-    if let Err(e) = read_body(&mut stream, length, &mut body).await {
+    if let Err(e) = read_body(&mut stream, length, &mut body, idle).await {
         tracing::trace!(error = %e, "a held request's body could not be read");
         return;
     }
@@ -207,12 +208,20 @@ pub(crate) async fn serve(
 
 /// Reads the rest of a body of `length` bytes. The buffer grows with what arrives, not with
 /// what the head announced: a client that sends a head and no body costs no more than its
-/// bytes.
-async fn read_body(stream: &mut TcpStream, length: usize, body: &mut Vec<u8>) -> io::Result<()> {
+/// bytes, and one that stops sending for `idle` is disconnected.
+async fn read_body(
+    stream: &mut TcpStream,
+    length: usize,
+    body: &mut Vec<u8>,
+    idle: std::time::Duration,
+) -> io::Result<()> {
     use tokio::io::AsyncReadExt;
     while body.len() < length {
         let want = length - body.len();
-        let got = (&mut *stream).take(want as u64).read_buf(body).await?;
+        let mut taken = (&mut *stream).take(want as u64);
+        let got = tokio::time::timeout(idle, taken.read_buf(body))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the body stopped coming"))??;
         if got == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }

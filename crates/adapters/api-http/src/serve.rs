@@ -78,8 +78,11 @@ async fn serve_inner(
     // stream (`Router::with_state`) would rebuild its route table for every connection: 18
     // KiB of heap, 30 KiB of RSS, for every connection held open, such as a blocking
     // `POST /run` (issue #45, docs/BENCHMARKS.md).
-    let max_body = state.inner.config.max_body_bytes;
-    let server = serve_http1(listener, app, max_body, signal);
+    let limits = Limits {
+        max_body: state.inner.config.max_body_bytes,
+        header_timeout: state.inner.config.header_timeout,
+    };
+    let server = serve_http1(listener, app, limits, signal);
     let drained = tokio::select! {
         served = server => {
             served.map_err(|e| ApiError::Internal(format!("the server failed: {e}")))?;
@@ -101,13 +104,22 @@ async fn serve_inner(
     Ok(())
 }
 
+/// What every connection is held to.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// `server.max_body_bytes`.
+    max_body: usize,
+    /// `server.header_timeout_s`: a whole request head within this long.
+    header_timeout: Duration,
+}
+
 /// Accepts connections on `listener` and serves each with `app` over HTTP/1.1 until
 /// `signal` completes; then stops accepting, asks every open connection to close once its
 /// response in flight is done, and returns when all have.
 async fn serve_http1(
     listener: TcpListener,
     app: App,
-    max_body: usize,
+    limits: Limits,
     signal: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     // Every connection task holds a receiver of `stop` (to hear the signal) and of `open`
@@ -128,24 +140,30 @@ async fn serve_http1(
         };
         let (app, mut stop, open) = (app.clone(), stop_rx.clone(), open_rx.clone());
         tokio::spawn(async move {
-            // An idle connection closes at the signal, as hyper closes one between requests.
+            // An idle connection closes at the signal, as hyper closes one between requests,
+            // and when its first request's head has not come whole in time.
             let first = tokio::select! {
-                first = held::first(&stream, max_body) => first,
+                first = tokio::time::timeout(
+                    limits.header_timeout,
+                    held::first(&stream, limits.max_body),
+                ) => first,
                 _ = stop.changed() => return,
             };
             match first {
-                Ok(held::First::Held { head, length, body }) => {
-                    held::serve(stream, app, head, length, body).await;
+                Ok(Ok(held::First::Held { head, length, body })) => {
+                    held::serve(stream, app, head, length, body, limits.header_timeout).await;
                 }
-                Ok(held::First::Other(read)) => {
+                Ok(Ok(held::First::Other(read))) => {
                     // Boxed: hyper's connection is the larger arm, and inline it would size
                     // the task of every held request too (issue #45).
-                    Box::pin(serve_hyper(held::Rewind::new(read, stream), app, stop)).await;
+                    let io = held::Rewind::new(read, stream);
+                    Box::pin(serve_hyper(io, app, limits.header_timeout, stop)).await;
                 }
-                Ok(held::First::Closed) => {}
-                Err(e) => {
+                Ok(Ok(held::First::Closed)) => {}
+                Ok(Err(e)) => {
                     tracing::trace!(error = %e, "reading a connection's first request failed")
                 }
+                Err(_) => tracing::debug!("a connection sent no whole request head in time"),
             }
             drop(open);
         });
@@ -159,12 +177,22 @@ async fn serve_http1(
 }
 
 /// Serves `io` with hyper's HTTP/1 connection until it closes, or until `stop` changes: then
-/// the response in flight finishes and the connection closes.
-async fn serve_hyper(io: held::Rewind, app: App, mut stop: watch::Receiver<bool>) {
+/// the response in flight finishes and the connection closes. Each request's head must come
+/// whole within `header_timeout` of hyper starting to wait for it (hyper's
+/// `header_read_timeout`, which needs its timer).
+async fn serve_hyper(
+    io: held::Rewind,
+    app: App,
+    header_timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
     let service = hyper_util::service::TowerToHyperService::new(app);
     let io = hyper_util::rt::TokioIo::new(io);
-    let mut connection =
-        pin!(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let mut connection = pin!(builder.serve_connection(io, service));
     let mut stopping = false;
     loop {
         tokio::select! {

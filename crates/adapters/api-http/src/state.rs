@@ -23,6 +23,9 @@ pub struct ApiConfig {
     /// How long a run waits for a person's answer before it ends `unanswered`
     /// (`server.input_timeout_s`); `None`: as long as it takes.
     pub input_timeout: Option<std::time::Duration>,
+    /// How long a connection has to send a whole request head (`server.header_timeout_s`):
+    /// from its accept for its first request, from the end of the last answer for the next.
+    pub header_timeout: std::time::Duration,
 }
 
 /// What the server's configuration allows a request to ask for.
@@ -52,6 +55,7 @@ impl Default for ApiConfig {
             ceiling: RequestCeiling::default(),
             metrics_public: false,
             input_timeout: None,
+            header_timeout: std::time::Duration::from_secs(30),
         }
     }
 }

@@ -28,6 +28,7 @@ pub(crate) async fn serve(cli: &Cli, args: &ServeArgs) -> anyhow::Result<u8> {
             .server
             .input_timeout_s
             .map(std::time::Duration::from_secs),
+        header_timeout: std::time::Duration::from_secs(settings.server.header_timeout_s),
         ..ApiConfig::default()
     };
     let fabric = served_fabric(&settings).await?;

@@ -26,6 +26,7 @@ mod delegation;
 mod docs_contracts;
 mod durability;
 mod eval;
+mod header_timeout;
 mod held_connections;
 mod hooks;
 mod issue_40_first;
