@@ -58,6 +58,11 @@ pub(crate) fn current() -> Option<u64> {
     getrlimit(Resource::Nofile).current
 }
 
+/// [`shortfall`] of the limit this process has now (`None` also when it is unlimited).
+pub(crate) fn warning(runs: u64, setting: &str) -> Option<String> {
+    current().and_then(|limit| shortfall(limit, runs, setting))
+}
+
 /// About how many runs in flight `limit` descriptors hold.
 pub(crate) fn runs_that_fit(limit: u64) -> u64 {
     limit.saturating_sub(OWN) / PER_RUN

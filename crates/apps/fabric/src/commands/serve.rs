@@ -118,9 +118,7 @@ async fn listen(
     // With a queue the workers hold the runs; here only their callers.
     if !settings.store.queue {
         let runs = settings.server.max_runs_in_flight as u64;
-        if let Some(said) = crate::open_files::current().and_then(|limit| {
-            crate::open_files::shortfall(limit, runs, "server.max_runs_in_flight")
-        }) {
+        if let Some(said) = crate::open_files::warning(runs, "server.max_runs_in_flight") {
             eprintln!("{said}");
         }
     }

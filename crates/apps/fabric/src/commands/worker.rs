@@ -34,9 +34,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> anyhow::Result<u8> {
         args.concurrency,
         lease.as_secs()
     );
-    if let Some(said) = crate::open_files::current().and_then(|limit| {
-        crate::open_files::shortfall(limit, u64::from(args.concurrency), "--concurrency")
-    }) {
+    if let Some(said) = crate::open_files::warning(u64::from(args.concurrency), "--concurrency") {
         eprintln!("{said}");
     }
     let worker = Worker::new(

@@ -11,6 +11,12 @@ pub(crate) struct Fixture {
     pub(crate) config: PathBuf,
 }
 
+/// A `bash -c` script that runs `first` (`ulimit -n 200`, say), then replaces the shell with
+/// the program given as `$0` and its arguments: `bash -c SCRIPT fabric ARGS…`.
+pub(crate) fn exec_after(first: &str) -> String {
+    format!("{first} && exec \"$0\" \"$@\"")
+}
+
 pub(crate) struct Run {
     pub(crate) output: Output,
     pub(crate) stdout: String,

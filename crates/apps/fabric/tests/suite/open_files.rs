@@ -123,7 +123,8 @@ async fn issue_45_doctor_warns_when_the_hard_limit_cannot_hold_the_runs_in_fligh
     let mut yaml = std::fs::read_to_string(&fx.config).unwrap();
     yaml.push_str("server:\n  max_runs_in_flight: 1000\n");
     std::fs::write(&fx.config, yaml).unwrap();
-    let limited = ["bash", "-c", "ulimit -n 200 && exec \"$0\" \"$@\""];
+    let script = super::fixture::exec_after("ulimit -n 200");
+    let limited = ["bash", "-c", script.as_str()];
     let run = fx.fabric_via(&limited, &["doctor"], &[], 60).await;
     assert!(
         run.stdout.contains(

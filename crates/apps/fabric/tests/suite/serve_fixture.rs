@@ -76,7 +76,7 @@ impl Served {
             Some(first) => {
                 let mut cmd = Command::new("bash");
                 cmd.arg("-c")
-                    .arg(format!("{first} && exec \"$0\" \"$@\""))
+                    .arg(super::fixture::exec_after(first))
                     .arg(env!("CARGO_BIN_EXE_fabric"));
                 cmd
             }

@@ -891,3 +891,37 @@ async fn issue_42_a_message_said_on_one_node_reaches_a_run_on_a_worker() {
     assert_eq!(said[0]["step"], 2);
     let _ = worker.start_kill();
 }
+
+/// ADR-132: a worker whose hard open-files limit cannot hold `--concurrency` runs says so.
+#[cfg_attr(
+    fabric_no_postgres,
+    ignore = "needs PostgreSQL: run scripts/install-test-deps.sh"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_45_a_worker_warns_when_its_open_files_limit_cannot_hold_its_concurrency() {
+    let Some(url) = database() else { return };
+    let fx = fixture(turns(), &url, 30).await;
+    let log = fx.dir.path().join("worker.log");
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(super::fixture::exec_after("ulimit -n 200"))
+        .arg(env!("CARGO_BIN_EXE_fabric"))
+        .args(["worker", "--concurrency", "100", "--config"])
+        .arg(&fx.config)
+        .arg("--workspace")
+        .arg(fx.workspace_root());
+    fx.isolate(&mut cmd);
+    let mut worker = cmd
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("worker log"))
+        .spawn()
+        .expect("fabric worker starts");
+    let said = wait_text(&log, "open-files limit", Duration::from_secs(30)).await;
+    assert!(
+        said.contains(
+            "warning: the open-files limit is 200, enough for about 45 runs in flight, but --concurrency allows 100"
+        ),
+        "{said}"
+    );
+    terminate(&mut worker).await;
+}
