@@ -152,10 +152,21 @@ impl FsRunStore {
     }
 }
 
+/// `EMFILE` and `ENFILE` (Linux and the BSDs alike): this process, or the whole system, has
+/// no file descriptor left. std gives them no `ErrorKind` of their own.
+const OUT_OF_DESCRIPTORS: [i32; 2] = [24, 23];
+
 fn io_error(action: &'static str, path: &Path, error: &std::io::Error) -> StoreError {
-    // A full disk is the one I/O failure with an obvious fix; say it.
+    // A full disk and a full descriptor table are the I/O failures with an obvious fix; say it.
     let detail = if error.kind() == std::io::ErrorKind::StorageFull {
         format!("{error}; free space on that disk and retry (`fabric logs prune` deletes old runs)")
+    } else if error
+        .raw_os_error()
+        .is_some_and(|code| OUT_OF_DESCRIPTORS.contains(&code))
+    {
+        format!(
+            "{error}; each run in flight holds up to three open files (its runlog, its model connection, a blocking caller's connection): raise the open-files hard limit (`ulimit -Hn`, `LimitNOFILE=` in a systemd unit), or lower `server.max_runs_in_flight` (`fabric doctor` checks them; ADR-132)"
+        )
     } else {
         error.to_string()
     };

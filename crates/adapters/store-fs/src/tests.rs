@@ -316,3 +316,26 @@ async fn issue_26_a_probe_at_the_moment_of_a_claim_does_not_make_it_fail() {
     releaser.join().unwrap();
     assert!(claimed.is_ok(), "{:?}", claimed.err());
 }
+
+#[test]
+fn issue_45_out_of_descriptors_names_the_limit_to_raise() {
+    for code in [24, 23] {
+        let error = std::io::Error::from_raw_os_error(code);
+        let said = io_error("cannot create", Path::new("/r/runlog.jsonl"), &error).to_string();
+        assert!(
+            said.starts_with("cannot create /r/runlog.jsonl: "),
+            "{said}"
+        );
+        assert!(
+            said.contains("raise the open-files hard limit (`ulimit -Hn`"),
+            "{said}"
+        );
+        assert!(said.contains("server.max_runs_in_flight"), "{said}");
+    }
+    let other = io_error(
+        "cannot create",
+        Path::new("/r"),
+        &std::io::Error::from_raw_os_error(13),
+    );
+    assert!(!other.to_string().contains("ulimit"), "{other}");
+}

@@ -144,3 +144,43 @@ async fn issue_45_doctor_warns_when_the_hard_limit_cannot_hold_the_runs_in_fligh
         run.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_45_runs_past_the_hard_limit_fail_with_a_log_that_names_the_fix() {
+    let mut scenario = finishing();
+    scenario.latency_ms = 600_000;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    // Hard and soft 100: nothing to raise. Each run holds its runlog (the model's 16
+    // connections are shared), so some of 120 runs find no descriptor left.
+    let served = Served::with(
+        scenario,
+        Options {
+            config: "server:\n  max_runs_in_flight: 200\n",
+            shell_first: Some("ulimit -n 100"),
+            stderr: Some(log.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut refused = 0;
+    for n in 0..120 {
+        let (status, body) = served
+            .post_json(
+                "/runs",
+                json!({"prompt": format!("task {n}"), "pack": "engineering"}),
+            )
+            .await;
+        match status {
+            202 => {}
+            500 => refused += 1,
+            _ => panic!("run {n}: {status} {body}"),
+        }
+    }
+    assert!(refused > 0, "the limit of 100 held 120 runs");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("Too many open files") && said.contains("raise the open-files hard limit"),
+        "{said}"
+    );
+}
