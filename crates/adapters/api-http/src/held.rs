@@ -234,7 +234,6 @@ async fn answer<F>(stream: &TcpStream, mut answering: Pin<&mut F>) -> Option<Res
 where
     F: Future<Output = Result<Response<Body>, std::convert::Infallible>>,
 {
-    let mut watching = true;
     loop {
         tokio::select! {
             answered = answering.as_mut() => {
@@ -244,17 +243,18 @@ where
                     Err(never) => match never {},
                 };
             }
-            ready = stream.readable(), if watching => {
+            ready = stream.readable() => {
                 if ready.is_err() {
                     return None;
                 }
-                let mut probe = [0u8; 64];
+                let mut probe = [0u8; 1024];
                 match stream.try_read(&mut probe) {
                     // The client is gone: stop answering, as hyper does.
                     Ok(0) => return None,
-                    // More bytes (a pipelined request): left unread; the answer closes the
-                    // connection.
-                    Ok(_) => watching = false,
+                    // More bytes (a pipelined request): dropped like any bytes past the body,
+                    // and the close is still watched for behind them; the answer closes the
+                    // connection and the client sends that request again on a new one.
+                    Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(_) => return None,
                 }
