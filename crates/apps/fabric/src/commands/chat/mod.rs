@@ -406,10 +406,12 @@ impl ChatObserver for Shown {
 #[async_trait]
 impl RunObserver for Shown {
     async fn on_event(&self, event: &RunEvent) {
-        self.renderer.on_event(event).await;
+        // Marked before it is shown: a line typed once the person sees the end is for the
+        // prompt; marked after, one typed at once was said to the ended turn and lost.
         if event.run_end().is_some() {
             self.ended.store(true, Ordering::Release);
         }
+        self.renderer.on_event(event).await;
     }
 
     fn on_prepared(&self, notes: &[String]) {
